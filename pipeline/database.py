@@ -1,0 +1,114 @@
+"""Connection pools and schema migrations.
+
+Migrations are the numbered files of ``sql/schema``. :func:`migrate` takes a
+transaction-level advisory lock, so two processes running it at once apply
+each file exactly once, and running it twice is a no-op.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from pipeline.queries import SQL_DIR, q
+
+log = logging.getLogger(__name__)
+
+SCHEMA_DIR = SQL_DIR / "schema"
+#: Arbitrary constant naming the migration lock.
+MIGRATION_LOCK_ID = 0x46454E43  # "FENC"
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    path: Path
+
+    @property
+    def sql(self) -> str:
+        return self.path.read_text()
+
+
+def migrations(schema_dir: Path = SCHEMA_DIR) -> list[Migration]:
+    """The numbered migrations in order; a duplicate number is an error."""
+    out: dict[int, Migration] = {}
+    for path in sorted(schema_dir.glob("*.sql")):
+        head, _, rest = path.stem.partition("_")
+        if not head.isdigit():
+            raise ValueError(f"migration {path.name} must start with a number")
+        version = int(head)
+        if version in out:
+            raise ValueError(f"two migrations numbered {version}: {out[version].path.name}, {path.name}")
+        out[version] = Migration(version, rest, path)
+    return [out[v] for v in sorted(out)]
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for typ in ("json", "jsonb"):
+        await conn.set_type_codec(typ, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+async def connect(dsn: str) -> asyncpg.Connection:
+    """One connection with Fenceline's type codecs (jsonb ↔ Python objects)."""
+    conn = await asyncpg.connect(dsn)
+    await _init_connection(conn)
+    return conn
+
+
+async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+    """A pool with Fenceline's type codecs."""
+    pool = await asyncpg.create_pool(
+        dsn, min_size=min_size, max_size=max_size, init=_init_connection
+    )
+    assert pool is not None
+    return pool
+
+
+async def migrate(conn: asyncpg.Connection, schema_dir: Path = SCHEMA_DIR) -> list[int]:
+    """Apply pending migrations; return the versions applied by this call."""
+    applied: list[int] = []
+    async with conn.transaction():
+        await conn.execute(q("migration_lock"), MIGRATION_LOCK_ID)
+        await conn.execute(q("migration_table_create"))
+        done = {r["version"] for r in await conn.fetch(q("migration_list"))}
+        for m in migrations(schema_dir):
+            if m.version in done:
+                continue
+            log.info("applying migration %03d %s", m.version, m.name)
+            await conn.execute(m.sql)
+            await conn.execute(q("migration_record"), m.version, m.name)
+            applied.append(m.version)
+    return applied
+
+
+async def ensure_database(admin_dsn: str, name: str) -> bool:
+    """Create database ``name`` if missing (via ``admin_dsn``); return True if created."""
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        exists = await conn.fetchval(q("database_exists"), name)
+        if exists:
+            return False
+        try:
+            await conn.execute(f'CREATE DATABASE "{_ident(name)}"')
+        except asyncpg.DuplicateDatabaseError:
+            return False
+        return True
+    finally:
+        await conn.close()
+
+
+def _ident(name: str) -> str:
+    if not name.replace("_", "").isalnum():
+        raise ValueError(f"unsafe database name {name!r}")
+    return name
+
+
+def record_to_dict(record: Any) -> dict[str, Any]:
+    """A plain dict of an asyncpg Record (or None passthrough)."""
+    return dict(record.items())

@@ -1,0 +1,126 @@
+"""Every error Fenceline raises on purpose, in one place.
+
+Hierarchy::
+
+    FencelineError
+    ├── RetryableError            an attempt failed but another attempt may succeed
+    │   ├── ProviderRateLimited   429 / shared cooldown; carries retry_after
+    │   ├── ProviderUnavailable   5xx, connection errors
+    │   ├── ProviderTimeout       the attempt deadline fired (outcome uncertain: still billable)
+    │   └── MalformedOutput       unparseable or schema-invalid model output
+    ├── TerminalError             no further attempt can succeed
+    │   ├── ContextTooLong        the prompt fits no engine pool
+    │   └── DeadlineExceeded      the job's deadline leaves no room for an attempt
+    ├── OwnershipError            a conditional write matched zero rows
+    │   └── LeaseLost             fence moved on, lease expired or state changed
+    ├── IdempotencyConflict       same tenant + key, different request hash
+    ├── AdmissionRejected         quota (429) or capacity (503) refusal, with retry_after
+    └── NotFound                  missing or not visible to this tenant (indistinguishable)
+
+The retryable / terminal split drives :mod:`pipeline.retry`: the job store
+persists a retry for a :class:`RetryableError` and fails the job for a
+:class:`TerminalError`.
+"""
+
+from __future__ import annotations
+
+
+class FencelineError(Exception):
+    """Root of every deliberate Fenceline error."""
+
+    #: Short machine-readable class stored on the job and its attempt row.
+    error_class: str = "internal"
+
+
+class RetryableError(FencelineError):
+    """An attempt failed in a way another attempt may fix.
+
+    Attributes:
+        retry_after: the provider's delay hint in seconds, if it gave one.
+        uncertain: True when the provider may have done (and billed) the work.
+    """
+
+    error_class = "retryable"
+
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, uncertain: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.uncertain = uncertain
+
+
+class ProviderRateLimited(RetryableError):
+    error_class = "rate_limited"
+
+
+class ProviderUnavailable(RetryableError):
+    error_class = "provider_unavailable"
+
+
+class ProviderTimeout(RetryableError):
+    error_class = "timeout"
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message, retry_after=retry_after, uncertain=True)
+
+
+class MalformedOutput(RetryableError):
+    error_class = "malformed_output"
+
+
+class TerminalError(FencelineError):
+    """No further attempt can succeed; the job becomes FAILED_TERMINAL."""
+
+    error_class = "terminal"
+
+
+class ContextTooLong(TerminalError):
+    error_class = "context_too_long"
+
+
+class DeadlineExceeded(TerminalError):
+    error_class = "deadline_exceeded"
+
+
+class OwnershipError(FencelineError):
+    """A write conditional on state, fence and lease matched no row."""
+
+    error_class = "ownership"
+
+
+class LeaseLost(OwnershipError):
+    """The caller no longer owns the job: its fence is stale or its lease expired."""
+
+    error_class = "lease_lost"
+
+
+class IdempotencyConflict(FencelineError):
+    """The idempotency key was already used by this tenant for a different request."""
+
+    error_class = "idempotency_conflict"
+
+    def __init__(self, message: str, *, existing_job_id: str) -> None:
+        super().__init__(message)
+        self.existing_job_id = existing_job_id
+
+
+class AdmissionRejected(FencelineError):
+    """Work refused before acceptance: nothing was written.
+
+    ``status`` is 429 for a tenant quota and 503 for exhausted system capacity.
+    """
+
+    error_class = "admission_rejected"
+
+    def __init__(self, message: str, *, status: int, reason: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class NotFound(FencelineError):
+    """Missing, or owned by another tenant: the two are deliberately indistinguishable."""
+
+    error_class = "not_found"

@@ -1,0 +1,65 @@
+"""The job state machine, written once here and enforced in SQL.
+
+``sql/schema/001_jobs.sql`` holds the same transitions in the
+``job_state_transitions`` table, which a trigger checks on every update of
+``extraction_jobs.state``; ``tests/integration/test_states_sql.py`` proves the
+two agree.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class JobState(StrEnum):
+    #: Accepted durably; waiting for a driver. Left by a driver's claim, or by the
+    #: reaper when the job's deadline passes first.
+    READY = "READY"
+    #: Owned by one driver under ``fence`` until ``lease_until``. Left by that
+    #: driver's conditional completion / retry / failure, or by the reaper when the
+    #: lease expires.
+    RUNNING = "RUNNING"
+    #: Waiting for ``available_at`` after a failed attempt. Left by a claim once due,
+    #: or by the reaper when the deadline passes.
+    RETRY_SCHEDULED = "RETRY_SCHEDULED"
+    #: Validated result stored; eligible for ERP delivery. Final.
+    SUCCEEDED = "SUCCEEDED"
+    #: Inspectable but unacceptable result, withheld from delivery. Left only by a
+    #: human review decision (approve → SUCCEEDED, reject → FAILED_TERMINAL).
+    REVIEW_REQUIRED = "REVIEW_REQUIRED"
+    #: Attempts or deadline exhausted, or a terminal error. Final.
+    FAILED_TERMINAL = "FAILED_TERMINAL"
+
+
+#: Every allowed (from, to) pair. Self-transitions are not listed: a heartbeat
+#: changes the lease, not the state.
+TRANSITIONS: frozenset[tuple[JobState, JobState]] = frozenset(
+    {
+        (JobState.READY, JobState.RUNNING),
+        (JobState.READY, JobState.FAILED_TERMINAL),
+        (JobState.RETRY_SCHEDULED, JobState.RUNNING),
+        (JobState.RETRY_SCHEDULED, JobState.FAILED_TERMINAL),
+        (JobState.RUNNING, JobState.SUCCEEDED),
+        (JobState.RUNNING, JobState.REVIEW_REQUIRED),
+        (JobState.RUNNING, JobState.RETRY_SCHEDULED),
+        (JobState.RUNNING, JobState.FAILED_TERMINAL),
+        (JobState.REVIEW_REQUIRED, JobState.SUCCEEDED),
+        (JobState.REVIEW_REQUIRED, JobState.FAILED_TERMINAL),
+    }
+)
+
+#: States a claim may pick up (once ``available_at`` has passed).
+RUNNABLE: frozenset[JobState] = frozenset({JobState.READY, JobState.RETRY_SCHEDULED})
+
+#: States in which no automatic work remains; ``finished_at`` is set exactly here.
+SETTLED: frozenset[JobState] = frozenset(
+    {JobState.SUCCEEDED, JobState.REVIEW_REQUIRED, JobState.FAILED_TERMINAL}
+)
+
+#: States nothing can leave.
+FINAL: frozenset[JobState] = frozenset({JobState.SUCCEEDED, JobState.FAILED_TERMINAL})
+
+
+def can_transition(src: JobState, dst: JobState) -> bool:
+    """Return whether the state machine allows ``src`` → ``dst``."""
+    return (src, dst) in TRANSITIONS
