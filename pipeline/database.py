@@ -44,7 +44,8 @@ def migrations(schema_dir: Path = SCHEMA_DIR) -> list[Migration]:
             raise ValueError(f"migration {path.name} must start with a number")
         version = int(head)
         if version in out:
-            raise ValueError(f"two migrations numbered {version}: {out[version].path.name}, {path.name}")
+            other = out[version].path.name
+            raise ValueError(f"two migrations numbered {version}: {other}, {path.name}")
         out[version] = Migration(version, rest, path)
     return [out[v] for v in sorted(out)]
 

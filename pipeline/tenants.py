@@ -1,0 +1,143 @@
+"""Tenants and their API keys.
+
+A key is ``flk_<random>``; only its sha256 is stored. Lookups hash the presented
+key and probe the unique index, then compare the stored hash in constant time,
+so neither the database nor Python leaks a prefix match through timing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import uuid
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import asyncpg
+
+from pipeline.queries import q
+
+KEY_PREFIX = "flk_"
+
+
+@dataclass(frozen=True)
+class Tenant:
+    id: uuid.UUID
+    name: str
+    weight: int = 1
+    max_in_flight: int = 1000
+    max_pending_jobs: int = 100_000
+    max_pending_bytes: int = 1 << 30
+    max_pending_tokens: int = 1_000_000_000
+    spend_budget: Decimal = Decimal("1000")
+    allowed_currencies: tuple[str, ...] = ("EUR", "USD", "GBP", "CHF")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the tenant a key belongs to, and what the key may do."""
+
+    key_id: uuid.UUID
+    tenant_id: uuid.UUID
+    tenant_name: str
+    scopes: frozenset[str]
+
+    @property
+    def is_operator(self) -> bool:
+        return "operator" in self.scopes
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def _tenant(row: Any) -> Tenant:
+    return Tenant(
+        id=row["id"],
+        name=row["name"],
+        weight=row["weight"],
+        max_in_flight=row["max_in_flight"],
+        max_pending_jobs=row["max_pending_jobs"],
+        max_pending_bytes=row["max_pending_bytes"],
+        max_pending_tokens=row["max_pending_tokens"],
+        spend_budget=Decimal(row["spend_budget"]),
+        allowed_currencies=tuple(row["allowed_currencies"]),
+    )
+
+
+async def create_tenant(
+    conn: asyncpg.Connection,
+    name: str,
+    *,
+    weight: int = 1,
+    max_in_flight: int = 1000,
+    max_pending_jobs: int = 100_000,
+    max_pending_bytes: int = 1 << 30,
+    max_pending_tokens: int = 1_000_000_000,
+    spend_budget: Decimal = Decimal("1000"),
+    allowed_currencies: tuple[str, ...] = ("EUR", "USD", "GBP", "CHF"),
+) -> Tenant:
+    row = await conn.fetchrow(
+        q("tenant_insert"),
+        uuid.uuid4(),
+        name,
+        weight,
+        max_in_flight,
+        max_pending_jobs,
+        max_pending_bytes,
+        max_pending_tokens,
+        spend_budget,
+        list(allowed_currencies),
+    )
+    return _tenant(row)
+
+
+async def get_tenant(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> Tenant | None:
+    row = await conn.fetchrow(q("tenant_get"), tenant_id)
+    return _tenant(row) if row is not None else None
+
+
+async def get_tenant_by_name(conn: asyncpg.Connection, name: str) -> Tenant | None:
+    row = await conn.fetchrow(q("tenant_get_by_name"), name)
+    return _tenant(row) if row is not None else None
+
+
+async def list_tenants(conn: asyncpg.Connection) -> list[Tenant]:
+    return [_tenant(r) for r in await conn.fetch(q("tenant_list"))]
+
+
+async def create_api_key(
+    conn: asyncpg.Connection, tenant_id: uuid.UUID, *, scopes: tuple[str, ...] = ("jobs",)
+) -> tuple[uuid.UUID, str]:
+    """Create a key; return (key id, the secret). The secret is shown once, never stored."""
+    secret = KEY_PREFIX + secrets.token_urlsafe(32)
+    row = await conn.fetchrow(
+        q("api_key_insert"), uuid.uuid4(), tenant_id, hash_key(secret), secret[:8], list(scopes)
+    )
+    return row["id"], secret
+
+
+async def authenticate(conn: asyncpg.Connection, presented: str) -> Principal | None:
+    """The principal for a presented key, or None (unknown, malformed or revoked)."""
+    if not presented.startswith(KEY_PREFIX) or len(presented) > 200:
+        return None
+    digest = hash_key(presented)
+    row = await conn.fetchrow(q("api_key_lookup"), digest)
+    if row is None or row["revoked_at"] is not None:
+        return None
+    return Principal(
+        key_id=row["id"],
+        tenant_id=row["tenant_id"],
+        tenant_name=row["tenant_name"],
+        scopes=frozenset(row["scopes"]),
+    )
+
+
+async def revoke_api_key(conn: asyncpg.Connection, tenant_id: uuid.UUID, key_id: uuid.UUID) -> bool:
+    return await conn.fetchval(q("api_key_revoke_if_active"), key_id, tenant_id) is not None
+
+
+def constant_time_equal(a: str, b: str) -> bool:
+    return hmac.compare_digest(a.encode(), b.encode())

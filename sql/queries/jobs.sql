@@ -1,0 +1,253 @@
+-- Job store queries. Every state change is conditional on state (and fence and
+-- lease where a driver owns the job); callers check the row count.
+
+-- name: document_upsert
+-- Documents are immutable and identified by content digest within a tenant.
+INSERT INTO documents (id, tenant_id, sha256, object_version, content, byte_size,
+                       content_type, filename)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (tenant_id, sha256) DO UPDATE SET sha256 = EXCLUDED.sha256
+RETURNING id, object_version;
+
+-- name: document_get
+SELECT id, tenant_id, sha256, object_version, content, byte_size, content_type, filename,
+       created_at
+FROM documents WHERE id = $1 AND tenant_id = $2;
+
+-- name: job_insert_if_new
+INSERT INTO extraction_jobs
+  (id, tenant_id, idempotency_key, request_hash, document_id, object_version,
+   schema_version, model_policy, priority, estimated_tokens, max_attempts, state,
+   deadline_at, available_at, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'READY',
+        coalesce($13::timestamptz, now()) + make_interval(secs => $12),
+        coalesce($13::timestamptz, now()), coalesce($13::timestamptz, now()))
+ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+RETURNING id, state, state_version, created_at, deadline_at;
+
+-- name: job_get_by_idempotency_key
+SELECT id, request_hash, state, state_version, created_at, deadline_at
+FROM extraction_jobs WHERE tenant_id = $1 AND idempotency_key = $2;
+
+-- name: outbox_insert
+INSERT INTO outbox_events (event_id, job_id, event_type, payload)
+VALUES ($1, $2, $3, $4);
+
+-- name: job_claim_available
+-- Fair claim: each tenant offers its own oldest runnable jobs (bounded, SKIP
+-- LOCKED), then jobs are picked by the tenant's running count plus rank over its
+-- weight, so one tenant's backlog cannot starve another's single job.
+-- $1 now, $2 limit, $3 lease seconds, $4 worker id.
+WITH now_ AS (SELECT coalesce($1::timestamptz, now()) AS t),
+running AS (
+  SELECT tenant_id, count(*) AS n FROM extraction_jobs WHERE state = 'RUNNING'
+  GROUP BY tenant_id
+),
+candidate AS (
+  SELECT c.id, c.priority, c.available_at, t.weight, t.max_in_flight,
+         coalesce(r.n, 0) AS running,
+         row_number() OVER (PARTITION BY c.tenant_id
+                            ORDER BY c.priority DESC, c.available_at, c.id) AS rn
+  FROM tenants t
+  LEFT JOIN running r ON r.tenant_id = t.id
+  CROSS JOIN LATERAL (
+    SELECT j.id, j.tenant_id, j.priority, j.available_at
+    FROM extraction_jobs j
+    WHERE j.tenant_id = t.id
+      AND j.state IN ('READY', 'RETRY_SCHEDULED')
+      AND j.available_at <= (SELECT t FROM now_)
+      AND j.deadline_at > (SELECT t FROM now_)
+    ORDER BY j.priority DESC, j.available_at, j.id
+    LIMIT $2
+    FOR UPDATE OF j SKIP LOCKED
+  ) c
+  WHERE coalesce(r.n, 0) < t.max_in_flight
+),
+picked AS (
+  SELECT id FROM candidate
+  WHERE running + rn <= max_in_flight
+  ORDER BY (running + rn)::float8 / weight, priority DESC, available_at, id
+  LIMIT $2
+),
+claimed AS (
+  UPDATE extraction_jobs j
+  SET state = 'RUNNING', attempt = j.attempt + 1, fence = j.fence + 1,
+      lease_until = now_.t + make_interval(secs => $3), lease_owner = $4
+  FROM picked, now_
+  WHERE j.id = picked.id AND j.state IN ('READY', 'RETRY_SCHEDULED')
+  RETURNING j.id, j.tenant_id, j.attempt, j.fence, j.lease_until, j.deadline_at,
+            j.document_id, j.object_version, j.schema_version, j.model_policy,
+            j.priority, j.estimated_tokens, j.max_attempts, now_.t AS started_at
+),
+attempt_rows AS (
+  INSERT INTO job_attempts (job_id, fence, attempt, worker_id, started_at)
+  SELECT id, fence, attempt, $4, started_at FROM claimed
+)
+SELECT * FROM claimed;
+
+-- name: lease_extend_if_fenced
+-- Heartbeat: zero rows means ownership is lost (fence moved on or lease expired).
+UPDATE extraction_jobs
+SET lease_until = coalesce($4::timestamptz, now()) + make_interval(secs => $3)
+WHERE id = $1 AND state = 'RUNNING' AND fence = $2
+  AND lease_until > coalesce($4::timestamptz, now())
+RETURNING lease_until;
+
+-- name: job_lock_if_fenced
+-- Lock the owned row for a decision inside the caller's transaction.
+SELECT id, tenant_id, attempt, max_attempts, deadline_at, state_version,
+       coalesce($3::timestamptz, now()) AS now
+FROM extraction_jobs
+WHERE id = $1 AND state = 'RUNNING' AND fence = $2
+  AND lease_until > coalesce($3::timestamptz, now())
+FOR UPDATE;
+
+-- name: job_settle_if_fenced
+-- Success or review: $3 is 'SUCCEEDED' or 'REVIEW_REQUIRED'.
+UPDATE extraction_jobs
+SET state = $3, result_ref = $4, validation_policy = $5, lease_until = NULL,
+    lease_owner = NULL, finished_at = coalesce($6::timestamptz, now()),
+    last_error_class = $7, last_error = $8
+WHERE id = $1 AND state = 'RUNNING' AND fence = $2
+  AND lease_until > coalesce($6::timestamptz, now())
+RETURNING id, tenant_id, state, state_version, attempt, fence;
+
+-- name: job_retry_if_fenced
+UPDATE extraction_jobs
+SET state = 'RETRY_SCHEDULED', available_at = $3, lease_until = NULL, lease_owner = NULL,
+    last_error_class = $4, last_error = $5
+WHERE id = $1 AND state = 'RUNNING' AND fence = $2
+  AND lease_until > coalesce($6::timestamptz, now())
+RETURNING id, tenant_id, state, state_version, attempt, fence, available_at;
+
+-- name: job_fail_if_fenced
+UPDATE extraction_jobs
+SET state = 'FAILED_TERMINAL', lease_until = NULL, lease_owner = NULL,
+    finished_at = coalesce($6::timestamptz, now()), last_error_class = $3, last_error = $4,
+    terminal_reason = $5
+WHERE id = $1 AND state = 'RUNNING' AND fence = $2
+  AND lease_until > coalesce($6::timestamptz, now())
+RETURNING id, tenant_id, state, state_version, attempt, fence;
+
+-- name: result_insert
+INSERT INTO extraction_results (job_id, fence, result, validation, decision)
+VALUES ($1, $2, $3, $4, $5);
+
+-- name: attempt_close_if_running
+UPDATE job_attempts
+SET ended_at = coalesce($9::timestamptz, now()), outcome = $3, error_class = $4,
+    error_detail = $5, prompt_tokens = $6, completion_tokens = $7, cached_tokens = $8,
+    uncertain = $10, engine = $11
+WHERE job_id = $1 AND fence = $2 AND outcome = 'running'
+RETURNING job_id;
+
+-- name: attempt_record_late_result
+-- A stale owner's result arrived after it lost the job: keep its (billable) usage.
+UPDATE job_attempts
+SET late_result_at = coalesce($6::timestamptz, now()), prompt_tokens = $3,
+    completion_tokens = $4, cached_tokens = $5
+WHERE job_id = $1 AND fence = $2 AND outcome <> 'running'
+RETURNING job_id;
+
+-- name: job_select_expired_leases
+SELECT id, tenant_id, fence, attempt, max_attempts, deadline_at,
+       coalesce($1::timestamptz, now()) AS now
+FROM extraction_jobs
+WHERE state = 'RUNNING' AND lease_until <= coalesce($1::timestamptz, now())
+ORDER BY lease_until
+LIMIT $2
+FOR UPDATE SKIP LOCKED;
+
+-- name: job_reschedule_if_expired
+-- Reaper: the lease expired; fence+1 so the old owner can never commit.
+UPDATE extraction_jobs
+SET state = 'RETRY_SCHEDULED', fence = fence + 1, available_at = $3, lease_until = NULL,
+    lease_owner = NULL, last_error_class = 'lease_expired',
+    last_error = 'lease expired before the owner committed an outcome'
+WHERE id = $1 AND state = 'RUNNING' AND fence = $2
+  AND lease_until <= coalesce($4::timestamptz, now())
+RETURNING id, tenant_id, state, state_version, attempt, fence;
+
+-- name: job_fail_if_expired
+UPDATE extraction_jobs
+SET state = 'FAILED_TERMINAL', fence = fence + 1, lease_until = NULL, lease_owner = NULL,
+    finished_at = coalesce($4::timestamptz, now()), last_error_class = 'lease_expired',
+    last_error = 'lease expired before the owner committed an outcome',
+    terminal_reason = $3
+WHERE id = $1 AND state = 'RUNNING' AND fence = $2
+  AND lease_until <= coalesce($4::timestamptz, now())
+RETURNING id, tenant_id, state, state_version, attempt, fence;
+
+-- name: job_select_past_deadline
+SELECT id, tenant_id, fence, state
+FROM extraction_jobs
+WHERE state IN ('READY', 'RETRY_SCHEDULED') AND deadline_at <= coalesce($1::timestamptz, now())
+ORDER BY deadline_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED;
+
+-- name: job_fail_if_waiting_past_deadline
+UPDATE extraction_jobs
+SET state = 'FAILED_TERMINAL', finished_at = coalesce($2::timestamptz, now()),
+    terminal_reason = 'deadline_exceeded', last_error_class = 'deadline_exceeded',
+    last_error = 'deadline passed before an attempt could start'
+WHERE id = $1 AND state IN ('READY', 'RETRY_SCHEDULED')
+  AND deadline_at <= coalesce($2::timestamptz, now())
+RETURNING id, tenant_id, state, state_version, attempt, fence;
+
+-- name: job_get_for_tenant
+SELECT j.id, j.tenant_id, j.state, j.state_version, j.attempt, j.max_attempts, j.fence,
+       j.priority, j.estimated_tokens, j.object_version, j.document_id, j.schema_version,
+       j.model_policy, j.validation_policy, j.available_at, j.deadline_at, j.lease_until,
+       j.lease_owner, j.result_ref, j.last_error_class, j.last_error, j.terminal_reason,
+       j.created_at, j.updated_at, j.finished_at
+FROM extraction_jobs j WHERE j.id = $1 AND j.tenant_id = $2;
+
+-- name: job_get_any_tenant
+-- Operator-only: the caller must have checked operator scope.
+SELECT j.id, j.tenant_id, j.state, j.state_version, j.attempt, j.max_attempts, j.fence,
+       j.priority, j.estimated_tokens, j.object_version, j.document_id, j.schema_version,
+       j.model_policy, j.validation_policy, j.available_at, j.deadline_at, j.lease_until,
+       j.lease_owner, j.result_ref, j.last_error_class, j.last_error, j.terminal_reason,
+       j.created_at, j.updated_at, j.finished_at
+FROM extraction_jobs j WHERE j.id = $1;
+
+-- name: attempt_list_for_job
+SELECT job_id, fence, attempt, worker_id, started_at, ended_at, outcome, error_class,
+       error_detail, engine, prompt_tokens, completion_tokens, cached_tokens, uncertain,
+       late_result_at
+FROM job_attempts WHERE job_id = $1 ORDER BY fence;
+
+-- name: job_event_list_for_job
+SELECT seq, from_state, to_state, state_version, fence, attempt, detail, created_at
+FROM job_events WHERE job_id = $1 ORDER BY seq;
+
+-- name: outbox_list_for_job
+SELECT event_id, event_type, payload, created_at, published_at, publish_attempts, last_error
+FROM outbox_events WHERE job_id = $1 ORDER BY created_at, event_id;
+
+-- name: inbox_list_for_job
+SELECT event_id, payload_digest, received_at FROM execution_inbox WHERE job_id = $1
+ORDER BY received_at;
+
+-- name: result_get_for_tenant
+SELECT r.job_id, r.fence, r.result, r.validation, r.decision, r.created_at
+FROM extraction_results r JOIN extraction_jobs j ON j.id = r.job_id
+WHERE r.job_id = $1 AND j.tenant_id = $2;
+
+-- name: job_count_by_state
+SELECT state, count(*) AS n FROM extraction_jobs GROUP BY state;
+
+-- name: job_backlog_stats
+SELECT count(*) FILTER (WHERE state IN ('READY','RETRY_SCHEDULED')) AS waiting,
+       count(*) FILTER (WHERE state IN ('READY','RETRY_SCHEDULED')
+                          AND available_at <= coalesce($1::timestamptz, now())) AS runnable,
+       count(*) FILTER (WHERE state = 'RUNNING') AS running,
+       extract(epoch FROM coalesce($1::timestamptz, now()) - min(available_at)
+               FILTER (WHERE state IN ('READY','RETRY_SCHEDULED')
+                         AND available_at <= coalesce($1::timestamptz, now())))
+         AS oldest_runnable_age_seconds
+FROM extraction_jobs;
+
+-- name: state_transition_list
+SELECT from_state, to_state FROM job_state_transitions ORDER BY 1, 2;
