@@ -295,11 +295,11 @@ async def test_illegal_transition_rejected_by_database(pool: asyncpg.Pool) -> No
             )
     await store.claim("w")
     async with pool.acquire() as conn:
-        with pytest.raises(asyncpg.CheckViolationError, match="attempt .* would decrease"):
+        with pytest.raises(asyncpg.CheckViolationError, match=r"attempt .* would decrease"):
             await conn.execute(
                 "UPDATE extraction_jobs SET attempt = attempt - 1 WHERE id=$1", job.job_id
             )
-        with pytest.raises(asyncpg.CheckViolationError, match="fence .* would decrease"):
+        with pytest.raises(asyncpg.CheckViolationError, match=r"fence .* would decrease"):
             await conn.execute(
                 "UPDATE extraction_jobs SET fence = fence - 1 WHERE id=$1", job.job_id
             )
