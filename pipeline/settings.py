@@ -6,6 +6,9 @@ start-up and pass it down.
 
 from __future__ import annotations
 
+from decimal import Decimal
+from typing import Literal
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -34,3 +37,37 @@ class Settings(BaseSettings):
 
     reaper_interval_seconds: float = Field(5.0, gt=0)
     scan_interval_seconds: float = Field(2.0, gt=0)
+
+    # Intake API (issue 3): request limits, admission bounds and status streams.
+    #: Request bodies above this get 413 before they are buffered.
+    max_body_bytes: int = Field(1 << 20, gt=0)
+    #: Seconds to wait for a pooled connection before answering 503.
+    db_acquire_timeout_seconds: float = Field(5.0, gt=0)
+    #: Retry-After for a tenant quota refusal (429) on pending jobs, bytes or tokens.
+    quota_retry_after_seconds: float = Field(30.0, gt=0)
+    #: Retry-After for exhausted system capacity or an unreachable database (503).
+    capacity_retry_after_seconds: float = Field(15.0, gt=0)
+    #: System capacity: runnable backlog above this refuses new work with 503.
+    max_runnable_backlog: int = Field(100_000, ge=0)
+    #: System capacity: an oldest eligible job older than this refuses new work with 503.
+    max_oldest_runnable_age_seconds: float = Field(1800.0, gt=0)
+    #: How long one system-capacity reading is reused (0 = read on every request).
+    capacity_check_interval_seconds: float = Field(1.0, ge=0)
+    #: Token estimate for admission: OCR bytes per prompt token, plus fixed reserves.
+    bytes_per_token: float = Field(4.0, gt=0)
+    prompt_overhead_tokens: int = Field(600, ge=0)
+    output_reserve_tokens: int = Field(1024, ge=0)
+    #: Price used to reserve spend against a tenant's budget at acceptance.
+    token_price_per_1k: Decimal = Field(Decimal("0.002"), ge=0)
+    #: The budget period a tenant's ``spend_budget`` applies to.
+    spend_period: Literal["day", "month"] = "month"
+    #: Largest page of ``GET /v1/extraction-jobs``.
+    page_size_max: int = Field(100, gt=0)
+    #: Status streams: events replayed after Last-Event-ID before falling back to a snapshot.
+    sse_replay_limit: int = Field(500, gt=0)
+    #: Status streams: re-read the database at least this often even without a NOTIFY.
+    sse_poll_seconds: float = Field(5.0, gt=0)
+    #: Status streams: re-check the API key this often; a revoked key ends the stream.
+    sse_key_recheck_seconds: float = Field(10.0, gt=0)
+    #: Status streams: comment line sent when idle, so proxies keep the connection.
+    sse_keepalive_seconds: float = Field(15.0, gt=0)

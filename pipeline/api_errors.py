@@ -1,0 +1,330 @@
+"""Every API error as ``application/problem+json`` (RFC 9457).
+
+One place maps Fenceline's error hierarchy (:mod:`pipeline.errors`), Starlette's
+HTTP errors and request validation onto problem documents, so no route invents
+its own error shape and nothing a client sends can surface as a bare 500:
+
+* :class:`~pipeline.errors.NotFound` → 404; another tenant's resource uses the
+  same body as a missing one (no identifiers of the other tenant appear).
+* :class:`~pipeline.errors.IdempotencyConflict` → 409.
+* :class:`~pipeline.errors.AdmissionRejected` → 429 (tenant quota) or 503 (system
+  capacity, database unavailable), always with ``Retry-After``.
+* A lost or unreachable database → 503 with ``Retry-After``: accepted work is in
+  PostgreSQL, so when it cannot be reached nothing can be accepted.
+* Anything else → 500 with no internals in the body (logged server-side).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from http import HTTPStatus
+from typing import Any
+
+import asyncpg
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from pipeline.errors import AdmissionRejected, IdempotencyConflict, NotFound
+
+log = logging.getLogger(__name__)
+
+PROBLEM_JSON = "application/problem+json"
+
+#: Errors that mean "the database is unreachable right now", not "the request is bad".
+DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+    asyncpg.InterfaceError,
+)
+
+
+class FieldError(BaseModel):
+    """One validation failure; the offending input is deliberately not echoed."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem document, with Fenceline's extension members."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field("about:blank", description="URI reference naming the problem type.")
+    title: str
+    status: int = Field(ge=400, le=599)
+    detail: str | None = None
+    reason: str | None = Field(None, description="Machine-readable cause, e.g. quota_pending_jobs.")
+    retry_after: int | None = Field(None, ge=1, description="Same as the Retry-After header.")
+    job_id: str | None = Field(None, description="The caller's own job this problem concerns.")
+    state: str | None = None
+    state_version: int | None = None
+    errors: list[FieldError] | None = None
+
+
+class ApiProblem(Exception):
+    """Raised by routes for a problem that has no counterpart in :mod:`pipeline.errors`."""
+
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        *,
+        reason: str | None = None,
+        headers: dict[str, str] | None = None,
+        **extensions: Any,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.reason = reason
+        self.headers = headers or {}
+        self.extensions = extensions
+
+
+def retry_after_seconds(seconds: float) -> int:
+    """Whole seconds for ``Retry-After``: never below 1, never fractional."""
+    if not math.isfinite(seconds):
+        return 3600
+    return max(1, math.ceil(seconds))
+
+
+def problem(
+    status: int,
+    detail: str | None = None,
+    *,
+    reason: str | None = None,
+    headers: dict[str, str] | None = None,
+    **extensions: Any,
+) -> JSONResponse:
+    """A problem+json response; ``reason`` also names the problem ``type``."""
+    body = Problem(
+        type=f"urn:fenceline:problem:{reason}" if reason else "about:blank",
+        title=_title(status),
+        status=status,
+        detail=detail,
+        reason=reason,
+        **extensions,
+    )
+    return JSONResponse(
+        body.model_dump(exclude_none=True),
+        status_code=status,
+        media_type=PROBLEM_JSON,
+        headers=headers,
+    )
+
+
+def _title(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+
+
+def rejection_response(exc: AdmissionRejected) -> JSONResponse:
+    """429/503 with ``Retry-After`` in the header and the body."""
+    seconds = retry_after_seconds(exc.retry_after)
+    return problem(
+        exc.status,
+        str(exc),
+        reason=exc.reason,
+        retry_after=seconds,
+        headers={"Retry-After": str(seconds)},
+    )
+
+
+async def _on_http(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    detail = exc.detail if isinstance(exc.detail, str) else None
+    reason = "body_too_large" if isinstance(exc, BodyTooLarge) else None
+    return problem(exc.status_code, detail, reason=reason, headers=dict(exc.headers or {}) or None)
+
+
+async def _on_validation(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        FieldError(
+            loc=[p if isinstance(p, int) else str(p) for p in e.get("loc", ())],
+            msg=str(e.get("msg", "invalid")),
+            type=str(e.get("type", "value_error")),
+        )
+        for e in exc.errors()
+    ]
+    return problem(422, "the request is invalid", reason="invalid_request", errors=errors)
+
+
+async def _on_api_problem(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiProblem)
+    return problem(
+        exc.status, exc.detail, reason=exc.reason, headers=exc.headers or None, **exc.extensions
+    )
+
+
+async def _on_not_found(_: Request, __: Exception) -> Response:
+    # The same words whether the job is missing or belongs to another tenant.
+    return problem(404, "no such resource", reason="not_found")
+
+
+async def _on_conflict(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, IdempotencyConflict)
+    return problem(
+        409,
+        "this Idempotency-Key was already used for a different request",
+        reason="idempotency_conflict",
+        job_id=exc.existing_job_id,
+    )
+
+
+async def _on_rejected(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, AdmissionRejected)
+    return rejection_response(exc)
+
+
+def database_unavailable(retry_after: float) -> AdmissionRejected:
+    """The 503 used whenever PostgreSQL cannot be reached."""
+    return AdmissionRejected(
+        "the database is unavailable; nothing was accepted",
+        status=503,
+        reason="database_unavailable",
+        retry_after=retry_after,
+    )
+
+
+def install(app: FastAPI, *, capacity_retry_after: float) -> None:
+    """Register the problem handlers on ``app``."""
+
+    async def on_database(_: Request, exc: Exception) -> Response:
+        log.warning("database unavailable: %s", exc)
+        return rejection_response(database_unavailable(capacity_retry_after))
+
+    async def on_unexpected(_: Request, exc: Exception) -> Response:
+        log.error("unhandled error", exc_info=exc)
+        return problem(500, "internal error", reason="internal")
+
+    app.add_exception_handler(StarletteHTTPException, _on_http)
+    app.add_exception_handler(RequestValidationError, _on_validation)
+    app.add_exception_handler(ApiProblem, _on_api_problem)
+    app.add_exception_handler(NotFound, _on_not_found)
+    app.add_exception_handler(IdempotencyConflict, _on_conflict)
+    app.add_exception_handler(AdmissionRejected, _on_rejected)
+    for exc_type in DATABASE_UNAVAILABLE:
+        app.add_exception_handler(exc_type, on_database)
+    app.add_exception_handler(Exception, on_unexpected)
+
+
+_DESCRIPTIONS = {
+    400: "Malformed request (invalid UTF-8, malformed JSON, bad cursor or header)",
+    401: "Missing, unknown or revoked API key",
+    403: "The API key lacks the scope this operation needs",
+    404: "No such resource for this tenant (another tenant's looks the same)",
+    409: "Conflict: Idempotency-Key reused for a different request, or a stale state_version",
+    413: "Request body above the configured limit",
+    415: "Unsupported Content-Type",
+    422: "The request is well-formed but invalid (schema, NUL characters)",
+    429: "Tenant quota exceeded; retry after Retry-After seconds",
+    503: "System capacity exhausted or database unavailable; retry after Retry-After seconds",
+}
+
+_RETRY_AFTER_HEADER = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying",
+        "schema": {"type": "string", "pattern": "^[1-9][0-9]*$"},
+    }
+}
+
+
+def problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for ``codes``, all problem+json."""
+    out: dict[int | str, dict[str, Any]] = {}
+    for code in codes:
+        entry: dict[str, Any] = {
+            "description": _DESCRIPTIONS.get(code, _title(code)),
+            "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+        }
+        if code in (429, 503):
+            entry["headers"] = _RETRY_AFTER_HEADER
+        out[code] = entry
+    return out
+
+
+# ------------------------------------------------------------ request body limit
+class BodyTooLarge(StarletteHTTPException):
+    """The body grew past the limit while being read."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the request body is larger than {limit} bytes")
+
+
+class BodyLimitMiddleware:
+    """413 for bodies over ``max_bytes``, decided before the body is buffered.
+
+    A declared ``Content-Length`` over the limit is refused without reading a
+    byte; otherwise (chunked or lying clients) the bytes are counted as they are
+    received and reading stops at the first chunk past the limit.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _header(scope, b"content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                bad = problem(400, "invalid Content-Length", reason="invalid_content_length")
+                await bad(scope, receive, send)
+                return
+            if int(declared) > self.max_bytes:
+                await self._too_large(scope, receive, send)
+                return
+        seen = 0
+        started = False
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise BodyTooLarge(self.max_bytes)
+            return message
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted, tracked)
+        except BodyTooLarge:
+            if started:
+                raise
+            await self._too_large(scope, receive, send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = problem(
+            413,
+            f"the request body is larger than {self.max_bytes} bytes",
+            reason="body_too_large",
+            headers={"Connection": "close"},
+        )
+        await response(scope, receive, send)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return bytes(value).decode("latin-1").strip()
+    return None
