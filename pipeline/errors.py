@@ -15,7 +15,8 @@ Hierarchy::
     │   └── LeaseLost             fence moved on, lease expired or state changed
     ├── IdempotencyConflict       same tenant + key, different request hash
     ├── AdmissionRejected         quota (429) or capacity (503) refusal, with retry_after
-    └── NotFound                  missing or not visible to this tenant (indistinguishable)
+    ├── NotFound                  missing or not visible to this tenant (indistinguishable)
+    └── EgressBlocked             a webhook URL or its resolved address is not allowed (SSRF guard)
 
 The retryable / terminal split drives :mod:`pipeline.retry`: the job store
 persists a retry for a :class:`RetryableError` and fails the job for a
@@ -124,3 +125,17 @@ class NotFound(FencelineError):
     """Missing, or owned by another tenant: the two are deliberately indistinguishable."""
 
     error_class = "not_found"
+
+
+class EgressBlocked(FencelineError):
+    """The egress guard refused a destination: nothing was sent.
+
+    ``reason`` is a short machine-readable code (``loopback``, ``private``,
+    ``userinfo``, ``scheme``, ``numeric_host``...) stored on the delivery attempt.
+    """
+
+    error_class = "egress_blocked"
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason

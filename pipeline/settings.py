@@ -9,7 +9,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -71,3 +71,34 @@ class Settings(BaseSettings):
     sse_key_recheck_seconds: float = Field(10.0, gt=0)
     #: Status streams: comment line sent when idle, so proxies keep the connection.
     sse_keepalive_seconds: float = Field(15.0, gt=0)
+
+    # ERP delivery (issue 8, docs/delivery.md): Standard-Webhooks POSTs to
+    # tenant-registered endpoints, retried over hours to days.
+    delivery_timeout_seconds: float = Field(10.0, gt=0)
+    #: An in-flight delivery's lease; must exceed the timeout plus a commit margin.
+    delivery_lease_seconds: float = Field(60.0, gt=0)
+    delivery_per_endpoint_concurrency: int = Field(4, ge=1)
+    delivery_max_in_flight: int = Field(32, ge=1)
+    #: Upper bound of the full-jitter delay after attempt n (last value repeats).
+    delivery_schedule_seconds: tuple[float, ...] = (
+        5.0, 60.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 86400.0,
+    )  # fmt: skip
+    #: A delivery stops retrying (→ failed) this long after it was created or redriven.
+    delivery_max_age_seconds: float = Field(3 * 86400.0, gt=0)
+    delivery_breaker_threshold: int = Field(5, ge=1)
+    delivery_breaker_cooldown_seconds: float = Field(60.0, gt=0)
+    delivery_breaker_cooldown_cap_seconds: float = Field(3600.0, gt=0)
+    #: Consecutive 401/403 answers that raise an auth alert (and every multiple after).
+    delivery_auth_alert_after: int = Field(3, ge=1)
+    #: An endpoint failing without a single success for this long is disabled.
+    delivery_disable_after_seconds: float = Field(5 * 86400.0, gt=0)
+    delivery_poll_seconds: float = Field(1.0, gt=0)
+    delivery_allowed_ports: tuple[int, ...] = (443,)
+    #: DEVELOPMENT ONLY: also allow loopback destinations and plain http to them
+    #: (the local demo's reference ERP). Logged as a warning whenever a guard is built.
+    delivery_allow_loopback_http: bool = False
+    #: base64 of 32 bytes sealing webhook secrets at rest (AES-256-GCM). Unset: secrets
+    #: are stored unsealed and a warning is logged (development only).
+    webhook_secret_key: SecretStr | None = None
+    #: How long a rotated-out endpoint secret keeps signing alongside the new one.
+    webhook_rotation_grace_seconds: float = Field(86400.0, ge=0)
