@@ -27,7 +27,7 @@ import argparse
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -63,7 +63,7 @@ from pipeline.intake import (
     parse_multipart_submission,
 )
 from pipeline.job_views import JobPage, JobResult, JobStatus, JobViews
-from pipeline.jobs import JobStore
+from pipeline.jobs import JobStore, SettleHook
 from pipeline.metrics import IntakeMetrics
 from pipeline.queries import q
 from pipeline.quotas import Admission
@@ -113,11 +113,13 @@ class ApiContext:
         pool: asyncpg.Pool | None,
         accept_hook: AcceptHook | None,
         clock: Clock | None,
+        settle_hooks: Sequence[SettleHook] = (),
     ) -> None:
         self.settings = settings
         self.metrics = IntakeMetrics()
         self.accept_hook = accept_hook
         self.clock = clock
+        self.settle_hooks = list(settle_hooks)
         self.owns_pool = pool is None
         self._services: Services | None = self._build(pool) if pool is not None else None
         self._hub_started = False
@@ -125,6 +127,7 @@ class ApiContext:
     def _build(self, pool: asyncpg.Pool) -> Services:
         s = self.settings
         store = JobStore(pool, s, clock=self.clock)
+        store.settle_hooks.extend(self.settle_hooks)
         admission = Admission(s, clock=self.clock)
         return Services(
             pool=pool,
@@ -486,6 +489,7 @@ def create_app(
     pool: asyncpg.Pool | None = None,
     accept_hook: AcceptHook | None = None,
     clock: Clock | None = None,
+    settle_hooks: Sequence[SettleHook] = (),
 ) -> FastAPI:
     """The Fenceline API.
 
@@ -496,8 +500,12 @@ def create_app(
         accept_hook: test seam run inside the accept transaction before commit
             (see :data:`pipeline.intake.AcceptHook`).
         clock: injectable time for the job store and admission.
+        settle_hooks: the job store's settle hooks (e.g. delivery creation), run in
+            the transaction of every outcome this app commits — review decisions.
     """
-    ctx = ApiContext(settings, pool=pool, accept_hook=accept_hook, clock=clock)
+    ctx = ApiContext(
+        settings, pool=pool, accept_hook=accept_hook, clock=clock, settle_hooks=settle_hooks
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -134,30 +134,33 @@ class SseEvent:
     id: str | None
 
 
-async def read_sse(
-    response: httpx.Response,
-    *,
-    stop: Callable[[SseEvent], bool] = lambda _: False,
-    limit: int = 1000,
-) -> list[SseEvent]:
-    """Parse SSE frames from a streaming response until ``stop`` or the stream ends."""
-    events: list[SseEvent] = []
+async def iter_sse(response: httpx.Response) -> AsyncIterator[SseEvent]:
+    """SSE frames of a streaming response, as they arrive."""
     fields: dict[str, str] = {}
     async for line in response.aiter_lines():
         if line == "":
             if "event" in fields or "data" in fields:
-                ev = SseEvent(
+                yield SseEvent(
                     event=fields.get("event", "message"),
                     data=json.loads(fields["data"]) if "data" in fields else {},
                     id=fields.get("id"),
                 )
-                events.append(ev)
-                if stop(ev) or len(events) >= limit:
-                    return events
             fields = {}
             continue
         if line.startswith(":"):
             continue
         name, _, value = line.partition(":")
         fields[name] = value[1:] if value.startswith(" ") else value
-    return events
+
+
+async def read_sse(
+    events: AsyncIterator[SseEvent], *, until: str = "end", timeout: float = 15.0
+) -> list[SseEvent]:
+    """Collect frames up to and including the first ``until`` event."""
+    out: list[SseEvent] = []
+    async with asyncio.timeout(timeout):
+        async for ev in events:
+            out.append(ev)
+            if ev.event == until:
+                break
+    return out
