@@ -1,0 +1,256 @@
+"""The accuracy evaluation against a real HTTP server on loopback.
+
+The server is a third-party stand-in (an OpenAI-compatible provider) and runs
+as a real ``http.server`` on 127.0.0.1; it answers with each invoice's ground
+truth, or with a chosen fault, so the report's numbers are known in advance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks.eval import (
+    DEFAULT_VARIANTS,
+    FIELDS,
+    main,
+    openai_extract,
+    run_eval,
+    summarise,
+)
+from pipeline.extraction import extraction_json_schema
+from pipeline.invoices import GeneratedInvoice, Variant, generate_corpus
+
+N = 10
+MAX_LINES = 12
+CORPUS = generate_corpus(N, seed=0, variants=DEFAULT_VARIANTS, max_line_items=MAX_LINES)
+
+Answer = Callable[[GeneratedInvoice], tuple[int, str]]
+
+
+def truthful(invoice: GeneratedInvoice) -> tuple[int, str]:
+    return 200, invoice.truth.model_dump_json()
+
+
+class Provider:
+    """A loopback OpenAI-compatible server that knows the corpus' ground truth."""
+
+    def __init__(self, answer: Answer, corpus: list[GeneratedInvoice]) -> None:
+        self.answer = answer
+        self.corpus = corpus
+        self.requests: list[dict[str, Any]] = []
+        provider = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                provider.requests.append({"path": self.path, "body": body})
+                user = body["messages"][-1]["content"]
+                matches = [
+                    inv
+                    for inv in provider.corpus
+                    if all(page in user for page in inv.ocr_text.split("\f"))
+                ]
+                status, content = (404, "unknown invoice")
+                if len(matches) == 1:
+                    status, content = provider.answer(matches[0])
+                payload = (
+                    {"choices": [{"message": {"role": "assistant", "content": content}}]}
+                    if status == 200
+                    else {"error": {"message": content}}
+                )
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture
+def provider() -> Iterator[Callable[..., Provider]]:
+    started: list[Provider] = []
+
+    def start(answer: Answer, corpus: list[GeneratedInvoice] = CORPUS) -> Provider:
+        started.append(Provider(answer, corpus))
+        return started[-1]
+
+    yield start
+    for p in started:
+        p.close()
+
+
+def _run(base_url: str, out: Path, **kwargs: Any) -> tuple[dict[str, Any], Path, Path]:
+    extract = openai_extract(base_url, "truth-model", timeout=30)
+    return asyncio.run(
+        run_eval(
+            extract,
+            n=N,
+            seed=0,
+            max_line_items=MAX_LINES,
+            out=out,
+            meta={"model": "truth-model"},
+            **kwargs,
+        )
+    )
+
+
+def test_ground_truth_answers_score_100_percent(
+    provider: Callable[..., Provider], tmp_path: Path
+) -> None:
+    server = provider(truthful)
+    report, json_path, png_path = _run(server.base_url, tmp_path / "eval", concurrency=3)
+
+    assert report["micro"]["precision"] == 1.0 and report["micro"]["recall"] == 1.0
+    assert report["micro"]["fp"] == 0 and report["micro"]["fn"] == 0 and report["micro"]["tp"] > 0
+    for name in FIELDS:
+        assert report["fields"][name]["recall"] == 1.0, name
+    rates = report["rates"]
+    assert rates["exact_match"] == 1.0 and rates["decision_accuracy"] == 1.0
+    assert rates["false_accept"] == 0.0 and rates["malformed"] == 0.0
+    assert rates["evidence_resolved"] == 1.0
+
+    clean = sum(1 for inv in CORPUS if inv.truth_decision.value == "SUCCEEDED")
+    assert 0 < clean < N
+    assert report["confusion"]["acceptable"]["SUCCEEDED"] == clean
+    assert report["confusion"]["unacceptable"]["REVIEW_REQUIRED"] == N - clean
+    assert report["confusion"]["unacceptable"]["SUCCEEDED"] == 0
+    assert report["decision_vs_expected"]["REVIEW_REQUIRED"]["REVIEW_REQUIRED"] == N - clean
+
+    assert json.loads(json_path.read_text()) == json.loads(json.dumps(report))
+    assert png_path.exists() and png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png_path.stat().st_size > 10_000
+
+
+def test_requests_ask_for_structured_output(
+    provider: Callable[..., Provider], tmp_path: Path
+) -> None:
+    server = provider(truthful)
+    _run(server.base_url, tmp_path)
+    assert len(server.requests) == N
+    body = server.requests[0]["body"]
+    assert server.requests[0]["path"] == "/v1/chat/completions"
+    assert body["model"] == "truth-model" and body["temperature"] == 0
+    assert body["max_tokens"] > 0
+    fmt = body["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["name"] == "invoice"
+    assert fmt["json_schema"]["schema"] == extraction_json_schema()
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+
+
+def _wrong_gross(invoice: GeneratedInvoice) -> tuple[int, str]:
+    truth = invoice.truth
+    assert truth.gross_total is not None
+    changed = truth.gross_total.model_copy(
+        update={"value": truth.gross_total.value + Decimal("1.00")}
+    )
+    return 200, truth.model_copy(update={"gross_total": changed}).model_dump_json()
+
+
+def _faulty(invoice: GeneratedInvoice) -> tuple[int, str]:
+    if invoice.seed % 3 == 0:
+        return 200, '{"supplier": "truncated'
+    if invoice.seed % 3 == 1:
+        return 500, "overloaded"
+    return truthful(invoice)
+
+
+def test_wrong_values_lower_precision_and_are_never_accepted(
+    provider: Callable[..., Provider], tmp_path: Path
+) -> None:
+    server = provider(_wrong_gross)
+    report, _, _ = _run(server.base_url, tmp_path)
+    gross = report["fields"]["gross_total"]
+    assert gross["precision"] == 0.0 and gross["recall"] == 0.0 and gross["fp"] == N
+    assert report["fields"]["net_total"]["precision"] == 1.0
+    assert report["confusion"]["acceptable"] == dict.fromkeys(report["confusion"]["acceptable"], 0)
+    assert report["confusion"]["unacceptable"]["REVIEW_REQUIRED"] == N
+    assert report["rates"]["false_accept"] == 0.0
+    assert report["reason_counts"]["gross_total_mismatch"] == N
+
+
+def test_malformed_output_and_engine_errors_are_counted_not_fatal(
+    provider: Callable[..., Provider], tmp_path: Path
+) -> None:
+    server = provider(_faulty)
+    report, _, png = _run(server.base_url, tmp_path)
+    outcomes = [row["outcome"] for row in report["invoices"]]
+    malformed = sum(1 for inv in CORPUS if inv.seed % 3 == 0)
+    errors = sum(1 for inv in CORPUS if inv.seed % 3 == 1)
+    assert outcomes.count("MALFORMED") == malformed
+    assert outcomes.count("ENGINE_ERROR") == errors
+    assert report["rates"]["malformed"] == malformed / N
+    assert report["micro"]["precision"] == 1.0 and report["micro"]["recall"] < 1.0
+    assert png.exists()
+
+
+def test_cli_writes_json_and_png(
+    provider: Callable[..., Provider], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    variants = (Variant.CLEAN, Variant.HOMOGLYPH_SUPPLIER)
+    server = provider(truthful, generate_corpus(4, variants=variants, max_line_items=MAX_LINES))
+    out = tmp_path / "results" / "eval"
+    code = main(
+        [
+            "--engine", "openai", "--base-url", server.base_url, "--model", "truth-model",
+            "-n", "4", "--max-line-items", str(MAX_LINES), "--out", str(out),
+            "--variants", "clean,homoglyph_supplier",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    report = json.loads((out / "eval.json").read_text())
+    assert report["n"] == 4 and report["model"] == "truth-model"
+    assert report["micro"]["recall"] == 1.0
+    assert report["confusion"]["unacceptable"]["REVIEW_REQUIRED"] == 2
+    assert (out / "eval.png").exists()
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_summary_counts_a_delivered_wrong_result_as_false_accept() -> None:
+    row = {
+        "fields": {name: [0, 1, 1] for name in FIELDS},
+        "reasons": [],
+        "latency_s": 0.1,
+        "truth_decision": "SUCCEEDED",
+    }
+    rows = [
+        {**row, "outcome": "SUCCEEDED", "acceptable": False, "exact_match": False},
+        {**row, "outcome": "REVIEW_REQUIRED", "acceptable": True, "exact_match": True},
+    ]
+    report = summarise(rows, {})
+    assert report["confusion"]["unacceptable"]["SUCCEEDED"] == 1
+    assert report["rates"]["false_accept"] == 0.5
+    assert report["rates"]["false_review"] == 0.5
+    assert report["rates"]["decision_accuracy"] == 0.0
+    assert report["micro"]["precision"] == 0.0
+
+
+def test_eval_corpus_mixes_clean_and_document_level_variants() -> None:
+    variants = {inv.variant for inv in CORPUS}
+    assert Variant.CLEAN in variants
+    assert all(v.in_document or v is Variant.CLEAN for v in variants)
