@@ -16,6 +16,9 @@ Hierarchy::
     ├── IdempotencyConflict       same tenant + key, different request hash
     ├── AdmissionRejected         quota (429) or capacity (503) refusal, with retry_after
     ├── NotFound                  missing or not visible to this tenant (indistinguishable)
+    ├── BrokerUnavailable         RabbitMQ unreachable or the channel closed; nothing was sent
+    ├── PoisonMessage             a broker message no consumer can act on; carries a reason
+    ├── ReplayRefused             a dead letter whose job can no longer run again
     └── EgressBlocked             a webhook URL or its resolved address is not allowed (SSRF guard)
 
 The retryable / terminal split drives :mod:`pipeline.retry`: the job store
@@ -125,6 +128,35 @@ class NotFound(FencelineError):
     """Missing, or owned by another tenant: the two are deliberately indistinguishable."""
 
     error_class = "not_found"
+
+
+class BrokerUnavailable(FencelineError):
+    """The broker could not be reached or the channel closed before a publish.
+
+    Outbox events stay unpublished and are claimed again later; nothing is lost
+    because the outbox row, not the broker, is the durable record.
+    """
+
+    error_class = "broker_unavailable"
+
+
+class PoisonMessage(FencelineError):
+    """A broker message that no consumer can act on (not JSON, missing fields,
+    unknown version). It goes to the DLQ after one delivery with ``reason``."""
+
+    error_class = "poison_message"
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class ReplayRefused(FencelineError):
+    """A dead letter cannot be replayed: it names no job, or its job is no longer
+    waiting to run (a terminal decision stands; replay never resets a job)."""
+
+    error_class = "replay_refused"
 
 
 class EgressBlocked(FencelineError):

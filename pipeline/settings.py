@@ -72,6 +72,24 @@ class Settings(BaseSettings):
     #: Status streams: comment line sent when idle, so proxies keep the connection.
     sse_keepalive_seconds: float = Field(15.0, gt=0)
 
+    # Broker path (issue 4). Names are per deployment so several systems (or
+    # parallel test runs) can share one RabbitMQ; `fenceline broker setup` and
+    # every service declare the same topology idempotently from these.
+    amqp_exchange: str = "fenceline"
+    amqp_work_queue: str = "fenceline.work"
+    amqp_work_routing_key: str = "extraction.requested.v1"
+    amqp_dead_letter_exchange: str = "fenceline.dlx"
+    amqp_dead_letter_queue: str = "fenceline.dlq"
+    #: Quorum-queue redeliveries before the broker dead-letters a message itself.
+    amqp_delivery_limit: int = Field(5, ge=1)
+    #: Work-queue bound; with overflow=reject-publish a full queue nacks publishes.
+    amqp_work_queue_max_length: int | None = Field(1_000_000, ge=1)
+    #: Unacknowledged deliveries per ingress consumer: bounds ingestion, not inference.
+    amqp_prefetch: int = Field(64, ge=1)
+    #: A publish without a confirm after this long has an unknown outcome.
+    amqp_confirm_timeout_seconds: float = Field(5.0, gt=0)
+    amqp_connect_timeout_seconds: float = Field(5.0, gt=0)
+
     # ERP delivery (issue 8, docs/delivery.md): Standard-Webhooks POSTs to
     # tenant-registered endpoints, retried over hours to days.
     delivery_timeout_seconds: float = Field(10.0, gt=0)
