@@ -1,0 +1,190 @@
+"""Job store claim+complete throughput vs a minimal raw asyncpg SKIP LOCKED loop.
+
+Run: ``python -m benchmarks.store_bench [--jobs 2000] [--workers 8] [--rounds 2]``
+
+Each variant gets a fresh migrated database with the same jobs and the same
+number of workers (one connection each); variants alternate within the run so
+machine noise hits all of them. The raw loop does the same SQL work the store
+does per job — claim (SKIP LOCKED, fence+1), attempt row, conditional
+completion, result row, outbox event — without the store's fairness CTE,
+audit trigger or Python layers, so the ratio prices those.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from benchmarks.report import bar_plot, write_json
+from pipeline.database import connect, create_pool, migrate
+from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
+from pipeline.tenants import create_tenant
+
+ADMIN = os.environ.get("FENCELINE_BENCH_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+RAW_CLAIM = """
+WITH candidate AS (
+  SELECT id FROM extraction_jobs
+  WHERE state IN ('READY', 'RETRY_SCHEDULED') AND available_at <= now() AND deadline_at > now()
+  ORDER BY available_at, id
+  FOR UPDATE SKIP LOCKED LIMIT 1
+)
+UPDATE extraction_jobs j
+SET state='RUNNING', attempt=j.attempt+1, fence=j.fence+1,
+    lease_until=now()+interval '90 seconds', lease_owner=$1
+FROM candidate c WHERE j.id=c.id
+RETURNING j.id, j.attempt, j.fence
+"""
+RAW_ATTEMPT = (
+    "INSERT INTO job_attempts (job_id, fence, attempt, worker_id, started_at)"
+    " VALUES ($1, $2, $3, $4, now())"
+)
+RAW_COMPLETE = """
+UPDATE extraction_jobs SET state='SUCCEEDED', result_ref=$3, lease_until=NULL,
+  lease_owner=NULL, finished_at=now()
+WHERE id=$1 AND state='RUNNING' AND fence=$2 AND lease_until > now() RETURNING id
+"""
+RAW_RESULT = (
+    "INSERT INTO extraction_results (job_id, fence, result, decision)"
+    " VALUES ($1, $2, $3, 'SUCCEEDED')"
+)
+RAW_CLOSE = (
+    "UPDATE job_attempts SET ended_at=now(), outcome='succeeded'"
+    " WHERE job_id=$1 AND fence=$2 AND outcome='running'"
+)
+RAW_OUTBOX = (
+    "INSERT INTO outbox_events (event_id, job_id, event_type, payload)"
+    " VALUES ($1, $2, 'extraction.completed.v1', $3)"
+)
+
+
+async def fresh_db(jobs: int, tenants: int) -> str:
+    name = f"fl_bench_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(ADMIN)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.close()
+    dsn = ADMIN.rsplit("/", 1)[0] + "/" + name
+    conn = await connect(dsn)
+    await migrate(conn)
+    await conn.close()
+    pool = await create_pool(dsn, max_size=4)
+    store = JobStore(pool)
+    async with pool.acquire() as c:
+        ts = [await create_tenant(c, f"bench-{i}") for i in range(tenants)]
+    for i in range(jobs):
+        await store.accept(AcceptRequest(ts[i % tenants].id, f"k{i}", DocumentIn(f"invoice {i}")))
+    await pool.close()
+    return name
+
+
+async def drop_db(name: str) -> None:
+    admin = await asyncpg.connect(ADMIN)
+    await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    await admin.close()
+
+
+async def run_store(dsn: str, workers: int, batch: int) -> int:
+    async def worker(n: int) -> int:
+        pool = await create_pool(dsn, min_size=1, max_size=1)
+        store = JobStore(pool)
+        done = 0
+        while leases := await store.claim(f"w{n}", limit=batch):
+            for lease in leases:
+                await store.succeed(lease, result={"ok": True})
+                done += 1
+        await pool.close()
+        return done
+
+    return sum(await asyncio.gather(*(worker(n) for n in range(workers))))
+
+
+async def run_raw(dsn: str, workers: int) -> int:
+    async def worker(n: int) -> int:
+        conn = await connect(dsn)
+        done = 0
+        while True:
+            async with conn.transaction():
+                row = await conn.fetchrow(RAW_CLAIM, f"w{n}")
+                if row is None:
+                    break
+                await conn.execute(RAW_ATTEMPT, row["id"], row["fence"], row["attempt"], f"w{n}")
+            async with conn.transaction():
+                ok = await conn.fetchval(RAW_COMPLETE, row["id"], row["fence"], "r")
+                assert ok is not None
+                await conn.execute(RAW_RESULT, row["id"], row["fence"], {"ok": True})
+                await conn.execute(RAW_CLOSE, row["id"], row["fence"])
+                await conn.execute(RAW_OUTBOX, uuid.uuid4(), row["id"], {"job_id": str(row["id"])})
+            done += 1
+        await conn.close()
+        return done
+
+    return sum(await asyncio.gather(*(worker(n) for n in range(workers))))
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    variants: dict[str, Callable[[str], Awaitable[int]]] = {
+        "raw_skip_locked": lambda dsn: run_raw(dsn, args.workers),
+        "store_single": lambda dsn: run_store(dsn, args.workers, 1),
+        f"store_batch{args.batch}": lambda dsn: run_store(dsn, args.workers, args.batch),
+    }
+    rates: dict[str, list[float]] = {k: [] for k in variants}
+    for rnd in range(args.rounds):
+        for name, fn in variants.items():
+            db = await fresh_db(args.jobs, args.tenants)
+            dsn = ADMIN.rsplit("/", 1)[0] + "/" + db
+            t0 = time.perf_counter()
+            done = await fn(dsn)
+            elapsed = time.perf_counter() - t0
+            await drop_db(db)
+            assert done == args.jobs, (name, done)
+            rates[name].append(done / elapsed)
+            print(f"round {rnd + 1} {name:>16}: {done / elapsed:8.1f} jobs/s", flush=True)
+    best = {k: max(v) for k, v in rates.items()}
+    single = best["store_single"]
+    batch = best[f"store_batch{args.batch}"]
+    result = {
+        "params": vars(args),
+        "jobs_per_second": rates,
+        "best": best,
+        "ratio_store_single_vs_raw": single / best["raw_skip_locked"],
+        "ratio_store_batch_vs_raw": batch / best["raw_skip_locked"],
+        "ratio_batch_vs_single": batch / single,
+    }
+    return result
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", type=int, default=2000)
+    p.add_argument("--workers", type=int, default=8)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--tenants", type=int, default=4)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--out", type=Path, default=Path("results/store"))
+    args = p.parse_args()
+    result = asyncio.run(main_async(args))
+    print(json.dumps({k: v for k, v in result.items() if k.startswith("ratio")}, indent=2))
+    write_json(args.out, "store_bench", result)
+    labels = list(result["best"])
+    bar_plot(
+        args.out,
+        "store_bench",
+        "claim+complete throughput (best of rounds)",
+        labels,
+        [result["best"][k] for k in labels],
+        "jobs/s",
+    )
+    print(f"wrote {args.out}/store_bench.json and .png")
+
+
+if __name__ == "__main__":
+    main()
