@@ -1,0 +1,285 @@
+"""Engine pools: the one YAML file the Serve app, KubeRay manifests and CLI all read.
+
+A *pool* is a set of identical vLLM replicas sized for one context length. The
+router (:mod:`deployments.router`) sends each request to the smallest pool
+whose ``max_model_len`` fits prompt + ``max_tokens``, so short invoices never
+queue behind 80k-token ones for KV cache (spec section 3, "Local vLLM").
+
+Invariants :class:`PoolsConfig` enforces on load:
+
+* pool names are unique and DNS-safe (they become Serve deployment names and
+  Kubernetes labels);
+* ``max_num_batched_tokens`` (if set) is at least one full chunk a pool needs;
+* a pool asks Ray for the GPUs its tensor parallelism uses
+  (``num_gpus == tensor_parallel_size`` on GPU, ``0`` on CPU).
+
+``deployments/pools.yaml`` is the local CPU default (two pools of the bundled
+SmolLM2); ``deployments/pools.gpu.yaml`` is an H100/H200 profile with an 8B
+instruct model. ``FENCELINE_POOLS`` names another file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from deployments.model_prepare import BUNDLED_ALIAS, default_model_dir
+
+DEFAULT_POOLS_PATH = Path(__file__).with_name("pools.yaml")
+GPU_POOLS_PATH = Path(__file__).with_name("pools.gpu.yaml")
+
+_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,30}$"
+
+
+class Autoscaling(BaseModel):
+    """Serve autoscaling for a pool; replaces a fixed ``replicas`` count."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_replicas: int = Field(1, ge=0)
+    max_replicas: int = Field(1, ge=1)
+    #: Ongoing requests per replica Serve aims for; near ``max_num_seqs`` keeps batches full.
+    target_ongoing_requests: float = Field(16, gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Autoscaling:
+        if self.max_replicas < self.min_replicas:
+            raise ValueError("max_replicas < min_replicas")
+        return self
+
+
+class CpuTuning(BaseModel):
+    """vLLM CPU-backend settings, exported as environment variables to the engine.
+
+    They are ignored on GPU. Defaults are the fastest measured on the 2-core
+    reference machine (docs/inference.md).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: ``VLLM_CPU_KVCACHE_SPACE`` in GiB: the KV cache on CPU is sized by this, not by
+    #: ``gpu_memory_utilization``.
+    kvcache_space_gib: int = Field(1, ge=1)
+    #: ``VLLM_CPU_OMP_THREADS_BIND``: ``auto`` (one OpenMP thread per physical core,
+    #: minus cores vLLM reserves for its scheduler process), ``nobind`` (OpenMP's own
+    #: thread count and placement), or explicit cores such as ``0-1``.
+    omp_threads_bind: str = "auto"
+    #: ``VLLM_CPU_NUM_OF_RESERVED_CPU`` when binding is ``auto``; None keeps vLLM's default.
+    reserved_cpus: int | None = Field(None, ge=0)
+    #: Allocator to LD_PRELOAD into the engine process: ``auto`` picks tcmalloc if the
+    #: machine has it (vLLM looks for it too), ``none`` leaves the system allocator.
+    allocator: Literal["auto", "tcmalloc", "jemalloc", "none"] = "auto"
+
+    def env(self) -> dict[str, str]:
+        env = {
+            "VLLM_CPU_KVCACHE_SPACE": str(self.kvcache_space_gib),
+            "VLLM_CPU_OMP_THREADS_BIND": self.omp_threads_bind,
+        }
+        if self.reserved_cpus is not None:
+            env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(self.reserved_cpus)
+        return env
+
+
+class PoolConfig(BaseModel):
+    """One engine pool: vLLM engine arguments plus Ray/Serve placement.
+
+    Attributes mirror ``vllm.AsyncEngineArgs`` where the names match.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=_NAME_PATTERN)
+    #: A local folder, a hub id (GPU clusters with a model cache), or ``bundled:smollm2``.
+    model: str = BUNDLED_ALIAS
+    #: The name completions report; defaults to the pool's model.
+    served_model_name: str | None = None
+    max_model_len: int = Field(gt=0)
+    device: Literal["cpu", "gpu"] = "cpu"
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    tensor_parallel_size: int = Field(1, ge=1)
+    #: GPUs per replica Ray reserves (the tensor-parallel group); 0 on CPU.
+    num_gpus: float = Field(0, ge=0)
+    #: Ray logical CPUs per replica: 0 or a fraction on small machines (2 cores with
+    #: default num_cpus=1 per replica deadlock Serve).
+    num_cpus: float = Field(0, ge=0)
+    #: Fraction of GPU memory (of host memory on CPU, where KV size comes from cpu.*).
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    max_num_seqs: int = Field(16, ge=1)
+    max_num_batched_tokens: int | None = Field(None, ge=1)
+    enable_prefix_caching: bool = True
+    enforce_eager: bool = True
+    #: A fixed replica count; ignored when ``autoscaling`` is set.
+    replicas: int = Field(1, ge=1)
+    autoscaling: Autoscaling | None = None
+    #: Serve's cap on requests in flight per replica; past it the router's handle queues.
+    max_ongoing_requests: int = Field(32, ge=1)
+    #: Serve request router class path; None is power-of-two choices.
+    request_router_class: str | None = None
+    cpu: CpuTuning = Field(default_factory=CpuTuning)
+    #: Extra environment for the replica (e.g. HF_HOME on a cluster).
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PoolConfig:
+        if self.device == "cpu" and self.num_gpus:
+            raise ValueError(f"pool {self.name}: num_gpus must be 0 on cpu")
+        if self.device == "gpu" and self.num_gpus < self.tensor_parallel_size:
+            raise ValueError(
+                f"pool {self.name}: num_gpus ({self.num_gpus}) < "
+                f"tensor_parallel_size ({self.tensor_parallel_size})"
+            )
+        if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < min(
+            self.max_model_len, 256
+        ):
+            raise ValueError(
+                f"pool {self.name}: max_num_batched_tokens {self.max_num_batched_tokens} "
+                "is too small to schedule a prefill chunk"
+            )
+        return self
+
+    def resolved_model(self) -> str:
+        """The path or hub id vLLM loads; the bundled alias becomes the converted folder."""
+        if self.model == BUNDLED_ALIAS:
+            return str(default_model_dir())
+        return self.model
+
+    def model_name(self) -> str:
+        return self.served_model_name or self.model
+
+    def engine_env(self) -> dict[str, str]:
+        """Environment the replica sets before vLLM starts its engine process."""
+        env = {"HF_HUB_OFFLINE": "1"} if self.model == BUNDLED_ALIAS else {}
+        if self.device == "cpu":
+            env.update(self.cpu.env())
+        env.update(self.env)
+        return env
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``vllm.AsyncEngineArgs`` (no vLLM import needed here)."""
+        kwargs: dict[str, Any] = {
+            "model": self.resolved_model(),
+            "served_model_name": self.model_name(),
+            "max_model_len": self.max_model_len,
+            "dtype": self.dtype,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "max_num_seqs": self.max_num_seqs,
+            "enable_prefix_caching": self.enable_prefix_caching,
+            "enforce_eager": self.enforce_eager,
+        }
+        if self.max_num_batched_tokens is not None:
+            kwargs["max_num_batched_tokens"] = self.max_num_batched_tokens
+        if self.device == "gpu" and self.tensor_parallel_size > 1:
+            # Workers of the TP group run as Ray actors in the replica's placement group.
+            kwargs["distributed_executor_backend"] = "ray"
+        return kwargs
+
+    def deployment_options(self) -> dict[str, Any]:
+        """``serve.deployment(...).options(**these)`` for this pool's engine."""
+        options: dict[str, Any] = {
+            "name": f"engine-{self.name}",
+            "max_ongoing_requests": self.max_ongoing_requests,
+            # Engine start (weights + KV cache) takes ~40 s on CPU, minutes on GPU.
+            "health_check_timeout_s": 60,
+            "graceful_shutdown_timeout_s": 30,
+        }
+        if self.autoscaling is not None:
+            options["autoscaling_config"] = self.autoscaling.model_dump()
+        else:
+            options["num_replicas"] = self.replicas
+        if self.device == "gpu" and self.tensor_parallel_size > 1:
+            # Bundle 0 is the replica itself; the others hold one TP worker each,
+            # packed on one node so NVLink carries the all-reduce.
+            options["placement_group_bundles"] = [{"CPU": max(self.num_cpus, 1), "GPU": 1}] + [
+                {"GPU": 1}
+            ] * (self.tensor_parallel_size - 1)
+            options["placement_group_strategy"] = "STRICT_PACK"
+            options["ray_actor_options"] = {"num_cpus": self.num_cpus}
+        else:
+            options["ray_actor_options"] = {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus}
+        if self.request_router_class is not None:
+            options["request_router_config"] = {"request_router_class": self.request_router_class}
+        return options
+
+
+class RouterConfig(BaseModel):
+    """The context-length router deployment."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_cpus: float = Field(0, ge=0)
+    replicas: int = Field(1, ge=1)
+    max_ongoing_requests: int = Field(256, ge=1)
+
+
+class PoolsConfig(BaseModel):
+    """The whole pools file: a router and at least one pool, smallest first."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    app_name: str = "fenceline-inference"
+    router: RouterConfig = Field(default_factory=RouterConfig)
+    pools: list[PoolConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_sorted(self) -> PoolsConfig:
+        names = [p.name for p in self.pools]
+        duplicates = {n for n in names if names.count(n) > 1}
+        if duplicates:
+            raise ValueError(f"duplicate pool names: {sorted(duplicates)}")
+        # Smallest context first: the router's "smallest pool that fits" is a scan.
+        self.pools = sorted(self.pools, key=lambda p: (p.max_model_len, p.name))
+        return self
+
+    def pool(self, name: str) -> PoolConfig:
+        for p in self.pools:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def largest_context(self) -> int:
+        return max(p.max_model_len for p in self.pools)
+
+
+def pools_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """The pools file to use: ``path``, else ``$FENCELINE_POOLS``, else the CPU default."""
+    if path is not None:
+        return Path(path)
+    env = os.environ.get("FENCELINE_POOLS")
+    return Path(env) if env else DEFAULT_POOLS_PATH
+
+
+def load_pools(path: str | os.PathLike[str] | None = None) -> PoolsConfig:
+    """Read and validate a pools file (see :func:`pools_path` for the default)."""
+    with pools_path(path).open() as f:
+        raw = yaml.safe_load(f)
+    return parse_pools(raw)
+
+
+def parse_pools(raw: Mapping[str, Any]) -> PoolsConfig:
+    """Validate an already-parsed pools document; pool defaults merge into each pool.
+
+    A top-level ``defaults:`` mapping is applied under every pool's own keys, so
+    the file states shared engine settings once.
+    """
+    data = dict(raw)
+    defaults = data.pop("defaults", None) or {}
+    pools = [_merge(defaults, p) for p in data.get("pools") or []]
+    data["pools"] = pools
+    return PoolsConfig.model_validate(data)
+
+
+def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

@@ -1,0 +1,244 @@
+"""The pools file, context-length pool choice, Serve options and config, and the bundled model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from deployments import model_prepare
+from deployments.app import IMPORT_PATH, serve_config, write_serve_config
+from deployments.pools import (
+    DEFAULT_POOLS_PATH,
+    GPU_POOLS_PATH,
+    PoolConfig,
+    load_pools,
+    parse_pools,
+)
+from deployments.router import choose_pool
+from pipeline.errors import ContextTooLong, TerminalError
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+
+def two_pools(**overrides: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "defaults": {"model": "/models/m", "cpu": {"kvcache_space_gib": 2}},
+        "pools": [
+            {"name": "long", "max_model_len": 8192, "cpu": {"omp_threads_bind": "0-1"}},
+            {"name": "short", "max_model_len": 2048},
+        ],
+    }
+    doc.update(overrides)
+    return doc
+
+
+def test_default_cpu_file_has_short_and_long_pools_of_the_bundled_model(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    monkeypatch.setenv("FENCELINE_MODEL_CACHE", str(tmp_path / "smol"))
+    config = load_pools(DEFAULT_POOLS_PATH)
+    assert [p.name for p in config.pools] == ["short", "long"]
+    short, long = config.pools
+    assert short.max_model_len < long.max_model_len
+    for pool in config.pools:
+        assert pool.device == "cpu"
+        assert pool.dtype == "float32"  # bf16 is ~3x slower on this AVX2 CPU
+        assert pool.resolved_model() == str(tmp_path / "smol")
+        options = pool.deployment_options()
+        assert options["ray_actor_options"] == {"num_cpus": 0, "num_gpus": 0}
+        assert options["name"] == f"engine-{pool.name}"
+        env = pool.engine_env()
+        assert env["HF_HUB_OFFLINE"] == "1"
+        assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+        assert "VLLM_CPU_OMP_THREADS_BIND" in env
+    assert config.router.num_cpus == 0
+
+
+def test_gpu_profile_sizes_pools_differently():
+    config = load_pools(GPU_POOLS_PATH)
+    short, long = config.pools
+    assert short.device == long.device == "gpu"
+    assert short.max_model_len < long.max_model_len
+    assert short.max_num_seqs > long.max_num_seqs
+    assert short.engine_env() == {"HF_HUB_OFFLINE": "1"}  # no CPU variables on GPU
+    assert short.deployment_options()["ray_actor_options"]["num_gpus"] == 1
+    assert "distributed_executor_backend" not in short.engine_kwargs()
+    options = long.deployment_options()
+    assert options["placement_group_strategy"] == "STRICT_PACK"
+    assert len(options["placement_group_bundles"]) == long.tensor_parallel_size == 2
+    assert sum(b.get("GPU", 0) for b in options["placement_group_bundles"]) == 2
+    assert long.engine_kwargs()["distributed_executor_backend"] == "ray"
+    assert "autoscaling_config" in options and "num_replicas" not in options
+
+
+def test_defaults_merge_deeply_and_pools_sort_by_context():
+    config = parse_pools(two_pools())
+    assert [p.name for p in config.pools] == ["short", "long"]
+    long = config.pool("long")
+    assert long.cpu.kvcache_space_gib == 2  # from defaults
+    assert long.cpu.omp_threads_bind == "0-1"  # its own
+    assert config.pool("short").cpu.omp_threads_bind == "auto"
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (two_pools(pools=[]), "at least 1"),
+        (
+            two_pools(pools=[{"name": "a", "max_model_len": 1}, {"name": "a", "max_model_len": 2}]),
+            "duplicate",
+        ),
+        (two_pools(pools=[{"name": "Bad_Name", "max_model_len": 10}]), "pattern"),
+        (two_pools(pools=[{"name": "a", "max_model_len": 10, "max_len": 5}]), "extra"),
+        (
+            two_pools(pools=[{"name": "a", "max_model_len": 10, "device": "cpu", "num_gpus": 1}]),
+            "num_gpus must be 0",
+        ),
+        (
+            two_pools(
+                pools=[
+                    {"name": "a", "max_model_len": 10, "device": "gpu", "num_gpus": 1},
+                ],
+                defaults={"tensor_parallel_size": 2},
+            ),
+            "tensor_parallel_size",
+        ),
+    ],
+)
+def test_invalid_files_are_rejected(doc: dict[str, Any], message: str):
+    with pytest.raises(ValidationError, match=message):
+        parse_pools(doc)
+
+
+def test_choose_smallest_pool_that_fits_prompt_plus_output():
+    config = parse_pools(two_pools())
+    counts = {"short": 1000, "long": 1000}
+    assert choose_pool(config, counts, max_tokens=1048) == "short"  # exactly 2048
+    assert choose_pool(config, counts, max_tokens=1049) == "long"
+    assert choose_pool(config, {"short": 8000, "long": 8000}, max_tokens=192) == "long"
+
+
+def test_fits_nowhere_is_terminal_and_explained():
+    config = parse_pools(two_pools())
+    with pytest.raises(ContextTooLong) as info:
+        choose_pool(config, {"short": 9000, "long": 9000}, max_tokens=100)
+    assert isinstance(info.value, TerminalError)
+    text = str(info.value)
+    assert "9000" in text and "8192" in text and "'long'" in text
+
+
+def test_pools_may_count_with_different_tokenizers():
+    config = parse_pools(two_pools())
+    # Under the short pool's tokenizer the prompt is too long; under the long pool's it fits.
+    assert choose_pool(config, {"short": 2100, "long": 1500}, max_tokens=10) == "long"
+
+
+def test_engine_kwargs_are_valid_vllm_engine_args(tmp_path: Path):
+    from vllm import AsyncEngineArgs
+
+    for path in (DEFAULT_POOLS_PATH, GPU_POOLS_PATH):
+        for pool in load_pools(path).pools:
+            args = AsyncEngineArgs(**pool.engine_kwargs())
+            assert args.max_model_len == pool.max_model_len
+            assert args.max_num_seqs == pool.max_num_seqs
+
+
+def test_deployment_options_are_accepted_by_serve():
+    from ray import serve
+
+    from deployments.engine import PoolEngine
+
+    for path in (DEFAULT_POOLS_PATH, GPU_POOLS_PATH):
+        for pool in load_pools(path).pools:
+            deployment = serve.deployment(PoolEngine).options(**pool.deployment_options())
+            assert deployment.name == f"engine-{pool.name}"
+
+
+def test_serve_config_points_at_the_builder_and_the_pools_file(tmp_path: Path):
+    document = serve_config(DEFAULT_POOLS_PATH)
+    (app,) = document["applications"]
+    assert app["import_path"] == IMPORT_PATH == "deployments.app:inference_app"
+    assert app["args"]["pools_path"] == "deployments/pools.yaml"  # relative: works in any image
+    assert app["route_prefix"] is None
+    out = write_serve_config(tmp_path / "serve.yaml", GPU_POOLS_PATH, working_dir="s3://b/r.zip")
+    written = yaml.safe_load(out.read_text())
+    assert written["applications"][0]["runtime_env"] == {"working_dir": "s3://b/r.zip"}
+
+    from ray.serve.schema import ServeDeploySchema
+
+    ServeDeploySchema.model_validate(document)
+
+
+def test_serve_config_rejects_an_invalid_pools_file(tmp_path: Path):
+    bad = tmp_path / "pools.yaml"
+    bad.write_text("pools: []\n")
+    with pytest.raises(ValidationError):
+        serve_config(bad)
+
+
+# -- the bundled model ----------------------------------------------------------
+
+
+def test_prepare_is_idempotent_once_marked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / model_prepare.MARKER).write_text("{}")
+
+    def must_not_run(source: Path, staging: Path) -> None:
+        raise AssertionError("converted again")
+
+    monkeypatch.setattr(model_prepare, "_convert", must_not_run)
+    assert model_prepare.prepare(target) == target
+    assert model_prepare.main(["--model-dir", str(target)]) == 0
+
+
+def test_prepare_is_atomic_when_conversion_fails(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    target = tmp_path / "model"
+
+    def half_then_crash(source: Path, staging: Path) -> None:
+        (staging / "model.safetensors").write_bytes(b"partial")
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr(model_prepare, "_convert", half_then_crash)
+    with pytest.raises(RuntimeError, match="killed"):
+        model_prepare.prepare(target)
+    assert not target.exists()
+    assert list(tmp_path.iterdir()) == []  # no staging folder left behind
+
+
+def test_prepare_replaces_an_unmarked_leftover(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "stale").write_text("x")
+
+    def convert(source: Path, staging: Path) -> None:
+        (staging / "config.json").write_text("{}")
+
+    monkeypatch.setattr(model_prepare, "_convert", convert)
+    model_prepare.prepare(target)
+    assert {p.name for p in target.iterdir()} == {"config.json", model_prepare.MARKER}
+    assert model_prepare.is_prepared(target)
+
+
+def test_gguf_is_found_in_the_installed_package_without_importing_it():
+    path = model_prepare.gguf_path()
+    assert path.name == model_prepare.GGUF_FILE
+    assert path.stat().st_size > 50_000_000
+
+
+def test_cache_dir_is_overridable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("FENCELINE_MODEL_CACHE", str(tmp_path / "x"))
+    assert model_prepare.default_model_dir() == tmp_path / "x"
+    monkeypatch.delenv("FENCELINE_MODEL_CACHE")
+    assert model_prepare.default_model_dir().parts[-3:] == (
+        "fenceline",
+        "models",
+        "smollm2-135m-instruct",
+    )
+    assert PoolConfig(name="p", max_model_len=10).resolved_model() == str(
+        model_prepare.default_model_dir()
+    )
