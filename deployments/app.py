@@ -1,0 +1,167 @@
+"""Builders for the inference app: router + one engine deployment per pool.
+
+House style: :class:`~deployments.engine.PoolEngine` and
+:class:`~deployments.router.ContextRouter` are plain classes; Serve options are
+applied here, from ``pools.yaml``, so the same file sizes local runs, KubeRay
+and the CLI.
+
+Three ways to run it:
+
+* in Python: ``handle = deploy_inference_app(load_pools(), timeout_s=300)``
+  (bounded: ``serve.run`` blocks forever when replicas cannot be scheduled);
+* ``serve run deployments.app:inference_app pools_path=deployments/pools.yaml``;
+* a Serve config (KubeRay ``serveConfigV2``) written by
+  ``python -m deployments.app --out serve_config.yaml``, whose application has
+  ``import_path: deployments.app:inference_app`` and ``args.pools_path``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from deployments.engine import PoolEngine
+from deployments.pools import PoolsConfig, load_pools, pools_path
+from deployments.router import ContextRouter
+
+if TYPE_CHECKING:
+    from ray.serve import Application
+    from ray.serve.handle import DeploymentHandle
+
+ROUTER_DEPLOYMENT = "router"
+IMPORT_PATH = "deployments.app:inference_app"
+
+
+def build_inference_app(
+    pools_file: str | Path | None = None, *, pools: PoolsConfig | None = None
+) -> Application:
+    """The bound Serve application: the router (ingress) over one engine per pool."""
+    from ray import serve
+
+    config = pools if pools is not None else load_pools(pools_file)
+    engine_cls: Any = serve.deployment(PoolEngine)
+    router_cls: Any = serve.deployment(ContextRouter)
+    engines = {
+        pool.name: engine_cls.options(**pool.deployment_options()).bind(pool.model_dump())
+        for pool in config.pools
+    }
+    app: Application = router_cls.options(
+        name=ROUTER_DEPLOYMENT,
+        num_replicas=config.router.replicas,
+        max_ongoing_requests=config.router.max_ongoing_requests,
+        ray_actor_options={"num_cpus": config.router.num_cpus},
+    ).bind(config.model_dump(), engines)
+    return app
+
+
+def inference_app(args: dict[str, Any]) -> Application:
+    """Serve application builder (``import_path: deployments.app:inference_app``).
+
+    ``args.pools_path`` names the pools file; without it ``$FENCELINE_POOLS`` or
+    ``deployments/pools.yaml``.
+    """
+    return build_inference_app(args.get("pools_path"))
+
+
+def deploy_inference_app(
+    pools: PoolsConfig, *, timeout_s: float = 300.0, poll_s: float = 1.0
+) -> DeploymentHandle[Any]:
+    """Deploy the app on the connected Ray cluster and wait, bounded, until it runs.
+
+    Raises:
+        TimeoutError: the app was not RUNNING within ``timeout_s`` (the usual cause
+            on small machines: replicas asking for more CPUs than the cluster has).
+        RuntimeError: Serve reported DEPLOY_FAILED; the message carries its reason.
+    """
+    from ray import serve
+    from ray.serve.api import RunTarget
+    from ray.serve.schema import ApplicationStatus
+
+    app = build_inference_app(pools=pools)
+    serve.run_many(
+        [RunTarget(target=app, name=pools.app_name, route_prefix=None)],
+        wait_for_ingress_deployment_creation=False,
+        wait_for_applications_running=False,
+    )
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = serve.status().applications.get(pools.app_name)
+        if status is not None and status.status == ApplicationStatus.RUNNING:
+            return serve.get_app_handle(pools.app_name)
+        if status is not None and status.status == ApplicationStatus.DEPLOY_FAILED:
+            raise RuntimeError(f"inference app failed to deploy: {status.message}")
+        if time.monotonic() > deadline:
+            message = status.message if status is not None else "no status"
+            raise TimeoutError(f"inference app not running after {timeout_s:.0f} s: {message}")
+        time.sleep(poll_s)
+
+
+def serve_config(
+    pools_file: str | Path | None = None,
+    *,
+    working_dir: str | None = None,
+    http_host: str = "0.0.0.0",
+    http_port: int = 8000,
+) -> dict[str, Any]:
+    """A Serve config document (``serve deploy`` / KubeRay ``serveConfigV2``).
+
+    ``working_dir`` (e.g. a zip URL of the repo) goes into the app's
+    ``runtime_env`` so replicas can import ``deployments``/``pipeline``; leave it
+    None when the image has the project installed.
+    """
+    path = pools_path(pools_file)
+    config = load_pools(path)  # validate before anything is written
+    app: dict[str, Any] = {
+        "name": config.app_name,
+        "import_path": IMPORT_PATH,
+        "route_prefix": None,
+        "args": {"pools_path": _portable(path)},
+    }
+    if working_dir is not None:
+        app["runtime_env"] = {"working_dir": working_dir}
+    return {
+        "proxy_location": "HeadOnly",
+        "http_options": {"host": http_host, "port": http_port},
+        "applications": [app],
+    }
+
+
+def _portable(path: Path) -> str:
+    """The pools path relative to the project root when inside it (as replicas see it)."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        return str(path.resolve().relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def write_serve_config(
+    out: str | Path, pools_file: str | Path | None = None, **kwargs: Any
+) -> Path:
+    target = Path(out)
+    target.write_text(yaml.safe_dump(serve_config(pools_file, **kwargs), sort_keys=False))
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Write the inference app's Serve config.")
+    parser.add_argument("--pools", default=None, help="pools file (default deployments/pools.yaml)")
+    parser.add_argument("--out", default="-", help="output file, - for stdout")
+    parser.add_argument("--working-dir", default=None)
+    args = parser.parse_args(argv)
+    document = serve_config(args.pools, working_dir=args.working_dir)
+    text = yaml.safe_dump(document, sort_keys=False)
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,250 @@
+"""Context-length routing to engine pools, and the ``Engine`` that calls it through Serve.
+
+:class:`ContextRouter` is the ingress of the inference app. For each request it
+renders the chat messages with each pool model's own chat template, counts the
+tokens, and sends the request to the **smallest pool whose** ``max_model_len``
+**fits prompt + max_tokens**. A request that fits no pool fails at once with
+:class:`~pipeline.errors.ContextTooLong` (terminal: a retry cannot make the
+document shorter), naming the counts so the failure is explainable.
+
+Why by length: a short invoice and an 80k-token one take one batch slot each
+but very different KV cache (spec section 3). Pools sized per context keep
+short requests from queueing behind long prefills and let each pool set
+``max_num_seqs`` for its own KV budget.
+
+Within a pool, Serve's default request router picks a replica by
+power-of-two choices on queue length. To route by KV-cache/prefix affinity
+instead (requests sharing the invoice system prompt land where it is cached),
+set ``request_router_class`` on the pool in ``pools.yaml``; it becomes the
+deployment's ``request_router_config``::
+
+    pools:
+      - name: short
+        request_router_class: ray.serve.llm.request_router.PrefixCacheAffinityRouter
+
+Any subclass of ``ray.serve.request_router.RequestRouter`` works: implement
+``choose_replicas(candidate_replicas, pending_request)`` and read
+``pending_request.args`` (the :class:`~deployments.engine.GenerateRequest`,
+whose ``prompt_token_ids`` this router already computed) to hash a prefix.
+The pool's replicas report per-replica stats through ``record_routing_stats``
+if the router needs KV usage.
+
+:class:`ServeEngine` is the :class:`pipeline.engines.Engine` the task drivers
+hold: it calls the router's handle, bounds the wait, cancels on timeout or
+cancellation (Serve propagates the cancel to the engine replica, which aborts
+the vLLM request), and turns Ray/Serve failures into :mod:`pipeline.errors`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from deployments.engine import GenerateRequest, render_prompt
+from deployments.pools import PoolConfig, PoolsConfig
+from pipeline.engines import Completion, JsonSchema, Messages
+from pipeline.errors import (
+    ContextTooLong,
+    FencelineError,
+    ProviderTimeout,
+    ProviderUnavailable,
+)
+
+if TYPE_CHECKING:
+    from ray.serve.handle import DeploymentHandle
+
+#: Extra seconds the caller waits beyond the engine's own timeout before it gives up:
+#: the replica's ProviderTimeout (with its abort) should normally win the race.
+HANDLE_GRACE_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    """Where a request goes and why: the counts that decided it."""
+
+    pool: str
+    prompt_tokens: int
+    max_tokens: int
+    max_model_len: int
+
+
+def choose_pool(pools: PoolsConfig, prompt_tokens: Mapping[str, int], max_tokens: int) -> str:
+    """The smallest pool (by ``max_model_len``) that fits prompt + ``max_tokens``.
+
+    ``prompt_tokens`` maps pool name → prompt length under that pool's tokenizer
+    (pools may serve different models). Raises :class:`ContextTooLong` if no pool fits.
+    """
+    for pool in pools.pools:  # sorted smallest context first
+        if prompt_tokens[pool.name] + max_tokens <= pool.max_model_len:
+            return pool.name
+    largest = max(pools.pools, key=lambda p: p.max_model_len)
+    raise ContextTooLong(
+        f"prompt of {prompt_tokens[largest.name]} tokens + max_tokens {max_tokens} "
+        f"exceeds the largest pool {largest.name!r} (max_model_len {largest.max_model_len}); "
+        "split the document or configure a pool with a longer context"
+    )
+
+
+class ContextRouter:
+    """Serve ingress: count tokens per pool model, pick a pool, call its engine.
+
+    Args:
+        pools: the validated pools file (or its ``model_dump()``).
+        engines: pool name → handle of that pool's engine deployment.
+    """
+
+    def __init__(
+        self,
+        pools: PoolsConfig | Mapping[str, Any],
+        engines: Mapping[str, DeploymentHandle[Any]],
+    ) -> None:
+        self.pools = pools if isinstance(pools, PoolsConfig) else PoolsConfig.model_validate(pools)
+        missing = {p.name for p in self.pools.pools} - set(engines)
+        if missing:
+            raise ValueError(f"no engine deployment for pools {sorted(missing)}")
+        self._engines = dict(engines)
+        self._tokenizers: dict[str, Any] = {}
+        for pool in self.pools.pools:
+            self._tokenizer_for(pool)  # load at start: fail the replica, not a request
+
+    def _tokenizer_for(self, pool: PoolConfig) -> Any:
+        model = pool.resolved_model()
+        if model not in self._tokenizers:
+            import os
+
+            os.environ.update({k: v for k, v in pool.engine_env().items() if k.startswith("HF_")})
+            from transformers import AutoTokenizer
+
+            self._tokenizers[model] = AutoTokenizer.from_pretrained(model)
+        return self._tokenizers[model]
+
+    def count(self, messages: Messages) -> dict[str, list[int]]:
+        """Prompt token ids per pool, computed once per distinct model."""
+        by_model: dict[str, list[int]] = {}
+        out: dict[str, list[int]] = {}
+        for pool in self.pools.pools:
+            model = pool.resolved_model()
+            if model not in by_model:
+                by_model[model] = render_prompt(self._tokenizer_for(pool), messages)
+            out[pool.name] = by_model[model]
+        return out
+
+    async def route(self, messages: Messages, max_tokens: int) -> RouteDecision:
+        """Decide without calling an engine (for tests, the CLI and admission estimates)."""
+        ids = await asyncio.to_thread(self.count, list(messages))
+        return self._decide(ids, max_tokens)
+
+    def _decide(self, ids: Mapping[str, list[int]], max_tokens: int) -> RouteDecision:
+        counts = {name: len(v) for name, v in ids.items()}
+        name = choose_pool(self.pools, counts, max_tokens)
+        return RouteDecision(name, counts[name], max_tokens, self.pools.pool(name).max_model_len)
+
+    async def complete(
+        self,
+        messages: Messages,
+        *,
+        json_schema: JsonSchema,
+        max_tokens: int,
+        timeout: float,
+    ) -> Completion:
+        """Route and run one request; the :class:`pipeline.engines.Engine` contract."""
+        ids = await asyncio.to_thread(self.count, list(messages))
+        decision = self._decide(ids, max_tokens)
+        request = GenerateRequest(
+            messages=list(messages),
+            json_schema=dict(json_schema),
+            max_tokens=max_tokens,
+            timeout=timeout,
+            prompt_token_ids=ids[decision.pool],
+        )
+        response = self._engines[decision.pool].generate.remote(request)
+        return await await_response(response, timeout + HANDLE_GRACE_SECONDS)
+
+    async def pools_info(self) -> list[dict[str, Any]]:
+        return [{"name": p.name, "max_model_len": p.max_model_len} for p in self.pools.pools]
+
+
+async def await_response(response: Any, timeout: float) -> Completion:
+    """Await a Serve response under ``timeout``; cancel it when we stop waiting.
+
+    Cancelling the response makes Serve cancel the replica's task, and the
+    engine replica aborts the vLLM request (see :mod:`deployments.engine`).
+    """
+    try:
+        async with asyncio.timeout(timeout):
+            result: Completion = await response
+            return result
+    except TimeoutError as exc:
+        response.cancel()  # Serve propagates this to the replica
+        raise ProviderTimeout(f"no answer from the inference app within {timeout:.1f} s") from exc
+    except asyncio.CancelledError:
+        response.cancel()
+        raise
+    except Exception as exc:
+        raise unwrap_serve_error(exc) from exc
+
+
+def unwrap_serve_error(exc: BaseException) -> FencelineError:
+    """Turn what a handle call raised into a :mod:`pipeline.errors` error.
+
+    A deployment's own error arrives wrapped in ``RayTaskError``; its ``cause``
+    is the original (already classified) error. Replica death, an unavailable
+    deployment or Serve back-pressure are retryable unavailability.
+    """
+    from ray.exceptions import RayTaskError
+
+    seen: BaseException = exc
+    # RayTaskError(X) also *is* an X; its cause is the real X with its attributes.
+    while isinstance(seen, RayTaskError) and seen.cause is not None:
+        seen = seen.cause
+    if isinstance(seen, FencelineError):
+        return seen
+    return ProviderUnavailable(f"inference app: {type(exc).__name__}: {exc}", uncertain=True)
+
+
+class ServeEngine:
+    """The :class:`pipeline.engines.Engine` over the inference app's router handle.
+
+    Build it from a handle (``serve.run`` returns one) or by app name inside a
+    cluster::
+
+        engine = ServeEngine.from_app("fenceline-inference")
+        completion = await engine.complete(messages, json_schema=schema,
+                                           max_tokens=512, timeout=45)
+    """
+
+    def __init__(self, handle: DeploymentHandle[Any], *, name: str = "serve") -> None:
+        self._handle = handle
+        self._name = name
+
+    @classmethod
+    def from_app(cls, app_name: str = "fenceline-inference") -> ServeEngine:
+        from ray import serve
+
+        return cls(serve.get_app_handle(app_name), name=f"serve:{app_name}")
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def complete(
+        self,
+        messages: Messages,
+        *,
+        json_schema: JsonSchema,
+        max_tokens: int,
+        timeout: float,
+    ) -> Completion:
+        response = self._handle.complete.remote(
+            list(messages), json_schema=dict(json_schema), max_tokens=max_tokens, timeout=timeout
+        )
+        return await await_response(response, timeout + 2 * HANDLE_GRACE_SECONDS)
+
+    async def route(self, messages: Messages, max_tokens: int) -> RouteDecision:
+        try:
+            decision: RouteDecision = await self._handle.route.remote(list(messages), max_tokens)
+        except Exception as exc:
+            raise unwrap_serve_error(exc) from exc
+        return decision
