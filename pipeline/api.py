@@ -58,6 +58,7 @@ from pipeline.intake import (
     AcceptHook,
     IntakeService,
     JobAccepted,
+    JobOptions,
     JobSubmission,
     parse_json_submission,
     parse_multipart_submission,
@@ -202,6 +203,35 @@ async def authenticated(
 
 Caller = Annotated[Principal, Depends(authenticated)]
 
+
+async def known_query_only(request: Request) -> None:
+    """422 for query parameters the route does not declare (typos must not pass silently)."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None or not request.url.path.startswith("/v1/"):
+        return
+    declared = {p.alias for p in _all_query_params(dependant)}
+    unknown = sorted(set(request.query_params.keys()) - declared)
+    if unknown:
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("query", name),
+                    "msg": "unknown query parameter",
+                    "type": "extra_forbidden",
+                }
+                for name in unknown
+            ]
+        )
+
+
+def _all_query_params(dependant: Any) -> list[Any]:
+    params = list(dependant.query_params)
+    for sub in dependant.dependencies:
+        params += _all_query_params(sub)
+    return params
+
+
 _SUBMISSION_BODY: dict[str, Any] = {
     "required": True,
     "content": {
@@ -209,19 +239,22 @@ _SUBMISSION_BODY: dict[str, Any] = {
         "multipart/form-data": {
             "schema": {
                 "type": "object",
+                "additionalProperties": False,
                 "required": ["document"],
                 "properties": {
                     "document": {
                         "type": "string",
-                        "format": "binary",
-                        "description": "The OCR text, UTF-8.",
+                        "minLength": 1,
+                        "contentMediaType": "text/plain",
+                        "description": "The OCR text as a file part (or text field), UTF-8.",
                     },
                     "metadata": {
-                        "type": "string",
-                        "description": "Optional JSON object with the JobOptions fields.",
+                        "$ref": "#/components/schemas/JobOptions",
+                        "description": "Optional: the JobOptions fields, as a JSON part.",
                     },
                 },
-            }
+            },
+            "encoding": {"metadata": {"contentType": "application/json"}},
         },
     },
 }
@@ -407,7 +440,7 @@ async def _read_submission(request: Request) -> JobSubmission:
         settings = _ctx(request).settings
         try:
             form = await request.form(
-                max_files=1, max_fields=4, max_part_size=settings.max_body_bytes
+                max_files=2, max_fields=8, max_part_size=settings.max_body_bytes
             )
         except StarletteHTTPException as exc:
             if exc.status_code == 413:
@@ -415,18 +448,30 @@ async def _read_submission(request: Request) -> JobSubmission:
             raise ApiProblem(
                 400, "malformed multipart body", reason="malformed_multipart"
             ) from None
+        unknown = sorted(set(form.keys()) - {"document", "metadata"})
+        if unknown:
+            raise RequestValidationError(
+                [
+                    {"loc": ("body", name), "msg": "unknown form field", "type": "extra_forbidden"}
+                    for name in unknown
+                ]
+            )
         document = form.get("document")
         metadata = form.get("metadata")
-        if not isinstance(document, UploadFile):
-            raise RequestValidationError(
-                [{"loc": ("body", "document"), "msg": "a file part is required", "type": "missing"}]
-            )
         if metadata is not None and not isinstance(metadata, str):
             raise RequestValidationError(
                 [{"loc": ("body", "metadata"), "msg": "must be a text part", "type": "string_type"}]
             )
-        raw = await document.read()
-        return parse_multipart_submission(raw, document.content_type, document.filename, metadata)
+        if isinstance(document, UploadFile):
+            raw = await document.read()
+            return parse_multipart_submission(
+                raw, document.content_type, document.filename, metadata
+            )
+        if isinstance(document, str):  # a plain form field instead of a file part
+            return parse_multipart_submission(document.encode("utf-8"), None, None, metadata)
+        raise RequestValidationError(
+            [{"loc": ("body", "document"), "msg": "a document part is required", "type": "missing"}]
+        )
     raise ApiProblem(
         415,
         "send application/json or multipart/form-data",
@@ -474,7 +519,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         routes=app.routes,
     )
     components = schema.setdefault("components", {}).setdefault("schemas", {})
-    for model in (Problem, FieldError, JobSubmission):
+    for model in (Problem, FieldError, JobSubmission, JobOptions):
         defs = model.model_json_schema(ref_template="#/components/schemas/{model}")
         for name, sub in defs.pop("$defs", {}).items():
             components.setdefault(name, sub)
@@ -524,6 +569,7 @@ def create_app(
             "follow its events. Errors are application/problem+json."
         ),
         lifespan=lifespan,
+        dependencies=[Depends(known_query_only)],
     )
     app.state.fenceline = ctx
     api_errors.install(app, capacity_retry_after=settings.capacity_retry_after_seconds)

@@ -27,6 +27,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pipeline.errors import AdmissionRejected, IdempotencyConflict, NotFound
@@ -141,11 +142,25 @@ def rejection_response(exc: AdmissionRejected) -> JSONResponse:
     )
 
 
-async def _on_http(_: Request, exc: Exception) -> Response:
+async def _on_http(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     detail = exc.detail if isinstance(exc.detail, str) else None
     reason = "body_too_large" if isinstance(exc, BodyTooLarge) else None
-    return problem(exc.status_code, detail, reason=reason, headers=dict(exc.headers or {}) or None)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        # Starlette names only the first route matching the path; a path served by
+        # several routes (GET and POST /v1/extraction-jobs) must list them all.
+        headers["Allow"] = ", ".join(_allowed_methods(request))
+    return problem(exc.status_code, detail, reason=reason, headers=headers or None)
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches({**request.scope, "method": "GET"})
+        if match is not Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
 
 
 async def _on_validation(_: Request, exc: Exception) -> Response:

@@ -35,7 +35,7 @@ from typing import Annotated, Any, TypeVar
 
 import asyncpg
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, ValidationError
 
 from pipeline.api_errors import ApiProblem
 from pipeline.jobs import Accepted, AcceptRequest, DocumentIn, JobStore
@@ -48,6 +48,17 @@ from pipeline.states import JobState
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,200}$"
 _IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 _NO_NUL = r"^[^\x00]*$"
+
+
+def _integral(value: Any) -> Any:
+    """JSON has one number type: 9.0 is a valid JSON Schema integer, True is not."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: An integer as JSON Schema means it, for strict validation of parsed JSON.
+JsonInt = Annotated[int, BeforeValidator(_integral)]
 
 #: Called inside the accept transaction after the job and outbox rows are written
 #: and before the commit. A documented test seam for crash injection: raising (or
@@ -72,14 +83,14 @@ class JobOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = Field(1, ge=1, le=1000, description="Extraction schema version.")
+    schema_version: JsonInt = Field(1, ge=1, le=1000, description="Extraction schema version.")
     model_policy: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")] = "default"
     options: dict[str, JsonValue] = Field(
         default_factory=dict,
         description="Result-affecting options; part of the request hash.",
         json_schema_extra={"propertyNames": {"pattern": _NO_NUL}},
     )
-    priority: int = Field(0, ge=-10, le=10, description="Higher runs first within the tenant.")
+    priority: JsonInt = Field(0, ge=-10, le=10, description="Higher runs first within the tenant.")
     deadline_seconds: float | None = Field(
         None, ge=60, le=7 * 86400, description="Job deadline from acceptance."
     )

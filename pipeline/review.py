@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.api_errors import ApiProblem
 from pipeline.errors import NotFound
+from pipeline.intake import JsonInt
 from pipeline.jobs import EVENT_COMPLETED, EVENT_FAILED, JobStore, Settled
 from pipeline.queries import q
 from pipeline.settings import Settings
@@ -37,11 +38,13 @@ REVIEW_SCOPES = frozenset({"review", "operator"})
 class ReviewDecisionIn(BaseModel):
     """A reviewer's decision on the version of the job they inspected."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     decision: Literal["approve", "reject"]
     note: Annotated[str, Field(min_length=1, max_length=4000, pattern=r"^[^\x00]*$")]
-    state_version: int = Field(ge=1, le=2**62, description="The state_version the reviewer saw.")
+    state_version: JsonInt = Field(
+        ge=1, le=2_000_000_000, description="The state_version the reviewer saw."
+    )
 
 
 class ReviewDecisionOut(BaseModel):
