@@ -114,6 +114,9 @@ class NotificationListener:
         self._lost = asyncio.Event()
         #: Set while LISTEN is active (tests wait on it before sending NOTIFYs).
         self.listening = asyncio.Event()
+        #: Successful (re)connects so far.
+        self.connections = 0
+        self._connected = asyncio.Condition()
 
     async def start(self) -> None:
         self._stopping.clear()
@@ -145,7 +148,15 @@ class NotificationListener:
         self._conn = conn
         self._lost.clear()
         self.listening.set()
+        async with self._connected:
+            self.connections += 1
+            self._connected.notify_all()
         self.callback(None)
+
+    async def wait_connections(self, n: int) -> None:
+        """Wait until the listener has connected ``n`` times (initial + reconnects)."""
+        async with self._connected:
+            await self._connected.wait_for(lambda: self.connections >= n)
 
     async def _keep(self) -> None:
         while not self._stopping.is_set():
@@ -166,6 +177,8 @@ class SchedulerConfig(BaseModel):
     scan_interval_seconds: float = Field(2.0, gt=0)
     #: Shortest sleep before a RETRY_SCHEDULED job becomes due (bounds wake-up storms).
     min_sleep_seconds: float = Field(0.02, gt=0)
+    #: At most one notification-triggered rescan per this many seconds.
+    rescan_gap_seconds: float = Field(0.05, ge=0)
     listen: bool = True
 
     @classmethod
@@ -228,11 +241,12 @@ class Scheduler:
         await self.listener.stop()
 
     def _on_notify(self, payload: str | None) -> None:
-        if payload is None:  # (re)connected: notifications may have been missed
-            self._rescan.set()
-            return
-        self.metrics.scheduler_wakeups.labels(source="notify").inc()
-        self.signal.notify()
+        # Rescan either way: after a (re)connect notifications may have been
+        # missed; after a job changed, the next due time may have moved closer.
+        self._rescan.set()
+        if payload is not None:
+            self.metrics.scheduler_wakeups.labels(source="notify").inc()
+            self.signal.notify()
 
     async def run_once(self) -> ScanReport:
         """Scan once; raise the signal if any runnable job is due now."""
@@ -269,5 +283,9 @@ class Scheduler:
                     sleep = max(
                         self.config.min_sleep_seconds, min(sleep, report.next_due_in_seconds)
                     )
-            with contextlib.suppress(TimeoutError):
+            try:
                 await asyncio.wait_for(self._rescan.wait(), sleep)
+            except TimeoutError:
+                continue
+            # Woken by a notification: let a burst of them settle into one scan.
+            await asyncio.sleep(self.config.rescan_gap_seconds)

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from pipeline.broker import HEADER_REASON, HEADER_SOURCE, EventMessage
 from pipeline.consumer import Delivery, Disposition
+from pipeline.database import create_pool
 from pipeline.dlq import DeadLetterArchiver, dlq_list, dlq_replay, dlq_show
 from pipeline.errors import ReplayRefused
 from pipeline.inbox import InboxConsumer, InboxOutcome, IngestResult
@@ -160,10 +161,20 @@ POISON = [
 ]
 
 
+@pytest.fixture
+async def shared_db(module_dsn: str) -> AsyncIterator[tuple[asyncpg.Pool, Settings]]:
+    """One database for the poison cases (they write no rows), a topology each."""
+    pool = await create_pool(module_dsn, min_size=1, max_size=4)
+    async with topology(module_dsn) as settings:
+        yield pool, settings
+    await pool.close()
+
+
 @pytest.mark.parametrize(("body", "reason"), POISON, ids=[r for _, r in POISON])
 async def test_poison_goes_to_the_dlq_with_a_reason_after_one_delivery(
-    pool: asyncpg.Pool, broker: Settings, body: bytes, reason: str
+    shared_db: tuple[asyncpg.Pool, Settings], body: bytes, reason: str
 ) -> None:
+    pool, broker = shared_db
     metrics = BrokerMetrics(CollectorRegistry())
     inbox = InboxConsumer(pool, broker, metrics=metrics)
     seen: list[tuple[Delivery, Disposition]] = []

@@ -34,6 +34,9 @@ class TcpProxy:
         self._flowing.set()
         self._closed = threading.Event()
         self.accepted = 0
+        #: Bytes forwarded client → server since the last :meth:`sever_after`.
+        self.upstream_bytes = 0
+        self._sever_at: int | None = None
         self._thread = threading.Thread(target=self._accept_loop, name="tcp-proxy", daemon=True)
         self._thread.start()
 
@@ -49,6 +52,13 @@ class TcpProxy:
     def sever(self) -> None:
         self._severed.set()
         self._reset_all()
+
+    def sever_after(self, upstream_bytes: int) -> None:
+        """Cut every connection once ``upstream_bytes`` more went client → server,
+        i.e. in the middle of whatever the client is sending then."""
+        with self._lock:
+            self.upstream_bytes = 0
+            self._sever_at = upstream_bytes
 
     def restore(self) -> None:
         self._severed.clear()
@@ -67,6 +77,17 @@ class TcpProxy:
         self._listener.close()
 
     # ------------------------------------------------------------ internals
+    def _cut_point(self, n: int) -> int | None:
+        """Bytes of the next ``n`` to forward before a requested cut, or None."""
+        with self._lock:
+            if self._sever_at is not None and self.upstream_bytes + n >= self._sever_at:
+                cut = self._sever_at - self.upstream_bytes
+                self._sever_at = None
+                self.upstream_bytes += cut
+                return cut
+            self.upstream_bytes += n
+        return None
+
     def _reset_all(self) -> None:
         with self._lock:
             socks, self._sockets = self._sockets, set()
@@ -98,10 +119,10 @@ class TcpProxy:
             self.accepted += 1
             with self._lock:
                 self._sockets.update((client, upstream))
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+            for src, dst, up in ((client, upstream, True), (upstream, client, False)):
+                threading.Thread(target=self._pump, args=(src, dst, up), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, upstream: bool) -> None:
         try:
             while True:
                 data = src.recv(65536)
@@ -110,7 +131,11 @@ class TcpProxy:
                 self._flowing.wait()
                 if self._severed.is_set() or self._closed.is_set():
                     break
-                dst.sendall(data)
+                cut = self._cut_point(len(data)) if upstream else None
+                dst.sendall(data if cut is None else data[:cut])
+                if cut is not None:  # mid-frame, as a real cable cut would be
+                    self.sever()
+                    break
         except OSError:
             pass
         finally:
