@@ -491,7 +491,9 @@ def _quantity(rng: random.Random, kind: str) -> Decimal:
             return Decimal(rng.randint(1, 50))
 
 
-def _plan(seed: int, line_items: int | None, max_line_items: int) -> _Plan:
+def _plan(
+    seed: int, line_items: int | None, max_line_items: int, anchor: date | None = None
+) -> _Plan:
     rng = random.Random(seed)
     country = rng.choice(_COUNTRIES)
     language = rng.choice(country.languages)
@@ -523,7 +525,11 @@ def _plan(seed: int, line_items: int | None, max_line_items: int) -> _Plan:
                 rate=rate,
             )
         )
-    issue = date(2023, 1, 1) + timedelta(days=rng.randint(0, 900))
+    offset = rng.randint(0, 900)
+    if anchor is None:
+        issue = date(2023, 1, 1) + timedelta(days=offset)
+    else:  # dated just before ``anchor`` so a validation run on that day finds it plausible
+        issue = anchor - timedelta(days=20 + offset % 40)
     terms = rng.choice((14, 30, 45, 60))
     vat_printed, vat_master = _make_vat(rng, country)
     name = _supplier_name(rng, country)
@@ -917,6 +923,7 @@ def generate_invoice(
     max_line_items: int = 200,
     injection_url: str = DEFAULT_INJECTION_URL,
     injection_index: int | None = None,
+    anchor: date | None = None,
 ) -> GeneratedInvoice:
     """Generate one invoice, deterministic in all arguments.
 
@@ -928,8 +935,10 @@ def generate_invoice(
         max_line_items: cap on the drawn number (keeps CPU evaluations short).
         injection_url: the URL the prompt-injection text asks a model to fetch.
         injection_index: which :data:`INJECTION_CORPUS` entry to use (default: by seed).
+        anchor: date the invoice shortly before this day (``today`` is at most
+            ``anchor``); by default dates are drawn from 2023-2025 by seed.
     """
-    plan = _plan(seed, line_items, max_line_items)
+    plan = _plan(seed, line_items, max_line_items, anchor)
     vrng = random.Random(f"{seed}:{variant.value}")
     injection = None
     if variant is Variant.PROMPT_INJECTION:
@@ -975,9 +984,12 @@ def generate_corpus(
     seed: int = 0,
     variants: tuple[Variant, ...] = (Variant.CLEAN,),
     max_line_items: int = 200,
+    anchor: date | None = None,
 ) -> list[GeneratedInvoice]:
     """``n`` invoices with seeds ``seed .. seed+n-1``, cycling through ``variants``."""
     return [
-        generate_invoice(seed + i, variants[i % len(variants)], max_line_items=max_line_items)
+        generate_invoice(
+            seed + i, variants[i % len(variants)], max_line_items=max_line_items, anchor=anchor
+        )
         for i in range(n)
     ]

@@ -1,0 +1,119 @@
+"""Drivers end to end over the fake provider (real HTTP on loopback) and real PostgreSQL."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+
+import asyncpg
+import pytest
+
+from benchmarks.fake_provider import FakeProvider
+from pipeline.engines import OpenAICompatibleEngine
+from pipeline.invoices import Variant, generate_corpus
+from pipeline.jobs import JobStore
+from pipeline.retry import RetryPolicy
+from pipeline.settings import Settings
+from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
+from tests.support.drivers import answer_from_corpus, submit_corpus, wait_settled
+from tests.support.jobs import new_tenant
+
+pytestmark = pytest.mark.integration
+
+TODAY = datetime.now(UTC).date()
+
+VARIANTS = (
+    Variant.CLEAN,
+    Variant.ARITHMETIC_OFF_BY_CENT,
+    Variant.HOMOGLYPH_SUPPLIER,
+    Variant.INVENTED_IBAN,
+    Variant.PROMPT_INJECTION,
+    Variant.FABRICATED_EVIDENCE,
+)
+
+
+def fast_store(pool: asyncpg.Pool) -> JobStore:
+    policy = RetryPolicy(
+        max_attempts=4, base_seconds=0.05, cap_seconds=0.2, next_attempt_margin_seconds=1
+    )
+    return JobStore(pool, Settings(lease_seconds=30), policy=policy)
+
+
+async def run_drivers(
+    store: JobStore, engine: OpenAICompatibleEngine, n_jobs: int, drivers: int = 2
+) -> list[asyncpg.Record]:
+    loops = []
+    for i in range(drivers):
+        cfg = WorkerConfig(
+            worker_id=f"d{i}",
+            concurrency=3,
+            idle_poll_seconds=0.1,
+            max_output_tokens=2048,
+            heartbeat_seconds=5,
+        )
+        loop = DriverLoop(AttemptRunner(store, engine, cfg))
+        await loop.start()
+        loops.append(loop)
+    try:
+        return await wait_settled(store.pool, n_jobs, timeout=90)
+    finally:
+        for loop in loops:
+            await loop.stop(grace_seconds=5)
+
+
+async def test_drivers_decide_each_invoice_as_validation_expects(pool: asyncpg.Pool) -> None:
+    corpus = generate_corpus(18, seed=100, variants=VARIANTS, max_line_items=6, anchor=TODAY)
+    store = fast_store(pool)
+    tenant = await new_tenant(pool)
+    jobs = await submit_corpus(store, tenant, corpus)
+    with FakeProvider(answer=answer_from_corpus(corpus)) as fake:
+        async with OpenAICompatibleEngine(fake.base_url, "fake-model") as engine:
+            rows = await run_drivers(store, engine, len(jobs))
+        calls = fake.calls()
+    got = {r["id"]: r["state"] for r in rows}
+    for job_id, inv in jobs.items():
+        assert got[job_id] == inv.expected_decision.value, (inv.variant, got[job_id])
+    assert len(calls) == len(jobs)  # one provider call per job: nothing retried needlessly
+    assert Counter(got.values())["SUCCEEDED"] == sum(
+        1 for inv in jobs.values() if inv.expected_decision.value == "SUCCEEDED"
+    )
+
+
+async def test_429_storm_backs_off_and_bounds_calls(pool: asyncpg.Pool) -> None:
+    corpus = generate_corpus(6, seed=7, max_line_items=3, anchor=TODAY)
+    store = fast_store(pool)
+    tenant = await new_tenant(pool)
+    jobs = await submit_corpus(store, tenant, corpus)
+    with FakeProvider(answer=answer_from_corpus(corpus)) as fake:
+        fake.set_faults({"script": [{"kind": "429", "count": 8, "retry_after": "1"}]})
+        async with OpenAICompatibleEngine(fake.base_url, "fake-model") as engine:
+            rows = await run_drivers(store, engine, len(jobs))
+        calls = fake.calls()
+    assert {r["state"] for r in rows} == {"SUCCEEDED"}
+    per_job_max = 4
+    assert len(calls) <= per_job_max * len(jobs)
+    assert sum(1 for c in calls if c.status == 429) == 8
+    explained = [await store.explain(j) for j in jobs]
+    retried = [e for e in explained if len(e["attempts"]) > 1]
+    assert retried, "the storm must have forced retries"
+    for e in retried:
+        a0 = e["attempts"][0]
+        assert a0["outcome"] == "retry_scheduled" and a0["error_class"] == "rate_limited"
+        # Retry-After: 1 is honoured: the next attempt starts at least 1 s later.
+        gap = (e["attempts"][1]["started_at"] - a0["ended_at"]).total_seconds()
+        assert gap >= 0.99
+
+
+async def test_malformed_output_retries_then_fails_terminal(pool: asyncpg.Pool) -> None:
+    corpus = generate_corpus(2, seed=3, max_line_items=2, anchor=TODAY)
+    store = fast_store(pool)
+    tenant = await new_tenant(pool)
+    jobs = await submit_corpus(store, tenant, corpus)
+    with FakeProvider(answer=lambda _body: {"not": "an invoice"}) as fake:
+        async with OpenAICompatibleEngine(fake.base_url, "fake-model") as engine:
+            rows = await run_drivers(store, engine, len(jobs), drivers=1)
+        calls = fake.calls()
+    assert {r["state"] for r in rows} == {"FAILED_TERMINAL"}
+    assert {r["terminal_reason"] for r in rows} == {"attempts_exhausted"}
+    assert {r["last_error_class"] for r in rows} == {"malformed_output"}
+    assert len(calls) == 4 * len(jobs)

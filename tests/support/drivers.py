@@ -1,0 +1,61 @@
+"""Helpers to run real drivers against the fake provider in tests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import asyncpg
+
+from pipeline.invoices import GeneratedInvoice
+from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
+from pipeline.master_data import upsert_supplier
+from pipeline.states import SETTLED
+from pipeline.tenants import Tenant
+
+
+def answer_from_corpus(corpus: list[GeneratedInvoice]) -> Any:
+    """A fake-provider answer function: the candidate extraction of the invoice in the prompt."""
+
+    def answer(body: dict[str, Any]) -> Any:
+        user = "\n".join(m["content"] for m in body["messages"] if m["role"] == "user")
+        for inv in corpus:
+            first_line = inv.ocr_text.split("\f")[0].strip().splitlines()[0]
+            if first_line in user and inv.ocr_text.split("\f")[0][:200] in user:
+                return json.loads(inv.candidate.model_dump_json())
+        return "{}"
+
+    return answer
+
+
+async def submit_corpus(
+    store: JobStore, tenant: Tenant, corpus: list[GeneratedInvoice], *, prefix: str = "inv"
+) -> dict[Any, GeneratedInvoice]:
+    async with store.pool.acquire() as conn:
+        for inv in corpus:
+            await upsert_supplier(conn, tenant.id, inv.supplier)
+    out = {}
+    for inv in corpus:
+        acc = await store.accept(
+            AcceptRequest(tenant.id, f"{prefix}-{inv.seed}-{inv.variant}", DocumentIn(inv.ocr_text))
+        )
+        out[acc.job_id] = inv
+    return out
+
+
+async def wait_settled(pool: asyncpg.Pool, n: int, timeout: float = 60.0) -> list[asyncpg.Record]:
+    settled = [s.value for s in SETTLED]
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        async with pool.acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT id, state, attempt, terminal_reason, last_error_class FROM extraction_jobs"
+                " WHERE state = ANY($1::text[])",
+                settled,
+            )
+        if len(rows) >= n:
+            return list(rows)
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"only {len(rows)}/{n} jobs settled")
+        await asyncio.sleep(0.2)
