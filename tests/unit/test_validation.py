@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from pipeline.extraction import (
     Evidence,
     EvidencedAmount,
+    EvidencedText,
     Extraction,
     LineItem,
     Supplier,
@@ -39,6 +40,7 @@ from pipeline.validation import (
     ValidationPolicy,
     check_arithmetic,
     check_currency,
+    check_evidence,
     check_supplier,
     compact_id,
     currency_mentions,
@@ -502,6 +504,20 @@ def test_whole_word_lookalike_is_confusable_without_mixing(inv: GeneratedInvoice
 )
 def test_vat_ids_compare_compactly(a: str, b: str) -> None:
     assert compact_id(a) == compact_id(b)
+
+
+def test_bidi_isolates_around_a_clean_value_are_caught_in_the_span() -> None:
+    """A model that drops invisible isolates gets a clean, matching name; the span still
+    shows what the document hid."""
+    text = "\u2066Acme GmbH\u2069\nMain Street 1\n"
+    name = EvidencedText(
+        value="Acme GmbH", evidence=Evidence(page=1, start=0, end=11, quote=text[:11])
+    )
+    e = up(_make([], [], "0", "0", "0"), supplier=Supplier(name=name, vat_id=None))
+    master = TenantMasterData((SupplierRecord("Acme GmbH", "DE123456789"),))
+    assert check_supplier(e, master) == []
+    reasons = {(r.code, r.field) for r in check_evidence(e, text)}
+    assert (ReasonCode.BIDI_CONTROL, "supplier.name") in reasons
 
 
 # --- IBAN --------------------------------------------------------------------------------
