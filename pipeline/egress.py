@@ -134,24 +134,24 @@ def address_problem(ip: IPAddress, *, allow_loopback: bool = False) -> str | Non
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.scope_id:
             return "scoped_ipv6"
-        embedded: list[tuple[str, ipaddress.IPv4Address]] = []
+        embedded: tuple[str, ipaddress.IPv4Address] | None = None
         if ip.ipv4_mapped is not None:
-            embedded.append(("ipv4_mapped", ip.ipv4_mapped))
+            embedded = ("ipv4_mapped", ip.ipv4_mapped)
         elif ip in _NAT64:
-            embedded.append(("nat64", ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)))
+            embedded = ("nat64", ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
         elif ip in _NAT64_LOCAL:
             return "nat64_local"
         elif ip.sixtofour is not None:
-            embedded.append(("6to4", ip.sixtofour))
+            embedded = ("6to4", ip.sixtofour)
         elif ip.teredo is not None:
-            server, client = ip.teredo
-            embedded += [("teredo", server), ("teredo", client)]
-        elif ip in _IPV4_COMPATIBLE and not ip.is_loopback:
+            return "teredo"
+        elif ip in _IPV4_COMPATIBLE and not ip.is_loopback and not ip.is_unspecified:
             return "ipv4_compatible"
-        for form, v4 in embedded:
+        if embedded is not None:
+            # The packet ends up at the embedded IPv4 address: judge that address.
+            form, v4 = embedded
             inner = address_problem(v4)
-            if inner is not None:
-                return f"{form}_{inner}"
+            return f"{form}_{inner}" if inner is not None else None
         if ip.is_loopback:
             return None if allow_loopback else "loopback"
         if ip.is_multicast:
