@@ -195,9 +195,22 @@ def _counts(tp: int, fp: int, fn: int) -> dict[str, Any]:
     }
 
 
-async def evaluate_one(invoice: GeneratedInvoice, extract: ExtractFn) -> dict[str, Any]:
-    """Run one invoice through the engine and the validation policy; never raises."""
-    messages = build_messages(invoice.ocr_text)
+async def evaluate_one(
+    invoice: GeneratedInvoice,
+    extract: ExtractFn,
+    *,
+    max_tokens: int | None = None,
+    include_schema: bool = True,
+) -> dict[str, Any]:
+    """Run one invoice through the engine and the validation policy; never raises.
+
+    ``max_tokens`` caps the output reservation (a small model's context window may
+    not hold the full estimate); ``include_schema`` also prints the schema in the prompt.
+    """
+    messages = build_messages(invoice.ocr_text, include_schema=include_schema)
+    budget = estimate_output_tokens(invoice.ocr_text)
+    if max_tokens is not None:
+        budget = min(budget, max_tokens)
     schema = extraction_json_schema()
     started = time.perf_counter()
     row: dict[str, Any] = {
@@ -214,7 +227,7 @@ async def evaluate_one(invoice: GeneratedInvoice, extract: ExtractFn) -> dict[st
     truth = field_values(invoice.truth)
     predicted: dict[str, Counter[str]] = {name: Counter() for name in FIELDS}
     try:
-        text = await extract(messages, schema, estimate_output_tokens(invoice.ocr_text))
+        text = await extract(messages, schema, budget)
         extraction = parse_extraction(text)
     except MalformedOutput as exc:
         row.update(outcome="MALFORMED", error=str(exc)[:300])
@@ -341,6 +354,8 @@ async def run_eval(
     variants: Sequence[Variant] = DEFAULT_VARIANTS,
     max_line_items: int = 200,
     concurrency: int = 1,
+    max_tokens: int | None = None,
+    include_schema: bool = True,
     out: Path,
     meta: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], Path, Path]:
@@ -350,10 +365,18 @@ async def run_eval(
 
     async def one(invoice: GeneratedInvoice) -> dict[str, Any]:
         async with gate:
-            return await evaluate_one(invoice, extract)
+            return await evaluate_one(
+                invoice, extract, max_tokens=max_tokens, include_schema=include_schema
+            )
 
     rows = await asyncio.gather(*(one(inv) for inv in corpus))
-    info = {"seed": seed, "variants": [v.value for v in variants], "max_line_items": max_line_items}
+    info = {
+        "seed": seed,
+        "variants": [v.value for v in variants],
+        "max_line_items": max_line_items,
+        "max_tokens": max_tokens,
+        "schema_in_prompt": include_schema,
+    }
     report = summarise(rows, {**(meta or {}), **info})
     out.mkdir(parents=True, exist_ok=True)
     json_path, png_path = out / "eval.json", out / "eval.png"
@@ -381,6 +404,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
     parser.add_argument(
+        "--max-tokens", type=int, default=None, help="cap on the output estimate per request"
+    )
+    parser.add_argument(
+        "--no-schema-in-prompt",
+        action="store_true",
+        help="rely on structured output alone (shorter prompt for small context windows)",
+    )
+    parser.add_argument(
         "--out", default="results/eval", help="directory for eval.json and eval.png"
     )
     args = parser.parse_args(argv)
@@ -394,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
             variants=variants,
             max_line_items=args.max_line_items,
             concurrency=args.concurrency,
+            max_tokens=args.max_tokens,
+            include_schema=not args.no_schema_in_prompt,
             out=Path(args.out),
             meta={"engine": args.engine, "model": args.model, "base_url": args.base_url},
         )

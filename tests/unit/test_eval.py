@@ -219,7 +219,8 @@ def test_cli_writes_json_and_png(
         [
             "--engine", "openai", "--base-url", server.base_url, "--model", "truth-model",
             "-n", "4", "--max-line-items", str(MAX_LINES), "--out", str(out),
-            "--variants", "clean,homoglyph_supplier",
+            "--variants", "clean,homoglyph_supplier", "--max-tokens", "1000",
+            "--no-schema-in-prompt",
         ]
     )  # fmt: skip
     assert code == 0
@@ -229,6 +230,10 @@ def test_cli_writes_json_and_png(
     assert report["confusion"]["unacceptable"]["REVIEW_REQUIRED"] == 2
     assert (out / "eval.png").exists()
     assert "wrote" in capsys.readouterr().out
+    assert report["max_tokens"] == 1000 and report["schema_in_prompt"] is False
+    for request in server.requests:
+        assert request["body"]["max_tokens"] <= 1000
+        assert "JSON schema (" not in request["body"]["messages"][0]["content"]
 
 
 def test_summary_counts_a_delivered_wrong_result_as_false_accept() -> None:
