@@ -135,6 +135,23 @@ class ValidationReport:
         }
 
 
+#: Paths a policy may require; each names a nullable field or a list of the contract.
+REQUIRABLE_FIELDS: frozenset[str] = frozenset(
+    {
+        "supplier.name",
+        "supplier.vat_id",
+        "invoice_number",
+        "issue_date",
+        "due_date",
+        "currency",
+        "line_items",
+        "tax_lines",
+        "net_total",
+        "tax_total",
+        "gross_total",
+        "iban",
+    }
+)
 DEFAULT_REQUIRED_FIELDS: frozenset[str] = frozenset(
     {
         "supplier.name",
@@ -180,6 +197,8 @@ class ValidationPolicy:
     def __post_init__(self) -> None:
         if self.tolerance < 0:
             raise ValueError("tolerance must be >= 0")
+        if unknown := self.required_fields - REQUIRABLE_FIELDS:
+            raise ValueError(f"unknown required fields: {sorted(unknown)}")
         if self.malformed_exhausted_state not in (
             JobState.REVIEW_REQUIRED,
             JobState.FAILED_TERMINAL,

@@ -31,7 +31,9 @@ from pipeline.extraction import (
 from pipeline.invoices import GeneratedInvoice, Variant, generate_invoice
 from pipeline.states import JobState
 from pipeline.validation import (
+    _FIELD_GETTERS,
     ARITHMETIC_CODES,
+    REQUIRABLE_FIELDS,
     VALIDATION_POLICY_VERSION,
     Decision,
     ReasonCode,
@@ -729,6 +731,12 @@ def test_report_is_json_ready_and_versioned(inv: GeneratedInvoice) -> None:
     ]
     assert report.decision.job_state is JobState.REVIEW_REQUIRED
     assert Decision.SUCCEEDED.job_state is JobState.SUCCEEDED
+
+
+def test_policy_rejects_unknown_required_fields() -> None:
+    with pytest.raises(ValueError, match="unknown required"):
+        ValidationPolicy(required_fields=frozenset({"net_totl"}))
+    assert set(_FIELD_GETTERS) == REQUIRABLE_FIELDS
 
 
 def test_malformed_exhaustion_policy_only_allows_settled_states() -> None:
