@@ -10,7 +10,8 @@ Hierarchy::
     │   └── MalformedOutput       unparseable or schema-invalid model output
     ├── TerminalError             no further attempt can succeed
     │   ├── ContextTooLong        the prompt fits no engine pool
-    │   └── DeadlineExceeded      the job's deadline leaves no room for an attempt
+    │   ├── DeadlineExceeded      the job's deadline leaves no room for an attempt
+    │   └── ReservationTooLarge   one attempt's token reservation exceeds an admission limit
     ├── OwnershipError            a conditional write matched zero rows
     │   └── LeaseLost             fence moved on, lease expired or state changed
     ├── IdempotencyConflict       same tenant + key, different request hash
@@ -85,6 +86,13 @@ class ContextTooLong(TerminalError):
 
 class DeadlineExceeded(TerminalError):
     error_class = "deadline_exceeded"
+
+
+class ReservationTooLarge(TerminalError):
+    """One attempt reserves more tokens than the admission scope's TPM or
+    concurrent-token budget: no amount of waiting can admit it."""
+
+    error_class = "reservation_too_large"
 
 
 class OwnershipError(FencelineError):
