@@ -27,7 +27,6 @@ import time
 import uuid
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
-from typing import Any
 
 import asyncpg
 
@@ -147,23 +146,24 @@ class Admission:
 
         Must run inside the accept transaction, after :meth:`lock_tenant`.
         """
-        limits = await conn.fetchrow(q("tenant_get"), tenant_id)
-        if limits is None:  # pragma: no cover - a principal's tenant always exists
+        row = await conn.fetchrow(
+            q("tenant_admission_state"), tenant_id, self.settings.spend_period, self.clock.now()
+        )
+        if row is None:  # pragma: no cover - a principal's tenant always exists
             raise RuntimeError(f"tenant {tenant_id} vanished during admission")
-        usage = await conn.fetchrow(q("tenant_pending_usage"), tenant_id)
         retry = self.settings.quota_retry_after_seconds
         checks: list[tuple[str, int, int, str]] = [
-            ("quota_pending_jobs", usage["jobs"] + 1, limits["max_pending_jobs"], "pending jobs"),
+            ("quota_pending_jobs", row["jobs"] + 1, row["max_pending_jobs"], "pending jobs"),
             (
                 "quota_pending_bytes",
-                usage["bytes"] + demand.byte_size,
-                limits["max_pending_bytes"],
+                row["bytes"] + demand.byte_size,
+                row["max_pending_bytes"],
                 "pending bytes",
             ),
             (
                 "quota_pending_tokens",
-                usage["tokens"] + demand.tokens,
-                limits["max_pending_tokens"],
+                row["tokens"] + demand.tokens,
+                row["max_pending_tokens"],
                 "pending estimated tokens",
             ),
         ]
@@ -175,16 +175,16 @@ class Admission:
                     reason=reason,
                     retry_after=retry,
                 )
-        spend = await self._spend(conn, tenant_id)
-        budget = Decimal(limits["spend_budget"])
-        if spend["spent"] + demand.cost > budget:
+        spent = Decimal(row["spent"])
+        budget = Decimal(row["spend_budget"])
+        if spent + demand.cost > budget:
             raise AdmissionRejected(
-                f"spend {spend['spent'] + demand.cost} would exceed the "
+                f"spend {spent + demand.cost} would exceed the "
                 f"{self.settings.spend_period}ly budget of {budget}",
                 status=429,
                 reason="quota_spend_budget",
                 # The budget frees up when the period turns over, not before.
-                retry_after=max(retry, float(spend["seconds_to_next_period"])),
+                retry_after=max(retry, float(row["seconds_to_next_period"])),
             )
 
     async def reserve(self, conn: asyncpg.Connection, tenant_id: uuid.UUID, demand: Demand) -> None:
@@ -196,12 +196,3 @@ class Admission:
             self.clock.now(),
             demand.cost,
         )
-
-    async def _spend(self, conn: asyncpg.Connection, tenant_id: uuid.UUID) -> dict[str, Any]:
-        row = await conn.fetchrow(
-            q("tenant_spend_get"), tenant_id, self.settings.spend_period, self.clock.now()
-        )
-        return {
-            "spent": Decimal(row["spent"]),
-            "seconds_to_next_period": float(row["seconds_to_next_period"]),
-        }

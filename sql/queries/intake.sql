@@ -7,25 +7,31 @@
 -- $2 tenant id. A hash collision between tenants only adds waiting.
 SELECT pg_advisory_xact_lock($1::integer, hashtext($2::text));
 
--- name: tenant_pending_usage
--- Unsettled work of one tenant: the quantities its quotas bound.
-SELECT count(*) AS jobs,
-       coalesce(sum(d.byte_size), 0)::bigint AS bytes,
-       coalesce(sum(j.estimated_tokens), 0)::bigint AS tokens
-FROM extraction_jobs j
-LEFT JOIN documents d ON d.id = j.document_id
-WHERE j.tenant_id = $1 AND j.state IN ('READY', 'RUNNING', 'RETRY_SCHEDULED');
-
--- name: tenant_spend_get
--- Spend of the current budget period and the seconds until the next period.
--- $1 tenant, $2 'day' | 'month', $3 now (nullable).
-WITH now_ AS (SELECT coalesce($3::timestamptz, now()) AS t),
-period AS (SELECT date_trunc($2, t) AS start, t FROM now_)
-SELECT coalesce((SELECT s.reserved + s.reconciled FROM tenant_spend s
-                 WHERE s.tenant_id = $1 AND s.period_start = period.start), 0) AS spent,
+-- name: tenant_admission_state
+-- One read for every quota of one tenant: its limits, its unsettled work
+-- (READY, RUNNING, RETRY_SCHEDULED) and the spend of the current budget period,
+-- with the seconds until the next period. $1 tenant, $2 'day' | 'month', $3 now.
+WITH period AS (
+  SELECT date_trunc($2, coalesce($3::timestamptz, now())) AS start,
+         coalesce($3::timestamptz, now()) AS t
+)
+SELECT t.max_pending_jobs, t.max_pending_bytes, t.max_pending_tokens, t.spend_budget,
+       u.jobs, u.bytes, u.tokens,
+       coalesce(s.reserved + s.reconciled, 0) AS spent,
        extract(epoch FROM (period.start + ('1 ' || $2)::interval) - period.t)
          AS seconds_to_next_period
-FROM period;
+FROM tenants t
+CROSS JOIN period
+CROSS JOIN LATERAL (
+  SELECT count(*) AS jobs,
+         coalesce(sum(d.byte_size), 0)::bigint AS bytes,
+         coalesce(sum(j.estimated_tokens), 0)::bigint AS tokens
+  FROM extraction_jobs j
+  LEFT JOIN documents d ON d.id = j.document_id
+  WHERE j.tenant_id = t.id AND j.state IN ('READY', 'RUNNING', 'RETRY_SCHEDULED')
+) u
+LEFT JOIN tenant_spend s ON s.tenant_id = t.id AND s.period_start = period.start
+WHERE t.id = $1;
 
 -- name: tenant_spend_reserve
 -- $1 tenant, $2 'day' | 'month', $3 now (nullable), $4 amount.

@@ -1,0 +1,341 @@
+"""Acceptance throughput and latency: Serve vs plain uvicorn vs a bare Starlette endpoint.
+
+Run: ``python -m benchmarks.intake_bench [--seconds 10] [--concurrency 16] [--tenants 4]``
+
+Three targets answer the same ``POST /v1/extraction-jobs`` with the same bodies,
+one after the other on this machine, from the same closed-loop load generator
+(``--concurrency`` requests in flight, unique Idempotency-Key and document per
+request):
+
+* ``starlette`` — a bare Starlette endpoint that parses the JSON and answers 202
+  (no database): the floor of HTTP + JSON on this machine;
+* ``uvicorn`` — the Fenceline app (``pipeline.api``) under one uvicorn process:
+  authentication, admission (tenant lock, quotas, capacity), document + job +
+  outbox event committed before the 202;
+* ``serve`` — the same app as a Ray Serve ingress (one replica, ``num_cpus=0``)
+  behind Serve's HTTP proxy.
+
+Ratios are the headline (these machines are noisy and the load generator shares
+the cores): throughput of each target over ``starlette``, and ``serve`` over
+``uvicorn``. After each Fenceline run the bench checks that every 202 left a job
+and an outbox event in PostgreSQL. Results: ``results/intake/intake_bench.json``
+and ``.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from benchmarks.report import percentile, write_json
+from pipeline.database import connect, migrate
+from pipeline.tenants import create_api_key, create_tenant
+
+ADMIN = os.environ.get("FENCELINE_BENCH_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "results" / "intake"
+
+
+# ---------------------------------------------------------------- the baseline
+async def _bare_accept(request: Request) -> JSONResponse:
+    body = await request.json()
+    job_id = uuid.uuid4()
+    return JSONResponse(
+        {
+            "job_id": str(job_id),
+            "state": "READY",
+            "status_url": f"/v1/extraction-jobs/{job_id}",
+            "chars": len(body["document"]["text"]),
+        },
+        status_code=202,
+        headers={"Location": f"/v1/extraction-jobs/{job_id}"},
+    )
+
+
+def bare_app() -> Starlette:
+    """``uvicorn --factory benchmarks.intake_bench:bare_app``: JSON in, 202 out."""
+    return Starlette(routes=[Route("/v1/extraction-jobs", _bare_accept, methods=["POST"])])
+
+
+# ------------------------------------------------------------------- plumbing
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _wait_up(url: str, path: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient(base_url=url, timeout=2) as client:
+        while True:
+            try:
+                r = await client.get(path)
+                if r.status_code < 500 or path == "/nope":
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{url} not up after {timeout} s")
+            await asyncio.sleep(0.1)
+
+
+def _uvicorn(factory: str, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    cmd = [
+        sys.executable, "-m", "uvicorn", "--factory", factory,
+        "--host", "127.0.0.1", "--port", str(port),
+        "--log-level", "warning", "--no-access-log",
+    ]  # fmt: skip
+    return subprocess.Popen(cmd, env={**os.environ, **env}, cwd=ROOT)
+
+
+async def _database() -> tuple[str, str]:
+    name = f"fl_intake_bench_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    admin = await asyncpg.connect(ADMIN)
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    await admin.close()
+    dsn = ADMIN.rsplit("/", 1)[0] + f"/{name}"
+    conn = await connect(dsn)
+    await migrate(conn)
+    await conn.close()
+    return name, dsn
+
+
+async def _drop(name: str) -> None:
+    admin = await asyncpg.connect(ADMIN)
+    await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    await admin.close()
+
+
+async def _keys(dsn: str, tenants: int) -> list[str]:
+    conn = await connect(dsn)
+    keys = []
+    try:
+        for i in range(tenants):
+            t = await create_tenant(conn, f"bench-{i}-{uuid.uuid4().hex[:6]}")
+            keys.append((await create_api_key(conn, t.id))[1])
+    finally:
+        await conn.close()
+    return keys
+
+
+# ------------------------------------------------------------- load generator
+async def load(
+    url: str, keys: list[str], *, seconds: float, warmup: float, concurrency: int
+) -> dict[str, Any]:
+    """Closed loop: ``concurrency`` workers, each sends its next POST when one returns."""
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    stop_at = time.perf_counter() + warmup + seconds
+    measure_from = time.perf_counter() + warmup
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
+
+        async def worker(n: int) -> None:
+            i = 0
+            key = keys[n % len(keys)]
+            while (now := time.perf_counter()) < stop_at:
+                i += 1
+                body = {"document": {"text": f"INVOICE {n}-{i}-{uuid.uuid4().hex} total 10.00 EUR"}}
+                headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": uuid.uuid4().hex}
+                r = await client.post("/v1/extraction-jobs", json=body, headers=headers)
+                done = time.perf_counter()
+                if now >= measure_from:
+                    statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
+                    if r.status_code == 202:
+                        latencies.append(done - now)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(n) for n in range(concurrency)))
+        elapsed = time.perf_counter() - started - warmup
+    accepted = statuses.get(202, 0)
+    return {
+        "accepted": accepted,
+        "statuses": statuses,
+        "seconds": elapsed,
+        "jobs_per_s": accepted / elapsed if elapsed > 0 else 0.0,
+        "p50_ms": percentile(latencies, 50) * 1000,
+        "p99_ms": percentile(latencies, 99) * 1000,
+        "mean_ms": (sum(latencies) / len(latencies) * 1000) if latencies else float("nan"),
+    }
+
+
+async def _committed(dsn: str) -> tuple[int, int]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        jobs = await conn.fetchval("SELECT count(*) FROM extraction_jobs")
+        events = await conn.fetchval(
+            "SELECT count(*) FROM outbox_events WHERE event_type = 'extraction.requested.v1'"
+        )
+    finally:
+        await conn.close()
+    return int(jobs), int(events)
+
+
+# ------------------------------------------------------------------- targets
+async def run_starlette(args: argparse.Namespace) -> dict[str, Any]:
+    port = _free_port()
+    proc = _uvicorn("benchmarks.intake_bench:bare_app", port, {})
+    try:
+        url = f"http://127.0.0.1:{port}"
+        await _wait_up(url, "/nope")
+        return await load(
+            url, ["none"], seconds=args.seconds, warmup=args.warmup, concurrency=args.concurrency
+        )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+async def run_uvicorn(args: argparse.Namespace) -> dict[str, Any]:
+    name, dsn = await _database()
+    port = _free_port()
+    proc = _uvicorn("pipeline.api:app_from_env", port, {"FENCELINE_DATABASE_URL": dsn})
+    try:
+        keys = await _keys(dsn, args.tenants)
+        url = f"http://127.0.0.1:{port}"
+        await _wait_up(url, "/readyz")
+        result = await load(
+            url, keys, seconds=args.seconds, warmup=args.warmup, concurrency=args.concurrency
+        )
+        result["committed_jobs"], result["committed_events"] = await _committed(dsn)
+        return result
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        await _drop(name)
+
+
+async def run_serve(args: argparse.Namespace) -> dict[str, Any]:
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    import ray
+    from ray import serve
+
+    from deployments.intake import deploy_intake_app
+
+    name, dsn = await _database()
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=100 * 1024**2,
+        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}},
+        log_to_driver=False,
+    )
+    try:
+        port = _free_port()
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        await asyncio.to_thread(deploy_intake_app, {"database_url": dsn}, timeout_s=180)
+        keys = await _keys(dsn, args.tenants)
+        url = f"http://127.0.0.1:{port}"
+        await _wait_up(url, "/readyz")
+        result = await load(
+            url, keys, seconds=args.seconds, warmup=args.warmup, concurrency=args.concurrency
+        )
+        result["committed_jobs"], result["committed_events"] = await _committed(dsn)
+        return result
+    finally:
+        serve.shutdown()  # type: ignore[no-untyped-call]
+        ray.shutdown()
+        await _drop(name)
+
+
+def _plot(results: dict[str, dict[str, Any]], out: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    rates = [results[n]["jobs_per_s"] for n in names]
+    left.bar(names, rates, color=["#4c72b0", "#dd8452", "#55a868"][: len(names)])
+    left.set_title("accepted jobs/s (closed loop)")
+    for i, v in enumerate(rates):
+        left.annotate(f"{v:.0f}", (i, v), ha="center", va="bottom")
+    width = 0.38
+    xs = range(len(names))
+    p50 = [results[n]["p50_ms"] for n in names]
+    p99 = [results[n]["p99_ms"] for n in names]
+    right.bar([x - width / 2 for x in xs], p50, width, label="p50")
+    right.bar([x + width / 2 for x in xs], p99, width, label="p99")
+    right.set_xticks(list(xs), names)
+    right.set_ylabel("ms")
+    right.set_title("acceptance latency (202)")
+    right.legend()
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "intake_bench.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    runners = {"starlette": run_starlette, "uvicorn": run_uvicorn, "serve": run_serve}
+    results: dict[str, dict[str, Any]] = {}
+    for name in args.targets:
+        print(f"-- {name}: {args.seconds:.0f} s at concurrency {args.concurrency}", flush=True)
+        results[name] = await runners[name](args)
+        r = results[name]
+        print(
+            f"   {r['jobs_per_s']:8.1f} jobs/s   p50 {r['p50_ms']:6.1f} ms   "
+            f"p99 {r['p99_ms']:6.1f} ms   statuses {r['statuses']}",
+            flush=True,
+        )
+    base = results.get("starlette")
+    ratios: dict[str, float] = {}
+    for name, r in results.items():
+        if base and name != "starlette":
+            ratios[f"{name}/starlette jobs_per_s"] = r["jobs_per_s"] / base["jobs_per_s"]
+            ratios[f"{name}/starlette p50"] = r["p50_ms"] / base["p50_ms"]
+            ratios[f"{name}/starlette p99"] = r["p99_ms"] / base["p99_ms"]
+    if "serve" in results and "uvicorn" in results:
+        s, u = results["serve"], results["uvicorn"]
+        ratios["serve/uvicorn jobs_per_s"] = s["jobs_per_s"] / u["jobs_per_s"]
+        ratios["serve/uvicorn p50"] = s["p50_ms"] / u["p50_ms"]
+        ratios["serve/uvicorn p99"] = s["p99_ms"] / u["p99_ms"]
+    print("ratios:")
+    for k, v in ratios.items():
+        print(f"   {k:28s} {v:6.2f}")
+    report = {
+        "benchmark": "intake",
+        "params": vars(args),
+        "results": results,
+        "ratios": ratios,
+    }
+    print(write_json(OUT, "intake_bench", report))
+    print(_plot(results, OUT))
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.intake_bench")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--tenants", type=int, default=4)
+    parser.add_argument(
+        "--targets", nargs="+", default=["starlette", "uvicorn", "serve"],
+        choices=["starlette", "uvicorn", "serve"],
+    )  # fmt: skip
+    asyncio.run(main_async(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()

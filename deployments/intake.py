@@ -1,0 +1,125 @@
+"""Ray Serve ingress for the intake API: the FastAPI app of :mod:`pipeline.api`.
+
+House style: :class:`IntakeIngress` is a plain class; ``serve.ingress`` and
+``serve.deployment`` are applied in :func:`build_intake_app`. The FastAPI app
+is built *inside each replica* (Serve's late-bound ``__serve_build_asgi_app__``),
+because the app owns an asyncpg pool, a LISTEN connection and a Prometheus
+registry that cannot be pickled into the deployment; Serve then runs the app's
+lifespan, which creates the pool. The same app runs under plain uvicorn
+(``uvicorn --factory pipeline.api:app_from_env``), so Serve adds routing and
+replicas, never behaviour.
+
+Replicas take ``num_cpus=0`` by default: the ingress is I/O-bound, and on small
+machines a whole CPU per replica starves the engine deployments (Serve then
+blocks forever; see MACHINE-NOTES).
+
+Three ways to run it:
+
+* in Python: ``deploy_intake_app({"database_url": ...}, timeout_s=120)`` (bounded);
+* ``serve run deployments.intake:intake_app database_url=postgresql://...``;
+* a Serve config whose application has ``import_path: deployments.intake:intake_app``
+  and the settings overrides as ``args`` (KubeRay ``serveConfigV2``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI
+
+from pipeline.api import create_app
+from pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from ray.serve import Application
+
+INGRESS_DEPLOYMENT = "intake"
+APP_NAME = "intake"
+IMPORT_PATH = "deployments.intake:intake_app"
+
+
+class IntakeIngress:
+    """Holds the settings overrides; builds the FastAPI app in the replica.
+
+    Args:
+        overrides: ``Settings`` field values (JSON-able); everything else comes from
+            the replica's ``FENCELINE_*`` environment, so secrets travel in the
+            ``runtime_env`` rather than in the deployment's arguments.
+    """
+
+    def __init__(self, overrides: dict[str, Any] | None = None) -> None:
+        self._settings = Settings(**(overrides or {}))
+
+    def __serve_build_asgi_app__(self) -> FastAPI:
+        return create_app(self._settings)
+
+
+def build_intake_app(
+    overrides: dict[str, Any] | None = None,
+    *,
+    num_replicas: int = 1,
+    num_cpus: float = 0,
+    max_ongoing_requests: int = 256,
+) -> Application:
+    """The bound Serve application: one ingress deployment serving ``pipeline.api``."""
+    from ray import serve
+
+    ingress: Any = serve.deployment(serve.ingress()(IntakeIngress))
+    app: Application = ingress.options(
+        name=INGRESS_DEPLOYMENT,
+        num_replicas=num_replicas,
+        max_ongoing_requests=max_ongoing_requests,
+        ray_actor_options={"num_cpus": num_cpus},
+    ).bind(dict(overrides or {}))
+    return app
+
+
+def intake_app(args: dict[str, Any]) -> Application:
+    """Serve application builder (``import_path: deployments.intake:intake_app``).
+
+    ``args`` are ``Settings`` overrides, plus the optional deployment knobs
+    ``num_replicas`` and ``num_cpus``.
+    """
+    overrides = dict(args)
+    replicas = int(overrides.pop("num_replicas", 1))
+    cpus = float(overrides.pop("num_cpus", 0))
+    return build_intake_app(overrides, num_replicas=replicas, num_cpus=cpus)
+
+
+def deploy_intake_app(
+    overrides: dict[str, Any] | None = None,
+    *,
+    route_prefix: str = "/",
+    timeout_s: float = 120.0,
+    poll_s: float = 0.5,
+    **options: Any,
+) -> None:
+    """Deploy on the connected Ray cluster and wait, bounded, until the app runs.
+
+    Raises:
+        TimeoutError: not RUNNING within ``timeout_s`` (``serve.run`` itself would
+            wait forever when replicas cannot be scheduled).
+        RuntimeError: Serve reported DEPLOY_FAILED; the message carries its reason.
+    """
+    from ray import serve
+    from ray.serve.api import RunTarget
+    from ray.serve.schema import ApplicationStatus
+
+    app = build_intake_app(overrides, **options)
+    serve.run_many(
+        [RunTarget(target=app, name=APP_NAME, route_prefix=route_prefix)],
+        wait_for_ingress_deployment_creation=False,
+        wait_for_applications_running=False,
+    )
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = serve.status().applications.get(APP_NAME)
+        if status is not None and status.status == ApplicationStatus.RUNNING:
+            return
+        if status is not None and status.status == ApplicationStatus.DEPLOY_FAILED:
+            raise RuntimeError(f"intake app failed to deploy: {status.message}")
+        if time.monotonic() > deadline:
+            message = status.message if status is not None else "no status"
+            raise TimeoutError(f"intake app not running after {timeout_s:.0f} s: {message}")
+        time.sleep(poll_s)
