@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
@@ -25,6 +26,7 @@ from pipeline.validation import (
     evidenced_fields,
     iban_checksum_ok,
     mixed_script_tokens,
+    validate,
 )
 
 PROPERTY = settings(
@@ -274,3 +276,17 @@ def test_corpus_cycles_variants_over_consecutive_seeds() -> None:
         Variant.CLEAN
     ]
     assert all(isinstance(inv, GeneratedInvoice) for inv in corpus)
+
+
+def test_anchor_dates_invoices_shortly_before_the_given_day() -> None:
+    """A worker validating on the anchor day (its real clock) finds the dates plausible."""
+    anchor = date(2031, 5, 17)
+    for inv in generate_corpus(20, seed=300, anchor=anchor, max_line_items=5):
+        assert inv.truth.issue_date is not None
+        issue = inv.truth.issue_date.value
+        assert anchor - timedelta(days=60) <= issue <= inv.today <= anchor
+        report = validate(inv.truth, inv.ocr_text, inv.master_data, today=anchor)
+        assert report.decision is Decision.SUCCEEDED, report.reasons
+    plain, anchored = generate_invoice(300), generate_invoice(300, anchor=anchor)
+    assert plain.truth.gross_total is not None and anchored.truth.gross_total is not None
+    assert plain.truth.gross_total.value == anchored.truth.gross_total.value  # only dates move
