@@ -1,0 +1,208 @@
+"""Sub-commands that run the system: ``up``, ``down``, ``demo``, ``submit``, ``status``.
+
+Registered on :mod:`cluster.cli`'s table when the CLI starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from cluster.cli import command
+from pipeline.settings import Settings
+
+STATE_DIR = Path(os.environ.get("FENCELINE_STATE_DIR", ".fenceline"))
+PID_FILE = STATE_DIR / "up.pid"
+
+
+def _no_args(_: argparse.ArgumentParser) -> None:
+    return None
+
+
+def _demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--invoices", type=int, help="how many invoices (default 12)")
+    p.add_argument("--drivers", type=int, help="task drivers (default 2)")
+    p.add_argument("--timeout", type=float, dest="timeout_s", help="seconds (default 600)")
+    p.add_argument("--out", type=Path, dest="out_dir", help="report folder (results/demo)")
+
+
+@command("demo", "run the main job end to end on the embedded default", _demo_args)
+def _demo(args: argparse.Namespace, settings: Settings) -> int:
+    from cluster.demo import options_from, run_demo
+
+    opts = options_from(
+        invoices=args.invoices,
+        drivers=args.drivers,
+        timeout_s=args.timeout_s,
+        out_dir=args.out_dir,
+    )
+    return run_demo(opts, settings)
+
+
+def _up_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--drivers", type=int, default=2)
+    p.add_argument("--concurrency", type=int, default=4, help="attempts per driver")
+    p.add_argument("--port", type=int, default=8000, help="intake HTTP port")
+    p.add_argument("--pools", type=Path, default=None, help="pools file (deployments/pools.yaml)")
+    p.add_argument("--provider-url", help="use an OpenAI-compatible provider instead of vLLM")
+    p.add_argument("--provider-model", default="default")
+
+
+@command(
+    "up", "start a local cluster in the foreground (Ctrl-C or `fenceline down` stops)", _up_args
+)
+def _up(args: argparse.Namespace, settings: Settings) -> int:
+    from cluster.drivers import EngineSpec
+    from cluster.runtime import ClusterConfig, LocalCluster
+    from pipeline.admin import setup_database
+    from pipeline.worker import WorkerConfig
+
+    asyncio.run(setup_database(settings))
+    engine = (
+        EngineSpec(kind="openai", base_url=args.provider_url, model=args.provider_model)
+        if args.provider_url
+        else EngineSpec()
+    )
+    cluster = LocalCluster(
+        ClusterConfig(
+            settings=settings,
+            pools_file=args.pools,
+            drivers=args.drivers,
+            engine=engine,
+            http_port=args.port,
+            worker=WorkerConfig(worker_id="driver", concurrency=args.concurrency),
+        )
+    )
+    STATE_DIR.mkdir(exist_ok=True)
+    PID_FILE.write_text(str(os.getpid()))
+    stop = {"now": False}
+
+    def _stop(_sig: int, _frame: Any) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        cluster.start()
+        print(f"fenceline is up: intake {cluster.intake_url}/v1/extraction-jobs")
+        while not stop["now"]:
+            time.sleep(0.5)
+    finally:
+        print("stopping: drivers finish or release their leases ...")
+        cluster.stop()
+        PID_FILE.unlink(missing_ok=True)
+    return 0
+
+
+@command("down", "stop the cluster started by `fenceline up`", _no_args)
+def _down(_args: argparse.Namespace, _settings: Settings) -> int:
+    if not PID_FILE.exists():
+        print("no running `fenceline up` found", file=sys.stderr)
+        return 1
+    pid = int(PID_FILE.read_text())
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        PID_FILE.unlink(missing_ok=True)
+        print("stale pid file removed")
+        return 1
+    for _ in range(240):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            print("stopped")
+            return 0
+        time.sleep(0.5)
+    print("still stopping after 120 s", file=sys.stderr)
+    return 1
+
+
+def _submit_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", type=Path)
+    p.add_argument("--url", default="http://127.0.0.1:8000")
+    p.add_argument("--api-key", default=os.environ.get("FENCELINE_API_KEY"))
+    p.add_argument("--no-wait", action="store_true")
+
+
+@command("submit", "submit documents over REST and show progress until they settle", _submit_args)
+def _submit(args: argparse.Namespace, _settings: Settings) -> int:
+    if not args.api_key:
+        print("an API key is needed: --api-key or FENCELINE_API_KEY", file=sys.stderr)
+        return 2
+    return asyncio.run(_submit_async(args))
+
+
+async def _submit_async(args: argparse.Namespace) -> int:
+    headers = {"Authorization": f"Bearer {args.api_key}"}
+    jobs: dict[str, str] = {}
+    async with httpx.AsyncClient(base_url=args.url, headers=headers, timeout=30) as client:
+        for path in args.paths:
+            text = path.read_text(encoding="utf-8")
+            key = f"file-{uuid.uuid5(uuid.NAMESPACE_URL, str(path.resolve()))}"
+            r = await client.post(
+                "/v1/extraction-jobs",
+                json={"document": {"text": text, "filename": path.name}},
+                headers={"Idempotency-Key": key},
+            )
+            if r.status_code not in (200, 202):
+                print(f"{path}: {r.status_code} {r.text}", file=sys.stderr)
+                continue
+            jobs[r.json()["job_id"]] = str(path)
+            print(f"{path}: accepted as {r.json()['job_id']}")
+        if args.no_wait:
+            return 0
+        settled = {"SUCCEEDED", "REVIEW_REQUIRED", "FAILED_TERMINAL"}
+        states: dict[str, str] = {}
+        while True:
+            for job_id in jobs:
+                if states.get(job_id) in settled:
+                    continue
+                r = await client.get(f"/v1/extraction-jobs/{job_id}")
+                states[job_id] = r.json().get("state", "?") if r.status_code == 200 else "?"
+            done = sum(1 for s in states.values() if s in settled)
+            bar = "#" * int(30 * done / max(1, len(jobs)))
+            print(f"\r[{bar:<30}] {done}/{len(jobs)} settled", end="", flush=True)
+            if done == len(jobs):
+                print()
+                break
+            await asyncio.sleep(1)
+    for job_id, path in jobs.items():
+        print(f"{states[job_id]:<16} {job_id}  {path}")
+    return 0 if all(s != "FAILED_TERMINAL" for s in states.values()) else 1
+
+
+@command("status", "job counts per state, backlog and oldest runnable age", _no_args)
+def _status(_args: argparse.Namespace, settings: Settings) -> int:
+    from pipeline.database import create_pool
+    from pipeline.jobs import JobStore
+    from pipeline.queries import q
+
+    async def go() -> None:
+        pool = await create_pool(settings.database_url, max_size=1)
+        try:
+            async with pool.acquire() as conn:
+                rows = await conn.fetch(q("report_state_counts"))
+            backlog = await JobStore(pool, settings).backlog()
+        finally:
+            await pool.close()
+        for r in sorted(rows, key=lambda r: r["state"]):
+            print(f"{r['state']:<16} {r['n']}")
+        age = backlog["oldest_runnable_age_seconds"]
+        print(
+            f"runnable {backlog['runnable']}  running {backlog['running']}  oldest runnable "
+            f"age {float(age):.1f} s"
+            if age is not None
+            else ""
+        )
+
+    asyncio.run(go())
+    return 0

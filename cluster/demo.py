@@ -1,0 +1,369 @@
+"""``fenceline demo``: the main job end to end on the embedded default.
+
+Synthetic invoices from several tenants (varied sizes, a few adversarial) go
+through REST intake → job store → task drivers → admission → vLLM (Serve,
+context-length routed) → validation → signed delivery to a local reference ERP
+receiver. Progress prints while jobs run; the summary table and a JSON + PNG
+report end the run. The database is a dedicated ``fenceline_demo`` (recreated
+each run so the numbers describe this run only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter, defaultdict
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+
+from cluster.runtime import ClusterConfig, LocalCluster
+from pipeline.admin import admin_dsn, setup_database
+from pipeline.database import connect
+from pipeline.invoices import GeneratedInvoice, Variant, generate_invoice
+from pipeline.queries import q
+from pipeline.settings import Settings
+from pipeline.states import SETTLED
+from pipeline.worker import WorkerConfig
+
+DEMO_DATABASE = "fenceline_demo"
+TENANTS = (("acme-gmbh", 2), ("globex-ltd", 1), ("initech-sa", 1))
+ADVERSARIAL = (Variant.ARITHMETIC_OFF_BY_CENT, Variant.PROMPT_INJECTION, Variant.INVENTED_IBAN)
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    invoices: int = 12
+    max_line_items: int = 3
+    drivers: int = 2
+    driver_concurrency: int = 4
+    timeout_s: float = 600.0
+    out_dir: Path = Path("results/demo")
+    seed: int = 2026
+
+
+def corpus(opts: DemoOptions) -> list[tuple[str, GeneratedInvoice]]:
+    """Invoices assigned to tenants: the first tenant gets a backlog, the others a few each."""
+    today = datetime.now(UTC).date()
+    out = []
+    for i in range(opts.invoices):
+        variant = ADVERSARIAL[(i // 4) % len(ADVERSARIAL)] if i % 4 == 3 else Variant.CLEAN
+        inv = generate_invoice(
+            opts.seed + i, variant, max_line_items=opts.max_line_items, anchor=today
+        )
+        tenant = TENANTS[0][0] if i % 2 == 0 else TENANTS[1 + (i // 2) % 2][0]
+        out.append((tenant, inv))
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def _recreate(settings: Settings) -> None:
+    admin, name = admin_dsn(settings.database_url)
+    conn = await asyncpg.connect(admin)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+    await setup_database(settings)
+
+
+async def _provision(
+    settings: Settings, erp_url: str, work: list[tuple[str, GeneratedInvoice]]
+) -> tuple[dict[str, str], list[str]]:
+    """Tenants, API keys, supplier master data and webhook endpoints; returns keys, secrets."""
+    from pipeline.database import create_pool
+    from pipeline.endpoints import EndpointRegistry, SecretBox, guard_from_settings
+    from pipeline.master_data import upsert_supplier
+    from pipeline.tenants import create_api_key, create_tenant
+
+    keys: dict[str, str] = {}
+    secrets: list[str] = []
+    pool = await create_pool(settings.database_url, max_size=2)
+    try:
+        registry = EndpointRegistry(pool, guard_from_settings(settings), SecretBox(None))
+        ids = {}
+        async with pool.acquire() as conn:
+            for name, weight in TENANTS:
+                t = await create_tenant(conn, name, weight=weight)
+                ids[name] = t.id
+                keys[name] = (await create_api_key(conn, t.id))[1]
+            for tenant, inv in work:
+                await upsert_supplier(conn, ids[tenant], inv.supplier)
+        for name, _ in TENANTS:
+            issued = await registry.register(ids[name], erp_url, description="demo ERP")
+            secrets.append(issued.secret)
+    finally:
+        await pool.close()
+    return keys, secrets
+
+
+async def _submit(
+    intake: str, keys: dict[str, str], work: list[tuple[str, GeneratedInvoice]]
+) -> list[dict[str, Any]]:
+    accepted = []
+    async with httpx.AsyncClient(base_url=intake, timeout=30) as client:
+        for i, (tenant, inv) in enumerate(work):
+            t0 = time.perf_counter()
+            r = await client.post(
+                "/v1/extraction-jobs",
+                headers={"Authorization": f"Bearer {keys[tenant]}", "Idempotency-Key": f"demo-{i}"},
+                json={"document": {"text": inv.ocr_text, "filename": f"invoice-{i}.txt"}},
+            )
+            latency = time.perf_counter() - t0
+            if r.status_code not in (200, 202):
+                raise RuntimeError(f"intake refused invoice {i}: {r.status_code} {r.text}")
+            body = r.json()
+            accepted.append(
+                {
+                    "job_id": body["job_id"],
+                    "tenant": tenant,
+                    "variant": inv.variant.value,
+                    "expected": inv.expected_decision.value,
+                    "accept_ms": latency * 1000,
+                    "status": r.status_code,
+                }
+            )
+    return accepted
+
+
+async def _progress(dsn: str, n: int, timeout: float, started: float) -> dict[str, int]:
+    conn = await connect(dsn)
+    settled_states = [s.value for s in SETTLED]
+    last = ""
+    try:
+        while True:
+            rows = await conn.fetch(q("report_state_counts"))
+            counts = {r["state"]: r["n"] for r in rows}
+            done = sum(counts.get(s, 0) for s in settled_states)
+            deliveries = {r["state"]: r["n"] for r in await conn.fetch(q("report_delivery_counts"))}
+            delivered = deliveries.get("delivered", 0)
+            line = (
+                f"[{time.monotonic() - started:5.0f}s] settled {done}/{n}  "
+                + "  ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+                + f"  | delivered {delivered}"
+            )
+            if line[8:] != last:
+                print(line, flush=True)
+                last = line[8:]
+            if done >= n:
+                return counts
+            if time.monotonic() - started > timeout:
+                print(f"timeout after {timeout:.0f} s; stopping with {done}/{n} settled")
+                return counts
+            await asyncio.sleep(1.0)
+    finally:
+        await conn.close()
+
+
+async def _wait_deliveries(dsn: str, timeout: float) -> None:
+    conn = await connect(dsn)
+    try:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            pending = await conn.fetchval(q("report_deliveries_unfinished"))
+            if pending == 0:
+                return
+            await asyncio.sleep(0.5)
+    finally:
+        await conn.close()
+
+
+def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
+    base = settings or Settings()
+    admin, _ = admin_dsn(base.database_url)
+    dsn = admin.rsplit("/", 1)[0] + "/" + DEMO_DATABASE
+    settings = base.model_copy(
+        update={
+            "database_url": dsn,
+            "delivery_allow_loopback_http": True,  # local ERP only; logged as a warning
+            "delivery_allowed_ports": (443, 80),
+            "reaper_interval_seconds": 2.0,
+        }
+    )
+    os.environ["FENCELINE_DATABASE_URL"] = dsn
+    os.environ["FENCELINE_DELIVERY_ALLOW_LOOPBACK_HTTP"] = "true"
+    started = time.monotonic()
+    print(
+        f"demo: database {dsn} (recreated), {opts.invoices} invoices, "
+        f"{len(TENANTS)} tenants, {opts.drivers} drivers"
+    )
+    asyncio.run(_recreate(settings))
+    work = corpus(opts)
+    erp_port = _free_port()
+    erp_url = f"http://127.0.0.1:{erp_port}/webhooks/fenceline"
+    settings = settings.model_copy(update={"delivery_allowed_ports": (443, erp_port)})
+    os.environ["FENCELINE_DELIVERY_ALLOWED_PORTS"] = json.dumps([443, erp_port])
+    keys, secrets = asyncio.run(_provision(settings, erp_url, work))
+    erp = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.erp_receiver",
+            "--port",
+            str(erp_port),
+            "--database-url",
+            dsn,
+        ],
+        env={**os.environ, "FENCELINE_ERP_SECRETS": " ".join(secrets)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert erp.stdout is not None
+    print(f"erp: reference receiver {erp.stdout.readline().strip()} (pid {erp.pid})")
+    worker = WorkerConfig(
+        worker_id="driver",
+        concurrency=opts.driver_concurrency,
+        claim_batch=opts.driver_concurrency,
+        attempt_timeout_seconds=240,
+        heartbeat_seconds=10,
+    )
+    cluster = LocalCluster(ClusterConfig(settings=settings, drivers=opts.drivers, worker=worker))
+    result: dict[str, Any] = {}
+    try:
+        cluster.start()
+        t_submit = time.monotonic()
+        accepted = asyncio.run(_submit(cluster.intake_url, keys, work))
+        print(
+            f"intake: {len(accepted)} invoices accepted (202) in "
+            f"{time.monotonic() - t_submit:.2f} s"
+        )
+        counts = asyncio.run(_progress(dsn, len(accepted), opts.timeout_s, t_submit))
+        asyncio.run(_wait_deliveries(dsn, 60))
+        result = asyncio.run(_summarise(dsn, accepted, counts))
+        result["driver_stats"] = cluster.driver_stats()
+    finally:
+        cluster.stop()
+        erp.terminate()
+        erp.wait(10)
+    result["wall_seconds"] = time.monotonic() - started
+    _report(result, opts.out_dir)
+    settled = sum(result.get("states", {}).get(s.value, 0) for s in SETTLED)
+    return 0 if settled == len(work) else 1
+
+
+async def _summarise(
+    dsn: str, accepted: list[dict[str, Any]], counts: dict[str, int]
+) -> dict[str, Any]:
+    from benchmarks.report import percentile
+
+    conn = await connect(dsn)
+    try:
+        jobs = {str(r["id"]): r for r in await conn.fetch(q("report_job_outcomes"))}
+        usage = await conn.fetchrow(q("report_attempt_usage"))
+        deliveries = {r["state"]: r["n"] for r in await conn.fetch(q("report_delivery_counts"))}
+        erp = await conn.fetchrow(q("report_erp_postings"))
+        postings, dup = erp["postings"], erp["duplicates_absorbed"]
+    finally:
+        await conn.close()
+    per_tenant: dict[str, Counter[str]] = defaultdict(Counter)
+    latencies: list[float] = []
+    for a in accepted:
+        j = jobs[a["job_id"]]
+        per_tenant[j["tenant"]][j["state"]] += 1
+        a["state"] = j["state"]
+        a["attempts"] = j["attempt"]
+        if j["finished_at"] is not None:
+            latencies.append((j["finished_at"] - j["created_at"]).total_seconds())
+    accept_ms = [a["accept_ms"] for a in accepted]
+    return {
+        "states": counts,
+        "per_tenant": {k: dict(v) for k, v in per_tenant.items()},
+        "jobs": accepted,
+        "accept_ms": {"p50": percentile(accept_ms, 50), "p99": percentile(accept_ms, 99)},
+        "completion_s": {p: percentile(latencies, float(p[1:])) for p in ("p50", "p95", "p99")},
+        "tokens": {"prompt": usage["prompt"], "completion": usage["completion"]},
+        "attempts": usage["attempts"],
+        "uncertain_attempts": usage["uncertain"],
+        "deliveries": deliveries,
+        "erp_postings": postings,
+        "erp_duplicate_deliveries_seen": dup,
+        "decision_matches_expected": sum(1 for a in accepted if a["state"] == a["expected"]),
+    }
+
+
+def _report(result: dict[str, Any], out_dir: Path) -> None:
+    from benchmarks.report import write_json
+
+    if not result.get("jobs"):
+        print("demo: no summary (the run did not get to submit jobs)")
+        return
+    print("\n=== Fenceline demo summary ===")
+    states = sorted({s for t in result["per_tenant"].values() for s in t})
+    print(f"{'tenant':<14}" + "".join(f"{s:>17}" for s in states))
+    for tenant, c in sorted(result["per_tenant"].items()):
+        print(f"{tenant:<14}" + "".join(f"{c.get(s, 0):>17}" for s in states))
+    cs = result["completion_s"]
+    print(
+        f"acceptance latency ms: p50 {result['accept_ms']['p50']:.1f}  "
+        f"p99 {result['accept_ms']['p99']:.1f}"
+    )
+    print(f"accept -> settled s:   p50 {cs['p50']:.1f}  p95 {cs['p95']:.1f}  p99 {cs['p99']:.1f}")
+    print(
+        f"attempts: {result['attempts']} for {len(result['jobs'])} jobs "
+        f"({result['uncertain_attempts']} uncertain)  tokens in/out "
+        f"{result['tokens']['prompt']}/{result['tokens']['completion']}"
+    )
+    print(
+        f"deliveries: {result['deliveries']}  ERP postings: {result['erp_postings']} "
+        f"(one per SUCCEEDED job; duplicates absorbed: {result['erp_duplicate_deliveries_seen']})"
+    )
+    print(
+        f"decisions equal to the generator's expectation: "
+        f"{result['decision_matches_expected']}/{len(result['jobs'])} "
+        "(SmolLM2-135M is a tiny model; validation withholds what it gets wrong)"
+    )
+    path = write_json(out_dir, "demo", result)
+    png = _plot(result, out_dir)
+    print(f"report: {path}  plot: {png}  wall time {result['wall_seconds']:.0f} s")
+
+
+def _plot(result: dict[str, Any], out_dir: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    lat = sorted(j["accept_ms"] for j in result["jobs"])
+    a.plot(lat, [(i + 1) / len(lat) for i in range(len(lat))])
+    a.set_xlabel("acceptance latency (ms)")
+    a.set_ylabel("CDF")
+    a.set_title("REST intake: 202 latency")
+    tenants = sorted(result["per_tenant"])
+    states = sorted({s for t in result["per_tenant"].values() for s in t})
+    bottom = [0] * len(tenants)
+    for s in states:
+        vals = [result["per_tenant"][t].get(s, 0) for t in tenants]
+        b.bar(tenants, vals, bottom=bottom, label=s)
+        bottom = [x + y for x, y in zip(bottom, vals, strict=True)]
+    b.set_title("jobs per tenant and final state")
+    b.legend()
+    fig.tight_layout()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "demo.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def options_from(**kw: Any) -> DemoOptions:
+    return replace(DemoOptions(), **{k: v for k, v in kw.items() if v is not None})
+
+
+__all__ = ["DemoOptions", "options_from", "run_demo", "uuid"]

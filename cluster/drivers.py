@@ -1,0 +1,217 @@
+"""Task drivers and the maintenance actor: the Ray side of the job protocol.
+
+A :class:`TaskDriver` is one Ray actor running a :class:`pipeline.worker.DriverLoop`
+on its own event loop: it claims fenced leases from PostgreSQL, asks the global
+admission actor for budget, calls the engine (the Serve inference app through
+its handle, or an OpenAI-compatible provider) and commits under the fence. Its
+wake-ups come from its own :class:`pipeline.scheduler.Scheduler` (LISTEN/NOTIFY
+plus a scan), so no driver depends on another, and a killed driver's jobs are
+recovered by the reaper in :class:`Maintenance`.
+
+Both classes are plain; :func:`build_driver` and :func:`build_maintenance` apply
+``ray.remote(num_cpus=0)`` (they wait on I/O; on a 2-core machine a CPU-reserving
+actor starves Serve).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import asyncpg
+
+from pipeline.database import create_pool
+from pipeline.engines import Engine, OpenAICompatibleEngine
+from pipeline.jobs import JobStore, Settled
+from pipeline.outbox import OutboxRelay
+from pipeline.reaper import Reaper
+from pipeline.scheduler import Scheduler
+from pipeline.settings import Settings
+from pipeline.worker import AdmissionGate, AttemptRunner, DriverLoop, WorkerConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """Which engine drivers call: ``serve`` (the inference app) or ``openai`` (HTTP)."""
+
+    kind: str = "serve"
+    app_name: str = "fenceline-inference"
+    base_url: str = ""
+    model: str = ""
+    api_key: str | None = None
+
+    def build(self) -> Engine:
+        if self.kind == "serve":
+            from deployments.router import ServeEngine
+
+            return ServeEngine.from_app(self.app_name)
+        if self.kind == "openai":
+            return OpenAICompatibleEngine(self.base_url, self.model, api_key=self.api_key)
+        raise ValueError(f"unknown engine kind {self.kind!r}")
+
+
+class TaskDriver:
+    """One driver process: claims, heartbeats, admission, engine call, fenced commit."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        worker: WorkerConfig,
+        engine: EngineSpec,
+        *,
+        admission_scope: str | None = None,
+        delivery_actor: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.worker = worker
+        self.engine_spec = engine
+        self.admission_scope = admission_scope
+        self.delivery_actor = delivery_actor
+        self._pool: asyncpg.Pool | None = None
+        self._loop: DriverLoop | None = None
+        self._scheduler: Scheduler | None = None
+
+    async def start(self) -> int:
+        """Open the pool, build the engine and start claiming; returns the process id."""
+        if self._loop is not None:
+            return os.getpid()
+        self._pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
+        store = JobStore(self._pool, self.settings)
+        from pipeline.deliveries import delivery_settle_hook
+
+        store.settle_hooks.append(delivery_settle_hook)
+        runner = AttemptRunner(
+            store,
+            self.engine_spec.build(),
+            self.worker,
+            admission=self._admission(),
+            on_settled=self._hand_off,
+        )
+        self._scheduler = Scheduler(self._pool, self.settings)
+        await self._scheduler.start()
+        self._loop = DriverLoop(runner, signal=self._scheduler.signal)
+        await self._loop.start()
+        log.info("driver %s started (pid %d)", self.worker.worker_id, os.getpid())
+        return os.getpid()
+
+    def _admission(self) -> AdmissionGate | None:
+        if self.admission_scope is None:
+            return None
+        from cluster.admission import driver_gate
+
+        gate: AdmissionGate = driver_gate(self.admission_scope)
+        return gate
+
+    async def _hand_off(self, settled: Settled) -> None:
+        """Wake the delivery actor; the durable delivery rows are the source of truth."""
+        if self.delivery_actor is None or settled.state.value != "SUCCEEDED":
+            return
+        import ray
+
+        actor = ray.get_actor(self.delivery_actor)
+        actor.notify.remote(str(settled.job_id))
+
+    async def stop(self, grace_seconds: float = 30.0) -> dict[str, Any]:
+        stats = await self.stats()
+        if self._loop is not None:
+            await self._loop.stop(grace_seconds=grace_seconds)
+            self._loop = None
+        if self._scheduler is not None:
+            await self._scheduler.stop()
+            self._scheduler = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+        return stats
+
+    async def stats(self) -> dict[str, Any]:
+        if self._loop is None:
+            return {"worker_id": self.worker.worker_id, "running": False}
+        s = self._loop.stats
+        return {
+            "worker_id": self.worker.worker_id,
+            "pid": os.getpid(),
+            "running": True,
+            "in_flight": self._loop.in_flight,
+            "claimed": s.claimed,
+            "outcomes": dict(s.outcomes),
+            "config": asdict(self.worker),
+        }
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class Maintenance:
+    """The reaper and the outbox relay, supervised together in one actor."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._pool: asyncpg.Pool | None = None
+        self._reaper: Reaper | None = None
+        self._relay: OutboxRelay | None = None
+
+    async def start(self) -> None:
+        if self._pool is not None:
+            return
+        self._pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
+        self._reaper = Reaper(
+            JobStore(self._pool, self.settings),
+            interval_seconds=self.settings.reaper_interval_seconds,
+        )
+        await self._reaper.start()
+        self._relay = OutboxRelay(self._pool, self.settings)
+        await self._relay.start()
+
+    async def stop(self) -> None:
+        if self._relay is not None:
+            await self._relay.stop()
+            self._relay = None
+        if self._reaper is not None:
+            await self._reaper.stop()
+            self._reaper = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    async def reaped(self) -> dict[str, int]:
+        if self._reaper is None:
+            return {}
+        t = self._reaper.total
+        return {
+            "rescheduled": len(t.rescheduled),
+            "failed": len(t.failed),
+            "deadline_failed": len(t.deadline_failed),
+        }
+
+
+def build_driver(
+    settings: Settings,
+    worker: WorkerConfig,
+    engine: EngineSpec,
+    *,
+    admission_scope: str | None = None,
+    delivery_actor: str | None = None,
+    name: str | None = None,
+) -> Any:
+    """A TaskDriver actor (not started: call ``start.remote()``)."""
+    import ray
+
+    cls = ray.remote(num_cpus=0)(TaskDriver)
+    options: dict[str, Any] = {"max_concurrency": 64}
+    if name:
+        options["name"] = name
+    return cls.options(**options).remote(
+        settings, worker, engine, admission_scope=admission_scope, delivery_actor=delivery_actor
+    )
+
+
+def build_maintenance(settings: Settings, *, name: str = "fenceline-maintenance") -> Any:
+    import ray
+
+    cls = ray.remote(num_cpus=0)(Maintenance)
+    return cls.options(name=name, get_if_exists=True).remote(settings)
