@@ -19,6 +19,8 @@ that a trigger fills on every state change, and its cursor is ``job_events.seq``
 * **Access is re-checked.** The presented API key is authenticated again every
   ``sse_key_recheck_seconds``; a revoked key gets ``event: revoked`` and the
   stream ends.
+* **Fail closed.** If the database becomes unreachable mid-stream, the stream
+  sends ``event: unavailable`` and ends; the client reconnects with its cursor.
 * **Wake-ups, not polling loops.** One LISTEN connection per app
   (:class:`EventHub`) wakes the streams of the notified tenant; a periodic
   re-read (``sse_poll_seconds``) covers notifications lost while that
@@ -40,6 +42,7 @@ from typing import Any
 
 import asyncpg
 
+from pipeline.api_errors import DATABASE_UNAVAILABLE
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import FINAL, JobState
@@ -322,13 +325,20 @@ class StatusStream:
                     await asyncio.wait_for(waiter.event.wait(), timeout=timeout)
                 waiter.event.clear()
                 now = time.monotonic()
-                if now - last_check >= s.sse_key_recheck_seconds:
-                    last_check = now
-                    if not await self._key_valid():
-                        yield frame("revoked", {"reason": "api_key_revoked"}, None)
-                        return
+                try:
+                    if now - last_check >= s.sse_key_recheck_seconds:
+                        last_check = now
+                        if not await self._key_valid():
+                            yield frame("revoked", {"reason": "api_key_revoked"}, None)
+                            return
+                    frames = await self._poll()
+                except DATABASE_UNAVAILABLE:
+                    # Fail closed: without the database the key cannot be re-checked.
+                    # The client reconnects with Last-Event-ID and misses nothing.
+                    yield frame("unavailable", {"reason": "database_unavailable"}, None)
+                    return
                 sent = False
-                for f in await self._poll():
+                for f in frames:
                     sent = True
                     yield f
                 if sent:

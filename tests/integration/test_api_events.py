@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from pipeline.api import create_app
+from pipeline.database import create_pool
 from pipeline.errors import ProviderUnavailable
 from pipeline.jobs import JobStore
 from pipeline.status_stream import StreamCursor
@@ -213,3 +214,21 @@ def test_cursor_never_lets_a_job_move_backwards() -> None:
     assert not cursor.admit(job, 3, seq=13)  # and so is a duplicate
     assert cursor.admit(job, 4, seq=9)  # a newer version committed late is sent
     assert cursor.seq == 13  # the SSE id never decreases
+
+
+async def test_stream_ends_with_unavailable_when_the_database_goes_away(dsn: str) -> None:
+    setup = await create_pool(dsn, min_size=1, max_size=2)
+    tk = await tenant_with_key(setup)
+    await setup.close()
+    own = await create_pool(dsn, min_size=1, max_size=4)  # the app's pool, killed below
+    app = create_app(settings_for(dsn, sse_poll_seconds=0.2, sse_keepalive_seconds=60), pool=own)
+    async with loopback_server(app) as base, httpx.AsyncClient(base_url=base, timeout=30) as c:
+        job_id = await _accept(c, tk)
+        async with c.stream("GET", f"/v1/extraction-jobs/{job_id}/events", headers=tk.headers) as r:
+            events = iter_sse(r)
+            first = await anext(events)
+            own.terminate()
+            rest = await read_sse(events, until="unavailable", timeout=10)
+            assert await anext(events, None) is None
+    assert first.data["state"] == "READY"
+    assert rest[-1].event == "unavailable"
