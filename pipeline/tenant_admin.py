@@ -4,7 +4,8 @@ Keys are shown once, at creation, and stored only as sha256 (see
 :mod:`pipeline.tenants`). Scopes are a closed set, so a typo cannot mint a key
 with a scope nothing checks:
 
-* ``jobs`` — submit jobs, read this tenant's jobs, results and events;
+* ``jobs`` — submit jobs, read this tenant's jobs, results and events (every
+  valid key of the tenant may do this);
 * ``review`` — also decide REVIEW_REQUIRED jobs (:mod:`pipeline.review`);
 * ``operator`` — also see operational retry details and decide reviews.
 
