@@ -189,6 +189,8 @@ def queue_depths(cfg: BrokerConfig) -> dict[str, int]:
             name: ch.queue_declare(name, passive=True).method.message_count
             for name in (cfg.work_queue, cfg.dead_letter_queue)
         }
+    except pika.exceptions.AMQPError as exc:
+        raise BrokerUnavailable(f"cannot read queue depths: {exc!r}") from exc
     finally:
         if conn.is_open:
             conn.close()

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
+import logging
 import sys
 import uuid
 from collections.abc import Sequence
@@ -50,6 +52,10 @@ from pipeline.queries import q
 from pipeline.scheduler import TRANSIENT_DB_ERRORS
 from pipeline.settings import Settings
 from pipeline.states import RUNNABLE, JobState
+
+log = logging.getLogger(__name__)
+
+DEPTH_ERRORS: tuple[type[BaseException], ...] = (BrokerUnavailable, *TRANSIENT_DB_ERRORS)
 
 #: Bytes of a dead letter's body kept in the archive (messages carry references).
 MAX_BODY_BYTES = 4096
@@ -196,11 +202,15 @@ class DeadLetterArchiver:
         clock: Clock | None = None,
         metrics: BrokerMetrics | None = None,
         retry_seconds: float = 1.0,
+        depth_interval: float = 15.0,
     ) -> None:
         cfg = BrokerConfig.from_settings(settings)
         if cfg is None:
             raise ValueError("the DLQ archiver needs a broker (FENCELINE_AMQP_URL)")
         self.cfg = cfg
+        self.settings = settings
+        self.depth_interval = depth_interval
+        self._monitor: asyncio.Task[None] | None = None
         self.pool = pool
         self.clock = clock or DatabaseClock()
         self.metrics = metrics or default_metrics()
@@ -217,9 +227,24 @@ class DeadLetterArchiver:
     async def start(self) -> None:
         await asyncio.to_thread(declare_topology, self.cfg)
         await self.consumer.start()
+        self._monitor = asyncio.create_task(self._watch_depth(), name="dlq-depth")
 
     async def stop(self) -> None:
+        if self._monitor is not None:
+            self._monitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._monitor
+            self._monitor = None
         await self.consumer.stop()
+
+    async def _watch_depth(self) -> None:
+        """Refresh the DLQ-depth and queue gauges every ``depth_interval`` seconds."""
+        while True:
+            try:
+                await dlq_depth(self.pool, self.settings, metrics=self.metrics)
+            except DEPTH_ERRORS as exc:
+                log.warning("dlq depth: %s", exc)
+            await asyncio.sleep(self.depth_interval)
 
     async def run_once(self, limit: int = 100) -> int:
         """Archive up to ``limit`` DLQ messages now; returns how many were handled."""
@@ -348,14 +373,28 @@ async def dlq_replay(
     return Replay(dead_letter_id, event_id, job["id"], int(count))
 
 
-async def dlq_depth(pool: asyncpg.Pool, settings: Settings) -> dict[str, int]:
-    """Dead letters waiting in the broker's DLQ (if any broker) and unreplayed in the archive."""
+async def dlq_depth(
+    pool: asyncpg.Pool, settings: Settings, *, metrics: BrokerMetrics | None = None
+) -> dict[str, int]:
+    """Dead letters unreplayed in the archive, and (with a broker) messages ready in
+    the DLQ and the work queue; also published as gauges.
+
+    A healthy, empty work queue says nothing about jobs waiting in the inbox:
+    that backlog is the scheduler's ``fenceline_inbox_backlog_jobs``.
+    """
+    m = metrics or default_metrics()
     async with pool.acquire() as conn:
         archive = int(await conn.fetchval(q("dead_letter_pending_count")))
     out = {"archive": archive}
+    m.dlq_depth.labels(store="archive").set(archive)
     cfg = BrokerConfig.from_settings(settings)
     if cfg is not None:
-        out["broker"] = (await asyncio.to_thread(queue_depths, cfg))[cfg.dead_letter_queue]
+        depths = await asyncio.to_thread(queue_depths, cfg)
+        out["broker"] = depths[cfg.dead_letter_queue]
+        out["work"] = depths[cfg.work_queue]
+        m.dlq_depth.labels(store="broker").set(out["broker"])
+        m.broker_queue_messages.labels(queue="dead_letter").set(out["broker"])
+        m.broker_queue_messages.labels(queue="work").set(out["work"])
     return out
 
 

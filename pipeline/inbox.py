@@ -1,9 +1,10 @@
 """The durable inbox: broker delivery → execution responsibility in PostgreSQL.
 
-One transaction per delivery inserts the inbox record (unique on ``event_id``,
-with the payload digest) and, if the job is waiting to run, notifies the
-scheduler; the broker ack follows only after that commit. The ack therefore
-means "execution responsibility was durably transferred", not "inference ran".
+One transaction per delivery — a single statement, so one round trip — inserts
+the inbox record (unique on ``event_id``, with the payload digest) and, if the
+job is waiting to run, notifies the scheduler; the broker ack follows only
+after that commit. The ack therefore means "execution responsibility was
+durably transferred", not "inference ran".
 
 Redelivery is expected (a consumer crash between commit and ack, a relay
 publishing again after an unknown outcome):
@@ -39,7 +40,7 @@ from pipeline.metrics_broker import BrokerMetrics, default_metrics
 from pipeline.queries import q
 from pipeline.scheduler import TRANSIENT_DB_ERRORS
 from pipeline.settings import Settings
-from pipeline.states import RUNNABLE, JobState
+from pipeline.states import JobState
 
 log = logging.getLogger(__name__)
 
@@ -72,34 +73,24 @@ class Inbox:
         self.clock = clock or DatabaseClock()
 
     async def ingest(self, message: EventMessage) -> IngestResult:
-        """Record ``message`` durably, exactly once per event id. One transaction."""
+        """Record ``message`` durably, exactly once per event id (one statement)."""
         if message.event_type != EVENT_REQUESTED:
             raise PoisonMessage("unexpected_type", message.event_type)
         if message.job_id is None:
             raise PoisonMessage("missing_fields", "job_id is null")
         digest = message.digest()
         eid, jid = message.event_id, message.job_id
-        async with self.pool.acquire() as conn, conn.transaction():
-            existing = await conn.fetchrow(q("inbox_get"), eid)
-            if existing is None:
-                job = await conn.fetchrow(q("inbox_job_state"), jid)
-                if job is None:
-                    return IngestResult(
-                        InboxOutcome.UNKNOWN_JOB, eid, jid, reason="unknown_job", detail=str(jid)
-                    )
-                state = JobState(job["state"])
-                row = await conn.fetchrow(
-                    q("inbox_insert_if_new"), eid, jid, digest, self.clock.now()
-                )
-                if row is not None:
-                    if state in RUNNABLE:
-                        await conn.execute(q("job_signal_runnable"), jid)
-                    return IngestResult(InboxOutcome.INGESTED, eid, jid, state)
-                # A concurrent delivery of the same event committed first.
-                existing = await conn.fetchrow(q("inbox_get"), eid)
-                if existing is None:  # pragma: no cover - the conflict row exists
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow(q("inbox_record"), eid, jid, digest, self.clock.now())
+            existing_job, existing_digest = row["existing_job_id"], row["existing_digest"]
+            if existing_digest is None and not row["inserted"] and row["job_state"] is not None:
+                # A concurrent delivery of the same event committed after our snapshot.
+                again = await conn.fetchrow(q("inbox_get"), eid)
+                if again is None:  # pragma: no cover - the conflicting row is committed
                     raise RuntimeError(f"inbox conflict on {eid} without a row")
-            if existing["payload_digest"] == digest:
+                existing_job, existing_digest = again["job_id"], again["payload_digest"]
+        if existing_digest is not None:
+            if existing_digest == digest:
                 return IngestResult(InboxOutcome.DUPLICATE, eid, jid)
             return IngestResult(
                 InboxOutcome.QUARANTINED,
@@ -107,10 +98,15 @@ class Inbox:
                 jid,
                 reason="digest_mismatch",
                 detail=(
-                    f"event {eid} first seen for job {existing['job_id']} with digest "
-                    f"{existing['payload_digest'][:16]}, now job {jid} digest {digest[:16]}"
+                    f"event {eid} first seen for job {existing_job} with digest "
+                    f"{existing_digest[:16]}, now job {jid} digest {digest[:16]}"
                 ),
             )
+        if row["job_state"] is None:
+            return IngestResult(
+                InboxOutcome.UNKNOWN_JOB, eid, jid, reason="unknown_job", detail=str(jid)
+            )
+        return IngestResult(InboxOutcome.INGESTED, eid, jid, JobState(row["job_state"]))
 
 
 #: Test hook, awaited after the inbox commit and before the ack.

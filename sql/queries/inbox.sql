@@ -2,25 +2,39 @@
 -- changes a job's state: acceptance already made it READY, and a redelivery must
 -- not reset a RUNNING or settled job.
 
--- name: inbox_job_state
--- The job an event names (read only: the inbox never writes the job).
-SELECT id, tenant_id, state, state_version, fence
-FROM extraction_jobs WHERE id = $1;
-
--- name: inbox_insert_if_new
+-- name: inbox_record
+-- The whole inbox transaction as one statement (one round trip, atomic): insert
+-- the record if the event id is new and the job exists, notify the scheduler if
+-- the job is waiting to run, and report what was there before. Every part reads
+-- the statement's snapshot, so `existing_*` is the row committed *before* this
+-- statement (NULL when this statement inserted it). A concurrent insert of the
+-- same event id that commits after the snapshot makes `inserted` false with no
+-- existing row: the caller re-reads with inbox_get.
 -- $1 event id, $2 job id, $3 payload digest, $4 now.
-INSERT INTO execution_inbox (event_id, job_id, payload_digest, received_at)
-VALUES ($1, $2, $3, coalesce($4::timestamptz, now()))
-ON CONFLICT (event_id) DO NOTHING
-RETURNING event_id, received_at;
+WITH job AS (
+  SELECT id, state FROM extraction_jobs WHERE id = $2
+),
+ins AS (
+  INSERT INTO execution_inbox (event_id, job_id, payload_digest, received_at)
+  SELECT $1, job.id, $3, coalesce($4::timestamptz, now()) FROM job
+  ON CONFLICT (event_id) DO NOTHING
+  RETURNING event_id
+),
+signal AS (
+  SELECT pg_notify('fenceline_runnable', job.id::text)
+  FROM job, ins WHERE job.state IN ('READY', 'RETRY_SCHEDULED')
+)
+SELECT (SELECT state FROM job) AS job_state,
+       EXISTS (SELECT 1 FROM ins) AS inserted,
+       (SELECT count(*) FROM signal) AS signalled,
+       x.job_id AS existing_job_id,
+       x.payload_digest AS existing_digest
+FROM (SELECT 1) one
+LEFT JOIN execution_inbox x ON x.event_id = $1;
 
 -- name: inbox_get
 SELECT event_id, job_id, payload_digest, received_at
 FROM execution_inbox WHERE event_id = $1;
-
--- name: job_signal_runnable
--- Wake drivers (LISTEN fenceline_runnable) when the inbox transaction commits.
-SELECT pg_notify('fenceline_runnable', $1::uuid::text);
 
 -- name: job_scan_due
 -- The durable scheduler's scan: due runnable jobs (a wake-up is owed), the next

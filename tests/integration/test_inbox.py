@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from pipeline.broker import HEADER_REASON, HEADER_SOURCE, EventMessage
 from pipeline.consumer import Delivery, Disposition
 from pipeline.database import create_pool
-from pipeline.dlq import DeadLetterArchiver, dlq_list, dlq_replay, dlq_show
+from pipeline.dlq import DeadLetterArchiver, dlq_depth, dlq_list, dlq_replay, dlq_show
 from pipeline.errors import ReplayRefused
 from pipeline.inbox import InboxConsumer, InboxOutcome, IngestResult
 from pipeline.jobs import EVENT_REQUESTED, JobStore
@@ -343,3 +343,49 @@ async def test_handler_crash_requeues_instead_of_acking(
     [result] = await inbox.run_once()
     assert result.outcome is InboxOutcome.INGESTED
     await inbox.stop()
+
+
+async def test_delivery_limit_dead_letters_at_least_once_into_the_archive(dsn: str) -> None:
+    async with topology(dsn, amqp_delivery_limit=2) as settings:
+        pool = await create_pool(dsn, min_size=1, max_size=4)
+        store = JobStore(pool)
+        [job] = await accept_many(store, await new_tenant(pool), 1)
+        metrics = BrokerMetrics(CollectorRegistry())
+        relay = OutboxRelay(pool, settings, metrics=metrics)
+        await relay.run_once()
+        inbox = InboxConsumer(pool, settings, metrics=metrics)
+        archiver = DeadLetterArchiver(pool, settings, metrics=metrics)
+
+        async def crash(_d: Delivery) -> Disposition:
+            raise RuntimeError("a bug that fails every delivery")
+
+        inbox.consumer.handler = crash
+        deliveries = 0
+        while await inbox.consumer.run_once(limit=1):
+            deliveries += 1
+            assert deliveries < 10, "the delivery limit never dead-lettered the message"
+        assert deliveries == 3  # the first delivery and two redeliveries
+
+        archived = 0
+        for _ in range(100):  # the broker dead-letters asynchronously; bounded wait
+            archived += await archiver.run_once()
+            if archived:
+                break
+            await asyncio.sleep(0.02)
+        assert archived == 1
+        [letter] = await dlq_list(pool)
+        assert letter["source"] == "broker" and letter["job_id"] == job
+        assert letter["reason"] == "delivery_limit"  # x-death, RabbitMQ 3.10
+        assert (await dlq_depth(pool, settings, metrics=metrics))["archive"] == 1
+        assert metric(metrics, "fenceline_dlq_depth", store="archive") == 1
+        assert metric(metrics, "fenceline_dlq_depth", store="broker") == 0
+
+        await dlq_replay(pool, letter["id"], requested_by="ops@example", metrics=metrics)
+        assert (await dlq_depth(pool, settings, metrics=metrics))["archive"] == 0
+        assert (await relay.run_once()).published == 1
+        inbox.consumer.handler = inbox.handle
+        [result] = await inbox.run_once()
+        assert result.outcome is InboxOutcome.INGESTED and result.job_id == job
+        for service in (inbox, archiver, relay):
+            await service.stop()
+        await pool.close()

@@ -8,20 +8,24 @@ import uuid
 from collections.abc import AsyncIterator
 
 import asyncpg
+import pika
 import pytest
 from prometheus_client import CollectorRegistry
 
+from pipeline.broker import setup_topology
 from pipeline.clock import ManualClock
 from pipeline.database import create_pool
 from pipeline.dlq import DeadLetterArchiver, dlq_list, dlq_replay, dlq_show
-from pipeline.errors import ReplayRefused
+from pipeline.errors import BrokerUnavailable, ReplayRefused
 from pipeline.jobs import EVENT_DEAD_LETTERED, EVENT_REQUESTED, JobStore
 from pipeline.metrics_broker import BrokerMetrics
 from pipeline.outbox import OutboxRelay, RelayConfig, Route
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from tests.support.amqp import (
+    broker_settings,
     config,
+    delete_topology,
     peek_all,
     ready_count,
     take_all,
@@ -228,3 +232,44 @@ async def test_broker_less_relay_handles_events_locally(pool: asyncpg.Pool, dsn:
     [letter] = await dlq_list(pool)
     assert letter["source"] == "outbox" and letter["job_id"] == lease.job_id
     await relay.stop()
+
+
+async def rabbitmqctl_queue(name: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        "rabbitmqctl",
+        "list_queues",
+        "-q",
+        "name",
+        "type",
+        "arguments",
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await proc.communicate()
+    [line] = [ln for ln in out.decode().splitlines() if ln.split("\t")[0] == name]
+    return line
+
+
+async def test_setup_topology_is_idempotent_and_declares_the_specified_queues(dsn: str) -> None:
+    settings = broker_settings(dsn)
+    cfg = config(settings)
+    try:
+        first = await asyncio.to_thread(setup_topology, settings)
+        assert await asyncio.to_thread(setup_topology, settings) == first
+        work = await rabbitmqctl_queue(cfg.work_queue)
+        assert "\tquorum\t" in work
+        for arg in (
+            f'{{"x-dead-letter-exchange","{cfg.dead_letter_exchange}"}}',
+            '{"x-dead-letter-strategy","at-least-once"}',
+            '{"x-overflow","reject-publish"}',
+            '{"x-delivery-limit",5}',
+        ):
+            assert arg in work
+        assert "\tquorum\t" in await rabbitmqctl_queue(cfg.dead_letter_queue)
+        # A conflicting declaration is refused by the broker, not papered over.
+        changed = settings.model_copy(update={"amqp_delivery_limit": 9})
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker, match="PRECONDITION_FAILED"):
+            await asyncio.to_thread(setup_topology, changed)
+    finally:
+        await asyncio.to_thread(delete_topology, settings)
+    with pytest.raises(BrokerUnavailable):
+        setup_topology(Settings(database_url=dsn, amqp_url=None))
