@@ -18,13 +18,39 @@ from typing import Any
 
 import asyncpg
 
+from pipeline.clock import Clock
 from pipeline.database import create_pool
-from pipeline.deliveries import DeliveryDispatcher, DeliveryStore, build_dispatcher
+from pipeline.deliveries import AfterResponse, DeliveryDispatcher, DeliveryStore
+from pipeline.delivery_policy import DeliveryConfig
+from pipeline.egress import EgressClient
+from pipeline.endpoints import SecretBox, guard_from_settings
 from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
 
 ACTOR_NAME = "fenceline-delivery"
+
+
+def build_dispatcher(
+    pool: asyncpg.Pool,
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    worker_id: str | None = None,
+    after_response: AfterResponse | None = None,
+) -> DeliveryDispatcher:
+    """A dispatcher wired from settings: guard, sealed-secret box and client."""
+    config = DeliveryConfig.from_settings(settings)
+    client = EgressClient(guard_from_settings(settings), timeout_seconds=config.timeout_seconds)
+    return DeliveryDispatcher(
+        pool,
+        config,
+        client=client,
+        box=SecretBox.from_settings(settings),
+        clock=clock,
+        worker_id=worker_id,
+        after_response=after_response,
+    )
 
 
 class DeliveryActor:

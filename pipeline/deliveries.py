@@ -28,7 +28,7 @@ import logging
 import random
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -39,11 +39,10 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.delivery_policy import DeliveryConfig, Verdict, classify
 from pipeline.egress import EgressClient, HttpOutcome
-from pipeline.endpoints import SecretBox, disable_endpoint, guard_from_settings, signing_keys
+from pipeline.endpoints import SecretBox, disable_endpoint, signing_keys
 from pipeline.errors import LeaseLost, NotFound
 from pipeline.jobs import EVENT_COMPLETED, Settled
 from pipeline.queries import q
-from pipeline.settings import Settings
 from pipeline.signing import webhook_headers
 from pipeline.states import JobState
 
@@ -243,7 +242,7 @@ class DeliveryDispatcher:
             self._wake.clear()
             try:
                 await self._pump()
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            except Exception:  # a service loop outlives one bad round; leases recover its work
                 log.exception("delivery dispatcher: pump failed; retrying after the poll interval")
             waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._wake.wait())}
             waiters |= set(self._tasks)
@@ -313,22 +312,8 @@ class DeliveryDispatcher:
                 float(self.config.lease_seconds),
                 self.worker_id,
             )
-        return [
-            Claim(
-                id=r["id"],
-                tenant_id=r["tenant_id"],
-                endpoint_id=r["endpoint_id"],
-                job_id=r["job_id"],
-                event_type=r["event_type"],
-                body=bytes(r["body"]),
-                body_sha256=r["body_sha256"],
-                attempt=r["attempts"],
-                fence=r["fence"],
-                lease_until=r["lease_until"],
-                url=r["url"],
-            )
-            for r in rows
-        ]
+        names = [f.name for f in fields(Claim)]
+        return [Claim(**{n: r[n] for n in names}) for r in rows]
 
     def _wall_now(self) -> datetime:
         return self.clock.now() or datetime.now(UTC)
@@ -346,8 +331,8 @@ class DeliveryDispatcher:
             headers = webhook_headers(
                 [k.secret for k in keys], str(claim.id), signed_at, claim.body
             )
-        except ValueError as exc:
-            outcome = HttpOutcome(None, 0.0, "signing", str(exc))
+        except (ValueError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            outcome = HttpOutcome(None, 0.0, "signing", f"{type(exc).__name__}: {exc}")
             verdict = Verdict("retry", "neutral", "signing", str(exc))
         else:
             outcome = await self.client.post(claim.url, claim.body, headers)
@@ -362,6 +347,11 @@ class DeliveryDispatcher:
                 "delivery %s fence %d: lease lost before the outcome", claim.id, claim.fence
             )
             name = "stale"
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            # Nothing committed: the lease expires and the reaper retries the delivery
+            # under a new fence; the receiver deduplicates if this attempt landed.
+            log.exception("delivery %s fence %d: outcome not recorded", claim.id, claim.fence)
+            name = "unrecorded"
         self.metrics.attempts.labels(name).inc()
         return name
 
@@ -599,25 +589,3 @@ class DeliveryStore:
         async with self.pool.acquire() as conn:
             row = await conn.fetchrow(q("delivery_backlog_stats"), self.clock.now())
         return dict(row.items())
-
-
-def build_dispatcher(
-    pool: asyncpg.Pool,
-    settings: Settings,
-    *,
-    clock: Clock | None = None,
-    worker_id: str | None = None,
-    after_response: AfterResponse | None = None,
-) -> DeliveryDispatcher:
-    """A dispatcher wired from settings: guard, sealed-secret box and client."""
-    config = DeliveryConfig.from_settings(settings)
-    client = EgressClient(guard_from_settings(settings), timeout_seconds=config.timeout_seconds)
-    return DeliveryDispatcher(
-        pool,
-        config,
-        client=client,
-        box=SecretBox.from_settings(settings),
-        clock=clock,
-        worker_id=worker_id,
-        after_response=after_response,
-    )

@@ -210,7 +210,10 @@ async def test_dispatcher_killed_between_the_2xx_and_its_commit(
         )
 
         # Another dispatcher, once the lease has expired, retries; the ERP deduplicates.
-        later = ManualClock(row["next_attempt_at"] + timedelta(seconds=lease + 1))
+        lease_until = await fetchval(
+            pool, "SELECT lease_until FROM deliveries WHERE id = $1", row["id"]
+        )
+        later = ManualClock(lease_until + timedelta(seconds=1))
         survivor = dispatcher_for(pool, clock=later)
         report = await survivor.run_once()
         await survivor.close()
