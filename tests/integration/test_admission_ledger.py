@@ -1,0 +1,197 @@
+"""Admission ledger on real PostgreSQL: settlement once, expiry keeps uncertain
+attempts charged, a restarted policy replays the window, per-tenant reports."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import asyncpg
+import pytest
+
+from pipeline.admission import (
+    AdmissionConfig,
+    AdmissionPolicy,
+    Grant,
+    GrantOutcome,
+    PriorityClass,
+    Wait,
+    WaitReason,
+    reconcile,
+)
+from pipeline.admission_ledger import AdmissionLedger
+from pipeline.clock import ManualClock
+from pipeline.engines import Usage
+from pipeline.errors import OwnershipError
+from pipeline.jobs import JobStore
+from tests.support.jobs import accept_many, new_tenant
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+
+class Mono:
+    """A monotonic clock for the policy that follows the ledger's ManualClock."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+
+    def __call__(self) -> float:
+        return (self.clock.now() - T0).total_seconds()
+
+
+def setup(scope: str = "provider-a", **limits: object) -> tuple[AdmissionPolicy, ManualClock]:
+    clock = ManualClock(T0)
+    cfg = AdmissionConfig(scope=scope, **limits)  # type: ignore[arg-type]
+    return AdmissionPolicy(cfg, clock=Mono(clock)), clock
+
+
+def grant_of(result: Grant | Wait) -> Grant:
+    assert isinstance(result, Grant), result
+    return result
+
+
+async def test_grant_settles_once_with_the_reconciled_charge(pool: asyncpg.Pool) -> None:
+    tenant = await new_tenant(pool)
+    [job_id] = await accept_many(JobStore(pool), tenant, 1)
+    policy, clock = setup(tpm=10_000)
+    ledger = AdmissionLedger(pool, clock)
+    g = grant_of(policy.try_acquire(str(tenant.id), 1200, 800, job_id=str(job_id), fence=3))
+    await ledger.record_grant(g)
+    clock.advance(4.0)
+    rec = policy.release(g, Usage(prompt_tokens=1100, completion_tokens=300, cached_tokens=200))
+    await ledger.record_settlement(rec)
+    with pytest.raises(OwnershipError):
+        await ledger.record_settlement(rec)
+
+    [row] = await ledger.grants_for_job(tenant.id, job_id)
+    assert (row.id, row.scope, row.fence, row.priority_class) == (
+        uuid.UUID(g.grant_id),
+        "provider-a",
+        3,
+        PriorityClass.STANDARD,
+    )
+    assert (row.reserved_tokens, row.charged_tokens, row.outcome, row.settled_by) == (
+        2000,
+        1400,
+        GrantOutcome.RECONCILED,
+        "driver",
+    )
+    assert (row.prompt_tokens, row.completion_tokens, row.cached_tokens) == (1100, 300, 200)
+    assert row.settled_at is not None and (row.settled_at - row.granted_at).total_seconds() == 4.0
+    # Tenant-scoped: another tenant sees nothing of this job.
+    other = await new_tenant(pool)
+    assert await ledger.grants_for_job(other.id, job_id) == []
+
+
+async def test_uncertain_attempts_stay_charged_across_a_restart(pool: asyncpg.Pool) -> None:
+    tenant = str((await new_tenant(pool)).id)
+    policy, clock = setup(rpm=10, tpm=5_000, max_in_flight=4)
+    ledger = AdmissionLedger(pool, clock)
+    reconciled = grant_of(policy.try_acquire(tenant, 1000, 1000))
+    uncertain = grant_of(policy.try_acquire(tenant, 1000, 500))
+    still_open = grant_of(policy.try_acquire(tenant, 500, 500))
+    for g in (reconciled, uncertain, still_open):
+        await ledger.record_grant(g)
+    clock.advance(20.0)
+    await ledger.record_settlement(policy.release(reconciled, Usage(400, 100)))
+    await ledger.record_settlement(policy.release(uncertain, None, uncertain=True))
+    before = policy.snapshot()
+    assert before.window_tokens == 500 + 1500 + 1000
+
+    # The actor restarts: a fresh policy replays the ledger.
+    restarted = AdmissionPolicy(policy.config, clock=Mono(clock))
+    assert restarted.restore(await ledger.window("provider-a")) == 3
+    after = restarted.snapshot()
+    assert (after.window_requests, after.window_tokens, after.in_flight) == (3, 3000, 1)
+    wait = restarted.try_acquire(tenant, 1500, 501)  # 3000 + 2001 > 5000
+    assert isinstance(wait, Wait) and wait.reason is WaitReason.TPM
+    assert wait.seconds == pytest.approx(40.0, abs=1e-3)  # the oldest grants leave at 60 s
+    # The open grant's driver can still release it through the restarted policy.
+    rec = restarted.release(still_open.grant_id, Usage(300, 200))
+    await ledger.record_settlement(rec)
+    assert restarted.snapshot().window_tokens == 500 + 1500 + 500
+    clock.advance(40.0)
+    assert isinstance(restarted.try_acquire(tenant, 2500, 2500), Grant)
+    # Another scope replays nothing of this one.
+    assert await ledger.window("provider-b") == []
+
+
+async def test_expiry_charges_the_full_reservation_and_wins_over_a_late_release(
+    pool: asyncpg.Pool,
+) -> None:
+    tenant = str((await new_tenant(pool)).id)
+    policy, clock = setup(tpm=5_000, grant_ttl_seconds=120.0)
+    ledger = AdmissionLedger(pool, clock)
+    crashed = grant_of(policy.try_acquire(tenant, 700, 300))
+    await ledger.record_grant(crashed)
+    clock.advance(100.0)
+    await ledger.record_grant(grant_of(policy.try_acquire(tenant, 1, 1)))
+    clock.advance(19.0)
+    assert await ledger.expire_stale("provider-a", 120.0) == []
+    clock.advance(1.0)
+    assert await ledger.expire_stale("provider-a", 120.0) == [uuid.UUID(crashed.grant_id)]
+    assert await ledger.expire_stale("provider-a", 120.0) == []
+    [rec] = policy.expire_overdue()
+    assert rec.grant_id == crashed.grant_id
+    with pytest.raises(OwnershipError):  # the sweep settled it first
+        await ledger.record_settlement(rec)
+    late = reconcile(crashed, Usage(prompt_tokens=10, completion_tokens=10), uncertain=False)
+    with pytest.raises(OwnershipError):  # a late release never undoes the charge
+        await ledger.record_settlement(late)
+    [usage] = await ledger.report(tenant)
+    assert (usage.grants, usage.open, usage.uncertain, usage.expired) == (2, 1, 1, 1)
+    assert usage.uncertain_unreported_tokens == 1000
+    assert usage.charged_tokens == 1000 + 2  # the open grant counts at its reservation
+
+
+async def test_database_refuses_an_undercharged_uncertain_attempt(pool: asyncpg.Pool) -> None:
+    tenant = str((await new_tenant(pool)).id)
+    policy, clock = setup()
+    ledger = AdmissionLedger(pool, clock)
+    g = grant_of(policy.try_acquire(tenant, 100, 100))
+    await ledger.record_grant(g)
+    rec = policy.release(g, None, uncertain=True)
+    with pytest.raises(asyncpg.CheckViolationError):
+        await ledger.record_settlement(replace(rec, charged_tokens=50))
+
+
+async def test_report_per_tenant_reserved_vs_used_and_cost(pool: asyncpg.Pool) -> None:
+    a, b = str((await new_tenant(pool)).id), str((await new_tenant(pool)).id)
+    policy, clock = setup(count_cached_tokens=False)
+    ledger = AdmissionLedger(pool, clock)
+
+    async def attempt(tenant: str, scope_policy: AdmissionPolicy, **release: object) -> None:
+        g = grant_of(scope_policy.try_acquire(tenant, 1000, 500))
+        await ledger.record_grant(g)
+        await ledger.record_settlement(scope_policy.release(g, **release))  # type: ignore[arg-type]
+
+    other_scope, _ = setup("pool-short")
+    other_scope = AdmissionPolicy(other_scope.config, clock=Mono(clock))
+    await attempt(a, policy, usage=Usage(900, 200, 300))  # charged 800 (cache exempt)
+    await attempt(a, policy, usage=None, uncertain=True)  # charged 1500, unreported
+    await attempt(a, policy, usage=None)  # 429: slot kept, tokens refunded
+    await attempt(a, policy, usage=None, attempted=False)  # lease lost before the call
+    await attempt(a, other_scope, usage=Usage(100, 50))
+    await attempt(b, policy, usage=Usage(1000, 500))
+
+    reports = {r.scope: r for r in await ledger.report(a)}
+    assert set(reports) == {"provider-a", "pool-short"}
+    r = reports["provider-a"]
+    assert (r.grants, r.reconciled, r.uncertain, r.refunded, r.open) == (4, 1, 1, 2, 0)
+    assert r.requests_charged == 3
+    assert (r.reserved_tokens, r.charged_tokens, r.refunded_tokens) == (6000, 2300, 3700)
+    assert (r.prompt_tokens, r.completion_tokens, r.cached_tokens) == (900, 200, 300)
+    assert r.uncertain_unreported_tokens == 1500
+    price = Decimal("0.002")
+    assert r.cost(price) == Decimal("0.0022")
+    assert r.cost_upper_bound(price) == Decimal("0.0052")
+    assert [x.scope for x in await ledger.report(a, scope="pool-short")] == ["pool-short"]
+    assert await ledger.report(a, since=clock.now().replace(year=2027)) == []
+
+    everyone = await ledger.report_all(scope="provider-a")
+    assert {str(x.tenant_id) for x in everyone} == {a, b}
+    assert [x.charged_tokens for x in everyone if str(x.tenant_id) == b] == [1500]
