@@ -23,11 +23,17 @@ from tests.support.api import asgi_client, settings_for, submission
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture
+def dsn(module_dsn: str) -> str:
+    return module_dsn
+
+
 async def test_tenant_lifecycle_through_the_api(pool: asyncpg.Pool, dsn: str) -> None:
     app = create_app(settings_for(dsn), pool=pool)
     async with pool.acquire() as conn:
-        tenant, first = await add_tenant(conn, "acme", scopes=("jobs",))
-        reviewer = await issue_key(conn, "acme", scopes=("review", "jobs", "review"))
+        name = f"acme-{uuid.uuid4().hex[:6]}"
+        tenant, first = await add_tenant(conn, name, scopes=("jobs",))
+        reviewer = await issue_key(conn, name, scopes=("review", "jobs", "review"))
         keys = await list_keys(conn, tenant.id)
     assert reviewer.scopes == ("jobs", "review")
     assert [k.key_id for k in keys] == [first.key_id, reviewer.key_id]
@@ -36,13 +42,13 @@ async def test_tenant_lifecycle_through_the_api(pool: asyncpg.Pool, dsn: str) ->
     async with asgi_client(app) as client:
         ok = await client.post("/v1/extraction-jobs", json=submission(), headers=auth)
         async with pool.acquire() as conn:
-            await set_quotas(conn, "acme", max_pending_jobs=1)
-            usage = await tenant_usage(conn, "acme")
+            await set_quotas(conn, name, max_pending_jobs=1)
+            usage = await tenant_usage(conn, name)
         full = await client.post("/v1/extraction-jobs", json=submission(), headers=auth)
         async with pool.acquire() as conn:
             assert await revoke_key(conn, tenant.id, first.key_id) is True
             assert await revoke_key(conn, tenant.id, first.key_id) is False
-            keys = await list_keys(conn, "acme")
+            keys = await list_keys(conn, name)
         revoked = await client.post("/v1/extraction-jobs", json=submission(), headers=auth)
     assert ok.status_code == 202
     assert (usage.pending_jobs, usage.tenant.max_pending_jobs) == (1, 1)

@@ -22,11 +22,24 @@ from tests.support.api import (
     loopback_server,
     read_sse,
     settings_for,
+    settle_leftovers,
     submission,
     tenant_with_key,
 )
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def dsn(module_dsn: str) -> str:
+    """One database per module; each test starts with no runnable job of another test."""
+    return module_dsn
+
+
+@pytest.fixture(autouse=True)
+async def _isolated(module_dsn: str) -> None:
+    await settle_leftovers(module_dsn)
+
 
 #: Long enough that a passing test proves NOTIFY woke the stream, not the poll.
 SLOW_POLL = {"sse_poll_seconds": 60.0, "sse_keepalive_seconds": 60.0}

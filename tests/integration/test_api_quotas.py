@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
 
@@ -13,9 +14,11 @@ import pytest
 
 from pipeline.api import create_app
 from pipeline.clock import ManualClock
+from pipeline.database import create_pool
 from pipeline.jobs import JobStore
 from pipeline.quotas import estimate_cost, estimate_tokens
 from pipeline.settings import Settings
+from tests.conftest import DatabaseFactory
 from tests.support.api import (
     WRITTEN_TABLES,
     asgi_client,
@@ -27,6 +30,22 @@ from tests.support.api import (
 )
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def dsn(module_dsn: str) -> str:
+    """Quotas are per tenant, so tests share this module's database."""
+    return module_dsn
+
+
+@pytest.fixture
+async def fresh(make_database: DatabaseFactory) -> AsyncIterator[tuple[str, asyncpg.Pool]]:
+    """A database of its own, for checks of system-wide state (backlog, claims)."""
+    url = await make_database()
+    p = await create_pool(url, min_size=1, max_size=20)
+    yield url, p
+    await p.close()
+
 
 DOC = "INVOICE 1 total 10.00 EUR "  # 26 bytes
 
@@ -97,7 +116,8 @@ async def test_each_quota_dimension_refuses_with_429_and_writes_nothing(
     assert f'fenceline_jobs_rejected_total{{reason="{reason}"}} 1.0' in metrics
 
 
-async def test_settled_jobs_free_their_quota(pool: asyncpg.Pool, dsn: str) -> None:
+async def test_settled_jobs_free_their_quota(fresh: tuple[str, asyncpg.Pool]) -> None:
+    dsn, pool = fresh
     tk = await tenant_with_key(pool, max_pending_jobs=1)
     app = create_app(settings_for(dsn), pool=pool)
     store = JobStore(pool)
@@ -125,10 +145,15 @@ async def test_parallel_requests_cannot_overshoot_a_quota(pool: asyncpg.Pool, ds
         )
     codes = [r.status_code for r in responses]
     assert codes.count(202) == 5 and codes.count(429) == 25, codes
-    assert (await count_rows(pool, "extraction_jobs"))["extraction_jobs"] == 5
+    async with pool.acquire() as conn:
+        n = await conn.fetchval(
+            "SELECT count(*) FROM extraction_jobs WHERE tenant_id = $1", tk.tenant.id
+        )
+    assert n == 5
 
 
-async def test_runnable_backlog_above_bound_is_503(pool: asyncpg.Pool, dsn: str) -> None:
+async def test_runnable_backlog_above_bound_is_503(fresh: tuple[str, asyncpg.Pool]) -> None:
+    dsn, pool = fresh
     a = await tenant_with_key(pool)
     b = await tenant_with_key(pool)
     settings = settings_for(
@@ -150,7 +175,8 @@ async def test_runnable_backlog_above_bound_is_503(pool: asyncpg.Pool, dsn: str)
     assert await count_rows(pool, *WRITTEN_TABLES) == before
 
 
-async def test_oldest_eligible_job_too_old_is_503(pool: asyncpg.Pool, dsn: str) -> None:
+async def test_oldest_eligible_job_too_old_is_503(fresh: tuple[str, asyncpg.Pool]) -> None:
+    dsn, pool = fresh
     tk = await tenant_with_key(pool)
     clock = ManualClock()
     settings = settings_for(

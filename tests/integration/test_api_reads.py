@@ -11,9 +11,27 @@ from pipeline.api import create_app
 from pipeline.errors import ProviderRateLimited
 from pipeline.jobs import EVENT_COMPLETED, EVENT_FAILED, JobStore, Usage
 from pipeline.states import JobState
-from tests.support.api import add_key, asgi_client, settings_for, submission, tenant_with_key
+from tests.support.api import (
+    add_key,
+    asgi_client,
+    settings_for,
+    settle_leftovers,
+    submission,
+    tenant_with_key,
+)
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def dsn(module_dsn: str) -> str:
+    """One database per module; each test starts with no runnable job of another test."""
+    return module_dsn
+
+
+@pytest.fixture(autouse=True)
+async def _isolated(module_dsn: str) -> None:
+    await settle_leftovers(module_dsn)
 
 
 async def _post(client, tk, text: str | None = None) -> uuid.UUID:  # type: ignore[no-untyped-def]

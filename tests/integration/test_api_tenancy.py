@@ -24,9 +24,28 @@ from fastapi.routing import APIRoute
 from pipeline.api import create_app
 from pipeline.jobs import JobStore
 from pipeline.states import JobState
-from tests.support.api import TenantKey, loopback_server, settings_for, submission, tenant_with_key
+from tests.support.api import (
+    TenantKey,
+    loopback_server,
+    settings_for,
+    settle_leftovers,
+    submission,
+    tenant_with_key,
+)
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def dsn(module_dsn: str) -> str:
+    """One database per module; each test starts with no runnable job of another test."""
+    return module_dsn
+
+
+@pytest.fixture(autouse=True)
+async def _isolated(module_dsn: str) -> None:
+    await settle_leftovers(module_dsn)
+
 
 #: Routes that are deliberately not tenant resources.
 PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}

@@ -164,3 +164,20 @@ async def read_sse(
             if ev.event == until:
                 break
     return out
+
+
+async def settle_leftovers(dsn: str) -> None:
+    """Fail every unsettled job, so a test sharing its module's database claims only its own.
+
+    ``JobStore.claim`` picks fairly across all tenants; tests that claim "the" job
+    need the database to hold no other runnable work.
+    """
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(
+            "UPDATE extraction_jobs SET state = 'FAILED_TERMINAL', lease_until = NULL, "
+            "lease_owner = NULL, finished_at = now(), terminal_reason = 'test_isolation' "
+            "WHERE state IN ('READY', 'RUNNING', 'RETRY_SCHEDULED')"
+        )
+    finally:
+        await conn.close()
