@@ -155,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fenceline", description=__doc__.splitlines()[0])
     parser.add_argument("--database-url", help="overrides FENCELINE_DATABASE_URL")
     sub = parser.add_subparsers(dest="command", required=True)
+    for name, (_, help_text) in PASSTHROUGH.items():
+        sub.add_parser(name, help=f"{help_text} (see `fenceline {name} --help`)", add_help=False)
     groups: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
     for name, (help_text, configure, handler) in sorted(COMMANDS.items()):
         head, _, tail = name.partition(" ")
@@ -170,9 +172,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Commands whose module parses its own arguments: ``fenceline NAME ARGS`` runs
+#: ``MODULE.main(ARGS)``.
+PASSTHROUGH: dict[str, tuple[str, str]] = {
+    "endpoints": ("pipeline.endpoints", "webhook endpoints: register|rotate|disable|enable|list"),
+    "erp-receiver": ("pipeline.erp_receiver", "run the reference ERP webhook receiver"),
+    "dlq": ("pipeline.dlq", "dead-letter queue: list|show|replay"),
+    "broker": ("pipeline.broker", "RabbitMQ topology: setup"),
+    "eval": ("benchmarks.eval", "extraction accuracy over generated invoices"),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and args_list[0] in PASSTHROUGH:
+        import importlib
+
+        module = importlib.import_module(PASSTHROUGH[args_list[0]][0])
+        result: int = module.main(args_list[1:])
+        return result
     _load_plugins()
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(args_list)
     settings = Settings()
     if args.database_url:
         settings = settings.model_copy(update={"database_url": args.database_url})
