@@ -225,7 +225,10 @@ class DeadLetterArchiver:
         )
 
     async def start(self) -> None:
-        await asyncio.to_thread(declare_topology, self.cfg)
+        try:
+            await asyncio.to_thread(declare_topology, self.cfg)
+        except BrokerUnavailable as exc:  # the consumer reconnects until it is back
+            log.warning("%s: broker unreachable at start: %s", self.consumer.name, exc)
         await self.consumer.start()
         self._monitor = asyncio.create_task(self._watch_depth(), name="dlq-depth")
 

@@ -34,7 +34,7 @@ import asyncpg
 from pipeline.broker import HEADER_SENT_AT, BrokerConfig, EventMessage, declare_topology
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.consumer import Delivery, Disposition, QueueConsumer
-from pipeline.errors import PoisonMessage
+from pipeline.errors import BrokerUnavailable, PoisonMessage
 from pipeline.jobs import EVENT_REQUESTED
 from pipeline.metrics_broker import BrokerMetrics, default_metrics
 from pipeline.queries import q
@@ -145,7 +145,10 @@ class InboxConsumer:
         )
 
     async def start(self) -> None:
-        await asyncio.to_thread(declare_topology, self.cfg)
+        try:
+            await asyncio.to_thread(declare_topology, self.cfg)
+        except BrokerUnavailable as exc:  # the consumer reconnects until it is back
+            log.warning("%s: broker unreachable at start: %s", self.consumer.name, exc)
         await self.consumer.start()
 
     async def stop(self) -> None:

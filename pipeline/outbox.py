@@ -169,14 +169,14 @@ class OutboxRelay:
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._drained: list[asyncio.Future[None]] = []
+        self._declared = False
 
     # ------------------------------------------------------------- lifecycle
     async def start(self) -> None:
         if self._task is not None:
             raise RuntimeError("relay already started")
-        if self.broker is not None:
-            await asyncio.to_thread(declare_topology, self.broker)
         self._stopping.clear()
+        await self._declare()  # a broker that is down now is retried by the loop
         if self.config.listen:
             await self.listener.start()
         self._task = asyncio.create_task(self._run(), name="outbox-relay")
@@ -198,10 +198,26 @@ class OutboxRelay:
         self._wake.set()
         await asyncio.wait_for(fut, timeout)
 
+    async def _declare(self) -> bool:
+        """Declare the topology once per relay; False while the broker is unreachable."""
+        if self.broker is None or self._declared:
+            return True
+        try:
+            await asyncio.to_thread(declare_topology, self.broker)
+        except BrokerUnavailable as exc:
+            log.warning("outbox relay: cannot declare the topology yet: %s", exc)
+            return False
+        self._declared = True
+        return True
+
     async def _run(self) -> None:
         while not self._stopping.is_set():
             self._wake.clear()
             idle = self.config.idle_seconds
+            if not await self._declare():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), self.config.retry_seconds)
+                continue
             try:
                 report = await self.run_once()
             except TRANSIENT_DB_ERRORS as exc:

@@ -246,3 +246,37 @@ async def test_confirm_timeout_is_an_unknown_outcome_published_again_later(
     assert 20 <= total <= 40
     outcomes = await consume_all(pool, broker, total)
     assert outcomes["ingested"] == 20 and outcomes["duplicate"] == total - 20
+
+
+async def test_services_started_while_the_broker_is_unreachable_catch_up(
+    pool: asyncpg.Pool, broker: Settings, proxy: TcpProxy
+) -> None:
+    tenant = await new_tenant(pool)
+    store = JobStore(pool)
+    for _ in range(10):
+        await store.accept(request(tenant))
+    cut = through(broker, proxy)
+    metrics = BrokerMetrics(CollectorRegistry())
+    relay = OutboxRelay(pool, cut, config=RelayConfig(retry_seconds=0.1), metrics=metrics)
+    inbox = InboxConsumer(pool, cut, metrics=metrics)
+    ingested = asyncio.Event()
+    inbox.consumer.on_settled.append(
+        lambda *_: (
+            metrics.registry.get_sample_value(
+                "fenceline_inbox_messages_total", {"outcome": "ingested"}
+            )
+            == 10
+            and ingested.set()
+        )
+    )
+    proxy.sever()
+    await relay.start()  # neither raises: both keep retrying
+    await inbox.start()
+    assert not inbox.consumer.consuming.is_set()
+    proxy.restore()
+    await relay.wait_drained(20)
+    await asyncio.wait_for(ingested.wait(), 20)
+    await inbox.stop()
+    await relay.stop()
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM execution_inbox") == 10

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from pipeline.database import create_pool
 from pipeline.errors import ProviderRateLimited
+from pipeline.inbox import InboxConsumer
 from pipeline.jobs import JobStore
 from pipeline.metrics_broker import BrokerMetrics
 from pipeline.outbox import OutboxRelay
@@ -24,6 +25,7 @@ from pipeline.retry import RetryPolicy
 from pipeline.scheduler import Scheduler, SchedulerConfig, WorkSignal
 from pipeline.settings import Settings
 from pipeline.states import JobState
+from tests.support.amqp import topology
 from tests.support.jobs import accept_many, new_tenant
 
 pytestmark = pytest.mark.integration
@@ -195,3 +197,51 @@ async def test_listener_comes_back_after_its_connection_is_killed(
         metrics.registry.get_sample_value("fenceline_scheduler_wakeups_total", {"source": "notify"})
         == 1
     )
+
+
+async def test_with_a_broker_the_scan_still_runs_and_every_job_completes(dsn: str) -> None:
+    async with topology(dsn) as settings:
+        pool = await create_pool(dsn, min_size=2, max_size=8)
+        store = JobStore(pool, settings)
+        metrics = BrokerMetrics(CollectorRegistry())
+        signal = WorkSignal()
+        # No LISTEN: the inbox's and the trigger's NOTIFYs go unheard, as when
+        # the listener is down; the scan alone must get every job done.
+        scheduler = Scheduler(
+            pool,
+            settings,
+            signal,
+            metrics=metrics,
+            config=SchedulerConfig(listen=False, scan_interval_seconds=0.1),
+        )
+        relay = OutboxRelay(pool, settings, metrics=metrics)
+        inbox = InboxConsumer(pool, settings, metrics=metrics)
+        for service in (relay, inbox, scheduler):
+            await service.start()
+        jobs = await accept_many(store, await new_tenant(pool), 30)
+        done: Counter[uuid.UUID] = Counter()
+        finished = asyncio.Event()
+        workers = [
+            asyncio.create_task(worker(store, signal, f"w{i}", done, 30, finished))
+            for i in range(3)
+        ]
+        await asyncio.wait_for(asyncio.gather(*workers), 30)
+        await relay.wait_drained(10)
+        for service in (scheduler, inbox, relay):
+            await service.stop()
+        assert set(done) == set(jobs) and set(done.values()) == {1}
+        async with pool.acquire() as conn:
+            assert await conn.fetchval("SELECT count(*) FROM execution_inbox") == 30
+            assert (
+                await conn.fetchval(
+                    "SELECT count(*) FROM outbox_events WHERE published_via = 'broker'"
+                )
+                == 30
+            )
+        assert (
+            metrics.registry.get_sample_value(
+                "fenceline_scheduler_wakeups_total", {"source": "scan"}
+            )
+            or 0
+        ) >= 1
+        await pool.close()
