@@ -1,0 +1,349 @@
+"""The job runtime on a shared Ray cluster, started and kept alive by a Serve application.
+
+On KubeRay the RayService's ``serveConfigV2`` is the only thing the operator
+deploys, so the long-running side of the system — admission actor, delivery
+actor, maintenance actor (reaper + outbox relay) and the task drivers — starts
+from there too: the application ``fenceline-runtime``
+(``import_path: cluster.supervisor:runtime_app``) has one deployment,
+:class:`RuntimeSupervisor`, whose replica creates those actors as **named,
+detached** Ray actors and re-checks them on every Serve health check.
+
+Why this and not a long-running ``RayJob``: a RayJob submits to one RayCluster
+chosen by name, but a RayService replaces its RayCluster (with a new name) on
+every zero-downtime upgrade, so the job would die with the old cluster and
+nothing would resubmit it. Started from ``serveConfigV2``, the runtime is
+versioned, upgraded and health-checked together with the intake and inference
+apps, and a new cluster brings its own runtime up before traffic moves to it.
+
+Invariants:
+
+* **Idempotent start.** Actors are created with ``get_if_exists=True`` under
+  fixed names and their ``start()`` methods are idempotent, so a restarted
+  supervisor replica re-attaches instead of duplicating drivers; Ray restarts a
+  crashed actor process (``max_restarts=-1``) and the next health check calls
+  ``start()`` on it again.
+* **Two runtimes at once are safe.** During an upgrade the old and the new
+  cluster both run drivers against the same PostgreSQL: claims use
+  ``SKIP LOCKED`` and fences, the relay leases its batches and the inbox is
+  unique on ``event_id``, so nothing needs a cluster-wide singleton.
+* **Secrets never enter the actor table.** Actors receive
+  :class:`EnvironmentSettings`, which pickles as a reference and re-reads
+  ``FENCELINE_*`` from the receiving process (the pod's environment, filled from
+  Kubernetes Secrets); the GCS, and the Redis behind GCS fault tolerance, never
+  hold a database password.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from ray.serve import Application
+
+    from deployments.pools import PoolsConfig
+
+log = logging.getLogger(__name__)
+
+APP_NAME = "fenceline-runtime"
+IMPORT_PATH = "cluster.supervisor:runtime_app"
+SUPERVISOR_DEPLOYMENT = "supervisor"
+#: Leases a driver holds at most; beyond it add drivers (they spread over nodes).
+MAX_DRIVER_CONCURRENCY = 64
+
+
+class EnvironmentSettings(Settings):
+    """Settings that travel by reference: unpickling re-reads the environment there."""
+
+    def __reduce__(self) -> tuple[type[EnvironmentSettings], tuple[()]]:
+        return (EnvironmentSettings, ())
+
+
+class RuntimeConfig(BaseModel):
+    """``args`` of the runtime application (everything else comes from ``FENCELINE_*``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: The Serve application drivers call (the inference app of the pools file).
+    engine_app: str = "fenceline-inference"
+    drivers: int = Field(2, ge=1)
+    #: Leases per driver (its semaphore); drivers × concurrency ≈ engine slots.
+    concurrency: int = Field(4, ge=1, le=MAX_DRIVER_CONCURRENCY)
+    #: Admission scope; None uses ``engine_app``.
+    admission_scope: str | None = None
+    #: ``pipeline.admission_limits.AdmissionConfig`` fields other than ``scope``.
+    admission: dict[str, Any] = Field(default_factory=dict)
+    #: Prefix of the actor names (``<prefix>-driver-0`` ...).
+    actor_prefix: str = Field("fenceline", pattern=r"^[a-z][a-z0-9-]*$")
+    #: Longest a health check waits for one actor before it is replaced.
+    ping_timeout_s: float = Field(20.0, gt=0)
+    #: Grace a stopping driver gets to finish or release its leases.
+    stop_grace_s: float = Field(20.0, ge=0)
+
+    @property
+    def scope(self) -> str:
+        return self.admission_scope or self.engine_app
+
+
+def runtime_config_for(pools: PoolsConfig) -> RuntimeConfig:
+    """Size the drivers from the pools: enough leases in flight to fill every engine slot.
+
+    Engine slots = Σ over pools of ``max_num_seqs`` × (max) replicas. Fewer leases
+    than slots leave batch capacity idle; many more only queue inside Serve while
+    their leases run down (Little's law: in flight = throughput × service time, and
+    the engines bound the throughput). At least two drivers, so a killed driver
+    never stops the runtime.
+    """
+    slots = 0
+    for pool in pools.pools:
+        replicas = pool.autoscaling.max_replicas if pool.autoscaling else pool.replicas
+        slots += pool.max_num_seqs * replicas
+    drivers = max(2, math.ceil(slots / MAX_DRIVER_CONCURRENCY))
+    return RuntimeConfig(
+        engine_app=pools.app_name,
+        drivers=drivers,
+        concurrency=max(1, math.ceil(slots / drivers)),
+        admission={"max_in_flight": slots},
+    )
+
+
+@dataclass
+class _Member:
+    """One supervised actor: how to create it and how to start it."""
+
+    name: str
+    create: Callable[[], Any]
+    start: Callable[[Any], Any]
+    handle: Any = None
+
+
+class RuntimeSupervisor:
+    """Serve deployment body: creates, starts and re-checks the runtime's actors."""
+
+    async def __init__(self, config: Mapping[str, Any] | RuntimeConfig) -> None:  # type: ignore[misc]
+        self.config = (
+            config if isinstance(config, RuntimeConfig) else RuntimeConfig.model_validate(config)
+        )
+        self.settings: Settings = EnvironmentSettings()
+        self._members = self._plan()
+        self._lock = asyncio.Lock()
+        await self.reconcile()  # the replica (and the app) is only RUNNING once all started
+
+    def _plan(self) -> list[_Member]:
+        import ray
+
+        from cluster.delivery import ACTOR_NAME, DeliveryActor
+        from cluster.drivers import EngineSpec, Maintenance
+        from pipeline.worker import WorkerConfig
+
+        cfg = self.config
+        detached = {"lifetime": "detached", "get_if_exists": True, "max_restarts": -1}
+        members = [
+            _Member(
+                "admission",
+                lambda: _admission_actor(cfg.scope, cfg.admission, self.settings),
+                lambda h: h.start.remote(),
+            ),
+            _Member(
+                ACTOR_NAME,
+                lambda: (
+                    ray.remote(num_cpus=0)(DeliveryActor)
+                    .options(name=ACTOR_NAME, **detached)
+                    .remote(self.settings)
+                ),
+                lambda h: h.start.remote(),
+            ),
+            _Member(
+                f"{cfg.actor_prefix}-maintenance",
+                lambda: (
+                    ray.remote(num_cpus=0)(Maintenance)
+                    .options(name=f"{cfg.actor_prefix}-maintenance", **detached)
+                    .remote(self.settings)
+                ),
+                lambda h: h.start.remote(),
+            ),
+        ]
+        engine = EngineSpec(kind="serve", app_name=cfg.engine_app)
+        run = uuid.uuid4().hex[:6]
+        for i in range(cfg.drivers):
+            name = f"{cfg.actor_prefix}-driver-{i}"
+            worker = WorkerConfig(
+                worker_id=f"{name}-{run}", concurrency=cfg.concurrency, claim_batch=cfg.concurrency
+            )
+            members.append(
+                _Member(
+                    name,
+                    _driver_factory(name, worker, engine, self.settings, cfg.scope, ACTOR_NAME),
+                    lambda h: h.start.remote(),
+                )
+            )
+        return members
+
+    async def reconcile(self) -> dict[str, str]:
+        """Make every member exist and run; returns ``{name: "ok" | "replaced"}``.
+
+        Raises:
+            RuntimeError: a member could not be (re)started within ``ping_timeout_s``.
+        """
+        report: dict[str, str] = {}
+        async with self._lock:
+            for member in self._members:
+                report[member.name] = await self._ensure(member)
+        return report
+
+    async def _ensure(self, member: _Member) -> str:
+        outcome = "ok"
+        if member.handle is not None and not await self._alive(member.handle):
+            log.warning("runtime actor %s is not answering; replacing it", member.name)
+            _kill(member.handle)
+            member.handle = None
+            outcome = "replaced"
+        if member.handle is None:
+            member.handle = member.create()
+        started = member.start(member.handle)
+        try:
+            if started is not None:
+                await asyncio.wait_for(
+                    asyncio.wrap_future(started.future()), self.config.ping_timeout_s
+                )
+        except Exception as exc:
+            raise RuntimeError(f"runtime actor {member.name} failed to start: {exc!r}") from exc
+        return outcome
+
+    async def _alive(self, handle: Any) -> bool:
+        try:
+            ref = handle.__ray_ready__.remote()
+            await asyncio.wait_for(asyncio.wrap_future(ref.future()), self.config.ping_timeout_s)
+        except Exception:
+            return False
+        return True
+
+    async def check_health(self) -> None:
+        """Serve's health check: repair what died; raise only if repair fails."""
+        report = await self.reconcile()
+        replaced = [name for name, outcome in report.items() if outcome != "ok"]
+        if replaced:
+            log.warning("runtime actors replaced: %s", replaced)
+
+    async def status(self) -> dict[str, Any]:
+        """Names and liveness of the supervised actors (operators, tests)."""
+        out: dict[str, Any] = {"config": self.config.model_dump(), "actors": {}}
+        for member in self._members:
+            alive = member.handle is not None and await self._alive(member.handle)
+            out["actors"][member.name] = alive
+        return out
+
+    async def __del__(self) -> None:
+        """Graceful shutdown: drivers release their leases, then the actors go.
+
+        Detached actors outlive their creator; without this, deleting the app
+        would leave drivers claiming jobs with nobody supervising them.
+        """
+        for member in reversed(self._members):
+            if member.handle is None:
+                continue
+            stop = getattr(member.handle, "stop", None)
+            if stop is not None:
+                try:
+                    ref = (
+                        stop.remote(self.config.stop_grace_s)
+                        if "driver" in member.name
+                        else stop.remote()
+                    )
+                    await asyncio.wait_for(
+                        asyncio.wrap_future(ref.future()), self.config.stop_grace_s + 10
+                    )
+                except Exception as exc:  # a dead actor cannot answer; leases expire
+                    log.warning("stopping %s failed: %r", member.name, exc)
+            _kill(member.handle)
+            member.handle = None
+
+
+def _driver_factory(
+    name: str,
+    worker: Any,
+    engine: Any,
+    settings: Settings,
+    scope: str,
+    delivery_actor: str,
+) -> Callable[[], Any]:
+    def create() -> Any:
+        import ray
+
+        from cluster.drivers import TaskDriver
+
+        return (
+            ray.remote(num_cpus=0)(TaskDriver)
+            .options(
+                name=name,
+                lifetime="detached",
+                get_if_exists=True,
+                max_restarts=-1,
+                max_concurrency=MAX_DRIVER_CONCURRENCY,
+            )
+            .remote(settings, worker, engine, admission_scope=scope, delivery_actor=delivery_actor)
+        )
+
+    return create
+
+
+def _admission_actor(scope: str, limits: Mapping[str, Any], settings: Settings) -> Any:
+    """The scope's one AdmissionActor (detached, get-if-exists, restarted by Ray).
+
+    Its ledger needs the database URL as an argument, so unlike the other actors
+    this one's creation arguments hold the URL: restrict who can read the GCS
+    (Ray token authentication is on in the manifests).
+    """
+    from cluster.admission import actor_name, admission_actor
+
+    return admission_actor(
+        actor_name(scope),
+        {"scope": scope, **limits},
+        database_url=settings.database_url,
+        detached=True,
+    )
+
+
+def _kill(handle: Any) -> None:
+    import ray
+
+    try:
+        ray.kill(handle, no_restart=True)
+    except Exception as exc:  # already gone
+        log.debug("kill failed: %r", exc)
+
+
+def build_runtime_app(config: RuntimeConfig) -> Application:
+    """The bound Serve application: one supervisor replica, no HTTP route."""
+    from ray import serve
+
+    supervisor: Any = serve.deployment(RuntimeSupervisor)
+    app: Application = supervisor.options(
+        name=SUPERVISOR_DEPLOYMENT,
+        num_replicas=1,
+        max_ongoing_requests=8,
+        ray_actor_options={"num_cpus": 0},
+        health_check_period_s=15,
+        # A health check may replace and restart an actor (pool connect, engine handle).
+        health_check_timeout_s=120,
+        graceful_shutdown_timeout_s=60,
+    ).bind(config.model_dump())
+    return app
+
+
+def runtime_app(args: dict[str, Any]) -> Application:
+    """Serve application builder (``import_path: cluster.supervisor:runtime_app``).
+
+    ``args`` are :class:`RuntimeConfig` fields; ``kuberay/generate.py`` writes
+    them from the pools file (:func:`runtime_config_for`).
+    """
+    return build_runtime_app(RuntimeConfig.model_validate(args))
