@@ -170,6 +170,7 @@ class OutboxRelay:
         self._task: asyncio.Task[None] | None = None
         self._drained: list[asyncio.Future[None]] = []
         self._declared = False
+        self._measured_at = 0.0
 
     # ------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -253,7 +254,13 @@ class OutboxRelay:
             await self._handle_locally(local, report)
         if remote:
             await self._publish(remote, report)
-        if report.claimed < self.config.batch_size or self._drained:
+        # Publication age is measured when caught up, when someone waits for a
+        # drain, and at least once a second under sustained full batches.
+        if (
+            report.claimed < self.config.batch_size
+            or self._drained
+            or time.monotonic() - self._measured_at >= 1.0
+        ):
             await self._measure(report)
         for hook in self.on_batch:
             hook(report)
@@ -341,6 +348,7 @@ class OutboxRelay:
     async def _measure(self, report: RelayReport) -> None:
         async with self.pool.acquire() as conn:
             row = await conn.fetchrow(q("outbox_backlog_stats"), self.clock.now())
+        self._measured_at = time.monotonic()
         report.unpublished = int(row["unpublished"])
         report.oldest_unpublished_seconds = float(row["oldest_unpublished_seconds"])
         self.metrics.outbox_unpublished.set(report.unpublished)
