@@ -140,12 +140,14 @@ async def load(
     """Closed loop: ``concurrency`` workers, each sends its next POST when one returns."""
     latencies: list[float] = []
     statuses: dict[int, int] = {}
+    all_202 = 0
     stop_at = time.perf_counter() + warmup + seconds
     measure_from = time.perf_counter() + warmup
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
 
         async def worker(n: int) -> None:
+            nonlocal all_202
             i = 0
             key = keys[n % len(keys)]
             while (now := time.perf_counter()) < stop_at:
@@ -154,6 +156,8 @@ async def load(
                 headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": uuid.uuid4().hex}
                 r = await client.post("/v1/extraction-jobs", json=body, headers=headers)
                 done = time.perf_counter()
+                if r.status_code == 202:
+                    all_202 += 1
                 if now >= measure_from:
                     statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
                     if r.status_code == 202:
@@ -165,6 +169,7 @@ async def load(
     accepted = statuses.get(202, 0)
     return {
         "accepted": accepted,
+        "accepted_incl_warmup": all_202,
         "statuses": statuses,
         "seconds": elapsed,
         "jobs_per_s": accepted / elapsed if elapsed > 0 else 0.0,
@@ -184,6 +189,16 @@ async def _committed(dsn: str) -> tuple[int, int]:
     finally:
         await conn.close()
     return int(jobs), int(events)
+
+
+def _check_durable(result: dict[str, Any], jobs: int, events: int) -> None:
+    """Every 202 (warm-up included) must have left exactly one job and one event."""
+    result["committed_jobs"], result["committed_events"] = jobs, events
+    result["durable"] = jobs == events == result["accepted_incl_warmup"]
+    if not result["durable"]:
+        raise AssertionError(
+            f"{result['accepted_incl_warmup']} accepted but {jobs} jobs / {events} events"
+        )
 
 
 # ------------------------------------------------------------------- targets
@@ -212,7 +227,7 @@ async def run_uvicorn(args: argparse.Namespace) -> dict[str, Any]:
         result = await load(
             url, keys, seconds=args.seconds, warmup=args.warmup, concurrency=args.concurrency
         )
-        result["committed_jobs"], result["committed_events"] = await _committed(dsn)
+        _check_durable(result, *await _committed(dsn))
         return result
     finally:
         proc.terminate()
@@ -247,7 +262,7 @@ async def run_serve(args: argparse.Namespace) -> dict[str, Any]:
         result = await load(
             url, keys, seconds=args.seconds, warmup=args.warmup, concurrency=args.concurrency
         )
-        result["committed_jobs"], result["committed_events"] = await _committed(dsn)
+        _check_durable(result, *await _committed(dsn))
         return result
     finally:
         serve.shutdown()  # type: ignore[no-untyped-call]
