@@ -1,0 +1,512 @@
+"""KubeRay manifests: schema validity, overlay rendering, and agreement with the pools files.
+
+Offline and fast: the manifests and every rendered overlay are validated
+against the committed schemas (``kuberay/schemas``); the in-repo kustomize
+renderer is checked against ``kubectl kustomize`` (kustomize v5, part of this
+machine image); the ``serveConfigV2`` embedded in each RayService is compared
+with the pools file it names, computing the expected deployments and resources
+straight from :class:`deployments.pools.PoolsConfig` (not through the generator).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import pickle
+import re
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from types import FunctionType
+from typing import Any
+
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+
+from cluster.supervisor import (
+    MAX_DRIVER_CONCURRENCY,
+    EnvironmentSettings,
+    RuntimeConfig,
+    runtime_config_for,
+)
+from deployments.pools import PoolsConfig, load_pools
+from kuberay import generate
+from kuberay.kustomize import json_patch, render, strategic_merge
+from kuberay.validation import (
+    SCHEMA_DIR,
+    SCHEMAS,
+    ManifestError,
+    load_documents,
+    validate_document,
+    validate_documents,
+    validate_file,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBERAY = ROOT / "kuberay"
+OVERLAYS = ("dev", "gpu", "gpu-ha")
+KUSTOMIZATIONS = ("base", *(f"overlays/{o}" for o in OVERLAYS))
+SETTINGS_CONFIGMAP = "fenceline-settings"
+REQUIRED_SECRET = "fenceline-postgres"
+
+
+def manifest_files() -> list[Path]:
+    return sorted(KUBERAY.rglob("*.yaml"))
+
+
+def patch_files() -> dict[Path, str]:
+    """Every file a kustomization uses as a patch → 'json6902' or 'strategic'."""
+    out: dict[Path, str] = {}
+    for kfile in KUBERAY.rglob("kustomization.yaml"):
+        for patch in yaml.safe_load(kfile.read_text()).get("patches", []):
+            if "path" in patch:
+                path = (kfile.parent / patch["path"]).resolve()
+                body = yaml.safe_load(path.read_text())
+                out[path] = "json6902" if isinstance(body, list) else "strategic"
+    return out
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, list[dict[str, Any]]]:
+    return {name: render(KUBERAY / name) for name in KUSTOMIZATIONS}
+
+
+def rayservice(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (found,) = [d for d in docs if d["kind"] == "RayService"]
+    return found
+
+
+def ray_groups(rs: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    cluster = rs["spec"]["rayClusterConfig"]
+    yield "head", cluster["headGroupSpec"]
+    for group in cluster.get("workerGroupSpecs", []):
+        yield group["groupName"], group
+
+
+def embedded(rs: dict[str, Any]) -> dict[str, Any]:
+    config: dict[str, Any] = yaml.safe_load(rs["spec"]["serveConfigV2"])
+    return config
+
+
+def pools_of(rs: dict[str, Any]) -> PoolsConfig:
+    return load_pools(ROOT / rs["metadata"]["annotations"][generate.POOLS_ANNOTATION])
+
+
+# ------------------------------------------------------------------ schemas, files
+
+
+def test_schemas_are_valid_draft_2020_12_and_small():
+    total = 0
+    for name in sorted(set(SCHEMAS.values())):
+        path = SCHEMA_DIR / name
+        Draft202012Validator.check_schema(yaml.safe_load(path.read_text()))
+        total += path.stat().st_size
+    assert total < 2 * 1024 * 1024, total
+
+
+@pytest.mark.parametrize("path", manifest_files(), ids=lambda p: str(p.relative_to(KUBERAY)))
+def test_every_manifest_parses_and_validates(path: Path):
+    kind = patch_files().get(path.resolve())
+    if kind == "json6902":
+        ops = load_documents(path)[0]
+        assert ops and all(isinstance(op, dict) for op in ops)
+        for op in ops:
+            assert op["op"] in {"add", "remove", "replace", "move", "copy", "test"}, op
+            assert op["path"].startswith("/spec/"), op
+        return
+    findings = validate_file(path, partial=kind == "strategic")
+    assert findings == [], "\n".join(map(str, findings))
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_each_rendered_overlay_validates(name: str, rendered: dict[str, list[dict[str, Any]]]):
+    docs = rendered[name]
+    assert sorted(d["kind"] for d in docs) == ["ConfigMap", "PodMonitor", "RayService"]
+    findings = validate_documents(docs, source=name)
+    assert findings == [], "\n".join(map(str, findings))
+
+
+CLUSTER = ("spec", "rayClusterConfig")
+HEAD_CONTAINER = (*CLUSTER, "headGroupSpec", "template", "spec", "containers", 0)
+GPU_LIMITS = (*CLUSTER, "workerGroupSpecs", 1, "template", "spec", "containers", 0, "resources")
+
+
+@pytest.mark.parametrize(
+    ("where", "change", "expected"),
+    [
+        (CLUSTER, {"workerGroupSpec": []}, "'workerGroupSpec' was unexpected"),
+        ((*CLUSTER, "workerGroupSpecs", 0), {"minReplicas": "1"}, "is not of type 'integer'"),
+        (CLUSTER, {"headGroupSpec": None}, "'headGroupSpec' is a required property"),
+        (("spec", "upgradeStrategy"), {"type": "Rolling"}, "'Rolling' is not one of"),
+        (HEAD_CONTAINER, {"envfrom": []}, "'envfrom' was unexpected"),
+        ((*GPU_LIMITS, "limits"), {"nvidia.com/gpu": "two"}, "not valid under any"),
+        (("metadata",), {"name": None}, "'name' is a required property"),
+    ],
+)
+def test_validator_rejects_what_an_api_server_would(
+    where: tuple[Any, ...],
+    change: dict[str, Any],
+    expected: str,
+    rendered: dict[str, list[dict[str, Any]]],
+):
+    doc = copy.deepcopy(rayservice(rendered["overlays/gpu"]))
+    node: Any = doc
+    for key in where:
+        node = node[key]
+    for key, value in change.items():
+        if value is None:
+            del node[key]
+        else:
+            node[key] = value
+    messages = [f.message for f in validate_document(doc)]
+    assert any(expected in m for m in messages), messages
+
+
+def test_validator_refuses_kinds_it_has_no_schema_for():
+    (finding,) = validate_document({"apiVersion": "ray.io/v2", "kind": "RayService"})
+    assert "no schema for ray.io/v2 RayService" in finding.message
+
+
+# -------------------------------------------------------------------- rendering
+
+
+def test_renderer_semantics_match_kustomize_for_custom_resources():
+    base = {"a": {"b": 1, "c": [1, 2]}, "l": [{"name": "x", "v": 1}], "gone": 1}
+    merged = strategic_merge(base, {"a": {"c": [3]}, "l": [{"name": "y"}], "gone": None})
+    assert merged == {"a": {"b": 1, "c": [3]}, "l": [{"name": "y"}]}  # lists replace
+    assert strategic_merge(base, {"a": {"$patch": "replace", "z": 1}})["a"] == {"z": 1}
+    doc = {"spec": {"items": [{"n": 1}]}}
+    json_patch(doc, {"op": "add", "path": "/spec/items/-", "value": {"n": 2}})
+    json_patch(doc, {"op": "replace", "path": "/spec/items/0/n", "value": 9})
+    assert doc == {"spec": {"items": [{"n": 9}, {"n": 2}]}}
+    with pytest.raises(ManifestError, match="test failed"):
+        json_patch(doc, {"op": "test", "path": "/spec/items/0/n", "value": 1})
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_renderer_matches_kubectl_kustomize(name: str, rendered: dict[str, list[dict[str, Any]]]):
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl (with kustomize) is part of this machine image; install it"
+    out = subprocess.run(
+        [kubectl, "kustomize", str(KUBERAY / name)], capture_output=True, text=True, check=True
+    ).stdout
+
+    def key(d: dict[str, Any]) -> tuple[str, str]:
+        return d["kind"], d["metadata"]["name"]
+
+    theirs = sorted(yaml.safe_load_all(out), key=key)
+    assert sorted(rendered[name], key=key) == theirs
+
+
+# -------------------------------------------------- serveConfigV2 vs pools file
+
+
+def test_committed_serve_configs_are_current():
+    stale = [str(m) for m, current, expected in generate.expected_texts() if current != expected]
+    assert stale == [], "run `python -m kuberay.generate`"
+    assert {s.pools_file for s in generate.sites()} == {
+        "deployments/pools.yaml",
+        "deployments/pools.gpu.yaml",
+    }
+
+
+def test_check_reports_a_stale_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    tree = tmp_path / "kuberay"
+    shutil.copytree(KUBERAY, tree)
+    manifest = tree / "overlays" / "gpu" / "serve-config.yaml"
+    text = manifest.read_text()
+    assert "max_ongoing_requests: 192" in text
+    manifest.write_text(text.replace("max_ongoing_requests: 192", "max_ongoing_requests: 7"))
+    stale = {m.name for m, cur, exp in generate.expected_texts(tree) if cur != exp}
+    assert stale == {"serve-config.yaml"}
+    fixed = {m: exp for m, _, exp in generate.expected_texts(tree)}[manifest]
+    assert "max_ongoing_requests: 192" in fixed
+    assert fixed.split("serveConfigV2")[0] == text.split("serveConfigV2")[0]  # frame untouched
+
+
+def test_serve_config_block_rewrite_keeps_the_rest_of_the_file():
+    text = "a: 1\nspec:\n  serveConfigV2: |\n    old: 1\n    more: 2\n\n  other: 3\n"
+    assert generate.rewrite(text, "new: 4\n") == (
+        "a: 1\nspec:\n  serveConfigV2: |\n    new: 4\n\n  other: 3\n"
+    )
+    with pytest.raises(ValueError, match="one 'serveConfigV2"):
+        generate.rewrite("a: 1\n", "new: 4\n")
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_embedded_serve_config_matches_the_pools_file(
+    name: str, rendered: dict[str, list[dict[str, Any]]]
+):
+    from ray._common.utils import import_attr
+    from ray.serve import Application
+    from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
+    from ray.serve._private.build_app import build_app
+    from ray.serve.schema import ServeDeploySchema
+
+    rs = rayservice(rendered[name])
+    config = embedded(rs)
+    ServeDeploySchema.model_validate(config)
+    pools = pools_of(rs)
+    apps = {a["name"]: a for a in config["applications"]}
+    assert set(apps) == {"intake", pools.app_name, "fenceline-runtime"}
+    assert apps["intake"]["route_prefix"] == "/"
+
+    for app in apps.values():  # import paths resolve to Serve application builders
+        builder = import_attr(app["import_path"])
+        assert isinstance(builder, FunctionType), app["import_path"]
+        built = call_user_app_builder_with_args_if_necessary(builder, app.get("args", {}))
+        assert isinstance(built, Application)
+        names = {d.name for d in build_app(built, name=app["name"]).deployments}
+        assert names == {d["name"] for d in app["deployments"]}, app["name"]
+
+    inference = apps[pools.app_name]
+    assert inference["import_path"] == "deployments.app:inference_app"
+    assert (
+        inference["args"]["pools_path"] == rs["metadata"]["annotations"][generate.POOLS_ANNOTATION]
+    )
+    deployments = {d["name"]: d for d in inference["deployments"]}
+    assert set(deployments) == {"router"} | {f"engine-{p.name}" for p in pools.pools}
+    for pool in pools.pools:
+        d = deployments[f"engine-{pool.name}"]
+        assert d["max_ongoing_requests"] == pool.max_ongoing_requests
+        if pool.autoscaling:
+            assert d["autoscaling_config"] == {
+                "min_replicas": pool.autoscaling.min_replicas,
+                "max_replicas": pool.autoscaling.max_replicas,
+                "target_ongoing_requests": pool.autoscaling.target_ongoing_requests,
+            }
+            assert "num_replicas" not in d
+        else:
+            assert d["num_replicas"] == pool.replicas
+        assert d["ray_actor_options"]["num_cpus"] == pool.num_cpus
+        if pool.device == "gpu" and pool.tensor_parallel_size > 1:
+            bundles = d["placement_group_bundles"]
+            assert [b.get("GPU") for b in bundles] == [1] * pool.tensor_parallel_size
+            assert sum(b["GPU"] for b in bundles) == pool.num_gpus
+            assert d["placement_group_strategy"] == "STRICT_PACK"
+        else:
+            assert d["ray_actor_options"]["num_gpus"] == pool.num_gpus
+    router = deployments["router"]
+    assert router["num_replicas"] == pools.router.replicas
+    assert router["ray_actor_options"]["num_cpus"] == pools.router.num_cpus
+
+    runtime = RuntimeConfig.model_validate(apps["fenceline-runtime"]["args"])
+    assert runtime.engine_app == pools.app_name
+
+
+@pytest.mark.parametrize("pools_file", ["deployments/pools.yaml", "deployments/pools.gpu.yaml"])
+def test_runtime_sizing_fills_every_engine_slot(pools_file: str):
+    pools = load_pools(ROOT / pools_file)
+    runtime = runtime_config_for(pools)
+    slots = sum(
+        p.max_num_seqs * (p.autoscaling.max_replicas if p.autoscaling else p.replicas)
+        for p in pools.pools
+    )
+    assert runtime.drivers >= 2
+    assert slots <= runtime.drivers * runtime.concurrency < slots + runtime.drivers
+    assert runtime.concurrency <= MAX_DRIVER_CONCURRENCY
+    assert runtime.admission == {"max_in_flight": slots}
+
+
+# ---------------------------------------------------------------- cluster shape
+
+
+def test_gpu_worker_groups_hold_every_pool_at_its_maximum(
+    rendered: dict[str, list[dict[str, Any]]],
+):
+    rs = rayservice(rendered["overlays/gpu"])
+    pools = pools_of(rs)
+    groups = dict(ray_groups(rs))
+    assert groups["head"]["rayStartParams"]["num-cpus"] == "0"
+
+    def pod_resources(group: dict[str, Any]) -> tuple[float, int]:
+        (container,) = group["template"]["spec"]["containers"]
+        limits = container["resources"]["limits"]
+        return float(limits["cpu"]), int(limits.get("nvidia.com/gpu", 0))
+
+    for pool in pools.pools:
+        assert pool.device == "gpu"
+        (group,) = [
+            g
+            for n, g in groups.items()
+            if n != "head"
+            and g["template"]["metadata"]["labels"].get("fenceline.dev/pool") == pool.name
+        ]
+        cpus, gpus = pod_resources(group)
+        # STRICT_PACK: one replica's tensor-parallel group fits one pod.
+        assert gpus == pool.num_gpus == pool.tensor_parallel_size
+        assert cpus >= pool.num_cpus
+        replicas = pool.autoscaling.max_replicas if pool.autoscaling else pool.replicas
+        minimum = pool.autoscaling.min_replicas if pool.autoscaling else pool.replicas
+        assert group["maxReplicas"] >= replicas
+        assert group["minReplicas"] >= minimum
+        spec = group["template"]["spec"]
+        assert spec["tolerations"] == [
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+        ]
+        assert spec["nodeSelector"]["nvidia.com/gpu.product"].startswith("NVIDIA-H")
+    # The long-context pool gets the bigger nodes (H200, more memory per pod).
+    short, long_ = sorted(pools.pools, key=lambda p: p.max_model_len)
+    assert long_.max_model_len > short.max_model_len
+    by_pool = {
+        g["template"]["metadata"]["labels"].get("fenceline.dev/pool"): g for g in groups.values()
+    }
+    mem = {
+        p: float(
+            re.sub(
+                "Gi",
+                "",
+                by_pool[p]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"],
+            )
+        )
+        for p in (short.name, long_.name)
+    }
+    assert mem[long_.name] > mem[short.name]
+    # CPU replicas (intake + router, num_cpus each) fit the CPU group at its maximum.
+    config = embedded(rs)
+    cpu_needed = sum(
+        d.get("num_replicas", 0) * d["ray_actor_options"].get("num_cpus", 0)
+        for app in config["applications"]
+        for d in app["deployments"]
+        if not d["ray_actor_options"].get("num_gpus") and "placement_group_bundles" not in d
+    )
+    cpus, gpus = pod_resources(groups["cpu"])
+    assert gpus == 0 and cpus * groups["cpu"]["maxReplicas"] >= cpu_needed > 0
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_every_ray_container_gets_settings_credentials_and_project_root(
+    name: str, rendered: dict[str, list[dict[str, Any]]]
+):
+    docs = rendered[name]
+    rs = rayservice(docs)
+    monitor = next(d for d in docs if d["kind"] == "PodMonitor")
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    tag = "0.1.0-gpu" if "gpu" in name else "0.1.0-cpu"
+    for group_name, group in ray_groups(rs):
+        template = group["template"]
+        labels = template["metadata"]["labels"]
+        assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items(), group_name
+        assert template["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+        assert group["rayStartParams"]["metrics-export-port"] == "8080"
+        for container in template["spec"]["containers"]:
+            assert container["image"] == f"fenceline:{tag}", group_name
+            assert container["workingDir"] == "/app"
+            refs = {
+                (kind, ref["name"], ref.get("optional", False))
+                for source in container["envFrom"]
+                for kind, ref in source.items()
+            }
+            assert ("configMapRef", SETTINGS_CONFIGMAP, False) in refs, group_name
+            assert ("secretRef", REQUIRED_SECRET, False) in refs, group_name
+            ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+            assert ports[endpoint["port"]] == 8080
+            assert ports["serve"] == generate.HTTP_PORT
+
+
+def test_secret_templates_cover_every_reference_with_placeholders_only(
+    rendered: dict[str, list[dict[str, Any]]],
+):
+    templates: dict[str, dict[str, str]] = {}
+    for path in sorted((KUBERAY / "secrets").glob("*.example.yaml")):
+        (doc,) = load_documents(path)
+        assert doc["kind"] == "Secret"
+        assert "data" not in doc  # stringData only: nothing encoded that could hide a value
+        for key, value in doc["stringData"].items():
+            assert "CHANGE-ME" in value, f"{path.name}: {key} is not a placeholder"
+        templates[doc["metadata"]["name"]] = doc["stringData"]
+    used: set[tuple[str, str | None]] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if "secretRef" in node:
+                used.add((node["secretRef"]["name"], None))
+            if "secretKeyRef" in node:
+                used.add((node["secretKeyRef"]["name"], node["secretKeyRef"]["key"]))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    for docs in rendered.values():
+        walk(docs)
+    assert {name for name, _ in used} <= set(templates)
+    for name, key in used:
+        assert key is None or key in templates[name], (name, key)
+    # envFrom Secrets carry FENCELINE_* variables only (pipeline.settings reads them).
+    for name, keys in templates.items():
+        if (name, None) in used:
+            assert all(k.startswith("FENCELINE_") for k in keys), name
+
+
+def test_gcs_fault_tolerance_only_in_the_ha_overlay(rendered: dict[str, list[dict[str, Any]]]):
+    for name in ("base", "overlays/dev", "overlays/gpu"):
+        assert (
+            "gcsFaultToleranceOptions" not in rayservice(rendered[name])["spec"]["rayClusterConfig"]
+        )
+    ft = rayservice(rendered["overlays/gpu-ha"])["spec"]["rayClusterConfig"][
+        "gcsFaultToleranceOptions"
+    ]
+    assert ft["redisPassword"]["valueFrom"]["secretKeyRef"] == {
+        "name": "fenceline-redis",
+        "key": "password",
+    }
+    assert "externalStorageNamespace" not in ft  # per-cluster keys across upgrades
+    # Everything else of the GPU overlay is unchanged.
+    gpu = copy.deepcopy(rayservice(rendered["overlays/gpu"]))
+    ha = copy.deepcopy(rayservice(rendered["overlays/gpu-ha"]))
+    ha["spec"]["rayClusterConfig"].pop("gcsFaultToleranceOptions")
+    assert ha == gpu
+
+
+def test_upgrade_strategy_and_autoscaling_are_on(rendered: dict[str, list[dict[str, Any]]]):
+    for name in KUSTOMIZATIONS:
+        spec = rayservice(rendered[name])["spec"]
+        assert spec["upgradeStrategy"] == {"type": "NewCluster"}
+        cluster = spec["rayClusterConfig"]
+        assert cluster["enableInTreeAutoscaling"] is True
+        assert cluster["authOptions"] == {"mode": "token"}
+
+
+def test_image_pins_agree_with_pyproject_and_manifests(rendered: dict[str, list[dict[str, Any]]]):
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (ray_pin,) = [d for d in pyproject["project"]["dependencies"] if d.startswith("ray[")]
+    version = ray_pin.split("==")[1]
+    assert f"ARG RAY_VERSION={version}\n" in dockerfile
+    assert f"rayproject/ray:{version}-" in dockerfile
+    for docs in rendered.values():
+        assert rayservice(docs)["spec"]["rayClusterConfig"]["rayVersion"] == version
+    assert "WORKDIR /app\n" in dockerfile
+    cache = re.search(r"FENCELINE_MODEL_CACHE=(\S+)", dockerfile)
+    assert cache is not None
+    configmap = next(d for d in rendered["base"] if d["kind"] == "ConfigMap")
+    assert configmap["data"]["FENCELINE_MODEL_CACHE"] == cache.group(1)
+    assert "python -m deployments.model_prepare" in dockerfile
+    for extra in ("cpu", "gpu"):
+        assert extra in pyproject["project"]["optional-dependencies"]
+
+
+# ------------------------------------------------------------------- supervisor
+
+
+def test_environment_settings_pickle_without_their_values(monkeypatch: pytest.MonkeyPatch):
+    secret = "postgresql://fenceline:s3cret-pw@db.example.invalid/fenceline"
+    monkeypatch.setenv("FENCELINE_DATABASE_URL", secret)
+    settings = EnvironmentSettings()
+    assert settings.database_url == secret
+    data = pickle.dumps(settings)
+    assert b"s3cret-pw" not in data
+    other = "postgresql://postgres@127.0.0.1:5432/elsewhere"
+    monkeypatch.setenv("FENCELINE_DATABASE_URL", other)
+    assert pickle.loads(data).database_url == other  # re-read where it lands
+
+
+def test_runtime_config_rejects_unknown_args():
+    with pytest.raises(ValueError, match="driver"):
+        RuntimeConfig.model_validate({"driver": 3})
+    assert math.isfinite(RuntimeConfig().ping_timeout_s)
