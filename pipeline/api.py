@@ -38,7 +38,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pipeline import api_errors
@@ -60,8 +59,7 @@ from pipeline.intake import (
     JobAccepted,
     JobOptions,
     JobSubmission,
-    parse_json_submission,
-    parse_multipart_submission,
+    read_submission,
 )
 from pipeline.job_views import JobPage, JobResult, JobStatus, JobViews
 from pipeline.jobs import JobStore, SettleHook
@@ -295,7 +293,7 @@ def _register_routes(app: FastAPI) -> None:
         ctx = _ctx(request)
         with ctx.metrics.acceptance() as timer:
             try:
-                submission = await _read_submission(request)
+                submission = await read_submission(request, ctx.settings.max_body_bytes)
                 receipt = await ctx.services.intake.submit(
                     principal.tenant_id, submission, idempotency_key
                 )
@@ -430,53 +428,6 @@ def _register_routes(app: FastAPI) -> None:
     )
     async def metrics(request: Request) -> Response:
         return _ctx(request).metrics.response()
-
-
-async def _read_submission(request: Request) -> JobSubmission:
-    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media == "application/json" or media.endswith("+json"):
-        return parse_json_submission(await request.body())
-    if media == "multipart/form-data":
-        settings = _ctx(request).settings
-        try:
-            form = await request.form(
-                max_files=2, max_fields=8, max_part_size=settings.max_body_bytes
-            )
-        except StarletteHTTPException as exc:
-            if exc.status_code == 413:
-                raise
-            raise ApiProblem(
-                400, "malformed multipart body", reason="malformed_multipart"
-            ) from None
-        unknown = sorted(set(form.keys()) - {"document", "metadata"})
-        if unknown:
-            raise RequestValidationError(
-                [
-                    {"loc": ("body", name), "msg": "unknown form field", "type": "extra_forbidden"}
-                    for name in unknown
-                ]
-            )
-        document = form.get("document")
-        metadata = form.get("metadata")
-        if metadata is not None and not isinstance(metadata, str):
-            raise RequestValidationError(
-                [{"loc": ("body", "metadata"), "msg": "must be a text part", "type": "string_type"}]
-            )
-        if isinstance(document, UploadFile):
-            raw = await document.read()
-            return parse_multipart_submission(
-                raw, document.content_type, document.filename, metadata
-            )
-        if isinstance(document, str):  # a plain form field instead of a file part
-            return parse_multipart_submission(document.encode("utf-8"), None, None, metadata)
-        raise RequestValidationError(
-            [{"loc": ("body", "document"), "msg": "a document part is required", "type": "missing"}]
-        )
-    raise ApiProblem(
-        415,
-        "send application/json or multipart/form-data",
-        reason="unsupported_media_type",
-    )
 
 
 async def _stream(

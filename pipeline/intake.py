@@ -36,6 +36,9 @@ from typing import Annotated, Any, TypeVar
 import asyncpg
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, ValidationError
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
 
 from pipeline.api_errors import ApiProblem
 from pipeline.jobs import Accepted, AcceptRequest, DocumentIn, JobStore
@@ -238,6 +241,51 @@ def parse_multipart_submission(
         doc["filename"] = filename
     _check_text(doc)
     return _validate(JobSubmission, {**options, "document": doc}, "body")
+
+
+async def read_submission(request: Request, max_part_bytes: int) -> JobSubmission:
+    """The submission from a JSON or multipart body; 415 for any other media type."""
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media == "application/json" or media.endswith("+json"):
+        return parse_json_submission(await request.body())
+    if media == "multipart/form-data":
+        try:
+            form = await request.form(max_files=2, max_fields=8, max_part_size=max_part_bytes)
+        except StarletteHTTPException as exc:
+            if exc.status_code == 413:
+                raise
+            raise ApiProblem(
+                400, "malformed multipart body", reason="malformed_multipart"
+            ) from None
+        unknown = sorted(set(form.keys()) - {"document", "metadata"})
+        if unknown:
+            raise RequestValidationError(
+                [
+                    {"loc": ("body", name), "msg": "unknown form field", "type": "extra_forbidden"}
+                    for name in unknown
+                ]
+            )
+        document = form.get("document")
+        metadata = form.get("metadata")
+        if metadata is not None and not isinstance(metadata, str):
+            raise RequestValidationError(
+                [{"loc": ("body", "metadata"), "msg": "must be a text part", "type": "string_type"}]
+            )
+        if isinstance(document, UploadFile):
+            raw = await document.read()
+            return parse_multipart_submission(
+                raw, document.content_type, document.filename, metadata
+            )
+        if isinstance(document, str):  # a plain form field instead of a file part
+            return parse_multipart_submission(document.encode("utf-8"), None, None, metadata)
+        raise RequestValidationError(
+            [{"loc": ("body", "document"), "msg": "a document part is required", "type": "missing"}]
+        )
+    raise ApiProblem(
+        415,
+        "send application/json or multipart/form-data",
+        reason="unsupported_media_type",
+    )
 
 
 # ------------------------------------------------------------------ the service
