@@ -223,7 +223,7 @@ class JobViews:
         size = max(1, min(limit, self.settings.page_size_max))
         async with self._acquire() as conn:
             rows = await conn.fetch(
-                q("job_page_for_tenant"),
+                q("job_list_page_for_tenant"),
                 principal.tenant_id,
                 state.value if state else None,
                 after_at,

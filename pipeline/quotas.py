@@ -147,7 +147,7 @@ class Admission:
         Must run inside the accept transaction, after :meth:`lock_tenant`.
         """
         row = await conn.fetchrow(
-            q("tenant_admission_state"), tenant_id, self.settings.spend_period, self.clock.now()
+            q("tenant_admission_get"), tenant_id, self.settings.spend_period, self.clock.now()
         )
         if row is None:  # pragma: no cover - a principal's tenant always exists
             raise RuntimeError(f"tenant {tenant_id} vanished during admission")

@@ -80,14 +80,14 @@ class ReviewService:
             conn.transaction(),
         ):
             visible = await conn.fetchrow(
-                q("job_review_state_for_tenant"), job_id, principal.tenant_id
+                q("job_get_review_state_for_tenant"), job_id, principal.tenant_id
             )
             if visible is None:
                 raise NotFound(f"job {job_id}")
             if not REVIEW_SCOPES & principal.scopes:
                 raise ApiProblem(403, "deciding reviews needs the review scope", reason="scope")
             row = await conn.fetchrow(
-                q("job_review_if_pending"),
+                q("job_decide_review_if_pending"),
                 job_id,
                 principal.tenant_id,
                 body.state_version,
@@ -146,7 +146,9 @@ class ReviewService:
         body: ReviewDecisionIn,
     ) -> NoReturn:
         """Raise 409 naming the job's current state (it is the caller's own job)."""
-        current = await conn.fetchrow(q("job_review_state_for_tenant"), job_id, principal.tenant_id)
+        current = await conn.fetchrow(
+            q("job_get_review_state_for_tenant"), job_id, principal.tenant_id
+        )
         if current is None:  # pragma: no cover - seen a moment ago in this transaction
             raise NotFound(f"job {job_id}")
         if current["state"] != JobState.REVIEW_REQUIRED.value:

@@ -250,13 +250,13 @@ class StatusStream:
         async with self._acquire() as conn:
             if self.job_id is not None:
                 row = await conn.fetchrow(
-                    q("job_event_cursor_for_tenant_job"), self.job_id, self.tenant_id
+                    q("job_event_get_latest_for_tenant_job"), self.job_id, self.tenant_id
                 )
                 out = self._emit(row, snapshot=True) if row is not None else None
                 return [out] if out else []
-            cursor = int(await conn.fetchval(q("job_event_cursor_for_tenant"), self.tenant_id))
+            cursor = int(await conn.fetchval(q("job_event_get_cursor_for_tenant"), self.tenant_id))
             jobs = await conn.fetch(
-                q("job_snapshot_for_tenant"), self.tenant_id, self.settings.sse_replay_limit
+                q("job_list_unsettled_for_tenant"), self.tenant_id, self.settings.sse_replay_limit
             )
         self.cursor.seq = max(self.cursor.seq, cursor)
         frames = []

@@ -7,7 +7,7 @@
 -- $2 tenant id. A hash collision between tenants only adds waiting.
 SELECT pg_advisory_xact_lock($1::integer, hashtext($2::text));
 
--- name: tenant_admission_state
+-- name: tenant_admission_get
 -- One read for every quota of one tenant: its limits, its unsettled work
 -- (READY, RUNNING, RETRY_SCHEDULED) and the spend of the current budget period,
 -- with the seconds until the next period. $1 tenant, $2 'day' | 'month', $3 now.

@@ -12,7 +12,7 @@ FROM job_attempts a JOIN extraction_jobs j ON j.id = a.job_id
 WHERE a.job_id = $1 AND j.tenant_id = $2
 ORDER BY a.fence;
 
--- name: job_page_for_tenant
+-- name: job_list_page_for_tenant
 -- Keyset page, newest first. $2 state filter (NULL = any), $3/$4 the cursor
 -- (created_at, id) of the last row of the previous page (NULL = first page).
 SELECT j.id, j.state, j.state_version, j.attempt, j.max_attempts, j.created_at,
@@ -38,7 +38,7 @@ WHERE e.tenant_id = $1 AND e.seq > $2
 ORDER BY e.seq
 LIMIT $3;
 
--- name: job_event_cursor_for_tenant_job
+-- name: job_event_get_latest_for_tenant_job
 -- The newest event of one job: the snapshot's cursor and state.
 SELECT e.seq, e.job_id, e.from_state, e.to_state, e.state_version, e.created_at
 FROM job_events e
@@ -46,10 +46,10 @@ WHERE e.job_id = $1 AND e.tenant_id = $2
 ORDER BY e.seq DESC
 LIMIT 1;
 
--- name: job_event_cursor_for_tenant
+-- name: job_event_get_cursor_for_tenant
 SELECT coalesce(max(e.seq), 0) AS seq FROM job_events e WHERE e.tenant_id = $1;
 
--- name: job_snapshot_for_tenant
+-- name: job_list_unsettled_for_tenant
 -- A tenant-wide fresh snapshot: its unfinished (and review) jobs, newest change first.
 SELECT j.id AS job_id, j.state, j.state_version, j.updated_at
 FROM extraction_jobs j
