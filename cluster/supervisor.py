@@ -177,7 +177,12 @@ class RuntimeSupervisor:
         for i in range(cfg.drivers):
             name = f"{cfg.actor_prefix}-driver-{i}"
             worker = WorkerConfig(
-                worker_id=f"{name}-{run}", concurrency=cfg.concurrency, claim_batch=cfg.concurrency
+                worker_id=f"{name}-{run}",
+                concurrency=cfg.concurrency,
+                claim_batch=cfg.concurrency,
+                # Timing is deployment configuration (FENCELINE_*), not code.
+                attempt_timeout_seconds=self.settings.attempt_timeout_seconds,
+                heartbeat_seconds=self.settings.heartbeat_seconds,
             )
             members.append(
                 _Member(
