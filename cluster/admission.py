@@ -1,0 +1,382 @@
+"""AdmissionActor: one admission scope as one named Ray actor, and the client
+drivers use to reach it.
+
+The limiter's scope is the provider project or engine pool, never the pod
+(spec section 3), so there is exactly one actor per scope:
+:func:`admission_actor` creates it detached with ``get_if_exists`` under
+:func:`actor_name` ``(scope)``, and every driver of every node gets the same
+one. The actor is a plain class around :class:`pipeline.admission.AdmissionPolicy`
+(the tested unit); ``ray.remote(num_cpus=0, max_concurrency=1000)`` is applied
+in the builder, so thousands of drivers can wait inside ``acquire`` at once on
+one event loop, where they are served in deficit-round-robin order.
+
+Durability: with a ``database_url`` every grant and settlement is written to
+the admission ledger (:mod:`pipeline.admission_ledger`) before the call
+returns, and a (re)started actor first expires grants older than the TTL and
+replays the last window, so uncertain attempts stay charged across restarts
+and open grants can still be released. A ledger write that fails is logged and
+counted (``snapshot()['ledger_errors']``) but never blocks admission: the
+in-memory limits are the safety property, the ledger is the accounting.
+
+Drivers hold an :class:`~cluster.admission_client.AdmissionClient` (re-exported
+here), which implements the documented behaviour when this actor is
+unreachable: fail closed (default) or a bounded local emergency allowance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any
+
+import asyncpg
+
+from cluster.admission_client import (
+    AdmissionClient,
+    AdmissionClientMetrics,
+    EmergencyAllowance,
+    LocalActorHandle,
+)
+from pipeline.admission import (
+    AdmissionConfig,
+    AdmissionPolicy,
+    Grant,
+    PriorityClass,
+    Reconciliation,
+    ReportedUsage,
+    UnknownGrant,
+    Wait,
+    WaitReason,
+    reconcile,
+)
+from pipeline.admission_ledger import AdmissionLedger
+from pipeline.database import create_pool
+from pipeline.errors import OwnershipError
+
+__all__ = [
+    "ACTOR_PREFIX",
+    "AdmissionActor",
+    "AdmissionClient",
+    "AdmissionClientMetrics",
+    "EmergencyAllowance",
+    "LocalActorHandle",
+    "actor_name",
+    "admission_actor",
+]
+
+log = logging.getLogger(__name__)
+
+ACTOR_PREFIX = "fenceline-admission"
+#: Longest the actor's pump sleeps without an event (a safety net, not a poll).
+_MAX_PUMP_SLEEP = 5.0
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def actor_name(scope: str) -> str:
+    """The one actor name of a scope: every pod resolves the same actor."""
+    return f"{ACTOR_PREFIX}-{scope}"
+
+
+class AdmissionActor:
+    """One scope's admission state behind async methods (one actor event loop).
+
+    Every method may be called concurrently; the policy is only touched between
+    awaits, so each decision is atomic.
+    """
+
+    def __init__(
+        self,
+        config: AdmissionConfig | Mapping[str, Any],
+        *,
+        database_url: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = (
+            config
+            if isinstance(config, AdmissionConfig)
+            else AdmissionConfig.model_validate(config)
+        )
+        self._policy = AdmissionPolicy(self.config, clock=clock)
+        self._database_url = database_url
+        self._pool: asyncpg.Pool | None = None
+        self._ledger: AdmissionLedger | None = None
+        self._waiters: dict[int, asyncio.Future[Grant | None]] = {}
+        self._wake: asyncio.Future[None] | None = None
+        self._pump: asyncio.Task[None] | None = None
+        self._start_lock: asyncio.Lock | None = None
+        self._started = False
+        self._background: set[asyncio.Task[None]] = set()
+        self.ledger_errors = 0
+        self.restored = 0
+
+    # ---- lifecycle -------------------------------------------------------------
+
+    async def start(self) -> dict[str, Any]:
+        """Open the ledger, expire stale grants, replay the window, start the pump.
+
+        Idempotent (every driver may call it); ``acquire`` calls it too, so a
+        restarted actor recovers on its first call. Returns :meth:`snapshot`.
+        """
+        if not self._started:
+            if self._start_lock is None:
+                self._start_lock = asyncio.Lock()
+            async with self._start_lock:
+                if not self._started:
+                    await self._open_ledger()
+                    self._pump = asyncio.create_task(self._run_pump())
+                    self._started = True
+        return await self.snapshot()
+
+    async def stop(self) -> None:
+        """Stop the pump; queued acquirers get ``Wait(LIMITER_UNREACHABLE)``."""
+        if self._pump is not None:
+            self._pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump
+            self._pump = None
+        self._wake = None
+        for fut in self._waiters.values():
+            if not fut.done():
+                fut.set_result(None)
+        self._waiters.clear()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+            self._ledger = None
+        self._started = False
+
+    async def _open_ledger(self) -> None:
+        if self._database_url is None:
+            return
+        scope, ttl = self.config.scope, self.config.grant_ttl_seconds
+        try:
+            self._pool = await create_pool(self._database_url, min_size=1, max_size=4)
+            self._ledger = AdmissionLedger(self._pool)
+            if ttl is not None:
+                expired = await self._ledger.expire_stale(scope, ttl)
+                if expired:
+                    log.warning(
+                        "admission %s: %d stale grants expired (uncertain)", scope, len(expired)
+                    )
+            self.restored = self._policy.restore(
+                await self._ledger.window(scope, self.config.window_seconds)
+            )
+            log.info("admission %s: replayed %d grants from the ledger", scope, self.restored)
+        except (OSError, asyncpg.PostgresError) as exc:
+            self.ledger_errors += 1
+            log.error("admission %s: ledger unavailable, running unrecorded: %s", scope, exc)
+
+    # ---- the protocol ----------------------------------------------------------
+
+    async def acquire(
+        self,
+        tenant: str,
+        est_prompt_tokens: int,
+        max_output_tokens: int,
+        *,
+        priority: PriorityClass | str = PriorityClass.STANDARD,
+        job_id: str | None = None,
+        fence: int | None = None,
+        timeout: float | None = None,
+    ) -> Grant | Wait:
+        """Wait, in fair order, until every dimension grants at once.
+
+        Args:
+            tenant: the tenant id (a UUID string when the ledger is on).
+            est_prompt_tokens: estimated prompt tokens of the attempt.
+            max_output_tokens: the attempt's ``max_tokens``.
+            priority: the job's priority class.
+            job_id, fence: recorded on the grant and in the ledger.
+            timeout: seconds to wait; 0 tries once; None waits until granted.
+
+        Returns:
+            The grant, or a :class:`Wait` saying which limit still blocks.
+
+        Raises:
+            ReservationTooLarge: no amount of waiting can admit this reservation.
+        """
+        await self.start()
+        ticket = self._policy.submit(
+            tenant, est_prompt_tokens, max_output_tokens, priority, job_id=job_id, fence=fence
+        )
+        fut: asyncio.Future[Grant | None] = asyncio.get_running_loop().create_future()
+        self._waiters[ticket.id] = fut
+        self._dispatch()
+        if not fut.done():
+            self._kick()
+            try:
+                await asyncio.wait_for(asyncio.shield(fut), timeout)
+            except TimeoutError:
+                if not fut.done():
+                    hint = self._policy.wait_hint(ticket.id)
+                    self._policy.cancel(ticket.id)
+                    self._waiters.pop(ticket.id, None)
+                    return hint
+            except asyncio.CancelledError:
+                self._waiters.pop(ticket.id, None)
+                handed = fut.result() if fut.done() else None
+                if not self._policy.cancel(ticket.id) and handed is not None:
+                    self._give_back(handed)
+                raise
+        grant = fut.result()
+        if grant is None:
+            return Wait(self.config.recheck_seconds, WaitReason.LIMITER_UNREACHABLE)
+        if self._ledger is not None:
+            await self._ledger_call(self._ledger.record_grant(grant), grant.grant_id)
+        return grant
+
+    async def release(
+        self,
+        grant: Grant | str,
+        usage: ReportedUsage | None = None,
+        *,
+        uncertain: bool = False,
+        attempted: bool = True,
+    ) -> Reconciliation | None:
+        """Settle a grant (rules of :func:`pipeline.admission.reconcile`).
+
+        Returns None for a grant this actor no longer holds open (expired, or
+        settled already); the ledger keeps the first settlement.
+        """
+        await self.start()
+        try:
+            rec = self._policy.release(grant, usage, uncertain=uncertain, attempted=attempted)
+        except UnknownGrant:
+            grant_id = grant if isinstance(grant, str) else grant.grant_id
+            log.warning("admission %s: late or repeated release of %s", self.config.scope, grant_id)
+            if isinstance(grant, Grant) and self._ledger is not None:
+                late = reconcile(grant, usage, uncertain=uncertain, attempted=attempted)
+                with contextlib.suppress(OwnershipError):
+                    await self._ledger.record_settlement(late)
+            return None
+        self._dispatch()
+        if self._ledger is not None:
+            await self._ledger_call(self._ledger.record_settlement(rec), rec.grant_id)
+        return rec
+
+    async def cooldown(self, seconds: float | None = None) -> float:
+        """Shared cooldown after a 429 (``seconds`` = the provider's delay hint)."""
+        await self.start()
+        remaining = self._policy.cooldown(seconds)
+        log.info(
+            "admission %s: 429 cooldown %.2fs (hint %s)", self.config.scope, remaining, seconds
+        )
+        self._kick()
+        return remaining
+
+    async def snapshot(self) -> dict[str, Any]:
+        """The policy snapshot plus actor facts (waiters, ledger state)."""
+        snap = dataclasses.asdict(self._policy.snapshot())
+        snap.update(
+            waiters=len(self._waiters),
+            ledger=self._ledger is not None,
+            ledger_errors=self.ledger_errors,
+            restored=self.restored,
+        )
+        return snap
+
+    # ---- internals -------------------------------------------------------------
+
+    def _kick(self) -> None:
+        if self._wake is not None:
+            _resolve(self._wake)
+
+    def _dispatch(self) -> None:
+        """Expire overdue grants, then hand grants to waiting acquirers in DRR order."""
+        for rec in self._policy.expire_overdue():
+            log.warning(
+                "admission %s: grant %s of %s expired unreleased; charged %d tokens",
+                self.config.scope, rec.grant_id, rec.tenant, rec.charged_tokens,
+            )  # fmt: skip
+            if self._ledger is not None:
+                self._spawn(self._ledger_call(self._ledger.record_settlement(rec), rec.grant_id))
+        for ticket in self._policy.dispatch():
+            assert ticket.grant is not None
+            fut = self._waiters.pop(ticket.id, None)
+            if fut is None or fut.done():
+                self._give_back(ticket.grant)
+            else:
+                fut.set_result(ticket.grant)
+
+    def _give_back(self, grant: Grant) -> None:
+        """A grant whose acquirer left before receiving it: never attempted."""
+        with contextlib.suppress(UnknownGrant):
+            self._policy.release(grant, attempted=False)
+        self._kick()
+
+    async def _run_pump(self) -> None:
+        """Re-dispatch when time alone unblocks a waiter (window slides, cooldown ends).
+
+        Sleeps on a plain future that :meth:`_kick` resolves or a timer ends, so
+        cancelling the pump (``stop``) never races a nested ``wait_for`` task.
+        """
+        loop = asyncio.get_running_loop()
+        while True:
+            self._wake = loop.create_future()
+            self._dispatch()
+            delay = self._policy.next_wakeup()
+            sleep = _MAX_PUMP_SLEEP if delay is None else min(delay, _MAX_PUMP_SLEEP)
+            timer = loop.call_later(sleep, _resolve, self._wake)
+            try:
+                await self._wake
+            finally:
+                timer.cancel()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _ledger_call(self, write: Awaitable[None], grant_id: str) -> None:
+        try:
+            await write
+        except (
+            OSError, ValueError, asyncpg.PostgresError, asyncpg.InterfaceError, OwnershipError
+        ) as exc:  # fmt: skip
+            self.ledger_errors += 1
+            log.error(
+                "admission %s: ledger write for %s failed: %s", self.config.scope, grant_id, exc
+            )
+
+
+def admission_actor(
+    name: str,
+    policy_config: AdmissionConfig | Mapping[str, Any],
+    *,
+    database_url: str | None = None,
+    namespace: str | None = None,
+    detached: bool = True,
+) -> Any:
+    """Get or create the named AdmissionActor of a scope; returns its handle.
+
+    Use ``name=actor_name(config.scope)``. With ``get_if_exists`` the first
+    creator's config wins (compare ``snapshot()['limits']`` if it matters). The
+    actor reserves no CPU (it waits on I/O; a CPU-reserving actor deadlocks Serve
+    on 2 cores) and is restarted by Ray after a crash, recovering from the ledger.
+    """
+    import ray
+
+    options: dict[str, Any] = {
+        "num_cpus": 0,
+        "max_concurrency": 1000,
+        "name": name,
+        "get_if_exists": True,
+        "max_restarts": -1,
+        "max_task_retries": 0,  # an acquire is not idempotent: never replayed blindly
+    }
+    if namespace is not None:
+        options["namespace"] = namespace
+    if detached:
+        options["lifetime"] = "detached"
+    remote_cls = ray.remote(AdmissionActor)
+    return remote_cls.options(**options).remote(policy_config, database_url=database_url)

@@ -1,0 +1,153 @@
+"""AdmissionActor as a plain class on one event loop (no Ray): concurrent acquirers
+never exceed the permits, are served in fair order, time out with a reason, and
+leak nothing when they give up. The client runs over an in-process handle."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from cluster.admission import AdmissionActor, AdmissionClient, LocalActorHandle
+from pipeline.admission import AdmissionConfig, Grant, Wait, WaitReason
+from pipeline.engines import Usage
+from pipeline.errors import ReservationTooLarge
+
+
+def actor(**limits: object) -> AdmissionActor:
+    return AdmissionActor(AdmissionConfig(scope="unit", **limits))  # type: ignore[arg-type]
+
+
+async def test_concurrent_acquirers_never_exceed_permits() -> None:
+    a = actor(max_in_flight=3, tenant_max_in_flight=2, rpm=10_000)
+    in_flight: dict[str, int] = {"all": 0, "t0": 0, "t1": 0, "t2": 0}
+    peaks = dict.fromkeys(in_flight, 0)
+
+    async def caller(n: int) -> None:
+        tenant = f"t{n % 3}"
+        for _ in range(5):
+            g = await a.acquire(tenant, 100, 50, timeout=10)
+            assert isinstance(g, Grant)
+            for key in ("all", tenant):
+                in_flight[key] += 1
+                peaks[key] = max(peaks[key], in_flight[key])
+            await asyncio.sleep(0.001 * (n % 4))
+            for key in ("all", tenant):
+                in_flight[key] -= 1
+            await a.release(g, Usage(80, 40))
+
+    await asyncio.gather(*(caller(n) for n in range(24)))
+    assert peaks["all"] == 3
+    assert max(peaks[t] for t in ("t0", "t1", "t2")) == 2
+    snap = await a.snapshot()
+    assert (snap["in_flight"], snap["granted_total"], snap["waiters"]) == (0, 120, 0)
+    assert snap["window_tokens"] == 120 * 120
+    await a.stop()
+
+
+async def test_b_is_served_before_a_hundredth_grant_of_a() -> None:
+    a = actor(max_in_flight=2)
+    order: list[str] = []
+    gate = asyncio.Event()
+
+    async def job(tenant: str) -> None:
+        g = await a.acquire(tenant, 600, 400)
+        assert isinstance(g, Grant)
+        order.append(tenant)
+        await gate.wait()
+        await a.release(g, Usage(500, 300))
+
+    backlog = [asyncio.create_task(job("A")) for _ in range(1000)]
+    while (await a.snapshot())["waiters"] < 998:  # A's 1,000 acquires arrive first
+        await asyncio.sleep(0)
+    b = asyncio.create_task(job("B"))
+    while (await a.snapshot())["waiters"] < 999:
+        await asyncio.sleep(0)
+    gate.set()
+    await asyncio.gather(b, *backlog)
+    assert len(order) == 1001
+    assert order.index("B") < 100
+    assert order.index("B") <= 2 + 4096 // 1000 + 1
+    await a.stop()
+
+
+async def test_timeout_returns_the_blocking_reason_and_leaks_nothing() -> None:
+    a = actor(max_in_flight=1, rpm=1)
+    g = await a.acquire("t", 10, 10)
+    assert isinstance(g, Grant)
+    wait = await a.acquire("t", 10, 10, timeout=0)
+    assert wait == Wait(1.0, WaitReason.IN_FLIGHT)
+    started = time.monotonic()
+    wait = await a.acquire("u", 10, 10, timeout=0.05)
+    assert isinstance(wait, Wait) and wait.reason is WaitReason.IN_FLIGHT
+    assert time.monotonic() - started >= 0.05
+    # A cancelled acquirer leaves no ticket and no permit behind.
+    pending = asyncio.create_task(a.acquire("v", 10, 10))
+    await asyncio.sleep(0.01)
+    pending.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await pending
+    assert (await a.snapshot())["queued"] == {}
+    await a.release(g, None, attempted=False)  # never called: the request slot comes back
+    g2 = await a.acquire("t", 10, 10, timeout=0)
+    assert isinstance(g2, Grant)
+    await a.release(g2, Usage(5, 5))
+    wait = await a.acquire("t", 10, 10, timeout=0)
+    assert isinstance(wait, Wait) and wait.reason is WaitReason.RPM
+    assert 59.0 < wait.seconds <= 60.0
+    assert await a.release(g2) is None  # a second release is refused, not double-counted
+    with pytest.raises(ReservationTooLarge):
+        await actor(tpm=100).acquire("t", 90, 11)
+    await a.stop()
+
+
+async def test_cooldown_holds_every_waiter_until_it_ends() -> None:
+    a = actor(max_in_flight=10, cooldown_min_seconds=0.0)
+    assert await a.cooldown(0.3) == pytest.approx(0.3, abs=0.01)
+    started = time.monotonic()
+    grants = await asyncio.gather(*(a.acquire(t, 10, 10, timeout=5) for t in "abcd"))
+    elapsed = time.monotonic() - started
+    assert all(isinstance(g, Grant) for g in grants)
+    assert elapsed >= 0.29
+    assert min(g.waited_seconds for g in grants if isinstance(g, Grant)) >= 0.29
+    await a.stop()
+
+
+async def test_expired_grant_frees_its_permit_for_waiters() -> None:
+    a = actor(max_in_flight=1, grant_ttl_seconds=0.2)
+    crashed = await a.acquire("t", 10, 10)
+    assert isinstance(crashed, Grant)
+    g = await a.acquire("u", 10, 10, timeout=5)  # the pump expires the holder, then grants
+    assert isinstance(g, Grant)
+    snap = await a.snapshot()
+    assert (snap["expired_total"], snap["in_flight"]) == (1, 1)
+    assert await a.release(crashed, Usage(1, 1)) is None  # late release: stays charged
+    assert (await a.snapshot())["window_tokens"] == 40
+    await a.stop()
+
+
+async def test_stop_answers_waiters_with_limiter_unreachable() -> None:
+    a = actor(max_in_flight=1)
+    await a.acquire("t", 1, 1)
+    waiter = asyncio.create_task(a.acquire("u", 1, 1))
+    await asyncio.sleep(0.01)
+    await a.stop()
+    assert await waiter == Wait(1.0, WaitReason.LIMITER_UNREACHABLE)
+
+
+async def test_client_over_local_handle_passes_through() -> None:
+    a = actor(max_in_flight=1)
+    client = AdmissionClient(LocalActorHandle(a), scope="unit")
+    g = await client.acquire("t", 10, 10, timeout=0)
+    assert isinstance(g, Grant) and not g.emergency
+    blocked = await client.acquire("t", 10, 10, timeout=0)
+    assert isinstance(blocked, Wait) and blocked.reason is WaitReason.IN_FLIGHT
+    rec = await client.release(g, Usage(3, 4))
+    assert rec is not None and rec.charged_tokens == 7
+    assert await client.cooldown(0.5) == pytest.approx(0.5, abs=0.01)
+    assert (await client.snapshot())["cooldowns_total"] == 1
+    with pytest.raises(ReservationTooLarge):  # the actor's own error is not "unreachable"
+        await AdmissionClient(LocalActorHandle(actor(tpm=10)), scope="u").acquire("t", 9, 2)
+    assert not client.unreachable
+    await a.stop()
