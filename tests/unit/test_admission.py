@@ -216,7 +216,7 @@ class AdmissionMachine(RuleBasedStateMachine):
     def expire(self) -> None:
         for rec in self.policy.expire_overdue():
             entry = self.charges[rec.grant_id]
-            assert entry.open and self.clock() - entry.t >= self.cfg.grant_ttl_seconds
+            assert entry.open and self.clock() - entry.t >= self.cfg.grant_ttl_seconds - 1e-6
             assert (rec.outcome, rec.charged_tokens, rec.expired) == (
                 GrantOutcome.UNCERTAIN,
                 entry.reserved,
