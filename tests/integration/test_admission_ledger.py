@@ -11,6 +11,7 @@ from decimal import Decimal
 import asyncpg
 import pytest
 
+from cluster.admission import AdmissionActor
 from pipeline.admission import (
     AdmissionConfig,
     AdmissionPolicy,
@@ -26,6 +27,7 @@ from pipeline.clock import ManualClock
 from pipeline.engines import Usage
 from pipeline.errors import OwnershipError
 from pipeline.jobs import JobStore
+from pipeline.tenants import Tenant, get_tenant
 from tests.support.jobs import accept_many, new_tenant
 
 pytestmark = pytest.mark.integration
@@ -195,3 +197,72 @@ async def test_report_per_tenant_reserved_vs_used_and_cost(pool: asyncpg.Pool) -
     everyone = await ledger.report_all(scope="provider-a")
     assert {str(x.tenant_id) for x in everyone} == {a, b}
     assert [x.charged_tokens for x in everyone if str(x.tenant_id) == b] == [1500]
+
+
+# ---- the actor writing through to the ledger (no Ray: the plain class) -------------
+
+
+def actor_config(**limits: object) -> AdmissionConfig:
+    return AdmissionConfig(scope=f"prov-{uuid.uuid4().hex[:8]}", **limits)  # type: ignore[arg-type]
+
+
+async def test_restarted_actor_keeps_uncertain_attempts_charged(
+    dsn: str, pool: asyncpg.Pool
+) -> None:
+    tenant = str((await new_tenant(pool)).id)
+    cfg = actor_config(tpm=5_000, max_in_flight=4)
+    first = AdmissionActor(cfg, database_url=dsn)
+    g1 = grant_of(await first.acquire(tenant, 1000, 1000))
+    await first.release(g1, None, uncertain=True)  # timed out: stays charged (2000)
+    g2 = grant_of(await first.acquire(tenant, 500, 500))
+    await first.release(g2, Usage(300, 100))  # reconciled to 400
+    g3 = grant_of(await first.acquire(tenant, 500, 500))  # still in flight at the restart
+    await first.stop()
+
+    second = AdmissionActor(cfg, database_url=dsn)
+    snap = await second.start()
+    assert (snap["restored"], snap["ledger"], snap["ledger_errors"]) == (3, True, 0)
+    assert (snap["window_tokens"], snap["window_requests"], snap["in_flight"]) == (3400, 3, 1)
+    blocked = await second.acquire(tenant, 1000, 601, timeout=0)
+    assert isinstance(blocked, Wait) and blocked.reason is WaitReason.TPM
+    rec = await second.release(g3, Usage(200, 100))  # its driver survived the restart
+    assert rec is not None and rec.charged_tokens == 300
+    await second.stop()
+
+    [usage] = await AdmissionLedger(pool).report(tenant)
+    assert (usage.grants, usage.reconciled, usage.uncertain, usage.open) == (3, 2, 1, 0)
+    assert (usage.reserved_tokens, usage.charged_tokens) == (4000, 2700)
+
+
+async def test_actor_expiry_is_recorded_and_frees_the_permit(dsn: str, pool: asyncpg.Pool) -> None:
+    tenant = str((await new_tenant(pool)).id)
+    [job_id] = await accept_many(JobStore(pool), await _tenant(pool, tenant), 1)
+    actor = AdmissionActor(actor_config(max_in_flight=1, grant_ttl_seconds=0.2), database_url=dsn)
+    crashed = grant_of(await actor.acquire(tenant, 100, 50, job_id=str(job_id), fence=1))
+    after = grant_of(await actor.acquire(tenant, 100, 50, job_id=str(job_id), fence=2, timeout=5))
+    await actor.release(after, Usage(90, 10))
+    await actor.stop()  # waits for the background ledger writes
+    rows = await AdmissionLedger(pool).grants_for_job(tenant, job_id)
+    assert [(r.fence, r.outcome, r.settled_by, r.charged_tokens) for r in rows] == [
+        (1, GrantOutcome.UNCERTAIN, "expiry", 150),
+        (2, GrantOutcome.RECONCILED, "driver", 100),
+    ]
+    assert crashed.grant_id == str(rows[0].id)
+
+
+async def test_unreachable_ledger_never_blocks_admission() -> None:
+    from tests.conftest import dsn_for
+
+    actor = AdmissionActor(actor_config(max_in_flight=2), database_url=dsn_for("fl_no_such_db"))
+    snap = await actor.start()
+    assert (snap["ledger"], snap["ledger_errors"]) == (False, 1)
+    g = grant_of(await actor.acquire(str(uuid.uuid4()), 10, 10, timeout=0))
+    assert (await actor.release(g, Usage(5, 5))) is not None
+    await actor.stop()
+
+
+async def _tenant(pool: asyncpg.Pool, tenant_id: str) -> Tenant:
+    async with pool.acquire() as conn:
+        found = await get_tenant(conn, uuid.UUID(tenant_id))
+    assert found is not None
+    return found
