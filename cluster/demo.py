@@ -233,7 +233,18 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
         attempt_timeout_seconds=240,
         heartbeat_seconds=10,
     )
-    cluster = LocalCluster(ClusterConfig(settings=settings, drivers=opts.drivers, worker=worker))
+    cluster = LocalCluster(
+        ClusterConfig(
+            settings=settings,
+            drivers=opts.drivers,
+            worker=worker,
+            admission={
+                "max_in_flight": opts.drivers * opts.driver_concurrency,
+                "grant_ttl_seconds": 900.0,
+                "tenant_weights": {},
+            },
+        )
+    )
     result: dict[str, Any] = {}
     try:
         cluster.start()

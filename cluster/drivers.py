@@ -54,6 +54,68 @@ class EngineSpec:
         raise ValueError(f"unknown engine kind {self.kind!r}")
 
 
+@dataclass(frozen=True)
+class _Counted:
+    """Usage as the admission ledger reads it (unknown counts as zero)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+
+
+class ActorGate:
+    """The driver's :class:`AdmissionGate` over an :class:`AdmissionClient`.
+
+    A ``Wait`` answer (no budget within the timeout) becomes a retryable
+    ``AdmissionDeferred`` carrying the actor's wait hint, so the job store
+    persists a retry no sooner than the budget can admit it.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    async def acquire(
+        self,
+        *,
+        tenant: str,
+        prompt_tokens: int,
+        max_output_tokens: int,
+        priority: int,
+        timeout: float,
+        job_id: str | None = None,
+        fence: int | None = None,
+    ) -> Any:
+        from pipeline.errors import AdmissionDeferred
+        from pipeline.grants import Wait, priority_class_for
+
+        got = await self.client.acquire(
+            tenant,
+            prompt_tokens,
+            max_output_tokens,
+            priority=priority_class_for(priority),
+            job_id=job_id,
+            fence=fence,
+            timeout=timeout,
+        )
+        if isinstance(got, Wait):
+            raise AdmissionDeferred(
+                f"no admission budget within {timeout:.0f} s ({got.reason})",
+                retry_after=got.seconds,
+            )
+        return got
+
+    async def release(self, grant: Any, *, usage: Any, uncertain: bool) -> None:
+        counted = None
+        if usage is not None and not uncertain:
+            counted = _Counted(
+                usage.prompt_tokens or 0, usage.completion_tokens or 0, usage.cached_tokens or 0
+            )
+        await self.client.release(grant, counted, uncertain=uncertain)
+
+    async def cooldown(self, seconds: float) -> None:
+        await self.client.cooldown(seconds)
+
+
 class TaskDriver:
     """One driver process: claims, heartbeats, admission, engine call, fenced commit."""
 
@@ -101,10 +163,9 @@ class TaskDriver:
     def _admission(self) -> AdmissionGate | None:
         if self.admission_scope is None:
             return None
-        from cluster.admission import driver_gate
+        from cluster.admission_client import AdmissionClient
 
-        gate: AdmissionGate = driver_gate(self.admission_scope)
-        return gate
+        return ActorGate(AdmissionClient.for_scope(self.admission_scope))
 
     async def _hand_off(self, settled: Settled) -> None:
         """Wake the delivery actor; the durable delivery rows are the source of truth."""

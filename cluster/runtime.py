@@ -99,10 +99,16 @@ class LocalCluster:
             {"database_url": cfg.settings.database_url}, timeout_s=cfg.deploy_timeout_s
         )
         progress(f"serve: intake API on {self.intake_url}")
-        from cluster.admission import start_admission_actor
+        from cluster.admission import actor_name, admission_actor
         from cluster.delivery import build_delivery_actor
 
-        self.admission = start_admission_actor(ADMISSION_SCOPE, cfg.admission)
+        self.admission = admission_actor(
+            actor_name(ADMISSION_SCOPE),
+            {"scope": ADMISSION_SCOPE, **cfg.admission},
+            database_url=cfg.settings.database_url,
+            detached=False,
+        )
+        ray.get(self.admission.start.remote())
         self.delivery = build_delivery_actor(cfg.settings)
         ray.get(self.delivery.start.remote())
         self.maintenance = build_maintenance(cfg.settings)

@@ -7,7 +7,8 @@ Hierarchy::
     │   ├── ProviderRateLimited   429 / shared cooldown; carries retry_after
     │   ├── ProviderUnavailable   5xx, connection errors
     │   ├── ProviderTimeout       the attempt deadline fired (outcome uncertain: still billable)
-    │   └── MalformedOutput       unparseable or schema-invalid model output
+    │   ├── MalformedOutput       unparseable or schema-invalid model output
+    │   └── AdmissionDeferred     no admission budget in time; no call was made
     ├── TerminalError             no further attempt can succeed
     │   ├── ContextTooLong        the prompt fits no engine pool
     │   ├── DeadlineExceeded      the job's deadline leaves no room for an attempt
@@ -72,6 +73,12 @@ class ProviderTimeout(RetryableError):
 
 class MalformedOutput(RetryableError):
     error_class = "malformed_output"
+
+
+class AdmissionDeferred(RetryableError):
+    """The admission budget had no room within the attempt's wait; nothing was called."""
+
+    error_class = "admission_deferred"
 
 
 class TerminalError(FencelineError):

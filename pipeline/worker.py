@@ -66,6 +66,8 @@ class AdmissionGate(Protocol):
         max_output_tokens: int,
         priority: int,
         timeout: float,
+        job_id: str | None = None,
+        fence: int | None = None,
     ) -> Any:
         """Block until granted; raise :class:`RetryableError` if not granted in time."""
         ...
@@ -98,7 +100,7 @@ class WorkerConfig:
     attempt_timeout_seconds: float = 45.0
     commit_margin_seconds: float = 5.0
     heartbeat_seconds: float = 30.0
-    admission_timeout_seconds: float = 30.0
+    admission_timeout_seconds: float = 300.0
     max_output_tokens: int | None = None
     include_schema_in_prompt: bool = False
     idle_poll_seconds: float = 2.0
@@ -207,6 +209,8 @@ class AttemptRunner:
                 max_output_tokens=budget.max_output_tokens,
                 priority=lease.priority,
                 timeout=min(self.config.admission_timeout_seconds, timeout),
+                job_id=str(lease.job_id),
+                fence=lease.fence,
             )
         except RetryableError as exc:
             return await self._retry(lease, exc, None)
