@@ -364,7 +364,8 @@ class PoolEngine:
     Args:
         pool: the pool this replica belongs to (one entry of ``pools.yaml``).
         metrics_port: serve this replica's ``fenceline_engine_*`` metrics on this
-            port (0 = any free port); None serves them only via :meth:`metrics_text`.
+            port (0 = any free port); None uses the pool's ``metrics_port``, and
+            without one they are served only by :meth:`metrics_text`.
     """
 
     def __init__(self, pool: PoolConfig | dict[str, Any], metrics_port: int | None = None) -> None:
@@ -373,11 +374,25 @@ class PoolEngine:
         self.metrics_port: int | None = None
         self._engine: AsyncLLM | None = build_engine(self.pool, self.metrics)
         self._in_flight: set[str] = set()
-        if metrics_port is not None:
-            from prometheus_client import start_http_server
+        port = metrics_port if metrics_port is not None else self.pool.metrics_port
+        if port is not None:
+            self.metrics_port = self._serve_metrics(port)
 
-            server, _ = start_http_server(metrics_port, registry=self.metrics.registry)
-            self.metrics_port = int(server.server_port)
+    def _serve_metrics(self, port: int) -> int:
+        from prometheus_client import start_http_server
+
+        try:
+            server, _ = start_http_server(port, registry=self.metrics.registry)
+        except OSError:
+            # Another replica of a pool on this node holds the port.
+            server, _ = start_http_server(0, registry=self.metrics.registry)
+            log.warning(
+                "pool %s: metrics port %d taken, serving on %d",
+                self.pool.name,
+                port,
+                server.server_port,
+            )
+        return int(server.server_port)
 
     @property
     def engine(self) -> AsyncLLM:
