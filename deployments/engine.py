@@ -267,14 +267,21 @@ def build_engine(pool: PoolConfig, metrics: EngineMetrics | None = None) -> Asyn
 
 
 def sampling_params(json_schema: JsonSchema, max_tokens: int) -> SamplingParams:
-    """Greedy, schema-constrained, streamed as deltas (for TTFT/ITL)."""
+    """Greedy, schema-constrained, streamed as deltas (for TTFT/ITL).
+
+    ``disable_any_whitespace`` makes the grammar emit compact JSON: whitespace
+    between tokens carries no information, costs decode steps, and is where a
+    small greedy model most easily loops until ``max_tokens``.
+    """
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
     return SamplingParams(
         max_tokens=max_tokens,
         temperature=0.0,
-        structured_outputs=StructuredOutputsParams(json=dict(json_schema)),
+        structured_outputs=StructuredOutputsParams(
+            json=dict(json_schema), disable_any_whitespace=True
+        ),
         output_kind=RequestOutputKind.DELTA,
     )
 
