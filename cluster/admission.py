@@ -122,18 +122,23 @@ class AdmissionActor:
     async def start(self) -> dict[str, Any]:
         """Open the ledger, expire stale grants, replay the window, start the pump.
 
-        Idempotent (every driver may call it); ``acquire`` calls it too, so a
-        restarted actor recovers on its first call. Returns :meth:`snapshot`.
+        Idempotent (every driver may call it); every other method starts the
+        actor too, so a restarted actor recovers on its first call. Returns
+        :meth:`snapshot`.
         """
-        if not self._started:
-            if self._start_lock is None:
-                self._start_lock = asyncio.Lock()
-            async with self._start_lock:
-                if not self._started:
-                    await self._open_ledger()
-                    self._pump = asyncio.create_task(self._run_pump())
-                    self._started = True
+        await self._ensure_started()
         return await self.snapshot()
+
+    async def _ensure_started(self) -> None:
+        if self._started:
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if not self._started:
+                await self._open_ledger()
+                self._pump = asyncio.create_task(self._run_pump())
+                self._started = True
 
     async def stop(self) -> None:
         """Stop the pump; queued acquirers get ``Wait(LIMITER_UNREACHABLE)``."""
@@ -205,7 +210,7 @@ class AdmissionActor:
         Raises:
             ReservationTooLarge: no amount of waiting can admit this reservation.
         """
-        await self.start()
+        await self._ensure_started()
         ticket = self._policy.submit(
             tenant, est_prompt_tokens, max_output_tokens, priority, job_id=job_id, fence=fence
         )
@@ -248,7 +253,7 @@ class AdmissionActor:
         Returns None for a grant this actor no longer holds open (expired, or
         settled already); the ledger keeps the first settlement.
         """
-        await self.start()
+        await self._ensure_started()
         try:
             rec = self._policy.release(grant, usage, uncertain=uncertain, attempted=attempted)
         except UnknownGrant:
@@ -266,7 +271,7 @@ class AdmissionActor:
 
     async def cooldown(self, seconds: float | None = None) -> float:
         """Shared cooldown after a 429 (``seconds`` = the provider's delay hint)."""
-        await self.start()
+        await self._ensure_started()
         remaining = self._policy.cooldown(seconds)
         log.info(
             "admission %s: 429 cooldown %.2fs (hint %s)", self.config.scope, remaining, seconds

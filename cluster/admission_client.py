@@ -293,12 +293,12 @@ class AdmissionClient:
     def _failed(self, operation: str, exc: Exception) -> None:
         """Classify a failed call: the actor's own errors re-raise, the rest mean
         the limiter is unreachable (dead, restarting, partitioned or hung)."""
+        if isinstance(exc, FencelineError):
+            raise exc  # the actor answered, e.g. ReservationTooLarge
         from ray.exceptions import RayError
 
-        if isinstance(exc, FencelineError) or not isinstance(
-            exc, TimeoutError | OSError | RayError
-        ):
-            raise exc  # the actor answered (e.g. ReservationTooLarge), or a caller bug
+        if not isinstance(exc, TimeoutError | OSError | RayError):
+            raise exc  # a caller bug, not an outage
         self.metrics.unreachable.labels(operation).inc()
         self._down_until = self._clock() + self.retry_seconds
         if not self._down:
