@@ -279,6 +279,12 @@ class AdmissionActor:
         self._kick()
         return remaining
 
+    async def run_once(self) -> int:
+        """One dispatch round (what the pump does on a timer), for tests and
+        operators; returns the number of waiting acquirers granted."""
+        await self._ensure_started()
+        return self._dispatch()
+
     async def snapshot(self) -> dict[str, Any]:
         """The policy snapshot plus actor facts (waiters, ledger state)."""
         snap = dataclasses.asdict(self._policy.snapshot())
@@ -296,8 +302,10 @@ class AdmissionActor:
         if self._wake is not None:
             _resolve(self._wake)
 
-    def _dispatch(self) -> None:
-        """Expire overdue grants, then hand grants to waiting acquirers in DRR order."""
+    def _dispatch(self) -> int:
+        """Expire overdue grants, then hand grants to waiting acquirers in DRR order;
+        returns how many acquirers received a grant."""
+        handed = 0
         for rec in self._policy.expire_overdue():
             log.warning(
                 "admission %s: grant %s of %s expired unreleased; charged %d tokens",
@@ -312,6 +320,8 @@ class AdmissionActor:
                 self._give_back(ticket.grant)
             else:
                 fut.set_result(ticket.grant)
+                handed += 1
+        return handed
 
     def _give_back(self, grant: Grant) -> None:
         """A grant whose acquirer left before receiving it: never attempted."""

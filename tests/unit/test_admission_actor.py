@@ -122,6 +122,7 @@ async def test_expired_grant_frees_its_permit_for_waiters() -> None:
     assert isinstance(g, Grant)
     snap = await a.snapshot()
     assert (snap["expired_total"], snap["in_flight"]) == (1, 1)
+    assert await a.run_once() == 0  # nothing left to hand out
     assert await a.release(crashed, Usage(1, 1)) is None  # late release: stays charged
     assert (await a.snapshot())["window_tokens"] == 40
     await a.stop()
@@ -150,4 +151,22 @@ async def test_client_over_local_handle_passes_through() -> None:
     with pytest.raises(ReservationTooLarge):  # the actor's own error is not "unreachable"
         await AdmissionClient(LocalActorHandle(actor(tpm=10)), scope="u").acquire("t", 9, 2)
     assert not client.unreachable
+    await a.stop()
+
+
+async def test_run_once_serves_waiters_when_the_window_slides() -> None:
+    now = [1000.0]
+    a = AdmissionActor(AdmissionConfig(scope="unit", rpm=1), clock=lambda: now[0])
+    first = await a.acquire("t", 1, 1)
+    assert isinstance(first, Grant)
+    waiter = asyncio.create_task(a.acquire("u", 1, 1, timeout=30))
+    while (await a.snapshot())["waiters"] < 1:
+        await asyncio.sleep(0)
+    assert await a.run_once() == 0
+    now[0] += 59.9
+    assert await a.run_once() == 0
+    now[0] += 0.1  # the first slot leaves the 60 s window
+    assert await a.run_once() == 1
+    granted = await waiter
+    assert isinstance(granted, Grant) and granted.waited_seconds == pytest.approx(60.0)
     await a.stop()
