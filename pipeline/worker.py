@@ -164,12 +164,16 @@ class AttemptRunner:
                 log.exception("heartbeat failed for job %s", lease.job_id)
 
     def _time_left(self, lease: Lease) -> float:
+        """Seconds the engine call may take: the attempt timeout, bounded by the deadline
+        (less a commit margin) and, only when heartbeats cannot renew it in time, the lease."""
         now = datetime.now(UTC)
         to_deadline = (lease.deadline_at - now).total_seconds() - self.config.commit_margin_seconds
-        to_lease = (lease.lease_until - now).total_seconds() - self.config.commit_margin_seconds
-        # The heartbeat keeps the lease alive, so the lease bounds only when beats are slower.
-        if self.config.heartbeat_seconds < to_lease:
-            to_lease = float("inf")
+        lease_left = (lease.lease_until - now).total_seconds()
+        to_lease = (
+            lease_left - self.config.commit_margin_seconds
+            if self.config.heartbeat_seconds >= lease_left
+            else float("inf")
+        )
         return min(self.config.attempt_timeout_seconds, to_deadline, to_lease)
 
     async def _load(self, lease: Lease) -> tuple[str, TenantMasterData]:
