@@ -223,6 +223,8 @@ def tuned_pool(pool: PoolConfig, args: argparse.Namespace) -> PoolConfig:
     update["cpu"] = cpu
     if args.compile:
         update["enforce_eager"] = False
+    if args.eager:
+        update["enforce_eager"] = True
     if args.max_num_seqs is not None:
         update["max_num_seqs"] = args.max_num_seqs
     if args.max_num_batched_tokens is not None:
@@ -290,7 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lines", type=int, default=3, help="invoice lines per prompt")
     p.add_argument("--bind", default=None, help="VLLM_CPU_OMP_THREADS_BIND: auto|nobind|0-1")
     p.add_argument("--allocator", default=None, choices=["auto", "tcmalloc", "jemalloc", "none"])
-    p.add_argument("--compile", action="store_true", help="enforce_eager=False")
+    compiled = p.add_mutually_exclusive_group()
+    compiled.add_argument("--compile", action="store_true", help="enforce_eager=False")
+    compiled.add_argument("--eager", action="store_true", help="enforce_eager=True")
     p.add_argument("--max-num-seqs", type=int, default=None)
     p.add_argument("--max-num-batched-tokens", type=int, default=None)
     p.add_argument("--deploy-timeout", type=float, default=300)

@@ -96,9 +96,20 @@ def deploy_inference_app(
         if status is not None and status.status == ApplicationStatus.DEPLOY_FAILED:
             raise RuntimeError(f"inference app failed to deploy: {status.message}")
         if time.monotonic() > deadline:
-            message = status.message if status is not None else "no status"
-            raise TimeoutError(f"inference app not running after {timeout_s:.0f} s: {message}")
+            raise TimeoutError(
+                f"inference app not running after {timeout_s:.0f} s: {_describe(status)}"
+            )
         time.sleep(poll_s)
+
+
+def _describe(status: Any) -> str:
+    """The app's and each deployment's status and message, for a failed wait."""
+    if status is None:
+        return "application not registered"
+    parts = [f"app {status.status}: {status.message}".rstrip(": ")]
+    for name, deployment in sorted(status.deployments.items()):
+        parts.append(f"{name} {deployment.status}: {deployment.message}".rstrip(": "))
+    return "; ".join(parts)
 
 
 def serve_config(
