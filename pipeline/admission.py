@@ -143,6 +143,7 @@ class _Charge:
     requests: int
     tokens: int
     in_window: bool = True
+    settled: bool = False
 
 
 @dataclass
@@ -424,7 +425,7 @@ class AdmissionPolicy:
                 continue
             t = now - r.age_seconds
             tokens = r.reserved_tokens if is_open else int(r.charged_tokens or 0)
-            charge = _Charge(t, 1 if r.request_charged else 0, tokens)
+            charge = _Charge(t, 1 if r.request_charged else 0, tokens, settled=not is_open)
             charges.append(charge)
             if is_open:
                 grant = Grant(
@@ -493,6 +494,10 @@ class AdmissionPolicy:
         horizon = self.config.window_seconds
         while self._charges and now - self._charges[0].t >= horizon:
             c = self._charges.popleft()
+            if not c.settled:  # still in flight: the provider may not have seen it yet
+                c.t = now
+                self._charges.append(c)
+                continue
             c.in_window = False
             self._window_requests -= c.requests
             self._window_tokens -= c.tokens
@@ -558,8 +563,16 @@ class AdmissionPolicy:
         self._tenant_open[entry.grant.tenant] -= 1
         charge = entry.charge
         requests = 1 if rec.request_charged else 0
+        # The provider counts a call when it arrives, somewhere between our grant and
+        # this release: keep the charge in the window until ``window_seconds`` after
+        # the release, so no provider-side window can see more than we admitted.
         if charge.in_window:
-            self._window_requests += requests - charge.requests
-            self._window_tokens += rec.charged_tokens - charge.tokens
+            self._window_requests -= charge.requests
+            self._window_tokens -= charge.tokens
+            self._charges.remove(charge)
+        charge.t, charge.in_window, charge.settled = self._clock(), True, True
         charge.requests, charge.tokens = requests, rec.charged_tokens
+        self._charges.append(charge)
+        self._window_requests += requests
+        self._window_tokens += rec.charged_tokens
         self._refunded_total += rec.refunded_tokens

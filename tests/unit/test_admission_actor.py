@@ -159,6 +159,9 @@ async def test_run_once_serves_waiters_when_the_window_slides() -> None:
     a = AdmissionActor(AdmissionConfig(scope="unit", rpm=1), clock=lambda: now[0])
     first = await a.acquire("t", 1, 1)
     assert isinstance(first, Grant)
+    # Settled at once: its slot then stays in the window 60 s after the release
+    # (an open grant would stay until released).
+    await a.release(first, None)
     waiter = asyncio.create_task(a.acquire("u", 1, 1, timeout=30))
     while (await a.snapshot())["waiters"] < 1:
         await asyncio.sleep(0)
