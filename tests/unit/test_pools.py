@@ -242,3 +242,22 @@ def test_cache_dir_is_overridable(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     assert PoolConfig(name="p", max_model_len=10).resolved_model() == str(
         model_prepare.default_model_dir()
     )
+
+
+# -- errors crossing Serve --------------------------------------------------------
+
+
+def test_serve_errors_unwrap_to_the_classified_cause():
+    from ray.exceptions import RayTaskError
+
+    from deployments.router import unwrap_serve_error
+    from pipeline.errors import ProviderRateLimited, ProviderUnavailable
+
+    cause = ProviderRateLimited("slow down", retry_after=3.0)
+    wrapped = RayTaskError("complete", "traceback", cause).as_instanceof_cause()
+    assert isinstance(wrapped, ProviderRateLimited)  # Ray's dual class, without our attributes
+    unwrapped = unwrap_serve_error(RayTaskError("outer", "tb", wrapped))
+    assert unwrapped is cause and unwrapped.retry_after == 3.0
+
+    other = unwrap_serve_error(RuntimeError("replica died"))
+    assert isinstance(other, ProviderUnavailable) and other.uncertain
