@@ -31,6 +31,7 @@ from typing import Any, Protocol, cast
 
 from pipeline.engines import Completion, Engine, Messages
 from pipeline.errors import (
+    AdmissionDeferred,
     LeaseLost,
     MalformedOutput,
     ProviderRateLimited,
@@ -116,6 +117,9 @@ class AttemptReport:
 
 
 CompletedCallback = Callable[[Settled], Awaitable[None]]
+
+#: Sentinel: the lease was lost while waiting for admission.
+_LOST = object()
 
 
 class AttemptRunner:
@@ -207,17 +211,19 @@ class AttemptRunner:
         if timeout <= 1:
             return await self._retry(lease, RetryableError("no time left for an attempt"), None)
         try:
-            grant = await self.admission.acquire(
-                tenant=str(lease.tenant_id),
-                prompt_tokens=budget.prompt_tokens,
-                max_output_tokens=budget.max_output_tokens,
-                priority=lease.priority,
-                timeout=min(self.config.admission_timeout_seconds, timeout),
-                job_id=str(lease.job_id),
-                fence=lease.fence,
-            )
+            grant = await self._admit(lease, budget.prompt_tokens, budget.max_output_tokens, lost)
         except RetryableError as exc:
             return await self._retry(lease, exc, None)
+        except TerminalError as exc:  # e.g. a reservation no budget can ever admit
+            await self._settle(
+                self.store.fail(
+                    lease, error_class=exc.error_class, reason=exc.error_class, detail=str(exc)
+                )
+            )
+            return AttemptReport(lease.job_id, lease.fence, "failed_terminal", str(exc))
+        if grant is _LOST:
+            await self.store.record_late_result(lease, None)
+            return AttemptReport(lease.job_id, lease.fence, "lease_lost")
         timeout = self._time_left(lease)
         call = asyncio.create_task(
             self.engine.complete(
@@ -260,6 +266,37 @@ class AttemptRunner:
         )
         await self.admission.release(grant, usage=usage, uncertain=False)
         return await self._commit(lease, text, master, completion, usage)
+
+    async def _admit(
+        self, lease: Lease, prompt_tokens: int, max_output_tokens: int, lost: asyncio.Event
+    ) -> Any:
+        """Wait for admission while the lease lives, without spending the job's attempts.
+
+        A ``Wait`` from the budget (surfaced as :class:`AdmissionDeferred`) is not a
+        failed attempt: the driver keeps the lease (heartbeats continue) and asks
+        again after the hint, until the attempt's time runs out; only then is a
+        retry persisted. Returns ``_LOST`` if the lease is lost while waiting.
+        """
+        while True:
+            left = self._time_left(lease)
+            if left <= 1:
+                raise AdmissionDeferred("no admission budget before the attempt's time ran out")
+            try:
+                return await self.admission.acquire(
+                    tenant=str(lease.tenant_id),
+                    prompt_tokens=prompt_tokens,
+                    max_output_tokens=max_output_tokens,
+                    priority=lease.priority,
+                    timeout=min(self.config.admission_timeout_seconds, left),
+                    job_id=str(lease.job_id),
+                    fence=lease.fence,
+                )
+            except AdmissionDeferred as exc:
+                pause = min(max(exc.retry_after or 1.0, 0.1), max(left - 1, 0.1))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(lost.wait(), pause)
+                if lost.is_set():
+                    return _LOST
 
     async def _commit(
         self,

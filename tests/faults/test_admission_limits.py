@@ -1,0 +1,175 @@
+"""The global admission budget end to end: Ray drivers, the admission actor, the fake provider.
+
+* With RPM=60, TPM=20,000 and 4 permits, 200 jobs never make the provider see a
+  60-second window over either limit, nor more than 4 calls at once.
+* A 429 storm with Retry-After makes every driver back off together (the
+  cooldown is shared through the actor), and provider calls stay within the
+  jobs' attempt budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from benchmarks.fake_provider import FakeProvider
+from cluster.admission import actor_name, admission_actor
+from cluster.drivers import EngineSpec, build_driver
+from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
+from pipeline.settings import Settings
+from pipeline.worker import WorkerConfig
+from tests.support.drivers import wait_settled
+from tests.support.jobs import new_tenant
+
+pytestmark = [pytest.mark.faults, pytest.mark.integration, pytest.mark.timeout(600)]
+ROOT = Path(__file__).resolve().parents[2]
+
+#: A schema-valid answer with nothing extracted: one call settles the job (review).
+EMPTY_ANSWER = {
+    "supplier": {"name": None, "vat_id": None}, "invoice_number": None, "issue_date": None,
+    "due_date": None, "currency": None, "line_items": [], "tax_lines": [], "net_total": None,
+    "tax_total": None, "gross_total": None, "iban": None, "uncertain_fields": [],
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[None]:
+    import ray
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=100 * 1024 * 1024,
+        log_to_driver=False,
+        namespace="admission-limits",
+        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}},
+    )
+    yield
+    ray.shutdown()
+
+
+async def start_runtime(
+    dsn: str, fake: FakeProvider, scope: str, limits: dict[str, Any], drivers: int = 2
+) -> list[Any]:
+    actor = admission_actor(
+        actor_name(scope), {"scope": scope, **limits}, database_url=dsn, detached=False
+    )
+    await actor.start.remote()
+    settings = Settings(database_url=dsn)
+    out = []
+    for i in range(drivers):
+        worker = WorkerConfig(
+            worker_id=f"{scope}-d{i}",
+            concurrency=4,
+            max_output_tokens=64,
+            idle_poll_seconds=0.2,
+            admission_timeout_seconds=120,
+        )
+        d = build_driver(
+            settings,
+            worker,
+            EngineSpec(kind="openai", base_url=fake.base_url, model="fake"),
+            admission_scope=scope,
+        )
+        out.append(d)
+    await asyncio.gather(*(d.start.remote() for d in out))
+    out.append(actor)
+    return out
+
+
+async def stop_runtime(actors: list[Any]) -> None:
+    import ray
+
+    *drivers, _admission = actors
+    await asyncio.gather(*(d.stop.remote(5.0) for d in drivers))
+    for a in actors:
+        ray.kill(a)
+
+
+async def accept(store: JobStore, tenants: list[Any], n: int) -> None:
+    for i in range(n):
+        t = tenants[i % len(tenants)]
+        await store.accept(AcceptRequest(t.id, f"k{i}", DocumentIn(f"INV-{i} total 10.00 EUR")))
+
+
+def windows(calls: list[Any], span: float = 60.0) -> tuple[int, int, int]:
+    """Max calls and max tokens in any span-second window, and max overlap in flight."""
+    times = sorted((c.at, c.prompt_tokens + c.completion_tokens) for c in calls)
+    max_calls = max_tokens = 0
+    for i, (t, _) in enumerate(times):
+        inside = [tok for (u, tok) in times[: i + 1] if u > t - span]
+        max_calls = max(max_calls, len(inside))
+        max_tokens = max(max_tokens, sum(inside))
+    edges = sorted(
+        [(c.at, 1) for c in calls] + [(c.at + c.latency_s, -1) for c in calls],
+        key=lambda e: (e[0], e[1]),
+    )
+    depth = peak = 0
+    for _, d in edges:
+        depth += d
+        peak = max(peak, depth)
+    return max_calls, max_tokens, peak
+
+
+async def test_rpm_tpm_and_permits_hold_across_drivers(
+    ray_cluster: None, pool: asyncpg.Pool, dsn: str
+) -> None:
+    store = JobStore(pool)
+    tenants = [await new_tenant(pool) for _ in range(2)]
+    await accept(store, tenants, 200)
+    with FakeProvider(answer=lambda _body: EMPTY_ANSWER) as fake:
+        fake.set_faults({"latency": {"dist": "uniform", "a": 0.05, "b": 0.2}})
+        actors = await start_runtime(
+            dsn, fake, "limits", {"rpm": 60, "tpm": 20_000, "max_in_flight": 4}
+        )
+        try:
+            rows = await wait_settled(pool, 200, timeout=420)
+        finally:
+            await stop_runtime(actors)
+        calls = fake.calls()
+    assert len(rows) == 200
+    assert len(calls) == 200  # every job settled (REVIEW_REQUIRED) in one call
+    max_calls, max_tokens, peak = windows(calls)
+    assert max_calls <= 60, max_calls
+    assert max_tokens <= 20_000, max_tokens
+    assert peak <= 4, peak
+
+
+async def test_429_storm_makes_all_drivers_back_off_together(
+    ray_cluster: None, pool: asyncpg.Pool, dsn: str
+) -> None:
+    store = JobStore(pool)
+    tenants = [await new_tenant(pool)]
+    await accept(store, tenants, 20)
+    with FakeProvider(answer=lambda _body: EMPTY_ANSWER) as fake:
+        fake.set_faults(
+            {
+                "script": [{"kind": "429", "count": 6, "retry_after": "4"}],
+                "latency": {"dist": "fixed", "a": 0.05},
+            }
+        )
+        actors = await start_runtime(dsn, fake, "storm", {"max_in_flight": 4})
+        try:
+            rows = await wait_settled(pool, 20, timeout=120)
+        finally:
+            await stop_runtime(actors)
+        calls = fake.calls()
+    assert {r["state"] for r in rows} == {"REVIEW_REQUIRED"}
+    limited = [c for c in calls if c.status == 429]
+    assert len(limited) == 6
+    first_429_answered = min(c.at + c.latency_s for c in limited)
+    # Calls already in flight may still land; nothing new starts inside the cooldown.
+    started_in_cooldown = [
+        c for c in calls if first_429_answered + 0.5 < c.at < first_429_answered + 3.5
+    ]
+    assert started_in_cooldown == []
+    assert len(calls) <= 5 * 20  # within max attempts per job
+    assert len(calls) == 20 + 6  # each 429 cost exactly one extra attempt
