@@ -101,7 +101,9 @@ def inference() -> Iterator[dict[str, Any]]:
     )
     started = time.monotonic()
     try:
-        handle = deploy_inference_app(pools, timeout_s=300)
+        # Bounded: serve.run would wait forever. ~2 min on a quiet 2-core machine; the
+        # margin is for machines shared with other engines (all bind OpenMP to core 0).
+        handle = deploy_inference_app(pools, timeout_s=450)
         yield {
             "engine": ServeEngine(handle, name="serve:e2e"),
             "router": handle,
