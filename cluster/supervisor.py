@@ -196,22 +196,33 @@ class RuntimeSupervisor:
     async def reconcile(self) -> dict[str, str]:
         """Make every member exist and run; returns ``{name: "ok" | "replaced"}``.
 
+        Liveness is checked for all members at once (a dead one costs at most
+        ``ping_timeout_s``, not that times the number of members); creation and
+        ``start()`` then go in order, admission and delivery before the drivers
+        that use them. ``start()`` is called on every member every time: it is
+        idempotent, and it is what starts a member Ray restarted after a crash.
+
         Raises:
             RuntimeError: a member could not be (re)started within ``ping_timeout_s``.
         """
         report: dict[str, str] = {}
         async with self._lock:
+            alive = await asyncio.gather(
+                *(self._alive(m.handle) for m in self._members if m.handle is not None)
+            )
+            with_handles = [m for m in self._members if m.handle is not None]
+            for member, ok in zip(with_handles, alive, strict=True):
+                if not ok:
+                    log.warning("runtime actor %s is not answering; replacing it", member.name)
+                    _kill(member.handle)
+                    member.handle = None
+                    report[member.name] = "replaced"
             for member in self._members:
-                report[member.name] = await self._ensure(member)
+                await self._ensure(member)
+                report.setdefault(member.name, "ok")
         return report
 
-    async def _ensure(self, member: _Member) -> str:
-        outcome = "ok"
-        if member.handle is not None and not await self._alive(member.handle):
-            log.warning("runtime actor %s is not answering; replacing it", member.name)
-            _kill(member.handle)
-            member.handle = None
-            outcome = "replaced"
+    async def _ensure(self, member: _Member) -> None:
         if member.handle is None:
             member.handle = member.create()
         started = member.start(member.handle)
@@ -222,15 +233,27 @@ class RuntimeSupervisor:
                 )
         except Exception as exc:
             raise RuntimeError(f"runtime actor {member.name} failed to start: {exc!r}") from exc
-        return outcome
 
     async def _alive(self, handle: Any) -> bool:
-        try:
-            ref = handle.__ray_ready__.remote()
-            await asyncio.wait_for(asyncio.wrap_future(ref.future()), self.config.ping_timeout_s)
-        except Exception:
-            return False
-        return True
+        """Whether the actor answers within ``ping_timeout_s``.
+
+        A call that fails is retried until then: an actor whose process just
+        died fails calls in flight while Ray restarts it (``max_restarts=-1``),
+        and replacing it then would throw away a restart already under way.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.ping_timeout_s
+        while (remaining := deadline - loop.time()) > 0:
+            try:
+                ref = handle.__ray_ready__.remote()
+                await asyncio.wait_for(asyncio.wrap_future(ref.future()), remaining)
+            except TimeoutError:
+                return False
+            except Exception:  # died or restarting: ask again shortly
+                await asyncio.sleep(min(0.5, max(remaining, 0.0)))
+                continue
+            return True
+        return False
 
     async def check_health(self) -> None:
         """Serve's health check: repair what died; raise only if repair fails."""
@@ -241,11 +264,13 @@ class RuntimeSupervisor:
 
     async def status(self) -> dict[str, Any]:
         """Names and liveness of the supervised actors (operators, tests)."""
-        out: dict[str, Any] = {"config": self.config.model_dump(), "actors": {}}
-        for member in self._members:
-            alive = member.handle is not None and await self._alive(member.handle)
-            out["actors"][member.name] = alive
-        return out
+
+        async def alive(member: _Member) -> bool:
+            return member.handle is not None and await self._alive(member.handle)
+
+        states = await asyncio.gather(*(alive(m) for m in self._members))
+        actors = {m.name: ok for m, ok in zip(self._members, states, strict=True)}
+        return {"config": self.config.model_dump(), "actors": actors}
 
     async def __del__(self) -> None:
         """Graceful shutdown: drivers release their leases, then the actors go.
