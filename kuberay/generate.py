@@ -14,7 +14,10 @@ The Serve config has three applications:
   is sized with the router it feeds);
 * the inference app (``deployments.app:inference_app`` with
   ``args.pools_path``): the context-length router and one vLLM deployment per
-  pool, exactly as ``deployments.app.serve_config`` writes it;
+  pool, as ``deployments.app.serve_config`` writes it, plus
+  ``args.pools_sha256``, the digest of the pools file (engine settings such as
+  ``max_model_len`` are read from the file at deploy time and appear nowhere
+  else in the config);
 * ``fenceline-runtime`` (``cluster.supervisor:runtime_app``): drivers,
   admission, delivery and maintenance actors, sized by
   :func:`cluster.supervisor.runtime_config_for`.
@@ -32,6 +35,8 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import hashlib
+import json
 import re
 import sys
 from collections.abc import Iterator
@@ -69,6 +74,10 @@ def serve_config(pools_file: str | Path) -> dict[str, Any]:
     path = _project_path(pools_file)
     pools = load_pools(path)
     inference = inference_serve_config(path)["applications"][0]
+    # The replicas read the pools file from the image; its digest in the args makes
+    # every change of it a change of serveConfigV2, so `--check` catches a stale
+    # manifest and KubeRay redeploys the app when the file changes.
+    inference["args"]["pools_sha256"] = pools_digest(path)
     runtime = runtime_config_for(pools)
     applications: list[dict[str, Any]] = [
         {
@@ -96,6 +105,16 @@ def serve_config(pools_file: str | Path) -> dict[str, Any]:
     }
     ServeDeploySchema.model_validate(config)
     return config
+
+
+def pools_digest(path: Path) -> str:
+    """sha256 of the pools file's *content* (``args.pools_sha256``).
+
+    Canonical JSON of the parsed YAML: a comment or a reformatting does not
+    change it, any changed value does.
+    """
+    canonical = json.dumps(yaml.safe_load(path.read_text()), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def built_deployments(import_path: str, args: dict[str, Any], name: str) -> list[dict[str, Any]]:

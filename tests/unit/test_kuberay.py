@@ -11,6 +11,8 @@ straight from :class:`deployments.pools.PoolsConfig` (not through the generator)
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import math
 import pickle
 import re
@@ -227,6 +229,18 @@ def test_check_reports_a_stale_manifest(tmp_path: Path, capsys: pytest.CaptureFi
     assert fixed.split("serveConfigV2")[0] == text.split("serveConfigV2")[0]  # frame untouched
 
 
+def test_a_changed_pool_value_changes_the_digest_but_a_comment_does_not(tmp_path: Path):
+    source = ROOT / "deployments" / "pools.gpu.yaml"
+    original = source.read_text()
+    commented = tmp_path / "commented.yaml"
+    commented.write_text("# a note\n" + original)
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(original.replace("max_num_seqs: 16", "max_num_seqs: 8", 1))
+    assert changed.read_text() != original
+    assert generate.pools_digest(commented) == generate.pools_digest(source)
+    assert generate.pools_digest(changed) != generate.pools_digest(source)
+
+
 def test_serve_config_block_rewrite_keeps_the_rest_of_the_file():
     text = "a: 1\nspec:\n  serveConfigV2: |\n    old: 1\n    more: 2\n\n  other: 3\n"
     assert generate.rewrite(text, "new: 4\n") == (
@@ -264,9 +278,11 @@ def test_embedded_serve_config_matches_the_pools_file(
 
     inference = apps[pools.app_name]
     assert inference["import_path"] == "deployments.app:inference_app"
-    assert (
-        inference["args"]["pools_path"] == rs["metadata"]["annotations"][generate.POOLS_ANNOTATION]
-    )
+    pools_file = rs["metadata"]["annotations"][generate.POOLS_ANNOTATION]
+    assert inference["args"]["pools_path"] == pools_file
+    parsed = yaml.safe_load((ROOT / pools_file).read_text())
+    canonical = json.dumps(parsed, sort_keys=True, separators=(",", ":"))
+    assert inference["args"]["pools_sha256"] == hashlib.sha256(canonical.encode()).hexdigest()
     deployments = {d["name"]: d for d in inference["deployments"]}
     assert set(deployments) == {"router"} | {f"engine-{p.name}" for p in pools.pools}
     for pool in pools.pools:
