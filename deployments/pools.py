@@ -28,7 +28,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from deployments.model_prepare import BUNDLED_ALIAS, default_model_dir
+from deployments.model_prepare import BUNDLED_ALIAS, MODEL_DIR_NAME, default_model_dir
 
 DEFAULT_POOLS_PATH = Path(__file__).with_name("pools.yaml")
 GPU_POOLS_PATH = Path(__file__).with_name("pools.gpu.yaml")
@@ -154,7 +154,10 @@ class PoolConfig(BaseModel):
         return self.model
 
     def model_name(self) -> str:
-        return self.served_model_name or self.model
+        """The name completions report: ``served_model_name``, else the model."""
+        if self.served_model_name:
+            return self.served_model_name
+        return MODEL_DIR_NAME if self.model == BUNDLED_ALIAS else self.model
 
     def engine_env(self) -> dict[str, str]:
         """Environment the replica sets before vLLM starts its engine process."""
