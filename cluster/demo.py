@@ -236,6 +236,7 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
     cluster = LocalCluster(
         ClusterConfig(
             settings=settings,
+            http_port=_free_port(),  # never collide with another Serve proxy on 8000
             drivers=opts.drivers,
             worker=worker,
             admission={

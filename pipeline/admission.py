@@ -135,7 +135,7 @@ class AdmissionSnapshot:
     limits: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(eq=False)  # identity: equal-valued charges are distinct grants
 class _Charge:
     """One grant's footprint in the sliding window (adjusted on release)."""
 
