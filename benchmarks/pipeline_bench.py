@@ -579,6 +579,7 @@ async def _collect(
         "provider_calls": len(calls),
         "provider_calls_per_job": len(calls) / admitted if admitted else math.nan,
         "provider_outcomes": _count(c.outcome for c in calls),
+        "provider_max_concurrency": max_overlap([(c.at, c.at + c.latency_s) for c in calls]),
         "provider_latency_s": _quantiles([c.latency_s for c in calls if c.outcome == "ok"]),
         "tokens": {**tokens, "total_per_s": sum(tokens.values()) / elapsed if elapsed else 0},
         "driver_outcomes": _merge([lp.stats.outcomes for lp in loops]),
@@ -592,6 +593,16 @@ async def _collect(
     if scenario.capacity_check:
         result["capacity"] = capacity_check(scenario, corpus, admitted, last_finish, calls)
     return result
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """Most intervals open at one instant (concurrent provider calls)."""
+    events = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
+    best = cur = 0
+    for _, step in events:
+        cur += step
+        best = max(best, cur)
+    return best
 
 
 def _count(items: Any) -> dict[str, int]:

@@ -206,3 +206,32 @@ def _status(_args: argparse.Namespace, settings: Settings) -> int:
 
     asyncio.run(go())
     return 0
+
+
+def _bench_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", help="scenario name (benchmarks/scenarios/) or YAML path")
+    p.add_argument("--out", type=Path, default=None, help="results folder")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+
+
+@command("bench", "run a pipeline benchmark scenario (python -m benchmarks)", _bench_args)
+def _bench(args: argparse.Namespace, _settings: Settings) -> int:
+    from benchmarks.__main__ import main
+
+    argv = [args.scenario, *(["--out", str(args.out)] if args.out else [])]
+    return main([*argv, *(["--quiet"] if args.quiet else [])])
+
+
+def _capacity_args(p: argparse.ArgumentParser) -> None:
+    from benchmarks.capacity import add_arguments
+
+    add_arguments(p)
+
+
+@command("capacity", "capacity model: attempt/job capacity and drain time", _capacity_args)
+def _capacity(args: argparse.Namespace, _settings: Settings) -> int:
+    from benchmarks.capacity import inputs_from, predict, render
+
+    inputs = inputs_from(args)
+    print(render(inputs, predict(inputs)))
+    return 0
