@@ -46,7 +46,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from benchmarks.capacity import CapacityInputs, predict
-from benchmarks.fake_provider import FakeProvider, FaultPlan, Latency
+from benchmarks.fake_provider import CallRecord, FakeProvider, FaultPlan, Latency
 from benchmarks.loadgen import ArrivalSpec, OpenLoopGenerator, lag_stats, schedule
 from benchmarks.report import bar_plot, percentile, write_json
 from cluster.admission import AdmissionActor, AdmissionClient, LocalActorHandle
@@ -70,6 +70,8 @@ ADMIN_DSN = os.environ.get(
 )
 #: Engine kinds a scenario may name; only ``fake`` is implemented by this runner.
 ENGINE_KINDS = ("fake", "vllm-cpu", "vllm-gpu")
+#: Concurrent intake requests on the wire (a client's connection limit).
+CLIENT_CONNECTIONS = 16
 
 
 class TenantSpec(BaseModel):
@@ -210,6 +212,90 @@ async def intake_server(settings: Settings) -> AsyncIterator[str]:
         sock.close()
 
 
+def scenario_corpus(scenario: Scenario) -> list[GeneratedInvoice]:
+    """The scenario's invoices (deterministic; the fake process regenerates the same)."""
+    return generate_corpus(
+        scenario.documents.corpus,
+        seed=scenario.seed * 1000,
+        variants=scenario.documents.variants,
+        max_line_items=scenario.documents.max_line_items,
+        anchor=date.today(),
+    )
+
+
+class FakeProcess:
+    """The fake provider in its own process, answering with the scenario corpus.
+
+    In-process (a uvicorn thread) it shares the GIL with intake and drivers,
+    and on a loaded machine its responses queue behind them, which would add
+    Python scheduling delay to every provider call; a separate process keeps
+    the provider's latency what the scenario configures.
+    """
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.port = 0
+        self._proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def start(self, timeout: float = 60.0) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "benchmarks.pipeline_bench",
+            "fake-provider",
+            str(self.port),
+            self.scenario.model_dump_json(),
+        )
+        deadline = time.monotonic() + timeout
+        async with httpx.AsyncClient(timeout=2) as client:
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    r = await client.get(f"http://127.0.0.1:{self.port}/healthz")
+                    if r.status_code == 200:
+                        return
+                if self._proc.returncode is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the fake provider process did not start")
+                await asyncio.sleep(0.2)
+
+    async def calls(self) -> list[CallRecord]:
+        async with httpx.AsyncClient(timeout=60) as client:
+            r = await client.get(f"http://127.0.0.1:{self.port}/admin/calls")
+            r.raise_for_status()
+        return [CallRecord.model_validate(c) for c in r.json()]
+
+    async def stop(self) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            self._proc.terminate()
+            try:
+                await asyncio.wait_for(self._proc.wait(), 10)
+            except TimeoutError:
+                self._proc.kill()
+                await self._proc.wait()
+        self._proc = None
+
+
+def serve_fake_provider(port: int, scenario_json: str) -> None:
+    """Entry of the fake-provider process (see :class:`FakeProcess`)."""
+    scenario = Scenario.model_validate_json(scenario_json)
+    fake = FakeProvider(port=port, answer=corpus_answer(scenario_corpus(scenario)))
+    fake.set_faults(
+        FaultPlan(
+            latency=scenario.engine.latency,
+            rpm=scenario.engine.rpm,
+            tpm=scenario.engine.tpm,
+            seed=scenario.seed,
+        )
+    )
+    uvicorn.run(fake.app, host="127.0.0.1", port=port, log_level="warning", backlog=4096)
+
+
 def corpus_answer(corpus: list[GeneratedInvoice]) -> Any:
     """Fake-provider answer: the candidate extraction of the invoice in the prompt."""
     markers = [(inv.ocr_text[:160], inv.candidate.model_dump_json()) for inv in corpus]
@@ -305,13 +391,7 @@ async def run_scenario(
     """Run one scenario end to end; return (and with ``out_dir``, write) its result."""
     check_engine(scenario)
     offsets = schedule(scenario.arrival, scenario.seed)
-    corpus = generate_corpus(
-        scenario.documents.corpus,
-        seed=scenario.seed * 1000,
-        variants=scenario.documents.variants,
-        max_line_items=scenario.documents.max_line_items,
-        anchor=date.today(),
-    )
+    corpus = scenario_corpus(scenario)
     rng = random.Random(f"tenants:{scenario.seed}")
     weights = [t.weight for t in scenario.tenants]
     tenant_of = [rng.choices(range(len(weights)), weights)[0] for _ in offsets]
@@ -327,17 +407,9 @@ async def run_scenario(
             db_acquire_timeout_seconds=60,
         )
         pool = await create_pool(dsn, min_size=2, max_size=20)
-        fake = FakeProvider(answer=corpus_answer(corpus))
-        fake.start()
+        fake = FakeProcess(scenario)
+        await fake.start()
         try:
-            fake.set_faults(
-                FaultPlan(
-                    latency=scenario.engine.latency,
-                    rpm=scenario.engine.rpm,
-                    tpm=scenario.engine.tpm,
-                    seed=scenario.seed,
-                )
-            )
             keys: list[tuple[str, str]] = []
             async with pool.acquire() as conn:
                 for spec in scenario.tenants:
@@ -354,7 +426,7 @@ async def run_scenario(
                 scenario, settings, pool, fake, corpus, offsets, tenant_of, keys, state, progress
             )
         finally:
-            fake.stop()
+            await fake.stop()
             await pool.close()
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -367,7 +439,7 @@ async def _drive(
     scenario: Scenario,
     settings: Settings,
     pool: asyncpg.Pool,
-    fake: FakeProvider,
+    fake: FakeProcess,
     corpus: list[GeneratedInvoice],
     offsets: list[float],
     tenant_of: list[int],
@@ -408,7 +480,15 @@ async def _drive(
         for i in range(scenario.drivers.count)
     ]
     stop_sampling = asyncio.Event()
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    # The client holds at most CLIENT_CONNECTIONS requests on the wire, like a
+    # real client's connection limit; later arrivals queue in a FIFO semaphore
+    # (cheap) rather than in httpx's pool, whose waiter scan is O(waiters) per
+    # event and would make the load generator the bottleneck of a large burst.
+    # Queueing time counts into acceptance latency; send times stay on schedule.
+    limits = httpx.Limits(
+        max_connections=CLIENT_CONNECTIONS, max_keepalive_connections=CLIENT_CONNECTIONS
+    )
+    wire = asyncio.Semaphore(CLIENT_CONNECTIONS)
     async with (
         intake_server(settings) as url,
         httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as client,
@@ -421,11 +501,12 @@ async def _drive(
             name, key = keys[tenant_of[i]]
             inv = corpus[i % len(corpus)]
             started = time.monotonic()
-            r = await client.post(
-                "/v1/extraction-jobs",
-                json={"document": {"text": inv.ocr_text}},
-                headers={"Authorization": f"Bearer {key}", "Idempotency-Key": f"bench-{i}"},
-            )
+            async with wire:
+                r = await client.post(
+                    "/v1/extraction-jobs",
+                    json={"document": {"text": inv.ocr_text}},
+                    headers={"Authorization": f"Bearer {key}", "Idempotency-Key": f"bench-{i}"},
+                )
             if r.status_code == 202:
                 state.acceptance_latency.append(time.monotonic() - started)
                 state.accepted[r.json()["job_id"]] = (name, time.time())
@@ -473,13 +554,14 @@ async def _drive(
             await scheduler.stop()
             await actor.stop()
             await engine.aclose()
-    return await _collect(scenario, pool, fake, corpus, state, gen, arrivals_done, loops)
+    calls = await fake.calls()
+    return await _collect(scenario, pool, calls, corpus, state, gen, arrivals_done, loops)
 
 
 async def _collect(
     scenario: Scenario,
     pool: asyncpg.Pool,
-    fake: FakeProvider,
+    calls: list[CallRecord],
     corpus: list[GeneratedInvoice],
     state: RunState,
     gen: OpenLoopGenerator,
@@ -538,7 +620,6 @@ async def _collect(
     # and each is in exactly one bucket.
     assert len(jobs) == admitted, f"{len(jobs)} jobs in the database, {admitted} admitted"
     assert completed + review + failed + pending == admitted
-    calls = fake.calls()
     elapsed = max(last_finish, arrivals_done)
     tenants_out = {}
     for name, e in per_tenant.items():
@@ -764,3 +845,7 @@ def _save(fig: Any, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["fake-provider"]:
+    serve_fake_provider(int(sys.argv[2]), sys.argv[3])
