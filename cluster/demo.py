@@ -43,7 +43,7 @@ ADVERSARIAL = (Variant.ARITHMETIC_OFF_BY_CENT, Variant.PROMPT_INJECTION, Variant
 
 @dataclass(frozen=True)
 class DemoOptions:
-    invoices: int = 12
+    invoices: int = 8
     max_line_items: int = 3
     drivers: int = 2
     driver_concurrency: int = 4
@@ -194,9 +194,14 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
             "delivery_allow_loopback_http": True,  # local ERP only; logged as a warning
             "delivery_allowed_ports": (443, 80),
             "reaper_interval_seconds": 2.0,
+            # One attempt per job on the CPU default: SmolLM2-135M either writes the
+            # evidenced answer within the output cap or loops until it; a second
+            # greedy attempt repeats the same output and doubles the run.
+            "max_attempts": 1,
         }
     )
     os.environ["FENCELINE_DATABASE_URL"] = dsn
+    os.environ["FENCELINE_MAX_ATTEMPTS"] = "1"
     os.environ["FENCELINE_DELIVERY_ALLOW_LOOPBACK_HTTP"] = "true"
     started = time.monotonic()
     print(
@@ -231,6 +236,7 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
         concurrency=opts.driver_concurrency,
         claim_batch=opts.driver_concurrency,
         attempt_timeout_seconds=240,
+        max_output_tokens=1100,
         heartbeat_seconds=10,
     )
     cluster = LocalCluster(
