@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import os
 import random
@@ -183,33 +184,58 @@ async def fresh_database() -> AsyncIterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def intake_server(settings: Settings) -> AsyncIterator[str]:
-    """The intake API under uvicorn on a free loopback port, in this event loop."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
+async def intake_server(overrides: dict[str, Any], timeout: float = 60.0) -> AsyncIterator[str]:
+    """The intake API (:func:`pipeline.api.create_app`) under uvicorn in its own process.
+
+    Intake runs apart from the drivers, as in a deployment; in one process a
+    burst's HTTP handling would steal the drivers' event loop and the measured
+    drain would include that contention. ``overrides`` are Settings fields.
+    """
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "benchmarks.pipeline_bench",
+        "intake",
+        str(port),
+        json.dumps(overrides),
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        async with httpx.AsyncClient(timeout=2) as client:
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await client.get(f"{url}/healthz")).status_code == 200:
+                        break
+                if proc.returncode is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the intake process did not start")
+                await asyncio.sleep(0.2)
+        yield url
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 15)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
+def serve_intake(port: int, overrides_json: str) -> None:
+    """Entry of the intake process (see :func:`intake_server`)."""
+    settings = Settings(**json.loads(overrides_json))
+    uvicorn.run(
         create_app(settings),
+        host="127.0.0.1",
+        port=port,
         log_level="warning",
         lifespan="on",
         timeout_graceful_shutdown=2,
         backlog=4096,
     )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        for _ in range(1000):
-            if server.started:
-                break
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, timeout=15)
-        sock.close()
 
 
 def scenario_corpus(scenario: Scenario) -> list[GeneratedInvoice]:
@@ -397,15 +423,16 @@ async def run_scenario(
     tenant_of = [rng.choices(range(len(weights)), weights)[0] for _ in offsets]
     state = RunState()
     async with fresh_database() as dsn:
-        settings = Settings(
-            database_url=dsn,
-            scan_interval_seconds=0.5,
-            default_deadline_seconds=scenario.deadline_s,
+        overrides: dict[str, Any] = {
+            "database_url": dsn,
+            "scan_interval_seconds": 0.5,
+            "default_deadline_seconds": scenario.deadline_s,
             # Intake queues for a pooled connection instead of answering 503 after
             # 5 s: on a loaded machine a burst should measure latency, not timeouts.
-            db_pool_max=16,
-            db_acquire_timeout_seconds=60,
-        )
+            "db_pool_max": 16,
+            "db_acquire_timeout_seconds": 60,
+        }
+        Settings(**overrides)  # validate before starting anything
         pool = await create_pool(dsn, min_size=2, max_size=20)
         fake = FakeProcess(scenario)
         await fake.start()
@@ -423,7 +450,7 @@ async def run_scenario(
                     for inv in corpus:
                         await upsert_supplier(conn, tenant.id, inv.supplier)
             result = await _drive(
-                scenario, settings, pool, fake, corpus, offsets, tenant_of, keys, state, progress
+                scenario, overrides, pool, fake, corpus, offsets, tenant_of, keys, state, progress
             )
         finally:
             await fake.stop()
@@ -437,7 +464,7 @@ async def run_scenario(
 
 async def _drive(
     scenario: Scenario,
-    settings: Settings,
+    overrides: dict[str, Any],
     pool: asyncpg.Pool,
     fake: FakeProcess,
     corpus: list[GeneratedInvoice],
@@ -447,6 +474,7 @@ async def _drive(
     state: RunState,
     progress: bool,
 ) -> dict[str, Any]:
+    settings = Settings(**overrides)
     store = JobStore(pool, settings)
     adm = scenario.admission
     actor = AdmissionActor(
@@ -490,7 +518,7 @@ async def _drive(
     )
     wire = asyncio.Semaphore(CLIENT_CONNECTIONS)
     async with (
-        intake_server(settings) as url,
+        intake_server(overrides) as url,
         httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as client,
     ):
         await scheduler.start()
@@ -849,3 +877,5 @@ def _save(fig: Any, path: Path) -> Path:
 
 if __name__ == "__main__" and sys.argv[1:2] == ["fake-provider"]:
     serve_fake_provider(int(sys.argv[2]), sys.argv[3])
+elif __name__ == "__main__" and sys.argv[1:2] == ["intake"]:
+    serve_intake(int(sys.argv[2]), sys.argv[3])
