@@ -213,4 +213,8 @@ def _load_plugins() -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Run the importable module, not this __main__ copy: plugin modules register
+    # their commands on ``cluster.cli``'s table.
+    from cluster.cli import main as _main
+
+    raise SystemExit(_main())

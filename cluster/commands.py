@@ -235,3 +235,44 @@ def _capacity(args: argparse.Namespace, _settings: Settings) -> int:
     inputs = inputs_from(args)
     print(render(inputs, predict(inputs)))
     return 0
+
+
+def _review_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("job_id", type=uuid.UUID)
+    p.add_argument("decision", choices=["approve", "reject"])
+    p.add_argument("--note", required=True, help="the reviewer's note (audited)")
+    p.add_argument("--url", default="http://127.0.0.1:8000")
+    p.add_argument(
+        "--api-key",
+        default=os.environ.get("FENCELINE_API_KEY"),
+        help="a key of the job's tenant with the review scope",
+    )
+
+
+@command(
+    "review", "approve or reject a job awaiting review (through the audited API)", _review_args
+)
+def _review(args: argparse.Namespace, _settings: Settings) -> int:
+    """Reads the job's state_version first, so a decision applies only to what was seen."""
+    if not args.api_key:
+        print(
+            "an API key with the review scope is needed: --api-key or FENCELINE_API_KEY",
+            file=sys.stderr,
+        )
+        return 2
+    headers = {"Authorization": f"Bearer {args.api_key}"}
+    with httpx.Client(base_url=args.url, headers=headers, timeout=30) as client:
+        job = client.get(f"/v1/extraction-jobs/{args.job_id}")
+        if job.status_code != 200:
+            print(f"{job.status_code}: {job.text}", file=sys.stderr)
+            return 1
+        r = client.post(
+            f"/v1/extraction-jobs/{args.job_id}/review",
+            json={
+                "decision": args.decision,
+                "note": args.note,
+                "state_version": job.json()["state_version"],
+            },
+        )
+    print(r.text)
+    return 0 if r.status_code in (200, 201) else 1
