@@ -12,7 +12,13 @@ import asyncio
 import sys
 from pathlib import Path
 
-from benchmarks.pipeline_bench import UnsupportedEngine, load_scenario, run_scenario, summary
+from benchmarks.pipeline_bench import (
+    SCENARIO_DIR,
+    UnsupportedEngine,
+    load_scenario,
+    run_scenario,
+    summary,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,7 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="results folder")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
     args = parser.parse_args(argv)
-    scenario = load_scenario(args.scenario)
+    try:
+        scenario = load_scenario(args.scenario)
+    except FileNotFoundError:
+        known = ", ".join(sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml")))
+        print(f"error: no scenario {args.scenario!r} (known: {known})", file=sys.stderr)
+        return 2
     out = args.out or Path("results") / scenario.name
     try:
         result = asyncio.run(run_scenario(scenario, out, progress=not args.quiet))

@@ -144,6 +144,10 @@ def load_scenario(name_or_path: str) -> Scenario:
     return Scenario.model_validate(data)
 
 
+class InconsistentRun(RuntimeError):
+    """A run's counts do not add up (completed + review + failed + pending != admitted)."""
+
+
 class UnsupportedEngine(ValueError):
     """A scenario names an engine kind this runner cannot drive."""
 
@@ -646,8 +650,11 @@ async def _collect(
     )
     # Internal consistency: the database holds exactly the jobs intake admitted,
     # and each is in exactly one bucket.
-    assert len(jobs) == admitted, f"{len(jobs)} jobs in the database, {admitted} admitted"
-    assert completed + review + failed + pending == admitted
+    if len(jobs) != admitted or completed + review + failed + pending != admitted:
+        raise InconsistentRun(
+            f"{admitted} admitted, {len(jobs)} jobs in the database: completed {completed} "
+            f"+ review {review} + failed {failed} + pending {pending}"
+        )
     elapsed = max(last_finish, arrivals_done)
     tenants_out = {}
     for name, e in per_tenant.items():
