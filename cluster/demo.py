@@ -17,7 +17,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -382,6 +381,3 @@ def _plot(result: dict[str, Any], out_dir: Path) -> Path:
 
 def options_from(**kw: Any) -> DemoOptions:
     return replace(DemoOptions(), **{k: v for k, v in kw.items() if v is not None})
-
-
-__all__ = ["DemoOptions", "options_from", "run_demo", "uuid"]

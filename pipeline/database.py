@@ -11,7 +11,6 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 
@@ -108,8 +107,3 @@ def _ident(name: str) -> str:
     if not name.replace("_", "").isalnum():
         raise ValueError(f"unsafe database name {name!r}")
     return name
-
-
-def record_to_dict(record: Any) -> dict[str, Any]:
-    """A plain dict of an asyncpg Record (or None passthrough)."""
-    return dict(record.items())

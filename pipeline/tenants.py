@@ -1,14 +1,14 @@
 """Tenants and their API keys.
 
 A key is ``flk_<random>``; only its sha256 is stored. Lookups hash the presented
-key and probe the unique index, then compare the stored hash in constant time,
-so neither the database nor Python leaks a prefix match through timing.
+key and probe the unique index with that digest: a caller cannot choose digest
+prefixes, so the index comparison's timing reveals nothing about any stored key,
+and no secret is ever compared directly.
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -137,7 +137,3 @@ async def authenticate(conn: asyncpg.Connection, presented: str) -> Principal | 
 
 async def revoke_api_key(conn: asyncpg.Connection, tenant_id: uuid.UUID, key_id: uuid.UUID) -> bool:
     return await conn.fetchval(q("api_key_revoke_if_active"), key_id, tenant_id) is not None
-
-
-def constant_time_equal(a: str, b: str) -> bool:
-    return hmac.compare_digest(a.encode(), b.encode())
