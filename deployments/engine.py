@@ -430,7 +430,12 @@ class PoolEngine:
                 s = await stream_request(engine, ids, params, request_id, started)
             text = "".join(s.text)
             outcome = "malformed"
-            parse_json_output(text, finish_reason=s.finish_reason, engine=self.name)
+            spent = Usage(
+                prompt_tokens=s.prompt_tokens or len(ids),
+                completion_tokens=s.token_count,
+                cached_tokens=s.cached_tokens,
+            )
+            parse_json_output(text, finish_reason=s.finish_reason, engine=self.name, usage=spent)
             outcome = "ok"
         except TimeoutError as exc:
             outcome = "timeout"
@@ -453,11 +458,7 @@ class PoolEngine:
         self.metrics.e2e.observe(elapsed)
         return Completion(
             text=text,
-            usage=Usage(
-                prompt_tokens=s.prompt_tokens or len(ids),
-                completion_tokens=s.token_count,
-                cached_tokens=s.cached_tokens,
-            ),
+            usage=spent,
             timings=Timings(
                 e2e_s=elapsed, ttft_s=s.ttft_s, itl_s=tuple(s.itl_s), queue_s=s.queue_s
             ),

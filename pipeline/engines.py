@@ -148,18 +148,27 @@ class Engine(Protocol):
         ...
 
 
-def parse_json_output(text: str, *, finish_reason: str | None, engine: str) -> None:
+def parse_json_output(
+    text: str, *, finish_reason: str | None, engine: str, usage: Usage | None = None
+) -> None:
     """Raise :class:`MalformedOutput` unless ``text`` is one complete JSON value.
 
     A ``length`` finish means the output was cut at ``max_tokens``: even if a
-    prefix happened to parse, the answer is incomplete.
+    prefix happened to parse, the answer is incomplete. ``usage`` (what the
+    engine reported for the call) rides on the error: the tokens were spent.
     """
+    error: MalformedOutput | None = None
     if finish_reason == "length":
-        raise MalformedOutput(f"{engine}: output truncated at max_tokens ({len(text)} chars)")
-    try:
-        json.loads(text)
-    except (TypeError, ValueError) as exc:
-        raise MalformedOutput(f"{engine}: output is not JSON: {exc}") from exc
+        error = MalformedOutput(f"{engine}: output truncated at max_tokens ({len(text)} chars)")
+    else:
+        try:
+            json.loads(text)
+        except (TypeError, ValueError) as exc:
+            error = MalformedOutput(f"{engine}: output is not JSON: {exc}")
+            error.__cause__ = exc
+    if error is not None:
+        error.usage = usage
+        raise error
 
 
 #: Error codes providers use for a prompt beyond the context window.
@@ -301,7 +310,7 @@ class OpenAICompatibleEngine:
             ) from exc
         if not isinstance(text, str):
             raise MalformedOutput(f"{self.name}: message content is not text", uncertain=True)
-        parse_json_output(text, finish_reason=finish_reason, engine=self.name)
+        parse_json_output(text, finish_reason=finish_reason, engine=self.name, usage=usage)
         return Completion(
             text=text,
             usage=usage,

@@ -30,12 +30,29 @@ persists a retry for a :class:`RetryableError` and fails the job for a
 
 from __future__ import annotations
 
+from typing import Protocol
+
+
+class ReportedTokens(Protocol):
+    """Token counts a provider reported (``pipeline.engines.Usage`` has this shape)."""
+
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def completion_tokens(self) -> int: ...
+    @property
+    def cached_tokens(self) -> int: ...
+
 
 class FencelineError(Exception):
     """Root of every deliberate Fenceline error."""
 
     #: Short machine-readable class stored on the job and its attempt row.
     error_class: str = "internal"
+    #: What the provider reported for a call that still failed (a truncated or
+    #: unparseable answer): the work was done and billed, so admission charges it
+    #: and the attempt row records it. None where nothing was reported.
+    usage: ReportedTokens | None = None
 
 
 class RetryableError(FencelineError):

@@ -32,6 +32,7 @@ from typing import Any, Protocol, cast
 from pipeline.engines import Completion, Engine, Messages
 from pipeline.errors import (
     AdmissionDeferred,
+    FencelineError,
     LeaseLost,
     MalformedOutput,
     ProviderRateLimited,
@@ -246,15 +247,23 @@ class AttemptRunner:
         try:
             completion = call.result()
         except RetryableError as exc:
-            await self.admission.release(grant, usage=None, uncertain=exc.uncertain)
+            spent = _spent(exc, self.engine.name)
+            # Reported usage settles the charge exactly (a truncated answer was billed).
+            uncertain = exc.uncertain and spent is None
+            await self.admission.release(grant, usage=spent, uncertain=uncertain)
             if isinstance(exc, ProviderRateLimited) and exc.retry_after:
                 await self.admission.cooldown(exc.retry_after)
-            return await self._retry(lease, exc, None)
+            return await self._retry(lease, exc, spent)
         except TerminalError as exc:
-            await self.admission.release(grant, usage=None, uncertain=False)
+            spent = _spent(exc, self.engine.name)
+            await self.admission.release(grant, usage=spent, uncertain=False)
             await self._settle(
                 self.store.fail(
-                    lease, error_class=exc.error_class, reason=exc.error_class, detail=str(exc)
+                    lease,
+                    error_class=exc.error_class,
+                    reason=exc.error_class,
+                    detail=str(exc),
+                    usage=spent,
                 )
             )
             return AttemptReport(lease.job_id, lease.fence, "failed_terminal", str(exc))
@@ -397,6 +406,19 @@ class AttemptRunner:
             except Exception:  # the durable outbox event is the source of truth
                 log.exception("settle hand-off failed for job %s", settled.job_id)
         return settled
+
+
+def _spent(exc: FencelineError, engine: str) -> Usage | None:
+    """The usage a failed call still reported (see ``FencelineError.usage``)."""
+    u = exc.usage
+    if u is None:
+        return None
+    return Usage(
+        prompt_tokens=u.prompt_tokens,
+        completion_tokens=u.completion_tokens,
+        cached_tokens=u.cached_tokens,
+        engine=engine,
+    )
 
 
 @dataclass

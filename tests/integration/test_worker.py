@@ -117,3 +117,52 @@ async def test_malformed_output_retries_then_fails_terminal(pool: asyncpg.Pool) 
     assert {r["terminal_reason"] for r in rows} == {"attempts_exhausted"}
     assert {r["last_error_class"] for r in rows} == {"malformed_output"}
     assert len(calls) == 4 * len(jobs)
+
+
+async def test_truncated_answers_are_charged_and_recorded_not_refunded(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    """A truncated answer failed the attempt, but the provider did (and billed) the
+    work: admission settles the grant with the reported usage, and the attempt
+    row records it, so TPM windows and cost reports count those tokens."""
+    from cluster.admission import AdmissionActor
+    from cluster.admission_client import AdmissionClient, LocalActorHandle
+    from cluster.drivers import ActorGate
+
+    corpus = generate_corpus(2, seed=5, max_line_items=2, anchor=TODAY)
+    store = fast_store(pool)
+    tenant = await new_tenant(pool)
+    jobs = await submit_corpus(store, tenant, corpus)
+    actor = AdmissionActor({"scope": "truncated", "max_in_flight": 2}, database_url=dsn)
+    await actor.start()
+    script = [{"kind": "malformed", "malformed": "truncated", "count": 4 * len(jobs)}]
+    with FakeProvider(answer=answer_from_corpus(corpus)) as fake:
+        fake.set_faults({"script": script})
+        async with OpenAICompatibleEngine(fake.base_url, "fake-model") as engine:
+            gate = ActorGate(AdmissionClient(LocalActorHandle(actor), scope="truncated"))
+            cfg = WorkerConfig(worker_id="t0", concurrency=2, idle_poll_seconds=0.1)
+            loop = DriverLoop(AttemptRunner(store, engine, cfg, admission=gate))
+            await loop.start()
+            try:
+                rows = await wait_settled(pool, len(jobs), timeout=90)
+            finally:
+                await loop.stop(grace_seconds=5)
+                await actor.stop()
+        calls = fake.calls()
+    assert {r["last_error_class"] for r in rows} == {"malformed_output"}
+    assert len(calls) == 4 * len(jobs)
+    provider_tokens = sum(c.prompt_tokens + c.completion_tokens for c in calls)
+    async with pool.acquire() as conn:
+        ledger = await conn.fetch(
+            "SELECT outcome, charged_tokens FROM admission_grants WHERE scope = 'truncated'"
+        )
+        attempts = await conn.fetch(
+            "SELECT prompt_tokens, completion_tokens FROM job_attempts"
+            " WHERE job_id = ANY($1::uuid[])",
+            list(jobs),
+        )
+    assert len(ledger) == len(calls)
+    assert {r["outcome"] for r in ledger} == {"reconciled"}
+    assert sum(r["charged_tokens"] for r in ledger) == provider_tokens
+    assert len(attempts) == len(calls)
+    assert sum(a["prompt_tokens"] + a["completion_tokens"] for a in attempts) == provider_tokens
