@@ -30,6 +30,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
@@ -116,6 +117,9 @@ class AdmissionActor:
         self._background: set[asyncio.Task[None]] = set()
         self.ledger_errors = 0
         self.restored = 0
+        #: Changes when Ray restarts the actor: operators (and tests) can tell a
+        #: fresh incarnation, whose in-memory grants start empty, from the old one.
+        self.incarnation = uuid.uuid4().hex
 
     # ---- lifecycle -------------------------------------------------------------
 
@@ -293,6 +297,7 @@ class AdmissionActor:
             ledger=self._ledger is not None,
             ledger_errors=self.ledger_errors,
             restored=self.restored,
+            incarnation=self.incarnation,
         )
         return snap
 

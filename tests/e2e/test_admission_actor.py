@@ -210,8 +210,20 @@ async def test_restarted_actor_is_reached_again_by_name(ray_namespace: str) -> N
     )
     g = await client.acquire("t", 10, 10, timeout=5)
     assert isinstance(g, Grant)
+    before = (await client.snapshot())["incarnation"]
     ray.kill(handle, no_restart=False)  # Ray restarts it (max_restarts=-1)
+    # ray.kill only asks: until the old incarnation is gone it may still answer
+    # (and grant). Wait for the new one before asking for a grant from it.
     deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if (await client.snapshot())["incarnation"] != before:
+                break
+        except Exception:  # unavailable while Ray restarts it
+            pass
+        await asyncio.sleep(0.25)
+    else:
+        raise AssertionError("the admission actor was not restarted within 60 s")
     result: Any = None
     while time.monotonic() < deadline:
         result = await client.acquire("t", 10, 10, timeout=2)

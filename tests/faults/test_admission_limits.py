@@ -1,7 +1,8 @@
 """The global admission budget end to end: Ray drivers, the admission actor, the fake provider.
 
-* With RPM=60, TPM=20,000 and 4 permits, 200 jobs never make the provider see a
-  60-second window over either limit, nor more than 4 calls at once.
+* With RPM=60, TPM=20,000 and 4 permits, 200 jobs through two Ray task drivers
+  never make the provider see a 60-second window over either limit, nor more
+  than 4 calls at once.
 * A 429 storm with Retry-After makes every driver back off together (the
   cooldown is shared through the actor), and provider calls stay within the
   jobs' attempt budget.
@@ -119,48 +120,24 @@ def windows(calls: list[Any], span: float = 60.0) -> tuple[int, int, int]:
     return max_calls, max_tokens, peak
 
 
-async def test_rpm_tpm_and_permits_hold_across_drivers(pool: asyncpg.Pool, dsn: str) -> None:
-    """The admission actor shared by two drivers keeps every provider-side window in limits.
-
-    The actor and the drivers run in this process (the actor through the same
-    client and gate the Ray drivers use); the Ray path is exercised by the 429
-    storm test below and by tests/e2e/test_admission_actor.py.
-    """
-    from cluster.admission import AdmissionActor
-    from cluster.admission_client import AdmissionClient, LocalActorHandle
-    from cluster.drivers import ActorGate
-    from pipeline.engines import OpenAICompatibleEngine
-    from pipeline.worker import AttemptRunner, DriverLoop
-
+async def test_rpm_tpm_and_permits_hold_across_ray_drivers(
+    ray_cluster: None, pool: asyncpg.Pool, dsn: str
+) -> None:
+    """Two Ray task drivers share the named admission actor; the provider never sees
+    a 60-second window over RPM or TPM, nor more than 4 calls at once, and the
+    ledger's reconciled charges are exactly what the provider counted."""
     store = JobStore(pool)
     tenants = [await new_tenant(pool) for _ in range(2)]
     await accept(store, tenants, 200)
-    actor = AdmissionActor(
-        {"scope": "limits", "rpm": 60, "tpm": 20_000, "max_in_flight": 4}, database_url=dsn
-    )
-    await actor.start()
+    limits = {"rpm": 60, "tpm": 20_000, "max_in_flight": 4}
     with FakeProvider(answer=lambda _body: EMPTY_ANSWER) as fake:
         fake.set_faults({"latency": {"dist": "uniform", "a": 0.05, "b": 0.2}})
-        async with OpenAICompatibleEngine(fake.base_url, "fake") as engine:
-            loops = []
-            for i in range(2):
-                gate = ActorGate(AdmissionClient(LocalActorHandle(actor), scope="limits"))
-                worker = WorkerConfig(
-                    worker_id=f"d{i}",
-                    concurrency=4,
-                    max_output_tokens=64,
-                    idle_poll_seconds=0.2,
-                    admission_timeout_seconds=120,
-                )
-                loop = DriverLoop(AttemptRunner(store, engine, worker, admission=gate))
-                await loop.start()
-                loops.append(loop)
-            try:
-                rows = await wait_settled(pool, 200, timeout=480)
-            finally:
-                for loop in loops:
-                    await loop.stop(grace_seconds=5)
-                await actor.stop()
+        actors = await start_runtime(dsn, fake, "limits", limits)
+        try:
+            rows = await wait_settled(pool, 200, timeout=480)
+            snap = await actors[-1].snapshot.remote()
+        finally:
+            await stop_runtime(actors)
         calls = fake.calls()
     assert len(rows) == 200
     assert len(calls) == 200  # every job settled (REVIEW_REQUIRED) in one call
@@ -169,6 +146,14 @@ async def test_rpm_tpm_and_permits_hold_across_drivers(pool: asyncpg.Pool, dsn: 
     assert max_tokens <= 20_000, max_tokens
     assert max_tokens > 15_000  # the budget, not something else, was the bound
     assert peak <= 4, peak
+    assert snap["granted_total"] == 200 and snap["expired_total"] == 0, snap
+    async with pool.acquire() as conn:
+        ledger = await conn.fetch(
+            "SELECT outcome, charged_tokens FROM admission_grants WHERE scope = 'limits'"
+        )
+    assert {r["outcome"] for r in ledger} == {"reconciled"}
+    provider_tokens = sum(c.prompt_tokens + c.completion_tokens for c in calls)
+    assert sum(r["charged_tokens"] for r in ledger) == provider_tokens
 
 
 async def test_429_storm_makes_all_drivers_back_off_together(
