@@ -1,8 +1,10 @@
 """``python -m benchmarks SCENARIO``: run a pipeline benchmark scenario.
 
-SCENARIO is a name under ``benchmarks/scenarios/`` (``smoke``, ``burst2000``) or
-a path to a YAML file. Results go to ``results/<scenario>/`` (JSON + PNGs) and
-a one-screen summary is printed; a progress line runs on stderr meanwhile.
+SCENARIO is a name under ``benchmarks/scenarios/`` (``smoke``, ``smoke-vllm``,
+``burst2000``, ``gpu-h200``) or a path to a YAML file. Results go to
+``results/<scenario>/`` (JSON + PNGs) and a one-screen summary is printed; a
+progress line runs on stderr meanwhile. ``--engine vllm-cpu`` runs the same
+scenario on the CPU vLLM pools (``benchmarks/pools/cpu-smoke.yaml``).
 """
 
 from __future__ import annotations
@@ -12,13 +14,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from benchmarks.pipeline_bench import (
-    SCENARIO_DIR,
-    UnsupportedEngine,
-    load_scenario,
-    run_scenario,
-    summary,
-)
+from benchmarks.scenario import BaselineSpec, ScenarioError, load_scenario, with_engine
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,19 +22,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("scenario", help="scenario name or YAML path")
     parser.add_argument("--out", type=Path, default=None, help="results folder")
     parser.add_argument("--quiet", action="store_true", help="no progress line")
+    parser.add_argument("--engine", choices=["fake", "vllm-cpu", "vllm-gpu"], default=None)
+    parser.add_argument("--no-baselines", action="store_true", help="main run only")
     args = parser.parse_args(argv)
     try:
         scenario = load_scenario(args.scenario)
-    except FileNotFoundError:
-        known = ", ".join(sorted(p.stem for p in SCENARIO_DIR.glob("*.yaml")))
-        print(f"error: no scenario {args.scenario!r} (known: {known})", file=sys.stderr)
-        return 2
-    out = args.out or Path("results") / scenario.name
-    try:
-        result = asyncio.run(run_scenario(scenario, out, progress=not args.quiet))
-    except UnsupportedEngine as exc:
+        if args.engine and args.engine != scenario.engine.kind:
+            scenario = with_engine(scenario, args.engine)
+    except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.no_baselines:
+        scenario = scenario.model_copy(update={"baselines": BaselineSpec()})
+    from benchmarks.runner import run_scenario
+    from benchmarks.summary import summary
+
+    out = args.out or Path("results") / scenario.name
+    result = asyncio.run(run_scenario(scenario, out, progress=not args.quiet))
     print(summary(result))
     print(f"results in {out}/")
     return 0

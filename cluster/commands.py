@@ -212,6 +212,11 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", help="scenario name (benchmarks/scenarios/) or YAML path")
     p.add_argument("--out", type=Path, default=None, help="results folder")
     p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.add_argument(
+        "--engine", choices=["fake", "vllm-cpu", "vllm-gpu"], default=None,
+        help="override the scenario's engine kind",
+    )  # fmt: skip
+    p.add_argument("--no-baselines", action="store_true", help="main run only")
 
 
 @command("bench", "run a pipeline benchmark scenario (python -m benchmarks)", _bench_args)
@@ -219,6 +224,8 @@ def _bench(args: argparse.Namespace, _settings: Settings) -> int:
     from benchmarks.__main__ import main
 
     argv = [args.scenario, *(["--out", str(args.out)] if args.out else [])]
+    argv += ["--engine", args.engine] if args.engine else []
+    argv += ["--no-baselines"] if args.no_baselines else []
     return main([*argv, *(["--quiet"] if args.quiet else [])])
 
 

@@ -1,0 +1,251 @@
+"""Side-by-side baselines, run in the same process right after the main run.
+
+These machines are noisy, so the headline figures are ratios of two things
+measured back to back, never absolute rates:
+
+* ``pipeline_vs_direct``: the same ``direct_documents`` prompts (the prompts
+  the drivers build, same output cap and schema) sent (a) straight to the
+  engine with as many requests in flight as admission allows the pipeline,
+  and (b) as a one-shot burst through the whole pipeline (REST intake, job
+  store, scheduler, admission, drivers, validation). Both sides use the
+  engine the main run used (fake provider, or the vLLM pools behind Serve:
+  for vLLM the direct side calls the inference app's handle, i.e. vLLM
+  without intake, store, admission and drivers). Ratio: pipeline drain time
+  over direct wall time, and the p50 of time-since-submission.
+* ``store_vs_raw``: :mod:`benchmarks.store_bench`: claim+complete through
+  :class:`pipeline.jobs.JobStore` vs a raw ``SKIP LOCKED`` loop doing the same
+  SQL work (fresh database per variant, same jobs and workers).
+* ``serve_vs_starlette``: :mod:`benchmarks.intake_bench`: the intake API as a
+  Ray Serve ingress, under plain uvicorn, and a bare Starlette endpoint, each
+  under the same closed-loop load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+from benchmarks.engine_metrics import side_summary
+from benchmarks.engine_setup import BenchEngine, RecordingEngine, close_engine, timing_summary
+from benchmarks.loadgen import ArrivalSpec
+from benchmarks.report import percentile
+from benchmarks.scenario import BaselineSpec, DeliverySpec, Scenario, scenario_corpus
+from pipeline.engines import Messages
+from pipeline.extraction import extraction_json_schema
+from pipeline.prompts import build_messages, prompt_budget
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    """``numerator / denominator``; NaN when either is missing or the denominator is 0."""
+    if denominator == 0 or math.isnan(numerator) or math.isnan(denominator):
+        return math.nan
+    return numerator / denominator
+
+
+def direct_concurrency(scenario: Scenario) -> int:
+    """Requests in flight on the direct side: what admission lets the pipeline have."""
+    drivers = scenario.drivers.count * scenario.drivers.concurrency
+    limit = scenario.admission.concurrency
+    return min(drivers, limit) if limit else drivers
+
+
+async def direct_run(scenario: Scenario, engine: BenchEngine, documents: int) -> dict[str, Any]:
+    """The engine called directly with the pipeline's prompts, closed loop."""
+    corpus = scenario_corpus(scenario)
+    schema = extraction_json_schema()
+    cap = scenario.engine.max_output_tokens
+    client = RecordingEngine(engine.engine())
+    gate = asyncio.Semaphore(direct_concurrency(scenario))
+    since_submit: list[float] = []
+    core_before = await engine.metrics_snapshot()
+    t0 = time.perf_counter()
+
+    async def one(i: int) -> None:
+        text = corpus[i % len(corpus)].ocr_text
+        budget = prompt_budget(text, max_output_tokens=cap, include_schema=False)
+        async with gate:
+            try:
+                await client.complete(
+                    cast(Messages, build_messages(text, include_schema=False)),
+                    json_schema=schema,
+                    max_tokens=budget.max_output_tokens,
+                    timeout=scenario.engine.attempt_timeout_s,
+                )
+            except Exception:  # counted by RecordingEngine; settled all the same
+                pass
+        since_submit.append(time.perf_counter() - t0)
+
+    try:
+        await asyncio.gather(*(one(i) for i in range(documents)))
+    finally:
+        await close_engine(client)
+    wall = time.perf_counter() - t0
+    core_after = await engine.metrics_snapshot()
+    timings = timing_summary(client.calls, streams=engine.streams)
+    if core_before is not None and core_after is not None:
+        timings["engine_core"] = side_summary(core_before, core_after)
+    return {
+        "documents": documents,
+        "concurrency": direct_concurrency(scenario),
+        "wall_s": wall,
+        "ok": sum(1 for c in client.calls if c.ok),
+        "since_submit_p50_s": percentile(since_submit, 50),
+        "since_submit_p99_s": percentile(since_submit, 99),
+        "engine": timings,
+    }
+
+
+def burst_of(scenario: Scenario, documents: int) -> Scenario:
+    """The scenario as a one-shot burst of ``documents`` jobs, no delivery, no baselines."""
+    return scenario.model_copy(
+        update={
+            "name": f"{scenario.name}-burst",
+            "arrival": ArrivalSpec(process="burst", count=documents),
+            "delivery": DeliverySpec(enabled=False),
+            "baselines": BaselineSpec(),
+            "capacity_check": False,
+        }
+    )
+
+
+async def pipeline_vs_direct(scenario: Scenario, engine: BenchEngine) -> dict[str, Any]:
+    from benchmarks.runner import run_pipeline
+
+    n = scenario.baselines.direct_documents
+    # Direct, pipeline, direct again: the engine's prefix cache holds the prompts
+    # after the first pass, so the ratio compares the pipeline with the second
+    # (equally warm) direct pass; the first is reported as ``direct_cold``.
+    cold = await direct_run(scenario, engine, n)
+    through = await run_pipeline(burst_of(scenario, n), engine, progress=False)
+    direct = await direct_run(scenario, engine, n)
+    pipe = {
+        "documents": n,
+        "drain_s": through["duration_s"]["last_settled"],
+        "outcomes": through["outcomes"],
+        "since_submit_p50_s": through["completion_latency_s"]["p50"],
+        "since_submit_p99_s": through["completion_latency_s"]["p99"],
+        "engine": through["engine"],
+    }
+    return {
+        "direct_cold": cold,
+        "direct": direct,
+        "pipeline": pipe,
+        "ratios": {
+            "drain_time": ratio(pipe["drain_s"], direct["wall_s"]),
+            "p50_since_submit": ratio(pipe["since_submit_p50_s"], direct["since_submit_p50_s"]),
+            "p99_since_submit": ratio(pipe["since_submit_p99_s"], direct["since_submit_p99_s"]),
+        },
+    }
+
+
+async def store_vs_raw(spec: BaselineSpec) -> dict[str, Any]:
+    from benchmarks import store_bench
+
+    out: dict[str, float] = {}
+    variants: dict[str, Callable[[str], Awaitable[int]]] = {
+        "raw_skip_locked": lambda dsn: store_bench.run_raw(dsn, spec.store_workers),
+        "store_single": lambda dsn: store_bench.run_store(dsn, spec.store_workers, 1),
+        "store_batch": lambda dsn: store_bench.run_store(dsn, spec.store_workers, spec.store_batch),
+    }
+    for name, fn in variants.items():
+        db = await store_bench.fresh_db(spec.store_jobs, 2)
+        dsn = store_bench.ADMIN.rsplit("/", 1)[0] + "/" + db
+        try:
+            t0 = time.perf_counter()
+            done = await fn(dsn)
+            elapsed = time.perf_counter() - t0
+        finally:
+            await store_bench.drop_db(db)
+        if done != spec.store_jobs:
+            raise RuntimeError(f"{name} completed {done} of {spec.store_jobs} jobs")
+        out[name] = done / elapsed
+    return {
+        "jobs": spec.store_jobs,
+        "workers": spec.store_workers,
+        "batch": spec.store_batch,
+        "jobs_per_s": out,
+        "ratios": {
+            "store_batch_vs_raw": ratio(out["store_batch"], out["raw_skip_locked"]),
+            "store_single_vs_raw": ratio(out["store_single"], out["raw_skip_locked"]),
+        },
+    }
+
+
+async def serve_vs_starlette(spec: BaselineSpec) -> dict[str, Any]:
+    from benchmarks import intake_bench
+
+    args = argparse.Namespace(
+        seconds=spec.intake_seconds, warmup=1.0, concurrency=spec.intake_concurrency, tenants=2
+    )
+    results = {
+        "starlette": await intake_bench.run_starlette(args),
+        "uvicorn": await intake_bench.run_uvicorn(args),
+        "serve": await intake_bench.run_serve(args),
+    }
+    s, u, b = results["serve"], results["uvicorn"], results["starlette"]
+    return {
+        "seconds": spec.intake_seconds,
+        "concurrency": spec.intake_concurrency,
+        "results": results,
+        "ratios": {
+            "serve_vs_starlette_throughput": ratio(s["jobs_per_s"], b["jobs_per_s"]),
+            "serve_vs_starlette_p50": ratio(s["p50_ms"], b["p50_ms"]),
+            "serve_vs_uvicorn_throughput": ratio(s["jobs_per_s"], u["jobs_per_s"]),
+            "uvicorn_vs_starlette_throughput": ratio(u["jobs_per_s"], b["jobs_per_s"]),
+        },
+    }
+
+
+#: Which ratio of each baseline is the headline, and how the summary labels it.
+HEADLINE = {
+    "pipeline_vs_direct": ("drain_time", "pipeline/direct drain time"),
+    "store_vs_raw": ("store_batch_vs_raw", "store/raw claim+complete rate"),
+    "serve_vs_starlette": ("serve_vs_starlette_throughput", "Serve/Starlette intake rate"),
+}
+
+
+def headline(baselines: dict[str, Any]) -> dict[str, float]:
+    """The one ratio per baseline that leads the summary."""
+    out = {}
+    for name, (key, label) in HEADLINE.items():
+        got = baselines.get(name)
+        if isinstance(got, dict) and "ratios" in got:
+            out[label] = float(got["ratios"][key])
+    return out
+
+
+async def run_engine_baselines(
+    scenario: Scenario, engine: BenchEngine, *, progress: bool = True
+) -> dict[str, Any]:
+    """Baselines that need the running engine (only ``pipeline_vs_direct``)."""
+    out: dict[str, Any] = {}
+    if "pipeline_vs_direct" in scenario.baselines.run:
+        if progress:
+            _log("baseline pipeline_vs_direct ...")
+        t0 = time.monotonic()
+        out["pipeline_vs_direct"] = await pipeline_vs_direct(scenario, engine)
+        out["pipeline_vs_direct"]["wall_s"] = time.monotonic() - t0
+    return out
+
+
+async def run_local_baselines(scenario: Scenario, *, progress: bool = True) -> dict[str, Any]:
+    """Baselines that start their own processes (run after the engine stopped)."""
+    out: dict[str, Any] = {}
+    runs = {"store_vs_raw": store_vs_raw, "serve_vs_starlette": serve_vs_starlette}
+    for name, fn in runs.items():
+        if name in scenario.baselines.run:
+            if progress:
+                _log(f"baseline {name} ...")
+            t0 = time.monotonic()
+            out[name] = await fn(scenario.baselines)
+            out[name]["wall_s"] = time.monotonic() - t0
+    return out

@@ -1,0 +1,242 @@
+"""The processes a benchmark run stands up on loopback, and their teardown.
+
+* :func:`fresh_database`: a new migrated PostgreSQL database, dropped afterwards;
+* :func:`intake_server`: the intake API under uvicorn in its own process;
+* :class:`FakeProcess`: the fake OpenAI-compatible provider in its own process;
+* :class:`ErpProcess`: the reference ERP receiver (``pipeline.erp_receiver``).
+
+``python -m benchmarks.infra intake|fake-provider ...`` are the child entries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import httpx
+import uvicorn
+
+from benchmarks.fake_provider import CallRecord, FakeProvider, FaultPlan
+from benchmarks.scenario import Scenario, scenario_corpus
+from pipeline.api import create_app
+from pipeline.database import connect, migrate
+from pipeline.invoices import GeneratedInvoice
+from pipeline.queries import parse
+from pipeline.settings import Settings
+
+ADMIN_DSN = os.environ.get(
+    "FENCELINE_BENCH_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+SQL_FILE = os.path.join(os.path.dirname(__file__), "sql", "bench.sql")
+
+
+def bench_sql(name: str) -> str:
+    """A named query of ``benchmarks/sql/bench.sql`` (read-only reporting queries)."""
+    with open(SQL_FILE, encoding="utf-8") as fh:
+        return parse(fh.read(), SQL_FILE)[name]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def dsn_for(database: str) -> str:
+    base, _, _ = ADMIN_DSN.rpartition("/")
+    return f"{base}/{database}"
+
+
+@contextlib.asynccontextmanager
+async def fresh_database() -> AsyncIterator[str]:
+    """A new migrated database for one run; dropped (forcibly) afterwards."""
+    name = f"fl_bench_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(ADMIN_DSN)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        conn = await connect(dsn_for(name))
+        try:
+            await migrate(conn)
+        finally:
+            await conn.close()
+        yield dsn_for(name)
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()
+
+
+async def _wait_healthy(url: str, proc: asyncio.subprocess.Process, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient(timeout=2) as client:
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                if (await client.get(url)).status_code == 200:
+                    return
+            if proc.returncode is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the process behind {url} did not start")
+            await asyncio.sleep(0.2)
+
+
+async def _terminate(proc: asyncio.subprocess.Process | None, grace: float = 15.0) -> None:
+    if proc is None or proc.returncode is not None:
+        return
+    proc.terminate()
+    try:
+        await asyncio.wait_for(proc.wait(), grace)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def intake_server(overrides: dict[str, Any], timeout: float = 60.0) -> AsyncIterator[str]:
+    """The intake API (:func:`pipeline.api.create_app`) under uvicorn in its own process.
+
+    Intake runs apart from the drivers, as in a deployment; in one process a
+    burst's HTTP handling would steal the drivers' event loop and the measured
+    drain would include that contention. ``overrides`` are Settings fields.
+    """
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "benchmarks.infra", "intake", str(port), json.dumps(overrides)
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        await _wait_healthy(f"{url}/healthz", proc, timeout)
+        yield url
+    finally:
+        await _terminate(proc)
+
+
+def serve_intake(port: int, overrides_json: str) -> None:
+    """Entry of the intake process (see :func:`intake_server`)."""
+    settings = Settings(**json.loads(overrides_json))
+    uvicorn.run(
+        create_app(settings),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+        backlog=4096,
+    )
+
+
+class FakeProcess:
+    """The fake provider in its own process, answering with the scenario corpus.
+
+    In-process (a uvicorn thread) it shares the GIL with intake and drivers,
+    and on a loaded machine its responses queue behind them, which would add
+    Python scheduling delay to every provider call; a separate process keeps
+    the provider's latency what the scenario configures.
+    """
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.port = 0
+        self._proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def start(self, timeout: float = 60.0) -> None:
+        self.port = free_port()
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "benchmarks.infra",
+            "fake-provider",
+            str(self.port),
+            self.scenario.model_dump_json(),
+        )
+        await _wait_healthy(f"http://127.0.0.1:{self.port}/healthz", self._proc, timeout)
+
+    async def calls(self) -> list[CallRecord]:
+        async with httpx.AsyncClient(timeout=60) as client:
+            r = await client.get(f"http://127.0.0.1:{self.port}/admin/calls")
+            r.raise_for_status()
+        return [CallRecord.model_validate(c) for c in r.json()]
+
+    async def stop(self) -> None:
+        await _terminate(self._proc, 10)
+        self._proc = None
+
+
+def serve_fake_provider(port: int, scenario_json: str) -> None:
+    """Entry of the fake-provider process (see :class:`FakeProcess`)."""
+    scenario = Scenario.model_validate_json(scenario_json)
+    fake = FakeProvider(port=port, answer=corpus_answer(scenario_corpus(scenario)))
+    fake.set_faults(
+        FaultPlan(
+            latency=scenario.engine.latency,
+            rpm=scenario.engine.rpm,
+            tpm=scenario.engine.tpm,
+            seed=scenario.seed,
+        )
+    )
+    uvicorn.run(fake.app, host="127.0.0.1", port=port, log_level="warning", backlog=4096)
+
+
+def corpus_answer(corpus: list[GeneratedInvoice]) -> Any:
+    """Fake-provider answer: the candidate extraction of the invoice in the prompt."""
+    markers = [(inv.ocr_text[:160], inv.candidate.model_dump_json()) for inv in corpus]
+
+    def answer(body: dict[str, Any]) -> Any:
+        user = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+        for marker, candidate in markers:
+            if marker in user:
+                return candidate
+        return "{}"
+
+    return answer
+
+
+class ErpProcess:
+    """The reference ERP receiver on loopback, verifying every tenant's endpoint secret."""
+
+    def __init__(self, database_url: str, port: int) -> None:
+        self.database_url = database_url
+        self.port = port
+        self._proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/webhooks/fenceline"
+
+    async def start(self, secrets: list[str], timeout: float = 30.0) -> None:
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "pipeline.erp_receiver",
+            "--port",
+            str(self.port),
+            "--database-url",
+            self.database_url,
+            env={**os.environ, "FENCELINE_ERP_SECRETS": " ".join(secrets)},
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert self._proc.stdout is not None
+        line = await asyncio.wait_for(self._proc.stdout.readline(), timeout)
+        if not line.startswith(b"listening"):
+            raise RuntimeError(f"the ERP receiver did not start: {line!r}")
+
+    async def stop(self) -> None:
+        await _terminate(self._proc, 10)
+        self._proc = None
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["fake-provider"]:
+    serve_fake_provider(int(sys.argv[2]), sys.argv[3])
+elif __name__ == "__main__" and sys.argv[1:2] == ["intake"]:
+    serve_intake(int(sys.argv[2]), sys.argv[3])

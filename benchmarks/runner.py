@@ -1,0 +1,359 @@
+"""Run a scenario: open-loop REST intake → durable jobs → real drivers → engine → ERP.
+
+One run stands up, on loopback:
+
+* a fresh PostgreSQL database (created, migrated, dropped after the run);
+* the intake API (:func:`pipeline.api.create_app`) under uvicorn in its own process;
+* ``drivers.count`` :class:`pipeline.worker.DriverLoop` s woken by one
+  :class:`pipeline.scheduler.Scheduler`, all asking one in-process
+  :class:`cluster.admission.AdmissionActor` (through the
+  :class:`cluster.drivers.ActorGate` Ray drivers use) for RPM/TPM/concurrency;
+* the engine (:class:`benchmarks.engine_setup.BenchEngine`: the fake provider
+  in its own process, or vLLM pools behind Ray Serve);
+* with delivery on, one webhook endpoint per tenant, the reference ERP
+  receiver (``pipeline.erp_receiver``) and the delivery dispatcher.
+
+Load comes from :class:`benchmarks.loadgen.OpenLoopGenerator`, so a saturated
+pipeline shows up as backlog growth, not as a slower client. After the main
+run the scenario's baselines run (:mod:`benchmarks.baselines`) and their
+ratios join the result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+
+from benchmarks.collect import RunRecord, RunState, collect, merge_counts, sampler
+from benchmarks.engine_metrics import side_summary
+from benchmarks.engine_setup import BenchEngine, RecordingEngine, close_engine
+from benchmarks.infra import ErpProcess, bench_sql, free_port, fresh_database, intake_server
+from benchmarks.loadgen import OpenLoopGenerator, schedule
+from benchmarks.plots import write_plots
+from benchmarks.report import write_json
+from benchmarks.scenario import Scenario, scenario_corpus
+from cluster.admission import AdmissionActor, AdmissionClient, LocalActorHandle
+from cluster.drivers import ActorGate
+from pipeline.admission_limits import AdmissionConfig
+from pipeline.database import create_pool
+from pipeline.invoices import GeneratedInvoice
+from pipeline.jobs import JobStore
+from pipeline.master_data import upsert_supplier
+from pipeline.scheduler import Scheduler, SchedulerConfig, WorkSignal
+from pipeline.settings import Settings
+from pipeline.tenants import create_api_key, create_tenant
+from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
+
+#: Concurrent intake requests on the wire (a client's connection limit).
+CLIENT_CONNECTIONS = 16
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+async def run_scenario(
+    scenario: Scenario, out_dir: Path | None = None, *, progress: bool = True
+) -> dict[str, Any]:
+    """Run one scenario and its baselines; return (and with ``out_dir``, write) the result."""
+    from benchmarks.baselines import headline, run_engine_baselines, run_local_baselines
+    from benchmarks.roofline import roofline_report
+
+    wall0 = time.monotonic()
+    engine = BenchEngine(scenario)
+    await engine.start(log if progress else None)
+    if progress:
+        log(f"engine {scenario.engine.kind} ready after {engine.start_seconds:.1f} s")
+    try:
+        result = await run_pipeline(scenario, engine, progress=progress)
+        result["engine"]["start_s"] = engine.start_seconds
+        wall_main = time.monotonic() - wall0
+        baselines = await run_engine_baselines(scenario, engine, progress=progress)
+    finally:
+        await engine.stop()
+    baselines.update(await run_local_baselines(scenario, progress=progress))
+    baselines["headline"] = headline(baselines)
+    result["baselines"] = baselines
+    if scenario.roofline is not None:
+        result["roofline"] = roofline_report(scenario.roofline, result)
+    result["wall_s"] = {"main_incl_engine_start": wall_main, "total": time.monotonic() - wall0}
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        result["files"] = [str(write_json(out_dir, "result", result))]
+        result["files"] += [str(p) for p in write_plots(out_dir, result)]
+    return result
+
+
+def _settings_overrides(scenario: Scenario, dsn: str, erp_port: int | None) -> dict[str, Any]:
+    overrides: dict[str, Any] = {
+        "database_url": dsn,
+        "scan_interval_seconds": 0.5,
+        "default_deadline_seconds": scenario.deadline_s,
+        "max_attempts": scenario.max_attempts,
+        # Intake queues for a pooled connection instead of answering 503 after
+        # 5 s: on a loaded machine a burst should measure latency, not timeouts.
+        "db_pool_max": 16,
+        "db_acquire_timeout_seconds": 60,
+    }
+    if erp_port is not None:
+        overrides["delivery_allow_loopback_http"] = True
+        overrides["delivery_allowed_ports"] = [443, erp_port]
+    return overrides
+
+
+async def _provision(
+    conn: asyncpg.Connection, scenario: Scenario, corpus: list[GeneratedInvoice]
+) -> list[tuple[str, str, uuid.UUID]]:
+    """Tenants, API keys and (consistent) supplier master data; (name, key, id) per tenant."""
+    out = []
+    for spec in scenario.tenants:
+        tenant = await create_tenant(
+            conn, f"{spec.name}-{uuid.uuid4().hex[:6]}", weight=max(1, round(spec.weight))
+        )
+        _, key = await create_api_key(conn, tenant.id, scopes=("jobs",))
+        out.append((spec.name, key, tenant.id))
+        for inv in corpus:
+            await upsert_supplier(conn, tenant.id, inv.supplier)
+    return out
+
+
+async def run_pipeline(
+    scenario: Scenario, engine: BenchEngine, *, progress: bool = True
+) -> dict[str, Any]:
+    """The main run on an already started engine; returns the collected result."""
+    offsets = schedule(scenario.arrival, scenario.seed)
+    corpus = scenario_corpus(scenario)
+    rng = random.Random(f"tenants:{scenario.seed}")
+    weights = [t.weight for t in scenario.tenants]
+    tenant_of = [rng.choices(range(len(weights)), weights)[0] for _ in offsets]
+    fake_calls_before = len(await engine.fake.calls()) if engine.fake is not None else 0
+    core_before = await engine.metrics_snapshot()
+    erp_port = free_port() if scenario.delivery.enabled else None
+    async with fresh_database() as dsn:
+        overrides = _settings_overrides(scenario, dsn, erp_port)
+        settings = Settings(**overrides)
+        pool = await create_pool(dsn, min_size=2, max_size=20)
+        erp: ErpProcess | None = None
+        dispatcher: Any = None
+        try:
+            async with pool.acquire() as conn:
+                tenants = await _provision(conn, scenario, corpus)
+            if erp_port is not None:
+                from cluster.delivery import build_dispatcher
+                from pipeline.endpoints import EndpointRegistry, SecretBox, guard_from_settings
+
+                erp = ErpProcess(dsn, erp_port)
+                registry = EndpointRegistry(pool, guard_from_settings(settings), SecretBox(None))
+                secrets = [
+                    (await registry.register(tid, erp.url, description="bench ERP")).secret
+                    for _, _, tid in tenants
+                ]
+                await erp.start(secrets)
+                dispatcher = build_dispatcher(pool, settings, worker_id="bench-delivery")
+                await dispatcher.start()
+            intake = {k: v for k, v in overrides.items() if k in _INTAKE_FIELDS}
+            record = await _drive(
+                scenario, settings, intake, pool, engine, corpus, offsets, tenant_of, tenants,
+                progress,
+            )  # fmt: skip
+            if dispatcher is not None:
+                await _wait_deliveries(pool, scenario.delivery.timeout_s)
+            if engine.fake is not None:
+                record.fake_calls = (await engine.fake.calls())[fake_calls_before:]
+            record.delivery_enabled = erp is not None
+            result = await collect(pool, record)
+            core_after = await engine.metrics_snapshot()
+            if core_before is not None and core_after is not None:
+                result["engine"]["engine_core"] = side_summary(core_before, core_after)
+            return result
+        finally:
+            if dispatcher is not None:
+                await dispatcher.close()
+            if erp is not None:
+                await erp.stop()
+            await pool.close()
+
+
+async def _wait_deliveries(pool: asyncpg.Pool, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        async with pool.acquire() as conn:
+            if await conn.fetchval(bench_sql("bench_deliveries_unfinished")) == 0:
+                return
+        await asyncio.sleep(0.25)
+
+
+def _progress_line(state: RunState, gen: OpenLoopGenerator, total: int) -> None:
+    s = state.samples[-1] if state.samples else None
+    line = (
+        f"\r[{time.time() - state.t0_wall:6.1f}s] sent {gen.sent}/{total} "
+        f"accepted {len(state.accepted)} settled {s.settled if s else 0} "
+        f"runnable {s.runnable if s else 0} running {s.running if s else 0} "
+        f"oldest {s.oldest_runnable_age_s if s else 0:.1f}s   "
+    )
+    print(line, end="", file=sys.stderr, flush=True)
+
+
+def _drivers(
+    scenario: Scenario,
+    settings: Settings,
+    store: JobStore,
+    engine: RecordingEngine,
+    gate: ActorGate,
+    signal: WorkSignal,
+) -> list[DriverLoop]:
+    spec = scenario.engine
+    return [
+        DriverLoop(
+            AttemptRunner(
+                store,
+                engine,
+                WorkerConfig(
+                    worker_id=f"bench-driver-{i}",
+                    concurrency=scenario.drivers.concurrency,
+                    claim_batch=scenario.drivers.concurrency,
+                    attempt_timeout_seconds=spec.attempt_timeout_s,
+                    max_output_tokens=spec.max_output_tokens,
+                    heartbeat_seconds=settings.heartbeat_seconds,
+                    idle_poll_seconds=0.5,
+                ),
+                admission=gate,
+            ),
+            signal=signal,
+        )
+        for i in range(scenario.drivers.count)
+    ]
+
+
+async def _drive(
+    scenario: Scenario,
+    settings: Settings,
+    intake_overrides: dict[str, Any],
+    pool: asyncpg.Pool,
+    bench_engine: BenchEngine,
+    corpus: list[GeneratedInvoice],
+    offsets: list[float],
+    tenant_of: list[int],
+    tenants: list[tuple[str, str, uuid.UUID]],
+    progress: bool,
+) -> RunRecord:
+    state = RunState()
+    store = JobStore(pool, settings)
+    if scenario.delivery.enabled:
+        from pipeline.deliveries import delivery_settle_hook
+
+        # As cluster.drivers.TaskDriver does: deliveries commit with the completion.
+        store.settle_hooks.append(delivery_settle_hook)
+    adm = scenario.admission
+    scope = f"bench-{scenario.name}"
+    actor = AdmissionActor(
+        AdmissionConfig(scope=scope, rpm=adm.rpm, tpm=adm.tpm, max_in_flight=adm.concurrency)
+    )
+    gate = ActorGate(AdmissionClient(LocalActorHandle(actor), scope=scope))
+    engine = RecordingEngine(bench_engine.engine())
+    signal = WorkSignal()
+    scheduler = Scheduler(pool, settings, signal, config=SchedulerConfig(scan_interval_seconds=0.5))
+    loops = _drivers(scenario, settings, store, engine, gate, signal)
+    stop_sampling = asyncio.Event()
+    # The client holds at most CLIENT_CONNECTIONS requests on the wire, like a
+    # real client's connection limit; later arrivals queue in a FIFO semaphore
+    # (cheap) rather than in httpx's pool, whose waiter scan is O(waiters) per
+    # event and would make the load generator the bottleneck of a large burst.
+    # Queueing time counts into acceptance latency; send times stay on schedule.
+    limits = httpx.Limits(
+        max_connections=CLIENT_CONNECTIONS, max_keepalive_connections=CLIENT_CONNECTIONS
+    )
+    wire = asyncio.Semaphore(CLIENT_CONNECTIONS)
+    async with (
+        intake_server(intake_overrides) as url,
+        httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as client,
+    ):
+        await scheduler.start()
+        for loop in loops:
+            await loop.start()
+
+        async def fire(i: int) -> tuple[str, int | None, Any]:
+            name, key, _ = tenants[tenant_of[i]]
+            inv = corpus[i % len(corpus)]
+            started = time.monotonic()
+            async with wire:
+                r = await client.post(
+                    "/v1/extraction-jobs",
+                    json={"document": {"text": inv.ocr_text}},
+                    headers={"Authorization": f"Bearer {key}", "Idempotency-Key": f"bench-{i}"},
+                )
+            if r.status_code == 202:
+                state.acceptance_latency.append(time.monotonic() - started)
+                state.accepted[r.json()["job_id"]] = (name, time.time())
+                return "accepted", r.status_code, None
+            state.rejected[str(r.status_code)] = state.rejected.get(str(r.status_code), 0) + 1
+            return "rejected", r.status_code, r.text[:200]
+
+        gen = OpenLoopGenerator(offsets, fire)
+        state.t0_wall = time.time()
+        sampling = asyncio.create_task(
+            sampler(store, state, scenario.sample_every_s, stop_sampling)
+        )
+        reporter: asyncio.Task[None] | None = None
+        if progress:
+
+            async def report() -> None:
+                while True:
+                    _progress_line(state, gen, len(offsets))
+                    await asyncio.sleep(1.0)
+
+            reporter = asyncio.create_task(report())
+        try:
+            await gen.run(wait=True, timeout=scenario.drain_timeout_s)
+            arrivals_done = time.time() - state.t0_wall
+            deadline = time.monotonic() + scenario.drain_timeout_s
+            while time.monotonic() < deadline:
+                async with pool.acquire() as conn:
+                    settled = await conn.fetchval(bench_sql("bench_settled_count"))
+                if settled >= len(state.accepted):
+                    break
+                await asyncio.sleep(0.25)
+            await gen.cancel()
+        finally:
+            stop_sampling.set()
+            await sampling
+            if reporter is not None:
+                reporter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reporter
+                print(file=sys.stderr)
+            for loop in loops:
+                await loop.stop(grace_seconds=5)
+            await scheduler.stop()
+            await actor.stop()
+            await close_engine(engine)
+    return RunRecord(
+        scenario=scenario,
+        corpus=corpus,
+        state=state,
+        gen=gen,
+        arrivals_done=arrivals_done,
+        engine_calls=engine.calls,
+        engine_streams=bench_engine.streams,
+        driver_outcomes=merge_counts([lp.stats.outcomes for lp in loops]),
+    )
+
+
+#: Settings the intake process needs (it never delivers or calls an engine).
+_INTAKE_FIELDS = {
+    "database_url",
+    "scan_interval_seconds",
+    "default_deadline_seconds",
+    "max_attempts",
+    "db_pool_max",
+    "db_acquire_timeout_seconds",
+}
