@@ -31,7 +31,6 @@ from pipeline.extraction import (
 from pipeline.invoices import GeneratedInvoice, Variant, generate_invoice
 from pipeline.states import JobState
 from pipeline.validation import (
-    _FIELD_GETTERS,
     ARITHMETIC_CODES,
     REQUIRABLE_FIELDS,
     VALIDATION_POLICY_VERSION,
@@ -53,6 +52,7 @@ from pipeline.validation import (
     skeleton,
     validate,
 )
+from pipeline.validation_policy import _FIELD_GETTERS
 
 PROPERTY = settings(
     max_examples=60,
