@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import math
 import random
@@ -110,6 +111,10 @@ class FaultPlan(BaseModel):
     tpm: int | None = None
     window_s: float = 60.0
     seed: int | None = None
+    #: Draw each call's latency from a stream seeded by (seed, prompt): the same
+    #: prompt always takes the same time, so two runs over the same prompts (a
+    #: pipeline vs direct baseline) see identical service times.
+    latency_by_prompt: bool = False
 
 
 class CallRecord(BaseModel):
@@ -319,7 +324,11 @@ class FakeProvider:
                     status_code=429,
                     headers={"Retry-After": str(math.ceil(wait))},
                 )
-        delay = plan.latency.sample(self._rng)
+        if plan.latency_by_prompt:
+            digest = hashlib.sha256(f"{plan.seed}:{prompt_text}".encode()).hexdigest()
+            delay = plan.latency.sample(random.Random(digest))
+        else:
+            delay = plan.latency.sample(self._rng)
         if delay > 0:
             await asyncio.sleep(delay)
         if kind == "429":

@@ -183,6 +183,7 @@ def serve_fake_provider(port: int, scenario_json: str) -> None:
             rpm=scenario.engine.rpm,
             tpm=scenario.engine.tpm,
             seed=scenario.seed,
+            latency_by_prompt=True,
         )
     )
     uvicorn.run(fake.app, host="127.0.0.1", port=port, log_level="warning", backlog=4096)

@@ -109,7 +109,8 @@ class DeliverySpec(BaseModel):
     """Signed delivery to the reference ERP receiver on loopback, one endpoint per tenant."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    enabled: bool = True
+    #: Off unless asked for: a capacity check measures the job drain alone.
+    enabled: bool = False
     #: After the jobs settle, how long to wait for deliveries to finish.
     timeout_s: float = Field(60.0, gt=0)
 

@@ -236,3 +236,27 @@ def test_corpus_master_data_has_one_vat_id_per_supplier_name() -> None:
         80, seed=7000, variants=(Variant.CLEAN,), max_line_items=4, anchor=None
     )
     assert [i.seed for i in again] == [i.seed for i in corpus]
+
+
+# ---- fake provider: same prompt, same service time ---------------------------------------
+
+
+async def test_fake_latency_by_prompt_repeats_for_the_same_prompt() -> None:
+    import httpx
+
+    from benchmarks.fake_provider import FakeProvider, FaultPlan, Latency
+
+    fake = FakeProvider()
+    fake.set_faults(
+        FaultPlan(latency=Latency(dist="uniform", a=0.0, b=0.3), seed=1, latency_by_prompt=True)
+    )
+    transport = httpx.ASGITransport(app=fake.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://fake") as client:
+        for prompt in ("alpha", "beta", "alpha", "beta"):
+            body = {"model": "m", "messages": [{"role": "user", "content": prompt}]}
+            r = await client.post("/v1/chat/completions", json=body)
+            assert r.status_code == 200
+    a1, b1, a2, b2 = (c.latency_s for c in fake.calls())
+    assert a1 == pytest.approx(a2, abs=0.02)
+    assert b1 == pytest.approx(b2, abs=0.02)
+    assert abs(a1 - b1) > 0.04  # the two prompts drew different times (seeded: a fixed pair)
