@@ -321,16 +321,18 @@ async def stream_request(
     params: SamplingParams,
     request_id: str,
     started: float,
+    into: _Stream | None = None,
 ) -> _Stream:
     """Consume one request's deltas, timing each token as it reaches this process.
 
     A chunk of ``k`` tokens arriving ``gap`` after the previous one yields ``k``
     ITL entries of ``gap / k`` (vLLM streams one token per step unless
-    ``stream_interval`` batches them).
+    ``stream_interval`` batches them). ``into`` receives the observations as
+    they arrive, so a caller that gives up early still knows what was spent.
     """
     from vllm import TokensPrompt
 
-    s = _Stream(last_at=started)
+    s = into if into is not None else _Stream(last_at=started)
     # Rendered input (vLLM's non-deprecated path); it also validates the length.
     (prompt,) = await engine.renderer.render_cmpl_async(
         [TokensPrompt(prompt_token_ids=prompt_token_ids)]
@@ -359,6 +361,15 @@ async def stream_request(
             if queued and scheduled >= queued:
                 s.queue_s = scheduled - queued
     return s
+
+
+def _spent(s: _Stream, ids: list[int]) -> Usage:
+    """The usage one request has consumed so far."""
+    return Usage(
+        prompt_tokens=s.prompt_tokens or len(ids),
+        completion_tokens=s.token_count,
+        cached_tokens=s.cached_tokens,
+    )
 
 
 class PoolEngine:
@@ -425,24 +436,27 @@ class PoolEngine:
         request_id = request.request_id
         self._in_flight.add(request_id)
         outcome = "error"
+        s = _Stream(last_at=started)
         try:
             async with asyncio.timeout(request.timeout):
-                s = await stream_request(engine, ids, params, request_id, started)
+                await stream_request(engine, ids, params, request_id, started, into=s)
             text = "".join(s.text)
             outcome = "malformed"
-            spent = Usage(
-                prompt_tokens=s.prompt_tokens or len(ids),
-                completion_tokens=s.token_count,
-                cached_tokens=s.cached_tokens,
+            parse_json_output(
+                text, finish_reason=s.finish_reason, engine=self.name, usage=_spent(s, ids)
             )
-            parse_json_output(text, finish_reason=s.finish_reason, engine=self.name, usage=spent)
             outcome = "ok"
         except TimeoutError as exc:
             outcome = "timeout"
             await self._abort(request_id)
-            raise ProviderTimeout(
+            timeout = ProviderTimeout(
                 f"pool {self.pool.name}: no complete answer within {request.timeout:.1f} s"
-            ) from exc
+                f" ({s.token_count} tokens generated, request aborted)"
+            )
+            # Our own engine aborted the request: what it spent is known exactly,
+            # so the attempt is charged that, not an uncertain full reservation.
+            timeout.usage, timeout.uncertain = _spent(s, ids), False
+            raise timeout from exc
         except asyncio.CancelledError:
             outcome = "cancelled"
             await asyncio.shield(self._abort(request_id))
@@ -458,7 +472,7 @@ class PoolEngine:
         self.metrics.e2e.observe(elapsed)
         return Completion(
             text=text,
-            usage=spent,
+            usage=_spent(s, ids),
             timings=Timings(
                 e2e_s=elapsed, ttft_s=s.ttft_s, itl_s=tuple(s.itl_s), queue_s=s.queue_s
             ),

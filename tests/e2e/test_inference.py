@@ -207,8 +207,12 @@ async def test_timeout_aborts_the_vllm_request(inference: dict[str, Any]):
     engine: ServeEngine = inference["engine"]
     handle = engine_handle(inference, "short")
     before = await handle.metrics_text.remote()
-    with pytest.raises(ProviderTimeout):
+    with pytest.raises(ProviderTimeout) as info:
         await engine.complete(SHORT, json_schema=SCHEMA, max_tokens=MAX_TOKENS, timeout=0.2)
+    # Our engine aborted it, so what it spent is known (not an uncertain charge).
+    assert info.value.uncertain is False
+    assert info.value.usage is not None and info.value.usage.prompt_tokens > 0
+    assert 0 <= info.value.usage.completion_tokens < MAX_TOKENS
     await wait_idle(inference, "short")
     after = await handle.metrics_text.remote()
     name = "fenceline_engine_requests_total"
