@@ -30,18 +30,10 @@ persists a retry for a :class:`RetryableError` and fails the job for a
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING
 
-
-class ReportedTokens(Protocol):
-    """Token counts a provider reported (``pipeline.engines.Usage`` has this shape)."""
-
-    @property
-    def prompt_tokens(self) -> int: ...
-    @property
-    def completion_tokens(self) -> int: ...
-    @property
-    def cached_tokens(self) -> int: ...
+if TYPE_CHECKING:
+    from pipeline.grants import ReportedUsage
 
 
 class FencelineError(Exception):
@@ -52,7 +44,7 @@ class FencelineError(Exception):
     #: What the provider reported for a call that still failed (a truncated or
     #: unparseable answer): the work was done and billed, so admission charges it
     #: and the attempt row records it. None where nothing was reported.
-    usage: ReportedTokens | None = None
+    usage: ReportedUsage | None = None
 
 
 class RetryableError(FencelineError):
