@@ -184,7 +184,10 @@ async def serve_vs_starlette(spec: BaselineSpec) -> dict[str, Any]:
     from benchmarks import intake_bench
 
     args = argparse.Namespace(
-        seconds=spec.intake_seconds, warmup=1.0, concurrency=spec.intake_concurrency, tenants=2
+        seconds=spec.intake_seconds,
+        warmup=spec.intake_warmup_s,
+        concurrency=spec.intake_concurrency,
+        tenants=2,
     )
     results = {
         "starlette": await intake_bench.run_starlette(args),

@@ -28,7 +28,7 @@ def write_plots(out_dir: Path, result: dict[str, Any]) -> list[Path]:
         if values:
             ax.plot(values, [(i + 1) / len(values) for i in range(len(values))], label=label)
     ax.set_xscale("log")
-    ax.set_xlabel("seconds after the client sent the job")
+    ax.set_xlabel("seconds (acceptance: send to 202; others: 202 to settled / delivered)")
     ax.set_ylabel("fraction of jobs")
     ax.set_title("Latency CDF")
     ax.legend()

@@ -147,6 +147,8 @@ class BaselineSpec(BaseModel):
     store_batch: int = Field(8, ge=1)
     #: serve_vs_starlette: seconds of closed-loop load per target, and its concurrency.
     intake_seconds: float = Field(4.0, gt=0)
+    #: Unmeasured load before each target's measured seconds (Serve's proxy warms up).
+    intake_warmup_s: float = Field(2.0, ge=0)
     intake_concurrency: int = Field(8, ge=1)
 
     @model_validator(mode="before")
