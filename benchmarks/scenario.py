@@ -244,7 +244,7 @@ def with_engine(scenario: Scenario, kind: str) -> Scenario:
     if kind == "vllm-cpu" and engine.get("pools_file") is None:
         engine["pools_file"] = "benchmarks/pools/cpu-smoke.yaml"
     if kind == "vllm-gpu" and engine.get("pools_file") is None:
-        engine["pools_file"] = "deployments/pools.gpu.yaml"
+        engine["pools_file"] = "benchmarks/pools/gpu-single.yaml"
     data = scenario.model_dump()
     data["engine"] = engine
     data["name"] = f"{scenario.name}-{kind}"

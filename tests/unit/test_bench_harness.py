@@ -260,3 +260,19 @@ async def test_fake_latency_by_prompt_repeats_for_the_same_prompt() -> None:
     assert a1 == pytest.approx(a2, abs=0.02)
     assert b1 == pytest.approx(b2, abs=0.02)
     assert abs(a1 - b1) > 0.04  # the two prompts drew different times (seeded: a fixed pair)
+
+
+def test_every_scenario_pools_file_is_a_valid_pools_config() -> None:
+    from benchmarks.scenario import ROOT
+    from deployments.pools import load_pools
+
+    checked = 0
+    for name in known_scenarios():
+        s = load_scenario(name)
+        if s.engine.pools_file is not None:
+            pools = load_pools(ROOT / s.engine.pools_file)
+            assert pools.pools, name
+            if s.engine.kind == "vllm-gpu":
+                assert all(p.device == "gpu" and p.num_gpus <= 1 for p in pools.pools), name
+            checked += 1
+    assert checked >= 3  # smoke-vllm, gpu-h200, gpu-h100
