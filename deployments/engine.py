@@ -455,7 +455,7 @@ class PoolEngine:
             )
             # Our own engine aborted the request: what it spent is known exactly,
             # so the attempt is charged that, not an uncertain full reservation.
-            timeout.usage, timeout.uncertain = _spent(s, ids), False
+            timeout.usage, timeout.engine, timeout.uncertain = _spent(s, ids), self.name, False
             raise timeout from exc
         except asyncio.CancelledError:
             outcome = "cancelled"

@@ -45,6 +45,8 @@ class FencelineError(Exception):
     #: unparseable answer): the work was done and billed, so admission charges it
     #: and the attempt row records it. None where nothing was reported.
     usage: ReportedUsage | None = None
+    #: The engine (e.g. ``vllm:short``) that produced ``usage``, where known.
+    engine: str | None = None
 
 
 class RetryableError(FencelineError):

@@ -417,7 +417,7 @@ def _spent(exc: FencelineError, engine: str) -> Usage | None:
         prompt_tokens=u.prompt_tokens,
         completion_tokens=u.completion_tokens,
         cached_tokens=u.cached_tokens,
-        engine=engine,
+        engine=exc.engine or engine,
     )
 
 

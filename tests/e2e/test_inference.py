@@ -210,7 +210,7 @@ async def test_timeout_aborts_the_vllm_request(inference: dict[str, Any]):
     with pytest.raises(ProviderTimeout) as info:
         await engine.complete(SHORT, json_schema=SCHEMA, max_tokens=MAX_TOKENS, timeout=0.2)
     # Our engine aborted it, so what it spent is known (not an uncertain charge).
-    assert info.value.uncertain is False
+    assert info.value.uncertain is False and info.value.engine == "vllm:short"
     assert info.value.usage is not None and info.value.usage.prompt_tokens > 0
     assert 0 <= info.value.usage.completion_tokens < MAX_TOKENS
     await wait_idle(inference, "short")

@@ -227,7 +227,7 @@ async def test_malformed_is_retryable_with_error_class(
     assert [c["outcome"] for c in observed(provider)] == [f"malformed:{variant}"]
     call_record = observed(provider)[0]
     if variant in ("truncated", "bad_content"):  # the provider answered and billed it
-        assert info.value.usage is not None
+        assert info.value.usage is not None and info.value.engine == engine.name
         assert info.value.usage.prompt_tokens == call_record["prompt_tokens"] > 0
         assert info.value.usage.completion_tokens == call_record["completion_tokens"] > 0
     else:  # no usable body: nothing reported
