@@ -1,10 +1,11 @@
 """``python -m benchmarks SCENARIO``: run a pipeline benchmark scenario.
 
-SCENARIO is a name under ``benchmarks/scenarios/`` (``smoke``, ``smoke-vllm``,
-``burst2000``, ``gpu-h200``) or a path to a YAML file. Results go to
+SCENARIO is a name under ``benchmarks/scenarios/`` (``smoke``, ``burst2000``,
+``gpu-h200``, ``gpu-h100``) or a path to a YAML file. Results go to
 ``results/<scenario>/`` (JSON + PNGs) and a one-screen summary is printed; a
-progress line runs on stderr meanwhile. ``--engine vllm-cpu`` runs the same
-scenario on the CPU vLLM pools (``benchmarks/pools/cpu-smoke.yaml``).
+progress line runs on stderr meanwhile. ``--engine vllm-cpu`` runs the
+scenario on the CPU vLLM pools (``benchmarks/pools/cpu-smoke.yaml``) with the
+fields of its ``profiles.vllm-cpu`` section, if it has one.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -25,7 +25,8 @@ from pipeline.invoices import GeneratedInvoice, Variant, generate_invoice
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 ROOT = Path(__file__).resolve().parent.parent
 #: Engine kinds a scenario may name.
-ENGINE_KINDS = ("fake", "vllm-cpu", "vllm-gpu")
+EngineKind = Literal["fake", "vllm-cpu", "vllm-gpu"]
+ENGINE_KINDS: tuple[str, ...] = get_args(EngineKind)
 #: Baselines the runner knows (run after the main run, side by side).
 BASELINES = ("pipeline_vs_direct", "store_vs_raw", "serve_vs_starlette")
 
@@ -60,7 +61,7 @@ class EngineSpec(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    kind: Literal["fake", "vllm-cpu", "vllm-gpu"] = "fake"
+    kind: EngineKind = "fake"
     latency: Latency = Field(default_factory=lambda: Latency(dist="fixed", a=0.2))
     #: Provider-side limits (the fake answers 429 above them).
     rpm: int | None = None
@@ -185,6 +186,9 @@ class Scenario(BaseModel):
     #: Compare the capacity model's predicted drain time with the measured one.
     capacity_check: bool = False
     sample_every_s: float = Field(0.5, gt=0)
+    #: Per engine kind, fields that replace this scenario's when ``--engine`` picks
+    #: that kind (merged key by key), so one scenario is sized for each engine.
+    profiles: dict[EngineKind, dict[str, Any]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
@@ -239,16 +243,28 @@ def with_engine(scenario: Scenario, kind: str) -> Scenario:
     """The scenario with another engine kind (``--engine``); vLLM kinds get default pools."""
     if kind not in ENGINE_KINDS:
         raise ScenarioError(f"unknown engine kind {kind!r} (known: {', '.join(ENGINE_KINDS)})")
-    engine = scenario.engine.model_dump()
+    data = merged(scenario.model_dump(), scenario.profiles.get(kind, {}))
+    data["profiles"] = {}
+    engine = data["engine"]
     engine["kind"] = kind
     if kind == "vllm-cpu" and engine.get("pools_file") is None:
         engine["pools_file"] = "benchmarks/pools/cpu-smoke.yaml"
     if kind == "vllm-gpu" and engine.get("pools_file") is None:
         engine["pools_file"] = "benchmarks/pools/gpu-single.yaml"
-    data = scenario.model_dump()
-    data["engine"] = engine
     data["name"] = f"{scenario.name}-{kind}"
     return parse_scenario(data, f"{scenario.name} with engine {kind}")
+
+
+def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``override`` applied: mappings merge key by key, anything else replaces."""
+    out = dict(base)
+    for key, value in override.items():
+        current = out.get(key)
+        if isinstance(current, dict) and isinstance(value, dict):
+            out[key] = merged(current, value)
+        else:
+            out[key] = value
+    return out
 
 
 def consistent_corpus(

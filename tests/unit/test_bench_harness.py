@@ -166,7 +166,7 @@ def test_roofline_report_compares_measured_decode_rate() -> None:
 
 def test_shipped_scenarios_load() -> None:
     names = known_scenarios()
-    assert {"smoke", "smoke-vllm", "burst2000", "gpu-h200", "gpu-h100"} <= set(names)
+    assert {"smoke", "burst2000", "gpu-h200", "gpu-h100"} <= set(names)
     for name in names:
         assert load_scenario(name).name == name
 
@@ -203,6 +203,15 @@ def test_engine_override_gives_vllm_the_default_pools() -> None:
     s = with_engine(load_scenario("smoke"), "vllm-cpu")
     assert s.engine.kind == "vllm-cpu"
     assert s.engine.pools_file == "benchmarks/pools/cpu-smoke.yaml"
+    # smoke's vllm-cpu profile sizes the run for the CPU engine ...
+    assert s.engine.max_output_tokens == 160 and s.max_attempts == 1
+    assert s.baselines.run == ("pipeline_vs_direct",)
+    assert [t.name for t in s.tenants] == ["acme", "globex"]
+    # ... and leaves what it does not name as it was.
+    assert s.documents.max_line_items == 2 and s.admission.rpm == 3000
+    assert s.profiles == {}
+    plain = with_engine(parse_scenario(MINIMAL), "vllm-cpu")  # no profile: engine only
+    assert plain.arrival == parse_scenario(MINIMAL).arrival
     with pytest.raises(ScenarioError, match="unknown engine kind"):
         with_engine(s, "tpu")
 
@@ -275,4 +284,4 @@ def test_every_scenario_pools_file_is_a_valid_pools_config() -> None:
             if s.engine.kind == "vllm-gpu":
                 assert all(p.device == "gpu" and p.num_gpus <= 1 for p in pools.pools), name
             checked += 1
-    assert checked >= 3  # smoke-vllm, gpu-h200, gpu-h100
+    assert checked >= 2  # gpu-h200, gpu-h100
