@@ -243,7 +243,11 @@ def with_engine(scenario: Scenario, kind: str) -> Scenario:
     """The scenario with another engine kind (``--engine``); vLLM kinds get default pools."""
     if kind not in ENGINE_KINDS:
         raise ScenarioError(f"unknown engine kind {kind!r} (known: {', '.join(ENGINE_KINDS)})")
-    data = merged(scenario.model_dump(), scenario.profiles.get(kind, {}))
+    profile: dict[str, Any] = {}
+    for named, fields in scenario.profiles.items():
+        if named == kind:
+            profile = fields
+    data = merged(scenario.model_dump(), profile)
     data["profiles"] = {}
     engine = data["engine"]
     engine["kind"] = kind
