@@ -11,9 +11,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -29,7 +26,6 @@ from tests.support.drivers import wait_settled
 from tests.support.jobs import new_tenant
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration, pytest.mark.timeout(600)]
-ROOT = Path(__file__).resolve().parents[2]
 
 #: A schema-valid answer with nothing extracted: one call settles the job (review).
 EMPTY_ANSWER = {
@@ -37,24 +33,6 @@ EMPTY_ANSWER = {
     "due_date": None, "currency": None, "line_items": [], "tax_lines": [], "net_total": None,
     "tax_total": None, "gross_total": None, "iban": None, "uncertain_fields": [],
 }  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    import ray
-
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        object_store_memory=100 * 1024 * 1024,
-        log_to_driver=False,
-        namespace="admission-limits",
-        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}},
-    )
-    yield
-    ray.shutdown()
 
 
 async def start_runtime(

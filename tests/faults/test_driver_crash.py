@@ -16,7 +16,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -33,25 +32,7 @@ from tests.support.drivers import answer_from_corpus, submit_corpus
 from tests.support.jobs import new_tenant
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration, pytest.mark.timeout(300)]
-ROOT = Path(__file__).resolve().parents[2]
 LEASE = 4.0
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    import ray
-
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        object_store_memory=100 * 1024 * 1024,
-        log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}},
-    )
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture
