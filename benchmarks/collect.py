@@ -22,13 +22,13 @@ import asyncpg
 from benchmarks.capacity import CapacityInputs, predict
 from benchmarks.engine_setup import CallTiming, timing_summary
 from benchmarks.fake_provider import CallRecord
-from benchmarks.infra import bench_sql
 from benchmarks.loadgen import OpenLoopGenerator, lag_stats
 from benchmarks.report import percentile
 from benchmarks.scenario import PricingSpec, Scenario
 from pipeline.invoices import GeneratedInvoice
 from pipeline.jobs import JobStore
 from pipeline.prompts import prompt_budget
+from pipeline.queries import q
 
 SETTLED_STATES = ("SUCCEEDED", "REVIEW_REQUIRED", "FAILED_TERMINAL")
 MILLION = Decimal(1_000_000)
@@ -148,7 +148,7 @@ async def sampler(store: JobStore, state: RunState, every: float, stop: asyncio.
     while not stop.is_set():
         b = await store.backlog()
         async with store.pool.acquire() as conn:
-            settled = await conn.fetchval(bench_sql("bench_settled_count"))
+            settled = await conn.fetchval(q("bench_settled_count"))
         age = b["oldest_runnable_age_seconds"]
         state.samples.append(
             Sample(
@@ -183,10 +183,10 @@ async def collect(pool: asyncpg.Pool, rec: RunRecord) -> dict[str, Any]:
     """The run's result from the database and what the runner observed."""
     scenario, state = rec.scenario, rec.state
     async with pool.acquire() as conn:
-        jobs = await conn.fetch(bench_sql("bench_job_rows"))
-        reasons = {r["code"]: r["n"] for r in await conn.fetch(bench_sql("bench_review_reasons"))}
-        deliveries = await conn.fetch(bench_sql("bench_delivery_rows"))
-        erp = await conn.fetchrow(bench_sql("bench_erp_postings"))
+        jobs = await conn.fetch(q("bench_job_rows"))
+        reasons = {r["code"]: r["n"] for r in await conn.fetch(q("bench_review_reasons"))}
+        deliveries = await conn.fetch(q("bench_delivery_rows"))
+        erp = await conn.fetchrow(q("bench_erp_postings"))
     t0 = state.t0_wall
     admitted = len(state.accepted)
     by_state: dict[str, int] = {}

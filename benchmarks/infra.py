@@ -30,19 +30,11 @@ from benchmarks.scenario import Scenario, scenario_corpus
 from pipeline.api import create_app
 from pipeline.database import connect, migrate
 from pipeline.invoices import GeneratedInvoice
-from pipeline.queries import parse
 from pipeline.settings import Settings
 
 ADMIN_DSN = os.environ.get(
     "FENCELINE_BENCH_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
-SQL_FILE = os.path.join(os.path.dirname(__file__), "sql", "bench.sql")
-
-
-def bench_sql(name: str) -> str:
-    """A named query of ``benchmarks/sql/bench.sql`` (read-only reporting queries)."""
-    with open(SQL_FILE, encoding="utf-8") as fh:
-        return parse(fh.read(), SQL_FILE)[name]
 
 
 def free_port() -> int:

@@ -36,7 +36,7 @@ import httpx
 from benchmarks.collect import RunRecord, RunState, collect, merge_counts, sampler
 from benchmarks.engine_metrics import side_summary
 from benchmarks.engine_setup import BenchEngine, RecordingEngine, close_engine
-from benchmarks.infra import ErpProcess, bench_sql, free_port, fresh_database, intake_server
+from benchmarks.infra import ErpProcess, free_port, fresh_database, intake_server
 from benchmarks.loadgen import OpenLoopGenerator, schedule
 from benchmarks.plots import write_plots
 from benchmarks.report import write_json
@@ -48,6 +48,7 @@ from pipeline.database import create_pool
 from pipeline.invoices import GeneratedInvoice
 from pipeline.jobs import JobStore
 from pipeline.master_data import upsert_supplier
+from pipeline.queries import q
 from pipeline.scheduler import Scheduler, SchedulerConfig, WorkSignal
 from pipeline.settings import Settings
 from pipeline.tenants import create_api_key, create_tenant
@@ -187,7 +188,7 @@ async def _wait_deliveries(pool: asyncpg.Pool, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         async with pool.acquire() as conn:
-            if await conn.fetchval(bench_sql("bench_deliveries_unfinished")) == 0:
+            if await conn.fetchval(q("bench_deliveries_unfinished")) == 0:
                 return
         await asyncio.sleep(0.25)
 
@@ -318,7 +319,7 @@ async def _drive(
             deadline = time.monotonic() + scenario.drain_timeout_s
             while time.monotonic() < deadline:
                 async with pool.acquire() as conn:
-                    settled = await conn.fetchval(bench_sql("bench_settled_count"))
+                    settled = await conn.fetchval(q("bench_settled_count"))
                 if settled >= len(state.accepted):
                     break
                 await asyncio.sleep(0.25)

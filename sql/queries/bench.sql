@@ -1,5 +1,5 @@
--- Read-only reporting queries of the benchmark runner (benchmarks/collect.py).
--- Parsed with pipeline.queries.parse; names are unique in this file.
+-- Read-only reporting queries of the benchmark runner (benchmarks/collect.py,
+-- benchmarks/runner.py); loaded with the other named queries by pipeline.queries.
 
 -- name: bench_settled_count
 SELECT count(*) FROM extraction_jobs WHERE finished_at IS NOT NULL;
