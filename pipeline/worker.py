@@ -40,6 +40,7 @@ from pipeline.errors import (
     TerminalError,
 )
 from pipeline.extraction import extraction_json_schema, parse_extraction
+from pipeline.grants import ReportedUsage
 from pipeline.jobs import JobStore, Lease, Settled, Usage
 from pipeline.master_data import load_master_data
 from pipeline.prompts import build_messages, prompt_budget
@@ -267,12 +268,7 @@ class AttemptRunner:
                 )
             )
             return AttemptReport(lease.job_id, lease.fence, "failed_terminal", str(exc))
-        usage = Usage(
-            prompt_tokens=completion.usage.prompt_tokens,
-            completion_tokens=completion.usage.completion_tokens,
-            cached_tokens=completion.usage.cached_tokens,
-            engine=completion.pool or completion.engine,
-        )
+        usage = _recorded(completion.usage, completion.pool or completion.engine)
         await self.admission.release(grant, usage=usage, uncertain=False)
         return await self._commit(lease, text, master, completion, usage)
 
@@ -408,17 +404,19 @@ class AttemptRunner:
         return settled
 
 
-def _spent(exc: FencelineError, engine: str) -> Usage | None:
-    """The usage a failed call still reported (see ``FencelineError.usage``)."""
-    u = exc.usage
-    if u is None:
-        return None
+def _recorded(u: ReportedUsage, engine: str) -> Usage:
+    """An engine's reported usage as the attempt row records it."""
     return Usage(
         prompt_tokens=u.prompt_tokens,
         completion_tokens=u.completion_tokens,
         cached_tokens=u.cached_tokens,
-        engine=exc.engine or engine,
+        engine=engine,
     )
+
+
+def _spent(exc: FencelineError, engine: str) -> Usage | None:
+    """The usage a failed call still reported (see ``FencelineError.usage``)."""
+    return None if exc.usage is None else _recorded(exc.usage, exc.engine or engine)
 
 
 @dataclass
