@@ -108,23 +108,32 @@ def fast_store(pool: asyncpg.Pool) -> JobStore:
     )
 
 
+async def one_job_mid_call(
+    pool: asyncpg.Pool, dsn: str, slow_provider: tuple[FakeProvider, Any], name: str
+) -> tuple[JobStore, Any, int]:
+    """Submit one invoice and return once driver ``name`` is inside its provider call."""
+    fake, inv = slow_provider
+    store = fast_store(pool)
+    tenant = await new_tenant(pool)
+    await submit_corpus(store, tenant, [inv])
+    actor, pid = driver(dsn, fake, name)
+
+    async def running() -> bool:
+        row = await job_row(pool)
+        return row["state"] == "RUNNING" and row["lease_owner"] == name
+
+    await wait_for(running)
+    await asyncio.sleep(0.5)  # inside the provider call (3 s)
+    return store, actor, pid
+
+
 async def test_sigkill_mid_inference_is_reaped_and_finished_elsewhere(
     ray_cluster: None, pool: asyncpg.Pool, dsn: str, slow_provider: tuple[FakeProvider, Any]
 ) -> None:
     import ray
 
-    fake, inv = slow_provider
-    store = fast_store(pool)
-    tenant = await new_tenant(pool)
-    await submit_corpus(store, tenant, [inv])
-    a, a_pid = driver(dsn, fake, "driver-a")
-
-    async def running() -> bool:
-        row = await job_row(pool)
-        return row["state"] == "RUNNING" and row["lease_owner"] == "driver-a"
-
-    await wait_for(running)
-    await asyncio.sleep(0.5)  # inside the provider call (3 s)
+    fake, _ = slow_provider
+    store, a, a_pid = await one_job_mid_call(pool, dsn, slow_provider, "driver-a")
     os.kill(a_pid, signal.SIGKILL)
     await reap_until_rescheduled(store)
     b, _ = driver(dsn, fake, "driver-b")
@@ -147,18 +156,8 @@ async def test_stalled_driver_cannot_commit_after_losing_the_lease(
 ) -> None:
     import ray
 
-    fake, inv = slow_provider
-    store = fast_store(pool)
-    tenant = await new_tenant(pool)
-    await submit_corpus(store, tenant, [inv])
-    a, a_pid = driver(dsn, fake, "driver-stalled")
-
-    async def running() -> bool:
-        row = await job_row(pool)
-        return row["state"] == "RUNNING" and row["lease_owner"] == "driver-stalled"
-
-    await wait_for(running)
-    await asyncio.sleep(0.5)
+    fake, _ = slow_provider
+    store, a, a_pid = await one_job_mid_call(pool, dsn, slow_provider, "driver-stalled")
     os.kill(a_pid, signal.SIGSTOP)
     try:
         await reap_until_rescheduled(store)
