@@ -9,6 +9,9 @@ that a trigger fills on every state change, and its cursor is ``job_events.seq``
   stream replays the events after that cursor, at most ``sse_replay_limit`` of
   them; a longer gap sends ``event: reset`` and a snapshot instead. Without it
   the stream starts from a snapshot of the current state.
+* **A job stream always ends after the final state**, also when it is resumed
+  with a cursor at or after the final event: nothing is replayed then, and
+  ``end`` follows at once.
 * **state_version never moves backwards** within a stream: an event is sent only
   if its ``state_version`` is above the last one sent for that job, and the SSE
   ``id`` is the highest cursor sent so far, so it never decreases either.
@@ -290,7 +293,25 @@ class StatusStream:
             reset = frame("reset", {"reason": "replay_window_exceeded"}, None)
             return [reset, *await self._snapshot()]
         self.cursor.seq = self.last_event_id
-        return [f for f in (self._emit(r) for r in rows) if f]
+        frames = [f for f in (self._emit(r) for r in rows) if f]
+        if self.job_id is not None and not self._final:
+            self._final = await self._settled_before_cursor()
+        return frames
+
+    async def _settled_before_cursor(self) -> bool:
+        """True if the job's final event is at or below the resumed cursor.
+
+        A client resuming after the final event has nothing left to replay and
+        no later event will ever come, so the stream must end now rather than
+        wait forever.
+        """
+        async with self._acquire() as conn:
+            row = await conn.fetchrow(
+                q("job_event_get_latest_for_tenant_job"), self.job_id, self.tenant_id
+            )
+        return (
+            row is not None and row["seq"] <= self.cursor.seq and JobState(row["to_state"]) in FINAL
+        )
 
     async def _poll(self) -> list[str]:
         lookback = TENANT_LOOKBACK if self.job_id is None else 0

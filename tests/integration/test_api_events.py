@@ -122,6 +122,31 @@ async def test_last_event_id_replays_the_missed_events(pool: asyncpg.Pool, dsn: 
     assert replayed[-1].event == "end"
 
 
+async def test_resuming_at_or_after_the_final_event_ends_at_once(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    tk = await tenant_with_key(pool)
+    app = create_app(settings_for(dsn, **SLOW_POLL), pool=pool)
+    store = JobStore(pool)
+    async with loopback_server(app) as base, httpx.AsyncClient(base_url=base, timeout=30) as c:
+        job_id = await _accept(c, tk)
+        (lease,) = await store.claim("w1")
+        await store.succeed(lease, result={})
+        final = (await _seqs(pool, job_id))[-1]
+        resumed: dict[int, list[SseEvent]] = {}
+        for cursor in (final, final + 1000):
+            headers = {**tk.headers, "Last-Event-ID": str(cursor)}
+            url = f"/v1/extraction-jobs/{job_id}/events"
+            async with c.stream("GET", url, headers=headers) as r:
+                events = iter_sse(r)
+                # The poll is 60 s: only an immediate end passes this bound.
+                resumed[cursor] = await read_sse(events, timeout=5)
+                assert await anext(events, None) is None  # and the server closed it
+    for cursor, events in resumed.items():
+        assert [e.event for e in events] == ["end"], (cursor, events)
+        assert int(events[0].id or 0) == cursor
+
+
 async def test_a_gap_beyond_the_replay_window_gets_reset_and_snapshot(
     pool: asyncpg.Pool, dsn: str
 ) -> None:
