@@ -22,8 +22,11 @@ from typing import Any
 
 import asyncpg
 
+from pipeline.broker import BrokerConfig
 from pipeline.database import create_pool
+from pipeline.dlq import DeadLetterArchiver
 from pipeline.engines import Engine, OpenAICompatibleEngine
+from pipeline.inbox import InboxConsumer
 from pipeline.jobs import JobStore, Settled
 from pipeline.outbox import OutboxRelay
 from pipeline.reaper import Reaper
@@ -208,13 +211,27 @@ class TaskDriver:
 
 
 class Maintenance:
-    """The reaper and the outbox relay, supervised together in one actor."""
+    """The reaper, the outbox relay and, with a broker, its two consumers, in one actor.
+
+    With ``FENCELINE_AMQP_URL`` set the relay publishes execution signals to the
+    work queue, so this actor also runs what reads them: the ingress
+    :class:`~pipeline.inbox.InboxConsumer` (work queue → durable inbox → ack)
+    and the :class:`~pipeline.dlq.DeadLetterArchiver` (DLQ → ``dead_letters``,
+    which ``fenceline dlq`` reads). Without them the work queue would only grow
+    until the broker refused publishes. Several Maintenance actors at once (an
+    upgrade) are competing consumers: the inbox is unique on ``event_id``.
+
+    Its metrics (broker path, reaper) live on this process's default Prometheus
+    registry; :meth:`metrics_text` returns them for the runtime app's
+    ``/runtime/metrics`` route.
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._pool: asyncpg.Pool | None = None
         self._reaper: Reaper | None = None
         self._relay: OutboxRelay | None = None
+        self._consumers: list[InboxConsumer | DeadLetterArchiver] = []
 
     async def start(self) -> None:
         if self._pool is not None:
@@ -227,17 +244,38 @@ class Maintenance:
         await self._reaper.start()
         self._relay = OutboxRelay(self._pool, self.settings)
         await self._relay.start()
+        if BrokerConfig.from_settings(self.settings) is not None:
+            for consumer in (
+                InboxConsumer(self._pool, self.settings),
+                DeadLetterArchiver(self._pool, self.settings),
+            ):
+                await consumer.start()
+                self._consumers.append(consumer)
 
     async def stop(self) -> None:
+        # Producers first, so the consumers drain what was already sent.
         if self._relay is not None:
             await self._relay.stop()
             self._relay = None
+        while self._consumers:
+            await self._consumers.pop().stop()
         if self._reaper is not None:
             await self._reaper.stop()
             self._reaper = None
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+
+    def services(self) -> list[str]:
+        """What runs in this actor now (operators, tests)."""
+        running = [name for name, s in (("reaper", self._reaper), ("relay", self._relay)) if s]
+        return running + [type(c).__name__ for c in self._consumers]
+
+    def metrics_text(self) -> bytes:
+        """Prometheus text exposition of this process's default registry."""
+        from prometheus_client import REGISTRY, generate_latest
+
+        return bytes(generate_latest(REGISTRY))
 
     async def reaped(self) -> dict[str, int]:
         if self._reaper is None:
