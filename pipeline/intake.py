@@ -9,8 +9,9 @@
 * **Idempotency.** ``Idempotency-Key`` is unique per tenant. The same key with
   the same request (document version, schema version, model policy,
   result-affecting options — the request hash) returns the same job: 202 the
-  first time, 200 with the same body afterwards. The same key with a different
-  request is 409 and writes nothing. Without the header the server generates a
+  first time, 200 with the same body afterwards — the original receipt, with
+  the state as accepted; the status URL gives the current one. The same key
+  with a different request is 409 and writes nothing. Without the header the server generates a
   key (returned in the ``Idempotency-Key`` response header and the body): a
   retried request without a key is then a second job, so clients that retry
   must send one.

@@ -78,6 +78,12 @@ class AcceptRequest:
 
 @dataclass(frozen=True)
 class Accepted:
+    """The acceptance receipt: ``state`` and ``state_version`` as accepted.
+
+    A replay (``created`` False) carries the same values as the first answer,
+    however far the job has moved since.
+    """
+
     job_id: uuid.UUID
     created: bool
     state: JobState
@@ -281,11 +287,13 @@ class JobStore:
                 )
             # The document upsert above may have been a no-op update; rolling back
             # is not needed because documents are immutable content addresses.
+            # A replay is the original receipt: the state as accepted, not the
+            # current one (the status URL gives that).
             return Accepted(
                 job_id=existing["id"],
                 created=False,
-                state=JobState(existing["state"]),
-                state_version=existing["state_version"],
+                state=JobState(existing["accepted_state"]),
+                state_version=existing["accepted_state_version"],
                 deadline_at=existing["deadline_at"],
                 document_id=drow["id"],
             )

@@ -26,8 +26,20 @@ ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING id, state, state_version, created_at, deadline_at;
 
 -- name: job_get_by_idempotency_key
-SELECT id, request_hash, state, state_version, created_at, deadline_at
-FROM extraction_jobs WHERE tenant_id = $1 AND idempotency_key = $2;
+-- The job a key names, with its state as accepted (the insert's audit event), so a
+-- replay answers with the original receipt rather than the job's current state.
+-- The audit trigger writes that event with every insert; the fallback to the
+-- current state only keeps a replay answering if audit rows were ever archived.
+SELECT j.id, j.request_hash, j.state, j.state_version, j.created_at, j.deadline_at,
+       coalesce(a.to_state, j.state) AS accepted_state,
+       coalesce(a.state_version, j.state_version) AS accepted_state_version
+FROM extraction_jobs j
+LEFT JOIN LATERAL (
+  SELECT e.to_state, e.state_version FROM job_events e
+  WHERE e.job_id = j.id AND e.from_state IS NULL
+  ORDER BY e.seq LIMIT 1
+) a ON true
+WHERE j.tenant_id = $1 AND j.idempotency_key = $2;
 
 -- name: outbox_insert
 INSERT INTO outbox_events (event_id, job_id, event_type, payload)

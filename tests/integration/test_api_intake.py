@@ -17,12 +17,13 @@ import httpx
 import pytest
 
 from pipeline.api import create_app
-from pipeline.jobs import EVENT_REQUESTED, Accepted
+from pipeline.jobs import EVENT_REQUESTED, Accepted, JobStore
 from tests.support.api import (
     WRITTEN_TABLES,
     asgi_client,
     count_rows,
     settings_for,
+    settle_leftovers,
     submission,
     tenant_with_key,
 )
@@ -93,6 +94,32 @@ async def test_replay_returns_200_with_the_same_body(pool: asyncpg.Pool, dsn: st
             uuid.UUID(first.json()["job_id"]),
         )
     assert (jobs, events) == (1, 1)
+
+
+async def test_replay_after_the_job_moved_on_returns_the_original_receipt(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    await settle_leftovers(dsn)  # the claim below must find this test's job
+    tk = await tenant_with_key(pool)
+    app = create_app(settings_for(dsn), pool=pool)
+    headers = {**tk.headers, "Idempotency-Key": "moved-on"}
+    body = submission("INVOICE moved on")
+    async with asgi_client(app) as client:
+        first = await client.post("/v1/extraction-jobs", json=body, headers=headers)
+        (lease,) = await JobStore(pool).claim("w1")
+        again = await client.post("/v1/extraction-jobs", json=body, headers=headers)
+        status = await client.get(first.json()["status_url"], headers=tk.headers)
+    assert (first.status_code, again.status_code) == (202, 200)
+    assert str(lease.job_id) == first.json()["job_id"]
+    # The job has moved on; the status URL says so ...
+    assert (status.json()["state"], status.json()["state_version"]) == ("RUNNING", 2)
+    # ... while the replay is the receipt as accepted, field by field.
+    original, replay = first.json(), again.json()
+    assert set(replay) == set(original)
+    for name in original:
+        assert replay[name] == original[name], name
+    assert (replay["state"], replay["state_version"]) == ("READY", 1)
+    assert again.headers["location"] == first.headers["location"] == original["status_url"]
 
 
 async def test_100_parallel_posts_with_one_key_make_one_job_and_conflict_writes_nothing(
