@@ -267,7 +267,8 @@ def _register_routes(app: FastAPI) -> None:
         response_model=JobAccepted,
         responses={
             200: {
-                "description": "Replay: the job this Idempotency-Key already names",
+                "description": "Replay: the original receipt of the job this "
+                "Idempotency-Key already names (its state as accepted)",
                 "model": JobAccepted,
                 "headers": _LOCATION,
             },
@@ -283,10 +284,13 @@ def _register_routes(app: FastAPI) -> None:
             str | None,
             Header(
                 alias="Idempotency-Key",
-                pattern=IDEMPOTENCY_KEY_PATTERN,
-                description="Unique per tenant. Same key + same request → same job; "
-                "same key + different request → 409. Without it the server generates a "
-                "key, and a retried request becomes a second job.",
+                # Documented, not enforced here: pipeline.intake answers a malformed
+                # key with its 400 problem (a FastAPI pattern would make it a 422).
+                json_schema_extra={"pattern": IDEMPOTENCY_KEY_PATTERN},
+                description="Unique per tenant. Same key + same request → same job "
+                "(202, then 200 with the original receipt); same key + different "
+                "request → 409; a malformed key → 400. Without it the server generates "
+                "a key, and a retried request becomes a second job.",
             ),
         ] = None,
     ) -> Response:

@@ -156,6 +156,25 @@ async def test_100_parallel_posts_with_one_key_make_one_job_and_conflict_writes_
     assert await count_rows(pool, *WRITTEN_TABLES) == before
 
 
+@pytest.mark.parametrize("key", ["has space", "k" * 201, "tab\tinside"])
+async def test_malformed_idempotency_key_is_a_400_problem(
+    pool: asyncpg.Pool, dsn: str, key: str
+) -> None:
+    tk = await tenant_with_key(pool)
+    app = create_app(settings_for(dsn), pool=pool)
+    before = await count_rows(pool, *WRITTEN_TABLES)
+    async with asgi_client(app) as client:
+        r = await client.post(
+            "/v1/extraction-jobs",
+            json=submission(),
+            headers={**tk.headers, "Idempotency-Key": key},
+        )
+    assert r.status_code == 400, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    assert (r.json()["status"], r.json()["reason"]) == (400, "invalid_idempotency_key")
+    assert await count_rows(pool, *WRITTEN_TABLES) == before
+
+
 async def test_missing_key_is_generated_and_returned(pool: asyncpg.Pool, dsn: str) -> None:
     tk = await tenant_with_key(pool)
     app = create_app(settings_for(dsn), pool=pool)
