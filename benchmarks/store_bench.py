@@ -6,8 +6,12 @@ Each variant gets a fresh migrated database with the same jobs and the same
 number of workers (one connection each); variants alternate within the run so
 machine noise hits all of them. The raw loop does the same SQL work the store
 does per job — claim (SKIP LOCKED, fence+1), attempt row, conditional
-completion, result row, outbox event — without the store's fairness CTE,
-audit trigger or Python layers, so the ratio prices those.
+completion, result row, attempt close, outbox event — on the same migrated
+schema, so the state-machine guard and audit triggers (and the outbox NOTIFY)
+fire for both sides alike. What the ratio prices is the rest: the store's fair
+claim CTE (per-tenant running counts, ranking and in-flight caps) against a
+plain oldest-first pick, and the store's Python layers (a pool acquire per
+call, named queries, lease and outcome objects).
 """
 
 from __future__ import annotations
