@@ -244,6 +244,8 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
             http_port=_free_port(),  # never collide with another Serve proxy on 8000
             drivers=opts.drivers,
             worker=worker,
+            # A batch of a few minutes never earns back torch.compile's ~47 s per engine.
+            eager=True,
             admission={
                 "max_in_flight": opts.drivers * opts.driver_concurrency,
                 "grant_ttl_seconds": 900.0,

@@ -44,6 +44,8 @@ class ClusterConfig:
     object_store_bytes: int = 200 * 1024 * 1024
     admission: dict[str, Any] = field(default_factory=dict)
     deploy_timeout_s: float = 600.0
+    #: Start the engines without torch.compile (see :meth:`PoolsConfig.eager`).
+    eager: bool = False
 
 
 class LocalCluster:
@@ -86,6 +88,8 @@ class LocalCluster:
             from deployments.pools import load_pools
 
             pools = load_pools(cfg.pools_file)
+            if cfg.eager:
+                pools = pools.eager()
             t0 = time.monotonic()
             progress(
                 f"serve: deploying inference pools {[p.name for p in pools.pools]} "

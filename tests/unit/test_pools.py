@@ -261,3 +261,13 @@ def test_serve_errors_unwrap_to_the_classified_cause():
 
     other = unwrap_serve_error(RuntimeError("replica died"))
     assert isinstance(other, ProviderUnavailable) and other.uncertain
+
+
+def test_the_shipped_default_compiles_and_eager_is_a_copy_for_short_runs() -> None:
+    shipped = load_pools()
+    assert [p.enforce_eager for p in shipped.pools] == [False] * len(shipped.pools)
+    eager = shipped.eager()
+    assert [p.enforce_eager for p in eager.pools] == [True] * len(shipped.pools)
+    assert all(p.engine_kwargs()["enforce_eager"] for p in eager.pools)
+    assert not any(p.enforce_eager for p in shipped.pools)  # the original is unchanged
+    assert [p.name for p in eager.pools] == [p.name for p in shipped.pools]
