@@ -15,8 +15,12 @@ from email.utils import parsedate_to_datetime
 from typing import Literal
 
 _DELTA_SECONDS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*$")
-#: A provider delay beyond this is treated as garbage (about 10 years).
-_MAX_SANE_DELAY = 10 * 365 * 86400.0
+#: The longest provider delay kept as given (about 10 years, far beyond any job
+#: deadline or delivery horizon). A longer valid value is read as exactly this,
+#: which :meth:`RetryPolicy.decide` takes as "beyond every deadline": never sooner.
+MAX_RETRY_AFTER_SECONDS = 10 * 365 * 86400.0
+#: ``retry_at`` of a deferred retry whose provider delay is beyond any date we schedule.
+NEVER = datetime.max.replace(tzinfo=UTC)
 
 
 def parse_retry_after(value: str | None, now: datetime) -> float | None:
@@ -24,14 +28,15 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
 
     Accepts delta-seconds (``"7"``, ``"0"``, also fractional ``"1.5"``) and an
     HTTP-date. Returns None for a missing, malformed (``"abc"``, ``"1e9"``),
-    negative or past value: the caller then uses its own backoff.
+    negative or past value: the caller then uses its own backoff. A valid delay
+    longer than :data:`MAX_RETRY_AFTER_SECONDS` returns that ceiling, never less,
+    so a huge hint still means "not before then" rather than "no hint".
     """
     if value is None:
         return None
     m = _DELTA_SECONDS.match(value)
     if m:
-        seconds = float(m.group(1))
-        return seconds if seconds <= _MAX_SANE_DELAY else None
+        return min(float(m.group(1)), MAX_RETRY_AFTER_SECONDS)
     try:
         when = parsedate_to_datetime(value.strip())
     except (TypeError, ValueError, IndexError):
@@ -41,7 +46,7 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     delta = (when - now).total_seconds()
-    return delta if delta > 0 else None
+    return min(delta, MAX_RETRY_AFTER_SECONDS) if delta > 0 else None
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,9 @@ class RetryPolicy:
             deadline for a full attempt and its commit.
         beyond_deadline: what to do when the provider's delay hint leaves no room
             before the deadline: ``"terminal"`` fails now; ``"defer"`` schedules at
-            the hint anyway (never sooner) and lets the deadline decide.
+            the hint anyway (never sooner) and lets the deadline decide. A hint at
+            :data:`MAX_RETRY_AFTER_SECONDS` counts as beyond every deadline; deferred,
+            it schedules at :data:`NEVER`.
     """
 
     max_attempts: int = 5
@@ -99,12 +106,14 @@ class RetryPolicy:
         r = rng or random
         delay = r.uniform(0.0, self.backoff_cap(attempt))
         hinted = retry_after is not None and retry_after >= delay
+        forever = retry_after is not None and retry_after >= MAX_RETRY_AFTER_SECONDS
         if retry_after is not None:
             delay = max(delay, retry_after)
         when = now + timedelta(seconds=delay)
-        if when + timedelta(seconds=self.next_attempt_margin_seconds) >= deadline:
+        margin = timedelta(seconds=self.next_attempt_margin_seconds)
+        if forever or when + margin >= deadline:
             if hinted and self.beyond_deadline == "defer":
-                return RetryDecision(when, None, delay)
+                return RetryDecision(NEVER if forever else when, None, delay)
             reason = "provider_delay_beyond_deadline" if hinted else "deadline_exceeded"
             return RetryDecision(None, reason, delay)
         return RetryDecision(when, None, delay)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.retry import RetryPolicy, parse_retry_after
+from pipeline.retry import MAX_RETRY_AFTER_SECONDS, NEVER, RetryPolicy, parse_retry_after
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 
@@ -31,6 +31,12 @@ NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
         (format_datetime(NOW + timedelta(seconds=90), usegmt=True), 90.0),  # future date
         ("Sun, 06 Nov 1994 08:49:37 GMT", None),
         ("Wed, 32 Foo 2026 99:99:99 GMT", None),
+        # A valid delay beyond the ceiling is held at the ceiling, never dropped.
+        (str(int(MAX_RETRY_AFTER_SECONDS)), MAX_RETRY_AFTER_SECONDS),
+        (str(int(MAX_RETRY_AFTER_SECONDS) + 1), MAX_RETRY_AFTER_SECONDS),
+        ("9" * 40, MAX_RETRY_AFTER_SECONDS),
+        ("9" * 400, MAX_RETRY_AFTER_SECONDS),  # float() overflows to inf
+        ("Fri, 31 Dec 9999 23:59:59 GMT", MAX_RETRY_AFTER_SECONDS),
     ],
 )
 def test_parse_retry_after(value: str | None, expected: float | None) -> None:
@@ -71,6 +77,21 @@ def test_retry_after_beyond_deadline_terminal_or_deferred() -> None:
         now=NOW, attempt=1, deadline=deadline, retry_after=500
     )
     assert defer.retry_at == NOW + timedelta(seconds=500)
+
+
+@pytest.mark.parametrize("header", ["315360001", "9" * 40, "Fri, 31 Dec 9999 23:59:59 GMT"])
+def test_huge_retry_after_is_beyond_every_deadline_never_sooner(header: str) -> None:
+    hint = parse_retry_after(header, NOW)
+    assert hint is not None
+    # Even a deadline further away than the ceiling: the hint is not shortened to fit.
+    far = NOW + timedelta(seconds=MAX_RETRY_AFTER_SECONDS * 2)
+    for deadline in (NOW + timedelta(hours=1), far):
+        term = RetryPolicy().decide(now=NOW, attempt=1, deadline=deadline, retry_after=hint)
+        assert (term.retry_at, term.terminal_reason) == (None, "provider_delay_beyond_deadline")
+        defer = RetryPolicy(beyond_deadline="defer").decide(
+            now=NOW, attempt=1, deadline=deadline, retry_after=hint
+        )
+        assert (defer.retry_at, defer.terminal_reason) == (NEVER, None)
 
 
 @settings(max_examples=300, deadline=None)
