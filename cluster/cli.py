@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from pipeline.settings import Settings
 
@@ -43,93 +43,6 @@ def _db_migrate(_args: argparse.Namespace, settings: Settings) -> int:
     applied = asyncio.run(setup_database(settings))
     print(f"migrations applied: {applied or 'none (up to date)'}")
     return 0
-
-
-def _tenant_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name")
-    p.add_argument("--weight", type=int, default=1)
-    p.add_argument("--max-in-flight", type=int, default=1000)
-
-
-@command("tenants create", "create a tenant and print its first API key", _tenant_args)
-def _tenants_create(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.database import connect
-    from pipeline.tenants import create_api_key, create_tenant
-
-    async def go() -> dict[str, Any]:
-        conn = await connect(settings.database_url)
-        try:
-            t = await create_tenant(
-                conn, args.name, weight=args.weight, max_in_flight=args.max_in_flight
-            )
-            key_id, secret = await create_api_key(conn, t.id)
-            return {"tenant_id": str(t.id), "key_id": str(key_id), "api_key": secret}
-        finally:
-            await conn.close()
-
-    print(json.dumps(asyncio.run(go()), indent=2))
-    return 0
-
-
-@command("tenants list", "list tenants", _none)
-def _tenants_list(_args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.database import connect
-    from pipeline.tenants import list_tenants
-
-    async def go() -> None:
-        conn = await connect(settings.database_url)
-        try:
-            for t in await list_tenants(conn):
-                print(f"{t.id}  {t.name}  weight={t.weight}  max_in_flight={t.max_in_flight}")
-        finally:
-            await conn.close()
-
-    asyncio.run(go())
-    return 0
-
-
-def _key_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("tenant_id", type=uuid.UUID)
-    p.add_argument("--scope", action="append", default=None, help="jobs (default), operator")
-
-
-@command("keys create", "create an API key for a tenant (printed once)", _key_args)
-def _keys_create(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.database import connect
-    from pipeline.tenants import create_api_key
-
-    async def go() -> tuple[uuid.UUID, str]:
-        conn = await connect(settings.database_url)
-        try:
-            return await create_api_key(conn, args.tenant_id, scopes=tuple(args.scope or ["jobs"]))
-        finally:
-            await conn.close()
-
-    key_id, secret = asyncio.run(go())
-    print(json.dumps({"key_id": str(key_id), "api_key": secret}))
-    return 0
-
-
-def _revoke_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("tenant_id", type=uuid.UUID)
-    p.add_argument("key_id", type=uuid.UUID)
-
-
-@command("keys revoke", "revoke an API key", _revoke_args)
-def _keys_revoke(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.database import connect
-    from pipeline.tenants import revoke_api_key
-
-    async def go() -> bool:
-        conn = await connect(settings.database_url)
-        try:
-            return await revoke_api_key(conn, args.tenant_id, args.key_id)
-        finally:
-            await conn.close()
-
-    ok = asyncio.run(go())
-    print("revoked" if ok else "no active key with that id for that tenant")
-    return 0 if ok else 1
 
 
 def _job_arg(p: argparse.ArgumentParser) -> None:
@@ -184,7 +97,7 @@ PASSTHROUGH: dict[str, tuple[str, str]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args_list = list(sys.argv[1:] if argv is None else argv)
+    args_list = _apply_global_options(list(sys.argv[1:] if argv is None else argv))
     if args_list and args_list[0] in PASSTHROUGH:
         import importlib
 
@@ -200,11 +113,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     return handler(args, settings)
 
 
+def _apply_global_options(args_list: list[str]) -> list[str]:
+    """Take ``--database-url`` wherever it stands and export it for every command.
+
+    Pass-through commands (``dlq``, ``endpoints``, ...) parse their own arguments
+    and read :class:`Settings` from the environment, so the option reaches them as
+    ``FENCELINE_DATABASE_URL``.
+    """
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--database-url")
+    known, rest = pre.parse_known_args(args_list)
+    if known.database_url:
+        os.environ["FENCELINE_DATABASE_URL"] = known.database_url
+    return rest
+
+
 def _load_plugins() -> None:
-    """Import modules that register more commands (demo, up, submit, bench, ...)."""
+    """Import modules that register more commands (demo, up, submit, tenants, keys, ...)."""
     import importlib
 
-    for mod in ("cluster.commands",):
+    for mod in ("cluster.commands", "cluster.tenant_commands"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import subprocess
@@ -12,6 +14,7 @@ import asyncpg
 import pytest
 
 from pipeline.jobs import JobStore
+from pipeline.tenants import get_tenant_by_name
 from tests.conftest import ADMIN_DSN, dsn_for
 from tests.support.jobs import new_tenant, request
 
@@ -68,3 +71,89 @@ async def test_explain_shows_every_attempt(pool: asyncpg.Pool, dsn: str) -> None
     assert re.search(r"RUNNING\s+->\s+RETRY_SCHEDULED", out.stdout)
     missing = fenceline("explain", str(uuid.uuid4()), dsn=dsn)
     assert missing.returncode == 1
+
+
+async def test_tenant_and_key_commands_administer_through_tenant_admin(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    from decimal import Decimal
+
+    from pipeline.tenant_admin import SCOPES
+
+    name = f"acme-{uuid.uuid4().hex[:6]}"
+    created = fenceline("tenants", "create", name, dsn=dsn)
+    assert created.returncode == 0, created.stderr
+    first = json.loads(created.stdout)
+    assert first["name"] == name and first["scopes"] == ["jobs"]
+    assert first["api_key"].startswith("flk_")
+    second_run = fenceline("keys", "create", name, "--scope", "review", "--scope", "jobs", dsn=dsn)
+    assert second_run.returncode == 0, second_run.stderr
+    second = json.loads(second_run.stdout)
+    assert second["scopes"] == ["jobs", "review"] and second["tenant_id"] == first["tenant_id"]
+
+    listed = fenceline("keys", "list", first["tenant_id"], dsn=dsn)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == [first["key_id"], second["key_id"]]
+    assert lines[0].split()[1] == first["api_key"][:8] + "…"
+    assert "scopes=jobs,review" in lines[1] and "revoked=-" in lines[1]
+    for secret in (first["api_key"], second["api_key"]):  # neither secret nor hash
+        assert secret not in listed.stdout
+        assert hashlib.sha256(secret.encode()).hexdigest() not in listed.stdout
+
+    revoked = fenceline("keys", "revoke", name, first["key_id"], dsn=dsn)
+    again = fenceline("keys", "revoke", name, first["key_id"], dsn=dsn)
+    assert (revoked.returncode, again.returncode) == (0, 1)
+    after = fenceline("keys", "list", name, dsn=dsn).stdout.splitlines()
+    assert "revoked=-" not in after[0] and "revoked=-" in after[1]
+
+    quotas = fenceline(
+        "tenants", "quotas", name, "--max-pending-jobs", "3", "--spend-budget", "12.345678",
+        dsn=dsn,
+    )  # fmt: skip
+    assert quotas.returncode == 0, quotas.stderr
+    assert json.loads(quotas.stdout)["spend_budget"] == "12.345678"
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(
+            "SELECT max_pending_jobs, max_pending_bytes, spend_budget FROM tenants WHERE name=$1",
+            name,
+        )
+    assert row["max_pending_jobs"] == 3 and row["spend_budget"] == Decimal("12.345678")
+    assert row["max_pending_bytes"] == 1 << 30  # an omitted quota keeps its value
+
+    async with pool.acquire() as conn:
+        tenant = await get_tenant_by_name(conn, name)
+    assert tenant is not None
+    await JobStore(pool).accept(request(tenant, text="INVOICE usage"))
+    usage_run = fenceline("tenants", "usage", name, dsn=dsn)
+    assert usage_run.returncode == 0, usage_run.stderr
+    usage = json.loads(usage_run.stdout)
+    assert usage["pending_jobs"] == {"used": 1, "limit": 3}
+    assert usage["pending_bytes"]["used"] == len(b"INVOICE usage")
+    assert usage["spend"]["limit"] == "12.345678"
+
+    help_text = fenceline("keys", "create", "--help", dsn=dsn).stdout
+    assert all(scope in help_text for scope in SCOPES)
+
+
+async def test_tenant_and_key_commands_refuse_bad_input_clearly(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    tenant = await new_tenant(pool)
+    bad_scope = fenceline("keys", "create", tenant.name, "--scope", "admin", dsn=dsn)
+    assert bad_scope.returncode == 2
+    assert "admin" in bad_scope.stderr and "operator" in bad_scope.stderr
+    assert "Traceback" not in bad_scope.stderr and "flk_" not in bad_scope.stdout
+    never = f"never-{uuid.uuid4().hex[:6]}"
+    bad_first_key = fenceline("tenants", "create", never, "--scope", "x", dsn=dsn)
+    assert bad_first_key.returncode == 2 and "scopes" in bad_first_key.stderr
+    unknown = fenceline("keys", "list", "no-such-tenant", dsn=dsn)
+    assert unknown.returncode == 1 and "no tenant no-such-tenant" in unknown.stderr
+    duplicate = fenceline("tenants", "create", tenant.name, dsn=dsn)
+    assert duplicate.returncode == 1 and "already exists" in duplicate.stderr
+    money = fenceline("tenants", "quotas", tenant.name, "--spend-budget", "NaN", dsn=dsn)
+    assert money.returncode == 2 and "--spend-budget" in money.stderr
+    async with pool.acquire() as conn:
+        keys = await conn.fetchval("SELECT count(*) FROM api_keys WHERE tenant_id=$1", tenant.id)
+        tenants = await conn.fetchval("SELECT count(*) FROM tenants WHERE name = $1", never)
+    assert (keys, tenants) == (0, 0)  # a refused command wrote nothing
