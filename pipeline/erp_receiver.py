@@ -11,8 +11,11 @@ Used by the demo and by the tests as "the ERP". Per request:
    new work), a known id with a *different* digest is rejected (409) and counted
    as an alert — and persist the runnable "post invoice" operation;
 4. answer 2xx only after that commit;
-5. apply the posting under its own idempotency guard (``posted_at IS NULL``),
-   so each job is posted once however often, and by whichever delivery, it arrives.
+5. run the posting step once per accepted delivery id (``erp_inbox.applied_at``),
+   counting every run in ``erp_postings.applications``, and post under the job's
+   own idempotency guard (``posted_at IS NULL``), so each job is posted once
+   however often, and by whichever delivery, it arrives — while a job that
+   arrived under two delivery ids still shows ``applications = 2``.
 
 The fault switch (``--fault`` or ``POST /_fault`` with ``--enable-fault-api``)
 simulates an ERP that is down (503), redirects (302), drops the connection after
@@ -153,17 +156,29 @@ class _DropAfterHeaders(Response):
         raise _ConnectionDropped("fault: connection dropped after the inbox commit")
 
 
-async def apply_posting(conn: asyncpg.Connection, ledger: str, job_id: uuid.UUID) -> bool:
-    """Post one job's invoice; True only for the first application (the ERP effect)."""
-    return await conn.fetchval(q("erp_posting_apply_if_unposted"), ledger, job_id) is not None
+async def apply_posting(conn: asyncpg.Connection, ledger: str, delivery_id: str) -> bool:
+    """Run the posting step of one accepted delivery; True only if it posted the invoice.
+
+    Two guards, counted apart so that a double posting stays observable: the
+    delivery's ``applied_at`` lets the step run once per delivery id (a duplicate
+    does nothing), and every run that passes it counts in the posting's
+    ``applications`` before the job's ``posted_at`` lets only the first post.
+    """
+    async with conn.transaction():
+        job_id = await conn.fetchval(q("erp_inbox_mark_applied_if_unapplied"), ledger, delivery_id)
+        if job_id is None:
+            return False  # this delivery's step already ran, or it carries no job
+        if await conn.fetchval(q("erp_posting_count_application"), ledger, job_id) is None:
+            raise RuntimeError(f"delivery {delivery_id} was accepted without its posting")
+        return await conn.fetchval(q("erp_posting_apply_if_unposted"), ledger, job_id) is not None
 
 
 async def apply_pending_postings(pool: asyncpg.Pool, ledger: str, limit: int = 1000) -> int:
-    """Apply postings accepted but not yet posted (e.g. after a crash between steps 4 and 5)."""
+    """Run the posting step of deliveries accepted but never applied (a crash after step 4)."""
     n = 0
     async with pool.acquire() as conn:
-        for r in await conn.fetch(q("erp_posting_list_unposted"), ledger, limit):
-            n += await apply_posting(conn, ledger, r["job_id"])
+        for r in await conn.fetch(q("erp_inbox_list_unapplied"), ledger, limit):
+            n += await apply_posting(conn, ledger, r["delivery_id"])
     return n
 
 
@@ -307,10 +322,12 @@ def create_app(
                 delivery_id,
             )
             return answer("conflict", 409, reason="delivery id reused with a different payload")
-        # Durably accepted. Apply the effect (idempotent; a crash here is recovered at start-up).
+        # Durably accepted. Run the posting step (once per delivery id; a duplicate
+        # finishes a step its first arrival did not reach; a crash here is
+        # recovered at start-up).
         if job_id is not None:
             async with pool.acquire() as conn:
-                if await apply_posting(conn, config.ledger, job_id):
+                if await apply_posting(conn, config.ledger, delivery_id):
                     effects_total.inc()
         if fault == "drop_after_commit":
             stats.add("fault_dropped")

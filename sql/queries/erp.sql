@@ -24,7 +24,8 @@ WHERE ledger = $1 AND delivery_id = $2
 RETURNING conflicts;
 
 -- name: erp_inbox_list
-SELECT delivery_id, payload_digest, event_type, job_id, received_at, duplicates, conflicts
+SELECT delivery_id, payload_digest, event_type, job_id, received_at, applied_at, duplicates,
+       conflicts
 FROM erp_inbox WHERE ledger = $1 ORDER BY received_at, delivery_id;
 
 -- name: erp_posting_insert_if_new
@@ -35,19 +36,36 @@ VALUES ($1, $2, $3, $4)
 ON CONFLICT (ledger, job_id) DO UPDATE SET deliveries_seen = erp_postings.deliveries_seen + 1
 RETURNING (xmax = 0) AS inserted;
 
+-- name: erp_inbox_mark_applied_if_unapplied
+-- The posting step runs once per accepted delivery: a duplicate of the same
+-- delivery id finds applied_at set and does nothing.
+UPDATE erp_inbox SET applied_at = now()
+WHERE ledger = $1 AND delivery_id = $2 AND applied_at IS NULL AND job_id IS NOT NULL
+RETURNING job_id;
+
+-- name: erp_inbox_list_unapplied
+-- Start-up recovery: deliveries committed to the inbox whose posting step never ran.
+SELECT delivery_id FROM erp_inbox
+WHERE ledger = $1 AND applied_at IS NULL AND job_id IS NOT NULL
+ORDER BY received_at, delivery_id
+LIMIT $2;
+
+-- name: erp_posting_count_application
+-- Every run of the posting step counts, before the job guard below decides: each
+-- one would have been an effect without it, so more than one is a double posting
+-- that only the job guard absorbed.
+UPDATE erp_postings SET applications = applications + 1
+WHERE ledger = $1 AND job_id = $2
+RETURNING applications;
+
 -- name: erp_posting_apply_if_unposted
--- The side effect, guarded: only the first application counts.
+-- The side effect, guarded by the job: only the first application posts.
 UPDATE erp_postings
 SET posted_at = now(), effect_count = effect_count + 1
 WHERE ledger = $1 AND job_id = $2 AND posted_at IS NULL
 RETURNING job_id;
 
--- name: erp_posting_list_unposted
-SELECT job_id FROM erp_postings
-WHERE ledger = $1 AND posted_at IS NULL
-ORDER BY accepted_at
-LIMIT $2;
-
 -- name: erp_posting_list
-SELECT job_id, delivery_id, invoice, accepted_at, posted_at, effect_count, deliveries_seen
+SELECT job_id, delivery_id, invoice, accepted_at, posted_at, effect_count, applications,
+       deliveries_seen
 FROM erp_postings WHERE ledger = $1 ORDER BY accepted_at, job_id;

@@ -25,6 +25,7 @@ from tests.support.delivery import (
     dispatcher_for,
     fetch,
     fetchval,
+    inbox,
     job_store,
     postings,
     registry_for,
@@ -272,3 +273,5 @@ async def test_an_endpoint_failing_too_long_is_disabled_then_redriven_once(
         await dispatcher.close()
         assert report.count("delivered") == 2
     assert await postings(pool, erp.ledger) == dict.fromkeys(jobs, 1)
+    # The 500s were answered before the inbox: one accepted delivery per job, no duplicate.
+    assert await inbox(pool, erp.ledger) == dict.fromkeys(jobs, (1, 0))

@@ -30,6 +30,7 @@ from tests.support.delivery import (
     dispatcher_for,
     fetch,
     fetchval,
+    inbox,
     invoice,
     job_store,
     postings,
@@ -303,6 +304,8 @@ async def test_410_disables_the_endpoint_and_redrive_keeps_the_delivery_id(
         # The 410 fault answered before verification; the redrives carry the same ids.
         assert sorted(erp.stats.delivery_ids) == sorted(str(r["id"]) for r in rows)
         assert await postings(pool, erp.ledger) == dict.fromkeys(jobs, 1)
+        # One accepted delivery per job and nothing for the inbox to absorb.
+        assert await inbox(pool, erp.ledger) == dict.fromkeys(jobs, (1, 0))
 
 
 async def test_redirects_are_failures_and_never_followed(dsn: str, pool: asyncpg.Pool) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import signal
@@ -98,7 +99,8 @@ async def test_signature_vectors_accept_and_reject_exactly_and_never_500(erp: Er
     assert reserialised != body and json.loads(reserialised) == json.loads(body)
     cases: list[tuple[str, int, dict[str, Any]]] = [
         ("valid", 200, {"body": body, "msg_id": "msg_a", "headers": hdr("msg_a", good)}),
-        ("flipped byte", 401, {"body": bytes(flipped), "headers": hdr("msg_b", good)}),
+        # Same id, timestamp and signature as the valid case: only one body byte differs.
+        ("flipped byte", 401, {"body": bytes(flipped), "headers": hdr("msg_a", good)}),
         ("re-serialised JSON", 401, {"body": reserialised, "headers": hdr("msg_a", good)}),
         ("changed id", 401, {"body": body, "headers": hdr("msg_other", good)}),
         ("timestamp -301 s", 401, {"body": body, "timestamp": now - 301}),
@@ -142,6 +144,10 @@ async def test_redelivery_is_deduplicated_and_posts_once(erp: Erp, pool: asyncpg
     assert (second.status_code, second.json()["result"]) == (200, "duplicate")
     [row] = await fetch(pool, "SELECT * FROM erp_inbox WHERE delivery_id = 'msg_same'")
     assert (row["duplicates"], row["conflicts"], row["job_id"]) == (1, 0, job)
+    assert row["applied_at"] is not None
+    # The duplicate never ran the posting step: one application, one effect.
+    [posting] = await fetch(pool, "SELECT * FROM erp_postings WHERE job_id = $1", job)
+    assert (posting["applications"], posting["effect_count"]) == (1, 1)
     assert await postings(pool, erp.receiver.ledger) == {job: 1}
 
 
@@ -168,7 +174,14 @@ async def test_one_job_under_two_delivery_ids_is_posted_once(erp: Erp, pool: asy
     assert (await erp.post(event(job), "msg_2")).json()["result"] == "accepted"
     await erp.http.aclose()
     [posting] = await fetch(pool, "SELECT * FROM erp_postings WHERE job_id = $1", job)
-    assert (posting["deliveries_seen"], posting["effect_count"]) == (2, 1)
+    # The job guard absorbed the second posting, and the double posting stays visible:
+    # without that guard the ERP would have posted this invoice twice.
+    assert (posting["deliveries_seen"], posting["applications"], posting["effect_count"]) == (
+        2,
+        2,
+        1,
+    )
+    assert await postings(pool, erp.receiver.ledger) == {job: 2}
 
 
 async def test_unknown_event_types_are_kept_without_an_effect(erp: Erp, pool: asyncpg.Pool) -> None:
@@ -208,6 +221,36 @@ async def test_lost_responses_are_committed_before_they_are_lost(
     assert (await erp.post(event(jobs[1]), "msg_hang")).json()["result"] == "duplicate"
     await erp.http.aclose()
     assert await postings(pool, erp.receiver.ledger) == dict.fromkeys(jobs, 1)
+
+
+async def test_a_duplicate_finishes_a_posting_its_first_arrival_never_applied(
+    erp: Erp, pool: asyncpg.Pool
+) -> None:
+    """The receiver crashed between the inbox commit and the posting step."""
+    job = uuid.uuid4()
+    body = event(job)
+    ledger = erp.receiver.ledger
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "INSERT INTO erp_inbox (ledger, delivery_id, payload_digest, event_type, job_id)"
+            " VALUES ($1, 'msg_crashed', $2, $3, $4)",
+            ledger,
+            hashlib.sha256(body).hexdigest(),
+            EVENT_COMPLETED,
+            job,
+        )
+        await conn.execute(
+            "INSERT INTO erp_postings (ledger, job_id, delivery_id, invoice)"
+            " VALUES ($1, $2, 'msg_crashed', '{}'::jsonb)",
+            ledger,
+            job,
+        )
+    retried = await erp.post(body, "msg_crashed")
+    again = await erp.post(body, "msg_crashed")
+    await erp.http.aclose()
+    assert [r.json()["result"] for r in (retried, again)] == ["duplicate", "duplicate"]
+    [posting] = await fetch(pool, "SELECT * FROM erp_postings WHERE job_id = $1", job)
+    assert (posting["applications"], posting["effect_count"]) == (1, 1)
 
 
 async def test_postings_accepted_before_a_crash_are_applied_at_start(

@@ -196,11 +196,27 @@ async def fetchval(pool: asyncpg.Pool, sql: str, *args: Any) -> Any:
 
 
 async def postings(pool: asyncpg.Pool, ledger: str) -> dict[uuid.UUID, int]:
-    """job id → how many times the ERP applied its posting."""
+    """job id → how many times the ERP applied its posting (the effects, unguarded by job).
+
+    This is ``applications``: one per delivery id that passed the inbox
+    deduplication. ``effect_count`` is guarded by the job and never exceeds 1, so
+    it could not show a job posted twice; ``applications`` does.
+    """
     rows = await fetch(
-        pool, "SELECT job_id, effect_count FROM erp_postings WHERE ledger = $1", ledger
+        pool, "SELECT job_id, applications FROM erp_postings WHERE ledger = $1", ledger
     )
-    return {r["job_id"]: r["effect_count"] for r in rows}
+    return {r["job_id"]: r["applications"] for r in rows}
+
+
+async def inbox(pool: asyncpg.Pool, ledger: str) -> dict[uuid.UUID, tuple[int, int]]:
+    """job id → (deliveries the ERP accepted for it, duplicates of those it absorbed)."""
+    rows = await fetch(
+        pool,
+        "SELECT job_id, count(*) AS accepted, sum(duplicates) AS duplicates FROM erp_inbox"
+        " WHERE ledger = $1 AND job_id IS NOT NULL GROUP BY job_id",
+        ledger,
+    )
+    return {r["job_id"]: (r["accepted"], r["duplicates"]) for r in rows}
 
 
 def ts(dt: datetime) -> float:
