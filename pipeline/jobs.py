@@ -203,6 +203,7 @@ class JobStore:
             base_seconds=s.retry_base_seconds,
             cap_seconds=s.retry_cap_seconds,
             next_attempt_margin_seconds=s.next_attempt_margin_seconds,
+            beyond_deadline=s.retry_beyond_deadline,
         )
         self.rng = rng or random.Random()
         self.settle_hooks: list[SettleHook] = []

@@ -20,7 +20,9 @@ _DELTA_SECONDS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*$")
 #: which :meth:`RetryPolicy.decide` takes as "beyond every deadline": never sooner.
 MAX_RETRY_AFTER_SECONDS = 10 * 365 * 86400.0
 #: ``retry_at`` of a deferred retry whose provider delay is beyond any date we schedule.
-NEVER = datetime.max.replace(tzinfo=UTC)
+#: Not ``datetime.max``: asyncpg stores that as PostgreSQL's ``infinity`` and reads
+#: it back as a naive datetime, which no aware timestamp compares with.
+NEVER = datetime(9999, 12, 31, tzinfo=UTC)
 
 
 def parse_retry_after(value: str | None, now: datetime) -> float | None:

@@ -33,6 +33,11 @@ class Settings(BaseSettings):
     retry_cap_seconds: float = Field(60.0, gt=0)
     #: Time a next attempt needs (attempt timeout + commit margin) before the deadline.
     next_attempt_margin_seconds: float = Field(50.0, ge=0)
+    #: A provider Retry-After that leaves no room before the deadline: ``terminal``
+    #: fails the job now (provider_delay_beyond_deadline); ``defer`` schedules it at
+    #: the provider's time anyway (never sooner) and the deadline decides (the
+    #: reaper fails it with deadline_exceeded if that time comes too late).
+    retry_beyond_deadline: Literal["terminal", "defer"] = "terminal"
     default_deadline_seconds: float = Field(3600.0, gt=0)
 
     reaper_interval_seconds: float = Field(5.0, gt=0)

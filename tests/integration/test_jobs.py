@@ -14,7 +14,7 @@ from pipeline.clock import ManualClock
 from pipeline.database import create_pool
 from pipeline.errors import IdempotencyConflict, LeaseLost, ProviderRateLimited
 from pipeline.jobs import JobStore, Usage
-from pipeline.retry import RetryPolicy
+from pipeline.retry import MAX_RETRY_AFTER_SECONDS, RetryPolicy
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from tests.support.jobs import accept_many, new_tenant, request
@@ -231,12 +231,65 @@ async def test_retry_honours_retry_after_and_persists_attempt(pool: asyncpg.Pool
     assert (again.job_id, again.attempt) == (job.job_id, 2)
 
 
-async def test_retry_after_beyond_deadline_is_terminal(pool: asyncpg.Pool) -> None:
-    store = JobStore(pool)
+@pytest.mark.parametrize("hint", [600.0, MAX_RETRY_AFTER_SECONDS])
+async def test_retry_after_beyond_deadline_deferred_by_setting(
+    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch, hint: float
+) -> None:
+    monkeypatch.setenv("FENCELINE_RETRY_BEYOND_DEADLINE", "defer")
+    clock = ManualClock()
+    store = JobStore(pool, Settings(), clock=clock)
     tenant = await new_tenant(pool)
     job = await store.accept(request(tenant, deadline_seconds=300))
     lease = (await store.claim("w"))[0]
-    settled = await store.retry_or_fail(lease, ProviderRateLimited("429", retry_after=600))
+    asked = clock.now() + timedelta(seconds=hint)
+    settled = await store.retry_or_fail(lease, ProviderRateLimited("429", retry_after=hint))
+    # Deferred, not failed: scheduled at the provider's time, which is past the deadline.
+    assert settled.state is JobState.RETRY_SCHEDULED
+    assert settled.retry_at is not None and settled.retry_at >= asked
+    row = await store.get(tenant.id, job.job_id)
+    assert (row["state"], row["available_at"]) == ("RETRY_SCHEDULED", settled.retry_at)
+    clock.advance(299)  # before the deadline, before the provider's time
+    assert await store.claim("w") == []
+    assert (await store.reap()).total == 0
+    clock.advance(2)  # past the deadline: the deadline decides
+    assert await store.claim("w") == []
+    report = await store.reap()
+    assert report.deadline_failed == [job.job_id]
+    row = await store.get(tenant.id, job.job_id)
+    assert (row["state"], row["terminal_reason"]) == ("FAILED_TERMINAL", "deadline_exceeded")
+    assert row["attempt"] == 1  # the provider was never called again
+
+
+async def test_deferred_retry_after_inside_the_margin_runs_at_the_providers_time(
+    pool: asyncpg.Pool,
+) -> None:
+    clock = ManualClock()
+    store = JobStore(pool, Settings(retry_beyond_deadline="defer"), clock=clock)
+    tenant = await new_tenant(pool)
+    job = await store.accept(request(tenant, deadline_seconds=300))
+    lease = (await store.claim("w"))[0]
+    # 280 s + the 50 s margin overshoots the 300 s deadline: terminal would fail now.
+    settled = await store.retry_or_fail(lease, ProviderRateLimited("429", retry_after=280))
+    assert settled.state is JobState.RETRY_SCHEDULED
+    clock.advance(279)
+    assert await store.claim("w") == []  # never sooner than the provider asked
+    clock.advance(2)
+    again = (await store.claim("w"))[0]
+    assert (again.job_id, again.attempt) == (job.job_id, 2)
+
+
+@pytest.mark.parametrize("retry_after", [600.0, 280.0, MAX_RETRY_AFTER_SECONDS])
+async def test_retry_after_beyond_deadline_terminal_by_default(
+    pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch, retry_after: float
+) -> None:
+    monkeypatch.delenv("FENCELINE_RETRY_BEYOND_DEADLINE", raising=False)
+    store = JobStore(pool, Settings())
+    assert store.policy.beyond_deadline == "terminal"
+    tenant = await new_tenant(pool)
+    job = await store.accept(request(tenant, deadline_seconds=300))
+    lease = (await store.claim("w"))[0]
+    error = ProviderRateLimited("429", retry_after=retry_after)
+    settled = await store.retry_or_fail(lease, error)
     assert settled.state is JobState.FAILED_TERMINAL
     row = await store.get(tenant.id, job.job_id)
     assert row["terminal_reason"] == "provider_delay_beyond_deadline"

