@@ -51,46 +51,12 @@ from pipeline.inbox import InboxConsumer, IngestResult
 from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
 from pipeline.metrics_broker import BrokerMetrics
 from pipeline.outbox import OutboxRelay, RelayConfig
+from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.tenants import create_tenant
 
 ADMIN = os.environ.get("FENCELINE_BENCH_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 AMQP = os.environ.get("FENCELINE_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
-
-BULK_JOBS = """
-INSERT INTO extraction_jobs (id, tenant_id, idempotency_key, request_hash, object_version,
-                             state, deadline_at)
-SELECT gen_random_uuid(), $1, 'drain-' || g, 'h', 'v', 'READY', now() + interval '1 hour'
-FROM generate_series(1, $2) g
-"""
-BULK_EVENTS = """
-INSERT INTO outbox_events (event_id, job_id, event_type, payload)
-SELECT gen_random_uuid(), id, 'extraction.requested.v1',
-       jsonb_build_object('job_id', id, 'schema_version', 1, 'v', 1)
-FROM extraction_jobs WHERE tenant_id = $1
-"""
-PUBLISH_WINDOW = """
-WITH w AS (
-  SELECT min(o.created_at) AS t0, max(o.created_at) AS t1
-  FROM outbox_events o JOIN extraction_jobs j ON j.id = o.job_id WHERE j.tenant_id = $1
-)
-SELECT count(*) FILTER (WHERE o.published_at BETWEEN w.t0 AND w.t1) AS in_window,
-       extract(epoch FROM w.t1 - w.t0) AS window_seconds,
-       extract(epoch FROM max(o.published_at) - w.t1) AS catch_up_seconds
-FROM outbox_events o JOIN extraction_jobs j ON j.id = o.job_id CROSS JOIN w
-WHERE j.tenant_id = $1
-GROUP BY w.t0, w.t1
-"""
-LATENCIES = """
-SELECT extract(epoch FROM i.received_at - o.created_at) AS seconds
-FROM execution_inbox i JOIN outbox_events o ON o.event_id = i.event_id
-JOIN extraction_jobs j ON j.id = i.job_id
-WHERE j.tenant_id = $1
-"""
-INBOX_COUNT = """
-SELECT count(*) FROM execution_inbox i JOIN extraction_jobs j ON j.id = i.job_id
-WHERE j.tenant_id = $1
-"""
 
 
 async def fresh_database() -> tuple[str, str]:
@@ -116,8 +82,8 @@ def delete_topology(cfg: BrokerConfig) -> None:
 
     conn = pika.BlockingConnection(pika.URLParameters(cfg.url))
     ch = conn.channel()
-    for q in (cfg.work_queue, cfg.dead_letter_queue):
-        ch.queue_delete(q)
+    for queue in (cfg.work_queue, cfg.dead_letter_queue):
+        ch.queue_delete(queue)
     for x in (cfg.exchange, cfg.dead_letter_exchange):
         ch.exchange_delete(x)
     conn.close()
@@ -127,7 +93,7 @@ async def wait_ingested(pool: asyncpg.Pool, tenant: uuid.UUID, n: int, timeout: 
     start = time.perf_counter()
     while time.perf_counter() - start < timeout:
         async with pool.acquire() as conn:
-            if await conn.fetchval(INBOX_COUNT, tenant) >= n:
+            if await conn.fetchval(q("bench_broker_inbox_count"), tenant) >= n:
                 return time.perf_counter() - start
         await asyncio.sleep(0.05)
     raise TimeoutError(f"only part of {n} events reached the inbox in {timeout}s")
@@ -137,8 +103,8 @@ async def drain_phase(pool: asyncpg.Pool, settings: Settings, n: int) -> dict[st
     """Standing backlog: pure relay publish rate, then pure inbox ingest rate."""
     async with pool.acquire() as conn:
         tenant = (await create_tenant(conn, f"drain-{uuid.uuid4().hex[:6]}")).id
-        await conn.execute(BULK_JOBS, tenant, n)
-        await conn.execute(BULK_EVENTS, tenant)
+        await conn.execute(q("bench_broker_bulk_jobs"), tenant, n)
+        await conn.execute(q("bench_broker_bulk_events"), tenant)
     relay = OutboxRelay(
         pool,
         settings,
@@ -211,8 +177,10 @@ async def intake_phase(
     await asyncio.to_thread(proc.join)
     await wait_ingested(pool, tenant, total, 120)
     async with pool.acquire() as conn:
-        window = await conn.fetchrow(PUBLISH_WINDOW, tenant)
-        latencies = [float(r["seconds"]) for r in await conn.fetch(LATENCIES, tenant)]
+        window = await conn.fetchrow(q("bench_broker_publish_window"), tenant)
+        latencies = [
+            float(r["seconds"]) for r in await conn.fetch(q("bench_broker_latencies"), tenant)
+        ]
     window_seconds = float(window["window_seconds"])
     relay_lags = list(lags)
     return {

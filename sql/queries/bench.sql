@@ -1,5 +1,6 @@
--- Read-only reporting queries of the benchmark runner (benchmarks/collect.py,
--- benchmarks/runner.py); loaded with the other named queries by pipeline.queries.
+-- Queries of the benchmarks: read-only reporting (benchmarks/collect.py,
+-- benchmarks/runner.py) and the broker benchmark's bulk set-up (benchmarks/broker_bench.py);
+-- loaded with the other named queries by pipeline.queries.
 
 -- name: bench_settled_count
 SELECT count(*) FROM extraction_jobs WHERE finished_at IS NOT NULL;
@@ -27,3 +28,42 @@ SELECT count(*) FROM deliveries WHERE state NOT IN ('delivered', 'failed', 'aban
 -- name: bench_erp_postings
 SELECT count(*) AS postings, count(*) FILTER (WHERE deliveries_seen > 1) AS duplicates_absorbed
 FROM erp_postings;
+
+-- name: bench_broker_bulk_jobs
+-- Set-up of the drain measurement: $2 READY jobs of tenant $1 in one statement.
+INSERT INTO extraction_jobs (id, tenant_id, idempotency_key, request_hash, object_version,
+                             state, deadline_at)
+SELECT gen_random_uuid(), $1, 'drain-' || g, 'h', 'v', 'READY', now() + interval '1 hour'
+FROM generate_series(1, $2) g;
+
+-- name: bench_broker_bulk_events
+-- One requested event per job of tenant $1 (the drain measurement's backlog).
+INSERT INTO outbox_events (event_id, job_id, event_type, payload)
+SELECT gen_random_uuid(), id, 'extraction.requested.v1',
+       jsonb_build_object('job_id', id, 'schema_version', 1, 'v', 1)
+FROM extraction_jobs WHERE tenant_id = $1;
+
+-- name: bench_broker_publish_window
+-- Events of tenant $1 published while the intake still ran, and the catch-up after it.
+WITH w AS (
+  SELECT min(o.created_at) AS t0, max(o.created_at) AS t1
+  FROM outbox_events o JOIN extraction_jobs j ON j.id = o.job_id WHERE j.tenant_id = $1
+)
+SELECT count(*) FILTER (WHERE o.published_at BETWEEN w.t0 AND w.t1) AS in_window,
+       extract(epoch FROM w.t1 - w.t0) AS window_seconds,
+       extract(epoch FROM max(o.published_at) - w.t1) AS catch_up_seconds
+FROM outbox_events o JOIN extraction_jobs j ON j.id = o.job_id CROSS JOIN w
+WHERE j.tenant_id = $1
+GROUP BY w.t0, w.t1;
+
+-- name: bench_broker_latencies
+-- Relay -> inbox latency per event of tenant $1 (outbox created_at to inbox commit).
+SELECT extract(epoch FROM i.received_at - o.created_at) AS seconds
+FROM execution_inbox i JOIN outbox_events o ON o.event_id = i.event_id
+JOIN extraction_jobs j ON j.id = i.job_id
+WHERE j.tenant_id = $1;
+
+-- name: bench_broker_inbox_count
+-- Inbox rows of tenant $1.
+SELECT count(*) FROM execution_inbox i JOIN extraction_jobs j ON j.id = i.job_id
+WHERE j.tenant_id = $1;
