@@ -306,6 +306,7 @@ class OutboxRelay:
         for (row, _route), result in zip(items, results, strict=True):
             by_status.setdefault(result.status, []).append((row["event_id"], result.detail))
         now = self.clock.now()
+        claimed_until = items[0][0]["claimed_until"]  # one claim statement: one lease
         async with self.pool.acquire() as conn:
             confirmed = [eid for eid, _ in by_status.get(PublishStatus.CONFIRMED, [])]
             if confirmed:
@@ -332,13 +333,21 @@ class OutboxRelay:
                     PublishStatus.NACKED: f"nacked by the broker ({detail})",
                     PublishStatus.UNKNOWN: f"unknown outcome, will publish again ({detail})",
                 }[status]
-                await conn.fetch(
+                released = await conn.fetch(
                     q("outbox_release_with_error"),
                     [eid for eid, _ in failed],
                     error[:500],
                     float(delay),
                     now,
+                    claimed_until,
                 )
+                if len(released) != len(failed):
+                    log.info(
+                        "outbox relay: %d of %d %s events were published or re-claimed meanwhile",
+                        len(failed) - len(released),
+                        len(failed),
+                        status.value,
+                    )
                 setattr(report, status.value, len(failed))
                 self.metrics.outbox_publish_failures.labels(outcome=status.value).inc(len(failed))
                 if status is PublishStatus.RETURNED:

@@ -22,7 +22,8 @@ SET claimed_until = now_.t + make_interval(secs => $3),
     publish_attempts = o.publish_attempts + 1
 FROM picked, now_
 WHERE o.event_id = picked.event_id
-RETURNING o.event_id, o.job_id, o.event_type, o.payload, o.created_at, o.publish_attempts;
+RETURNING o.event_id, o.job_id, o.event_type, o.payload, o.created_at, o.publish_attempts,
+          o.claimed_until;
 
 -- name: outbox_mark_published
 -- Only after the broker confirmed (via 'broker') or when handled locally
@@ -36,11 +37,13 @@ RETURNING event_id;
 
 -- name: outbox_release_with_error
 -- Not published (returned, nacked, or unknown outcome): keep the event, record
--- why, and let it be claimed again after $3 seconds. $1 ids, $2 error, $4 now.
+-- why, and let it be claimed again after $3 seconds. $1 ids, $2 error, $4 now,
+-- $5 the claim's own claimed_until: an event whose lease ran out and that another
+-- relay claimed since is that relay's to settle, so it is left alone.
 UPDATE outbox_events
 SET claimed_until = coalesce($4::timestamptz, now()) + make_interval(secs => $3),
     last_error = $2
-WHERE event_id = ANY($1::uuid[]) AND published_at IS NULL
+WHERE event_id = ANY($1::uuid[]) AND published_at IS NULL AND claimed_until = $5
 RETURNING event_id;
 
 -- name: outbox_backlog_stats

@@ -273,3 +273,44 @@ async def test_setup_topology_is_idempotent_and_declares_the_specified_queues(ds
         await asyncio.to_thread(delete_topology, settings)
     with pytest.raises(BrokerUnavailable):
         setup_topology(Settings(database_url=dsn, amqp_url=None))
+
+
+async def test_a_failed_publish_releases_only_events_its_claim_still_holds(
+    pool: asyncpg.Pool,
+) -> None:
+    """Relay A's lease ran out and relay B claimed the event: A's late release is a no-op."""
+    from datetime import timedelta
+
+    from pipeline.queries import q
+
+    tenant = await new_tenant(pool)
+    await accept_many(JobStore(pool), tenant, 1)
+    async with pool.acquire() as conn:
+        t0 = await conn.fetchval("SELECT now()")
+        [a] = await conn.fetch(q("outbox_claim_batch"), t0, 10, 5.0)
+        later = t0 + timedelta(seconds=10)  # A's 5 s lease has expired
+        [b] = await conn.fetch(q("outbox_claim_batch"), later, 10, 5.0)
+        assert b["event_id"] == a["event_id"] and b["claimed_until"] > a["claimed_until"]
+        stale = await conn.fetch(
+            q("outbox_release_with_error"),
+            [a["event_id"]],
+            "A: unknown",
+            1.0,
+            later,
+            a["claimed_until"],
+        )
+        assert stale == []
+        row = await conn.fetchrow(
+            "SELECT claimed_until, last_error FROM outbox_events WHERE event_id = $1",
+            a["event_id"],
+        )
+        assert (row["claimed_until"], row["last_error"]) == (b["claimed_until"], None)
+        own = await conn.fetch(
+            q("outbox_release_with_error"),
+            [b["event_id"]],
+            "B: unknown",
+            1.0,
+            later,
+            b["claimed_until"],
+        )
+        assert [r["event_id"] for r in own] == [b["event_id"]]
