@@ -63,7 +63,7 @@ from pipeline.intake import (
 )
 from pipeline.job_views import JobPage, JobResult, JobStatus, JobViews
 from pipeline.jobs import JobStore, SettleHook
-from pipeline.metrics import IntakeMetrics
+from pipeline.metrics import AcceptanceMiddleware, IntakeMetrics, acceptance_timer
 from pipeline.queries import q
 from pipeline.quotas import Admission
 from pipeline.review import ReviewDecisionIn, ReviewDecisionOut, ReviewService
@@ -295,28 +295,30 @@ def _register_routes(app: FastAPI) -> None:
         ] = None,
     ) -> Response:
         ctx = _ctx(request)
-        with ctx.metrics.acceptance() as timer:
-            try:
-                submission = await read_submission(request, ctx.settings.max_body_bytes)
-                receipt = await ctx.services.intake.submit(
-                    principal.tenant_id, submission, idempotency_key
-                )
-            except AdmissionRejected as exc:
-                timer.outcome, timer.reason = "rejected", exc.reason
-                raise
-            except IdempotencyConflict:
-                timer.outcome, timer.reason = "conflict", "idempotency_conflict"
-                raise
-            except ApiProblem as exc:
-                timer.outcome, timer.reason = "invalid", exc.reason or "invalid_request"
-                raise
-            except (RequestValidationError, StarletteHTTPException):
-                timer.outcome, timer.reason = "invalid", "invalid_request"
-                raise
-            except DATABASE_UNAVAILABLE:
-                timer.outcome, timer.reason = "rejected", "database_unavailable"
-                raise
-            timer.outcome = "accepted" if receipt.created else "replayed"
+        # Observed by AcceptanceMiddleware once the response is sent; refusals made
+        # before this route runs (401, 413, 422, 503) are classified there.
+        timer = acceptance_timer(request.state)
+        try:
+            submission = await read_submission(request, ctx.settings.max_body_bytes)
+            receipt = await ctx.services.intake.submit(
+                principal.tenant_id, submission, idempotency_key
+            )
+        except AdmissionRejected as exc:
+            timer.outcome, timer.reason = "rejected", exc.reason
+            raise
+        except IdempotencyConflict:
+            timer.outcome, timer.reason = "conflict", "idempotency_conflict"
+            raise
+        except ApiProblem as exc:
+            timer.outcome, timer.reason = "invalid", exc.reason or "invalid_request"
+            raise
+        except (RequestValidationError, StarletteHTTPException):
+            timer.outcome, timer.reason = "invalid", "invalid_request"
+            raise
+        except DATABASE_UNAVAILABLE:
+            timer.outcome, timer.reason = "rejected", "database_unavailable"
+            raise
+        timer.outcome = "accepted" if receipt.created else "replayed"
         body = receipt.body()
         return JSONResponse(
             body.model_dump(mode="json"),
@@ -529,6 +531,8 @@ def create_app(
     app.state.fenceline = ctx
     api_errors.install(app, capacity_retry_after=settings.capacity_retry_after_seconds)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    # Outermost (added last), so the 413s above are counted too.
+    app.add_middleware(AcceptanceMiddleware, metrics=ctx.metrics)
     _register_routes(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from pipeline.api import create_app
+from pipeline.database import create_pool
 from pipeline.jobs import EVENT_REQUESTED, Accepted, JobStore
 from tests.support.api import (
     WRITTEN_TABLES,
@@ -467,3 +468,26 @@ async def test_metrics_count_outcomes(pool: asyncpg.Pool, dsn: str) -> None:
     assert "fenceline_jobs_accepted_total 1.0" in text
     assert 'fenceline_jobs_rejected_total{reason="idempotency_conflict"} 1.0' in text
     assert 'fenceline_jobs_rejected_total{reason="unsupported_media_type"} 1.0' in text
+
+
+async def test_metrics_count_refusals_made_before_the_handler(pool: asyncpg.Pool, dsn: str) -> None:
+    tk = await tenant_with_key(pool)
+    own = await create_pool(dsn, min_size=1, max_size=2)  # the app's pool, killed below
+    app = create_app(settings_for(dsn, max_body_bytes=1000), pool=own)
+    url = "/v1/extraction-jobs"
+    async with asgi_client(app) as client:
+        ok = await client.post(url, json=submission("C"), headers=tk.headers)
+        no_key = await client.post(url, json=submission("D"))
+        too_big = await client.post(url, json=submission("x" * 2000), headers=tk.headers)
+        bad_query = await client.post(f"{url}?surprise=1", json=submission(), headers=tk.headers)
+        own.terminate()
+        db_down = await client.post(url, json=submission("E"), headers=tk.headers)
+        text = (await client.get("/metrics")).text
+    statuses = [r.status_code for r in (ok, no_key, too_big, bad_query, db_down)]
+    assert statuses == [202, 401, 413, 422, 503]
+    for reason in ("unauthorized", "body_too_large", "invalid_request", "database_unavailable"):
+        assert f'fenceline_jobs_rejected_total{{reason="{reason}"}} 1.0' in text, reason
+    assert 'fenceline_acceptance_seconds_count{outcome="accepted"} 1.0' in text
+    assert 'fenceline_acceptance_seconds_count{outcome="invalid"} 3.0' in text
+    assert 'fenceline_acceptance_seconds_count{outcome="rejected"} 1.0' in text
+    assert "fenceline_jobs_accepted_total 1.0" in text
