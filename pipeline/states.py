@@ -1,9 +1,11 @@
 """The job state machine, written once here and enforced in SQL.
 
-``sql/schema/001_jobs.sql`` holds the same transitions in the
+``sql/schema/001_core.sql`` holds the same transitions in the
 ``job_state_transitions`` table, which a trigger checks on every update of
-``extraction_jobs.state``; ``tests/integration/test_states_sql.py`` proves the
-two agree.
+``extraction_jobs.state``, and the same states in the ``state`` CHECK constraint;
+``tests/integration/test_schema.py::test_python_and_sql_state_machines_agree``
+proves the two agree (transitions, the exact set of states, and the settled
+states of ``finished_exactly_when_settled``).
 """
 
 from __future__ import annotations

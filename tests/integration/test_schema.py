@@ -3,29 +3,40 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import asyncpg
 import pytest
 
 from pipeline.database import connect, migrate, migrations
 from pipeline.queries import all_queries, q
-from pipeline.states import TRANSITIONS, JobState
+from pipeline.states import SETTLED, TRANSITIONS, JobState
 from tests.conftest import DatabaseFactory
 
 pytestmark = pytest.mark.integration
 
 
+def _quoted(constraint: str) -> set[str]:
+    """The string literals of a CHECK constraint as PostgreSQL prints it back."""
+    return set(re.findall(r"'([^']*)'::text", constraint))
+
+
 async def test_python_and_sql_state_machines_agree(pool: asyncpg.Pool) -> None:
     async with pool.acquire() as conn:
         rows = await conn.fetch(q("state_transition_list"))
-        check = await conn.fetchval(
-            "SELECT pg_get_constraintdef(oid) FROM pg_constraint"
-            " WHERE conname = 'extraction_jobs_state_check'"
+        checks = dict(
+            await conn.fetch(
+                "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint"
+                " WHERE conrelid = 'extraction_jobs'::regclass"
+                " AND conname IN ('extraction_jobs_state_check', 'finished_exactly_when_settled')"
+            )
         )
     sql = {(JobState(r["from_state"]), JobState(r["to_state"])) for r in rows}
     assert sql == set(TRANSITIONS)
-    for state in JobState:
-        assert f"'{state.value}'" in check
+    # Exactly the enum's states: a state only SQL allows fails here, not just a missing one.
+    assert _quoted(checks["extraction_jobs_state_check"]) == {s.value for s in JobState}
+    # finished_at is set exactly in the states Python calls settled.
+    assert _quoted(checks["finished_exactly_when_settled"]) == {s.value for s in SETTLED}
 
 
 async def test_migrate_twice_and_concurrently_is_safe(make_database: DatabaseFactory) -> None:
