@@ -51,6 +51,7 @@ from pipeline.api_errors import (
 )
 from pipeline.clock import Clock
 from pipeline.database import create_pool
+from pipeline.deliveries import delivery_settle_hook
 from pipeline.errors import AdmissionRejected, IdempotencyConflict
 from pipeline.intake import (
     IDEMPOTENCY_KEY_PATTERN,
@@ -73,6 +74,9 @@ from pipeline.status_stream import EventHub, StatusStream, parse_last_event_id
 from pipeline.tenants import Principal, authenticate
 
 API_VERSION = "1.0.0"
+#: Settle hooks every app gets unless told otherwise: a review approval creates
+#: its ERP deliveries in the transaction of its completion event.
+DEFAULT_SETTLE_HOOKS: tuple[SettleHook, ...] = (delivery_settle_hook,)
 OPENAPI_PATH = Path(__file__).resolve().parent.parent / "docs" / "openapi.json"
 
 _bearer = HTTPBearer(
@@ -491,7 +495,7 @@ def create_app(
     pool: asyncpg.Pool | None = None,
     accept_hook: AcceptHook | None = None,
     clock: Clock | None = None,
-    settle_hooks: Sequence[SettleHook] = (),
+    settle_hooks: Sequence[SettleHook] | None = None,
 ) -> FastAPI:
     """The Fenceline API.
 
@@ -502,12 +506,14 @@ def create_app(
         accept_hook: test seam run inside the accept transaction before commit
             (see :data:`pipeline.intake.AcceptHook`).
         clock: injectable time for the job store and admission.
-        settle_hooks: the job store's settle hooks (e.g. delivery creation), run in
-            the transaction of every outcome this app commits — review decisions.
+        settle_hooks: the job store's settle hooks, run in the transaction of every
+            outcome this app commits — review decisions. The default,
+            :data:`DEFAULT_SETTLE_HOOKS`, creates the ERP deliveries of an approved
+            job with its ``extraction.completed.v1`` event, so no factory (Serve
+            ingress, uvicorn) can forget them; tests may pass their own.
     """
-    ctx = ApiContext(
-        settings, pool=pool, accept_hook=accept_hook, clock=clock, settle_hooks=settle_hooks
-    )
+    hooks = DEFAULT_SETTLE_HOOKS if settle_hooks is None else settle_hooks
+    ctx = ApiContext(settings, pool=pool, accept_hook=accept_hook, clock=clock, settle_hooks=hooks)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
