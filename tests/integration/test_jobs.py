@@ -13,7 +13,9 @@ import pytest
 from pipeline.clock import ManualClock
 from pipeline.database import create_pool
 from pipeline.errors import IdempotencyConflict, LeaseLost, ProviderRateLimited
+from pipeline.identity import object_version
 from pipeline.jobs import JobStore, Usage
+from pipeline.queries import q
 from pipeline.retry import MAX_RETRY_AFTER_SECONDS, RetryPolicy
 from pipeline.settings import Settings
 from pipeline.states import JobState
@@ -27,11 +29,62 @@ async def count(pool: asyncpg.Pool, table: str) -> int:
         return int(await conn.fetchval(f"SELECT count(*) FROM {table}"))
 
 
-async def test_same_key_concurrently_yields_one_job_and_one_event(pool: asyncpg.Pool) -> None:
-    store = JobStore(pool)
+#: Accept transactions held open at once by the idempotency test. The 100 calls
+#: would need 100 connections to overlap fully, but this PostgreSQL allows
+#: max_connections = 100 in all, shared with every other test run on the machine:
+#: half of it, on a pool of its own (the shared fixture pool has 20), is the most
+#: that stays well under the limit.
+OVERLAPPING_ACCEPTS = 50
+
+
+async def _lock_waiters(conn: asyncpg.Connection) -> int:
+    return int(
+        await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+    )
+
+
+async def test_same_key_concurrently_yields_one_job_and_one_event(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
     tenant = await new_tenant(pool)
     req = request(tenant, key="k-1", text="INVOICE 1 total 10.00 EUR")
-    results = await asyncio.gather(*(store.accept(req) for _ in range(100)))
+    doc = req.document
+    own = await create_pool(dsn, min_size=OVERLAPPING_ACCEPTS, max_size=OVERLAPPING_ACCEPTS)
+    store = JobStore(own)
+    try:
+        async with pool.acquire() as gate, pool.acquire() as watcher:
+            # The gate holds an uncommitted insert of the same document, so every
+            # accept blocks inside its own open transaction until it is released:
+            # then all of them are in flight at once, as the watcher confirms.
+            held = gate.transaction()
+            await held.start()
+            await gate.execute(
+                q("document_upsert"),
+                uuid.uuid4(),
+                tenant.id,
+                doc.sha256,
+                object_version(doc.sha256),
+                doc.content,
+                len(doc.raw),
+                doc.content_type,
+                doc.filename,
+            )
+            calls = [asyncio.create_task(store.accept(req)) for _ in range(100)]
+            waiting = 0
+            for _ in range(300):
+                waiting = await _lock_waiters(watcher)
+                if waiting >= OVERLAPPING_ACCEPTS:
+                    break
+                await asyncio.sleep(0.05)
+            await held.rollback()  # the gate writes nothing
+            results = await asyncio.gather(*calls)
+        assert waiting == OVERLAPPING_ACCEPTS  # every pooled accept was open at once
+    finally:
+        await own.close()
+    assert len(results) == 100
     assert len({r.job_id for r in results}) == 1
     assert sum(r.created for r in results) == 1
     assert await count(pool, "extraction_jobs") == 1
