@@ -52,6 +52,7 @@ from pipeline.queries import q
 from pipeline.scheduler import Scheduler, SchedulerConfig, WorkSignal
 from pipeline.settings import Settings
 from pipeline.tenants import create_api_key, create_tenant
+from pipeline.validation import policy_for
 from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 
 #: Concurrent intake requests on the wire (a client's connection limit).
@@ -228,6 +229,7 @@ def _drivers(
                     idle_poll_seconds=0.5,
                 ),
                 admission=gate,
+                policy=policy_for(settings),
             ),
             signal=signal,
         )

@@ -28,10 +28,12 @@ from pipeline.dlq import DeadLetterArchiver
 from pipeline.engines import Engine, OpenAICompatibleEngine
 from pipeline.inbox import InboxConsumer
 from pipeline.jobs import JobStore, Settled
+from pipeline.master_data import MasterDataCache
 from pipeline.outbox import OutboxRelay
 from pipeline.reaper import Reaper
 from pipeline.scheduler import Scheduler
 from pipeline.settings import Settings
+from pipeline.validation import policy_for
 from pipeline.worker import AdmissionGate, AttemptRunner, DriverLoop, WorkerConfig
 
 log = logging.getLogger(__name__)
@@ -154,7 +156,9 @@ class TaskDriver:
             self.engine_spec.build(),
             self.worker,
             admission=self._admission(),
+            policy=policy_for(self.settings),
             on_settled=self._hand_off,
+            master_data=MasterDataCache(self.settings.master_data_ttl_seconds),
         )
         self._scheduler = Scheduler(self._pool, self.settings)
         await self._scheduler.start()

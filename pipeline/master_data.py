@@ -1,8 +1,16 @@
-"""Tenant master data (suppliers, permitted currencies) for the validation policy."""
+"""Tenant master data (suppliers, permitted currencies) for the validation policy.
+
+Drivers read it through a :class:`MasterDataCache`: a tenant's record is reused
+for ``ttl_seconds`` and then read again, so a supplier or currency added with
+``fenceline suppliers add`` / ``fenceline tenants currencies`` reaches every
+running driver within that time, without a restart.
+"""
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 
 import asyncpg
 
@@ -36,3 +44,29 @@ async def load_master_data(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> Te
         for r in rows
     )
     return TenantMasterData(suppliers=suppliers, permitted_currencies=currencies)
+
+
+class MasterDataCache:
+    """Per-tenant master data, each entry reused for ``ttl_seconds`` (0 = never reused).
+
+    ``clock`` is a monotonic time source in seconds (injectable for tests).
+    """
+
+    def __init__(
+        self, ttl_seconds: float = 30.0, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        if ttl_seconds < 0:
+            raise ValueError("ttl_seconds must be >= 0")
+        self.ttl_seconds = ttl_seconds
+        self.clock = clock
+        self._entries: dict[uuid.UUID, tuple[float, TenantMasterData]] = {}
+
+    async def get(self, conn: asyncpg.Connection, tenant_id: uuid.UUID) -> TenantMasterData:
+        """The tenant's master data, read again once the cached copy is older than the TTL."""
+        now = self.clock()
+        cached = self._entries.get(tenant_id)
+        if cached is not None and now - cached[0] < self.ttl_seconds:
+            return cached[1]
+        data = await load_master_data(conn, tenant_id)
+        self._entries[tenant_id] = (now, data)
+        return data

@@ -7,6 +7,13 @@ REVIEW_REQUIRED has its own SLO and is never counted as automatic success
   **conditional** on ``state = 'REVIEW_REQUIRED'`` and the ``state_version`` the
   reviewer saw, so two reviewers cannot both decide, and a decision made on a
   stale view is refused (409) instead of overwriting a newer state.
+* Only a result that passed schema validation may be **approved**. A job sent
+  to review because every attempt returned malformed output holds the raw
+  model text (``validation.schema_valid = false``, see
+  :func:`pipeline.validation.unvalidated_outcome`): approving it would deliver
+  something no rule has checked, so approval is refused (409
+  ``result_not_approvable``, also enforced in the conditional update) and the
+  reviewer can only reject it.
 * The state change, the audit row (``review_decisions``: who, what, note,
   versions), the outbox event (``extraction.completed.v1`` on approval, so ERP
   delivery proceeds; ``extraction.failed.v1`` on rejection) and the job store's
@@ -72,7 +79,8 @@ class ReviewService:
         Raises:
             NotFound: no such job for this tenant.
             ApiProblem: 403 without a review scope; 409 when the job is not awaiting
-                review or its state_version moved on.
+                review, its state_version moved on, or ``approve`` meets a result
+                that failed schema validation.
         """
         to_state = JobState.SUCCEEDED if body.decision == "approve" else JobState.FAILED_TERMINAL
         async with (
@@ -86,6 +94,8 @@ class ReviewService:
                 raise NotFound(f"job {job_id}")
             if not REVIEW_SCOPES & principal.scopes:
                 raise ApiProblem(403, "deciding reviews needs the review scope", reason="scope")
+            if body.decision == "approve":
+                _refuse_unvalidated(job_id, visible)
             row = await conn.fetchrow(
                 q("job_decide_review_if_pending"),
                 job_id,
@@ -151,6 +161,8 @@ class ReviewService:
         )
         if current is None:  # pragma: no cover - seen a moment ago in this transaction
             raise NotFound(f"job {job_id}")
+        if body.decision == "approve" and current["state_version"] == body.state_version:
+            _refuse_unvalidated(job_id, current)
         if current["state"] != JobState.REVIEW_REQUIRED.value:
             detail = f"the job is {current['state']}, not awaiting review"
         else:
@@ -165,4 +177,18 @@ class ReviewService:
             job_id=str(job_id),
             state=current["state"],
             state_version=current["state_version"],
+        )
+
+
+def _refuse_unvalidated(job_id: uuid.UUID, job: asyncpg.Record) -> None:
+    """Raise 409 if ``job`` awaits review with a result that failed schema validation."""
+    if job["state"] == JobState.REVIEW_REQUIRED.value and not job["approvable"]:
+        raise ApiProblem(
+            409,
+            "the job's result is raw model output that failed schema validation; "
+            "it cannot be approved, only rejected",
+            reason="result_not_approvable",
+            job_id=str(job_id),
+            state=job["state"],
+            state_version=job["state_version"],
         )

@@ -43,6 +43,14 @@ class Settings(BaseSettings):
     reaper_interval_seconds: float = Field(5.0, gt=0)
     scan_interval_seconds: float = Field(2.0, gt=0)
 
+    # Validation (issue 7). Where a job goes when every attempt returned output
+    # that is not a schema-valid extraction: ``terminal`` (FAILED_TERMINAL) or
+    # ``review`` (REVIEW_REQUIRED with the raw output; a reviewer may only reject it).
+    malformed_exhausted_state: Literal["terminal", "review"] = "terminal"
+    #: How long a driver reuses a tenant's suppliers and permitted currencies
+    #: before reading them again (0 = read for every attempt).
+    master_data_ttl_seconds: float = Field(30.0, ge=0)
+
     # Intake API (issue 3): request limits, admission bounds and status streams.
     #: Request bodies above this get 413 before they are buffered.
     max_body_bytes: int = Field(1 << 20, gt=0)

@@ -69,6 +69,7 @@ from pipeline.validation_policy import (
     ARITHMETIC_CODES,
     DEFAULT_POLICY,
     DEFAULT_REQUIRED_FIELDS,
+    MALFORMED_OUTPUT,
     REQUIRABLE_FIELDS,
     VALIDATION_POLICY_VERSION,
     Decision,
@@ -79,6 +80,8 @@ from pipeline.validation_policy import (
     ValidationPolicy,
     ValidationReport,
     check_presence,
+    policy_for,
+    unvalidated_outcome,
 )
 from pipeline.validation_text import (
     BIDI_CONTROLS,
@@ -100,6 +103,7 @@ __all__ = [
     "DEFAULT_REQUIRED_FIELDS",
     "IBAN_LENGTHS",
     "ISO_4217",
+    "MALFORMED_OUTPUT",
     "REQUIRABLE_FIELDS",
     "VALIDATION_POLICY_VERSION",
     "Decision",
@@ -129,7 +133,9 @@ __all__ = [
     "normalise_name",
     "normalise_text",
     "number_readings",
+    "policy_for",
     "skeleton",
+    "unvalidated_outcome",
     "validate",
 ]
 

@@ -21,10 +21,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.extraction import EXTRACTION_SCHEMA_VERSION, Extraction
 from pipeline.states import JobState
+
+if TYPE_CHECKING:
+    from pipeline.settings import Settings
 
 #: Version of the rules below; recorded on the job with every decision.
 VALIDATION_POLICY_VERSION = "fenceline.validation/1"
@@ -195,6 +198,47 @@ class ValidationPolicy:
 
 
 DEFAULT_POLICY = ValidationPolicy()
+
+#: Reason code of a REVIEW_REQUIRED job whose attempts all returned output that
+#: is not a schema-valid extraction (see :func:`unvalidated_outcome`). Not a
+#: :class:`ReasonCode`: validation never produces it.
+MALFORMED_OUTPUT = "malformed_output"
+
+
+def policy_for(settings: Settings) -> ValidationPolicy:
+    """The deployment's policy: the defaults with what :class:`Settings` may change.
+
+    ``malformed_exhausted_state`` only routes jobs that never produced a
+    schema-valid extraction; it changes no rule, so the version stays the same.
+    """
+    exhausted = (
+        JobState.REVIEW_REQUIRED
+        if settings.malformed_exhausted_state == "review"
+        else JobState.FAILED_TERMINAL
+    )
+    return ValidationPolicy(malformed_exhausted_state=exhausted)
+
+
+def unvalidated_outcome(
+    raw_output: str, detail: str, policy: ValidationPolicy = DEFAULT_POLICY
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The (result, validation) stored for malformed output sent to review.
+
+    ``schema_valid: false`` and the :data:`MALFORMED_OUTPUT` reason say that the
+    result is the model's raw text, which no rule has checked: a reviewer may
+    reject such a job but never approve it into delivery
+    (``job_decide_review_if_pending`` in ``sql/queries/review.sql`` refuses an
+    approval where ``schema_valid`` is false).
+    """
+    return (
+        {"raw_output": raw_output},
+        {
+            "decision": Decision.REVIEW_REQUIRED.value,
+            "reasons": [{"code": MALFORMED_OUTPUT, "field": "", "detail": detail}],
+            "policy_version": policy.version,
+            "schema_valid": False,
+        },
+    )
 
 
 @dataclass(frozen=True)

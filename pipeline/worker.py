@@ -42,7 +42,7 @@ from pipeline.errors import (
 from pipeline.extraction import extraction_json_schema, parse_extraction
 from pipeline.grants import ReportedUsage
 from pipeline.jobs import JobStore, Lease, Settled, Usage
-from pipeline.master_data import load_master_data
+from pipeline.master_data import MasterDataCache
 from pipeline.prompts import build_messages, prompt_budget
 from pipeline.queries import q
 from pipeline.scheduler import WorkSignal
@@ -52,6 +52,7 @@ from pipeline.validation import (
     Decision,
     TenantMasterData,
     ValidationPolicy,
+    unvalidated_outcome,
     validate,
 )
 
@@ -137,6 +138,7 @@ class AttemptRunner:
         policy: ValidationPolicy = DEFAULT_POLICY,
         on_settled: CompletedCallback | None = None,
         today: Callable[[], datetime] | None = None,
+        master_data: MasterDataCache | None = None,
     ) -> None:
         self.store = store
         self.engine = engine
@@ -145,7 +147,8 @@ class AttemptRunner:
         self.policy = policy
         self.on_settled = on_settled
         self.today = today or (lambda: datetime.now(UTC))
-        self._master: dict[uuid.UUID, TenantMasterData] = {}
+        #: Suppliers and currencies per tenant, re-read after the cache's TTL.
+        self.master_data = master_data or MasterDataCache()
 
     async def run(self, lease: Lease) -> AttemptReport:
         lost = asyncio.Event()
@@ -185,11 +188,10 @@ class AttemptRunner:
     async def _load(self, lease: Lease) -> tuple[str, TenantMasterData]:
         async with self.store.pool.acquire() as conn:
             doc = await conn.fetchrow(q("document_get"), lease.document_id, lease.tenant_id)
-            if lease.tenant_id not in self._master:
-                self._master[lease.tenant_id] = await load_master_data(conn, lease.tenant_id)
+            master = await self.master_data.get(conn, lease.tenant_id)
         if doc is None:
             raise TerminalError(f"document {lease.document_id} missing for job {lease.job_id}")
-        return str(doc["content"]), self._master[lease.tenant_id]
+        return str(doc["content"]), master
 
     async def _attempt(self, lease: Lease, lost: asyncio.Event) -> AttemptReport:
         try:
@@ -316,17 +318,9 @@ class AttemptRunner:
         except MalformedOutput as exc:
             last = lease.attempt >= lease.max_attempts
             if last and self.policy.malformed_exhausted_state is JobState.REVIEW_REQUIRED:
+                result, validation = unvalidated_outcome(completion.text, str(exc), self.policy)
                 return await self._succeed(
-                    lease,
-                    {"raw_output": completion.text},
-                    {
-                        "decision": "REVIEW_REQUIRED",
-                        "reasons": [{"code": "malformed_output", "field": "", "detail": str(exc)}],
-                        "policy_version": self.policy.version,
-                    },
-                    JobState.REVIEW_REQUIRED,
-                    usage,
-                    completion,
+                    lease, result, validation, JobState.REVIEW_REQUIRED, usage, completion
                 )
             return await self._retry(lease, exc, usage, completion)
         report = validate(extraction, text, master, today=self.today().date(), policy=self.policy)

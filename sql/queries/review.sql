@@ -4,17 +4,27 @@
 
 -- name: job_decide_review_if_pending
 -- $1 job, $2 tenant, $3 expected state_version, $4 'SUCCEEDED' | 'FAILED_TERMINAL'.
-UPDATE extraction_jobs
+-- Approval also needs a result that passed schema validation: raw model output
+-- (validation.schema_valid = false) may only be rejected.
+UPDATE extraction_jobs j
 SET state = $4,
     terminal_reason = CASE WHEN $4 = 'FAILED_TERMINAL' THEN 'review_rejected' END,
     last_error_class = CASE WHEN $4 = 'FAILED_TERMINAL' THEN 'review_rejected' END,
     last_error = NULL
-WHERE id = $1 AND tenant_id = $2 AND state = 'REVIEW_REQUIRED' AND state_version = $3
-RETURNING id, tenant_id, state, state_version, attempt, fence;
+WHERE j.id = $1 AND j.tenant_id = $2 AND j.state = 'REVIEW_REQUIRED' AND j.state_version = $3
+  AND ($4 <> 'SUCCEEDED' OR NOT EXISTS (
+        SELECT 1 FROM extraction_results r
+        WHERE r.job_id = j.id AND r.validation @> '{"schema_valid": false}'::jsonb))
+RETURNING j.id, j.tenant_id, j.state, j.state_version, j.attempt, j.fence;
 
 -- name: job_get_review_state_for_tenant
--- Why a review write matched no row: the job's current state, if the tenant may see it.
-SELECT state, state_version FROM extraction_jobs WHERE id = $1 AND tenant_id = $2;
+-- The job's current state, if the tenant may see it, and whether its result
+-- passed schema validation (only such a result may be approved).
+SELECT j.state, j.state_version,
+       NOT EXISTS (SELECT 1 FROM extraction_results r
+                   WHERE r.job_id = j.id
+                     AND r.validation @> '{"schema_valid": false}'::jsonb) AS approvable
+FROM extraction_jobs j WHERE j.id = $1 AND j.tenant_id = $2;
 
 -- name: review_decision_insert
 INSERT INTO review_decisions (id, job_id, tenant_id, api_key_id, decision, note,

@@ -10,7 +10,9 @@ import pytest
 from pipeline.api import create_app
 from pipeline.errors import ProviderRateLimited
 from pipeline.jobs import EVENT_COMPLETED, EVENT_FAILED, JobStore, Usage
+from pipeline.queries import q
 from pipeline.states import JobState
+from pipeline.validation import unvalidated_outcome
 from tests.support.api import (
     add_key,
     asgi_client,
@@ -187,3 +189,46 @@ async def test_review_decision_is_conditional_audited_and_emits_an_event(
     assert events[-1]["event_type"] == event and events[-1]["payload"]["review"] == decision
     # The job store's settle hooks (e.g. delivery creation) ran for the review too.
     assert settled_hooks[-1] == JobState(state)
+
+
+async def test_review_refuses_to_approve_raw_output_that_failed_schema_validation(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    """A job sent to review because every answer was malformed holds the raw output:
+    approving it would deliver what no rule checked, so approve is a 409 problem
+    (in the API and in the conditional update itself) and only reject moves it on."""
+    tk = await tenant_with_key(pool)
+    reviewer = await add_key(pool, tk, ("jobs", "review"))
+    store = JobStore(pool)
+    app = create_app(settings_for(dsn), pool=pool)
+    async with asgi_client(app) as client:
+        job_id = await _post(client, tk)
+        (lease,) = await store.claim("w")
+        result, validation = unvalidated_outcome('{"not": "an invoice"}', "supplier: missing")
+        settled = await store.succeed(
+            lease, result=result, validation=validation, decision=JobState.REVIEW_REQUIRED
+        )
+        version = settled.state_version
+        url = f"/v1/extraction-jobs/{job_id}/review"
+        body = {"decision": "approve", "note": "looks fine to me", "state_version": version}
+        approve = await client.post(url, json=body, headers=reviewer.headers)
+        after = (await client.get(f"/v1/extraction-jobs/{job_id}", headers=tk.headers)).json()
+        async with pool.acquire() as conn:
+            direct = await conn.fetchrow(
+                q("job_decide_review_if_pending"), job_id, tk.tenant.id, version, "SUCCEEDED"
+            )
+        rejection = {**body, "decision": "reject", "note": "not an invoice"}
+        reject = await client.post(url, json=rejection, headers=reviewer.headers)
+    assert approve.status_code == 409, approve.text
+    assert approve.headers["content-type"] == "application/problem+json"
+    assert approve.json()["reason"] == "result_not_approvable"
+    assert approve.json()["state"] == "REVIEW_REQUIRED"
+    assert (after["state"], after["state_version"]) == ("REVIEW_REQUIRED", version)
+    assert direct is None  # the SQL guard holds even without the service's check
+    assert reject.status_code == 200, reject.text
+    assert reject.json()["state"] == "FAILED_TERMINAL"
+    async with pool.acquire() as conn:
+        audit = await conn.fetch("SELECT decision FROM review_decisions WHERE job_id = $1", job_id)
+        events = await conn.fetch("SELECT event_type FROM outbox_events WHERE job_id = $1", job_id)
+    assert [a["decision"] for a in audit] == ["reject"]
+    assert EVENT_COMPLETED not in {e["event_type"] for e in events}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections import Counter
 from datetime import UTC, datetime
 
@@ -10,10 +12,12 @@ import pytest
 
 from benchmarks.fake_provider import FakeProvider
 from pipeline.engines import OpenAICompatibleEngine
-from pipeline.invoices import Variant, generate_corpus
-from pipeline.jobs import JobStore
+from pipeline.invoices import Variant, generate_corpus, generate_invoice
+from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
+from pipeline.master_data import MasterDataCache, upsert_supplier
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
+from pipeline.validation import MALFORMED_OUTPUT, VALIDATION_POLICY_VERSION, ReasonCode
 from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 from tests.support.drivers import answer_from_corpus, submit_corpus, wait_settled
 from tests.support.jobs import new_tenant
@@ -40,7 +44,11 @@ def fast_store(pool: asyncpg.Pool) -> JobStore:
 
 
 async def run_drivers(
-    store: JobStore, engine: OpenAICompatibleEngine, n_jobs: int, drivers: int = 2
+    store: JobStore,
+    engine: OpenAICompatibleEngine,
+    n_jobs: int,
+    drivers: int = 2,
+    master_data: MasterDataCache | None = None,
 ) -> list[asyncpg.Record]:
     loops = []
     for i in range(drivers):
@@ -51,7 +59,7 @@ async def run_drivers(
             max_output_tokens=2048,
             heartbeat_seconds=5,
         )
-        loop = DriverLoop(AttemptRunner(store, engine, cfg))
+        loop = DriverLoop(AttemptRunner(store, engine, cfg, master_data=master_data))
         await loop.start()
         loops.append(loop)
     try:
@@ -77,6 +85,8 @@ async def test_drivers_decide_each_invoice_as_validation_expects(pool: asyncpg.P
     assert Counter(got.values())["SUCCEEDED"] == sum(
         1 for inv in jobs.values() if inv.expected_decision.value == "SUCCEEDED"
     )
+    # Every decision names the policy version it was made under.
+    assert {r["validation_policy"] for r in rows} == {VALIDATION_POLICY_VERSION}
 
 
 async def test_429_storm_backs_off_and_bounds_calls(pool: asyncpg.Pool) -> None:
@@ -117,6 +127,107 @@ async def test_malformed_output_retries_then_fails_terminal(pool: asyncpg.Pool) 
     assert {r["terminal_reason"] for r in rows} == {"attempts_exhausted"}
     assert {r["last_error_class"] for r in rows} == {"malformed_output"}
     assert len(calls) == 4 * len(jobs)
+
+
+async def test_malformed_output_exhausted_goes_to_review_when_settings_say_so(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    """FENCELINE_MALFORMED_EXHAUSTED_STATE=review reaches the deployed driver: after the
+    last malformed attempt the job awaits review holding the raw output, marked as not
+    schema-valid (so review can only reject it), instead of failing terminally."""
+    from cluster.drivers import EngineSpec, TaskDriver
+
+    corpus = generate_corpus(2, seed=3, max_line_items=2, anchor=TODAY)
+    settings = Settings(
+        database_url=dsn,
+        malformed_exhausted_state="review",
+        max_attempts=3,
+        retry_base_seconds=0.05,
+        retry_cap_seconds=0.2,
+        next_attempt_margin_seconds=1,
+        lease_seconds=30,
+    )
+    store = JobStore(pool, settings)
+    tenant = await new_tenant(pool)
+    jobs = await submit_corpus(store, tenant, corpus)
+    with FakeProvider(answer=lambda _body: {"not": "an invoice"}) as fake:
+        driver = TaskDriver(
+            settings,
+            WorkerConfig(worker_id="r0", concurrency=2, idle_poll_seconds=0.1, heartbeat_seconds=5),
+            EngineSpec(kind="openai", base_url=fake.base_url, model="fake-model"),
+        )
+        await driver.start()
+        try:
+            rows = await wait_settled(pool, len(jobs), timeout=90)
+        finally:
+            await driver.stop(grace_seconds=5)
+        calls = fake.calls()
+    assert {r["state"] for r in rows} == {"REVIEW_REQUIRED"}
+    assert {r["attempt"] for r in rows} == {3}
+    assert {r["validation_policy"] for r in rows} == {VALIDATION_POLICY_VERSION}
+    assert len(calls) == 3 * len(jobs)
+    async with pool.acquire() as conn:
+        results = await conn.fetch(
+            "SELECT result, validation, decision FROM extraction_results"
+            " WHERE job_id = ANY($1::uuid[])",
+            list(jobs),
+        )
+    assert len(results) == len(jobs)
+    for r in results:
+        assert r["decision"] == "REVIEW_REQUIRED"
+        assert json.loads(r["result"]["raw_output"]) == {"not": "an invoice"}
+        assert r["validation"]["schema_valid"] is False
+        assert [x["code"] for x in r["validation"]["reasons"]] == [MALFORMED_OUTPUT]
+
+
+async def test_suppliers_added_later_are_seen_after_the_master_data_ttl(
+    pool: asyncpg.Pool,
+) -> None:
+    """A driver re-reads a tenant's master data once its cached copy is older than the
+    TTL: a supplier added after the first job is unknown only until then."""
+    now = [1000.0]
+    cache = MasterDataCache(30.0, clock=lambda: now[0])
+    inv = generate_invoice(31, max_line_items=3, anchor=TODAY)
+    store = fast_store(pool)
+    tenant = await new_tenant(pool)
+    seen: list[uuid.UUID] = []
+
+    async def decide(key: str) -> tuple[str, set[str]]:
+        acc = await store.accept(AcceptRequest(tenant.id, key, DocumentIn(inv.ocr_text)))
+        async with OpenAICompatibleEngine(fake.base_url, "fake-model") as engine:
+            loop = DriverLoop(
+                AttemptRunner(
+                    store,
+                    engine,
+                    WorkerConfig(worker_id="ttl", idle_poll_seconds=0.1),
+                    master_data=cache,
+                )
+            )
+            await loop.start()
+            try:
+                await wait_settled(pool, len(seen) + 1, timeout=60)
+            finally:
+                await loop.stop(grace_seconds=5)
+        async with pool.acquire() as conn:
+            row = await conn.fetchrow(
+                "SELECT j.state, r.validation FROM extraction_jobs j"
+                " JOIN extraction_results r ON r.job_id = j.id WHERE j.id = $1",
+                acc.job_id,
+            )
+        seen.append(acc.job_id)
+        return row["state"], {r["code"] for r in row["validation"]["reasons"]}
+
+    with FakeProvider(answer=answer_from_corpus([inv])) as fake:
+        first = await decide("before")
+        async with pool.acquire() as conn:
+            await upsert_supplier(conn, tenant.id, inv.supplier)
+        now[0] += 29.0
+        cached = await decide("within-ttl")
+        now[0] += 1.0
+        fresh = await decide("after-ttl")
+    assert first == ("REVIEW_REQUIRED", {ReasonCode.SUPPLIER_UNKNOWN.value})
+    assert cached == first  # the cached copy is still in use inside the TTL
+    assert fresh == ("SUCCEEDED", set())
 
 
 async def test_truncated_answers_are_charged_and_recorded_not_refunded(

@@ -50,8 +50,8 @@ async def wait_settled(pool: asyncpg.Pool, n: int, timeout: float = 60.0) -> lis
     while True:
         async with pool.acquire() as conn:
             rows = await conn.fetch(
-                "SELECT id, state, attempt, terminal_reason, last_error_class FROM extraction_jobs"
-                " WHERE state = ANY($1::text[])",
+                "SELECT id, state, attempt, terminal_reason, last_error_class, validation_policy"
+                " FROM extraction_jobs WHERE state = ANY($1::text[])",
                 settled,
             )
         if len(rows) >= n:
