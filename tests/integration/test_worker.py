@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 import pytest
 
 from benchmarks.fake_provider import FakeProvider
 from pipeline.engines import OpenAICompatibleEngine
-from pipeline.invoices import Variant, generate_corpus, generate_invoice
+from pipeline.invoices import GeneratedInvoice, Variant, generate_corpus, generate_invoice
 from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
 from pipeline.master_data import MasterDataCache, upsert_supplier
 from pipeline.retry import RetryPolicy
@@ -21,6 +23,7 @@ from pipeline.validation import MALFORMED_OUTPUT, VALIDATION_POLICY_VERSION, Rea
 from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 from tests.support.drivers import answer_from_corpus, submit_corpus, wait_settled
 from tests.support.jobs import new_tenant
+from tests.support.outbound import Listener, connects_to, outbound
 
 pytestmark = pytest.mark.integration
 
@@ -178,6 +181,89 @@ async def test_malformed_output_exhausted_goes_to_review_when_settings_say_so(
         assert json.loads(r["result"]["raw_output"]) == {"not": "an invoice"}
         assert r["validation"]["schema_valid"] is False
         assert [x["code"] for x in r["validation"]["reasons"]] == [MALFORMED_OUTPUT]
+
+
+def _answer_with(pairs: list[tuple[GeneratedInvoice, Any]]) -> Callable[[dict[str, Any]], Any]:
+    """A fake-provider answer: the given answer for the longest document found in the prompt."""
+
+    def answer(body: dict[str, Any]) -> Any:
+        user = "\n".join(m["content"] for m in body["messages"] if m["role"] == "user")
+        found = [
+            (len(inv.ocr_text), reply)
+            for inv, reply in pairs
+            if all(page in user for page in inv.ocr_text.split("\f"))
+        ]
+        return max(found, key=lambda f: f[0])[1] if found else "{}"
+
+    return answer
+
+
+async def test_prompt_injection_through_a_driver_changes_no_decision_and_calls_no_url(
+    pool: asyncpg.Pool,
+) -> None:
+    """Invoices whose OCR text tells the model to fetch a loopback listener's URL go
+    through real drivers (fake provider over HTTP, real PostgreSQL). The listener
+    accepts no connection, the audit hook sees no connect to it from this process,
+    and each decision and its reasons equal those of the same invoice without the
+    injection. A model that obeys the injection (its IBAN) is caught by master data."""
+    listener = Listener()
+    try:
+        store = fast_store(pool)
+        tenant = await new_tenant(pool)
+        pairs: list[tuple[GeneratedInvoice, Any]] = []
+        injected, clean = [], []
+        for seed, index in ((21, 0), (22, 3), (23, 5)):
+            inj = generate_invoice(
+                seed,
+                Variant.PROMPT_INJECTION,
+                injection_url=listener.url,
+                injection_index=index,
+                max_line_items=4,
+                anchor=TODAY,
+            )
+            assert listener.url in inj.ocr_text
+            ref = generate_invoice(seed, max_line_items=4, anchor=TODAY)
+            assert listener.url not in ref.ocr_text
+            pairs += [(inj, json.loads(inj.truth.model_dump_json()))]
+            pairs += [(ref, json.loads(ref.truth.model_dump_json()))]
+            injected.append(inj)
+            clean.append(ref)
+        obedient = generate_invoice(
+            24,
+            Variant.PROMPT_INJECTION,
+            injection_url=listener.url,
+            max_line_items=4,
+            anchor=TODAY,
+        )
+        pairs.append((obedient, json.loads(obedient.candidate.model_dump_json())))
+        jobs = await submit_corpus(store, tenant, [*injected, *clean], prefix="pair")
+        jobs |= await submit_corpus(store, tenant, [obedient], prefix="obedient")
+        with outbound() as events, FakeProvider(answer=_answer_with(pairs)) as fake:
+            async with OpenAICompatibleEngine(fake.base_url, "fake-model") as engine:
+                await run_drivers(store, engine, len(jobs), drivers=1)
+            assert fake.port is not None
+            provider_port = fake.port
+        assert listener.accepted() == 0
+        assert connects_to(events, listener.port) == []
+        # The hook was recording while the driver ran: it saw the calls to the provider.
+        assert connects_to(events, provider_port)
+    finally:
+        listener.close()
+    by_invoice = {}
+    async with pool.acquire() as conn:
+        for job_id, inv in jobs.items():
+            row = await conn.fetchrow(
+                "SELECT j.state, r.validation FROM extraction_jobs j"
+                " JOIN extraction_results r ON r.job_id = j.id WHERE j.id = $1",
+                job_id,
+            )
+            by_invoice[id(inv)] = (row["state"], row["validation"]["reasons"])
+    for inj, ref in zip(injected, clean, strict=True):
+        assert by_invoice[id(ref)][0] == "SUCCEEDED"
+        assert by_invoice[id(inj)] == by_invoice[id(ref)], inj.seed
+    state, reasons = by_invoice[id(obedient)]
+    assert state == "REVIEW_REQUIRED"
+    assert ReasonCode.IBAN_NOT_REGISTERED.value in {r["code"] for r in reasons}
 
 
 async def test_suppliers_added_later_are_seen_after_the_master_data_ttl(

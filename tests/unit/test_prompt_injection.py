@@ -5,7 +5,9 @@ the injected text asks the model to fetch. After the whole job-side path
 (prompt building, budgeting, parsing, validating) runs over the injected
 document and over an "obedient" model answer, the listener must have accepted
 no connection. An audit hook (PEP 578) additionally records any socket,
-HTTP or subprocess activity during that path, wherever it would have gone.
+HTTP or subprocess activity during that path, wherever it would have gone
+(both instruments live in ``tests/support/outbound.py``; the same check through
+a real driver is in ``tests/integration/test_worker.py``).
 
 The prompt builder and its token budget are tested here too: the fence that
 keeps document text from posing as instructions is the builder's job.
@@ -14,11 +16,8 @@ keeps document text from posing as instructions is the builder's job.
 from __future__ import annotations
 
 import json
-import select
 import socket
-import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
@@ -40,67 +39,9 @@ from pipeline.prompts import (
     prompt_budget,
 )
 from pipeline.validation import Decision, ReasonCode, ValidationReport, validate
+from tests.support.outbound import Listener, connects_to, outbound
 
 # --- observation tools -------------------------------------------------------------------------
-
-_WATCHED = (
-    "socket.connect",
-    "socket.getaddrinfo",
-    "socket.gethostbyname",
-    "urllib.Request",
-    "http.client.connect",
-    "subprocess.Popen",
-    "os.system",
-    "os.exec",
-    "os.posix_spawn",
-    "webbrowser.open",
-)
-_recording: list[tuple[str, Any]] | None = None
-
-
-def _audit(event: str, args: Any) -> None:
-    if _recording is not None and event.startswith(_WATCHED):
-        _recording.append((event, args))
-
-
-sys.addaudithook(_audit)  # audit hooks cannot be removed; it only records inside `outbound()`
-
-
-@contextmanager
-def outbound() -> Iterator[list[tuple[str, Any]]]:
-    """Collect network and process events raised inside the block."""
-    global _recording
-    events: list[tuple[str, Any]] = []
-    _recording = events
-    try:
-        yield events
-    finally:
-        _recording = None
-
-
-class Listener:
-    """A loopback TCP server that only counts the connections it accepts."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.sock.setblocking(False)
-        self.count = 0
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/collect"
-
-    def accepted(self) -> int:
-        while select.select([self.sock], [], [], 0.2)[0]:
-            conn, _ = self.sock.accept()
-            conn.close()
-            self.count += 1
-        return self.count
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture
@@ -112,11 +53,12 @@ def listener() -> Iterator[Listener]:
 
 def test_the_listener_and_the_audit_hook_do_see_a_real_connection(listener: Listener) -> None:
     """Guard against a vacuous zero: the instruments notice an actual connection."""
-    port = int(listener.url.split(":")[2].split("/")[0])
     with outbound() as events:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        socket.create_connection(("127.0.0.1", listener.port), timeout=2).close()
     assert listener.accepted() == 1
     assert any(event == "socket.connect" for event, _ in events)
+    assert len(connects_to(events, listener.port)) == 1
+    assert connects_to(events, listener.port + 1) == []
 
 
 # --- the injection corpus through the whole job-side path ------------------------------------
