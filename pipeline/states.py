@@ -53,7 +53,10 @@ TRANSITIONS: frozenset[tuple[JobState, JobState]] = frozenset(
 #: States a claim may pick up (once ``available_at`` has passed).
 RUNNABLE: frozenset[JobState] = frozenset({JobState.READY, JobState.RETRY_SCHEDULED})
 
-#: States in which no automatic work remains; ``finished_at`` is set exactly here.
+#: States in which no automatic work remains; ``finished_at`` is set exactly here,
+#: when the pipeline settles the job. REVIEW_REQUIRED is settled but not final: a
+#: review decision moves it on and keeps ``finished_at`` (its own time is
+#: ``review_decisions.created_at``).
 SETTLED: frozenset[JobState] = frozenset(
     {JobState.SUCCEEDED, JobState.REVIEW_REQUIRED, JobState.FAILED_TERMINAL}
 )

@@ -6,6 +6,7 @@ import asyncio
 import uuid
 from collections import Counter
 from datetime import timedelta
+from typing import Literal
 
 import asyncpg
 import pytest
@@ -17,8 +18,11 @@ from pipeline.identity import object_version
 from pipeline.jobs import JobStore, Usage
 from pipeline.queries import q
 from pipeline.retry import MAX_RETRY_AFTER_SECONDS, RetryPolicy
+from pipeline.review import ReviewDecisionIn, ReviewService
 from pipeline.settings import Settings
 from pipeline.states import JobState
+from pipeline.tenants import Principal
+from tests.support.api import tenant_with_key
 from tests.support.jobs import accept_many, new_tenant, request
 
 pytestmark = pytest.mark.integration
@@ -369,6 +373,34 @@ async def test_review_required_is_withheld_and_explained(pool: asyncpg.Pool) -> 
     types = [e["event_type"] for e in explained["outbox"]]
     assert types.count("extraction.completed.v1") == 0
     assert types.count("extraction.review_required.v1") == 1
+
+
+@pytest.mark.parametrize(
+    ("decision", "final"), [("approve", "SUCCEEDED"), ("reject", "FAILED_TERMINAL")]
+)
+async def test_finished_at_is_when_the_pipeline_settled_and_a_review_keeps_it(
+    pool: asyncpg.Pool, decision: Literal["approve", "reject"], final: str
+) -> None:
+    store = JobStore(pool)
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+    job = await store.accept(request(tk.tenant))
+    lease = (await store.claim("w"))[0]
+    settled = await store.succeed(
+        lease,
+        result={"x": 1},
+        validation={"reasons": [{"code": "arithmetic.gross"}]},
+        decision=JobState.REVIEW_REQUIRED,
+    )
+    awaiting = await store.get(tk.tenant.id, job.job_id)
+    assert awaiting["finished_at"] is not None  # settled, though not final
+    reviewer = Principal(tk.key_id, tk.tenant.id, tk.tenant.name, frozenset({"review"}))
+    body = ReviewDecisionIn(decision=decision, note="checked", state_version=settled.state_version)
+    out = await ReviewService(pool, store, Settings()).decide(reviewer, job.job_id, body)
+    decided = await store.get(tk.tenant.id, job.job_id)
+    assert decided["state"] == final
+    # finished_at stays the pipeline's settle time; the decision has its own timestamp.
+    assert decided["finished_at"] == awaiting["finished_at"]
+    assert decided["updated_at"] == out.created_at > decided["finished_at"]
 
 
 async def test_fair_claim_serves_small_tenant_before_big_backlog(pool: asyncpg.Pool) -> None:
