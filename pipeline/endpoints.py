@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sys
 import uuid
 from collections.abc import Sequence
@@ -45,7 +46,29 @@ from pipeline.signing import decode_secret, generate_secret
 
 log = logging.getLogger(__name__)
 
-DEFAULT_EVENT_TYPES = ("extraction.completed.v1",)
+DEFAULT_EVENT_TYPES: tuple[str, ...] = ("extraction.completed.v1",)
+#: An event type name: dotted lower-case words ending in a version, ``extraction.completed.v1``.
+EVENT_TYPE_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*\.v[0-9]{1,4}$"
+MAX_EVENT_TYPES = 32
+
+
+def parse_event_types(values: Sequence[str]) -> tuple[str, ...]:
+    """An endpoint's event-type filter from comma-separated and/or repeated values.
+
+    Blank entries are dropped and duplicates removed in order; an empty result
+    means *every* event type (the ``webhook_endpoints.event_types`` convention).
+
+    Raises:
+        ValueError: a name that is not an event type, or more than ``MAX_EVENT_TYPES``.
+    """
+    names = [n.strip() for v in values for n in v.split(",")]
+    out = tuple(dict.fromkeys(n for n in names if n))
+    bad = [n for n in out if not re.fullmatch(EVENT_TYPE_PATTERN, n)]
+    if bad:
+        raise ValueError(f"not event types (like {DEFAULT_EVENT_TYPES[0]}): {bad}")
+    if len(out) > MAX_EVENT_TYPES:
+        raise ValueError(f"at most {MAX_EVENT_TYPES} event types")
+    return out
 
 
 class SecretBox:
@@ -399,16 +422,25 @@ async def _cli(args: argparse.Namespace) -> int:
             print(f"no tenant named {args.tenant!r}", file=sys.stderr)
             return 2
         if args.command == "register":
-            issued = await registry.register(tenant.id, args.url, description=args.description)
+            types = DEFAULT_EVENT_TYPES
+            if args.event_types is not None:
+                types = parse_event_types(args.event_types)
+            issued = await registry.register(
+                tenant.id, args.url, event_types=types, description=args.description
+            )
             _print({"endpoint_id": issued.endpoint.id, "key_id": issued.key_id,
-                    "secret": issued.secret, "url": issued.endpoint.url})  # fmt: skip
+                    "secret": issued.secret, "url": issued.endpoint.url,
+                    "event_types": issued.endpoint.event_types})  # fmt: skip
         elif args.command == "rotate":
             issued = await registry.rotate(tenant.id, uuid.UUID(args.endpoint))
             _print({"endpoint_id": issued.endpoint.id, "key_id": issued.key_id,
                     "secret": issued.secret, "previous_key_id": issued.previous_key_id,
                     "previous_expires_at": issued.previous_expires_at})  # fmt: skip
         elif args.command == "disable":
-            _print((await registry.disable(tenant.id, uuid.UUID(args.endpoint))).__dict__)
+            if not args.reason.strip():
+                raise ValueError("--reason must not be empty")
+            endpoint = await registry.disable(tenant.id, uuid.UUID(args.endpoint), args.reason)
+            _print(endpoint.__dict__)
         elif args.command == "enable":
             _print((await registry.enable(tenant.id, uuid.UUID(args.endpoint))).__dict__)
         else:
@@ -427,10 +459,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     reg.add_argument("--tenant", required=True)
     reg.add_argument("--url", required=True)
     reg.add_argument("--description")
+    reg.add_argument(
+        "--event-types",
+        action="append",
+        metavar="TYPE[,TYPE...]",
+        help="event types to deliver (comma-separated or repeated); an empty value means "
+        f"every type; omitted: {','.join(DEFAULT_EVENT_TYPES)}",
+    )
     for name in ("rotate", "disable", "enable"):
         p = sub.add_parser(name)
         p.add_argument("--tenant", required=True)
         p.add_argument("--endpoint", required=True)
+        if name == "disable":
+            p.add_argument("--reason", default="disabled_by_tenant", help="kept on the endpoint")
     ls = sub.add_parser("list")
     ls.add_argument("--tenant", required=True)
     logging.basicConfig(level=logging.INFO)

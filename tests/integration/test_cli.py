@@ -157,3 +157,63 @@ async def test_tenant_and_key_commands_refuse_bad_input_clearly(
         keys = await conn.fetchval("SELECT count(*) FROM api_keys WHERE tenant_id=$1", tenant.id)
         tenants = await conn.fetchval("SELECT count(*) FROM tenants WHERE name = $1", never)
     assert (keys, tenants) == (0, 0)  # a refused command wrote nothing
+
+
+async def test_endpoints_register_list_rotate_disable_enable(pool: asyncpg.Pool, dsn: str) -> None:
+    tenant = await new_tenant(pool)
+    base = "https://93.184.216.34/hooks"  # a global literal: no DNS, allowed by the default policy
+
+    def run(*args: str) -> object:
+        out = fenceline("endpoints", *args, "--tenant", tenant.name, dsn=dsn)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    filtered = run(
+        "register", "--url", f"{base}/a",
+        "--event-types", "extraction.completed.v1, extraction.failed.v1",
+        "--event-types", "extraction.completed.v1",
+    )  # fmt: skip
+    every = run("register", "--url", f"{base}/b", "--event-types", "")
+    default = run("register", "--url", f"{base}/c")
+    assert isinstance(filtered, dict) and isinstance(every, dict) and isinstance(default, dict)
+    assert filtered["event_types"] == ["extraction.completed.v1", "extraction.failed.v1"]
+    assert every["event_types"] == []  # every event type
+    assert default["event_types"] == ["extraction.completed.v1"]
+    assert filtered["key_id"] == "k1" and filtered["secret"].startswith("whsec_")
+    endpoint = filtered["endpoint_id"]
+
+    listed = fenceline("endpoints", "list", "--tenant", tenant.name, dsn=dsn)
+    assert [e["id"] for e in json.loads(listed.stdout)] == [
+        endpoint,
+        every["endpoint_id"],
+        default["endpoint_id"],
+    ]
+    assert "whsec_" not in listed.stdout  # secrets are shown once, at register / rotate
+
+    rotated = run("rotate", "--endpoint", endpoint)
+    assert isinstance(rotated, dict)
+    assert (rotated["key_id"], rotated["previous_key_id"]) == ("k2", "k1")
+    assert rotated["secret"].startswith("whsec_") and rotated["secret"] != filtered["secret"]
+    disabled = run("disable", "--endpoint", endpoint, "--reason", "ERP maintenance")
+    assert isinstance(disabled, dict)
+    assert (disabled["state"], disabled["disabled_reason"]) == ("disabled", "ERP maintenance")
+    enabled = run("enable", "--endpoint", endpoint)
+    assert isinstance(enabled, dict)
+    assert (enabled["state"], enabled["disabled_reason"]) == ("active", None)
+
+    bad = fenceline(
+        "endpoints", "register", "--tenant", tenant.name, "--url", f"{base}/d",
+        "--event-types", "Not An Event", dsn=dsn,
+    )  # fmt: skip
+    assert bad.returncode == 1 and "not event types" in bad.stderr
+    async with pool.acquire() as conn:
+        kinds = await conn.fetch(
+            "SELECT kind, detail FROM endpoint_events WHERE endpoint_id = $1 ORDER BY seq",
+            uuid.UUID(endpoint),
+        )
+        count = await conn.fetchval(
+            "SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1", tenant.id
+        )
+    assert [k["kind"] for k in kinds] == ["registered", "rotated", "disabled", "enabled"]
+    assert kinds[2]["detail"].startswith("ERP maintenance")
+    assert count == 3  # the refused registration wrote nothing
