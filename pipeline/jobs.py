@@ -1,5 +1,8 @@
 """The durable job store: acceptance, fenced leases, outcomes and the reaper.
 
+Its records (requests, leases, outcomes, event names) live in
+:mod:`pipeline.job_records` and are re-exported here.
+
 Invariants this module keeps (the tests in ``tests/integration/test_jobs*.py``
 and the stateful model check them):
 
@@ -21,8 +24,7 @@ from __future__ import annotations
 import logging
 import random
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -30,7 +32,24 @@ import asyncpg
 
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.errors import IdempotencyConflict, LeaseLost, NotFound, RetryableError
-from pipeline.identity import content_digest, object_version, request_hash
+from pipeline.identity import object_version, request_hash
+from pipeline.job_records import (
+    EVENT_COMPLETED,
+    EVENT_DEAD_LETTERED,
+    EVENT_FAILED,
+    EVENT_REQUESTED,
+    EVENT_REVIEW,
+    Accepted,
+    AcceptRequest,
+    DocumentIn,
+    Lease,
+    ReapReport,
+    Settled,
+    SettleHook,
+    Usage,
+    lease_from_row,
+    settled_from_row,
+)
 from pipeline.queries import q
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
@@ -38,148 +57,22 @@ from pipeline.states import JobState
 
 log = logging.getLogger(__name__)
 
-EVENT_REQUESTED = "extraction.requested.v1"
-EVENT_COMPLETED = "extraction.completed.v1"
-EVENT_REVIEW = "extraction.review_required.v1"
-EVENT_FAILED = "extraction.failed.v1"
-EVENT_DEAD_LETTERED = "extraction.dead_lettered.v1"
-
-
-@dataclass(frozen=True)
-class DocumentIn:
-    """A document as received: the bytes decide its identity, not its name."""
-
-    content: str
-    content_type: str = "text/plain"
-    filename: str | None = None
-
-    @property
-    def raw(self) -> bytes:
-        return self.content.encode("utf-8")
-
-    @property
-    def sha256(self) -> str:
-        return content_digest(self.raw)
-
-
-@dataclass(frozen=True)
-class AcceptRequest:
-    tenant_id: uuid.UUID
-    idempotency_key: str
-    document: DocumentIn
-    schema_version: int = 1
-    model_policy: str = "default"
-    options: dict[str, Any] = field(default_factory=dict)
-    priority: int = 0
-    estimated_tokens: int = 0
-    deadline_seconds: float | None = None
-    max_attempts: int | None = None
-
-
-@dataclass(frozen=True)
-class Accepted:
-    """The acceptance receipt: ``state`` and ``state_version`` as accepted.
-
-    A replay (``created`` False) carries the same values as the first answer,
-    however far the job has moved since.
-    """
-
-    job_id: uuid.UUID
-    created: bool
-    state: JobState
-    state_version: int
-    deadline_at: datetime
-    document_id: uuid.UUID | None = None
-
-
-@dataclass(frozen=True)
-class Lease:
-    """Ownership of one job under one fence until ``lease_until``."""
-
-    job_id: uuid.UUID
-    tenant_id: uuid.UUID
-    attempt: int
-    fence: int
-    lease_until: datetime
-    deadline_at: datetime
-    worker_id: str
-    document_id: uuid.UUID | None
-    object_version: str
-    schema_version: int
-    model_policy: str
-    priority: int
-    estimated_tokens: int
-    max_attempts: int
-
-
-@dataclass(frozen=True)
-class Usage:
-    """What the engine reported for one attempt (None where it said nothing)."""
-
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cached_tokens: int | None = None
-    engine: str | None = None
-
-
-@dataclass(frozen=True)
-class Settled:
-    """A committed outcome, handed to hooks inside the same transaction."""
-
-    job_id: uuid.UUID
-    tenant_id: uuid.UUID
-    state: JobState
-    state_version: int
-    attempt: int
-    fence: int
-    retry_at: datetime | None = None
-    reason: str | None = None
-
-
-@dataclass
-class ReapReport:
-    rescheduled: list[uuid.UUID] = field(default_factory=list)
-    failed: list[uuid.UUID] = field(default_factory=list)
-    deadline_failed: list[uuid.UUID] = field(default_factory=list)
-
-    @property
-    def total(self) -> int:
-        return len(self.rescheduled) + len(self.failed) + len(self.deadline_failed)
-
-
-#: Called inside the outcome transaction; raising rolls the outcome back.
-SettleHook = Callable[[asyncpg.Connection, Settled], Awaitable[None]]
-
-
-def _lease(row: Any, worker_id: str) -> Lease:
-    return Lease(
-        job_id=row["id"],
-        tenant_id=row["tenant_id"],
-        attempt=row["attempt"],
-        fence=row["fence"],
-        lease_until=row["lease_until"],
-        deadline_at=row["deadline_at"],
-        worker_id=worker_id,
-        document_id=row["document_id"],
-        object_version=row["object_version"],
-        schema_version=row["schema_version"],
-        model_policy=row["model_policy"],
-        priority=row["priority"],
-        estimated_tokens=row["estimated_tokens"],
-        max_attempts=row["max_attempts"],
-    )
-
-
-def _settled(row: Any, **extra: Any) -> Settled:
-    return Settled(
-        job_id=row["id"],
-        tenant_id=row["tenant_id"],
-        state=JobState(row["state"]),
-        state_version=row["state_version"],
-        attempt=row["attempt"],
-        fence=row["fence"],
-        **extra,
-    )
+__all__ = [
+    "EVENT_COMPLETED",
+    "EVENT_DEAD_LETTERED",
+    "EVENT_FAILED",
+    "EVENT_REQUESTED",
+    "EVENT_REVIEW",
+    "AcceptRequest",
+    "Accepted",
+    "DocumentIn",
+    "JobStore",
+    "Lease",
+    "ReapReport",
+    "SettleHook",
+    "Settled",
+    "Usage",
+]
 
 
 class JobStore:
@@ -309,7 +202,7 @@ class JobStore:
             rows = await conn.fetch(
                 q("job_claim_available"), self.clock.now(), limit, float(seconds), worker_id
             )
-        return [_lease(r, worker_id) for r in rows]
+        return [lease_from_row(r, worker_id) for r in rows]
 
     async def heartbeat(self, lease: Lease, *, lease_seconds: float | None = None) -> datetime:
         """Extend the lease; :class:`LeaseLost` if the caller no longer owns the job."""
@@ -367,7 +260,7 @@ class JobStore:
             outcome = "succeeded" if decision is JobState.SUCCEEDED else "review_required"
             await self._close_attempt(conn, lease, outcome, None, None, usage, uncertain=False)
             event = EVENT_COMPLETED if decision is JobState.SUCCEEDED else EVENT_REVIEW
-            settled = _settled(row)
+            settled = settled_from_row(row)
             await self._event(conn, settled, event)
             await self._run_hooks(conn, settled)
         return settled
@@ -419,7 +312,7 @@ class JobStore:
                 usage,
                 uncertain=error.uncertain,
             )
-            settled = _settled(row, retry_at=row["available_at"], reason=error.error_class)
+            settled = settled_from_row(row, retry_at=row["available_at"], reason=error.error_class)
             await self._run_hooks(conn, settled)
             return settled
 
@@ -499,7 +392,9 @@ class JobStore:
                     if row is None:  # pragma: no cover - row locked above
                         continue
                     report.rescheduled.append(r["id"])
-                    settled = _settled(row, retry_at=decision.retry_at, reason="lease_expired")
+                    settled = settled_from_row(
+                        row, retry_at=decision.retry_at, reason="lease_expired"
+                    )
                 else:
                     reason = decision.terminal_reason or "attempts_exhausted"
                     row = await conn.fetchrow(
@@ -508,7 +403,7 @@ class JobStore:
                     if row is None:  # pragma: no cover - row locked above
                         continue
                     report.failed.append(r["id"])
-                    settled = _settled(row, reason=reason)
+                    settled = settled_from_row(row, reason=reason)
                     await self._terminal_events(conn, settled, "lease_expired", reason)
                 await self._close_attempt(
                     conn,
@@ -525,7 +420,7 @@ class JobStore:
                 if row is None:  # pragma: no cover - row locked above
                     continue
                 report.deadline_failed.append(r["id"])
-                settled = _settled(row, reason="deadline_exceeded")
+                settled = settled_from_row(row, reason="deadline_exceeded")
                 await self._terminal_events(conn, settled, "deadline_exceeded", "deadline_exceeded")
                 await self._run_hooks(conn, settled)
         if report.total:
@@ -599,7 +494,7 @@ class JobStore:
         await self._close_attempt(
             conn, lease, "failed_terminal", error_class, detail, usage, uncertain=uncertain
         )
-        settled = _settled(row, reason=reason)
+        settled = settled_from_row(row, reason=reason)
         await self._terminal_events(conn, settled, error_class, reason)
         await self._run_hooks(conn, settled)
         return settled
