@@ -21,7 +21,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import asyncpg
+from prometheus_client import REGISTRY
 
+from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.broker import BrokerConfig
 from pipeline.database import create_pool
 from pipeline.dlq import DeadLetterArchiver
@@ -227,7 +229,10 @@ class Maintenance:
 
     Its metrics (broker path, reaper) live on this process's default Prometheus
     registry; :meth:`metrics_text` returns them for the runtime app's
-    ``/runtime/metrics`` route.
+    ``/runtime/metrics`` route, and while it runs inside Ray a
+    :class:`~deployments.ray_metrics.RegistryBridge` records their
+    ``fenceline_*`` families with ``ray.util.metrics``, so the node's Ray
+    metrics agent (what Prometheus scrapes) exports them as ``ray_fenceline_*``.
     """
 
     def __init__(self, settings: Settings) -> None:
@@ -236,6 +241,7 @@ class Maintenance:
         self._reaper: Reaper | None = None
         self._relay: OutboxRelay | None = None
         self._consumers: list[InboxConsumer | DeadLetterArchiver] = []
+        self._metrics_bridge: RegistryBridge | None = None
 
     async def start(self) -> None:
         if self._pool is not None:
@@ -255,8 +261,12 @@ class Maintenance:
             ):
                 await consumer.start()
                 self._consumers.append(consumer)
+        self._metrics_bridge = bridge_to_ray(REGISTRY)  # None outside Ray
 
     async def stop(self) -> None:
+        if self._metrics_bridge is not None:
+            self._metrics_bridge.stop()
+            self._metrics_bridge = None
         # Producers first, so the consumers drain what was already sent.
         if self._relay is not None:
             await self._relay.stop()
@@ -273,7 +283,8 @@ class Maintenance:
     def services(self) -> list[str]:
         """What runs in this actor now (operators, tests)."""
         running = [name for name, s in (("reaper", self._reaper), ("relay", self._relay)) if s]
-        return running + [type(c).__name__ for c in self._consumers]
+        bridged = ["RegistryBridge"] if self._metrics_bridge is not None else []
+        return running + [type(c).__name__ for c in self._consumers] + bridged
 
     def metrics_text(self) -> bytes:
         """Prometheus text exposition of this process's default registry."""

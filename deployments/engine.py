@@ -21,8 +21,11 @@ Invariants:
   the replica sees tokens arrive (``RequestOutputKind.DELTA``).
 * **Engine metrics** (``fenceline_engine_*``) come from vLLM's stat-logger
   hook (scheduler and iteration stats) into a per-replica prometheus-client
-  registry, served by :meth:`PoolEngine.metrics_text` and, if the pool sets
-  ``metrics_port``, over HTTP.
+  registry. Inside Ray a :class:`~deployments.ray_metrics.RegistryBridge`
+  records it with ``ray.util.metrics`` every few seconds, so Ray's metrics
+  agent (the port Prometheus scrapes) exports it as ``ray_fenceline_engine_*``;
+  :meth:`PoolEngine.metrics_text` and, if the pool sets ``metrics_port``, HTTP
+  serve the registry itself.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from deployments.pools import PoolConfig
+from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.engines import (
     ChatMessage,
     Completion,
@@ -383,7 +387,8 @@ class PoolEngine:
         pool: the pool this replica belongs to (one entry of ``pools.yaml``).
         metrics_port: serve this replica's ``fenceline_engine_*`` metrics on this
             port (0 = any free port); None uses the pool's ``metrics_port``, and
-            without one they are served only by :meth:`metrics_text`.
+            without one they are served by :meth:`metrics_text`. Either way,
+            inside Ray they also reach Ray's metrics agent (module docstring).
     """
 
     def __init__(self, pool: PoolConfig | dict[str, Any], metrics_port: int | None = None) -> None:
@@ -392,6 +397,11 @@ class PoolEngine:
         self.metrics_port: int | None = None
         self._engine: AsyncLLM | None = build_engine(self.pool, self.metrics)
         self._in_flight: set[str] = set()
+        # Serve runs the constructor on the replica's event loop, so the bridge's
+        # task starts here; outside Ray (the benchmark's direct side) there is none.
+        self._metrics_bridge: RegistryBridge | None = bridge_to_ray(
+            self.metrics.registry, prefix="fenceline_engine_"
+        )
         port = metrics_port if metrics_port is not None else self.pool.metrics_port
         if port is not None:
             self.metrics_port = self._serve_metrics(port)
@@ -513,6 +523,7 @@ class PoolEngine:
             "engine_unfinished": self.engine.get_num_unfinished_requests(),
             "max_model_len": self.pool.max_model_len,
             "metrics_port": self.metrics_port,
+            "metrics_bridged": self._metrics_bridge is not None and self._metrics_bridge.running,
         }
 
     def metrics_text(self) -> str:
@@ -520,6 +531,9 @@ class PoolEngine:
         return self.metrics.text()
 
     def stop(self) -> None:
+        if self._metrics_bridge is not None:
+            self._metrics_bridge.stop()
+            self._metrics_bridge = None
         if self._engine is not None:
             self._engine.shutdown()
             self._engine = None

@@ -123,9 +123,10 @@ class PoolConfig(BaseModel):
     #: Serve request router class path; None is power-of-two choices.
     request_router_class: str | None = None
     cpu: CpuTuning = Field(default_factory=CpuTuning)
-    #: Serve each replica's ``fenceline_engine_*`` metrics over HTTP on this port for
-    #: Prometheus (a taken port falls back to a free one, logged); None: only through
-    #: the replica's ``metrics_text`` handle method.
+    #: Also serve each replica's ``fenceline_engine_*`` registry over HTTP on this port
+    #: (a taken port falls back to a free one, logged). Prometheus needs no port: inside
+    #: Ray the replica records them into Ray's metrics agent (deployments/ray_metrics.py);
+    #: None: no extra port, the registry is also read by the ``metrics_text`` method.
     metrics_port: int | None = Field(None, ge=0, le=65535)
     #: Extra environment for the replica (e.g. HF_HOME on a cluster).
     env: dict[str, str] = Field(default_factory=dict)

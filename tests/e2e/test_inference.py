@@ -262,3 +262,6 @@ async def test_engine_metrics_are_exported(inference: dict[str, Any]):
     stats = await engine_handle(inference, "short").stats.remote()
     scraped = httpx.get(f"http://127.0.0.1:{stats['metrics_port']}/metrics", timeout=5).text
     assert counter(scraped, "fenceline_engine_ttft_seconds_count", pool="short") > 0
+    # And it is recorded into Ray's metrics agent, the port Prometheus scrapes
+    # (the translation itself: tests/unit/test_ray_metrics.py, tests/integration/).
+    assert stats["metrics_bridged"] is True
