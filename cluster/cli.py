@@ -132,7 +132,7 @@ def _load_plugins() -> None:
     """Import modules that register more commands (demo, up, submit, tenants, keys, ...)."""
     import importlib
 
-    for mod in ("cluster.commands", "cluster.tenant_commands"):
+    for mod in ("cluster.commands", "cluster.tenant_commands", "cluster.master_data_commands"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:

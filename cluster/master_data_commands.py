@@ -1,0 +1,135 @@
+"""Sub-commands that maintain a tenant's validation master data.
+
+``fenceline suppliers add|list`` and ``fenceline tenants currencies``: without
+suppliers on file every job of a tenant is REVIEW_REQUIRED with
+``supplier_unknown``, and without the right currencies with
+``currency_not_permitted``. Tenants are named by name or id. Running drivers see
+a change within ``FENCELINE_MASTER_DATA_TTL_SECONDS``.
+
+Exit status: 0 done, 1 no such tenant, 2 refused input (nothing stored).
+Registered on :mod:`cluster.cli`'s table when the CLI starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import asyncpg
+
+from cluster.cli import command
+from pipeline.settings import Settings
+
+T = TypeVar("T")
+
+
+def _run(settings: Settings, action: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+    from pipeline.database import connect
+
+    async def go() -> T:
+        conn = await connect(settings.database_url)
+        try:
+            return await action(conn)
+        finally:
+            await conn.close()
+
+    return asyncio.run(go())
+
+
+def _refused(exc: Exception) -> int:
+    from pipeline.errors import NotFound
+
+    print(str(exc) if not isinstance(exc, NotFound) else f"no {exc}", file=sys.stderr)
+    return 1 if isinstance(exc, NotFound) else 2
+
+
+def _supplier_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("tenant", help="tenant name or id")
+    p.add_argument("name", help="the supplier's name as invoices print it")
+    p.add_argument("--vat-id", required=True, help="VAT id (compared without punctuation)")
+    p.add_argument(
+        "--iban",
+        action="append",
+        default=[],
+        help="an IBAN on file for this supplier (repeatable; none: any valid IBAN passes)",
+    )
+
+
+@command("suppliers add", "add a supplier (or replace the one with that VAT id)", _supplier_args)
+def _suppliers_add(args: argparse.Namespace, settings: Settings) -> int:
+    from pipeline.errors import NotFound
+    from pipeline.master_data import add_supplier
+
+    try:
+        record, created = _run(
+            settings,
+            lambda conn: add_supplier(
+                conn, args.tenant, name=args.name, vat_id=args.vat_id, ibans=args.iban
+            ),
+        )
+    except (NotFound, ValueError) as exc:
+        return _refused(exc)
+    out = {
+        "name": record.name,
+        "vat_id": record.vat_id,
+        "ibans": sorted(record.ibans),
+        "created": created,
+    }
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def _tenant_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("tenant", help="tenant name or id")
+    p.add_argument("--json", action="store_true")
+
+
+@command("suppliers list", "a tenant's suppliers with their VAT ids and IBANs", _tenant_arg)
+def _suppliers_list(args: argparse.Namespace, settings: Settings) -> int:
+    from pipeline.errors import NotFound
+    from pipeline.master_data import list_suppliers
+
+    try:
+        records = _run(settings, lambda conn: list_suppliers(conn, args.tenant))
+    except NotFound as exc:
+        return _refused(exc)
+    if args.json:
+        rows = [{"name": r.name, "vat_id": r.vat_id, "ibans": sorted(r.ibans)} for r in records]
+        print(json.dumps(rows, indent=2))
+    else:
+        for r in records:
+            print(f"{r.name}  {r.vat_id}  {' '.join(sorted(r.ibans)) or '(no IBAN on file)'}")
+    return 0
+
+
+def _currency_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("tenant", help="tenant name or id")
+    p.add_argument("codes", nargs="*", help="ISO 4217 codes to permit (none: show them)")
+
+
+@command(
+    "tenants currencies",
+    "show or replace the currencies a tenant's invoices may use (ISO 4217)",
+    _currency_args,
+)
+def _tenants_currencies(args: argparse.Namespace, settings: Settings) -> int:
+    from pipeline.errors import NotFound
+    from pipeline.master_data import set_currencies
+    from pipeline.tenant_admin import resolve_tenant
+
+    async def show(conn: asyncpg.Connection) -> tuple[str, ...]:
+        return (await resolve_tenant(conn, args.tenant)).allowed_currencies
+
+    try:
+        codes = _run(
+            settings,
+            (lambda conn: set_currencies(conn, args.tenant, args.codes)) if args.codes else show,
+        )
+    except (NotFound, ValueError) as exc:
+        return _refused(exc)
+    print(" ".join(codes))
+    return 0
