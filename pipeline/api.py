@@ -10,6 +10,7 @@ the services that hold the invariants:
 * :mod:`pipeline.job_views` — tenant-scoped reads (another tenant's job is 404);
 * :mod:`pipeline.status_stream` — SSE status streams;
 * :mod:`pipeline.review` — review decisions;
+* :mod:`pipeline.api_endpoints` — the tenant's webhook endpoints (its own router);
 * :mod:`pipeline.api_errors` — every error as ``application/problem+json``,
   and 413 before a too-large body is buffered;
 * :mod:`pipeline.metrics` — ``/metrics``.
@@ -540,6 +541,9 @@ def create_app(
     # Outermost (added last), so the 413s above are counted too.
     app.add_middleware(AcceptanceMiddleware, metrics=ctx.metrics)
     _register_routes(app)
+    from pipeline.api_endpoints import router as endpoints_router  # it imports this module
+
+    app.include_router(endpoints_router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

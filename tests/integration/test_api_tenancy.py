@@ -26,6 +26,7 @@ from pipeline.jobs import JobStore
 from pipeline.states import JobState
 from tests.support.api import (
     TenantKey,
+    add_key,
     loopback_server,
     settings_for,
     settle_leftovers,
@@ -58,6 +59,9 @@ class Victim:
     state_version: int
     secret_text: str
     idempotency_key: str
+    endpoint_id: str
+    endpoint_url: str
+    endpoint_secret: str
 
     def markers(self) -> list[str]:
         return [
@@ -66,6 +70,9 @@ class Victim:
             self.tenant.tenant.name,
             self.secret_text,
             self.idempotency_key,
+            self.endpoint_id,
+            self.endpoint_url,
+            self.endpoint_secret,
         ]
 
 
@@ -87,7 +94,22 @@ async def make_victim(pool: asyncpg.Pool, client: httpx.AsyncClient) -> Victim:
         validation={"reasons": [{"code": "supplier"}]},
         decision=JobState.REVIEW_REQUIRED,
     )
-    return Victim(b, lease.job_id, settled.state_version, text, key)
+    # B's webhook endpoint (a global literal address: no DNS, allowed by the default policy).
+    url = f"https://93.184.216.34/hooks/b-{uuid.uuid4().hex}"
+    b_operator = await add_key(pool, b, ("operator",))
+    r = await client.post("/v1/webhook-endpoints", json={"url": url}, headers=b_operator.headers)
+    assert r.status_code == 201, r.text
+    endpoint = r.json()
+    return Victim(
+        b,
+        lease.job_id,
+        settled.state_version,
+        text,
+        key,
+        endpoint["endpoint"]["id"],
+        url,
+        endpoint["secret"],
+    )
 
 
 async def _read(client: httpx.AsyncClient, method: str, url: str, **kw: Any) -> tuple[int, str]:
@@ -111,8 +133,14 @@ async def cross_tenant_violations(
     app: FastAPI, client: httpx.AsyncClient, attacker: TenantKey, victim: Victim
 ) -> tuple[list[str], set[tuple[str, str]]]:
     """Try every route of ``app`` as ``attacker`` on ``victim``'s resources."""
-    path_values = {"job_id": str(victim.job_id)}
-    bodies: dict[tuple[str, str], dict[str, Any]] = {
+    path_values = {"job_id": str(victim.job_id), "endpoint_id": victim.endpoint_id}
+    endpoint = "/v1/webhook-endpoints/{endpoint_id}"
+    bodies: dict[tuple[str, str], dict[str, Any] | None] = {
+        # A's own endpoint; B's URL must never show up in A's reads.
+        ("POST", "/v1/webhook-endpoints"): {"url": "https://93.184.216.34/hooks/attacker"},
+        ("POST", f"{endpoint}/rotate"): None,
+        ("POST", f"{endpoint}/disable"): {"reason": "attacker"},
+        ("POST", f"{endpoint}/enable"): None,
         ("POST", "/v1/extraction-jobs/{job_id}/review"): {
             "decision": "approve",
             "note": "attacker",
@@ -196,6 +224,12 @@ async def test_tenant_a_sees_nothing_of_tenant_b_on_any_route(pool: asyncpg.Pool
         ("GET", "/v1/extraction-jobs"),
         ("GET", "/v1/events"),
         ("POST", "/v1/extraction-jobs"),
+        ("POST", "/v1/webhook-endpoints"),
+        ("GET", "/v1/webhook-endpoints"),
+        ("GET", "/v1/webhook-endpoints/{endpoint_id}"),
+        ("POST", "/v1/webhook-endpoints/{endpoint_id}/rotate"),
+        ("POST", "/v1/webhook-endpoints/{endpoint_id}/disable"),
+        ("POST", "/v1/webhook-endpoints/{endpoint_id}/enable"),
     } <= covered
     # Another tenant's job reads exactly like a missing one.
     assert foreign.status_code == missing.status_code == 404
@@ -208,8 +242,18 @@ async def test_tenant_a_sees_nothing_of_tenant_b_on_any_route(pool: asyncpg.Pool
         jobs_of_b = await conn.fetchval(
             "SELECT count(*) FROM extraction_jobs WHERE tenant_id = $1", victim.tenant.tenant.id
         )
+        endpoint = await conn.fetchrow(
+            "SELECT state FROM webhook_endpoints WHERE id = $1", uuid.UUID(victim.endpoint_id)
+        )
+        keys = await conn.fetch(
+            "SELECT key_id, retired_at FROM webhook_endpoint_keys WHERE endpoint_id = $1",
+            uuid.UUID(victim.endpoint_id),
+        )
     assert (row["state"], row["state_version"]) == ("REVIEW_REQUIRED", victim.state_version)
     assert jobs_of_b == 1
+    # B's endpoint was neither disabled nor rotated by the attempts.
+    assert endpoint["state"] == "active"
+    assert [(k["key_id"], k["retired_at"]) for k in keys] == [("k1", None)]
 
 
 async def test_a_route_without_a_tenant_check_fails_the_matrix(
@@ -225,6 +269,14 @@ async def test_a_route_without_a_tenant_check_fails_the_matrix(
             )
         return {"job_id": str(row["id"]), "tenant_id": str(row["tenant_id"])}
 
+    @app.get("/v1/webhook-endpoints/{endpoint_id}/leak")
+    async def endpoint_leak(endpoint_id: uuid.UUID) -> dict[str, str]:
+        async with pool.acquire() as conn:
+            url = await conn.fetchval(
+                "SELECT url FROM webhook_endpoints WHERE id = $1", endpoint_id
+            )
+        return {"url": url}
+
     @app.get("/v1/documents/{document_id}")
     async def unknown_param(document_id: uuid.UUID) -> dict[str, str]:
         return {}
@@ -235,4 +287,5 @@ async def test_a_route_without_a_tenant_check_fails_the_matrix(
         violations, _ = await cross_tenant_violations(app, c, attacker, victim)
     assert any("/leak" in v and "instead of 404" in v for v in violations), violations
     assert any("/leak" in v and str(victim.job_id) in v for v in violations), violations
+    assert any("endpoint_id}/leak" in v and victim.endpoint_url in v for v in violations)
     assert any("document_id" in v for v in violations), violations
