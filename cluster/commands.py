@@ -84,7 +84,12 @@ def _up(args: argparse.Namespace, settings: Settings) -> int:
             drivers=args.drivers,
             engine=engine,
             http_port=args.port,
-            worker=WorkerConfig(worker_id="driver", concurrency=args.concurrency),
+            worker=WorkerConfig(
+                worker_id="driver",
+                concurrency=args.concurrency,
+                attempt_timeout_seconds=settings.attempt_timeout_seconds,
+                heartbeat_seconds=settings.heartbeat_seconds,
+            ),
             eager=args.eager,
         )
     )

@@ -1,34 +1,43 @@
 """A local Fenceline cluster: Ray head, Serve apps, admission, drivers, maintenance, delivery.
 
-``fenceline up`` and ``fenceline demo`` use :class:`LocalCluster`. On KubeRay the
-same pieces start from the RayService / RayJob manifests in ``kuberay/``; this
-module only decides how they are wired on one machine:
+``fenceline up`` and ``fenceline demo`` use :class:`LocalCluster`. It deploys the
+same three Serve applications a KubeRay ``RayService`` deploys from
+``serveConfigV2`` (``kuberay/``): the inference app from the pools file
+(context-length router + one vLLM deployment per pool; left out when drivers
+call an OpenAI-compatible provider instead), the intake ingress on
+127.0.0.1:``http_port``, and the job runtime
+(:mod:`cluster.supervisor`), whose supervisor replica creates and health-checks
+the admission, delivery and maintenance actors and the task drivers. One code
+path starts the runtime on a laptop and on a cluster; this module only decides
+how it is wired on one machine:
 
 * Ray with ``num_cpus`` logical CPUs (default 4 on a 2-core machine: every
   actor and deployment asks for ``num_cpus=0`` anyway, so this only gives Ray
-  headroom), no dashboard, capped object store;
-* the inference app from the pools file (context-length router + one vLLM
-  deployment per pool), then the intake ingress on 127.0.0.1:``http_port``;
-* one admission actor per engine scope, the delivery actor, the maintenance
-  actor (reaper + outbox relay) and ``drivers`` task drivers.
+  headroom), no dashboard, capped object store, namespace ``fenceline``;
+* the settings travel to every actor and replica as ``FENCELINE_*`` variables in
+  the job's ``runtime_env`` (:meth:`Settings.to_env`), which the runtime's
+  :class:`~cluster.supervisor.EnvironmentSettings` read back.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from cluster.drivers import EngineSpec, build_driver, build_maintenance
+from cluster.drivers import EngineSpec
+from cluster.supervisor import RuntimeConfig
 from pipeline.settings import Settings
 from pipeline.worker import WorkerConfig
 
 log = logging.getLogger(__name__)
 
-ADMISSION_SCOPE = "local-pool"
+NAMESPACE = "fenceline"
 
 
 @dataclass
@@ -47,22 +56,41 @@ class ClusterConfig:
     #: Start the engines without torch.compile (see :meth:`PoolsConfig.eager`).
     eager: bool = False
 
+    def runtime(self) -> RuntimeConfig:
+        """The runtime app's ``args``: drivers, engine and worker knobs of this config."""
+        tunables = {
+            f.name: getattr(self.worker, f.name)
+            for f in fields(WorkerConfig)
+            if f.name not in ("worker_id", "concurrency", "claim_batch")
+        }
+        return RuntimeConfig(
+            engine_app=self.engine.app_name,
+            engine="serve" if self.engine.kind == "serve" else "openai",
+            provider_url=self.engine.base_url,
+            provider_model=self.engine.model or "default",
+            drivers=self.drivers,
+            concurrency=self.worker.concurrency,
+            admission=self.admission,
+            worker=tunables,
+        )
+
 
 class LocalCluster:
-    """Start/stop every long-running piece on the local Ray head."""
+    """Start/stop the Serve applications of a Fenceline cluster on a local Ray head."""
 
     def __init__(self, config: ClusterConfig) -> None:
         self.config = config
-        self.drivers: list[Any] = []
-        self.driver_pids: list[int] = []
-        self.maintenance: Any = None
-        self.delivery: Any = None
-        self.admission: Any = None
+        self.runtime_config = config.runtime()
         self._owns_ray = False
 
     @property
     def intake_url(self) -> str:
         return f"http://{self.config.http_host}:{self.config.http_port}"
+
+    @property
+    def driver_names(self) -> list[str]:
+        prefix = self.runtime_config.actor_prefix
+        return [f"{prefix}-driver-{i}" for i in range(self.runtime_config.drivers)]
 
     def start(self, progress: Any = print) -> None:
         import ray
@@ -73,14 +101,17 @@ class LocalCluster:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         if not ray.is_initialized():
             t0 = time.monotonic()
+            handlers = _signal_handlers()
             ray.init(
                 num_cpus=cfg.ray_cpus,
                 include_dashboard=False,
                 object_store_memory=cfg.object_store_bytes,
                 log_to_driver=False,
-                runtime_env={"env_vars": _forwarded_env()},
+                namespace=NAMESPACE,
+                runtime_env={"env_vars": {**_forwarded_env(), **cfg.settings.to_env()}},
             )
             self._owns_ray = True
+            _restore_signal_handlers(handlers)
             progress(f"ray: head started in {time.monotonic() - t0:.1f} s")
         serve.start(http_options={"host": cfg.http_host, "port": cfg.http_port})
         if cfg.engine.kind == "serve":
@@ -93,72 +124,68 @@ class LocalCluster:
             t0 = time.monotonic()
             progress(
                 f"serve: deploying inference pools {[p.name for p in pools.pools]} "
-                "(vLLM engine start takes ~1 min on CPU)"
+                f"({'eager' if cfg.eager else 'torch.compile'}; vLLM engine start takes "
+                "~1 min on CPU)"
             )
             deploy_inference_app(pools, timeout_s=cfg.deploy_timeout_s)
             progress(f"serve: inference app running after {time.monotonic() - t0:.1f} s")
+        from cluster.supervisor import deploy_runtime_app
+
+        t0 = time.monotonic()
+        deploy_runtime_app(self.runtime_config, timeout_s=cfg.deploy_timeout_s)
+        progress(
+            f"serve: runtime app running after {time.monotonic() - t0:.1f} s: "
+            f"{self.runtime_config.drivers} drivers x {self.runtime_config.concurrency} leases "
+            f"({self.runtime_config.engine} engine), admission, delivery and maintenance actors"
+        )
         from deployments.intake import deploy_intake_app
 
         deploy_intake_app(
             {"database_url": cfg.settings.database_url}, timeout_s=cfg.deploy_timeout_s
         )
         progress(f"serve: intake API on {self.intake_url}")
-        from cluster.admission import actor_name, admission_actor
-        from cluster.delivery import build_delivery_actor
-
-        self.admission = admission_actor(
-            actor_name(ADMISSION_SCOPE),
-            {"scope": ADMISSION_SCOPE, **cfg.admission},
-            database_url=cfg.settings.database_url,
-            detached=False,
-        )
-        ray.get(self.admission.start.remote())
-        self.delivery = build_delivery_actor(cfg.settings)
-        ray.get(self.delivery.start.remote())
-        self.maintenance = build_maintenance(cfg.settings)
-        ray.get(self.maintenance.start.remote())
-        for i in range(cfg.drivers):
-            worker = replace(cfg.worker, worker_id=f"{cfg.worker.worker_id}-{i}")
-            actor = build_driver(
-                cfg.settings,
-                worker,
-                cfg.engine,
-                admission_scope=ADMISSION_SCOPE,
-                delivery_actor="fenceline-delivery",
-            )
-            self.drivers.append(actor)
-        self.driver_pids = list(ray.get([d.start.remote() for d in self.drivers]))
-        progress(
-            f"cluster: {len(self.drivers)} drivers (pids {self.driver_pids}), admission, "
-            "delivery and maintenance actors running"
-        )
 
     def driver_stats(self) -> list[dict[str, Any]]:
         import ray
 
-        return list(ray.get([d.stats.remote() for d in self.drivers]))
+        drivers = [ray.get_actor(name) for name in self.driver_names]
+        return list(ray.get([d.stats.remote() for d in drivers], timeout=60))
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> None:
+        """Delete the runtime first (drivers finish or release their leases), then the rest."""
         import ray
         from ray import serve
 
-        out: dict[str, Any] = {}
+        from cluster.supervisor import APP_NAME
+
         if not ray.is_initialized():
-            return out
+            return
         try:
-            out["drivers"] = ray.get([d.stop.remote(10.0) for d in self.drivers], timeout=60)
-        except Exception as exc:  # a killed driver cannot answer; its leases expire
-            out["drivers_error"] = repr(exc)
-        for actor in (self.maintenance, self.delivery):
-            if actor is not None:
-                try:
-                    ray.get(actor.stop.remote(), timeout=30)
-                except Exception as exc:
-                    log.warning("actor stop failed: %s", exc)
+            serve.delete(APP_NAME)  # waits for the supervisor's graceful shutdown
+        except Exception as exc:  # a dead runtime cannot stop its drivers; leases expire
+            log.warning("runtime app delete failed: %r", exc)
         if self._owns_ray:
             serve.shutdown()  # type: ignore[no-untyped-call]
             ray.shutdown()
-        return out
+
+
+def _signal_handlers() -> dict[int, Any]:
+    """The process's SIGINT/SIGTERM handlers (main thread only: else nothing to keep)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _restore_signal_handlers(handlers: dict[int, Any]) -> None:
+    """Put back what ``ray.init`` replaced.
+
+    Ray installs a failure-signal handler for SIGTERM that logs a stack and
+    aborts the process, so ``fenceline down`` (SIGTERM) would kill ``up`` before
+    its drivers released their leases.
+    """
+    for sig, handler in handlers.items():
+        if handler is not None:
+            signal.signal(sig, handler)
 
 
 def _forwarded_env() -> dict[str, str]:

@@ -38,12 +38,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pipeline.settings import Settings
 
@@ -84,6 +85,14 @@ class RuntimeConfig(BaseModel):
     admission: dict[str, Any] = Field(default_factory=dict)
     #: Prefix of the actor names (``<prefix>-driver-0`` ...).
     actor_prefix: str = Field("fenceline", pattern=r"^[a-z][a-z0-9-]*$")
+    #: What drivers call: ``serve`` (``engine_app``) or an OpenAI-compatible ``openai``
+    #: provider at ``provider_url`` (its key, if any, from ``FENCELINE_PROVIDER_API_KEY``).
+    engine: Literal["serve", "openai"] = "serve"
+    provider_url: str = ""
+    provider_model: str = "default"
+    #: ``pipeline.worker.WorkerConfig`` fields for every driver (timeouts, output cap);
+    #: unset ones come from the settings (attempt timeout, heartbeat) or the defaults.
+    worker: dict[str, Any] = Field(default_factory=dict)
     #: Longest a health check waits for one actor before it is replaced.
     ping_timeout_s: float = Field(20.0, gt=0)
     #: Grace a stopping driver gets to finish or release its leases.
@@ -92,6 +101,18 @@ class RuntimeConfig(BaseModel):
     @property
     def scope(self) -> str:
         return self.admission_scope or self.engine_app
+
+    @model_validator(mode="after")
+    def _engine_and_worker(self) -> RuntimeConfig:
+        from pipeline.worker import WorkerConfig
+
+        if self.engine == "openai" and not self.provider_url:
+            raise ValueError("engine openai needs provider_url")
+        known = {f.name for f in fields(WorkerConfig)} - {"worker_id", "concurrency", "claim_batch"}
+        unknown = sorted(set(self.worker) - known)
+        if unknown:
+            raise ValueError(f"unknown worker fields {unknown}; known: {sorted(known)}")
+        return self
 
 
 def runtime_config_for(pools: PoolsConfig) -> RuntimeConfig:
@@ -172,7 +193,13 @@ class RuntimeSupervisor:
                 lambda h: h.start.remote(),
             ),
         ]
-        engine = EngineSpec(kind="serve", app_name=cfg.engine_app)
+        engine = EngineSpec(
+            kind=cfg.engine,
+            app_name=cfg.engine_app,
+            base_url=cfg.provider_url,
+            model=cfg.provider_model,
+            api_key=os.environ.get("FENCELINE_PROVIDER_API_KEY") or None,
+        )
         run = uuid.uuid4().hex[:6]
         for i in range(cfg.drivers):
             name = f"{cfg.actor_prefix}-driver-{i}"
@@ -181,8 +208,11 @@ class RuntimeSupervisor:
                 concurrency=cfg.concurrency,
                 claim_batch=cfg.concurrency,
                 # Timing is deployment configuration (FENCELINE_*), not code.
-                attempt_timeout_seconds=self.settings.attempt_timeout_seconds,
-                heartbeat_seconds=self.settings.heartbeat_seconds,
+                **{
+                    "attempt_timeout_seconds": self.settings.attempt_timeout_seconds,
+                    "heartbeat_seconds": self.settings.heartbeat_seconds,
+                    **cfg.worker,
+                },
             )
             members.append(
                 _Member(
@@ -377,3 +407,13 @@ def runtime_app(args: dict[str, Any]) -> Application:
     them from the pools file (:func:`runtime_config_for`).
     """
     return build_runtime_app(RuntimeConfig.model_validate(args))
+
+
+def deploy_runtime_app(config: RuntimeConfig, *, timeout_s: float = 300.0) -> None:
+    """Deploy the runtime on the connected Ray cluster; return once every actor started.
+
+    The supervisor's constructor starts all actors, so RUNNING means they run.
+    """
+    from deployments.serve_run import run_app
+
+    run_app(build_runtime_app(config), APP_NAME, route_prefix=None, timeout_s=timeout_s)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,37 +78,17 @@ def deploy_inference_app(
         RuntimeError: Serve reported DEPLOY_FAILED; the message carries its reason.
     """
     from ray import serve
-    from ray.serve.api import RunTarget
-    from ray.serve.schema import ApplicationStatus
 
-    app = build_inference_app(pools=pools)
-    serve.run_many(
-        [RunTarget(target=app, name=pools.app_name, route_prefix=None)],
-        wait_for_ingress_deployment_creation=False,
-        wait_for_applications_running=False,
+    from deployments.serve_run import run_app
+
+    run_app(
+        build_inference_app(pools=pools),
+        pools.app_name,
+        route_prefix=None,
+        timeout_s=timeout_s,
+        poll_s=poll_s,
     )
-    deadline = time.monotonic() + timeout_s
-    while True:
-        status = serve.status().applications.get(pools.app_name)
-        if status is not None and status.status == ApplicationStatus.RUNNING:
-            return serve.get_app_handle(pools.app_name)
-        if status is not None and status.status == ApplicationStatus.DEPLOY_FAILED:
-            raise RuntimeError(f"inference app failed to deploy: {status.message}")
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"inference app not running after {timeout_s:.0f} s: {_describe(status)}"
-            )
-        time.sleep(poll_s)
-
-
-def _describe(status: Any) -> str:
-    """The app's and each deployment's status and message, for a failed wait."""
-    if status is None:
-        return "application not registered"
-    parts = [f"app {status.status}: {status.message}".rstrip(": ")]
-    for name, deployment in sorted(status.deployments.items()):
-        parts.append(f"{name} {deployment.status}: {deployment.message}".rstrip(": "))
-    return "; ".join(parts)
+    return serve.get_app_handle(pools.app_name)
 
 
 def serve_config(

@@ -23,7 +23,6 @@ Three ways to run it:
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
@@ -102,24 +101,7 @@ def deploy_intake_app(
             wait forever when replicas cannot be scheduled).
         RuntimeError: Serve reported DEPLOY_FAILED; the message carries its reason.
     """
-    from ray import serve
-    from ray.serve.api import RunTarget
-    from ray.serve.schema import ApplicationStatus
+    from deployments.serve_run import run_app
 
     app = build_intake_app(overrides, **options)
-    serve.run_many(
-        [RunTarget(target=app, name=APP_NAME, route_prefix=route_prefix)],
-        wait_for_ingress_deployment_creation=False,
-        wait_for_applications_running=False,
-    )
-    deadline = time.monotonic() + timeout_s
-    while True:
-        status = serve.status().applications.get(APP_NAME)
-        if status is not None and status.status == ApplicationStatus.RUNNING:
-            return
-        if status is not None and status.status == ApplicationStatus.DEPLOY_FAILED:
-            raise RuntimeError(f"intake app failed to deploy: {status.message}")
-        if time.monotonic() > deadline:
-            message = status.message if status is not None else "no status"
-            raise TimeoutError(f"intake app not running after {timeout_s:.0f} s: {message}")
-        time.sleep(poll_s)
+    run_app(app, APP_NAME, route_prefix=route_prefix, timeout_s=timeout_s, poll_s=poll_s)

@@ -6,6 +6,7 @@ start-up and pass it down.
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Literal
 
@@ -133,3 +134,27 @@ class Settings(BaseSettings):
     webhook_secret_key: SecretStr | None = None
     #: How long a rotated-out endpoint secret keeps signing alongside the new one.
     webhook_rotation_grace_seconds: float = Field(86400.0, ge=0)
+
+    def to_env(self) -> dict[str, str]:
+        """These settings as ``FENCELINE_*`` variables that :class:`Settings` reads back.
+
+        For processes that build their own settings from the environment (Ray
+        actors and replicas started with a ``runtime_env``). Unset optional values
+        are left out; secrets are written in clear, so only hand this to a process
+        environment, never to a log.
+        """
+        env: dict[str, str] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            key = f"FENCELINE_{name.upper()}"
+            if isinstance(value, bool):
+                env[key] = "true" if value else "false"
+            elif isinstance(value, str | int | float | Decimal):
+                env[key] = str(value)
+            else:  # tuples, lists, mappings: JSON, as pydantic-settings parses them
+                env[key] = json.dumps(value, default=str)
+        return env
