@@ -15,6 +15,9 @@ JSON. Two sources:
   ``+optional`` for required-ness and the ``+kubebuilder:validation:Enum``
   markers. The CRD YAML generated from those types inlines every PodTemplateSpec
   (~0.8 MB per CRD); here they are ``$ref``s into the core definitions instead.
+  ``schemas/upstream-kuberay-v1-fields.json`` lists upstream's field names and
+  required sets (KubeRay master, read 2026-12-01); ``tests/unit/test_kuberay.py``
+  fails when this transcription and that list differ. Update both together.
 
 Unlike a plain CRD, every object is *closed* (``additionalProperties: false``),
 the equivalent of ``kubeconform -strict`` and of ``kubectl apply``'s default

@@ -172,6 +172,164 @@ def test_validator_refuses_kinds_it_has_no_schema_for():
     assert "no schema for ray.io/v2 RayService" in finding.message
 
 
+# --------------------------------------------------- fidelity to upstream KubeRay
+
+UPSTREAM: dict[str, Any] = json.loads((SCHEMA_DIR / "upstream-kuberay-v1-fields.json").read_text())
+
+
+def _element(type_name: str) -> tuple[str, bool]:
+    """``X[]`` → (X, True); anything else → (itself, False)."""
+    return (type_name[:-2], True) if type_name.endswith("[]") else (type_name, False)
+
+
+def upstream_mismatches(node: dict[str, Any], type_name: str, path: str) -> list[str]:
+    """Where ``node`` (a value of KubeRay type ``type_name``) leaves the upstream types.
+
+    Unknown fields, and fields required by upstream master or by the older
+    operators the docs still support, that are missing.
+    """
+    spec = UPSTREAM["types"][type_name]
+    older = UPSTREAM["older_operators"]["required"].get(type_name, [])
+    out = [f"{path}.{f} (required)" for f in [*spec["required"], *older] if f not in node]
+    for key, value in node.items():
+        if key not in spec["fields"]:
+            out.append(f"{path}.{key} (not in upstream {type_name})")
+            continue
+        child, is_list = _element(spec["fields"][key])
+        if child in UPSTREAM["types"]:
+            items = enumerate(value) if is_list else [(None, value)]
+            for i, item in items:
+                where = f"{path}.{key}" + ("" if i is None else f"[{i}]")
+                out += upstream_mismatches(item, child, where)
+    return out
+
+
+def ray_documents(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every ray.io object: rendered overlays and each file as written (patches included)."""
+    for name, docs in rendered.items():
+        for doc in docs:
+            yield name, doc
+    for path in manifest_files():
+        if patch_files().get(path.resolve()) == "json6902":
+            continue  # operations, not objects; their results are in the rendered overlays
+        for doc in load_documents(path):
+            yield str(path.relative_to(KUBERAY)), doc
+
+
+def test_manifests_use_only_upstream_kuberay_fields(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    seen = 0
+    problems: list[str] = []
+    for source, doc in ray_documents(rendered):
+        if not (isinstance(doc, dict) and str(doc.get("apiVersion", "")).startswith("ray.io/")):
+            continue
+        root = UPSTREAM["root"][doc["kind"]]
+        spec = doc.get("spec", {})
+        if source in KUSTOMIZATIONS:  # a complete object; patch files are partial
+            problems += upstream_mismatches(spec, root, f"{source}:{doc['kind']}.spec")
+        else:
+            problems += [
+                p
+                for p in upstream_mismatches(spec, root, f"{source}:{doc['kind']}.spec")
+                if not p.endswith("(required)")
+            ]
+        seen += 1
+    assert seen >= len(KUSTOMIZATIONS)
+    assert problems == [], "\n".join(problems)
+
+
+def test_documented_operator_minimum_has_every_field_the_manifests_use(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    docs = (ROOT / "docs" / "kuberay.md").read_text()
+    found = re.search(r"KubeRay operator ≥ (\d+)\.(\d+)\.(\d+)", docs)
+    assert found, "docs/kuberay.md names no minimum operator version"
+    minimum = tuple(int(g) for g in found.groups())
+    for field, version in UPSTREAM["older_operators"]["added_in"].items():
+        type_name, _, key = field.partition(".")
+        used = any(
+            key in rayservice(docs)["spec"]["rayClusterConfig"]
+            for docs in rendered.values()
+            if type_name == "RayClusterSpec"
+        )
+        if used:
+            assert minimum >= tuple(int(p) for p in version.split(".")), (field, version)
+
+
+def test_upstream_check_catches_a_misspelt_or_newer_field() -> None:
+    spec = {
+        "rayClusterConfig": {
+            "headGroupSpec": {"template": {}},
+            "workerGroupSpecs": [
+                {"groupName": "g", "minReplicas": 0, "maxReplicas": 1, "template": {}, "replica": 1}
+            ],
+            "gcsFaultToleranceOptions": {"externalStorageNamespace": "x"},
+        }
+    }
+    assert upstream_mismatches(spec, "RayServiceSpec", "s") == [
+        "s.rayClusterConfig.workerGroupSpecs[0].replica (not in upstream WorkerGroupSpec)",
+        "s.rayClusterConfig.gcsFaultToleranceOptions.redisAddress (required)",
+    ]
+
+
+def _schema_node(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in node:
+        node = schema["$defs"][node["$ref"].removeprefix("#/$defs/")]
+    return node
+
+
+@pytest.mark.parametrize(
+    ("file", "root"),
+    [("rayservice-ray-v1.json", "RayServiceSpec"), ("raycluster-ray-v1.json", "RayClusterSpec")],
+)
+def test_committed_schemas_declare_exactly_the_upstream_fields(file: str, root: str) -> None:
+    """kuberay/crd_schemas.py is a hand copy: every KubeRay type it reaches must have
+    upstream's field names and required set, no more and no less."""
+    schema = json.loads((SCHEMA_DIR / file).read_text())
+    checked: set[str] = set()
+    differences: list[str] = []
+
+    def walk(node: dict[str, Any], type_name: str) -> None:
+        node = _schema_node(schema, node)
+        spec = UPSTREAM["types"][type_name]
+        checked.add(type_name)
+        ours, theirs = set(node["properties"]), set(spec["fields"])
+        if ours != theirs:
+            differences.append(
+                f"{type_name}: only ours {ours - theirs}, only upstream {theirs - ours}"
+            )
+        if set(node.get("required", [])) != set(spec["required"]):
+            differences.append(
+                f"{type_name}: required {node.get('required')} vs {spec['required']}"
+            )
+        for key, type_ref in spec["fields"].items():
+            child, is_list = _element(type_ref)
+            if child in UPSTREAM["types"] and key in node["properties"]:
+                prop = _schema_node(schema, node["properties"][key])
+                walk(prop["items"] if is_list else prop, child)
+
+    walk(schema["properties"]["spec"], root)
+    assert differences == [], "\n".join(differences)
+    assert checked == reachable_types(root)  # every upstream type below the root compared
+
+
+def reachable_types(root: str) -> set[str]:
+    found, todo = set(), [root]
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        for type_ref in UPSTREAM["types"][name]["fields"].values():
+            child, _ = _element(type_ref)
+            if child in UPSTREAM["types"]:
+                todo.append(child)
+    return found
+
+
 # -------------------------------------------------------------------- rendering
 
 
