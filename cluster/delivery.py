@@ -18,6 +18,7 @@ from typing import Any
 
 import asyncpg
 
+from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.clock import Clock
 from pipeline.database import create_pool
 from pipeline.deliveries import AfterResponse, DeliveryDispatcher, DeliveryStore
@@ -61,6 +62,7 @@ class DeliveryActor:
         self.worker_id = worker_id
         self._pool: asyncpg.Pool | None = None
         self._dispatcher: DeliveryDispatcher | None = None
+        self._bridge: RegistryBridge | None = None
 
     async def start(self) -> None:
         """Open the pool and start the background dispatch loop (idempotent)."""
@@ -69,9 +71,13 @@ class DeliveryActor:
         self._pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
         self._dispatcher = build_dispatcher(self._pool, self.settings, worker_id=self.worker_id)
         await self._dispatcher.start()
+        self._bridge = bridge_to_ray(self._dispatcher.metrics.registry)  # None outside Ray
 
     async def stop(self) -> None:
         """Finish in-flight attempts, then release the client and the pool."""
+        if self._bridge is not None:
+            self._bridge.stop()
+            self._bridge = None
         if self._dispatcher is not None:
             await self._dispatcher.close()
             self._dispatcher = None

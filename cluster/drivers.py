@@ -36,7 +36,7 @@ from pipeline.reaper import Reaper
 from pipeline.scheduler import Scheduler
 from pipeline.settings import Settings
 from pipeline.validation import policy_for
-from pipeline.worker import AdmissionGate, AttemptRunner, DriverLoop, WorkerConfig
+from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +143,7 @@ class TaskDriver:
         self._pool: asyncpg.Pool | None = None
         self._loop: DriverLoop | None = None
         self._scheduler: Scheduler | None = None
+        self._bridges: list[RegistryBridge] = []
 
     async def start(self) -> int:
         """Open the pool, build the engine and start claiming; returns the process id."""
@@ -153,11 +154,12 @@ class TaskDriver:
         from pipeline.deliveries import delivery_settle_hook
 
         store.settle_hooks.append(delivery_settle_hook)
+        gate = self._admission()
         runner = AttemptRunner(
             store,
             self.engine_spec.build(),
             self.worker,
-            admission=self._admission(),
+            admission=gate,
             policy=policy_for(self.settings),
             on_settled=self._hand_off,
             master_data=MasterDataCache(self.settings.master_data_ttl_seconds),
@@ -166,10 +168,13 @@ class TaskDriver:
         await self._scheduler.start()
         self._loop = DriverLoop(runner, signal=self._scheduler.signal)
         await self._loop.start()
+        # Scheduler metrics (default registry) and the admission client's, to Ray's agent.
+        registries = [REGISTRY] + ([gate.client.metrics.registry] if gate is not None else [])
+        self._bridges = [b for b in map(bridge_to_ray, registries) if b is not None]
         log.info("driver %s started (pid %d)", self.worker.worker_id, os.getpid())
         return os.getpid()
 
-    def _admission(self) -> AdmissionGate | None:
+    def _admission(self) -> ActorGate | None:
         if self.admission_scope is None:
             return None
         from cluster.admission_client import AdmissionClient
@@ -187,6 +192,8 @@ class TaskDriver:
 
     async def stop(self, grace_seconds: float = 30.0) -> dict[str, Any]:
         stats = await self.stats()
+        while self._bridges:
+            self._bridges.pop().stop()
         if self._loop is not None:
             await self._loop.stop(grace_seconds=grace_seconds)
             self._loop = None
@@ -210,6 +217,8 @@ class TaskDriver:
             "claimed": s.claimed,
             "outcomes": dict(s.outcomes),
             "config": asdict(self.worker),
+            #: Registries recorded into Ray's metrics agent (0 outside Ray).
+            "metrics_bridges": len(self._bridges),
         }
 
     def pid(self) -> int:

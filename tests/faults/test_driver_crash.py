@@ -183,6 +183,7 @@ async def test_stalled_driver_cannot_commit_after_losing_the_lease(
     stats = ray.get(a.stats.remote(), timeout=30)
     assert set(stats["outcomes"]) <= {"stale_result_discarded", "lease_lost"}
     assert sum(stats["outcomes"].values()) == 1
+    assert stats["metrics_bridges"] == 1  # scheduler metrics reach Ray's agent (no admission)
     after = await job_row(pool)
     assert (after["state"], after["fence"], after["state_version"]) == (
         "SUCCEEDED",
