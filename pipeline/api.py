@@ -71,7 +71,7 @@ from pipeline.quotas import Admission
 from pipeline.review import ReviewDecisionIn, ReviewDecisionOut, ReviewService
 from pipeline.settings import Settings
 from pipeline.states import JobState
-from pipeline.status_stream import EventHub, StatusStream, parse_last_event_id
+from pipeline.status_stream import SSE_EVENTS, EventHub, StatusStream, parse_last_event_id
 from pipeline.tenants import Principal, authenticate
 
 API_VERSION = "1.0.0"
@@ -88,8 +88,22 @@ _bearer = HTTPBearer(
 
 _SSE = {
     "description": "Server-Sent Events: `state` events (id = event cursor), `snapshot`, "
-    "`reset`, `revoked`, `end`",
-    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    "`reset`, `revoked`, `unavailable`, `reconnect`, `end`",
+    # Each Server-Sent Event (not the whole body), as schemathesis and OpenAPI 3.2 read it.
+    "content": {
+        "text/event-stream": {
+            "schema": {
+                "type": "object",
+                "required": ["event", "data"],
+                "properties": {
+                    "event": {"type": "string", "enum": list(SSE_EVENTS)},
+                    "data": {"type": "string", "contentMediaType": "application/json"},
+                    "id": {"type": "string", "pattern": "^[0-9]+$"},
+                    "retry": {"type": "integer", "minimum": 0},
+                },
+            }
+        }
+    },
 }
 _LOCATION = {"Location": {"description": "The job's status URL", "schema": {"type": "string"}}}
 

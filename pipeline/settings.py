@@ -85,6 +85,10 @@ class Settings(BaseSettings):
     sse_key_recheck_seconds: float = Field(10.0, gt=0)
     #: Status streams: comment line sent when idle, so proxies keep the connection.
     sse_keepalive_seconds: float = Field(15.0, gt=0)
+    #: Status streams: a stream open this long sends ``reconnect`` (with its cursor)
+    #: and ends; the client resumes with Last-Event-ID, missing nothing. Bounds the
+    #: state a replica holds per client and lets load move to new replicas.
+    sse_max_stream_seconds: float = Field(3600.0, gt=0)
 
     # Broker path (issue 4). Names are per deployment so several systems (or
     # parallel test runs) can share one RabbitMQ; `fenceline broker setup` and

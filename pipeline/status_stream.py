@@ -22,6 +22,10 @@ that a trigger fills on every state change, and its cursor is ``job_events.seq``
 * **Access is re-checked.** The presented API key is authenticated again every
   ``sse_key_recheck_seconds``; a revoked key gets ``event: revoked`` and the
   stream ends.
+* **Bounded lifetime.** A stream open for ``sse_max_stream_seconds`` sends
+  ``event: reconnect`` with its cursor and ends; resuming with that
+  ``Last-Event-ID`` misses nothing (replay), so long-lived clients move between
+  replicas and a replica's per-client state stays bounded.
 * **Fail closed.** If the database becomes unreachable mid-stream, the stream
   sends ``event: unavailable`` and ends; the client reconnects with its cursor.
 * **Wake-ups, not polling loops.** One LISTEN connection per app
@@ -54,6 +58,8 @@ from pipeline.tenants import authenticate
 log = logging.getLogger(__name__)
 
 CHANNEL = "fenceline_job_events"
+#: Every ``event:`` name a stream sends (the OpenAPI document lists them).
+SSE_EVENTS = ("state", "snapshot", "reset", "revoked", "unavailable", "reconnect", "end")
 #: How far below its cursor the tenant-wide stream re-reads (in ``seq`` units),
 #: to catch transactions that committed a lower ``seq`` after a higher one.
 TENANT_LOOKBACK = 200
@@ -334,18 +340,22 @@ class StatusStream:
             yield "retry: 2000\n\n"
             for f in await self._start():
                 yield f
-            last_check = last_sent = time.monotonic()
+            opened = last_check = last_sent = time.monotonic()
             while not self._final:
                 now = time.monotonic()
                 timeout = min(
                     s.sse_poll_seconds,
                     max(0.0, last_check + s.sse_key_recheck_seconds - now),
                     max(0.0, last_sent + s.sse_keepalive_seconds - now),
+                    max(0.0, opened + s.sse_max_stream_seconds - now),
                 )
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(waiter.event.wait(), timeout=timeout)
                 waiter.event.clear()
                 now = time.monotonic()
+                if now - opened >= s.sse_max_stream_seconds:
+                    yield frame("reconnect", {"reason": "max_stream_age"}, self.cursor.seq)
+                    return
                 try:
                     if now - last_check >= s.sse_key_recheck_seconds:
                         last_check = now

@@ -226,6 +226,32 @@ async def test_revoking_the_key_ends_the_stream(pool: asyncpg.Pool, dsn: str) ->
     assert rest[-1].event == "revoked"
 
 
+async def test_a_stream_past_its_max_age_says_reconnect_and_resuming_misses_nothing(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    tk = await tenant_with_key(pool)
+    settings = settings_for(dsn, sse_max_stream_seconds=1.0, sse_poll_seconds=0.2)
+    app = create_app(settings, pool=pool)
+    store = JobStore(pool)
+    async with loopback_server(app) as base, httpx.AsyncClient(base_url=base, timeout=30) as c:
+        job_id = await _accept(c, tk)
+        async with c.stream("GET", "/v1/events", headers=tk.headers) as r:
+            events = iter_sse(r)
+            first = await read_sse(events, until="reconnect", timeout=5)
+            assert await anext(events, None) is None  # the server closed the stream
+        reconnect = first[-1]
+        assert reconnect.data == {"reason": "max_stream_age"} and reconnect.id is not None
+        (lease,) = await store.claim("w1")  # changes while the client is away
+        await store.succeed(lease, result={})
+        headers = {**tk.headers, "Last-Event-ID": reconnect.id}
+        async with c.stream("GET", "/v1/events", headers=headers) as r:
+            resumed = await read_sse(iter_sse(r), until="reconnect", timeout=5)
+    assert [e.data["state"] for e in first if e.event == "state"] == ["READY"]
+    states = [(e.data["job_id"], e.data["state"]) for e in resumed if e.event == "state"]
+    assert states == [(str(job_id), "RUNNING"), (str(job_id), "SUCCEEDED")]
+    _assert_monotonic(first + resumed)
+
+
 async def test_foreign_or_unknown_job_stream_is_404_and_bad_cursor_means_snapshot(
     pool: asyncpg.Pool, dsn: str
 ) -> None:
