@@ -2,6 +2,7 @@
 
 Usage::
 
+    python -m benchmarks.eval --engine vllm -n 20 --out results/eval      # bundled SmolLM2, CPU
     python -m benchmarks.eval --engine openai --base-url http://127.0.0.1:8000/v1 \\
         --model NAME -n 20 --out results/eval
 
@@ -24,8 +25,11 @@ parsed with :func:`pipeline.extraction.parse_extraction` and decided by
   resolution and latency.
 
 The engine is one async function, :data:`ExtractFn`; :func:`openai_extract`
-speaks OpenAI-compatible HTTP, and any other engine (the vLLM Serve engine of
-:mod:`pipeline.engines`) plugs in as ``lambda m, s, t: engine.complete(...)``.
+speaks OpenAI-compatible HTTP, and :func:`engine_extract` wraps any
+:class:`pipeline.engines.Engine`. ``--engine vllm`` runs one pool of the pools
+file (default: the one with the longest context) as
+:class:`deployments.engine.PoolEngine` in this process: the same engine code,
+sampling parameters and structured output a Serve replica uses, without Ray.
 Numbers are reported as measured; nothing here is tuned to a model.
 """
 
@@ -43,7 +47,8 @@ from typing import Any
 
 import httpx
 
-from pipeline.errors import MalformedOutput
+from pipeline.engines import ChatMessage, Engine
+from pipeline.errors import FencelineError, MalformedOutput
 from pipeline.extraction import (
     EXTRACTION_SCHEMA_VERSION,
     Extraction,
@@ -146,6 +151,21 @@ def openai_extract(
     return extract
 
 
+def engine_extract(engine: Engine, *, timeout: float = 600.0) -> ExtractFn:
+    """An :data:`ExtractFn` over a :class:`pipeline.engines.Engine` (its text output)."""
+
+    async def extract(
+        messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int
+    ) -> str:
+        chat = [ChatMessage(role=m["role"], content=m["content"]) for m in messages]
+        completion = await engine.complete(
+            chat, json_schema=schema, max_tokens=max_tokens, timeout=timeout
+        )
+        return completion.text
+
+    return extract
+
+
 # --- scoring -----------------------------------------------------------------------------------
 
 
@@ -231,6 +251,8 @@ async def evaluate_one(
         extraction = parse_extraction(text)
     except MalformedOutput as exc:
         row.update(outcome="MALFORMED", error=str(exc)[:300])
+    except FencelineError as exc:  # timeouts, context too long, engine down
+        row.update(outcome="ENGINE_ERROR", error=f"{type(exc).__name__}: {exc}"[:300])
     except (httpx.HTTPError, KeyError, IndexError, ValueError, TypeError) as exc:
         row.update(outcome="ENGINE_ERROR", error=f"{type(exc).__name__}: {exc}"[:300])
     else:
@@ -358,16 +380,33 @@ async def run_eval(
     include_schema: bool = True,
     out: Path,
     meta: dict[str, Any] | None = None,
+    progress: bool = False,
 ) -> tuple[dict[str, Any], Path, Path]:
-    """Evaluate ``n`` invoices; write ``eval.json`` and ``eval.png`` under ``out``."""
+    """Evaluate ``n`` invoices; write ``eval.json`` and ``eval.png`` under ``out``.
+
+    ``progress`` prints one line per finished invoice (the CLI turns it on).
+    """
     corpus = generate_corpus(n, seed=seed, variants=tuple(variants), max_line_items=max_line_items)
     gate = asyncio.Semaphore(max(1, concurrency))
 
+    done = 0
+    started = time.perf_counter()
+
     async def one(invoice: GeneratedInvoice) -> dict[str, Any]:
+        nonlocal done
         async with gate:
-            return await evaluate_one(
+            row = await evaluate_one(
                 invoice, extract, max_tokens=max_tokens, include_schema=include_schema
             )
+        done += 1
+        if progress:
+            print(
+                f"eval: {done}/{len(corpus)} seed {invoice.seed} {invoice.variant.value}: "
+                f"{row['outcome']} in {row['latency_s']:.1f} s "
+                f"({time.perf_counter() - started:.0f} s elapsed)",
+                flush=True,
+            )
+        return row
 
     rows = await asyncio.gather(*(one(inv) for inv in corpus))
     info = {
@@ -389,9 +428,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.eval", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--engine", choices=["openai"], default="openai")
-    parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8000/v1")
-    parser.add_argument("--model", required=True)
+    parser.add_argument("--engine", choices=["openai", "vllm"], default="openai")
+    parser.add_argument("--base-url", help="openai: e.g. http://127.0.0.1:8000/v1")
+    parser.add_argument("--model", help="openai: the model name")
+    parser.add_argument("--pools", default=None, help="vllm: pools file (deployments/pools.yaml)")
+    parser.add_argument("--pool", default=None, help="vllm: pool name (default: longest context)")
+    parser.add_argument(
+        "--compile", action="store_true", help="vllm: torch.compile (slower start, faster decode)"
+    )
     parser.add_argument("--api-key", default=None)
     parser.add_argument("-n", type=int, default=20, help="number of invoices")
     parser.add_argument("--seed", type=int, default=0)
@@ -415,10 +459,54 @@ def main(argv: list[str] | None = None) -> int:
         "--out", default="results/eval", help="directory for eval.json and eval.png"
     )
     args = parser.parse_args(argv)
+    if args.engine == "openai" and not (args.base_url and args.model):
+        parser.error("--engine openai needs --base-url and --model")
     variants = tuple(Variant(v.strip()) for v in args.variants.split(",") if v.strip())
-    extract = openai_extract(args.base_url, args.model, api_key=args.api_key, timeout=args.timeout)
-    report, json_path, png_path = asyncio.run(
-        run_eval(
+    report, json_path, png_path = asyncio.run(_run(args, variants))
+    print(
+        json.dumps(
+            {"micro": report["micro"], "rates": report["rates"], "confusion": report["confusion"]},
+            indent=1,
+        )
+    )
+    print(f"wrote {json_path} and {png_path}")
+    return 0
+
+
+async def _run(
+    args: argparse.Namespace, variants: tuple[Variant, ...]
+) -> tuple[dict[str, Any], Path, Path]:
+    meta: dict[str, Any] = {"engine": args.engine}
+    stop: Callable[[], None] = lambda: None  # noqa: E731
+    if args.engine == "vllm":
+        from deployments.engine import PoolEngine
+        from deployments.pools import load_pools
+
+        pools = load_pools(args.pools)
+        if not args.compile:
+            pools = pools.eager()
+        pool = pools.pool(args.pool) if args.pool else pools.pools[-1]
+        started = time.perf_counter()
+        engine = PoolEngine(pool)
+        print(
+            f"vllm: pool {pool.name} ({pool.model_name()}) ready in "
+            f"{time.perf_counter() - started:.1f} s"
+        )
+        stop = engine.stop
+        extract = engine_extract(engine, timeout=args.timeout)
+        meta.update(
+            model=pool.model_name(),
+            pool=pool.name,
+            max_model_len=pool.max_model_len,
+            enforce_eager=pool.enforce_eager,
+        )
+    else:
+        extract = openai_extract(
+            args.base_url, args.model, api_key=args.api_key, timeout=args.timeout
+        )
+        meta.update(model=args.model, base_url=args.base_url)
+    try:
+        return await run_eval(
             extract,
             n=args.n,
             seed=args.seed,
@@ -428,17 +516,11 @@ def main(argv: list[str] | None = None) -> int:
             max_tokens=args.max_tokens,
             include_schema=not args.no_schema_in_prompt,
             out=Path(args.out),
-            meta={"engine": args.engine, "model": args.model, "base_url": args.base_url},
+            meta=meta,
+            progress=True,
         )
-    )
-    print(
-        json.dumps(
-            {"micro": report["micro"], "rates": report["rates"], "confusion": report["confusion"]},
-            indent=1,
-        )
-    )
-    print(f"wrote {json_path} and {png_path}")
-    return 0
+    finally:
+        stop()
 
 
 if __name__ == "__main__":
