@@ -32,7 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline.api_errors import ApiProblem
 from pipeline.errors import NotFound
 from pipeline.intake import JsonInt
-from pipeline.jobs import EVENT_COMPLETED, EVENT_FAILED, JobStore, Settled
+from pipeline.job_records import settled_from_row
+from pipeline.jobs import EVENT_COMPLETED, EVENT_FAILED, JobStore
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import JobState
@@ -105,14 +106,8 @@ class ReviewService:
             )
             if row is None:
                 await self._refuse(conn, principal, job_id, body)
-            settled = Settled(
-                job_id=row["id"],
-                tenant_id=row["tenant_id"],
-                state=JobState(row["state"]),
-                state_version=row["state_version"],
-                attempt=row["attempt"],
-                fence=row["fence"],
-                reason="review_approved" if body.decision == "approve" else "review_rejected",
+            settled = settled_from_row(
+                row, reason="review_approved" if body.decision == "approve" else "review_rejected"
             )
             audit = await conn.fetchrow(
                 q("review_decision_insert"),
