@@ -114,7 +114,11 @@ def build_delivery_actor(
     namespace: str | None = None,
     detached: bool = False,
 ) -> Any:
-    """Create (or get) the named DeliveryActor; the caller then awaits ``start.remote()``."""
+    """Create (or get) the named DeliveryActor; the caller then awaits ``start.remote()``.
+
+    ``detached``: outlives its creator and is restarted by Ray after a crash (the
+    runtime supervisor starts it again).
+    """
     import ray
 
     remote_cls = ray.remote(num_cpus=0)(DeliveryActor)
@@ -122,5 +126,5 @@ def build_delivery_actor(
     if namespace is not None:
         options["namespace"] = namespace
     if detached:
-        options["lifetime"] = "detached"
+        options.update(lifetime="detached", max_restarts=-1)
     return remote_cls.options(**options).remote(settings)

@@ -333,8 +333,18 @@ def build_driver(
     )
 
 
-def build_maintenance(settings: Settings, *, name: str = "fenceline-maintenance") -> Any:
+def build_maintenance(
+    settings: Settings, *, name: str = "fenceline-maintenance", detached: bool = False
+) -> Any:
+    """Create (or get) the named Maintenance actor (not started: call ``start.remote()``).
+
+    ``detached``: outlives its creator and is restarted by Ray after a crash (the
+    runtime supervisor starts it again).
+    """
     import ray
 
     cls = ray.remote(num_cpus=0)(Maintenance)
-    return cls.options(name=name, get_if_exists=True).remote(settings)
+    options: dict[str, Any] = {"name": name, "get_if_exists": True}
+    if detached:
+        options.update(lifetime="detached", max_restarts=-1)
+    return cls.options(**options).remote(settings)

@@ -160,14 +160,12 @@ class RuntimeSupervisor:
         await self.reconcile()  # the replica (and the app) is only RUNNING once all started
 
     def _plan(self) -> list[_Member]:
-        import ray
-
-        from cluster.delivery import ACTOR_NAME, DeliveryActor
-        from cluster.drivers import EngineSpec, Maintenance
+        from cluster.delivery import ACTOR_NAME, build_delivery_actor
+        from cluster.drivers import EngineSpec, build_maintenance
         from pipeline.worker import WorkerConfig
 
         cfg = self.config
-        detached = {"lifetime": "detached", "get_if_exists": True, "max_restarts": -1}
+        maintenance = f"{cfg.actor_prefix}-maintenance"
         members = [
             _Member(
                 "admission",
@@ -176,20 +174,12 @@ class RuntimeSupervisor:
             ),
             _Member(
                 ACTOR_NAME,
-                lambda: (
-                    ray.remote(num_cpus=0)(DeliveryActor)
-                    .options(name=ACTOR_NAME, **detached)
-                    .remote(self.settings)
-                ),
+                lambda: build_delivery_actor(self.settings, detached=True),
                 lambda h: h.start.remote(),
             ),
             _Member(
-                f"{cfg.actor_prefix}-maintenance",
-                lambda: (
-                    ray.remote(num_cpus=0)(Maintenance)
-                    .options(name=f"{cfg.actor_prefix}-maintenance", **detached)
-                    .remote(self.settings)
-                ),
+                maintenance,
+                lambda: build_maintenance(self.settings, name=maintenance, detached=True),
                 lambda h: h.start.remote(),
             ),
         ]
