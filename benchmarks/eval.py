@@ -47,6 +47,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks.partial_json import parse_prefix, salvage
 from pipeline.engines import ChatMessage, Engine
 from pipeline.errors import FencelineError, MalformedOutput
 from pipeline.extraction import (
@@ -246,11 +247,16 @@ async def evaluate_one(
     }
     truth = field_values(invoice.truth)
     predicted: dict[str, Counter[str]] = {name: Counter() for name in FIELDS}
+    before_cap: dict[str, Counter[str]] | None = None
+    text: str | None = None
     try:
         text = await extract(messages, schema, budget)
         extraction = parse_extraction(text)
     except MalformedOutput as exc:
         row.update(outcome="MALFORMED", error=str(exc)[:300])
+        partial = exc.text if exc.text is not None else text
+        salvaged = salvage(Extraction, parse_prefix(partial)) if partial else None
+        before_cap = field_values(salvaged) if salvaged is not None else None
     except FencelineError as exc:  # timeouts, context too long, engine down
         row.update(outcome="ENGINE_ERROR", error=f"{type(exc).__name__}: {exc}"[:300])
     except (httpx.HTTPError, KeyError, IndexError, ValueError, TypeError) as exc:
@@ -272,6 +278,16 @@ async def evaluate_one(
         ]
         for name in FIELDS
     }
+    # What a cut-off answer had already written, scored the same way (never a decision).
+    scored = before_cap if before_cap is not None else predicted
+    row["fields_before_cap"] = {
+        name: [
+            sum((scored[name] & truth[name]).values()),
+            sum(scored[name].values()),
+            sum(truth[name].values()),
+        ]
+        for name in FIELDS
+    }
     row["exact_match"] = row["outcome"] in ("SUCCEEDED", "REVIEW_REQUIRED") and predicted == truth
     row["acceptable"] = row["exact_match"] and invoice.truth_decision is Decision.SUCCEEDED
     return row
@@ -287,6 +303,12 @@ def summarise(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> dict[str,
         true = sum(r["fields"][name][2] for r in rows)
         fields[name] = _counts(tp, pred - tp, true - tp)
         totals = [totals[0] + tp, totals[1] + pred - tp, totals[2] + true - tp]
+    partial = [0, 0, 0]
+    for name in FIELDS:
+        tp = sum(r.get("fields_before_cap", r["fields"])[name][0] for r in rows)
+        pred = sum(r.get("fields_before_cap", r["fields"])[name][1] for r in rows)
+        true = sum(r.get("fields_before_cap", r["fields"])[name][2] for r in rows)
+        partial = [partial[0] + tp, partial[1] + pred - tp, partial[2] + true - tp]
     confusion = {row: dict.fromkeys(OUTCOMES, 0) for row in ("acceptable", "unacceptable")}
     expected = {d.value: dict.fromkeys(OUTCOMES, 0) for d in Decision}
     for r in rows:
@@ -308,6 +330,8 @@ def summarise(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> dict[str,
         "prompt_version": PROMPT_VERSION,
         "fields": fields,
         "micro": _counts(*totals),
+        # Also counting what truncated answers had written before the output cap.
+        "micro_before_cap": _counts(*partial),
         "confusion": confusion,
         "decision_vs_expected": expected,
         "rates": {

@@ -167,7 +167,7 @@ def parse_json_output(
             error = MalformedOutput(f"{engine}: output is not JSON: {exc}")
             error.__cause__ = exc
     if error is not None:
-        error.usage, error.engine = usage, engine
+        error.usage, error.engine, error.text = usage, engine, text
         raise error
 
 

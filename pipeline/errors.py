@@ -84,6 +84,9 @@ class ProviderTimeout(RetryableError):
 
 class MalformedOutput(RetryableError):
     error_class = "malformed_output"
+    #: The model's text as received, where the engine had it (for the accuracy
+    #: report's before-the-cap scoring; never parsed into a result).
+    text: str | None = None
 
 
 class AdmissionDeferred(RetryableError):

@@ -259,3 +259,21 @@ def test_eval_corpus_mixes_clean_and_document_level_variants() -> None:
     variants = {inv.variant for inv in CORPUS}
     assert Variant.CLEAN in variants
     assert all(v.in_document or v is Variant.CLEAN for v in variants)
+
+
+def _cut_in_half(invoice: GeneratedInvoice) -> tuple[int, str]:
+    text = invoice.truth.model_dump_json()
+    return 200, text[: len(text) // 2]  # an answer that ran out of tokens
+
+
+def test_truncated_answers_are_malformed_but_scored_before_the_cap(
+    provider: Callable[..., Provider], tmp_path: Path
+) -> None:
+    server = provider(_cut_in_half)
+    report, _, _ = _run(server.base_url, tmp_path)
+    assert {row["outcome"] for row in report["invoices"]} == {"MALFORMED"}
+    assert report["micro"]["recall"] == 0.0  # nothing parses, so nothing counts as extracted
+    before = report["micro_before_cap"]
+    # Half of a true answer: everything written is right, and part of the truth is there.
+    assert before["precision"] == 1.0 and 0.0 < before["recall"] < 1.0
+    assert report["rates"]["false_accept"] == 0.0
