@@ -304,10 +304,12 @@ def summarise(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> dict[str,
         fields[name] = _counts(tp, pred - tp, true - tp)
         totals = [totals[0] + tp, totals[1] + pred - tp, totals[2] + true - tp]
     partial = [0, 0, 0]
+    fields_before_cap: dict[str, dict[str, Any]] = {}
     for name in FIELDS:
         tp = sum(r.get("fields_before_cap", r["fields"])[name][0] for r in rows)
         pred = sum(r.get("fields_before_cap", r["fields"])[name][1] for r in rows)
         true = sum(r.get("fields_before_cap", r["fields"])[name][2] for r in rows)
+        fields_before_cap[name] = _counts(tp, pred - tp, true - tp)
         partial = [partial[0] + tp, partial[1] + pred - tp, partial[2] + true - tp]
     confusion = {row: dict.fromkeys(OUTCOMES, 0) for row in ("acceptable", "unacceptable")}
     expected = {d.value: dict.fromkeys(OUTCOMES, 0) for d in Decision}
@@ -332,6 +334,7 @@ def summarise(rows: Sequence[dict[str, Any]], meta: dict[str, Any]) -> dict[str,
         "micro": _counts(*totals),
         # Also counting what truncated answers had written before the output cap.
         "micro_before_cap": _counts(*partial),
+        "fields_before_cap": fields_before_cap,
         "confusion": confusion,
         "decision_vs_expected": expected,
         "rates": {

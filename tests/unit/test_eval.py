@@ -276,4 +276,6 @@ def test_truncated_answers_are_malformed_but_scored_before_the_cap(
     before = report["micro_before_cap"]
     # Half of a true answer: everything written is right, and part of the truth is there.
     assert before["precision"] == 1.0 and 0.0 < before["recall"] < 1.0
+    # The supplier comes first in the answer, so every cut-off answer still has it.
+    assert report["fields_before_cap"]["supplier.name"]["recall"] == 1.0
     assert report["rates"]["false_accept"] == 0.0
