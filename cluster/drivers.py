@@ -237,8 +237,7 @@ class Maintenance:
     upgrade) are competing consumers: the inbox is unique on ``event_id``.
 
     Its metrics (broker path, reaper) live on this process's default Prometheus
-    registry; :meth:`metrics_text` returns them for the runtime app's
-    ``/runtime/metrics`` route, and while it runs inside Ray a
+    registry; while it runs inside Ray a
     :class:`~deployments.ray_metrics.RegistryBridge` records their
     ``fenceline_*`` families with ``ray.util.metrics``, so the node's Ray
     metrics agent (what Prometheus scrapes) exports them as ``ray_fenceline_*``.
@@ -294,12 +293,6 @@ class Maintenance:
         running = [name for name, s in (("reaper", self._reaper), ("relay", self._relay)) if s]
         bridged = ["RegistryBridge"] if self._metrics_bridge is not None else []
         return running + [type(c).__name__ for c in self._consumers] + bridged
-
-    def metrics_text(self) -> bytes:
-        """Prometheus text exposition of this process's default registry."""
-        from prometheus_client import REGISTRY, generate_latest
-
-        return bytes(generate_latest(REGISTRY))
 
     async def reaped(self) -> dict[str, int]:
         if self._reaper is None:
