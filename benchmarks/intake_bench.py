@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -42,6 +41,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from benchmarks.infra import free_port
 from benchmarks.report import percentile, write_json
 from pipeline.database import connect, migrate
 from pipeline.tenants import create_api_key, create_tenant
@@ -73,12 +73,6 @@ def bare_app() -> Starlette:
 
 
 # ------------------------------------------------------------------- plumbing
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _wait_up(url: str, path: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     async with httpx.AsyncClient(base_url=url, timeout=2) as client:
@@ -203,7 +197,7 @@ def _check_durable(result: dict[str, Any], jobs: int, events: int) -> None:
 
 # ------------------------------------------------------------------- targets
 async def run_starlette(args: argparse.Namespace) -> dict[str, Any]:
-    port = _free_port()
+    port = free_port()
     proc = _uvicorn("benchmarks.intake_bench:bare_app", port, {})
     try:
         url = f"http://127.0.0.1:{port}"
@@ -218,7 +212,7 @@ async def run_starlette(args: argparse.Namespace) -> dict[str, Any]:
 
 async def run_uvicorn(args: argparse.Namespace) -> dict[str, Any]:
     name, dsn = await _database()
-    port = _free_port()
+    port = free_port()
     proc = _uvicorn("pipeline.api:app_from_env", port, {"FENCELINE_DATABASE_URL": dsn})
     try:
         keys = await _keys(dsn, args.tenants)
@@ -253,7 +247,7 @@ async def run_serve(args: argparse.Namespace) -> dict[str, Any]:
         log_to_driver=False,
     )
     try:
-        port = _free_port()
+        port = free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         await asyncio.to_thread(deploy_intake_app, {"database_url": dsn}, timeout_s=180)
         keys = await _keys(dsn, args.tenants)

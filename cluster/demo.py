@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from typing import Any
 import asyncpg
 import httpx
 
+from benchmarks.infra import free_port
 from cluster.runtime import ClusterConfig, LocalCluster
 from pipeline.admin import admin_dsn, setup_database
 from pipeline.database import connect
@@ -63,13 +63,6 @@ def corpus(opts: DemoOptions) -> list[tuple[str, GeneratedInvoice]]:
         tenant = TENANTS[0][0] if i % 2 == 0 else TENANTS[1 + (i // 2) % 2][0]
         out.append((tenant, inv))
     return out
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def _recreate(settings: Settings) -> None:
@@ -209,7 +202,7 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
     )
     asyncio.run(_recreate(settings))
     work = corpus(opts)
-    erp_port = _free_port()
+    erp_port = free_port()
     erp_url = f"http://127.0.0.1:{erp_port}/webhooks/fenceline"
     settings = settings.model_copy(update={"delivery_allowed_ports": (443, erp_port)})
     os.environ["FENCELINE_DELIVERY_ALLOWED_PORTS"] = json.dumps([443, erp_port])
@@ -241,7 +234,7 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
     cluster = LocalCluster(
         ClusterConfig(
             settings=settings,
-            http_port=_free_port(),  # never collide with another Serve proxy on 8000
+            http_port=free_port(),  # never collide with another Serve proxy on 8000
             drivers=opts.drivers,
             worker=worker,
             # A batch of a few minutes never earns back torch.compile's ~47 s per engine.

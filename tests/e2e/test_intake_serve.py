@@ -10,7 +10,6 @@ whole CPU per replica deadlocks Serve), and is shut down by this module only.
 from __future__ import annotations
 
 import os
-import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from benchmarks.infra import free_port
 from deployments.intake import deploy_intake_app
 from pipeline.database import create_pool
 from pipeline.jobs import JobStore
@@ -27,12 +27,6 @@ from tests.support.api import iter_sse, read_sse, submission, tenant_with_key
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(300)]
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +45,7 @@ def serve_url(module_dsn: str) -> Iterator[str]:
         log_to_driver=False,
     )
     try:
-        port = _free_port()
+        port = free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         started = time.monotonic()
         deploy_intake_app(

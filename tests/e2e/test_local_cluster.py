@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ import httpx
 import pytest
 
 from benchmarks.fake_provider import FakeProvider
+from benchmarks.infra import free_port
 from pipeline.database import create_pool
 from pipeline.invoices import generate_corpus
 from pipeline.master_data import upsert_supplier
@@ -31,12 +31,6 @@ from tests.support.api import tenant_with_key
 from tests.support.drivers import answer_from_corpus, wait_settled
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(600)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _wait_ready(url: str, proc: subprocess.Popen[str], timeout: float) -> None:
@@ -57,7 +51,7 @@ async def test_fenceline_up_runs_the_supervised_runtime_and_stops_cleanly(
     dsn: str, tmp_path: Path
 ) -> None:
     corpus = generate_corpus(4, seed=41, max_line_items=4, anchor=datetime.now(UTC).date())
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {
         **os.environ,

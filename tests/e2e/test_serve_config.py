@@ -21,7 +21,6 @@ import asyncio
 import copy
 import os
 import re
-import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ import httpx
 import pytest
 import yaml
 
+from benchmarks.infra import free_port
 from deployments import model_prepare
 from kuberay.kustomize import render
 from pipeline.invoices import generate_invoice
@@ -58,12 +58,6 @@ class Deployed:
     config: dict[str, Any]
     url: str
     deploy_s: float
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def dev_overlay() -> tuple[dict[str, Any], dict[str, str]]:
@@ -110,7 +104,7 @@ def deployed(module_dsn: str) -> Iterator[Deployed]:
     os.environ.update(env)
     os.chdir(ROOT)
     local = copy.deepcopy(config)
-    port = _free_port()
+    port = free_port()
     local["http_options"] = {"host": "127.0.0.1", "port": port}
     local["proxy_location"] = "HeadOnly"  # one node
 

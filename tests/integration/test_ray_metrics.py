@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -23,17 +22,12 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.infra import free_port
 from pipeline.settings import Settings
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +36,7 @@ def metrics_port() -> Iterator[int]:
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    port = _free_port()
+    port = free_port()
     ray.init(
         address="local",  # a cluster of our own, never another engineer's
         num_cpus=1,
