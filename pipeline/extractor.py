@@ -89,3 +89,10 @@ def interpret(
     extraction = parse_extraction(answer)
     report = validate(extraction, ocr_text, master_data, today=today, policy=policy)
     return Interpretation(extraction, report, EXTRACTION_SCHEMA_VERSION)
+
+
+def answer_for(truth: Extraction, ocr_text: str) -> str:
+    """The answer a perfect model gives for ``ocr_text`` whose faithful transcription is
+    ``truth`` (the training target of the adapter and the ``perfect`` eval engine)."""
+    del ocr_text  # contract v1 carries its evidence in the transcription itself
+    return truth.model_dump_json()
