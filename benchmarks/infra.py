@@ -29,6 +29,8 @@ from benchmarks.fake_provider import CallRecord, FakeProvider, FaultPlan
 from benchmarks.scenario import Scenario, scenario_corpus
 from pipeline.api import create_app
 from pipeline.database import connect, migrate
+from pipeline.extraction_answer import document_in_prompt
+from pipeline.extractor import answer_for
 from pipeline.invoices import GeneratedInvoice
 from pipeline.settings import Settings
 
@@ -182,11 +184,18 @@ def serve_fake_provider(port: int, scenario_json: str) -> None:
 
 
 def corpus_answer(corpus: list[GeneratedInvoice]) -> Any:
-    """Fake-provider answer: the candidate extraction of the invoice in the prompt."""
+    """Fake-provider answer: the candidate extraction of the invoice in the prompt, in the
+    contract the prompt asks for (a v2 prompt numbers the lines; v1 shows the text as is)."""
+    by_text = {inv.ocr_text: inv for inv in corpus}
     markers = [(inv.ocr_text[:160], inv.candidate.model_dump_json()) for inv in corpus]
 
     def answer(body: dict[str, Any]) -> Any:
-        user = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+        messages = body.get("messages", [])
+        shown = document_in_prompt(messages)
+        if shown is not None:
+            inv = by_text.get(shown)
+            return answer_for(inv.candidate, inv.ocr_text) if inv is not None else "{}"
+        user = "\n".join(str(m.get("content", "")) for m in messages)
         for marker, candidate in markers:
             if marker in user:
                 return candidate

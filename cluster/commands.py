@@ -89,6 +89,7 @@ def _up(args: argparse.Namespace, settings: Settings) -> int:
                 concurrency=args.concurrency,
                 attempt_timeout_seconds=settings.attempt_timeout_seconds,
                 heartbeat_seconds=settings.heartbeat_seconds,
+                contract=settings.extraction_contract,
             ),
             eager=args.eager,
         )

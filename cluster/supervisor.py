@@ -201,6 +201,7 @@ class RuntimeSupervisor:
                 **{
                     "attempt_timeout_seconds": self.settings.attempt_timeout_seconds,
                     "heartbeat_seconds": self.settings.heartbeat_seconds,
+                    "contract": self.settings.extraction_contract,
                     **cfg.worker,
                 },
             )

@@ -38,7 +38,7 @@ import copy
 import re
 from datetime import date
 from decimal import Decimal, InvalidOperation
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -186,17 +186,31 @@ class _Contract(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+#: How grounding found a value in the OCR text (contract v2; None under contract v1,
+#: whose evidence the model gave): ``exact`` as copied, ``normalised`` after
+#: whitespace/case/compatibility folding, ``fuzzy`` by a bounded approximate match
+#: (free text only: names, descriptions), ``symbol`` a currency read from its sign.
+MatchKind = Literal["exact", "normalised", "fuzzy", "symbol"]
+#: Evidence keys only the system writes; the v1 grammar never offers them to a model.
+SYSTEM_EVIDENCE_KEYS = ("line", "match")
+
+
 class Evidence(_Contract):
     """Where a value is printed: ``quote`` must equal ``page_text[start:end]``.
 
     The schema cannot check that; :mod:`pipeline.validation` does, against the
     OCR text the job actually holds, because a model can fabricate spans too.
+    Under contract v2 the system derives every field here (:mod:`pipeline.grounding`)
+    and adds ``line`` (1-based, counted over the whole document as the prompt
+    numbers it) and ``match``.
     """
 
     page: PageNumber
     start: Offset
     end: Offset
     quote: str
+    line: int | None = None
+    match: MatchKind | None = None
 
 
 class EvidencedText(_Contract):
@@ -337,4 +351,19 @@ def extraction_json_schema() -> dict[str, Any]:
         return out
 
     schema: dict[str, Any] = resolve(raw)
+    _drop_system_keys(schema)
     return schema
+
+
+def _drop_system_keys(node: Any) -> None:
+    """Remove the evidence keys only grounding writes (v1 models never see them)."""
+    if isinstance(node, list):
+        for item in node:
+            _drop_system_keys(item)
+    elif isinstance(node, dict):
+        props = node.get("properties")
+        if isinstance(props, dict) and {"page", "start", "end", "quote"} <= props.keys():
+            for key in SYSTEM_EVIDENCE_KEYS:
+                props.pop(key, None)
+        for value in node.values():
+            _drop_system_keys(value)

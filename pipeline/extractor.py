@@ -1,8 +1,8 @@
 """One extraction, end to end and engine-free: the call to make, and what its answer means.
 
 Every caller that extracts an invoice (the worker, ``fenceline eval``, the
-baselines, the demo, adapter training) goes through these two functions, so
-they cannot drift apart:
+baselines, the demo, adapter training) goes through these functions, so they
+cannot drift apart:
 
 * :func:`prepare_call` turns the OCR text into an :class:`ExtractionCall`: the
   chat messages, the per-document JSON schema the engine constrains decoding
@@ -10,7 +10,17 @@ they cannot drift apart:
 * :func:`interpret` turns the engine's raw answer into an :class:`Interpretation`:
   the grounded :class:`~pipeline.extraction.Extraction` (evidence derived by the
   system, never by the model), the validation report and the result the job
-  stores.
+  stores;
+* :func:`answer_for` is the answer a perfect model gives (adapter training
+  target, and the ``perfect`` engine that measures validation alone).
+
+Two contracts (:data:`CONTRACTS`): ``fenceline.extraction/2`` (the default:
+printed values and cited lines, grounded by :mod:`pipeline.extraction_grounding`)
+and ``fenceline.extraction/1`` (the model gives values, offsets and quotes;
+kept so stored v1 results stay readable and v1 can be measured side by side).
+Both store the same :class:`~pipeline.extraction.Extraction` shape, so every
+reader of a result (review, delivery, explain) works for either; the report's
+``schema_version`` records which contract produced it.
 
 :func:`interpret` raises :class:`~pipeline.errors.MalformedOutput` for an answer
 that is not the contract (retryable: another attempt may conform).
@@ -22,20 +32,25 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from pipeline.extraction import (
-    EXTRACTION_SCHEMA_VERSION,
-    Extraction,
-    extraction_json_schema,
-    parse_extraction,
-)
-from pipeline.prompts import PROMPT_VERSION, build_messages, estimate_output_tokens
+from pipeline import extraction_answer as v2
+from pipeline import prompts as v1
+from pipeline.extraction import EXTRACTION_SCHEMA_VERSION, Extraction, extraction_json_schema
+from pipeline.extraction import parse_extraction as parse_v1
+from pipeline.extraction_grounding import ground
+from pipeline.extraction_lines import Document
 from pipeline.validation import (
     DEFAULT_POLICY,
+    Decision,
     TenantMasterData,
     ValidationPolicy,
     ValidationReport,
     validate,
 )
+
+CONTRACT_V1 = EXTRACTION_SCHEMA_VERSION
+CONTRACT_V2 = v2.CONTRACT_VERSION
+CONTRACTS = (CONTRACT_V2, CONTRACT_V1)
+DEFAULT_CONTRACT = CONTRACT_V2
 
 
 @dataclass(frozen=True)
@@ -62,14 +77,37 @@ class Interpretation:
         return self.extraction.model_dump(mode="json")
 
 
-def prepare_call(ocr_text: str, *, include_schema: bool = False) -> ExtractionCall:
-    """The messages, schema and output bound for extracting ``ocr_text``."""
+def _check(contract: str) -> str:
+    if contract not in CONTRACTS:
+        raise ValueError(f"unknown extraction contract {contract!r}; one of {', '.join(CONTRACTS)}")
+    return contract
+
+
+def prepare_call(
+    ocr_text: str, *, contract: str = DEFAULT_CONTRACT, include_schema: bool = False
+) -> ExtractionCall:
+    """The messages, schema and output bound for extracting ``ocr_text``.
+
+    Args:
+        ocr_text: the document, pages separated by form feed.
+        contract: one of :data:`CONTRACTS`.
+        include_schema: v1 only: also print the schema in the prompt (engines
+            without guided decoding).
+    """
+    if _check(contract) == CONTRACT_V1:
+        return ExtractionCall(
+            messages=v1.build_messages(ocr_text, include_schema=include_schema),
+            json_schema=extraction_json_schema(),
+            max_tokens=v1.estimate_output_tokens(ocr_text),
+            contract=CONTRACT_V1,
+            prompt_version=v1.PROMPT_VERSION,
+        )
     return ExtractionCall(
-        messages=build_messages(ocr_text, include_schema=include_schema),
-        json_schema=extraction_json_schema(),
-        max_tokens=estimate_output_tokens(ocr_text),
-        contract=EXTRACTION_SCHEMA_VERSION,
-        prompt_version=PROMPT_VERSION,
+        messages=v2.build_messages(ocr_text),
+        json_schema=v2.answer_schema(ocr_text),
+        max_tokens=v2.max_output_tokens(ocr_text),
+        contract=CONTRACT_V2,
+        prompt_version=v2.PROMPT_VERSION,
     )
 
 
@@ -80,19 +118,75 @@ def interpret(
     *,
     today: date,
     policy: ValidationPolicy = DEFAULT_POLICY,
+    contract: str = DEFAULT_CONTRACT,
 ) -> Interpretation:
     """Parse, ground and validate one raw answer.
+
+    Grounding's refusals (``ungrounded_value``) come first in the report's
+    reasons; the decision is SUCCEEDED only when neither grounding nor any
+    validation rule found a reason.
 
     Raises:
         MalformedOutput: the answer is not the contract.
     """
-    extraction = parse_extraction(answer)
-    report = validate(extraction, ocr_text, master_data, today=today, policy=policy)
-    return Interpretation(extraction, report, EXTRACTION_SCHEMA_VERSION)
+    if _check(contract) == CONTRACT_V1:
+        extraction = parse_v1(answer)
+        report = validate(extraction, ocr_text, master_data, today=today, policy=policy)
+        return Interpretation(extraction, report, CONTRACT_V1)
+    grounding = ground(v2.parse_answer(answer), ocr_text)
+    checked = validate(grounding.extraction, ocr_text, master_data, today=today, policy=policy)
+    reasons = (*grounding.reasons, *checked.reasons)
+    report = ValidationReport(
+        Decision.REVIEW_REQUIRED if reasons else Decision.SUCCEEDED,
+        reasons,
+        checked.policy_version,
+        CONTRACT_V2,
+    )
+    return Interpretation(grounding.extraction, report, CONTRACT_V2)
 
 
-def answer_for(truth: Extraction, ocr_text: str) -> str:
-    """The answer a perfect model gives for ``ocr_text`` whose faithful transcription is
-    ``truth`` (the training target of the adapter and the ``perfect`` eval engine)."""
-    del ocr_text  # contract v1 carries its evidence in the transcription itself
-    return truth.model_dump_json()
+def _iban(truth: Extraction) -> str | None:
+    """The IBAN as printed, or the value itself where it is not what its evidence shows
+    (a faulty answer under test: an invented IBAN is not printed anywhere)."""
+    if truth.iban is None:
+        return None
+    quote = truth.iban.evidence.quote
+    return quote if "".join(quote.split()).upper() == truth.iban.value else truth.iban.value
+
+
+def answer_for(truth: Extraction, ocr_text: str, *, contract: str = DEFAULT_CONTRACT) -> str:
+    """The answer a perfect model gives for ``ocr_text`` whose faithful transcription
+    is ``truth`` (evidence at the real offsets): the adapter's training target."""
+    if _check(contract) == CONTRACT_V1:
+        return truth.model_dump_json()
+    doc = Document(ocr_text)
+
+    def printed(ev: Any) -> str | None:
+        """What the evidence span shows (a fabricated span under test shows other text)."""
+        if ev is None:
+            return None
+        page = doc.pages[ev.evidence.page - 1] if ev.evidence.page <= len(doc.pages) else ""
+        shown = page[ev.evidence.start : ev.evidence.end].strip()
+        return shown or str(ev.evidence.quote)
+
+    def line_of(ev: Any) -> int:
+        return doc.line_at(ev.page, ev.start).number
+
+    answer = v2.Answer(
+        supplier=printed(truth.supplier.name),
+        vat_id=printed(truth.supplier.vat_id),
+        number=printed(truth.invoice_number),
+        issue_date=printed(truth.issue_date),
+        due_date=printed(truth.due_date),
+        currency=printed(truth.currency),
+        iban=_iban(truth),
+        net=printed(truth.net_total),
+        tax=printed(truth.tax_total),
+        gross=printed(truth.gross_total),
+        items=tuple(
+            v2.ItemRef(line=line_of(item.evidence), description=item.description)
+            for item in truth.line_items
+        ),
+        taxes=tuple(line_of(tax.evidence) for tax in truth.tax_lines),
+    )
+    return v2.dump_answer(answer)

@@ -73,6 +73,8 @@ class ReasonCode(StrEnum):
     EVIDENCE_VALUE_MISMATCH = "evidence_value_mismatch"
     EVIDENCE_DUPLICATE = "evidence_duplicate"
     DATE_IMPLAUSIBLE = "date_implausible"
+    #: Contract v2: a value the model gave that grounding could not find in the text.
+    UNGROUNDED_VALUE = "ungrounded_value"
 
 
 #: Arithmetic reason codes; a perturbed amount must produce at least one of them.

@@ -39,11 +39,11 @@ from pipeline.errors import (
     RetryableError,
     TerminalError,
 )
-from pipeline.extraction import extraction_json_schema, parse_extraction
+from pipeline.extractor import DEFAULT_CONTRACT, ExtractionCall, interpret, prepare_call
 from pipeline.grants import ReportedUsage
 from pipeline.jobs import JobStore, Lease, Settled, Usage
 from pipeline.master_data import MasterDataCache
-from pipeline.prompts import build_messages, prompt_budget
+from pipeline.prompts import PromptBudget, count_prompt_tokens
 from pipeline.queries import q
 from pipeline.scheduler import WorkSignal
 from pipeline.states import JobState
@@ -53,7 +53,6 @@ from pipeline.validation import (
     TenantMasterData,
     ValidationPolicy,
     unvalidated_outcome,
-    validate,
 )
 
 log = logging.getLogger(__name__)
@@ -105,8 +104,11 @@ class WorkerConfig:
     commit_margin_seconds: float = 5.0
     heartbeat_seconds: float = 30.0
     admission_timeout_seconds: float = 300.0
+    #: A cap on ``max_tokens`` below what the contract derives from each document.
     max_output_tokens: int | None = None
     include_schema_in_prompt: bool = False
+    #: The extraction contract (``pipeline.extractor.CONTRACTS``) new attempts use.
+    contract: str = DEFAULT_CONTRACT
     idle_poll_seconds: float = 2.0
 
 
@@ -203,14 +205,12 @@ class AttemptRunner:
                 )
             )
             return AttemptReport(lease.job_id, lease.fence, "failed_terminal", str(exc))
-        messages = cast(
-            Messages, build_messages(text, include_schema=self.config.include_schema_in_prompt)
-        )
-        budget = prompt_budget(
+        request = prepare_call(
             text,
-            max_output_tokens=self.config.max_output_tokens,
+            contract=self.config.contract,
             include_schema=self.config.include_schema_in_prompt,
         )
+        budget = _budget(request, self.config.max_output_tokens)
         timeout = self._time_left(lease)
         if timeout <= 1:
             return await self._retry(lease, RetryableError("no time left for an attempt"), None)
@@ -231,8 +231,8 @@ class AttemptRunner:
         timeout = self._time_left(lease)
         call = asyncio.create_task(
             self.engine.complete(
-                messages,
-                json_schema=extraction_json_schema(),
+                cast(Messages, request.messages),
+                json_schema=request.json_schema,
                 max_tokens=budget.max_output_tokens,
                 timeout=max(timeout, 1.0),
             )
@@ -272,7 +272,7 @@ class AttemptRunner:
             return AttemptReport(lease.job_id, lease.fence, "failed_terminal", str(exc))
         usage = _recorded(completion.usage, completion.pool or completion.engine)
         await self.admission.release(grant, usage=usage, uncertain=False)
-        return await self._commit(lease, text, master, completion, usage)
+        return await self._commit(lease, text, master, completion, usage, request)
 
     async def _admit(
         self, lease: Lease, prompt_tokens: int, max_output_tokens: int, lost: asyncio.Event
@@ -312,9 +312,17 @@ class AttemptRunner:
         master: TenantMasterData,
         completion: Completion,
         usage: Usage,
+        request: ExtractionCall,
     ) -> AttemptReport:
         try:
-            extraction = parse_extraction(completion.text)
+            outcome = interpret(
+                completion.text,
+                text,
+                master,
+                today=self.today().date(),
+                policy=self.policy,
+                contract=request.contract,
+            )
         except MalformedOutput as exc:
             last = lease.attempt >= lease.max_attempts
             if last and self.policy.malformed_exhausted_state is JobState.REVIEW_REQUIRED:
@@ -323,7 +331,7 @@ class AttemptRunner:
                     lease, result, validation, JobState.REVIEW_REQUIRED, usage, completion
                 )
             return await self._retry(lease, exc, usage, completion)
-        report = validate(extraction, text, master, today=self.today().date(), policy=self.policy)
+        report = outcome.report
         decision = (
             JobState.SUCCEEDED
             if report.decision is Decision.SUCCEEDED
@@ -331,7 +339,7 @@ class AttemptRunner:
         )
         return await self._succeed(
             lease,
-            extraction.model_dump(mode="json"),
+            outcome.result(),
             report.as_dict(),
             decision,
             usage,
@@ -396,6 +404,12 @@ class AttemptRunner:
             except Exception:  # the durable outbox event is the source of truth
                 log.exception("settle hand-off failed for job %s", settled.job_id)
         return settled
+
+
+def _budget(call: ExtractionCall, cap: int | None) -> PromptBudget:
+    """What admission reserves: the call's prompt estimate and its (capped) ``max_tokens``."""
+    output = call.max_tokens if cap is None else min(cap, call.max_tokens)
+    return PromptBudget(count_prompt_tokens(call.messages), output)
 
 
 def _recorded(u: ReportedUsage, engine: str) -> Usage:

@@ -14,6 +14,8 @@ import pytest
 
 from benchmarks.fake_provider import FakeProvider
 from pipeline.engines import OpenAICompatibleEngine
+from pipeline.extraction_answer import document_in_prompt
+from pipeline.extractor import answer_for
 from pipeline.invoices import GeneratedInvoice, Variant, generate_corpus, generate_invoice
 from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
 from pipeline.master_data import MasterDataCache, upsert_supplier
@@ -184,16 +186,12 @@ async def test_malformed_output_exhausted_goes_to_review_when_settings_say_so(
 
 
 def _answer_with(pairs: list[tuple[GeneratedInvoice, Any]]) -> Callable[[dict[str, Any]], Any]:
-    """A fake-provider answer: the given answer for the longest document found in the prompt."""
+    """A fake-provider answer: the given answer for the document the prompt shows."""
 
     def answer(body: dict[str, Any]) -> Any:
-        user = "\n".join(m["content"] for m in body["messages"] if m["role"] == "user")
-        found = [
-            (len(inv.ocr_text), reply)
-            for inv, reply in pairs
-            if all(page in user for page in inv.ocr_text.split("\f"))
-        ]
-        return max(found, key=lambda f: f[0])[1] if found else "{}"
+        shown = document_in_prompt(body["messages"])
+        found = [reply for inv, reply in pairs if inv.ocr_text == shown]
+        return found[0] if found else "{}"
 
     return answer
 
@@ -224,8 +222,8 @@ async def test_prompt_injection_through_a_driver_changes_no_decision_and_calls_n
             assert listener.url in inj.ocr_text
             ref = generate_invoice(seed, max_line_items=4, anchor=TODAY)
             assert listener.url not in ref.ocr_text
-            pairs += [(inj, json.loads(inj.truth.model_dump_json()))]
-            pairs += [(ref, json.loads(ref.truth.model_dump_json()))]
+            pairs += [(inj, answer_for(inj.truth, inj.ocr_text))]
+            pairs += [(ref, answer_for(ref.truth, ref.ocr_text))]
             injected.append(inj)
             clean.append(ref)
         obedient = generate_invoice(
@@ -235,7 +233,7 @@ async def test_prompt_injection_through_a_driver_changes_no_decision_and_calls_n
             max_line_items=4,
             anchor=TODAY,
         )
-        pairs.append((obedient, json.loads(obedient.candidate.model_dump_json())))
+        pairs.append((obedient, answer_for(obedient.candidate, obedient.ocr_text)))
         jobs = await submit_corpus(store, tenant, [*injected, *clean], prefix="pair")
         jobs |= await submit_corpus(store, tenant, [obedient], prefix="obedient")
         with outbound() as events, FakeProvider(answer=_answer_with(pairs)) as fake:

@@ -1,0 +1,463 @@
+"""Grounding: a v2 answer's printed values located in the OCR text, read and evidenced by code.
+
+For every value the model copied, grounding finds where it is printed and
+derives the evidence the validator then checks as an invariant
+(``{page, line, start, end, quote, match}``):
+
+* **locate** exact first, then after normalisation (NFKC, case, whitespace);
+  a bounded fuzzy match only for free text (supplier name, descriptions),
+  recorded as ``fuzzy``; money, dates, IBANs, VAT ids and invoice numbers are
+  exact or normalised, never fuzzy;
+* **choose** among repeated occurrences by the field's label on the same line
+  (the totals box over a header mention), the supplier's VAT id nearest the
+  supplier's name, and for line items and tax lines the cited line;
+* **read** amounts with the document's decimal mark, dates with the CLDR-based
+  readers of :mod:`pipeline.validation`, a row's numbers by the arithmetic that
+  ties them (:mod:`pipeline.extraction_numbers`);
+* **refuse to guess**: a value that cannot be grounded becomes null with an
+  ``ungrounded_value`` reason, so the job goes to review, never to the ERP.
+
+The value stored is what the document prints at the evidence (a homoglyph in
+the text stays in the value, where the supplier rule sees it), not the model's
+rendering of it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from datetime import date
+
+from pipeline.extraction import (
+    Evidence,
+    EvidencedAmount,
+    EvidencedCurrency,
+    EvidencedDate,
+    EvidencedIban,
+    EvidencedText,
+    Extraction,
+    LineItem,
+    MatchKind,
+    Supplier,
+    TaxLine,
+)
+from pipeline.extraction_answer import Answer
+from pipeline.extraction_labels import LABELS
+from pipeline.extraction_lines import Document, Line
+from pipeline.extraction_numbers import (
+    Printed,
+    decimal_mark,
+    numbers_in,
+    parse_item_row,
+    parse_tax_row,
+    read_number,
+    uses_space_groups,
+)
+from pipeline.validation import (
+    CURRENCY_SYMBOLS,
+    Reason,
+    ReasonCode,
+    compact_text,
+    date_readings,
+)
+
+#: Smallest similarity (difflib ratio on normalised text) a fuzzy match must reach.
+FUZZY_MIN_RATIO = 0.85
+
+
+@dataclass(frozen=True)
+class Found:
+    """One occurrence of a value: page offsets, the line, how it matched."""
+
+    page: int
+    start: int
+    end: int
+    line: Line
+    match: MatchKind
+
+
+def _fold(text: str) -> tuple[str, list[int]]:
+    """NFKC, casefolded, whitespace runs as one space; with each folded char's source index."""
+    out: list[str] = []
+    index: list[int] = []
+    space = False
+    for i, ch in enumerate(text):
+        for c in unicodedata.normalize("NFKC", ch).casefold():
+            if c.isspace():
+                if space or not out:
+                    continue
+                space = True
+                out.append(" ")
+            else:
+                space = False
+                out.append(c)
+            index.append(i)
+    return "".join(out), index
+
+
+_JOINERS = ".,'’\u202f\u00a0"
+
+
+def _standalone(text: str, start: int, end: int) -> bool:
+    """``text[start:end]`` is a whole token: no letter or digit glued to either side, and
+    not part of a longer number ("34,56" inside "1.234,56")."""
+    before = text[start - 1] if start > 0 else " "
+    after = text[end] if end < len(text) else " "
+    if before.isalnum() or after.isalnum():
+        return False
+    if before in _JOINERS and start > 1 and text[start - 2].isdigit():
+        return False
+    return not (after in _JOINERS and end + 1 < len(text) and text[end + 1].isdigit())
+
+
+def _occurrences(doc: Document, value: str, *, fuzzy: bool, whole: bool = True) -> list[Found]:
+    """Every place ``value`` is printed, exact matches first, then normalised, then fuzzy.
+
+    ``whole``: only standalone occurrences count (amounts, dates, ids), so a value
+    is never found inside a longer number or word.
+    """
+    value = value.strip()
+    if not value:
+        return []
+    exact = [
+        Found(line.page, line.start + m.start(), line.start + m.end(), line, "exact")
+        for line in doc.lines
+        for m in re.finditer(re.escape(value), line.text)
+        if not whole or _standalone(line.text, m.start(), m.end())
+    ]
+    if exact:
+        return exact
+    want, _ = _fold(value)
+    norm: list[Found] = []
+    for line in doc.lines:
+        folded, index = _fold(line.text)
+        at = folded.find(want)
+        while at >= 0 and want:
+            start, end = index[at], index[at + len(want) - 1] + 1
+            if not whole or _standalone(line.text, start, end):
+                norm.append(
+                    Found(line.page, line.start + start, line.start + end, line, "normalised")
+                )
+            at = folded.find(want, at + 1)
+    if norm or not fuzzy:
+        return norm
+    return _fuzzy(doc, want)
+
+
+def _fuzzy(doc: Document, want: str) -> list[Found]:
+    """Best approximate match over word-aligned windows of each line (bounded work)."""
+    best: tuple[float, Found] | None = None
+    for line in doc.lines:
+        words = [m.span() for m in re.finditer(r"\S+", line.text)]
+        for i, (start, _) in enumerate(words):
+            for j in range(i, min(len(words), i + 12)):
+                end = words[j][1]
+                window = line.text[start:end]
+                if len(window) > 2 * len(want) + 4:
+                    break
+                ratio = difflib.SequenceMatcher(None, _fold(window)[0], want).ratio()
+                if ratio >= FUZZY_MIN_RATIO and (best is None or ratio > best[0]):
+                    best = (
+                        ratio,
+                        Found(line.page, line.start + start, line.start + end, line, "fuzzy"),
+                    )
+    return [best[1]] if best else []
+
+
+def _labelled(found: list[Found], labels: tuple[str, ...], *, last: bool) -> Found:
+    """The occurrence whose line carries one of ``labels`` before it; else first or last."""
+    for f in reversed(found) if last else found:
+        before = _fold(f.line.text[: f.start - f.line.start])[0]
+        if any(label in before for label in labels):
+            return f
+    return found[-1] if last else found[0]
+
+
+@dataclass
+class Grounding:
+    """What grounding made of one answer: the extraction and the values it refused."""
+
+    extraction: Extraction
+    reasons: list[Reason] = field(default_factory=list)
+
+
+class _Grounder:
+    def __init__(self, answer: Answer, ocr_text: str) -> None:
+        self.answer = answer
+        self.doc = Document(ocr_text)
+        self.mark = decimal_mark(ocr_text)
+        self.space = uses_space_groups(ocr_text, self.mark)
+        self.reasons: list[Reason] = []
+
+    def refuse(self, path: str, detail: str) -> None:
+        self.reasons.append(Reason(ReasonCode.UNGROUNDED_VALUE, path, detail))
+
+    def evidence(self, f: Found, end: int | None = None) -> Evidence:
+        stop = f.end if end is None else end
+        page = self.doc.pages[f.page - 1]
+        return Evidence(
+            page=f.page,
+            start=f.start,
+            end=stop,
+            quote=page[f.start : stop],
+            line=f.line.number,
+            match=f.match,
+        )
+
+    def text_at(self, f: Found) -> str:
+        return self.doc.pages[f.page - 1][f.start : f.end]
+
+    def find(
+        self,
+        path: str,
+        value: str | None,
+        labels: str,
+        *,
+        fuzzy: bool = False,
+        last: bool = False,
+        whole: bool = True,
+    ) -> Found | None:
+        if value is None:
+            return None
+        found = _occurrences(self.doc, value, fuzzy=fuzzy, whole=whole)
+        if not found:
+            self.refuse(path, f"{value[:60]!r} is not printed in the document")
+            return None
+        return _labelled(found, LABELS.get(labels, ()), last=last)
+
+    def text(self, path: str, value: str | None, *, fuzzy: bool = False) -> EvidencedText | None:
+        f = self.find(path, value, path, fuzzy=fuzzy)
+        if f is None:
+            return None
+        return EvidencedText(value=self.text_at(f).strip(), evidence=self.evidence(f))
+
+    def amount(self, path: str, value: str | None) -> EvidencedAmount | None:
+        f = self.find(path, value, path, last=True)
+        if f is None:
+            return None
+        number = read_number(self.text_at(f), self.mark)
+        if number is None:
+            self.refuse(path, f"{value!r} does not read as an amount")
+            return None
+        return EvidencedAmount(value=number, evidence=self.evidence(f))
+
+    def when(self, path: str, value: str | None) -> EvidencedDate | None:
+        f = self.find(path, value, path)
+        if f is None:
+            return None
+        readings = sorted(date_readings(self.text_at(f)))
+        if not readings:
+            self.refuse(path, f"{value!r} does not read as a date")
+            return None
+        return EvidencedDate(
+            value=self._in_order(readings, self.text_at(f)), evidence=self.evidence(f)
+        )
+
+    def _in_order(self, readings: list[date], printed_text: str) -> date:
+        """An ambiguous numeric date (03/04/2024): month first only where another numeric
+        date of the document can only be read month first (04/25/2024); else day first."""
+        if len(readings) == 1:
+            return readings[0]
+        month_first = False
+        for m in re.finditer(r"(\d{1,2})[./-](\d{1,2})[./-]\d{4}", self.doc.text):
+            a, b = int(m.group(1)), int(m.group(2))
+            if a > 12 >= b:
+                break
+            if b > 12 >= a:
+                month_first = True
+                break
+        printed = re.search(r"(\d{1,2})[./-](\d{1,2})[./-]", printed_text)
+        if printed is None:
+            return readings[0]
+        first, second = int(printed.group(1)), int(printed.group(2))
+        day, month = (second, first) if month_first else (first, second)
+        for d in readings:
+            if d.day == day and d.month == month:
+                return d
+        return readings[0]
+
+    def currency(self, value: str | None) -> EvidencedCurrency | None:
+        # A sign is printed glued to its amount ("€1,234.56"); a code stands alone.
+        whole = value is not None and value.strip().isalpha()
+        f = self.find("currency", value, "currency", last=True, whole=whole)
+        if f is None or value is None:
+            return None
+        printed = self.text_at(f)
+        if printed in CURRENCY_SYMBOLS:
+            codes = CURRENCY_SYMBOLS[printed]
+            named = [c for c in sorted(codes) if re.search(rf"\b{c}\b", self.doc.text)]
+            code = named[0] if named else ("USD" if printed == "$" else min(codes))
+            if printed != "$" and len(codes) > 1 and not named:
+                self.refuse("currency", f"{printed!r} may mean {', '.join(sorted(codes))}")
+                return None
+            found = Found(f.page, f.start, f.end, f.line, "symbol")
+            return EvidencedCurrency(value=code, evidence=self.evidence(found))
+        return EvidencedCurrency(value=printed.strip().upper(), evidence=self.evidence(f))
+
+    def iban(self, value: str | None) -> EvidencedIban | None:
+        f = self.find("iban", value, "iban")
+        if f is None:
+            return None
+        return EvidencedIban(value=compact_text(self.text_at(f)).upper(), evidence=self.evidence(f))
+
+    def vat_id(self, value: str | None, near: Found | None) -> EvidencedText | None:
+        if value is None:
+            return None
+        found = _occurrences(self.doc, value, fuzzy=False)
+        if not found:
+            self.refuse("supplier.vat_id", f"{value[:60]!r} is not printed in the document")
+            return None
+        if near is not None:
+            found.sort(key=lambda f: abs(f.line.number - near.line.number))
+        f = found[0]
+        return EvidencedText(value=self.text_at(f).strip(), evidence=self.evidence(f))
+
+    def row(self, number: int, path: str) -> tuple[Line, int, list[Printed]] | None:
+        """The cited line, extended over the next lines while its numbers do not add up
+        (a stacked row prints its description above its numbers).
+
+        Returns the first line, the row's end offset in the page and its numbers
+        (offsets relative to the first line's start).
+        """
+        first = self.doc.line(number)
+        if first is None:
+            self.refuse(path, f"line {number} does not exist")
+            return None
+        page = self.doc.pages[first.page - 1]
+        last = first
+        while True:
+            printed = numbers_in(page[first.start : last.end], self.mark, space_groups=self.space)
+            if len([p for p in printed if not p.percent]) >= 3:
+                break  # the row's numbers are all on the lines taken so far
+            nxt = self.doc.line(last.number + 1)
+            if nxt is None or nxt.page != first.page or last.number - first.number >= 2:
+                break
+            last = nxt
+        if parse_item_row(printed) is None:
+            return None
+        return first, last.end, printed
+
+    def items(self) -> tuple[LineItem, ...]:
+        out: list[LineItem] = []
+        rates = {t.rate for t in self._taxes}
+        for i, ref in enumerate(self.answer.items):
+            path = f"line_items[{i}]"
+            row = self.row(ref.line, path)
+            if row is None:
+                if not any(r.field == path for r in self.reasons):
+                    self.refuse(path, f"line {ref.line} prints no quantity x price = amount")
+                continue
+            first, end, printed = row
+            read = parse_item_row(printed)
+            assert read is not None
+            rate = read.rate.value if read.rate is not None else None
+            if rate is None and len(rates) == 1:
+                rate = next(iter(rates))
+            if rate is None:
+                self.refuse(path, f"line {ref.line} prints no tax rate")
+                continue
+            description = self._description(ref.description, first, end, path)
+            if description is None:
+                continue
+            f = _trimmed(Found(first.page, first.start, end, first, description[1]))
+            out.append(
+                LineItem(
+                    description=description[0],
+                    quantity=read.quantity.value,
+                    unit_price=read.unit_price.value,
+                    line_amount=read.line_amount.value,
+                    tax_rate=rate,
+                    evidence=self.evidence(f),
+                )
+            )
+        return tuple(out)
+
+    def _description(
+        self, value: str, first: Line, end: int, path: str
+    ) -> tuple[str, MatchKind] | None:
+        """The description as printed within the row (exact, normalised or fuzzy)."""
+        page = self.doc.pages[first.page - 1]
+        row = Document(page[first.start : end])
+        found = _occurrences(row, value, fuzzy=True, whole=False)
+        if not found or not value.strip():
+            self.refuse(
+                f"{path}.description", f"{value[:60]!r} is not printed on line {first.number}"
+            )
+            return None
+        f = found[0]
+        return row.text.split("\f")[0][f.start : f.end].strip(), f.match
+
+    @property
+    def _taxes(self) -> tuple[TaxLine, ...]:
+        if self._tax_lines is None:
+            self._tax_lines = self.tax_lines()
+        return self._tax_lines
+
+    _tax_lines: tuple[TaxLine, ...] | None = None
+
+    def tax_lines(self) -> tuple[TaxLine, ...]:
+        out: list[TaxLine] = []
+        for j, number in enumerate(self.answer.taxes):
+            path = f"tax_lines[{j}]"
+            line = self.doc.line(number)
+            read = parse_tax_row(self.numbers(line)) if line is not None else None
+            if line is None or read is None:
+                self.refuse(path, f"line {number} prints no rate, base and tax amount")
+                continue
+            f = Found(line.page, line.start, line.end, line, "exact")
+            out.append(
+                TaxLine(
+                    rate=read.rate.value,
+                    base=read.base.value,
+                    amount=read.amount.value,
+                    evidence=self.evidence(_trimmed(f)),
+                )
+            )
+        return tuple(out)
+
+    def numbers(self, line: Line) -> list[Printed]:
+        return numbers_in(line.text, self.mark, space_groups=self.space)
+
+    def run(self) -> Extraction:
+        a = self.answer
+        name = self.find("supplier.name", a.supplier, "supplier.name", fuzzy=True)
+        supplier_name = (
+            EvidencedText(value=self.text_at(name).strip(), evidence=self.evidence(name))
+            if name is not None
+            else None
+        )
+        return Extraction(
+            supplier=Supplier(name=supplier_name, vat_id=self.vat_id(a.vat_id, name)),
+            invoice_number=self.text("invoice_number", a.number),
+            issue_date=self.when("issue_date", a.issue_date),
+            due_date=self.when("due_date", a.due_date),
+            currency=self.currency(a.currency),
+            line_items=self.items(),
+            tax_lines=self._taxes,
+            net_total=self.amount("net_total", a.net),
+            tax_total=self.amount("tax_total", a.tax),
+            gross_total=self.amount("gross_total", a.gross),
+            iban=self.iban(a.iban),
+            uncertain_fields=(),
+        )
+
+
+def _trimmed(f: Found) -> Found:
+    """The found span without the line's leading and trailing whitespace."""
+    text = f.line.text
+    lead = len(text) - len(text.lstrip())
+    trail = len(text) - len(text.rstrip()) if f.end == f.line.end else 0
+    return Found(f.page, f.start + lead, max(f.start + lead + 1, f.end - trail), f.line, f.match)
+
+
+def ground(answer: Answer, ocr_text: str) -> Grounding:
+    """Locate, read and evidence every value of ``answer`` in ``ocr_text``.
+
+    Never raises for a wrong answer: what cannot be grounded is null and named
+    in ``reasons`` (``ungrounded_value``), so validation sends the job to review.
+    """
+    g = _Grounder(answer, ocr_text)
+    extraction = g.run()
+    return Grounding(extraction, g.reasons)

@@ -1,0 +1,181 @@
+"""Printed numbers read by code: the document's decimal mark, number tokens, row parsing.
+
+Under contract v2 a model copies amounts as printed ("1.234,56") and cites the
+lines of line items and tax lines; it never converts a number. This module does:
+
+* :func:`decimal_mark` decides a document's decimal mark once, by majority over
+  its amount-like numbers (two digits after the last separator), so "1,234" is
+  one thousand two hundred thirty-four in an English invoice and 1.234 in a
+  German one;
+* :func:`numbers_in` lists every printed number of a text with its offsets and
+  value, percentages marked, dates and leading row positions excluded;
+* :func:`parse_item_row` and :func:`parse_tax_row` assign a row's numbers to
+  quantity, unit price, amount and rate by the arithmetic that ties them
+  (quantity x price = amount, base x rate = tax), preferring print order. A row
+  whose numbers do not add up is still read, by the nearest reading, so the
+  arithmetic rules of validation can say what is wrong; nothing is corrected.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from itertools import combinations
+
+CENT = Decimal("0.01")
+#: Group separators besides the other of "." and ",": apostrophes, no-break and thin spaces.
+_SPACE_GROUPS = "\u00a0\u202f\u2009"
+_APOSTROPHES = "'’"
+_DATE_RE = re.compile(
+    r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[./-]\d{1,2}[./-]\d{2,4}(?!\d)|\d{1,2}\.\s?\d{1,2}\.\s?\d{4}"
+)
+_POSITION_RE = re.compile(r"^\s*\d{1,3}[.)]?\s+(?=\D)")
+_AMOUNT_SHAPE_RE = re.compile(r"\d[.,]\d{2}(?!\d)")
+
+
+@dataclass(frozen=True)
+class Printed:
+    """One number as printed: ``text[start:end]`` of the scanned text, read as ``value``."""
+
+    start: int
+    end: int
+    text: str
+    value: Decimal
+    percent: bool
+    places: int
+
+
+def decimal_mark(text: str) -> str:
+    """ "," or ".": the mark most amount-like numbers of ``text`` put before their cents."""
+    marks = [m.group()[1] for m in _AMOUNT_SHAPE_RE.finditer(text)]
+    return "," if marks.count(",") > marks.count(".") else "."
+
+
+def _number_re(mark: str, space_groups: bool) -> re.Pattern[str]:
+    group = ("." if mark == "," else ",") + _SPACE_GROUPS + _APOSTROPHES
+    if space_groups:
+        group += " "
+    g = re.escape(group)
+    m = re.escape(mark)
+    before = re.escape(".," + _APOSTROPHES)
+    return re.compile(
+        rf"(?<![\d{before}])(?:\d{{1,3}}(?:[{g}]\d{{3}})+|\d+)(?:{m}\d+)?(?![\d])"
+        rf"(?P<pct>\s?%)?"
+    )
+
+
+def uses_space_groups(text: str, mark: str) -> bool:
+    """Whether the document groups thousands with a plain space ("1 234,56")."""
+    return re.search(rf"\d \d{{3}}{re.escape(mark)}\d{{2}}(?!\d)", text) is not None
+
+
+def read_number(printed: str, mark: str) -> Decimal | None:
+    """The value of one printed number under decimal mark ``mark`` (None if unreadable)."""
+    digits = "".join(
+        ch for ch in printed.strip().rstrip("%").strip() if ch.isdigit() or ch == mark or ch in "-−"
+    )
+    digits = digits.replace("−", "-").replace(mark, ".")
+    try:
+        value = Decimal(digits)
+    except InvalidOperation:
+        return None
+    return value if value.is_finite() else None
+
+
+def numbers_in(text: str, mark: str, *, space_groups: bool = False) -> list[Printed]:
+    """Every printed number of ``text`` (dates masked; a leading row position skipped)."""
+    masked = _DATE_RE.sub(lambda m: "#" * len(m.group()), text)
+    position = _POSITION_RE.match(masked)
+    if position:
+        masked = " " * position.end() + masked[position.end() :]
+    out = []
+    for match in _number_re(mark, space_groups).finditer(masked):
+        body_end = match.start("pct") if match.group("pct") else match.end()
+        body = text[match.start() : body_end]
+        value = read_number(body, mark)
+        if value is None:
+            continue
+        _, _, frac = body.partition(mark)
+        out.append(
+            Printed(
+                match.start(),
+                body_end,
+                body,
+                value,
+                bool(match.group("pct")),
+                len(frac),
+            )
+        )
+    return out
+
+
+def amount_strings(text: str, mark: str, *, space_groups: bool = False) -> list[str]:
+    """Distinct amount-like strings (two or three decimals) in order of first appearance."""
+    seen: dict[str, None] = {}
+    for p in numbers_in(text, mark, space_groups=space_groups):
+        if not p.percent and p.places in (2, 3):
+            seen.setdefault(p.text, None)
+    return list(seen)
+
+
+@dataclass(frozen=True)
+class ItemNumbers:
+    """A line item's numbers as read from its row (printed forms kept for evidence)."""
+
+    quantity: Printed
+    unit_price: Printed
+    line_amount: Printed
+    rate: Printed | None
+    exact: bool
+
+
+def _money(value: Decimal) -> Decimal:
+    return value.quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def parse_item_row(numbers: list[Printed]) -> ItemNumbers | None:
+    """Quantity, unit price, amount (and rate) of one row, by arithmetic then print order.
+
+    Among ordered triples ``q < p < a`` (print positions) the first with
+    ``round(q x p, 2) == a`` wins, latest amount first (amounts close a row). With
+    none exact, the nearest within 1 % is returned marked ``exact=False``, so the
+    arithmetic rule reports the printed inconsistency. None: no reading at all.
+    """
+    rates = [p for p in numbers if p.percent]
+    plain = [p for p in numbers if not p.percent]
+    rate = rates[-1] if rates else None
+    best: tuple[Decimal, ItemNumbers] | None = None
+    for q, p, a in sorted(combinations(plain, 3), key=lambda t: (-t[2].start, -t[1].start)):
+        if a.value <= 0 and q.value * p.value != 0:
+            continue
+        gap = abs(_money(q.value * p.value) - a.value)
+        if gap == 0:
+            return ItemNumbers(q, p, a, rate, True)
+        limit = max(abs(a.value) / 100, CENT * 2)
+        if gap <= limit and (best is None or gap < best[0]):
+            best = (gap, ItemNumbers(q, p, a, rate, False))
+    return best[1] if best else None
+
+
+@dataclass(frozen=True)
+class TaxNumbers:
+    rate: Printed
+    base: Printed
+    amount: Printed
+
+
+def parse_tax_row(numbers: list[Printed]) -> TaxNumbers | None:
+    """Rate, base and tax amount of one tax row: the pair nearest ``base x rate = amount``."""
+    rates = [p for p in numbers if p.percent]
+    plain = [p for p in numbers if not p.percent]
+    if not rates or len(plain) < 2:
+        return None
+    rate = rates[0]
+    best: tuple[Decimal, TaxNumbers] | None = None
+    for x, y in combinations(plain, 2):
+        base, amount = (x, y) if abs(x.value) >= abs(y.value) else (y, x)
+        gap = abs(_money(base.value * rate.value / 100) - amount.value)
+        if best is None or gap < best[0]:
+            best = (gap, TaxNumbers(rate, base, amount))
+    return best[1] if best else None
