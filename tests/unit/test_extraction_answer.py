@@ -1,0 +1,88 @@
+"""Contract v2's grammar and prompt: every generation bounded, candidates from the text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+import pytest
+
+from pipeline.errors import MalformedOutput
+from pipeline.extraction_answer import (
+    ANSWER_KEYS,
+    answer_schema,
+    build_messages,
+    document_in_prompt,
+    max_output_tokens,
+    parse_answer,
+)
+from pipeline.extractor import answer_for, prepare_call
+from pipeline.invoices import generate_invoice
+
+
+def _nodes(node: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if isinstance(node, dict):
+        out.append(node)
+        for value in node.values():
+            out += _nodes(value)
+    elif isinstance(node, list):
+        for value in node:
+            out += _nodes(value)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(0, 40, 7))
+def test_every_string_and_array_of_the_grammar_is_bounded(seed: int) -> None:
+    schema = answer_schema(generate_invoice(seed).ocr_text)
+    for node in _nodes(schema):
+        if node.get("type") == "string":
+            assert "maxLength" in node, node
+        if node.get("type") == "array":
+            assert "maxItems" in node, node
+    assert list(schema["properties"]) == list(ANSWER_KEYS) == schema["required"]
+
+
+def test_candidates_are_what_the_document_prints() -> None:
+    inv = generate_invoice(3, max_line_items=6)
+    props = answer_schema(inv.ocr_text)["properties"]
+    gross = props["gross"]["anyOf"][0]["enum"]
+    assert all(value in inv.ocr_text for value in gross)
+    assert inv.truth.gross_total is not None
+    assert inv.truth.gross_total.evidence.quote in gross
+    ibans = props["iban"]["anyOf"][0]["enum"]
+    assert inv.truth.iban is not None and inv.truth.iban.evidence.quote in ibans
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_perfect_answer_fits_its_grammar_and_its_token_bound(seed: int) -> None:
+    inv = generate_invoice(seed, max_line_items=8)
+    call = prepare_call(inv.ocr_text)
+    answer = answer_for(inv.truth, inv.ocr_text)
+    jsonschema.validate(__import__("json").loads(answer), call.json_schema)
+    # ~3 characters per token is pessimistic for this JSON; the bound is per document.
+    assert len(answer) / 3 < call.max_tokens == max_output_tokens(inv.ocr_text)
+
+
+def test_max_tokens_grow_with_the_document() -> None:
+    short = max_output_tokens(generate_invoice(5, line_items=1).ocr_text)
+    long = max_output_tokens(generate_invoice(5, line_items=40).ocr_text)
+    assert short < long
+
+
+@pytest.mark.parametrize("seed", range(0, 60, 5))
+def test_the_prompt_numbers_every_line_and_gives_the_document_back(seed: int) -> None:
+    inv = generate_invoice(seed)
+    messages = build_messages(inv.ocr_text)
+    assert document_in_prompt(messages) == inv.ocr_text
+    assert "L1: " in messages[1]["content"]
+    assert build_messages(inv.ocr_text) == messages
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "{", '{"supplier": 1}', "[]", '{"items": []}', "x" * 300_000],
+)
+def test_an_answer_that_is_not_the_contract_is_malformed(text: str) -> None:
+    with pytest.raises(MalformedOutput):
+        parse_answer(text)

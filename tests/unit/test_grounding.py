@@ -1,0 +1,231 @@
+"""Grounding (contract v2): printed values located, read and evidenced by code.
+
+Hand-written documents for the cases the issue names, plus the whole generator:
+a perfect v2 answer grounds to exactly the truth, and every evidence span it
+derives is what the page prints at those offsets.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+
+import pytest
+
+from pipeline.extraction_answer import Answer, ItemRef
+from pipeline.extraction_grounding import ground
+from pipeline.extractor import answer_for, interpret
+from pipeline.invoices import Variant, generate_invoice
+from pipeline.validation import ReasonCode, SupplierRecord, TenantMasterData
+
+DOC = """\
+Nordwind Technik GmbH
+Hauptstraße 12, 10115 Berlin
+USt-IdNr.: DE 123 456 789
+IBAN: DE89 3704 0044 0532 0130 00
+Rechnung Nr. RE-2024-00017          Gesamtbetrag: 1.190,00 EUR
+Rechnungsdatum: 05.03.2024
+Fällig am: 04.04.2024
+
+Rechnungsempfänger:
+Kaufhaus Lindner GmbH
+USt-IdNr.: DE 987 654 321
+
+Pos  Bezeichnung            Menge      Einzelpreis      Betrag   MwSt.
+  1  Beratungsleistung      8 Std.          125,00    1.000,00   19 %
+
+Nettobetrag: 1.000,00
+zzgl. 19 % MwSt. auf 1.000,00: 190,00
+Rechnungsbetrag: 1.190,00 EUR
+"""
+
+
+def _answer(**changes: object) -> Answer:
+    base: dict[str, object] = {
+        "supplier": "Nordwind Technik GmbH",
+        "vat_id": "DE 123 456 789",
+        "number": "RE-2024-00017",
+        "issue_date": "05.03.2024",
+        "due_date": "04.04.2024",
+        "currency": "EUR",
+        "iban": "DE89 3704 0044 0532 0130 00",
+        "net": "1.000,00",
+        "tax": "190,00",
+        "gross": "1.190,00",
+        "items": (ItemRef(line=14, description="Beratungsleistung"),),
+        "taxes": (17,),
+    }
+    base.update(changes)
+    return Answer.model_validate(base)
+
+
+def _line(number: int) -> str:
+    return DOC.split("\n")[number - 1]
+
+
+def test_a_clean_answer_grounds_every_value_with_its_evidence() -> None:
+    g = ground(_answer(), DOC)
+    e = g.extraction
+    assert g.reasons == []
+    assert e.gross_total is not None and e.gross_total.value == Decimal("1190.00")
+    assert e.issue_date is not None and e.issue_date.value == date(2024, 3, 5)
+    assert e.iban is not None and e.iban.value == "DE89370400440532013000"
+    (item,) = e.line_items
+    assert (item.quantity, item.unit_price, item.line_amount, item.tax_rate) == (
+        Decimal(8),
+        Decimal("125.00"),
+        Decimal("1000.00"),
+        Decimal(19),
+    )
+    (tax,) = e.tax_lines
+    assert (tax.rate, tax.base, tax.amount) == (Decimal(19), Decimal("1000.00"), Decimal("190.00"))
+    for ev in (e.gross_total.evidence, e.iban.evidence, item.evidence, tax.evidence):
+        assert DOC[ev.start : ev.end] == ev.quote  # one page: page offsets are text offsets
+        assert ev.line is not None and ev.match == "exact"
+
+
+def test_a_value_printed_twice_takes_the_occurrence_under_its_label() -> None:
+    """1.190,00 is printed in the header box and as the invoice total: the total's
+    evidence is the line labelled as the amount due, the last one."""
+    e = ground(_answer(), DOC).extraction
+    assert e.gross_total is not None
+    assert e.gross_total.evidence.line == 18
+    assert _line(18).startswith("Rechnungsbetrag")
+
+
+def test_a_thousands_separator_as_narrow_no_break_space_reads_as_one_number() -> None:
+    doc = DOC.replace("1.000,00", "1\u202f000,00").replace("1.190,00", "1\u202f190,00")
+    g = ground(_answer(net="1\u202f000,00", gross="1\u202f190,00"), doc)
+    assert g.reasons == []
+    e = g.extraction
+    assert e.net_total is not None and e.net_total.value == Decimal("1000.00")
+    assert e.line_items[0].line_amount == Decimal("1000.00")
+    assert e.tax_lines[0].base == Decimal("1000.00")
+
+
+def test_the_supplier_vat_id_is_the_one_in_the_supplier_block() -> None:
+    """Both blocks print a VAT id under the same label; a VAT id printed in both blocks
+    grounds to the supplier's occurrence, nearest the supplier's name."""
+    doc = DOC.replace("DE 987 654 321", "DE 123 456 789")
+    e = ground(_answer(), doc).extraction
+    assert e.supplier.vat_id is not None
+    assert e.supplier.vat_id.evidence.line == 3
+
+
+def test_a_customer_value_copied_as_the_supplier_is_grounded_where_it_is_printed() -> None:
+    """The model took the customer's VAT id: grounding does not correct it, it records
+    where it is printed (the customer block), and the supplier rule then refuses it."""
+    e = ground(_answer(vat_id="DE 987 654 321"), DOC).extraction
+    assert e.supplier.vat_id is not None and e.supplier.vat_id.evidence.line == 11
+
+
+def test_a_homoglyph_in_the_name_is_kept_as_printed_and_caught_by_validation() -> None:
+    """The document prints a Cyrillic 'е'; the model answers in Latin letters. Grounding
+    finds the name fuzzily, stores what is printed, and the supplier rule flags it."""
+    doc = DOC.replace("Nordwind Technik", "Nordwind T\u0435chnik")
+    g = ground(_answer(), doc)
+    name = g.extraction.supplier.name
+    assert name is not None and "\u0435" in name.value and name.evidence.match == "fuzzy"
+    supplier = SupplierRecord(
+        "Nordwind Technik GmbH", "DE123456789", frozenset({"DE89370400440532013000"})
+    )
+    master = TenantMasterData((supplier,), frozenset({"EUR"}))
+    out = interpret(
+        _dump(_answer()), doc, master, today=date(2024, 3, 20), contract="fenceline.extraction/2"
+    )
+    assert out.report.codes & {ReasonCode.SUPPLIER_CONFUSABLE, ReasonCode.SUPPLIER_MIXED_SCRIPT}
+
+
+def test_an_iban_printed_in_groups_is_stored_compact_with_its_printed_evidence() -> None:
+    e = ground(_answer(), DOC).extraction
+    assert e.iban is not None
+    assert e.iban.value == "DE89370400440532013000"
+    assert e.iban.evidence.quote == "DE89 3704 0044 0532 0130 00"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "path"),
+    [
+        ("gross", "1.191,00", "gross_total"),
+        ("iban", "DE89 3704 0044 0532 0130 01", "iban"),
+        ("number", "RE-2024-00018", "invoice_number"),
+        ("issue_date", "06.03.2024", "issue_date"),
+        ("net", "000,00", "net_total"),  # printed only inside "1.000,00"
+    ],
+)
+def test_a_value_not_printed_becomes_null_with_ungrounded_value(
+    field: str, value: str, path: str
+) -> None:
+    g = ground(_answer(**{field: value}), DOC)
+    assert [(r.code, r.field) for r in g.reasons] == [(ReasonCode.UNGROUNDED_VALUE, path)]
+    assert getattr(g.extraction, path) is None
+
+
+def test_a_cited_line_without_a_row_is_ungrounded() -> None:
+    g = ground(_answer(items=(ItemRef(line=2, description="Hauptstraße"),)), DOC)
+    assert g.extraction.line_items == ()
+    assert [r.code for r in g.reasons] == [ReasonCode.UNGROUNDED_VALUE]
+
+
+def test_a_row_that_does_not_add_up_is_read_as_printed_for_the_arithmetic_rule() -> None:
+    doc = DOC.replace("1.000,00   19 %", "1.000,01   19 %")
+    (item,) = ground(_answer(), doc).extraction.line_items
+    assert item.line_amount == Decimal("1000.01")  # read, not corrected
+
+
+def _dump(answer: Answer) -> str:
+    from pipeline.extraction_answer import dump_answer
+
+    return dump_answer(answer)
+
+
+def test_every_generated_clean_invoice_grounds_to_its_truth() -> None:
+    """The whole generator: a perfect v2 answer grounds to the truth's values, and
+    validation accepts it (the model is the only thing left to be wrong)."""
+    for seed in range(120):
+        inv = generate_invoice(seed, max_line_items=12)
+        out = interpret(
+            answer_for(inv.truth, inv.ocr_text), inv.ocr_text, inv.master_data, today=inv.today
+        )
+        assert out.report.reasons == (), (seed, out.report.reasons)
+        got = out.extraction.model_dump(exclude={"uncertain_fields"})
+        want = inv.truth.model_dump(exclude={"uncertain_fields"})
+        _strip_evidence(got)
+        _strip_evidence(want)
+        assert got == want, seed
+        pages = inv.ocr_text.split("\f")
+        for item in out.extraction.line_items:
+            ev = item.evidence
+            assert pages[ev.page - 1][ev.start : ev.end] == ev.quote
+
+
+def _strip_evidence(node: object) -> None:
+    if isinstance(node, dict):
+        node.pop("evidence", None)
+        for value in node.values():
+            _strip_evidence(value)
+    elif isinstance(node, list | tuple):
+        for value in node:
+            _strip_evidence(value)
+
+
+def test_document_variants_reach_review_with_a_perfect_answer() -> None:
+    for variant in (
+        Variant.ARITHMETIC_OFF_BY_CENT,
+        Variant.CURRENCY_MIX,
+        Variant.HOMOGLYPH_SUPPLIER,
+        Variant.BIDI_CONTROL,
+        Variant.PROMPT_INJECTION,
+        Variant.INVENTED_IBAN,
+        Variant.INVALID_IBAN_CHECKSUM,
+        Variant.FABRICATED_EVIDENCE,
+    ):
+        for seed in range(25):
+            inv = generate_invoice(seed, variant, max_line_items=8)
+            out = interpret(
+                answer_for(inv.candidate, inv.ocr_text),
+                inv.ocr_text,
+                inv.master_data,
+                today=inv.today,
+            )
+            assert out.report.decision.value == "REVIEW_REQUIRED", (variant, seed)
