@@ -156,7 +156,8 @@ def render_text(report: dict[str, Any], *, max_listed: int = 5) -> str:
     rates = list(report["review_rate_by_reason"].items())
     lines.append("review rate by reason:" + ("" if rates else " none"))
     for code, rate in rates[:max_listed]:
-        lines.append(f"  {code:<32} {_f(rate)} ({report['reason_counts'].get(code, 0)} reasons)")
+        count = report["reason_counts"].get(code, 0)
+        lines.append(f"  {code:<32} {_f(rate)} ({count} reason{'' if count == 1 else 's'})")
     if len(rates) > max_listed:
         lines.append(f"  ... and {len(rates) - max_listed} more codes")
     lines.append(
