@@ -203,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--variants: {exc}")
     if not variants:
         parser.error("--variants: at least one variant")
+    if args.n is not None and args.n < 1:
+        parser.error("-n must be at least 1")
     if args.export:
         return _export(parser, args, variants)
     if args.engine == "openai" and not (args.base_url and args.model):
@@ -226,8 +228,6 @@ def main(argv: list[str] | None = None) -> int:
         meta = {"source": f"dataset {args.dataset}", "dataset": str(args.dataset)}
     else:
         n = 20 if args.n is None else args.n
-        if n < 1:
-            parser.error("-n must be at least 1")
         cases = generated(n, seed=args.seed, variants=variants, max_line_items=args.max_line_items)
         meta = {
             "source": f"generator (seeds {args.seed}..{args.seed + n - 1})",

@@ -245,8 +245,13 @@ def load_dataset(path: Path) -> Dataset:
     dataset = Dataset()
     ignored: set[str] = set()
     seen: dict[str, int] = {}
-    with path.open(encoding="utf-8") as fh:
-        for number, raw in enumerate(fh, start=1):
+    with path.open("rb") as fh:
+        for number, data in enumerate(fh, start=1):
+            try:
+                raw = data.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                dataset.skipped.append({"line": number, "error": f"not UTF-8: {exc.reason}"})
+                continue
             if not raw.strip():
                 continue
             try:

@@ -216,6 +216,17 @@ def test_nothing_evaluable_is_a_clear_error(
     assert code == 1 and "no dataset file" in err
 
 
+def test_a_line_in_another_encoding_is_skipped_not_fatal(tmp_path: Path) -> None:
+    good = _export(tmp_path / "gen.jsonl")[0]
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(
+        b"\xef\xbb\xbf" + json.dumps(good).encode() + b"\n" + '{"id": "Müller"}\n'.encode("latin-1")
+    )
+    dataset = load_dataset(path)
+    assert [c.record.id for c in dataset.cases] == [good["id"]]  # a BOM is tolerated
+    assert dataset.skipped == [{"line": 2, "error": "not UTF-8: invalid start byte"}]
+
+
 def test_master_data_and_validation_date_default_from_the_truth(tmp_path: Path) -> None:
     (line,) = _export(tmp_path / "gen.jsonl")[:1]
     del line["master_data"], line["today"], line["expected_decision"]
