@@ -199,7 +199,8 @@ async def evaluate_one(
         )
     row["latency_s"] = round(time.perf_counter() - started, 4)
     row["fields"] = _field_counts(predicted, truth)
-    row["fields_before_cap"] = _field_counts(before_cap if before_cap else predicted, truth)
+    written = before_cap if before_cap is not None else predicted
+    row["fields_before_cap"] = _field_counts(written, truth)
     parsed = row["outcome"] in ("SUCCEEDED", "REVIEW_REQUIRED")
     row["differing_fields"] = [n for n in FIELDS if predicted[n] != truth[n]] if parsed else []
     row["exact_match"] = parsed and not row["differing_fields"]
