@@ -92,7 +92,7 @@ PASSTHROUGH: dict[str, tuple[str, str]] = {
     "erp-receiver": ("pipeline.erp_receiver", "run the reference ERP webhook receiver"),
     "dlq": ("pipeline.dlq", "dead-letter queue: list|show|replay"),
     "broker": ("pipeline.broker", "RabbitMQ topology: setup"),
-    "eval": ("benchmarks.eval", "extraction accuracy over generated invoices"),
+    "eval": ("benchmarks.eval", "extraction accuracy over generated invoices or a dataset"),
 }
 
 

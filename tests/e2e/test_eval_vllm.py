@@ -28,7 +28,7 @@ def test_eval_on_the_bundled_model_writes_a_consistent_report(tmp_path: Path) ->
     result = subprocess.run(
         [sys.executable, "-m", "cluster.cli", "eval", "--engine", "vllm", "-n", "3",
          "--max-line-items", "2", "--max-tokens", "192", "--concurrency", "3",
-         "--out", str(out)],
+         "--report", str(out)],
         env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
         capture_output=True,
         text=True,
@@ -36,15 +36,17 @@ def test_eval_on_the_bundled_model_writes_a_consistent_report(tmp_path: Path) ->
         check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    assert result.stdout.count("eval: ") >= 3  # one progress line per invoice
-    report = json.loads((out / "eval.json").read_text())
-    assert (out / "eval.png").stat().st_size > 0
-    assert report["n"] == 3
+    assert result.stderr.count("eval: ") >= 3  # one progress line per invoice
+    assert "false accepts:" in result.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert (out / "report.png").stat().st_size > 0
+    assert report["invoices"] == 3
     assert report["engine"] == "vllm" and report["enforce_eager"] is True
     assert report["model"] == "smollm2-135m-instruct" and report["pool"] == "long"
     cells = sum(sum(row.values()) for row in report["confusion"].values())
-    assert cells == len(report["invoices"]) == 3
-    outcomes = {r["outcome"] for r in report["invoices"]}
+    assert cells == len(report["rows"]) == 3
+    assert report["succeeded"] + report["review_required"] + report["failed"] == 3
+    outcomes = {r["outcome"] for r in report["rows"]}
     assert outcomes <= {"SUCCEEDED", "REVIEW_REQUIRED", "MALFORMED", "ENGINE_ERROR"}
     # Every invoice reached the engine: none failed before or around it.
-    assert all("ContextTooLong" not in (r["error"] or "") for r in report["invoices"])
+    assert all("ContextTooLong" not in (r["error"] or "") for r in report["rows"])

@@ -21,12 +21,13 @@ import pytest
 from benchmarks.eval import (
     DEFAULT_VARIANTS,
     FIELDS,
+    generated,
     main,
     openai_extract,
     run_eval,
     summarise,
 )
-from pipeline.extraction import extraction_json_schema
+from pipeline.extractor import prepare_call
 from pipeline.invoices import GeneratedInvoice, Variant, generate_corpus
 
 N = 10
@@ -63,7 +64,10 @@ class Provider:
                 if len(matches) == 1:
                     status, content = provider.answer(matches[0])
                 payload = (
-                    {"choices": [{"message": {"role": "assistant", "content": content}}]}
+                    {
+                        "choices": [{"message": {"role": "assistant", "content": content}}],
+                        "usage": {"prompt_tokens": 100, "completion_tokens": len(content)},
+                    }
                     if status == 200
                     else {"error": {"message": content}}
                 )
@@ -110,9 +114,7 @@ def _run(base_url: str, out: Path, **kwargs: Any) -> tuple[dict[str, Any], Path,
     return asyncio.run(
         run_eval(
             extract,
-            n=N,
-            seed=0,
-            max_line_items=MAX_LINES,
+            generated(N, seed=0, max_line_items=MAX_LINES),
             out=out,
             meta={"model": "truth-model"},
             **kwargs,
@@ -130,17 +132,23 @@ def test_ground_truth_answers_score_100_percent(
     assert report["micro"]["fp"] == 0 and report["micro"]["fn"] == 0 and report["micro"]["tp"] > 0
     for name in FIELDS:
         assert report["fields"][name]["recall"] == 1.0, name
-    rates = report["rates"]
-    assert rates["exact_match"] == 1.0 and rates["decision_accuracy"] == 1.0
-    assert rates["false_accept"] == 0.0 and rates["malformed"] == 0.0
-    assert rates["evidence_resolved"] == 1.0
+    assert report["exact_match"] == 1.0 and report["decision_accuracy"] == 1.0
+    assert report["decisions_judged"] == N
+    assert report["false_accepts"] == [] and report["failed"] == 0
 
     clean = sum(1 for inv in CORPUS if inv.truth_decision.value == "SUCCEEDED")
     assert 0 < clean < N
+    assert report["invoices"] == N and report["succeeded"] == clean
+    assert report["review_required"] == N - clean
     assert report["confusion"]["acceptable"]["SUCCEEDED"] == clean
     assert report["confusion"]["unacceptable"]["REVIEW_REQUIRED"] == N - clean
     assert report["confusion"]["unacceptable"]["SUCCEEDED"] == 0
     assert report["decision_vs_expected"]["REVIEW_REQUIRED"]["REVIEW_REQUIRED"] == N - clean
+    # The provider reports len(content) completion tokens per answer.
+    lengths = [len(inv.truth.model_dump_json()) for inv in CORPUS]
+    assert report["output_tokens_mean"] == round(sum(lengths) / N, 1)
+    assert report["output_tokens_reported"] == N
+    assert report["invoices_per_minute"] > 0
 
     assert json.loads(json_path.read_text()) == json.loads(json.dumps(report))
     assert png_path.exists() and png_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -159,7 +167,7 @@ def test_requests_ask_for_structured_output(
     assert body["max_tokens"] > 0
     fmt = body["response_format"]
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["name"] == "invoice"
-    assert fmt["json_schema"]["schema"] == extraction_json_schema()
+    assert fmt["json_schema"]["schema"] == prepare_call(CORPUS[0].ocr_text).json_schema
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
 
 
@@ -190,8 +198,10 @@ def test_wrong_values_lower_precision_and_are_never_accepted(
     assert report["fields"]["net_total"]["precision"] == 1.0
     assert report["confusion"]["acceptable"] == dict.fromkeys(report["confusion"]["acceptable"], 0)
     assert report["confusion"]["unacceptable"]["REVIEW_REQUIRED"] == N
-    assert report["rates"]["false_accept"] == 0.0
+    assert report["false_accepts"] == []
     assert report["reason_counts"]["gross_total_mismatch"] == N
+    assert report["review_rate_by_reason"]["gross_total_mismatch"] == 1.0
+    assert all(row["differing_fields"] == ["gross_total"] for row in report["rows"])
 
 
 def test_malformed_output_and_engine_errors_are_counted_not_fatal(
@@ -199,12 +209,14 @@ def test_malformed_output_and_engine_errors_are_counted_not_fatal(
 ) -> None:
     server = provider(_faulty)
     report, _, png = _run(server.base_url, tmp_path)
-    outcomes = [row["outcome"] for row in report["invoices"]]
+    outcomes = [row["outcome"] for row in report["rows"]]
     malformed = sum(1 for inv in CORPUS if inv.seed % 3 == 0)
     errors = sum(1 for inv in CORPUS if inv.seed % 3 == 1)
     assert outcomes.count("MALFORMED") == malformed
     assert outcomes.count("ENGINE_ERROR") == errors
-    assert report["rates"]["malformed"] == malformed / N
+    assert report["malformed"] == malformed and report["engine_errors"] == errors
+    assert report["failed"] == malformed + errors
+    assert report["output_tokens_reported"] == N - errors  # a 500 reports no usage
     assert report["micro"]["precision"] == 1.0 and report["micro"]["recall"] < 1.0
     assert png.exists()
 
@@ -218,18 +230,23 @@ def test_cli_writes_json_and_png(
     code = main(
         [
             "--engine", "openai", "--base-url", server.base_url, "--model", "truth-model",
-            "-n", "4", "--max-line-items", str(MAX_LINES), "--out", str(out),
+            "-n", "4", "--max-line-items", str(MAX_LINES), "--report", str(out),
             "--variants", "clean,homoglyph_supplier", "--max-tokens", "1000",
             "--no-schema-in-prompt",
         ]
     )  # fmt: skip
     assert code == 0
-    report = json.loads((out / "eval.json").read_text())
-    assert report["n"] == 4 and report["model"] == "truth-model"
+    report = json.loads((out / "report.json").read_text())
+    assert report["invoices"] == 4 and report["model"] == "truth-model"
     assert report["micro"]["recall"] == 1.0
     assert report["confusion"]["unacceptable"]["REVIEW_REQUIRED"] == 2
-    assert (out / "eval.png").exists()
-    assert "wrote" in capsys.readouterr().out
+    assert (out / "report.png").exists()
+    printed = capsys.readouterr()
+    assert "wrote" in printed.out and "false accepts: 0" in printed.out
+    assert "decision accuracy vs expected_decision: 1.000" in printed.out
+    assert len(printed.out.splitlines()) <= 40
+    progress = [line for line in printed.err.splitlines() if line.startswith("eval: ")]
+    assert len(progress) == 4 and progress[-1].startswith("eval: 4/4 · SUCCEEDED 2 REVIEW 2")
     assert report["max_tokens"] == 1000 and report["schema_in_prompt"] is False
     for request in server.requests:
         assert request["body"]["max_tokens"] <= 1000
@@ -237,22 +254,29 @@ def test_cli_writes_json_and_png(
 
 
 def test_summary_counts_a_delivered_wrong_result_as_false_accept() -> None:
+    counts = {name: [0, 1, 1] for name in FIELDS}
     row = {
-        "fields": {name: [0, 1, 1] for name in FIELDS},
+        "fields": counts,
+        "fields_before_cap": counts,
         "reasons": [],
         "latency_s": 0.1,
-        "truth_decision": "SUCCEEDED",
+        "expected_decision": "SUCCEEDED",
+        "completion_tokens": None,
     }
     rows = [
-        {**row, "outcome": "SUCCEEDED", "acceptable": False, "exact_match": False},
-        {**row, "outcome": "REVIEW_REQUIRED", "acceptable": True, "exact_match": True},
-    ]
+        {**row, "id": "a", "outcome": "SUCCEEDED", "acceptable": False, "exact_match": False,
+         "differing_fields": ["gross_total"], "false_accept": True, "decision_right": True},
+        {**row, "id": "b", "outcome": "REVIEW_REQUIRED", "acceptable": True, "exact_match": True,
+         "differing_fields": [], "false_accept": False, "decision_right": False},
+    ]  # fmt: skip
     report = summarise(rows, {})
     assert report["confusion"]["unacceptable"]["SUCCEEDED"] == 1
-    assert report["rates"]["false_accept"] == 0.5
-    assert report["rates"]["false_review"] == 0.5
-    assert report["rates"]["decision_accuracy"] == 0.0
+    assert report["false_accepts"] == [
+        {"id": "a", "fields": ["gross_total"], "expected": "SUCCEEDED"}
+    ]
+    assert report["decision_accuracy"] == 0.5
     assert report["micro"]["precision"] == 0.0
+    assert report["output_tokens_mean"] is None and report["invoices_per_minute"] is None
 
 
 def test_eval_corpus_mixes_clean_and_document_level_variants() -> None:
@@ -271,11 +295,11 @@ def test_truncated_answers_are_malformed_but_scored_before_the_cap(
 ) -> None:
     server = provider(_cut_in_half)
     report, _, _ = _run(server.base_url, tmp_path)
-    assert {row["outcome"] for row in report["invoices"]} == {"MALFORMED"}
+    assert {row["outcome"] for row in report["rows"]} == {"MALFORMED"}
     assert report["micro"]["recall"] == 0.0  # nothing parses, so nothing counts as extracted
     before = report["micro_before_cap"]
     # Half of a true answer: everything written is right, and part of the truth is there.
     assert before["precision"] == 1.0 and 0.0 < before["recall"] < 1.0
     # The supplier comes first in the answer, so every cut-off answer still has it.
     assert report["fields_before_cap"]["supplier.name"]["recall"] == 1.0
-    assert report["rates"]["false_accept"] == 0.0
+    assert report["false_accepts"] == [] and report["decision_accuracy"] == 0.0

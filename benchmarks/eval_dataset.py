@@ -1,0 +1,372 @@
+"""The evaluation dataset: one invoice per JSON line, with its true values.
+
+The format is documented in ``docs/eval-dataset.md``. :class:`EvalRecord` models
+one line; :func:`load_dataset` reads a file line by line and never raises for a
+bad line (it is reported with its number and skipped); :func:`record_from_generated`
+turns a :class:`~pipeline.invoices.GeneratedInvoice` into the same record, so
+generated and supplied invoices are scored by one code path; :func:`export_dataset`
+writes generated invoices in the format.
+
+Truth holds values only (no evidence spans): the evaluation compares what the
+extraction says, whatever contract the model answered in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, ValidationError
+
+from pipeline.extraction import Extraction
+from pipeline.invoices import GeneratedInvoice
+from pipeline.validation import SupplierRecord, TenantMasterData
+
+_DECIMAL_RE = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+_DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_CURRENCY_RE = re.compile(r"[A-Z]{3}")
+_IBAN_RE = re.compile(r"[A-Z]{2}[0-9]{2}[A-Z0-9]{1,30}")
+
+
+def _decimal(value: object) -> Decimal:
+    if isinstance(value, Decimal):
+        return value
+    if not isinstance(value, str) or not _DECIMAL_RE.fullmatch(value):
+        raise ValueError(f'must be a decimal string such as "1234.50", got {value!r}')
+    return Decimal(value)
+
+
+def _date(value: object) -> date:
+    if isinstance(value, date):
+        return value
+    if not isinstance(value, str) or not _DATE_RE.fullmatch(value):
+        raise ValueError(f"must be a date string YYYY-MM-DD, got {value!r}")
+    try:
+        return date.fromisoformat(value)
+    except ValueError as exc:
+        raise ValueError(f"is not a calendar date: {value!r}") from exc
+
+
+def _pattern(pattern: re.Pattern[str], what: str) -> Any:
+    def check(value: object) -> str:
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            raise ValueError(f"must be {what}, got {value!r}")
+        return value
+
+    return check
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, got {type(value).__name__}")
+    return value
+
+
+DecimalStr = Annotated[
+    Decimal,
+    PlainValidator(_decimal),
+    PlainSerializer(lambda d: format(d, "f"), return_type=str, when_used="json"),
+]
+DateStr = Annotated[
+    date,
+    PlainValidator(_date),
+    PlainSerializer(lambda d: d.isoformat(), return_type=str, when_used="json"),
+]
+Currency = Annotated[str, PlainValidator(_pattern(_CURRENCY_RE, "an ISO 4217 code like EUR"))]
+Iban = Annotated[
+    str, PlainValidator(_pattern(_IBAN_RE, "a compact upper-case IBAN like DE89370400440532013000"))
+]
+Text = Annotated[str, PlainValidator(_text)]
+
+
+class _Strict(BaseModel):
+    """Inside ``truth`` and ``master_data``: every key known (leaf types never coerce)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TruthSupplier(_Strict):
+    name: Text
+    vat_id: Text
+
+
+class TruthLineItem(_Strict):
+    description: Text
+    quantity: DecimalStr
+    unit_price: DecimalStr
+    line_amount: DecimalStr
+    tax_rate: DecimalStr
+
+
+class TruthTaxLine(_Strict):
+    rate: DecimalStr
+    base: DecimalStr
+    amount: DecimalStr
+
+
+class Truth(_Strict):
+    """The invoice's true values."""
+
+    supplier: TruthSupplier
+    invoice_number: Text
+    issue_date: DateStr
+    due_date: DateStr | None
+    currency: Currency
+    iban: Iban | None
+    net_total: DecimalStr
+    tax_total: DecimalStr
+    gross_total: DecimalStr
+    line_items: tuple[TruthLineItem, ...]
+    tax_lines: tuple[TruthTaxLine, ...]
+
+
+class MasterSupplier(_Strict):
+    name: Text
+    vat_id: Text
+    ibans: tuple[Iban, ...] = ()
+
+
+class MasterData(_Strict):
+    """The tenant's suppliers and permitted currencies."""
+
+    suppliers: tuple[MasterSupplier, ...]
+    currencies: tuple[Currency, ...]
+
+
+class EvalRecord(BaseModel):
+    """One dataset line. Unknown top-level keys are ignored (and listed by the loader)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: Text
+    ocr_text: Text
+    truth: Truth
+    master_data: MasterData | None = None
+    expected_decision: Literal["SUCCEEDED", "REVIEW_REQUIRED"] | None = None
+    #: The validation date for date plausibility; default: the truth's issue date.
+    today: DateStr | None = None
+
+    def validation_date(self) -> date:
+        return self.today if self.today is not None else self.truth.issue_date
+
+    def tenant_master_data(self) -> TenantMasterData:
+        """The master data validation runs against (built from the truth when absent)."""
+        if self.master_data is None:
+            t = self.truth
+            ibans = frozenset({t.iban}) if t.iban else frozenset()
+            return TenantMasterData(
+                suppliers=(SupplierRecord(t.supplier.name, t.supplier.vat_id, ibans),),
+                permitted_currencies=frozenset({t.currency}),
+            )
+        return TenantMasterData(
+            suppliers=tuple(
+                SupplierRecord(s.name, s.vat_id, frozenset(s.ibans))
+                for s in self.master_data.suppliers
+            ),
+            permitted_currencies=frozenset(self.master_data.currencies),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The line as written to a dataset file (absent options left out)."""
+        data: dict[str, Any] = self.model_dump(mode="json", exclude_none=True)
+        data["truth"] = self.truth.model_dump(mode="json")  # keep due_date/iban nulls
+        return data
+
+
+EVAL_RECORD_KEYS = frozenset(EvalRecord.model_fields)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One invoice to evaluate: its record, where it came from, and extra row columns."""
+
+    record: EvalRecord
+    line: int | None = None
+    tags: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Dataset:
+    """What :func:`load_dataset` read: the evaluable cases and what it refused or ignored."""
+
+    cases: list[Case] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    ignored_keys: list[str] = field(default_factory=list)
+
+
+def _where(loc: Sequence[int | str]) -> str:
+    return ".".join(str(p) for p in loc) or "<line>"
+
+
+def describe_errors(exc: ValidationError) -> str:
+    """One readable message for every problem pydantic found on a line."""
+    parts: list[str] = []
+    for err in exc.errors():
+        where = _where(err["loc"])
+        if err["type"] == "extra_forbidden":
+            parts.append(f"unknown key {where!r}")
+        elif err["type"] == "missing":
+            parts.append(f"missing required key {where!r}")
+        else:
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            parts.append(f"{where}: {msg}")
+    shown = parts[:4]
+    more = f" (and {len(parts) - 4} more)" if len(parts) > 4 else ""
+    return "; ".join(shown) + more
+
+
+def parse_line(text: str) -> tuple[EvalRecord, list[str]]:
+    """Parse one dataset line; returns the record and its ignored top-level keys.
+
+    Raises:
+        ValueError: with a one-line message saying what is wrong.
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc.msg} at column {exc.colno}") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"must be a JSON object, got {type(data).__name__}")
+    try:
+        record = EvalRecord.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(describe_errors(exc)) from exc
+    return record, sorted(k for k in data if k not in EVAL_RECORD_KEYS)
+
+
+def load_dataset(path: Path) -> Dataset:
+    """Read a dataset file; bad lines are skipped with their line number and reason."""
+    dataset = Dataset()
+    ignored: set[str] = set()
+    seen: dict[str, int] = {}
+    with path.open("rb") as fh:
+        for number, data in enumerate(fh, start=1):
+            try:
+                raw = data.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                dataset.skipped.append({"line": number, "error": f"not UTF-8: {exc.reason}"})
+                continue
+            if not raw.strip():
+                continue
+            try:
+                record, extra = parse_line(raw)
+                if record.id in seen:
+                    first = seen[record.id]
+                    raise ValueError(f"duplicate id {record.id!r} (first on line {first})")
+            except ValueError as exc:
+                dataset.skipped.append({"line": number, "error": str(exc)})
+                continue
+            seen[record.id] = number
+            ignored.update(extra)
+            dataset.cases.append(Case(record, line=number))
+    dataset.ignored_keys = sorted(ignored)
+    return dataset
+
+
+# --- generated invoices --------------------------------------------------------------------------
+
+
+def truth_from_extraction(e: Extraction) -> Truth:
+    """The values of a generator's ground-truth extraction (its evidence dropped)."""
+    missing = [
+        name
+        for name, value in (
+            ("supplier.name", e.supplier.name),
+            ("supplier.vat_id", e.supplier.vat_id),
+            ("invoice_number", e.invoice_number),
+            ("issue_date", e.issue_date),
+            ("currency", e.currency),
+            ("net_total", e.net_total),
+            ("tax_total", e.tax_total),
+            ("gross_total", e.gross_total),
+        )
+        if value is None
+    ]
+    if missing:
+        raise ValueError(f"ground truth lacks {', '.join(missing)}")
+    assert e.supplier.name and e.supplier.vat_id and e.invoice_number and e.issue_date
+    assert e.currency and e.net_total and e.tax_total and e.gross_total
+    return Truth(
+        supplier=TruthSupplier(name=e.supplier.name.value, vat_id=e.supplier.vat_id.value),
+        invoice_number=e.invoice_number.value,
+        issue_date=e.issue_date.value,
+        due_date=e.due_date.value if e.due_date else None,
+        currency=e.currency.value,
+        iban=e.iban.value if e.iban else None,
+        net_total=e.net_total.value,
+        tax_total=e.tax_total.value,
+        gross_total=e.gross_total.value,
+        line_items=tuple(
+            TruthLineItem(
+                description=i.description,
+                quantity=i.quantity,
+                unit_price=i.unit_price,
+                line_amount=i.line_amount,
+                tax_rate=i.tax_rate,
+            )
+            for i in e.line_items
+        ),
+        tax_lines=tuple(
+            TruthTaxLine(rate=t.rate, base=t.base, amount=t.amount) for t in e.tax_lines
+        ),
+    )
+
+
+def record_from_generated(invoice: GeneratedInvoice) -> EvalRecord:
+    """A generated invoice as a dataset record.
+
+    ``expected_decision`` is the decision a *faithful* transcription must reach
+    (the generator's ``truth_decision``). The generator's ``expected_decision``
+    is what its faulty ``candidate`` answer reaches instead; the two differ for
+    the prompt-injection variant, where a model that ignores the injection is
+    right to be accepted.
+    """
+    md = invoice.master_data
+    return EvalRecord(
+        id=f"gen-{invoice.seed}-{invoice.variant.value}",
+        ocr_text=invoice.ocr_text,
+        truth=truth_from_extraction(invoice.truth),
+        master_data=MasterData(
+            suppliers=tuple(
+                MasterSupplier(name=s.name, vat_id=s.vat_id, ibans=tuple(sorted(s.ibans)))
+                for s in md.suppliers
+            ),
+            currencies=tuple(sorted(md.permitted_currencies)),
+        ),
+        expected_decision=invoice.truth_decision.value,
+        today=invoice.today,
+    )
+
+
+def generated_cases(invoices: Iterable[GeneratedInvoice]) -> list[Case]:
+    """Generated invoices as cases, tagged with how they were generated."""
+    return [
+        Case(
+            record_from_generated(inv),
+            tags={
+                "seed": inv.seed,
+                "variant": inv.variant.value,
+                "language": inv.language,
+                "layout": inv.layout,
+            },
+        )
+        for inv in invoices
+    ]
+
+
+def export_dataset(invoices: Iterable[GeneratedInvoice], path: Path) -> int:
+    """Write generated invoices as a dataset file; returns how many lines were written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with path.open("w", encoding="utf-8") as fh:
+        for invoice in invoices:
+            fh.write(json.dumps(record_from_generated(invoice).to_json(), ensure_ascii=False))
+            fh.write("\n")
+            n += 1
+    return n

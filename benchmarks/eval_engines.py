@@ -1,0 +1,98 @@
+"""The engines ``fenceline eval`` can call: one async function, :data:`ExtractFn`.
+
+An :data:`ExtractFn` takes what :func:`pipeline.extractor.prepare_call` built
+(messages, JSON schema, output bound) and returns an :class:`EngineAnswer`: the
+raw text and the completion tokens the engine reported (``None`` when it
+reported none), so the evaluation can show output tokens per invoice and
+tokens per second. It knows nothing about the answer's format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from pipeline.engines import ChatMessage, Engine
+from pipeline.errors import MalformedOutput
+
+
+@dataclass(frozen=True)
+class EngineAnswer:
+    """One engine reply: the raw text and its completion tokens (None: not reported)."""
+
+    text: str
+    completion_tokens: int | None = None
+
+
+#: ``(messages, json_schema, max_tokens) -> EngineAnswer``.
+ExtractFn = Callable[[list[dict[str, str]], dict[str, Any], int], Awaitable[EngineAnswer]]
+
+
+def _completion_tokens(payload: dict[str, Any]) -> int | None:
+    usage = payload.get("usage")
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
+
+
+def openai_extract(
+    base_url: str,
+    model: str,
+    *,
+    api_key: str | None = None,
+    timeout: float = 600.0,
+    client: httpx.AsyncClient | None = None,
+) -> ExtractFn:
+    """An :data:`ExtractFn` for an OpenAI-compatible ``/chat/completions`` endpoint.
+
+    Greedy decoding (temperature 0) so a run is repeatable on engines that are;
+    completion tokens come from the response's ``usage`` when the server sends it.
+    """
+    url = base_url.rstrip("/") + "/chat/completions"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    async def extract(
+        messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int
+    ) -> EngineAnswer:
+        body = {
+            "model": model,
+            "messages": messages,
+            "temperature": 0,
+            "max_tokens": max_tokens,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "invoice", "schema": schema, "strict": True},
+            },
+        }
+        own = client is None
+        http = client or httpx.AsyncClient(timeout=timeout)
+        try:
+            response = await http.post(url, json=body, headers=headers, timeout=timeout)
+            response.raise_for_status()
+            payload = response.json()
+            content = payload["choices"][0]["message"]["content"]
+        finally:
+            if own:
+                await http.aclose()
+        if not isinstance(content, str):
+            raise MalformedOutput(f"message content is {type(content).__name__}, not text")
+        return EngineAnswer(content, _completion_tokens(payload))
+
+    return extract
+
+
+def engine_extract(engine: Engine, *, timeout: float = 600.0) -> ExtractFn:
+    """An :data:`ExtractFn` over a :class:`pipeline.engines.Engine` (text and usage)."""
+
+    async def extract(
+        messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int
+    ) -> EngineAnswer:
+        chat = [ChatMessage(role=m["role"], content=m["content"]) for m in messages]
+        completion = await engine.complete(
+            chat, json_schema=schema, max_tokens=max_tokens, timeout=timeout
+        )
+        return EngineAnswer(completion.text, completion.usage.completion_tokens)
+
+    return extract

@@ -1,0 +1,212 @@
+"""One invoice through an engine and the validation policy, scored against its truth.
+
+:func:`evaluate_one` uses only :func:`pipeline.extractor.prepare_call` (what to
+send) and :func:`pipeline.extractor.interpret` (what the answer means); the row
+is computed from the returned extraction's *values* and the report's decision
+and reasons, so it stays right whatever contract sits behind those two functions.
+
+Field comparison: values are normalised (amounts as :class:`~decimal.Decimal`
+in plain notation, names through :func:`~pipeline.validation.normalise_name`,
+other text through :func:`~pipeline.validation.normalise_text`, VAT ids through
+:func:`~pipeline.validation.compact_id`); line items and tax lines are compared
+per field as multisets, so one skipped row costs one miss rather than shifting
+all the rows after it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+import httpx
+
+from benchmarks.eval_dataset import Case, Truth
+from benchmarks.eval_engines import ExtractFn
+from benchmarks.partial_json import parse_prefix, salvage
+from pipeline.errors import FencelineError, MalformedOutput
+from pipeline.extraction import EXTRACTION_SCHEMA_VERSION, Extraction
+from pipeline.extractor import interpret, prepare_call
+from pipeline.validation import compact_id, normalise_name, normalise_text
+
+OUTCOMES = ("SUCCEEDED", "REVIEW_REQUIRED", "MALFORMED", "ENGINE_ERROR")
+SCALAR_FIELDS = (
+    "supplier.name",
+    "supplier.vat_id",
+    "invoice_number",
+    "issue_date",
+    "due_date",
+    "currency",
+    "net_total",
+    "tax_total",
+    "gross_total",
+    "iban",
+)
+ITEM_FIELDS = ("description", "quantity", "unit_price", "line_amount", "tax_rate")
+TAX_FIELDS = ("rate", "base", "amount")
+FIELDS = (
+    *SCALAR_FIELDS,
+    *(f"line_items[].{f}" for f in ITEM_FIELDS),
+    *(f"tax_lines[].{f}" for f in TAX_FIELDS),
+)
+
+Values = dict[str, Counter[str]]
+
+
+def _amount(value: Decimal) -> str:
+    return format(value.normalize(), "f")
+
+
+def _normalised(
+    scalars: dict[str, Any],
+    items: Iterable[dict[str, Any]],
+    taxes: Iterable[dict[str, Any]],
+) -> Values:
+    """The comparison form of raw values; list fields pool all rows into one multiset."""
+
+    def norm(name: str, value: Any) -> str | None:
+        if value is None:
+            return None
+        if name == "supplier.name":
+            return normalise_name(value)
+        if name == "supplier.vat_id":
+            return compact_id(value)
+        if isinstance(value, Decimal):
+            return _amount(value)
+        if isinstance(value, date):
+            return value.isoformat()
+        return normalise_text(str(value))
+
+    out: Values = {}
+    for name in SCALAR_FIELDS:
+        v = norm(name, scalars.get(name))
+        out[name] = Counter([v] if v is not None else [])
+    item_rows, tax_rows = list(items), list(taxes)
+    for name in ITEM_FIELDS:
+        out[f"line_items[].{name}"] = Counter(
+            normalise_text(row[name]).casefold() if name == "description" else _amount(row[name])
+            for row in item_rows
+        )
+    for name in TAX_FIELDS:
+        out[f"tax_lines[].{name}"] = Counter(_amount(row[name]) for row in tax_rows)
+    return out
+
+
+def truth_values(truth: Truth) -> Values:
+    scalars = {name: getattr(truth, name) for name in SCALAR_FIELDS if "." not in name}
+    scalars["supplier.name"] = truth.supplier.name
+    scalars["supplier.vat_id"] = truth.supplier.vat_id
+    return _normalised(
+        scalars,
+        (dict(i) for i in truth.line_items),
+        (dict(t) for t in truth.tax_lines),
+    )
+
+
+def extraction_values(e: Extraction) -> Values:
+    """The values an extraction holds (evidence and model flags are not values)."""
+
+    def value(node: Any) -> Any:
+        return None if node is None else node.value
+
+    scalars = {name: value(getattr(e, name)) for name in SCALAR_FIELDS if "." not in name}
+    scalars["supplier.name"] = value(e.supplier.name)
+    scalars["supplier.vat_id"] = value(e.supplier.vat_id)
+    return _normalised(
+        scalars,
+        ({f: getattr(i, f) for f in ITEM_FIELDS} for i in e.line_items),
+        ({f: getattr(t, f) for f in TAX_FIELDS} for t in e.tax_lines),
+    )
+
+
+def _field_counts(predicted: Values, truth: Values) -> dict[str, list[int]]:
+    """Per field ``[true positives, predicted, true]``."""
+    return {
+        name: [
+            sum((predicted[name] & truth[name]).values()),
+            sum(predicted[name].values()),
+            sum(truth[name].values()),
+        ]
+        for name in FIELDS
+    }
+
+
+def _salvaged(text: str | None, contract: str) -> Values | None:
+    """What a cut-off answer had already written, for contracts whose wire form is known."""
+    if not text or contract != EXTRACTION_SCHEMA_VERSION:
+        return None
+    salvaged = salvage(Extraction, parse_prefix(text))
+    return extraction_values(salvaged) if salvaged is not None else None
+
+
+async def evaluate_one(
+    case: Case,
+    extract: ExtractFn,
+    *,
+    max_tokens: int | None = None,
+    include_schema: bool = True,
+) -> dict[str, Any]:
+    """Run one invoice through the engine and the validation policy; never raises.
+
+    ``max_tokens`` caps the output bound (a small model's context window may not
+    hold the full estimate); ``include_schema`` also prints the schema in the prompt.
+    """
+    record = case.record
+    call = prepare_call(record.ocr_text, include_schema=include_schema)
+    budget = call.max_tokens if max_tokens is None else min(call.max_tokens, max_tokens)
+    row: dict[str, Any] = {
+        "id": record.id,
+        **({"line": case.line} if case.line is not None else {}),
+        **case.tags,
+        "line_items": len(record.truth.line_items),
+        "expected_decision": record.expected_decision,
+        "contract": call.contract,
+        "prompt_version": call.prompt_version,
+        "reasons": [],
+        "error": None,
+        "completion_tokens": None,
+    }
+    truth = truth_values(record.truth)
+    predicted: Values = {name: Counter() for name in FIELDS}
+    before_cap: Values | None = None
+    text: str | None = None
+    started = time.perf_counter()
+    try:
+        answer = await extract(call.messages, call.json_schema, budget)
+        text = answer.text
+        row["completion_tokens"] = answer.completion_tokens
+        master_data, today = record.tenant_master_data(), record.validation_date()
+        result = interpret(answer.text, record.ocr_text, master_data, today=today)
+    except MalformedOutput as exc:
+        row.update(outcome="MALFORMED", error=str(exc)[:300])
+        before_cap = _salvaged(exc.text if exc.text is not None else text, call.contract)
+        if exc.usage is not None and row["completion_tokens"] is None:
+            row["completion_tokens"] = exc.usage.completion_tokens
+    except FencelineError as exc:  # timeouts, context too long, engine down
+        row.update(outcome="ENGINE_ERROR", error=f"{type(exc).__name__}: {exc}"[:300])
+        if exc.usage is not None:
+            row["completion_tokens"] = exc.usage.completion_tokens
+    except (httpx.HTTPError, KeyError, IndexError, ValueError, TypeError) as exc:
+        row.update(outcome="ENGINE_ERROR", error=f"{type(exc).__name__}: {exc}"[:300])
+    else:
+        predicted = extraction_values(result.extraction)
+        row.update(
+            outcome=result.report.decision.value,
+            reasons=[r.code.value for r in result.report.reasons],
+        )
+    row["latency_s"] = round(time.perf_counter() - started, 4)
+    row["fields"] = _field_counts(predicted, truth)
+    written = before_cap if before_cap is not None else predicted
+    row["fields_before_cap"] = _field_counts(written, truth)
+    parsed = row["outcome"] in ("SUCCEEDED", "REVIEW_REQUIRED")
+    row["differing_fields"] = [n for n in FIELDS if predicted[n] != truth[n]] if parsed else []
+    row["exact_match"] = parsed and not row["differing_fields"]
+    expected = record.expected_decision
+    row["decision_right"] = None if expected is None else row["outcome"] == expected
+    # Right to deliver: every value equals the truth and nothing asks for review.
+    row["acceptable"] = row["exact_match"] and expected != "REVIEW_REQUIRED"
+    row["false_accept"] = row["outcome"] == "SUCCEEDED" and not row["acceptable"]
+    return row
