@@ -51,6 +51,7 @@ from benchmarks.eval_dataset import Case, export_dataset, generated_cases, load_
 from benchmarks.eval_engines import EngineAnswer, ExtractFn, engine_extract, openai_extract
 from benchmarks.eval_report import Progress, plot, render_text, summarise
 from benchmarks.eval_scoring import FIELDS, OUTCOMES, evaluate_one
+from pipeline.extractor import CONTRACT_V1, CONTRACT_V2, DEFAULT_CONTRACT
 from pipeline.invoices import Variant, generate_corpus
 from pipeline.validation import VALIDATION_POLICY_VERSION
 
@@ -103,6 +104,7 @@ async def run_eval(
     concurrency: int = 1,
     max_tokens: int | None = None,
     include_schema: bool = True,
+    contract: str = DEFAULT_CONTRACT,
     meta: dict[str, Any] | None = None,
     skipped: Sequence[dict[str, Any]] = (),
     ignored_keys: Sequence[str] = (),
@@ -114,7 +116,11 @@ async def run_eval(
     async def one(case: Case) -> dict[str, Any]:
         async with gate:
             row = await evaluate_one(
-                case, extract, max_tokens=max_tokens, include_schema=include_schema
+                case,
+                extract,
+                max_tokens=max_tokens,
+                include_schema=include_schema,
+                contract=contract,
             )
         if progress is not None:
             progress.update(row)
@@ -174,6 +180,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="generated: comma-separated cycle of variants (see pipeline.invoices.Variant)",
     )
     parser.add_argument("--max-line-items", type=int, default=200, help="generated: cap")
+    parser.add_argument(
+        "--contract",
+        default="v2",
+        help="extraction contract: v2 (default), v1, or v1,v2 for both side by side in one run"
+        " (one report each under DIR/v1 and DIR/v2)",
+    )
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
     parser.add_argument(
@@ -235,10 +247,47 @@ def main(argv: list[str] | None = None) -> int:
             "variants": [v.value for v in variants],
             "max_line_items": args.max_line_items,
         }
-    report, json_path, png_path = asyncio.run(_run(args, cases, meta, skipped, ignored))
-    print(render_text(report))
-    print(f"wrote {json_path} and {png_path}")
+    names = [c.strip() for c in args.contract.split(",") if c.strip()]
+    unknown = [c for c in names if c not in _CONTRACTS]
+    if unknown or not names:
+        parser.error(f"--contract: one or more of v1, v2 (got {args.contract!r})")
+    reports = asyncio.run(_run(args, cases, meta, skipped, ignored, names))
+    for name, (report, json_path, png_path) in reports.items():
+        if len(reports) > 1:
+            print(f"== contract {name} ({_CONTRACTS[name]})")
+        print(render_text(report))
+        print(f"wrote {json_path} and {png_path}")
+    if len(reports) > 1:
+        print(_side_by_side({name: r[0] for name, r in reports.items()}))
     return 0
+
+
+_CONTRACTS = {"v1": CONTRACT_V1, "v2": CONTRACT_V2}
+
+
+def _side_by_side(reports: dict[str, dict[str, Any]]) -> str:
+    """One table comparing the contracts' headline figures (same invoices, same engine)."""
+    keys = (
+        "succeeded",
+        "review_required",
+        "failed",
+        "decision_accuracy",
+        "output_tokens_mean",
+        "invoices_per_minute",
+    )
+    names = list(reports)
+    lines = ["side by side: " + " | ".join(f"{n:>10}" for n in names)]
+    for key in keys:
+        cells = []
+        for n in names:
+            value = reports[n].get(key)
+            cells.append(f"{value:>10.3f}" if isinstance(value, float) else f"{value!s:>10}")
+        lines.append(f"{key:>22}: " + " | ".join(cells))
+    lines.append(
+        f"{'false_accepts':>22}: "
+        + " | ".join(f"{len(reports[n].get('false_accepts', [])):>10}" for n in names)
+    )
+    return "\n".join(lines)
 
 
 def _export(
@@ -265,7 +314,8 @@ async def _run(
     meta: dict[str, Any],
     skipped: Sequence[dict[str, Any]],
     ignored: Sequence[str],
-) -> tuple[dict[str, Any], Path, Path]:
+    contracts: Sequence[str] = ("v2",),
+) -> dict[str, tuple[dict[str, Any], Path, Path]]:
     meta = {**meta, "engine": args.engine}
     stop: Callable[[], None] = lambda: None  # noqa: E731
     if args.engine == "vllm":
@@ -296,21 +346,25 @@ async def _run(
             args.base_url, args.model, api_key=args.api_key, timeout=args.timeout
         )
         meta.update(model=args.model, base_url=args.base_url)
+    out: dict[str, tuple[dict[str, Any], Path, Path]] = {}
     try:
-        return await run_eval(
-            extract,
-            cases,
-            out=Path(args.report),
-            concurrency=args.concurrency,
-            max_tokens=args.max_tokens,
-            include_schema=not args.no_schema_in_prompt,
-            meta=meta,
-            skipped=skipped,
-            ignored_keys=ignored,
-            progress=Progress(len(cases)),
-        )
+        for name in contracts:
+            out[name] = await run_eval(
+                extract,
+                cases,
+                out=Path(args.report) / name if len(contracts) > 1 else Path(args.report),
+                concurrency=args.concurrency,
+                max_tokens=args.max_tokens,
+                include_schema=not args.no_schema_in_prompt,
+                contract=_CONTRACTS[name],
+                meta=meta,
+                skipped=skipped,
+                ignored_keys=ignored,
+                progress=Progress(len(cases)),
+            )
     finally:
         stop()
+    return out
 
 
 if __name__ == "__main__":

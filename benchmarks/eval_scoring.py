@@ -29,7 +29,7 @@ from benchmarks.eval_engines import ExtractFn
 from benchmarks.partial_json import parse_prefix, salvage
 from pipeline.errors import FencelineError, MalformedOutput
 from pipeline.extraction import EXTRACTION_SCHEMA_VERSION, Extraction
-from pipeline.extractor import interpret, prepare_call
+from pipeline.extractor import DEFAULT_CONTRACT, interpret, prepare_call
 from pipeline.validation import compact_id, normalise_name, normalise_text
 
 OUTCOMES = ("SUCCEEDED", "REVIEW_REQUIRED", "MALFORMED", "ENGINE_ERROR")
@@ -148,6 +148,7 @@ async def evaluate_one(
     *,
     max_tokens: int | None = None,
     include_schema: bool = True,
+    contract: str = DEFAULT_CONTRACT,
 ) -> dict[str, Any]:
     """Run one invoice through the engine and the validation policy; never raises.
 
@@ -155,7 +156,7 @@ async def evaluate_one(
     hold the full estimate); ``include_schema`` also prints the schema in the prompt.
     """
     record = case.record
-    call = prepare_call(record.ocr_text, include_schema=include_schema)
+    call = prepare_call(record.ocr_text, contract=contract, include_schema=include_schema)
     budget = call.max_tokens if max_tokens is None else min(call.max_tokens, max_tokens)
     row: dict[str, Any] = {
         "id": record.id,
@@ -179,7 +180,9 @@ async def evaluate_one(
         text = answer.text
         row["completion_tokens"] = answer.completion_tokens
         master_data, today = record.tenant_master_data(), record.validation_date()
-        result = interpret(answer.text, record.ocr_text, master_data, today=today)
+        result = interpret(
+            answer.text, record.ocr_text, master_data, today=today, contract=call.contract
+        )
     except MalformedOutput as exc:
         row.update(outcome="MALFORMED", error=str(exc)[:300])
         before_cap = _salvaged(exc.text if exc.text is not None else text, call.contract)
