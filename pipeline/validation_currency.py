@@ -114,7 +114,9 @@ def currency_mentions(text: str) -> list[tuple[str, frozenset[str]]]:
     for match in _mention_re().finditer(norm):
         label = match.group("pre") or match.group("post")
         if label in _symbol_table():
-            out.append((label, _symbol_table()[label]))
+            # "kr." may be DKK's symbol or SEK's "kr" ending a sentence: it means either
+            codes = _symbol_table()[label] | _symbol_table().get(label.rstrip("."), frozenset())
+            out.append((label, codes))
         elif label in _TEXT_CODES:
             out.append((label, frozenset({label})))
     return out
