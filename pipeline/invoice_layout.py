@@ -1,8 +1,10 @@
 """OCR-like text of a synthetic invoice, laid out on pages, with its faithful transcription.
 
-:func:`render` prints a :class:`~pipeline.invoice_plan.Plan` in one of three
-layouts (``table``, ``stacked``, ``ledger``) over form-feed separated pages of
-at most 48 lines, each continuation page repeating a header. Every printed
+:func:`render` prints a :class:`~pipeline.invoice_plan.Plan` in one of the
+layout families of :data:`~pipeline.invoice_style.LAYOUTS` (``table``,
+``stacked``, ``ledger``, ``keyvalue``, ``prose``, ``columns``) over form-feed
+separated pages of at most 48 lines, each continuation page repeating a header.
+The blocks themselves are printed by :mod:`pipeline.invoice_blocks`. Every printed
 value's position is recorded as it is written, so the returned
 :class:`~pipeline.extraction.Extraction` carries evidence spans at their real
 offsets (the quote is the page text at those offsets). Document-level
@@ -29,43 +31,10 @@ from pipeline.extraction import (
     Supplier,
     TaxLine,
 )
-from pipeline.invoice_locales import BUYERS, LABELS, SYMBOLS, fmt_date
-from pipeline.invoice_plan import CENT, Plan
+from pipeline.invoice_blocks import Sheet, Span, Writer, meta_values
+from pipeline.invoice_locales import fmt_date
+from pipeline.invoice_plan import CENT, Item, Plan
 from pipeline.invoice_variants import CENT_TARGETS, Variant, attacker_iban, display_name
-
-Span = tuple[int, int, int]  # page (1-based), start, end
-_LINES_PER_PAGE = 48
-
-
-class _Writer:
-    """Appends text page by page and reports where each piece landed."""
-
-    def __init__(self, continuation: list[str]) -> None:
-        self.pages: list[list[str]] = [[]]
-        self._offset = 0
-        self._lines = 0
-        self._continuation = continuation
-
-    def write(self, text: str) -> Span:
-        start = self._offset
-        self.pages[-1].append(text)
-        self._offset += len(text)
-        self._lines += text.count("\n")
-        return len(self.pages), start, self._offset
-
-    def line(self, text: str = "") -> None:
-        self.write(text + "\n")
-
-    def room(self, lines: int) -> None:
-        """Start a new page (with the continuation header) unless ``lines`` still fit."""
-        if self._lines + lines > _LINES_PER_PAGE:
-            self.pages.append([])
-            self._offset = self._lines = 0
-            for header in self._continuation:
-                self.line(header.replace("{page}", str(len(self.pages))))
-
-    def text(self) -> str:
-        return "\f".join("".join(page) for page in self.pages)
 
 
 @dataclass
@@ -110,102 +79,40 @@ def render(
 ) -> tuple[str, Extraction, Span | None, str | None]:
     """Print the invoice; return the text, its faithful transcription, the span of an
     injected IBAN (if any) and where the off-by-a-cent variant put its cent."""
-    labels = LABELS[plan.language]
-    nums = plan.numbers
-    cur = plan.currency
-    name = display_name(plan, variant, vrng)
+    sheet = Sheet(plan, display_name(plan, variant, vrng))
+    labels, w = sheet.labels, sheet.w
     cent_target = (
         vrng.choice(sorted(CENT_TARGETS)) if variant is Variant.ARITHMETIC_OFF_BY_CENT else None
     )
     printed = _amounts(plan, cent_target, vrng)
-    table_header = {
-        "table": f"{labels['pos']:>3}  {labels['desc']:<34}  {labels['qty']:>12}  "
-        f"{labels['price']:>16}  {labels['amount']:>12}  {labels['tax']:>6}",
-        "ledger": f"{labels['desc']} | {labels['qty']} | {labels['price']} | {labels['amount']} | "
-        f"{labels['tax']}",
-        "stacked": "",
-    }[plan.layout]
-    continuation = [
-        f"{name} · {labels['number']} {plan.invoice_number} · {labels['page']} {{page}}",
+    table_header = _table_header(sheet)
+    w.continuation = [
+        f"{sheet.name} · {labels['number']} {plan.invoice_number} · {labels['page']} {{page}}",
         "",
     ]
     if table_header:
-        continuation.append(table_header)
-    w = _Writer(continuation)
-    spans: dict[str, Span] = {}
+        w.continuation.append(table_header)
 
-    def field_line(label: str, value: str, key: str, suffix: str = "") -> None:
-        w.write(f"{label}: ")
-        spans[key] = w.write(value)
-        w.line(suffix)
-
-    spans["name"] = w.write(name)
-    w.line()
-    w.line(plan.street)
-    w.line(plan.city)
-    vat_suffix = (
-        {"de": " MWST", "fr": " TVA", "en": " VAT"}[plan.language]
-        if plan.country.code == "CH"
-        else ""
-    )
-    field_line(labels["vat_id"], plan.vat_printed, "vat", vat_suffix)
-    w.line()
-
-    def bank_block() -> None:
-        w.room(2)
-        town = max((p for p in plan.city.split() if p.isalpha()), key=len)
-        w.line(f"{labels['bank']}: {plan.bic[:4]} Bank {town}")
-        shown = (
-            " ".join(plan.iban[i : i + 4] for i in range(0, len(plan.iban), 4))
-            if plan.iban_grouped
-            else plan.iban
-        )
-        field_line("IBAN", shown, "iban", f"   BIC: {plan.bic}")
-
+    sheet.letterhead()
     if plan.layout == "stacked":
-        bank_block()
+        sheet.bank_block()
         w.line()
-    w.line(labels["invoice"])
     issue_text = fmt_date(plan.issue, plan.language, plan.date_style)
     due_text = fmt_date(plan.due, plan.language, plan.date_style)
-    if plan.layout == "ledger":
-        w.write(f"{labels['number']}: ")
-        spans["number"] = w.write(plan.invoice_number)
-        w.write(f"    {labels['date']}: ")
-        spans["issue"] = w.write(issue_text)
-        w.line()
-    else:
-        field_line(labels["number"], plan.invoice_number, "number")
-        field_line(labels["date"], issue_text, "issue")
-    field_line(labels["due"], due_text, "due")
-    if plan.currency_line:
-        field_line(labels["currency"], cur, "currency")
+    if plan.style.buyer_first:
+        sheet.buyer_block()
+    indent = plan.style.column if plan.layout == "columns" else 0
+    w.line(" " * indent + labels["invoice"])
+    _meta(sheet, issue_text, due_text, indent)
     w.line()
-    buyer = BUYERS[plan.language]
-    w.line(f"{labels['bill_to']}:")
-    for part in buyer[:3]:
-        w.line(part)
-    w.line(f"{labels['vat_id']}: {buyer[3]}")
-    w.line()
+    if not plan.style.buyer_first:
+        sheet.buyer_block()
 
     if table_header:
         w.line(table_header)
-    rows: list[Span] = []
     for pos, (item, amount) in enumerate(zip(plan.items, printed.lines, strict=True), start=1):
-        qty = f"{nums.fmt(item.quantity, None)} {item.unit}"
-        price = nums.fmt(item.unit_price, item.price_places)
-        rate = nums.fmt(item.rate, None) + ("%" if plan.language == "en" else " %")
-        shown = nums.fmt(amount)
         w.room(2 if plan.layout == "stacked" else 1)
-        if plan.layout == "table":
-            w.write(" " * (3 - len(str(pos))))
-            row = f"{pos}  {item.description:<34}  {qty:>12}  {price:>16}  {shown:>12}  {rate:>6}"
-        elif plan.layout == "ledger":
-            row = f"{item.description} | {qty} | {price} {cur} | {shown} {cur} | {rate}"
-        else:
-            row = f"{pos}. {item.description}\n     {qty} x {price} = {shown}"
-            row += f"  ({labels['tax']} {rate})"
-        rows.append(w.write(row))
+        sheet.rows.append(_row(sheet, pos, item, amount))
         w.line()
     w.line("-" * 40)
 
@@ -213,59 +120,170 @@ def render(
     if injection is not None and vrng.random() < 0.5:
         injected = _inject(w, injection, plan)
 
-    w.room(3 + len(printed.tax))
-    field_line(labels["net"], nums.fmt(printed.net), "net")
-    tax_spans = []
-    for tax_rate, tax_base, tax_amount in printed.tax:
-        label = labels["tax_line"].format(rate=nums.fmt(tax_rate, None), base=nums.fmt(tax_base))
-        start = w.write(label + ": ")
-        end = w.write(nums.fmt(tax_amount))
-        tax_spans.append((start[0], start[1], end[2]))
-        w.line()
-    field_line(labels["tax"], nums.fmt(printed.tax_total), "tax")
-    w.write(f"{labels['gross']}: ")
-    if plan.currency_symbol and plan.language == "en":
-        currency_span = w.write(SYMBOLS[cur])
-        spans["gross"] = w.write(nums.fmt(printed.gross))
-    elif plan.currency_symbol:
-        spans["gross"] = w.write(nums.fmt(printed.gross))
-        w.write(" ")
-        currency_span = w.write(SYMBOLS[cur])
-    else:
-        currency_span = w.write(cur)
-        w.write("  ")
-        spans["gross"] = w.write(nums.fmt(printed.gross))
-    w.line()
-    spans.setdefault("currency", currency_span)
+    w.room(4 + len(printed.tax))
+    _totals(sheet, printed)
     if variant is Variant.CURRENCY_MIX:
-        other = vrng.choice(sorted({"EUR", "USD", "GBP", "CHF"} - {cur}))
-        w.line(f"{labels['payable']}: {other} {nums.fmt(printed.gross)}")
+        other = vrng.choice(sorted({"EUR", "USD", "GBP", "CHF"} - {plan.currency}))
+        w.line(f"{labels['payable']}: {other} {plan.numbers.fmt(printed.gross)}")
     w.line()
-    w.room(6)
+    w.room(8 + len(plan.style.footer))
     w.line(labels["terms"].format(days=plan.terms_days))
     if plan.layout != "stacked":
-        bank_block()
+        sheet.bank_block()
     if injection is not None and injected is None:
         injected = _inject(w, injection, plan)
-    w.line(labels["thanks"])
-    w.line(f"{name} · {plan.street} · {plan.city}")
+    w.line()
+    sheet.footer()
+    return w.text(), _truth(sheet, printed), injected, cent_target
 
-    text = w.text()
-    pages = text.split("\f")
+
+def _table_header(sheet: Sheet) -> str:
+    labels = sheet.labels
+    match sheet.plan.layout:
+        case "table" | "keyvalue":
+            return (
+                f"{labels['pos']:>3}  {labels['desc']:<34}  {labels['qty']:>12}  "
+                f"{labels['price']:>16}  {labels['amount']:>12}  {labels['tax']:>6}"
+            )
+        case "columns":
+            return (
+                f"{labels['desc']:<36}{labels['qty']:>12}{labels['price']:>16}"
+                f"{labels['tax']:>8}{labels['amount']:>14}"
+            )
+        case "ledger":
+            return (
+                f"{labels['desc']} | {labels['qty']} | {labels['price']} | {labels['amount']} | "
+                f"{labels['tax']}"
+            )
+        case _:
+            return ""
+
+
+def _meta(sheet: Sheet, issue: str, due: str, indent: int) -> None:
+    """The invoice fields and decoys as the layout family sets them."""
+    plan, labels, w = sheet.plan, sheet.labels, sheet.w
+    values = meta_values(sheet, issue, due)
+    if plan.layout == "prose":
+        sheet.template(
+            labels["intro"],
+            {
+                "number": [(plan.invoice_number, "number")],
+                "issue": [(issue, "issue")],
+                "due": [(due, "due")],
+            },
+        )
+        w.line()
+        rest = [(label, value, key) for label, value, key in values if key in (None, "currency")]
+        for label, value, key in rest:
+            sheet.field(label, value, key)
+        return
+    if plan.layout == "keyvalue":
+        for label, value, key in values:
+            sheet.aligned(label, [(value, key)])
+        return
+    if plan.layout == "ledger":
+        number, issue_field = (next(v for v in values if v[2] == k) for k in ("number", "issue"))
+        sep = plan.style.sep or ": "
+        sheet.pieces(
+            [
+                (f"{number[0]}{sep}", None),
+                (number[1], "number"),
+                (f"    {issue_field[0]}{sep}", None),
+                (issue_field[1], "issue"),
+            ]
+        )
+        w.line()
+        values = [v for v in values if v[2] not in ("number", "issue")]
+    for label, value, key in values:
+        sheet.field(label, value, key, indent)
+
+
+def _row(sheet: Sheet, pos: int, item: Item, amount: Decimal) -> Span:
+    """One line item as printed; its span is the row's evidence."""
+    plan, nums, labels = sheet.plan, sheet.plan.numbers, sheet.labels
+    qty = f"{nums.fmt(item.quantity, None)} {item.unit}"
+    price = nums.fmt(item.unit_price, item.price_places)
+    rate, shown, cur = sheet.rate(item.rate), nums.fmt(amount), plan.currency
+    match plan.layout:
+        case "table" | "keyvalue":
+            sheet.w.write(" " * (3 - len(str(pos))))
+            row = f"{pos}  {item.description:<34}  {qty:>12}  {price:>16}  {shown:>12}  {rate:>6}"
+        case "columns":
+            row = f"{item.description:<36}{qty:>12}{price:>16}{rate:>8}{shown:>14}"
+        case "ledger":
+            row = f"{item.description} | {qty} | {price} {cur} | {shown} {cur} | {rate}"
+        case "prose":
+            sheet.w.write(plan.style.bullet)
+            return sheet.template(
+                labels["item"],
+                {
+                    "qty": [(qty, None)],
+                    "desc": [(item.description, None)],
+                    "price": [(price, None)],
+                    "amount": [(shown, None)],
+                    "tax": [(labels["tax"], None)],
+                    "rate": [(rate, None)],
+                },
+            )
+        case _:
+            row = f"{pos}. {item.description}\n     {qty} x {price} = {shown}"
+            row += f"  ({labels['tax']} {rate})"
+    return sheet.w.write(row)
+
+
+def _totals(sheet: Sheet, printed: _Printed) -> None:
+    """Net, tax lines, tax total and gross (with the currency) as the layout family sets them."""
+    plan, labels, nums, w = sheet.plan, sheet.labels, sheet.plan.numbers, sheet.w
+    box = plan.layout in ("keyvalue", "columns")
+    indent = plan.style.column if plan.layout == "columns" else 0
+    if plan.layout == "prose":
+        sheet.template(labels["net_s"], {"net": [(nums.fmt(printed.net), "net")]})
+        w.line()
+    elif box:
+        sheet.aligned(labels["net"], [(nums.fmt(printed.net), "net")], indent)
+    else:
+        sheet.field(labels["net"], nums.fmt(printed.net), "net")
+    for rate, base, amount in printed.tax:
+        label = labels["tax_line"].format(rate=sheet.rate(rate), base=nums.fmt(base))
+        if box:
+            sheet.tax_spans.append(sheet.aligned(label, [(nums.fmt(amount), None)], indent))
+            continue
+        sheet.tax_spans.append(sheet.pieces([(label + ": ", None), (nums.fmt(amount), None)]))
+        w.line("." if plan.layout == "prose" else "")
+    gross = sheet.gross_pieces(printed.gross)
+    if plan.layout == "prose":
+        sheet.template(labels["tax_s"], {"tax": [(nums.fmt(printed.tax_total), "tax")]})
+        w.line()
+        sheet.template(labels["gross_s"], {"gross": gross})
+    elif box:
+        sheet.aligned(labels["tax_total"], [(nums.fmt(printed.tax_total), "tax")], indent)
+        sheet.aligned(labels["gross"], gross, indent)
+        return
+    else:
+        sheet.field(labels["tax_total"], nums.fmt(printed.tax_total), "tax")
+        sheet.pieces([(labels["gross"] + (plan.style.sep or ": "), None), *gross])
+    w.line()
+
+
+def _truth(sheet: Sheet, printed: _Printed) -> Extraction:
+    """The faithful transcription: every value with the span it was printed at."""
+    plan, spans = sheet.plan, sheet.spans
+    spans.setdefault("currency", spans["gross_currency"])
+    pages = sheet.w.text().split("\f")
 
     def ev(span: Span) -> Evidence:
         page, start, end = span
         return Evidence(page=page, start=start, end=end, quote=pages[page - 1][start:end])
 
-    truth = Extraction(
+    return Extraction(
         supplier=Supplier(
-            name=EvidencedText(value=name, evidence=ev(spans["name"])),
+            name=EvidencedText(value=sheet.name, evidence=ev(spans["name"])),
             vat_id=EvidencedText(value=plan.vat_printed, evidence=ev(spans["vat"])),
         ),
         invoice_number=EvidencedText(value=plan.invoice_number, evidence=ev(spans["number"])),
         issue_date=EvidencedDate(value=plan.issue, evidence=ev(spans["issue"])),
         due_date=EvidencedDate(value=plan.due, evidence=ev(spans["due"])),
-        currency=EvidencedCurrency(value=cur, evidence=ev(spans["currency"])),
+        currency=EvidencedCurrency(value=plan.currency, evidence=ev(spans["currency"])),
         line_items=tuple(
             LineItem(
                 description=item.description,
@@ -275,11 +293,11 @@ def render(
                 tax_rate=item.rate,
                 evidence=ev(row),
             )
-            for item, amount, row in zip(plan.items, printed.lines, rows, strict=True)
+            for item, amount, row in zip(plan.items, printed.lines, sheet.rows, strict=True)
         ),
         tax_lines=tuple(
             TaxLine(rate=rate, base=base, amount=amount, evidence=ev(span))
-            for (rate, base, amount), span in zip(printed.tax, tax_spans, strict=True)
+            for (rate, base, amount), span in zip(printed.tax, sheet.tax_spans, strict=True)
         ),
         net_total=EvidencedAmount(value=printed.net, evidence=ev(spans["net"])),
         tax_total=EvidencedAmount(value=printed.tax_total, evidence=ev(spans["tax"])),
@@ -287,10 +305,9 @@ def render(
         iban=EvidencedIban(value=plan.iban, evidence=ev(spans["iban"])),
         uncertain_fields=(),
     )
-    return text, truth, injected, cent_target
 
 
-def _inject(w: _Writer, injection: str, plan: Plan) -> Span:
+def _inject(w: Writer, injection: str, plan: Plan) -> Span:
     before, after = injection.split("{iban}")
     attacker = attacker_iban(plan)
     w.room(injection.count("\n") + 2)

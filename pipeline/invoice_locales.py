@@ -2,10 +2,15 @@
 
 Everything an invoice prints that depends on where it comes from: per country
 the currency, VAT rates, IBAN layout, banks, addresses and supplier-name parts;
-per language the labels, units, product names and date formats; per number
-style the group separator and decimal mark. Pure data plus the two formatters
+per language the date formats and month names; per number style the group
+separator and decimal mark. Words (labels, products, buyers) live in
+:mod:`pipeline.invoice_lexicon`. Pure data plus the two formatters
 (:class:`Numbers`, :func:`fmt_date`); every random choice among it is made in
 :mod:`pipeline.invoice_plan`.
+
+The month names here are the generator's own (what suppliers print), not
+CLDR's: validation reads dates with CLDR (:mod:`pipeline.validation_dates`),
+so the two are independent and a test of one against the other means something.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ class Country:
     languages: tuple[str, ...]
     number_style: str
     rates: tuple[str, ...]  # first is the standard rate
-    bban: str  # n digits, a letters (IBAN BBAN layout)
+    bban: str  # n digits, a bank-code letters, c any capital (IBAN BBAN layout)
     banks: tuple[str, ...]
     streets: tuple[str, ...]
     cities: tuple[str, ...]
@@ -32,6 +37,7 @@ class Country:
 
 
 #: One block per country: code currency languages number-style rates IBAN-BBAN banks,
+#: (BBAN: n digits, a the bank code's letters, c a random capital letter),
 #: then streets, cities, and the three parts supplier names are drawn from.
 _COUNTRY_TABLE = """
 DE EUR de,de,en de 19,7 18n COBA,DEUT,HASP
@@ -76,12 +82,61 @@ Alpina; Helvetia; Zürcher; Léman
 Werkzeug; Präzision; Services
 AG; SA; GmbH
 
-NL EUR en de 21,9 4a10n ABNA,INGB,RABO
-Keizersgracht 123; Coolsingel 40
-1015 CJ Amsterdam; 3011 AD Rotterdam
+NL EUR nl,nl,en de 21,9 4a10n ABNA,INGB,RABO
+Keizersgracht 123; Coolsingel 40; Oudegracht 231
+1015 CJ Amsterdam; 3011 AD Rotterdam; 3511 NK Utrecht
 Van der Berg; De Vries; Noordzee; Oranje
-Handel; Techniek
+Handel; Techniek; Installaties
 B.V.
+
+BE EUR nl,fr,en de 21,12,6 12n GEBA,KRED,BBRU
+Meir 78; Rue Neuve 123; Veldstraat 10
+2000 Antwerpen; 1000 Bruxelles; 9000 Gent
+Schelde; Brabant; Atomium; Ardennes
+Services; Logistiek; Construct
+BV; SRL; NV
+
+ES EUR es,es,en de 21,10,4 20n CAIX,BBVA,BSCH
+Calle Mayor 15; Avenida Diagonal 640; Gran Vía 28
+28013 Madrid; 08028 Barcelona; 46002 Valencia
+Ibérica; Levante; Castellana; Mediterránea
+Suministros; Ingeniería; Logística; Servicios
+S.L.; S.A.; S.L.U.
+
+IT EUR it,it,en de 22,10,5,4 1c10n12n UNCR,BCIT,BPMO
+Via Roma 21; Corso Buenos Aires 45; Via Toledo 156
+20124 Milano; 00184 Roma; 80134 Napoli
+Lombarda; Adriatica; Tirrenia; Fratelli Russo
+Forniture; Impianti; Servizi; Meccanica
+S.r.l.; S.p.A.
+
+PT EUR pt,pt,en sv 23,13,6 21n CGDI,BCOM,TOTA
+Rua Augusta 100; Avenida da Liberdade 190; Rua de Santa Catarina 45
+1100-048 Lisboa; 1250-147 Lisboa; 4000-442 Porto
+Lusitana; Atlântico; Tejo; Douro
+Comércio; Serviços; Equipamentos
+Lda.; S.A.
+
+PL PLN pl,pl,en sv 23,8,5 24n PKOP,BPKO,INGB
+ul. Marszałkowska 84; ul. Floriańska 12; ul. Piotrkowska 101
+00-514 Warszawa; 31-019 Kraków; 90-425 Łódź
+Wisła; Mazowsze; Bałtyk; Tatry
+Handel; Technika; Usługi; Budownictwo
+Sp. z o.o.; S.A.
+
+SE SEK sv,sv,en sv 25,12,6 20n ESSE,NDEA,HAND,SWED
+Drottninggatan 55; Kungsgatan 12; Avenyn 18
+111 21 Stockholm; 411 14 Göteborg; 211 22 Malmö
+Nordstjärna; Fjäll; Skärgård; Vasa
+Teknik; Handel; Konsult
+AB
+
+DK DKK da,da,en de 25 14n DABA,NDEA,JYBA
+Strøget 22; Vesterbrogade 41; Søndergade 8
+1160 København K; 1620 København V; 8000 Aarhus C
+Nordlys; Øresund; Jylland; Havfrue
+Handel; Teknik; Service
+ApS; A/S
 """
 
 
@@ -109,106 +164,49 @@ def _parse_countries(table: str) -> tuple[Country, ...]:
 
 COUNTRIES = _parse_countries(_COUNTRY_TABLE)
 
-BUYERS = {
-    "en": ("Northfield Retail Ltd", "5 Market Street", "York YO1 8AB", "GB 402 8817 23"),
-    "de": ("Kaufhaus Lindner GmbH", "Schillerplatz 2", "70173 Stuttgart", "DE 287 114 560"),
-    "fr": ("Groupe Verdier SAS", "3 place Bellecour", "69002 Lyon", "FR 41 552100554"),
-}
-
-#: unit, price range, price decimals, quantity kind | English | German | French.
-_CATALOG_TABLE = """
-h 80 220 2 hours | Consulting services | Beratungsleistung | Prestation de conseil
-pcs 200 4800 2 few | Software licence, annual | Softwarelizenz, jährlich | Licence annuelle
-pcs 120 690 2 count | Office chair | Bürostuhl, ergonomisch | Chaise de bureau ergonomique
-pcs 35 140 2 count | Printer toner, black | Druckertoner, schwarz | Toner noir
-pcs 3.5 9.9 2 count | Copy paper A4, 80 g | Kopierpapier A4, 80 g | Papier copie A4, 80 g
-pcs 0.35 4.2 2 many | Steel bracket 40 mm | Stahlwinkel 40 mm | Équerre en acier 40 mm
-pcs 2.1 12.5 2 count | Cable ties, pack of 100 | Kabelbinder, 100 Stück | Colliers, lot de 100
-h 45 120 2 hours | Installation labour | Montagearbeiten | Main-d'œuvre d'installation
-pcs 15 390 2 one | Freight and packaging | Fracht und Verpackung | Transport et emballage
-kg 14 38 2 weight | Coffee beans | Kaffeebohnen | Café en grains
-pcs 90 650 2 one | Heating maintenance | Wartung Heizungsanlage | Entretien du chauffage
-pcs 49 2400 2 few | Cloud hosting, monthly | Cloud-Hosting, monatlich | Hébergement cloud
-pcs 1.2 8.9 2 many | Safety gloves, size 9 | Schutzhandschuhe, Gr. 9 | Gants, taille 9
-words 0.08 0.2 3 words | Translation, per word | Übersetzung, pro Wort | Traduction, par mot
-l 1.45 1.99 3 volume | Diesel fuel | Dieselkraftstoff | Gazole
-"""
-
-
-@dataclass(frozen=True)
-class _Product:
-    names: tuple[str, str, str]  # en, de, fr
-    unit: str
-    low: Decimal
-    high: Decimal
-    places: int
-    kind: str
-
-
-def _parse_catalog(table: str) -> tuple[_Product, ...]:
-    out = []
-    for row in table.strip().split("\n"):
-        head, en, de, fr = (part.strip() for part in row.split("|"))
-        unit, low, high, places, kind = head.split()
-        out.append(_Product((en, de, fr), unit, Decimal(low), Decimal(high), int(places), kind))
-    return tuple(out)
-
-
-CATALOG = _parse_catalog(_CATALOG_TABLE)
-
-UNITS = {
-    "h": ("h", "Std.", "h"),
-    "pcs": ("pcs", "Stk.", "pce"),
-    "kg": ("kg", "kg", "kg"),
-    "l": ("l", "l", "l"),
-    "words": ("words", "Wörter", "mots"),
-}
-LANG_INDEX = {"en": 0, "de": 1, "fr": 2}
-
-LABELS: dict[str, dict[str, str]] = {
-    "en": {
-        "invoice": "INVOICE", "number": "Invoice no.", "date": "Invoice date", "due": "Due date",
-        "vat_id": "VAT No.", "bill_to": "Bill to", "pos": "Pos", "desc": "Description",
-        "qty": "Qty", "price": "Unit price", "amount": "Amount", "tax": "VAT",
-        "net": "Net total", "tax_line": "VAT {rate}% on {base}", "gross": "Total due",
-        "currency": "Currency", "bank": "Bank details", "page": "Page",
-        "terms": "Payable within {days} days of the invoice date.",
-        "thanks": "Thank you for your business.", "payable": "Amount payable",
-    },
-    "de": {
-        "invoice": "RECHNUNG", "number": "Rechnungsnummer", "date": "Rechnungsdatum",
-        "due": "Fällig am", "vat_id": "USt-IdNr.", "bill_to": "Rechnungsempfänger",
-        "pos": "Pos.", "desc": "Bezeichnung", "qty": "Menge", "price": "Einzelpreis",
-        "amount": "Betrag", "tax": "MwSt.", "net": "Nettobetrag",
-        "tax_line": "zzgl. {rate} % MwSt. auf {base}", "gross": "Rechnungsbetrag",
-        "currency": "Währung", "bank": "Bankverbindung", "page": "Seite",
-        "terms": "Zahlbar innerhalb von {days} Tagen ohne Abzug.",
-        "thanks": "Vielen Dank für Ihren Auftrag.", "payable": "Zahlbetrag",
-    },
-    "fr": {
-        "invoice": "FACTURE", "number": "N° de facture", "date": "Date de facture",
-        "due": "Date d'échéance", "vat_id": "N° TVA intracom.", "bill_to": "Facturé à",
-        "pos": "Réf.", "desc": "Désignation", "qty": "Qté", "price": "Prix unitaire HT",
-        "amount": "Montant HT", "tax": "TVA", "net": "Total HT",
-        "tax_line": "TVA {rate} % sur {base}", "gross": "Total TTC", "currency": "Devise",
-        "bank": "Coordonnées bancaires", "page": "Page",
-        "terms": "Paiement à {days} jours date de facture.",
-        "thanks": "Merci de votre confiance.", "payable": "Montant à payer",
-    },
-}  # fmt: skip
+#: Month names as suppliers print them in dates (Polish and Czech in the genitive).
 _MONTH_NAMES = {
     "en": "January February March April May June July August September October November December",
     "de": "Januar Februar März April Mai Juni Juli August September Oktober November Dezember",
     "fr": "janvier février mars avril mai juin juillet août septembre octobre novembre décembre",
+    "es": "enero febrero marzo abril mayo junio julio agosto septiembre octubre noviembre "
+    "diciembre",
+    "it": "gennaio febbraio marzo aprile maggio giugno luglio agosto settembre ottobre novembre "
+    "dicembre",
+    "nl": "januari februari maart april mei juni juli augustus september oktober november december",
+    "pt": "janeiro fevereiro março abril maio junho julho agosto setembro outubro novembro "
+    "dezembro",
+    "pl": "stycznia lutego marca kwietnia maja czerwca lipca sierpnia września października "
+    "listopada grudnia",
+    "sv": "januari februari mars april maj juni juli augusti september oktober november december",
+    "da": "januar februar marts april maj juni juli august september oktober november december",
 }
 _DATE_FORMATS = {
-    "en": ("{d} {month} {y}", "{y}-{mm}-{dd}", "{dd}/{mm}/{y}"),
-    "de": ("{dd}.{mm}.{y}", "{d}. {month} {y}"),
+    "en": ("{d} {month} {y}", "{y}-{mm}-{dd}", "{dd}/{mm}/{y}", "{month} {d}, {y}",
+           "{d} {mon} {y}"),
+    "de": ("{dd}.{mm}.{y}", "{d}. {month} {y}", "{d}. {mon}. {y}"),
     "fr": ("{dd}/{mm}/{y}", "{d} {month} {y}"),
-}
+    "es": ("{dd}/{mm}/{y}", "{d} de {month} de {y}", "{dd}-{mm}-{y}"),
+    "it": ("{dd}/{mm}/{y}", "{d} {month} {y}", "{dd}.{mm}.{y}"),
+    "nl": ("{dd}-{mm}-{y}", "{d} {month} {y}"),
+    "pt": ("{dd}/{mm}/{y}", "{d} de {month} de {y}", "{dd}-{mm}-{y}"),
+    "pl": ("{dd}.{mm}.{y}", "{d} {month} {y}", "{y}-{mm}-{dd}"),
+    "sv": ("{y}-{mm}-{dd}", "{d} {month} {y}"),
+    "da": ("{dd}.{mm}.{y}", "{d}. {month} {y}", "{dd}-{mm}-{y}"),
+}  # fmt: skip
 #: (group separator, decimal mark) per number style.
-_NUMBER_STYLES = {"en": (",", "."), "de": (".", ","), "fr": ("\u202f", ","), "ch": ("'", ".")}
-SYMBOLS = {"EUR": "€", "GBP": "£", "USD": "$"}
+_NUMBER_STYLES = {
+    "en": (",", "."),
+    "de": (".", ","),
+    "fr": ("\u202f", ","),
+    "ch": ("'", "."),
+    "sv": ("\u00a0", ","),
+}
+#: Currencies every generated tenant accepts (a supplier's own currency is among them).
+CURRENCIES = ("EUR", "USD", "GBP", "CHF", "PLN", "SEK", "DKK")
+#: Symbol printed for a currency, and whether it goes after the amount in ``language``
+#: (before it only in English).
+SYMBOLS = {"EUR": "€", "GBP": "£", "USD": "$", "PLN": "zł", "SEK": "kr", "DKK": "kr."}
 
 
 @dataclass(frozen=True)
@@ -237,5 +235,10 @@ def fmt_date(value: date, language: str, style: int) -> str:
     month = _MONTH_NAMES[language].split()[value.month - 1]
     template = _DATE_FORMATS[language][style % len(_DATE_FORMATS[language])]
     return template.format(
-        d=value.day, dd=f"{value.day:02d}", mm=f"{value.month:02d}", y=value.year, month=month
+        d=value.day,
+        dd=f"{value.day:02d}",
+        mm=f"{value.month:02d}",
+        y=value.year,
+        month=month,
+        mon=month[:3],
     )

@@ -1,9 +1,12 @@
 """Planning a synthetic invoice: every random draw of the base invoice happens here.
 
 :func:`draw_plan` turns a seed into a :class:`Plan` (country, language, layout,
-number style, supplier, items, dates, IBAN, other suppliers on file) using one
-``random.Random(seed)`` stream and nothing else, so the same seed always plans
-the same invoice. Rendering and variants read the plan; they never draw from
+number style, supplier, items, dates, IBAN, other suppliers on file, and the
+:class:`~pipeline.invoice_style.Style`: labels, spacing, order, decoys, footer)
+using one ``random.Random(seed)`` stream and nothing else, so the same seed
+always plans the same invoice. ``languages``/``layouts`` restrict the draw (a
+training run can leave a language or layout family out, an evaluation test only
+those). Rendering and variants read the plan; they never draw from
 this stream.
 """
 
@@ -14,15 +17,10 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
-from pipeline.invoice_locales import (
-    CATALOG,
-    COUNTRIES,
-    LANG_INDEX,
-    SYMBOLS,
-    UNITS,
-    Country,
-    Numbers,
-)
+from pipeline.invoice_catalog import CATALOG, UNITS
+from pipeline.invoice_lexicon import LANGUAGES, PREFIXES
+from pipeline.invoice_locales import COUNTRIES, CURRENCIES, SYMBOLS, Country, Numbers, fmt_date
+from pipeline.invoice_style import LAYOUTS, Style, draw_style
 from pipeline.validation import SupplierRecord
 
 CENT = Decimal("0.01")
@@ -39,6 +37,8 @@ def make_iban(rng: random.Random, country: Country, bank: str | None = None) -> 
         kind, spec = spec[0], spec[1:]
         if kind == "a":
             bban += (bank or rng.choice(country.banks))[: int(digits)]
+        elif kind == "c":
+            bban += "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(int(digits)))
         else:
             bban += "".join(rng.choice("0123456789") for _ in range(int(digits)))
     return with_check_digits(country.code, bban)
@@ -70,12 +70,33 @@ def _make_vat(rng: random.Random, country: Country) -> tuple[str, str]:
         case "CH":
             uid = f"CHE-{digits[:3]}.{digits[3:6]}.{digits[6:9]}"
             return uid, uid
+        case "BE":
+            d = "0" + digits[:9]
+            return rng.choice([f"BE{d}", f"BE {d[:4]}.{d[4:7]}.{d[7:]}"]), f"BE{d}"
+        case "ES":
+            vat = f"ES{rng.choice('ABX')}{digits[:8]}"
+            return vat, vat
+        case "IT":
+            return rng.choice([f"IT{digits[:11]}", f"IT {digits[:11]}"]), f"IT{digits[:11]}"
+        case "PT":
+            d = digits[:9]
+            return rng.choice([f"PT{d}", f"PT {d[:3]} {d[3:6]} {d[6:]}"]), f"PT{d}"
+        case "PL":
+            d = digits[:10]
+            printed = rng.choice([f"PL{d}", f"PL {d[:3]}-{d[3:6]}-{d[6:8]}-{d[8:]}"])
+            return printed, f"PL{d}"
+        case "SE":
+            d = digits[:10]
+            return rng.choice([f"SE{d}01", f"SE {d[:6]}-{d[6:]} 01"]), f"SE{d}01"
+        case "DK":
+            d = digits[:8]
+            return rng.choice([f"DK{d}", f"DK {d[:2]} {d[2:4]} {d[4:6]} {d[6:]}"]), f"DK{d}"
         case _:
             return f"NL{digits[:9]}B01", f"NL{digits[:9]}B01"
 
 
 @dataclass(frozen=True)
-class _Item:
+class Item:
     description: str
     unit: str
     quantity: Decimal
@@ -111,11 +132,12 @@ class Plan:
     due: date
     today: date
     terms_days: int
-    items: tuple[_Item, ...]
+    items: tuple[Item, ...]
     iban: str
     iban_grouped: bool
     bic: str
     others: tuple[SupplierRecord, ...]
+    style: Style
 
 
 def _supplier_name(rng: random.Random, country: Country) -> str:
@@ -143,15 +165,37 @@ def _quantity(rng: random.Random, kind: str) -> Decimal:
             return Decimal(rng.randint(1, 50))
 
 
+def _choose(
+    rng: random.Random, languages: tuple[str, ...] | None, layouts: tuple[str, ...] | None
+) -> tuple[Country, str, str]:
+    """Country, language and layout, restricted to ``languages`` and ``layouts``."""
+    allowed = LANGUAGES if languages is None else languages
+    unknown = set(allowed) - set(LANGUAGES)
+    if unknown or not allowed:
+        raise ValueError(f"languages must be a non-empty subset of {LANGUAGES}: {allowed}")
+    shapes = LAYOUTS if layouts is None else layouts
+    if set(shapes) - set(LAYOUTS) or not shapes:
+        raise ValueError(f"layouts must be a non-empty subset of {LAYOUTS}: {shapes}")
+    countries = [c for c in COUNTRIES if set(c.languages) & set(allowed)]
+    country = rng.choice(countries)
+    language = rng.choice([lang for lang in country.languages if lang in allowed])
+    return country, language, rng.choice(sorted(shapes, key=LAYOUTS.index))
+
+
 def draw_plan(
-    seed: int, line_items: int | None, max_line_items: int, anchor: date | None = None
+    seed: int,
+    line_items: int | None,
+    max_line_items: int,
+    anchor: date | None = None,
+    *,
+    languages: tuple[str, ...] | None = None,
+    layouts: tuple[str, ...] | None = None,
 ) -> Plan:
     """Draw the base invoice from ``random.Random(seed)`` (arguments as in
     :func:`pipeline.invoices.generate_invoice`)."""
     rng = random.Random(seed)
-    country = rng.choice(COUNTRIES)
-    language = rng.choice(country.languages)
-    currency = country.currency if rng.random() < 0.7 else rng.choice(("EUR", "USD", "GBP", "CHF"))
+    country, language, layout = _choose(rng, languages, layouts)
+    currency = country.currency if rng.random() < 0.7 else rng.choice(CURRENCIES[:4])
     if line_items is None:
         roll = rng.random()
         line_items = (
@@ -170,9 +214,9 @@ def draw_plan(
         price = Decimal(rng.randint(int(product.low * scale), int(product.high * scale))) / scale
         rate = rates[0] if rng.random() < 0.75 else rng.choice(rates)
         items.append(
-            _Item(
-                description=product.names[LANG_INDEX[language]],
-                unit=UNITS[product.unit][LANG_INDEX[language]],
+            Item(
+                description=product.names[language],
+                unit=UNITS[language][product.unit],
                 quantity=_quantity(rng, product.kind),
                 unit_price=price,
                 price_places=product.places,
@@ -196,24 +240,28 @@ def draw_plan(
             others.append(
                 SupplierRecord(other_name, other_vat, frozenset({make_iban(rng, other_country)}))
             )
-    prefix = {"en": "INV", "de": "RE", "fr": "F"}[language]
+    prefix = rng.choice(PREFIXES[language])
     number = rng.choice(
         (
             f"{prefix}-{issue.year}-{rng.randint(1, 99999):05d}",
             f"{prefix}{rng.randint(100000, 999999)}",
             f"{issue.year}/{rng.randint(1, 9999):04d}",
+            f"{prefix}/{issue.year}/{rng.randint(1, 999):03d}",
         )
     )
     bank = rng.choice(country.banks)
+    numbers = Numbers(country.number_style, grouped=rng.random() < 0.85)
+    date_style = rng.randint(0, 5)
+    delivery = fmt_date(issue - timedelta(days=rng.randint(0, 12)), language, date_style)
     return Plan(
         country=country,
         language=language,
-        layout=rng.choice(("table", "stacked", "ledger")),
-        numbers=Numbers(country.number_style, grouped=rng.random() < 0.85),
+        layout=layout,
+        numbers=numbers,
         currency=currency,
         currency_symbol=currency in SYMBOLS and rng.random() < 0.5,
         currency_line=rng.random() < 0.5,
-        date_style=rng.randint(0, 5),
+        date_style=date_style,
         supplier_name=name,
         nfd_name=rng.random() < 0.3,
         street=rng.choice(country.streets),
@@ -230,4 +278,5 @@ def draw_plan(
         iban_grouped=rng.random() < 0.8,
         bic=f"{bank}{country.code}{rng.choice(('FF', 'MM', '2X', '22'))}{rng.choice(('', 'XXX'))}",
         others=tuple(others),
+        style=draw_style(rng, language, layout, country, numbers, delivery),
     )

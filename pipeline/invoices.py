@@ -1,9 +1,11 @@
 """Synthetic invoices with exact ground truth, deterministic by seed.
 
-Each :class:`GeneratedInvoice` holds OCR-like text (several layouts; English,
-German and French labels; EUR/USD/GBP/CHF; decimal comma or point; thousands
-separators ``,`` ``.`` ``'`` and narrow no-break space; 1 to 200 line items over
-one or more form-feed separated pages), the :class:`~pipeline.extraction.Extraction`
+Each :class:`GeneratedInvoice` holds OCR-like text (six layout families,
+:data:`LAYOUTS`; ten European languages, :data:`LANGUAGES`, with label synonyms
+drawn per invoice; EUR/USD/GBP/CHF/PLN/SEK/DKK; decimal comma or point;
+thousands separators ``,`` ``.`` ``'``, no-break and narrow no-break space;
+decoy numbers and legal footers; 1 to 200 line items over one or more
+form-feed separated pages), the :class:`~pipeline.extraction.Extraction`
 a perfect model would return (``truth``, every evidence span at its real offsets),
 the tenant master data and the decision validation must reach.
 
@@ -35,8 +37,12 @@ from dataclasses import dataclass
 from datetime import date
 
 from pipeline.extraction import Evidence, EvidencedIban, Extraction
-from pipeline.invoice_layout import Span, render
+from pipeline.invoice_blocks import Span
+from pipeline.invoice_layout import render
+from pipeline.invoice_lexicon import LANGUAGES
+from pipeline.invoice_locales import CURRENCIES
 from pipeline.invoice_plan import Plan, draw_plan, make_iban
+from pipeline.invoice_style import LAYOUTS
 from pipeline.invoice_variants import (
     CENT_TARGETS,
     DEFAULT_INJECTION_URL,
@@ -58,6 +64,8 @@ __all__ = [
     "DEFAULT_INJECTION_URL",
     "EXPECTED_CODES",
     "INJECTION_CORPUS",
+    "LANGUAGES",
+    "LAYOUTS",
     "GeneratedInvoice",
     "Variant",
     "generate_corpus",
@@ -139,6 +147,8 @@ def generate_invoice(
     injection_url: str = DEFAULT_INJECTION_URL,
     injection_index: int | None = None,
     anchor: date | None = None,
+    languages: tuple[str, ...] | None = None,
+    layouts: tuple[str, ...] | None = None,
 ) -> GeneratedInvoice:
     """Generate one invoice, deterministic in all arguments.
 
@@ -152,8 +162,13 @@ def generate_invoice(
         injection_index: which :data:`INJECTION_CORPUS` entry to use (default: by seed).
         anchor: date the invoice shortly before this day (``today`` is at most
             ``anchor``); by default dates are drawn from 2023-2025 by seed.
+        languages: draw only among these language codes (default :data:`LANGUAGES`).
+        layouts: draw only among these layout families (default :data:`LAYOUTS`).
+
+    Raises:
+        ValueError: ``languages`` or ``layouts`` is empty or names an unknown one.
     """
-    plan = draw_plan(seed, line_items, max_line_items, anchor)
+    plan = draw_plan(seed, line_items, max_line_items, anchor, languages=languages, layouts=layouts)
     vrng = random.Random(f"{seed}:{variant.value}")
     injection = None
     if variant is Variant.PROMPT_INJECTION:
@@ -179,7 +194,7 @@ def generate_invoice(
         supplier=supplier,
         master_data=TenantMasterData(
             suppliers=(supplier, *plan.others),
-            permitted_currencies=frozenset({"EUR", "USD", "GBP", "CHF"}),
+            permitted_currencies=frozenset(CURRENCIES),
         ),
         today=plan.today,
         truth_decision=Decision.REVIEW_REQUIRED
@@ -200,11 +215,19 @@ def generate_corpus(
     variants: tuple[Variant, ...] = (Variant.CLEAN,),
     max_line_items: int = 200,
     anchor: date | None = None,
+    languages: tuple[str, ...] | None = None,
+    layouts: tuple[str, ...] | None = None,
 ) -> list[GeneratedInvoice]:
-    """``n`` invoices with seeds ``seed .. seed+n-1``, cycling through ``variants``."""
+    """``n`` invoices with seeds ``seed .. seed+n-1``, cycling through ``variants``
+    (``languages``/``layouts`` as in :func:`generate_invoice`)."""
     return [
         generate_invoice(
-            seed + i, variants[i % len(variants)], max_line_items=max_line_items, anchor=anchor
+            seed + i,
+            variants[i % len(variants)],
+            max_line_items=max_line_items,
+            anchor=anchor,
+            languages=languages,
+            layouts=layouts,
         )
         for i in range(n)
     ]

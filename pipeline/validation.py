@@ -24,13 +24,15 @@ Rules (one function each, composed by :func:`validate`), by module:
 * :mod:`pipeline.validation_policy`: outcome types, :class:`ValidationPolicy`,
   master data types, and presence (required or model-flagged fields);
 * :mod:`pipeline.validation_arithmetic`: line, tax, net and gross identities;
-* :mod:`pipeline.validation_currency`: ISO 4217, allow list, mixed currencies;
+* :mod:`pipeline.validation_currency`: ISO 4217, allow list, a second currency in the
+  pricing lines;
 * :mod:`pipeline.validation_identity`: supplier (NFKC, confusables, mixed
   script, bidi/invisible characters, VAT id) and IBAN (mod-97, length, presence
   in the OCR text, registration);
 * :mod:`pipeline.validation_evidence`: each span resolved against the OCR text
   and showing its value;
-* :mod:`pipeline.validation_dates`: date plausibility;
+* :mod:`pipeline.validation_dates`: date plausibility and CLDR date reading;
+* :mod:`pipeline.validation_numbers`: number reading in any European locale;
 * :mod:`pipeline.validation_text`: the comparison forms all of them use.
 
 This module is the public surface: it re-exports every public name of those
@@ -55,7 +57,6 @@ from pipeline.validation_evidence import (
     ValueCheck,
     check_evidence,
     evidenced_fields,
-    number_readings,
 )
 from pipeline.validation_identity import (
     IBAN_LENGTHS,
@@ -65,6 +66,7 @@ from pipeline.validation_identity import (
     iban_checksum_ok,
     match_supplier,
 )
+from pipeline.validation_numbers import number_readings
 from pipeline.validation_policy import (
     ARITHMETIC_CODES,
     DEFAULT_POLICY,

@@ -17,49 +17,9 @@ from decimal import Decimal
 from pipeline.extraction import Evidence, Extraction
 from pipeline.validation_currency import CURRENCY_SYMBOLS
 from pipeline.validation_dates import date_readings
+from pipeline.validation_numbers import number_readings
 from pipeline.validation_policy import Reason, ReasonCode
 from pipeline.validation_text import BIDI_CONTROLS, compact_id, compact_text, normalise_text
-
-_NUMBER_RUN_RE = re.compile(r"\d[\d.,'’ ]*\d|\d")
-_GROUP_RE = re.compile(r"\d{3}(?:[.,]\d+)?")
-_PLAIN_RE = re.compile(r"\d+(?:\.\d+)?")
-
-
-def number_readings(text: str) -> set[Decimal]:
-    """Every value a printed number in ``text`` can mean, in any common locale.
-
-    ``1.234,56``, ``1,234.56``, ``1 234,56`` and ``1'234.56`` all read as
-    1234.56; an ambiguous ``1,234`` reads as both 1.234 and 1234. A superset is
-    safe here because the span must also sit at its stated offsets in the real
-    text, and the arithmetic rules check the values themselves.
-    """
-    norm = normalise_text(text)
-    out: set[Decimal] = set()
-    for match in _NUMBER_RUN_RE.finditer(norm):
-        negative = match.start() > 0 and norm[match.start() - 1] in "-−("
-        pieces = match.group().split(" ")
-        candidates = []
-        for i in range(len(pieces)):
-            candidates.append(pieces[i])
-            joined = pieces[i]
-            for nxt in pieces[i + 1 :]:
-                if not _GROUP_RE.fullmatch(nxt):
-                    break
-                joined += nxt
-                candidates.append(joined)
-        for cand in candidates:
-            cand = cand.strip(".,'’")
-            for reading in (
-                cand.replace(",", "").replace("'", "").replace("’", ""),
-                cand.replace(".", "").replace("'", "").replace("’", "").replace(",", "."),
-            ):
-                if _PLAIN_RE.fullmatch(reading):
-                    value = Decimal(reading)
-                    out.add(value)
-                    if negative:
-                        out.add(-value)
-    return out
-
 
 ValueCheck = Callable[[str], bool]
 

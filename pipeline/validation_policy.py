@@ -30,7 +30,10 @@ if TYPE_CHECKING:
     from pipeline.settings import Settings
 
 #: Version of the rules below; recorded on the job with every decision.
-VALIDATION_POLICY_VERSION = "fenceline.validation/1"
+#: /2: dates read with CLDR month names of every European language (connective
+#: forms such as "5 de marzo de 2025"); a second currency counts only in the
+#: invoice's pricing lines (see :func:`pipeline.validation_currency.pricing_lines`).
+VALIDATION_POLICY_VERSION = "fenceline.validation/2"
 
 
 class Decision(StrEnum):

@@ -220,8 +220,8 @@ CASES: list[tuple[str, Change, ReasonCode, str]] = [
         "currency",
     ),
     (
-        "second currency printed",
-        lambda i: {"ocr_text": i.ocr_text + "\nAmount payable: JPY 120000\n"},
+        "total restated in a second currency",
+        lambda i: {"ocr_text": f"{i.ocr_text}\n\nAmount payable: JPY {i.gross_ev.quote}\n"},
         ReasonCode.CURRENCY_MIXED,
         "currency",
     ),
@@ -401,6 +401,11 @@ class _Base:
     def supplier_iban(self) -> str:
         assert self.inv.truth.iban is not None
         return self.inv.truth.iban.value
+
+    @property
+    def gross_ev(self) -> Evidence:
+        assert self.inv.truth.gross_total is not None
+        return self.inv.truth.gross_total.evidence
 
     @property
     def net_ev(self) -> Evidence:
