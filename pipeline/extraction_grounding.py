@@ -29,6 +29,9 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from datetime import date
+from typing import Literal
+
+from babel.numbers import get_territory_currencies
 
 from pipeline.extraction import (
     Evidence,
@@ -100,23 +103,37 @@ def _fold(text: str) -> tuple[str, list[int]]:
 _JOINERS = ".,'’\u202f\u00a0"
 
 
-def _standalone(text: str, start: int, end: int) -> bool:
-    """``text[start:end]`` is a whole token: no letter or digit glued to either side, and
-    not part of a longer number ("34,56" inside "1.234,56")."""
+#: What may not touch a located value: ``word`` (ids, names) neither letters nor
+#: digits; ``number`` (amounts, dates) no digit, not even across a separator, so
+#: "34,56" is never found inside "1.234,56" while "kr33 955,78" still shows
+#: "33 955,78"; ``letters`` (currency codes and signs) no letter; ``none``.
+Boundary = Literal["word", "number", "letters", "none"]
+
+
+def _standalone(text: str, start: int, end: int, boundary: Boundary) -> bool:
+    """Whether ``text[start:end]`` is a whole token under ``boundary``."""
+    if boundary == "none":
+        return True
     before = text[start - 1] if start > 0 else " "
     after = text[end] if end < len(text) else " "
-    if before.isalnum() or after.isalnum():
+    if boundary == "letters":
+        return not (before.isalpha() or after.isalpha())
+    if boundary == "word" and (before.isalnum() or after.isalnum()):
+        return False
+    if before.isdigit() or after.isdigit():
         return False
     if before in _JOINERS and start > 1 and text[start - 2].isdigit():
         return False
     return not (after in _JOINERS and end + 1 < len(text) and text[end + 1].isdigit())
 
 
-def _occurrences(doc: Document, value: str, *, fuzzy: bool, whole: bool = True) -> list[Found]:
+def _occurrences(
+    doc: Document, value: str, *, fuzzy: bool, boundary: Boundary = "word"
+) -> list[Found]:
     """Every place ``value`` is printed, exact matches first, then normalised, then fuzzy.
 
-    ``whole``: only standalone occurrences count (amounts, dates, ids), so a value
-    is never found inside a longer number or word.
+    ``boundary``: which neighbours disqualify an occurrence (see :data:`Boundary`),
+    so a value is never found inside a longer number or word.
     """
     value = value.strip()
     if not value:
@@ -125,7 +142,7 @@ def _occurrences(doc: Document, value: str, *, fuzzy: bool, whole: bool = True) 
         Found(line.page, line.start + m.start(), line.start + m.end(), line, "exact")
         for line in doc.lines
         for m in re.finditer(re.escape(value), line.text)
-        if not whole or _standalone(line.text, m.start(), m.end())
+        if _standalone(line.text, m.start(), m.end(), boundary)
     ]
     if exact:
         return exact
@@ -136,7 +153,7 @@ def _occurrences(doc: Document, value: str, *, fuzzy: bool, whole: bool = True) 
         at = folded.find(want)
         while at >= 0 and want:
             start, end = index[at], index[at + len(want) - 1] + 1
-            if not whole or _standalone(line.text, start, end):
+            if _standalone(line.text, start, end, boundary):
                 norm.append(
                     Found(line.page, line.start + start, line.start + end, line, "normalised")
                 )
@@ -217,11 +234,11 @@ class _Grounder:
         *,
         fuzzy: bool = False,
         last: bool = False,
-        whole: bool = True,
+        boundary: Boundary = "word",
     ) -> Found | None:
         if value is None:
             return None
-        found = _occurrences(self.doc, value, fuzzy=fuzzy, whole=whole)
+        found = _occurrences(self.doc, value, fuzzy=fuzzy, boundary=boundary)
         if not found:
             self.refuse(path, f"{value[:60]!r} is not printed in the document")
             return None
@@ -234,7 +251,7 @@ class _Grounder:
         return EvidencedText(value=self.text_at(f).strip(), evidence=self.evidence(f))
 
     def amount(self, path: str, value: str | None) -> EvidencedAmount | None:
-        f = self.find(path, value, path, last=True)
+        f = self.find(path, value, path, last=True, boundary="number")
         if f is None:
             return None
         number = read_number(self.text_at(f), self.mark)
@@ -244,7 +261,7 @@ class _Grounder:
         return EvidencedAmount(value=number, evidence=self.evidence(f))
 
     def when(self, path: str, value: str | None) -> EvidencedDate | None:
-        f = self.find(path, value, path)
+        f = self.find(path, value, path, boundary="number")
         if f is None:
             return None
         readings = sorted(date_readings(self.text_at(f)))
@@ -279,22 +296,35 @@ class _Grounder:
         return readings[0]
 
     def currency(self, value: str | None) -> EvidencedCurrency | None:
-        # A sign is printed glued to its amount ("€1,234.56"); a code stands alone.
-        whole = value is not None and value.strip().isalpha()
-        f = self.find("currency", value, "currency", last=True, whole=whole)
+        # A sign or code may be glued to its amount ("€1,234.56", "kr33 955,78").
+        f = self.find("currency", value, "currency", last=True, boundary="letters")
         if f is None or value is None:
             return None
         printed = self.text_at(f)
-        if printed in CURRENCY_SYMBOLS:
-            codes = CURRENCY_SYMBOLS[printed]
-            named = [c for c in sorted(codes) if re.search(rf"\b{c}\b", self.doc.text)]
-            code = named[0] if named else ("USD" if printed == "$" else min(codes))
-            if printed != "$" and len(codes) > 1 and not named:
-                self.refuse("currency", f"{printed!r} may mean {', '.join(sorted(codes))}")
-                return None
-            found = Found(f.page, f.start, f.end, f.line, "symbol")
-            return EvidencedCurrency(value=code, evidence=self.evidence(found))
-        return EvidencedCurrency(value=printed.strip().upper(), evidence=self.evidence(f))
+        if printed not in CURRENCY_SYMBOLS:
+            return EvidencedCurrency(value=printed.strip().upper(), evidence=self.evidence(f))
+        code = self._sign_code(printed, CURRENCY_SYMBOLS[printed])
+        if code is None:
+            codes = ", ".join(sorted(CURRENCY_SYMBOLS[printed]))
+            self.refuse("currency", f"{printed!r} may mean {codes}")
+            return None
+        found = Found(f.page, f.start, f.end, f.line, "symbol")
+        return EvidencedCurrency(value=code, evidence=self.evidence(found))
+
+    def _sign_code(self, sign: str, codes: frozenset[str]) -> str | None:
+        """The code a sign stands for: the only one it can mean, else the one the document
+        names, else the currency of the country of the IBAN the supplier is paid to."""
+        if len(codes) == 1:
+            return next(iter(codes))
+        named = [c for c in sorted(codes) if re.search(rf"(?<![A-Z]){c}(?![A-Z])", self.doc.text)]
+        if len(named) == 1:
+            return named[0]
+        iban = (self.answer.iban or "").strip()
+        if len(iban) >= 2 and iban[:2].isalpha():
+            home = set(get_territory_currencies(iban[:2].upper())) & codes
+            if len(home) == 1:
+                return home.pop()
+        return "USD" if sign == "$" and "USD" in codes else None
 
     def iban(self, value: str | None) -> EvidencedIban | None:
         f = self.find("iban", value, "iban")
@@ -327,17 +357,21 @@ class _Grounder:
             return None
         page = self.doc.pages[first.page - 1]
         last = first
-        while True:
+        best: tuple[Line, int, list[Printed]] | None = None
+        for step in range(3):
             printed = numbers_in(page[first.start : last.end], self.mark, space_groups=self.space)
-            if len([p for p in printed if not p.percent]) >= 3:
-                break  # the row's numbers are all on the lines taken so far
+            read = parse_item_row(printed)
+            if read is not None and read.exact:
+                return first, last.end, printed
+            if read is not None and best is None:
+                best = (first, last.end, printed)
+            if best is not None and step == 0:
+                return best  # the cited line reads on its own: never borrow the next row's
             nxt = self.doc.line(last.number + 1)
-            if nxt is None or nxt.page != first.page or last.number - first.number >= 2:
+            if nxt is None or nxt.page != first.page:
                 break
             last = nxt
-        if parse_item_row(printed) is None:
-            return None
-        return first, last.end, printed
+        return best
 
     def items(self) -> tuple[LineItem, ...]:
         out: list[LineItem] = []
@@ -380,7 +414,7 @@ class _Grounder:
         """The description as printed within the row (exact, normalised or fuzzy)."""
         page = self.doc.pages[first.page - 1]
         row = Document(page[first.start : end])
-        found = _occurrences(row, value, fuzzy=True, whole=False)
+        found = _occurrences(row, value, fuzzy=True, boundary="none")
         if not found or not value.strip():
             self.refuse(
                 f"{path}.description", f"{value[:60]!r} is not printed on line {first.number}"

@@ -30,7 +30,6 @@ _APOSTROPHES = "'’"
 _DATE_RE = re.compile(
     r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[./-]\d{1,2}[./-]\d{2,4}(?!\d)|\d{1,2}\.\s?\d{1,2}\.\s?\d{4}"
 )
-_POSITION_RE = re.compile(r"^\s*\d{1,3}[.)]?\s+(?=\D)")
 _AMOUNT_SHAPE_RE = re.compile(r"\d[.,]\d{2}(?!\d)")
 
 
@@ -84,11 +83,13 @@ def read_number(printed: str, mark: str) -> Decimal | None:
 
 
 def numbers_in(text: str, mark: str, *, space_groups: bool = False) -> list[Printed]:
-    """Every printed number of ``text`` (dates masked; a leading row position skipped)."""
+    """Every printed number of ``text`` (dates masked).
+
+    A row's position number ("1  Widget ...") is kept: it cannot be told from a
+    leading quantity ("584 pcs Steel bracket ..."), and :func:`parse_item_row`
+    prefers the quantity printed closest to the price.
+    """
     masked = _DATE_RE.sub(lambda m: "#" * len(m.group()), text)
-    position = _POSITION_RE.match(masked)
-    if position:
-        masked = " " * position.end() + masked[position.end() :]
     out = []
     for match in _number_re(mark, space_groups).finditer(masked):
         body_end = match.start("pct") if match.group("pct") else match.end()
@@ -138,7 +139,8 @@ def parse_item_row(numbers: list[Printed]) -> ItemNumbers | None:
     """Quantity, unit price, amount (and rate) of one row, by arithmetic then print order.
 
     Among ordered triples ``q < p < a`` (print positions) the first with
-    ``round(q x p, 2) == a`` wins, latest amount first (amounts close a row). With
+    ``round(q x p, 2) == a`` wins, latest amount first (amounts close a row), then
+    the price and the quantity printed latest (a row's position number comes first). With
     none exact, the nearest within 1 % is returned marked ``exact=False``, so the
     arithmetic rule reports the printed inconsistency. None: no reading at all.
     """
@@ -146,7 +148,9 @@ def parse_item_row(numbers: list[Printed]) -> ItemNumbers | None:
     plain = [p for p in numbers if not p.percent]
     rate = rates[-1] if rates else None
     best: tuple[Decimal, ItemNumbers] | None = None
-    for q, p, a in sorted(combinations(plain, 3), key=lambda t: (-t[2].start, -t[1].start)):
+    for q, p, a in sorted(
+        combinations(plain, 3), key=lambda t: (-t[2].start, -t[1].start, -t[0].start)
+    ):
         if a.value <= 0 and q.value * p.value != 0:
             continue
         gap = abs(_money(q.value * p.value) - a.value)

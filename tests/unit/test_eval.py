@@ -11,7 +11,6 @@ import asyncio
 import json
 import threading
 from collections.abc import Callable, Iterator
-from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -27,18 +26,22 @@ from benchmarks.eval import (
     run_eval,
     summarise,
 )
-from pipeline.extractor import prepare_call
+from pipeline.extraction import Extraction
+from pipeline.extraction_answer import document_in_prompt
+from pipeline.extractor import CONTRACT_V1, CONTRACT_V2, answer_for, prepare_call
 from pipeline.invoices import GeneratedInvoice, Variant, generate_corpus
 
 N = 10
 MAX_LINES = 12
 CORPUS = generate_corpus(N, seed=0, variants=DEFAULT_VARIANTS, max_line_items=MAX_LINES)
 
-Answer = Callable[[GeneratedInvoice], tuple[int, str]]
+#: ``invoice -> (HTTP status, content)``: a raw string is sent as is; an
+#: :class:`Extraction` is what the model means, written in the contract the prompt asks for.
+Answer = Callable[[GeneratedInvoice], tuple[int, "str | Extraction"]]
 
 
-def truthful(invoice: GeneratedInvoice) -> tuple[int, str]:
-    return 200, invoice.truth.model_dump_json()
+def truthful(invoice: GeneratedInvoice) -> tuple[int, str | Extraction]:
+    return 200, invoice.truth
 
 
 class Provider:
@@ -55,14 +58,22 @@ class Provider:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 provider.requests.append({"path": self.path, "body": body})
                 user = body["messages"][-1]["content"]
+                shown = document_in_prompt(body["messages"])
+                contract = CONTRACT_V1 if shown is None else CONTRACT_V2
                 matches = [
                     inv
                     for inv in provider.corpus
-                    if all(page in user for page in inv.ocr_text.split("\f"))
+                    if inv.ocr_text == shown
+                    or (shown is None and all(p in user for p in inv.ocr_text.split("\f")))
                 ]
                 status, content = (404, "unknown invoice")
                 if len(matches) == 1:
-                    status, content = provider.answer(matches[0])
+                    status, meant = provider.answer(matches[0])
+                    content = (
+                        meant
+                        if isinstance(meant, str)
+                        else answer_for(meant, matches[0].ocr_text, contract=contract)
+                    )
                 payload = (
                     {
                         "choices": [{"message": {"role": "assistant", "content": content}}],
@@ -145,7 +156,7 @@ def test_ground_truth_answers_score_100_percent(
     assert report["confusion"]["unacceptable"]["SUCCEEDED"] == 0
     assert report["decision_vs_expected"]["REVIEW_REQUIRED"]["REVIEW_REQUIRED"] == N - clean
     # The provider reports len(content) completion tokens per answer.
-    lengths = [len(inv.truth.model_dump_json()) for inv in CORPUS]
+    lengths = [len(answer_for(inv.truth, inv.ocr_text)) for inv in CORPUS]
     assert report["output_tokens_mean"] == round(sum(lengths) / N, 1)
     assert report["output_tokens_reported"] == N
     assert report["invoices_per_minute"] > 0
@@ -171,16 +182,15 @@ def test_requests_ask_for_structured_output(
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
 
 
-def _wrong_gross(invoice: GeneratedInvoice) -> tuple[int, str]:
+def _wrong_gross(invoice: GeneratedInvoice) -> tuple[int, str | Extraction]:
+    """The model took the printed net total for the gross total (its evidence too)."""
     truth = invoice.truth
-    assert truth.gross_total is not None
-    changed = truth.gross_total.model_copy(
-        update={"value": truth.gross_total.value + Decimal("1.00")}
-    )
-    return 200, truth.model_copy(update={"gross_total": changed}).model_dump_json()
+    assert truth.gross_total is not None and truth.net_total is not None
+    assert truth.net_total.value != truth.gross_total.value
+    return 200, truth.model_copy(update={"gross_total": truth.net_total})
 
 
-def _faulty(invoice: GeneratedInvoice) -> tuple[int, str]:
+def _faulty(invoice: GeneratedInvoice) -> tuple[int, str | Extraction]:
     if invoice.seed % 3 == 0:
         return 200, '{"supplier": "truncated'
     if invoice.seed % 3 == 1:
@@ -285,7 +295,7 @@ def test_eval_corpus_mixes_clean_and_document_level_variants() -> None:
     assert all(v.in_document or v is Variant.CLEAN for v in variants)
 
 
-def _cut_in_half(invoice: GeneratedInvoice) -> tuple[int, str]:
+def _cut_in_half(invoice: GeneratedInvoice) -> tuple[int, str | Extraction]:
     text = invoice.truth.model_dump_json()
     return 200, text[: len(text) // 2]  # an answer that ran out of tokens
 
@@ -293,8 +303,8 @@ def _cut_in_half(invoice: GeneratedInvoice) -> tuple[int, str]:
 def test_truncated_answers_are_malformed_but_scored_before_the_cap(
     provider: Callable[..., Provider], tmp_path: Path
 ) -> None:
-    server = provider(_cut_in_half)
-    report, _, _ = _run(server.base_url, tmp_path)
+    server = provider(_cut_in_half)  # before-the-cap scoring reads contract v1 answers
+    report, _, _ = _run(server.base_url, tmp_path, contract=CONTRACT_V1)
     assert {row["outcome"] for row in report["rows"]} == {"MALFORMED"}
     assert report["micro"]["recall"] == 0.0  # nothing parses, so nothing counts as extracted
     before = report["micro_before_cap"]

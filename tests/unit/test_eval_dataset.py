@@ -18,6 +18,8 @@ import pytest
 import benchmarks.eval as eval_cli
 from benchmarks.eval_dataset import load_dataset, record_from_generated
 from benchmarks.eval_engines import EngineAnswer, ExtractFn
+from pipeline.extraction_answer import document_in_prompt
+from pipeline.extractor import answer_for
 from pipeline.invoices import GeneratedInvoice, Variant, generate_corpus
 
 MAX_LINES = 4
@@ -40,18 +42,16 @@ REPORT_KEYS = {
 
 
 def _answer(invoice: GeneratedInvoice) -> str:
-    """A perfect model's answer in the current contract."""
-    return invoice.truth.model_dump_json()
+    """A perfect model's answer in the default contract."""
+    return answer_for(invoice.truth, invoice.ocr_text)
 
 
 def truthful(corpus: list[GeneratedInvoice] = CORPUS) -> ExtractFn:
     async def extract(
         messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int
     ) -> EngineAnswer:
-        user = messages[-1]["content"]
-        (invoice,) = [
-            inv for inv in corpus if all(page in user for page in inv.ocr_text.split("\f"))
-        ]
+        shown = document_in_prompt(messages)
+        (invoice,) = [inv for inv in corpus if inv.ocr_text == shown]
         return EngineAnswer(_answer(invoice), completion_tokens=100)
 
     return extract
