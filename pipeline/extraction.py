@@ -47,8 +47,10 @@ from pydantic import (
     Field,
     PlainSerializer,
     PlainValidator,
+    SerializerFunctionWrapHandler,
     ValidationError,
     WithJsonSchema,
+    model_serializer,
 )
 
 from pipeline.errors import MalformedOutput
@@ -211,6 +213,16 @@ class Evidence(_Contract):
     quote: str
     line: int | None = None
     match: MatchKind | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_system_keys(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """v1 evidence (no line, no match) dumps exactly as before contract v2 existed."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in SYSTEM_EVIDENCE_KEYS:
+                if data.get(key) is None:
+                    data.pop(key, None)
+        return data
 
 
 class EvidencedText(_Contract):

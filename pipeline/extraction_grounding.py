@@ -357,21 +357,23 @@ class _Grounder:
             return None
         page = self.doc.pages[first.page - 1]
         last = first
-        best: tuple[Line, int, list[Printed]] | None = None
-        for step in range(3):
+        seen = 0  # plain numbers in the lines taken so far
+        for _ in range(3):
             printed = numbers_in(page[first.start : last.end], self.mark, space_groups=self.space)
             read = parse_item_row(printed)
             if read is not None and read.exact:
                 return first, last.end, printed
-            if read is not None and best is None:
-                best = (first, last.end, printed)
-            if best is not None and step == 0:
-                return best  # the cited line reads on its own: never borrow the next row's
+            plain = sum(1 for p in printed if not p.percent)
+            if read is not None and seen < 3 <= plain:
+                # The row's numbers just became complete (the cited line alone, or a stacked
+                # row's number line): read as printed, never borrow the next row's.
+                return first, last.end, printed
+            seen = plain
             nxt = self.doc.line(last.number + 1)
             if nxt is None or nxt.page != first.page:
                 break
             last = nxt
-        return best
+        return None
 
     def items(self) -> tuple[LineItem, ...]:
         out: list[LineItem] = []

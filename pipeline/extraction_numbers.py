@@ -141,7 +141,7 @@ def parse_item_row(numbers: list[Printed]) -> ItemNumbers | None:
     Among ordered triples ``q < p < a`` (print positions) the first with
     ``round(q x p, 2) == a`` wins, latest amount first (amounts close a row), then
     the price and the quantity printed latest (a row's position number comes first). With
-    none exact, the nearest within 1 % is returned marked ``exact=False``, so the
+    none exact, the nearest within two cents is returned marked ``exact=False``, so the
     arithmetic rule reports the printed inconsistency. None: no reading at all.
     """
     rates = [p for p in numbers if p.percent]
@@ -156,7 +156,7 @@ def parse_item_row(numbers: list[Printed]) -> ItemNumbers | None:
         gap = abs(_money(q.value * p.value) - a.value)
         if gap == 0:
             return ItemNumbers(q, p, a, rate, True)
-        limit = max(abs(a.value) / 100, CENT * 2)
+        limit = CENT * 2  # a rounding slip, not another reading
         if gap <= limit and (best is None or gap < best[0]):
             best = (gap, ItemNumbers(q, p, a, rate, False))
     return best[1] if best else None
