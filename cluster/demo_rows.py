@@ -43,6 +43,8 @@ SCALAR_FIELDS = (
     "gross_total",
     "iban",
 )
+#: Every compared field name (a differing-field list names some of these).
+COMPARED_FIELDS = (*SCALAR_FIELDS, "line_items", "tax_lines")
 _DECIMAL_FIELDS = frozenset({"net_total", "tax_total", "gross_total"})
 _LINE_NUMBERS = ("quantity", "unit_price", "line_amount", "tax_rate")
 _TAX_NUMBERS = ("rate", "base", "amount")

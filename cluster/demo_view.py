@@ -10,11 +10,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cluster.demo_rows import FAILED, REVIEW, SUCCEEDED, InvoiceRow
+from cluster.demo_rows import COMPARED_FIELDS, FAILED, REVIEW, SUCCEEDED, InvoiceRow
 
 NOTHING = "—"
 DECISION_COLOURS = {SUCCEEDED: "#8fd19e", REVIEW: "#ffd27f", FAILED: "#f4a3a3"}
 UNSETTLED_COLOUR = "#d9d9d9"
+TRUTH_WIDTH = 48
 
 #: (header, width) of the text table; the last column takes what it needs.
 #: The job id is left out (``demo.json`` has it); the state-change lines name the seed.
@@ -38,6 +39,21 @@ def _clip(text: str, width: int) -> str:
     return text[: width - 1] + "…"
 
 
+def join_fit(items: Sequence[str], width: int) -> str:
+    """``a, b +3 more``: as many items as fit in ``width``, then how many were left out."""
+    if not items:
+        return ""
+    shown: list[str] = []
+    for i, item in enumerate(items):
+        rest = len(items) - i - 1
+        candidate = ", ".join([*shown, item]) + (f" +{rest} more" if rest else "")
+        if shown and len(candidate) > width:
+            break
+        shown.append(item)
+    left = len(items) - len(shown)
+    return ", ".join(shown) + (f" +{left} more" if left else "")
+
+
 def invoice_label(row: InvoiceRow) -> str:
     return f"{row.seed} {row.variant}"
 
@@ -48,13 +64,17 @@ def gross_label(row: InvoiceRow) -> str:
     return f"{row.gross_total} {row.currency or '?'}"
 
 
-def truth_label(row: InvoiceRow) -> str:
-    """``✓``, ``✗ field, field`` or ``– nothing extracted``."""
+def truth_label(row: InvoiceRow, width: int = TRUTH_WIDTH) -> str:
+    """``✓``, ``✗ field, field``, ``✗ 12/12: field, field +10 more`` or ``– nothing extracted``."""
     if row.matches_truth is None:
         return "– nothing extracted"
     if row.matches_truth:
         return "✓"
-    return "✗ " + ", ".join(row.differing_fields)
+    fields = row.differing_fields
+    if len(", ".join(fields)) + 2 <= width:
+        return "✗ " + ", ".join(fields)
+    head = f"✗ {len(fields)}/{len(COMPARED_FIELDS)}: "
+    return head + join_fit(fields, width - len(head))
 
 
 def cells(row: InvoiceRow) -> list[str]:
@@ -68,7 +88,7 @@ def cells(row: InvoiceRow) -> list[str]:
         row.invoice_number or NOTHING,
         gross_label(row),
         row.erp,
-        ", ".join(row.reasons) or NOTHING,
+        join_fit(row.reasons, dict(COLUMNS)["reasons"]) or NOTHING,
         truth_label(row),
     ]
 
@@ -113,9 +133,10 @@ def plot_invoices(rows: Sequence[InvoiceRow], summary: Mapping[str, Any], path: 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.transforms import Bbox
 
     headers = [h for h, _ in COLUMNS]
-    body = [[_clip(c, 40) for c in cells(r)] for r in rows]
+    body = [[_clip(c, TRUTH_WIDTH) for c in cells(r)] for r in rows]
     fig_h = 1.0 + 0.32 * (max(len(rows), 1) + 1)
     fig, ax = plt.subplots(figsize=(20, fig_h))
     ax.axis("off")
@@ -124,7 +145,7 @@ def plot_invoices(rows: Sequence[InvoiceRow], summary: Mapping[str, Any], path: 
         colLabels=headers,
         cellLoc="left",
         colLoc="left",
-        bbox=(0.0, 0.0, 1.0, 1.0),
+        bbox=Bbox.from_bounds(0.0, 0.0, 1.0, 1.0),
     )
     table.auto_set_font_size(False)
     table.set_fontsize(9)

@@ -8,8 +8,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from cluster.demo_rows import InvoiceRow, build_row, differing_fields, summarise_rows
-from cluster.demo_view import COLUMNS, format_summary, format_table, plot_invoices
+from cluster.demo_rows import (
+    COMPARED_FIELDS,
+    InvoiceRow,
+    build_row,
+    differing_fields,
+    summarise_rows,
+)
+from cluster.demo_view import COLUMNS, format_summary, format_table, join_fit, plot_invoices
 from pipeline.invoices import generate_invoice
 
 TRUTH = generate_invoice(2026).truth.model_dump(mode="json")  # Bergmann Metallbau, 1725.67 EUR
@@ -202,3 +208,29 @@ def test_png_shows_the_table(tmp_path: Path) -> None:
     rows = fixed_rows()
     path = plot_invoices(rows, summarise_rows(rows, 1.0), tmp_path / "demo.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+def test_many_reasons_and_fields_are_counted_not_cut_mid_word() -> None:
+    assert join_fit(["aaaa", "bbbb", "cccc"], 40) == "aaaa, bbbb, cccc"
+    assert join_fit(["aaaa", "bbbb", "cccc"], 14) == "aaaa +2 more"
+    assert join_fit(["a" * 50], 10) == "a" * 50  # the first item always shows
+    assert join_fit([], 10) == ""
+    garbage = {
+        "supplier": {"name": "1.234,50,", "vat_id": None},
+        "invoice_number": "1.234,50,",
+        "currency": "CUR",
+        "gross_total": "1.234",
+        "line_items": [],
+        "tax_lines": [],
+    }
+    reasons = [{"code": c} for c in ("line_amount_mismatch", "tax_line_mismatch", "iban_x")]
+    row = build_row(
+        2,
+        submitted(2),
+        {"state": "REVIEW_REQUIRED", "result": garbage, "validation": {"reasons": reasons}},
+        TRUTH,
+    )
+    assert len(row.differing_fields) == len(COMPARED_FIELDS) == 12
+    line = format_table([row])[2]
+    assert "line_amount_mismatch +2 more" in line
+    assert line.endswith("✗ 12/12: supplier.name, supplier.vat_id +10 more")
