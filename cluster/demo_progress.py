@@ -28,7 +28,7 @@ from pipeline.database import connect
 from pipeline.queries import q
 from pipeline.states import SETTLED, JobState
 
-PRINT_EVERY_S = 2.5
+PRINT_EVERY_S = 2.0
 POLL_S = 1.0
 ENGINE_READ_TIMEOUT_S = 2.0
 RATE_WINDOW_S = 10.0
