@@ -29,7 +29,9 @@ def _no_args(_: argparse.ArgumentParser) -> None:
 
 
 def _demo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--invoices", type=int, help="how many invoices (default 12)")
+    p.add_argument("--invoices", type=int, help="how many invoices (default 8)")
+    p.add_argument("--seed", type=int, help="first generator seed (default 2026; < 1_000_000)")
+    p.add_argument("--max-line-items", type=int, help="line items per invoice (default 3, <= 8)")
     p.add_argument("--drivers", type=int, help="task drivers (default 2)")
     p.add_argument("--timeout", type=float, dest="timeout_s", help="seconds (default 600)")
     p.add_argument("--out", type=Path, dest="out_dir", help="report folder (results/demo)")
@@ -41,6 +43,8 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 
     opts = options_from(
         invoices=args.invoices,
+        seed=args.seed,
+        max_line_items=args.max_line_items,
         drivers=args.drivers,
         timeout_s=args.timeout_s,
         out_dir=args.out_dir,

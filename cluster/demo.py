@@ -1,11 +1,22 @@
 """``fenceline demo``: the main job end to end on the embedded default.
 
-Synthetic invoices from several tenants (varied sizes, a few adversarial) go
+Synthetic invoices from several tenants (mostly clean, two adversarial) go
 through REST intake → job store → task drivers → admission → vLLM (Serve,
 context-length routed) → validation → signed delivery to a local reference ERP
-receiver. Progress prints while jobs run; the summary table and a JSON + PNG
-report end the run. The database is a dedicated ``fenceline_demo`` (recreated
-each run so the numbers describe this run only).
+receiver. While jobs run, each state change prints as it happens and a progress
+line (state counts, output tokens and tokens per second from the engines'
+counters) every few seconds (:mod:`cluster.demo_progress`). The run ends with
+one row per invoice: what was extracted (supplier, number, gross), the decision
+next to the expected one with its reasons, how often the ERP posted it, and
+whether the values equal the generator's truth (:mod:`cluster.demo_rows`,
+:mod:`cluster.demo_view`), written to ``results/demo/demo.json`` (``invoices``)
+and drawn in ``demo.png``. The database is a dedicated ``fenceline_demo``
+(recreated each run so the numbers describe this run only).
+
+Demo seeds: invoice ``i`` is generator seed ``DemoOptions.seed + i`` (2026 ..
+2033 by default). Seeds from :data:`TRAINING_SEEDS_FROM` up are reserved for
+adapter training, so the demo refuses them (it must never show an invoice the
+model was trained on).
 """
 
 from __future__ import annotations
@@ -26,6 +37,9 @@ import asyncpg
 import httpx
 
 from benchmarks.infra import free_port
+from cluster.demo_progress import engine_token_reader, watch
+from cluster.demo_rows import InvoiceRow, build_row, summarise_rows
+from cluster.demo_view import format_summary, format_table, plot_invoices
 from cluster.runtime import ClusterConfig, LocalCluster
 from pipeline.admin import admin_dsn, setup_database
 from pipeline.database import connect
@@ -37,7 +51,13 @@ from pipeline.worker import WorkerConfig
 
 DEMO_DATABASE = "fenceline_demo"
 TENANTS = (("acme-gmbh", 2), ("globex-ltd", 1), ("initech-sa", 1))
-ADVERSARIAL = (Variant.ARITHMETIC_OFF_BY_CENT, Variant.PROMPT_INJECTION, Variant.INVENTED_IBAN)
+#: Every 4th invoice is adversarial, in this order. Both are printed into the
+#: document, so even a faithful transcription must go to REVIEW_REQUIRED (a
+#: prompt injection is not here: a model that ignores it rightly SUCCEEDS).
+ADVERSARIAL = (Variant.ARITHMETIC_OFF_BY_CENT, Variant.HOMOGLYPH_SUPPLIER)
+#: Generator seeds from here up are reserved for adapter training.
+TRAINING_SEEDS_FROM = 1_000_000
+MAX_DEMO_LINE_ITEMS = 8
 
 
 @dataclass(frozen=True)
@@ -52,7 +72,18 @@ class DemoOptions:
 
 
 def corpus(opts: DemoOptions) -> list[tuple[str, GeneratedInvoice]]:
-    """Invoices assigned to tenants: the first tenant gets a backlog, the others a few each."""
+    """Invoices assigned to tenants: the first tenant gets a backlog, the others a few each.
+
+    Six of the default eight are clean; invoices 4 and 8 (seeds 2029, 2033) are
+    an arithmetic off by a cent and a homoglyph supplier name.
+    """
+    if opts.seed < 0 or opts.seed + opts.invoices > TRAINING_SEEDS_FROM:
+        raise ValueError(
+            f"demo seeds {opts.seed}..{opts.seed + opts.invoices - 1} must stay below "
+            f"{TRAINING_SEEDS_FROM:_} (reserved for adapter training)"
+        )
+    if not 1 <= opts.max_line_items <= MAX_DEMO_LINE_ITEMS:
+        raise ValueError(f"max_line_items must be 1..{MAX_DEMO_LINE_ITEMS}")
     today = datetime.now(UTC).date()
     out = []
     for i in range(opts.invoices):
@@ -125,42 +156,15 @@ async def _submit(
                 {
                     "job_id": body["job_id"],
                     "tenant": tenant,
+                    "seed": inv.seed,
                     "variant": inv.variant.value,
-                    "expected": inv.expected_decision.value,
+                    # What validation must decide for a faithful reading of the page.
+                    "expected": inv.truth_decision.value,
                     "accept_ms": latency * 1000,
                     "status": r.status_code,
                 }
             )
     return accepted
-
-
-async def _progress(dsn: str, n: int, timeout: float, started: float) -> dict[str, int]:
-    conn = await connect(dsn)
-    settled_states = [s.value for s in SETTLED]
-    last = ""
-    try:
-        while True:
-            rows = await conn.fetch(q("report_state_counts"))
-            counts = {r["state"]: r["n"] for r in rows}
-            done = sum(counts.get(s, 0) for s in settled_states)
-            deliveries = {r["state"]: r["n"] for r in await conn.fetch(q("report_delivery_counts"))}
-            delivered = deliveries.get("delivered", 0)
-            line = (
-                f"[{time.monotonic() - started:5.0f}s] settled {done}/{n}  "
-                + "  ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-                + f"  | delivered {delivered}"
-            )
-            if line[8:] != last:
-                print(line, flush=True)
-                last = line[8:]
-            if done >= n:
-                return counts
-            if time.monotonic() - started > timeout:
-                print(f"timeout after {timeout:.0f} s; stopping with {done}/{n} settled")
-                return counts
-            await asyncio.sleep(1.0)
-    finally:
-        await conn.close()
 
 
 async def _wait_deliveries(dsn: str, timeout: float) -> None:
@@ -255,9 +259,12 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
             f"intake: {len(accepted)} invoices accepted (202) in "
             f"{time.monotonic() - t_submit:.2f} s"
         )
-        counts = asyncio.run(_progress(dsn, len(accepted), opts.timeout_s, t_submit))
+        counts = asyncio.run(
+            watch(dsn, accepted, opts.timeout_s, t_submit, engine_token_reader(*_pools(cluster)))
+        )
         asyncio.run(_wait_deliveries(dsn, 60))
-        result = asyncio.run(_summarise(dsn, accepted, counts))
+        truths = [inv.truth.model_dump(mode="json") for _, inv in work]
+        result = asyncio.run(_summarise(dsn, accepted, counts, truths))
         result["driver_stats"] = cluster.driver_stats()
     finally:
         cluster.stop()
@@ -269,8 +276,19 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
     return 0 if settled == len(work) else 1
 
 
+def _pools(cluster: LocalCluster) -> tuple[str, list[str]]:
+    """The inference app's name and its pools, whose engines count the tokens."""
+    from deployments.pools import load_pools
+
+    pools = load_pools(cluster.config.pools_file)
+    return pools.app_name, [p.name for p in pools.pools]
+
+
 async def _summarise(
-    dsn: str, accepted: list[dict[str, Any]], counts: dict[str, int]
+    dsn: str,
+    accepted: list[dict[str, Any]],
+    counts: dict[str, int],
+    truths: list[dict[str, Any]],
 ) -> dict[str, Any]:
     from benchmarks.report import percentile
 
@@ -281,6 +299,7 @@ async def _summarise(
         deliveries = {r["state"]: r["n"] for r in await conn.fetch(q("report_delivery_counts"))}
         erp = await conn.fetchrow(q("report_erp_postings"))
         postings, dup = erp["postings"], erp["duplicates_absorbed"]
+        rows = {str(r["id"]): dict(r) for r in await conn.fetch(q("report_invoice_rows"))}
     finally:
         await conn.close()
     per_tenant: dict[str, Counter[str]] = defaultdict(Counter)
@@ -293,7 +312,12 @@ async def _summarise(
         if j["finished_at"] is not None:
             latencies.append((j["finished_at"] - j["created_at"]).total_seconds())
     accept_ms = [a["accept_ms"] for a in accepted]
+    invoices = [
+        build_row(i, a, rows.get(a["job_id"], {}), truth)
+        for i, (a, truth) in enumerate(zip(accepted, truths, strict=True), start=1)
+    ]
     return {
+        "invoices": invoices,
         "states": counts,
         "per_tenant": {k: dict(v) for k, v in per_tenant.items()},
         "jobs": accepted,
@@ -315,6 +339,10 @@ def _report(result: dict[str, Any], out_dir: Path) -> None:
     if not result.get("jobs"):
         print("demo: no summary (the run did not get to submit jobs)")
         return
+    rows: list[InvoiceRow] = result.pop("invoices")
+    summary = summarise_rows(rows, result["wall_seconds"])
+    result["invoices"] = [r.as_dict() for r in rows]
+    result["summary"] = summary
     print("\n=== Fenceline demo summary ===")
     states = sorted({s for t in result["per_tenant"].values() for s in t})
     print(f"{'tenant':<14}" + "".join(f"{s:>17}" for s in states))
@@ -335,43 +363,13 @@ def _report(result: dict[str, Any], out_dir: Path) -> None:
         f"deliveries: {result['deliveries']}  ERP postings: {result['erp_postings']} "
         f"(one per SUCCEEDED job; duplicates absorbed: {result['erp_duplicate_deliveries_seen']})"
     )
-    print(
-        f"decisions equal to the generator's expectation: "
-        f"{result['decision_matches_expected']}/{len(result['jobs'])} "
-        "(SmolLM2-135M is a tiny model; validation withholds what it gets wrong)"
-    )
+    print("\n=== What was extracted, decided and posted (one row per invoice) ===")
+    for line in format_table(rows):
+        print(line)
+    print(format_summary(summary))
     path = write_json(out_dir, "demo", result)
-    png = _plot(result, out_dir)
-    print(f"report: {path}  plot: {png}  wall time {result['wall_seconds']:.0f} s")
-
-
-def _plot(result: dict[str, Any], out_dir: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    lat = sorted(j["accept_ms"] for j in result["jobs"])
-    a.plot(lat, [(i + 1) / len(lat) for i in range(len(lat))])
-    a.set_xlabel("acceptance latency (ms)")
-    a.set_ylabel("CDF")
-    a.set_title("REST intake: 202 latency")
-    tenants = sorted(result["per_tenant"])
-    states = sorted({s for t in result["per_tenant"].values() for s in t})
-    bottom = [0] * len(tenants)
-    for s in states:
-        vals = [result["per_tenant"][t].get(s, 0) for t in tenants]
-        b.bar(tenants, vals, bottom=bottom, label=s)
-        bottom = [x + y for x, y in zip(bottom, vals, strict=True)]
-    b.set_title("jobs per tenant and final state")
-    b.legend()
-    fig.tight_layout()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "demo.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    png = plot_invoices(rows, summary, out_dir / "demo.png")
+    print(f"report: {path}  plot: {png}")
 
 
 def options_from(**kw: Any) -> DemoOptions:

@@ -21,3 +21,29 @@ FROM job_attempts;
 -- name: report_erp_postings
 SELECT count(*) AS postings, count(*) FILTER (WHERE deliveries_seen > 1) AS duplicates_absorbed
 FROM erp_postings;
+
+-- name: report_job_states
+SELECT id, state FROM extraction_jobs;
+
+-- name: report_invoice_rows
+-- One row per job for the demo's per-invoice table: the stored result and its
+-- validation, the failure if any, what the reference ERP receiver recorded
+-- (applications counts every run of its posting step, so a job that reached the
+-- ERP under two delivery ids shows 2), the deliveries' states and the tokens the
+-- job's attempts wrote.
+SELECT j.id, j.state, j.attempt, j.last_error_class, j.last_error, j.terminal_reason,
+       t.name AS tenant, r.result, r.validation,
+       coalesce(p.applications, 0) AS erp_applications,
+       coalesce(p.posted, false) AS erp_posted,
+       d.states AS delivery_states,
+       coalesce(a.completion_tokens, 0) AS completion_tokens
+FROM extraction_jobs j
+JOIN tenants t ON t.id = j.tenant_id
+LEFT JOIN extraction_results r ON r.job_id = j.id
+LEFT JOIN (SELECT job_id, sum(applications)::int AS applications,
+                  bool_or(posted_at IS NOT NULL) AS posted
+           FROM erp_postings GROUP BY job_id) p ON p.job_id = j.id
+LEFT JOIN (SELECT job_id, string_agg(state, ',' ORDER BY created_at) AS states
+           FROM deliveries GROUP BY job_id) d ON d.job_id = j.id
+LEFT JOIN (SELECT job_id, sum(completion_tokens)::int AS completion_tokens
+           FROM job_attempts GROUP BY job_id) a ON a.job_id = j.id;

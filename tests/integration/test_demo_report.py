@@ -1,0 +1,63 @@
+"""The demo's per-invoice query on real PostgreSQL: results, failures and ERP applications."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from cluster.demo_rows import build_row
+from cluster.demo_view import format_table
+from pipeline.invoices import generate_invoice
+from pipeline.jobs import Usage
+from pipeline.queries import q
+from pipeline.states import JobState
+from tests.support.delivery import fetch, job_store
+from tests.support.jobs import new_tenant, request
+
+pytestmark = pytest.mark.integration
+
+
+async def test_invoice_rows_join_results_failures_and_erp_applications(
+    pool: asyncpg.Pool,
+) -> None:
+    store = job_store(pool)
+    tenant = await new_tenant(pool, "acme-gmbh")
+    truth = generate_invoice(2026).truth.model_dump(mode="json")
+    ids = [(await store.accept(request(tenant, key=f"demo-{i}"))).job_id for i in range(4)]
+    leases = {lease.job_id: lease for lease in await store.claim("driver-0", limit=3)}
+    ok, review, failed = (leases[i] for i in ids[:3])
+    await store.succeed(ok, result=truth, usage=Usage(prompt_tokens=500, completion_tokens=812))
+    await store.succeed(
+        review,
+        result=truth,
+        validation={"reasons": [{"code": "supplier_confusable", "field": "supplier.name"}]},
+        decision=JobState.REVIEW_REQUIRED,
+    )
+    await store.fail(failed, error_class="malformed_output", reason="attempts_exhausted")
+    async with pool.acquire() as conn:  # what the reference ERP receiver writes
+        await conn.execute(
+            "INSERT INTO erp_postings (ledger, job_id, delivery_id, invoice, posted_at,"
+            " effect_count, applications) VALUES ('default', $1, 'msg_1', '{}', now(), 1, 2)",
+            ok.job_id,
+        )
+    states = {r["id"]: r["state"] for r in await fetch(pool, q("report_job_states"))}
+    assert [states[i] for i in ids] == ["SUCCEEDED", "REVIEW_REQUIRED", "FAILED_TERMINAL", "READY"]
+    rows = {r["id"]: r for r in await fetch(pool, q("report_invoice_rows"))}
+    submitted = {"tenant": "acme-gmbh", "seed": 2026, "variant": "clean", "expected": "SUCCEEDED"}
+    built = [
+        build_row(n, {**submitted, "job_id": i}, rows[i], truth) for n, i in enumerate(ids, start=1)
+    ]
+    first, second, third, fourth = built
+    assert (first.supplier, first.gross_total, first.currency) == (
+        "Bergmann Metallbau GmbH & Co. KG",
+        "1725.67",
+        "EUR",
+    )
+    assert first.matches_truth is True and first.completion_tokens == 812
+    assert first.erp == "posted 2x" and not first.posted_exactly_once
+    assert second.decision == "REVIEW_REQUIRED" and second.reasons == ("supplier_confusable",)
+    assert second.erp == "not posted"
+    assert third.decision == "FAILED_TERMINAL" and third.matches_truth is None
+    assert third.reasons == ("attempts_exhausted", "malformed_output")
+    assert fourth.decision == "READY" and fourth.reasons == ()
+    assert len(format_table(built)) == 6
