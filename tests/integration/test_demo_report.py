@@ -22,7 +22,8 @@ async def test_invoice_rows_join_results_failures_and_erp_applications(
 ) -> None:
     store = job_store(pool)
     tenant = await new_tenant(pool, "acme-gmbh")
-    truth = generate_invoice(2026).truth.model_dump(mode="json")
+    invoice = generate_invoice(2026).truth
+    truth = invoice.model_dump(mode="json")
     ids = [(await store.accept(request(tenant, key=f"demo-{i}"))).job_id for i in range(4)]
     leases = {lease.job_id: lease for lease in await store.claim("driver-0", limit=3)}
     ok, review, failed = (leases[i] for i in ids[:3])
@@ -48,10 +49,11 @@ async def test_invoice_rows_join_results_failures_and_erp_applications(
         build_row(n, {**submitted, "job_id": i}, rows[i], truth) for n, i in enumerate(ids, start=1)
     ]
     first, second, third, fourth = built
+    assert invoice.supplier.name and invoice.gross_total and invoice.currency
     assert (first.supplier, first.gross_total, first.currency) == (
-        "Bergmann Metallbau GmbH & Co. KG",
-        "1725.67",
-        "EUR",
+        invoice.supplier.name.value,
+        str(invoice.gross_total.value),
+        invoice.currency.value,
     )
     assert first.matches_truth is True and first.completion_tokens == 812
     assert first.erp == "posted 2x" and not first.posted_exactly_once
