@@ -13,7 +13,9 @@ Invariants:
   **aborted** so it stops holding KV cache and batch slots. A timeout raises
   :class:`~pipeline.errors.ProviderTimeout`.
 * **Structured output.** Sampling is constrained to the request's JSON schema
-  (``StructuredOutputsParams(json=...)``), greedy (temperature 0). Output cut
+  (``StructuredOutputsParams(json=...)``), greedy (temperature 0), compact
+  (no whitespace between JSON tokens: the pool's engine-wide
+  ``structured_outputs_config``). Output cut
   at ``max_tokens`` is :class:`~pipeline.errors.MalformedOutput`, never a
   silent partial result.
 * **Reported usage and timing.** Prompt, completion and prefix-cached tokens
@@ -263,9 +265,15 @@ def build_engine(pool: PoolConfig, metrics: EngineMetrics | None = None) -> Asyn
     """Start a vLLM ``AsyncLLM`` for ``pool`` (blocks until weights and KV cache are ready)."""
     apply_cpu_environment(pool)
     from vllm import AsyncEngineArgs
+    from vllm.config import StructuredOutputsConfig
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    args = AsyncEngineArgs(**pool.engine_kwargs(), disable_log_stats=True)
+    kwargs = pool.engine_kwargs()
+    # AsyncEngineArgs keeps a dict as given (unlike vllm.LLM); the engine needs the object.
+    kwargs["structured_outputs_config"] = StructuredOutputsConfig(
+        **kwargs["structured_outputs_config"]
+    )
+    args = AsyncEngineArgs(**kwargs, disable_log_stats=True)
     loggers = [stat_logger_factory(metrics)] if metrics is not None else None
     return AsyncLLM.from_engine_args(args, stat_loggers=loggers)
 
@@ -273,9 +281,10 @@ def build_engine(pool: PoolConfig, metrics: EngineMetrics | None = None) -> Asyn
 def sampling_params(json_schema: JsonSchema, max_tokens: int) -> SamplingParams:
     """Greedy, schema-constrained, streamed as deltas (for TTFT/ITL).
 
-    ``disable_any_whitespace`` makes the grammar emit compact JSON: whitespace
-    between tokens carries no information, costs decode steps, and is where a
-    small greedy model most easily loops until ``max_tokens``.
+    Whether the JSON is compact is not decided here: vLLM 0.32's xgrammar backend
+    ignores a request's ``disable_any_whitespace`` and reads the engine's
+    ``structured_outputs_config`` (:class:`deployments.pools.StructuredOutputsConfig`,
+    compact by default).
     """
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
@@ -283,9 +292,7 @@ def sampling_params(json_schema: JsonSchema, max_tokens: int) -> SamplingParams:
     return SamplingParams(
         max_tokens=max_tokens,
         temperature=0.0,
-        structured_outputs=StructuredOutputsParams(
-            json=dict(json_schema), disable_any_whitespace=True
-        ),
+        structured_outputs=StructuredOutputsParams(json=dict(json_schema)),
         output_kind=RequestOutputKind.DELTA,
     )
 

@@ -86,6 +86,27 @@ class CpuTuning(BaseModel):
         return env
 
 
+StructuredOutputsBackend = Literal["auto", "xgrammar", "guidance", "outlines", "lm-format-enforcer"]
+
+
+class StructuredOutputsConfig(BaseModel):
+    """vLLM's engine-wide ``structured_outputs_config`` (one per engine, not per request).
+
+    In vLLM 0.32 the xgrammar backend reads ``disable_any_whitespace`` only from
+    here; the same flag on a request's ``StructuredOutputsParams`` is ignored, so
+    compact JSON has to be an engine setting. Compact answers matter: whitespace
+    carries no information, costs decode steps, and is where a small greedy model
+    loops until ``max_tokens`` (measured: 0 of 8 SmolLM2 answers finished in 400
+    tokens with the grammar allowing whitespace, 8 of 8 at ~190 tokens without).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: StructuredOutputsBackend = "xgrammar"
+    #: Compact JSON: the grammar allows no whitespace between tokens (xgrammar, guidance).
+    disable_any_whitespace: bool = True
+
+
 class PoolConfig(BaseModel):
     """One engine pool: vLLM engine arguments plus Ray/Serve placement.
 
@@ -130,6 +151,10 @@ class PoolConfig(BaseModel):
     metrics_port: int | None = Field(None, ge=0, le=65535)
     #: Extra environment for the replica (e.g. HF_HOME on a cluster).
     env: dict[str, str] = Field(default_factory=dict)
+    #: Engine-wide structured-output settings (compact JSON by default).
+    structured_outputs_config: StructuredOutputsConfig = Field(
+        default_factory=StructuredOutputsConfig
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> PoolConfig:
@@ -181,6 +206,8 @@ class PoolConfig(BaseModel):
             "max_num_seqs": self.max_num_seqs,
             "enable_prefix_caching": self.enable_prefix_caching,
             "enforce_eager": self.enforce_eager,
+            # A plain dict here (serve configs, tests); build_engine makes vLLM's object.
+            "structured_outputs_config": self.structured_outputs_config.model_dump(),
         }
         if self.max_num_batched_tokens is not None:
             kwargs["max_num_batched_tokens"] = self.max_num_batched_tokens

@@ -147,6 +147,57 @@ def test_engine_kwargs_are_valid_vllm_engine_args(tmp_path: Path):
             assert args.max_num_seqs == pool.max_num_seqs
 
 
+@pytest.mark.parametrize("path", [DEFAULT_POOLS_PATH, GPU_POOLS_PATH])
+def test_every_shipped_pool_asks_the_engine_for_compact_json(path: Path):
+    # vLLM 0.32's xgrammar backend reads disable_any_whitespace from the engine's
+    # structured_outputs_config only; the per-request flag is ignored.
+    for pool in load_pools(path).pools:
+        assert pool.engine_kwargs()["structured_outputs_config"] == {
+            "backend": "xgrammar",
+            "disable_any_whitespace": True,
+        }
+
+
+def test_structured_outputs_config_is_per_pool_and_reaches_vllm():
+    from vllm import AsyncEngineArgs
+    from vllm.config import StructuredOutputsConfig
+
+    config = parse_pools(
+        two_pools(
+            pools=[
+                {"name": "short", "max_model_len": 2048},
+                {
+                    "name": "long",
+                    "max_model_len": 8192,
+                    "structured_outputs_config": {"disable_any_whitespace": False},
+                },
+            ]
+        )
+    )
+    assert config.pool("short").engine_kwargs()["structured_outputs_config"] == {
+        "backend": "xgrammar",
+        "disable_any_whitespace": True,
+    }
+    loose = config.pool("long").engine_kwargs()["structured_outputs_config"]
+    assert loose == {"backend": "xgrammar", "disable_any_whitespace": False}
+    # The object build_engine hands vLLM from the plain dict.
+    args = AsyncEngineArgs(
+        model="/models/m", structured_outputs_config=StructuredOutputsConfig(**loose)
+    )
+    assert args.structured_outputs_config.disable_any_whitespace is False
+    with pytest.raises(ValidationError, match="extra"):
+        parse_pools(two_pools(defaults={"structured_outputs_config": {"any_whitespace": 1}}))
+
+
+def test_requests_no_longer_carry_the_ignored_whitespace_flag():
+    from deployments.engine import sampling_params
+
+    params = sampling_params({"type": "object"}, 16)
+    assert params.structured_outputs is not None
+    assert params.structured_outputs.json == {"type": "object"}
+    assert not params.structured_outputs.disable_any_whitespace
+
+
 def test_deployment_options_are_accepted_by_serve():
     from ray import serve
 
