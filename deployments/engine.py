@@ -65,6 +65,7 @@ from pipeline.errors import (
 
 if TYPE_CHECKING:
     from vllm import SamplingParams
+    from vllm.lora.request import LoRARequest
     from vllm.v1.engine.async_llm import AsyncLLM
 
 log = logging.getLogger(__name__)
@@ -143,6 +144,20 @@ def build_engine(pool: PoolConfig, metrics: EngineMetrics | None = None) -> Asyn
     return AsyncLLM.from_engine_args(args, stat_loggers=loggers)
 
 
+def lora_request(pool: PoolConfig) -> LoRARequest | None:
+    """The adapter every request of ``pool`` runs with (None: the base model).
+
+    Checked at engine start, so a replica whose adapter folder is missing fails
+    at once with the path and the command that trains it, not on first request.
+    """
+    if pool.lora is None:
+        return None
+    from vllm.lora.request import LoRARequest
+
+    path = pool.lora.checked_path(pool.name)
+    return LoRARequest(pool.lora.name, 1, str(path))
+
+
 def sampling_params(json_schema: JsonSchema, max_tokens: int) -> SamplingParams:
     """Greedy, schema-constrained, streamed as deltas (for TTFT/ITL).
 
@@ -198,13 +213,15 @@ async def stream_request(
     request_id: str,
     started: float,
     into: _Stream | None = None,
+    lora: LoRARequest | None = None,
 ) -> _Stream:
     """Consume one request's deltas, timing each token as it reaches this process.
 
     A chunk of ``k`` tokens arriving ``gap`` after the previous one yields ``k``
     ITL entries of ``gap / k`` (vLLM streams one token per step unless
     ``stream_interval`` batches them). ``into`` receives the observations as
-    they arrive, so a caller that gives up early still knows what was spent.
+    they arrive, so a caller that gives up early still knows what was spent;
+    ``lora`` is the pool's adapter (:func:`lora_request`).
     """
     from vllm import TokensPrompt
 
@@ -213,7 +230,7 @@ async def stream_request(
     (prompt,) = await engine.renderer.render_cmpl_async(
         [TokensPrompt(prompt_token_ids=prompt_token_ids)]
     )
-    async for out in engine.generate(prompt, params, request_id):
+    async for out in engine.generate(prompt, params, request_id, lora_request=lora):
         now = time.perf_counter()
         if out.prompt_token_ids is not None:
             s.prompt_tokens = len(out.prompt_token_ids)
@@ -267,6 +284,7 @@ class PoolEngine:
         self.pool = pool if isinstance(pool, PoolConfig) else PoolConfig.model_validate(pool)
         self.metrics = EngineMetrics(self.pool.name)
         self.metrics_port: int | None = None
+        self._lora = lora_request(self.pool)  # before the engine: a missing adapter fails fast
         self._engine: AsyncLLM | None = build_engine(self.pool, self.metrics)
         self._in_flight: set[str] = set()
         # Serve runs the constructor on the replica's event loop, so the bridge's
@@ -321,7 +339,9 @@ class PoolEngine:
         s = _Stream(last_at=started)
         try:
             async with asyncio.timeout(request.timeout):
-                await stream_request(engine, ids, params, request_id, started, into=s)
+                await stream_request(
+                    engine, ids, params, request_id, started, into=s, lora=self._lora
+                )
             text = "".join(s.text)
             outcome = "malformed"
             parse_json_output(
