@@ -452,13 +452,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-every", type=int, default=10, help="steps between progress lines")
 
 
-def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    """Train from parsed options; ``argv`` is recorded as the command in the recipe."""
+def run(args: argparse.Namespace, command: str) -> int:
+    """Train from parsed options; ``command`` (how it was invoked) goes into the recipe."""
     if not 0 < args.examples <= TRAINING_SEED_END - TRAINING_SEED_START:
         print(f"--examples must be 1..{TRAINING_SEED_END - TRAINING_SEED_START}", file=sys.stderr)
         return 2
     try:
-        train(args, "python -m deployments.adapter_train " + shlex.join(argv))
+        train(args, command)
     except (ValueError, FileNotFoundError) as exc:
         print(f"adapter: {exc}", file=sys.stderr)
         return 2
@@ -471,7 +471,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m deployments.adapter_train", description=__doc__.splitlines()[0]
     )
     add_arguments(parser)
-    return run(parser.parse_args(args_list), args_list)
+    return run(parser.parse_args(args_list), f"{parser.prog} {shlex.join(args_list)}")
 
 
 if __name__ == "__main__":
