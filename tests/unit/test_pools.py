@@ -407,3 +407,12 @@ def test_a_present_adapter_becomes_every_requests_lora_request(tmp_path: Path):
 def test_lora_rank_must_be_one_vllm_accepts(rank: int):
     with pytest.raises(ValidationError, match="max_rank"):
         parse_pools(two_pools(defaults={"lora": {"name": "a", "path": "x", "max_rank": rank}}))
+
+
+def test_the_cpu_pools_serve_the_invoice_adapter_and_the_gpu_pools_none():
+    for pool in load_pools(DEFAULT_POOLS_PATH).pools:
+        assert pool.lora is not None
+        assert pool.lora.resolved_path() == PROJECT_ROOT / "deployments/adapters/smollm2-invoices"
+        assert pool.engine_kwargs()["enable_lora"] is True
+    # The SmolLM2 adapter does not fit the GPU profile's Llama.
+    assert all(pool.lora is None for pool in load_pools(GPU_POOLS_PATH).pools)
