@@ -9,7 +9,7 @@ export RAY_USAGE_STATS_ENABLED ?= 0
 export RAY_AUTH_MODE ?= disabled
 export PYTHONUNBUFFERED := 1
 
-.PHONY: venv model lint test test-fast demo bench clean
+.PHONY: venv model adapter lint test test-fast demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,12 @@ venv: $(STAMP)
 
 model: venv
 	$(PY) -m deployments.model_prepare
+
+# The pools' LoRA adapter (deployments/adapters/smollm2-invoices): hours on 2 CPU cores;
+# ADAPTER_ARGS overrides the recipe, e.g. ADAPTER_ARGS="--examples 4 --out /tmp/a" for a smoke run.
+ADAPTER_ARGS ?=
+adapter: venv model
+	$(PY) -m deployments.adapter_train $(ADAPTER_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -164,8 +164,15 @@ async def run_direct(
     pool: PoolConfig, prompts: list[list[ChatMessage]], args: argparse.Namespace
 ) -> SideResult:
     """vLLM ``AsyncLLM`` in this process, no Serve."""
-    from deployments.engine import build_engine, render_prompt, sampling_params, stream_request
+    from deployments.engine import (
+        build_engine,
+        lora_request,
+        render_prompt,
+        sampling_params,
+        stream_request,
+    )
 
+    lora = lora_request(pool)  # the same adapter a Serve replica of the pool runs with
     engine = build_engine(pool)
     tokenizer = engine.get_tokenizer()
 
@@ -173,7 +180,7 @@ async def run_direct(
         started = time.perf_counter()
         ids = render_prompt(tokenizer, messages)
         params = sampling_params(INVOICE_SCHEMA, args.max_tokens)
-        s = await stream_request(engine, ids, params, os.urandom(8).hex(), started)
+        s = await stream_request(engine, ids, params, os.urandom(8).hex(), started, lora=lora)
         return Completion(
             text="".join(s.text),
             usage=Usage(s.prompt_tokens, s.token_count, s.cached_tokens),

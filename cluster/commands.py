@@ -299,3 +299,22 @@ def _review(args: argparse.Namespace, _settings: Settings) -> int:
         )
     print(r.text)
     return 0 if r.status_code in (200, 201) else 1
+
+
+def _adapter_train_args(p: argparse.ArgumentParser) -> None:
+    from deployments.adapter_train import add_arguments
+
+    add_arguments(p)
+
+
+@command(
+    "adapter train",
+    "train the pools' LoRA adapter on generated invoices (make adapter)",
+    _adapter_train_args,
+)
+def _adapter_train(args: argparse.Namespace, _settings: Settings) -> int:
+    import shlex
+
+    from deployments.adapter_train import run
+
+    return run(args, "fenceline " + shlex.join(sys.argv[1:]))

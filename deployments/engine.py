@@ -13,7 +13,9 @@ Invariants:
   **aborted** so it stops holding KV cache and batch slots. A timeout raises
   :class:`~pipeline.errors.ProviderTimeout`.
 * **Structured output.** Sampling is constrained to the request's JSON schema
-  (``StructuredOutputsParams(json=...)``), greedy (temperature 0). Output cut
+  (``StructuredOutputsParams(json=...)``), greedy (temperature 0), compact
+  (no whitespace between JSON tokens: the pool's engine-wide
+  ``structured_outputs_config``). Output cut
   at ``max_tokens`` is :class:`~pipeline.errors.MalformedOutput`, never a
   silent partial result.
 * **Reported usage and timing.** Prompt, completion and prefix-cached tokens
@@ -21,9 +23,10 @@ Invariants:
   the replica sees tokens arrive (``RequestOutputKind.DELTA``).
 * **Engine metrics** (``fenceline_engine_*``) come from vLLM's stat-logger
   hook (scheduler and iteration stats) into a per-replica prometheus-client
-  registry. Inside Ray a :class:`~deployments.ray_metrics.RegistryBridge`
-  records it with ``ray.util.metrics`` every few seconds, so Ray's metrics
-  agent (the port Prometheus scrapes) exports it as ``ray_fenceline_engine_*``;
+  registry (:mod:`deployments.engine_metrics`). Inside Ray a
+  :class:`~deployments.ray_metrics.RegistryBridge` records it with
+  ``ray.util.metrics`` every few seconds, so Ray's metrics agent (the port
+  Prometheus scrapes) exports it as ``ray_fenceline_engine_*``;
   :meth:`PoolEngine.metrics_text` and, if the pool sets ``metrics_port``, HTTP
   serve the registry itself.
 """
@@ -40,8 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-
+from deployments.engine_metrics import EngineMetrics, stat_logger_factory
 from deployments.pools import PoolConfig
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.engines import (
@@ -63,14 +65,10 @@ from pipeline.errors import (
 
 if TYPE_CHECKING:
     from vllm import SamplingParams
+    from vllm.lora.request import LoRARequest
     from vllm.v1.engine.async_llm import AsyncLLM
-    from vllm.v1.metrics.stats import IterationStats, SchedulerStats
 
 log = logging.getLogger(__name__)
-
-_TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80)
-_ITL_BUCKETS = (0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.25, 0.5, 1, 2.5)
-_E2E_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 60, 120, 300)
 
 
 @dataclass
@@ -88,136 +86,6 @@ class GenerateRequest:
     timeout: float
     prompt_token_ids: list[int] | None = None
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-
-
-class EngineMetrics:
-    """``fenceline_engine_*`` collectors for one replica, in their own registry.
-
-    A registry per replica (not the process default) keeps two engines in one
-    process (the benchmark, tests) from clashing on metric registration.
-    """
-
-    def __init__(self, pool: str) -> None:
-        self.pool = pool
-        self.registry = CollectorRegistry()
-        r = self.registry
-        labels = ["pool"]
-        self.ttft = Histogram(
-            "fenceline_engine_ttft_seconds",
-            "Time to first token, measured by the engine core.",
-            labels,
-            buckets=_TTFT_BUCKETS,
-            registry=r,
-        ).labels(pool)
-        self.itl = Histogram(
-            "fenceline_engine_itl_seconds",
-            "Inter-token latency, measured by the engine core.",
-            labels,
-            buckets=_ITL_BUCKETS,
-            registry=r,
-        ).labels(pool)
-        self.e2e = Histogram(
-            "fenceline_engine_request_seconds",
-            "End-to-end request latency seen by the replica.",
-            labels,
-            buckets=_E2E_BUCKETS,
-            registry=r,
-        ).labels(pool)
-        self.prompt_tokens = Counter(
-            "fenceline_engine_prompt_tokens", "Prompt tokens prefilled.", labels, registry=r
-        ).labels(pool)
-        self.generation_tokens = Counter(
-            "fenceline_engine_generation_tokens", "Tokens generated.", labels, registry=r
-        ).labels(pool)
-        self.requests = Counter(
-            "fenceline_engine_requests",
-            "Requests by outcome (ok, timeout, cancelled, malformed, error).",
-            ["pool", "outcome"],
-            registry=r,
-        )
-        self.preemptions = Counter(
-            "fenceline_engine_preemptions",
-            "Sequences preempted (KV cache exhausted) and later recomputed.",
-            labels,
-            registry=r,
-        ).labels(pool)
-        self.waiting = Gauge(
-            "fenceline_engine_requests_waiting",
-            "Requests waiting in the scheduler.",
-            labels,
-            registry=r,
-        ).labels(pool)
-        self.running = Gauge(
-            "fenceline_engine_requests_running",
-            "Requests in the running batch.",
-            labels,
-            registry=r,
-        ).labels(pool)
-        self.kv_cache_usage = Gauge(
-            "fenceline_engine_kv_cache_usage_ratio",
-            "Fraction of KV-cache blocks in use (0-1).",
-            labels,
-            registry=r,
-        ).labels(pool)
-        self.prefix_cache_queries = Counter(
-            "fenceline_engine_prefix_cache_queries",
-            "Prompt tokens looked up in the prefix cache.",
-            labels,
-            registry=r,
-        ).labels(pool)
-        self.prefix_cache_hits = Counter(
-            "fenceline_engine_prefix_cache_hits",
-            "Prompt tokens found in the prefix cache.",
-            labels,
-            registry=r,
-        ).labels(pool)
-
-    def record(self, scheduler: SchedulerStats | None, iteration: IterationStats | None) -> None:
-        if scheduler is not None:
-            self.waiting.set(scheduler.num_waiting_reqs)
-            self.running.set(scheduler.num_running_reqs)
-            self.kv_cache_usage.set(scheduler.kv_cache_usage)
-            prefix = scheduler.prefix_cache_stats
-            if prefix is not None:
-                self.prefix_cache_queries.inc(prefix.queries)
-                self.prefix_cache_hits.inc(prefix.hits)
-        if iteration is not None:
-            self.prompt_tokens.inc(iteration.num_prompt_tokens)
-            self.generation_tokens.inc(iteration.num_generation_tokens)
-            self.preemptions.inc(iteration.num_preempted_reqs)
-            for ttft in iteration.time_to_first_tokens_iter:
-                self.ttft.observe(ttft)
-            for itl in iteration.inter_token_latencies_iter:
-                self.itl.observe(itl)
-
-    def outcome(self, outcome: str) -> None:
-        self.requests.labels(self.pool, outcome).inc()
-
-    def text(self) -> str:
-        return generate_latest(self.registry).decode()
-
-
-def stat_logger_factory(metrics: EngineMetrics) -> Any:
-    """A vLLM ``StatLoggerFactory`` feeding ``metrics`` (vLLM's hook for custom loggers)."""
-    from vllm.v1.metrics.loggers import StatLoggerBase
-
-    class _FencelineStatLogger(StatLoggerBase):
-        def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:  # noqa: ARG002
-            self.engine_index = engine_index
-
-        def record(
-            self,
-            scheduler_stats: SchedulerStats | None,
-            iteration_stats: IterationStats | None,
-            mm_cache_stats: Any = None,  # noqa: ARG002
-            engine_idx: int = 0,  # noqa: ARG002
-        ) -> None:
-            metrics.record(scheduler_stats, iteration_stats)
-
-        def log_engine_initialized(self) -> None:
-            log.info("pool %s: engine %d initialised", metrics.pool, self.engine_index)
-
-    return _FencelineStatLogger
 
 
 def apply_cpu_environment(pool: PoolConfig) -> dict[str, str]:
@@ -263,19 +131,40 @@ def build_engine(pool: PoolConfig, metrics: EngineMetrics | None = None) -> Asyn
     """Start a vLLM ``AsyncLLM`` for ``pool`` (blocks until weights and KV cache are ready)."""
     apply_cpu_environment(pool)
     from vllm import AsyncEngineArgs
+    from vllm.config import StructuredOutputsConfig
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    args = AsyncEngineArgs(**pool.engine_kwargs(), disable_log_stats=True)
+    kwargs = pool.engine_kwargs()
+    # AsyncEngineArgs keeps a dict as given (unlike vllm.LLM); the engine needs the object.
+    kwargs["structured_outputs_config"] = StructuredOutputsConfig(
+        **kwargs["structured_outputs_config"]
+    )
+    args = AsyncEngineArgs(**kwargs, disable_log_stats=True)
     loggers = [stat_logger_factory(metrics)] if metrics is not None else None
     return AsyncLLM.from_engine_args(args, stat_loggers=loggers)
+
+
+def lora_request(pool: PoolConfig) -> LoRARequest | None:
+    """The adapter every request of ``pool`` runs with (None: the base model).
+
+    Checked at engine start, so a replica whose adapter folder is missing fails
+    at once with the path and the command that trains it, not on first request.
+    """
+    if pool.lora is None:
+        return None
+    from vllm.lora.request import LoRARequest
+
+    path = pool.lora.checked_path(pool.name)
+    return LoRARequest(pool.lora.name, 1, str(path))
 
 
 def sampling_params(json_schema: JsonSchema, max_tokens: int) -> SamplingParams:
     """Greedy, schema-constrained, streamed as deltas (for TTFT/ITL).
 
-    ``disable_any_whitespace`` makes the grammar emit compact JSON: whitespace
-    between tokens carries no information, costs decode steps, and is where a
-    small greedy model most easily loops until ``max_tokens``.
+    Whether the JSON is compact is not decided here: vLLM 0.32's xgrammar backend
+    ignores a request's ``disable_any_whitespace`` and reads the engine's
+    ``structured_outputs_config`` (:class:`deployments.pools.StructuredOutputsConfig`,
+    compact by default).
     """
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
@@ -283,9 +172,7 @@ def sampling_params(json_schema: JsonSchema, max_tokens: int) -> SamplingParams:
     return SamplingParams(
         max_tokens=max_tokens,
         temperature=0.0,
-        structured_outputs=StructuredOutputsParams(
-            json=dict(json_schema), disable_any_whitespace=True
-        ),
+        structured_outputs=StructuredOutputsParams(json=dict(json_schema)),
         output_kind=RequestOutputKind.DELTA,
     )
 
@@ -326,13 +213,15 @@ async def stream_request(
     request_id: str,
     started: float,
     into: _Stream | None = None,
+    lora: LoRARequest | None = None,
 ) -> _Stream:
     """Consume one request's deltas, timing each token as it reaches this process.
 
     A chunk of ``k`` tokens arriving ``gap`` after the previous one yields ``k``
     ITL entries of ``gap / k`` (vLLM streams one token per step unless
     ``stream_interval`` batches them). ``into`` receives the observations as
-    they arrive, so a caller that gives up early still knows what was spent.
+    they arrive, so a caller that gives up early still knows what was spent;
+    ``lora`` is the pool's adapter (:func:`lora_request`).
     """
     from vllm import TokensPrompt
 
@@ -341,7 +230,7 @@ async def stream_request(
     (prompt,) = await engine.renderer.render_cmpl_async(
         [TokensPrompt(prompt_token_ids=prompt_token_ids)]
     )
-    async for out in engine.generate(prompt, params, request_id):
+    async for out in engine.generate(prompt, params, request_id, lora_request=lora):
         now = time.perf_counter()
         if out.prompt_token_ids is not None:
             s.prompt_tokens = len(out.prompt_token_ids)
@@ -395,6 +284,7 @@ class PoolEngine:
         self.pool = pool if isinstance(pool, PoolConfig) else PoolConfig.model_validate(pool)
         self.metrics = EngineMetrics(self.pool.name)
         self.metrics_port: int | None = None
+        self._lora = lora_request(self.pool)  # before the engine: a missing adapter fails fast
         self._engine: AsyncLLM | None = build_engine(self.pool, self.metrics)
         self._in_flight: set[str] = set()
         # Serve runs the constructor on the replica's event loop, so the bridge's
@@ -449,7 +339,9 @@ class PoolEngine:
         s = _Stream(last_at=started)
         try:
             async with asyncio.timeout(request.timeout):
-                await stream_request(engine, ids, params, request_id, started, into=s)
+                await stream_request(
+                    engine, ids, params, request_id, started, into=s, lora=self._lora
+                )
             text = "".join(s.text)
             outcome = "malformed"
             parse_json_output(

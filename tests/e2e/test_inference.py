@@ -9,6 +9,7 @@ few hundred tokens and the suite stays within a couple of minutes.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -145,6 +146,35 @@ async def test_short_prompt_runs_on_short_pool_with_usage_and_timings(inference:
     assert timings.ttft_s is not None and 0 < timings.ttft_s <= timings.e2e_s
     assert len(timings.itl_s) == usage.completion_tokens - 1
     assert all(x >= 0 for x in timings.itl_s)
+
+
+def whitespace_outside_strings(text: str) -> list[int]:
+    """Offsets of whitespace between JSON tokens (inside string literals it is content)."""
+    found, in_string, escaped = [], False, False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch.isspace():
+            found.append(i)
+    return found
+
+
+async def test_answers_are_compact_json(inference: dict[str, Any]):
+    # The pools' engine-wide structured_outputs_config (disable_any_whitespace): vLLM
+    # 0.32's xgrammar backend ignores the same flag on a request.
+    engine: ServeEngine = inference["engine"]
+    completion = await engine.complete(SHORT, json_schema=SCHEMA, max_tokens=MAX_TOKENS, timeout=60)
+    text = completion.text
+    assert completion.finish_reason == "stop", text
+    assert text == text.strip() and whitespace_outside_strings(text) == [], repr(text)
+    jsonschema.validate(json.loads(text), SCHEMA)
 
 
 async def test_long_prompt_runs_on_long_pool(inference: dict[str, Any]):

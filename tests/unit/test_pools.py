@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ from deployments.app import IMPORT_PATH, serve_config, write_serve_config
 from deployments.pools import (
     DEFAULT_POOLS_PATH,
     GPU_POOLS_PATH,
+    PROJECT_ROOT,
+    LoraAdapter,
     PoolConfig,
     load_pools,
     parse_pools,
@@ -147,6 +150,57 @@ def test_engine_kwargs_are_valid_vllm_engine_args(tmp_path: Path):
             assert args.max_num_seqs == pool.max_num_seqs
 
 
+@pytest.mark.parametrize("path", [DEFAULT_POOLS_PATH, GPU_POOLS_PATH])
+def test_every_shipped_pool_asks_the_engine_for_compact_json(path: Path):
+    # vLLM 0.32's xgrammar backend reads disable_any_whitespace from the engine's
+    # structured_outputs_config only; the per-request flag is ignored.
+    for pool in load_pools(path).pools:
+        assert pool.engine_kwargs()["structured_outputs_config"] == {
+            "backend": "xgrammar",
+            "disable_any_whitespace": True,
+        }
+
+
+def test_structured_outputs_config_is_per_pool_and_reaches_vllm():
+    from vllm import AsyncEngineArgs
+    from vllm.config import StructuredOutputsConfig
+
+    config = parse_pools(
+        two_pools(
+            pools=[
+                {"name": "short", "max_model_len": 2048},
+                {
+                    "name": "long",
+                    "max_model_len": 8192,
+                    "structured_outputs_config": {"disable_any_whitespace": False},
+                },
+            ]
+        )
+    )
+    assert config.pool("short").engine_kwargs()["structured_outputs_config"] == {
+        "backend": "xgrammar",
+        "disable_any_whitespace": True,
+    }
+    loose = config.pool("long").engine_kwargs()["structured_outputs_config"]
+    assert loose == {"backend": "xgrammar", "disable_any_whitespace": False}
+    # The object build_engine hands vLLM from the plain dict.
+    args = AsyncEngineArgs(
+        model="/models/m", structured_outputs_config=StructuredOutputsConfig(**loose)
+    )
+    assert args.structured_outputs_config.disable_any_whitespace is False
+    with pytest.raises(ValidationError, match="extra"):
+        parse_pools(two_pools(defaults={"structured_outputs_config": {"any_whitespace": 1}}))
+
+
+def test_requests_no_longer_carry_the_ignored_whitespace_flag():
+    from deployments.engine import sampling_params
+
+    params = sampling_params({"type": "object"}, 16)
+    assert params.structured_outputs is not None
+    assert params.structured_outputs.json == {"type": "object"}
+    assert not params.structured_outputs.disable_any_whitespace
+
+
 def test_deployment_options_are_accepted_by_serve():
     from ray import serve
 
@@ -271,3 +325,94 @@ def test_the_shipped_default_compiles_and_eager_is_a_copy_for_short_runs() -> No
     assert all(p.engine_kwargs()["enforce_eager"] for p in eager.pools)
     assert not any(p.enforce_eager for p in shipped.pools)  # the original is unchanged
     assert [p.name for p in eager.pools] == [p.name for p in shipped.pools]
+
+
+# -- LoRA adapters ------------------------------------------------------------------
+
+
+def write_adapter(folder: Path, rank: int = 8) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "adapter_config.json").write_text(json.dumps({"r": rank, "peft_type": "LORA"}))
+    (folder / "adapter_model.safetensors").write_bytes(b"\0" * 8)
+    return folder
+
+
+def test_a_pool_with_an_adapter_enables_lora_in_the_engine(tmp_path: Path):
+    from vllm import AsyncEngineArgs
+
+    adapter = {"name": "invoices", "path": str(tmp_path / "a"), "max_rank": 16}
+    config = parse_pools(two_pools(defaults={"model": "/models/m", "lora": adapter}))
+    for pool in config.pools:
+        kwargs = pool.engine_kwargs()
+        assert kwargs["enable_lora"] is True
+        assert kwargs["max_lora_rank"] == 16
+        assert kwargs["max_loras"] == 1
+        assert kwargs["structured_outputs_config"]["disable_any_whitespace"] is True
+        args = AsyncEngineArgs(**kwargs)
+        assert args.enable_lora and args.max_lora_rank == 16
+    plain = parse_pools(two_pools()).pool("short").engine_kwargs()
+    assert not {"enable_lora", "max_lora_rank", "max_loras"} & plain.keys()
+
+
+def test_relative_adapter_paths_resolve_against_the_project_root():
+    adapter = LoraAdapter(name="x", path="deployments/adapters/x")
+    assert adapter.resolved_path() == PROJECT_ROOT / "deployments" / "adapters" / "x"
+    assert (PROJECT_ROOT / "deployments" / "pools.py").is_file()  # the folder holding the code
+    assert LoraAdapter(name="x", path="/abs/x").resolved_path() == Path("/abs/x")
+
+
+def test_a_missing_adapter_is_refused_naming_the_path_and_the_fix(tmp_path: Path):
+    from deployments.engine import PoolEngine, lora_request
+
+    adapter = {"name": "invoices", "path": str(tmp_path / "absent")}
+    pool = parse_pools(two_pools(defaults={"lora": adapter})).pool("short")
+    with pytest.raises(FileNotFoundError) as info:
+        lora_request(pool)
+    message = str(info.value)
+    assert str(tmp_path / "absent") in message and "make adapter" in message
+    assert "adapter_model.safetensors" in message
+    with pytest.raises(FileNotFoundError):  # before any engine starts
+        PoolEngine(pool)
+
+
+def test_an_adapter_of_higher_rank_than_the_pool_allows_is_refused(tmp_path: Path):
+    from deployments.engine import lora_request
+
+    folder = write_adapter(tmp_path / "a", rank=32)
+    pool = parse_pools(
+        two_pools(defaults={"lora": {"name": "a", "path": str(folder), "max_rank": 16}})
+    ).pool("short")
+    with pytest.raises(ValueError, match=r"rank 32 > lora\.max_rank 16"):
+        lora_request(pool)
+
+
+def test_a_present_adapter_becomes_every_requests_lora_request(tmp_path: Path):
+    from deployments.engine import lora_request
+
+    folder = write_adapter(tmp_path / "a", rank=8)
+    pool = parse_pools(
+        two_pools(defaults={"lora": {"name": "invoices", "path": str(folder)}})
+    ).pool("long")
+    request = lora_request(pool)
+    assert request is not None
+    assert (request.lora_name, request.lora_int_id, request.lora_path) == (
+        "invoices",
+        1,
+        str(folder),
+    )
+    assert lora_request(parse_pools(two_pools()).pool("long")) is None
+
+
+@pytest.mark.parametrize("rank", [0, 4, 12, 1000])
+def test_lora_rank_must_be_one_vllm_accepts(rank: int):
+    with pytest.raises(ValidationError, match="max_rank"):
+        parse_pools(two_pools(defaults={"lora": {"name": "a", "path": "x", "max_rank": rank}}))
+
+
+def test_the_cpu_pools_serve_the_invoice_adapter_and_the_gpu_pools_none():
+    for pool in load_pools(DEFAULT_POOLS_PATH).pools:
+        assert pool.lora is not None
+        assert pool.lora.resolved_path() == PROJECT_ROOT / "deployments/adapters/smollm2-invoices"
+        assert pool.engine_kwargs()["enable_lora"] is True
+    # The SmolLM2 adapter does not fit the GPU profile's Llama.
+    assert all(pool.lora is None for pool in load_pools(GPU_POOLS_PATH).pools)
