@@ -50,6 +50,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.invoices import LANGUAGES as GENERATOR_LANGUAGES
+from pipeline.invoices import LAYOUTS as GENERATOR_LAYOUTS
+
 #: The first training seed; training uses ``TRAINING_SEED_START .. +N-1``.
 TRAINING_SEED_START = 1_000_000
 #: Seeds from here on are not training data (caps ``--examples`` at a million).
@@ -57,9 +60,9 @@ TRAINING_SEED_END = 2_000_000
 DEFAULT_OUT = Path(__file__).resolve().parent / "adapters" / "smollm2-invoices"
 #: Every linear layer of the Llama blocks (vLLM's CPU LoRA serves all of them).
 TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-#: The generator's invoice families (pipeline.invoice_locales.LANG_INDEX, invoice_plan layouts).
-LANGUAGES = ("en", "de", "fr")
-LAYOUTS = ("table", "stacked", "ledger")
+#: The generator's invoice families, which ``--exclude-*`` choose from.
+LANGUAGES: tuple[str, ...] = tuple(GENERATOR_LANGUAGES)
+LAYOUTS: tuple[str, ...] = tuple(GENERATOR_LAYOUTS)
 IGNORE = -100
 
 
