@@ -47,7 +47,7 @@ from pipeline.admission_limits import AdmissionConfig
 from pipeline.database import create_pool
 from pipeline.invoices import GeneratedInvoice
 from pipeline.jobs import JobStore
-from pipeline.master_data import upsert_supplier
+from pipeline.master_data import permit_currencies, upsert_supplier
 from pipeline.queries import q
 from pipeline.scheduler import Scheduler, SchedulerConfig, WorkSignal
 from pipeline.settings import Settings
@@ -125,6 +125,7 @@ async def _provision(
         out.append((spec.name, key, tenant.id))
         for inv in corpus:
             await upsert_supplier(conn, tenant.id, inv.supplier)
+        await permit_currencies(conn, tenant.id, {inv.currency for inv in corpus})
     return out
 
 

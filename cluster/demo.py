@@ -112,7 +112,7 @@ async def _provision(
     """Tenants, API keys, supplier master data and webhook endpoints; returns keys, secrets."""
     from pipeline.database import create_pool
     from pipeline.endpoints import EndpointRegistry, SecretBox, guard_from_settings
-    from pipeline.master_data import upsert_supplier
+    from pipeline.master_data import permit_currencies, upsert_supplier
     from pipeline.tenants import create_api_key, create_tenant
 
     keys: dict[str, str] = {}
@@ -128,6 +128,7 @@ async def _provision(
                 keys[name] = (await create_api_key(conn, t.id))[1]
             for tenant, inv in work:
                 await upsert_supplier(conn, ids[tenant], inv.supplier)
+                await permit_currencies(conn, ids[tenant], [inv.currency])
         for name, _ in TENANTS:
             issued = await registry.register(ids[name], erp_url, description="demo ERP")
             secrets.append(issued.secret)

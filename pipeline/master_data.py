@@ -145,6 +145,14 @@ async def set_currencies(
     return tuple(row["allowed_currencies"])
 
 
+async def permit_currencies(
+    conn: asyncpg.Connection, tenant_id: uuid.UUID, codes: Iterable[str]
+) -> tuple[str, ...]:
+    """Add ``codes`` to the tenant's permitted currencies (those already permitted stay)."""
+    current = (await load_master_data(conn, tenant_id)).permitted_currencies
+    return await set_currencies(conn, tenant_id, sorted(set(current) | set(codes)))
+
+
 async def load_master_data(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> TenantMasterData:
     """The tenant's suppliers and permitted currencies, read under tenant scope."""
     tenant = await get_tenant(conn, tenant_id)

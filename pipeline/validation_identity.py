@@ -55,13 +55,21 @@ def _format_characters(value: str, path: str) -> list[Reason]:
     return []
 
 
-def match_supplier(name: str, master_data: TenantMasterData) -> SupplierRecord | None:
-    """The master record whose name equals ``name`` after :func:`normalise_name`."""
+def match_supplier(
+    name: str, master_data: TenantMasterData, vat_id: str | None = None
+) -> SupplierRecord | None:
+    """The master record whose name equals ``name`` after :func:`normalise_name`.
+
+    Two suppliers may trade under the same name (one per country, say): among
+    records of that name the one whose VAT id is ``vat_id`` wins, else the first.
+    """
     wanted = normalise_name(name)
-    for record in master_data.suppliers:
-        if normalise_name(record.name) == wanted:
-            return record
-    return None
+    named = [r for r in master_data.suppliers if normalise_name(r.name) == wanted]
+    if vat_id is not None:
+        for record in named:
+            if compact_id(record.vat_id) == compact_id(vat_id):
+                return record
+    return named[0] if named else None
 
 
 def check_supplier(extraction: Extraction, master_data: TenantMasterData) -> list[Reason]:
@@ -85,7 +93,8 @@ def check_supplier(extraction: Extraction, master_data: TenantMasterData) -> lis
         reasons.append(
             Reason(ReasonCode.SUPPLIER_MIXED_SCRIPT, "supplier.name", f"mixed scripts in {mixed!r}")
         )
-    record = match_supplier(name, master_data)
+    vat = supplier.vat_id.value if supplier.vat_id is not None else None
+    record = match_supplier(name, master_data, vat)
     if record is None:
         lookalikes = [r.name for r in master_data.suppliers if skeleton(r.name) == skeleton(name)]
         if lookalikes:
@@ -136,7 +145,12 @@ def check_iban(
     if iban not in compact_text(ocr_text):
         reasons.append(Reason(ReasonCode.IBAN_NOT_IN_TEXT, "iban", "not printed in the document"))
     name = extraction.supplier.name
-    record = match_supplier(name.value, master_data) if name is not None else None
+    vat = extraction.supplier.vat_id
+    record = (
+        match_supplier(name.value, master_data, vat.value if vat is not None else None)
+        if name is not None
+        else None
+    )
     if record is not None and record.ibans and iban not in record.ibans:
         reasons.append(
             Reason(ReasonCode.IBAN_NOT_REGISTERED, "iban", f"not on file for {record.name!r}")

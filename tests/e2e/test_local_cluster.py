@@ -26,7 +26,7 @@ from benchmarks.fake_provider import FakeProvider
 from benchmarks.infra import free_port
 from pipeline.database import create_pool
 from pipeline.invoices import generate_corpus
-from pipeline.master_data import upsert_supplier
+from pipeline.master_data import permit_currencies, upsert_supplier
 from tests.support.api import tenant_with_key
 from tests.support.drivers import answer_from_corpus, wait_settled
 
@@ -78,6 +78,7 @@ async def test_fenceline_up_runs_the_supervised_runtime_and_stops_cleanly(
             async with pool.acquire() as conn:
                 for inv in corpus:
                     await upsert_supplier(conn, tk.tenant.id, inv.supplier)
+                    await permit_currencies(conn, tk.tenant.id, [inv.currency])
             async with httpx.AsyncClient(base_url=url, timeout=30) as client:
                 for inv in corpus:
                     r = await client.post(

@@ -12,7 +12,7 @@ from benchmarks.fake_provider import FakeProvider
 from pipeline.engines import OpenAICompatibleEngine
 from pipeline.invoices import generate_invoice
 from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
-from pipeline.master_data import upsert_supplier
+from pipeline.master_data import permit_currencies, upsert_supplier
 from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 from tests.support.drivers import answer_from_corpus
 from tests.support.jobs import new_tenant
@@ -28,6 +28,7 @@ async def test_single_job_of_b_completes_before_as_100th(pool: asyncpg.Pool) -> 
     async with pool.acquire() as conn:
         for t in (a, b):
             await upsert_supplier(conn, t.id, inv.supplier)
+            await permit_currencies(conn, t.id, [inv.currency])
     for i in range(1000):  # the same document, distinct jobs
         await store.accept(AcceptRequest(a.id, f"a-{i}", DocumentIn(inv.ocr_text)))
     lone = await store.accept(AcceptRequest(b.id, "b-0", DocumentIn(inv.ocr_text)))

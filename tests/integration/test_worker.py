@@ -273,7 +273,7 @@ async def test_suppliers_added_later_are_seen_after_the_master_data_ttl(
     cache = MasterDataCache(30.0, clock=lambda: now[0])
     inv = generate_invoice(31, max_line_items=3, anchor=TODAY)
     store = fast_store(pool)
-    tenant = await new_tenant(pool)
+    tenant = await new_tenant(pool, allowed_currencies=(inv.currency,))
     seen: list[uuid.UUID] = []
 
     async def decide(key: str) -> tuple[str, set[str]]:

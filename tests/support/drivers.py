@@ -10,7 +10,7 @@ import asyncpg
 from benchmarks.infra import corpus_answer
 from pipeline.invoices import GeneratedInvoice
 from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
-from pipeline.master_data import upsert_supplier
+from pipeline.master_data import permit_currencies, upsert_supplier
 from pipeline.states import SETTLED
 from pipeline.tenants import Tenant
 
@@ -27,6 +27,7 @@ async def submit_corpus(
     async with store.pool.acquire() as conn:
         for inv in corpus:
             await upsert_supplier(conn, tenant.id, inv.supplier)
+        await permit_currencies(conn, tenant.id, {inv.currency for inv in corpus})
     out = {}
     for inv in corpus:
         acc = await store.accept(
