@@ -204,7 +204,7 @@ def test_engine_override_gives_vllm_the_default_pools() -> None:
     assert s.engine.kind == "vllm-cpu"
     assert s.engine.pools_file == "benchmarks/pools/cpu-smoke.yaml"
     # smoke's vllm-cpu profile sizes the run for the CPU engine ...
-    assert s.engine.max_output_tokens == 160 and s.max_attempts == 1
+    assert s.engine.max_output_tokens == 320 and s.max_attempts == 1
     assert s.baselines.run == ("pipeline_vs_direct",)
     assert [t.name for t in s.tenants] == ["acme", "globex"]
     # ... and leaves what it does not name as it was.
