@@ -18,7 +18,11 @@ from cluster.demo_rows import (
 from cluster.demo_view import COLUMNS, format_summary, format_table, join_fit, plot_invoices
 from pipeline.invoices import generate_invoice
 
-TRUTH = generate_invoice(2026).truth.model_dump(mode="json")  # Bergmann Metallbau, 1725.67 EUR
+TRUTH = generate_invoice(2026).truth.model_dump(mode="json")
+NAME = TRUTH["supplier"]["name"]["value"]
+NUMBER = TRUTH["invoice_number"]["value"]
+GROSS = TRUTH["gross_total"]["value"]
+CUR = TRUTH["currency"]["value"]
 
 
 def submitted(n: int, variant: str = "clean", expected: str = "SUCCEEDED") -> dict[str, Any]:
@@ -59,7 +63,7 @@ def fixed_rows() -> list[InvoiceRow]:
             {
                 "state": "REVIEW_REQUIRED",
                 "attempt": 1,
-                "result": with_gross(TRUTH, "1725.68"),
+                "result": with_gross(TRUTH, str(Decimal(GROSS) + Decimal("0.01"))),
                 "validation": {"reasons": [{"code": "gross_total_mismatch", "field": "x"}]},
                 "terminal_reason": "gross_total_mismatch",
             },
@@ -90,7 +94,7 @@ def fixed_rows() -> list[InvoiceRow]:
             submitted(5, "homoglyph_supplier", "REVIEW_REQUIRED"),
             {
                 "state": "SUCCEEDED",
-                "result": with_gross(TRUTH, "1725.00"),
+                "result": with_gross(TRUTH, str(Decimal(GROSS) - Decimal("0.67"))),
                 "validation": {"reasons": []},
                 "erp_applications": 2,
                 "erp_posted": True,
@@ -103,10 +107,10 @@ def fixed_rows() -> list[InvoiceRow]:
 def test_rows_carry_extracted_values_decisions_and_erp_postings() -> None:
     ok, cent, failed, malformed, double = fixed_rows()
     assert (ok.supplier, ok.invoice_number, ok.gross_total, ok.currency) == (
-        "Bergmann Metallbau GmbH & Co. KG",
-        "RE257122",
-        "1725.67",
-        "EUR",
+        NAME,
+        NUMBER,
+        GROSS,
+        CUR,
     )
     assert ok.matches_truth is True and ok.erp == "posted once" and ok.posted_exactly_once
     assert not ok.false_accept and ok.reasons == ()
@@ -126,7 +130,7 @@ def test_table_has_one_line_per_invoice_with_expected_next_to_decision() -> None
     header = lines[0]
     assert header.index("expected") < header.index("decision") < header.index("supplier")
     ok, cent, failed, malformed, double = lines[2:]
-    for needle in ("2026 clean", "SUCCEEDED", "Bergmann Metallbau", "RE257122", "1725.67 EUR"):
+    for needle in ("2026 clean", "SUCCEEDED", NAME[:12], NUMBER, f"{GROSS} {CUR}"):
         assert needle in ok
     assert ok.endswith("✓") and "posted once" in ok
     assert "REVIEW_REQUIRED  REVIEW_REQUIRED" in cent
@@ -152,7 +156,7 @@ def test_long_cells_are_clipped_not_shifting_the_columns() -> None:
     a, b = format_table([row, long])[2:]
     width = dict(COLUMNS)["supplier"]
     assert "X" * (width - 1) + "…" in b and "X" * width not in b
-    assert a.index("RE257122") == b.index("RE257122")
+    assert a.index(NUMBER) == b.index(NUMBER)
 
 
 def test_summary_counts_and_line() -> None:
@@ -182,7 +186,7 @@ def test_rows_serialise_for_demo_json() -> None:
     first = entries[0]
     for key in ("seed", "variant", "supplier", "invoice_number", "gross", "decision", "reasons"):
         assert key in first
-    assert first["gross"] == "1725.67 EUR" and first["erp_posting"] == "posted once"
+    assert first["gross"] == f"{GROSS} {CUR}" and first["erp_posting"] == "posted once"
     assert first["matches_truth"] is True and first["differing_fields"] == []
     assert entries[1]["differing_fields"] == ["gross_total"]
     assert entries[2]["matches_truth"] is None
@@ -195,7 +199,7 @@ def test_truth_comparison_folds_unicode_form_and_number_spelling() -> None:
     truth["supplier"]["name"]["value"] = "Müller  & Söhne AG"
     same["line_items"][0]["quantity"] = f"{Decimal(same['line_items'][0]['quantity']):.4f}"
     assert differing_fields(same, truth) == ()
-    plain = {**same, "invoice_number": "RE257122", "gross_total": "1725.67"}  # no evidence
+    plain = {**same, "invoice_number": NUMBER, "gross_total": GROSS}  # no evidence
     assert differing_fields(plain, truth) == ()
     homoglyph = json.loads(json.dumps(truth))
     homoglyph["supplier"]["name"]["value"] = "Мüller & Söhne AG"  # Cyrillic М
