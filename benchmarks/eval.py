@@ -90,9 +90,19 @@ def generated(
     seed: int = 0,
     variants: Sequence[Variant] = DEFAULT_VARIANTS,
     max_line_items: int = 200,
+    languages: tuple[str, ...] | None = None,
+    layouts: tuple[str, ...] | None = None,
 ) -> list[Case]:
-    """``n`` generated invoices (seeds ``seed ..``), as dataset records."""
-    corpus = generate_corpus(n, seed=seed, variants=tuple(variants), max_line_items=max_line_items)
+    """``n`` generated invoices (seeds ``seed ..``), as dataset records; ``languages`` and
+    ``layouts`` restrict the generator to those families (e.g. what training left out)."""
+    corpus = generate_corpus(
+        n,
+        seed=seed,
+        variants=tuple(variants),
+        max_line_items=max_line_items,
+        languages=languages,
+        layouts=layouts,
+    )
     return generated_cases(corpus)
 
 
@@ -181,6 +191,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--max-line-items", type=int, default=200, help="generated: cap")
     parser.add_argument(
+        "--languages", default=None, help="generated: only these languages (comma-separated)"
+    )
+    parser.add_argument(
+        "--layouts", default=None, help="generated: only these layout families (comma-separated)"
+    )
+    parser.add_argument(
         "--contract",
         default="v2",
         help="extraction contract: v2 (default), v1, or v1,v2 for both side by side in one run"
@@ -240,8 +256,18 @@ def main(argv: list[str] | None = None) -> int:
         meta = {"source": f"dataset {args.dataset}", "dataset": str(args.dataset)}
     else:
         n = 20 if args.n is None else args.n
-        cases = generated(n, seed=args.seed, variants=variants, max_line_items=args.max_line_items)
+        families = {
+            "languages": _families(args.languages),
+            "layouts": _families(args.layouts),
+        }
+        try:
+            cases = generated(
+                n, seed=args.seed, variants=variants, max_line_items=args.max_line_items, **families
+            )
+        except ValueError as exc:
+            parser.error(str(exc))
         meta = {
+            **{k: list(v) for k, v in families.items() if v},
             "source": f"generator (seeds {args.seed}..{args.seed + n - 1})",
             "seed": args.seed,
             "variants": [v.value for v in variants],
@@ -263,6 +289,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 _CONTRACTS = {"v1": CONTRACT_V1, "v2": CONTRACT_V2}
+
+
+def _families(value: str | None) -> tuple[str, ...] | None:
+    return tuple(v.strip() for v in value.split(",") if v.strip()) if value else None
 
 
 def _side_by_side(reports: dict[str, dict[str, Any]]) -> str:
@@ -300,9 +330,17 @@ def _export(
         parser.error(f"--export N FILE: N must be a number, got {count!r}")
     if n < 1:
         parser.error("--export N FILE: N must be at least 1")
-    corpus = generate_corpus(
-        n, seed=args.seed, variants=variants, max_line_items=args.max_line_items
-    )
+    try:
+        corpus = generate_corpus(
+            n,
+            seed=args.seed,
+            variants=variants,
+            max_line_items=args.max_line_items,
+            languages=_families(args.languages),
+            layouts=_families(args.layouts),
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
     written = export_dataset(corpus, Path(file))
     print(f"wrote {written} generated invoices (seeds {args.seed}..{args.seed + n - 1}) to {file}")
     return 0
