@@ -394,8 +394,17 @@ class _Grounder:
             if rate is None:
                 self.refuse(path, f"line {ref.line} prints no tax rate")
                 continue
-            description = self._description(ref.description, first, end, path)
+            description = self._description(ref.description, first, end)
+            above = self.doc.line(first.number - 1)
+            if description is None and above is not None and above.page == first.page:
+                # A stacked row cited on its number line: the description is just above.
+                description = self._description(ref.description, above, end)
+                first = above if description is not None else first
             if description is None:
+                self.refuse(
+                    f"{path}.description",
+                    f"{ref.description[:60]!r} is not printed on line {ref.line}",
+                )
                 continue
             f = _trimmed(Found(first.page, first.start, end, first, description[1]))
             out.append(
@@ -410,17 +419,12 @@ class _Grounder:
             )
         return tuple(out)
 
-    def _description(
-        self, value: str, first: Line, end: int, path: str
-    ) -> tuple[str, MatchKind] | None:
+    def _description(self, value: str, first: Line, end: int) -> tuple[str, MatchKind] | None:
         """The description as printed within the row (exact, normalised or fuzzy)."""
         page = self.doc.pages[first.page - 1]
         row = Document(page[first.start : end])
         found = _occurrences(row, value, fuzzy=True, boundary="none")
         if not found or not value.strip():
-            self.refuse(
-                f"{path}.description", f"{value[:60]!r} is not printed on line {first.number}"
-            )
             return None
         f = found[0]
         return row.text.split("\f")[0][f.start : f.end].strip(), f.match

@@ -229,3 +229,23 @@ def test_document_variants_reach_review_with_a_perfect_answer() -> None:
                 today=inv.today,
             )
             assert out.report.decision.value == "REVIEW_REQUIRED", (variant, seed)
+
+
+def test_a_stacked_row_cited_on_its_number_line_finds_its_description_above() -> None:
+    from pipeline.extraction_answer import parse_answer
+
+    inv = next(
+        g for s in range(200) if (g := generate_invoice(s, max_line_items=4)).layout == "stacked"
+    )
+    answer = parse_answer(answer_for(inv.truth, inv.ocr_text))
+    shifted = answer.model_copy(
+        update={"items": tuple(ItemRef(r.line + 1, r.description) for r in answer.items)}
+    )
+    g = ground(shifted, inv.ocr_text)
+    assert g.reasons == []
+    assert [i.description for i in g.extraction.line_items] == [
+        i.description for i in inv.truth.line_items
+    ]
+    assert [i.line_amount for i in g.extraction.line_items] == [
+        i.line_amount for i in inv.truth.line_items
+    ]
