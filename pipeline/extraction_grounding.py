@@ -24,12 +24,9 @@ rendering of it.
 
 from __future__ import annotations
 
-import difflib
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Literal
 
 from babel.numbers import get_territory_currencies
 
@@ -49,6 +46,7 @@ from pipeline.extraction import (
 from pipeline.extraction_answer import Answer
 from pipeline.extraction_labels import LABELS
 from pipeline.extraction_lines import Document, Line
+from pipeline.extraction_locate import Boundary, Found, labelled, occurrences
 from pipeline.extraction_numbers import (
     Printed,
     decimal_mark,
@@ -65,131 +63,6 @@ from pipeline.validation import (
     compact_text,
     date_readings,
 )
-
-#: Smallest similarity (difflib ratio on normalised text) a fuzzy match must reach.
-FUZZY_MIN_RATIO = 0.85
-
-
-@dataclass(frozen=True)
-class Found:
-    """One occurrence of a value: page offsets, the line, how it matched."""
-
-    page: int
-    start: int
-    end: int
-    line: Line
-    match: MatchKind
-
-
-def _fold(text: str) -> tuple[str, list[int]]:
-    """NFKC, casefolded, whitespace runs as one space; with each folded char's source index."""
-    out: list[str] = []
-    index: list[int] = []
-    space = False
-    for i, ch in enumerate(text):
-        for c in unicodedata.normalize("NFKC", ch).casefold():
-            if c.isspace():
-                if space or not out:
-                    continue
-                space = True
-                out.append(" ")
-            else:
-                space = False
-                out.append(c)
-            index.append(i)
-    return "".join(out), index
-
-
-_JOINERS = ".,'’\u202f\u00a0"
-
-
-#: What may not touch a located value: ``word`` (ids, names) neither letters nor
-#: digits; ``number`` (amounts, dates) no digit, not even across a separator, so
-#: "34,56" is never found inside "1.234,56" while "kr33 955,78" still shows
-#: "33 955,78"; ``letters`` (currency codes and signs) no letter; ``none``.
-Boundary = Literal["word", "number", "letters", "none"]
-
-
-def _standalone(text: str, start: int, end: int, boundary: Boundary) -> bool:
-    """Whether ``text[start:end]`` is a whole token under ``boundary``."""
-    if boundary == "none":
-        return True
-    before = text[start - 1] if start > 0 else " "
-    after = text[end] if end < len(text) else " "
-    if boundary == "letters":
-        return not (before.isalpha() or after.isalpha())
-    if boundary == "word" and (before.isalnum() or after.isalnum()):
-        return False
-    if before.isdigit() or after.isdigit():
-        return False
-    if before in _JOINERS and start > 1 and text[start - 2].isdigit():
-        return False
-    return not (after in _JOINERS and end + 1 < len(text) and text[end + 1].isdigit())
-
-
-def _occurrences(
-    doc: Document, value: str, *, fuzzy: bool, boundary: Boundary = "word"
-) -> list[Found]:
-    """Every place ``value`` is printed, exact matches first, then normalised, then fuzzy.
-
-    ``boundary``: which neighbours disqualify an occurrence (see :data:`Boundary`),
-    so a value is never found inside a longer number or word.
-    """
-    value = value.strip()
-    if not value:
-        return []
-    exact = [
-        Found(line.page, line.start + m.start(), line.start + m.end(), line, "exact")
-        for line in doc.lines
-        for m in re.finditer(re.escape(value), line.text)
-        if _standalone(line.text, m.start(), m.end(), boundary)
-    ]
-    if exact:
-        return exact
-    want, _ = _fold(value)
-    norm: list[Found] = []
-    for line in doc.lines:
-        folded, index = _fold(line.text)
-        at = folded.find(want)
-        while at >= 0 and want:
-            start, end = index[at], index[at + len(want) - 1] + 1
-            if _standalone(line.text, start, end, boundary):
-                norm.append(
-                    Found(line.page, line.start + start, line.start + end, line, "normalised")
-                )
-            at = folded.find(want, at + 1)
-    if norm or not fuzzy:
-        return norm
-    return _fuzzy(doc, want)
-
-
-def _fuzzy(doc: Document, want: str) -> list[Found]:
-    """Best approximate match over word-aligned windows of each line (bounded work)."""
-    best: tuple[float, Found] | None = None
-    for line in doc.lines:
-        words = [m.span() for m in re.finditer(r"\S+", line.text)]
-        for i, (start, _) in enumerate(words):
-            for j in range(i, min(len(words), i + 12)):
-                end = words[j][1]
-                window = line.text[start:end]
-                if len(window) > 2 * len(want) + 4:
-                    break
-                ratio = difflib.SequenceMatcher(None, _fold(window)[0], want).ratio()
-                if ratio >= FUZZY_MIN_RATIO and (best is None or ratio > best[0]):
-                    best = (
-                        ratio,
-                        Found(line.page, line.start + start, line.start + end, line, "fuzzy"),
-                    )
-    return [best[1]] if best else []
-
-
-def _labelled(found: list[Found], labels: tuple[str, ...], *, last: bool) -> Found:
-    """The occurrence whose line carries one of ``labels`` before it; else first or last."""
-    for f in reversed(found) if last else found:
-        before = _fold(f.line.text[: f.start - f.line.start])[0]
-        if any(label in before for label in labels):
-            return f
-    return found[-1] if last else found[0]
 
 
 @dataclass
@@ -238,11 +111,11 @@ class _Grounder:
     ) -> Found | None:
         if value is None:
             return None
-        found = _occurrences(self.doc, value, fuzzy=fuzzy, boundary=boundary)
+        found = occurrences(self.doc, value, fuzzy=fuzzy, boundary=boundary)
         if not found:
             self.refuse(path, f"{value[:60]!r} is not printed in the document")
             return None
-        return _labelled(found, LABELS.get(labels, ()), last=last)
+        return labelled(found, LABELS.get(labels, ()), last=last)
 
     def text(self, path: str, value: str | None, *, fuzzy: bool = False) -> EvidencedText | None:
         f = self.find(path, value, path, fuzzy=fuzzy)
@@ -335,7 +208,7 @@ class _Grounder:
     def vat_id(self, value: str | None, near: Found | None) -> EvidencedText | None:
         if value is None:
             return None
-        found = _occurrences(self.doc, value, fuzzy=False)
+        found = occurrences(self.doc, value, fuzzy=False)
         if not found:
             self.refuse("supplier.vat_id", f"{value[:60]!r} is not printed in the document")
             return None
@@ -375,9 +248,10 @@ class _Grounder:
             last = nxt
         return None
 
-    def items(self) -> tuple[LineItem, ...]:
+    def items(self, taxes: tuple[TaxLine, ...]) -> tuple[LineItem, ...]:
+        """Line items; a row without a printed rate takes the only rate the taxes show."""
         out: list[LineItem] = []
-        rates = {t.rate for t in self._taxes}
+        rates = {t.rate for t in taxes}
         for i, ref in enumerate(self.answer.items):
             path = f"line_items[{i}]"
             row = self.row(ref.line, path)
@@ -423,19 +297,11 @@ class _Grounder:
         """The description as printed within the row (exact, normalised or fuzzy)."""
         page = self.doc.pages[first.page - 1]
         row = Document(page[first.start : end])
-        found = _occurrences(row, value, fuzzy=True, boundary="none")
+        found = occurrences(row, value, fuzzy=True, boundary="none")
         if not found or not value.strip():
             return None
         f = found[0]
         return row.text.split("\f")[0][f.start : f.end].strip(), f.match
-
-    @property
-    def _taxes(self) -> tuple[TaxLine, ...]:
-        if self._tax_lines is None:
-            self._tax_lines = self.tax_lines()
-        return self._tax_lines
-
-    _tax_lines: tuple[TaxLine, ...] | None = None
 
     def tax_lines(self) -> tuple[TaxLine, ...]:
         out: list[TaxLine] = []
@@ -468,14 +334,15 @@ class _Grounder:
             if name is not None
             else None
         )
+        taxes = self.tax_lines()
         return Extraction(
             supplier=Supplier(name=supplier_name, vat_id=self.vat_id(a.vat_id, name)),
             invoice_number=self.text("invoice_number", a.number),
             issue_date=self.when("issue_date", a.issue_date),
             due_date=self.when("due_date", a.due_date),
             currency=self.currency(a.currency),
-            line_items=self.items(),
-            tax_lines=self._taxes,
+            line_items=self.items(taxes),
+            tax_lines=taxes,
             net_total=self.amount("net_total", a.net),
             tax_total=self.amount("tax_total", a.tax),
             gross_total=self.amount("gross_total", a.gross),
