@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import asyncpg
@@ -19,6 +20,7 @@ import pytest
 from benchmarks.fake_provider import FakeProvider
 from cluster.admission import actor_name, admission_actor
 from cluster.drivers import EngineSpec, build_driver
+from pipeline.extraction_answer import ANSWER_KEYS, parse_answer
 from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
 from pipeline.settings import Settings
 from pipeline.worker import WorkerConfig
@@ -27,12 +29,12 @@ from tests.support.jobs import new_tenant
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration, pytest.mark.timeout(600)]
 
-#: A schema-valid answer with nothing extracted: one call settles the job (review).
-EMPTY_ANSWER = {
-    "supplier": {"name": None, "vat_id": None}, "invoice_number": None, "issue_date": None,
-    "due_date": None, "currency": None, "line_items": [], "tax_lines": [], "net_total": None,
-    "tax_total": None, "gross_total": None, "iban": None, "uncertain_fields": [],
-}  # fmt: skip
+#: A contract-valid answer with nothing extracted: one call settles the job (review).
+EMPTY_ANSWER = dict.fromkeys(ANSWER_KEYS) | {"items": [], "taxes": []}
+
+
+def test_the_empty_answer_is_the_contract() -> None:
+    parse_answer(json.dumps(EMPTY_ANSWER))
 
 
 async def start_runtime(
