@@ -28,23 +28,11 @@ from benchmarks.eval_dataset import Case, Truth
 from benchmarks.eval_engines import ExtractFn
 from benchmarks.partial_json import parse_prefix, salvage
 from pipeline.errors import FencelineError, MalformedOutput
-from pipeline.extraction import EXTRACTION_SCHEMA_VERSION, Extraction
+from pipeline.extraction import EXTRACTION_SCHEMA_VERSION, SCALAR_FIELDS, Extraction
 from pipeline.extractor import DEFAULT_CONTRACT, interpret, prepare_call
 from pipeline.validation import compact_id, normalise_name, normalise_text
 
 OUTCOMES = ("SUCCEEDED", "REVIEW_REQUIRED", "MALFORMED", "ENGINE_ERROR")
-SCALAR_FIELDS = (
-    "supplier.name",
-    "supplier.vat_id",
-    "invoice_number",
-    "issue_date",
-    "due_date",
-    "currency",
-    "net_total",
-    "tax_total",
-    "gross_total",
-    "iban",
-)
 ITEM_FIELDS = ("description", "quantity", "unit_price", "line_amount", "tax_rate")
 TAX_FIELDS = ("rate", "base", "amount")
 FIELDS = (

@@ -30,19 +30,8 @@ from dataclasses import asdict, dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-#: Header fields compared with the truth, as dotted paths into the stored result.
-SCALAR_FIELDS = (
-    "supplier.name",
-    "supplier.vat_id",
-    "invoice_number",
-    "issue_date",
-    "due_date",
-    "currency",
-    "net_total",
-    "tax_total",
-    "gross_total",
-    "iban",
-)
+from pipeline.extraction import SCALAR_FIELDS
+
 #: Every compared field name (a differing-field list names some of these).
 COMPARED_FIELDS = (*SCALAR_FIELDS, "line_items", "tax_lines")
 _DECIMAL_FIELDS = frozenset({"net_total", "tax_total", "gross_total"})

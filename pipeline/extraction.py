@@ -38,7 +38,7 @@ import copy
 import re
 from datetime import date
 from decimal import Decimal, InvalidOperation
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -54,6 +54,22 @@ from pydantic import (
 )
 
 from pipeline.errors import MalformedOutput
+
+_M = TypeVar("_M", bound=BaseModel)
+
+#: Header fields of a stored result, as dotted paths (eval and the demo compare these).
+SCALAR_FIELDS = (
+    "supplier.name",
+    "supplier.vat_id",
+    "invoice_number",
+    "issue_date",
+    "due_date",
+    "currency",
+    "net_total",
+    "tax_total",
+    "gross_total",
+    "iban",
+)
 
 #: Version of the extraction contract; recorded on the job with the result.
 EXTRACTION_SCHEMA_VERSION = "fenceline.extraction/1"
@@ -306,11 +322,22 @@ def parse_extraction(text: str) -> Extraction:
         MalformedOutput: the text is too large, not JSON, or not the contract.
             It is retryable: another attempt may produce a conformant answer.
     """
-    if len(text) > MAX_OUTPUT_CHARS:
-        raise MalformedOutput(f"model output has {len(text)} characters (> {MAX_OUTPUT_CHARS})")
+    return parse_contract(Extraction, text, MAX_OUTPUT_CHARS)
+
+
+def parse_contract(model: type[_M], text: str, max_chars: int) -> _M:
+    """Parse a model's raw answer into a contract ``model`` (any contract version).
+
+    A single surrounding Markdown code fence is tolerated; nothing else is repaired.
+
+    Raises:
+        MalformedOutput: over ``max_chars``, not JSON, or not the contract (retryable).
+    """
+    if len(text) > max_chars:
+        raise MalformedOutput(f"model output has {len(text)} characters (> {max_chars})")
     body = _strip_code_fence(text)
     try:
-        return Extraction.model_validate_json(body)
+        return model.model_validate_json(body)
     except ValidationError as exc:
         kinds = {err["type"] for err in exc.errors()}
         what = "invalid JSON" if "json_invalid" in kinds else "schema-invalid JSON"

@@ -24,9 +24,9 @@ import json
 import re
 from typing import Annotated, Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.errors import MalformedOutput
+from pipeline.extraction import parse_contract
 from pipeline.extraction_lines import Document
 from pipeline.extraction_numbers import amount_strings, decimal_mark, numbers_in, uses_space_groups
 from pipeline.prompts import fence_tag
@@ -97,21 +97,7 @@ def parse_answer(text: str) -> Answer:
     Raises:
         MalformedOutput: too large, not JSON, or not the contract (retryable).
     """
-    if len(text) > MAX_ANSWER_CHARS:
-        raise MalformedOutput(f"model output has {len(text)} characters (> {MAX_ANSWER_CHARS})")
-    body = text.strip()
-    if body.startswith("```"):
-        body = body.strip("`").removeprefix("json").strip()
-    try:
-        return Answer.model_validate_json(body)
-    except ValidationError as exc:
-        kinds = {err["type"] for err in exc.errors()}
-        what = "invalid JSON" if "json_invalid" in kinds else "schema-invalid JSON"
-        summary = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
-            for err in exc.errors()[:5]
-        )
-        raise MalformedOutput(f"model output is {what}: {summary}") from exc
+    return parse_contract(Answer, text, MAX_ANSWER_CHARS)
 
 
 def currency_candidates(text: str) -> list[str]:

@@ -1,10 +1,11 @@
-"""``fenceline eval --engine vllm``: the bundled SmolLM2 on the real vLLM CPU engine.
+"""``fenceline eval --engine vllm``: the bundled SmolLM2 with the project's adapter, on the
+real vLLM CPU engine, through the same engine code a Serve replica runs.
 
-Asserts that the evaluation runs end to end through the same engine code a Serve
-replica uses and that its report is consistent with itself; it asserts nothing
-about accuracy (a 135M model is weak, and the numbers are reported, not tuned).
-The run is small (3 invoices, short output cap) to keep CI short; the 20-invoice
-figures are measured with the command in docs/benchmarks.md.
+Greedy decoding is deterministic, so the test asserts what was measured on these
+three clean invoices (seeds 5000-5002, the first three of the 60-invoice eval in
+docs/extraction.md): at least two SUCCEEDED with every field equal to the truth,
+and no false accept. A regression of the contract, grounding, the grammar, the
+engine-level compact JSON or the adapter shows here.
 """
 
 from __future__ import annotations
@@ -18,17 +19,20 @@ from pathlib import Path
 import pytest
 
 from deployments import model_prepare
+from deployments.pools import load_pools
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
-def test_eval_on_the_bundled_model_writes_a_consistent_report(tmp_path: Path) -> None:
+def test_the_adapter_extracts_clean_invoices_exactly(tmp_path: Path) -> None:
     assert model_prepare.default_model_dir().exists(), "run `make model` (make test does)"
+    pool = load_pools(None).pool("short")
+    assert pool.lora is not None, "the CPU default serves the project's adapter"
     out = tmp_path / "eval"
     result = subprocess.run(
-        [sys.executable, "-m", "cluster.cli", "eval", "--engine", "vllm", "-n", "3",
-         "--max-line-items", "2", "--max-tokens", "192", "--concurrency", "3",
-         "--report", str(out)],
+        [sys.executable, "-m", "cluster.cli", "eval", "--engine", "vllm", "--pool", "short",
+         "-n", "3", "--seed", "5000", "--variants", "clean", "--max-line-items", "8",
+         "--concurrency", "3", "--report", str(out)],
         env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
         capture_output=True,
         text=True,
@@ -37,16 +41,13 @@ def test_eval_on_the_bundled_model_writes_a_consistent_report(tmp_path: Path) ->
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert result.stderr.count("eval: ") >= 3  # one progress line per invoice
-    assert "false accepts:" in result.stdout
     report = json.loads((out / "report.json").read_text())
-    assert (out / "report.png").stat().st_size > 0
-    assert report["invoices"] == 3
     assert report["engine"] == "vllm" and report["enforce_eager"] is True
-    assert report["model"] == "smollm2-135m-instruct" and report["pool"] == "long"
-    cells = sum(sum(row.values()) for row in report["confusion"].values())
-    assert cells == len(report["rows"]) == 3
-    assert report["succeeded"] + report["review_required"] + report["failed"] == 3
-    outcomes = {r["outcome"] for r in report["rows"]}
-    assert outcomes <= {"SUCCEEDED", "REVIEW_REQUIRED", "MALFORMED", "ENGINE_ERROR"}
-    # Every invoice reached the engine: none failed before or around it.
-    assert all("ContextTooLong" not in (r["error"] or "") for r in report["rows"])
+    assert report["model"] == "smollm2-135m-instruct" and report["pool"] == "short"
+    assert report["contracts"] == ["fenceline.extraction/2"]
+    assert report["invoices"] == 3 and report["false_accepts"] == []
+    exact = [r for r in report["rows"] if r["outcome"] == "SUCCEEDED" and r["exact_match"]]
+    assert len(exact) >= 2, [(r["id"], r["outcome"], r["differing_fields"]) for r in report["rows"]]
+    # Bounded generation: every answer finished well inside its derived max_tokens.
+    assert all(r["completion_tokens"] is not None for r in report["rows"])
+    assert max(r["completion_tokens"] for r in report["rows"]) <= 400
