@@ -39,6 +39,7 @@ import argparse
 import hashlib
 import inspect
 import json
+import os
 import random
 import shlex
 import subprocess
@@ -235,6 +236,8 @@ def _versions() -> dict[str, str]:
 
 def train(args: argparse.Namespace, command: str) -> dict[str, Any]:
     """Build the examples, train, save the adapter, manifest and recipe; returns the manifest."""
+    # Nothing is fetched: without this, peft looks the base model up on the Hub when it saves.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
