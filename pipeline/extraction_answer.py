@@ -28,7 +28,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.extraction import parse_contract
 from pipeline.extraction_lines import Document
-from pipeline.extraction_numbers import amount_strings, decimal_mark, numbers_in, uses_space_groups
+from pipeline.extraction_numbers import (
+    CENT,
+    amount_strings,
+    decimal_mark,
+    numbers_in,
+    parse_item_row,
+    parse_tax_row,
+    tax_gap,
+    uses_space_groups,
+)
 from pipeline.prompts import fence_tag
 from pipeline.validation import CURRENCY_SYMBOLS, IBAN_LENGTHS, ISO_4217, date_readings
 
@@ -49,11 +58,15 @@ MAX_ANSWER_CHARS = 200_000
 _FUND_CODES = frozenset({"BOV", "CHE", "CHW", "CLF", "COU", "MXV", "USN", "UYI", "UYW"})
 _CODE_RE = re.compile(r"(?<![A-Za-z])[A-Z]{3}(?![A-Za-z])")
 _IBAN_RE = re.compile(r"(?<![A-Z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{1,4}){2,8}")
-_DATE_CANDIDATE_RE = re.compile(
-    r"\d{4}-\d{1,2}-\d{1,2}"
-    r"|\d{1,2}[./-]\s?\d{1,2}[./-]\s?\d{2,4}"
-    r"|\d{1,2}\.?\s(?:de\s)?[^\W\d_]{3,12}\.?,?\s(?:de\s)?\d{4}"
-    r"|[^\W\d_]{3,12}\.?\s\d{1,2},?\s\d{4}"
+#: Date shapes, each searched on its own so one shape never hides another's match.
+_DATE_CANDIDATE_RES = tuple(
+    re.compile(pattern)
+    for pattern in (
+        r"\d{4}-\d{1,2}-\d{1,2}",
+        r"\d{1,2}[./-]\s?\d{1,2}[./-]\s?\d{2,4}",
+        r"\d{1,2}\.?\s(?:de\s)?[^\W\d_]{3,12}\.?,?\s(?:de\s)?\d{4}",
+        r"[^\W\d_]{3,12}\.?\s\d{1,2},?\s\d{4}",
+    )
 )
 
 
@@ -106,11 +119,10 @@ def currency_candidates(text: str) -> list[str]:
     for m in _CODE_RE.finditer(text):
         if m.group() in ISO_4217 and m.group() not in _FUND_CODES:
             found.setdefault(m.start(), m.group())
-    for sign in CURRENCY_SYMBOLS:
-        at = text.find(sign)
-        if at >= 0:
-            found.setdefault(at, sign)
-    return list(dict.fromkeys(found[k] for k in sorted(found)))
+    # Every sign printed ("kr" and "kr." both: the dot may end a sentence or the sign).
+    signs = sorted((text.find(sign), sign) for sign in CURRENCY_SYMBOLS if sign in text)
+    ordered = [found[k] for k in sorted(found)] + [sign for _, sign in signs]
+    return list(dict.fromkeys(ordered))
 
 
 def iban_candidates(text: str) -> list[str]:
@@ -136,12 +148,13 @@ def iban_candidates(text: str) -> list[str]:
 
 def date_candidates(text: str) -> list[str]:
     """Date-like strings as printed that read as at least one calendar date."""
-    out: dict[str, None] = {}
-    for m in _DATE_CANDIDATE_RE.finditer(text):
-        printed = m.group().rstrip(",. ")
-        if date_readings(printed):
-            out.setdefault(printed, None)
-    return list(out)
+    found: dict[tuple[int, str], None] = {}
+    for pattern in _DATE_CANDIDATE_RES:
+        for m in pattern.finditer(text):
+            printed = m.group().rstrip(",. ")
+            if date_readings(printed):
+                found.setdefault((m.start(), printed), None)
+    return list(dict.fromkeys(printed for _, printed in sorted(found)))
 
 
 def item_line_candidates(doc: Document, mark: str) -> list[int]:
@@ -198,12 +211,8 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
         "net": _nullable_enum(amounts),
         "tax": _nullable_enum(amounts),
         "gross": _nullable_enum(amounts),
-        "items": {"type": "array", "items": item, "maxItems": max(1, min(len(lines), MAX_ITEMS))},
-        "taxes": {
-            "type": "array",
-            "items": {"enum": lines} if lines else {"type": "integer", "minimum": 1},
-            "maxItems": MAX_TAX_LINES,
-        },
+        "items": _item_array(item, len(lines), printed_rows(doc, mark)),
+        "taxes": _tax_array(lines, tax_rows(doc, mark)),
     }
     assert tuple(properties) == ANSWER_KEYS
     return {
@@ -211,6 +220,57 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
         "properties": properties,
         "required": list(properties),
         "additionalProperties": False,
+    }
+
+
+def printed_rows(doc: Document, mark: str) -> int:
+    """Lines whose own numbers read exactly as quantity x price = amount, the amount
+    printed with cents (so "1 Sep 2024" is no row: 1 x 2024 = 2024)."""
+    space = uses_space_groups(doc.text, mark)
+    count = 0
+    for line in doc.lines:
+        read = parse_item_row(numbers_in(line.text, mark, space_groups=space))
+        count += read is not None and read.exact and read.line_amount.places == 2
+    return count
+
+
+def tax_rows(doc: Document, mark: str) -> list[int]:
+    """Lines that read as a tax breakdown row: a rate and exactly two other numbers, with
+    base x rate = amount (within two cents). Item rows print three numbers and more."""
+    space = uses_space_groups(doc.text, mark)
+    out = []
+    for line in doc.lines:
+        printed = numbers_in(line.text, mark, space_groups=space)
+        if sum(1 for p in printed if not p.percent) != 2:
+            continue
+        read = parse_tax_row(printed)
+        if read is not None and tax_gap(read) <= CENT * 2:
+            out.append(line.number)
+    return out
+
+
+def _item_array(item: dict[str, Any], candidates: int, rows: int) -> dict[str, Any]:
+    """Arithmetic bounds the list: at least as many items as rows that add up (a small
+    model stops early otherwise), at most those plus two (rows code cannot read)."""
+    most = max(1, min(candidates, MAX_ITEMS))
+    least = min(rows, most)
+    return {"type": "array", "items": item, "minItems": least, "maxItems": max(least, most)}
+
+
+def _tax_array(lines: list[int], rows: list[int]) -> dict[str, Any]:
+    """Tax lines: where rows read as a tax breakdown, exactly those lines to choose from and
+    as many entries (a model cannot count lines; the arithmetic finds them)."""
+    if 0 < len(rows) <= MAX_TAX_LINES:
+        return {
+            "type": "array",
+            "items": {"enum": rows},
+            "minItems": len(rows),
+            "maxItems": len(rows),
+        }
+    return {
+        "type": "array",
+        "items": {"enum": lines} if lines else {"type": "integer", "minimum": 1},
+        "maxItems": MAX_TAX_LINES,
     }
 
 

@@ -43,17 +43,20 @@ from pipeline.extraction import (
     Supplier,
     TaxLine,
 )
-from pipeline.extraction_answer import Answer
+from pipeline.extraction_answer import Answer, ItemRef
 from pipeline.extraction_labels import LABELS
 from pipeline.extraction_lines import Document, Line
 from pipeline.extraction_locate import Boundary, Found, labelled, occurrences
 from pipeline.extraction_numbers import (
+    CENT,
     Printed,
+    TaxNumbers,
     decimal_mark,
     numbers_in,
     parse_item_row,
     parse_tax_row,
     read_number,
+    tax_gap,
     uses_space_groups,
 )
 from pipeline.validation import (
@@ -217,16 +220,15 @@ class _Grounder:
         f = found[0]
         return EvidencedText(value=self.text_at(f).strip(), evidence=self.evidence(f))
 
-    def row(self, number: int, path: str) -> tuple[Line, int, list[Printed]] | None:
-        """The cited line, extended over the next lines while its numbers do not add up
-        (a stacked row prints its description above its numbers).
+    def row(self, number: int) -> tuple[Line, int, list[Printed]] | None:
+        """The row starting at line ``number``, extended over the next lines while its
+        numbers do not add up (a stacked row prints its description above its numbers).
 
         Returns the first line, the row's end offset in the page and its numbers
-        (offsets relative to the first line's start).
+        (offsets relative to the first line's start); None when no reading exists.
         """
         first = self.doc.line(number)
         if first is None:
-            self.refuse(path, f"line {number} does not exist")
             return None
         page = self.doc.pages[first.page - 1]
         last = first
@@ -252,38 +254,33 @@ class _Grounder:
         """Line items; a row without a printed rate takes the only rate the taxes show."""
         out: list[LineItem] = []
         rates = {t.rate for t in taxes}
+        used: set[int] = set()
+        after = 0
         for i, ref in enumerate(self.answer.items):
             path = f"line_items[{i}]"
-            row = self.row(ref.line, path)
-            if row is None:
-                if not any(r.field == path for r in self.reasons):
-                    self.refuse(path, f"line {ref.line} prints no quantity x price = amount")
+            spot = self._place(ref, used, after)
+            if spot is None:
+                self.refuse(
+                    path,
+                    f"{ref.description[:60]!r} is on no row that reads as quantity x price = "
+                    f"amount (cited line {ref.line})",
+                )
                 continue
-            first, end, printed = row
+            first, end, printed, description, match = spot
             read = parse_item_row(printed)
             assert read is not None
             rate = read.rate.value if read.rate is not None else None
             if rate is None and len(rates) == 1:
                 rate = next(iter(rates))
             if rate is None:
-                self.refuse(path, f"line {ref.line} prints no tax rate")
+                self.refuse(path, f"line {first.number} prints no tax rate")
                 continue
-            description = self._description(ref.description, first, end)
-            above = self.doc.line(first.number - 1)
-            if description is None and above is not None and above.page == first.page:
-                # A stacked row cited on its number line: the description is just above.
-                description = self._description(ref.description, above, end)
-                first = above if description is not None else first
-            if description is None:
-                self.refuse(
-                    f"{path}.description",
-                    f"{ref.description[:60]!r} is not printed on line {ref.line}",
-                )
-                continue
-            f = _trimmed(Found(first.page, first.start, end, first, description[1]))
+            used.add(first.number)
+            after = first.number
+            f = _trimmed(Found(first.page, first.start, end, first, match))
             out.append(
                 LineItem(
-                    description=description[0],
+                    description=description,
                     quantity=read.quantity.value,
                     unit_price=read.unit_price.value,
                     line_amount=read.line_amount.value,
@@ -293,25 +290,45 @@ class _Grounder:
             )
         return tuple(out)
 
-    def _description(self, value: str, first: Line, end: int) -> tuple[str, MatchKind] | None:
-        """The description as printed within the row (exact, normalised or fuzzy)."""
-        page = self.doc.pages[first.page - 1]
-        row = Document(page[first.start : end])
-        found = occurrences(row, value, fuzzy=True, boundary="none")
-        if not found or not value.strip():
+    def _place(
+        self, ref: ItemRef, used: set[int], after: int
+    ) -> tuple[Line, int, list[Printed], str, MatchKind] | None:
+        """Where an item is printed: its description is the key, the cited line a hint.
+
+        A small model copies descriptions reliably but miscounts line numbers, so the
+        row is one whose line shows the description and reads as a row, not taken by
+        an earlier item; in document order after the previous item first, then the
+        nearest to the cited line. A description printed on no such row is refused.
+        """
+        if not ref.description.strip():
             return None
-        f = found[0]
-        return row.text.split("\f")[0][f.start : f.end].strip(), f.match
+        spots: list[tuple[tuple[bool, int], Found, tuple[Line, int, list[Printed]]]] = []
+        for f in occurrences(self.doc, ref.description, fuzzy=True, boundary="none"):
+            if f.line.number in used:
+                continue
+            row = self.row(f.line.number)
+            if row is not None:
+                rank = (f.line.number <= after, abs(f.line.number - ref.line))
+                spots.append((rank, f, row))
+        if not spots:
+            return None
+        _, f, (first, end, printed) = min(spots, key=lambda spot: spot[0])
+        return first, end, printed, self.text_at(f).strip(), f.match
 
     def tax_lines(self) -> tuple[TaxLine, ...]:
+        """Tax lines at the cited lines; a line cited twice is one row. A cited line that
+        is no tax row is replaced by the nearest unused line (within three) whose rate,
+        base and amount add up exactly, else refused."""
         out: list[TaxLine] = []
-        for j, number in enumerate(self.answer.taxes):
+        used: set[int] = set()
+        for j, number in enumerate(dict.fromkeys(self.answer.taxes)):
             path = f"tax_lines[{j}]"
-            line = self.doc.line(number)
-            read = parse_tax_row(self.numbers(line)) if line is not None else None
-            if line is None or read is None:
+            spot = self._tax_row(number, used)
+            if spot is None:
                 self.refuse(path, f"line {number} prints no rate, base and tax amount")
                 continue
+            line, read = spot
+            used.add(line.number)
             f = Found(line.page, line.start, line.end, line, "exact")
             out.append(
                 TaxLine(
@@ -322,6 +339,19 @@ class _Grounder:
                 )
             )
         return tuple(out)
+
+    def _tax_row(self, number: int, used: set[int]) -> tuple[Line, TaxNumbers] | None:
+        cited = self.doc.line(number)
+        if cited is None:
+            return None
+        for offset, slack in ((0, CENT * 2), (-1, 0), (1, 0), (-2, 0), (2, 0), (-3, 0), (3, 0)):
+            line = self.doc.line(number + offset)
+            if line is None or line.number in used or line.page != cited.page:
+                continue
+            read = parse_tax_row(self.numbers(line))
+            if read is not None and tax_gap(read) <= slack:
+                return line, read
+        return None
 
     def numbers(self, line: Line) -> list[Printed]:
         return numbers_in(line.text, self.mark, space_groups=self.space)

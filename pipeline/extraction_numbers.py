@@ -58,8 +58,8 @@ def _number_re(mark: str, space_groups: bool) -> re.Pattern[str]:
     g = re.escape(group)
     m = re.escape(mark)
     before = re.escape(".," + _APOSTROPHES)
-    return re.compile(
-        rf"(?<![\d{before}])(?:\d{{1,3}}(?:[{g}]\d{{3}})+|\d+)(?:{m}\d+)?(?![\d])"
+    return re.compile(  # not inside a number; "kr.13958,56" still shows 13958,56
+        rf"(?<!\d)(?<!\d[{before}])(?:\d{{1,3}}(?:[{g}]\d{{3}})+|\d+)(?:{m}\d+)?(?![\d])"
         rf"(?P<pct>\s?%)?"
     )
 
@@ -183,3 +183,8 @@ def parse_tax_row(numbers: list[Printed]) -> TaxNumbers | None:
         if best is None or gap < best[0]:
             best = (gap, TaxNumbers(rate, base, amount))
     return best[1] if best else None
+
+
+def tax_gap(read: TaxNumbers) -> Decimal:
+    """How far a tax row's printed amount is from its base x rate (rounded to cents)."""
+    return abs(_money(read.base.value * read.rate.value / 100) - read.amount.value)
