@@ -44,9 +44,9 @@ from pipeline.extraction import (
     TaxLine,
 )
 from pipeline.extraction_answer import Answer, ItemRef
-from pipeline.extraction_labels import LABELS
+from pipeline.extraction_labels import DECOY_DATE_LABELS, LABELS
 from pipeline.extraction_lines import Document, Line
-from pipeline.extraction_locate import Boundary, Found, labelled, occurrences
+from pipeline.extraction_locate import Boundary, Found, fold, labelled, occurrences
 from pipeline.extraction_numbers import (
     CENT,
     Printed,
@@ -137,20 +137,35 @@ class _Grounder:
         return EvidencedAmount(value=number, evidence=self.evidence(f))
 
     def when(self, path: str, value: str | None) -> EvidencedDate | None:
-        f = self.find(path, value, path, boundary="number")
-        if f is None:
+        """A date, never one printed only as another date (delivery, order, service)."""
+        if value is None:
             return None
+        found = occurrences(self.doc, value, fuzzy=False, boundary="number")
+        plain = [f for f in found if _decoy_label(f) is None]
+        if not found:
+            self.refuse(path, f"{value[:60]!r} is not printed in the document")
+            return None
+        if not plain:
+            decoy = _decoy_label(found[0])
+            self.refuse(path, f"{value!r} is printed as another date ({decoy!r} before it)")
+            return None
+        f = labelled(plain, LABELS.get(path, ()), last=False)
         readings = sorted(date_readings(self.text_at(f)))
         if not readings:
             self.refuse(path, f"{value!r} does not read as a date")
             return None
-        return EvidencedDate(
-            value=self._in_order(readings, self.text_at(f)), evidence=self.evidence(f)
-        )
+        chosen = self._in_order(readings, self.text_at(f))
+        if chosen is None:
+            shown = ", ".join(str(d) for d in readings)
+            self.refuse(path, f"{value!r} may mean {shown}")
+            return None
+        return EvidencedDate(value=chosen, evidence=self.evidence(f))
 
-    def _in_order(self, readings: list[date], printed_text: str) -> date:
+    def _in_order(self, readings: list[date], printed_text: str) -> date | None:
         """An ambiguous numeric date (03/04/2024): month first only where another numeric
-        date of the document can only be read month first (04/25/2024); else day first."""
+        date of the document can only be read month first (04/25/2024); else day first.
+        A month name that means different months in different languages ("listopad")
+        is not resolved here: None, and the date is refused rather than guessed."""
         if len(readings) == 1:
             return readings[0]
         month_first = False
@@ -163,13 +178,13 @@ class _Grounder:
                 break
         printed = re.search(r"(\d{1,2})[./-](\d{1,2})[./-]", printed_text)
         if printed is None:
-            return readings[0]
+            return None
         first, second = int(printed.group(1)), int(printed.group(2))
         day, month = (second, first) if month_first else (first, second)
         for d in readings:
             if d.day == day and d.month == month:
                 return d
-        return readings[0]
+        return None
 
     def currency(self, value: str | None) -> EvidencedCurrency | None:
         # A sign or code may be glued to its amount ("€1,234.56", "kr33 955,78").
@@ -379,6 +394,12 @@ class _Grounder:
             iban=self.iban(a.iban),
             uncertain_fields=(),
         )
+
+
+def _decoy_label(f: Found) -> str | None:
+    """The decoy-date word in the 30 characters before ``f`` on its line, if any."""
+    label = fold(f.line.text[max(0, f.start - f.line.start - 30) : f.start - f.line.start])
+    return next((word for word in DECOY_DATE_LABELS if word in label), None)
 
 
 def _trimmed(f: Found) -> Found:

@@ -41,3 +41,13 @@ LABELS: Mapping[str, tuple[str, ...]] = {
     "iban": ("iban",),
     "supplier.name": (),
 }  # fmt: skip
+
+#: Words that label a date which is not the invoice's issue or due date (delivery,
+#: shipping, service, sale or order dates: decoys a model may take). A date whose
+#: nearest label carries one of these is refused for issue_date and due_date.
+DECOY_DATE_LABELS: tuple[str, ...] = (
+    "deliver", "shipped", "shipping", "dispatch", "liefer", "leistung", "versand", "livr",
+    "expédi", "entreg", "expedi", "consegn", "ddt", "spedi", "lever", "verzend", "dostaw",
+    "sprzeda", "wysył", "order", "bestell", "commande", "pedido", "ordine", "zamówien",
+    "beställ", "bestil",
+)  # fmt: skip

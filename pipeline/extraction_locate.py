@@ -133,6 +133,11 @@ def _fuzzy(doc: Document, want: str) -> list[Found]:
     return [best[1]] if best else []
 
 
+def fold(text: str) -> str:
+    """``text`` folded as grounding compares it (NFKC, casefold, whitespace runs as one)."""
+    return _fold(text)[0]
+
+
 def labelled(found: list[Found], labels: tuple[str, ...], *, last: bool) -> Found:
     """The occurrence whose line carries one of ``labels`` before it; else first or last."""
     for f in reversed(found) if last else found:

@@ -249,3 +249,21 @@ def test_a_stacked_row_cited_on_its_number_line_finds_its_description_above() ->
     assert [i.line_amount for i in g.extraction.line_items] == [
         i.line_amount for i in inv.truth.line_items
     ]
+
+
+def test_a_date_printed_only_as_a_delivery_date_is_refused_for_the_issue_date() -> None:
+    doc = DOC.replace(
+        "Rechnungsdatum: 05.03.2024", "Rechnungsdatum: 05.03.2024\nLieferdatum: 01.03.2024"
+    )
+    g = ground(_answer(issue_date="01.03.2024"), doc)
+    assert [(r.code, r.field) for r in g.reasons] == [(ReasonCode.UNGROUNDED_VALUE, "issue_date")]
+    # The same date printed as the issue date too is the issue date.
+    same = DOC.replace("Fällig am", "Lieferdatum: 05.03.2024\nFällig am")
+    assert ground(_answer(), same).reasons == []
+
+
+def test_a_month_name_of_two_languages_is_refused_not_guessed() -> None:
+    doc = DOC.replace("Rechnungsdatum: 05.03.2024", "Data wystawienia: 5 listopada 2023")
+    g = ground(_answer(issue_date="5 listopada 2023"), doc)
+    assert g.extraction.issue_date is None
+    assert [r.field for r in g.reasons] == ["issue_date"]
