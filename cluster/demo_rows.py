@@ -77,10 +77,11 @@ def _number(value: Any) -> Decimal | str | None:
 def _numbers(items: Any, keys: Sequence[str]) -> tuple[tuple[Decimal | str | None, ...], ...]:
     if not isinstance(items, list | tuple):
         return ()
-    return tuple(
+    rows = (
         tuple(_number(_value(i.get(k))) if isinstance(i, Mapping) else None for k in keys)
         for i in items
     )
+    return tuple(sorted(rows, key=repr))  # as a multiset, like fenceline eval
 
 
 def has_extraction(result: Mapping[str, Any] | None) -> bool:

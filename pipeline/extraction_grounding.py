@@ -312,8 +312,9 @@ class _Grounder:
 
         A small model copies descriptions reliably but miscounts line numbers, so the
         row is one whose line shows the description and reads as a row, not taken by
-        an earlier item; in document order after the previous item first, then the
-        nearest to the cited line. A description printed on no such row is refused.
+        an earlier item: the first such row after the previous item (items are listed
+        in document order), else the first before it. A description printed on no such
+        row is refused.
         """
         if not ref.description.strip():
             return None
@@ -323,7 +324,7 @@ class _Grounder:
                 continue
             row = self.row(f.line.number)
             if row is not None:
-                rank = (f.line.number <= after, abs(f.line.number - ref.line))
+                rank = (f.line.number <= after, f.line.number)
                 spots.append((rank, f, row))
         if not spots:
             return None
