@@ -63,6 +63,11 @@ class ExtractionCall:
     contract: str
     prompt_version: str
 
+    def budget(self, cap: int | None = None) -> v1.PromptBudget:
+        """What admission reserves: the prompt estimate and ``max_tokens`` (capped)."""
+        output = self.max_tokens if cap is None else min(cap, self.max_tokens)
+        return v1.PromptBudget(v1.count_prompt_tokens(self.messages), output)
+
 
 @dataclass(frozen=True)
 class Interpretation:

@@ -23,7 +23,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from pipeline.extraction import EXTRACTION_SCHEMA_VERSION, Extraction
+from pipeline.extraction import EXTRACTION_SCHEMA_VERSION, SCALAR_FIELDS, Extraction
 from pipeline.states import JobState
 
 if TYPE_CHECKING:
@@ -129,22 +129,7 @@ class ValidationReport:
 
 
 #: Paths a policy may require; each names a nullable field or a list of the contract.
-REQUIRABLE_FIELDS: frozenset[str] = frozenset(
-    {
-        "supplier.name",
-        "supplier.vat_id",
-        "invoice_number",
-        "issue_date",
-        "due_date",
-        "currency",
-        "line_items",
-        "tax_lines",
-        "net_total",
-        "tax_total",
-        "gross_total",
-        "iban",
-    }
-)
+REQUIRABLE_FIELDS: frozenset[str] = frozenset({*SCALAR_FIELDS, "line_items", "tax_lines"})
 DEFAULT_REQUIRED_FIELDS: frozenset[str] = frozenset(
     {
         "supplier.name",

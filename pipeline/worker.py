@@ -43,7 +43,6 @@ from pipeline.extractor import DEFAULT_CONTRACT, ExtractionCall, interpret, prep
 from pipeline.grants import ReportedUsage
 from pipeline.jobs import JobStore, Lease, Settled, Usage
 from pipeline.master_data import MasterDataCache
-from pipeline.prompts import PromptBudget, count_prompt_tokens
 from pipeline.queries import q
 from pipeline.scheduler import WorkSignal
 from pipeline.states import JobState
@@ -210,7 +209,7 @@ class AttemptRunner:
             contract=self.config.contract,
             include_schema=self.config.include_schema_in_prompt,
         )
-        budget = _budget(request, self.config.max_output_tokens)
+        budget = request.budget(self.config.max_output_tokens)
         timeout = self._time_left(lease)
         if timeout <= 1:
             return await self._retry(lease, RetryableError("no time left for an attempt"), None)
@@ -404,12 +403,6 @@ class AttemptRunner:
             except Exception:  # the durable outbox event is the source of truth
                 log.exception("settle hand-off failed for job %s", settled.job_id)
         return settled
-
-
-def _budget(call: ExtractionCall, cap: int | None) -> PromptBudget:
-    """What admission reserves: the call's prompt estimate and its (capped) ``max_tokens``."""
-    output = call.max_tokens if cap is None else min(cap, call.max_tokens)
-    return PromptBudget(count_prompt_tokens(call.messages), output)
 
 
 def _recorded(u: ReportedUsage, engine: str) -> Usage:
