@@ -59,11 +59,17 @@ async def test_with_a_broker_signals_reach_the_inbox_and_dead_letters_the_archiv
         await eventually(all_ingested)
         cfg = config(broker)
         assert await ready_count(cfg.work_queue) == 0  # consumed, not piling up
-        async with pool.acquire() as conn:
-            unpublished = await conn.fetchval(
-                "SELECT count(*) FROM outbox_events WHERE published_at IS NULL"
-            )
-        assert unpublished == 0
+
+        # The relay stamps published_at after the broker's confirm, so a consumer
+        # may ingest a message before its outbox row is marked: wait for the mark.
+        async def all_published() -> bool:
+            async with pool.acquire() as conn:
+                unpublished = await conn.fetchval(
+                    "SELECT count(*) FROM outbox_events WHERE published_at IS NULL"
+                )
+            return int(unpublished) == 0
+
+        await eventually(all_published)
 
         # A poison message is dead-lettered by the inbox and archived without an operator.
         await publish_raw(broker, b"not json", headers={"x-trace": "poison-1"})
