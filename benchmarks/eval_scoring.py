@@ -189,6 +189,7 @@ async def evaluate_one(
             reasons=[r.code.value for r in result.report.reasons],
         )
     row["latency_s"] = round(time.perf_counter() - started, 4)
+    row["answer"] = text  # the engine's raw reply, to read why a field differs
     row["fields"] = _field_counts(predicted, truth)
     written = before_cap if before_cap is not None else predicted
     row["fields_before_cap"] = _field_counts(written, truth)

@@ -258,15 +258,11 @@ def _item_array(item: dict[str, Any], candidates: int, rows: int) -> dict[str, A
 
 
 def _tax_array(lines: list[int], rows: list[int]) -> dict[str, Any]:
-    """Tax lines: where rows read as a tax breakdown, exactly those lines to choose from and
-    as many entries (a model cannot count lines; the arithmetic finds them)."""
+    """Tax lines: where rows read as a tax breakdown, exactly those lines, in document order
+    (a model cannot count lines and repeats one as often as not; the arithmetic finds them,
+    and validation still checks them against the printed totals)."""
     if 0 < len(rows) <= MAX_TAX_LINES:
-        return {
-            "type": "array",
-            "items": {"enum": rows},
-            "minItems": len(rows),
-            "maxItems": len(rows),
-        }
+        return {"type": "array", "const": rows}
     return {
         "type": "array",
         "items": {"enum": lines} if lines else {"type": "integer", "minimum": 1},
