@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.extraction import parse_contract
 from pipeline.extraction_lines import Document
+from pipeline.extraction_locate import decoy_label, occurrences
 from pipeline.extraction_numbers import (
     CENT,
     amount_strings,
@@ -187,7 +188,7 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
     doc = Document(ocr_text)
     mark = decimal_mark(ocr_text)
     amounts = amount_strings(ocr_text, mark, space_groups=uses_space_groups(ocr_text, mark))
-    dates = date_candidates(ocr_text)
+    dates = invoice_dates(doc, date_candidates(ocr_text))
     lines = item_line_candidates(doc, mark)
     date_field = _nullable_enum(dates) if dates else _nullable_text(MAX_ID_CHARS)
     item: dict[str, Any] = {
@@ -221,6 +222,18 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
         "required": list(properties),
         "additionalProperties": False,
     }
+
+
+def invoice_dates(doc: Document, dates: list[str]) -> list[str]:
+    """The dates an issue or due date may be: those printed at least once without a
+    delivery, order or service label before them (grounding refuses the others, and a
+    small model picks the delivery date as often as not); all of them when none is."""
+    plain = [
+        d
+        for d in dates
+        if any(decoy_label(f) is None for f in occurrences(doc, d, fuzzy=False, boundary="number"))
+    ]
+    return plain or dates
 
 
 def printed_rows(doc: Document, mark: str) -> int:

@@ -43,10 +43,10 @@ from pipeline.extraction import (
     Supplier,
     TaxLine,
 )
-from pipeline.extraction_answer import Answer, ItemRef
-from pipeline.extraction_labels import DECOY_DATE_LABELS, LABELS
+from pipeline.extraction_answer import Answer, ItemRef, printed_rows
+from pipeline.extraction_labels import LABELS
 from pipeline.extraction_lines import Document, Line
-from pipeline.extraction_locate import Boundary, Found, fold, labelled, occurrences
+from pipeline.extraction_locate import Boundary, Found, decoy_label, labelled, occurrences
 from pipeline.extraction_numbers import (
     CENT,
     Printed,
@@ -82,6 +82,7 @@ class _Grounder:
         self.doc = Document(ocr_text)
         self.mark = decimal_mark(ocr_text)
         self.space = uses_space_groups(ocr_text, self.mark)
+        self.rows = printed_rows(self.doc, self.mark)
         self.reasons: list[Reason] = []
 
     def refuse(self, path: str, detail: str) -> None:
@@ -141,12 +142,12 @@ class _Grounder:
         if value is None:
             return None
         found = occurrences(self.doc, value, fuzzy=False, boundary="number")
-        plain = [f for f in found if _decoy_label(f) is None]
+        plain = [f for f in found if decoy_label(f) is None]
         if not found:
             self.refuse(path, f"{value[:60]!r} is not printed in the document")
             return None
         if not plain:
-            decoy = _decoy_label(found[0])
+            decoy = decoy_label(found[0])
             self.refuse(path, f"{value!r} is printed as another date ({decoy!r} before it)")
             return None
         f = labelled(plain, LABELS.get(path, ()), last=False)
@@ -274,6 +275,11 @@ class _Grounder:
         for i, ref in enumerate(self.answer.items):
             path = f"line_items[{i}]"
             spot = self._place(ref, used, after)
+            if spot is None and self.rows and len(used) >= self.rows:
+                # Every row that adds up is taken: an item beyond them is one a small
+                # model wrote past the last row, not one missing; dropped, it cannot
+                # hide a row either, since validation still sums the rows to the net.
+                continue
             if spot is None:
                 self.refuse(
                     path,
@@ -323,13 +329,46 @@ class _Grounder:
             if f.line.number in used:
                 continue
             row = self.row(f.line.number)
-            if row is not None:
+            if row is not None and self._whole_description(f, row):
                 rank = (f.line.number <= after, f.line.number)
                 spots.append((rank, f, row))
         if not spots:
             return None
         _, f, (first, end, printed) = min(spots, key=lambda spot: spot[0])
         return first, end, printed, self.text_at(f).strip(), f.match
+
+    def _whole_description(self, f: Found, row: tuple[Line, int, list[Printed]]) -> bool:
+        """Whether ``f`` is a row's whole description, not a part of it ("Service" in
+        "1 st Service av värmeanläggning à 421,93"): between the match and the nearest
+        boundary on each side stand only short words ("à", "zu je", "x") and the unit
+        that follows a quantity.
+
+        Boundaries are the line's ends, column gaps, "|", and numbers: on the left any
+        number (a position or a quantity), on the right only the row's own arithmetic
+        (quantity, price, amount, rate), so the "40 mm" of "Stahlwinkel 40 mm" keeps
+        a shortened "Stahlwinkel" from passing as the description.
+        """
+        page = self.doc.pages[f.page - 1]
+        first, _, printed = row
+        read = parse_item_row(printed)
+        if read is None:
+            return False
+        arithmetic = [
+            first.start + p.start
+            for p in (read.quantity, read.unit_price, read.line_amount, read.rate)
+            if p is not None
+        ]
+        left = _COLUMN_GAP.split(page[f.line.start : f.start])[-1]
+        after_number = re.split(r"\S*\d\S*", left)
+        words = after_number[-1].split()
+        if len(after_number) > 1:
+            words = words[1:]  # the quantity's unit, whatever its length ("Wörter")
+        stop = min([at for at in arithmetic if at >= f.end] + [f.line.end])
+        right = _COLUMN_GAP.split(page[f.end : stop])[0]
+        words += right.split()
+        return all(len(w.strip(_PUNCTUATION)) <= _SHORT_WORD for w in words) and not any(
+            ch.isdigit() for ch in right
+        )
 
     def tax_lines(self) -> tuple[TaxLine, ...]:
         """Tax lines at the cited lines; a line cited twice is one row. A cited line that
@@ -397,10 +436,11 @@ class _Grounder:
         )
 
 
-def _decoy_label(f: Found) -> str | None:
-    """The decoy-date word in the 30 characters before ``f`` on its line, if any."""
-    label = fold(f.line.text[max(0, f.start - f.line.start - 30) : f.start - f.line.start])
-    return next((word for word in DECOY_DATE_LABELS if word in label), None)
+#: Column separators: two spaces or more, a tab, a bar.
+_COLUMN_GAP = re.compile(r"\s{2,}|\t|\|")
+#: Words this short next to a description are units and connectives ("pcs", "à", "zu je").
+_SHORT_WORD = 4
+_PUNCTUATION = ".,:;()[]•*-–·'\"@"
 
 
 def _trimmed(f: Found) -> Found:

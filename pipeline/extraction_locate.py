@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pipeline.extraction import MatchKind
+from pipeline.extraction_labels import DECOY_DATE_LABELS
 from pipeline.extraction_lines import Document, Line
 
 #: Smallest similarity (difflib ratio on normalised text) a fuzzy match must reach.
@@ -145,3 +146,10 @@ def labelled(found: list[Found], labels: tuple[str, ...], *, last: bool) -> Foun
         if any(label in before for label in labels):
             return f
     return found[-1] if last else found[0]
+
+
+def decoy_label(f: Found) -> str | None:
+    """The decoy-date word (delivery, order, ...) in the 30 characters before ``f`` on
+    its line, if any: a date printed there is another date than the invoice's own."""
+    label = fold(f.line.text[max(0, f.start - f.line.start - 30) : f.start - f.line.start])
+    return next((word for word in DECOY_DATE_LABELS if word in label), None)

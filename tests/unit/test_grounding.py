@@ -267,3 +267,72 @@ def test_a_month_name_of_two_languages_is_refused_not_guessed() -> None:
     g = ground(_answer(issue_date="5 listopada 2023"), doc)
     assert g.extraction.issue_date is None
     assert [r.field for r in g.reasons] == ["issue_date"]
+
+
+def _generated(seed: int) -> tuple[object, Answer]:
+    from pipeline.extraction_answer import parse_answer
+
+    inv = generate_invoice(seed, Variant.CLEAN, max_line_items=8)
+    return inv, parse_answer(answer_for(inv.truth, inv.ocr_text))
+
+
+@pytest.mark.parametrize(
+    ("seed", "index", "part"),
+    [
+        (5053, 0, "Service"),  # "1 st Service av värmeanläggning à 421,93" (sv prose)
+        (5055, 0, "Heizungsanlage"),  # "1 Stk. Wartung Heizungsanlage zu je 118.57" (de prose)
+    ],
+)
+def test_a_part_of_a_printed_description_is_refused_not_stored(
+    seed: int, index: int, part: str
+) -> None:
+    """The eval's two false accepts: the model wrote the start or the end of a row's
+    description; the row was found by it and the stored description was cut short."""
+    inv, answer = _generated(seed)
+    items = list(answer.items)
+    items[index] = ItemRef(items[index].line, part)
+    g = ground(answer.model_copy(update={"items": tuple(items)}), inv.ocr_text)  # type: ignore[attr-defined]
+    assert [r.field for r in g.reasons] == [f"line_items[{index}]"]
+    assert all(i.description != part for i in g.extraction.line_items)
+    whole = ground(answer, inv.ocr_text)  # type: ignore[attr-defined]
+    assert whole.reasons == []
+
+
+def test_a_shortened_description_next_to_a_number_of_its_own_is_refused() -> None:
+    inv, answer = _generated(5055)  # row 3: "668 Stk. Stahlwinkel 40 mm zu je 2.32: ..."
+    items = list(answer.items)
+    assert items[2].description == "Stahlwinkel 40 mm"
+    items[2] = ItemRef(items[2].line, "Stahlwinkel")
+    g = ground(answer.model_copy(update={"items": tuple(items)}), inv.ocr_text)  # type: ignore[attr-defined]
+    assert [r.field for r in g.reasons] == ["line_items[2]"]
+
+
+def test_an_item_written_past_the_last_row_is_dropped_and_the_rest_succeeds() -> None:
+    inv, answer = _generated(5017)  # one row; the model added [22, "212-232 23"]
+    extra = (*answer.items, ItemRef(22, "212-232 23"))
+    out = interpret(
+        answer.model_copy(update={"items": extra}).model_dump_json(),
+        inv.ocr_text,  # type: ignore[attr-defined]
+        inv.master_data,  # type: ignore[attr-defined]
+        today=inv.today,  # type: ignore[attr-defined]
+    )
+    assert out.report.decision.value == "SUCCEEDED", out.report.reasons
+    assert len(out.extraction.line_items) == 1
+
+
+def test_an_unplaced_item_while_rows_remain_is_still_refused() -> None:
+    inv, answer = _generated(5055)
+    items = list(answer.items)
+    items[1] = ItemRef(items[1].line, "Heating equipment")  # printed nowhere
+    g = ground(answer.model_copy(update={"items": tuple(items)}), inv.ocr_text)  # type: ignore[attr-defined]
+    assert [r.field for r in g.reasons] == ["line_items[1]"]
+
+
+def test_a_date_printed_only_after_a_delivery_label_is_no_choice_for_the_model() -> None:
+    from pipeline.extraction_answer import answer_schema
+
+    inv, answer = _generated(5047)  # "... delivered on December 25, 2022"
+    choices = answer_schema(inv.ocr_text)["properties"]["issue_date"]["anyOf"][0]["enum"]  # type: ignore[attr-defined]
+    assert "December 25, 2022" in inv.ocr_text  # type: ignore[attr-defined]
+    assert "December 25, 2022" not in choices
+    assert answer.issue_date in choices and answer.due_date in choices
