@@ -46,7 +46,14 @@ from typing import TYPE_CHECKING, Any
 from deployments.engine_metrics import EngineMetrics, stat_logger_factory
 from deployments.pools import PoolConfig
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
-from pipeline.engines import (
+from pipeline.errors import (
+    ContextTooLong,
+    FencelineError,
+    ProviderTimeout,
+    ProviderUnavailable,
+    TerminalError,
+)
+from pipeline.extraction.engines import (
     ChatMessage,
     Completion,
     JsonSchema,
@@ -54,13 +61,6 @@ from pipeline.engines import (
     Timings,
     Usage,
     parse_json_output,
-)
-from pipeline.errors import (
-    ContextTooLong,
-    FencelineError,
-    ProviderTimeout,
-    ProviderUnavailable,
-    TerminalError,
 )
 
 if TYPE_CHECKING:
@@ -393,7 +393,7 @@ class PoolEngine:
         max_tokens: int,
         timeout: float,
     ) -> Completion:
-        """The :class:`pipeline.engines.Engine` protocol, for in-process use."""
+        """The :class:`pipeline.extraction.engines.Engine` protocol, for in-process use."""
         return await self.generate(
             GenerateRequest(list(messages), json_schema, max_tokens, timeout)
         )

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
+from benchmarks.invoices.generator import generate_invoice
 from cluster.demo_rows import build_row
 from cluster.demo_view import format_table
-from pipeline.invoices import generate_invoice
-from pipeline.jobs import Usage
+from pipeline.jobs.store import Usage
 from pipeline.queries import q
 from pipeline.states import JobState
 from tests.support.delivery import fetch, job_store
