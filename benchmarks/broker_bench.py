@@ -45,15 +45,21 @@ from prometheus_client import CollectorRegistry
 
 from benchmarks.report import percentile, write_json
 from pipeline.database import connect, create_pool, migrate
-from pipeline.jobs.store import AcceptRequest, DocumentIn, JobStore
-from pipeline.messaging.broker import BrokerConfig, declare_topology
-from pipeline.messaging.consumer import Delivery, Disposition
-from pipeline.messaging.inbox import InboxConsumer, IngestResult
-from pipeline.messaging.metrics import BrokerMetrics
-from pipeline.messaging.outbox import OutboxRelay, RelayConfig
+from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
+from pipeline.messaging import (
+    BrokerConfig,
+    BrokerMetrics,
+    Delivery,
+    Disposition,
+    InboxConsumer,
+    IngestResult,
+    OutboxRelay,
+    RelayConfig,
+    declare_topology,
+)
 from pipeline.queries import q
 from pipeline.settings import Settings
-from pipeline.tenants.accounts import create_tenant
+from pipeline.tenants import create_tenant
 
 ADMIN = os.environ.get("FENCELINE_BENCH_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 AMQP = os.environ.get("FENCELINE_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")

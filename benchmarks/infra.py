@@ -28,10 +28,9 @@ import uvicorn
 from benchmarks.fake_provider import CallRecord, FakeProvider, FaultPlan
 from benchmarks.invoices.generator import GeneratedInvoice
 from benchmarks.scenario import Scenario, scenario_corpus
-from pipeline.api.app import create_app
+from pipeline.api import create_app
 from pipeline.database import connect, migrate
-from pipeline.extraction.answer import document_in_prompt
-from pipeline.extraction.extractor import answer_for
+from pipeline.extraction import answer_for, document_in_prompt
 from pipeline.settings import Settings
 
 ADMIN_DSN = os.environ.get(

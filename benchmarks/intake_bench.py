@@ -44,7 +44,7 @@ from starlette.routing import Route
 from benchmarks.infra import free_port
 from benchmarks.report import percentile, write_json
 from pipeline.database import connect, migrate
-from pipeline.tenants.accounts import create_api_key, create_tenant
+from pipeline.tenants import create_api_key, create_tenant
 
 ADMIN = os.environ.get("FENCELINE_BENCH_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 ROOT = Path(__file__).resolve().parent.parent

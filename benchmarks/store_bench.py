@@ -30,8 +30,8 @@ import asyncpg
 
 from benchmarks.report import bar_plot, write_json
 from pipeline.database import connect, create_pool, migrate
-from pipeline.jobs.store import AcceptRequest, DocumentIn, JobStore
-from pipeline.tenants.accounts import create_tenant
+from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
+from pipeline.tenants import create_tenant
 
 ADMIN = os.environ.get("FENCELINE_BENCH_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 

@@ -42,9 +42,9 @@ from cluster.admission_client import (
     EmergencyAllowance,
     LocalActorHandle,
 )
-from pipeline.admission.ledger import AdmissionLedger
-from pipeline.admission.policy import (
+from pipeline.admission import (
     AdmissionConfig,
+    AdmissionLedger,
     AdmissionPolicy,
     Grant,
     PriorityClass,

@@ -38,7 +38,7 @@ def _none(_: argparse.ArgumentParser) -> None:
 
 @command("db migrate", "create the database if missing and apply migrations", _none)
 def _db_migrate(_args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.jobs.admin import setup_database
+    from pipeline.jobs import setup_database
 
     applied = asyncio.run(setup_database(settings))
     print(f"migrations applied: {applied or 'none (up to date)'}")
@@ -53,7 +53,7 @@ def _job_arg(p: argparse.ArgumentParser) -> None:
 @command("explain", "the full audit trail of one job", _job_arg)
 def _explain(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.errors import NotFound
-    from pipeline.jobs.admin import explain_job, render_explain
+    from pipeline.jobs import explain_job, render_explain
 
     try:
         data = asyncio.run(explain_job(settings, args.job_id))

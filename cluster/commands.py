@@ -72,8 +72,8 @@ def _up_args(p: argparse.ArgumentParser) -> None:
 def _up(args: argparse.Namespace, settings: Settings) -> int:
     from cluster.drivers import EngineSpec
     from cluster.runtime import ClusterConfig, LocalCluster
-    from pipeline.jobs.admin import setup_database
-    from pipeline.worker.attempt import WorkerConfig
+    from pipeline.jobs import setup_database
+    from pipeline.worker import WorkerConfig
 
     asyncio.run(setup_database(settings))
     engine = (
@@ -199,7 +199,7 @@ async def _submit_async(args: argparse.Namespace) -> int:
 @command("status", "job counts per state, backlog and oldest runnable age", _no_args)
 def _status(_args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.database import create_pool
-    from pipeline.jobs.store import JobStore
+    from pipeline.jobs import JobStore
     from pipeline.queries import q
 
     async def go() -> None:

@@ -53,15 +53,15 @@ from pipeline.errors import (
     ProviderUnavailable,
     TerminalError,
 )
-from pipeline.extraction.engines import (
+from pipeline.extraction import (
     ChatMessage,
     Completion,
     JsonSchema,
     Messages,
     Timings,
-    Usage,
     parse_json_output,
 )
+from pipeline.usage import Usage
 
 if TYPE_CHECKING:
     from vllm import SamplingParams
