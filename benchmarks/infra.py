@@ -25,6 +25,7 @@ import asyncpg
 import httpx
 import uvicorn
 
+from benchmarks.erp_receiver import migrate_erp
 from benchmarks.fake_provider import CallRecord, FakeProvider, FaultPlan
 from benchmarks.invoices.generator import GeneratedInvoice
 from benchmarks.scenario import Scenario, scenario_corpus
@@ -60,6 +61,7 @@ async def fresh_database() -> AsyncIterator[str]:
         conn = await connect(dsn_for(name))
         try:
             await migrate(conn)
+            await migrate_erp(conn)  # the runs' reference ERP receiver reads its tables
         finally:
             await conn.close()
         yield dsn_for(name)
