@@ -30,12 +30,13 @@ model: venv
 # ADAPTER_ARGS overrides the recipe, e.g. ADAPTER_ARGS="--examples 4 --out /tmp/a" for a smoke run.
 ADAPTER_ARGS ?=
 adapter: venv model
-	$(PY) -m deployments.adapter_train $(ADAPTER_ARGS)
+	$(PY) -m benchmarks.adapter_train $(ADAPTER_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 test: venv model lint
 	$(VENV)/bin/pytest -p no:cacheprovider -q $(PYTEST_ARGS)

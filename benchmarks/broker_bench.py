@@ -44,13 +44,19 @@ import matplotlib.pyplot as plt
 from prometheus_client import CollectorRegistry
 
 from benchmarks.report import percentile, write_json
-from pipeline.broker import BrokerConfig, declare_topology
-from pipeline.consumer import Delivery, Disposition
 from pipeline.database import connect, create_pool, migrate
-from pipeline.inbox import InboxConsumer, IngestResult
 from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
-from pipeline.metrics_broker import BrokerMetrics
-from pipeline.outbox import OutboxRelay, RelayConfig
+from pipeline.messaging import (
+    BrokerConfig,
+    BrokerMetrics,
+    Delivery,
+    Disposition,
+    InboxConsumer,
+    IngestResult,
+    OutboxRelay,
+    RelayConfig,
+    declare_topology,
+)
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.tenants import create_tenant

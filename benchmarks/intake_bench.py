@@ -9,7 +9,7 @@ request):
 
 * ``starlette`` — a bare Starlette endpoint that parses the JSON and answers 202
   (no database): the floor of HTTP + JSON on this machine;
-* ``uvicorn`` — the Fenceline app (``pipeline.api``) under one uvicorn process:
+* ``uvicorn`` — the Fenceline app (``pipeline.api.app``) under one uvicorn process:
   authentication, admission (tenant lock, quotas, capacity), document + job +
   outbox event committed before the 202;
 * ``serve`` — the same app as a Ray Serve ingress (one replica, ``num_cpus=0``)
@@ -213,7 +213,7 @@ async def run_starlette(args: argparse.Namespace) -> dict[str, Any]:
 async def run_uvicorn(args: argparse.Namespace) -> dict[str, Any]:
     name, dsn = await _database()
     port = free_port()
-    proc = _uvicorn("pipeline.api:app_from_env", port, {"FENCELINE_DATABASE_URL": dsn})
+    proc = _uvicorn("pipeline.api.app:app_from_env", port, {"FENCELINE_DATABASE_URL": dsn})
     try:
         keys = await _keys(dsn, args.tenants)
         url = f"http://127.0.0.1:{port}"

@@ -38,7 +38,7 @@ def _none(_: argparse.ArgumentParser) -> None:
 
 @command("db migrate", "create the database if missing and apply migrations", _none)
 def _db_migrate(_args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.admin import setup_database
+    from pipeline.jobs import setup_database
 
     applied = asyncio.run(setup_database(settings))
     print(f"migrations applied: {applied or 'none (up to date)'}")
@@ -52,8 +52,8 @@ def _job_arg(p: argparse.ArgumentParser) -> None:
 
 @command("explain", "the full audit trail of one job", _job_arg)
 def _explain(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.admin import explain_job, render_explain
     from pipeline.errors import NotFound
+    from pipeline.jobs import explain_job, render_explain
 
     try:
         data = asyncio.run(explain_job(settings, args.job_id))
@@ -88,10 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
 #: Commands whose module parses its own arguments: ``fenceline NAME ARGS`` runs
 #: ``MODULE.main(ARGS)``.
 PASSTHROUGH: dict[str, tuple[str, str]] = {
-    "endpoints": ("pipeline.endpoints", "webhook endpoints: register|rotate|disable|enable|list"),
-    "erp-receiver": ("pipeline.erp_receiver", "run the reference ERP webhook receiver"),
-    "dlq": ("pipeline.dlq", "dead-letter queue: list|show|replay"),
-    "broker": ("pipeline.broker", "RabbitMQ topology: setup"),
+    "endpoints": (
+        "pipeline.delivery.endpoints",
+        "webhook endpoints: register|rotate|disable|enable|list",
+    ),
+    "erp-receiver": ("benchmarks.erp_receiver", "run the reference ERP webhook receiver"),
+    "dlq": ("pipeline.messaging.dlq", "dead-letter queue: list|show|replay"),
+    "broker": ("pipeline.messaging.broker", "RabbitMQ topology: setup"),
     "eval": ("benchmarks.eval", "extraction accuracy over generated invoices or a dataset"),
 }
 

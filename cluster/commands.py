@@ -72,7 +72,7 @@ def _up_args(p: argparse.ArgumentParser) -> None:
 def _up(args: argparse.Namespace, settings: Settings) -> int:
     from cluster.drivers import EngineSpec
     from cluster.runtime import ClusterConfig, LocalCluster
-    from pipeline.admin import setup_database
+    from pipeline.jobs import setup_database
     from pipeline.worker import WorkerConfig
 
     asyncio.run(setup_database(settings))
@@ -302,7 +302,7 @@ def _review(args: argparse.Namespace, _settings: Settings) -> int:
 
 
 def _adapter_train_args(p: argparse.ArgumentParser) -> None:
-    from deployments.adapter_train import add_arguments
+    from benchmarks.adapter_train import add_arguments
 
     add_arguments(p)
 
@@ -315,6 +315,6 @@ def _adapter_train_args(p: argparse.ArgumentParser) -> None:
 def _adapter_train(args: argparse.Namespace, _settings: Settings) -> int:
     import shlex
 
-    from deployments.adapter_train import run
+    from benchmarks.adapter_train import run
 
     return run(args, "fenceline " + shlex.join(sys.argv[1:]))

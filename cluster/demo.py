@@ -37,13 +37,13 @@ import asyncpg
 import httpx
 
 from benchmarks.infra import free_port
+from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
 from cluster.demo_progress import engine_token_reader, watch
 from cluster.demo_rows import InvoiceRow, build_row, summarise_rows
 from cluster.demo_view import format_summary, format_table, plot_invoices
 from cluster.runtime import ClusterConfig, LocalCluster
-from pipeline.admin import admin_dsn, setup_database
 from pipeline.database import connect
-from pipeline.invoices import GeneratedInvoice, Variant, generate_invoice
+from pipeline.jobs import admin_dsn, setup_database
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import SETTLED
@@ -111,9 +111,8 @@ async def _provision(
 ) -> tuple[dict[str, str], list[str]]:
     """Tenants, API keys, supplier master data and webhook endpoints; returns keys, secrets."""
     from pipeline.database import create_pool
-    from pipeline.endpoints import EndpointRegistry, SecretBox, guard_from_settings
-    from pipeline.master_data import permit_currencies, upsert_supplier
-    from pipeline.tenants import create_api_key, create_tenant
+    from pipeline.delivery import EndpointRegistry, SecretBox, guard_from_settings
+    from pipeline.tenants import create_api_key, create_tenant, permit_currencies, upsert_supplier
 
     keys: dict[str, str] = {}
     secrets: list[str] = []
@@ -216,7 +215,7 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
         [
             sys.executable,
             "-m",
-            "pipeline.erp_receiver",
+            "benchmarks.erp_receiver",
             "--port",
             str(erp_port),
             "--database-url",

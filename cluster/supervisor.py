@@ -81,7 +81,7 @@ class RuntimeConfig(BaseModel):
     concurrency: int = Field(4, ge=1, le=MAX_DRIVER_CONCURRENCY)
     #: Admission scope; None uses ``engine_app``.
     admission_scope: str | None = None
-    #: ``pipeline.admission_limits.AdmissionConfig`` fields other than ``scope``.
+    #: ``pipeline.admission.limits.AdmissionConfig`` fields other than ``scope``.
     admission: dict[str, Any] = Field(default_factory=dict)
     #: Prefix of the actor names (``<prefix>-driver-0`` ...).
     actor_prefix: str = Field("fenceline", pattern=r"^[a-z][a-z0-9-]*$")
@@ -90,7 +90,7 @@ class RuntimeConfig(BaseModel):
     engine: Literal["serve", "openai"] = "serve"
     provider_url: str = ""
     provider_model: str = "default"
-    #: ``pipeline.worker.WorkerConfig`` fields for every driver (timeouts, output cap);
+    #: ``pipeline.worker.attempt.WorkerConfig`` fields for every driver (timeouts, output cap);
     #: unset ones come from the settings (attempt timeout, heartbeat) or the defaults.
     worker: dict[str, Any] = Field(default_factory=dict)
     #: Longest a health check waits for one actor before it is replaced.

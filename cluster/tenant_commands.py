@@ -1,6 +1,6 @@
 """Tenant and API-key administration: ``fenceline tenants …`` and ``fenceline keys …``.
 
-Every command is a thin shell over :mod:`pipeline.tenant_admin`, so the CLI and
+Every command is a thin shell over :mod:`pipeline.tenants.admin`, so the CLI and
 the tested administration functions cannot drift: scopes are checked there (a
 typo never mints a key with a scope nothing checks), tenants are addressed by
 name or id, and usage is read exactly as admission reads it.
@@ -28,16 +28,17 @@ from cluster.cli import command
 from pipeline.database import connect
 from pipeline.errors import NotFound
 from pipeline.settings import Settings
-from pipeline.tenant_admin import (
+from pipeline.tenants import (
     SCOPES,
+    Tenant,
     add_tenant,
     issue_key,
     list_keys,
+    list_tenants,
     revoke_key,
     set_quotas,
     tenant_usage,
 )
-from pipeline.tenants import Tenant, list_tenants
 
 T = TypeVar("T")
 

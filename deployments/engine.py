@@ -46,15 +46,6 @@ from typing import TYPE_CHECKING, Any
 from deployments.engine_metrics import EngineMetrics, stat_logger_factory
 from deployments.pools import PoolConfig
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
-from pipeline.engines import (
-    ChatMessage,
-    Completion,
-    JsonSchema,
-    Messages,
-    Timings,
-    Usage,
-    parse_json_output,
-)
 from pipeline.errors import (
     ContextTooLong,
     FencelineError,
@@ -62,6 +53,15 @@ from pipeline.errors import (
     ProviderUnavailable,
     TerminalError,
 )
+from pipeline.extraction import (
+    ChatMessage,
+    Completion,
+    JsonSchema,
+    Messages,
+    Timings,
+    parse_json_output,
+)
+from pipeline.usage import Usage
 
 if TYPE_CHECKING:
     from vllm import SamplingParams
@@ -393,7 +393,7 @@ class PoolEngine:
         max_tokens: int,
         timeout: float,
     ) -> Completion:
-        """The :class:`pipeline.engines.Engine` protocol, for in-process use."""
+        """The :class:`pipeline.extraction.engines.Engine` protocol, for in-process use."""
         return await self.generate(
             GenerateRequest(list(messages), json_schema, max_tokens, timeout)
         )

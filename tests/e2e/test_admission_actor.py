@@ -27,8 +27,8 @@ from cluster.admission import (
     admission_actor,
 )
 from pipeline.admission import AdmissionConfig, Grant, Wait, WaitReason
-from pipeline.engines import Usage
 from pipeline.errors import ReservationTooLarge
+from pipeline.usage import Usage
 
 pytestmark = [
     pytest.mark.e2e,

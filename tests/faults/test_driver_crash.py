@@ -22,8 +22,8 @@ import asyncpg
 import pytest
 
 from benchmarks.fake_provider import FakeProvider
+from benchmarks.invoices.generator import generate_invoice
 from cluster.drivers import EngineSpec, build_driver
-from pipeline.invoices import generate_invoice
 from pipeline.jobs import JobStore
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings

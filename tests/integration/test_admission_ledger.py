@@ -14,20 +14,21 @@ import pytest
 from cluster.admission import AdmissionActor
 from pipeline.admission import (
     AdmissionConfig,
+    AdmissionLedger,
     AdmissionPolicy,
     Grant,
-    GrantOutcome,
     PriorityClass,
     Wait,
     WaitReason,
     reconcile,
 )
-from pipeline.admission_ledger import AdmissionLedger
+from pipeline.admission.policy import GrantOutcome
 from pipeline.clock import ManualClock
-from pipeline.engines import Usage
 from pipeline.errors import OwnershipError
 from pipeline.jobs import JobStore
-from pipeline.tenants import Tenant, get_tenant
+from pipeline.tenants import Tenant
+from pipeline.tenants.accounts import get_tenant
+from pipeline.usage import Usage
 from tests.support.jobs import accept_many, new_tenant
 
 pytestmark = pytest.mark.integration

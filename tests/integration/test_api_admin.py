@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.api import create_app
 from pipeline.errors import NotFound
-from pipeline.tenant_admin import (
+from pipeline.tenants import (
     add_tenant,
     issue_key,
     list_keys,

@@ -248,7 +248,7 @@ SERVER = textwrap.dedent(
     """
     import os, signal, socket, sys
     import uvicorn
-    from pipeline.api import create_app
+    from pipeline.api.app import create_app
     from pipeline.settings import Settings
 
     async def die(conn, accepted):

@@ -75,7 +75,7 @@ async def test_broker_setup_declares_the_topology_and_dlq_commands_work_end_to_e
     await publish_raw(undeclared, body)  # a future message version: poison here
 
     # The inbox dead-letters it; `dlq archive` moves it into dead_letters.
-    from pipeline.inbox import InboxConsumer
+    from pipeline.messaging import InboxConsumer
 
     inbox = InboxConsumer(pool, undeclared)
     await inbox.run_once()

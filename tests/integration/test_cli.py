@@ -78,7 +78,7 @@ async def test_tenant_and_key_commands_administer_through_tenant_admin(
 ) -> None:
     from decimal import Decimal
 
-    from pipeline.tenant_admin import SCOPES
+    from pipeline.tenants import SCOPES
 
     name = f"acme-{uuid.uuid4().hex[:6]}"
     created = fenceline("tenants", "create", name, dsn=dsn)

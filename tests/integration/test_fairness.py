@@ -9,10 +9,10 @@ import asyncpg
 import pytest
 
 from benchmarks.fake_provider import FakeProvider
-from pipeline.engines import OpenAICompatibleEngine
-from pipeline.invoices import generate_invoice
+from benchmarks.invoices.generator import generate_invoice
+from pipeline.extraction import OpenAICompatibleEngine
 from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
-from pipeline.master_data import permit_currencies, upsert_supplier
+from pipeline.tenants import permit_currencies, upsert_supplier
 from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 from tests.support.drivers import answer_from_corpus
 from tests.support.jobs import new_tenant

@@ -13,15 +13,19 @@ import asyncpg
 import pytest
 
 from benchmarks.fake_provider import FakeProvider
-from pipeline.engines import OpenAICompatibleEngine
-from pipeline.extraction_answer import document_in_prompt
-from pipeline.extractor import answer_for
-from pipeline.invoices import GeneratedInvoice, Variant, generate_corpus, generate_invoice
+from benchmarks.invoices.generator import (
+    GeneratedInvoice,
+    Variant,
+    generate_corpus,
+    generate_invoice,
+)
+from pipeline.extraction import OpenAICompatibleEngine, answer_for, document_in_prompt
 from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
-from pipeline.master_data import MasterDataCache, upsert_supplier
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
-from pipeline.validation import MALFORMED_OUTPUT, VALIDATION_POLICY_VERSION, ReasonCode
+from pipeline.tenants import MasterDataCache, upsert_supplier
+from pipeline.validation import VALIDATION_POLICY_VERSION, ReasonCode
+from pipeline.validation.policy import MALFORMED_OUTPUT
 from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 from tests.support.drivers import answer_from_corpus, submit_corpus, wait_settled
 from tests.support.jobs import new_tenant

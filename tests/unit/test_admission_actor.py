@@ -11,8 +11,8 @@ import pytest
 
 from cluster.admission import AdmissionActor, AdmissionClient, LocalActorHandle
 from pipeline.admission import AdmissionConfig, Grant, Wait, WaitReason
-from pipeline.engines import Usage
 from pipeline.errors import ReservationTooLarge
+from pipeline.usage import Usage
 
 
 def actor(**limits: object) -> AdmissionActor:

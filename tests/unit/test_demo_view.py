@@ -8,6 +8,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from benchmarks.invoices.generator import generate_invoice
 from cluster.demo_rows import (
     COMPARED_FIELDS,
     InvoiceRow,
@@ -16,7 +17,6 @@ from cluster.demo_rows import (
     summarise_rows,
 )
 from cluster.demo_view import COLUMNS, format_summary, format_table, join_fit, plot_invoices
-from pipeline.invoices import generate_invoice
 
 TRUTH = generate_invoice(2026).truth.model_dump(mode="json")
 NAME = TRUTH["supplier"]["name"]["value"]

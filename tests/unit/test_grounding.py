@@ -12,10 +12,10 @@ from decimal import Decimal
 
 import pytest
 
-from pipeline.extraction_answer import Answer, ItemRef
-from pipeline.extraction_grounding import ground
-from pipeline.extractor import answer_for, interpret
-from pipeline.invoices import Variant, generate_invoice
+from benchmarks.invoices.generator import Variant, generate_invoice
+from pipeline.extraction import answer_for, interpret
+from pipeline.extraction.answer import Answer, ItemRef
+from pipeline.extraction.grounding import ground
 from pipeline.validation import ReasonCode, SupplierRecord, TenantMasterData
 
 DOC = """\
@@ -174,7 +174,7 @@ def test_a_row_that_does_not_add_up_is_read_as_printed_for_the_arithmetic_rule()
 
 
 def _dump(answer: Answer) -> str:
-    from pipeline.extraction_answer import dump_answer
+    from pipeline.extraction.answer import dump_answer
 
     return dump_answer(answer)
 
@@ -232,7 +232,7 @@ def test_document_variants_reach_review_with_a_perfect_answer() -> None:
 
 
 def test_a_stacked_row_cited_on_its_number_line_finds_its_description_above() -> None:
-    from pipeline.extraction_answer import parse_answer
+    from pipeline.extraction.answer import parse_answer
 
     inv = next(
         g for s in range(200) if (g := generate_invoice(s, max_line_items=4)).layout == "stacked"
@@ -270,7 +270,7 @@ def test_a_month_name_of_two_languages_is_refused_not_guessed() -> None:
 
 
 def _generated(seed: int) -> tuple[object, Answer]:
-    from pipeline.extraction_answer import parse_answer
+    from pipeline.extraction.answer import parse_answer
 
     inv = generate_invoice(seed, Variant.CLEAN, max_line_items=8)
     return inv, parse_answer(answer_for(inv.truth, inv.ocr_text))
@@ -329,7 +329,7 @@ def test_an_unplaced_item_while_rows_remain_is_still_refused() -> None:
 
 
 def test_a_date_printed_only_after_a_delivery_label_is_no_choice_for_the_model() -> None:
-    from pipeline.extraction_answer import answer_schema
+    from pipeline.extraction.answer import answer_schema
 
     inv, answer = _generated(5047)  # "... delivered on December 25, 2022"
     choices = answer_schema(inv.ocr_text)["properties"]["issue_date"]["anyOf"][0]["enum"]  # type: ignore[attr-defined]

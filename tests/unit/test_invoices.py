@@ -10,8 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.extraction import Extraction
-from pipeline.invoices import (
+from benchmarks.invoices.generator import (
     EXPECTED_CODES,
     INJECTION_CORPUS,
     LANGUAGES,
@@ -21,15 +20,9 @@ from pipeline.invoices import (
     generate_corpus,
     generate_invoice,
 )
-from pipeline.validation import (
-    BIDI_CONTROLS,
-    IBAN_LENGTHS,
-    Decision,
-    evidenced_fields,
-    iban_checksum_ok,
-    mixed_script_tokens,
-    validate,
-)
+from pipeline.validation import IBAN_LENGTHS, Decision, Extraction, iban_checksum_ok, validate
+from pipeline.validation.evidence import evidenced_fields
+from pipeline.validation.text import BIDI_CONTROLS, mixed_script_tokens
 
 PROPERTY = settings(
     max_examples=60,

@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 import deployments.engine as engine_module
 from deployments.engine import EngineMetrics, PoolEngine
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
-from pipeline.metrics_broker import BrokerMetrics
+from pipeline.messaging import BrokerMetrics
 
 
 @dataclass(frozen=True)
