@@ -158,7 +158,7 @@ async def store_vs_raw(spec: BaselineSpec) -> dict[str, Any]:
     }
     for name, fn in variants.items():
         db = await store_bench.fresh_db(spec.store_jobs, 2)
-        dsn = store_bench.ADMIN.rsplit("/", 1)[0] + "/" + db
+        dsn = store_bench.dsn_of(db)
         try:
             t0 = time.perf_counter()
             done = await fn(dsn)

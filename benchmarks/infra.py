@@ -17,26 +17,21 @@ import os
 import socket
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-import asyncpg
 import httpx
 import uvicorn
 
 from benchmarks.fake_provider import CallRecord, FakeProvider, FaultPlan
 from benchmarks.scenario import Scenario, scenario_corpus
+from benchmarks.settings import admin_dsn
 from pipeline.api import create_app
-from pipeline.database import connect, migrate
+from pipeline.database import scratch_database
 from pipeline.extraction_answer import document_in_prompt
 from pipeline.extractor import answer_for
 from pipeline.invoices import GeneratedInvoice
 from pipeline.settings import Settings
-
-ADMIN_DSN = os.environ.get(
-    "FENCELINE_BENCH_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
 
 
 def free_port() -> int:
@@ -46,27 +41,9 @@ def free_port() -> int:
         return port
 
 
-def dsn_for(database: str) -> str:
-    base, _, _ = ADMIN_DSN.rpartition("/")
-    return f"{base}/{database}"
-
-
-@contextlib.asynccontextmanager
-async def fresh_database() -> AsyncIterator[str]:
+def fresh_database() -> contextlib.AbstractAsyncContextManager[str]:
     """A new migrated database for one run; dropped (forcibly) afterwards."""
-    name = f"fl_bench_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(ADMIN_DSN)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        conn = await connect(dsn_for(name))
-        try:
-            await migrate(conn)
-        finally:
-            await conn.close()
-        yield dsn_for(name)
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
+    return scratch_database(admin_dsn(), "fl_bench")
 
 
 async def _wait_healthy(url: str, proc: asyncio.subprocess.Process, timeout: float) -> None:
