@@ -34,6 +34,7 @@ from benchmarks.engine_metrics import side_summary
 from benchmarks.engine_setup import BenchEngine, RecordingEngine, close_engine, timing_summary
 from benchmarks.loadgen import ArrivalSpec
 from benchmarks.report import percentile
+from benchmarks.runner import run_pipeline
 from benchmarks.scenario import BaselineSpec, DeliverySpec, Scenario, scenario_corpus
 from pipeline.engines import Messages
 from pipeline.extraction import extraction_json_schema
@@ -118,8 +119,6 @@ def burst_of(scenario: Scenario, documents: int) -> Scenario:
 
 
 async def pipeline_vs_direct(scenario: Scenario, engine: BenchEngine) -> dict[str, Any]:
-    from benchmarks.runner import run_pipeline
-
     n = scenario.baselines.direct_documents
     # Direct, pipeline, direct again: the engine's prefix cache holds the prompts
     # after the first pass, so the ratio compares the pipeline with the second
