@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from cluster.demo_rows import build_row
-from cluster.demo_view import format_table
+from benchmarks.demo.rows import build_row
+from benchmarks.demo.view import format_table
 from pipeline.invoices import generate_invoice
 from pipeline.jobs import Usage
 from pipeline.queries import q

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.demo import TRAINING_SEEDS_FROM, DemoOptions, corpus
+from benchmarks.demo.run import TRAINING_SEEDS_FROM, DemoOptions, corpus
 from pipeline.invoices import Variant
 
 

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from cluster.cli import command
+from cluster.cli.base import CommandTable
 from pipeline.database import connect
 from pipeline.errors import NotFound
 from pipeline.settings import Settings
@@ -38,6 +38,10 @@ from pipeline.tenant_admin import (
     tenant_usage,
 )
 from pipeline.tenants import Tenant, list_tenants
+
+TABLE = CommandTable()
+command = TABLE.command
+register = TABLE.register
 
 T = TypeVar("T")
 
