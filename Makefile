@@ -30,7 +30,7 @@ model: venv
 # ADAPTER_ARGS overrides the recipe, e.g. ADAPTER_ARGS="--examples 4 --out /tmp/a" for a smoke run.
 ADAPTER_ARGS ?=
 adapter: venv model
-	$(PY) -m deployments.adapter_train $(ADAPTER_ARGS)
+	$(PY) -m benchmarks.adapter_train $(ADAPTER_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

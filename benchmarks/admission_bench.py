@@ -4,7 +4,7 @@ actor through Ray.
 Run: ``python -m benchmarks.admission_bench [--cycles 100000] [--ray]``
 
 * ``policy``: try_acquire + release cycles per second of one in-process
-  :class:`~pipeline.admission.AdmissionPolicy` (8 tenants, usage reconciled).
+  :class:`~pipeline.admission.policy.AdmissionPolicy` (8 tenants, usage reconciled).
 * ``drr``: tenant A queues 10,000 requests, then tenant B one; dispatch with 50
   permits, releasing the oldest grant per round. Reports grants/s and B's position
   (the fairness claim: B does not wait behind A's backlog).
@@ -25,8 +25,8 @@ import time
 import uuid
 from typing import Any
 
-from pipeline.admission import AdmissionConfig, AdmissionPolicy, Grant
-from pipeline.engines import Usage
+from pipeline.admission.policy import AdmissionConfig, AdmissionPolicy, Grant
+from pipeline.extraction.engines import Usage
 
 
 def _quantile_ms(values: list[float], q: float) -> float:

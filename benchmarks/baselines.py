@@ -13,7 +13,7 @@ measured back to back, never absolute rates:
   without intake, store, admission and drivers). Ratio: pipeline drain time
   over direct wall time, and the p50 of time-since-submission.
 * ``store_vs_raw``: :mod:`benchmarks.store_bench`: claim+complete through
-  :class:`pipeline.jobs.JobStore` vs a raw ``SKIP LOCKED`` loop doing the same
+  :class:`pipeline.jobs.store.JobStore` vs a raw ``SKIP LOCKED`` loop doing the same
   SQL work (fresh database per variant, same jobs and workers).
 * ``serve_vs_starlette``: :mod:`benchmarks.intake_bench`: the intake API as a
   Ray Serve ingress, under plain uvicorn, and a bare Starlette endpoint, each
@@ -36,9 +36,9 @@ from benchmarks.loadgen import ArrivalSpec
 from benchmarks.report import percentile
 from benchmarks.runner import run_pipeline
 from benchmarks.scenario import BaselineSpec, DeliverySpec, Scenario, scenario_corpus
-from pipeline.engines import Messages
-from pipeline.extraction import extraction_json_schema
-from pipeline.prompts import build_messages, prompt_budget
+from pipeline.extraction.engines import Messages
+from pipeline.extraction.prompts import build_messages, prompt_budget
+from pipeline.validation.contract import extraction_json_schema
 
 
 def _log(msg: str) -> None:

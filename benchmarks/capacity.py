@@ -2,7 +2,7 @@
 
 Also ``fenceline capacity``.
 
-It only formats :mod:`pipeline.admission_limits` (the single implementation of
+It only formats :mod:`pipeline.admission.limits` (the single implementation of
 the formulas, which admission is configured from): attempt capacity is the
 tightest of RPM, TPM and Little's-law concurrency; job capacity divides by
 attempts per job; drain time is backlog over net capacity. The numbers are
@@ -24,7 +24,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pipeline.admission_limits import (
+from pipeline.admission.limits import (
     attempt_capacity,
     drain_seconds,
     job_capacity,

@@ -1,5 +1,5 @@
 """``fenceline`` sub-commands that belong to the benchmarks: ``demo``, ``eval``, ``bench``,
-``capacity``, ``erp-receiver``.
+``capacity``, ``erp-receiver``, ``adapter train``.
 
 The product never imports :mod:`benchmarks`; this package adds its commands as a
 plugin instead: ``pyproject.toml`` names :func:`register` in the
@@ -10,6 +10,7 @@ loads it from the installed metadata (``make venv``).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from cluster.cli.base import CommandTable
@@ -54,7 +55,7 @@ def _eval(argv: list[str], _settings: Settings) -> int:
 @TABLE.passthrough("erp-receiver", "run the reference ERP webhook receiver")
 def _erp_receiver(argv: list[str], settings: Settings) -> int:
     """The receiver's ``--database-url`` defaults to the CLI's (given or from the environment)."""
-    from pipeline.erp_receiver import main
+    from benchmarks.erp_receiver import main
 
     if "database_url" in settings.model_fields_set:
         argv = ["--database-url", settings.database_url, *argv]
@@ -95,3 +96,22 @@ def _capacity(args: argparse.Namespace, _settings: Settings) -> int:
     inputs = inputs_from(args)
     print(render(inputs, predict(inputs)))
     return 0
+
+
+def _adapter_train_args(p: argparse.ArgumentParser) -> None:
+    from benchmarks.adapter_train import add_arguments
+
+    add_arguments(p)
+
+
+@command(
+    "adapter train",
+    "train the pools' LoRA adapter on generated invoices (make adapter)",
+    _adapter_train_args,
+)
+def _adapter_train(args: argparse.Namespace, _settings: Settings) -> int:
+    import shlex
+
+    from benchmarks.adapter_train import run
+
+    return run(args, "fenceline " + shlex.join(sys.argv[1:]))

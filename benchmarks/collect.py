@@ -22,12 +22,12 @@ import asyncpg
 from benchmarks.capacity import CapacityInputs, predict
 from benchmarks.engine_setup import CallTiming, timing_summary
 from benchmarks.fake_provider import CallRecord
+from benchmarks.invoices.generator import GeneratedInvoice
 from benchmarks.loadgen import OpenLoopGenerator, lag_stats
 from benchmarks.report import percentile
 from benchmarks.scenario import PricingSpec, Scenario
-from pipeline.invoices import GeneratedInvoice
-from pipeline.jobs import JobStore
-from pipeline.prompts import prompt_budget
+from pipeline.extraction.prompts import prompt_budget
+from pipeline.jobs.store import JobStore
 from pipeline.queries import q
 
 SETTLED_STATES = ("SUCCEEDED", "REVIEW_REQUIRED", "FAILED_TERMINAL")

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from deployments.pools import PoolConfig, PoolsConfig, load_pools
-from pipeline.engines import ChatMessage, Completion, Timings, Usage
+from pipeline.extraction.engines import ChatMessage, Completion, Timings, Usage
 
 INVOICE_SCHEMA: dict[str, Any] = {
     "type": "object",

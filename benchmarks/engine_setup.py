@@ -5,7 +5,7 @@
 settings and the vLLM start is paid once):
 
 * ``fake``: :class:`benchmarks.infra.FakeProcess`, called over HTTP by
-  :class:`pipeline.engines.OpenAICompatibleEngine`. It does not stream, so
+  :class:`pipeline.extraction.engines.OpenAICompatibleEngine`. It does not stream, so
   its TTFT is the time to the whole response (reported as such).
 * ``vllm-cpu`` / ``vllm-gpu``: a local Ray head, then the inference app
   (context-length router + one vLLM deployment per pool) from the scenario's
@@ -27,7 +27,13 @@ from typing import Any
 from benchmarks.infra import FakeProcess, free_port
 from benchmarks.report import percentile
 from benchmarks.scenario import ROOT, Scenario
-from pipeline.engines import Completion, Engine, JsonSchema, Messages, OpenAICompatibleEngine
+from pipeline.extraction.engines import (
+    Completion,
+    Engine,
+    JsonSchema,
+    Messages,
+    OpenAICompatibleEngine,
+)
 
 
 @dataclass

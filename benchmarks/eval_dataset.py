@@ -3,7 +3,7 @@
 The format is documented in ``docs/eval-dataset.md``. :class:`EvalRecord` models
 one line; :func:`load_dataset` reads a file line by line and never raises for a
 bad line (it is reported with its number and skipped); :func:`record_from_generated`
-turns a :class:`~pipeline.invoices.GeneratedInvoice` into the same record, so
+turns a :class:`~benchmarks.invoices.generator.GeneratedInvoice` into the same record, so
 generated and supplied invoices are scored by one code path; :func:`export_dataset`
 writes generated invoices in the format.
 
@@ -24,9 +24,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, ValidationError
 
-from pipeline.extraction import Extraction
-from pipeline.invoices import GeneratedInvoice
-from pipeline.validation import SupplierRecord, TenantMasterData
+from benchmarks.invoices.generator import GeneratedInvoice
+from pipeline.validation.contract import Extraction
+from pipeline.validation.decide import SupplierRecord, TenantMasterData
 
 _DECIMAL_RE = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 _DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")

@@ -1,6 +1,6 @@
 """The engines ``fenceline eval`` can call: one async function, :data:`ExtractFn`.
 
-An :data:`ExtractFn` takes what :func:`pipeline.extractor.prepare_call` built
+An :data:`ExtractFn` takes what :func:`pipeline.extraction.extractor.prepare_call` built
 (messages, JSON schema, output bound) and returns an :class:`EngineAnswer`: the
 raw text and the completion tokens the engine reported (``None`` when it
 reported none), so the evaluation can show output tokens per invoice and
@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
-from pipeline.engines import ChatMessage, Engine
 from pipeline.errors import MalformedOutput
+from pipeline.extraction.engines import ChatMessage, Engine
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def openai_extract(
 
 
 def engine_extract(engine: Engine, *, timeout: float = 600.0) -> ExtractFn:
-    """An :data:`ExtractFn` over a :class:`pipeline.engines.Engine` (text and usage)."""
+    """An :data:`ExtractFn` over a :class:`pipeline.extraction.engines.Engine` (text and usage)."""
 
     async def extract(
         messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int

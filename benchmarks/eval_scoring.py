@@ -1,14 +1,14 @@
 """One invoice through an engine and the validation policy, scored against its truth.
 
-:func:`evaluate_one` uses only :func:`pipeline.extractor.prepare_call` (what to
-send) and :func:`pipeline.extractor.interpret` (what the answer means); the row
+:func:`evaluate_one` uses only :func:`pipeline.extraction.extractor.prepare_call` (what to
+send) and :func:`pipeline.extraction.extractor.interpret` (what the answer means); the row
 is computed from the returned extraction's *values* and the report's decision
 and reasons, so it stays right whatever contract sits behind those two functions.
 
 Field comparison: values are normalised (amounts as :class:`~decimal.Decimal`
-in plain notation, names through :func:`~pipeline.validation.normalise_name`,
-other text through :func:`~pipeline.validation.normalise_text`, VAT ids through
-:func:`~pipeline.validation.compact_id`); line items and tax lines are compared
+in plain notation, names through :func:`~pipeline.validation.decide.normalise_name`,
+other text through :func:`~pipeline.validation.decide.normalise_text`, VAT ids through
+:func:`~pipeline.validation.decide.compact_id`); line items and tax lines are compared
 per field as multisets, so one skipped row costs one miss rather than shifting
 all the rows after it.
 """
@@ -28,9 +28,9 @@ from benchmarks.eval_dataset import Case, Truth
 from benchmarks.eval_engines import ExtractFn
 from benchmarks.partial_json import parse_prefix, salvage
 from pipeline.errors import FencelineError, MalformedOutput
-from pipeline.extraction import EXTRACTION_SCHEMA_VERSION, SCALAR_FIELDS, Extraction
-from pipeline.extractor import DEFAULT_CONTRACT, interpret, prepare_call
-from pipeline.validation import compact_id, normalise_name, normalise_text
+from pipeline.extraction.extractor import DEFAULT_CONTRACT, interpret, prepare_call
+from pipeline.validation.contract import EXTRACTION_SCHEMA_VERSION, SCALAR_FIELDS, Extraction
+from pipeline.validation.decide import compact_id, normalise_name, normalise_text
 
 OUTCOMES = ("SUCCEEDED", "REVIEW_REQUIRED", "MALFORMED", "ENGINE_ERROR")
 ITEM_FIELDS = ("description", "quantity", "unit_price", "line_amount", "tax_rate")

@@ -2,7 +2,7 @@
 
 It stands in for the one third party Fenceline cannot run locally, the hosted
 model provider, so tests exercise the real HTTP client
-(:class:`pipeline.engines.OpenAICompatibleEngine`) over a real socket.
+(:class:`pipeline.extraction.engines.OpenAICompatibleEngine`) over a real socket.
 
 Endpoints:
 

@@ -3,7 +3,7 @@
 * :func:`fresh_database`: a new migrated PostgreSQL database, dropped afterwards;
 * :func:`intake_server`: the intake API under uvicorn in its own process;
 * :class:`FakeProcess`: the fake OpenAI-compatible provider in its own process;
-* :class:`ErpProcess`: the reference ERP receiver (``pipeline.erp_receiver``).
+* :class:`ErpProcess`: the reference ERP receiver (``benchmarks.erp_receiver``).
 
 ``python -m benchmarks.infra intake|fake-provider ...`` are the child entries.
 """
@@ -24,13 +24,13 @@ import httpx
 import uvicorn
 
 from benchmarks.fake_provider import CallRecord, FakeProvider, FaultPlan
+from benchmarks.invoices.generator import GeneratedInvoice
 from benchmarks.scenario import Scenario, scenario_corpus
 from benchmarks.settings import admin_dsn
-from pipeline.api import create_app
+from pipeline.api.app import create_app
 from pipeline.database import scratch_database
-from pipeline.extraction_answer import document_in_prompt
-from pipeline.extractor import answer_for
-from pipeline.invoices import GeneratedInvoice
+from pipeline.extraction.answer import document_in_prompt
+from pipeline.extraction.extractor import answer_for
 from pipeline.settings import Settings
 
 
@@ -71,7 +71,7 @@ async def _terminate(proc: asyncio.subprocess.Process | None, grace: float = 15.
 
 @contextlib.asynccontextmanager
 async def intake_server(overrides: dict[str, Any], timeout: float = 60.0) -> AsyncIterator[str]:
-    """The intake API (:func:`pipeline.api.create_app`) under uvicorn in its own process.
+    """The intake API (:func:`pipeline.api.app.create_app`) under uvicorn in its own process.
 
     Intake runs apart from the drivers, as in a deployment; in one process a
     burst's HTTP handling would steal the drivers' event loop and the measured
@@ -197,7 +197,7 @@ class ErpProcess:
         self._proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "pipeline.erp_receiver",
+            "benchmarks.erp_receiver",
             "--port",
             str(self.port),
             "--database-url",

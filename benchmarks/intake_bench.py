@@ -9,7 +9,7 @@ request):
 
 * ``starlette`` — a bare Starlette endpoint that parses the JSON and answers 202
   (no database): the floor of HTTP + JSON on this machine;
-* ``uvicorn`` — the Fenceline app (``pipeline.api``) under one uvicorn process:
+* ``uvicorn`` — the Fenceline app (``pipeline.api.app``) under one uvicorn process:
   authentication, admission (tenant lock, quotas, capacity), document + job +
   outbox event committed before the 202;
 * ``serve`` — the same app as a Ray Serve ingress (one replica, ``num_cpus=0``)
@@ -45,7 +45,7 @@ from benchmarks.infra import free_port
 from benchmarks.report import percentile, write_json
 from benchmarks.settings import admin_dsn
 from pipeline.database import connect, create_database, drop_database
-from pipeline.tenants import create_api_key, create_tenant
+from pipeline.tenants.accounts import create_api_key, create_tenant
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "results" / "intake"
@@ -204,7 +204,7 @@ async def run_starlette(args: argparse.Namespace) -> dict[str, Any]:
 async def run_uvicorn(args: argparse.Namespace) -> dict[str, Any]:
     name, dsn = await _database()
     port = free_port()
-    proc = _uvicorn("pipeline.api:app_from_env", port, {"FENCELINE_DATABASE_URL": dsn})
+    proc = _uvicorn("pipeline.api.app:app_from_env", port, {"FENCELINE_DATABASE_URL": dsn})
     try:
         keys = await _keys(dsn, args.tenants)
         url = f"http://127.0.0.1:{port}"

@@ -3,15 +3,15 @@
 One run stands up, on loopback:
 
 * a fresh PostgreSQL database (created, migrated, dropped after the run);
-* the intake API (:func:`pipeline.api.create_app`) under uvicorn in its own process;
-* ``drivers.count`` :class:`pipeline.worker.DriverLoop` s woken by one
-  :class:`pipeline.scheduler.Scheduler`, all asking one in-process
+* the intake API (:func:`pipeline.api.app.create_app`) under uvicorn in its own process;
+* ``drivers.count`` :class:`pipeline.worker.attempt.DriverLoop` s woken by one
+  :class:`pipeline.messaging.scheduler.Scheduler`, all asking one in-process
   :class:`cluster.admission.AdmissionActor` (through the
   :class:`cluster.drivers.ActorGate` Ray drivers use) for RPM/TPM/concurrency;
 * the engine (:class:`benchmarks.engine_setup.BenchEngine`: the fake provider
   in its own process, or vLLM pools behind Ray Serve);
 * with delivery on, one webhook endpoint per tenant, the reference ERP
-  receiver (``pipeline.erp_receiver``) and the delivery dispatcher.
+  receiver (``benchmarks.erp_receiver``) and the delivery dispatcher.
 
 Load comes from :class:`benchmarks.loadgen.OpenLoopGenerator`, so a saturated
 pipeline shows up as backlog growth, not as a slower client. A whole scenario
@@ -35,21 +35,21 @@ from benchmarks.collect import RunRecord, RunState, collect, merge_counts, sampl
 from benchmarks.engine_metrics import side_summary
 from benchmarks.engine_setup import BenchEngine, RecordingEngine, close_engine
 from benchmarks.infra import ErpProcess, free_port, fresh_database, intake_server
+from benchmarks.invoices.generator import GeneratedInvoice
 from benchmarks.loadgen import OpenLoopGenerator, schedule
 from benchmarks.scenario import Scenario, scenario_corpus
 from cluster.admission import AdmissionActor, AdmissionClient, LocalActorHandle
 from cluster.drivers import ActorGate
-from pipeline.admission_limits import AdmissionConfig
+from pipeline.admission.limits import AdmissionConfig
 from pipeline.database import create_pool
-from pipeline.invoices import GeneratedInvoice
-from pipeline.jobs import JobStore
-from pipeline.master_data import permit_currencies, upsert_supplier
+from pipeline.jobs.store import JobStore
+from pipeline.messaging.scheduler import Scheduler, SchedulerConfig, WorkSignal
 from pipeline.queries import q
-from pipeline.scheduler import Scheduler, SchedulerConfig, WorkSignal
 from pipeline.settings import Settings
-from pipeline.tenants import create_api_key, create_tenant
-from pipeline.validation import policy_for
-from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
+from pipeline.tenants.accounts import create_api_key, create_tenant
+from pipeline.tenants.master_data import permit_currencies, upsert_supplier
+from pipeline.validation.decide import policy_for
+from pipeline.worker.attempt import AttemptRunner, DriverLoop, WorkerConfig
 
 #: Concurrent intake requests on the wire (a client's connection limit).
 CLIENT_CONNECTIONS = 16
@@ -116,7 +116,11 @@ async def run_pipeline(
                 tenants = await _provision(conn, scenario, corpus)
             if erp_port is not None:
                 from cluster.delivery import build_dispatcher
-                from pipeline.endpoints import EndpointRegistry, SecretBox, guard_from_settings
+                from pipeline.delivery.endpoints import (
+                    EndpointRegistry,
+                    SecretBox,
+                    guard_from_settings,
+                )
 
                 erp = ErpProcess(dsn, erp_port)
                 registry = EndpointRegistry(pool, guard_from_settings(settings), SecretBox(None))
@@ -217,7 +221,7 @@ async def _drive(
     state = RunState()
     store = JobStore(pool, settings)
     if scenario.delivery.enabled:
-        from pipeline.deliveries import delivery_settle_hook
+        from pipeline.delivery.deliveries import delivery_settle_hook
 
         # As cluster.drivers.TaskDriver does: deliveries commit with the completion.
         store.settle_hooks.append(delivery_settle_hook)

@@ -19,8 +19,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from benchmarks.fake_provider import Latency
+from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
 from benchmarks.loadgen import ArrivalSpec
-from pipeline.invoices import GeneratedInvoice, Variant, generate_invoice
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 ROOT = Path(__file__).resolve().parent.parent

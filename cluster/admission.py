@@ -5,13 +5,13 @@ The limiter's scope is the provider project or engine pool, never the pod
 (spec section 3), so there is exactly one actor per scope:
 :func:`admission_actor` creates it detached with ``get_if_exists`` under
 :func:`actor_name` ``(scope)``, and every driver of every node gets the same
-one. The actor is a plain class around :class:`pipeline.admission.AdmissionPolicy`
+one. The actor is a plain class around :class:`pipeline.admission.policy.AdmissionPolicy`
 (the tested unit); ``ray.remote(num_cpus=0, max_concurrency=1000)`` is applied
 in the builder, so thousands of drivers can wait inside ``acquire`` at once on
 one event loop, where they are served in deficit-round-robin order.
 
 Durability: with a ``database_url`` every grant and settlement is written to
-the admission ledger (:mod:`pipeline.admission_ledger`) before the call
+the admission ledger (:mod:`pipeline.admission.ledger`) before the call
 returns, and a (re)started actor first expires grants older than the TTL and
 replays the last window, so uncertain attempts stay charged across restarts
 and open grants can still be released. A ledger write that fails is logged and
@@ -44,7 +44,8 @@ from cluster.admission_client import (
     LocalActorHandle,
     actor_name,
 )
-from pipeline.admission import (
+from pipeline.admission.ledger import AdmissionLedger
+from pipeline.admission.policy import (
     AdmissionConfig,
     AdmissionPolicy,
     Grant,
@@ -56,7 +57,6 @@ from pipeline.admission import (
     WaitReason,
     reconcile,
 )
-from pipeline.admission_ledger import AdmissionLedger
 from pipeline.database import create_pool
 from pipeline.errors import OwnershipError
 
@@ -248,7 +248,7 @@ class AdmissionActor:
         uncertain: bool = False,
         attempted: bool = True,
     ) -> Reconciliation | None:
-        """Settle a grant (rules of :func:`pipeline.admission.reconcile`).
+        """Settle a grant (rules of :func:`pipeline.admission.policy.reconcile`).
 
         Returns None for a grant this actor no longer holds open (expired, or
         settled already); the ledger keeps the first settlement.

@@ -1,6 +1,6 @@
 """DeliveryActor: the ERP delivery dispatcher as a Ray actor.
 
-The actor is a plain class around :class:`pipeline.deliveries.DeliveryDispatcher`
+The actor is a plain class around :class:`pipeline.delivery.deliveries.DeliveryDispatcher`
 (the tested unit); :func:`build_delivery_actor` applies ``ray.remote`` with
 ``num_cpus=0`` (it waits on network I/O, and on a 2-core machine a CPU-reserving
 actor deadlocks Serve). Construction is separate from start.
@@ -21,10 +21,10 @@ import asyncpg
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.clock import Clock
 from pipeline.database import create_pool
-from pipeline.deliveries import AfterResponse, DeliveryDispatcher, DeliveryStore
-from pipeline.delivery_policy import DeliveryConfig
-from pipeline.egress import EgressClient
-from pipeline.endpoints import SecretBox, guard_from_settings
+from pipeline.delivery.deliveries import AfterResponse, DeliveryDispatcher, DeliveryStore
+from pipeline.delivery.egress import EgressClient
+from pipeline.delivery.endpoints import SecretBox, guard_from_settings
+from pipeline.delivery.policy import DeliveryConfig
 from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -1,10 +1,10 @@
 """Task drivers and the maintenance actor: the Ray side of the job protocol.
 
-A :class:`TaskDriver` is one Ray actor running a :class:`pipeline.worker.DriverLoop`
+A :class:`TaskDriver` is one Ray actor running a :class:`pipeline.worker.attempt.DriverLoop`
 on its own event loop: it claims fenced leases from PostgreSQL, asks the global
 admission actor for budget, calls the engine (the Serve inference app through
 its handle, or an OpenAI-compatible provider) and commits under the fence. Its
-wake-ups come from its own :class:`pipeline.scheduler.Scheduler` (LISTEN/NOTIFY
+wake-ups come from its own :class:`pipeline.messaging.scheduler.Scheduler` (LISTEN/NOTIFY
 plus a scan), so no driver depends on another, and a killed driver's jobs are
 recovered by the reaper in :class:`Maintenance`.
 
@@ -24,19 +24,19 @@ import asyncpg
 from prometheus_client import REGISTRY
 
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
-from pipeline.broker import BrokerConfig
 from pipeline.database import create_pool
-from pipeline.dlq import DeadLetterArchiver
-from pipeline.engines import Engine, OpenAICompatibleEngine
-from pipeline.inbox import InboxConsumer
-from pipeline.jobs import JobStore, Settled
-from pipeline.master_data import MasterDataCache
-from pipeline.outbox import OutboxRelay
-from pipeline.reaper import Reaper
-from pipeline.scheduler import Scheduler
+from pipeline.extraction.engines import Engine, OpenAICompatibleEngine
+from pipeline.jobs.reaper import Reaper
+from pipeline.jobs.store import JobStore, Settled
+from pipeline.messaging.broker import BrokerConfig
+from pipeline.messaging.dlq import DeadLetterArchiver
+from pipeline.messaging.inbox import InboxConsumer
+from pipeline.messaging.outbox import OutboxRelay
+from pipeline.messaging.scheduler import Scheduler
 from pipeline.settings import Settings
-from pipeline.validation import policy_for
-from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
+from pipeline.tenants.master_data import MasterDataCache
+from pipeline.validation.decide import policy_for
+from pipeline.worker.attempt import AttemptRunner, DriverLoop, WorkerConfig
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +92,8 @@ class ActorGate:
         job_id: str | None = None,
         fence: int | None = None,
     ) -> Any:
+        from pipeline.admission.grants import Wait, priority_class_for
         from pipeline.errors import AdmissionDeferred
-        from pipeline.grants import Wait, priority_class_for
 
         got = await self.client.acquire(
             tenant,
@@ -151,7 +151,7 @@ class TaskDriver:
             return os.getpid()
         self._pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
         store = JobStore(self._pool, self.settings)
-        from pipeline.deliveries import delivery_settle_hook
+        from pipeline.delivery.deliveries import delivery_settle_hook
 
         store.settle_hooks.append(delivery_settle_hook)
         gate = self._admission()
@@ -230,8 +230,8 @@ class Maintenance:
 
     With ``FENCELINE_AMQP_URL`` set the relay publishes execution signals to the
     work queue, so this actor also runs what reads them: the ingress
-    :class:`~pipeline.inbox.InboxConsumer` (work queue → durable inbox → ack)
-    and the :class:`~pipeline.dlq.DeadLetterArchiver` (DLQ → ``dead_letters``,
+    :class:`~pipeline.messaging.inbox.InboxConsumer` (work queue → durable inbox → ack)
+    and the :class:`~pipeline.messaging.dlq.DeadLetterArchiver` (DLQ → ``dead_letters``,
     which ``fenceline dlq`` reads). Without them the work queue would only grow
     until the broker refused publishes. Several Maintenance actors at once (an
     upgrade) are competing consumers: the inbox is unique on ``event_id``.

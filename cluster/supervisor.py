@@ -80,7 +80,7 @@ class RuntimeConfig(BaseModel):
     concurrency: int = Field(4, ge=1, le=MAX_DRIVER_CONCURRENCY)
     #: Admission scope; None uses ``engine_app``.
     admission_scope: str | None = None
-    #: ``pipeline.admission_limits.AdmissionConfig`` fields other than ``scope``.
+    #: ``pipeline.admission.limits.AdmissionConfig`` fields other than ``scope``.
     admission: dict[str, Any] = Field(default_factory=dict)
     #: Prefix of the actor names (``<prefix>-driver-0`` ...).
     actor_prefix: str = Field("fenceline", pattern=r"^[a-z][a-z0-9-]*$")
@@ -90,7 +90,7 @@ class RuntimeConfig(BaseModel):
     engine: Literal["serve", "openai"] = "serve"
     provider_url: str = ""
     provider_model: str = "default"
-    #: ``pipeline.worker.WorkerConfig`` fields for every driver (timeouts, output cap);
+    #: ``pipeline.worker.attempt.WorkerConfig`` fields for every driver (timeouts, output cap);
     #: unset ones come from the settings (attempt timeout, heartbeat) or the defaults.
     worker: dict[str, Any] = Field(default_factory=dict)
     #: Longest a health check waits for one actor before it is replaced.
@@ -104,7 +104,7 @@ class RuntimeConfig(BaseModel):
 
     @model_validator(mode="after")
     def _engine_and_worker(self) -> RuntimeConfig:
-        from pipeline.worker import WorkerConfig
+        from pipeline.worker.attempt import WorkerConfig
 
         if self.engine == "openai" and not self.provider_url:
             raise ValueError("engine openai needs provider_url")
@@ -162,7 +162,7 @@ class RuntimeSupervisor:
     def _plan(self) -> list[_Member]:
         from cluster.delivery import ACTOR_NAME, build_delivery_actor
         from cluster.drivers import EngineSpec, build_maintenance
-        from pipeline.worker import WorkerConfig
+        from pipeline.worker.attempt import WorkerConfig
 
         cfg = self.config
         maintenance = f"{cfg.actor_prefix}-maintenance"

@@ -50,7 +50,13 @@ from deployments.engine_metrics import EngineMetrics
 from deployments.pools import PoolConfig
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from deployments.vllm_engine import Stream, VLLMEngine
-from pipeline.engines import (
+from pipeline.errors import (
+    ContextTooLong,
+    FencelineError,
+    ProviderTimeout,
+    ProviderUnavailable,
+)
+from pipeline.extraction.engines import (
     ChatMessage,
     Completion,
     JsonSchema,
@@ -58,12 +64,6 @@ from pipeline.engines import (
     Timings,
     Usage,
     parse_json_output,
-)
-from pipeline.errors import (
-    ContextTooLong,
-    FencelineError,
-    ProviderTimeout,
-    ProviderUnavailable,
 )
 
 log = logging.getLogger(__name__)
@@ -274,7 +274,7 @@ class PoolEngine:
         max_tokens: int,
         timeout: float,
     ) -> Completion:
-        """The :class:`pipeline.engines.Engine` protocol, for in-process use."""
+        """The :class:`pipeline.extraction.engines.Engine` protocol, for in-process use."""
         return await self.generate(
             GenerateRequest(list(messages), json_schema, max_tokens, timeout)
         )

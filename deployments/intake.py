@@ -1,4 +1,4 @@
-"""Ray Serve ingress for the intake API: the FastAPI app of :mod:`pipeline.api`.
+"""Ray Serve ingress for the intake API: the FastAPI app of :mod:`pipeline.api.app`.
 
 House style: :class:`IntakeIngress` is a plain class; ``serve.ingress`` and
 ``serve.deployment`` are applied in :func:`build_intake_app`. The FastAPI app
@@ -6,7 +6,7 @@ is built *inside each replica* (Serve's late-bound ``__serve_build_asgi_app__``)
 because the app owns an asyncpg pool, a LISTEN connection and a Prometheus
 registry that cannot be pickled into the deployment; Serve then runs the app's
 lifespan, which creates the pool. The same app runs under plain uvicorn
-(``uvicorn --factory pipeline.api:app_from_env``), so Serve adds routing and
+(``uvicorn --factory pipeline.api.app:app_from_env``), so Serve adds routing and
 replicas, never behaviour.
 
 Replicas take ``num_cpus=0`` by default: the ingress is I/O-bound, and on small
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
-from pipeline.api import create_app
+from pipeline.api.app import create_app
 from pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def build_intake_app(
     num_cpus: float = 0,
     max_ongoing_requests: int = 256,
 ) -> Application:
-    """The bound Serve application: one ingress deployment serving ``pipeline.api``."""
+    """The bound Serve application: one ingress deployment serving ``pipeline.api.app``."""
     from ray import serve
 
     ingress: Any = serve.deployment(serve.ingress()(IntakeIngress))

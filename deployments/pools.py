@@ -161,7 +161,7 @@ class LoraAdapter(BaseModel):
             raise FileNotFoundError(
                 f"pool {pool}: LoRA adapter {self.name!r} not found: {path} "
                 f"(lora.path {self.path!r}) lacks {', '.join(missing)}. Train it with "
-                "`make adapter` (python -m deployments.adapter_train), or remove `lora:` "
+                "`make adapter` (python -m benchmarks.adapter_train), or remove `lora:` "
                 "from the pool to serve the base model."
             )
         rank = json.loads((path / "adapter_config.json").read_text()).get("r")

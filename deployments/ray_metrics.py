@@ -5,7 +5,7 @@ Why: on a Ray node Prometheus scrapes one endpoint, the metrics agent
 exports what Ray records and anything recorded with ``ray.util.metrics``, but
 not collectors that live in a prometheus-client registry: the engine replica's
 ``fenceline_engine_*`` (:class:`deployments.engine.EngineMetrics`) and the
-maintenance actor's broker path (:mod:`pipeline.metrics_broker`, on the process
+maintenance actor's broker path (:mod:`pipeline.messaging.metrics`, on the process
 default registry). :class:`RegistryBridge` collects such a registry every few
 seconds and records every sample with ``ray.util.metrics``, keeping its name.
 

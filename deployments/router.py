@@ -29,7 +29,7 @@ whose ``prompt_token_ids`` this router already computed) to hash a prefix.
 The pool's replicas report per-replica stats through ``record_routing_stats``
 if the router needs KV usage.
 
-:class:`ServeEngine` is the :class:`pipeline.engines.Engine` the task drivers
+:class:`ServeEngine` is the :class:`pipeline.extraction.engines.Engine` the task drivers
 hold: it calls the router's handle, bounds the wait, cancels on timeout or
 cancellation (Serve propagates the cancel to the engine replica, which aborts
 the vLLM request), and turns Ray/Serve failures into :mod:`pipeline.errors`.
@@ -44,13 +44,13 @@ from typing import TYPE_CHECKING, Any
 
 from deployments.engine import GenerateRequest, render_prompt
 from deployments.pools import PoolConfig, PoolsConfig
-from pipeline.engines import Completion, JsonSchema, Messages
 from pipeline.errors import (
     ContextTooLong,
     FencelineError,
     ProviderTimeout,
     ProviderUnavailable,
 )
+from pipeline.extraction.engines import Completion, JsonSchema, Messages
 
 if TYPE_CHECKING:
     from ray.serve.handle import DeploymentHandle
@@ -149,7 +149,7 @@ class ContextRouter:
         max_tokens: int,
         timeout: float,
     ) -> Completion:
-        """Route and run one request; the :class:`pipeline.engines.Engine` contract."""
+        """Route and run one request; the :class:`pipeline.extraction.engines.Engine` contract."""
         ids = await asyncio.to_thread(self.count, list(messages))
         decision = self._decide(ids, max_tokens)
         request = GenerateRequest(
@@ -205,7 +205,7 @@ def unwrap_serve_error(exc: BaseException) -> FencelineError:
 
 
 class ServeEngine:
-    """The :class:`pipeline.engines.Engine` over the inference app's router handle.
+    """The :class:`pipeline.extraction.engines.Engine` over the inference app's router handle.
 
     Build it from a handle (``serve.run`` returns one) or by app name inside a
     cluster::

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from deployments.engine_metrics import EngineMetrics, stat_logger_factory
 from deployments.pools import PoolConfig
-from pipeline.engines import JsonSchema
 from pipeline.errors import (
     ContextTooLong,
     FencelineError,
     ProviderUnavailable,
     TerminalError,
 )
+from pipeline.extraction.engines import JsonSchema
 
 if TYPE_CHECKING:
     from vllm import SamplingParams

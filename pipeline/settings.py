@@ -49,7 +49,7 @@ class Settings(BaseSettings):
     # that is not a schema-valid extraction: ``terminal`` (FAILED_TERMINAL) or
     # ``review`` (REVIEW_REQUIRED with the raw output; a reviewer may only reject it).
     malformed_exhausted_state: Literal["terminal", "review"] = "terminal"
-    #: The extraction contract new attempts use (``pipeline.extractor.CONTRACTS``):
+    #: The extraction contract new attempts use (``pipeline.extraction.extractor.CONTRACTS``):
     #: v2 (printed values and cited lines, grounded by the system) or v1 (the model
     #: gives offsets and quotes; kept for side-by-side measurement).
     extraction_contract: Literal["fenceline.extraction/2", "fenceline.extraction/1"] = (

@@ -38,14 +38,14 @@ from benchmarks.demo.progress import engine_token_reader, watch
 from benchmarks.demo.rows import InvoiceRow, build_row, summarise_rows
 from benchmarks.demo.view import format_summary, format_table, plot_invoices
 from benchmarks.infra import free_port
+from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
 from cluster.runtime import ClusterConfig, LocalCluster
-from pipeline.admin import admin_dsn
 from pipeline.database import connect, create_database, dsn_for
-from pipeline.invoices import GeneratedInvoice, Variant, generate_invoice
+from pipeline.jobs.admin import admin_dsn
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import SETTLED
-from pipeline.worker import WorkerConfig
+from pipeline.worker.attempt import WorkerConfig
 
 DEMO_DATABASE = "fenceline_demo"
 TENANTS = (("acme-gmbh", 2), ("globex-ltd", 1), ("initech-sa", 1))
@@ -99,9 +99,9 @@ async def _provision(
 ) -> tuple[dict[str, str], list[str]]:
     """Tenants, API keys, supplier master data and webhook endpoints; returns keys, secrets."""
     from pipeline.database import create_pool
-    from pipeline.endpoints import EndpointRegistry, SecretBox, guard_from_settings
-    from pipeline.master_data import permit_currencies, upsert_supplier
-    from pipeline.tenants import create_api_key, create_tenant
+    from pipeline.delivery.endpoints import EndpointRegistry, SecretBox, guard_from_settings
+    from pipeline.tenants.accounts import create_api_key, create_tenant
+    from pipeline.tenants.master_data import permit_currencies, upsert_supplier
 
     keys: dict[str, str] = {}
     secrets: list[str] = []
@@ -200,7 +200,7 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
         [
             sys.executable,
             "-m",
-            "pipeline.erp_receiver",
+            "benchmarks.erp_receiver",
             "--port",
             str(erp_port),
             "--database-url",

@@ -8,7 +8,7 @@ implementation lazily, so ``fenceline db migrate`` does not pay for importing Ra
 or vLLM.
 
 Commands of packages the product never imports (``benchmarks``: ``demo``,
-``eval``, ``bench``, ``capacity``, ``erp-receiver``) are plugins: an installed
+``eval``, ``bench``, ``capacity``, ``erp-receiver``, ``adapter train``) are plugins: an installed
 distribution names a ``register(subcommands)`` function in the
 ``fenceline.commands`` entry-point group (``pyproject.toml``), and
 :func:`subcommands` loads every one. Without the group (a checkout that was not

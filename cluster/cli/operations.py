@@ -1,7 +1,7 @@
 """Operator commands over the delivery and broker paths: ``endpoints``, ``dlq``, ``broker``.
 
-Thin shells over :mod:`pipeline.endpoints`, :mod:`pipeline.dlq` and
-:mod:`pipeline.broker`; the settings (``--database-url``, ``FENCELINE_AMQP_*``)
+Thin shells over :mod:`pipeline.delivery.endpoints`, :mod:`pipeline.messaging.dlq` and
+:mod:`pipeline.messaging.broker`; the settings (``--database-url``, ``FENCELINE_AMQP_*``)
 come from the CLI's global options and the environment through :class:`Settings`.
 """
 
@@ -33,7 +33,7 @@ def _tenant(p: argparse.ArgumentParser) -> None:
 
 
 def _register_args(p: argparse.ArgumentParser) -> None:
-    from pipeline.endpoints import DEFAULT_EVENT_TYPES
+    from pipeline.delivery.endpoints import DEFAULT_EVENT_TYPES
 
     _tenant(p)
     p.add_argument("--url", required=True)
@@ -70,14 +70,14 @@ def _endpoints(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _endpoints_async(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.database import create_pool
-    from pipeline.endpoints import (
+    from pipeline.delivery.endpoints import (
         DEFAULT_EVENT_TYPES,
         EndpointRegistry,
         SecretBox,
         guard_from_settings,
         parse_event_types,
     )
-    from pipeline.tenants import get_tenant_by_name
+    from pipeline.tenants.accounts import get_tenant_by_name
 
     pool = await create_pool(settings.database_url, min_size=1, max_size=2)
     try:
@@ -156,14 +156,14 @@ def _dlq(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _dlq_async(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.database import create_pool
-    from pipeline.dlq import (
+    from pipeline.errors import BrokerUnavailable, NotFound, ReplayRefused
+    from pipeline.messaging.dlq import (
         DeadLetterArchiver,
         dlq_depth,
         dlq_list,
         dlq_replay,
         dlq_show,
     )
-    from pipeline.errors import BrokerUnavailable, NotFound, ReplayRefused
 
     pool = await create_pool(settings.database_url, min_size=1, max_size=2)
     try:
@@ -203,7 +203,7 @@ command("dlq depth", "print the work queue and DLQ depths")(_dlq)
 
 # --------------------------------------------------------------------- broker
 def _broker(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.broker import BrokerConfig, declare_topology, queue_depths
+    from pipeline.messaging.broker import BrokerConfig, declare_topology, queue_depths
 
     cfg = BrokerConfig.from_settings(settings)
     if cfg is None:

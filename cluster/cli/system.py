@@ -1,5 +1,4 @@
-"""Sub-commands that run and use the system: ``up``, ``down``, ``submit``, ``review``,
-``adapter train``."""
+"""Sub-commands that run and use the system: ``up``, ``down``, ``submit``, ``review``."""
 
 from __future__ import annotations
 
@@ -55,8 +54,8 @@ def _up_args(p: argparse.ArgumentParser) -> None:
 def _up(args: argparse.Namespace, settings: Settings) -> int:
     from cluster.drivers import EngineSpec
     from cluster.runtime import ClusterConfig, LocalCluster
-    from pipeline.admin import setup_database
-    from pipeline.worker import WorkerConfig
+    from pipeline.jobs.admin import setup_database
+    from pipeline.worker.attempt import WorkerConfig
 
     asyncio.run(setup_database(settings))
     engine = (
@@ -221,22 +220,3 @@ def _review(args: argparse.Namespace, settings: Settings) -> int:
         )
     print(r.text)
     return 0 if r.status_code in (200, 201) else 1
-
-
-def _adapter_train_args(p: argparse.ArgumentParser) -> None:
-    from deployments.adapter_train import add_arguments
-
-    add_arguments(p)
-
-
-@command(
-    "adapter train",
-    "train the pools' LoRA adapter on generated invoices (make adapter)",
-    _adapter_train_args,
-)
-def _adapter_train(args: argparse.Namespace, _settings: Settings) -> int:
-    import shlex
-
-    from deployments.adapter_train import run
-
-    return run(args, "fenceline " + shlex.join(sys.argv[1:]))

@@ -1,6 +1,6 @@
 """Tenant and API-key administration: ``fenceline tenants …`` and ``fenceline keys …``.
 
-Every command is a thin shell over :mod:`pipeline.tenant_admin`, so the CLI and
+Every command is a thin shell over :mod:`pipeline.tenants.admin`, so the CLI and
 the tested administration functions cannot drift: scopes are checked there (a
 typo never mints a key with a scope nothing checks), tenants are addressed by
 name or id, and usage is read exactly as admission reads it.
@@ -28,7 +28,8 @@ from cluster.cli.base import CommandTable
 from pipeline.database import connect
 from pipeline.errors import NotFound
 from pipeline.settings import Settings
-from pipeline.tenant_admin import (
+from pipeline.tenants.accounts import Tenant, list_tenants
+from pipeline.tenants.admin import (
     SCOPES,
     add_tenant,
     issue_key,
@@ -37,7 +38,6 @@ from pipeline.tenant_admin import (
     set_quotas,
     tenant_usage,
 )
-from pipeline.tenants import Tenant, list_tenants
 
 TABLE = CommandTable()
 command = TABLE.command

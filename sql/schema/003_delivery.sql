@@ -163,7 +163,7 @@ CREATE TABLE delivery_attempts (
   PRIMARY KEY (delivery_id, fence)
 );
 
--- Reference ERP receiver (pipeline/erp_receiver.py). In a real deployment these
+-- Reference ERP receiver (benchmarks/erp_receiver.py). In a real deployment these
 -- live in the ERP's own database; ledger names the books one receiver posts to.
 CREATE TABLE erp_inbox (
   ledger          text NOT NULL,

@@ -24,8 +24,8 @@ from deployments import model_prepare
 from deployments.app import deploy_inference_app
 from deployments.pools import parse_pools
 from deployments.router import ServeEngine
-from pipeline.engines import ChatMessage
 from pipeline.errors import ContextTooLong, ProviderTimeout
+from pipeline.extraction.engines import ChatMessage
 
 pytestmark = [
     pytest.mark.e2e,

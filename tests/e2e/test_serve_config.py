@@ -34,9 +34,9 @@ import pytest
 import yaml
 
 from benchmarks.infra import free_port
+from benchmarks.invoices.generator import generate_invoice
 from deployments import model_prepare
 from kuberay.kustomize import render
-from pipeline.invoices import generate_invoice
 from pipeline.states import SETTLED
 from tests.support.api import tenant_with_key
 

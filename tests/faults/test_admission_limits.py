@@ -20,10 +20,10 @@ import pytest
 from benchmarks.fake_provider import FakeProvider
 from cluster.admission import actor_name, admission_actor
 from cluster.drivers import EngineSpec, build_driver
-from pipeline.extraction_answer import ANSWER_KEYS, parse_answer
-from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
+from pipeline.extraction.answer import ANSWER_KEYS, parse_answer
+from pipeline.jobs.store import AcceptRequest, DocumentIn, JobStore
 from pipeline.settings import Settings
-from pipeline.worker import WorkerConfig
+from pipeline.worker.attempt import WorkerConfig
 from tests.support.drivers import wait_settled
 from tests.support.jobs import new_tenant
 

@@ -12,7 +12,8 @@ import asyncpg
 import pytest
 
 from cluster.admission import AdmissionActor
-from pipeline.admission import (
+from pipeline.admission.ledger import AdmissionLedger
+from pipeline.admission.policy import (
     AdmissionConfig,
     AdmissionPolicy,
     Grant,
@@ -22,12 +23,11 @@ from pipeline.admission import (
     WaitReason,
     reconcile,
 )
-from pipeline.admission_ledger import AdmissionLedger
 from pipeline.clock import ManualClock
-from pipeline.engines import Usage
 from pipeline.errors import OwnershipError
-from pipeline.jobs import JobStore
-from pipeline.tenants import Tenant, get_tenant
+from pipeline.extraction.engines import Usage
+from pipeline.jobs.store import JobStore
+from pipeline.tenants.accounts import Tenant, get_tenant
 from tests.support.jobs import accept_many, new_tenant
 
 pytestmark = pytest.mark.integration

@@ -1,6 +1,6 @@
 """``/v1/webhook-endpoints``: registration, reads, rotation, disable / enable over HTTP.
 
-Real PostgreSQL; the app is :func:`pipeline.api.create_app` as deployed, with the
+Real PostgreSQL; the app is :func:`pipeline.api.app.create_app` as deployed, with the
 development egress switch where a test registers a loopback URL (nothing is ever
 called here: these routes only validate and store).
 """
@@ -16,9 +16,9 @@ import asyncpg
 import httpx
 import pytest
 
-from pipeline.api import create_app
+from pipeline.api.app import create_app
 from pipeline.clock import ManualClock
-from pipeline.endpoints import SecretBox, signing_keys
+from pipeline.delivery.endpoints import SecretBox, signing_keys
 from pipeline.settings import Settings
 from tests.support.api import TenantKey, add_key, asgi_client, settings_for, tenant_with_key
 from tests.support.delivery import fetch, fetchval, job_store, succeed_jobs

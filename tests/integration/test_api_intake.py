@@ -16,9 +16,9 @@ import asyncpg
 import httpx
 import pytest
 
-from pipeline.api import create_app
+from pipeline.api.app import create_app
 from pipeline.database import create_pool
-from pipeline.jobs import EVENT_REQUESTED, Accepted, JobStore
+from pipeline.jobs.store import EVENT_REQUESTED, Accepted, JobStore
 from tests.support.api import (
     WRITTEN_TABLES,
     asgi_client,
@@ -248,7 +248,7 @@ SERVER = textwrap.dedent(
     """
     import os, signal, socket, sys
     import uvicorn
-    from pipeline.api import create_app
+    from pipeline.api.app import create_app
     from pipeline.settings import Settings
 
     async def die(conn, accepted):

@@ -7,12 +7,12 @@ import uuid
 import asyncpg
 import pytest
 
-from pipeline.api import create_app
+from pipeline.api.app import create_app
 from pipeline.errors import ProviderRateLimited
-from pipeline.jobs import EVENT_COMPLETED, EVENT_FAILED, JobStore, Usage
+from pipeline.jobs.store import EVENT_COMPLETED, EVENT_FAILED, JobStore, Usage
 from pipeline.queries import q
 from pipeline.states import JobState
-from pipeline.validation import unvalidated_outcome
+from pipeline.validation.decide import unvalidated_outcome
 from tests.support.api import (
     add_key,
     asgi_client,

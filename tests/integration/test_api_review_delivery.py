@@ -4,7 +4,7 @@ A review approval is the only way a REVIEW_REQUIRED job becomes SUCCEEDED, and i
 commits ``extraction.completed.v1`` through the API's own job store. The
 deliveries must be created in that transaction, by the apps as they are deployed:
 the Serve ingress (``deployments/intake.py`` builds the app inside the replica)
-and ``uvicorn --factory pipeline.api:app_from_env``. Each runs here under a real
+and ``uvicorn --factory pipeline.api.app:app_from_env``. Each runs here under a real
 uvicorn on loopback with its own pool, exactly as built by its factory.
 """
 
@@ -20,8 +20,8 @@ import pytest
 from fastapi import FastAPI
 
 from deployments.intake import IntakeIngress
-from pipeline.api import app_from_env
-from pipeline.jobs import EVENT_COMPLETED, JobStore
+from pipeline.api.app import app_from_env
+from pipeline.jobs.store import EVENT_COMPLETED, JobStore
 from pipeline.states import JobState
 from tests.support.api import TenantKey, loopback_server, submission, tenant_with_key
 from tests.support.delivery import fetch, invoice, registry_for

@@ -7,8 +7,8 @@ import pytest
 
 from benchmarks.demo.rows import build_row
 from benchmarks.demo.view import format_table
-from pipeline.invoices import generate_invoice
-from pipeline.jobs import Usage
+from benchmarks.invoices.generator import generate_invoice
+from pipeline.jobs.store import Usage
 from pipeline.queries import q
 from pipeline.states import JobState
 from tests.support.delivery import fetch, job_store

@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from pipeline.clock import ManualClock
-from pipeline.jobs import EVENT_COMPLETED
-from pipeline.signing import VerificationKey, generate_secret, sign, webhook_headers
+from pipeline.delivery.signing import VerificationKey, generate_secret, sign, webhook_headers
+from pipeline.jobs.store import EVENT_COMPLETED
 from tests.support.delivery import Receiver, fetch, invoice, postings
 
 pytestmark = pytest.mark.integration
@@ -282,7 +282,7 @@ async def test_cli_receiver_subprocess_with_the_fault_api(dsn: str, pool: asyncp
     secret = generate_secret()
     argv = ["--port", "0", "--database-url", dsn, "--ledger", "cli", "--enable-fault-api"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.erp_receiver", *argv],
+        [sys.executable, "-m", "benchmarks.erp_receiver", *argv],
         stdout=subprocess.PIPE,
         env={**os.environ, "FENCELINE_ERP_SECRETS": secret},
         text=True,

@@ -11,15 +11,15 @@ import asyncpg
 import pytest
 from prometheus_client import CollectorRegistry
 
-from pipeline.broker import HEADER_REASON, HEADER_SOURCE, EventMessage
-from pipeline.consumer import Delivery, Disposition
 from pipeline.database import create_pool
-from pipeline.dlq import DeadLetterArchiver, dlq_depth, dlq_list, dlq_replay, dlq_show
 from pipeline.errors import ReplayRefused
-from pipeline.inbox import InboxConsumer, InboxOutcome, IngestResult
-from pipeline.jobs import EVENT_REQUESTED, JobStore
-from pipeline.metrics_broker import BrokerMetrics
-from pipeline.outbox import OutboxRelay
+from pipeline.jobs.store import EVENT_REQUESTED, JobStore
+from pipeline.messaging.broker import HEADER_REASON, HEADER_SOURCE, EventMessage
+from pipeline.messaging.consumer import Delivery, Disposition
+from pipeline.messaging.dlq import DeadLetterArchiver, dlq_depth, dlq_list, dlq_replay, dlq_show
+from pipeline.messaging.inbox import InboxConsumer, InboxOutcome, IngestResult
+from pipeline.messaging.metrics import BrokerMetrics
+from pipeline.messaging.outbox import OutboxRelay
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from tests.support.amqp import (

@@ -11,17 +11,17 @@ from typing import Literal
 import asyncpg
 import pytest
 
+from pipeline.api.review import ReviewDecisionIn, ReviewService
 from pipeline.clock import ManualClock
 from pipeline.database import create_pool
 from pipeline.errors import IdempotencyConflict, LeaseLost, ProviderRateLimited
 from pipeline.identity import object_version
-from pipeline.jobs import JobStore, Usage
+from pipeline.jobs.store import JobStore, Usage
 from pipeline.queries import q
 from pipeline.retry import MAX_RETRY_AFTER_SECONDS, RetryPolicy
-from pipeline.review import ReviewDecisionIn, ReviewService
 from pipeline.settings import Settings
 from pipeline.states import JobState
-from pipeline.tenants import Principal
+from pipeline.tenants.accounts import Principal
 from tests.support.api import tenant_with_key
 from tests.support.jobs import accept_many, new_tenant, request
 

@@ -17,8 +17,8 @@ import pytest
 from prometheus_client import REGISTRY, generate_latest
 
 from cluster.drivers import Maintenance
-from pipeline.dlq import dlq_list
-from pipeline.jobs import JobStore
+from pipeline.jobs.store import JobStore
+from pipeline.messaging.dlq import dlq_list
 from pipeline.settings import Settings
 from tests.support.amqp import config, publish_raw, ready_count, topology
 from tests.support.jobs import accept_many, new_tenant

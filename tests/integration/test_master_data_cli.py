@@ -16,10 +16,10 @@ from typing import Any
 import asyncpg
 import pytest
 
+from benchmarks.invoices.generator import GeneratedInvoice, generate_invoice
 from cluster.cli import main
-from pipeline.invoices import GeneratedInvoice, generate_invoice
-from pipeline.master_data import load_master_data
-from pipeline.validation import Decision, ReasonCode, ValidationReport, validate
+from pipeline.tenants.master_data import load_master_data
+from pipeline.validation.decide import Decision, ReasonCode, ValidationReport, validate
 from tests.support.jobs import new_tenant
 
 pytestmark = pytest.mark.integration

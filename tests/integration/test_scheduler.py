@@ -17,12 +17,12 @@ from prometheus_client import CollectorRegistry
 
 from pipeline.database import create_pool
 from pipeline.errors import ProviderRateLimited
-from pipeline.inbox import InboxConsumer
-from pipeline.jobs import JobStore
-from pipeline.metrics_broker import BrokerMetrics
-from pipeline.outbox import OutboxRelay
+from pipeline.jobs.store import JobStore
+from pipeline.messaging.inbox import InboxConsumer
+from pipeline.messaging.metrics import BrokerMetrics
+from pipeline.messaging.outbox import OutboxRelay
+from pipeline.messaging.scheduler import Scheduler, SchedulerConfig, WorkSignal
 from pipeline.retry import RetryPolicy
-from pipeline.scheduler import Scheduler, SchedulerConfig, WorkSignal
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from tests.support.amqp import topology

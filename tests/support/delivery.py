@@ -14,15 +14,15 @@ from typing import Any
 import asyncpg
 import uvicorn
 
+from benchmarks.erp_receiver import FaultSwitch, ReceiverConfig, bind_socket, create_app
 from pipeline.clock import Clock, ManualClock
-from pipeline.deliveries import DeliveryConfig, DeliveryDispatcher, delivery_settle_hook
-from pipeline.egress import EgressClient, EgressGuard, EgressPolicy, Resolver
-from pipeline.endpoints import EndpointRegistry, IssuedSecret, SecretBox
-from pipeline.erp_receiver import FaultSwitch, ReceiverConfig, bind_socket, create_app
-from pipeline.jobs import JobStore
+from pipeline.delivery.deliveries import DeliveryConfig, DeliveryDispatcher, delivery_settle_hook
+from pipeline.delivery.egress import EgressClient, EgressGuard, EgressPolicy, Resolver
+from pipeline.delivery.endpoints import EndpointRegistry, IssuedSecret, SecretBox
+from pipeline.delivery.signing import VerificationKey
+from pipeline.jobs.store import JobStore
 from pipeline.settings import Settings
-from pipeline.signing import VerificationKey
-from pipeline.tenants import Tenant
+from pipeline.tenants.accounts import Tenant
 from tests.support.jobs import request
 
 #: A fixed sealing key for tests (the production key comes from the settings).
@@ -102,7 +102,7 @@ async def reserve_receiver(
     dsn: str, registry: EndpointRegistry, tenant: Tenant, *, clock: ManualClock | None = None
 ) -> tuple[Receiver, IssuedSecret]:
     """Bind a receiver's port, register its URL for ``tenant``, configure its secret."""
-    from pipeline.signing import generate_secret
+    from pipeline.delivery.signing import generate_secret
 
     secret = generate_secret()
     receiver = Receiver(dsn, [secret], clock=clock)

@@ -8,11 +8,11 @@ from typing import Any
 import asyncpg
 
 from benchmarks.infra import corpus_answer
-from pipeline.invoices import GeneratedInvoice
-from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
-from pipeline.master_data import permit_currencies, upsert_supplier
+from benchmarks.invoices.generator import GeneratedInvoice
+from pipeline.jobs.store import AcceptRequest, DocumentIn, JobStore
 from pipeline.states import SETTLED
-from pipeline.tenants import Tenant
+from pipeline.tenants.accounts import Tenant
+from pipeline.tenants.master_data import permit_currencies, upsert_supplier
 
 
 def answer_from_corpus(corpus: list[GeneratedInvoice]) -> Any:

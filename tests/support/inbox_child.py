@@ -15,8 +15,8 @@ import sys
 from prometheus_client import CollectorRegistry
 
 from pipeline.database import create_pool
-from pipeline.inbox import InboxConsumer, IngestResult
-from pipeline.metrics_broker import BrokerMetrics
+from pipeline.messaging.inbox import InboxConsumer, IngestResult
+from pipeline.messaging.metrics import BrokerMetrics
 from pipeline.settings import Settings
 
 

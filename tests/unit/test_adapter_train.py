@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from deployments import adapter_train
-from deployments.adapter_train import (
+from benchmarks import adapter_train
+from benchmarks.adapter_train import (
     IGNORE,
     LANGUAGES,
     LAYOUTS,
@@ -68,9 +68,9 @@ def test_collate_pads_right_and_masks_padding_out_of_attention_and_loss():
 def test_real_examples_are_the_served_prompt_then_the_contract_answer():
     from transformers import AutoTokenizer
 
+    from benchmarks.invoices.generator import generate_invoice
     from deployments.engine import render_prompt
-    from pipeline.extractor import answer_for, prepare_call
-    from pipeline.invoices import generate_invoice
+    from pipeline.extraction.extractor import answer_for, prepare_call
 
     tokenizer = AutoTokenizer.from_pretrained(str(default_model_dir()))
     examples, skipped = build_examples(
@@ -124,11 +124,11 @@ def test_family_exclusions_need_a_generator_that_takes_them():
 def test_cli_refuses_an_unsupported_exclusion_before_loading_anything(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ):
-    import pipeline.invoices
+    import benchmarks.invoices.generator
 
     def old_generator(seed: int, *, max_line_items: int = 200) -> None: ...
 
-    monkeypatch.setattr(pipeline.invoices, "generate_invoice", old_generator)
+    monkeypatch.setattr(benchmarks.invoices.generator, "generate_invoice", old_generator)
     code = adapter_train.main(["--exclude-language", "fr", "--out", str(tmp_path / "a")])
     assert code == 2
     assert "--exclude-language" in capsys.readouterr().err
@@ -136,9 +136,12 @@ def test_cli_refuses_an_unsupported_exclusion_before_loading_anything(
 
 
 def test_fenceline_adapter_train_has_the_training_options():
-    from cluster.cli import build_parser
+    from benchmarks.cli import register
+    from cluster.cli.entry import build_parser, subcommands
 
-    args = build_parser().parse_args(
+    subs = subcommands(plugins=False)
+    register(subs)  # what the installed fenceline.commands entry point adds
+    args = build_parser(subs).parse_args(
         ["adapter", "train", "--examples", "4", "--max-line-items", "2", "--out", "/tmp/x"]
     )
     assert (args.examples, args.max_line_items, args.out) == (4, 2, Path("/tmp/x"))
@@ -201,6 +204,6 @@ def test_the_training_command_records_how_it_was_invoked(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(adapter_train, "train", fake_train)
     assert adapter_train.main(["--examples", "3", "--rank", "8"]) == 0
-    assert seen["command"] == "python -m deployments.adapter_train --examples 3 --rank 8"
+    assert seen["command"] == "python -m benchmarks.adapter_train --examples 3 --rank 8"
     assert seen["args"].rank == 8 and seen["args"].examples == 3
     assert adapter_train.main(["--examples", "0"]) == 2

@@ -22,7 +22,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from pipeline.admission import (
+from pipeline.admission.policy import (
     AdmissionConfig,
     AdmissionPolicy,
     Grant,
@@ -41,8 +41,8 @@ from pipeline.admission import (
     priority_class_for,
     reconcile,
 )
-from pipeline.engines import Usage
 from pipeline.errors import ReservationTooLarge
+from pipeline.extraction.engines import Usage
 
 WINDOW = 60.0
 

@@ -12,6 +12,7 @@ import pytest
 from benchmarks.baselines import direct_concurrency, headline, ratio
 from benchmarks.collect import InconsistentRun, buckets, check_consistency, cost_report
 from benchmarks.engine_setup import CallTiming, timing_summary
+from benchmarks.invoices.generator import Variant, generate_invoice
 from benchmarks.roofline import roofline_report, roofline_tokens_per_s, step_bytes
 from benchmarks.scenario import (
     PricingSpec,
@@ -23,7 +24,6 @@ from benchmarks.scenario import (
     parse_scenario,
     with_engine,
 )
-from pipeline.invoices import Variant, generate_invoice
 
 MINIMAL: dict[str, Any] = {"name": "t", "arrival": {"process": "burst", "count": 3}}
 

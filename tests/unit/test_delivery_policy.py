@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pipeline.delivery_policy import DeliveryConfig, classify
-from pipeline.egress import HttpOutcome
+from pipeline.delivery.egress import HttpOutcome
+from pipeline.delivery.policy import DeliveryConfig, classify
 from pipeline.settings import Settings
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.demo.run import TRAINING_SEEDS_FROM, DemoOptions, corpus
-from pipeline.invoices import Variant
+from benchmarks.invoices.generator import Variant
 
 
 def test_default_demo_set_is_mostly_clean_short_and_on_demo_seeds() -> None:

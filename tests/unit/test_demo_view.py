@@ -16,7 +16,7 @@ from benchmarks.demo.rows import (
     summarise_rows,
 )
 from benchmarks.demo.view import COLUMNS, format_summary, format_table, join_fit, plot_invoices
-from pipeline.invoices import generate_invoice
+from benchmarks.invoices.generator import generate_invoice
 
 TRUTH = generate_invoice(2026).truth.model_dump(mode="json")
 NAME = TRUTH["supplier"]["name"]["value"]

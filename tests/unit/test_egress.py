@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from pipeline.egress import (
+from pipeline.delivery.egress import (
     PIN_EXTENSION,
     EgressClient,
     EgressGuard,

@@ -17,7 +17,6 @@ import httpx
 import pytest
 
 from benchmarks.fake_provider import DEFAULT_ANSWER, FakeProvider
-from pipeline.engines import Completion, Engine, OpenAICompatibleEngine
 from pipeline.errors import (
     ContextTooLong,
     MalformedOutput,
@@ -27,6 +26,7 @@ from pipeline.errors import (
     RetryableError,
     TerminalError,
 )
+from pipeline.extraction.engines import Completion, Engine, OpenAICompatibleEngine
 from pipeline.retry import RetryPolicy
 
 SCHEMA = {

@@ -26,10 +26,10 @@ from benchmarks.eval import (
     run_eval,
     summarise,
 )
-from pipeline.extraction import Extraction
-from pipeline.extraction_answer import document_in_prompt
-from pipeline.extractor import CONTRACT_V1, CONTRACT_V2, answer_for, prepare_call
-from pipeline.invoices import GeneratedInvoice, Variant, generate_corpus
+from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_corpus
+from pipeline.extraction.answer import document_in_prompt
+from pipeline.extraction.extractor import CONTRACT_V1, CONTRACT_V2, answer_for, prepare_call
+from pipeline.validation.contract import Extraction
 
 N = 10
 MAX_LINES = 12

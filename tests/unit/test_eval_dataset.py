@@ -18,9 +18,9 @@ import pytest
 import benchmarks.eval as eval_cli
 from benchmarks.eval_dataset import load_dataset, record_from_generated
 from benchmarks.eval_engines import EngineAnswer, ExtractFn
-from pipeline.extraction_answer import document_in_prompt
-from pipeline.extractor import answer_for
-from pipeline.invoices import GeneratedInvoice, Variant, generate_corpus
+from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_corpus
+from pipeline.extraction.answer import document_in_prompt
+from pipeline.extraction.extractor import answer_for
 
 MAX_LINES = 4
 VARIANTS = (Variant.CLEAN, Variant.CLEAN, Variant.HOMOGLYPH_SUPPLIER, Variant.PROMPT_INJECTION)

@@ -10,15 +10,15 @@ from typing import Any
 import jsonschema
 import pytest
 
+from benchmarks.invoices.generator import generate_invoice
 from pipeline.errors import MalformedOutput, RetryableError
-from pipeline.extraction import (
+from pipeline.validation.contract import (
     EXTRACTION_SCHEMA_VERSION,
     MAX_OUTPUT_CHARS,
     Extraction,
     extraction_json_schema,
     parse_extraction,
 )
-from pipeline.invoices import generate_invoice
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,9 @@ from typing import Any
 import jsonschema
 import pytest
 
+from benchmarks.invoices.generator import generate_invoice
 from pipeline.errors import MalformedOutput
-from pipeline.extraction_answer import (
+from pipeline.extraction.answer import (
     ANSWER_KEYS,
     answer_schema,
     build_messages,
@@ -16,8 +17,7 @@ from pipeline.extraction_answer import (
     max_output_tokens,
     parse_answer,
 )
-from pipeline.extractor import answer_for, prepare_call
-from pipeline.invoices import generate_invoice
+from pipeline.extraction.extractor import answer_for, prepare_call
 
 
 def _nodes(node: Any) -> list[dict[str, Any]]:
@@ -104,7 +104,7 @@ def test_arithmetic_bounds_the_lists_a_model_may_write() -> None:
 
 
 def test_date_and_sign_candidates_hide_none_of_the_printed_values() -> None:
-    from pipeline.extraction_answer import currency_candidates, date_candidates
+    from pipeline.extraction.answer import currency_candidates, date_candidates
 
     assert "2023-12-26" in date_candidates("Nr FAK113488 utfärdades 2023-12-26 och")
     assert {"kr", "kr."} <= set(currency_candidates("Att betala: 45 096,21 kr."))

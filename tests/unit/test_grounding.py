@@ -12,11 +12,11 @@ from decimal import Decimal
 
 import pytest
 
-from pipeline.extraction_answer import Answer, ItemRef
-from pipeline.extraction_grounding import ground
-from pipeline.extractor import answer_for, interpret
-from pipeline.invoices import Variant, generate_invoice
-from pipeline.validation import ReasonCode, SupplierRecord, TenantMasterData
+from benchmarks.invoices.generator import Variant, generate_invoice
+from pipeline.extraction.answer import Answer, ItemRef
+from pipeline.extraction.extractor import answer_for, interpret
+from pipeline.extraction.grounding import ground
+from pipeline.validation.decide import ReasonCode, SupplierRecord, TenantMasterData
 
 DOC = """\
 Nordwind Technik GmbH
@@ -174,7 +174,7 @@ def test_a_row_that_does_not_add_up_is_read_as_printed_for_the_arithmetic_rule()
 
 
 def _dump(answer: Answer) -> str:
-    from pipeline.extraction_answer import dump_answer
+    from pipeline.extraction.answer import dump_answer
 
     return dump_answer(answer)
 
@@ -232,7 +232,7 @@ def test_document_variants_reach_review_with_a_perfect_answer() -> None:
 
 
 def test_a_stacked_row_cited_on_its_number_line_finds_its_description_above() -> None:
-    from pipeline.extraction_answer import parse_answer
+    from pipeline.extraction.answer import parse_answer
 
     inv = next(
         g for s in range(200) if (g := generate_invoice(s, max_line_items=4)).layout == "stacked"

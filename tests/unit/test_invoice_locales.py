@@ -10,12 +10,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.extraction import Extraction
-from pipeline.invoice_catalog import BUYERS, CATALOG, UNITS
-from pipeline.invoice_lexicon import LEXICON, PREFIXES
-from pipeline.invoice_locales import COUNTRIES, Country, fmt_date
-from pipeline.invoice_plan import make_iban
-from pipeline.invoices import (
+from benchmarks.invoices.catalog import BUYERS, CATALOG, UNITS
+from benchmarks.invoices.generator import (
     LANGUAGES,
     LAYOUTS,
     GeneratedInvoice,
@@ -23,7 +19,11 @@ from pipeline.invoices import (
     generate_corpus,
     generate_invoice,
 )
-from pipeline.validation import (
+from benchmarks.invoices.lexicon import LEXICON, PREFIXES
+from benchmarks.invoices.locales import COUNTRIES, Country, fmt_date
+from benchmarks.invoices.plan import make_iban
+from pipeline.validation.contract import Extraction
+from pipeline.validation.decide import (
     IBAN_LENGTHS,
     Decision,
     ReasonCode,

@@ -10,8 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.extraction import Extraction
-from pipeline.invoices import (
+from benchmarks.invoices.generator import (
     EXPECTED_CODES,
     INJECTION_CORPUS,
     LANGUAGES,
@@ -21,7 +20,8 @@ from pipeline.invoices import (
     generate_corpus,
     generate_invoice,
 )
-from pipeline.validation import (
+from pipeline.validation.contract import Extraction
+from pipeline.validation.decide import (
     BIDI_CONTROLS,
     IBAN_LENGTHS,
     Decision,

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from benchmarks.invoices.generator import Variant, generate_invoice
 from benchmarks.partial_json import parse_prefix, salvage
-from pipeline.extraction import Extraction
-from pipeline.invoices import Variant, generate_invoice
+from pipeline.validation.contract import Extraction
 
 
 @pytest.mark.parametrize(

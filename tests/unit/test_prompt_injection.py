@@ -23,9 +23,13 @@ from typing import Any
 
 import pytest
 
-from pipeline.extraction import parse_extraction
-from pipeline.invoices import INJECTION_CORPUS, GeneratedInvoice, Variant, generate_invoice
-from pipeline.prompts import (
+from benchmarks.invoices.generator import (
+    INJECTION_CORPUS,
+    GeneratedInvoice,
+    Variant,
+    generate_invoice,
+)
+from pipeline.extraction.prompts import (
     CHARS_PER_TOKEN,
     FENCE_TAG,
     MAX_OUTPUT_TOKENS,
@@ -38,7 +42,8 @@ from pipeline.prompts import (
     fence_tag,
     prompt_budget,
 )
-from pipeline.validation import Decision, ReasonCode, ValidationReport, validate
+from pipeline.validation.contract import parse_extraction
+from pipeline.validation.decide import Decision, ReasonCode, ValidationReport, validate
 from tests.support.outbound import Listener, connects_to, outbound
 
 # --- observation tools -------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.signing import (
+from pipeline.delivery.signing import (
     Verification,
     VerificationKey,
     Verifier,

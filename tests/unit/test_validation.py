@@ -19,7 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.extraction import (
+from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
+from pipeline.states import JobState
+from pipeline.validation.contract import (
     Evidence,
     EvidencedAmount,
     EvidencedText,
@@ -28,9 +30,7 @@ from pipeline.extraction import (
     Supplier,
     TaxLine,
 )
-from pipeline.invoices import GeneratedInvoice, Variant, generate_invoice
-from pipeline.states import JobState
-from pipeline.validation import (
+from pipeline.validation.decide import (
     ARITHMETIC_CODES,
     REQUIRABLE_FIELDS,
     VALIDATION_POLICY_VERSION,
@@ -52,7 +52,7 @@ from pipeline.validation import (
     skeleton,
     validate,
 )
-from pipeline.validation_policy import _FIELD_GETTERS
+from pipeline.validation.policy import _FIELD_GETTERS
 
 PROPERTY = settings(
     max_examples=60,

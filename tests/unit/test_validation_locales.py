@@ -8,9 +8,11 @@ from decimal import Decimal
 
 import pytest
 
-from pipeline.extraction import Evidence, EvidencedAmount
-from pipeline.invoices import GeneratedInvoice, Variant, generate_invoice
-from pipeline.validation import (
+from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
+from pipeline.validation.contract import Evidence, EvidencedAmount
+from pipeline.validation.currency import pricing_lines
+from pipeline.validation.dates import european_locales, month_names
+from pipeline.validation.decide import (
     CURRENCY_SYMBOLS,
     ReasonCode,
     check_currency,
@@ -18,8 +20,6 @@ from pipeline.validation import (
     date_readings,
     number_readings,
 )
-from pipeline.validation_currency import pricing_lines
-from pipeline.validation_dates import european_locales, month_names
 
 MARCH_5 = date(2025, 3, 5)
 

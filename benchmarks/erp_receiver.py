@@ -1,0 +1,422 @@
+"""Reference ERP receiver: how an ERP should accept Fenceline webhooks (spec §5).
+
+Used by the demo and by the tests as "the ERP". Per request:
+
+1. bound the body (413), verify the Standard Webhooks signature and timestamp
+   window with :class:`pipeline.delivery.signing.Verifier` (401 with a reason, never 500);
+2. validate the event (400), taking the tenant from this receiver's trusted
+   configuration, never from the body;
+3. in one transaction, insert the inbox row keyed on the delivery id with the
+   payload digest — a known id with the *same* digest is a duplicate (200, no
+   new work), a known id with a *different* digest is rejected (409) and counted
+   as an alert — and persist the runnable "post invoice" operation;
+4. answer 2xx only after that commit;
+5. run the posting step once per accepted delivery id (``erp_inbox.applied_at``),
+   counting every run in ``erp_postings.applications``, and post under the job's
+   own idempotency guard (``posted_at IS NULL``), so each job is posted once
+   however often, and by whichever delivery, it arrives — while a job that
+   arrived under two delivery ids still shows ``applications = 2``.
+
+The fault switch (``--fault`` or ``POST /_fault`` with ``--enable-fault-api``)
+simulates an ERP that is down (503), redirects (302), drops the connection after
+committing, or hangs past the client's timeout after committing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
+from starlette.types import Receive, Scope, Send
+
+from pipeline.database import connect, create_pool, migrate
+from pipeline.delivery.signing import VerificationKey, Verifier
+from pipeline.jobs.store import EVENT_COMPLETED
+from pipeline.queries import q
+
+log = logging.getLogger(__name__)
+
+FAULT_MODES = ("none", "down", "status", "redirect", "drop_after_commit", "hang_after_commit")
+
+
+@dataclass
+class FaultSwitch:
+    """A simulated ERP failure; ``remaining`` faults are served, then it heals (None: never).
+
+    Modes: ``down`` 503 (with ``retry_after``), ``status`` any ``status``,
+    ``redirect`` 302 to ``location``, ``drop_after_commit`` commit then close the
+    connection mid-response, ``hang_after_commit`` commit then sleep ``hang_seconds``.
+    """
+
+    mode: str = "none"
+    remaining: int | None = None
+    status: int = 503
+    retry_after: str | None = None
+    location: str = "http://169.254.169.254/latest/meta-data/"
+    hang_seconds: float = 30.0
+
+    def set(self, mode: str, **kw: Any) -> None:
+        if mode not in FAULT_MODES:
+            raise ValueError(f"fault mode must be one of {FAULT_MODES}")
+        self.mode = mode
+        self.remaining = kw.pop("remaining", None)
+        for k, v in kw.items():
+            if not hasattr(self, k):
+                raise ValueError(f"unknown fault field {k!r}")
+            setattr(self, k, v)
+
+    def take(self) -> str:
+        """The fault to serve for this request (consuming one of ``remaining``)."""
+        if self.mode == "none":
+            return "none"
+        mode = self.mode
+        if self.remaining is not None:
+            self.remaining -= 1
+            if self.remaining <= 0:
+                self.mode, self.remaining = "none", None
+        return mode
+
+
+@dataclass
+class ReceiverConfig:
+    """Static receiver configuration (from the ERP's side of the integration).
+
+    Attributes:
+        database_url: where the inbox and postings live.
+        keys: the endpoint secrets this ERP accepts (current and, during a
+            rotation, the previous one with its ``not_after``).
+        ledger: the books this receiver posts to.
+        tenant_id: if set, events naming another tenant are rejected (400).
+    """
+
+    database_url: str
+    keys: Sequence[str | VerificationKey]
+    ledger: str = "default"
+    tenant_id: uuid.UUID | None = None
+    tolerance_seconds: int = 300
+    max_body_bytes: int = 1 << 20
+    path: str = "/webhooks/fenceline"
+    enable_fault_api: bool = False
+    migrate: bool = False
+
+
+@dataclass
+class ReceiverStats:
+    """In-process counters the tests read (the same figures are Prometheus series).
+
+    The server may run in another thread: :meth:`wait_for` blocks on a condition
+    the request handler notifies, so a test waits for an event, not a sleep.
+    """
+
+    requests: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    results: dict[str, int] = field(default_factory=dict)
+    delivery_ids: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    _changed: threading.Condition = field(default_factory=threading.Condition, repr=False)
+
+    def add(self, result: str) -> None:
+        with self._changed:
+            self.results[result] = self.results.get(result, 0) + 1
+            self._changed.notify_all()
+
+    def wait_for(self, result: str, count: int = 1, timeout: float = 10.0) -> bool:
+        """Block until ``result`` has been answered ``count`` times (False on timeout)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self.results.get(result, 0) >= count, timeout)
+
+
+class _ConnectionDropped(Exception):
+    """Raised after the response started, so the server closes the connection."""
+
+
+class _DropAfterHeaders(Response):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: ARG002
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"64")]}
+        )
+        raise _ConnectionDropped("fault: connection dropped after the inbox commit")
+
+
+async def apply_posting(conn: asyncpg.Connection, ledger: str, delivery_id: str) -> bool:
+    """Run the posting step of one accepted delivery; True only if it posted the invoice.
+
+    Two guards, counted apart so that a double posting stays observable: the
+    delivery's ``applied_at`` lets the step run once per delivery id (a duplicate
+    does nothing), and every run that passes it counts in the posting's
+    ``applications`` before the job's ``posted_at`` lets only the first post.
+    """
+    async with conn.transaction():
+        job_id = await conn.fetchval(q("erp_inbox_mark_applied_if_unapplied"), ledger, delivery_id)
+        if job_id is None:
+            return False  # this delivery's step already ran, or it carries no job
+        if await conn.fetchval(q("erp_posting_count_application"), ledger, job_id) is None:
+            raise RuntimeError(f"delivery {delivery_id} was accepted without its posting")
+        return await conn.fetchval(q("erp_posting_apply_if_unposted"), ledger, job_id) is not None
+
+
+async def apply_pending_postings(pool: asyncpg.Pool, ledger: str, limit: int = 1000) -> int:
+    """Run the posting step of deliveries accepted but never applied (a crash after step 4)."""
+    n = 0
+    async with pool.acquire() as conn:
+        for r in await conn.fetch(q("erp_inbox_list_unapplied"), ledger, limit):
+            n += await apply_posting(conn, ledger, r["delivery_id"])
+    return n
+
+
+def _validate(event: Any, tenant_id: uuid.UUID | None) -> tuple[str, uuid.UUID | None, Any]:
+    """(event type, job id, invoice) of a well-formed event; ValueError otherwise."""
+    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+        raise ValueError("event must be an object with a string 'type'")
+    data = event.get("data")
+    if not isinstance(data, dict):
+        raise ValueError("event 'data' must be an object")
+    if event["type"] != EVENT_COMPLETED:
+        return event["type"], None, None
+    job_id = uuid.UUID(str(data.get("job_id")))
+    if tenant_id is not None and str(data.get("tenant_id")) != str(tenant_id):
+        raise ValueError("event names a tenant this endpoint does not serve")
+    if not isinstance(data.get("result"), dict):
+        raise ValueError("extraction.completed.v1 needs a 'result' object")
+    return event["type"], job_id, data["result"]
+
+
+def create_app(
+    config: ReceiverConfig,
+    *,
+    now: Callable[[], float] = time.time,
+    faults: FaultSwitch | None = None,
+    registry: CollectorRegistry | None = None,
+) -> FastAPI:
+    """The receiver app; ``app.state`` holds ``faults``, ``stats``, ``verifier`` and ``pool``."""
+    verifier = Verifier(config.keys, tolerance_seconds=config.tolerance_seconds, now=now)
+    registry = registry or CollectorRegistry(auto_describe=True)
+    requests_total = Counter(
+        "fenceline_erp_requests", "Webhook requests by result", ["result"], registry=registry
+    )
+    conflicts_total = Counter(
+        "fenceline_erp_digest_conflicts",
+        "ALERT: a delivery id arrived again with a different payload digest",
+        registry=registry,
+    )
+    effects_total = Counter(
+        "fenceline_erp_postings_applied",
+        "Invoices posted (first application only)",
+        registry=registry,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if config.migrate:
+            conn = await connect(config.database_url)
+            try:
+                await migrate(conn)
+            finally:
+                await conn.close()
+        app.state.pool = await create_pool(config.database_url, min_size=1, max_size=8)
+        effects_total.inc(await apply_pending_postings(app.state.pool, config.ledger))
+        try:
+            yield
+        finally:
+            await app.state.pool.close()
+
+    app = FastAPI(title="Fenceline reference ERP receiver", lifespan=lifespan)
+    app.state.faults = faults or FaultSwitch()
+    #: Replaceable at run time: an ERP reloading its keys after a rotation.
+    app.state.verifier = verifier
+    app.state.stats = ReceiverStats()
+
+    def answer(result: str, status: int, **body: Any) -> JSONResponse:
+        requests_total.labels(result).inc()
+        app.state.stats.add(result)
+        return JSONResponse({"result": result, **body}, status_code=status)
+
+    @app.post(config.path)
+    async def receive(request: Request) -> Response:
+        stats: ReceiverStats = app.state.stats
+        stats.requests += 1
+        stats.in_flight += 1
+        stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+        try:
+            return await handle(request, stats)
+        finally:
+            stats.in_flight -= 1
+
+    async def handle(request: Request, stats: ReceiverStats) -> Response:
+        stats.hosts.append(request.headers.get("host", ""))
+        fault = app.state.faults.take()
+        f: FaultSwitch = app.state.faults
+        hint = {"retry-after": f.retry_after} if f.retry_after else None
+        if fault == "down":
+            requests_total.labels("fault_down").inc()
+            stats.add("fault_down")
+            return JSONResponse({"result": "down"}, status_code=503, headers=hint)
+        if fault == "status":
+            stats.add(f"fault_{f.status}")
+            return JSONResponse({"result": "fault"}, status_code=f.status, headers=hint)
+        if fault == "redirect":
+            stats.add("fault_redirect")
+            return Response(status_code=302, headers={"location": f.location})
+        declared = request.headers.get("content-length")
+        if declared is not None and (
+            not declared.isdigit() or int(declared) > config.max_body_bytes
+        ):
+            return answer("too_large", 413)
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > config.max_body_bytes:
+                return answer("too_large", 413)
+        verifier: Verifier = app.state.verifier
+        verdict = verifier.verify(request.headers, body)
+        if not verdict.ok or verdict.msg_id is None:
+            return answer("unauthorized", 401, reason=verdict.reason)
+        delivery_id = verdict.msg_id
+        stats.delivery_ids.append(delivery_id)
+        try:
+            event_type, job_id, invoice = _validate(json.loads(body), config.tenant_id)
+        except (ValueError, TypeError) as exc:
+            return answer("invalid", 400, reason=str(exc)[:200])
+        digest = hashlib.sha256(body).hexdigest()
+        pool: asyncpg.Pool = app.state.pool
+        async with pool.acquire() as conn, conn.transaction():
+            inserted = await conn.fetchval(
+                q("erp_inbox_insert_if_new"), config.ledger, delivery_id, digest, event_type, job_id
+            )
+            if inserted is None:
+                existing = await conn.fetchrow(q("erp_inbox_lock"), config.ledger, delivery_id)
+                if existing["payload_digest"] != digest:
+                    await conn.fetchval(q("erp_inbox_count_conflict"), config.ledger, delivery_id)
+                    result = "conflict"
+                else:
+                    await conn.fetchval(q("erp_inbox_count_duplicate"), config.ledger, delivery_id)
+                    result = "duplicate"
+            else:
+                result = "accepted"
+                if job_id is not None:
+                    await conn.fetchval(
+                        q("erp_posting_insert_if_new"), config.ledger, job_id, delivery_id, invoice
+                    )
+        if result == "conflict":
+            conflicts_total.inc()
+            log.error(
+                "ALERT: delivery %s arrived again with a different payload digest; rejected",
+                delivery_id,
+            )
+            return answer("conflict", 409, reason="delivery id reused with a different payload")
+        # Durably accepted. Run the posting step (once per delivery id; a duplicate
+        # finishes a step its first arrival did not reach; a crash here is
+        # recovered at start-up).
+        if job_id is not None:
+            async with pool.acquire() as conn:
+                if await apply_posting(conn, config.ledger, delivery_id):
+                    effects_total.inc()
+        if fault == "drop_after_commit":
+            stats.add("fault_dropped")
+            return _DropAfterHeaders()
+        if fault == "hang_after_commit":
+            stats.add("fault_hung")
+            await asyncio.sleep(f.hang_seconds)
+        return answer(result, 200, delivery_id=delivery_id)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok", "ledger": config.ledger}
+
+    if config.enable_fault_api:
+
+        @app.post("/_fault")
+        async def set_fault(request: Request) -> JSONResponse:
+            spec = await request.json()
+            try:
+                app.state.faults.set(spec.pop("mode"), **spec)
+            except (KeyError, TypeError, ValueError) as exc:
+                return JSONResponse({"error": str(exc)}, status_code=400)
+            return JSONResponse({"mode": app.state.faults.mode})
+
+        @app.get("/_stats")
+        async def get_stats() -> dict[str, Any]:
+            s: ReceiverStats = app.state.stats
+            return {"requests": s.requests, "results": s.results}
+
+    return app
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket (port 0 picks a free port; read it from getsockname)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.erp_receiver --port N --database-url URL --secret whsec_...``.
+
+    Secrets may also come from ``FENCELINE_ERP_SECRETS`` (space-separated), which
+    keeps them out of the process list. Prints ``listening on http://HOST:PORT``.
+    """
+    import uvicorn
+
+    parser = argparse.ArgumentParser(prog="fenceline erp-receiver", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8090)
+    parser.add_argument("--database-url", default=os.environ.get("FENCELINE_DATABASE_URL"))
+    parser.add_argument("--secret", action="append", default=[])
+    parser.add_argument("--ledger", default="default")
+    parser.add_argument("--tenant-id", type=uuid.UUID)
+    parser.add_argument("--path", default="/webhooks/fenceline")
+    parser.add_argument("--migrate", action="store_true", help="apply migrations at start")
+    parser.add_argument("--enable-fault-api", action="store_true")
+    parser.add_argument("--fault", choices=FAULT_MODES, default="none")
+    args = parser.parse_args(argv)
+    secrets_ = list(args.secret) + os.environ.get("FENCELINE_ERP_SECRETS", "").split()
+    if not args.database_url or not secrets_:
+        parser.error("--database-url and at least one --secret (or FENCELINE_ERP_SECRETS)")
+    config = ReceiverConfig(
+        database_url=args.database_url,
+        keys=secrets_,
+        ledger=args.ledger,
+        tenant_id=args.tenant_id,
+        path=args.path,
+        enable_fault_api=args.enable_fault_api,
+        migrate=args.migrate,
+    )
+    faults = FaultSwitch()
+    faults.set(args.fault)
+    app = create_app(config, faults=faults)
+    sock = bind_socket(args.host, args.port)
+    host, port = sock.getsockname()[:2]
+    print(f"listening on http://{host}:{port}{args.path}", flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server.run(sockets=[sock])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

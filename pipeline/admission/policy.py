@@ -1,0 +1,578 @@
+"""Admission policy (spec section 3): one atomic grant of request budget, token
+reservation and in-flight permit, shared by every driver of one scope.
+
+A *scope* is what the provider (or the GPU) actually limits: a provider project
+or a local engine pool, never a pod — three pods with independent semaphores of
+30 make a ceiling of 90. One :class:`AdmissionPolicy` per scope holds the state;
+``cluster.admission.AdmissionActor`` makes it one named Ray actor. This module
+is pure: no Ray, no I/O, time from an injected monotonic clock.
+
+Invariants a grant keeps (checked by the property tests):
+
+* **Atomic acquire.** A grant takes a request slot, a token reservation
+  (estimated prompt + max output tokens) and an in-flight permit together, or
+  nothing. With ``rpm``/``tpm`` set, the grants of any 60-second window hold at
+  most ``rpm`` request slots and at most ``tpm`` *charged* tokens; in-flight
+  grants never exceed ``max_in_flight``, ``max_concurrent_tokens`` (local vLLM:
+  KV-cache headroom in tokens, since an 80,000-token context and a short
+  document are not the same load) or a tenant's in-flight limit.
+* **Refunds differ per dimension** (:func:`reconcile`): the permit always
+  returns; the request slot is never refunded once the call was attempted; the
+  token charge is reconciled to reported usage, stays fully charged when the
+  outcome is uncertain (a timeout may have been billed), and is refunded when
+  the provider definitely refused without usage (e.g. 429).
+* **Shared cooldown.** After a 429 nobody is granted until the cooldown ends;
+  a valid provider delay hint sets its length.
+* **Fairness.** Waiters queue per (tenant, priority class) flow and are served
+  by deficit round robin in tokens: each visit adds ``quantum_tokens × tenant
+  weight × class weight`` to the flow's deficit, and a request is granted when
+  its reservation fits the deficit. A tenant with 10,000 queued requests gets
+  one quantum per round, so another tenant's single request waits at most one
+  round. Priority classes are weights, not strict precedence, so batch work
+  cannot starve. Global limits block at the head of the round (no bypass by
+  smaller requests), so large requests are not starved either.
+* **Crashed holders.** A grant not released within ``grant_ttl_seconds`` is
+  expired: its permit returns and its tokens stay charged (uncertain).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pipeline.admission.grants import (
+    Grant,
+    GrantOutcome,
+    PriorityClass,
+    Reconciliation,
+    ReportedUsage,
+    RestoredGrant,
+    UnknownGrant,
+    Wait,
+    WaitReason,
+    counted_tokens,
+    priority_class_for,
+    reconcile,
+)
+from pipeline.admission.limits import (
+    AdmissionConfig,
+    attempt_capacity,
+    drain_seconds,
+    job_capacity,
+    kv_cache_tokens,
+    littles_law_concurrency,
+)
+from pipeline.errors import ReservationTooLarge
+
+__all__ = [
+    "AdmissionConfig",
+    "AdmissionPolicy",
+    "AdmissionSnapshot",
+    "Grant",
+    "GrantOutcome",
+    "PriorityClass",
+    "Reconciliation",
+    "ReportedUsage",
+    "RestoredGrant",
+    "Ticket",
+    "UnknownGrant",
+    "Wait",
+    "WaitReason",
+    "attempt_capacity",
+    "counted_tokens",
+    "drain_seconds",
+    "job_capacity",
+    "kv_cache_tokens",
+    "littles_law_concurrency",
+    "priority_class_for",
+    "reconcile",
+]
+
+#: Added to computed waits so a caller that sleeps exactly that long is admitted.
+_EPSILON = 1e-6
+
+
+@dataclass
+class Ticket:
+    """A queued request; ``grant`` is set when :meth:`AdmissionPolicy.dispatch` grants it."""
+
+    id: int
+    tenant: str
+    priority: PriorityClass
+    prompt_tokens: int
+    max_output_tokens: int
+    submitted_at: float
+    job_id: str | None = None
+    fence: int | None = None
+    grant: Grant | None = None
+
+    @property
+    def cost(self) -> int:
+        return self.prompt_tokens + self.max_output_tokens
+
+
+@dataclass
+class AdmissionSnapshot:
+    """Point-in-time state of a scope, for operators and tests."""
+
+    scope: str
+    in_flight: int
+    in_flight_tokens: int
+    tenant_in_flight: dict[str, int]
+    queued: dict[str, int]
+    window_requests: int
+    window_tokens: int
+    cooldown_remaining: float
+    granted_total: int
+    expired_total: int
+    cooldowns_total: int
+    refunded_tokens_total: int
+    limits: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(eq=False)  # identity: equal-valued charges are distinct grants
+class _Charge:
+    """One grant's footprint in the sliding window (adjusted on release)."""
+
+    t: float
+    requests: int
+    tokens: int
+    in_window: bool = True
+    settled: bool = False
+
+
+@dataclass
+class _Open:
+    grant: Grant
+    charge: _Charge
+    deadline: float | None
+
+
+FlowKey = tuple[str, PriorityClass]
+
+
+class AdmissionPolicy:
+    """The admission state of one scope; see the module docstring for invariants.
+
+    Not thread-safe: one owner (an actor's event loop) calls it.
+    """
+
+    def __init__(
+        self,
+        config: AdmissionConfig,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+    ) -> None:
+        self.config = config
+        self._clock = clock
+        self._new_id = new_id
+        self._charges: deque[_Charge] = deque()
+        self._window_requests = 0
+        self._window_tokens = 0
+        self._open: dict[str, _Open] = {}
+        self._open_tokens = 0
+        self._tenant_open: Counter[str] = Counter()
+        self._cooldown_until = -math.inf
+        self._streak = 0
+        self._flows: dict[FlowKey, deque[Ticket]] = {}
+        self._active: deque[FlowKey] = deque()
+        self._deficit: dict[FlowKey, float] = {}
+        self._head_charged = False
+        self._tickets: dict[int, Ticket] = {}
+        self._next_ticket = 0
+        self._granted_total = 0
+        self._expired_total = 0
+        self._cooldowns_total = 0
+        self._refunded_total = 0
+
+    # ---- acquiring -------------------------------------------------------------
+
+    def submit(
+        self,
+        tenant: str,
+        est_prompt_tokens: int,
+        max_output_tokens: int,
+        priority: PriorityClass | str = PriorityClass.STANDARD,
+        *,
+        job_id: str | None = None,
+        fence: int | None = None,
+    ) -> Ticket:
+        """Queue a request in its tenant's flow; :meth:`dispatch` grants it.
+
+        Raises:
+            ReservationTooLarge: the reservation exceeds TPM or the concurrent-token
+                budget, so it could never be granted.
+        """
+        if est_prompt_tokens < 0 or max_output_tokens < 0:
+            raise ValueError("token counts must be non-negative")
+        cls = PriorityClass(priority)
+        ticket = Ticket(
+            self._next_ticket, tenant, cls, int(est_prompt_tokens), int(max_output_tokens),
+            self._clock(), job_id, fence,
+        )  # fmt: skip
+        for limit, name in (
+            (self.config.tpm, "TPM"),
+            (self.config.max_concurrent_tokens, "concurrent-token budget"),
+        ):
+            if limit is not None and ticket.cost > limit:
+                raise ReservationTooLarge(
+                    f"reservation of {ticket.cost} tokens exceeds the {name} of "
+                    f"{limit} in scope {self.config.scope}"
+                )
+        self._next_ticket += 1
+        self._tickets[ticket.id] = ticket
+        key = (tenant, cls)
+        queue = self._flows.get(key)
+        if queue is None:
+            queue = self._flows[key] = deque()
+            self._deficit[key] = 0.0
+            self._active.append(key)
+        queue.append(ticket)
+        return ticket
+
+    def cancel(self, ticket_id: int) -> bool:
+        """Withdraw a queued request; False if it was granted or is unknown."""
+        ticket = self._tickets.pop(ticket_id, None)
+        if ticket is None:
+            return False
+        key = (ticket.tenant, ticket.priority)
+        queue = self._flows[key]
+        queue.remove(ticket)
+        if not queue:
+            self._retire(key)
+        return True
+
+    def dispatch(self) -> list[Ticket]:
+        """Grant queued requests in deficit-round-robin order while all limits allow.
+
+        Returns the tickets granted by this call (each with ``grant`` set).
+        """
+        now = self._clock()
+        granted: list[Ticket] = []
+        skipped = 0
+        while self._active and skipped < len(self._active):
+            key = self._active[0]
+            queue = self._flows[key]
+            ticket = queue[0]
+            if self._tenant_full(key[0]):
+                self._rotate()
+                skipped += 1
+                continue
+            if not self._head_charged:
+                self._deficit[key] += self.config.quantum(*key)
+                self._head_charged = True
+            if ticket.cost > self._deficit[key]:
+                self._rotate()
+                skipped = 0
+                continue
+            if self._global_block(ticket.cost, now) is not None:
+                break
+            queue.popleft()
+            del self._tickets[ticket.id]
+            self._deficit[key] -= ticket.cost
+            ticket.grant = self._grant(ticket, now)
+            granted.append(ticket)
+            skipped = 0
+            if not queue:
+                self._retire(key)
+        return granted
+
+    def try_acquire(
+        self,
+        tenant: str,
+        est_prompt_tokens: int,
+        max_output_tokens: int,
+        priority: PriorityClass | str = PriorityClass.STANDARD,
+        *,
+        job_id: str | None = None,
+        fence: int | None = None,
+    ) -> Grant | Wait:
+        """Acquire now or say why not: :meth:`submit` + :meth:`dispatch`, withdrawn
+        if not granted. Fair: it is served in its DRR turn like any waiter (a
+        dispatch may also grant queued tickets; their holders see ``ticket.grant``).
+        """
+        ticket = self.submit(
+            tenant, est_prompt_tokens, max_output_tokens, priority, job_id=job_id, fence=fence
+        )
+        self.dispatch()
+        if ticket.grant is not None:
+            return ticket.grant
+        wait = self.wait_hint(ticket.id)
+        self.cancel(ticket.id)
+        return wait
+
+    def wait_hint(self, ticket_id: int) -> Wait:
+        """Why queued ticket ``ticket_id`` is not granted, and a retry delay."""
+        ticket = self._tickets.get(ticket_id)
+        if ticket is None:
+            raise KeyError(ticket_id)
+        if self._tenant_full(ticket.tenant):
+            return Wait(self.config.recheck_seconds, WaitReason.TENANT_IN_FLIGHT)
+        block = self._global_block(ticket.cost, self._clock())
+        if block is not None:
+            return Wait(block[1], block[0])
+        return Wait(self.config.recheck_seconds, WaitReason.FAIR_SHARE)
+
+    def next_wakeup(self) -> float | None:
+        """Seconds until time alone may unblock a waiter or expire a grant.
+
+        None when only a release or cooldown change can help (event-driven).
+        """
+        now = self._clock()
+        candidates: list[float] = []
+        if self.config.grant_ttl_seconds is not None and self._open:
+            first = min(o.deadline for o in self._open.values() if o.deadline is not None)
+            candidates.append(max(0.0, first - now))
+        for key in self._active:
+            if self._tenant_full(key[0]):
+                continue
+            block = self._global_block(self._flows[key][0].cost, now)
+            if block is None:
+                candidates.append(0.0)
+            elif block[0] in (WaitReason.COOLDOWN, WaitReason.RPM, WaitReason.TPM):
+                candidates.append(block[1])
+            break
+        return min(candidates) if candidates else None
+
+    # ---- settling --------------------------------------------------------------
+
+    def release(
+        self,
+        grant: Grant | str,
+        usage: ReportedUsage | None = None,
+        *,
+        uncertain: bool = False,
+        attempted: bool = True,
+    ) -> Reconciliation:
+        """Settle an open grant by the rules of :func:`reconcile`.
+
+        Raises:
+            UnknownGrant: the grant is not open here (settled twice, expired, or
+                from another incarnation without a restored ledger).
+        """
+        grant_id = grant if isinstance(grant, str) else grant.grant_id
+        entry = self._open.pop(grant_id, None)
+        if entry is None:
+            raise UnknownGrant(grant_id)
+        rec = reconcile(
+            entry.grant,
+            usage,
+            uncertain=uncertain,
+            attempted=attempted,
+            count_cached_tokens=self.config.count_cached_tokens,
+        )
+        self._settle(entry, rec)
+        if rec.outcome is GrantOutcome.RECONCILED:
+            self._streak = 0
+        return rec
+
+    def expire_overdue(self) -> list[Reconciliation]:
+        """Expire grants held past ``grant_ttl_seconds``: permit back, fully charged."""
+        now = self._clock()
+        overdue = [
+            gid for gid, o in self._open.items() if o.deadline is not None and o.deadline <= now
+        ]
+        out = []
+        for gid in overdue:
+            entry = self._open.pop(gid)
+            rec = reconcile(entry.grant, None, uncertain=True)
+            rec = replace(rec, expired=True)
+            self._settle(entry, rec)
+            self._expired_total += 1
+            out.append(rec)
+        return out
+
+    def cooldown(self, seconds: float | None = None) -> float:
+        """Start (or extend) the shared cooldown after a 429; returns its remaining length.
+
+        A valid provider hint (finite, >= 0) is honoured, clamped to
+        [cooldown_min_seconds, cooldown_max_seconds]; without one the default
+        doubles per consecutive 429 until a call reports usage again.
+        """
+        now = self._clock()
+        self._streak += 1
+        self._cooldowns_total += 1
+        cfg = self.config
+        if seconds is not None and math.isfinite(seconds) and seconds >= 0:
+            length = min(max(seconds, cfg.cooldown_min_seconds), cfg.cooldown_max_seconds)
+        else:
+            length = min(
+                cfg.cooldown_default_seconds * 2 ** (self._streak - 1), cfg.cooldown_max_seconds
+            )
+        self._cooldown_until = max(self._cooldown_until, now + length)
+        return self._cooldown_until - now
+
+    def restore(self, records: Iterable[RestoredGrant]) -> int:
+        """Replay ledger rows of the last window after a restart; returns rows used.
+
+        Settled rows re-enter the window with their charge; open rows become
+        in-flight grants again (fully charged) so their drivers can still release
+        them, and expire on the usual TTL if they never do.
+        """
+        now = self._clock()
+        used = 0
+        charges = list(self._charges)
+        for r in records:
+            is_open = r.outcome is GrantOutcome.GRANTED
+            settled_long_ago = not is_open and r.age_seconds >= self.config.window_seconds
+            if r.grant_id in self._open or settled_long_ago:
+                continue
+            t = now - r.age_seconds
+            tokens = r.reserved_tokens if is_open else int(r.charged_tokens or 0)
+            charge = _Charge(t, 1 if r.request_charged else 0, tokens, settled=not is_open)
+            charges.append(charge)
+            if is_open:
+                grant = Grant(
+                    r.grant_id, self.config.scope, r.tenant, r.priority, r.reserved_tokens, 0,
+                    r.reserved_tokens, t, job_id=r.job_id, fence=r.fence,
+                )  # fmt: skip
+                self._add_open(grant, charge)
+            used += 1
+        charges.sort(key=lambda c: c.t)
+        self._charges = deque(charges)
+        self._window_requests = sum(c.requests for c in charges)
+        self._window_tokens = sum(c.tokens for c in charges)
+        self._prune(now)
+        return used
+
+    # ---- reading ---------------------------------------------------------------
+
+    def snapshot(self) -> AdmissionSnapshot:
+        now = self._clock()
+        self._prune(now)
+        queued: Counter[str] = Counter()
+        for t in self._tickets.values():
+            queued[t.tenant] += 1
+        return AdmissionSnapshot(
+            scope=self.config.scope,
+            in_flight=len(self._open),
+            in_flight_tokens=self._open_tokens,
+            tenant_in_flight={k: v for k, v in self._tenant_open.items() if v},
+            queued=dict(queued),
+            window_requests=self._window_requests,
+            window_tokens=self._window_tokens,
+            cooldown_remaining=max(0.0, self._cooldown_until - now),
+            granted_total=self._granted_total,
+            expired_total=self._expired_total,
+            cooldowns_total=self._cooldowns_total,
+            refunded_tokens_total=self._refunded_total,
+            limits=self.config.model_dump(mode="json"),
+        )
+
+    def open_grants(self) -> list[Grant]:
+        return [o.grant for o in self._open.values()]
+
+    @property
+    def queued(self) -> int:
+        return len(self._tickets)
+
+    # ---- internals -------------------------------------------------------------
+
+    def _tenant_full(self, tenant: str) -> bool:
+        limit = self.config.tenant_limit(tenant)
+        return limit is not None and self._tenant_open[tenant] >= limit
+
+    def _rotate(self) -> None:
+        self._active.rotate(-1)
+        self._head_charged = False
+
+    def _retire(self, key: FlowKey) -> None:
+        """An emptied flow leaves the round and forfeits its deficit (DRR rule)."""
+        if self._active and self._active[0] == key:
+            self._head_charged = False
+        self._active.remove(key)
+        del self._flows[key]
+        del self._deficit[key]
+
+    def _prune(self, now: float) -> None:
+        horizon = self.config.window_seconds
+        while self._charges and now - self._charges[0].t >= horizon:
+            c = self._charges.popleft()
+            if not c.settled:  # still in flight: the provider may not have seen it yet
+                c.t = now
+                self._charges.append(c)
+                continue
+            c.in_window = False
+            self._window_requests -= c.requests
+            self._window_tokens -= c.tokens
+
+    def _global_block(self, cost: int, now: float) -> tuple[WaitReason, float] | None:
+        cfg = self.config
+        if now < self._cooldown_until:
+            return WaitReason.COOLDOWN, self._cooldown_until - now + _EPSILON
+        if cfg.max_in_flight is not None and len(self._open) >= cfg.max_in_flight:
+            return WaitReason.IN_FLIGHT, cfg.recheck_seconds
+        if cfg.max_concurrent_tokens is not None and (
+            self._open_tokens + cost > cfg.max_concurrent_tokens
+        ):
+            return WaitReason.CONCURRENT_TOKENS, cfg.recheck_seconds
+        self._prune(now)
+        if cfg.rpm is not None and self._window_requests + 1 > cfg.rpm:
+            return WaitReason.RPM, self._eta(now, self._window_requests + 1 - cfg.rpm, "requests")
+        if cfg.tpm is not None and self._window_tokens + cost > cfg.tpm:
+            return WaitReason.TPM, self._eta(now, self._window_tokens + cost - cfg.tpm, "tokens")
+        return None
+
+    def _eta(self, now: float, need: int, dimension: str) -> float:
+        """Seconds until charges worth ``need`` of ``dimension`` leave the window."""
+        freed = 0
+        for c in self._charges:
+            freed += getattr(c, dimension)
+            if freed >= need:
+                return max(0.0, c.t + self.config.window_seconds - now) + _EPSILON
+        return self.config.recheck_seconds
+
+    def _grant(self, ticket: Ticket, now: float) -> Grant:
+        grant = Grant(
+            grant_id=self._new_id(),
+            scope=self.config.scope,
+            tenant=ticket.tenant,
+            priority=ticket.priority,
+            prompt_tokens=ticket.prompt_tokens,
+            max_output_tokens=ticket.max_output_tokens,
+            reserved_tokens=ticket.cost,
+            granted_at=now,
+            waited_seconds=max(0.0, now - ticket.submitted_at),
+            job_id=ticket.job_id,
+            fence=ticket.fence,
+        )
+        charge = _Charge(now, 1, ticket.cost)
+        self._charges.append(charge)
+        self._window_requests += 1
+        self._window_tokens += ticket.cost
+        self._add_open(grant, charge)
+        self._granted_total += 1
+        return grant
+
+    def _add_open(self, grant: Grant, charge: _Charge) -> None:
+        ttl = self.config.grant_ttl_seconds
+        deadline = grant.granted_at + ttl if ttl is not None else None
+        self._open[grant.grant_id] = _Open(grant, charge, deadline)
+        self._open_tokens += grant.reserved_tokens
+        self._tenant_open[grant.tenant] += 1
+
+    def _settle(self, entry: _Open, rec: Reconciliation) -> None:
+        """Return the permit and rewrite the window charge to the settled amount."""
+        self._open_tokens -= entry.grant.reserved_tokens
+        self._tenant_open[entry.grant.tenant] -= 1
+        charge = entry.charge
+        requests = 1 if rec.request_charged else 0
+        # The provider counts a call when it arrives, somewhere between our grant and
+        # this release: keep the charge in the window until ``window_seconds`` after
+        # the release, so no provider-side window can see more than we admitted.
+        if charge.in_window:
+            self._window_requests -= charge.requests
+            self._window_tokens -= charge.tokens
+            self._charges.remove(charge)
+        charge.t, charge.in_window, charge.settled = self._clock(), True, True
+        charge.requests, charge.tokens = requests, rec.charged_tokens
+        self._charges.append(charge)
+        self._window_requests += requests
+        self._window_tokens += rec.charged_tokens
+        self._refunded_total += rec.refunded_tokens

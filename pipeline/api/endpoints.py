@@ -1,0 +1,279 @@
+"""Webhook endpoints over HTTP: ``/v1/webhook-endpoints`` (register, read, rotate, disable, enable).
+
+The HTTP face of :class:`pipeline.delivery.endpoints.EndpointRegistry`, an ``APIRouter``
+that :func:`pipeline.api.app.create_app` includes. Invariants:
+
+* **Tenant-scoped** like the job routes: every registry call takes the caller's
+  tenant, and another tenant's endpoint is a 404 with the body of a missing one.
+  The cross-tenant matrix (``tests/integration/test_api_tenancy.py``) is built
+  from the app's route table, so it covers these routes too.
+* **Scopes**: any key of the tenant may read its endpoints (as it may read its
+  jobs). Deciding where results go and issuing secrets — register, rotate,
+  disable, enable — needs the ``operator`` scope; without it the answer is 403
+  before any lookup, so it says nothing about which ids exist.
+* **Secrets are shown once**: only the 201 of a registration and the 200 of a
+  rotation carry one, each its own new secret; no read returns a secret (the
+  response models have no field for it) and the database keeps them sealed.
+* **SSRF**: a URL the egress guard refuses (at registration, or when re-enabling)
+  is a 422 problem with reason ``egress_blocked`` and nothing is written. The
+  detail names the guard's rule, never the addresses a host resolved to, so the
+  API is no oracle for internal DNS.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.api.app import ApiContext, Caller
+from pipeline.api.problems import ApiProblem, problem_responses
+from pipeline.delivery.endpoints import (
+    DEFAULT_EVENT_TYPES,
+    EVENT_TYPE_PATTERN,
+    MAX_EVENT_TYPES,
+    Endpoint,
+    EndpointRegistry,
+    IssuedSecret,
+    SecretBox,
+    guard_from_settings,
+)
+from pipeline.errors import EgressBlocked
+from pipeline.tenants.accounts import Principal
+
+PREFIX = "/v1/webhook-endpoints"
+
+EventType = Annotated[str, Field(pattern=EVENT_TYPE_PATTERN, max_length=100)]
+_TEXT = r"^[^\x00]*$"
+
+
+class EndpointCreate(BaseModel):
+    """A webhook endpoint to register; its URL is checked (and resolved) first."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        description="`https` on an allowed port, every resolved address global "
+        "(see docs/delivery.md, SSRF policy).",
+    )
+    event_types: list[EventType] | None = Field(
+        None,
+        max_length=MAX_EVENT_TYPES,
+        description=f"Event types delivered here; `[]` means every type. Omitted: "
+        f"{list(DEFAULT_EVENT_TYPES)}.",
+    )
+    description: str | None = Field(None, max_length=500, pattern=_TEXT)
+
+
+class EndpointDisable(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    reason: str = Field(
+        min_length=1, max_length=500, pattern=_TEXT, description="Kept on the endpoint."
+    )
+
+
+class EndpointOut(BaseModel):
+    """An endpoint as its tenant sees it; never a secret."""
+
+    id: uuid.UUID
+    url: str
+    description: str | None
+    event_types: list[str] = Field(description="`[]` means every event type.")
+    state: Literal["active", "disabled"]
+    disabled_reason: str | None
+    breaker_state: Literal["closed", "open"]
+    consecutive_failures: int
+    failing_since: datetime | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, e: Endpoint) -> EndpointOut:
+        return cls(
+            id=e.id,
+            url=e.url,
+            description=e.description,
+            event_types=list(e.event_types),
+            state=e.state,
+            disabled_reason=e.disabled_reason,
+            breaker_state=e.breaker_state,
+            consecutive_failures=e.consecutive_failures,
+            failing_since=e.failing_since,
+            created_at=e.created_at,
+        )
+
+
+class SigningKeyOut(BaseModel):
+    """Key metadata: a retired key keeps signing until ``expires_at`` (the grace period)."""
+
+    key_id: str
+    created_at: datetime
+    retired_at: datetime | None
+    expires_at: datetime | None
+
+
+class EndpointDetail(EndpointOut):
+    keys: list[SigningKeyOut]
+
+
+class EndpointList(BaseModel):
+    items: list[EndpointOut]
+
+
+class EndpointSecret(BaseModel):
+    """A new signing secret, shown in this response only."""
+
+    endpoint: EndpointOut
+    key_id: str
+    secret: str = Field(description="`whsec_` + base64; shown once, store it now.")
+    previous_key_id: str | None = Field(
+        None, description="Rotation: the key that keeps signing until previous_expires_at."
+    )
+    previous_expires_at: datetime | None = None
+
+    @classmethod
+    def of(cls, issued: IssuedSecret) -> EndpointSecret:
+        return cls(
+            endpoint=EndpointOut.of(issued.endpoint),
+            key_id=issued.key_id,
+            secret=issued.secret,
+            previous_key_id=issued.previous_key_id,
+            previous_expires_at=issued.previous_expires_at,
+        )
+
+
+def registry(request: Request) -> EndpointRegistry:
+    """The app's registry, rebuilt only when the app's pool changes (one per pool)."""
+    ctx: ApiContext = request.app.state.fenceline
+    pool = ctx.services.pool
+    cached: EndpointRegistry | None = getattr(request.app.state, "endpoint_registry", None)
+    if cached is None or cached.pool is not pool:
+        s = ctx.settings
+        cached = EndpointRegistry(
+            pool,
+            guard_from_settings(s),
+            SecretBox.from_settings(s),
+            clock=ctx.clock,
+            rotation_grace_seconds=s.webhook_rotation_grace_seconds,
+        )
+        request.app.state.endpoint_registry = cached
+    return cached
+
+
+def _operator(principal: Principal) -> None:
+    if not principal.is_operator:
+        raise ApiProblem(403, "managing webhook endpoints needs the operator scope", reason="scope")
+
+
+def _refused(exc: EgressBlocked) -> ApiProblem:
+    return ApiProblem(
+        422, f"the URL is refused by the egress policy ({exc.reason})", reason="egress_blocked"
+    )
+
+
+_LOCATION = {"Location": {"description": "The endpoint's URL", "schema": {"type": "string"}}}
+_WRITE = (401, 403, 404, 422, 503)
+
+router = APIRouter(prefix=PREFIX, tags=["webhook endpoints"])
+
+
+@router.post(
+    "",
+    summary="Register a webhook endpoint; the response carries its secret, once",
+    status_code=201,
+    response_model=EndpointSecret,
+    responses={
+        201: {"description": "Registered", "headers": _LOCATION},
+        **problem_responses(400, 401, 403, 413, 422, 503),
+    },
+)
+async def register_endpoint(
+    request: Request, response: Response, principal: Caller, body: EndpointCreate
+) -> EndpointSecret:
+    _operator(principal)
+    kw: dict[str, Any] = {"description": body.description}
+    if body.event_types is not None:
+        kw["event_types"] = list(dict.fromkeys(body.event_types))
+    try:
+        issued = await registry(request).register(principal.tenant_id, body.url, **kw)
+    except EgressBlocked as exc:
+        raise _refused(exc) from None
+    response.headers["Location"] = f"{PREFIX}/{issued.endpoint.id}"
+    return EndpointSecret.of(issued)
+
+
+@router.get(
+    "",
+    summary="This tenant's webhook endpoints (no secrets)",
+    response_model=EndpointList,
+    responses=problem_responses(401, 422, 503),
+)
+async def list_endpoints(request: Request, principal: Caller) -> EndpointList:
+    endpoints = await registry(request).list_endpoints(principal.tenant_id)
+    return EndpointList(items=[EndpointOut.of(e) for e in endpoints])
+
+
+@router.get(
+    "/{endpoint_id}",
+    summary="One webhook endpoint with its signing keys' metadata (no secrets)",
+    response_model=EndpointDetail,
+    responses=problem_responses(401, 404, 422, 503),
+)
+async def get_endpoint(
+    request: Request, principal: Caller, endpoint_id: uuid.UUID
+) -> EndpointDetail:
+    reg = registry(request)
+    endpoint = await reg.get(principal.tenant_id, endpoint_id)
+    keys = await reg.keys(principal.tenant_id, endpoint_id)
+    return EndpointDetail(
+        **EndpointOut.of(endpoint).model_dump(), keys=[SigningKeyOut(**k) for k in keys]
+    )
+
+
+@router.post(
+    "/{endpoint_id}/rotate",
+    summary="Issue a new signing secret; the previous one keeps signing for the grace period",
+    response_model=EndpointSecret,
+    responses=problem_responses(*_WRITE),
+)
+async def rotate_endpoint(
+    request: Request, principal: Caller, endpoint_id: uuid.UUID
+) -> EndpointSecret:
+    _operator(principal)
+    return EndpointSecret.of(await registry(request).rotate(principal.tenant_id, endpoint_id))
+
+
+@router.post(
+    "/{endpoint_id}/disable",
+    summary="Stop deliveries to an endpoint; waiting deliveries are abandoned",
+    response_model=EndpointOut,
+    responses=problem_responses(400, 413, *_WRITE),
+)
+async def disable_endpoint(
+    request: Request, principal: Caller, endpoint_id: uuid.UUID, body: EndpointDisable
+) -> EndpointOut:
+    _operator(principal)
+    reg = registry(request)
+    return EndpointOut.of(await reg.disable(principal.tenant_id, endpoint_id, body.reason))
+
+
+@router.post(
+    "/{endpoint_id}/enable",
+    summary="Re-check the URL and reactivate an endpoint with a closed breaker",
+    response_model=EndpointOut,
+    responses=problem_responses(*_WRITE),
+)
+async def enable_endpoint(
+    request: Request, principal: Caller, endpoint_id: uuid.UUID
+) -> EndpointOut:
+    _operator(principal)
+    try:
+        endpoint = await registry(request).enable(principal.tenant_id, endpoint_id)
+    except EgressBlocked as exc:
+        raise _refused(exc) from None
+    return EndpointOut.of(endpoint)

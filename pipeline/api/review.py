@@ -1,0 +1,189 @@
+"""Human review of REVIEW_REQUIRED jobs: approve → SUCCEEDED, reject → FAILED_TERMINAL.
+
+REVIEW_REQUIRED has its own SLO and is never counted as automatic success
+(spec section 5); only a reviewer's decision moves a job out of it. Invariants:
+
+* The decision is **tenant-scoped** (another tenant's job is 404) and
+  **conditional** on ``state = 'REVIEW_REQUIRED'`` and the ``state_version`` the
+  reviewer saw, so two reviewers cannot both decide, and a decision made on a
+  stale view is refused (409) instead of overwriting a newer state.
+* Only a result that passed schema validation may be **approved**. A job sent
+  to review because every attempt returned malformed output holds the raw
+  model text (``validation.schema_valid = false``, see
+  :func:`pipeline.validation.decide.unvalidated_outcome`): approving it would deliver
+  something no rule has checked, so approval is refused (409
+  ``result_not_approvable``, also enforced in the conditional update) and the
+  reviewer can only reject it.
+* The state change, the audit row (``review_decisions``: who, what, note,
+  versions), the outbox event (``extraction.completed.v1`` on approval, so ERP
+  delivery proceeds; ``extraction.failed.v1`` on rejection) and the job store's
+  settle hooks commit in one transaction or not at all.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Literal, NoReturn
+
+import asyncpg
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.api.intake import JsonInt
+from pipeline.api.problems import ApiProblem
+from pipeline.errors import NotFound
+from pipeline.jobs.records import settled_from_row
+from pipeline.jobs.store import EVENT_COMPLETED, EVENT_FAILED, JobStore
+from pipeline.queries import q
+from pipeline.settings import Settings
+from pipeline.states import JobState
+from pipeline.tenants.accounts import Principal
+
+#: Scopes that may decide reviews.
+REVIEW_SCOPES = frozenset({"review", "operator"})
+
+
+class ReviewDecisionIn(BaseModel):
+    """A reviewer's decision on the version of the job they inspected."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    decision: Literal["approve", "reject"]
+    note: Annotated[str, Field(min_length=1, max_length=4000, pattern=r"^[^\x00]*$")]
+    state_version: JsonInt = Field(
+        ge=1, le=2_000_000_000, description="The state_version the reviewer saw."
+    )
+
+
+class ReviewDecisionOut(BaseModel):
+    review_id: uuid.UUID
+    job_id: uuid.UUID
+    decision: Literal["approve", "reject"]
+    state: JobState
+    state_version: int
+    created_at: datetime
+
+
+class ReviewService:
+    """Applies review decisions; see the module docstring for the invariants."""
+
+    def __init__(self, pool: asyncpg.Pool, store: JobStore, settings: Settings) -> None:
+        self.pool = pool
+        self.store = store
+        self.settings = settings
+
+    async def decide(
+        self, principal: Principal, job_id: uuid.UUID, body: ReviewDecisionIn
+    ) -> ReviewDecisionOut:
+        """Apply ``body`` to the principal's job ``job_id``.
+
+        Raises:
+            NotFound: no such job for this tenant.
+            ApiProblem: 403 without a review scope; 409 when the job is not awaiting
+                review, its state_version moved on, or ``approve`` meets a result
+                that failed schema validation.
+        """
+        to_state = JobState.SUCCEEDED if body.decision == "approve" else JobState.FAILED_TERMINAL
+        async with (
+            self.pool.acquire(timeout=self.settings.db_acquire_timeout_seconds) as conn,
+            conn.transaction(),
+        ):
+            visible = await conn.fetchrow(
+                q("job_get_review_state_for_tenant"), job_id, principal.tenant_id
+            )
+            if visible is None:
+                raise NotFound(f"job {job_id}")
+            if not REVIEW_SCOPES & principal.scopes:
+                raise ApiProblem(403, "deciding reviews needs the review scope", reason="scope")
+            if body.decision == "approve":
+                _refuse_unvalidated(job_id, visible)
+            row = await conn.fetchrow(
+                q("job_decide_review_if_pending"),
+                job_id,
+                principal.tenant_id,
+                body.state_version,
+                to_state.value,
+            )
+            if row is None:
+                await self._refuse(conn, principal, job_id, body)
+            settled = settled_from_row(
+                row, reason="review_approved" if body.decision == "approve" else "review_rejected"
+            )
+            audit = await conn.fetchrow(
+                q("review_decision_insert"),
+                uuid.uuid4(),
+                job_id,
+                principal.tenant_id,
+                principal.key_id,
+                body.decision,
+                body.note,
+                body.state_version,
+                to_state.value,
+                settled.state_version,
+            )
+            payload = {
+                "job_id": str(job_id),
+                "state": settled.state.value,
+                "state_version": settled.state_version,
+                "review": body.decision,
+                "v": 1,
+            }
+            if to_state is JobState.FAILED_TERMINAL:
+                payload.update(reason="review_rejected", error_class="review_rejected")
+            event = EVENT_COMPLETED if to_state is JobState.SUCCEEDED else EVENT_FAILED
+            await conn.execute(q("outbox_insert"), uuid.uuid4(), job_id, event, payload)
+            for hook in self.store.settle_hooks:
+                await hook(conn, settled)
+        return ReviewDecisionOut(
+            review_id=audit["id"],
+            job_id=job_id,
+            decision=body.decision,
+            state=settled.state,
+            state_version=settled.state_version,
+            created_at=audit["created_at"],
+        )
+
+    async def _refuse(
+        self,
+        conn: asyncpg.Connection,
+        principal: Principal,
+        job_id: uuid.UUID,
+        body: ReviewDecisionIn,
+    ) -> NoReturn:
+        """Raise 409 naming the job's current state (it is the caller's own job)."""
+        current = await conn.fetchrow(
+            q("job_get_review_state_for_tenant"), job_id, principal.tenant_id
+        )
+        if current is None:  # pragma: no cover - seen a moment ago in this transaction
+            raise NotFound(f"job {job_id}")
+        if body.decision == "approve" and current["state_version"] == body.state_version:
+            _refuse_unvalidated(job_id, current)
+        if current["state"] != JobState.REVIEW_REQUIRED.value:
+            detail = f"the job is {current['state']}, not awaiting review"
+        else:
+            detail = (
+                f"state_version {body.state_version} is stale; the job is at "
+                f"{current['state_version']}"
+            )
+        raise ApiProblem(
+            409,
+            detail,
+            reason="review_conflict",
+            job_id=str(job_id),
+            state=current["state"],
+            state_version=current["state_version"],
+        )
+
+
+def _refuse_unvalidated(job_id: uuid.UUID, job: asyncpg.Record) -> None:
+    """Raise 409 if ``job`` awaits review with a result that failed schema validation."""
+    if job["state"] == JobState.REVIEW_REQUIRED.value and not job["approvable"]:
+        raise ApiProblem(
+            409,
+            "the job's result is raw model output that failed schema validation; "
+            "it cannot be approved, only rejected",
+            reason="result_not_approvable",
+            job_id=str(job_id),
+            state=job["state"],
+            state_version=job["state_version"],
+        )

@@ -1,0 +1,488 @@
+"""Tenant-registered webhook endpoints: registration, key rotation, disable / enable.
+
+Invariants:
+
+* Only URLs that pass the :class:`~pipeline.delivery.egress.EgressGuard` (syntax *and* DNS
+  resolution) are ever stored; the dispatcher checks again on every attempt,
+  because DNS answers change.
+* Every tenant-facing call is scoped by tenant id in SQL: another tenant's
+  endpoint is :class:`~pipeline.errors.NotFound`, indistinguishable from none.
+* An endpoint has exactly one current signing key (a partial unique index). A
+  rotation retires it with ``expires_at = now + grace``; until then the
+  dispatcher signs with both keys, so receivers can switch at their own pace.
+* Secrets are sealed at rest (:class:`SecretBox`, AES-256-GCM with the endpoint
+  and key id as associated data); they are returned in plain text exactly once,
+  to the caller that created them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import binascii
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from pipeline.clock import Clock, DatabaseClock
+from pipeline.delivery.egress import EgressGuard, EgressPolicy
+from pipeline.delivery.signing import decode_secret, generate_secret
+from pipeline.errors import NotFound
+from pipeline.queries import q
+from pipeline.settings import Settings
+
+log = logging.getLogger(__name__)
+
+DEFAULT_EVENT_TYPES: tuple[str, ...] = ("extraction.completed.v1",)
+#: An event type name: dotted lower-case words ending in a version, ``extraction.completed.v1``.
+EVENT_TYPE_PATTERN = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*\.v[0-9]{1,4}$"
+MAX_EVENT_TYPES = 32
+
+
+def parse_event_types(values: Sequence[str]) -> tuple[str, ...]:
+    """An endpoint's event-type filter from comma-separated and/or repeated values.
+
+    Blank entries are dropped and duplicates removed in order; an empty result
+    means *every* event type (the ``webhook_endpoints.event_types`` convention).
+
+    Raises:
+        ValueError: a name that is not an event type, or more than ``MAX_EVENT_TYPES``.
+    """
+    names = [n.strip() for v in values for n in v.split(",")]
+    out = tuple(dict.fromkeys(n for n in names if n))
+    bad = [n for n in out if not re.fullmatch(EVENT_TYPE_PATTERN, n)]
+    if bad:
+        raise ValueError(f"not event types (like {DEFAULT_EVENT_TYPES[0]}): {bad}")
+    if len(out) > MAX_EVENT_TYPES:
+        raise ValueError(f"at most {MAX_EVENT_TYPES} event types")
+    return out
+
+
+class SecretBox:
+    """Seals webhook secrets for storage; see the header of ``003_delivery.sql``.
+
+    Args:
+        key: 32 raw bytes (AES-256), or None for the development ``plain:`` form.
+    """
+
+    def __init__(self, key: bytes | None) -> None:
+        if key is not None and len(key) != 32:
+            raise ValueError("the webhook secret key must be 32 bytes")
+        self._aead = AESGCM(key) if key is not None else None
+        self.key_id = hashlib.sha256(key).hexdigest()[:8] if key is not None else "plain"
+        if key is None:
+            log.warning(
+                "webhook secrets are stored unsealed: set FENCELINE_WEBHOOK_SECRET_KEY "
+                "(base64 of 32 bytes) outside development"
+            )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SecretBox:
+        if settings.webhook_secret_key is None:
+            return cls(None)
+        try:
+            raw = base64.b64decode(settings.webhook_secret_key.get_secret_value(), validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError("FENCELINE_WEBHOOK_SECRET_KEY must be base64") from exc
+        return cls(raw)
+
+    @staticmethod
+    def _aad(endpoint_id: uuid.UUID, key_id: str) -> bytes:
+        return f"fenceline-webhook:{endpoint_id}:{key_id}".encode()
+
+    def seal(self, secret: str, *, endpoint_id: uuid.UUID, key_id: str) -> str:
+        if self._aead is None:
+            return "plain:" + secret
+        nonce = os.urandom(12)
+        sealed = self._aead.encrypt(nonce, secret.encode(), self._aad(endpoint_id, key_id))
+        b64 = base64.b64encode
+        return f"v1:{self.key_id}:{b64(nonce).decode()}:{b64(sealed).decode()}"
+
+    def open(self, sealed: str, *, endpoint_id: uuid.UUID, key_id: str) -> str:
+        """The secret; ValueError if it was sealed under another key or tampered with."""
+        if sealed.startswith("plain:"):
+            return sealed[len("plain:") :]
+        version, kek_id, nonce, ciphertext = [*sealed.split(":"), "", "", ""][:4]
+        if version != "v1" or self._aead is None or kek_id != self.key_id:
+            raise ValueError(f"secret sealed under key {kek_id!r}, which is not configured")
+        try:
+            plain = self._aead.decrypt(
+                base64.b64decode(nonce),
+                base64.b64decode(ciphertext),
+                self._aad(endpoint_id, key_id),
+            )
+        except (InvalidTag, binascii.Error) as exc:
+            raise ValueError("sealed secret failed authentication") from exc
+        return plain.decode()
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    url: str
+    description: str | None
+    event_types: tuple[str, ...]
+    state: str
+    disabled_reason: str | None
+    breaker_state: str
+    consecutive_failures: int
+    failing_since: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class IssuedSecret:
+    """A secret shown once: at registration or rotation."""
+
+    endpoint: Endpoint
+    key_id: str
+    secret: str
+    previous_key_id: str | None = None
+    previous_expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    key_id: str
+    secret: str
+    expires_at: datetime | None
+
+
+def _endpoint(row: Any) -> Endpoint:
+    return Endpoint(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        url=row["url"],
+        description=row["description"],
+        event_types=tuple(row["event_types"]),
+        state=row["state"],
+        disabled_reason=row["disabled_reason"],
+        breaker_state=row["breaker_state"],
+        consecutive_failures=row["consecutive_failures"],
+        failing_since=row["failing_since"],
+        created_at=row["created_at"],
+    )
+
+
+def guard_from_settings(settings: Settings) -> EgressGuard:
+    """The production guard: allowed ports and the development switch from settings."""
+    return EgressGuard(
+        EgressPolicy(
+            allowed_ports=frozenset(settings.delivery_allowed_ports),
+            allow_loopback_http=settings.delivery_allow_loopback_http,
+        )
+    )
+
+
+class EndpointRegistry:
+    """Endpoint administration; every method is tenant-scoped.
+
+    Args:
+        pool: the Fenceline database.
+        guard: the SSRF guard that validates URLs (with DNS) at registration.
+        box: seals secrets at rest.
+        clock: injectable time (None → the database's ``now()``).
+        rotation_grace_seconds: how long a rotated-out key keeps signing.
+    """
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        guard: EgressGuard,
+        box: SecretBox,
+        *,
+        clock: Clock | None = None,
+        rotation_grace_seconds: float = 86400.0,
+    ) -> None:
+        self.pool = pool
+        self.guard = guard
+        self.box = box
+        self.clock = clock or DatabaseClock()
+        self.rotation_grace_seconds = rotation_grace_seconds
+
+    async def register(
+        self,
+        tenant_id: uuid.UUID,
+        url: str,
+        *,
+        event_types: Sequence[str] = DEFAULT_EVENT_TYPES,
+        description: str | None = None,
+        secret: str | None = None,
+    ) -> IssuedSecret:
+        """Validate ``url`` (resolving it) and store the endpoint with a first key.
+
+        Raises:
+            EgressBlocked: the URL or an address it resolves to is not allowed;
+                nothing is written.
+            ValueError: a supplied ``secret`` is not a valid ``whsec_`` secret.
+        """
+        await self.guard.resolve(url)
+        secret = secret or generate_secret()
+        decode_secret(secret)
+        endpoint_id = uuid.uuid4()
+        key_id = "k1"
+        now = self.clock.now()
+        async with self.pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                q("endpoint_insert"),
+                endpoint_id,
+                tenant_id,
+                url,
+                description,
+                list(event_types),
+                now,
+            )
+            sealed = self.box.seal(secret, endpoint_id=endpoint_id, key_id=key_id)
+            await conn.execute(q("endpoint_key_insert"), endpoint_id, key_id, sealed, now)
+            await conn.execute(
+                q("endpoint_event_insert"), endpoint_id, tenant_id, "registered", url, now
+            )
+        return IssuedSecret(_endpoint(row), key_id, secret)
+
+    async def rotate(
+        self,
+        tenant_id: uuid.UUID,
+        endpoint_id: uuid.UUID,
+        *,
+        grace_seconds: float | None = None,
+        secret: str | None = None,
+    ) -> IssuedSecret:
+        """Issue a new current key; the old one keeps signing for the grace period.
+
+        A rotation inside an earlier rotation's grace period ends that older key's
+        grace at once: at most two keys sign at any time.
+        """
+        grace = self.rotation_grace_seconds if grace_seconds is None else grace_seconds
+        secret = secret or generate_secret()
+        decode_secret(secret)
+        async with self.pool.acquire() as conn, conn.transaction():
+            locked = await conn.fetchrow(q("endpoint_lock_for_tenant"), endpoint_id, tenant_id)
+            if locked is None:
+                raise NotFound(f"endpoint {endpoint_id}")
+            now = self.clock.now()
+            await conn.execute(q("endpoint_key_expire_retired"), endpoint_id, now)
+            retired = await conn.fetchrow(
+                q("endpoint_key_retire_current"), endpoint_id, float(grace), now
+            )
+            if retired is None:  # pragma: no cover - the partial unique index keeps one
+                raise RuntimeError(f"endpoint {endpoint_id} has no current key")
+            previous, expires = retired["key_id"], retired["expires_at"]
+            n = int(await conn.fetchval(q("endpoint_key_count"), endpoint_id))
+            key_id = f"k{n + 1}"
+            sealed = self.box.seal(secret, endpoint_id=endpoint_id, key_id=key_id)
+            await conn.execute(q("endpoint_key_insert"), endpoint_id, key_id, sealed, now)
+            await conn.execute(
+                q("endpoint_event_insert"),
+                endpoint_id,
+                tenant_id,
+                "rotated",
+                f"{previous} -> {key_id}; {previous} signs until {expires.isoformat()}",
+                now,
+            )
+            row = await conn.fetchrow(q("endpoint_get_for_tenant"), endpoint_id, tenant_id)
+        return IssuedSecret(_endpoint(row), key_id, secret, previous, expires)
+
+    async def disable(
+        self, tenant_id: uuid.UUID, endpoint_id: uuid.UUID, reason: str = "disabled_by_tenant"
+    ) -> Endpoint:
+        """Stop deliveries: waiting ones become ``abandoned`` (redrive brings them back)."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            locked = await conn.fetchrow(q("endpoint_lock_for_tenant"), endpoint_id, tenant_id)
+            if locked is None:
+                raise NotFound(f"endpoint {endpoint_id}")
+            await disable_endpoint(conn, endpoint_id, tenant_id, reason, self.clock.now())
+            row = await conn.fetchrow(q("endpoint_get_for_tenant"), endpoint_id, tenant_id)
+        return _endpoint(row)
+
+    async def enable(self, tenant_id: uuid.UUID, endpoint_id: uuid.UUID) -> Endpoint:
+        """Re-validate the URL and reactivate with a clean breaker."""
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow(q("endpoint_get_for_tenant"), endpoint_id, tenant_id)
+        if row is None:
+            raise NotFound(f"endpoint {endpoint_id}")
+        await self.guard.resolve(row["url"])
+        async with self.pool.acquire() as conn, conn.transaction():
+            if await conn.fetchval(q("endpoint_enable_if_disabled"), endpoint_id, tenant_id):
+                await conn.execute(
+                    q("endpoint_event_insert"),
+                    endpoint_id,
+                    tenant_id,
+                    "enabled",
+                    None,
+                    self.clock.now(),
+                )
+            row = await conn.fetchrow(q("endpoint_get_for_tenant"), endpoint_id, tenant_id)
+        return _endpoint(row)
+
+    async def get(self, tenant_id: uuid.UUID, endpoint_id: uuid.UUID) -> Endpoint:
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow(q("endpoint_get_for_tenant"), endpoint_id, tenant_id)
+        if row is None:
+            raise NotFound(f"endpoint {endpoint_id}")
+        return _endpoint(row)
+
+    async def list_endpoints(self, tenant_id: uuid.UUID) -> list[Endpoint]:
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(q("endpoint_list_for_tenant"), tenant_id)
+        return [_endpoint(r) for r in rows]
+
+    async def keys(self, tenant_id: uuid.UUID, endpoint_id: uuid.UUID) -> list[dict[str, Any]]:
+        """Key metadata (ids, creation, retirement, expiry); never the secrets."""
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(q("endpoint_key_list_for_tenant"), endpoint_id, tenant_id)
+        return [dict(r.items()) for r in rows]
+
+    async def events(self, tenant_id: uuid.UUID, endpoint_id: uuid.UUID) -> list[dict[str, Any]]:
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(q("endpoint_event_list_for_tenant"), endpoint_id, tenant_id)
+        return [dict(r.items()) for r in rows]
+
+
+async def signing_keys(
+    conn: asyncpg.Connection, box: SecretBox, endpoint_id: uuid.UUID, now: datetime | None
+) -> list[SigningKey]:
+    """The keys to sign with now: the current key first, then keys still in grace.
+
+    System use (the dispatcher), not tenant-scoped; raises ValueError when a
+    sealed secret cannot be opened with the configured key.
+    """
+    rows = await conn.fetch(q("endpoint_key_list_for_signing"), endpoint_id, now)
+    return [
+        SigningKey(
+            key_id=r["key_id"],
+            secret=box.open(r["sealed_secret"], endpoint_id=endpoint_id, key_id=r["key_id"]),
+            expires_at=r["expires_at"],
+        )
+        for r in rows
+    ]
+
+
+async def disable_endpoint(
+    conn: asyncpg.Connection,
+    endpoint_id: uuid.UUID,
+    tenant_id: uuid.UUID,
+    reason: str,
+    now: datetime | None,
+) -> bool:
+    """Disable inside the caller's transaction; abandon waiting deliveries; log an event.
+
+    Returns False when the endpoint was already disabled (nothing changes).
+    """
+    if await conn.fetchrow(q("endpoint_disable_if_active"), endpoint_id, reason, now) is None:
+        return False
+    abandoned = await conn.fetch(
+        q("delivery_abandon_waiting_for_endpoint"), endpoint_id, "endpoint_disabled"
+    )
+    await conn.execute(
+        q("endpoint_event_insert"),
+        endpoint_id,
+        tenant_id,
+        "disabled",
+        f"{reason}; {len(abandoned)} waiting deliveries abandoned",
+        now,
+    )
+    log.warning("endpoint %s disabled: %s", endpoint_id, reason)
+    return True
+
+
+def _print(obj: Any) -> None:
+    print(json.dumps(obj, default=str, indent=2))
+
+
+async def _cli(args: argparse.Namespace) -> int:
+    from pipeline.database import create_pool
+    from pipeline.tenants.accounts import get_tenant_by_name
+
+    settings = Settings(**({"database_url": args.database_url} if args.database_url else {}))
+    pool = await create_pool(settings.database_url, min_size=1, max_size=2)
+    try:
+        registry = EndpointRegistry(
+            pool,
+            guard_from_settings(settings),
+            SecretBox.from_settings(settings),
+            rotation_grace_seconds=settings.webhook_rotation_grace_seconds,
+        )
+        async with pool.acquire() as conn:
+            tenant = await get_tenant_by_name(conn, args.tenant)
+        if tenant is None:
+            print(f"no tenant named {args.tenant!r}", file=sys.stderr)
+            return 2
+        if args.command == "register":
+            types = DEFAULT_EVENT_TYPES
+            if args.event_types is not None:
+                types = parse_event_types(args.event_types)
+            issued = await registry.register(
+                tenant.id, args.url, event_types=types, description=args.description
+            )
+            _print({"endpoint_id": issued.endpoint.id, "key_id": issued.key_id,
+                    "secret": issued.secret, "url": issued.endpoint.url,
+                    "event_types": issued.endpoint.event_types})  # fmt: skip
+        elif args.command == "rotate":
+            issued = await registry.rotate(tenant.id, uuid.UUID(args.endpoint))
+            _print({"endpoint_id": issued.endpoint.id, "key_id": issued.key_id,
+                    "secret": issued.secret, "previous_key_id": issued.previous_key_id,
+                    "previous_expires_at": issued.previous_expires_at})  # fmt: skip
+        elif args.command == "disable":
+            if not args.reason.strip():
+                raise ValueError("--reason must not be empty")
+            endpoint = await registry.disable(tenant.id, uuid.UUID(args.endpoint), args.reason)
+            _print(endpoint.__dict__)
+        elif args.command == "enable":
+            _print((await registry.enable(tenant.id, uuid.UUID(args.endpoint))).__dict__)
+        else:
+            _print([e.__dict__ for e in await registry.list_endpoints(tenant.id)])
+        return 0
+    finally:
+        await pool.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m pipeline.delivery.endpoints {register,rotate,disable,enable,list} --tenant NAME``."""  # noqa: E501
+    parser = argparse.ArgumentParser(prog="fenceline endpoints", description=__doc__)
+    parser.add_argument("--database-url")
+    sub = parser.add_subparsers(dest="command", required=True)
+    reg = sub.add_parser("register", help="register an endpoint; prints its secret once")
+    reg.add_argument("--tenant", required=True)
+    reg.add_argument("--url", required=True)
+    reg.add_argument("--description")
+    reg.add_argument(
+        "--event-types",
+        action="append",
+        metavar="TYPE[,TYPE...]",
+        help="event types to deliver (comma-separated or repeated); an empty value means "
+        f"every type; omitted: {','.join(DEFAULT_EVENT_TYPES)}",
+    )
+    for name in ("rotate", "disable", "enable"):
+        p = sub.add_parser(name)
+        p.add_argument("--tenant", required=True)
+        p.add_argument("--endpoint", required=True)
+        if name == "disable":
+            p.add_argument("--reason", default="disabled_by_tenant", help="kept on the endpoint")
+    ls = sub.add_parser("list")
+    ls.add_argument("--tenant", required=True)
+    logging.basicConfig(level=logging.INFO)
+    from pipeline.errors import FencelineError
+
+    try:
+        return asyncio.run(_cli(parser.parse_args(argv)))
+    except (FencelineError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,201 @@
+"""One extraction, end to end and engine-free: the call to make, and what its answer means.
+
+Every caller that extracts an invoice (the worker, ``fenceline eval``, the
+baselines, the demo, adapter training) goes through these functions, so they
+cannot drift apart:
+
+* :func:`prepare_call` turns the OCR text into an :class:`ExtractionCall`: the
+  chat messages, the per-document JSON schema the engine constrains decoding
+  with, and ``max_tokens`` derived from the document;
+* :func:`interpret` turns the engine's raw answer into an :class:`Interpretation`:
+  the grounded :class:`~pipeline.validation.contract.Extraction` (evidence derived by the
+  system, never by the model), the validation report and the result the job
+  stores;
+* :func:`answer_for` is the answer a perfect model gives (adapter training
+  target, and the ``perfect`` engine that measures validation alone).
+
+Two contracts (:data:`CONTRACTS`): ``fenceline.extraction/2`` (the default:
+printed values and cited lines, grounded by :mod:`pipeline.extraction.grounding`)
+and ``fenceline.extraction/1`` (the model gives values, offsets and quotes;
+kept so stored v1 results stay readable and v1 can be measured side by side).
+Both store the same :class:`~pipeline.validation.contract.Extraction` shape, so every
+reader of a result (review, delivery, explain) works for either; the report's
+``schema_version`` records which contract produced it.
+
+:func:`interpret` raises :class:`~pipeline.errors.MalformedOutput` for an answer
+that is not the contract (retryable: another attempt may conform).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from pipeline.extraction import answer as v2
+from pipeline.extraction import prompts as v1
+from pipeline.extraction.grounding import ground
+from pipeline.extraction.lines import Document
+from pipeline.validation.contract import (
+    EXTRACTION_SCHEMA_VERSION,
+    Extraction,
+    extraction_json_schema,
+)
+from pipeline.validation.contract import parse_extraction as parse_v1
+from pipeline.validation.decide import (
+    DEFAULT_POLICY,
+    Decision,
+    TenantMasterData,
+    ValidationPolicy,
+    ValidationReport,
+    validate,
+)
+
+CONTRACT_V1 = EXTRACTION_SCHEMA_VERSION
+CONTRACT_V2 = v2.CONTRACT_VERSION
+CONTRACTS = (CONTRACT_V2, CONTRACT_V1)
+DEFAULT_CONTRACT = CONTRACT_V2
+
+
+@dataclass(frozen=True)
+class ExtractionCall:
+    """What to send to an engine for one document."""
+
+    messages: list[dict[str, str]]
+    json_schema: dict[str, Any]
+    max_tokens: int
+    contract: str
+    prompt_version: str
+
+    def budget(self, cap: int | None = None) -> v1.PromptBudget:
+        """What admission reserves: the prompt estimate and ``max_tokens`` (capped)."""
+        output = self.max_tokens if cap is None else min(cap, self.max_tokens)
+        return v1.PromptBudget(v1.count_prompt_tokens(self.messages), output)
+
+
+@dataclass(frozen=True)
+class Interpretation:
+    """A parsed, grounded and validated answer."""
+
+    extraction: Extraction
+    report: ValidationReport
+    contract: str
+
+    def result(self) -> dict[str, Any]:
+        """The JSON the job stores as its result."""
+        return self.extraction.model_dump(mode="json")
+
+
+def _check(contract: str) -> str:
+    if contract not in CONTRACTS:
+        raise ValueError(f"unknown extraction contract {contract!r}; one of {', '.join(CONTRACTS)}")
+    return contract
+
+
+def prepare_call(
+    ocr_text: str, *, contract: str = DEFAULT_CONTRACT, include_schema: bool = False
+) -> ExtractionCall:
+    """The messages, schema and output bound for extracting ``ocr_text``.
+
+    Args:
+        ocr_text: the document, pages separated by form feed.
+        contract: one of :data:`CONTRACTS`.
+        include_schema: v1 only: also print the schema in the prompt (engines
+            without guided decoding).
+    """
+    if _check(contract) == CONTRACT_V1:
+        return ExtractionCall(
+            messages=v1.build_messages(ocr_text, include_schema=include_schema),
+            json_schema=extraction_json_schema(),
+            max_tokens=v1.estimate_output_tokens(ocr_text),
+            contract=CONTRACT_V1,
+            prompt_version=v1.PROMPT_VERSION,
+        )
+    return ExtractionCall(
+        messages=v2.build_messages(ocr_text),
+        json_schema=v2.answer_schema(ocr_text),
+        max_tokens=v2.max_output_tokens(ocr_text),
+        contract=CONTRACT_V2,
+        prompt_version=v2.PROMPT_VERSION,
+    )
+
+
+def interpret(
+    answer: str,
+    ocr_text: str,
+    master_data: TenantMasterData,
+    *,
+    today: date,
+    policy: ValidationPolicy = DEFAULT_POLICY,
+    contract: str = DEFAULT_CONTRACT,
+) -> Interpretation:
+    """Parse, ground and validate one raw answer.
+
+    Grounding's refusals (``ungrounded_value``) come first in the report's
+    reasons; the decision is SUCCEEDED only when neither grounding nor any
+    validation rule found a reason.
+
+    Raises:
+        MalformedOutput: the answer is not the contract.
+    """
+    if _check(contract) == CONTRACT_V1:
+        extraction = parse_v1(answer)
+        report = validate(extraction, ocr_text, master_data, today=today, policy=policy)
+        return Interpretation(extraction, report, CONTRACT_V1)
+    grounding = ground(v2.parse_answer(answer), ocr_text)
+    checked = validate(grounding.extraction, ocr_text, master_data, today=today, policy=policy)
+    reasons = (*grounding.reasons, *checked.reasons)
+    report = ValidationReport(
+        Decision.REVIEW_REQUIRED if reasons else Decision.SUCCEEDED,
+        reasons,
+        checked.policy_version,
+        CONTRACT_V2,
+    )
+    return Interpretation(grounding.extraction, report, CONTRACT_V2)
+
+
+def _iban(truth: Extraction) -> str | None:
+    """The IBAN as printed, or the value itself where it is not what its evidence shows
+    (a faulty answer under test: an invented IBAN is not printed anywhere)."""
+    if truth.iban is None:
+        return None
+    quote = truth.iban.evidence.quote
+    return quote if "".join(quote.split()).upper() == truth.iban.value else truth.iban.value
+
+
+def answer_for(truth: Extraction, ocr_text: str, *, contract: str = DEFAULT_CONTRACT) -> str:
+    """The answer a perfect model gives for ``ocr_text`` whose faithful transcription
+    is ``truth`` (evidence at the real offsets): the adapter's training target."""
+    if _check(contract) == CONTRACT_V1:
+        return truth.model_dump_json()
+    doc = Document(ocr_text)
+
+    def printed(ev: Any) -> str | None:
+        """What the evidence span shows (a fabricated span under test shows other text)."""
+        if ev is None:
+            return None
+        page = doc.pages[ev.evidence.page - 1] if ev.evidence.page <= len(doc.pages) else ""
+        shown = page[ev.evidence.start : ev.evidence.end].strip()
+        return shown or str(ev.evidence.quote)
+
+    def line_of(ev: Any) -> int:
+        return doc.line_at(ev.page, ev.start).number
+
+    answer = v2.Answer(
+        supplier=printed(truth.supplier.name),
+        vat_id=printed(truth.supplier.vat_id),
+        number=printed(truth.invoice_number),
+        issue_date=printed(truth.issue_date),
+        due_date=printed(truth.due_date),
+        currency=printed(truth.currency),
+        iban=_iban(truth),
+        net=printed(truth.net_total),
+        tax=printed(truth.tax_total),
+        gross=printed(truth.gross_total),
+        items=tuple(
+            v2.ItemRef(line=line_of(item.evidence), description=item.description)
+            for item in truth.line_items
+        ),
+        taxes=tuple(line_of(tax.evidence) for tax in truth.tax_lines),
+    )
+    return v2.dump_answer(answer)

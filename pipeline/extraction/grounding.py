@@ -1,0 +1,422 @@
+"""Grounding: a v2 answer's printed values located in the OCR text, read and evidenced by code.
+
+For every value the model copied, grounding finds where it is printed and
+derives the evidence the validator then checks as an invariant
+(``{page, line, start, end, quote, match}``):
+
+* **locate** exact first, then after normalisation (NFKC, case, whitespace);
+  a bounded fuzzy match only for free text (supplier name, descriptions),
+  recorded as ``fuzzy``; money, dates, IBANs, VAT ids and invoice numbers are
+  exact or normalised, never fuzzy;
+* **choose** among repeated occurrences by the field's label on the same line
+  (the totals box over a header mention), the supplier's VAT id nearest the
+  supplier's name, and for line items and tax lines the cited line;
+* **read** amounts with the document's decimal mark, dates with the CLDR-based
+  readers of :mod:`pipeline.validation.decide`, a row's numbers by the arithmetic that
+  ties them (:mod:`pipeline.extraction.numbers`);
+* **refuse to guess**: a value that cannot be grounded becomes null with an
+  ``ungrounded_value`` reason, so the job goes to review, never to the ERP.
+
+The value stored is what the document prints at the evidence (a homoglyph in
+the text stays in the value, where the supplier rule sees it), not the model's
+rendering of it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date
+
+from babel.numbers import get_territory_currencies
+
+from pipeline.extraction.answer import Answer, ItemRef
+from pipeline.extraction.labels import DECOY_DATE_LABELS, LABELS
+from pipeline.extraction.lines import Document, Line
+from pipeline.extraction.locate import Boundary, Found, fold, labelled, occurrences
+from pipeline.extraction.numbers import (
+    CENT,
+    Printed,
+    TaxNumbers,
+    decimal_mark,
+    numbers_in,
+    parse_item_row,
+    parse_tax_row,
+    read_number,
+    tax_gap,
+    uses_space_groups,
+)
+from pipeline.validation.contract import (
+    Evidence,
+    EvidencedAmount,
+    EvidencedCurrency,
+    EvidencedDate,
+    EvidencedIban,
+    EvidencedText,
+    Extraction,
+    LineItem,
+    MatchKind,
+    Supplier,
+    TaxLine,
+)
+from pipeline.validation.decide import (
+    CURRENCY_SYMBOLS,
+    Reason,
+    ReasonCode,
+    compact_text,
+    date_readings,
+)
+
+
+@dataclass
+class Grounding:
+    """What grounding made of one answer: the extraction and the values it refused."""
+
+    extraction: Extraction
+    reasons: list[Reason] = field(default_factory=list)
+
+
+class _Grounder:
+    def __init__(self, answer: Answer, ocr_text: str) -> None:
+        self.answer = answer
+        self.doc = Document(ocr_text)
+        self.mark = decimal_mark(ocr_text)
+        self.space = uses_space_groups(ocr_text, self.mark)
+        self.reasons: list[Reason] = []
+
+    def refuse(self, path: str, detail: str) -> None:
+        self.reasons.append(Reason(ReasonCode.UNGROUNDED_VALUE, path, detail))
+
+    def evidence(self, f: Found, end: int | None = None) -> Evidence:
+        stop = f.end if end is None else end
+        page = self.doc.pages[f.page - 1]
+        return Evidence(
+            page=f.page,
+            start=f.start,
+            end=stop,
+            quote=page[f.start : stop],
+            line=f.line.number,
+            match=f.match,
+        )
+
+    def text_at(self, f: Found) -> str:
+        return self.doc.pages[f.page - 1][f.start : f.end]
+
+    def find(
+        self,
+        path: str,
+        value: str | None,
+        labels: str,
+        *,
+        fuzzy: bool = False,
+        last: bool = False,
+        boundary: Boundary = "word",
+    ) -> Found | None:
+        if value is None:
+            return None
+        found = occurrences(self.doc, value, fuzzy=fuzzy, boundary=boundary)
+        if not found:
+            self.refuse(path, f"{value[:60]!r} is not printed in the document")
+            return None
+        return labelled(found, LABELS.get(labels, ()), last=last)
+
+    def text(self, path: str, value: str | None, *, fuzzy: bool = False) -> EvidencedText | None:
+        f = self.find(path, value, path, fuzzy=fuzzy)
+        if f is None:
+            return None
+        return EvidencedText(value=self.text_at(f).strip(), evidence=self.evidence(f))
+
+    def amount(self, path: str, value: str | None) -> EvidencedAmount | None:
+        f = self.find(path, value, path, last=True, boundary="number")
+        if f is None:
+            return None
+        number = read_number(self.text_at(f), self.mark)
+        if number is None:
+            self.refuse(path, f"{value!r} does not read as an amount")
+            return None
+        return EvidencedAmount(value=number, evidence=self.evidence(f))
+
+    def when(self, path: str, value: str | None) -> EvidencedDate | None:
+        """A date, never one printed only as another date (delivery, order, service)."""
+        if value is None:
+            return None
+        found = occurrences(self.doc, value, fuzzy=False, boundary="number")
+        plain = [f for f in found if _decoy_label(f) is None]
+        if not found:
+            self.refuse(path, f"{value[:60]!r} is not printed in the document")
+            return None
+        if not plain:
+            decoy = _decoy_label(found[0])
+            self.refuse(path, f"{value!r} is printed as another date ({decoy!r} before it)")
+            return None
+        f = labelled(plain, LABELS.get(path, ()), last=False)
+        readings = sorted(date_readings(self.text_at(f)))
+        if not readings:
+            self.refuse(path, f"{value!r} does not read as a date")
+            return None
+        chosen = self._in_order(readings, self.text_at(f))
+        if chosen is None:
+            shown = ", ".join(str(d) for d in readings)
+            self.refuse(path, f"{value!r} may mean {shown}")
+            return None
+        return EvidencedDate(value=chosen, evidence=self.evidence(f))
+
+    def _in_order(self, readings: list[date], printed_text: str) -> date | None:
+        """An ambiguous numeric date (03/04/2024): month first only where another numeric
+        date of the document can only be read month first (04/25/2024); else day first.
+        A month name that means different months in different languages ("listopad")
+        is not resolved here: None, and the date is refused rather than guessed."""
+        if len(readings) == 1:
+            return readings[0]
+        month_first = False
+        for m in re.finditer(r"(\d{1,2})[./-](\d{1,2})[./-]\d{4}", self.doc.text):
+            a, b = int(m.group(1)), int(m.group(2))
+            if a > 12 >= b:
+                break
+            if b > 12 >= a:
+                month_first = True
+                break
+        printed = re.search(r"(\d{1,2})[./-](\d{1,2})[./-]", printed_text)
+        if printed is None:
+            return None
+        first, second = int(printed.group(1)), int(printed.group(2))
+        day, month = (second, first) if month_first else (first, second)
+        for d in readings:
+            if d.day == day and d.month == month:
+                return d
+        return None
+
+    def currency(self, value: str | None) -> EvidencedCurrency | None:
+        # A sign or code may be glued to its amount ("€1,234.56", "kr33 955,78").
+        f = self.find("currency", value, "currency", last=True, boundary="letters")
+        if f is None or value is None:
+            return None
+        printed = self.text_at(f)
+        if printed not in CURRENCY_SYMBOLS:
+            return EvidencedCurrency(value=printed.strip().upper(), evidence=self.evidence(f))
+        code = self._sign_code(printed, CURRENCY_SYMBOLS[printed])
+        if code is None:
+            codes = ", ".join(sorted(CURRENCY_SYMBOLS[printed]))
+            self.refuse("currency", f"{printed!r} may mean {codes}")
+            return None
+        found = Found(f.page, f.start, f.end, f.line, "symbol")
+        return EvidencedCurrency(value=code, evidence=self.evidence(found))
+
+    def _sign_code(self, sign: str, codes: frozenset[str]) -> str | None:
+        """The code a sign stands for: the only one it can mean, else the one the document
+        names, else the currency of the country of the IBAN the supplier is paid to."""
+        if len(codes) == 1:
+            return next(iter(codes))
+        named = [c for c in sorted(codes) if re.search(rf"(?<![A-Z]){c}(?![A-Z])", self.doc.text)]
+        if len(named) == 1:
+            return named[0]
+        iban = (self.answer.iban or "").strip()
+        if len(iban) >= 2 and iban[:2].isalpha():
+            home = set(get_territory_currencies(iban[:2].upper())) & codes
+            if len(home) == 1:
+                return home.pop()
+        return "USD" if sign == "$" and "USD" in codes else None
+
+    def iban(self, value: str | None) -> EvidencedIban | None:
+        f = self.find("iban", value, "iban")
+        if f is None:
+            return None
+        return EvidencedIban(value=compact_text(self.text_at(f)).upper(), evidence=self.evidence(f))
+
+    def vat_id(self, value: str | None, near: Found | None) -> EvidencedText | None:
+        if value is None:
+            return None
+        found = occurrences(self.doc, value, fuzzy=False)
+        if not found:
+            self.refuse("supplier.vat_id", f"{value[:60]!r} is not printed in the document")
+            return None
+        if near is not None:
+            found.sort(key=lambda f: abs(f.line.number - near.line.number))
+        f = found[0]
+        return EvidencedText(value=self.text_at(f).strip(), evidence=self.evidence(f))
+
+    def row(self, number: int) -> tuple[Line, int, list[Printed]] | None:
+        """The row starting at line ``number``, extended over the next lines while its
+        numbers do not add up (a stacked row prints its description above its numbers).
+
+        Returns the first line, the row's end offset in the page and its numbers
+        (offsets relative to the first line's start); None when no reading exists.
+        """
+        first = self.doc.line(number)
+        if first is None:
+            return None
+        page = self.doc.pages[first.page - 1]
+        last = first
+        seen = 0  # plain numbers in the lines taken so far
+        for _ in range(3):
+            printed = numbers_in(page[first.start : last.end], self.mark, space_groups=self.space)
+            read = parse_item_row(printed)
+            if read is not None and read.exact:
+                return first, last.end, printed
+            plain = sum(1 for p in printed if not p.percent)
+            if read is not None and seen < 3 <= plain:
+                # The row's numbers just became complete (the cited line alone, or a stacked
+                # row's number line): read as printed, never borrow the next row's.
+                return first, last.end, printed
+            seen = plain
+            nxt = self.doc.line(last.number + 1)
+            if nxt is None or nxt.page != first.page:
+                break
+            last = nxt
+        return None
+
+    def items(self, taxes: tuple[TaxLine, ...]) -> tuple[LineItem, ...]:
+        """Line items; a row without a printed rate takes the only rate the taxes show."""
+        out: list[LineItem] = []
+        rates = {t.rate for t in taxes}
+        used: set[int] = set()
+        after = 0
+        for i, ref in enumerate(self.answer.items):
+            path = f"line_items[{i}]"
+            spot = self._place(ref, used, after)
+            if spot is None:
+                self.refuse(
+                    path,
+                    f"{ref.description[:60]!r} is on no row that reads as quantity x price = "
+                    f"amount (cited line {ref.line})",
+                )
+                continue
+            first, end, printed, description, match = spot
+            read = parse_item_row(printed)
+            assert read is not None
+            rate = read.rate.value if read.rate is not None else None
+            if rate is None and len(rates) == 1:
+                rate = next(iter(rates))
+            if rate is None:
+                self.refuse(path, f"line {first.number} prints no tax rate")
+                continue
+            used.add(first.number)
+            after = first.number
+            f = _trimmed(Found(first.page, first.start, end, first, match))
+            out.append(
+                LineItem(
+                    description=description,
+                    quantity=read.quantity.value,
+                    unit_price=read.unit_price.value,
+                    line_amount=read.line_amount.value,
+                    tax_rate=rate,
+                    evidence=self.evidence(f),
+                )
+            )
+        return tuple(out)
+
+    def _place(
+        self, ref: ItemRef, used: set[int], after: int
+    ) -> tuple[Line, int, list[Printed], str, MatchKind] | None:
+        """Where an item is printed: its description is the key, the cited line a hint.
+
+        A small model copies descriptions reliably but miscounts line numbers, so the
+        row is one whose line shows the description and reads as a row, not taken by
+        an earlier item: the first such row after the previous item (items are listed
+        in document order), else the first before it. A description printed on no such
+        row is refused.
+        """
+        if not ref.description.strip():
+            return None
+        spots: list[tuple[tuple[bool, int], Found, tuple[Line, int, list[Printed]]]] = []
+        for f in occurrences(self.doc, ref.description, fuzzy=True, boundary="none"):
+            if f.line.number in used:
+                continue
+            row = self.row(f.line.number)
+            if row is not None:
+                rank = (f.line.number <= after, f.line.number)
+                spots.append((rank, f, row))
+        if not spots:
+            return None
+        _, f, (first, end, printed) = min(spots, key=lambda spot: spot[0])
+        return first, end, printed, self.text_at(f).strip(), f.match
+
+    def tax_lines(self) -> tuple[TaxLine, ...]:
+        """Tax lines at the cited lines; a line cited twice is one row. A cited line that
+        is no tax row is replaced by the nearest unused line (within three) whose rate,
+        base and amount add up exactly, else refused."""
+        out: list[TaxLine] = []
+        used: set[int] = set()
+        for j, number in enumerate(dict.fromkeys(self.answer.taxes)):
+            path = f"tax_lines[{j}]"
+            spot = self._tax_row(number, used)
+            if spot is None:
+                self.refuse(path, f"line {number} prints no rate, base and tax amount")
+                continue
+            line, read = spot
+            used.add(line.number)
+            f = Found(line.page, line.start, line.end, line, "exact")
+            out.append(
+                TaxLine(
+                    rate=read.rate.value,
+                    base=read.base.value,
+                    amount=read.amount.value,
+                    evidence=self.evidence(_trimmed(f)),
+                )
+            )
+        return tuple(out)
+
+    def _tax_row(self, number: int, used: set[int]) -> tuple[Line, TaxNumbers] | None:
+        cited = self.doc.line(number)
+        if cited is None:
+            return None
+        for offset, slack in ((0, CENT * 2), (-1, 0), (1, 0), (-2, 0), (2, 0), (-3, 0), (3, 0)):
+            line = self.doc.line(number + offset)
+            if line is None or line.number in used or line.page != cited.page:
+                continue
+            read = parse_tax_row(self.numbers(line))
+            if read is not None and tax_gap(read) <= slack:
+                return line, read
+        return None
+
+    def numbers(self, line: Line) -> list[Printed]:
+        return numbers_in(line.text, self.mark, space_groups=self.space)
+
+    def run(self) -> Extraction:
+        a = self.answer
+        name = self.find("supplier.name", a.supplier, "supplier.name", fuzzy=True)
+        supplier_name = (
+            EvidencedText(value=self.text_at(name).strip(), evidence=self.evidence(name))
+            if name is not None
+            else None
+        )
+        taxes = self.tax_lines()
+        return Extraction(
+            supplier=Supplier(name=supplier_name, vat_id=self.vat_id(a.vat_id, name)),
+            invoice_number=self.text("invoice_number", a.number),
+            issue_date=self.when("issue_date", a.issue_date),
+            due_date=self.when("due_date", a.due_date),
+            currency=self.currency(a.currency),
+            line_items=self.items(taxes),
+            tax_lines=taxes,
+            net_total=self.amount("net_total", a.net),
+            tax_total=self.amount("tax_total", a.tax),
+            gross_total=self.amount("gross_total", a.gross),
+            iban=self.iban(a.iban),
+            uncertain_fields=(),
+        )
+
+
+def _decoy_label(f: Found) -> str | None:
+    """The decoy-date word in the 30 characters before ``f`` on its line, if any."""
+    label = fold(f.line.text[max(0, f.start - f.line.start - 30) : f.start - f.line.start])
+    return next((word for word in DECOY_DATE_LABELS if word in label), None)
+
+
+def _trimmed(f: Found) -> Found:
+    """The found span without the line's leading and trailing whitespace."""
+    text = f.line.text
+    lead = len(text) - len(text.lstrip())
+    trail = len(text) - len(text.rstrip()) if f.end == f.line.end else 0
+    return Found(f.page, f.start + lead, max(f.start + lead + 1, f.end - trail), f.line, f.match)
+
+
+def ground(answer: Answer, ocr_text: str) -> Grounding:
+    """Locate, read and evidence every value of ``answer`` in ``ocr_text``.
+
+    Never raises for a wrong answer: what cannot be grounded is null and named
+    in ``reasons`` (``ungrounded_value``), so validation sends the job to review.
+    """
+    g = _Grounder(answer, ocr_text)
+    extraction = g.run()
+    return Grounding(extraction, g.reasons)

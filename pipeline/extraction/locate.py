@@ -1,0 +1,147 @@
+"""Locating a printed value in the OCR text: exact, normalised, then (free text only) fuzzy.
+
+The first step of grounding (:mod:`pipeline.extraction.grounding`). Every
+occurrence is returned with its page offsets, its line and how it matched, and
+boundaries keep a value from being found inside a longer number or word.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Literal
+
+from pipeline.extraction.lines import Document, Line
+from pipeline.validation.contract import MatchKind
+
+#: Smallest similarity (difflib ratio on normalised text) a fuzzy match must reach.
+FUZZY_MIN_RATIO = 0.85
+
+
+@dataclass(frozen=True)
+class Found:
+    """One occurrence of a value: page offsets, the line, how it matched."""
+
+    page: int
+    start: int
+    end: int
+    line: Line
+    match: MatchKind
+
+
+def _fold(text: str) -> tuple[str, list[int]]:
+    """NFKC, casefolded, whitespace runs as one space; with each folded char's source index."""
+    out: list[str] = []
+    index: list[int] = []
+    space = False
+    for i, ch in enumerate(text):
+        for c in unicodedata.normalize("NFKC", ch).casefold():
+            if c.isspace():
+                if space or not out:
+                    continue
+                space = True
+                out.append(" ")
+            else:
+                space = False
+                out.append(c)
+            index.append(i)
+    return "".join(out), index
+
+
+_JOINERS = ".,'’\u202f\u00a0"
+
+
+#: What may not touch a located value: ``word`` (ids, names) neither letters nor
+#: digits; ``number`` (amounts, dates) no digit, not even across a separator, so
+#: "34,56" is never found inside "1.234,56" while "kr33 955,78" still shows
+#: "33 955,78"; ``letters`` (currency codes and signs) no letter; ``none``.
+Boundary = Literal["word", "number", "letters", "none"]
+
+
+def _standalone(text: str, start: int, end: int, boundary: Boundary) -> bool:
+    """Whether ``text[start:end]`` is a whole token under ``boundary``."""
+    if boundary == "none":
+        return True
+    before = text[start - 1] if start > 0 else " "
+    after = text[end] if end < len(text) else " "
+    if boundary == "letters":
+        return not (before.isalpha() or after.isalpha())
+    if boundary == "word" and (before.isalnum() or after.isalnum()):
+        return False
+    if before.isdigit() or after.isdigit():
+        return False
+    if before in _JOINERS and start > 1 and text[start - 2].isdigit():
+        return False
+    return not (after in _JOINERS and end + 1 < len(text) and text[end + 1].isdigit())
+
+
+def occurrences(
+    doc: Document, value: str, *, fuzzy: bool, boundary: Boundary = "word"
+) -> list[Found]:
+    """Every place ``value`` is printed, exact matches first, then normalised, then fuzzy.
+
+    ``boundary``: which neighbours disqualify an occurrence (see :data:`Boundary`),
+    so a value is never found inside a longer number or word.
+    """
+    value = value.strip()
+    if not value:
+        return []
+    exact = [
+        Found(line.page, line.start + m.start(), line.start + m.end(), line, "exact")
+        for line in doc.lines
+        for m in re.finditer(re.escape(value), line.text)
+        if _standalone(line.text, m.start(), m.end(), boundary)
+    ]
+    if exact:
+        return exact
+    want, _ = _fold(value)
+    norm: list[Found] = []
+    for line in doc.lines:
+        folded, index = _fold(line.text)
+        at = folded.find(want)
+        while at >= 0 and want:
+            start, end = index[at], index[at + len(want) - 1] + 1
+            if _standalone(line.text, start, end, boundary):
+                norm.append(
+                    Found(line.page, line.start + start, line.start + end, line, "normalised")
+                )
+            at = folded.find(want, at + 1)
+    if norm or not fuzzy:
+        return norm
+    return _fuzzy(doc, want)
+
+
+def _fuzzy(doc: Document, want: str) -> list[Found]:
+    """Best approximate match over word-aligned windows of each line (bounded work)."""
+    best: tuple[float, Found] | None = None
+    for line in doc.lines:
+        words = [m.span() for m in re.finditer(r"\S+", line.text)]
+        for i, (start, _) in enumerate(words):
+            for j in range(i, min(len(words), i + 12)):
+                end = words[j][1]
+                window = line.text[start:end]
+                if len(window) > 2 * len(want) + 4:
+                    break
+                ratio = difflib.SequenceMatcher(None, _fold(window)[0], want).ratio()
+                if ratio >= FUZZY_MIN_RATIO and (best is None or ratio > best[0]):
+                    best = (
+                        ratio,
+                        Found(line.page, line.start + start, line.start + end, line, "fuzzy"),
+                    )
+    return [best[1]] if best else []
+
+
+def fold(text: str) -> str:
+    """``text`` folded as grounding compares it (NFKC, casefold, whitespace runs as one)."""
+    return _fold(text)[0]
+
+
+def labelled(found: list[Found], labels: tuple[str, ...], *, last: bool) -> Found:
+    """The occurrence whose line carries one of ``labels`` before it; else first or last."""
+    for f in reversed(found) if last else found:
+        before = _fold(f.line.text[: f.start - f.line.start])[0]
+        if any(label in before for label in labels):
+            return f
+    return found[-1] if last else found[0]

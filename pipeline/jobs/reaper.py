@@ -1,0 +1,66 @@
+"""The reaper as a supervised service: expired leases and passed deadlines, on a timer.
+
+It only calls :meth:`pipeline.jobs.store.JobStore.reap`, whose writes are conditional
+on the lease having expired, so any number of reapers may run at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from pipeline.jobs.store import JobStore, ReapReport
+
+log = logging.getLogger(__name__)
+
+
+class Reaper:
+    """start()/stop() around a periodic :meth:`run_once`."""
+
+    def __init__(self, store: JobStore, *, interval_seconds: float = 5.0, batch: int = 100) -> None:
+        if interval_seconds <= 0 or batch <= 0:
+            raise ValueError("interval_seconds and batch must be positive")
+        self.store = store
+        self.interval_seconds = interval_seconds
+        self.batch = batch
+        self.total = ReapReport()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+
+    async def run_once(self) -> ReapReport:
+        """Reap until a batch comes back short; return what this call moved."""
+        report = ReapReport()
+        while True:
+            part = await self.store.reap(limit=self.batch)
+            report.rescheduled += part.rescheduled
+            report.failed += part.failed
+            report.deadline_failed += part.deadline_failed
+            if part.total < self.batch:
+                break
+        self.total.rescheduled += report.rescheduled
+        self.total.failed += report.failed
+        self.total.deadline_failed += report.deadline_failed
+        return report
+
+    async def start(self) -> None:
+        if self._task is not None:
+            raise RuntimeError("reaper already started")
+        self._stopping.clear()
+        self._task = asyncio.create_task(self._run(), name="reaper")
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                await self.run_once()
+            except Exception:  # a transient database error must not end the loop
+                log.exception("reaper pass failed")
+            try:
+                await asyncio.wait_for(self._stopping.wait(), self.interval_seconds)
+            except TimeoutError:
+                continue

@@ -1,0 +1,162 @@
+"""The job store's records: what goes in, what comes out, and the event names.
+
+:mod:`pipeline.jobs.store` re-exports everything here; import from there.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from pipeline.identity import content_digest
+from pipeline.states import JobState
+
+EVENT_REQUESTED = "extraction.requested.v1"
+EVENT_COMPLETED = "extraction.completed.v1"
+EVENT_REVIEW = "extraction.review_required.v1"
+EVENT_FAILED = "extraction.failed.v1"
+EVENT_DEAD_LETTERED = "extraction.dead_lettered.v1"
+
+
+@dataclass(frozen=True)
+class DocumentIn:
+    """A document as received: the bytes decide its identity, not its name."""
+
+    content: str
+    content_type: str = "text/plain"
+    filename: str | None = None
+
+    @property
+    def raw(self) -> bytes:
+        return self.content.encode("utf-8")
+
+    @property
+    def sha256(self) -> str:
+        return content_digest(self.raw)
+
+
+@dataclass(frozen=True)
+class AcceptRequest:
+    tenant_id: uuid.UUID
+    idempotency_key: str
+    document: DocumentIn
+    schema_version: int = 1
+    model_policy: str = "default"
+    options: dict[str, Any] = field(default_factory=dict)
+    priority: int = 0
+    estimated_tokens: int = 0
+    deadline_seconds: float | None = None
+    max_attempts: int | None = None
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """The acceptance receipt: ``state`` and ``state_version`` as accepted.
+
+    A replay (``created`` False) carries the same values as the first answer,
+    however far the job has moved since.
+    """
+
+    job_id: uuid.UUID
+    created: bool
+    state: JobState
+    state_version: int
+    deadline_at: datetime
+    document_id: uuid.UUID | None = None
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Ownership of one job under one fence until ``lease_until``."""
+
+    job_id: uuid.UUID
+    tenant_id: uuid.UUID
+    attempt: int
+    fence: int
+    lease_until: datetime
+    deadline_at: datetime
+    worker_id: str
+    document_id: uuid.UUID | None
+    object_version: str
+    schema_version: int
+    model_policy: str
+    priority: int
+    estimated_tokens: int
+    max_attempts: int
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the engine reported for one attempt (None where it said nothing)."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    engine: str | None = None
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A committed outcome, handed to hooks inside the same transaction."""
+
+    job_id: uuid.UUID
+    tenant_id: uuid.UUID
+    state: JobState
+    state_version: int
+    attempt: int
+    fence: int
+    retry_at: datetime | None = None
+    reason: str | None = None
+
+
+@dataclass
+class ReapReport:
+    rescheduled: list[uuid.UUID] = field(default_factory=list)
+    failed: list[uuid.UUID] = field(default_factory=list)
+    deadline_failed: list[uuid.UUID] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return len(self.rescheduled) + len(self.failed) + len(self.deadline_failed)
+
+
+#: Called inside the outcome transaction; raising rolls the outcome back.
+SettleHook = Callable[[asyncpg.Connection, Settled], Awaitable[None]]
+
+
+def lease_from_row(row: Any, worker_id: str) -> Lease:
+    """The lease a claim row grants ``worker_id``."""
+    return Lease(
+        job_id=row["id"],
+        tenant_id=row["tenant_id"],
+        attempt=row["attempt"],
+        fence=row["fence"],
+        lease_until=row["lease_until"],
+        deadline_at=row["deadline_at"],
+        worker_id=worker_id,
+        document_id=row["document_id"],
+        object_version=row["object_version"],
+        schema_version=row["schema_version"],
+        model_policy=row["model_policy"],
+        priority=row["priority"],
+        estimated_tokens=row["estimated_tokens"],
+        max_attempts=row["max_attempts"],
+    )
+
+
+def settled_from_row(row: Any, **extra: Any) -> Settled:
+    """The outcome a transition's ``RETURNING`` row describes."""
+    return Settled(
+        job_id=row["id"],
+        tenant_id=row["tenant_id"],
+        state=JobState(row["state"]),
+        state_version=row["state_version"],
+        attempt=row["attempt"],
+        fence=row["fence"],
+        **extra,
+    )

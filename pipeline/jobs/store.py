@@ -1,0 +1,561 @@
+"""The durable job store: acceptance, fenced leases, outcomes and the reaper.
+
+Its records (requests, leases, outcomes, event names) live in
+:mod:`pipeline.jobs.records` and are re-exported here.
+
+Invariants this module keeps (the tests in ``tests/integration/test_jobs*.py``
+and the stateful model check them):
+
+* Acceptance writes the job and its ``extraction.requested.v1`` outbox event in
+  one transaction, and only the inserting branch writes the event.
+* A claim is one short transaction (``FOR UPDATE SKIP LOCKED``); it bumps
+  ``attempt`` and ``fence`` and opens an attempt row. Inference runs after commit.
+* Every later write by a driver is conditional on ``state = 'RUNNING'``, its
+  fence and an unexpired lease; zero rows raises :class:`LeaseLost` and the
+  transaction (result, attempt row, outbox event) rolls back as a whole.
+* The reaper moves expired leases on with ``fence + 1``, so the stale owner can
+  never commit; attempts never reset.
+* Terminal failures write ``extraction.failed.v1`` and a dead-letter event in
+  the same transaction, so a failed DLQ publication is retried from durable state.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, cast
+
+import asyncpg
+
+from pipeline.clock import Clock, DatabaseClock
+from pipeline.errors import IdempotencyConflict, LeaseLost, NotFound, RetryableError
+from pipeline.identity import object_version, request_hash
+from pipeline.jobs.records import (
+    EVENT_COMPLETED,
+    EVENT_DEAD_LETTERED,
+    EVENT_FAILED,
+    EVENT_REQUESTED,
+    EVENT_REVIEW,
+    Accepted,
+    AcceptRequest,
+    DocumentIn,
+    Lease,
+    ReapReport,
+    Settled,
+    SettleHook,
+    Usage,
+    lease_from_row,
+    settled_from_row,
+)
+from pipeline.queries import q
+from pipeline.retry import RetryPolicy
+from pipeline.settings import Settings
+from pipeline.states import JobState
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "EVENT_COMPLETED",
+    "EVENT_DEAD_LETTERED",
+    "EVENT_FAILED",
+    "EVENT_REQUESTED",
+    "EVENT_REVIEW",
+    "AcceptRequest",
+    "Accepted",
+    "DocumentIn",
+    "JobStore",
+    "Lease",
+    "ReapReport",
+    "SettleHook",
+    "Settled",
+    "Usage",
+]
+
+
+class JobStore:
+    """asyncpg job store; all SQL comes from ``sql/queries/jobs.sql``."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        settings: Settings | None = None,
+        *,
+        clock: Clock | None = None,
+        policy: RetryPolicy | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.pool = pool
+        self.settings = settings or Settings()
+        self.clock = clock or DatabaseClock()
+        s = self.settings
+        self.policy = policy or RetryPolicy(
+            max_attempts=s.max_attempts,
+            base_seconds=s.retry_base_seconds,
+            cap_seconds=s.retry_cap_seconds,
+            next_attempt_margin_seconds=s.next_attempt_margin_seconds,
+            beyond_deadline=s.retry_beyond_deadline,
+        )
+        self.rng = rng or random.Random()
+        self.settle_hooks: list[SettleHook] = []
+
+    # ------------------------------------------------------------------ intake
+    async def accept(
+        self, req: AcceptRequest, *, conn: asyncpg.Connection | None = None
+    ) -> Accepted:
+        """Durably accept a job, idempotently per (tenant, key).
+
+        Raises:
+            IdempotencyConflict: the key was used for a different request; nothing
+                is written (the transaction rolls back).
+        """
+        if conn is None:
+            async with self.pool.acquire() as c:
+                return await self.accept(req, conn=c)
+        doc = req.document
+        version = object_version(doc.sha256)
+        rhash = request_hash(
+            object_version=version,
+            schema_version=req.schema_version,
+            model_policy=req.model_policy,
+            options=req.options,
+        )
+        deadline = req.deadline_seconds or self.settings.default_deadline_seconds
+        max_attempts = req.max_attempts or self.policy.max_attempts
+        async with conn.transaction():
+            drow = await conn.fetchrow(
+                q("document_upsert"),
+                uuid.uuid4(),
+                req.tenant_id,
+                doc.sha256,
+                version,
+                doc.content,
+                len(doc.raw),
+                doc.content_type,
+                doc.filename,
+            )
+            job_id = uuid.uuid4()
+            row = await conn.fetchrow(
+                q("job_insert_if_new"),
+                job_id,
+                req.tenant_id,
+                req.idempotency_key,
+                rhash,
+                drow["id"],
+                version,
+                req.schema_version,
+                req.model_policy,
+                req.priority,
+                req.estimated_tokens,
+                max_attempts,
+                float(deadline),
+                self.clock.now(),
+            )
+            if row is not None:
+                await conn.execute(
+                    q("outbox_insert"),
+                    uuid.uuid4(),
+                    job_id,
+                    EVENT_REQUESTED,
+                    {"job_id": str(job_id), "schema_version": req.schema_version, "v": 1},
+                )
+                return Accepted(
+                    job_id=row["id"],
+                    created=True,
+                    state=JobState(row["state"]),
+                    state_version=row["state_version"],
+                    deadline_at=row["deadline_at"],
+                    document_id=drow["id"],
+                )
+            existing = await conn.fetchrow(
+                q("job_get_by_idempotency_key"), req.tenant_id, req.idempotency_key
+            )
+            if existing is None:  # pragma: no cover - unique index guarantees a row
+                raise RuntimeError("idempotency conflict without an existing row")
+            if existing["request_hash"] != rhash:
+                raise IdempotencyConflict(
+                    "idempotency key already used for a different request",
+                    existing_job_id=str(existing["id"]),
+                )
+            # The document upsert above may have been a no-op update; rolling back
+            # is not needed because documents are immutable content addresses.
+            # A replay is the original receipt: the state as accepted, not the
+            # current one (the status URL gives that).
+            return Accepted(
+                job_id=existing["id"],
+                created=False,
+                state=JobState(existing["accepted_state"]),
+                state_version=existing["accepted_state_version"],
+                deadline_at=existing["deadline_at"],
+                document_id=drow["id"],
+            )
+
+    # ------------------------------------------------------------------ leases
+    async def claim(
+        self, worker_id: str, *, limit: int = 1, lease_seconds: float | None = None
+    ) -> list[Lease]:
+        """Claim up to ``limit`` due jobs, fairly across tenants, in one short transaction."""
+        seconds = lease_seconds or self.settings.lease_seconds
+        async with self.pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                q("job_claim_available"), self.clock.now(), limit, float(seconds), worker_id
+            )
+        return [lease_from_row(r, worker_id) for r in rows]
+
+    async def heartbeat(self, lease: Lease, *, lease_seconds: float | None = None) -> datetime:
+        """Extend the lease; :class:`LeaseLost` if the caller no longer owns the job."""
+        seconds = lease_seconds or self.settings.lease_seconds
+        async with self.pool.acquire() as conn:
+            until = await conn.fetchval(
+                q("lease_extend_if_fenced"),
+                lease.job_id,
+                lease.fence,
+                float(seconds),
+                self.clock.now(),
+            )
+        if until is None:
+            raise LeaseLost(f"job {lease.job_id} fence {lease.fence}: heartbeat matched no row")
+        return cast(datetime, until)
+
+    # ---------------------------------------------------------------- outcomes
+    async def succeed(
+        self,
+        lease: Lease,
+        *,
+        result: dict[str, Any],
+        validation: dict[str, Any] | None = None,
+        decision: JobState = JobState.SUCCEEDED,
+        policy_version: str | None = None,
+        usage: Usage | None = None,
+    ) -> Settled:
+        """Commit a validated result under the fence (SUCCEEDED or REVIEW_REQUIRED).
+
+        The result row, the attempt's close, the completion outbox event and any
+        settle hooks (e.g. delivery creation) commit together or not at all.
+        """
+        if decision not in (JobState.SUCCEEDED, JobState.REVIEW_REQUIRED):
+            raise ValueError(f"succeed() takes SUCCEEDED or REVIEW_REQUIRED, not {decision}")
+        validation = validation or {}
+        reasons = validation.get("reasons") or []
+        now = self.clock.now()
+        async with self.pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                q("job_settle_if_fenced"),
+                lease.job_id,
+                lease.fence,
+                decision.value,
+                f"extraction_results/{lease.job_id}",
+                policy_version,
+                now,
+                "validation" if decision is JobState.REVIEW_REQUIRED else None,
+                _summarise(reasons) if decision is JobState.REVIEW_REQUIRED else None,
+            )
+            if row is None:
+                raise LeaseLost(f"job {lease.job_id} fence {lease.fence}: completion rejected")
+            await conn.execute(
+                q("result_insert"), lease.job_id, lease.fence, result, validation, decision.value
+            )
+            outcome = "succeeded" if decision is JobState.SUCCEEDED else "review_required"
+            await self._close_attempt(conn, lease, outcome, None, None, usage, uncertain=False)
+            event = EVENT_COMPLETED if decision is JobState.SUCCEEDED else EVENT_REVIEW
+            settled = settled_from_row(row)
+            await self._event(conn, settled, event)
+            await self._run_hooks(conn, settled)
+        return settled
+
+    async def retry_or_fail(
+        self, lease: Lease, error: RetryableError, *, usage: Usage | None = None
+    ) -> Settled:
+        """Persist a failed attempt: RETRY_SCHEDULED at the policy's time, or terminal.
+
+        The decision uses the database's time, the persisted attempt count and the
+        job's deadline; the provider's ``retry_after`` is honoured (never sooner).
+        """
+        async with self.pool.acquire() as conn, conn.transaction():
+            locked = await conn.fetchrow(
+                q("job_lock_if_fenced"), lease.job_id, lease.fence, self.clock.now()
+            )
+            if locked is None:
+                raise LeaseLost(f"job {lease.job_id} fence {lease.fence}: retry rejected")
+            decision = self.policy.decide(
+                now=locked["now"],
+                attempt=locked["attempt"],
+                deadline=locked["deadline_at"],
+                retry_after=error.retry_after,
+                max_attempts=locked["max_attempts"],
+                rng=self.rng,
+            )
+            if decision.retry_at is None:
+                reason = decision.terminal_reason or "attempts_exhausted"
+                return await self._fail_locked(
+                    conn, lease, error.error_class, str(error), reason, usage, error.uncertain
+                )
+            row = await conn.fetchrow(
+                q("job_retry_if_fenced"),
+                lease.job_id,
+                lease.fence,
+                decision.retry_at,
+                error.error_class,
+                str(error)[:2000],
+                self.clock.now(),
+            )
+            if row is None:  # pragma: no cover - row is locked above
+                raise LeaseLost(f"job {lease.job_id} fence {lease.fence}: retry rejected")
+            await self._close_attempt(
+                conn,
+                lease,
+                "retry_scheduled",
+                error.error_class,
+                str(error),
+                usage,
+                uncertain=error.uncertain,
+            )
+            settled = settled_from_row(row, retry_at=row["available_at"], reason=error.error_class)
+            await self._run_hooks(conn, settled)
+            return settled
+
+    async def fail(
+        self,
+        lease: Lease,
+        *,
+        error_class: str,
+        reason: str,
+        detail: str = "",
+        usage: Usage | None = None,
+    ) -> Settled:
+        """Fail the job terminally under the fence (e.g. a :class:`TerminalError`)."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            locked = await conn.fetchrow(
+                q("job_lock_if_fenced"), lease.job_id, lease.fence, self.clock.now()
+            )
+            if locked is None:
+                raise LeaseLost(f"job {lease.job_id} fence {lease.fence}: failure rejected")
+            return await self._fail_locked(
+                conn, lease, error_class, detail or reason, reason, usage, False
+            )
+
+    async def record_late_result(self, lease: Lease, usage: Usage | None) -> bool:
+        """Note on a closed attempt that its (stale) result arrived and was discarded.
+
+        The provider call still happened and may be billed; the attempt row keeps
+        its usage so cost accounting and ``explain`` show it.
+        """
+        u = usage or Usage()
+        async with self.pool.acquire() as conn:
+            got = await conn.fetchval(
+                q("attempt_record_late_result"),
+                lease.job_id,
+                lease.fence,
+                u.prompt_tokens,
+                u.completion_tokens,
+                u.cached_tokens,
+                self.clock.now(),
+            )
+        return got is not None
+
+    # ------------------------------------------------------------------ reaper
+    async def reap(self, *, limit: int = 100) -> ReapReport:
+        """Move expired leases on (fence+1) and fail waiting jobs past their deadline."""
+        report = ReapReport()
+        now = self.clock.now()
+        async with self.pool.acquire() as conn, conn.transaction():
+            for r in await conn.fetch(q("job_select_expired_leases"), now, limit):
+                decision = self.policy.decide(
+                    now=r["now"],
+                    attempt=r["attempt"],
+                    deadline=r["deadline_at"],
+                    max_attempts=r["max_attempts"],
+                    rng=self.rng,
+                )
+                lost = Lease(
+                    job_id=r["id"],
+                    tenant_id=r["tenant_id"],
+                    attempt=r["attempt"],
+                    fence=r["fence"],
+                    lease_until=r["now"],
+                    deadline_at=r["deadline_at"],
+                    worker_id="reaper",
+                    document_id=None,
+                    object_version="",
+                    schema_version=1,
+                    model_policy="",
+                    priority=0,
+                    estimated_tokens=0,
+                    max_attempts=r["max_attempts"],
+                )
+                if decision.retry_at is not None:
+                    row = await conn.fetchrow(
+                        q("job_reschedule_if_expired"), r["id"], r["fence"], decision.retry_at, now
+                    )
+                    if row is None:  # pragma: no cover - row locked above
+                        continue
+                    report.rescheduled.append(r["id"])
+                    settled = settled_from_row(
+                        row, retry_at=decision.retry_at, reason="lease_expired"
+                    )
+                else:
+                    reason = decision.terminal_reason or "attempts_exhausted"
+                    row = await conn.fetchrow(
+                        q("job_fail_if_expired"), r["id"], r["fence"], reason, now
+                    )
+                    if row is None:  # pragma: no cover - row locked above
+                        continue
+                    report.failed.append(r["id"])
+                    settled = settled_from_row(row, reason=reason)
+                    await self._terminal_events(conn, settled, "lease_expired", reason)
+                await self._close_attempt(
+                    conn,
+                    lost,
+                    "lease_expired",
+                    "lease_expired",
+                    "lease expired before the owner committed an outcome",
+                    None,
+                    uncertain=True,
+                )
+                await self._run_hooks(conn, settled)
+            for r in await conn.fetch(q("job_select_past_deadline"), now, limit):
+                row = await conn.fetchrow(q("job_fail_if_waiting_past_deadline"), r["id"], now)
+                if row is None:  # pragma: no cover - row locked above
+                    continue
+                report.deadline_failed.append(r["id"])
+                settled = settled_from_row(row, reason="deadline_exceeded")
+                await self._terminal_events(conn, settled, "deadline_exceeded", "deadline_exceeded")
+                await self._run_hooks(conn, settled)
+        if report.total:
+            log.info(
+                "reaper: %d rescheduled, %d failed, %d past deadline",
+                len(report.rescheduled),
+                len(report.failed),
+                len(report.deadline_failed),
+            )
+        return report
+
+    # ------------------------------------------------------------------- reads
+    async def get(self, tenant_id: uuid.UUID, job_id: uuid.UUID) -> dict[str, Any]:
+        """The job as its tenant may see it; another tenant's job is :class:`NotFound`."""
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow(q("job_get_for_tenant"), job_id, tenant_id)
+        if row is None:
+            raise NotFound(f"job {job_id}")
+        return dict(row.items())
+
+    async def explain(self, job_id: uuid.UUID) -> dict[str, Any]:
+        """Operator view: the job, every state change, attempt, outbox and inbox record."""
+        async with self.pool.acquire() as conn:
+            job = await conn.fetchrow(q("job_get_any_tenant"), job_id)
+            if job is None:
+                raise NotFound(f"job {job_id}")
+            return {
+                "job": dict(job.items()),
+                "events": [
+                    dict(r.items()) for r in await conn.fetch(q("job_event_list_for_job"), job_id)
+                ],
+                "attempts": [
+                    dict(r.items()) for r in await conn.fetch(q("attempt_list_for_job"), job_id)
+                ],
+                "outbox": [
+                    dict(r.items()) for r in await conn.fetch(q("outbox_list_for_job"), job_id)
+                ],
+                "inbox": [
+                    dict(r.items()) for r in await conn.fetch(q("inbox_list_for_job"), job_id)
+                ],
+            }
+
+    async def backlog(self) -> dict[str, Any]:
+        """Waiting, runnable and running counts and the oldest runnable job's age."""
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow(q("job_backlog_stats"), self.clock.now())
+        return dict(row.items())
+
+    # ----------------------------------------------------------------- helpers
+    async def _fail_locked(
+        self,
+        conn: asyncpg.Connection,
+        lease: Lease,
+        error_class: str,
+        detail: str,
+        reason: str,
+        usage: Usage | None,
+        uncertain: bool,
+    ) -> Settled:
+        row = await conn.fetchrow(
+            q("job_fail_if_fenced"),
+            lease.job_id,
+            lease.fence,
+            error_class,
+            detail[:2000],
+            reason,
+            self.clock.now(),
+        )
+        if row is None:  # pragma: no cover - caller locked the row
+            raise LeaseLost(f"job {lease.job_id} fence {lease.fence}: failure rejected")
+        await self._close_attempt(
+            conn, lease, "failed_terminal", error_class, detail, usage, uncertain=uncertain
+        )
+        settled = settled_from_row(row, reason=reason)
+        await self._terminal_events(conn, settled, error_class, reason)
+        await self._run_hooks(conn, settled)
+        return settled
+
+    async def _close_attempt(
+        self,
+        conn: asyncpg.Connection,
+        lease: Lease,
+        outcome: str,
+        error_class: str | None,
+        detail: str | None,
+        usage: Usage | None,
+        *,
+        uncertain: bool,
+    ) -> None:
+        u = usage or Usage()
+        got = await conn.fetchval(
+            q("attempt_close_if_running"),
+            lease.job_id,
+            lease.fence,
+            outcome,
+            error_class,
+            (detail or "")[:2000] or None,
+            u.prompt_tokens,
+            u.completion_tokens,
+            u.cached_tokens,
+            self.clock.now(),
+            uncertain,
+            u.engine,
+        )
+        if got is None:
+            raise LeaseLost(f"job {lease.job_id} fence {lease.fence}: attempt already closed")
+
+    async def _event(
+        self,
+        conn: asyncpg.Connection,
+        s: Settled,
+        event_type: str,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        payload: dict[str, Any] = {
+            "job_id": str(s.job_id),
+            "state": s.state.value,
+            "state_version": s.state_version,
+            "v": 1,
+        }
+        payload.update(extra or {})
+        await conn.execute(q("outbox_insert"), uuid.uuid4(), s.job_id, event_type, payload)
+
+    async def _terminal_events(
+        self, conn: asyncpg.Connection, s: Settled, error_class: str, reason: str
+    ) -> None:
+        extra = {"reason": reason, "error_class": error_class}
+        await self._event(conn, s, EVENT_FAILED, extra)
+        await self._event(conn, s, EVENT_DEAD_LETTERED, extra)
+
+    async def _run_hooks(self, conn: asyncpg.Connection, s: Settled) -> None:
+        for hook in self.settle_hooks:
+            await hook(conn, s)
+
+
+def _summarise(reasons: Sequence[Any]) -> str:
+    codes = [str(r.get("code", r)) if isinstance(r, dict) else str(r) for r in reasons]
+    return ", ".join(codes)[:2000] or "validation"

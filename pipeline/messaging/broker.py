@@ -1,0 +1,543 @@
+"""RabbitMQ adapter: topology, the event message, confirmed publishing, consuming.
+
+What a confirm and an ack mean here (they cover different boundaries):
+
+* A publisher confirm says the broker took responsibility for a message (a
+  quorum queue replicated it). It says nothing about a consumer. The relay marks
+  an outbox event published only after its confirm; a missing confirm (timeout,
+  dropped connection) is an *unknown* outcome and the event is published again,
+  so consumers dedupe (:mod:`pipeline.messaging.inbox`).
+* ``mandatory`` makes an unroutable publish come back as ``basic.return`` before
+  its confirm, so "confirmed but routed nowhere" is reported as RETURNED, never
+  as published.
+* A consumer acks only after its handler's database transaction committed.
+
+Topology (declared idempotently; every name comes from :class:`Settings`)::
+
+    exchange (topic, durable) --work routing key--> work queue (quorum)
+        x-dead-letter-exchange=DLX, x-dead-letter-strategy=at-least-once,
+        x-overflow=reject-publish (required by at-least-once), x-delivery-limit
+    DLX (fanout, durable) --> DLQ (quorum)
+
+RabbitMQ 3.10 is the oldest version this needs: quorum queues with
+``x-delivery-limit`` exist since 3.8, at-least-once dead-lettering since 3.10.
+
+pika's :class:`AsyncioConnection` runs each connection on the service's own event
+loop, so one thread owns each connection (pika connections are not thread-safe)
+and no publish blocks the loop. Only :func:`declare_topology` uses a blocking
+connection; services run it with ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import logging
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import pika
+from pika.adapters.asyncio_connection import AsyncioConnection
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipeline.errors import BrokerUnavailable, PoisonMessage
+from pipeline.settings import Settings
+
+log = logging.getLogger(__name__)
+
+#: Message schema versions this build reads; anything else is poison.
+SUPPORTED_VERSIONS = frozenset({1})
+MESSAGE_FIELDS = ("event_id", "type", "version", "job_id")
+
+HEADER_REASON = "x-fenceline-reason"
+HEADER_DETAIL = "x-fenceline-detail"
+HEADER_SOURCE = "x-fenceline-source"
+HEADER_SENT_AT = "x-fenceline-sent-at-us"  # integer microseconds (AMQP has no float)
+HEADER_ORIGIN_QUEUE = "x-fenceline-queue"
+HEADER_ORIGIN_ROUTING_KEY = "x-fenceline-routing-key"
+
+
+class BrokerConfig(BaseModel):
+    """Validated broker settings; built by :meth:`from_settings`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    url: str
+    exchange: str = Field(min_length=1)
+    work_queue: str = Field(min_length=1)
+    work_routing_key: str = Field(min_length=1)
+    dead_letter_exchange: str = Field(min_length=1)
+    dead_letter_queue: str = Field(min_length=1)
+    delivery_limit: int = Field(ge=1)
+    work_queue_max_length: int | None = Field(default=None, ge=1)
+    prefetch: int = Field(ge=1)
+    confirm_timeout_seconds: float = Field(gt=0)
+    connect_timeout_seconds: float = Field(gt=0)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BrokerConfig | None:
+        """The broker configuration, or None in broker-less mode (no ``amqp_url``)."""
+        if not settings.amqp_url:
+            return None
+        return cls(
+            url=settings.amqp_url,
+            exchange=settings.amqp_exchange,
+            work_queue=settings.amqp_work_queue,
+            work_routing_key=settings.amqp_work_routing_key,
+            dead_letter_exchange=settings.amqp_dead_letter_exchange,
+            dead_letter_queue=settings.amqp_dead_letter_queue,
+            delivery_limit=settings.amqp_delivery_limit,
+            work_queue_max_length=settings.amqp_work_queue_max_length,
+            prefetch=settings.amqp_prefetch,
+            confirm_timeout_seconds=settings.amqp_confirm_timeout_seconds,
+            connect_timeout_seconds=settings.amqp_connect_timeout_seconds,
+        )
+
+    def parameters(self, name: str) -> pika.URLParameters:
+        """Connection parameters; timeouts from the URL win over the config."""
+        params = pika.URLParameters(self.url)
+        query = self.url.partition("?")[2]
+        if "socket_timeout" not in query:
+            params.socket_timeout = self.connect_timeout_seconds
+        if "stack_timeout" not in query:
+            params.stack_timeout = self.connect_timeout_seconds
+        params.client_properties = {"connection_name": f"fenceline-{name}"}
+        return params
+
+    def work_queue_arguments(self) -> dict[str, Any]:
+        """Quorum queue whose dead letters are forwarded at-least-once."""
+        args: dict[str, Any] = {
+            "x-queue-type": "quorum",
+            "x-dead-letter-exchange": self.dead_letter_exchange,
+            "x-dead-letter-strategy": "at-least-once",
+            "x-overflow": "reject-publish",
+            "x-delivery-limit": self.delivery_limit,
+        }
+        if self.work_queue_max_length is not None:
+            args["x-max-length"] = self.work_queue_max_length
+        return args
+
+
+# --------------------------------------------------------------------- topology
+@dataclass(frozen=True)
+class TopologyReport:
+    exchange: str
+    work_queue: str
+    dead_letter_exchange: str
+    dead_letter_queue: str
+    work_messages: int
+    dead_letter_messages: int
+
+
+def declare_topology(cfg: BrokerConfig) -> TopologyReport:
+    """Declare exchange, work queue, DLX and DLQ; idempotent (blocking: run in a thread).
+
+    Re-declaring with the same arguments is a no-op; different arguments make the
+    broker refuse (PRECONDITION_FAILED), which is surfaced, never papered over.
+    """
+    try:
+        conn = pika.BlockingConnection(cfg.parameters("setup"))
+    except pika.exceptions.AMQPError as exc:
+        raise BrokerUnavailable(f"cannot connect to the broker: {exc!r}") from exc
+    try:
+        ch = conn.channel()
+        ch.exchange_declare(cfg.dead_letter_exchange, exchange_type="fanout", durable=True)
+        dlq = ch.queue_declare(
+            cfg.dead_letter_queue, durable=True, arguments={"x-queue-type": "quorum"}
+        )
+        ch.queue_bind(cfg.dead_letter_queue, cfg.dead_letter_exchange, routing_key="")
+        ch.exchange_declare(cfg.exchange, exchange_type="topic", durable=True)
+        work = ch.queue_declare(cfg.work_queue, durable=True, arguments=cfg.work_queue_arguments())
+        ch.queue_bind(cfg.work_queue, cfg.exchange, routing_key=cfg.work_routing_key)
+        return TopologyReport(
+            exchange=cfg.exchange,
+            work_queue=cfg.work_queue,
+            dead_letter_exchange=cfg.dead_letter_exchange,
+            dead_letter_queue=cfg.dead_letter_queue,
+            work_messages=work.method.message_count,
+            dead_letter_messages=dlq.method.message_count,
+        )
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
+def setup_topology(settings: Settings) -> TopologyReport:
+    """``fenceline broker setup``: declare the topology named by ``settings``."""
+    cfg = BrokerConfig.from_settings(settings)
+    if cfg is None:
+        raise BrokerUnavailable("no broker configured (FENCELINE_AMQP_URL is unset)")
+    return declare_topology(cfg)
+
+
+def queue_depths(cfg: BrokerConfig) -> dict[str, int]:
+    """Ready messages in the work queue and the DLQ (blocking: run in a thread)."""
+    try:
+        conn = pika.BlockingConnection(cfg.parameters("depth"))
+    except pika.exceptions.AMQPError as exc:
+        raise BrokerUnavailable(f"cannot connect to the broker: {exc!r}") from exc
+    try:
+        ch = conn.channel()
+        return {
+            name: ch.queue_declare(name, passive=True).method.message_count
+            for name in (cfg.work_queue, cfg.dead_letter_queue)
+        }
+    except pika.exceptions.AMQPError as exc:
+        raise BrokerUnavailable(f"cannot read queue depths: {exc!r}") from exc
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
+# ---------------------------------------------------------------------- message
+@dataclass(frozen=True)
+class EventMessage:
+    """The only thing on the wire: references, never document text.
+
+    The body is canonical JSON, so the same event always has the same digest
+    however often the relay publishes it; the inbox compares digests to tell a
+    redelivery (same) from a conflicting reuse of an event id (different).
+    """
+
+    event_id: uuid.UUID
+    event_type: str
+    version: int
+    job_id: uuid.UUID | None
+
+    def body(self) -> bytes:
+        doc = {
+            "event_id": str(self.event_id),
+            "type": self.event_type,
+            "version": self.version,
+            "job_id": str(self.job_id) if self.job_id else None,
+        }
+        return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+    def digest(self) -> str:
+        return hashlib.sha256(self.body()).hexdigest()
+
+    @classmethod
+    def parse(cls, body: bytes) -> EventMessage:
+        """Decode and validate; :class:`PoisonMessage` names what is wrong."""
+        try:
+            doc = json.loads(body)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise PoisonMessage("not_json", str(exc)[:200]) from None
+        if not isinstance(doc, dict):
+            raise PoisonMessage("not_object", type(doc).__name__)
+        if "version" not in doc:
+            raise PoisonMessage("missing_fields", "version")
+        version = doc["version"]
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise PoisonMessage("unknown_version", repr(version)[:50])
+        if version not in SUPPORTED_VERSIONS:
+            raise PoisonMessage("unknown_version", str(version))
+        missing = [k for k in MESSAGE_FIELDS if k not in doc]
+        if missing:
+            raise PoisonMessage("missing_fields", ",".join(missing))
+        extra = sorted(set(doc) - set(MESSAGE_FIELDS))
+        if extra:
+            raise PoisonMessage("unexpected_fields", ",".join(extra)[:200])
+        if not isinstance(doc["type"], str) or not doc["type"]:
+            raise PoisonMessage("invalid_field", "type")
+        try:
+            event_id = uuid.UUID(str(doc["event_id"]))
+            job_id = uuid.UUID(str(doc["job_id"])) if doc["job_id"] is not None else None
+        except ValueError:
+            raise PoisonMessage("invalid_field", "event_id or job_id is not a UUID") from None
+        return cls(event_id=event_id, event_type=doc["type"], version=version, job_id=job_id)
+
+
+# ------------------------------------------------------------------ connection
+class AmqpLink:
+    """One AMQP connection with one channel, living on the running event loop.
+
+    ``closed`` resolves (with the cause) when either the connection or the
+    channel closes; every pending RPC fails with :class:`BrokerUnavailable` then.
+    """
+
+    def __init__(self, connection: Any, channel: Any, closed: asyncio.Future[BaseException]):
+        self.connection = connection
+        self.channel = channel
+        self.closed = closed
+
+    @classmethod
+    async def open(cls, cfg: BrokerConfig, name: str) -> AmqpLink:
+        loop = asyncio.get_running_loop()
+        opened: asyncio.Future[Any] = loop.create_future()
+        closed: asyncio.Future[BaseException] = loop.create_future()
+
+        def on_open(conn: Any) -> None:
+            if not opened.done():
+                opened.set_result(conn)
+
+        def on_open_error(_conn: Any, exc: BaseException) -> None:
+            if not opened.done():
+                opened.set_exception(BrokerUnavailable(f"cannot connect: {exc!r}"))
+            if not closed.done():
+                closed.set_result(exc)
+
+        def on_close(_conn: Any, exc: BaseException) -> None:
+            if not closed.done():
+                closed.set_result(exc)
+
+        conn = AsyncioConnection(
+            cfg.parameters(name),
+            on_open_callback=on_open,
+            on_open_error_callback=on_open_error,
+            on_close_callback=on_close,
+            custom_ioloop=loop,
+        )
+        try:
+            await asyncio.wait_for(asyncio.shield(opened), cfg.connect_timeout_seconds)
+        except TimeoutError:
+            _close_quietly(conn)
+            raise BrokerUnavailable("broker connection timed out") from None
+        channel_opened: asyncio.Future[Any] = loop.create_future()
+        conn.channel(on_open_callback=lambda ch: channel_opened.set_result(ch))
+        link = cls(conn, None, closed)
+        link.channel = await link.wait_reply(channel_opened, cfg.connect_timeout_seconds)
+
+        def on_channel_close(_ch: Any, exc: BaseException) -> None:
+            if not closed.done():
+                closed.set_result(exc)
+            _close_quietly(conn)
+
+        link.channel.add_on_close_callback(on_channel_close)
+        return link
+
+    @property
+    def is_open(self) -> bool:
+        return not self.closed.done()
+
+    async def wait_reply(self, fut: asyncio.Future[Any], timeout: float) -> Any:
+        done, _ = await asyncio.wait(
+            {fut, self.closed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        if fut in done:
+            return fut.result()
+        if self.closed.done():
+            raise BrokerUnavailable(f"broker connection closed: {self.closed.result()!r}")
+        raise BrokerUnavailable(f"broker did not answer within {timeout}s")
+
+    async def call(self, start: Callable[[Callable[..., None]], Any], timeout: float) -> Any:
+        """Run one callback-style pika RPC and await its reply frame."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def done(*args: Any) -> None:
+            if not fut.done():
+                fut.set_result(args[0] if len(args) == 1 else args)
+
+        start(done)
+        return await self.wait_reply(fut, timeout)
+
+    async def close(self, timeout: float = 2.0) -> None:
+        """Close politely; a wedged connection is abandoned after ``timeout``."""
+        _close_quietly(self.connection)
+        try:
+            await asyncio.wait_for(asyncio.shield(self.closed), timeout)
+        except TimeoutError:
+            log.warning("broker connection did not close within %.1fs; abandoned", timeout)
+
+
+def _close_quietly(conn: Any) -> None:
+    try:
+        if not (conn.is_closing or conn.is_closed):
+            conn.close()
+    except Exception:  # the connection is already gone; nothing to close
+        log.debug("closing a broker connection failed", exc_info=True)
+
+
+# ------------------------------------------------------------------- publisher
+class PublishStatus(StrEnum):
+    CONFIRMED = "confirmed"  #: the broker took responsibility (and routed it)
+    RETURNED = "returned"  #: unroutable: basic.return, then the confirm
+    NACKED = "nacked"  #: the broker refused it (e.g. reject-publish overflow)
+    UNKNOWN = "unknown"  #: no confirm: timeout or connection lost; publish again
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One persistent message to publish with ``mandatory``."""
+
+    exchange: str
+    routing_key: str
+    body: bytes
+    message_id: str
+    message_type: str
+    headers: dict[str, Any] = field(default_factory=dict)
+
+    def properties(self) -> pika.BasicProperties:
+        return pika.BasicProperties(
+            delivery_mode=pika.DeliveryMode.Persistent,
+            content_type="application/json",
+            message_id=self.message_id,
+            type=self.message_type,
+            app_id="fenceline",
+            timestamp=int(time.time()),
+            headers=self.headers,
+        )
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    message_id: str
+    status: PublishStatus
+    detail: str = ""
+
+
+@dataclass
+class _ConfirmState:
+    """Delivery tags of one confirm-mode channel; a new link starts a new state."""
+
+    link: AmqpLink
+    next_tag: int = 0
+    pending: dict[int, tuple[str, asyncio.Future[PublishResult]]] = field(default_factory=dict)
+    returned: dict[str, str] = field(default_factory=dict)
+
+    def resolve(self, tag: int, multiple: bool, ack: bool) -> None:
+        tags = [t for t in self.pending if t <= tag] if multiple else [tag]
+        for t in tags:
+            entry = self.pending.pop(t, None)
+            if entry is None:
+                continue
+            message_id, fut = entry
+            if fut.done():
+                continue
+            if not ack:
+                fut.set_result(PublishResult(message_id, PublishStatus.NACKED, "basic.nack"))
+            elif message_id in self.returned:
+                why = self.returned.pop(message_id)
+                fut.set_result(PublishResult(message_id, PublishStatus.RETURNED, why))
+            else:
+                fut.set_result(PublishResult(message_id, PublishStatus.CONFIRMED))
+
+    def fail_all(self, detail: str) -> None:
+        for message_id, fut in self.pending.values():
+            if not fut.done():
+                fut.set_result(PublishResult(message_id, PublishStatus.UNKNOWN, detail))
+        self.pending.clear()
+
+
+class ConfirmingPublisher:
+    """Publishes batches with ``mandatory`` and publisher confirms, pipelined.
+
+    Only one batch is in flight at a time. After a confirm timeout the link is
+    dropped (its state is unknown) and the next batch opens a fresh one, so late
+    confirms of an abandoned channel can never be mistaken for new ones.
+    """
+
+    def __init__(self, cfg: BrokerConfig, *, name: str = "publisher") -> None:
+        self.cfg = cfg
+        self.name = name
+        self._state: _ConfirmState | None = None
+        self._lock = asyncio.Lock()
+        self._abandoned: set[asyncio.Task[None]] = set()
+
+    @property
+    def connected(self) -> bool:
+        return self._state is not None and self._state.link.is_open
+
+    async def connect(self) -> None:
+        """Ensure an open confirm-mode channel; :class:`BrokerUnavailable` if not."""
+        if self.connected:
+            return
+        link = await AmqpLink.open(self.cfg, self.name)
+        state = _ConfirmState(link)
+
+        def on_confirm(frame: Any) -> None:
+            m = frame.method
+            state.resolve(m.delivery_tag, m.multiple, isinstance(m, pika.spec.Basic.Ack))
+
+        def on_return(_ch: Any, method: Any, props: Any, _body: bytes) -> None:
+            state.returned[str(props.message_id)] = f"{method.reply_code} {method.reply_text}"
+
+        link.channel.add_on_return_callback(on_return)
+        await link.call(
+            lambda cb: link.channel.confirm_delivery(on_confirm, callback=cb),
+            self.cfg.connect_timeout_seconds,
+        )
+        link.closed.add_done_callback(
+            lambda f: state.fail_all(f"connection closed: {f.result()!r}")
+        )
+        self._state = state
+
+    async def publish(
+        self, messages: Sequence[Outgoing], *, timeout: float | None = None
+    ) -> list[PublishResult]:
+        """Publish ``messages`` and wait for their confirms, at most ``timeout`` seconds.
+
+        Raises:
+            BrokerUnavailable: no connection could be opened; nothing was sent.
+        """
+        timeout = timeout if timeout is not None else self.cfg.confirm_timeout_seconds
+        async with self._lock:
+            await self.connect()
+            state = self._state
+            assert state is not None
+            loop = asyncio.get_running_loop()
+            futures: list[asyncio.Future[PublishResult]] = []
+            for m in messages:
+                fut: asyncio.Future[PublishResult] = loop.create_future()
+                futures.append(fut)
+                if not state.link.is_open:
+                    fut.set_result(PublishResult(m.message_id, PublishStatus.UNKNOWN, "closed"))
+                    continue
+                state.next_tag += 1
+                state.pending[state.next_tag] = (m.message_id, fut)
+                try:
+                    state.link.channel.basic_publish(
+                        m.exchange, m.routing_key, m.body, m.properties(), mandatory=True
+                    )
+                except Exception as exc:  # the channel died under us: outcome unknown
+                    state.fail_all(f"publish failed: {exc!r}")
+            pending = [f for f in futures if not f.done()]
+            if pending:
+                await asyncio.wait(pending, timeout=timeout)
+            if any(not f.done() for f in futures):
+                # Confirms overdue: the channel's state is unknown; never reuse it.
+                self._state = None
+                state.fail_all(f"no confirm within {timeout}s")
+                closing = loop.create_task(state.link.close())
+                self._abandoned.add(closing)
+                closing.add_done_callback(self._abandoned.discard)
+            return [f.result() for f in futures]
+
+    async def close(self) -> None:
+        async with self._lock:
+            state, self._state = self._state, None
+            if state is not None:
+                state.fail_all("publisher closed")
+                await state.link.close()
+
+
+# ------------------------------------------------------------------------- CLI
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m pipeline.messaging.broker setup``: declare the topology from FENCELINE_* settings."""  # noqa: E501
+    parser = argparse.ArgumentParser(prog="python -m pipeline.messaging.broker")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("setup", help="declare exchange, work queue, DLX and DLQ (idempotent)")
+    sub.add_parser("depth", help="print ready messages in the work queue and the DLQ")
+    args = parser.parse_args(argv)
+    settings = Settings()
+    cfg = BrokerConfig.from_settings(settings)
+    if cfg is None:
+        print("no broker configured: set FENCELINE_AMQP_URL", file=sys.stderr)
+        return 2
+    if args.command == "setup":
+        report = declare_topology(cfg)
+        print(json.dumps(report.__dict__, indent=2))
+    else:
+        print(json.dumps(queue_depths(cfg), indent=2))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised through the command line
+    sys.exit(main())

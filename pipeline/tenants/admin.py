@@ -1,0 +1,192 @@
+"""Tenant and API-key administration: the functions the ``fenceline`` CLI calls.
+
+Keys are shown once, at creation, and stored only as sha256 (see
+:mod:`pipeline.tenants.accounts`). Scopes are a closed set, so a typo cannot mint a key
+with a scope nothing checks:
+
+* ``jobs`` — submit jobs, read this tenant's jobs, results and events (every
+  valid key of the tenant may do this);
+* ``review`` — also decide REVIEW_REQUIRED jobs (:mod:`pipeline.api.review`);
+* ``operator`` — also see operational retry details and decide reviews.
+
+Tenants are addressed by name or id (:func:`resolve_tenant`), quotas are the
+admission limits of :mod:`pipeline.tenants.quotas`, and :func:`tenant_usage` shows a
+tenant's current standing against them, read exactly as admission reads it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+import asyncpg
+
+from pipeline.errors import NotFound
+from pipeline.queries import q
+from pipeline.settings import Settings
+from pipeline.tenants.accounts import (
+    Tenant,
+    create_api_key,
+    create_tenant,
+    get_tenant,
+    get_tenant_by_name,
+    revoke_api_key,
+)
+
+SCOPES = frozenset({"jobs", "review", "operator"})
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    """A new key; ``secret`` exists only in this object and is never stored."""
+
+    key_id: uuid.UUID
+    tenant_id: uuid.UUID
+    secret: str
+    scopes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    key_id: uuid.UUID
+    prefix: str
+    scopes: tuple[str, ...]
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True)
+class TenantUsage:
+    """A tenant's unsettled work and this period's spend, next to its limits."""
+
+    tenant: Tenant
+    pending_jobs: int
+    pending_bytes: int
+    pending_tokens: int
+    spent: Decimal
+    seconds_to_next_period: float
+
+
+def check_scopes(scopes: tuple[str, ...]) -> tuple[str, ...]:
+    """The scopes, deduplicated and sorted; ValueError for an unknown or empty set."""
+    unknown = sorted(set(scopes) - SCOPES)
+    if unknown or not scopes:
+        raise ValueError(f"scopes must be a non-empty subset of {sorted(SCOPES)}, got {scopes}")
+    return tuple(sorted(set(scopes)))
+
+
+async def resolve_tenant(conn: asyncpg.Connection, ref: str | uuid.UUID) -> Tenant:
+    """A tenant by id or name; :class:`NotFound` if neither matches."""
+    tenant: Tenant | None = None
+    if isinstance(ref, uuid.UUID):
+        tenant = await get_tenant(conn, ref)
+    else:
+        try:
+            tenant = await get_tenant(conn, uuid.UUID(ref))
+        except ValueError:
+            tenant = None
+        if tenant is None:
+            tenant = await get_tenant_by_name(conn, ref)
+    if tenant is None:
+        raise NotFound(f"tenant {ref}")
+    return tenant
+
+
+async def add_tenant(
+    conn: asyncpg.Connection,
+    name: str,
+    *,
+    scopes: tuple[str, ...] = ("jobs",),
+    **limits: int | Decimal,
+) -> tuple[Tenant, IssuedKey]:
+    """Create a tenant and its first key in one transaction."""
+    checked = check_scopes(scopes)
+    async with conn.transaction():
+        tenant = await create_tenant(conn, name, **limits)  # type: ignore[arg-type]
+        key = await issue_key(conn, tenant.id, scopes=checked)
+    return tenant, key
+
+
+async def issue_key(
+    conn: asyncpg.Connection, tenant: str | uuid.UUID, *, scopes: tuple[str, ...] = ("jobs",)
+) -> IssuedKey:
+    """A new key for ``tenant`` (id or name)."""
+    checked = check_scopes(scopes)
+    t = await resolve_tenant(conn, tenant)
+    key_id, secret = await create_api_key(conn, t.id, scopes=checked)
+    return IssuedKey(key_id=key_id, tenant_id=t.id, secret=secret, scopes=checked)
+
+
+async def revoke_key(conn: asyncpg.Connection, tenant: str | uuid.UUID, key_id: uuid.UUID) -> bool:
+    """Revoke a key of ``tenant``; False if it was unknown or already revoked.
+
+    Revocation takes effect on the next request, and open status streams end at
+    their next key check (``sse_key_recheck_seconds``).
+    """
+    t = await resolve_tenant(conn, tenant)
+    return await revoke_api_key(conn, t.id, key_id)
+
+
+async def list_keys(conn: asyncpg.Connection, tenant: str | uuid.UUID) -> list[KeyInfo]:
+    """The tenant's keys without secrets (only the stored prefix identifies them)."""
+    t = await resolve_tenant(conn, tenant)
+    rows = await conn.fetch(q("api_key_list_for_tenant"), t.id)
+    return [
+        KeyInfo(
+            key_id=r["id"],
+            prefix=r["key_prefix"],
+            scopes=tuple(r["scopes"]),
+            created_at=r["created_at"],
+            revoked_at=r["revoked_at"],
+        )
+        for r in rows
+    ]
+
+
+async def set_quotas(
+    conn: asyncpg.Connection,
+    tenant: str | uuid.UUID,
+    *,
+    max_pending_jobs: int | None = None,
+    max_pending_bytes: int | None = None,
+    max_pending_tokens: int | None = None,
+    spend_budget: Decimal | None = None,
+    max_in_flight: int | None = None,
+    weight: int | None = None,
+) -> Tenant:
+    """Change admission limits; ``None`` keeps a value. Applies to the next request."""
+    t = await resolve_tenant(conn, tenant)
+    row = await conn.fetchrow(
+        q("tenant_quotas_update_if_exists"),
+        t.id,
+        max_pending_jobs,
+        max_pending_bytes,
+        max_pending_tokens,
+        spend_budget,
+        max_in_flight,
+        weight,
+    )
+    if row is None:  # pragma: no cover - resolved a moment ago; tenants are never deleted
+        raise NotFound(f"tenant {tenant}")
+    updated = await get_tenant(conn, t.id)
+    assert updated is not None
+    return updated
+
+
+async def tenant_usage(
+    conn: asyncpg.Connection, tenant: str | uuid.UUID, settings: Settings | None = None
+) -> TenantUsage:
+    """The tenant's standing against its quotas, as admission would read it now."""
+    s = settings or Settings()
+    t = await resolve_tenant(conn, tenant)
+    row = await conn.fetchrow(q("tenant_admission_get"), t.id, s.spend_period, None)
+    return TenantUsage(
+        tenant=t,
+        pending_jobs=int(row["jobs"]),
+        pending_bytes=int(row["bytes"]),
+        pending_tokens=int(row["tokens"]),
+        spent=Decimal(row["spent"]),
+        seconds_to_next_period=float(row["seconds_to_next_period"]),
+    )

@@ -1,0 +1,191 @@
+"""Tenant master data (suppliers, permitted currencies) for the validation policy.
+
+Drivers read it through a :class:`MasterDataCache`: a tenant's record is reused
+for ``ttl_seconds`` and then read again, so a supplier or currency added with
+``fenceline suppliers add`` / ``fenceline tenants currencies`` reaches every
+running driver within that time, without a restart.
+
+The administration functions (:func:`add_supplier`, :func:`list_suppliers`,
+:func:`set_currencies`) store master data in the form validation compares it
+in: IBANs in electronic form (upper case, no spaces) after their mod-97 and
+length checks, currencies as ISO 4217 codes. Input that validation could never
+match (a bad IBAN, an unknown currency, hidden characters in a name) is refused
+with :class:`ValueError` rather than stored.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import unicodedata
+import uuid
+from collections.abc import Callable, Iterable
+
+import asyncpg
+
+from pipeline.errors import NotFound
+from pipeline.queries import q
+from pipeline.tenants.accounts import get_tenant
+from pipeline.tenants.admin import resolve_tenant
+from pipeline.validation.decide import (
+    IBAN_LENGTHS,
+    ISO_4217,
+    SupplierRecord,
+    TenantMasterData,
+    compact_id,
+    iban_checksum_ok,
+)
+
+
+async def upsert_supplier(
+    conn: asyncpg.Connection, tenant_id: uuid.UUID, record: SupplierRecord
+) -> uuid.UUID:
+    """Insert or update a supplier, keyed by (tenant, VAT id)."""
+    got: uuid.UUID = await conn.fetchval(
+        q("supplier_upsert"),
+        uuid.uuid4(),
+        tenant_id,
+        record.name,
+        record.vat_id,
+        sorted(record.ibans),
+    )
+    return got
+
+
+def normalise_iban(value: str) -> str:
+    """``value`` in electronic form (NFKC, upper case, no spaces); ValueError if invalid."""
+    iban = re.sub(r"\s", "", unicodedata.normalize("NFKC", value)).upper()
+    if not re.fullmatch(r"[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}", iban):
+        raise ValueError(f"{value!r} is not an IBAN (country, check digits, 11-30 characters)")
+    expected = IBAN_LENGTHS.get(iban[:2])
+    if expected is not None and len(iban) != expected:
+        raise ValueError(f"{value!r}: {iban[:2]} IBANs have {expected} characters")
+    if not iban_checksum_ok(iban):
+        raise ValueError(f"{value!r}: the mod-97 check fails")
+    return iban
+
+
+def check_currencies(codes: Iterable[str]) -> tuple[str, ...]:
+    """Upper-cased ISO 4217 codes, deduplicated in order; ValueError for an unknown or none."""
+    out: list[str] = []
+    for code in codes:
+        upper = code.strip().upper()
+        if upper not in ISO_4217:
+            raise ValueError(f"{code!r} is not an ISO 4217 currency code")
+        if upper not in out:
+            out.append(upper)
+    if not out:
+        raise ValueError("at least one currency is needed")
+    return tuple(out)
+
+
+def _plain(value: str, what: str) -> str:
+    """``value`` stripped; ValueError if empty or holding control or format characters."""
+    value = value.strip()
+    if not value:
+        raise ValueError(f"the {what} is empty")
+    hidden = sorted(
+        {f"U+{ord(ch):04X}" for ch in value if unicodedata.category(ch) in ("Cc", "Cf")}
+    )
+    if hidden:
+        raise ValueError(f"the {what} contains control or invisible characters {hidden}")
+    return value
+
+
+async def add_supplier(
+    conn: asyncpg.Connection,
+    tenant: str | uuid.UUID,
+    *,
+    name: str,
+    vat_id: str,
+    ibans: Iterable[str] = (),
+) -> tuple[SupplierRecord, bool]:
+    """Add a supplier to ``tenant`` (id or name), or replace the one with that VAT id.
+
+    Returns the record as stored and whether it was created (False: replaced).
+
+    Raises:
+        NotFound: no such tenant.
+        ValueError: an empty or hidden-character name or VAT id, or an invalid IBAN.
+    """
+    record = SupplierRecord(
+        name=_plain(name, "supplier name"),
+        vat_id=_plain(vat_id, "VAT id"),
+        ibans=frozenset(normalise_iban(i) for i in ibans),
+    )
+    if not compact_id(record.vat_id):
+        raise ValueError(f"the VAT id {vat_id!r} has no letters or digits")
+    t = await resolve_tenant(conn, tenant)
+    row = await conn.fetchrow(
+        q("supplier_upsert"), uuid.uuid4(), t.id, record.name, record.vat_id, sorted(record.ibans)
+    )
+    return record, bool(row["created"])
+
+
+async def list_suppliers(conn: asyncpg.Connection, tenant: str | uuid.UUID) -> list[SupplierRecord]:
+    """The suppliers of ``tenant`` (id or name), by name; NotFound for no such tenant."""
+    t = await resolve_tenant(conn, tenant)
+    return list((await load_master_data(conn, t.id)).suppliers)
+
+
+async def set_currencies(
+    conn: asyncpg.Connection, tenant: str | uuid.UUID, codes: Iterable[str]
+) -> tuple[str, ...]:
+    """Replace the permitted currencies of ``tenant`` (id or name); returns them as stored.
+
+    Raises:
+        NotFound: no such tenant.
+        ValueError: an unknown code, or no code at all.
+    """
+    checked = check_currencies(codes)
+    t = await resolve_tenant(conn, tenant)
+    row = await conn.fetchrow(q("tenant_currencies_update_if_exists"), t.id, list(checked))
+    if row is None:  # pragma: no cover - resolved a moment ago; tenants are never deleted
+        raise NotFound(f"tenant {tenant}")
+    return tuple(row["allowed_currencies"])
+
+
+async def permit_currencies(
+    conn: asyncpg.Connection, tenant_id: uuid.UUID, codes: Iterable[str]
+) -> tuple[str, ...]:
+    """Add ``codes`` to the tenant's permitted currencies (those already permitted stay)."""
+    current = (await load_master_data(conn, tenant_id)).permitted_currencies
+    return await set_currencies(conn, tenant_id, sorted(set(current) | set(codes)))
+
+
+async def load_master_data(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> TenantMasterData:
+    """The tenant's suppliers and permitted currencies, read under tenant scope."""
+    tenant = await get_tenant(conn, tenant_id)
+    currencies = frozenset(tenant.allowed_currencies) if tenant is not None else frozenset()
+    rows = await conn.fetch(q("supplier_list_for_tenant"), tenant_id)
+    suppliers = tuple(
+        SupplierRecord(name=r["name"], vat_id=r["vat_id"], ibans=frozenset(r["ibans"]))
+        for r in rows
+    )
+    return TenantMasterData(suppliers=suppliers, permitted_currencies=currencies)
+
+
+class MasterDataCache:
+    """Per-tenant master data, each entry reused for ``ttl_seconds`` (0 = never reused).
+
+    ``clock`` is a monotonic time source in seconds (injectable for tests).
+    """
+
+    def __init__(
+        self, ttl_seconds: float = 30.0, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        if ttl_seconds < 0:
+            raise ValueError("ttl_seconds must be >= 0")
+        self.ttl_seconds = ttl_seconds
+        self.clock = clock
+        self._entries: dict[uuid.UUID, tuple[float, TenantMasterData]] = {}
+
+    async def get(self, conn: asyncpg.Connection, tenant_id: uuid.UUID) -> TenantMasterData:
+        """The tenant's master data, read again once the cached copy is older than the TTL."""
+        now = self.clock()
+        cached = self._entries.get(tenant_id)
+        if cached is not None and now - cached[0] < self.ttl_seconds:
+            return cached[1]
+        data = await load_master_data(conn, tenant_id)
+        self._entries[tenant_id] = (now, data)
+        return data

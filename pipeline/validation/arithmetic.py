@@ -1,0 +1,115 @@
+"""Arithmetic rule: line, tax, net and gross identities in :class:`~decimal.Decimal`.
+
+Every computed amount is rounded explicitly per :class:`ValidationPolicy`
+(``ROUND_HALF_UP`` to 2 places by default) and compared within ``tolerance``
+(default 0); a failed identity adds one of :data:`ARITHMETIC_CODES`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from decimal import Decimal, localcontext
+
+from pipeline.validation.contract import Extraction
+from pipeline.validation.policy import DEFAULT_POLICY, Reason, ReasonCode, ValidationPolicy
+
+
+def check_arithmetic(
+    extraction: Extraction, policy: ValidationPolicy = DEFAULT_POLICY
+) -> list[Reason]:
+    """Line = qty x unit price; sum(lines) = net; per rate base and tax; sum(tax) = tax total;
+    net + tax = gross; each rounded per policy and compared within ``tolerance``.
+
+    Identities with a missing side are skipped: presence already reported them.
+    Tax is computed per rate on the rate's base (not per line), the EU invoicing
+    norm; a rate of 0 needs no tax line.
+    """
+    reasons: list[Reason] = []
+    tol = policy.tolerance
+
+    def off(a: Decimal, b: Decimal) -> bool:
+        return abs(a - b) > tol
+
+    with localcontext() as ctx:
+        ctx.prec = 60  # 15-digit quantity x 15-digit price stays exact
+        bases: dict[Decimal, Decimal] = defaultdict(Decimal)
+        for i, item in enumerate(extraction.line_items):
+            expected = policy.round(item.quantity * item.unit_price)
+            if off(expected, item.line_amount):
+                reasons.append(
+                    Reason(
+                        ReasonCode.LINE_AMOUNT_MISMATCH,
+                        f"line_items[{i}].line_amount",
+                        f"{item.quantity} x {item.unit_price} = {expected}, "
+                        f"stated {item.line_amount}",
+                    )
+                )
+            bases[item.tax_rate] += item.line_amount
+        lines_sum = sum((item.line_amount for item in extraction.line_items), Decimal(0))
+        if extraction.net_total is not None and extraction.line_items:
+            if off(lines_sum, extraction.net_total.value):
+                reasons.append(
+                    Reason(
+                        ReasonCode.NET_TOTAL_MISMATCH,
+                        "net_total",
+                        f"sum of line amounts {lines_sum}, stated {extraction.net_total.value}",
+                    )
+                )
+        by_rate: dict[Decimal, int] = {}
+        for j, tax in enumerate(extraction.tax_lines):
+            path = f"tax_lines[{j}]"
+            if tax.rate in by_rate:
+                reasons.append(
+                    Reason(ReasonCode.TAX_LINE_MISMATCH, path, f"rate {tax.rate} repeated")
+                )
+                continue
+            by_rate[tax.rate] = j
+            expected = policy.round(tax.base * tax.rate / 100)
+            if off(expected, tax.amount):
+                reasons.append(
+                    Reason(
+                        ReasonCode.TAX_LINE_MISMATCH,
+                        f"{path}.amount",
+                        f"{tax.base} x {tax.rate}% = {expected}, stated {tax.amount}",
+                    )
+                )
+            if extraction.line_items and off(bases.get(tax.rate, Decimal(0)), tax.base):
+                reasons.append(
+                    Reason(
+                        ReasonCode.TAX_BASE_MISMATCH,
+                        f"{path}.base",
+                        f"lines at {tax.rate}% sum to {bases.get(tax.rate, Decimal(0))}, "
+                        f"stated {tax.base}",
+                    )
+                )
+        for rate, base in bases.items():
+            if rate not in by_rate and rate != 0:
+                reasons.append(
+                    Reason(
+                        ReasonCode.TAX_BASE_MISMATCH,
+                        "tax_lines",
+                        f"no tax line for rate {rate}% (lines sum to {base})",
+                    )
+                )
+        tax_sum = sum((t.amount for t in extraction.tax_lines), Decimal(0))
+        if extraction.tax_total is not None:
+            if off(tax_sum, extraction.tax_total.value):
+                reasons.append(
+                    Reason(
+                        ReasonCode.TAX_TOTAL_MISMATCH,
+                        "tax_total",
+                        f"sum of tax lines {tax_sum}, stated {extraction.tax_total.value}",
+                    )
+                )
+        net, tax_total, gross = extraction.net_total, extraction.tax_total, extraction.gross_total
+        if net is not None and tax_total is not None and gross is not None:
+            if off(net.value + tax_total.value, gross.value):
+                reasons.append(
+                    Reason(
+                        ReasonCode.GROSS_TOTAL_MISMATCH,
+                        "gross_total",
+                        f"{net.value} + {tax_total.value} = {net.value + tax_total.value}, "
+                        f"stated {gross.value}",
+                    )
+                )
+    return reasons

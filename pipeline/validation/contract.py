@@ -1,0 +1,408 @@
+"""The extraction contract: what the model must return for one invoice.
+
+The contract is versioned (:data:`EXTRACTION_SCHEMA_VERSION`); the version is
+recorded on every job next to the validation policy version, so a stored result
+can always be read against the schema it was produced under. Bump the version on
+any change a stored result or a guided-decoding grammar could notice.
+
+Invariants the types enforce (parsing is the first gate of spec section 4):
+
+* Money, quantities and rates are :class:`~decimal.Decimal` on the Python side
+  and JSON *strings* on the wire (``"1234.50"``: ``.`` decimal point, no
+  thousands separator, no exponent). A JSON number is rejected, never coerced:
+  a float has already lost the cents that matter.
+* Dates are ISO ``YYYY-MM-DD`` strings.
+* Every financial field carries an :class:`Evidence` reference (page, start,
+  end, quote) into the OCR text, which :mod:`pipeline.validation.decide` resolves
+  against the real document; a line item and a tax line carry one reference to
+  their printed row, which must contain each of their numbers.
+* Every field is *required* but most are nullable: the model says ``null`` for
+  what it cannot find instead of inventing a value, and lists what it is unsure
+  of in ``uncertain_fields``. Validation turns both into REVIEW_REQUIRED; a
+  missing financial field never passes silently.
+
+Evidence offsets: the OCR text's pages are separated by form feed (``\\f``);
+``page`` is 1-based, ``start``/``end`` are 0-based code-point offsets within
+that page's text, ``end`` exclusive, and ``quote`` is the text at those offsets.
+
+:func:`extraction_json_schema` exports the same contract as a self-contained
+JSON schema for vLLM structured output (``response_format`` json_schema /
+guided decoding): no ``$ref``, no string formats, no numeric bounds, only
+``type``/``properties``/``required``/``items``/``anyOf``/``pattern``/
+``additionalProperties`` so xgrammar and the other backends all accept it.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from datetime import date
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    WithJsonSchema,
+    model_serializer,
+)
+
+from pipeline.errors import MalformedOutput
+
+_M = TypeVar("_M", bound=BaseModel)
+
+#: Header fields of a stored result, as dotted paths (eval and the demo compare these).
+SCALAR_FIELDS = (
+    "supplier.name",
+    "supplier.vat_id",
+    "invoice_number",
+    "issue_date",
+    "due_date",
+    "currency",
+    "net_total",
+    "tax_total",
+    "gross_total",
+    "iban",
+)
+
+#: Version of the extraction contract; recorded on the job with the result.
+EXTRACTION_SCHEMA_VERSION = "fenceline.extraction/1"
+
+#: Model output larger than this is rejected before parsing (200 evidenced line
+#: items stay well below it); it bounds the memory one bad answer can take.
+MAX_OUTPUT_CHARS = 2_000_000
+
+DECIMAL_PATTERN = r"^-?[0-9]{1,15}(\.[0-9]{1,6})?$"
+RATE_PATTERN = r"^[0-9]{1,2}(\.[0-9]{1,2})?$"
+DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+CURRENCY_PATTERN = r"^[A-Z]{3}$"
+IBAN_PATTERN = r"^[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}$"
+
+_DECIMAL_RE = re.compile(DECIMAL_PATTERN)
+_RATE_RE = re.compile(RATE_PATTERN)
+_DATE_RE = re.compile(DATE_PATTERN)
+_CURRENCY_RE = re.compile(CURRENCY_PATTERN)
+_IBAN_RE = re.compile(IBAN_PATTERN)
+
+
+def _decimal_validator(pattern: re.Pattern[str], what: str) -> Any:
+    """Build a validator accepting a pattern-conformant string or a Decimal.
+
+    Decimals are accepted so Python code (the generator, tests) can build
+    extractions directly; they must still print in plain notation within the
+    pattern, so the JSON form of any accepted value parses back to itself.
+    """
+
+    def validate(value: object) -> Decimal:
+        if isinstance(value, Decimal):
+            if not value.is_finite():
+                raise ValueError(f"{what} must be finite")
+            text = format(value, "f")
+        elif isinstance(value, str):
+            text = value
+        else:
+            raise ValueError(f'{what} must be a JSON string such as "1234.50", not a number')
+        if not pattern.fullmatch(text):
+            raise ValueError(f"{what} {text!r} does not match {pattern.pattern}")
+        try:
+            return Decimal(text)
+        except InvalidOperation as exc:  # pragma: no cover - the pattern excludes this
+            raise ValueError(f"{what} {text!r} is not a decimal") from exc
+
+    return validate
+
+
+def _decimal_to_str(value: Decimal) -> str:
+    return format(value, "f")
+
+
+def _date_from_str(value: object) -> date:
+    if isinstance(value, date):
+        return value
+    if not isinstance(value, str) or not _DATE_RE.fullmatch(value):
+        raise ValueError(f"date must be an ISO string YYYY-MM-DD, got {value!r}")
+    return date.fromisoformat(value)
+
+
+def _date_to_str(value: date) -> str:
+    return value.isoformat()
+
+
+def _pattern_str(pattern: re.Pattern[str], what: str) -> Any:
+    def validate(value: object) -> str:
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            raise ValueError(f"{what} must match {pattern.pattern}, got {value!r}")
+        return value
+
+    return validate
+
+
+def _non_empty(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty or blank; use null for a missing value")
+    return value
+
+
+def _non_negative(value: int) -> int:
+    if value < 0:
+        raise ValueError("must be >= 0")
+    return value
+
+
+def _positive(value: int) -> int:
+    if value < 1:
+        raise ValueError("must be >= 1")
+    return value
+
+
+#: A money amount: Decimal in Python, a plain decimal string in JSON.
+Amount = Annotated[
+    Decimal,
+    PlainValidator(_decimal_validator(_DECIMAL_RE, "amount")),
+    PlainSerializer(_decimal_to_str, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "pattern": DECIMAL_PATTERN}),
+]
+#: A quantity: same wire form as an amount (fractional hours, kilograms).
+Quantity = Amount
+#: A tax rate in percent (``"19"``, ``"8.1"``), 0 to 99.99.
+Rate = Annotated[
+    Decimal,
+    PlainValidator(_decimal_validator(_RATE_RE, "tax rate")),
+    PlainSerializer(_decimal_to_str, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "pattern": RATE_PATTERN}),
+]
+IsoDate = Annotated[
+    date,
+    PlainValidator(_date_from_str),
+    PlainSerializer(_date_to_str, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "pattern": DATE_PATTERN}),
+]
+CurrencyCode = Annotated[
+    str,
+    PlainValidator(_pattern_str(_CURRENCY_RE, "currency")),
+    WithJsonSchema({"type": "string", "pattern": CURRENCY_PATTERN}),
+]
+IbanStr = Annotated[
+    str,
+    PlainValidator(_pattern_str(_IBAN_RE, "IBAN")),
+    WithJsonSchema({"type": "string", "pattern": IBAN_PATTERN}),
+]
+NonEmptyStr = Annotated[str, AfterValidator(_non_empty)]
+Offset = Annotated[int, Field(strict=True), AfterValidator(_non_negative)]
+PageNumber = Annotated[int, Field(strict=True), AfterValidator(_positive)]
+
+
+class _Contract(BaseModel):
+    """Base of every contract model: unknown keys are errors, values immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+#: How grounding found a value in the OCR text (contract v2; None under contract v1,
+#: whose evidence the model gave): ``exact`` as copied, ``normalised`` after
+#: whitespace/case/compatibility folding, ``fuzzy`` by a bounded approximate match
+#: (free text only: names, descriptions), ``symbol`` a currency read from its sign.
+MatchKind = Literal["exact", "normalised", "fuzzy", "symbol"]
+#: Evidence keys only the system writes; the v1 grammar never offers them to a model.
+SYSTEM_EVIDENCE_KEYS = ("line", "match")
+
+
+class Evidence(_Contract):
+    """Where a value is printed: ``quote`` must equal ``page_text[start:end]``.
+
+    The schema cannot check that; :mod:`pipeline.validation.decide` does, against the
+    OCR text the job actually holds, because a model can fabricate spans too.
+    Under contract v2 the system derives every field here (:mod:`pipeline.grounding`)
+    and adds ``line`` (1-based, counted over the whole document as the prompt
+    numbers it) and ``match``.
+    """
+
+    page: PageNumber
+    start: Offset
+    end: Offset
+    quote: str
+    line: int | None = None
+    match: MatchKind | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_system_keys(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """v1 evidence (no line, no match) dumps exactly as before contract v2 existed."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in SYSTEM_EVIDENCE_KEYS:
+                if data.get(key) is None:
+                    data.pop(key, None)
+        return data
+
+
+class EvidencedText(_Contract):
+    value: NonEmptyStr
+    evidence: Evidence
+
+
+class EvidencedAmount(_Contract):
+    value: Amount
+    evidence: Evidence
+
+
+class EvidencedDate(_Contract):
+    value: IsoDate
+    evidence: Evidence
+
+
+class EvidencedCurrency(_Contract):
+    value: CurrencyCode
+    evidence: Evidence
+
+
+class EvidencedIban(_Contract):
+    """IBAN in electronic form: upper case, no spaces (the quote keeps the print form)."""
+
+    value: IbanStr
+    evidence: Evidence
+
+
+class Supplier(_Contract):
+    name: EvidencedText | None
+    vat_id: EvidencedText | None
+
+
+class LineItem(_Contract):
+    """One printed row; ``evidence`` spans the whole row and must show every number."""
+
+    description: str
+    quantity: Quantity
+    unit_price: Amount
+    line_amount: Amount
+    tax_rate: Rate
+    evidence: Evidence
+
+
+class TaxLine(_Contract):
+    """Tax for one rate: ``amount`` = ``base`` x ``rate`` / 100, rounded per policy."""
+
+    rate: Rate
+    base: Amount
+    amount: Amount
+    evidence: Evidence
+
+
+class Extraction(_Contract):
+    """One invoice as the model must return it (see the module docstring)."""
+
+    supplier: Supplier
+    invoice_number: EvidencedText | None
+    issue_date: EvidencedDate | None
+    due_date: EvidencedDate | None
+    currency: EvidencedCurrency | None
+    line_items: tuple[LineItem, ...]
+    tax_lines: tuple[TaxLine, ...]
+    net_total: EvidencedAmount | None
+    tax_total: EvidencedAmount | None
+    gross_total: EvidencedAmount | None
+    iban: EvidencedIban | None
+    #: Field paths (``"gross_total"``, ``"line_items[3]"``) the model is unsure of.
+    uncertain_fields: tuple[str, ...]
+
+
+def parse_extraction(text: str) -> Extraction:
+    """Parse model output into an :class:`Extraction`.
+
+    A single surrounding Markdown code fence is tolerated (models without
+    guided decoding add one); nothing else is repaired, because a repaired
+    answer is a guessed answer.
+
+    Raises:
+        MalformedOutput: the text is too large, not JSON, or not the contract.
+            It is retryable: another attempt may produce a conformant answer.
+    """
+    return parse_contract(Extraction, text, MAX_OUTPUT_CHARS)
+
+
+def parse_contract(model: type[_M], text: str, max_chars: int) -> _M:
+    """Parse a model's raw answer into a contract ``model`` (any contract version).
+
+    A single surrounding Markdown code fence is tolerated; nothing else is repaired.
+
+    Raises:
+        MalformedOutput: over ``max_chars``, not JSON, or not the contract (retryable).
+    """
+    if len(text) > max_chars:
+        raise MalformedOutput(f"model output has {len(text)} characters (> {max_chars})")
+    body = _strip_code_fence(text)
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        kinds = {err["type"] for err in exc.errors()}
+        what = "invalid JSON" if "json_invalid" in kinds else "schema-invalid JSON"
+        summary = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
+            for err in exc.errors()[:5]
+        )
+        raise MalformedOutput(f"model output is {what}: {summary}") from exc
+
+
+_FENCE_RE = re.compile(r"^\s*```[A-Za-z]*\s*\n(?P<body>.*)\n\s*```\s*$", re.DOTALL)
+
+
+def _strip_code_fence(text: str) -> str:
+    match = _FENCE_RE.match(text)
+    return match.group("body") if match else text
+
+
+_SCHEMA_NOISE = ("title", "description", "default")
+
+
+def extraction_json_schema() -> dict[str, Any]:
+    """Return the self-contained JSON schema of :class:`Extraction`.
+
+    ``$ref``/``$defs`` are inlined (the contract has no recursion) and titles,
+    descriptions and defaults dropped: the grammar backend needs none of them,
+    and the prompt explains the semantics. The result is a fresh dict each call,
+    safe to mutate.
+    """
+    raw = Extraction.model_json_schema(mode="validation")
+    defs: dict[str, Any] = raw.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, list):
+            return [resolve(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            name = node["$ref"].rsplit("/", 1)[-1]
+            merged = {**copy.deepcopy(defs[name]), **{k: v for k, v in node.items() if k != "$ref"}}
+            return resolve(merged)
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in _SCHEMA_NOISE:
+                continue
+            if key == "properties":
+                out[key] = {name: resolve(sub) for name, sub in value.items()}
+            else:
+                out[key] = resolve(value)
+        return out
+
+    schema: dict[str, Any] = resolve(raw)
+    _drop_system_keys(schema)
+    return schema
+
+
+def _drop_system_keys(node: Any) -> None:
+    """Remove the evidence keys only grounding writes (v1 models never see them)."""
+    if isinstance(node, list):
+        for item in node:
+            _drop_system_keys(item)
+    elif isinstance(node, dict):
+        props = node.get("properties")
+        if isinstance(props, dict) and {"page", "start", "end", "quote"} <= props.keys():
+            for key in SYSTEM_EVIDENCE_KEYS:
+                props.pop(key, None)
+        for value in node.values():
+            _drop_system_keys(value)

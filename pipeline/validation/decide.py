@@ -1,0 +1,176 @@
+"""The validation policy: decides SUCCEEDED or REVIEW_REQUIRED for a parsed extraction.
+
+Spec section 4: JSON that parses is not a correct invoice. A schema-valid
+:class:`~pipeline.validation.contract.Extraction` is checked here against the OCR text
+the job holds and the tenant's master data. The outcome is a
+:class:`ValidationReport`: a decision, machine-readable reasons and the policy
+version, all stored on the job.
+
+Invariants:
+
+* ``SUCCEEDED`` if and only if there is no reason. Every rule that fails adds a
+  reason; there are no silent downgrades and no warnings that pass.
+* A missing (null) or model-flagged-uncertain financial field is a reason
+  (``missing_field`` / ``model_uncertain``), never a pass.
+* Money is compared as :class:`~decimal.Decimal` rounded explicitly
+  (``ROUND_HALF_UP`` to 2 places by default) within ``tolerance`` (default 0).
+* Nothing here performs I/O: the OCR text and the model output are data, and no
+  content of either can make validation reach the network or change state.
+* The rules are pure functions of (extraction, OCR text, master data, today,
+  policy), so a stored result can be re-validated under the recorded version.
+
+Rules (one function each, composed by :func:`validate`), by module:
+
+* :mod:`pipeline.validation.policy`: outcome types, :class:`ValidationPolicy`,
+  master data types, and presence (required or model-flagged fields);
+* :mod:`pipeline.validation.arithmetic`: line, tax, net and gross identities;
+* :mod:`pipeline.validation.currency`: ISO 4217, allow list, a second currency in the
+  pricing lines;
+* :mod:`pipeline.validation.supplier`: supplier (NFKC, confusables, mixed
+  script, bidi/invisible characters, VAT id) and IBAN (mod-97, length, presence
+  in the OCR text, registration);
+* :mod:`pipeline.validation.evidence`: each span resolved against the OCR text
+  and showing its value;
+* :mod:`pipeline.validation.dates`: date plausibility and CLDR date reading;
+* :mod:`pipeline.validation.numbers`: number reading in any European locale;
+* :mod:`pipeline.validation.text`: the comparison forms all of them use.
+
+This module is the public surface: it re-exports every public name of those
+modules, so callers import from ``pipeline.validation.decide`` only. Changing what any
+rule accepts means bumping :data:`VALIDATION_POLICY_VERSION`.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+from pipeline.validation.arithmetic import check_arithmetic
+from pipeline.validation.contract import Extraction
+from pipeline.validation.currency import (
+    CURRENCY_SYMBOLS,
+    ISO_4217,
+    check_currency,
+    currency_mentions,
+)
+from pipeline.validation.dates import check_dates, date_readings
+from pipeline.validation.evidence import (
+    ValueCheck,
+    check_evidence,
+    evidenced_fields,
+)
+from pipeline.validation.numbers import number_readings
+from pipeline.validation.policy import (
+    ARITHMETIC_CODES,
+    DEFAULT_POLICY,
+    DEFAULT_REQUIRED_FIELDS,
+    MALFORMED_OUTPUT,
+    REQUIRABLE_FIELDS,
+    VALIDATION_POLICY_VERSION,
+    Decision,
+    Reason,
+    ReasonCode,
+    SupplierRecord,
+    TenantMasterData,
+    ValidationPolicy,
+    ValidationReport,
+    check_presence,
+    policy_for,
+    unvalidated_outcome,
+)
+from pipeline.validation.supplier import (
+    IBAN_LENGTHS,
+    check_iban,
+    check_identifier_characters,
+    check_supplier,
+    iban_checksum_ok,
+    match_supplier,
+)
+from pipeline.validation.text import (
+    BIDI_CONTROLS,
+    CONFUSABLES,
+    compact_id,
+    compact_text,
+    mixed_script_tokens,
+    normalise_name,
+    normalise_text,
+    skeleton,
+)
+
+__all__ = [
+    "ARITHMETIC_CODES",
+    "BIDI_CONTROLS",
+    "CONFUSABLES",
+    "CURRENCY_SYMBOLS",
+    "DEFAULT_POLICY",
+    "DEFAULT_REQUIRED_FIELDS",
+    "IBAN_LENGTHS",
+    "ISO_4217",
+    "MALFORMED_OUTPUT",
+    "REQUIRABLE_FIELDS",
+    "VALIDATION_POLICY_VERSION",
+    "Decision",
+    "Reason",
+    "ReasonCode",
+    "SupplierRecord",
+    "TenantMasterData",
+    "ValidationPolicy",
+    "ValidationReport",
+    "ValueCheck",
+    "check_arithmetic",
+    "check_currency",
+    "check_dates",
+    "check_evidence",
+    "check_iban",
+    "check_identifier_characters",
+    "check_presence",
+    "check_supplier",
+    "compact_id",
+    "compact_text",
+    "currency_mentions",
+    "date_readings",
+    "evidenced_fields",
+    "iban_checksum_ok",
+    "match_supplier",
+    "mixed_script_tokens",
+    "normalise_name",
+    "normalise_text",
+    "number_readings",
+    "policy_for",
+    "skeleton",
+    "unvalidated_outcome",
+    "validate",
+]
+
+
+def validate(
+    extraction: Extraction,
+    ocr_text: str,
+    master_data: TenantMasterData,
+    *,
+    today: date,
+    policy: ValidationPolicy = DEFAULT_POLICY,
+) -> ValidationReport:
+    """Decide SUCCEEDED or REVIEW_REQUIRED for one parsed extraction.
+
+    Args:
+        extraction: the parsed model output (see
+            :func:`pipeline.validation.contract.parse_extraction`).
+        ocr_text: the OCR text the job holds; pages separated by form feed.
+        master_data: the tenant's suppliers and permitted currencies.
+        today: the validation date (from the injected clock), for date plausibility.
+        policy: the versioned thresholds; its version is recorded in the report.
+
+    Returns:
+        A report whose decision is SUCCEEDED exactly when no rule found a reason.
+    """
+    reasons: list[Reason] = []
+    reasons += check_presence(extraction, policy)
+    reasons += check_arithmetic(extraction, policy)
+    reasons += check_currency(extraction, ocr_text, master_data)
+    reasons += check_supplier(extraction, master_data)
+    reasons += check_identifier_characters(extraction)
+    reasons += check_iban(extraction, ocr_text, master_data)
+    reasons += check_evidence(extraction, ocr_text)
+    reasons += check_dates(extraction, today, policy)
+    decision = Decision.REVIEW_REQUIRED if reasons else Decision.SUCCEEDED
+    return ValidationReport(decision, tuple(reasons), policy.version)

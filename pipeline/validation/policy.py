@@ -1,0 +1,280 @@
+"""What validation decides and under which policy: outcome, thresholds, master data, presence.
+
+Every rule module (``validation_arithmetic``, ``validation_currency``,
+``validation_identity``, ``validation_evidence``, ``validation_dates``) speaks
+in the types defined here, and :func:`pipeline.validation.decide.validate` composes
+them into a :class:`ValidationReport`.
+
+Invariants:
+
+* ``SUCCEEDED`` if and only if a report holds no :class:`Reason`.
+* Every field a :class:`ValidationPolicy` may require has a getter in
+  ``_FIELD_GETTERS`` (a test checks the two sets agree), so a required field
+  that is null always yields ``missing_field``.
+* Any change to a default of :class:`ValidationPolicy` is a new
+  :data:`VALIDATION_POLICY_VERSION`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from pipeline.states import JobState
+from pipeline.validation.contract import EXTRACTION_SCHEMA_VERSION, SCALAR_FIELDS, Extraction
+
+if TYPE_CHECKING:
+    from pipeline.settings import Settings
+
+#: Version of the rules below; recorded on the job with every decision.
+#: /2: dates read with CLDR month names of every European language (connective
+#: forms such as "5 de marzo de 2025"); a second currency counts only in the
+#: invoice's pricing lines (see :func:`pipeline.validation.currency.pricing_lines`).
+VALIDATION_POLICY_VERSION = "fenceline.validation/2"
+
+
+class Decision(StrEnum):
+    """Validation outcome; each value is the :class:`JobState` the job moves to."""
+
+    #: Eligible for ERP delivery.
+    SUCCEEDED = "SUCCEEDED"
+    #: Inspectable but unacceptable; withheld from delivery until a reviewer decides.
+    REVIEW_REQUIRED = "REVIEW_REQUIRED"
+
+    @property
+    def job_state(self) -> JobState:
+        return JobState(self.value)
+
+
+class ReasonCode(StrEnum):
+    MISSING_FIELD = "missing_field"
+    MODEL_UNCERTAIN = "model_uncertain"
+    LINE_AMOUNT_MISMATCH = "line_amount_mismatch"
+    NET_TOTAL_MISMATCH = "net_total_mismatch"
+    TAX_BASE_MISMATCH = "tax_base_mismatch"
+    TAX_LINE_MISMATCH = "tax_line_mismatch"
+    TAX_TOTAL_MISMATCH = "tax_total_mismatch"
+    GROSS_TOTAL_MISMATCH = "gross_total_mismatch"
+    CURRENCY_NOT_ISO4217 = "currency_not_iso4217"
+    CURRENCY_NOT_PERMITTED = "currency_not_permitted"
+    CURRENCY_MIXED = "currency_mixed"
+    SUPPLIER_UNKNOWN = "supplier_unknown"
+    SUPPLIER_CONFUSABLE = "supplier_confusable"
+    SUPPLIER_MIXED_SCRIPT = "supplier_mixed_script"
+    VAT_ID_MISMATCH = "vat_id_mismatch"
+    BIDI_CONTROL = "bidi_control"
+    INVISIBLE_CHARACTER = "invisible_character"
+    IBAN_CHECKSUM_INVALID = "iban_checksum_invalid"
+    IBAN_LENGTH_INVALID = "iban_length_invalid"
+    IBAN_NOT_IN_TEXT = "iban_not_in_text"
+    IBAN_NOT_REGISTERED = "iban_not_registered"
+    EVIDENCE_OUT_OF_RANGE = "evidence_out_of_range"
+    EVIDENCE_QUOTE_MISMATCH = "evidence_quote_mismatch"
+    EVIDENCE_VALUE_MISMATCH = "evidence_value_mismatch"
+    EVIDENCE_DUPLICATE = "evidence_duplicate"
+    DATE_IMPLAUSIBLE = "date_implausible"
+    #: Contract v2: a value the model gave that grounding could not find in the text.
+    UNGROUNDED_VALUE = "ungrounded_value"
+
+
+#: Arithmetic reason codes; a perturbed amount must produce at least one of them.
+ARITHMETIC_CODES: frozenset[ReasonCode] = frozenset(
+    {
+        ReasonCode.LINE_AMOUNT_MISMATCH,
+        ReasonCode.NET_TOTAL_MISMATCH,
+        ReasonCode.TAX_BASE_MISMATCH,
+        ReasonCode.TAX_LINE_MISMATCH,
+        ReasonCode.TAX_TOTAL_MISMATCH,
+        ReasonCode.GROSS_TOTAL_MISMATCH,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a result needs review: ``field`` is a path such as ``line_items[3].line_amount``."""
+
+    code: ReasonCode
+    field: str
+    detail: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"code": self.code.value, "field": self.field, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """The stored outcome: ``decision`` is SUCCEEDED exactly when ``reasons`` is empty."""
+
+    decision: Decision
+    reasons: tuple[Reason, ...]
+    policy_version: str
+    schema_version: str = EXTRACTION_SCHEMA_VERSION
+
+    @property
+    def codes(self) -> frozenset[ReasonCode]:
+        return frozenset(r.code for r in self.reasons)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form for the job row, the review API and the audit trail."""
+        return {
+            "decision": self.decision.value,
+            "reasons": [r.as_dict() for r in self.reasons],
+            "policy_version": self.policy_version,
+            "schema_version": self.schema_version,
+        }
+
+
+#: Paths a policy may require; each names a nullable field or a list of the contract.
+REQUIRABLE_FIELDS: frozenset[str] = frozenset({*SCALAR_FIELDS, "line_items", "tax_lines"})
+DEFAULT_REQUIRED_FIELDS: frozenset[str] = frozenset(
+    {
+        "supplier.name",
+        "supplier.vat_id",
+        "invoice_number",
+        "issue_date",
+        "currency",
+        "line_items",
+        "net_total",
+        "tax_total",
+        "gross_total",
+        "iban",
+    }
+)
+
+
+@dataclass(frozen=True)
+class ValidationPolicy:
+    """Tunable thresholds; any change to a default is a new policy version.
+
+    Attributes:
+        tolerance: largest accepted absolute difference in every arithmetic identity.
+        money_places: decimal places computed amounts are rounded to.
+        rounding: :mod:`decimal` rounding mode for computed amounts.
+        max_future_days: how far after ``today`` an issue date may lie.
+        max_invoice_age_days: how far before ``today`` an issue date may lie.
+        max_payment_term_days: largest due date - issue date.
+        required_fields: paths whose null value forces review.
+        malformed_exhausted_state: where the job driver sends a job whose attempts
+            all returned malformed output (nothing inspectable: terminal by default).
+    """
+
+    version: str = VALIDATION_POLICY_VERSION
+    tolerance: Decimal = Decimal("0.00")
+    money_places: int = 2
+    rounding: str = ROUND_HALF_UP
+    max_future_days: int = 1
+    max_invoice_age_days: int = 730
+    max_payment_term_days: int = 180
+    required_fields: frozenset[str] = DEFAULT_REQUIRED_FIELDS
+    malformed_exhausted_state: JobState = JobState.FAILED_TERMINAL
+
+    def __post_init__(self) -> None:
+        if self.tolerance < 0:
+            raise ValueError("tolerance must be >= 0")
+        if unknown := self.required_fields - REQUIRABLE_FIELDS:
+            raise ValueError(f"unknown required fields: {sorted(unknown)}")
+        if self.malformed_exhausted_state not in (
+            JobState.REVIEW_REQUIRED,
+            JobState.FAILED_TERMINAL,
+        ):
+            raise ValueError("malformed_exhausted_state must be REVIEW_REQUIRED or FAILED_TERMINAL")
+
+    def round(self, value: Decimal) -> Decimal:
+        return value.quantize(Decimal(1).scaleb(-self.money_places), rounding=self.rounding)
+
+
+DEFAULT_POLICY = ValidationPolicy()
+
+#: Reason code of a REVIEW_REQUIRED job whose attempts all returned output that
+#: is not a schema-valid extraction (see :func:`unvalidated_outcome`). Not a
+#: :class:`ReasonCode`: validation never produces it.
+MALFORMED_OUTPUT = "malformed_output"
+
+
+def policy_for(settings: Settings) -> ValidationPolicy:
+    """The deployment's policy: the defaults with what :class:`Settings` may change.
+
+    ``malformed_exhausted_state`` only routes jobs that never produced a
+    schema-valid extraction; it changes no rule, so the version stays the same.
+    """
+    exhausted = (
+        JobState.REVIEW_REQUIRED
+        if settings.malformed_exhausted_state == "review"
+        else JobState.FAILED_TERMINAL
+    )
+    return ValidationPolicy(malformed_exhausted_state=exhausted)
+
+
+def unvalidated_outcome(
+    raw_output: str, detail: str, policy: ValidationPolicy = DEFAULT_POLICY
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The (result, validation) stored for malformed output sent to review.
+
+    ``schema_valid: false`` and the :data:`MALFORMED_OUTPUT` reason say that the
+    result is the model's raw text, which no rule has checked: a reviewer may
+    reject such a job but never approve it into delivery
+    (``job_decide_review_if_pending`` in ``sql/queries/review.sql`` refuses an
+    approval where ``schema_valid`` is false).
+    """
+    return (
+        {"raw_output": raw_output},
+        {
+            "decision": Decision.REVIEW_REQUIRED.value,
+            "reasons": [{"code": MALFORMED_OUTPUT, "field": "", "detail": detail}],
+            "policy_version": policy.version,
+            "schema_valid": False,
+        },
+    )
+
+
+@dataclass(frozen=True)
+class SupplierRecord:
+    """One supplier in a tenant's master data; ``ibans`` empty means "not on file"."""
+
+    name: str
+    vat_id: str
+    ibans: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class TenantMasterData:
+    """What a tenant knows independently of any document."""
+
+    suppliers: tuple[SupplierRecord, ...]
+    permitted_currencies: frozenset[str] = field(default_factory=frozenset)
+
+
+_FIELD_GETTERS: Mapping[str, Callable[[Extraction], object]] = {
+    "supplier.name": lambda e: e.supplier.name,
+    "supplier.vat_id": lambda e: e.supplier.vat_id,
+    "invoice_number": lambda e: e.invoice_number,
+    "issue_date": lambda e: e.issue_date,
+    "due_date": lambda e: e.due_date,
+    "currency": lambda e: e.currency,
+    "line_items": lambda e: e.line_items or None,
+    "tax_lines": lambda e: e.tax_lines or None,
+    "net_total": lambda e: e.net_total,
+    "tax_total": lambda e: e.tax_total,
+    "gross_total": lambda e: e.gross_total,
+    "iban": lambda e: e.iban,
+}
+
+
+def check_presence(
+    extraction: Extraction, policy: ValidationPolicy = DEFAULT_POLICY
+) -> list[Reason]:
+    """A required field that is null (or an empty list) and every field the model flagged."""
+    reasons = [
+        Reason(ReasonCode.MISSING_FIELD, path, "required by policy but null or empty")
+        for path, get in _FIELD_GETTERS.items()
+        if path in policy.required_fields and get(extraction) is None
+    ]
+    reasons += [
+        Reason(ReasonCode.MODEL_UNCERTAIN, path, "the model marked this field as uncertain")
+        for path in extraction.uncertain_fields
+    ]
+    return reasons

@@ -1,0 +1,171 @@
+"""Identity rules: who is paid. Supplier name, VAT id, IBAN and hidden characters.
+
+The supplier must match a master record after :func:`normalise_name`; a name
+that only matches after :func:`skeleton` is a homoglyph (``supplier_confusable``).
+The IBAN must pass mod-97 and its country length, be printed in the document,
+and be on file for the supplier. Bidi controls and invisible characters in a
+name, VAT id or invoice number (and bidi controls in a line description) are
+reasons of their own, because they change what a reviewer sees without
+changing what a program reads.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping
+
+from pipeline.validation.contract import Extraction
+from pipeline.validation.policy import Reason, ReasonCode, SupplierRecord, TenantMasterData
+from pipeline.validation.text import (
+    BIDI_CONTROLS,
+    compact_id,
+    compact_text,
+    mixed_script_tokens,
+    normalise_name,
+    skeleton,
+)
+
+#: IBAN length per country (the common SEPA and neighbouring countries).
+IBAN_LENGTHS: Mapping[str, int] = {
+    "AD": 24, "AE": 23, "AT": 20, "BE": 16, "BG": 22, "CH": 21, "CY": 28, "CZ": 24,
+    "DE": 22, "DK": 18, "EE": 20, "ES": 24, "FI": 18, "FR": 27, "GB": 22, "GR": 27,
+    "HR": 21, "HU": 28, "IE": 22, "IS": 26, "IT": 27, "LI": 21, "LT": 20, "LU": 20,
+    "LV": 21, "MC": 27, "MT": 31, "NL": 18, "NO": 15, "PL": 28, "PT": 25, "RO": 24,
+    "SE": 24, "SI": 19, "SK": 24, "SM": 27, "TR": 26,
+}  # fmt: skip
+
+
+def iban_checksum_ok(iban: str) -> bool:
+    """ISO 13616 mod-97: the rearranged IBAN as a number is 1 modulo 97."""
+    iban = iban.replace(" ", "").upper()
+    if not re.fullmatch(r"[A-Z]{2}[0-9]{2}[A-Z0-9]+", iban):
+        return False
+    digits = "".join(str(int(ch, 36)) for ch in iban[4:] + iban[:4])
+    return int(digits) % 97 == 1
+
+
+def _format_characters(value: str, path: str) -> list[Reason]:
+    bidi = sorted({f"U+{ord(ch):04X}" for ch in value if ch in BIDI_CONTROLS})
+    if bidi:
+        return [Reason(ReasonCode.BIDI_CONTROL, path, f"contains {', '.join(bidi)}")]
+    hidden = sorted({f"U+{ord(ch):04X}" for ch in value if unicodedata.category(ch) == "Cf"})
+    if hidden:
+        return [Reason(ReasonCode.INVISIBLE_CHARACTER, path, f"contains {', '.join(hidden)}")]
+    return []
+
+
+def match_supplier(
+    name: str, master_data: TenantMasterData, vat_id: str | None = None
+) -> SupplierRecord | None:
+    """The master record whose name equals ``name`` after :func:`normalise_name`.
+
+    Two suppliers may trade under the same name (one per country, say): among
+    records of that name the one whose VAT id is ``vat_id`` wins, else the first.
+    """
+    wanted = normalise_name(name)
+    named = [r for r in master_data.suppliers if normalise_name(r.name) == wanted]
+    if vat_id is not None:
+        for record in named:
+            if compact_id(record.vat_id) == compact_id(vat_id):
+                return record
+    return named[0] if named else None
+
+
+def check_supplier(extraction: Extraction, master_data: TenantMasterData) -> list[Reason]:
+    """The supplier is a known one, spelled with one script per word and no hidden
+    characters, and the VAT id is the one on file.
+
+    A name that matches no record but whose :func:`skeleton` equals a record's
+    is reported as ``supplier_confusable``: it renders like a known supplier
+    while being a different string, the homoglyph attack.
+    """
+    reasons: list[Reason] = []
+    supplier = extraction.supplier
+    for path, evidenced in (("supplier.name", supplier.name), ("supplier.vat_id", supplier.vat_id)):
+        if evidenced is not None:
+            reasons += _format_characters(evidenced.value, path)
+    if supplier.name is None:
+        return reasons
+    name = supplier.name.value
+    mixed = mixed_script_tokens(name)
+    if mixed:
+        reasons.append(
+            Reason(ReasonCode.SUPPLIER_MIXED_SCRIPT, "supplier.name", f"mixed scripts in {mixed!r}")
+        )
+    vat = supplier.vat_id.value if supplier.vat_id is not None else None
+    record = match_supplier(name, master_data, vat)
+    if record is None:
+        lookalikes = [r.name for r in master_data.suppliers if skeleton(r.name) == skeleton(name)]
+        if lookalikes:
+            reasons.append(
+                Reason(
+                    ReasonCode.SUPPLIER_CONFUSABLE,
+                    "supplier.name",
+                    f"{name!r} renders like known supplier {lookalikes[0]!r} but differs",
+                )
+            )
+        else:
+            reasons.append(
+                Reason(ReasonCode.SUPPLIER_UNKNOWN, "supplier.name", f"{name!r} not in master data")
+            )
+        return reasons
+    if supplier.vat_id is not None and compact_id(supplier.vat_id.value) != compact_id(
+        record.vat_id
+    ):
+        reasons.append(
+            Reason(
+                ReasonCode.VAT_ID_MISMATCH,
+                "supplier.vat_id",
+                f"{supplier.vat_id.value!r} is not {record.name!r}'s VAT id on file",
+            )
+        )
+    return reasons
+
+
+def check_iban(
+    extraction: Extraction, ocr_text: str, master_data: TenantMasterData
+) -> list[Reason]:
+    """Mod-97 checksum, country length, printed in the document, and on file for the supplier."""
+    if extraction.iban is None:
+        return []
+    iban = extraction.iban.value
+    reasons = []
+    if not iban_checksum_ok(iban):
+        reasons.append(Reason(ReasonCode.IBAN_CHECKSUM_INVALID, "iban", "mod-97 check fails"))
+    expected_len = IBAN_LENGTHS.get(iban[:2])
+    if expected_len is not None and len(iban) != expected_len:
+        reasons.append(
+            Reason(
+                ReasonCode.IBAN_LENGTH_INVALID,
+                "iban",
+                f"{iban[:2]} IBANs have {expected_len} characters, got {len(iban)}",
+            )
+        )
+    if iban not in compact_text(ocr_text):
+        reasons.append(Reason(ReasonCode.IBAN_NOT_IN_TEXT, "iban", "not printed in the document"))
+    name = extraction.supplier.name
+    vat = extraction.supplier.vat_id
+    record = (
+        match_supplier(name.value, master_data, vat.value if vat is not None else None)
+        if name is not None
+        else None
+    )
+    if record is not None and record.ibans and iban not in record.ibans:
+        reasons.append(
+            Reason(ReasonCode.IBAN_NOT_REGISTERED, "iban", f"not on file for {record.name!r}")
+        )
+    return reasons
+
+
+def check_identifier_characters(extraction: Extraction) -> list[Reason]:
+    """Bidi or invisible characters in the invoice number; bidi controls in line descriptions."""
+    reasons = []
+    if extraction.invoice_number is not None:
+        reasons += _format_characters(extraction.invoice_number.value, "invoice_number")
+    for i, item in enumerate(extraction.line_items):
+        if any(ch in BIDI_CONTROLS for ch in item.description):
+            reasons.append(
+                Reason(ReasonCode.BIDI_CONTROL, f"line_items[{i}].description", "bidi control")
+            )
+    return reasons
