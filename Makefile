@@ -36,6 +36,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 test: venv model lint
 	$(VENV)/bin/pytest -p no:cacheprovider -q $(PYTEST_ARGS)

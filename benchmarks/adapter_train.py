@@ -155,7 +155,7 @@ def build_examples(
     next seed is drawn instead.
     """
     from benchmarks.invoices.generator import generate_invoice
-    from pipeline.extraction.extractor import answer_for, prepare_call
+    from pipeline.extraction import answer_for, prepare_call
 
     examples: list[Example] = []
     skipped: list[int] = []

@@ -25,8 +25,8 @@ import time
 import uuid
 from typing import Any
 
-from pipeline.admission.policy import AdmissionConfig, AdmissionPolicy, Grant
-from pipeline.extraction.engines import Usage
+from pipeline.admission import AdmissionConfig, AdmissionPolicy, Grant
+from pipeline.usage import Usage
 
 
 def _quantile_ms(values: list[float], q: float) -> float:

@@ -36,9 +36,8 @@ from benchmarks.loadgen import ArrivalSpec
 from benchmarks.report import percentile
 from benchmarks.runner import run_pipeline
 from benchmarks.scenario import BaselineSpec, DeliverySpec, Scenario, scenario_corpus
-from pipeline.extraction.engines import Messages
-from pipeline.extraction.prompts import build_messages, prompt_budget
-from pipeline.validation.contract import extraction_json_schema
+from pipeline.extraction import Messages, build_messages, prompt_budget
+from pipeline.validation import extraction_json_schema
 
 
 def _log(msg: str) -> None:

@@ -45,15 +45,21 @@ from prometheus_client import CollectorRegistry
 from benchmarks.report import percentile, write_json
 from benchmarks.settings import BenchSettings, admin_dsn
 from pipeline.database import create_database, create_pool, drop_database
-from pipeline.jobs.store import AcceptRequest, DocumentIn, JobStore
-from pipeline.messaging.broker import BrokerConfig, declare_topology
-from pipeline.messaging.consumer import Delivery, Disposition
-from pipeline.messaging.inbox import InboxConsumer, IngestResult
-from pipeline.messaging.metrics import BrokerMetrics
-from pipeline.messaging.outbox import OutboxRelay, RelayConfig
+from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
+from pipeline.messaging import (
+    BrokerConfig,
+    BrokerMetrics,
+    Delivery,
+    Disposition,
+    InboxConsumer,
+    IngestResult,
+    OutboxRelay,
+    RelayConfig,
+    declare_topology,
+)
 from pipeline.queries import q
 from pipeline.settings import Settings
-from pipeline.tenants.accounts import create_tenant
+from pipeline.tenants import create_tenant
 
 
 async def fresh_database() -> tuple[str, str]:

@@ -24,7 +24,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pipeline.admission.limits import (
+from pipeline.admission import (
     attempt_capacity,
     drain_seconds,
     job_capacity,

@@ -26,8 +26,8 @@ from benchmarks.invoices.generator import GeneratedInvoice
 from benchmarks.loadgen import OpenLoopGenerator, lag_stats
 from benchmarks.report import percentile
 from benchmarks.scenario import PricingSpec, Scenario
-from pipeline.extraction.prompts import prompt_budget
-from pipeline.jobs.store import JobStore
+from pipeline.extraction import prompt_budget
+from pipeline.jobs import JobStore
 from pipeline.queries import q
 
 SETTLED_STATES = ("SUCCEEDED", "REVIEW_REQUIRED", "FAILED_TERMINAL")

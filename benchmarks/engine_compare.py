@@ -46,7 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from deployments.pools import PoolConfig, PoolsConfig, load_pools
-from pipeline.extraction.engines import ChatMessage, Completion, Timings, Usage
+from pipeline.extraction import ChatMessage, Completion, Timings
+from pipeline.usage import Usage
 
 INVOICE_SCHEMA: dict[str, Any] = {
     "type": "object",

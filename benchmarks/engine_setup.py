@@ -27,13 +27,7 @@ from typing import Any
 from benchmarks.infra import FakeProcess, free_port
 from benchmarks.report import percentile
 from benchmarks.scenario import ROOT, Scenario
-from pipeline.extraction.engines import (
-    Completion,
-    Engine,
-    JsonSchema,
-    Messages,
-    OpenAICompatibleEngine,
-)
+from pipeline.extraction import Completion, Engine, JsonSchema, Messages, OpenAICompatibleEngine
 
 
 @dataclass

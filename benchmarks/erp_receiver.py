@@ -47,8 +47,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, g
 from starlette.types import Receive, Scope, Send
 
 from pipeline.database import connect, create_pool, migrate
-from pipeline.delivery.signing import VerificationKey, Verifier
-from pipeline.jobs.store import EVENT_COMPLETED
+from pipeline.delivery import VerificationKey, Verifier
+from pipeline.jobs import EVENT_COMPLETED
 from pipeline.queries import q
 
 log = logging.getLogger(__name__)

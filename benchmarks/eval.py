@@ -52,8 +52,8 @@ from benchmarks.eval_engines import EngineAnswer, ExtractFn, engine_extract, ope
 from benchmarks.eval_report import Progress, plot, render_text, summarise
 from benchmarks.eval_scoring import FIELDS, OUTCOMES, evaluate_one
 from benchmarks.invoices.generator import Variant, generate_corpus
-from pipeline.extraction.extractor import CONTRACT_V1, CONTRACT_V2, DEFAULT_CONTRACT
-from pipeline.validation.decide import VALIDATION_POLICY_VERSION
+from pipeline.extraction import CONTRACT_V1, CONTRACT_V2, DEFAULT_CONTRACT
+from pipeline.validation import VALIDATION_POLICY_VERSION
 
 __all__ = [
     "DEFAULT_VARIANTS",

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from pipeline.errors import MalformedOutput
-from pipeline.extraction.engines import ChatMessage, Engine
+from pipeline.extraction import ChatMessage, Engine
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,15 @@ from benchmarks.eval_dataset import Case, Truth
 from benchmarks.eval_engines import ExtractFn
 from benchmarks.partial_json import parse_prefix, salvage
 from pipeline.errors import FencelineError, MalformedOutput
-from pipeline.extraction.extractor import DEFAULT_CONTRACT, interpret, prepare_call
-from pipeline.validation.contract import EXTRACTION_SCHEMA_VERSION, SCALAR_FIELDS, Extraction
-from pipeline.validation.decide import compact_id, normalise_name, normalise_text
+from pipeline.extraction import DEFAULT_CONTRACT, interpret, prepare_call
+from pipeline.validation import (
+    EXTRACTION_SCHEMA_VERSION,
+    SCALAR_FIELDS,
+    Extraction,
+    compact_id,
+    normalise_name,
+    normalise_text,
+)
 
 OUTCOMES = ("SUCCEEDED", "REVIEW_REQUIRED", "MALFORMED", "ENGINE_ERROR")
 ITEM_FIELDS = ("description", "quantity", "unit_price", "line_amount", "tax_rate")

@@ -27,10 +27,9 @@ from benchmarks.fake_provider import CallRecord, FakeProvider, FaultPlan
 from benchmarks.invoices.generator import GeneratedInvoice
 from benchmarks.scenario import Scenario, scenario_corpus
 from benchmarks.settings import admin_dsn
-from pipeline.api.app import create_app
+from pipeline.api import create_app
 from pipeline.database import scratch_database
-from pipeline.extraction.answer import document_in_prompt
-from pipeline.extraction.extractor import answer_for
+from pipeline.extraction import answer_for, document_in_prompt
 from pipeline.settings import Settings
 
 

@@ -45,7 +45,7 @@ from benchmarks.infra import free_port
 from benchmarks.report import percentile, write_json
 from benchmarks.settings import admin_dsn
 from pipeline.database import connect, create_database, drop_database
-from pipeline.tenants.accounts import create_api_key, create_tenant
+from pipeline.tenants import create_api_key, create_tenant
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "results" / "intake"

@@ -4,7 +4,7 @@ One run stands up, on loopback:
 
 * a fresh PostgreSQL database (created, migrated, dropped after the run);
 * the intake API (:func:`pipeline.api.app.create_app`) under uvicorn in its own process;
-* ``drivers.count`` :class:`pipeline.worker.attempt.DriverLoop` s woken by one
+* ``drivers.count`` :class:`pipeline.worker.loop.DriverLoop` s woken by one
   :class:`pipeline.messaging.scheduler.Scheduler`, all asking one in-process
   :class:`cluster.admission.AdmissionActor` (through the
   :class:`cluster.drivers.ActorGate` Ray drivers use) for RPM/TPM/concurrency;
@@ -40,16 +40,16 @@ from benchmarks.loadgen import OpenLoopGenerator, schedule
 from benchmarks.scenario import Scenario, scenario_corpus
 from cluster.admission import AdmissionActor, AdmissionClient, LocalActorHandle
 from cluster.drivers import ActorGate
-from pipeline.admission.limits import AdmissionConfig
+from pipeline.admission import AdmissionConfig
 from pipeline.database import create_pool
-from pipeline.jobs.store import JobStore
-from pipeline.messaging.scheduler import Scheduler, SchedulerConfig, WorkSignal
+from pipeline.delivery import job_store
+from pipeline.jobs import JobStore
+from pipeline.messaging import Scheduler, SchedulerConfig, WorkSignal
 from pipeline.queries import q
 from pipeline.settings import Settings
-from pipeline.tenants.accounts import create_api_key, create_tenant
-from pipeline.tenants.master_data import permit_currencies, upsert_supplier
-from pipeline.validation.decide import policy_for
-from pipeline.worker.attempt import AttemptRunner, DriverLoop, WorkerConfig
+from pipeline.tenants import create_api_key, create_tenant, permit_currencies, upsert_supplier
+from pipeline.validation import policy_for
+from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 
 #: Concurrent intake requests on the wire (a client's connection limit).
 CLIENT_CONNECTIONS = 16
@@ -116,11 +116,7 @@ async def run_pipeline(
                 tenants = await _provision(conn, scenario, corpus)
             if erp_port is not None:
                 from cluster.delivery import build_dispatcher
-                from pipeline.delivery.endpoints import (
-                    EndpointRegistry,
-                    SecretBox,
-                    guard_from_settings,
-                )
+                from pipeline.delivery import EndpointRegistry, SecretBox, guard_from_settings
 
                 erp = ErpProcess(dsn, erp_port)
                 registry = EndpointRegistry(pool, guard_from_settings(settings), SecretBox(None))
@@ -219,12 +215,8 @@ async def _drive(
     progress: bool,
 ) -> RunRecord:
     state = RunState()
-    store = JobStore(pool, settings)
-    if scenario.delivery.enabled:
-        from pipeline.delivery.deliveries import delivery_settle_hook
-
-        # As cluster.drivers.TaskDriver does: deliveries commit with the completion.
-        store.settle_hooks.append(delivery_settle_hook)
+    # As cluster.drivers.TaskDriver does: deliveries commit with the completion.
+    store = job_store(pool, settings) if scenario.delivery.enabled else JobStore(pool, settings)
     adm = scenario.admission
     scope = f"bench-{scenario.name}"
     actor = AdmissionActor(

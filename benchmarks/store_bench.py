@@ -28,8 +28,8 @@ from typing import Any
 from benchmarks.report import bar_plot, write_json
 from benchmarks.settings import admin_dsn
 from pipeline.database import connect, create_database, create_pool, drop_database, dsn_for
-from pipeline.jobs.store import AcceptRequest, DocumentIn, JobStore
-from pipeline.tenants.accounts import create_tenant
+from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
+from pipeline.tenants import create_tenant
 
 RAW_CLAIM = """
 WITH candidate AS (

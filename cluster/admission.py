@@ -44,9 +44,9 @@ from cluster.admission_client import (
     LocalActorHandle,
     actor_name,
 )
-from pipeline.admission.ledger import AdmissionLedger
-from pipeline.admission.policy import (
+from pipeline.admission import (
     AdmissionConfig,
+    AdmissionLedger,
     AdmissionPolicy,
     Grant,
     PriorityClass,

@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from pipeline.admission.policy import (
+from pipeline.admission import (
     AdmissionConfig,
     AdmissionPolicy,
     Grant,

@@ -1,6 +1,6 @@
 """DeliveryActor: the ERP delivery dispatcher as a Ray actor.
 
-The actor is a plain class around :class:`pipeline.delivery.deliveries.DeliveryDispatcher`
+The actor is a plain class around :class:`pipeline.delivery.dispatcher.DeliveryDispatcher`
 (the tested unit); :func:`build_delivery_actor` applies ``ray.remote`` with
 ``num_cpus=0`` (it waits on network I/O, and on a 2-core machine a CPU-reserving
 actor deadlocks Serve). Construction is separate from start.
@@ -21,10 +21,15 @@ import asyncpg
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.clock import Clock
 from pipeline.database import create_pool
-from pipeline.delivery.deliveries import AfterResponse, DeliveryDispatcher, DeliveryStore
-from pipeline.delivery.egress import EgressClient
-from pipeline.delivery.endpoints import SecretBox, guard_from_settings
-from pipeline.delivery.policy import DeliveryConfig
+from pipeline.delivery import (
+    AfterResponse,
+    DeliveryConfig,
+    DeliveryDispatcher,
+    DeliveryStore,
+    EgressClient,
+    SecretBox,
+    guard_from_settings,
+)
 from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)

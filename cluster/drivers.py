@@ -1,6 +1,6 @@
 """Task drivers and the maintenance actor: the Ray side of the job protocol.
 
-A :class:`TaskDriver` is one Ray actor running a :class:`pipeline.worker.attempt.DriverLoop`
+A :class:`TaskDriver` is one Ray actor running a :class:`pipeline.worker.loop.DriverLoop`
 on its own event loop: it claims fenced leases from PostgreSQL, asks the global
 admission actor for budget, calls the engine (the Serve inference app through
 its handle, or an OpenAI-compatible provider) and commits under the fence. Its
@@ -25,18 +25,20 @@ from prometheus_client import REGISTRY
 
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.database import create_pool
-from pipeline.extraction.engines import Engine, OpenAICompatibleEngine
-from pipeline.jobs.reaper import Reaper
-from pipeline.jobs.store import JobStore, Settled
-from pipeline.messaging.broker import BrokerConfig
-from pipeline.messaging.dlq import DeadLetterArchiver
-from pipeline.messaging.inbox import InboxConsumer
-from pipeline.messaging.outbox import OutboxRelay
-from pipeline.messaging.scheduler import Scheduler
+from pipeline.delivery import job_store
+from pipeline.extraction import Engine, OpenAICompatibleEngine
+from pipeline.jobs import JobStore, Reaper, Settled
+from pipeline.messaging import (
+    BrokerConfig,
+    DeadLetterArchiver,
+    InboxConsumer,
+    OutboxRelay,
+    Scheduler,
+)
 from pipeline.settings import Settings
-from pipeline.tenants.master_data import MasterDataCache
-from pipeline.validation.decide import policy_for
-from pipeline.worker.attempt import AttemptRunner, DriverLoop, WorkerConfig
+from pipeline.tenants import MasterDataCache
+from pipeline.validation import policy_for
+from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +94,7 @@ class ActorGate:
         job_id: str | None = None,
         fence: int | None = None,
     ) -> Any:
-        from pipeline.admission.grants import Wait, priority_class_for
+        from pipeline.admission import Wait, priority_class_for
         from pipeline.errors import AdmissionDeferred
 
         got = await self.client.acquire(
@@ -150,10 +152,7 @@ class TaskDriver:
         if self._loop is not None:
             return os.getpid()
         self._pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
-        store = JobStore(self._pool, self.settings)
-        from pipeline.delivery.deliveries import delivery_settle_hook
-
-        store.settle_hooks.append(delivery_settle_hook)
+        store = job_store(self._pool, self.settings)  # deliveries commit with the outcome
         gate = self._admission()
         runner = AttemptRunner(
             store,

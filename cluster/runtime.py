@@ -33,7 +33,7 @@ from typing import Any
 from cluster.drivers import EngineSpec
 from cluster.supervisor import RuntimeConfig
 from pipeline.settings import Settings
-from pipeline.worker.attempt import WorkerConfig
+from pipeline.worker import WorkerConfig
 
 log = logging.getLogger(__name__)
 

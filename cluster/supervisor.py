@@ -104,7 +104,7 @@ class RuntimeConfig(BaseModel):
 
     @model_validator(mode="after")
     def _engine_and_worker(self) -> RuntimeConfig:
-        from pipeline.worker.attempt import WorkerConfig
+        from pipeline.worker import WorkerConfig
 
         if self.engine == "openai" and not self.provider_url:
             raise ValueError("engine openai needs provider_url")
@@ -162,7 +162,7 @@ class RuntimeSupervisor:
     def _plan(self) -> list[_Member]:
         from cluster.delivery import ACTOR_NAME, build_delivery_actor
         from cluster.drivers import EngineSpec, build_maintenance
-        from pipeline.worker.attempt import WorkerConfig
+        from pipeline.worker import WorkerConfig
 
         cfg = self.config
         maintenance = f"{cfg.actor_prefix}-maintenance"

@@ -56,15 +56,15 @@ from pipeline.errors import (
     ProviderTimeout,
     ProviderUnavailable,
 )
-from pipeline.extraction.engines import (
+from pipeline.extraction import (
     ChatMessage,
     Completion,
     JsonSchema,
     Messages,
     Timings,
-    Usage,
     parse_json_output,
 )
+from pipeline.usage import Usage
 
 log = logging.getLogger(__name__)
 

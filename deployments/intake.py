@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
-from pipeline.api.app import create_app
+from pipeline.api import create_app
 from pipeline.settings import Settings
 
 if TYPE_CHECKING:

@@ -50,7 +50,7 @@ from pipeline.errors import (
     ProviderTimeout,
     ProviderUnavailable,
 )
-from pipeline.extraction.engines import Completion, JsonSchema, Messages
+from pipeline.extraction import Completion, JsonSchema, Messages
 
 if TYPE_CHECKING:
     from ray.serve.handle import DeploymentHandle

@@ -23,7 +23,7 @@ from pipeline.errors import (
     ProviderUnavailable,
     TerminalError,
 )
-from pipeline.extraction.engines import JsonSchema
+from pipeline.extraction import JsonSchema
 
 if TYPE_CHECKING:
     from vllm import SamplingParams

@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pipeline.admission.grants import ReportedUsage
+    from pipeline.usage import ReportedUsage
 
 
 class FencelineError(Exception):

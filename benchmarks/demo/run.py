@@ -41,11 +41,11 @@ from benchmarks.infra import free_port
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
 from cluster.runtime import ClusterConfig, LocalCluster
 from pipeline.database import connect, create_database, dsn_for
-from pipeline.jobs.admin import admin_dsn
+from pipeline.jobs import admin_dsn
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import SETTLED
-from pipeline.worker.attempt import WorkerConfig
+from pipeline.worker import WorkerConfig
 
 DEMO_DATABASE = "fenceline_demo"
 TENANTS = (("acme-gmbh", 2), ("globex-ltd", 1), ("initech-sa", 1))
@@ -99,9 +99,8 @@ async def _provision(
 ) -> tuple[dict[str, str], list[str]]:
     """Tenants, API keys, supplier master data and webhook endpoints; returns keys, secrets."""
     from pipeline.database import create_pool
-    from pipeline.delivery.endpoints import EndpointRegistry, SecretBox, guard_from_settings
-    from pipeline.tenants.accounts import create_api_key, create_tenant
-    from pipeline.tenants.master_data import permit_currencies, upsert_supplier
+    from pipeline.delivery import EndpointRegistry, SecretBox, guard_from_settings
+    from pipeline.tenants import create_api_key, create_tenant, permit_currencies, upsert_supplier
 
     keys: dict[str, str] = {}
     secrets: list[str] = []

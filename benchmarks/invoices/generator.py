@@ -50,9 +50,11 @@ from benchmarks.invoices.variants import (
     TRUTH_NEEDS_REVIEW,
     Variant,
 )
-from pipeline.validation.contract import Evidence, EvidencedIban, Extraction
-from pipeline.validation.decide import (
+from pipeline.validation import (
     Decision,
+    Evidence,
+    EvidencedIban,
+    Extraction,
     ReasonCode,
     SupplierRecord,
     TenantMasterData,

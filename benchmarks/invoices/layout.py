@@ -23,7 +23,7 @@ from benchmarks.invoices.blocks import Sheet, Span, Writer, meta_values
 from benchmarks.invoices.locales import fmt_date
 from benchmarks.invoices.plan import CENT, Item, Plan
 from benchmarks.invoices.variants import CENT_TARGETS, Variant, attacker_iban, display_name
-from pipeline.validation.contract import (
+from pipeline.validation import (
     Evidence,
     EvidencedAmount,
     EvidencedCurrency,

@@ -21,7 +21,7 @@ import unicodedata
 from enum import StrEnum
 
 from benchmarks.invoices.plan import Plan, with_check_digits
-from pipeline.validation.decide import ReasonCode
+from pipeline.validation import ReasonCode
 
 
 class Variant(StrEnum):

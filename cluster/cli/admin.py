@@ -18,7 +18,7 @@ register = TABLE.register
 
 @command("db migrate", "create the database if missing and apply migrations")
 def _db_migrate(_args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.jobs.admin import setup_database
+    from pipeline.jobs import setup_database
 
     applied = asyncio.run(setup_database(settings))
     print(f"migrations applied: {applied or 'none (up to date)'}")
@@ -33,7 +33,7 @@ def _job_arg(p: argparse.ArgumentParser) -> None:
 @command("explain", "the full audit trail of one job", _job_arg)
 def _explain(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.errors import NotFound
-    from pipeline.jobs.admin import explain_job, render_explain
+    from pipeline.jobs import explain_job, render_explain
 
     try:
         data = asyncio.run(explain_job(settings, args.job_id))
@@ -47,7 +47,7 @@ def _explain(args: argparse.Namespace, settings: Settings) -> int:
 @command("status", "job counts per state, backlog and oldest runnable age")
 def _status(_args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.database import create_pool
-    from pipeline.jobs.store import JobStore
+    from pipeline.jobs import JobStore
     from pipeline.queries import q
 
     async def go() -> None:

@@ -65,7 +65,7 @@ def _supplier_args(p: argparse.ArgumentParser) -> None:
 @command("suppliers add", "add a supplier (or replace the one with that VAT id)", _supplier_args)
 def _suppliers_add(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.errors import NotFound
-    from pipeline.tenants.master_data import add_supplier
+    from pipeline.tenants import add_supplier
 
     try:
         record, created = _run(
@@ -94,7 +94,7 @@ def _tenant_arg(p: argparse.ArgumentParser) -> None:
 @command("suppliers list", "a tenant's suppliers with their VAT ids and IBANs", _tenant_arg)
 def _suppliers_list(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.errors import NotFound
-    from pipeline.tenants.master_data import list_suppliers
+    from pipeline.tenants import list_suppliers
 
     try:
         records = _run(settings, lambda conn: list_suppliers(conn, args.tenant))
@@ -121,8 +121,7 @@ def _currency_args(p: argparse.ArgumentParser) -> None:
 )
 def _tenants_currencies(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.errors import NotFound
-    from pipeline.tenants.admin import resolve_tenant
-    from pipeline.tenants.master_data import set_currencies
+    from pipeline.tenants import resolve_tenant, set_currencies
 
     async def show(conn: asyncpg.Connection) -> tuple[str, ...]:
         return (await resolve_tenant(conn, args.tenant)).allowed_currencies

@@ -33,7 +33,7 @@ def _tenant(p: argparse.ArgumentParser) -> None:
 
 
 def _register_args(p: argparse.ArgumentParser) -> None:
-    from pipeline.delivery.endpoints import DEFAULT_EVENT_TYPES
+    from pipeline.delivery import DEFAULT_EVENT_TYPES
 
     _tenant(p)
     p.add_argument("--url", required=True)
@@ -70,14 +70,14 @@ def _endpoints(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _endpoints_async(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.database import create_pool
-    from pipeline.delivery.endpoints import (
+    from pipeline.delivery import (
         DEFAULT_EVENT_TYPES,
         EndpointRegistry,
         SecretBox,
         guard_from_settings,
-        parse_event_types,
     )
-    from pipeline.tenants.accounts import get_tenant_by_name
+    from pipeline.delivery.endpoints import parse_event_types
+    from pipeline.tenants import get_tenant_by_name
 
     pool = await create_pool(settings.database_url, min_size=1, max_size=2)
     try:
@@ -157,8 +157,8 @@ def _dlq(args: argparse.Namespace, settings: Settings) -> int:
 async def _dlq_async(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.database import create_pool
     from pipeline.errors import BrokerUnavailable, NotFound, ReplayRefused
+    from pipeline.messaging import DeadLetterArchiver
     from pipeline.messaging.dlq import (
-        DeadLetterArchiver,
         dlq_depth,
         dlq_list,
         dlq_replay,
@@ -203,7 +203,8 @@ command("dlq depth", "print the work queue and DLQ depths")(_dlq)
 
 # --------------------------------------------------------------------- broker
 def _broker(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.messaging.broker import BrokerConfig, declare_topology, queue_depths
+    from pipeline.messaging import BrokerConfig, declare_topology
+    from pipeline.messaging.broker import queue_depths
 
     cfg = BrokerConfig.from_settings(settings)
     if cfg is None:

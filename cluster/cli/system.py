@@ -54,8 +54,8 @@ def _up_args(p: argparse.ArgumentParser) -> None:
 def _up(args: argparse.Namespace, settings: Settings) -> int:
     from cluster.drivers import EngineSpec
     from cluster.runtime import ClusterConfig, LocalCluster
-    from pipeline.jobs.admin import setup_database
-    from pipeline.worker.attempt import WorkerConfig
+    from pipeline.jobs import setup_database
+    from pipeline.worker import WorkerConfig
 
     asyncio.run(setup_database(settings))
     engine = (

@@ -28,12 +28,13 @@ from cluster.cli.base import CommandTable
 from pipeline.database import connect
 from pipeline.errors import NotFound
 from pipeline.settings import Settings
-from pipeline.tenants.accounts import Tenant, list_tenants
-from pipeline.tenants.admin import (
+from pipeline.tenants import (
     SCOPES,
+    Tenant,
     add_tenant,
     issue_key,
     list_keys,
+    list_tenants,
     revoke_key,
     set_quotas,
     tenant_usage,

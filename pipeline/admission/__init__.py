@@ -1,0 +1,46 @@
+"""Admission: the policy (one atomic grant of request, tokens and permit per
+scope), its limits, grants and their settlement, and the ledger that persists them.
+
+This is the package's surface: other packages import these names from here,
+never from a module inside.
+"""
+
+from pipeline.admission.grants import (
+    Grant,
+    PriorityClass,
+    Reconciliation,
+    UnknownGrant,
+    Wait,
+    WaitReason,
+    priority_class_for,
+    reconcile,
+)
+from pipeline.admission.ledger import AdmissionLedger
+from pipeline.admission.limits import (
+    AdmissionConfig,
+    attempt_capacity,
+    drain_seconds,
+    job_capacity,
+    littles_law_concurrency,
+)
+from pipeline.admission.policy import AdmissionPolicy
+from pipeline.usage import ReportedUsage
+
+__all__ = [
+    "AdmissionConfig",
+    "AdmissionLedger",
+    "AdmissionPolicy",
+    "Grant",
+    "PriorityClass",
+    "Reconciliation",
+    "ReportedUsage",
+    "UnknownGrant",
+    "Wait",
+    "WaitReason",
+    "attempt_capacity",
+    "drain_seconds",
+    "job_capacity",
+    "littles_law_concurrency",
+    "priority_class_for",
+    "reconcile",
+]

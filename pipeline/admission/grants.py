@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+
+from pipeline.usage import ReportedUsage
 
 
 class PriorityClass(StrEnum):
@@ -59,19 +60,6 @@ class GrantOutcome(StrEnum):
     RECONCILED = "reconciled"  # usage reported: charged = counted usage
     UNCERTAIN = "uncertain"  # timeout or expiry: charged = full reservation
     REFUNDED = "refunded"  # not attempted, or refused without usage: no tokens
-
-
-class ReportedUsage(Protocol):
-    """What an engine reports for one call (``pipeline.extraction.engines.Usage`` fits)."""
-
-    @property
-    def prompt_tokens(self) -> int: ...
-
-    @property
-    def completion_tokens(self) -> int: ...
-
-    @property
-    def cached_tokens(self) -> int: ...
 
 
 class UnknownGrant(KeyError):

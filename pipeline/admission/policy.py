@@ -42,118 +42,28 @@ import time
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
 from pipeline.admission.grants import (
     Grant,
     GrantOutcome,
     PriorityClass,
     Reconciliation,
-    ReportedUsage,
     RestoredGrant,
     UnknownGrant,
     Wait,
     WaitReason,
-    counted_tokens,
-    priority_class_for,
     reconcile,
 )
 from pipeline.admission.limits import (
     AdmissionConfig,
-    attempt_capacity,
-    drain_seconds,
-    job_capacity,
-    kv_cache_tokens,
-    littles_law_concurrency,
 )
+from pipeline.admission.state import AdmissionSnapshot, Charge, FlowKey, OpenGrant, Ticket
 from pipeline.errors import ReservationTooLarge
-
-__all__ = [
-    "AdmissionConfig",
-    "AdmissionPolicy",
-    "AdmissionSnapshot",
-    "Grant",
-    "GrantOutcome",
-    "PriorityClass",
-    "Reconciliation",
-    "ReportedUsage",
-    "RestoredGrant",
-    "Ticket",
-    "UnknownGrant",
-    "Wait",
-    "WaitReason",
-    "attempt_capacity",
-    "counted_tokens",
-    "drain_seconds",
-    "job_capacity",
-    "kv_cache_tokens",
-    "littles_law_concurrency",
-    "priority_class_for",
-    "reconcile",
-]
+from pipeline.usage import ReportedUsage
 
 #: Added to computed waits so a caller that sleeps exactly that long is admitted.
 _EPSILON = 1e-6
-
-
-@dataclass
-class Ticket:
-    """A queued request; ``grant`` is set when :meth:`AdmissionPolicy.dispatch` grants it."""
-
-    id: int
-    tenant: str
-    priority: PriorityClass
-    prompt_tokens: int
-    max_output_tokens: int
-    submitted_at: float
-    job_id: str | None = None
-    fence: int | None = None
-    grant: Grant | None = None
-
-    @property
-    def cost(self) -> int:
-        return self.prompt_tokens + self.max_output_tokens
-
-
-@dataclass
-class AdmissionSnapshot:
-    """Point-in-time state of a scope, for operators and tests."""
-
-    scope: str
-    in_flight: int
-    in_flight_tokens: int
-    tenant_in_flight: dict[str, int]
-    queued: dict[str, int]
-    window_requests: int
-    window_tokens: int
-    cooldown_remaining: float
-    granted_total: int
-    expired_total: int
-    cooldowns_total: int
-    refunded_tokens_total: int
-    limits: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(eq=False)  # identity: equal-valued charges are distinct grants
-class _Charge:
-    """One grant's footprint in the sliding window (adjusted on release)."""
-
-    t: float
-    requests: int
-    tokens: int
-    in_window: bool = True
-    settled: bool = False
-
-
-@dataclass
-class _Open:
-    grant: Grant
-    charge: _Charge
-    deadline: float | None
-
-
-FlowKey = tuple[str, PriorityClass]
 
 
 class AdmissionPolicy:
@@ -172,10 +82,10 @@ class AdmissionPolicy:
         self.config = config
         self._clock = clock
         self._new_id = new_id
-        self._charges: deque[_Charge] = deque()
+        self._charges: deque[Charge] = deque()
         self._window_requests = 0
         self._window_tokens = 0
-        self._open: dict[str, _Open] = {}
+        self._open: dict[str, OpenGrant] = {}
         self._open_tokens = 0
         self._tenant_open: Counter[str] = Counter()
         self._cooldown_until = -math.inf
@@ -425,7 +335,7 @@ class AdmissionPolicy:
                 continue
             t = now - r.age_seconds
             tokens = r.reserved_tokens if is_open else int(r.charged_tokens or 0)
-            charge = _Charge(t, 1 if r.request_charged else 0, tokens, settled=not is_open)
+            charge = Charge(t, 1 if r.request_charged else 0, tokens, settled=not is_open)
             charges.append(charge)
             if is_open:
                 grant = Grant(
@@ -542,7 +452,7 @@ class AdmissionPolicy:
             job_id=ticket.job_id,
             fence=ticket.fence,
         )
-        charge = _Charge(now, 1, ticket.cost)
+        charge = Charge(now, 1, ticket.cost)
         self._charges.append(charge)
         self._window_requests += 1
         self._window_tokens += ticket.cost
@@ -550,14 +460,14 @@ class AdmissionPolicy:
         self._granted_total += 1
         return grant
 
-    def _add_open(self, grant: Grant, charge: _Charge) -> None:
+    def _add_open(self, grant: Grant, charge: Charge) -> None:
         ttl = self.config.grant_ttl_seconds
         deadline = grant.granted_at + ttl if ttl is not None else None
-        self._open[grant.grant_id] = _Open(grant, charge, deadline)
+        self._open[grant.grant_id] = OpenGrant(grant, charge, deadline)
         self._open_tokens += grant.reserved_tokens
         self._tenant_open[grant.tenant] += 1
 
-    def _settle(self, entry: _Open, rec: Reconciliation) -> None:
+    def _settle(self, entry: OpenGrant, rec: Reconciliation) -> None:
         """Return the permit and rewrite the window charge to the settled amount."""
         self._open_tokens -= entry.grant.reserved_tokens
         self._tenant_open[entry.grant.tenant] -= 1

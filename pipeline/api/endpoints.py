@@ -29,9 +29,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.api.app import ApiContext, Caller
+from pipeline.api.context import ApiContext, Caller
 from pipeline.api.problems import ApiProblem, problem_responses
-from pipeline.delivery.endpoints import (
+from pipeline.delivery import (
     DEFAULT_EVENT_TYPES,
     EVENT_TYPE_PATTERN,
     MAX_EVENT_TYPES,
@@ -42,7 +42,7 @@ from pipeline.delivery.endpoints import (
     guard_from_settings,
 )
 from pipeline.errors import EgressBlocked
-from pipeline.tenants.accounts import Principal
+from pipeline.tenants import Principal
 
 PREFIX = "/v1/webhook-endpoints"
 

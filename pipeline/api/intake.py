@@ -42,11 +42,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 
 from pipeline.api.problems import ApiProblem
-from pipeline.jobs.store import Accepted, AcceptRequest, DocumentIn, JobStore
+from pipeline.jobs import Accepted, AcceptRequest, DocumentIn, JobStore
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import JobState
-from pipeline.tenants.quotas import Admission, demand_for
+from pipeline.tenants import TenantQuota, demand_for
 
 #: Printable ASCII without spaces, 1–200 characters.
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,200}$"
@@ -297,7 +297,7 @@ class IntakeService:
         self,
         pool: asyncpg.Pool,
         store: JobStore,
-        admission: Admission,
+        admission: TenantQuota,
         settings: Settings,
         *,
         accept_hook: AcceptHook | None = None,

@@ -30,7 +30,7 @@ from pipeline.errors import NotFound
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import JobState
-from pipeline.tenants.accounts import Principal
+from pipeline.tenants import Principal
 
 
 class AttemptsSummary(BaseModel):

@@ -17,7 +17,9 @@ REVIEW_REQUIRED has its own SLO and is never counted as automatic success
 * The state change, the audit row (``review_decisions``: who, what, note,
   versions), the outbox event (``extraction.completed.v1`` on approval, so ERP
   delivery proceeds; ``extraction.failed.v1`` on rejection) and the job store's
-  settle hooks commit in one transaction or not at all.
+  settle hooks commit in one transaction or not at all. The job store writes
+  them (:meth:`pipeline.jobs.JobStore.decide_review`); this service checks who
+  may decide what, inside the same transaction.
 """
 
 from __future__ import annotations
@@ -32,12 +34,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline.api.intake import JsonInt
 from pipeline.api.problems import ApiProblem
 from pipeline.errors import NotFound
-from pipeline.jobs.records import settled_from_row
-from pipeline.jobs.store import EVENT_COMPLETED, EVENT_FAILED, JobStore
+from pipeline.jobs import JobStore
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import JobState
-from pipeline.tenants.accounts import Principal
+from pipeline.tenants import Principal
 
 #: Scopes that may decide reviews.
 REVIEW_SCOPES = frozenset({"review", "operator"})
@@ -83,7 +84,6 @@ class ReviewService:
                 review, its state_version moved on, or ``approve`` meets a result
                 that failed schema validation.
         """
-        to_state = JobState.SUCCEEDED if body.decision == "approve" else JobState.FAILED_TERMINAL
         async with (
             self.pool.acquire(timeout=self.settings.db_acquire_timeout_seconds) as conn,
             conn.transaction(),
@@ -97,50 +97,24 @@ class ReviewService:
                 raise ApiProblem(403, "deciding reviews needs the review scope", reason="scope")
             if body.decision == "approve":
                 _refuse_unvalidated(job_id, visible)
-            row = await conn.fetchrow(
-                q("job_decide_review_if_pending"),
-                job_id,
-                principal.tenant_id,
-                body.state_version,
-                to_state.value,
+            decided = await self.store.decide_review(
+                conn,
+                job_id=job_id,
+                tenant_id=principal.tenant_id,
+                key_id=principal.key_id,
+                decision=body.decision,
+                note=body.note,
+                state_version=body.state_version,
             )
-            if row is None:
+            if decided is None:
                 await self._refuse(conn, principal, job_id, body)
-            settled = settled_from_row(
-                row, reason="review_approved" if body.decision == "approve" else "review_rejected"
-            )
-            audit = await conn.fetchrow(
-                q("review_decision_insert"),
-                uuid.uuid4(),
-                job_id,
-                principal.tenant_id,
-                principal.key_id,
-                body.decision,
-                body.note,
-                body.state_version,
-                to_state.value,
-                settled.state_version,
-            )
-            payload = {
-                "job_id": str(job_id),
-                "state": settled.state.value,
-                "state_version": settled.state_version,
-                "review": body.decision,
-                "v": 1,
-            }
-            if to_state is JobState.FAILED_TERMINAL:
-                payload.update(reason="review_rejected", error_class="review_rejected")
-            event = EVENT_COMPLETED if to_state is JobState.SUCCEEDED else EVENT_FAILED
-            await conn.execute(q("outbox_insert"), uuid.uuid4(), job_id, event, payload)
-            for hook in self.store.settle_hooks:
-                await hook(conn, settled)
         return ReviewDecisionOut(
-            review_id=audit["id"],
+            review_id=decided.review_id,
             job_id=job_id,
             decision=body.decision,
-            state=settled.state,
-            state_version=settled.state_version,
-            created_at=audit["created_at"],
+            state=decided.settled.state,
+            state_version=decided.settled.state_version,
+            created_at=decided.created_at,
         )
 
     async def _refuse(

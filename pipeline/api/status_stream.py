@@ -53,7 +53,7 @@ from pipeline.api.problems import DATABASE_UNAVAILABLE
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import FINAL, JobState
-from pipeline.tenants.accounts import authenticate
+from pipeline.tenants import authenticate
 
 log = logging.getLogger(__name__)
 

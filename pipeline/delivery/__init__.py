@@ -1,0 +1,42 @@
+"""ERP delivery: the delivery state machine and dispatcher, tenant endpoints,
+webhook signing, the egress guard and client, and the retry policy.
+
+This is the package's surface: other packages import these names from here,
+never from a module inside.
+"""
+
+from pipeline.delivery.deliveries import DeliveryStore, delivery_settle_hook, job_store
+from pipeline.delivery.dispatcher import AfterResponse, DeliveryDispatcher
+from pipeline.delivery.egress_client import EgressClient
+from pipeline.delivery.endpoints import (
+    DEFAULT_EVENT_TYPES,
+    EVENT_TYPE_PATTERN,
+    MAX_EVENT_TYPES,
+    Endpoint,
+    EndpointRegistry,
+    IssuedSecret,
+    SecretBox,
+    guard_from_settings,
+)
+from pipeline.delivery.policy import DeliveryConfig
+from pipeline.delivery.signing import VerificationKey, Verifier
+
+__all__ = [
+    "DEFAULT_EVENT_TYPES",
+    "EVENT_TYPE_PATTERN",
+    "MAX_EVENT_TYPES",
+    "AfterResponse",
+    "DeliveryConfig",
+    "DeliveryDispatcher",
+    "DeliveryStore",
+    "EgressClient",
+    "Endpoint",
+    "EndpointRegistry",
+    "IssuedSecret",
+    "SecretBox",
+    "VerificationKey",
+    "Verifier",
+    "delivery_settle_hook",
+    "guard_from_settings",
+    "job_store",
+]

@@ -14,10 +14,11 @@ three layers and the client uses all of them on every attempt:
    resolves to must be global — not loopback, private, link-local, CGNAT,
    unique-local, multicast, unspecified, reserved, a cloud metadata address, nor
    an IPv4-mapped / IPv4-compatible / NAT64 / 6to4 / Teredo form of one.
-3. **Pinning** (:class:`PinnedTransport`): the request connects to the checked
-   address itself, with the original ``Host`` header and TLS SNI / certificate
-   name, so a second DNS answer (rebinding) is never consulted. Redirects are
-   never followed; a request without a pin is refused.
+3. **Pinning** (:class:`~pipeline.delivery.egress_client.PinnedTransport`): the
+   request connects to the checked address itself, with the original ``Host``
+   header and TLS SNI / certificate name, so a second DNS answer (rebinding) is
+   never consulted. Redirects are never followed; a request without a pin is
+   refused.
 
 The development switch (``Settings.delivery_allow_loopback_http``) additionally
 admits loopback addresses (and plain ``http`` to them) for the local demo and
@@ -31,11 +32,8 @@ import ipaddress
 import logging
 import re
 import socket
-import ssl
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import httpx
@@ -119,7 +117,7 @@ class PinnedTarget:
     addresses: tuple[str, ...]
 
 
-def _blocked(reason: str, message: str) -> EgressBlocked:
+def egress_blocked(reason: str, message: str) -> EgressBlocked:
     return EgressBlocked(message, reason=reason)
 
 
@@ -207,11 +205,11 @@ def legacy_ipv4(host: str) -> ipaddress.IPv4Address | None:
         return None
     numbers = [_parse_number(label) if _NUMBER_LABEL.match(label) else None for label in labels]
     if len(numbers) > 4 or any(n is None for n in numbers):
-        raise _blocked("numeric_host", f"host {host!r} is neither a domain nor an address")
+        raise egress_blocked("numeric_host", f"host {host!r} is neither a domain nor an address")
     values = [n for n in numbers if n is not None]
     *head, last = values
     if any(v > 255 for v in head) or last >= 256 ** (5 - len(values)):
-        raise _blocked("numeric_host", f"host {host!r} is out of range")
+        raise egress_blocked("numeric_host", f"host {host!r} is out of range")
     value = 0
     for v in head:
         value = (value << 8) | v
@@ -239,42 +237,44 @@ class EgressGuard:
     def check_url(self, url: str) -> Target:
         """Syntactic checks that need no DNS; raises :class:`EgressBlocked`."""
         if not isinstance(url, str) or not url:
-            raise _blocked("syntax", "empty URL")
+            raise egress_blocked("syntax", "empty URL")
         if len(url) > MAX_URL_LENGTH:
-            raise _blocked("syntax", "URL too long")
+            raise egress_blocked("syntax", "URL too long")
         if not url.isascii() or any(c.isspace() or ord(c) < 0x21 or c == "\\" for c in url):
-            raise _blocked("syntax", "URL has non-ASCII, whitespace, control or backslash")
+            raise egress_blocked("syntax", "URL has non-ASCII, whitespace, control or backslash")
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         if scheme not in ("https", "http"):
-            raise _blocked("scheme", f"scheme {scheme or '(none)'!r} is not allowed: https only")
+            raise egress_blocked(
+                "scheme", f"scheme {scheme or '(none)'!r} is not allowed: https only"
+            )
         if scheme == "http" and not self.policy.allow_loopback_http:
-            raise _blocked("scheme", "plain http is not allowed: https only")
+            raise egress_blocked("scheme", "plain http is not allowed: https only")
         if "@" in parts.netloc or parts.username is not None or parts.password is not None:
-            raise _blocked("userinfo", "credentials in the URL are not allowed")
+            raise egress_blocked("userinfo", "credentials in the URL are not allowed")
         if parts.fragment:
-            raise _blocked("syntax", "a fragment is meaningless in a webhook URL")
+            raise egress_blocked("syntax", "a fragment is meaningless in a webhook URL")
         raw_host = parts.hostname or ""
         try:
             port = parts.port or (443 if scheme == "https" else 80)
         except ValueError as exc:
-            raise _blocked("syntax", f"bad port: {exc}") from None
+            raise egress_blocked("syntax", f"bad port: {exc}") from None
         host = raw_host[:-1] if raw_host.endswith(".") else raw_host
         if not host:
-            raise _blocked("syntax", "URL has no host")
+            raise egress_blocked("syntax", "URL has no host")
         literal: IPAddress | None = None
         if ":" in host:
             if "%" in host:
-                raise _blocked("scoped_ipv6", "IPv6 zone identifiers are not allowed")
+                raise egress_blocked("scoped_ipv6", "IPv6 zone identifiers are not allowed")
             try:
                 literal = ipaddress.IPv6Address(host)
             except ValueError:
-                raise _blocked("syntax", f"bad IPv6 literal {host!r}") from None
+                raise egress_blocked("syntax", f"bad IPv6 literal {host!r}") from None
         else:
             legacy = legacy_ipv4(raw_host)
             if legacy is not None:
                 if str(legacy) != raw_host:
-                    raise _blocked(
+                    raise egress_blocked(
                         "numeric_host",
                         f"host {raw_host!r} is a legacy numeric form of {legacy}: "
                         "write a canonical address or a name",
@@ -285,43 +285,47 @@ class EgressGuard:
         try:
             other = httpx.URL(url)
         except httpx.InvalidURL as exc:
-            raise _blocked("syntax", f"unparseable URL: {exc}") from None
+            raise egress_blocked("syntax", f"unparseable URL: {exc}") from None
         if (
             other.scheme != scheme
             or other.raw_host.decode("ascii").lower() != raw_host
             or (other.port or port) != port
         ):
-            raise _blocked("syntax", "URL parsers disagree about its destination")
+            raise egress_blocked("syntax", "URL parsers disagree about its destination")
         dev = self.policy.allow_loopback_http
         if literal is not None:
             problem = address_problem(literal, allow_loopback=dev)
             if problem is not None:
-                raise _blocked(problem, f"address {literal} is not allowed ({problem})")
+                raise egress_blocked(problem, f"address {literal} is not allowed ({problem})")
             if (port not in self.policy.allowed_ports or scheme == "http") and not (
                 dev and literal.is_loopback
             ):
                 what = "plain http" if scheme == "http" else f"port {port}"
-                raise _blocked("scheme" if scheme == "http" else "port", f"{what} is not allowed")
+                raise egress_blocked(
+                    "scheme" if scheme == "http" else "port", f"{what} is not allowed"
+                )
         elif port not in self.policy.allowed_ports and not dev:
-            raise _blocked("port", f"port {port} is not allowed")
+            raise egress_blocked("port", f"port {port} is not allowed")
         # A name with http or an unlisted port (development switch only) is decided
         # after resolution: every address must then be loopback.
         return Target(url=url, scheme=scheme, host=host, port=port, literal=literal)
 
     def _check_name(self, host: str) -> None:
         if len(host) > 253:
-            raise _blocked("syntax", "host name too long")
+            raise egress_blocked("syntax", "host name too long")
         labels = host.split(".")
         if not all(_HOST_LABEL.match(label) for label in labels):
-            raise _blocked("syntax", f"host {host!r} is not a valid ASCII (punycode) name")
+            raise egress_blocked("syntax", f"host {host!r} is not a valid ASCII (punycode) name")
         if _is_loopback_name(host):
             if self.policy.allow_loopback_http:
                 return
-            raise _blocked("loopback", f"host {host!r} names this machine")
+            raise egress_blocked("loopback", f"host {host!r} names this machine")
         if host.endswith(_FORBIDDEN_SUFFIXES):
-            raise _blocked("internal_name", f"host {host!r} is a local-only name")
+            raise egress_blocked("internal_name", f"host {host!r} is a local-only name")
         if len(labels) < 2:
-            raise _blocked("internal_name", f"single-label host {host!r} resolves via search paths")
+            raise egress_blocked(
+                "internal_name", f"single-label host {host!r} resolves via search paths"
+            )
 
     async def resolve(self, url: str) -> PinnedTarget:
         """Check ``url``, resolve its host once, and pin an address every answer agrees on.
@@ -336,25 +340,27 @@ class EgressGuard:
             try:
                 answers = await self.resolver(target.host, target.port)
             except (OSError, UnicodeError) as exc:
-                raise _blocked("unresolvable", f"cannot resolve {target.host!r}: {exc}") from None
+                raise egress_blocked(
+                    "unresolvable", f"cannot resolve {target.host!r}: {exc}"
+                ) from None
             addrs = []
             for a in answers:
                 try:
                     addrs.append(ipaddress.ip_address(a))
                 except ValueError:
-                    raise _blocked("unresolvable", f"resolver returned {a!r}") from None
+                    raise egress_blocked("unresolvable", f"resolver returned {a!r}") from None
             if not addrs:
-                raise _blocked("unresolvable", f"{target.host!r} has no addresses")
+                raise egress_blocked("unresolvable", f"{target.host!r} has no addresses")
         allow_loopback = self.policy.allow_loopback_http
         for ip in addrs:
             problem = address_problem(ip, allow_loopback=allow_loopback)
             if problem is not None:
-                raise _blocked(problem, f"{target.host!r} resolves to {ip} ({problem})")
+                raise egress_blocked(problem, f"{target.host!r} resolves to {ip} ({problem})")
         all_loopback = all(ip.is_loopback for ip in addrs)
         if target.scheme == "http" and not all_loopback:
-            raise _blocked("scheme", "plain http is only allowed to loopback (development)")
+            raise egress_blocked("scheme", "plain http is only allowed to loopback (development)")
         if target.port not in self.policy.allowed_ports and not (allow_loopback and all_loopback):
-            raise _blocked("port", f"port {target.port} is not allowed")
+            raise egress_blocked("port", f"port {target.port} is not allowed")
         unique = tuple(dict.fromkeys(str(ip) for ip in addrs))
         return PinnedTarget(target=target, address=unique[0], addresses=unique)
 
@@ -368,137 +374,3 @@ async def system_resolver(host: str, port: int) -> list[str]:
     loop = asyncio.get_running_loop()
     infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
     return [str(info[4][0]) for info in infos]
-
-
-class PinnedTransport(httpx.AsyncBaseTransport):
-    """Sends each request to the address the guard pinned, keeping Host and TLS name.
-
-    One inner connection pool per (scheme, host name, address, port): a TLS
-    connection verified for one name is never reused for another.
-    """
-
-    def __init__(self, *, verify: ssl.SSLContext | bool = True, max_pools: int = 256) -> None:
-        self._verify = verify
-        self._max_pools = max_pools
-        self._pools: dict[tuple[str, str, str, int], httpx.AsyncHTTPTransport] = {}
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        address = request.extensions.get(PIN_EXTENSION)
-        if not isinstance(address, str):
-            raise _blocked("unpinned", "request was not checked by the egress guard")
-        host = request.url.host
-        port = request.url.port or (443 if request.url.scheme == "https" else 80)
-        key = (request.url.scheme, host, address, port)
-        inner = self._pools.get(key)
-        if inner is None:
-            if len(self._pools) >= self._max_pools:
-                await self._pools.pop(next(iter(self._pools))).aclose()
-            inner = httpx.AsyncHTTPTransport(verify=self._verify, retries=0, trust_env=False)
-            self._pools[key] = inner
-        request.url = request.url.copy_with(host=address)
-        if request.url.scheme == "https":
-            request.extensions = {**request.extensions, "sni_hostname": host}
-        return await inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        pools, self._pools = self._pools, {}
-        for inner in pools.values():
-            await inner.aclose()
-
-
-@dataclass(frozen=True)
-class HttpOutcome:
-    """What one POST produced; ``status`` is None when no response arrived."""
-
-    status: int | None
-    latency_ms: float
-    error_class: str | None = None
-    error: str | None = None
-    retry_after: str | None = None
-    location: str | None = None
-    address: str | None = None
-    body_excerpt: bytes = b""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-class EgressClient:
-    """POSTs to guarded, pinned destinations; never follows redirects, never raises.
-
-    Args:
-        guard: the SSRF guard consulted on every call (DNS is resolved per call).
-        timeout_seconds: a bound on the whole attempt, connect to last body byte.
-        max_response_bytes: how much of a response body is read (the rest is dropped).
-        verify: TLS verification (a context for private CAs in tests).
-    """
-
-    def __init__(
-        self,
-        guard: EgressGuard,
-        *,
-        timeout_seconds: float = 10.0,
-        max_response_bytes: int = 65536,
-        verify: ssl.SSLContext | bool = True,
-    ) -> None:
-        self.guard = guard
-        self.timeout_seconds = timeout_seconds
-        self.max_response_bytes = max_response_bytes
-        self._client = httpx.AsyncClient(
-            transport=PinnedTransport(verify=verify),
-            follow_redirects=False,
-            trust_env=False,
-            timeout=httpx.Timeout(timeout_seconds),
-        )
-
-    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> HttpOutcome:
-        """One guarded POST of ``body``; every failure becomes an :class:`HttpOutcome`."""
-        started = time.monotonic()
-
-        def ms() -> float:
-            return round((time.monotonic() - started) * 1000.0, 3)
-
-        try:
-            pinned = await self.guard.resolve(url)
-        except EgressBlocked as exc:
-            return HttpOutcome(None, ms(), "egress_blocked", f"{exc.reason}: {exc}")
-        request = self._client.build_request(
-            "POST",
-            url,
-            content=body,
-            headers={
-                "content-type": "application/json",
-                "user-agent": "fenceline-webhooks/1",
-                **headers,
-            },
-            extensions={PIN_EXTENSION: pinned.address},
-        )
-        try:
-            async with asyncio.timeout(self.timeout_seconds):
-                response = await self._client.send(request, stream=True)
-                try:
-                    excerpt = bytearray()
-                    async for chunk in response.aiter_raw():
-                        excerpt += chunk
-                        if len(excerpt) >= self.max_response_bytes:
-                            break
-                finally:
-                    await response.aclose()
-        except (TimeoutError, httpx.TimeoutException):
-            return HttpOutcome(
-                None, ms(), "timeout", "no complete response in time", address=pinned.address
-            )
-        except EgressBlocked as exc:
-            return HttpOutcome(None, ms(), "egress_blocked", f"{exc.reason}: {exc}")
-        except httpx.HTTPError as exc:
-            detail = f"{type(exc).__name__}: {exc}"[:500]
-            return HttpOutcome(None, ms(), "transport", detail, address=pinned.address)
-        return HttpOutcome(
-            status=response.status_code,
-            latency_ms=ms(),
-            retry_after=response.headers.get("retry-after"),
-            location=response.headers.get("location"),
-            address=pinned.address,
-            body_excerpt=bytes(excerpt[:1024]),
-        )
-
-    async def aclose(self) -> None:
-        await self._client.aclose()

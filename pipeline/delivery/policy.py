@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 from datetime import datetime
 
-from pipeline.delivery.egress import HttpOutcome
+from pipeline.delivery.egress_client import HttpOutcome
 from pipeline.retry import parse_retry_after
 from pipeline.settings import Settings
 

@@ -1,0 +1,49 @@
+"""One extraction: the engine protocol, prompts, the answer contracts, grounding
+(model values → evidence spans) and the extractor that ties them together.
+
+This is the package's surface: other packages import these names from here,
+never from a module inside.
+"""
+
+from pipeline.extraction.answer import document_in_prompt
+from pipeline.extraction.engines import (
+    ChatMessage,
+    Completion,
+    Engine,
+    JsonSchema,
+    Messages,
+    OpenAICompatibleEngine,
+    Timings,
+    parse_json_output,
+)
+from pipeline.extraction.extractor import (
+    CONTRACT_V1,
+    CONTRACT_V2,
+    DEFAULT_CONTRACT,
+    ExtractionCall,
+    answer_for,
+    interpret,
+    prepare_call,
+)
+from pipeline.extraction.prompts import build_messages, prompt_budget
+
+__all__ = [
+    "CONTRACT_V1",
+    "CONTRACT_V2",
+    "DEFAULT_CONTRACT",
+    "ChatMessage",
+    "Completion",
+    "Engine",
+    "ExtractionCall",
+    "JsonSchema",
+    "Messages",
+    "OpenAICompatibleEngine",
+    "Timings",
+    "answer_for",
+    "build_messages",
+    "document_in_prompt",
+    "interpret",
+    "parse_json_output",
+    "prepare_call",
+    "prompt_budget",
+]

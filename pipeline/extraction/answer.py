@@ -38,8 +38,13 @@ from pipeline.extraction.numbers import (
     uses_space_groups,
 )
 from pipeline.extraction.prompts import fence_tag
-from pipeline.validation.contract import parse_contract
-from pipeline.validation.decide import CURRENCY_SYMBOLS, IBAN_LENGTHS, ISO_4217, date_readings
+from pipeline.validation import (
+    CURRENCY_SYMBOLS,
+    IBAN_LENGTHS,
+    ISO_4217,
+    date_readings,
+    parse_contract,
+)
 
 CONTRACT_VERSION = "fenceline.extraction/2"
 PROMPT_VERSION = "fenceline.prompt/2"

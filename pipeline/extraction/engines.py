@@ -44,6 +44,7 @@ from pipeline.errors import (
     TerminalError,
 )
 from pipeline.retry import parse_retry_after
+from pipeline.usage import Usage
 
 
 class ChatMessage(TypedDict):
@@ -53,23 +54,6 @@ class ChatMessage(TypedDict):
 
 Messages = Sequence[ChatMessage]
 JsonSchema = Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Tokens the engine reports for one call.
-
-    ``cached_tokens`` is the part of ``prompt_tokens`` served from a prefix cache
-    (vLLM prefix caching, or the provider's ``prompt_tokens_details``).
-    """
-
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
 
 
 @dataclass(frozen=True)

@@ -36,20 +36,18 @@ from pipeline.extraction import answer as v2
 from pipeline.extraction import prompts as v1
 from pipeline.extraction.grounding import ground
 from pipeline.extraction.lines import Document
-from pipeline.validation.contract import (
-    EXTRACTION_SCHEMA_VERSION,
-    Extraction,
-    extraction_json_schema,
-)
-from pipeline.validation.contract import parse_extraction as parse_v1
-from pipeline.validation.decide import (
+from pipeline.validation import (
     DEFAULT_POLICY,
+    EXTRACTION_SCHEMA_VERSION,
     Decision,
+    Extraction,
     TenantMasterData,
     ValidationPolicy,
     ValidationReport,
+    extraction_json_schema,
     validate,
 )
+from pipeline.validation import parse_extraction as parse_v1
 
 CONTRACT_V1 = EXTRACTION_SCHEMA_VERSION
 CONTRACT_V2 = v2.CONTRACT_VERSION

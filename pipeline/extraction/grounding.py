@@ -46,7 +46,8 @@ from pipeline.extraction.numbers import (
     tax_gap,
     uses_space_groups,
 )
-from pipeline.validation.contract import (
+from pipeline.validation import (
+    CURRENCY_SYMBOLS,
     Evidence,
     EvidencedAmount,
     EvidencedCurrency,
@@ -56,13 +57,10 @@ from pipeline.validation.contract import (
     Extraction,
     LineItem,
     MatchKind,
-    Supplier,
-    TaxLine,
-)
-from pipeline.validation.decide import (
-    CURRENCY_SYMBOLS,
     Reason,
     ReasonCode,
+    Supplier,
+    TaxLine,
     compact_text,
     date_readings,
 )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pipeline.extraction.lines import Document, Line
-from pipeline.validation.contract import MatchKind
+from pipeline.validation import MatchKind
 
 #: Smallest similarity (difflib ratio on normalised text) a fuzzy match must reach.
 FUZZY_MIN_RATIO = 0.85

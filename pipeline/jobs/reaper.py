@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from pipeline.jobs.store import JobStore, ReapReport
+from pipeline.jobs.records import ReapReport
+from pipeline.jobs.store import JobStore
 
 log = logging.getLogger(__name__)
 

@@ -91,13 +91,12 @@ class Lease:
 
 
 @dataclass(frozen=True)
-class Usage:
-    """What the engine reported for one attempt (None where it said nothing)."""
+class ReviewDecided:
+    """A committed review decision: the job's new state and the audit row's id and time."""
 
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cached_tokens: int | None = None
-    engine: str | None = None
+    settled: Settled
+    review_id: uuid.UUID
+    created_at: datetime
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ and the stateful model check them):
 from __future__ import annotations
 
 import logging
-import random
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -30,76 +29,31 @@ from typing import Any, cast
 
 import asyncpg
 
-from pipeline.clock import Clock, DatabaseClock
 from pipeline.errors import IdempotencyConflict, LeaseLost, NotFound, RetryableError
 from pipeline.identity import object_version, request_hash
+from pipeline.jobs.reaping import Reaping
 from pipeline.jobs.records import (
     EVENT_COMPLETED,
-    EVENT_DEAD_LETTERED,
     EVENT_FAILED,
     EVENT_REQUESTED,
     EVENT_REVIEW,
     Accepted,
     AcceptRequest,
-    DocumentIn,
     Lease,
-    ReapReport,
+    ReviewDecided,
     Settled,
-    SettleHook,
-    Usage,
     lease_from_row,
     settled_from_row,
 )
 from pipeline.queries import q
-from pipeline.retry import RetryPolicy
-from pipeline.settings import Settings
 from pipeline.states import JobState
+from pipeline.usage import AttemptUsage
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "EVENT_COMPLETED",
-    "EVENT_DEAD_LETTERED",
-    "EVENT_FAILED",
-    "EVENT_REQUESTED",
-    "EVENT_REVIEW",
-    "AcceptRequest",
-    "Accepted",
-    "DocumentIn",
-    "JobStore",
-    "Lease",
-    "ReapReport",
-    "SettleHook",
-    "Settled",
-    "Usage",
-]
 
-
-class JobStore:
+class JobStore(Reaping):
     """asyncpg job store; all SQL comes from ``sql/queries/jobs.sql``."""
-
-    def __init__(
-        self,
-        pool: asyncpg.Pool,
-        settings: Settings | None = None,
-        *,
-        clock: Clock | None = None,
-        policy: RetryPolicy | None = None,
-        rng: random.Random | None = None,
-    ) -> None:
-        self.pool = pool
-        self.settings = settings or Settings()
-        self.clock = clock or DatabaseClock()
-        s = self.settings
-        self.policy = policy or RetryPolicy(
-            max_attempts=s.max_attempts,
-            base_seconds=s.retry_base_seconds,
-            cap_seconds=s.retry_cap_seconds,
-            next_attempt_margin_seconds=s.next_attempt_margin_seconds,
-            beyond_deadline=s.retry_beyond_deadline,
-        )
-        self.rng = rng or random.Random()
-        self.settle_hooks: list[SettleHook] = []
 
     # ------------------------------------------------------------------ intake
     async def accept(
@@ -228,7 +182,7 @@ class JobStore:
         validation: dict[str, Any] | None = None,
         decision: JobState = JobState.SUCCEEDED,
         policy_version: str | None = None,
-        usage: Usage | None = None,
+        usage: AttemptUsage | None = None,
     ) -> Settled:
         """Commit a validated result under the fence (SUCCEEDED or REVIEW_REQUIRED).
 
@@ -266,7 +220,7 @@ class JobStore:
         return settled
 
     async def retry_or_fail(
-        self, lease: Lease, error: RetryableError, *, usage: Usage | None = None
+        self, lease: Lease, error: RetryableError, *, usage: AttemptUsage | None = None
     ) -> Settled:
         """Persist a failed attempt: RETRY_SCHEDULED at the policy's time, or terminal.
 
@@ -323,7 +277,7 @@ class JobStore:
         error_class: str,
         reason: str,
         detail: str = "",
-        usage: Usage | None = None,
+        usage: AttemptUsage | None = None,
     ) -> Settled:
         """Fail the job terminally under the fence (e.g. a :class:`TerminalError`)."""
         async with self.pool.acquire() as conn, conn.transaction():
@@ -336,13 +290,13 @@ class JobStore:
                 conn, lease, error_class, detail or reason, reason, usage, False
             )
 
-    async def record_late_result(self, lease: Lease, usage: Usage | None) -> bool:
+    async def record_late_result(self, lease: Lease, usage: AttemptUsage | None) -> bool:
         """Note on a closed attempt that its (stale) result arrived and was discarded.
 
         The provider call still happened and may be billed; the attempt row keeps
         its usage so cost accounting and ``explain`` show it.
         """
-        u = usage or Usage()
+        u = usage or AttemptUsage()
         async with self.pool.acquire() as conn:
             got = await conn.fetchval(
                 q("attempt_record_late_result"),
@@ -355,82 +309,54 @@ class JobStore:
             )
         return got is not None
 
-    # ------------------------------------------------------------------ reaper
-    async def reap(self, *, limit: int = 100) -> ReapReport:
-        """Move expired leases on (fence+1) and fail waiting jobs past their deadline."""
-        report = ReapReport()
-        now = self.clock.now()
-        async with self.pool.acquire() as conn, conn.transaction():
-            for r in await conn.fetch(q("job_select_expired_leases"), now, limit):
-                decision = self.policy.decide(
-                    now=r["now"],
-                    attempt=r["attempt"],
-                    deadline=r["deadline_at"],
-                    max_attempts=r["max_attempts"],
-                    rng=self.rng,
-                )
-                lost = Lease(
-                    job_id=r["id"],
-                    tenant_id=r["tenant_id"],
-                    attempt=r["attempt"],
-                    fence=r["fence"],
-                    lease_until=r["now"],
-                    deadline_at=r["deadline_at"],
-                    worker_id="reaper",
-                    document_id=None,
-                    object_version="",
-                    schema_version=1,
-                    model_policy="",
-                    priority=0,
-                    estimated_tokens=0,
-                    max_attempts=r["max_attempts"],
-                )
-                if decision.retry_at is not None:
-                    row = await conn.fetchrow(
-                        q("job_reschedule_if_expired"), r["id"], r["fence"], decision.retry_at, now
-                    )
-                    if row is None:  # pragma: no cover - row locked above
-                        continue
-                    report.rescheduled.append(r["id"])
-                    settled = settled_from_row(
-                        row, retry_at=decision.retry_at, reason="lease_expired"
-                    )
-                else:
-                    reason = decision.terminal_reason or "attempts_exhausted"
-                    row = await conn.fetchrow(
-                        q("job_fail_if_expired"), r["id"], r["fence"], reason, now
-                    )
-                    if row is None:  # pragma: no cover - row locked above
-                        continue
-                    report.failed.append(r["id"])
-                    settled = settled_from_row(row, reason=reason)
-                    await self._terminal_events(conn, settled, "lease_expired", reason)
-                await self._close_attempt(
-                    conn,
-                    lost,
-                    "lease_expired",
-                    "lease_expired",
-                    "lease expired before the owner committed an outcome",
-                    None,
-                    uncertain=True,
-                )
-                await self._run_hooks(conn, settled)
-            for r in await conn.fetch(q("job_select_past_deadline"), now, limit):
-                row = await conn.fetchrow(q("job_fail_if_waiting_past_deadline"), r["id"], now)
-                if row is None:  # pragma: no cover - row locked above
-                    continue
-                report.deadline_failed.append(r["id"])
-                settled = settled_from_row(row, reason="deadline_exceeded")
-                await self._terminal_events(conn, settled, "deadline_exceeded", "deadline_exceeded")
-                await self._run_hooks(conn, settled)
-        if report.total:
-            log.info(
-                "reaper: %d rescheduled, %d failed, %d past deadline",
-                len(report.rescheduled),
-                len(report.failed),
-                len(report.deadline_failed),
-            )
-        return report
+    # ------------------------------------------------------------------ review
+    async def decide_review(
+        self,
+        conn: asyncpg.Connection,
+        *,
+        job_id: uuid.UUID,
+        tenant_id: uuid.UUID,
+        key_id: uuid.UUID | None,
+        decision: str,
+        note: str | None,
+        state_version: int,
+    ) -> ReviewDecided | None:
+        """A reviewer's ``approve`` / ``reject`` of a REVIEW_REQUIRED job, in ``conn``'s
+        transaction.
+
+        Conditional on ``state = 'REVIEW_REQUIRED'``, the ``state_version`` the
+        reviewer saw and (for approval) an approvable result; ``None`` when that no
+        longer holds, and nothing is written. Otherwise the state change, the
+        audit row, the outbox event (``extraction.completed.v1`` on approval,
+        ``extraction.failed.v1`` on rejection) and the settle hooks share the
+        transaction.
+        """
+        approve = decision == "approve"
+        to_state = JobState.SUCCEEDED if approve else JobState.FAILED_TERMINAL
+        row = await conn.fetchrow(
+            q("job_decide_review_if_pending"), job_id, tenant_id, state_version, to_state.value
+        )
+        if row is None:
+            return None
+        settled = settled_from_row(row, reason="review_approved" if approve else "review_rejected")
+        audit = await conn.fetchrow(
+            q("review_decision_insert"),
+            uuid.uuid4(),
+            job_id,
+            tenant_id,
+            key_id,
+            decision,
+            note,
+            state_version,
+            to_state.value,
+            settled.state_version,
+        )
+        extra: dict[str, Any] = {"review": decision}
+        if not approve:
+            extra.update(reason="review_rejected", error_class="review_rejected")
+        await self._event(conn, settled, EVENT_COMPLETED if approve else EVENT_FAILED, extra)
+        await self._run_hooks(conn, settled)
+        return ReviewDecided(settled, audit["id"], audit["created_at"])
 
     # ------------------------------------------------------------------- reads
     async def get(self, tenant_id: uuid.UUID, job_id: uuid.UUID) -> dict[str, Any]:
@@ -468,92 +394,6 @@ class JobStore:
         async with self.pool.acquire() as conn:
             row = await conn.fetchrow(q("job_backlog_stats"), self.clock.now())
         return dict(row.items())
-
-    # ----------------------------------------------------------------- helpers
-    async def _fail_locked(
-        self,
-        conn: asyncpg.Connection,
-        lease: Lease,
-        error_class: str,
-        detail: str,
-        reason: str,
-        usage: Usage | None,
-        uncertain: bool,
-    ) -> Settled:
-        row = await conn.fetchrow(
-            q("job_fail_if_fenced"),
-            lease.job_id,
-            lease.fence,
-            error_class,
-            detail[:2000],
-            reason,
-            self.clock.now(),
-        )
-        if row is None:  # pragma: no cover - caller locked the row
-            raise LeaseLost(f"job {lease.job_id} fence {lease.fence}: failure rejected")
-        await self._close_attempt(
-            conn, lease, "failed_terminal", error_class, detail, usage, uncertain=uncertain
-        )
-        settled = settled_from_row(row, reason=reason)
-        await self._terminal_events(conn, settled, error_class, reason)
-        await self._run_hooks(conn, settled)
-        return settled
-
-    async def _close_attempt(
-        self,
-        conn: asyncpg.Connection,
-        lease: Lease,
-        outcome: str,
-        error_class: str | None,
-        detail: str | None,
-        usage: Usage | None,
-        *,
-        uncertain: bool,
-    ) -> None:
-        u = usage or Usage()
-        got = await conn.fetchval(
-            q("attempt_close_if_running"),
-            lease.job_id,
-            lease.fence,
-            outcome,
-            error_class,
-            (detail or "")[:2000] or None,
-            u.prompt_tokens,
-            u.completion_tokens,
-            u.cached_tokens,
-            self.clock.now(),
-            uncertain,
-            u.engine,
-        )
-        if got is None:
-            raise LeaseLost(f"job {lease.job_id} fence {lease.fence}: attempt already closed")
-
-    async def _event(
-        self,
-        conn: asyncpg.Connection,
-        s: Settled,
-        event_type: str,
-        extra: dict[str, Any] | None = None,
-    ) -> None:
-        payload: dict[str, Any] = {
-            "job_id": str(s.job_id),
-            "state": s.state.value,
-            "state_version": s.state_version,
-            "v": 1,
-        }
-        payload.update(extra or {})
-        await conn.execute(q("outbox_insert"), uuid.uuid4(), s.job_id, event_type, payload)
-
-    async def _terminal_events(
-        self, conn: asyncpg.Connection, s: Settled, error_class: str, reason: str
-    ) -> None:
-        extra = {"reason": reason, "error_class": error_class}
-        await self._event(conn, s, EVENT_FAILED, extra)
-        await self._event(conn, s, EVENT_DEAD_LETTERED, extra)
-
-    async def _run_hooks(self, conn: asyncpg.Connection, s: Settled) -> None:
-        for hook in self.settle_hooks:
-            await hook(conn, s)
 
 
 def _summarise(reasons: Sequence[Any]) -> str:

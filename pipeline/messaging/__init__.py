@@ -1,0 +1,30 @@
+"""Messaging: the outbox relay, the RabbitMQ adapter and publisher, the inbox and
+consumer, the dead-letter queue and the scheduler's work signal.
+
+This is the package's surface: other packages import these names from here,
+never from a module inside.
+"""
+
+from pipeline.messaging.broker import BrokerConfig, declare_topology
+from pipeline.messaging.consumer import Delivery, Disposition
+from pipeline.messaging.dlq import DeadLetterArchiver
+from pipeline.messaging.inbox import InboxConsumer, IngestResult
+from pipeline.messaging.metrics import BrokerMetrics
+from pipeline.messaging.outbox import OutboxRelay, RelayConfig
+from pipeline.messaging.scheduler import Scheduler, SchedulerConfig, WorkSignal
+
+__all__ = [
+    "BrokerConfig",
+    "BrokerMetrics",
+    "DeadLetterArchiver",
+    "Delivery",
+    "Disposition",
+    "InboxConsumer",
+    "IngestResult",
+    "OutboxRelay",
+    "RelayConfig",
+    "Scheduler",
+    "SchedulerConfig",
+    "WorkSignal",
+    "declare_topology",
+]

@@ -38,10 +38,8 @@ from pipeline.messaging.broker import (
     HEADER_SOURCE,
     AmqpLink,
     BrokerConfig,
-    ConfirmingPublisher,
-    Outgoing,
-    PublishStatus,
 )
+from pipeline.messaging.publisher import ConfirmingPublisher, Outgoing, PublishStatus
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ import asyncpg
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.database import create_pool
 from pipeline.errors import BrokerUnavailable, NotFound, ReplayRefused
-from pipeline.jobs.store import EVENT_REQUESTED
+from pipeline.jobs import EVENT_REQUESTED
 from pipeline.messaging.broker import (
     HEADER_DETAIL,
     HEADER_REASON,

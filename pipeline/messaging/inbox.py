@@ -33,7 +33,7 @@ import asyncpg
 
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.errors import BrokerUnavailable, PoisonMessage
-from pipeline.jobs.store import EVENT_REQUESTED
+from pipeline.jobs import EVENT_REQUESTED
 from pipeline.messaging.broker import HEADER_SENT_AT, BrokerConfig, EventMessage, declare_topology
 from pipeline.messaging.consumer import Delivery, Disposition, QueueConsumer
 from pipeline.messaging.metrics import BrokerMetrics, default_metrics

@@ -36,22 +36,19 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.errors import BrokerUnavailable
-from pipeline.jobs.store import EVENT_DEAD_LETTERED, EVENT_REQUESTED
+from pipeline.jobs import EVENT_DEAD_LETTERED, EVENT_REQUESTED
 from pipeline.messaging.broker import (
     HEADER_DETAIL,
     HEADER_REASON,
     HEADER_SENT_AT,
     HEADER_SOURCE,
     BrokerConfig,
-    ConfirmingPublisher,
     EventMessage,
-    Outgoing,
-    PublishResult,
-    PublishStatus,
     declare_topology,
 )
 from pipeline.messaging.dlq import archive_outbox_event
 from pipeline.messaging.metrics import BrokerMetrics, default_metrics
+from pipeline.messaging.publisher import ConfirmingPublisher, Outgoing, PublishResult, PublishStatus
 from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS, NotificationListener
 from pipeline.queries import q
 from pipeline.settings import Settings

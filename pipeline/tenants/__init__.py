@@ -1,0 +1,60 @@
+"""Tenants: accounts and API keys, their administration, quotas, master data.
+
+This is the package's surface: other packages import these names from here,
+never from a module inside.
+"""
+
+from pipeline.tenants.accounts import (
+    Principal,
+    Tenant,
+    authenticate,
+    create_api_key,
+    create_tenant,
+    get_tenant_by_name,
+    list_tenants,
+)
+from pipeline.tenants.admin import (
+    SCOPES,
+    add_tenant,
+    issue_key,
+    list_keys,
+    resolve_tenant,
+    revoke_key,
+    set_quotas,
+    tenant_usage,
+)
+from pipeline.tenants.master_data import (
+    MasterDataCache,
+    add_supplier,
+    list_suppliers,
+    permit_currencies,
+    set_currencies,
+    upsert_supplier,
+)
+from pipeline.tenants.quotas import TenantQuota, demand_for
+
+__all__ = [
+    "SCOPES",
+    "MasterDataCache",
+    "Principal",
+    "Tenant",
+    "TenantQuota",
+    "add_supplier",
+    "add_tenant",
+    "authenticate",
+    "create_api_key",
+    "create_tenant",
+    "demand_for",
+    "get_tenant_by_name",
+    "issue_key",
+    "list_keys",
+    "list_suppliers",
+    "list_tenants",
+    "permit_currencies",
+    "resolve_tenant",
+    "revoke_key",
+    "set_currencies",
+    "set_quotas",
+    "tenant_usage",
+    "upsert_supplier",
+]

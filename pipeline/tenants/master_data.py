@@ -27,7 +27,7 @@ from pipeline.errors import NotFound
 from pipeline.queries import q
 from pipeline.tenants.accounts import get_tenant
 from pipeline.tenants.admin import resolve_tenant
-from pipeline.validation.decide import (
+from pipeline.validation import (
     IBAN_LENGTHS,
     ISO_4217,
     SupplierRecord,

@@ -9,8 +9,8 @@ A queue does not create capacity, so intake refuses work it cannot honour
 * **System capacity → 503.** The runnable backlog or the age of the oldest
   eligible job above the configured bounds, or the database unreachable.
 
-Atomicity: :meth:`Admission.admit` must run inside the accept transaction after
-:meth:`Admission.lock_tenant`, which takes a per-tenant transaction-scoped
+Atomicity: :meth:`TenantQuota.admit` must run inside the accept transaction after
+:meth:`TenantQuota.lock_tenant`, which takes a per-tenant transaction-scoped
 advisory lock. Concurrent acceptances of one tenant therefore see each other's
 committed jobs, and two requests can never both pass a check that only one of
 them fits. A refusal raises before the job store writes, and the transaction
@@ -78,7 +78,7 @@ def demand_for(byte_size: int, settings: Settings) -> Demand:
     return Demand(byte_size=byte_size, tokens=tokens, cost=estimate_cost(tokens, settings))
 
 
-class Admission:
+class TenantQuota:
     """Tenant quota and system capacity checks; see the module docstring."""
 
     def __init__(self, settings: Settings, *, clock: Clock | None = None) -> None:

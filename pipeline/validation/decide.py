@@ -47,99 +47,26 @@ from datetime import date
 from pipeline.validation.arithmetic import check_arithmetic
 from pipeline.validation.contract import Extraction
 from pipeline.validation.currency import (
-    CURRENCY_SYMBOLS,
-    ISO_4217,
     check_currency,
-    currency_mentions,
 )
-from pipeline.validation.dates import check_dates, date_readings
+from pipeline.validation.dates import check_dates
 from pipeline.validation.evidence import (
-    ValueCheck,
     check_evidence,
-    evidenced_fields,
 )
-from pipeline.validation.numbers import number_readings
 from pipeline.validation.policy import (
-    ARITHMETIC_CODES,
     DEFAULT_POLICY,
-    DEFAULT_REQUIRED_FIELDS,
-    MALFORMED_OUTPUT,
-    REQUIRABLE_FIELDS,
-    VALIDATION_POLICY_VERSION,
     Decision,
     Reason,
-    ReasonCode,
-    SupplierRecord,
     TenantMasterData,
     ValidationPolicy,
     ValidationReport,
     check_presence,
-    policy_for,
-    unvalidated_outcome,
 )
 from pipeline.validation.supplier import (
-    IBAN_LENGTHS,
     check_iban,
     check_identifier_characters,
     check_supplier,
-    iban_checksum_ok,
-    match_supplier,
 )
-from pipeline.validation.text import (
-    BIDI_CONTROLS,
-    CONFUSABLES,
-    compact_id,
-    compact_text,
-    mixed_script_tokens,
-    normalise_name,
-    normalise_text,
-    skeleton,
-)
-
-__all__ = [
-    "ARITHMETIC_CODES",
-    "BIDI_CONTROLS",
-    "CONFUSABLES",
-    "CURRENCY_SYMBOLS",
-    "DEFAULT_POLICY",
-    "DEFAULT_REQUIRED_FIELDS",
-    "IBAN_LENGTHS",
-    "ISO_4217",
-    "MALFORMED_OUTPUT",
-    "REQUIRABLE_FIELDS",
-    "VALIDATION_POLICY_VERSION",
-    "Decision",
-    "Reason",
-    "ReasonCode",
-    "SupplierRecord",
-    "TenantMasterData",
-    "ValidationPolicy",
-    "ValidationReport",
-    "ValueCheck",
-    "check_arithmetic",
-    "check_currency",
-    "check_dates",
-    "check_evidence",
-    "check_iban",
-    "check_identifier_characters",
-    "check_presence",
-    "check_supplier",
-    "compact_id",
-    "compact_text",
-    "currency_mentions",
-    "date_readings",
-    "evidenced_fields",
-    "iban_checksum_ok",
-    "match_supplier",
-    "mixed_script_tokens",
-    "normalise_name",
-    "normalise_text",
-    "number_readings",
-    "policy_for",
-    "skeleton",
-    "unvalidated_outcome",
-    "validate",
-]
 
 
 def validate(

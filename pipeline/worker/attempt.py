@@ -1,4 +1,4 @@
-"""One attempt of one job, end to end, and the loop that keeps a driver busy.
+"""One attempt of one job, end to end.
 
 :class:`AttemptRunner` owns a lease for the length of one attempt:
 
@@ -13,8 +13,7 @@
    terminal failure. A result that arrives after the lease was lost is recorded
    on its (closed) attempt row and discarded.
 
-:class:`DriverLoop` claims as many leases as it has free slots (a semaphore
-separate from any broker prefetch), waking on the scheduler's signal.
+:class:`~pipeline.worker.loop.DriverLoop` keeps a driver's attempts running.
 Nothing here imports Ray: ``cluster/drivers.py`` wraps it in an actor.
 """
 
@@ -25,11 +24,10 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
-from pipeline.admission.grants import ReportedUsage
 from pipeline.errors import (
     AdmissionDeferred,
     FencelineError,
@@ -39,14 +37,21 @@ from pipeline.errors import (
     RetryableError,
     TerminalError,
 )
-from pipeline.extraction.engines import Completion, Engine, Messages
-from pipeline.extraction.extractor import DEFAULT_CONTRACT, ExtractionCall, interpret, prepare_call
-from pipeline.jobs.store import JobStore, Lease, Settled, Usage
-from pipeline.messaging.scheduler import WorkSignal
+from pipeline.extraction import (
+    DEFAULT_CONTRACT,
+    Completion,
+    Engine,
+    ExtractionCall,
+    Messages,
+    interpret,
+    prepare_call,
+)
+from pipeline.jobs import JobStore, Lease, Settled
 from pipeline.queries import q
 from pipeline.states import JobState
-from pipeline.tenants.master_data import MasterDataCache
-from pipeline.validation.decide import (
+from pipeline.tenants import MasterDataCache
+from pipeline.usage import AttemptUsage, ReportedUsage
+from pipeline.validation import (
     DEFAULT_POLICY,
     Decision,
     TenantMasterData,
@@ -74,7 +79,7 @@ class AdmissionGate(Protocol):
         """Block until granted; raise :class:`RetryableError` if not granted in time."""
         ...
 
-    async def release(self, grant: Any, *, usage: Usage | None, uncertain: bool) -> None: ...
+    async def release(self, grant: Any, *, usage: AttemptUsage | None, uncertain: bool) -> None: ...
 
     async def cooldown(self, seconds: float) -> None: ...
 
@@ -310,7 +315,7 @@ class AttemptRunner:
         text: str,
         master: TenantMasterData,
         completion: Completion,
-        usage: Usage,
+        usage: AttemptUsage,
         request: ExtractionCall,
     ) -> AttemptReport:
         try:
@@ -351,7 +356,7 @@ class AttemptRunner:
         result: dict[str, Any],
         validation: dict[str, Any],
         decision: JobState,
-        usage: Usage,
+        usage: AttemptUsage,
         completion: Completion,
     ) -> AttemptReport:
         try:
@@ -378,7 +383,7 @@ class AttemptRunner:
         self,
         lease: Lease,
         exc: RetryableError,
-        usage: Usage | None,
+        usage: AttemptUsage | None,
         completion: Completion | None = None,
     ) -> AttemptReport:
         try:
@@ -405,9 +410,9 @@ class AttemptRunner:
         return settled
 
 
-def _recorded(u: ReportedUsage, engine: str) -> Usage:
+def _recorded(u: ReportedUsage, engine: str) -> AttemptUsage:
     """An engine's reported usage as the attempt row records it."""
-    return Usage(
+    return AttemptUsage(
         prompt_tokens=u.prompt_tokens,
         completion_tokens=u.completion_tokens,
         cached_tokens=u.cached_tokens,
@@ -415,104 +420,6 @@ def _recorded(u: ReportedUsage, engine: str) -> Usage:
     )
 
 
-def _spent(exc: FencelineError, engine: str) -> Usage | None:
+def _spent(exc: FencelineError, engine: str) -> AttemptUsage | None:
     """The usage a failed call still reported (see ``FencelineError.usage``)."""
     return None if exc.usage is None else _recorded(exc.usage, exc.engine or engine)
-
-
-@dataclass
-class DriverStats:
-    claimed: int = 0
-    outcomes: dict[str, int] = field(default_factory=dict)
-
-
-class DriverLoop:
-    """Keeps up to ``concurrency`` attempts running; start()/stop()/run_once()."""
-
-    def __init__(self, runner: AttemptRunner, *, signal: WorkSignal | None = None) -> None:
-        self.runner = runner
-        self.config = runner.config
-        self.signal = signal or WorkSignal()
-        self.stats = DriverStats()
-        self._slots = asyncio.Semaphore(self.config.concurrency)
-        self._tasks: set[asyncio.Task[AttemptReport]] = set()
-        self._main: asyncio.Task[None] | None = None
-        self._stopping = asyncio.Event()
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._tasks)
-
-    async def run_once(self) -> int:
-        """Claim what free slots allow and start those attempts; return how many."""
-        free = self.config.concurrency - len(self._tasks)
-        if free <= 0:
-            return 0
-        leases = await self.runner.store.claim(
-            self.config.worker_id, limit=min(free, self.config.claim_batch)
-        )
-        for lease in leases:
-            task = asyncio.create_task(self._run(lease), name=f"attempt-{lease.job_id}")
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        self.stats.claimed += len(leases)
-        return len(leases)
-
-    async def _run(self, lease: Lease) -> AttemptReport:
-        async with self._slots:
-            try:
-                report = await self.runner.run(lease)
-            except Exception:
-                log.exception(
-                    "attempt crashed for job %s; the reaper will recover it", lease.job_id
-                )
-                report = AttemptReport(lease.job_id, lease.fence, "crashed")
-        self.stats.outcomes[report.outcome] = self.stats.outcomes.get(report.outcome, 0) + 1
-        return report
-
-    async def start(self) -> None:
-        if self._main is not None:
-            raise RuntimeError("driver loop already started")
-        self._stopping.clear()
-        self._main = asyncio.create_task(self._loop(), name=f"driver-{self.config.worker_id}")
-
-    async def _loop(self) -> None:
-        while not self._stopping.is_set():
-            token = self.signal.token()
-            try:
-                started = await self.run_once()
-            except Exception:
-                log.exception("claim failed; retrying")
-                started = 0
-            if started and len(self._tasks) < self.config.concurrency:
-                continue
-            waiters: set[asyncio.Future[Any]] = {
-                asyncio.ensure_future(self.signal.wait(token, self.config.idle_poll_seconds)),
-                asyncio.ensure_future(self._stopping.wait()),
-            }
-            if self._tasks:
-                waiters.add(
-                    asyncio.ensure_future(
-                        asyncio.wait(set(self._tasks), return_when=asyncio.FIRST_COMPLETED)
-                    )
-                )
-            _, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-            for p in pending:
-                p.cancel()
-
-    async def stop(self, *, grace_seconds: float = 30.0) -> None:
-        """Stop claiming; let attempts finish within ``grace_seconds``, then cancel them.
-
-        A cancelled attempt's lease simply expires: the reaper reschedules it with
-        a new fence, so nothing is lost and nothing commits twice.
-        """
-        self._stopping.set()
-        if self._main is not None:
-            await self._main
-            self._main = None
-        if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=grace_seconds)
-            for t in pending:
-                t.cancel()
-            if pending:
-                await asyncio.wait(pending)

@@ -26,9 +26,9 @@ from cluster.admission import (
     actor_name,
     admission_actor,
 )
-from pipeline.admission.policy import AdmissionConfig, Grant, Wait, WaitReason
+from pipeline.admission import AdmissionConfig, Grant, Wait, WaitReason
 from pipeline.errors import ReservationTooLarge
-from pipeline.extraction.engines import Usage
+from pipeline.usage import Usage
 
 pytestmark = [
     pytest.mark.e2e,

@@ -25,7 +25,7 @@ from deployments.app import deploy_inference_app
 from deployments.pools import parse_pools
 from deployments.router import ServeEngine
 from pipeline.errors import ContextTooLong, ProviderTimeout
-from pipeline.extraction.engines import ChatMessage
+from pipeline.extraction import ChatMessage
 
 pytestmark = [
     pytest.mark.e2e,

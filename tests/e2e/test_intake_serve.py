@@ -21,7 +21,7 @@ import pytest
 from benchmarks.infra import free_port
 from deployments.intake import deploy_intake_app
 from pipeline.database import create_pool
-from pipeline.jobs.store import JobStore
+from pipeline.jobs import JobStore
 from tests.support.api import iter_sse, read_sse, submission, tenant_with_key
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(300)]

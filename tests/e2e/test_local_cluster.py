@@ -26,7 +26,7 @@ from benchmarks.fake_provider import FakeProvider
 from benchmarks.infra import free_port
 from benchmarks.invoices.generator import generate_corpus
 from pipeline.database import create_pool
-from pipeline.tenants.master_data import permit_currencies, upsert_supplier
+from pipeline.tenants import permit_currencies, upsert_supplier
 from tests.support.api import tenant_with_key
 from tests.support.drivers import answer_from_corpus, wait_settled
 

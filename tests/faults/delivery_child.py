@@ -11,8 +11,8 @@ import asyncio
 import sys
 
 from pipeline.database import create_pool
-from pipeline.delivery.deliveries import Claim
-from pipeline.delivery.egress import HttpOutcome
+from pipeline.delivery.dispatcher import Claim
+from pipeline.delivery.egress_client import HttpOutcome
 from tests.support.delivery import dispatcher_for
 
 

@@ -21,9 +21,9 @@ from benchmarks.fake_provider import FakeProvider
 from cluster.admission import actor_name, admission_actor
 from cluster.drivers import EngineSpec, build_driver
 from pipeline.extraction.answer import ANSWER_KEYS, parse_answer
-from pipeline.jobs.store import AcceptRequest, DocumentIn, JobStore
+from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
 from pipeline.settings import Settings
-from pipeline.worker.attempt import WorkerConfig
+from pipeline.worker import WorkerConfig
 from tests.support.drivers import wait_settled
 from tests.support.jobs import new_tenant
 

@@ -21,11 +21,17 @@ from prometheus_client import CollectorRegistry
 
 from pipeline.clock import ManualClock
 from pipeline.database import create_pool
-from pipeline.jobs.store import JobStore
-from pipeline.messaging.consumer import Delivery, Disposition
-from pipeline.messaging.inbox import InboxConsumer, InboxOutcome
-from pipeline.messaging.metrics import BrokerMetrics
-from pipeline.messaging.outbox import OutboxRelay, RelayConfig, RelayReport
+from pipeline.jobs import JobStore
+from pipeline.messaging import (
+    BrokerMetrics,
+    Delivery,
+    Disposition,
+    InboxConsumer,
+    OutboxRelay,
+    RelayConfig,
+)
+from pipeline.messaging.inbox import InboxOutcome
+from pipeline.messaging.outbox import RelayReport
 from pipeline.settings import Settings
 from tests.support.amqp import AMQP_URL, config, ready_count, topology
 from tests.support.jobs import new_tenant, request

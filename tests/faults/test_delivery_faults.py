@@ -20,7 +20,7 @@ import asyncpg
 import pytest
 
 from pipeline.clock import ManualClock
-from pipeline.delivery.deliveries import DeliveryStore
+from pipeline.delivery import DeliveryStore
 from tests.support.delivery import (
     dispatcher_for,
     fetch,

@@ -24,10 +24,10 @@ import pytest
 from benchmarks.fake_provider import FakeProvider
 from benchmarks.invoices.generator import generate_invoice
 from cluster.drivers import EngineSpec, build_driver
-from pipeline.jobs.store import JobStore
+from pipeline.jobs import JobStore
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
-from pipeline.worker.attempt import WorkerConfig
+from pipeline.worker import WorkerConfig
 from tests.support.drivers import answer_from_corpus, submit_corpus
 from tests.support.jobs import new_tenant
 

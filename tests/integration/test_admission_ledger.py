@@ -12,22 +12,23 @@ import asyncpg
 import pytest
 
 from cluster.admission import AdmissionActor
-from pipeline.admission.ledger import AdmissionLedger
-from pipeline.admission.policy import (
+from pipeline.admission import (
     AdmissionConfig,
+    AdmissionLedger,
     AdmissionPolicy,
     Grant,
-    GrantOutcome,
     PriorityClass,
     Wait,
     WaitReason,
     reconcile,
 )
+from pipeline.admission.policy import GrantOutcome
 from pipeline.clock import ManualClock
 from pipeline.errors import OwnershipError
-from pipeline.extraction.engines import Usage
-from pipeline.jobs.store import JobStore
-from pipeline.tenants.accounts import Tenant, get_tenant
+from pipeline.jobs import JobStore
+from pipeline.tenants import Tenant
+from pipeline.tenants.accounts import get_tenant
+from pipeline.usage import Usage
 from tests.support.jobs import accept_many, new_tenant
 
 pytestmark = pytest.mark.integration

@@ -7,9 +7,9 @@ import uuid
 import asyncpg
 import pytest
 
-from pipeline.api.app import create_app
+from pipeline.api import create_app
 from pipeline.errors import NotFound
-from pipeline.tenants.admin import (
+from pipeline.tenants import (
     add_tenant,
     issue_key,
     list_keys,

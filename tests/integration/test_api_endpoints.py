@@ -16,9 +16,10 @@ import asyncpg
 import httpx
 import pytest
 
-from pipeline.api.app import create_app
+from pipeline.api import create_app
 from pipeline.clock import ManualClock
-from pipeline.delivery.endpoints import SecretBox, signing_keys
+from pipeline.delivery import SecretBox
+from pipeline.delivery.endpoints import signing_keys
 from pipeline.settings import Settings
 from tests.support.api import TenantKey, add_key, asgi_client, settings_for, tenant_with_key
 from tests.support.delivery import fetch, fetchval, job_store, succeed_jobs

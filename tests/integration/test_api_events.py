@@ -10,11 +10,11 @@ import asyncpg
 import httpx
 import pytest
 
-from pipeline.api.app import create_app
+from pipeline.api import create_app
 from pipeline.api.status_stream import StreamCursor
 from pipeline.database import create_pool
 from pipeline.errors import ProviderUnavailable
-from pipeline.jobs.store import JobStore
+from pipeline.jobs import JobStore
 from tests.support.api import (
     SseEvent,
     TenantKey,

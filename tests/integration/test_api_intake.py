@@ -16,9 +16,9 @@ import asyncpg
 import httpx
 import pytest
 
-from pipeline.api.app import create_app
+from pipeline.api import create_app
 from pipeline.database import create_pool
-from pipeline.jobs.store import EVENT_REQUESTED, Accepted, JobStore
+from pipeline.jobs import EVENT_REQUESTED, Accepted, JobStore
 from tests.support.api import (
     WRITTEN_TABLES,
     asgi_client,

@@ -19,9 +19,10 @@ import schemathesis
 from hypothesis import HealthCheck
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from pipeline.api.app import OPENAPI_PATH, create_app, openapi_document
+from pipeline.api import create_app
+from pipeline.api.app import OPENAPI_PATH, openapi_document
 from pipeline.database import connect
-from pipeline.tenants.accounts import create_api_key, create_tenant
+from pipeline.tenants import create_api_key, create_tenant
 from tests.support.api import settings_for, threaded_server
 
 pytestmark = pytest.mark.integration

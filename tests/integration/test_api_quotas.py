@@ -12,10 +12,10 @@ import asyncpg
 import httpx
 import pytest
 
-from pipeline.api.app import create_app
+from pipeline.api import create_app
 from pipeline.clock import ManualClock
 from pipeline.database import create_pool
-from pipeline.jobs.store import JobStore
+from pipeline.jobs import JobStore
 from pipeline.settings import Settings
 from pipeline.tenants.quotas import estimate_cost, estimate_tokens
 from tests.conftest import DatabaseFactory

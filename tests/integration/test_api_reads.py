@@ -7,12 +7,13 @@ import uuid
 import asyncpg
 import pytest
 
-from pipeline.api.app import create_app
+from pipeline.api import create_app
 from pipeline.errors import ProviderRateLimited
-from pipeline.jobs.store import EVENT_COMPLETED, EVENT_FAILED, JobStore, Usage
+from pipeline.jobs import EVENT_COMPLETED, EVENT_FAILED, JobStore
 from pipeline.queries import q
 from pipeline.states import JobState
-from pipeline.validation.decide import unvalidated_outcome
+from pipeline.usage import AttemptUsage
+from pipeline.validation import unvalidated_outcome
 from tests.support.api import (
     add_key,
     asgi_client,
@@ -53,7 +54,9 @@ async def test_status_shows_summary_to_owner_and_retry_details_to_operator(
         job_id = await _post(client, owner)
         (lease,) = await store.claim("worker-7")
         await store.retry_or_fail(
-            lease, ProviderRateLimited("429 from provider", retry_after=30), usage=Usage(12, 0)
+            lease,
+            ProviderRateLimited("429 from provider", retry_after=30),
+            usage=AttemptUsage(12, 0),
         )
         mine = (await client.get(f"/v1/extraction-jobs/{job_id}", headers=owner.headers)).json()
         ops = (await client.get(f"/v1/extraction-jobs/{job_id}", headers=operator.headers)).json()

@@ -21,7 +21,7 @@ from fastapi import FastAPI
 
 from deployments.intake import IntakeIngress
 from pipeline.api.app import app_from_env
-from pipeline.jobs.store import EVENT_COMPLETED, JobStore
+from pipeline.jobs import EVENT_COMPLETED, JobStore
 from pipeline.states import JobState
 from tests.support.api import TenantKey, loopback_server, submission, tenant_with_key
 from tests.support.delivery import fetch, invoice, registry_for

@@ -21,8 +21,8 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.routing import APIRoute
 
-from pipeline.api.app import create_app
-from pipeline.jobs.store import JobStore
+from pipeline.api import create_app
+from pipeline.jobs import JobStore
 from pipeline.states import JobState
 from tests.support.api import (
     TenantKey,

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from pipeline.jobs.store import EVENT_REQUESTED, JobStore
+from pipeline.jobs import EVENT_REQUESTED, JobStore
 from pipeline.settings import Settings
 from tests.support.amqp import broker_settings, config, delete_topology, publish_raw, ready_count
 from tests.support.jobs import new_tenant, request
@@ -75,7 +75,7 @@ async def test_broker_setup_declares_the_topology_and_dlq_commands_work_end_to_e
     await publish_raw(undeclared, body)  # a future message version: poison here
 
     # The inbox dead-letters it; `dlq archive` moves it into dead_letters.
-    from pipeline.messaging.inbox import InboxConsumer
+    from pipeline.messaging import InboxConsumer
 
     inbox = InboxConsumer(pool, undeclared)
     await inbox.run_once()

@@ -13,8 +13,8 @@ import uuid
 import asyncpg
 import pytest
 
-from pipeline.jobs.store import JobStore
-from pipeline.tenants.accounts import get_tenant_by_name
+from pipeline.jobs import JobStore
+from pipeline.tenants import get_tenant_by_name
 from tests.conftest import ADMIN_DSN, dsn_for
 from tests.support.jobs import new_tenant, request
 
@@ -78,7 +78,7 @@ async def test_tenant_and_key_commands_administer_through_tenant_admin(
 ) -> None:
     from decimal import Decimal
 
-    from pipeline.tenants.admin import SCOPES
+    from pipeline.tenants import SCOPES
 
     name = f"acme-{uuid.uuid4().hex[:6]}"
     created = fenceline("tenants", "create", name, dsn=dsn)

@@ -14,17 +14,12 @@ import pytest
 from cluster.delivery import DeliveryActor
 from pipeline.clock import ManualClock
 from pipeline.database import create_pool
-from pipeline.delivery.deliveries import (
-    TRANSITIONS,
-    DeliveryState,
-    DeliveryStore,
-    delivery_settle_hook,
-)
+from pipeline.delivery import DeliveryStore, EndpointRegistry, Verifier, delivery_settle_hook
+from pipeline.delivery.deliveries import TRANSITIONS, DeliveryState
 from pipeline.delivery.egress import EgressGuard, EgressPolicy
-from pipeline.delivery.endpoints import EndpointRegistry
-from pipeline.delivery.signing import Verifier, generate_secret
+from pipeline.delivery.signing import generate_secret
 from pipeline.errors import EgressBlocked
-from pipeline.jobs.store import Settled
+from pipeline.jobs import Settled
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import JobState

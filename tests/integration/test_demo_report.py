@@ -8,9 +8,9 @@ import pytest
 from benchmarks.demo.rows import build_row
 from benchmarks.demo.view import format_table
 from benchmarks.invoices.generator import generate_invoice
-from pipeline.jobs.store import Usage
 from pipeline.queries import q
 from pipeline.states import JobState
+from pipeline.usage import AttemptUsage
 from tests.support.delivery import fetch, job_store
 from tests.support.jobs import new_tenant, request
 
@@ -27,7 +27,9 @@ async def test_invoice_rows_join_results_failures_and_erp_applications(
     ids = [(await store.accept(request(tenant, key=f"demo-{i}"))).job_id for i in range(4)]
     leases = {lease.job_id: lease for lease in await store.claim("driver-0", limit=3)}
     ok, review, failed = (leases[i] for i in ids[:3])
-    await store.succeed(ok, result=truth, usage=Usage(prompt_tokens=500, completion_tokens=812))
+    await store.succeed(
+        ok, result=truth, usage=AttemptUsage(prompt_tokens=500, completion_tokens=812)
+    )
     await store.succeed(
         review,
         result=truth,

@@ -19,8 +19,9 @@ import httpx
 import pytest
 
 from pipeline.clock import ManualClock
-from pipeline.delivery.signing import VerificationKey, generate_secret, sign, webhook_headers
-from pipeline.jobs.store import EVENT_COMPLETED
+from pipeline.delivery import VerificationKey
+from pipeline.delivery.signing import generate_secret, sign, webhook_headers
+from pipeline.jobs import EVENT_COMPLETED
 from tests.support.delivery import Receiver, fetch, invoice, postings
 
 pytestmark = pytest.mark.integration

@@ -10,10 +10,10 @@ import pytest
 
 from benchmarks.fake_provider import FakeProvider
 from benchmarks.invoices.generator import generate_invoice
-from pipeline.extraction.engines import OpenAICompatibleEngine
-from pipeline.jobs.store import AcceptRequest, DocumentIn, JobStore
-from pipeline.tenants.master_data import permit_currencies, upsert_supplier
-from pipeline.worker.attempt import AttemptRunner, DriverLoop, WorkerConfig
+from pipeline.extraction import OpenAICompatibleEngine
+from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
+from pipeline.tenants import permit_currencies, upsert_supplier
+from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 from tests.support.drivers import answer_from_corpus
 from tests.support.jobs import new_tenant
 

@@ -13,13 +13,19 @@ from prometheus_client import CollectorRegistry
 
 from pipeline.database import create_pool
 from pipeline.errors import ReplayRefused
-from pipeline.jobs.store import EVENT_REQUESTED, JobStore
+from pipeline.jobs import EVENT_REQUESTED, JobStore
+from pipeline.messaging import (
+    BrokerMetrics,
+    DeadLetterArchiver,
+    Delivery,
+    Disposition,
+    InboxConsumer,
+    IngestResult,
+    OutboxRelay,
+)
 from pipeline.messaging.broker import HEADER_REASON, HEADER_SOURCE, EventMessage
-from pipeline.messaging.consumer import Delivery, Disposition
-from pipeline.messaging.dlq import DeadLetterArchiver, dlq_depth, dlq_list, dlq_replay, dlq_show
-from pipeline.messaging.inbox import InboxConsumer, InboxOutcome, IngestResult
-from pipeline.messaging.metrics import BrokerMetrics
-from pipeline.messaging.outbox import OutboxRelay
+from pipeline.messaging.dlq import dlq_depth, dlq_list, dlq_replay, dlq_show
+from pipeline.messaging.inbox import InboxOutcome
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from tests.support.amqp import (

@@ -32,11 +32,11 @@ from hypothesis.stateful import (
 from pipeline.clock import ManualClock
 from pipeline.database import connect, create_pool, migrate
 from pipeline.errors import IdempotencyConflict, LeaseLost, ProviderUnavailable
-from pipeline.jobs.store import JobStore, Lease
+from pipeline.jobs import JobStore, Lease
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
 from pipeline.states import SETTLED, TRANSITIONS, JobState
-from pipeline.tenants.accounts import create_tenant
+from pipeline.tenants import create_tenant
 from tests.conftest import ADMIN_DSN, dsn_for
 from tests.support.jobs import request
 

@@ -16,12 +16,13 @@ from pipeline.clock import ManualClock
 from pipeline.database import create_pool
 from pipeline.errors import IdempotencyConflict, LeaseLost, ProviderRateLimited
 from pipeline.identity import object_version
-from pipeline.jobs.store import JobStore, Usage
+from pipeline.jobs import JobStore
 from pipeline.queries import q
 from pipeline.retry import MAX_RETRY_AFTER_SECONDS, RetryPolicy
 from pipeline.settings import Settings
 from pipeline.states import JobState
-from pipeline.tenants.accounts import Principal
+from pipeline.tenants import Principal
+from pipeline.usage import AttemptUsage
 from tests.support.api import tenant_with_key
 from tests.support.jobs import accept_many, new_tenant, request
 
@@ -184,7 +185,9 @@ async def test_zombie_worker_cannot_heartbeat_complete_or_fail(pool: asyncpg.Poo
         await store.retry_or_fail(zombie, ProviderRateLimited("429"))
     with pytest.raises(LeaseLost):
         await store.fail(zombie, error_class="x", reason="zombie")
-    assert await store.record_late_result(zombie, Usage(prompt_tokens=10, completion_tokens=5))
+    assert await store.record_late_result(
+        zombie, AttemptUsage(prompt_tokens=10, completion_tokens=5)
+    )
     await store.heartbeat(newer)
     await store.succeed(newer, result={"who": "newer"})
     async with pool.acquire() as conn:

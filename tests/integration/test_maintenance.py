@@ -17,7 +17,7 @@ import pytest
 from prometheus_client import REGISTRY, generate_latest
 
 from cluster.drivers import Maintenance
-from pipeline.jobs.store import JobStore
+from pipeline.jobs import JobStore
 from pipeline.messaging.dlq import dlq_list
 from pipeline.settings import Settings
 from tests.support.amqp import config, publish_raw, ready_count, topology

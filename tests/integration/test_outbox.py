@@ -15,11 +15,11 @@ from prometheus_client import CollectorRegistry
 from pipeline.clock import ManualClock
 from pipeline.database import create_pool
 from pipeline.errors import BrokerUnavailable, ReplayRefused
-from pipeline.jobs.store import EVENT_DEAD_LETTERED, EVENT_REQUESTED, JobStore
+from pipeline.jobs import EVENT_DEAD_LETTERED, EVENT_REQUESTED, JobStore
+from pipeline.messaging import BrokerMetrics, DeadLetterArchiver, OutboxRelay, RelayConfig
 from pipeline.messaging.broker import setup_topology
-from pipeline.messaging.dlq import DeadLetterArchiver, dlq_list, dlq_replay, dlq_show
-from pipeline.messaging.metrics import BrokerMetrics
-from pipeline.messaging.outbox import OutboxRelay, RelayConfig, Route
+from pipeline.messaging.dlq import dlq_list, dlq_replay, dlq_show
+from pipeline.messaging.outbox import Route
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from tests.support.amqp import (

@@ -10,8 +10,8 @@ import sys
 import asyncpg
 import pytest
 
-from pipeline.api.app import create_app
-from pipeline.jobs.store import JobStore
+from pipeline.api import create_app
+from pipeline.jobs import JobStore
 from pipeline.states import JobState
 from tests.support.api import tenant_with_key, threaded_server
 from tests.support.jobs import request

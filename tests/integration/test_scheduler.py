@@ -17,11 +17,15 @@ from prometheus_client import CollectorRegistry
 
 from pipeline.database import create_pool
 from pipeline.errors import ProviderRateLimited
-from pipeline.jobs.store import JobStore
-from pipeline.messaging.inbox import InboxConsumer
-from pipeline.messaging.metrics import BrokerMetrics
-from pipeline.messaging.outbox import OutboxRelay
-from pipeline.messaging.scheduler import Scheduler, SchedulerConfig, WorkSignal
+from pipeline.jobs import JobStore
+from pipeline.messaging import (
+    BrokerMetrics,
+    InboxConsumer,
+    OutboxRelay,
+    Scheduler,
+    SchedulerConfig,
+    WorkSignal,
+)
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
 from pipeline.states import JobState

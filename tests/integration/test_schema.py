@@ -67,7 +67,7 @@ async def test_every_named_query_prepares_against_the_schema(pool: asyncpg.Pool)
 
 
 async def test_notify_on_runnable_work(pool: asyncpg.Pool, dsn: str) -> None:
-    from pipeline.jobs.store import JobStore
+    from pipeline.jobs import JobStore
     from tests.support.jobs import new_tenant, request
 
     got: asyncio.Queue[str] = asyncio.Queue()

@@ -19,15 +19,14 @@ from benchmarks.invoices.generator import (
     generate_corpus,
     generate_invoice,
 )
-from pipeline.extraction.answer import document_in_prompt
-from pipeline.extraction.engines import OpenAICompatibleEngine
-from pipeline.extraction.extractor import answer_for
-from pipeline.jobs.store import AcceptRequest, DocumentIn, JobStore
+from pipeline.extraction import OpenAICompatibleEngine, answer_for, document_in_prompt
+from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
-from pipeline.tenants.master_data import MasterDataCache, upsert_supplier
-from pipeline.validation.decide import MALFORMED_OUTPUT, VALIDATION_POLICY_VERSION, ReasonCode
-from pipeline.worker.attempt import AttemptRunner, DriverLoop, WorkerConfig
+from pipeline.tenants import MasterDataCache, upsert_supplier
+from pipeline.validation import VALIDATION_POLICY_VERSION, ReasonCode
+from pipeline.validation.policy import MALFORMED_OUTPUT
+from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 from tests.support.drivers import answer_from_corpus, submit_corpus, wait_settled
 from tests.support.jobs import new_tenant
 from tests.support.outbound import Listener, connects_to, outbound

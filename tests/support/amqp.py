@@ -18,7 +18,7 @@ from typing import Any
 
 import pika
 
-from pipeline.messaging.broker import BrokerConfig, declare_topology
+from pipeline.messaging import BrokerConfig, declare_topology
 from pipeline.settings import Settings
 
 AMQP_URL = os.environ.get("FENCELINE_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")

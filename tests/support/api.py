@@ -18,7 +18,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from pipeline.settings import Settings
-from pipeline.tenants.accounts import Tenant, create_api_key, create_tenant
+from pipeline.tenants import Tenant, create_api_key, create_tenant
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,20 @@ import uvicorn
 
 from benchmarks.erp_receiver import FaultSwitch, ReceiverConfig, bind_socket, create_app
 from pipeline.clock import Clock, ManualClock
-from pipeline.delivery.deliveries import DeliveryConfig, DeliveryDispatcher, delivery_settle_hook
-from pipeline.delivery.egress import EgressClient, EgressGuard, EgressPolicy, Resolver
-from pipeline.delivery.endpoints import EndpointRegistry, IssuedSecret, SecretBox
-from pipeline.delivery.signing import VerificationKey
-from pipeline.jobs.store import JobStore
+from pipeline.delivery import (
+    DeliveryConfig,
+    DeliveryDispatcher,
+    EgressClient,
+    EndpointRegistry,
+    IssuedSecret,
+    SecretBox,
+    VerificationKey,
+    delivery_settle_hook,
+)
+from pipeline.delivery.egress import EgressGuard, EgressPolicy, Resolver
+from pipeline.jobs import JobStore
 from pipeline.settings import Settings
-from pipeline.tenants.accounts import Tenant
+from pipeline.tenants import Tenant
 from tests.support.jobs import request
 
 #: A fixed sealing key for tests (the production key comes from the settings).

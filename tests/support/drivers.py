@@ -9,10 +9,9 @@ import asyncpg
 
 from benchmarks.infra import corpus_answer
 from benchmarks.invoices.generator import GeneratedInvoice
-from pipeline.jobs.store import AcceptRequest, DocumentIn, JobStore
+from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
 from pipeline.states import SETTLED
-from pipeline.tenants.accounts import Tenant
-from pipeline.tenants.master_data import permit_currencies, upsert_supplier
+from pipeline.tenants import Tenant, permit_currencies, upsert_supplier
 
 
 def answer_from_corpus(corpus: list[GeneratedInvoice]) -> Any:

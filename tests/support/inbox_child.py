@@ -15,8 +15,7 @@ import sys
 from prometheus_client import CollectorRegistry
 
 from pipeline.database import create_pool
-from pipeline.messaging.inbox import InboxConsumer, IngestResult
-from pipeline.messaging.metrics import BrokerMetrics
+from pipeline.messaging import BrokerMetrics, InboxConsumer, IngestResult
 from pipeline.settings import Settings
 
 

@@ -6,8 +6,8 @@ import uuid
 
 import asyncpg
 
-from pipeline.jobs.store import AcceptRequest, DocumentIn, JobStore
-from pipeline.tenants.accounts import Tenant, create_tenant
+from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
+from pipeline.tenants import Tenant, create_tenant
 
 
 async def new_tenant(pool: asyncpg.Pool, name: str | None = None, **kw: object) -> Tenant:

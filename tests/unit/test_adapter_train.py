@@ -70,7 +70,7 @@ def test_real_examples_are_the_served_prompt_then_the_contract_answer():
 
     from benchmarks.invoices.generator import generate_invoice
     from deployments.engine import render_prompt
-    from pipeline.extraction.extractor import answer_for, prepare_call
+    from pipeline.extraction import answer_for, prepare_call
 
     tokenizer = AutoTokenizer.from_pretrained(str(default_model_dir()))
     examples, skipped = build_examples(

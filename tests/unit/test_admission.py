@@ -22,27 +22,26 @@ from hypothesis.stateful import (
     rule,
 )
 
-from pipeline.admission.policy import (
+from pipeline.admission import (
     AdmissionConfig,
     AdmissionPolicy,
     Grant,
-    GrantOutcome,
     PriorityClass,
-    RestoredGrant,
-    Ticket,
     UnknownGrant,
     Wait,
     WaitReason,
     attempt_capacity,
     drain_seconds,
     job_capacity,
-    kv_cache_tokens,
     littles_law_concurrency,
     priority_class_for,
     reconcile,
 )
+from pipeline.admission.limits import kv_cache_tokens
+from pipeline.admission.policy import GrantOutcome, RestoredGrant
+from pipeline.admission.state import Ticket
 from pipeline.errors import ReservationTooLarge
-from pipeline.extraction.engines import Usage
+from pipeline.usage import Usage
 
 WINDOW = 60.0
 

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from cluster.admission import AdmissionActor, AdmissionClient, LocalActorHandle
-from pipeline.admission.policy import AdmissionConfig, Grant, Wait, WaitReason
+from pipeline.admission import AdmissionConfig, Grant, Wait, WaitReason
 from pipeline.errors import ReservationTooLarge
-from pipeline.extraction.engines import Usage
+from pipeline.usage import Usage
 
 
 def actor(**limits: object) -> AdmissionActor:

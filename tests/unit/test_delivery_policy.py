@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pipeline.delivery.egress import HttpOutcome
-from pipeline.delivery.policy import DeliveryConfig, classify
+from pipeline.delivery import DeliveryConfig
+from pipeline.delivery.egress_client import HttpOutcome
+from pipeline.delivery.policy import classify
 from pipeline.settings import Settings
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

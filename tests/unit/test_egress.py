@@ -15,15 +15,15 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from pipeline.delivery import EgressClient
 from pipeline.delivery.egress import (
     PIN_EXTENSION,
-    EgressClient,
     EgressGuard,
     EgressPolicy,
-    PinnedTransport,
     address_problem,
     legacy_ipv4,
 )
+from pipeline.delivery.egress_client import PinnedTransport
 from pipeline.errors import EgressBlocked
 from tests.support.delivery import ServerThread
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.engine_compare import SideResult, ratios
-from pipeline.extraction.engines import Completion, Timings, Usage
+from pipeline.extraction import Completion, Timings
+from pipeline.usage import Usage
 
 
 def completion(*, ttft: float | None, replica_e2e: float) -> Completion:

@@ -26,7 +26,7 @@ from pipeline.errors import (
     RetryableError,
     TerminalError,
 )
-from pipeline.extraction.engines import Completion, Engine, OpenAICompatibleEngine
+from pipeline.extraction import Completion, Engine, OpenAICompatibleEngine
 from pipeline.retry import RetryPolicy
 
 SCHEMA = {

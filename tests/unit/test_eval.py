@@ -27,9 +27,14 @@ from benchmarks.eval import (
     summarise,
 )
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_corpus
-from pipeline.extraction.answer import document_in_prompt
-from pipeline.extraction.extractor import CONTRACT_V1, CONTRACT_V2, answer_for, prepare_call
-from pipeline.validation.contract import Extraction
+from pipeline.extraction import (
+    CONTRACT_V1,
+    CONTRACT_V2,
+    answer_for,
+    document_in_prompt,
+    prepare_call,
+)
+from pipeline.validation import Extraction
 
 N = 10
 MAX_LINES = 12

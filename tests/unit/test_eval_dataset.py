@@ -19,8 +19,7 @@ import benchmarks.eval as eval_cli
 from benchmarks.eval_dataset import load_dataset, record_from_generated
 from benchmarks.eval_engines import EngineAnswer, ExtractFn
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_corpus
-from pipeline.extraction.answer import document_in_prompt
-from pipeline.extraction.extractor import answer_for
+from pipeline.extraction import answer_for, document_in_prompt
 
 MAX_LINES = 4
 VARIANTS = (Variant.CLEAN, Variant.CLEAN, Variant.HOMOGLYPH_SUPPLIER, Variant.PROMPT_INJECTION)

@@ -12,13 +12,13 @@ import pytest
 
 from benchmarks.invoices.generator import generate_invoice
 from pipeline.errors import MalformedOutput, RetryableError
-from pipeline.validation.contract import (
+from pipeline.validation import (
     EXTRACTION_SCHEMA_VERSION,
-    MAX_OUTPUT_CHARS,
     Extraction,
     extraction_json_schema,
     parse_extraction,
 )
+from pipeline.validation.contract import MAX_OUTPUT_CHARS
 
 
 @pytest.fixture(scope="module")

@@ -9,15 +9,14 @@ import pytest
 
 from benchmarks.invoices.generator import generate_invoice
 from pipeline.errors import MalformedOutput
+from pipeline.extraction import answer_for, document_in_prompt, prepare_call
 from pipeline.extraction.answer import (
     ANSWER_KEYS,
     answer_schema,
     build_messages,
-    document_in_prompt,
     max_output_tokens,
     parse_answer,
 )
-from pipeline.extraction.extractor import answer_for, prepare_call
 
 
 def _nodes(node: Any) -> list[dict[str, Any]]:

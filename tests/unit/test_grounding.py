@@ -13,10 +13,10 @@ from decimal import Decimal
 import pytest
 
 from benchmarks.invoices.generator import Variant, generate_invoice
+from pipeline.extraction import answer_for, interpret
 from pipeline.extraction.answer import Answer, ItemRef
-from pipeline.extraction.extractor import answer_for, interpret
 from pipeline.extraction.grounding import ground
-from pipeline.validation.decide import ReasonCode, SupplierRecord, TenantMasterData
+from pipeline.validation import ReasonCode, SupplierRecord, TenantMasterData
 
 DOC = """\
 Nordwind Technik GmbH

@@ -22,10 +22,10 @@ from benchmarks.invoices.generator import (
 from benchmarks.invoices.lexicon import LEXICON, PREFIXES
 from benchmarks.invoices.locales import COUNTRIES, Country, fmt_date
 from benchmarks.invoices.plan import make_iban
-from pipeline.validation.contract import Extraction
-from pipeline.validation.decide import (
+from pipeline.validation import (
     IBAN_LENGTHS,
     Decision,
+    Extraction,
     ReasonCode,
     ValidationReport,
     date_readings,

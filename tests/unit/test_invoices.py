@@ -20,16 +20,9 @@ from benchmarks.invoices.generator import (
     generate_corpus,
     generate_invoice,
 )
-from pipeline.validation.contract import Extraction
-from pipeline.validation.decide import (
-    BIDI_CONTROLS,
-    IBAN_LENGTHS,
-    Decision,
-    evidenced_fields,
-    iban_checksum_ok,
-    mixed_script_tokens,
-    validate,
-)
+from pipeline.validation import IBAN_LENGTHS, Decision, Extraction, iban_checksum_ok, validate
+from pipeline.validation.evidence import evidenced_fields
+from pipeline.validation.text import BIDI_CONTROLS, mixed_script_tokens
 
 PROPERTY = settings(
     max_examples=60,

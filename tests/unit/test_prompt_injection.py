@@ -29,21 +29,19 @@ from benchmarks.invoices.generator import (
     Variant,
     generate_invoice,
 )
+from pipeline.extraction import build_messages, prompt_budget
 from pipeline.extraction.prompts import (
     CHARS_PER_TOKEN,
     FENCE_TAG,
     MAX_OUTPUT_TOKENS,
     MESSAGE_OVERHEAD_TOKENS,
     REPLY_PRIMER_TOKENS,
-    build_messages,
     count_prompt_tokens,
     estimate_output_tokens,
     estimate_tokens,
     fence_tag,
-    prompt_budget,
 )
-from pipeline.validation.contract import parse_extraction
-from pipeline.validation.decide import Decision, ReasonCode, ValidationReport, validate
+from pipeline.validation import Decision, ReasonCode, ValidationReport, parse_extraction, validate
 from tests.support.outbound import Listener, connects_to, outbound
 
 # --- observation tools -------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import deployments.engine as engine_module
 import deployments.vllm_engine as vllm_module
 from deployments.engine import EngineMetrics, PoolEngine
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
-from pipeline.messaging.metrics import BrokerMetrics
+from pipeline.messaging import BrokerMetrics
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.delivery import VerificationKey, Verifier
 from pipeline.delivery.signing import (
     Verification,
-    VerificationKey,
-    Verifier,
     decode_secret,
     generate_secret,
     sign,

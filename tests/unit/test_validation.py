@@ -21,38 +21,35 @@ from hypothesis import strategies as st
 
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
 from pipeline.states import JobState
-from pipeline.validation.contract import (
+from pipeline.validation import (
+    VALIDATION_POLICY_VERSION,
+    Decision,
     Evidence,
     EvidencedAmount,
     EvidencedText,
     Extraction,
     LineItem,
-    Supplier,
-    TaxLine,
-)
-from pipeline.validation.decide import (
-    ARITHMETIC_CODES,
-    REQUIRABLE_FIELDS,
-    VALIDATION_POLICY_VERSION,
-    Decision,
     ReasonCode,
+    Supplier,
     SupplierRecord,
+    TaxLine,
     TenantMasterData,
     ValidationPolicy,
+    compact_id,
+    date_readings,
+    iban_checksum_ok,
+    validate,
+)
+from pipeline.validation.currency import currency_mentions
+from pipeline.validation.decide import (
     check_arithmetic,
     check_currency,
     check_evidence,
     check_supplier,
-    compact_id,
-    currency_mentions,
-    date_readings,
-    iban_checksum_ok,
-    mixed_script_tokens,
-    number_readings,
-    skeleton,
-    validate,
 )
-from pipeline.validation.policy import _FIELD_GETTERS
+from pipeline.validation.numbers import number_readings
+from pipeline.validation.policy import _FIELD_GETTERS, ARITHMETIC_CODES, REQUIRABLE_FIELDS
+from pipeline.validation.text import mixed_script_tokens, skeleton
 
 PROPERTY = settings(
     max_examples=60,

@@ -9,17 +9,17 @@ from decimal import Decimal
 import pytest
 
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
-from pipeline.validation.contract import Evidence, EvidencedAmount
-from pipeline.validation.currency import pricing_lines
-from pipeline.validation.dates import european_locales, month_names
-from pipeline.validation.decide import (
+from pipeline.validation import (
     CURRENCY_SYMBOLS,
+    Evidence,
+    EvidencedAmount,
     ReasonCode,
-    check_currency,
-    currency_mentions,
     date_readings,
-    number_readings,
 )
+from pipeline.validation.currency import currency_mentions, pricing_lines
+from pipeline.validation.dates import european_locales, month_names
+from pipeline.validation.decide import check_currency
+from pipeline.validation.numbers import number_readings
 
 MARCH_5 = date(2025, 3, 5)
 

@@ -1,0 +1,183 @@
+"""The API's state and its request dependencies: the services a route uses, and
+who is calling (``Authorization: Bearer <key>``, 401 otherwise).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import asyncpg
+from fastapi import Depends, Request, Security
+from fastapi.exceptions import RequestValidationError
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from pipeline.api import problems as api_errors
+from pipeline.api.intake import (
+    AcceptHook,
+    IntakeService,
+)
+from pipeline.api.job_views import JobViews
+from pipeline.api.metrics import IntakeMetrics
+from pipeline.api.problems import (
+    ApiProblem,
+)
+from pipeline.api.review import ReviewService
+from pipeline.api.status_stream import EventHub
+from pipeline.clock import Clock
+from pipeline.database import create_pool
+from pipeline.delivery import job_store
+from pipeline.jobs import JobStore, SettleHook
+from pipeline.settings import Settings
+from pipeline.tenants import Principal, TenantQuota, authenticate
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="ApiKey",
+    description="A tenant API key (`flk_...`), created with the fenceline CLI.",
+)
+
+
+@dataclass
+class Services:
+    """Everything the routes use, built once the pool exists."""
+
+    pool: asyncpg.Pool
+    store: JobStore
+    admission: TenantQuota
+    intake: IntakeService
+    views: JobViews
+    review: ReviewService
+    hub: EventHub
+
+
+class ApiContext:
+    """The app's state: settings, metrics, and the services once a pool exists."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        pool: asyncpg.Pool | None,
+        accept_hook: AcceptHook | None,
+        clock: Clock | None,
+        settle_hooks: Sequence[SettleHook] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = IntakeMetrics()
+        self.accept_hook = accept_hook
+        self.clock = clock
+        self.settle_hooks = None if settle_hooks is None else list(settle_hooks)
+        self.owns_pool = pool is None
+        self._services: Services | None = self._build(pool) if pool is not None else None
+        self._hub_started = False
+
+    def _build(self, pool: asyncpg.Pool) -> Services:
+        s = self.settings
+        if self.settle_hooks is None:  # the system's store: approvals create deliveries
+            store = job_store(pool, s, clock=self.clock)
+        else:
+            store = JobStore(pool, s, clock=self.clock)
+            store.settle_hooks.extend(self.settle_hooks)
+        admission = TenantQuota(s, clock=self.clock)
+        return Services(
+            pool=pool,
+            store=store,
+            admission=admission,
+            intake=IntakeService(pool, store, admission, s, accept_hook=self.accept_hook),
+            views=JobViews(pool, s),
+            review=ReviewService(pool, store, s),
+            hub=EventHub(pool, s),
+        )
+
+    @property
+    def services(self) -> Services:
+        if self._services is None:
+            raise api_errors.database_unavailable(self.settings.capacity_retry_after_seconds)
+        return self._services
+
+    async def startup(self) -> None:
+        if self._services is None:
+            # min_size=0: the app starts (and /healthz answers) even while the
+            # database is down; requests then get 503 until it is back.
+            pool = await create_pool(
+                self.settings.database_url, min_size=0, max_size=self.settings.db_pool_max
+            )
+            self._services = self._build(pool)
+
+    async def hub(self) -> EventHub:
+        services = self.services
+        if not self._hub_started:
+            self._hub_started = True
+            await services.hub.start()
+        return services.hub
+
+    async def shutdown(self) -> None:
+        if self._services is None:
+            return
+        if self._hub_started:
+            await self._services.hub.stop()
+            self._hub_started = False
+        if self.owns_pool:
+            await self._services.pool.close()
+            self._services = None
+
+
+def api_context(request: Request) -> ApiContext:
+    ctx: ApiContext = request.app.state.fenceline
+    return ctx
+
+
+async def authenticated(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
+) -> Principal:
+    """The caller's principal; 401 for a missing, unknown or revoked key."""
+    unauthorised = ApiProblem(
+        401,
+        "a valid API key is required",
+        reason="unauthorized",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+    if credentials is None:
+        raise unauthorised
+    ctx = api_context(request)
+    pool = ctx.services.pool
+    async with pool.acquire(timeout=ctx.settings.db_acquire_timeout_seconds) as conn:
+        principal = await authenticate(conn, credentials.credentials)
+    if principal is None:
+        raise unauthorised
+    request.state.api_key = credentials.credentials
+    return principal
+
+
+Caller = Annotated[Principal, Depends(authenticated)]
+
+
+async def known_query_only(request: Request) -> None:
+    """422 for query parameters the route does not declare (typos must not pass silently)."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None or not request.url.path.startswith("/v1/"):
+        return
+    declared = {p.alias for p in _all_query_params(dependant)}
+    unknown = sorted(set(request.query_params.keys()) - declared)
+    if unknown:
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("query", name),
+                    "msg": "unknown query parameter",
+                    "type": "extra_forbidden",
+                }
+                for name in unknown
+            ]
+        )
+
+
+def _all_query_params(dependant: Any) -> list[Any]:
+    params = list(dependant.query_params)
+    for sub in dependant.dependencies:
+        params += _all_query_params(sub)
+    return params

@@ -1,0 +1,474 @@
+"""The dispatcher: claims due deliveries, sends each signed through the egress
+client, and commits the outcome under the claim.
+
+The state machine it drives, and the settle hook that creates deliveries, are in
+:mod:`pipeline.delivery.deliveries`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from pipeline.clock import Clock, DatabaseClock
+from pipeline.delivery.deliveries import NOTIFY_CHANNEL
+from pipeline.delivery.egress_client import EgressClient, HttpOutcome
+from pipeline.delivery.endpoints import SecretBox, disable_endpoint, signing_keys
+from pipeline.delivery.policy import DeliveryConfig, Verdict, classify
+from pipeline.delivery.signing import webhook_headers
+from pipeline.errors import LeaseLost
+from pipeline.queries import q
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One in-flight delivery owned by this dispatcher under ``fence``."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    endpoint_id: uuid.UUID
+    job_id: uuid.UUID
+    event_type: str
+    body: bytes
+    body_sha256: str
+    attempt: int
+    fence: int
+    lease_until: datetime
+    url: str
+
+
+@dataclass
+class DispatchReport:
+    claimed: int = 0
+    reaped: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    def count(self, outcome: str) -> int:
+        return self.outcomes.get(outcome, 0)
+
+
+class DeliveryMetrics:
+    """Delivery series on a registry of their own (bounded labels, no ids)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        self.attempts = Counter(
+            "fenceline_delivery_attempts",
+            "Delivery attempts by outcome",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.attempt_seconds = Histogram(
+            "fenceline_delivery_attempt_seconds",
+            "Time from request start to the last response byte (or failure)",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+            registry=self.registry,
+        )
+        self.alerts = Counter(
+            "fenceline_delivery_alerts",
+            "Operational alerts: auth, egress_blocked, breaker_opened, endpoint_disabled",
+            ["kind"],
+            registry=self.registry,
+        )
+
+
+#: Test seam: awaited after the response, before the outcome commits.
+AfterResponse = Callable[[Claim, HttpOutcome], Awaitable[None]]
+
+
+class DeliveryDispatcher:
+    """Claims due deliveries, signs and POSTs them, and records outcomes under the fence.
+
+    Args:
+        pool: the Fenceline database.
+        config: timeouts, lease, concurrency, schedule, breaker.
+        client: guarded HTTP client (the SSRF guard runs on every attempt).
+        box: opens sealed endpoint secrets.
+        clock: injectable time (None → the database's ``now()`` and wall time).
+        rng: jitter source.
+        worker_id: recorded on leases and attempts.
+        after_response: fault-injection seam for tests (see :data:`AfterResponse`).
+    """
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        config: DeliveryConfig,
+        *,
+        client: EgressClient,
+        box: SecretBox,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        worker_id: str | None = None,
+        metrics: DeliveryMetrics | None = None,
+        after_response: AfterResponse | None = None,
+    ) -> None:
+        self.pool = pool
+        self.config = config
+        self.client = client
+        self.box = box
+        self.clock = clock or DatabaseClock()
+        self.rng = rng or random.Random()
+        self.worker_id = worker_id or f"delivery-{uuid.uuid4().hex[:8]}"
+        self.metrics = metrics or DeliveryMetrics()
+        self.after_response = after_response
+        self._tasks: set[asyncio.Task[str]] = set()
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._loop_task: asyncio.Task[None] | None = None
+        self._listener: Any = None
+
+    # ---------------------------------------------------------------- service
+    async def start(self) -> None:
+        """Listen for new deliveries and run the dispatch loop in the background."""
+        if self._loop_task is not None:
+            return
+        self._stopping = False
+        self._listener = await self.pool.acquire()
+        await self._listener.add_listener(NOTIFY_CHANNEL, self._on_notify)
+        self._loop_task = asyncio.create_task(self._loop(), name=f"{self.worker_id}-loop")
+
+    async def stop(self) -> None:
+        """Stop claiming; let in-flight attempts finish (they are bounded by the timeout)."""
+        self._stopping = True
+        self._wake.set()
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+            self._loop_task = None
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._listener is not None:
+            with contextlib.suppress(Exception):
+                await self._listener.remove_listener(NOTIFY_CHANNEL, self._on_notify)
+            await self.pool.release(self._listener)
+            self._listener = None
+
+    async def close(self) -> None:
+        """Stop and release the HTTP client (the dispatcher cannot start again)."""
+        await self.stop()
+        await self.client.aclose()
+
+    def wake(self) -> None:
+        """Look for due work now (a hand-off from a driver, or a NOTIFY)."""
+        self._wake.set()
+
+    def _on_notify(self, *_: object) -> None:
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        while not self._stopping:
+            self._wake.clear()
+            try:
+                await self._pump()
+            except Exception:  # a service loop outlives one bad round; leases recover its work
+                log.exception("delivery dispatcher: pump failed; retrying after the poll interval")
+            waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._wake.wait())}
+            waiters |= set(self._tasks)
+            _done, pending = await asyncio.wait(
+                waiters, timeout=self.config.poll_seconds, return_when=asyncio.FIRST_COMPLETED
+            )
+            for w in pending:
+                if w not in self._tasks:
+                    w.cancel()
+
+    async def run_once(self) -> DispatchReport:
+        """Reap expired leases, claim what is due and finish every claimed attempt."""
+        report = DispatchReport()
+        report.reaped, tasks = await self._pump()
+        report.claimed = len(tasks)
+        for outcome in await asyncio.gather(*tasks):
+            report.outcomes[outcome] = report.outcomes.get(outcome, 0) + 1
+        return report
+
+    async def _pump(self) -> tuple[int, list[asyncio.Task[str]]]:
+        reaped = await self.reap()
+        free = self.config.max_in_flight - len(self._tasks)
+        if free <= 0:
+            return reaped, []
+        tasks = []
+        for claim in await self._claim(free):
+            task = asyncio.create_task(self._attempt(claim))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            tasks.append(task)
+        return reaped, tasks
+
+    # ------------------------------------------------------------------ steps
+    async def reap(self, *, limit: int = 100) -> int:
+        """Move in-flight deliveries whose lease expired back to retry_scheduled (fence+1)."""
+        now = self.clock.now()
+        n = 0
+        async with self.pool.acquire() as conn, conn.transaction():
+            for r in await conn.fetch(q("delivery_select_expired_leases"), now, limit):
+                row = await conn.fetchrow(
+                    q("delivery_reschedule_if_expired"), r["id"], r["fence"], now
+                )
+                if row is None:  # pragma: no cover - the row is locked above
+                    continue
+                await conn.fetchval(
+                    q("delivery_attempt_expire_if_running"), r["id"], r["fence"], now
+                )
+                n += 1
+        if n:
+            log.warning("delivery reaper: %d expired leases rescheduled", n)
+        return n
+
+    async def _claim(self, limit: int) -> list[Claim]:
+        now = self.clock.now()
+        async with self.pool.acquire() as conn, conn.transaction():
+            endpoints = [
+                r["id"] for r in await conn.fetch(q("delivery_endpoint_lock_due"), now, limit)
+            ]
+            if not endpoints:
+                return []
+            rows = await conn.fetch(
+                q("delivery_claim_for_endpoints"),
+                now,
+                endpoints,
+                self.config.per_endpoint_concurrency,
+                limit,
+                float(self.config.lease_seconds),
+                self.worker_id,
+            )
+        names = [f.name for f in fields(Claim)]
+        return [Claim(**{n: r[n] for n in names}) for r in rows]
+
+    def _wall_now(self) -> datetime:
+        return self.clock.now() or datetime.now(UTC)
+
+    async def _attempt(self, claim: Claim) -> str:
+        """Sign, POST and settle one claim; returns the outcome name."""
+        signed_at = int(self._wall_now().timestamp())
+        key_ids: list[str] = []
+        try:
+            async with self.pool.acquire() as conn:
+                keys = await signing_keys(conn, self.box, claim.endpoint_id, self.clock.now())
+            if not keys:
+                raise ValueError("endpoint has no signing key")
+            key_ids = [k.key_id for k in keys]
+            headers = webhook_headers(
+                [k.secret for k in keys], str(claim.id), signed_at, claim.body
+            )
+        except (ValueError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            outcome = HttpOutcome(None, 0.0, "signing", f"{type(exc).__name__}: {exc}")
+            verdict = Verdict("retry", "neutral", "signing", str(exc))
+        else:
+            outcome = await self.client.post(claim.url, claim.body, headers)
+            verdict = classify(outcome, self._wall_now())
+        self.metrics.attempt_seconds.observe(outcome.latency_ms / 1000.0)
+        if self.after_response is not None:
+            await self.after_response(claim, outcome)
+        try:
+            name = await self._settle(claim, outcome, verdict, signed_at, key_ids)
+        except LeaseLost:
+            log.warning(
+                "delivery %s fence %d: lease lost before the outcome", claim.id, claim.fence
+            )
+            name = "stale"
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            # Nothing committed: the lease expires and the reaper retries the delivery
+            # under a new fence; the receiver deduplicates if this attempt landed.
+            log.exception("delivery %s fence %d: outcome not recorded", claim.id, claim.fence)
+            name = "unrecorded"
+        self.metrics.attempts.labels(name).inc()
+        return name
+
+    async def _settle(
+        self,
+        claim: Claim,
+        outcome: HttpOutcome,
+        verdict: Verdict,
+        signed_at: int,
+        key_ids: list[str],
+    ) -> str:
+        cfg = self.config
+        clock_now = self.clock.now()
+        error = (verdict.error or "")[:2000] or None
+        async with self.pool.acquire() as conn, conn.transaction():
+            locked = await conn.fetchrow(
+                q("delivery_lock_if_fenced"), claim.id, claim.fence, clock_now
+            )
+            if locked is None:
+                raise LeaseLost(f"delivery {claim.id} fence {claim.fence}: outcome rejected")
+            now: datetime = locked["now"]
+            ep = await conn.fetchrow(q("endpoint_lock"), claim.endpoint_id, clock_now)
+            next_at: datetime | None = None
+            if verdict.kind == "delivered":
+                got = await conn.fetchval(
+                    q("delivery_deliver_if_fenced"),
+                    claim.id,
+                    claim.fence,
+                    outcome.status,
+                    outcome.latency_ms,
+                    clock_now,
+                )
+                if got is None:  # pragma: no cover - locked above
+                    raise LeaseLost(f"delivery {claim.id} fence {claim.fence}: delivery rejected")
+                state = "delivered"
+                if ep["breaker_state"] == "open":
+                    await self._event(
+                        conn, claim, "breaker_closed", "a delivery succeeded", clock_now
+                    )
+                await conn.execute(q("endpoint_record_success"), claim.endpoint_id, clock_now)
+            elif verdict.kind == "gone":
+                await disable_endpoint(
+                    conn, claim.endpoint_id, claim.tenant_id, "gone (HTTP 410)", clock_now
+                )
+                self.metrics.alerts.labels("endpoint_disabled").inc()
+                state = await self._give_up(
+                    conn, claim, "abandoned", "endpoint_gone", outcome, error
+                )
+            elif verdict.kind == "failed":
+                reason = f"rejected_http_{outcome.status}"
+                state = await self._give_up(conn, claim, "failed", reason, outcome, error)
+            else:
+                disabled = False
+                if verdict.breaker == "failure":
+                    disabled = await self._record_failure(conn, claim, ep, verdict, now, clock_now)
+                next_at = now + timedelta(
+                    seconds=cfg.retry_delay(locked["attempts"], verdict.retry_after, self.rng)
+                )
+                horizon = locked["horizon_start"] + timedelta(seconds=cfg.max_age_seconds)
+                if disabled:
+                    next_at = None
+                    state = await self._give_up(
+                        conn, claim, "abandoned", "endpoint_disabled", outcome, error
+                    )
+                elif next_at > horizon:
+                    next_at = None
+                    state = await self._give_up(
+                        conn, claim, "failed", "retries_exhausted", outcome, error
+                    )
+                else:
+                    row = await conn.fetchrow(
+                        q("delivery_retry_if_fenced"),
+                        claim.id,
+                        claim.fence,
+                        next_at,
+                        outcome.status,
+                        f"{verdict.error_class}: {error}" if error else verdict.error_class,
+                        outcome.latency_ms,
+                    )
+                    if row is None:  # pragma: no cover - locked above
+                        raise LeaseLost(f"delivery {claim.id} fence {claim.fence}: retry rejected")
+                    state = "retry_scheduled"
+            closed = await conn.fetchval(
+                q("delivery_attempt_close_if_running"),
+                claim.id,
+                claim.fence,
+                state,
+                outcome.status,
+                verdict.error_class,
+                error,
+                outcome.latency_ms,
+                signed_at,
+                key_ids,
+                outcome.address,
+                next_at,
+                clock_now,
+            )
+            if closed is None:
+                raise LeaseLost(f"delivery {claim.id} fence {claim.fence}: attempt already closed")
+        return state
+
+    async def _give_up(
+        self,
+        conn: asyncpg.Connection,
+        claim: Claim,
+        state: str,
+        reason: str,
+        outcome: HttpOutcome,
+        error: str | None,
+    ) -> str:
+        got = await conn.fetchval(
+            q("delivery_give_up_if_fenced"),
+            claim.id,
+            claim.fence,
+            state,
+            reason,
+            outcome.status,
+            error,
+            outcome.latency_ms,
+        )
+        if got is None:  # pragma: no cover - locked by the caller
+            raise LeaseLost(f"delivery {claim.id} fence {claim.fence}: {state} rejected")
+        log.warning("delivery %s %s: %s (%s)", claim.id, state, reason, error)
+        return state
+
+    async def _event(
+        self, conn: asyncpg.Connection, claim: Claim, kind: str, detail: str, now: datetime | None
+    ) -> None:
+        await conn.execute(
+            q("endpoint_event_insert"), claim.endpoint_id, claim.tenant_id, kind, detail, now
+        )
+
+    async def _record_failure(
+        self,
+        conn: asyncpg.Connection,
+        claim: Claim,
+        ep: Any,
+        verdict: Verdict,
+        now: datetime,
+        clock_now: datetime | None,
+    ) -> bool:
+        """Update the failure streak and breaker; return True if the endpoint got disabled."""
+        cfg = self.config
+        consecutive = ep["consecutive_failures"] + 1
+        auth = ep["auth_failures"] + 1 if verdict.auth else 0
+        state, open_until = ep["breaker_state"], ep["breaker_open_until"]
+        reason: str | None = None
+        candidate = now
+        if consecutive >= cfg.breaker_threshold:
+            reason = f"{consecutive} consecutive failures, last {verdict.error_class}"
+            candidate = now + timedelta(seconds=cfg.breaker_cooldown(consecutive))
+        if verdict.retry_after is not None and verdict.error_class == "http_429":
+            # The endpoint asked everyone to wait: hold all its deliveries, not just this one.
+            hinted = now + timedelta(seconds=verdict.retry_after)
+            if reason is None or hinted > candidate:
+                reason, candidate = "HTTP 429 with Retry-After", hinted
+        if reason is not None:
+            if state != "open":
+                await self._event(conn, claim, "breaker_opened", reason, clock_now)
+                self.metrics.alerts.labels("breaker_opened").inc()
+                log.warning("endpoint %s breaker opened: %s", claim.endpoint_id, reason)
+            state = "open"
+            open_until = max(candidate, open_until) if open_until is not None else candidate
+        row = await conn.fetchrow(
+            q("endpoint_record_failure"),
+            claim.endpoint_id,
+            consecutive,
+            auth,
+            state,
+            open_until,
+            clock_now,
+        )
+        if verdict.auth and auth % cfg.auth_alert_after == 0:
+            await self._event(
+                conn, claim, "auth_alert", f"{auth} consecutive {verdict.error}", clock_now
+            )
+            self.metrics.alerts.labels("auth").inc()
+            log.error("endpoint %s: %d consecutive auth failures", claim.endpoint_id, auth)
+        if verdict.error_class == "egress_blocked":
+            await self._event(conn, claim, "egress_blocked", verdict.error or "", clock_now)
+            self.metrics.alerts.labels("egress_blocked").inc()
+        failing_since: datetime = row["failing_since"]
+        if now - failing_since >= timedelta(seconds=cfg.disable_after_seconds):
+            reason = f"failing since {failing_since.isoformat()} (last {verdict.error_class})"
+            await disable_endpoint(conn, claim.endpoint_id, claim.tenant_id, reason, clock_now)
+            self.metrics.alerts.labels("endpoint_disabled").inc()
+            return True
+        return False

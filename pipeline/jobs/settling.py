@@ -1,0 +1,142 @@
+"""What settling a job writes inside its transaction, shared by every outcome.
+
+The base of :class:`~pipeline.jobs.store.JobStore`: its construction (pool,
+settings, clock, retry policy, settle hooks) and the writes every outcome makes
+under the fence: the attempt row closed with its usage, the outbox events, the
+settle hooks run in the same transaction (a hook that raises rolls it back).
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from typing import Any
+
+import asyncpg
+
+from pipeline.clock import Clock, DatabaseClock
+from pipeline.errors import LeaseLost
+from pipeline.jobs.records import (
+    EVENT_DEAD_LETTERED,
+    EVENT_FAILED,
+    Lease,
+    Settled,
+    SettleHook,
+    settled_from_row,
+)
+from pipeline.queries import q
+from pipeline.retry import RetryPolicy
+from pipeline.settings import Settings
+from pipeline.usage import AttemptUsage
+
+
+class Settling:
+    """The job store's shared state and in-transaction writes."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        settings: Settings | None = None,
+        *,
+        clock: Clock | None = None,
+        policy: RetryPolicy | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.pool = pool
+        self.settings = settings or Settings()
+        self.clock = clock or DatabaseClock()
+        s = self.settings
+        self.policy = policy or RetryPolicy(
+            max_attempts=s.max_attempts,
+            base_seconds=s.retry_base_seconds,
+            cap_seconds=s.retry_cap_seconds,
+            next_attempt_margin_seconds=s.next_attempt_margin_seconds,
+            beyond_deadline=s.retry_beyond_deadline,
+        )
+        self.rng = rng or random.Random()
+        self.settle_hooks: list[SettleHook] = []
+
+    async def _fail_locked(
+        self,
+        conn: asyncpg.Connection,
+        lease: Lease,
+        error_class: str,
+        detail: str,
+        reason: str,
+        usage: AttemptUsage | None,
+        uncertain: bool,
+    ) -> Settled:
+        row = await conn.fetchrow(
+            q("job_fail_if_fenced"),
+            lease.job_id,
+            lease.fence,
+            error_class,
+            detail[:2000],
+            reason,
+            self.clock.now(),
+        )
+        if row is None:  # pragma: no cover - caller locked the row
+            raise LeaseLost(f"job {lease.job_id} fence {lease.fence}: failure rejected")
+        await self._close_attempt(
+            conn, lease, "failed_terminal", error_class, detail, usage, uncertain=uncertain
+        )
+        settled = settled_from_row(row, reason=reason)
+        await self._terminal_events(conn, settled, error_class, reason)
+        await self._run_hooks(conn, settled)
+        return settled
+
+    async def _close_attempt(
+        self,
+        conn: asyncpg.Connection,
+        lease: Lease,
+        outcome: str,
+        error_class: str | None,
+        detail: str | None,
+        usage: AttemptUsage | None,
+        *,
+        uncertain: bool,
+    ) -> None:
+        u = usage or AttemptUsage()
+        got = await conn.fetchval(
+            q("attempt_close_if_running"),
+            lease.job_id,
+            lease.fence,
+            outcome,
+            error_class,
+            (detail or "")[:2000] or None,
+            u.prompt_tokens,
+            u.completion_tokens,
+            u.cached_tokens,
+            self.clock.now(),
+            uncertain,
+            u.engine,
+        )
+        if got is None:
+            raise LeaseLost(f"job {lease.job_id} fence {lease.fence}: attempt already closed")
+
+    async def _event(
+        self,
+        conn: asyncpg.Connection,
+        s: Settled,
+        event_type: str,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        payload: dict[str, Any] = {
+            "job_id": str(s.job_id),
+            "state": s.state.value,
+            "state_version": s.state_version,
+            "v": 1,
+        }
+        payload.update(extra or {})
+        await conn.execute(q("outbox_insert"), uuid.uuid4(), s.job_id, event_type, payload)
+
+    async def _terminal_events(
+        self, conn: asyncpg.Connection, s: Settled, error_class: str, reason: str
+    ) -> None:
+        extra = {"reason": reason, "error_class": error_class}
+        await self._event(conn, s, EVENT_FAILED, extra)
+        await self._event(conn, s, EVENT_DEAD_LETTERED, extra)
+
+    async def _run_hooks(self, conn: asyncpg.Connection, s: Settled) -> None:
+        for hook in self.settle_hooks:
+            await hook(conn, s)
