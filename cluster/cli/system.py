@@ -1,4 +1,4 @@
-"""Sub-commands that run and use the system: ``up``, ``down``, ``submit``, ``review``."""
+"""Sub-commands that run and use the system: ``up``, ``down``, ``api``, ``submit``, ``review``."""
 
 from __future__ import annotations
 
@@ -124,6 +124,40 @@ def _down(_args: argparse.Namespace, settings: Settings) -> int:
         time.sleep(0.5)
     print("still stopping after 120 s", file=sys.stderr)
     return 1
+
+
+#: ``--write-openapi`` without a path: the repository's ``docs/openapi.json``.
+_COMMITTED_OPENAPI = "docs/openapi.json (the committed one)"
+
+
+def _api_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--write-openapi",
+        nargs="?",
+        const=_COMMITTED_OPENAPI,
+        default=None,
+        metavar="PATH",
+        help="write the OpenAPI document (default docs/openapi.json) and exit",
+    )
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+
+
+@command(
+    "api", "serve the intake API under uvicorn alone, or write its OpenAPI document", _api_args
+)
+def _api(args: argparse.Namespace, settings: Settings) -> int:
+    """The app :mod:`deployments.intake` runs as the Serve ingress, without Ray."""
+    from pipeline.api.app import OPENAPI_PATH, create_app, write_openapi
+
+    if args.write_openapi:
+        committed = args.write_openapi == _COMMITTED_OPENAPI
+        print(write_openapi(OPENAPI_PATH if committed else Path(args.write_openapi)))
+        return 0
+    import uvicorn
+
+    uvicorn.run(create_app(settings), host=args.host, port=args.port)
+    return 0
 
 
 def _submit_args(p: argparse.ArgumentParser) -> None:

@@ -82,3 +82,13 @@ def test_database_url_stands_anywhere_and_reaches_the_handler_as_settings(
     assert seen["url"] == "postgresql://arg/db"
     assert main(["explain", "j"]) == 0
     assert seen["url"] == "postgresql://env/db"
+
+
+def test_fenceline_api_writes_the_openapi_document(tmp_path: Path) -> None:
+    import json
+
+    from pipeline.api.app import openapi_document
+
+    out = tmp_path / "openapi.json"
+    assert main(["api", "--write-openapi", str(out)]) == 0
+    assert json.loads(out.read_text()) == openapi_document()
