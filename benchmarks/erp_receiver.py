@@ -17,6 +17,10 @@ Used by the demo and by the tests as "the ERP". Per request:
    however often, and by whichever delivery, it arrives — while a job that
    arrived under two delivery ids still shows ``applications = 2``.
 
+Its tables (``erp_inbox``, ``erp_postings``) are not the product's: they are the
+migrations of ``sql/erp/``, which :func:`migrate_erp` applies (the receiver does at
+start-up; ``--migrate`` applies the product's schema as well).
+
 The fault switch (``--fault`` or ``POST /_fault`` with ``--enable-fault-api``)
 simulates an ERP that is down (503), redirects (302), drops the connection after
 committing, or hangs past the client's timeout after committing.
@@ -49,11 +53,20 @@ from starlette.types import Receive, Scope, Send
 from pipeline.database import connect, create_pool, migrate
 from pipeline.delivery import VerificationKey, Verifier
 from pipeline.jobs import EVENT_COMPLETED
-from pipeline.queries import q
+from pipeline.queries import SQL_DIR, q
 
 log = logging.getLogger(__name__)
 
 FAULT_MODES = ("none", "down", "status", "redirect", "drop_after_commit", "hang_after_commit")
+
+
+#: The reference ERP receiver's migrations, apart from the product's ``sql/schema``.
+ERP_SCHEMA_DIR = SQL_DIR / "erp"
+
+
+async def migrate_erp(conn: asyncpg.Connection) -> list[int]:
+    """Apply the receiver's own migrations (``sql/erp``); return the versions applied."""
+    return await migrate(conn, ERP_SCHEMA_DIR)
 
 
 @dataclass
@@ -225,12 +238,13 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if config.migrate:
-            conn = await connect(config.database_url)
-            try:
+        conn = await connect(config.database_url)
+        try:
+            if config.migrate:
                 await migrate(conn)
-            finally:
-                await conn.close()
+            await migrate_erp(conn)  # the receiver's own tables, always
+        finally:
+            await conn.close()
         app.state.pool = await create_pool(config.database_url, min_size=1, max_size=8)
         effects_total.inc(await apply_pending_postings(app.state.pool, config.ledger))
         try:

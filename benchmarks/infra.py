@@ -23,12 +23,13 @@ from typing import Any
 import httpx
 import uvicorn
 
+from benchmarks.erp_receiver import migrate_erp
 from benchmarks.fake_provider import CallRecord, FakeProvider, FaultPlan
 from benchmarks.invoices.generator import GeneratedInvoice
 from benchmarks.scenario import Scenario, scenario_corpus
 from benchmarks.settings import admin_dsn
 from pipeline.api import create_app
-from pipeline.database import scratch_database
+from pipeline.database import connect, scratch_database
 from pipeline.extraction import answer_for, document_in_prompt
 from pipeline.settings import Settings
 
@@ -40,9 +41,16 @@ def free_port() -> int:
         return port
 
 
-def fresh_database() -> contextlib.AbstractAsyncContextManager[str]:
+@contextlib.asynccontextmanager
+async def fresh_database() -> AsyncIterator[str]:
     """A new migrated database for one run; dropped (forcibly) afterwards."""
-    return scratch_database(admin_dsn(), "fl_bench")
+    async with scratch_database(admin_dsn(), "fl_bench") as dsn:
+        conn = await connect(dsn)
+        try:
+            await migrate_erp(conn)  # the runs' reference ERP receiver reads its tables
+        finally:
+            await conn.close()
+        yield dsn
 
 
 async def _wait_healthy(url: str, proc: asyncio.subprocess.Process, timeout: float) -> None:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import asyncpg
 import pytest
 
+from benchmarks.erp_receiver import migrate_erp
 from pipeline.database import connect, create_pool, migrate
 
 ADMIN_DSN = os.environ.get(
@@ -36,12 +37,14 @@ async def _admin() -> asyncpg.Connection:
 
 @pytest.fixture(scope="session")
 async def template_db() -> AsyncIterator[str]:
-    """A database with every migration applied, used as CREATE DATABASE template."""
+    """A database with every migration applied (the product's and the reference ERP
+    receiver's), used as CREATE DATABASE template."""
     name = f"fl_tmpl_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     admin = await _admin()
     await admin.execute(f'CREATE DATABASE "{name}"')
     conn = await connect(dsn_for(name))
     await migrate(conn)
+    await migrate_erp(conn)  # the reference ERP receiver's tables (sql/erp)
     await conn.close()
     yield name
     await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

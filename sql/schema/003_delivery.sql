@@ -1,6 +1,6 @@
 -- ERP delivery (spec section 5, issue 8): webhook endpoints and their signing
--- keys, the delivery state machine with its attempt history, operational events,
--- and the tables of the reference ERP receiver.
+-- keys, the delivery state machine with its attempt history and operational
+-- events. The reference ERP receiver's tables are not the product's: sql/erp/.
 --
 -- Secrets at rest: a Standard Webhooks secret must be recoverable to sign, so it
 -- cannot be hashed like an API key. webhook_endpoint_keys.sealed_secret holds it
@@ -162,32 +162,3 @@ CREATE TABLE delivery_attempts (
   next_attempt_at   timestamptz,              -- the retry decision taken after this attempt
   PRIMARY KEY (delivery_id, fence)
 );
-
--- Reference ERP receiver (benchmarks/erp_receiver.py). In a real deployment these
--- live in the ERP's own database; ledger names the books one receiver posts to.
-CREATE TABLE erp_inbox (
-  ledger          text NOT NULL,
-  delivery_id     text NOT NULL,              -- webhook-id: deduplication key
-  payload_digest  text NOT NULL CHECK (payload_digest ~ '^[0-9a-f]{64}$'),
-  event_type      text NOT NULL,
-  job_id          uuid,                       -- no foreign key: the ERP has no job table
-  received_at     timestamptz NOT NULL DEFAULT now(),
-  duplicates      integer NOT NULL DEFAULT 0 CHECK (duplicates >= 0),
-  conflicts       integer NOT NULL DEFAULT 0 CHECK (conflicts >= 0),
-  PRIMARY KEY (ledger, delivery_id)
-);
-
--- The "post invoice" operation: one row per job, persisted with the inbox row,
--- applied once (posted_at) under its own idempotency guard.
-CREATE TABLE erp_postings (
-  ledger           text NOT NULL,
-  job_id           uuid NOT NULL,
-  delivery_id      text NOT NULL,             -- the delivery that first carried the job
-  invoice          jsonb NOT NULL,
-  accepted_at      timestamptz NOT NULL DEFAULT now(),
-  posted_at        timestamptz,
-  effect_count     integer NOT NULL DEFAULT 0 CHECK (effect_count >= 0),
-  deliveries_seen  integer NOT NULL DEFAULT 1 CHECK (deliveries_seen >= 1),
-  PRIMARY KEY (ledger, job_id)
-);
-CREATE INDEX erp_postings_unposted ON erp_postings (ledger, accepted_at) WHERE posted_at IS NULL;
