@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.no_baselines:
         scenario = scenario.model_copy(update={"baselines": BaselineSpec()})
-    from benchmarks.runner import run_scenario
+    from benchmarks.suite import run_scenario
     from benchmarks.summary import summary
 
     out = args.out or Path("results") / scenario.name

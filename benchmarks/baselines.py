@@ -34,6 +34,7 @@ from benchmarks.engine_metrics import side_summary
 from benchmarks.engine_setup import BenchEngine, RecordingEngine, close_engine, timing_summary
 from benchmarks.loadgen import ArrivalSpec
 from benchmarks.report import percentile
+from benchmarks.runner import run_pipeline
 from benchmarks.scenario import BaselineSpec, DeliverySpec, Scenario, scenario_corpus
 from pipeline.extraction import Messages, build_messages, prompt_budget
 from pipeline.validation import extraction_json_schema
@@ -117,8 +118,6 @@ def burst_of(scenario: Scenario, documents: int) -> Scenario:
 
 
 async def pipeline_vs_direct(scenario: Scenario, engine: BenchEngine) -> dict[str, Any]:
-    from benchmarks.runner import run_pipeline
-
     n = scenario.baselines.direct_documents
     # Direct, pipeline, direct again: the engine's prefix cache holds the prompts
     # after the first pass, so the ratio compares the pipeline with the second
@@ -157,7 +156,7 @@ async def store_vs_raw(spec: BaselineSpec) -> dict[str, Any]:
     }
     for name, fn in variants.items():
         db = await store_bench.fresh_db(spec.store_jobs, 2)
-        dsn = store_bench.ADMIN.rsplit("/", 1)[0] + "/" + db
+        dsn = store_bench.dsn_of(db)
         try:
             t0 = time.perf_counter()
             done = await fn(dsn)

@@ -29,7 +29,6 @@ import argparse
 import asyncio
 import logging
 import multiprocessing
-import os
 import time
 import uuid
 from multiprocessing.connection import Connection
@@ -44,7 +43,8 @@ import matplotlib.pyplot as plt
 from prometheus_client import CollectorRegistry
 
 from benchmarks.report import percentile, write_json
-from pipeline.database import connect, create_pool, migrate
+from benchmarks.settings import BenchSettings, admin_dsn
+from pipeline.database import create_database, create_pool, drop_database
 from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
 from pipeline.messaging import (
     BrokerConfig,
@@ -61,26 +61,10 @@ from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.tenants import create_tenant
 
-ADMIN = os.environ.get("FENCELINE_BENCH_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
-AMQP = os.environ.get("FENCELINE_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
-
 
 async def fresh_database() -> tuple[str, str]:
     name = f"fl_broker_bench_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(ADMIN)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    await admin.close()
-    dsn = ADMIN.rsplit("/", 1)[0] + "/" + name
-    conn = await connect(dsn)
-    await migrate(conn)
-    await conn.close()
-    return name, dsn
-
-
-async def drop_database(name: str) -> None:
-    admin = await asyncpg.connect(ADMIN)
-    await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    await admin.close()
+    return name, await create_database(admin_dsn(), name)
 
 
 def delete_topology(cfg: BrokerConfig) -> None:
@@ -237,7 +221,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     tag = f"flbench.{uuid.uuid4().hex[:6]}"
     settings = Settings(
         database_url=dsn,
-        amqp_url=AMQP,
+        amqp_url=BenchSettings().bench_amqp_url,
         amqp_exchange=f"{tag}.x",
         amqp_work_queue=f"{tag}.work",
         amqp_dead_letter_exchange=f"{tag}.dlx",
@@ -289,7 +273,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         for p in (pool, relay_pool, inbox_pool):
             await p.close()
         await asyncio.to_thread(delete_topology, cfg)
-        await drop_database(name)
+        await drop_database(admin_dsn(), name)
     return {
         "params": {"rates": args.rates, "seconds": args.seconds, "drain": args.drain},
         "services": {

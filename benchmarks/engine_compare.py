@@ -165,10 +165,10 @@ async def run_direct(
     pool: PoolConfig, prompts: list[list[ChatMessage]], args: argparse.Namespace
 ) -> SideResult:
     """vLLM ``AsyncLLM`` in this process, no Serve."""
-    from deployments.engine import (
+    from deployments.engine import render_prompt
+    from deployments.vllm_engine import (
         build_engine,
         lora_request,
-        render_prompt,
         sampling_params,
         stream_request,
     )

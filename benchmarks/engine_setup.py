@@ -161,7 +161,7 @@ class BenchEngine:
         import ray
         from ray import serve
 
-        from cluster.runtime import _forwarded_env
+        from cluster.runtime import forwarded_env
         from deployments.app import deploy_inference_app
         from deployments.pools import load_pools
 
@@ -172,7 +172,7 @@ class BenchEngine:
         self._pools = [p.name for p in pools.pools]
         self._app = pools.app_name
         if not ray.is_initialized():
-            env = {**_forwarded_env(), "PYTHONPATH": str(ROOT)}
+            env = {**forwarded_env(), "PYTHONPATH": str(ROOT)}
             ray.init(
                 num_cpus=spec.ray_cpus,
                 include_dashboard=False,

@@ -17,11 +17,9 @@ import os
 import socket
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-import asyncpg
 import httpx
 import uvicorn
 
@@ -29,14 +27,11 @@ from benchmarks.erp_receiver import migrate_erp
 from benchmarks.fake_provider import CallRecord, FakeProvider, FaultPlan
 from benchmarks.invoices.generator import GeneratedInvoice
 from benchmarks.scenario import Scenario, scenario_corpus
+from benchmarks.settings import admin_dsn
 from pipeline.api import create_app
-from pipeline.database import connect, migrate
+from pipeline.database import connect, scratch_database
 from pipeline.extraction import answer_for, document_in_prompt
 from pipeline.settings import Settings
-
-ADMIN_DSN = os.environ.get(
-    "FENCELINE_BENCH_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
 
 
 def free_port() -> int:
@@ -46,28 +41,16 @@ def free_port() -> int:
         return port
 
 
-def dsn_for(database: str) -> str:
-    base, _, _ = ADMIN_DSN.rpartition("/")
-    return f"{base}/{database}"
-
-
 @contextlib.asynccontextmanager
 async def fresh_database() -> AsyncIterator[str]:
     """A new migrated database for one run; dropped (forcibly) afterwards."""
-    name = f"fl_bench_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(ADMIN_DSN)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        conn = await connect(dsn_for(name))
+    async with scratch_database(admin_dsn(), "fl_bench") as dsn:
+        conn = await connect(dsn)
         try:
-            await migrate(conn)
             await migrate_erp(conn)  # the runs' reference ERP receiver reads its tables
         finally:
             await conn.close()
-        yield dsn_for(name)
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
+        yield dsn
 
 
 async def _wait_healthy(url: str, proc: asyncio.subprocess.Process, timeout: float) -> None:

@@ -43,10 +43,10 @@ from starlette.routing import Route
 
 from benchmarks.infra import free_port
 from benchmarks.report import percentile, write_json
-from pipeline.database import connect, migrate
+from benchmarks.settings import admin_dsn
+from pipeline.database import connect, create_database, drop_database
 from pipeline.tenants import create_api_key, create_tenant
 
-ADMIN = os.environ.get("FENCELINE_BENCH_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "results" / "intake"
 
@@ -99,20 +99,11 @@ def _uvicorn(factory: str, port: int, env: dict[str, str]) -> subprocess.Popen[b
 
 async def _database() -> tuple[str, str]:
     name = f"fl_intake_bench_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    admin = await asyncpg.connect(ADMIN)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    await admin.close()
-    dsn = ADMIN.rsplit("/", 1)[0] + f"/{name}"
-    conn = await connect(dsn)
-    await migrate(conn)
-    await conn.close()
-    return name, dsn
+    return name, await create_database(admin_dsn(), name)
 
 
 async def _drop(name: str) -> None:
-    admin = await asyncpg.connect(ADMIN)
-    await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    await admin.close()
+    await drop_database(admin_dsn(), name)
 
 
 async def _keys(dsn: str, tenants: int) -> list[str]:

@@ -14,9 +14,8 @@ One run stands up, on loopback:
   receiver (``benchmarks.erp_receiver``) and the delivery dispatcher.
 
 Load comes from :class:`benchmarks.loadgen.OpenLoopGenerator`, so a saturated
-pipeline shows up as backlog growth, not as a slower client. After the main
-run the scenario's baselines run (:mod:`benchmarks.baselines`) and their
-ratios join the result.
+pipeline shows up as backlog growth, not as a slower client. A whole scenario
+(this main run, then its baselines) is :func:`benchmarks.suite.run_scenario`.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ import random
 import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -39,8 +37,6 @@ from benchmarks.engine_setup import BenchEngine, RecordingEngine, close_engine
 from benchmarks.infra import ErpProcess, free_port, fresh_database, intake_server
 from benchmarks.invoices.generator import GeneratedInvoice
 from benchmarks.loadgen import OpenLoopGenerator, schedule
-from benchmarks.plots import write_plots
-from benchmarks.report import write_json
 from benchmarks.scenario import Scenario, scenario_corpus
 from cluster.admission import AdmissionActor, AdmissionClient, LocalActorHandle
 from cluster.drivers import ActorGate
@@ -61,38 +57,6 @@ CLIENT_CONNECTIONS = 16
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-async def run_scenario(
-    scenario: Scenario, out_dir: Path | None = None, *, progress: bool = True
-) -> dict[str, Any]:
-    """Run one scenario and its baselines; return (and with ``out_dir``, write) the result."""
-    from benchmarks.baselines import headline, run_engine_baselines, run_local_baselines
-    from benchmarks.roofline import roofline_report
-
-    wall0 = time.monotonic()
-    engine = BenchEngine(scenario)
-    await engine.start(log if progress else None)
-    if progress:
-        log(f"engine {scenario.engine.kind} ready after {engine.start_seconds:.1f} s")
-    try:
-        result = await run_pipeline(scenario, engine, progress=progress)
-        result["engine"]["start_s"] = engine.start_seconds
-        wall_main = time.monotonic() - wall0
-        baselines = await run_engine_baselines(scenario, engine, progress=progress)
-    finally:
-        await engine.stop()
-    baselines.update(await run_local_baselines(scenario, progress=progress))
-    baselines["headline"] = headline(baselines)
-    result["baselines"] = baselines
-    if scenario.roofline is not None:
-        result["roofline"] = roofline_report(scenario.roofline, result)
-    result["wall_s"] = {"main_incl_engine_start": wall_main, "total": time.monotonic() - wall0}
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        result["files"] = [str(write_json(out_dir, "result", result))]
-        result["files"] += [str(p) for p in write_plots(out_dir, result)]
-    return result
 
 
 def _settings_overrides(scenario: Scenario, dsn: str, erp_port: int | None) -> dict[str, Any]:

@@ -19,21 +19,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import asyncpg
-
 from benchmarks.report import bar_plot, write_json
-from pipeline.database import connect, create_pool, migrate
+from benchmarks.settings import admin_dsn
+from pipeline.database import connect, create_database, create_pool, drop_database, dsn_for
 from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
 from pipeline.tenants import create_tenant
-
-ADMIN = os.environ.get("FENCELINE_BENCH_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 RAW_CLAIM = """
 WITH candidate AS (
@@ -73,13 +69,7 @@ RAW_OUTBOX = (
 
 async def fresh_db(jobs: int, tenants: int) -> str:
     name = f"fl_bench_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(ADMIN)
-    await admin.execute(f'CREATE DATABASE "{name}"')
-    await admin.close()
-    dsn = ADMIN.rsplit("/", 1)[0] + "/" + name
-    conn = await connect(dsn)
-    await migrate(conn)
-    await conn.close()
+    dsn = await create_database(admin_dsn(), name)
     pool = await create_pool(dsn, max_size=4)
     store = JobStore(pool)
     async with pool.acquire() as c:
@@ -90,10 +80,12 @@ async def fresh_db(jobs: int, tenants: int) -> str:
     return name
 
 
+def dsn_of(name: str) -> str:
+    return dsn_for(admin_dsn(), name)
+
+
 async def drop_db(name: str) -> None:
-    admin = await asyncpg.connect(ADMIN)
-    await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    await admin.close()
+    await drop_database(admin_dsn(), name)
 
 
 async def run_store(dsn: str, workers: int, batch: int) -> int:
@@ -144,7 +136,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     for rnd in range(args.rounds):
         for name, fn in variants.items():
             db = await fresh_db(args.jobs, args.tenants)
-            dsn = ADMIN.rsplit("/", 1)[0] + "/" + db
+            dsn = dsn_of(db)
             t0 = time.perf_counter()
             done = await fn(dsn)
             elapsed = time.perf_counter() - t0

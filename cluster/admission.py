@@ -37,10 +37,12 @@ from typing import Any
 import asyncpg
 
 from cluster.admission_client import (
+    ACTOR_PREFIX,
     AdmissionClient,
     AdmissionClientMetrics,
     EmergencyAllowance,
     LocalActorHandle,
+    actor_name,
 )
 from pipeline.admission import (
     AdmissionConfig,
@@ -71,7 +73,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ACTOR_PREFIX = "fenceline-admission"
 #: Longest the actor's pump sleeps without an event (a safety net, not a poll).
 _MAX_PUMP_SLEEP = 5.0
 
@@ -79,11 +80,6 @@ _MAX_PUMP_SLEEP = 5.0
 def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
-
-
-def actor_name(scope: str) -> str:
-    """The one actor name of a scope: every pod resolves the same actor."""
-    return f"{ACTOR_PREFIX}-{scope}"
 
 
 class AdmissionActor:

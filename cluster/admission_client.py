@@ -33,7 +33,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -50,10 +50,14 @@ from pipeline.admission import (
 )
 from pipeline.errors import FencelineError, ReservationTooLarge
 
-if TYPE_CHECKING:
-    from cluster.admission import AdmissionActor
-
 log = logging.getLogger(__name__)
+
+ACTOR_PREFIX = "fenceline-admission"
+
+
+def actor_name(scope: str) -> str:
+    """The one actor name of a scope: every pod resolves the same actor."""
+    return f"{ACTOR_PREFIX}-{scope}"
 
 
 class _LocalMethod:
@@ -66,9 +70,13 @@ class _LocalMethod:
 
 class LocalActorHandle:
     """``handle.method.remote(...)`` over an in-process AdmissionActor: the
-    embedded single-process mode (no Ray) and tests share the client code."""
+    embedded single-process mode (no Ray) and tests share the client code.
 
-    def __init__(self, actor: AdmissionActor) -> None:
+    ``actor`` is a :class:`cluster.admission.AdmissionActor` (typed loosely, so the
+    client never imports the actor's module: the actor imports the client).
+    """
+
+    def __init__(self, actor: Any) -> None:
         self.actor = actor
 
     def __getattr__(self, name: str) -> _LocalMethod:
@@ -171,8 +179,6 @@ class AdmissionClient:
     def for_scope(cls, scope: str, *, namespace: str | None = None, **kw: Any) -> AdmissionClient:
         """A client of the scope's named actor, re-resolved by name after failures."""
         import ray
-
-        from cluster.admission import actor_name
 
         def resolve() -> Any:
             return ray.get_actor(actor_name(scope), namespace=namespace)

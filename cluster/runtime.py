@@ -108,7 +108,7 @@ class LocalCluster:
                 object_store_memory=cfg.object_store_bytes,
                 log_to_driver=False,
                 namespace=NAMESPACE,
-                runtime_env={"env_vars": {**_forwarded_env(), **cfg.settings.to_env()}},
+                runtime_env={"env_vars": {**forwarded_env(), **cfg.settings.to_env()}},
             )
             self._owns_ray = True
             _restore_signal_handlers(handlers)
@@ -188,7 +188,7 @@ def _restore_signal_handlers(handlers: dict[int, Any]) -> None:
             signal.signal(sig, handler)
 
 
-def _forwarded_env() -> dict[str, str]:
+def forwarded_env() -> dict[str, str]:
     """Environment the actors and replicas need from the CLI process."""
     keep = ("FENCELINE_", "VLLM_", "HF_", "OMP_", "RAY_")
     return {k: v for k, v in os.environ.items() if k.startswith(keep)}

@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -86,7 +85,8 @@ class RuntimeConfig(BaseModel):
     #: Prefix of the actor names (``<prefix>-driver-0`` ...).
     actor_prefix: str = Field("fenceline", pattern=r"^[a-z][a-z0-9-]*$")
     #: What drivers call: ``serve`` (``engine_app``) or an OpenAI-compatible ``openai``
-    #: provider at ``provider_url`` (its key, if any, from ``FENCELINE_PROVIDER_API_KEY``).
+    #: provider at ``provider_url`` (its key, if any, from ``Settings.provider_api_key``,
+    #: i.e. ``FENCELINE_PROVIDER_API_KEY``).
     engine: Literal["serve", "openai"] = "serve"
     provider_url: str = ""
     provider_model: str = "default"
@@ -188,7 +188,11 @@ class RuntimeSupervisor:
             app_name=cfg.engine_app,
             base_url=cfg.provider_url,
             model=cfg.provider_model,
-            api_key=os.environ.get("FENCELINE_PROVIDER_API_KEY") or None,
+            api_key=(
+                self.settings.provider_api_key.get_secret_value() or None
+                if self.settings.provider_api_key
+                else None
+            ),
         )
         run = uuid.uuid4().hex[:6]
         for i in range(cfg.drivers):

@@ -1,16 +1,23 @@
-"""Connection pools and schema migrations.
+"""Connection pools, schema migrations and whole databases.
 
 Migrations are the numbered files of ``sql/schema``. :func:`migrate` takes a
 transaction-level advisory lock, so two processes running it at once apply
 each file exactly once, and running it twice is a no-op.
+
+:func:`create_database`, :func:`drop_database` and :func:`scratch_database` are
+the one set-up helper for whole databases (the demo's, each benchmark run's).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
@@ -101,6 +108,55 @@ async def ensure_database(admin_dsn: str, name: str) -> bool:
         return True
     finally:
         await conn.close()
+
+
+def dsn_for(dsn: str, name: str) -> str:
+    """``dsn`` (any database on the server) with its database replaced by ``name``."""
+    parts = urlsplit(dsn)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
+
+
+async def create_database(
+    admin_dsn: str, name: str, *, replace: bool = False, schema_dir: Path = SCHEMA_DIR
+) -> str:
+    """Create database ``name`` with every migration applied; return its DSN.
+
+    ``replace`` drops a database of that name first (open connections too);
+    without it an existing database is an error.
+    """
+    if replace:
+        await drop_database(admin_dsn, name)
+    admin = await asyncpg.connect(admin_dsn)
+    try:
+        await admin.execute(f'CREATE DATABASE "{_ident(name)}"')
+    finally:
+        await admin.close()
+    dsn = dsn_for(admin_dsn, name)
+    conn = await connect(dsn)
+    try:
+        await migrate(conn, schema_dir)
+    finally:
+        await conn.close()
+    return dsn
+
+
+async def drop_database(admin_dsn: str, name: str) -> None:
+    """Drop database ``name`` if it exists, ending its open connections."""
+    admin = await asyncpg.connect(admin_dsn)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{_ident(name)}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@contextlib.asynccontextmanager
+async def scratch_database(admin_dsn: str, prefix: str) -> AsyncIterator[str]:
+    """A new migrated database named ``<prefix>_<random>`` for one run; dropped afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    try:
+        yield await create_database(admin_dsn, name)
+    finally:
+        await drop_database(admin_dsn, name)
 
 
 def _ident(name: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr
@@ -145,6 +146,16 @@ class Settings(BaseSettings):
     #: How long a rotated-out endpoint secret keeps signing alongside the new one.
     webhook_rotation_grace_seconds: float = Field(86400.0, ge=0)
 
+    # An OpenAI-compatible provider the drivers may call instead of the Serve pools
+    # (``fenceline up --provider-url``): its key, if it needs one.
+    provider_api_key: SecretStr | None = None
+
+    # The ``fenceline`` CLI as a client and local operator.
+    #: The API key ``fenceline submit`` and ``fenceline review`` send (``--api-key`` wins).
+    api_key: SecretStr | None = None
+    #: Where ``fenceline up`` keeps its pid file for ``fenceline down``.
+    state_dir: Path = Path(".fenceline")
+
     def to_env(self) -> dict[str, str]:
         """These settings as ``FENCELINE_*`` variables that :class:`Settings` reads back.
 
@@ -163,7 +174,7 @@ class Settings(BaseSettings):
             key = f"FENCELINE_{name.upper()}"
             if isinstance(value, bool):
                 env[key] = "true" if value else "false"
-            elif isinstance(value, str | int | float | Decimal):
+            elif isinstance(value, str | int | float | Decimal | Path):
                 env[key] = str(value)
             else:  # tuples, lists, mappings: JSON, as pydantic-settings parses them
                 env[key] = json.dumps(value, default=str)

@@ -19,12 +19,11 @@ Every ``/v1`` route authenticates ``Authorization: Bearer <key>`` and passes the
 principal's tenant to a tenant-scoped query; the cross-tenant test enumerates
 this app's route table, so a route added without that check fails it.
 
-``python -m pipeline.api.app --write-openapi`` regenerates ``docs/openapi.json``.
+``fenceline api --write-openapi`` regenerates ``docs/openapi.json``.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
@@ -150,21 +149,3 @@ def write_openapi(path: Path = OPENAPI_PATH) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(openapi_document(), indent=2, sort_keys=True) + "\n")
     return path
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.api.app")
-    parser.add_argument("--write-openapi", nargs="?", const=str(OPENAPI_PATH), default=None)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    args = parser.parse_args(argv)
-    if args.write_openapi:
-        print(write_openapi(Path(args.write_openapi)))
-        return
-    import uvicorn
-
-    uvicorn.run(app_from_env(), host=args.host, port=args.port)
-
-
-if __name__ == "__main__":
-    main()

@@ -17,16 +17,12 @@ Invariants:
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import base64
 import binascii
 import hashlib
-import json
 import logging
 import os
 import re
-import sys
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -397,92 +393,3 @@ async def disable_endpoint(
     )
     log.warning("endpoint %s disabled: %s", endpoint_id, reason)
     return True
-
-
-def _print(obj: Any) -> None:
-    print(json.dumps(obj, default=str, indent=2))
-
-
-async def _cli(args: argparse.Namespace) -> int:
-    from pipeline.database import create_pool
-    from pipeline.tenants.accounts import get_tenant_by_name
-
-    settings = Settings(**({"database_url": args.database_url} if args.database_url else {}))
-    pool = await create_pool(settings.database_url, min_size=1, max_size=2)
-    try:
-        registry = EndpointRegistry(
-            pool,
-            guard_from_settings(settings),
-            SecretBox.from_settings(settings),
-            rotation_grace_seconds=settings.webhook_rotation_grace_seconds,
-        )
-        async with pool.acquire() as conn:
-            tenant = await get_tenant_by_name(conn, args.tenant)
-        if tenant is None:
-            print(f"no tenant named {args.tenant!r}", file=sys.stderr)
-            return 2
-        if args.command == "register":
-            types = DEFAULT_EVENT_TYPES
-            if args.event_types is not None:
-                types = parse_event_types(args.event_types)
-            issued = await registry.register(
-                tenant.id, args.url, event_types=types, description=args.description
-            )
-            _print({"endpoint_id": issued.endpoint.id, "key_id": issued.key_id,
-                    "secret": issued.secret, "url": issued.endpoint.url,
-                    "event_types": issued.endpoint.event_types})  # fmt: skip
-        elif args.command == "rotate":
-            issued = await registry.rotate(tenant.id, uuid.UUID(args.endpoint))
-            _print({"endpoint_id": issued.endpoint.id, "key_id": issued.key_id,
-                    "secret": issued.secret, "previous_key_id": issued.previous_key_id,
-                    "previous_expires_at": issued.previous_expires_at})  # fmt: skip
-        elif args.command == "disable":
-            if not args.reason.strip():
-                raise ValueError("--reason must not be empty")
-            endpoint = await registry.disable(tenant.id, uuid.UUID(args.endpoint), args.reason)
-            _print(endpoint.__dict__)
-        elif args.command == "enable":
-            _print((await registry.enable(tenant.id, uuid.UUID(args.endpoint))).__dict__)
-        else:
-            _print([e.__dict__ for e in await registry.list_endpoints(tenant.id)])
-        return 0
-    finally:
-        await pool.close()
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pipeline.delivery.endpoints {register,rotate,disable,enable,list} --tenant NAME``."""  # noqa: E501
-    parser = argparse.ArgumentParser(prog="fenceline endpoints", description=__doc__)
-    parser.add_argument("--database-url")
-    sub = parser.add_subparsers(dest="command", required=True)
-    reg = sub.add_parser("register", help="register an endpoint; prints its secret once")
-    reg.add_argument("--tenant", required=True)
-    reg.add_argument("--url", required=True)
-    reg.add_argument("--description")
-    reg.add_argument(
-        "--event-types",
-        action="append",
-        metavar="TYPE[,TYPE...]",
-        help="event types to deliver (comma-separated or repeated); an empty value means "
-        f"every type; omitted: {','.join(DEFAULT_EVENT_TYPES)}",
-    )
-    for name in ("rotate", "disable", "enable"):
-        p = sub.add_parser(name)
-        p.add_argument("--tenant", required=True)
-        p.add_argument("--endpoint", required=True)
-        if name == "disable":
-            p.add_argument("--reason", default="disabled_by_tenant", help="kept on the endpoint")
-    ls = sub.add_parser("list")
-    ls.add_argument("--tenant", required=True)
-    logging.basicConfig(level=logging.INFO)
-    from pipeline.errors import FencelineError
-
-    try:
-        return asyncio.run(_cli(parser.parse_args(argv)))
-    except (FencelineError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -30,14 +30,12 @@ connection; services run it with ``asyncio.to_thread``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hashlib
 import json
 import logging
-import sys
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -351,28 +349,3 @@ def _close_quietly(conn: Any) -> None:
             conn.close()
     except Exception:  # the connection is already gone; nothing to close
         log.debug("closing a broker connection failed", exc_info=True)
-
-
-# ------------------------------------------------------------------------- CLI
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pipeline.messaging.broker setup``: declare the topology from FENCELINE_* settings."""  # noqa: E501
-    parser = argparse.ArgumentParser(prog="python -m pipeline.messaging.broker")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("setup", help="declare exchange, work queue, DLX and DLQ (idempotent)")
-    sub.add_parser("depth", help="print ready messages in the work queue and the DLQ")
-    args = parser.parse_args(argv)
-    settings = Settings()
-    cfg = BrokerConfig.from_settings(settings)
-    if cfg is None:
-        print("no broker configured: set FENCELINE_AMQP_URL", file=sys.stderr)
-        return 2
-    if args.command == "setup":
-        report = declare_topology(cfg)
-        print(json.dumps(report.__dict__, indent=2))
-    else:
-        print(json.dumps(queue_depths(cfg), indent=2))
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover - exercised through the command line
-    sys.exit(main())

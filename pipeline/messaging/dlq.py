@@ -18,15 +18,12 @@ waiting to run. The authoritative job keeps its terminal decision otherwise.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import hashlib
 import json
 import logging
-import sys
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -35,7 +32,6 @@ from typing import Any
 import asyncpg
 
 from pipeline.clock import Clock, DatabaseClock
-from pipeline.database import create_pool
 from pipeline.errors import BrokerUnavailable, NotFound, ReplayRefused
 from pipeline.jobs import EVENT_REQUESTED
 from pipeline.messaging.broker import (
@@ -399,59 +395,3 @@ async def dlq_depth(
         m.broker_queue_messages.labels(queue="dead_letter").set(out["broker"])
         m.broker_queue_messages.labels(queue="work").set(out["work"])
     return out
-
-
-# -------------------------------------------------------------------------- CLI
-def _print(value: Any) -> None:
-    print(json.dumps(value, indent=2, default=str))
-
-
-async def _main(args: argparse.Namespace, settings: Settings) -> int:
-    pool = await create_pool(settings.database_url, min_size=1, max_size=2)
-    try:
-        if args.command == "list":
-            _print(await dlq_list(pool, reason=args.reason, limit=args.limit))
-        elif args.command == "show":
-            letter = await dlq_show(pool, uuid.UUID(args.id))
-            letter["body"] = bytes(letter["body"]).decode("utf-8", "replace")
-            _print(letter)
-        elif args.command == "replay":
-            replay = await dlq_replay(
-                pool, uuid.UUID(args.id), requested_by=args.by, note=args.note
-            )
-            _print(replay.__dict__)
-        elif args.command == "archive":
-            archiver = DeadLetterArchiver(pool, settings)
-            _print({"archived": await archiver.run_once(args.limit)})
-            await archiver.stop()
-        else:
-            metrics = await dlq_depth(pool, settings)
-            _print(metrics)
-    except (NotFound, ReplayRefused, BrokerUnavailable) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        await pool.close()
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pipeline.messaging.dlq list|show|replay|archive|depth`` (operator scope)."""
-    parser = argparse.ArgumentParser(prog="python -m pipeline.messaging.dlq")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("list")
-    p.add_argument("--reason")
-    p.add_argument("--limit", type=int, default=50)
-    sub.add_parser("show").add_argument("id")
-    p = sub.add_parser("replay")
-    p.add_argument("id")
-    p.add_argument("--by", required=True, help="who replays (kept in the audit row)")
-    p.add_argument("--note", default="")
-    sub.add_parser("archive").add_argument("--limit", type=int, default=1000)
-    sub.add_parser("depth")
-    args = parser.parse_args(argv)
-    return asyncio.run(_main(args, Settings()))
-
-
-if __name__ == "__main__":  # pragma: no cover - exercised through the command line
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """The committed OpenAPI document: it is the app's, and the app honours it.
 
 ``docs/openapi.json`` must equal what the app generates (regenerate with
-``python -m pipeline.api.app --write-openapi``). Schemathesis then drives every
+``fenceline api --write-openapi``). Schemathesis then drives every
 operation of the *committed* document against a real uvicorn on loopback (a
 fresh database, a valid tenant key) with a bounded number of examples per
 operation, and its checks require: no 5xx, documented status codes, content
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.integration
 def test_committed_openapi_matches_the_app() -> None:
     committed = json.loads(OPENAPI_PATH.read_text())
     assert committed == openapi_document(), (
-        "docs/openapi.json is stale: run `python -m pipeline.api.app --write-openapi`"
+        "docs/openapi.json is stale: run `fenceline api --write-openapi`"
     )
 
 

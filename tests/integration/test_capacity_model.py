@@ -17,7 +17,6 @@ from benchmarks.capacity import CapacityInputs, predict
 from benchmarks.collect import jain_index
 from benchmarks.fake_provider import Latency
 from benchmarks.loadgen import ArrivalSpec
-from benchmarks.runner import run_scenario
 from benchmarks.scenario import (
     AdmissionSpec,
     DocumentSpec,
@@ -26,6 +25,7 @@ from benchmarks.scenario import (
     Scenario,
     TenantSpec,
 )
+from benchmarks.suite import run_scenario
 
 pytestmark = pytest.mark.timeout(150)
 

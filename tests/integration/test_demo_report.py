@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
+from benchmarks.demo.rows import build_row
+from benchmarks.demo.view import format_table
 from benchmarks.invoices.generator import generate_invoice
-from cluster.demo_rows import build_row
-from cluster.demo_view import format_table
 from pipeline.queries import q
 from pipeline.states import JobState
 from pipeline.usage import AttemptUsage

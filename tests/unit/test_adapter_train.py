@@ -136,10 +136,12 @@ def test_cli_refuses_an_unsupported_exclusion_before_loading_anything(
 
 
 def test_fenceline_adapter_train_has_the_training_options():
-    from cluster.cli import _load_plugins, build_parser
+    from benchmarks.cli import register
+    from cluster.cli.entry import build_parser, subcommands
 
-    _load_plugins()
-    args = build_parser().parse_args(
+    subs = subcommands(plugins=False)
+    register(subs)  # what the installed fenceline.commands entry point adds
+    args = build_parser(subs).parse_args(
         ["adapter", "train", "--examples", "4", "--max-line-items", "2", "--out", "/tmp/x"]
     )
     assert (args.examples, args.max_line_items, args.out) == (4, 2, Path("/tmp/x"))
@@ -156,9 +158,9 @@ def disjoint(seeds: range) -> bool:
 
 
 def test_training_seeds_are_disjoint_from_eval_demo_and_scenario_defaults():
+    from benchmarks.demo.run import DemoOptions
     from benchmarks.eval import build_parser, generated
     from benchmarks.scenario import known_scenarios, load_scenario
-    from cluster.demo import DemoOptions
 
     for eval_seed in (
         inspect.signature(generated).parameters["seed"].default,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.demo.run import TRAINING_SEEDS_FROM, DemoOptions, corpus
 from benchmarks.invoices.generator import Variant
-from cluster.demo import TRAINING_SEEDS_FROM, DemoOptions, corpus
 
 
 def test_default_demo_set_is_mostly_clean_short_and_on_demo_seeds() -> None:

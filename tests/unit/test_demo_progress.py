@@ -6,7 +6,7 @@ import io
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
-from cluster.demo_progress import (
+from benchmarks.demo.progress import (
     ProgressPrinter,
     TokenRate,
     format_change,

@@ -8,15 +8,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from benchmarks.invoices.generator import generate_invoice
-from cluster.demo_rows import (
+from benchmarks.demo.rows import (
     COMPARED_FIELDS,
     InvoiceRow,
     build_row,
     differing_fields,
     summarise_rows,
 )
-from cluster.demo_view import COLUMNS, format_summary, format_table, join_fit, plot_invoices
+from benchmarks.demo.view import COLUMNS, format_summary, format_table, join_fit, plot_invoices
+from benchmarks.invoices.generator import generate_invoice
 
 TRUTH = generate_invoice(2026).truth.model_dump(mode="json")
 NAME = TRUTH["supplier"]["name"]["value"]

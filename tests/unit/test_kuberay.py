@@ -666,7 +666,7 @@ def test_image_pins_agree_with_pyproject_and_manifests(rendered: dict[str, list[
 
 
 def test_gpu_extra_pins_the_vllm_release_of_the_cpu_extra() -> None:
-    """deployments/engine.py uses one vLLM release's APIs on CPU and GPU alike."""
+    """deployments/vllm_engine.py uses one vLLM release's APIs on CPU and GPU alike."""
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
     ]
@@ -678,7 +678,7 @@ def test_gpu_extra_pins_the_vllm_release_of_the_cpu_extra() -> None:
 
 
 def test_image_installs_the_allocator_the_pools_preload() -> None:
-    from deployments.engine import _ALLOCATOR_CANDIDATES, _LIB_DIRS
+    from deployments.vllm_engine import _ALLOCATOR_CANDIDATES, _LIB_DIRS
 
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert re.search(r"apt-get install [^\n]*\blibtcmalloc-minimal4\b", dockerfile)

@@ -193,7 +193,7 @@ def test_structured_outputs_config_is_per_pool_and_reaches_vllm():
 
 
 def test_requests_no_longer_carry_the_ignored_whitespace_flag():
-    from deployments.engine import sampling_params
+    from deployments.vllm_engine import sampling_params
 
     params = sampling_params({"type": "object"}, 16)
     assert params.structured_outputs is not None
@@ -362,7 +362,8 @@ def test_relative_adapter_paths_resolve_against_the_project_root():
 
 
 def test_a_missing_adapter_is_refused_naming_the_path_and_the_fix(tmp_path: Path):
-    from deployments.engine import PoolEngine, lora_request
+    from deployments.engine import PoolEngine
+    from deployments.vllm_engine import lora_request
 
     adapter = {"name": "invoices", "path": str(tmp_path / "absent")}
     pool = parse_pools(two_pools(defaults={"lora": adapter})).pool("short")
@@ -376,7 +377,7 @@ def test_a_missing_adapter_is_refused_naming_the_path_and_the_fix(tmp_path: Path
 
 
 def test_an_adapter_of_higher_rank_than_the_pool_allows_is_refused(tmp_path: Path):
-    from deployments.engine import lora_request
+    from deployments.vllm_engine import lora_request
 
     folder = write_adapter(tmp_path / "a", rank=32)
     pool = parse_pools(
@@ -387,7 +388,7 @@ def test_an_adapter_of_higher_rank_than_the_pool_allows_is_refused(tmp_path: Pat
 
 
 def test_a_present_adapter_becomes_every_requests_lora_request(tmp_path: Path):
-    from deployments.engine import lora_request
+    from deployments.vllm_engine import lora_request
 
     folder = write_adapter(tmp_path / "a", rank=8)
     pool = parse_pools(

@@ -21,6 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 import deployments.engine as engine_module
+import deployments.vllm_engine as vllm_module
 from deployments.engine import EngineMetrics, PoolEngine
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.messaging import BrokerMetrics
@@ -271,7 +272,7 @@ async def test_a_pool_engine_bridges_its_registry_and_stops_the_bridge(
         started.append(bridge)
         return bridge
 
-    monkeypatch.setattr(engine_module, "build_engine", lambda *_: stub)
+    monkeypatch.setattr(vllm_module, "build_engine", lambda *_: stub)
     monkeypatch.setattr(engine_module, "bridge_to_ray", fake_bridge)
     engine = PoolEngine({"name": "short", "max_model_len": 64})
     (bridge,) = started

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cluster.demo_rows import COMPARED_FIELDS, FAILED, REVIEW, SUCCEEDED, InvoiceRow
+from benchmarks.demo.rows import COMPARED_FIELDS, FAILED, REVIEW, SUCCEEDED, InvoiceRow
 
 NOTHING = "—"
 DECISION_COLOURS = {SUCCEEDED: "#8fd19e", REVIEW: "#ffd27f", FAILED: "#f4a3a3"}

@@ -1,7 +1,4 @@
-"""Sub-commands that run the system: ``up``, ``down``, ``demo``, ``submit``, ``status``.
-
-Registered on :mod:`cluster.cli`'s table when the CLI starts.
-"""
+"""Sub-commands that run and use the system: ``up``, ``down``, ``api``, ``submit``, ``review``."""
 
 from __future__ import annotations
 
@@ -17,39 +14,24 @@ from typing import Any
 
 import httpx
 
-from cluster.cli import command
+from cluster.cli.base import CommandTable
 from pipeline.settings import Settings
 
-STATE_DIR = Path(os.environ.get("FENCELINE_STATE_DIR", ".fenceline"))
-PID_FILE = STATE_DIR / "up.pid"
+TABLE = CommandTable()
+command = TABLE.command
+register = TABLE.register
 
 
-def _no_args(_: argparse.ArgumentParser) -> None:
-    return None
+def pid_file(settings: Settings) -> Path:
+    """Where ``fenceline up`` writes its pid (``FENCELINE_STATE_DIR``, default ``.fenceline``)."""
+    return settings.state_dir / "up.pid"
 
 
-def _demo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--invoices", type=int, help="how many invoices (default 8)")
-    p.add_argument("--seed", type=int, help="first generator seed (default 2026; < 1_000_000)")
-    p.add_argument("--max-line-items", type=int, help="line items per invoice (default 3, <= 8)")
-    p.add_argument("--drivers", type=int, help="task drivers (default 2)")
-    p.add_argument("--timeout", type=float, dest="timeout_s", help="seconds (default 600)")
-    p.add_argument("--out", type=Path, dest="out_dir", help="report folder (results/demo)")
-
-
-@command("demo", "run the main job end to end on the embedded default", _demo_args)
-def _demo(args: argparse.Namespace, settings: Settings) -> int:
-    from cluster.demo import options_from, run_demo
-
-    opts = options_from(
-        invoices=args.invoices,
-        seed=args.seed,
-        max_line_items=args.max_line_items,
-        drivers=args.drivers,
-        timeout_s=args.timeout_s,
-        out_dir=args.out_dir,
-    )
-    return run_demo(opts, settings)
+def api_key(args: argparse.Namespace, settings: Settings) -> str | None:
+    """``--api-key``, else ``FENCELINE_API_KEY`` (through :class:`Settings`)."""
+    if args.api_key is not None:
+        return str(args.api_key)
+    return settings.api_key.get_secret_value() if settings.api_key is not None else None
 
 
 def _up_args(p: argparse.ArgumentParser) -> None:
@@ -98,8 +80,9 @@ def _up(args: argparse.Namespace, settings: Settings) -> int:
             eager=args.eager,
         )
     )
-    STATE_DIR.mkdir(exist_ok=True)
-    PID_FILE.write_text(str(os.getpid()))
+    pid_path = pid_file(settings)
+    pid_path.parent.mkdir(exist_ok=True)
+    pid_path.write_text(str(os.getpid()))
     stop = {"now": False}
 
     def _stop(_sig: int, _frame: Any) -> None:
@@ -115,20 +98,21 @@ def _up(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         print("stopping: drivers finish or release their leases ...")
         cluster.stop()
-        PID_FILE.unlink(missing_ok=True)
+        pid_path.unlink(missing_ok=True)
     return 0
 
 
-@command("down", "stop the cluster started by `fenceline up`", _no_args)
-def _down(_args: argparse.Namespace, _settings: Settings) -> int:
-    if not PID_FILE.exists():
+@command("down", "stop the cluster started by `fenceline up`")
+def _down(_args: argparse.Namespace, settings: Settings) -> int:
+    pid_path = pid_file(settings)
+    if not pid_path.exists():
         print("no running `fenceline up` found", file=sys.stderr)
         return 1
-    pid = int(PID_FILE.read_text())
+    pid = int(pid_path.read_text())
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
-        PID_FILE.unlink(missing_ok=True)
+        pid_path.unlink(missing_ok=True)
         print("stale pid file removed")
         return 1
     for _ in range(240):
@@ -142,15 +126,50 @@ def _down(_args: argparse.Namespace, _settings: Settings) -> int:
     return 1
 
 
+#: ``--write-openapi`` without a path: the repository's ``docs/openapi.json``.
+_COMMITTED_OPENAPI = "docs/openapi.json (the committed one)"
+
+
+def _api_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--write-openapi",
+        nargs="?",
+        const=_COMMITTED_OPENAPI,
+        default=None,
+        metavar="PATH",
+        help="write the OpenAPI document (default docs/openapi.json) and exit",
+    )
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+
+
+@command(
+    "api", "serve the intake API under uvicorn alone, or write its OpenAPI document", _api_args
+)
+def _api(args: argparse.Namespace, settings: Settings) -> int:
+    """The app :mod:`deployments.intake` runs as the Serve ingress, without Ray."""
+    from pipeline.api.app import OPENAPI_PATH, create_app, write_openapi
+
+    if args.write_openapi:
+        committed = args.write_openapi == _COMMITTED_OPENAPI
+        print(write_openapi(OPENAPI_PATH if committed else Path(args.write_openapi)))
+        return 0
+    import uvicorn
+
+    uvicorn.run(create_app(settings), host=args.host, port=args.port)
+    return 0
+
+
 def _submit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", type=Path)
     p.add_argument("--url", default="http://127.0.0.1:8000")
-    p.add_argument("--api-key", default=os.environ.get("FENCELINE_API_KEY"))
+    p.add_argument("--api-key", help="default: FENCELINE_API_KEY")
     p.add_argument("--no-wait", action="store_true")
 
 
 @command("submit", "submit documents over REST and show progress until they settle", _submit_args)
-def _submit(args: argparse.Namespace, _settings: Settings) -> int:
+def _submit(args: argparse.Namespace, settings: Settings) -> int:
+    args.api_key = api_key(args, settings)
     if not args.api_key:
         print("an API key is needed: --api-key or FENCELINE_API_KEY", file=sys.stderr)
         return 2
@@ -196,70 +215,6 @@ async def _submit_async(args: argparse.Namespace) -> int:
     return 0 if all(s != "FAILED_TERMINAL" for s in states.values()) else 1
 
 
-@command("status", "job counts per state, backlog and oldest runnable age", _no_args)
-def _status(_args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.database import create_pool
-    from pipeline.jobs import JobStore
-    from pipeline.queries import q
-
-    async def go() -> None:
-        pool = await create_pool(settings.database_url, max_size=1)
-        try:
-            async with pool.acquire() as conn:
-                rows = await conn.fetch(q("report_state_counts"))
-            backlog = await JobStore(pool, settings).backlog()
-        finally:
-            await pool.close()
-        for r in sorted(rows, key=lambda r: r["state"]):
-            print(f"{r['state']:<16} {r['n']}")
-        age = backlog["oldest_runnable_age_seconds"]
-        print(
-            f"runnable {backlog['runnable']}  running {backlog['running']}  oldest runnable "
-            f"age {float(age):.1f} s"
-            if age is not None
-            else ""
-        )
-
-    asyncio.run(go())
-    return 0
-
-
-def _bench_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scenario", help="scenario name (benchmarks/scenarios/) or YAML path")
-    p.add_argument("--out", type=Path, default=None, help="results folder")
-    p.add_argument("--quiet", action="store_true", help="no progress line")
-    p.add_argument(
-        "--engine", choices=["fake", "vllm-cpu", "vllm-gpu"], default=None,
-        help="override the scenario's engine kind",
-    )  # fmt: skip
-    p.add_argument("--no-baselines", action="store_true", help="main run only")
-
-
-@command("bench", "run a pipeline benchmark scenario (python -m benchmarks)", _bench_args)
-def _bench(args: argparse.Namespace, _settings: Settings) -> int:
-    from benchmarks.__main__ import main
-
-    argv = [args.scenario, *(["--out", str(args.out)] if args.out else [])]
-    argv += ["--engine", args.engine] if args.engine else []
-    argv += ["--no-baselines"] if args.no_baselines else []
-    return main([*argv, *(["--quiet"] if args.quiet else [])])
-
-
-def _capacity_args(p: argparse.ArgumentParser) -> None:
-    from benchmarks.capacity import add_arguments
-
-    add_arguments(p)
-
-
-@command("capacity", "capacity model: attempt/job capacity and drain time", _capacity_args)
-def _capacity(args: argparse.Namespace, _settings: Settings) -> int:
-    from benchmarks.capacity import inputs_from, predict, render
-
-    inputs = inputs_from(args)
-    print(render(inputs, predict(inputs)))
-    return 0
-
-
 def _review_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("job_id", type=uuid.UUID)
     p.add_argument("decision", choices=["approve", "reject"])
@@ -267,16 +222,16 @@ def _review_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", default="http://127.0.0.1:8000")
     p.add_argument(
         "--api-key",
-        default=os.environ.get("FENCELINE_API_KEY"),
-        help="a key of the job's tenant with the review scope",
+        help="a key of the job's tenant with the review scope (default: FENCELINE_API_KEY)",
     )
 
 
 @command(
     "review", "approve or reject a job awaiting review (through the audited API)", _review_args
 )
-def _review(args: argparse.Namespace, _settings: Settings) -> int:
+def _review(args: argparse.Namespace, settings: Settings) -> int:
     """Reads the job's state_version first, so a decision applies only to what was seen."""
+    args.api_key = api_key(args, settings)
     if not args.api_key:
         print(
             "an API key with the review scope is needed: --api-key or FENCELINE_API_KEY",
@@ -299,22 +254,3 @@ def _review(args: argparse.Namespace, _settings: Settings) -> int:
         )
     print(r.text)
     return 0 if r.status_code in (200, 201) else 1
-
-
-def _adapter_train_args(p: argparse.ArgumentParser) -> None:
-    from benchmarks.adapter_train import add_arguments
-
-    add_arguments(p)
-
-
-@command(
-    "adapter train",
-    "train the pools' LoRA adapter on generated invoices (make adapter)",
-    _adapter_train_args,
-)
-def _adapter_train(args: argparse.Namespace, _settings: Settings) -> int:
-    import shlex
-
-    from benchmarks.adapter_train import run
-
-    return run(args, "fenceline " + shlex.join(sys.argv[1:]))

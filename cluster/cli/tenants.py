@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from cluster.cli import command
+from cluster.cli.base import CommandTable
 from pipeline.database import connect
 from pipeline.errors import NotFound
 from pipeline.settings import Settings
@@ -39,6 +39,10 @@ from pipeline.tenants import (
     set_quotas,
     tenant_usage,
 )
+
+TABLE = CommandTable()
+command = TABLE.command
+register = TABLE.register
 
 T = TypeVar("T")
 

@@ -7,7 +7,6 @@ suppliers on file every job of a tenant is REVIEW_REQUIRED with
 a change within ``FENCELINE_MASTER_DATA_TTL_SECONDS``.
 
 Exit status: 0 done, 1 no such tenant, 2 refused input (nothing stored).
-Registered on :mod:`cluster.cli`'s table when the CLI starts.
 """
 
 from __future__ import annotations
@@ -21,8 +20,12 @@ from typing import TypeVar
 
 import asyncpg
 
-from cluster.cli import command
+from cluster.cli.base import CommandTable
 from pipeline.settings import Settings
+
+TABLE = CommandTable()
+command = TABLE.command
+register = TABLE.register
 
 T = TypeVar("T")
 

@@ -5,11 +5,11 @@ through REST intake → job store → task drivers → admission → vLLM (Serve
 context-length routed) → validation → signed delivery to a local reference ERP
 receiver. While jobs run, each state change prints as it happens and a progress
 line (state counts, output tokens and tokens per second from the engines'
-counters) every few seconds (:mod:`cluster.demo_progress`). The run ends with
+counters) every few seconds (:mod:`benchmarks.demo.progress`). The run ends with
 one row per invoice: what was extracted (supplier, number, gross), the decision
 next to the expected one with its reasons, how often the ERP posted it, and
-whether the values equal the generator's truth (:mod:`cluster.demo_rows`,
-:mod:`cluster.demo_view`), written to ``results/demo/demo.json`` (``invoices``)
+whether the values equal the generator's truth (:mod:`benchmarks.demo.rows`,
+:mod:`benchmarks.demo.view`), written to ``results/demo/demo.json`` (``invoices``)
 and drawn in ``demo.png``. The database is a dedicated ``fenceline_demo``
 (recreated each run so the numbers describe this run only).
 
@@ -22,7 +22,6 @@ model was trained on).
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -33,17 +32,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import httpx
 
+from benchmarks.demo.progress import engine_token_reader, watch
+from benchmarks.demo.rows import InvoiceRow, build_row, summarise_rows
+from benchmarks.demo.view import format_summary, format_table, plot_invoices
 from benchmarks.infra import free_port
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
-from cluster.demo_progress import engine_token_reader, watch
-from cluster.demo_rows import InvoiceRow, build_row, summarise_rows
-from cluster.demo_view import format_summary, format_table, plot_invoices
 from cluster.runtime import ClusterConfig, LocalCluster
-from pipeline.database import connect
-from pipeline.jobs import admin_dsn, setup_database
+from pipeline.database import connect, create_database, dsn_for
+from pipeline.jobs import admin_dsn
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import SETTLED
@@ -94,16 +92,6 @@ def corpus(opts: DemoOptions) -> list[tuple[str, GeneratedInvoice]]:
         tenant = TENANTS[0][0] if i % 2 == 0 else TENANTS[1 + (i // 2) % 2][0]
         out.append((tenant, inv))
     return out
-
-
-async def _recreate(settings: Settings) -> None:
-    admin, name = admin_dsn(settings.database_url)
-    conn = await asyncpg.connect(admin)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
-    await setup_database(settings)
 
 
 async def _provision(
@@ -183,7 +171,7 @@ async def _wait_deliveries(dsn: str, timeout: float) -> None:
 def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
     base = settings or Settings()
     admin, _ = admin_dsn(base.database_url)
-    dsn = admin.rsplit("/", 1)[0] + "/" + DEMO_DATABASE
+    dsn = dsn_for(admin, DEMO_DATABASE)
     settings = base.model_copy(
         update={
             "database_url": dsn,
@@ -196,20 +184,16 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
             "max_attempts": 1,
         }
     )
-    os.environ["FENCELINE_DATABASE_URL"] = dsn
-    os.environ["FENCELINE_MAX_ATTEMPTS"] = "1"
-    os.environ["FENCELINE_DELIVERY_ALLOW_LOOPBACK_HTTP"] = "true"
     started = time.monotonic()
     print(
         f"demo: database {dsn} (recreated), {opts.invoices} invoices, "
         f"{len(TENANTS)} tenants, {opts.drivers} drivers"
     )
-    asyncio.run(_recreate(settings))
+    asyncio.run(create_database(admin, DEMO_DATABASE, replace=True))
     work = corpus(opts)
     erp_port = free_port()
     erp_url = f"http://127.0.0.1:{erp_port}/webhooks/fenceline"
     settings = settings.model_copy(update={"delivery_allowed_ports": (443, erp_port)})
-    os.environ["FENCELINE_DELIVERY_ALLOWED_PORTS"] = json.dumps([443, erp_port])
     keys, secrets = asyncio.run(_provision(settings, erp_url, work))
     erp = subprocess.Popen(
         [

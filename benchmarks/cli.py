@@ -1,0 +1,117 @@
+"""``fenceline`` sub-commands that belong to the benchmarks: ``demo``, ``eval``, ``bench``,
+``capacity``, ``erp-receiver``, ``adapter train``.
+
+The product never imports :mod:`benchmarks`; this package adds its commands as a
+plugin instead: ``pyproject.toml`` names :func:`register` in the
+``fenceline.commands`` entry-point group, and :func:`cluster.cli.entry.subcommands`
+loads it from the installed metadata (``make venv``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from cluster.cli.base import CommandTable
+from pipeline.settings import Settings
+
+TABLE = CommandTable()
+command = TABLE.command
+register = TABLE.register
+
+
+def _demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--invoices", type=int, help="how many invoices (default 8)")
+    p.add_argument("--seed", type=int, help="first generator seed (default 2026; < 1_000_000)")
+    p.add_argument("--max-line-items", type=int, help="line items per invoice (default 3, <= 8)")
+    p.add_argument("--drivers", type=int, help="task drivers (default 2)")
+    p.add_argument("--timeout", type=float, dest="timeout_s", help="seconds (default 600)")
+    p.add_argument("--out", type=Path, dest="out_dir", help="report folder (results/demo)")
+
+
+@command("demo", "run the main job end to end on the embedded default", _demo_args)
+def _demo(args: argparse.Namespace, settings: Settings) -> int:
+    from benchmarks.demo.run import options_from, run_demo
+
+    opts = options_from(
+        invoices=args.invoices,
+        seed=args.seed,
+        max_line_items=args.max_line_items,
+        drivers=args.drivers,
+        timeout_s=args.timeout_s,
+        out_dir=args.out_dir,
+    )
+    return run_demo(opts, settings)
+
+
+@TABLE.passthrough("eval", "extraction accuracy over generated invoices or a dataset")
+def _eval(argv: list[str], _settings: Settings) -> int:
+    from benchmarks.eval import main
+
+    return main(argv)
+
+
+@TABLE.passthrough("erp-receiver", "run the reference ERP webhook receiver")
+def _erp_receiver(argv: list[str], settings: Settings) -> int:
+    """The receiver's ``--database-url`` defaults to the CLI's (given or from the environment)."""
+    from benchmarks.erp_receiver import main
+
+    if "database_url" in settings.model_fields_set:
+        argv = ["--database-url", settings.database_url, *argv]
+    return main(argv)
+
+
+def _bench_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", help="scenario name (benchmarks/scenarios/) or YAML path")
+    p.add_argument("--out", type=Path, default=None, help="results folder")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.add_argument(
+        "--engine", choices=["fake", "vllm-cpu", "vllm-gpu"], default=None,
+        help="override the scenario's engine kind",
+    )  # fmt: skip
+    p.add_argument("--no-baselines", action="store_true", help="main run only")
+
+
+@command("bench", "run a pipeline benchmark scenario (python -m benchmarks)", _bench_args)
+def _bench(args: argparse.Namespace, _settings: Settings) -> int:
+    from benchmarks.__main__ import main
+
+    argv = [args.scenario, *(["--out", str(args.out)] if args.out else [])]
+    argv += ["--engine", args.engine] if args.engine else []
+    argv += ["--no-baselines"] if args.no_baselines else []
+    return main([*argv, *(["--quiet"] if args.quiet else [])])
+
+
+def _capacity_args(p: argparse.ArgumentParser) -> None:
+    from benchmarks.capacity import add_arguments
+
+    add_arguments(p)
+
+
+@command("capacity", "capacity model: attempt/job capacity and drain time", _capacity_args)
+def _capacity(args: argparse.Namespace, _settings: Settings) -> int:
+    from benchmarks.capacity import inputs_from, predict, render
+
+    inputs = inputs_from(args)
+    print(render(inputs, predict(inputs)))
+    return 0
+
+
+def _adapter_train_args(p: argparse.ArgumentParser) -> None:
+    from benchmarks.adapter_train import add_arguments
+
+    add_arguments(p)
+
+
+@command(
+    "adapter train",
+    "train the pools' LoRA adapter on generated invoices (make adapter)",
+    _adapter_train_args,
+)
+def _adapter_train(args: argparse.Namespace, _settings: Settings) -> int:
+    import shlex
+
+    from benchmarks.adapter_train import run
+
+    return run(args, "fenceline " + shlex.join(sys.argv[1:]))
