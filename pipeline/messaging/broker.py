@@ -96,6 +96,14 @@ class BrokerConfig(BaseModel):
             connect_timeout_seconds=settings.amqp_connect_timeout_seconds,
         )
 
+    @classmethod
+    def required(cls, settings: Settings, who: str) -> BrokerConfig:
+        """The broker configuration for a service that cannot run without one."""
+        cfg = cls.from_settings(settings)
+        if cfg is None:
+            raise ValueError(f"the {who} needs a broker (FENCELINE_AMQP_URL)")
+        return cfg
+
     def parameters(self, name: str) -> pika.URLParameters:
         """Connection parameters; timeouts from the URL win over the config."""
         params = pika.URLParameters(self.url)

@@ -38,6 +38,7 @@ from pipeline.messaging.broker import (
     HEADER_SOURCE,
     AmqpLink,
     BrokerConfig,
+    declare_topology,
 )
 from pipeline.messaging.publisher import ConfirmingPublisher, Outgoing, PublishStatus
 
@@ -153,6 +154,16 @@ class QueueConsumer:
         self.on_settled: list[Callable[[Delivery, Disposition], None]] = []
 
     # ------------------------------------------------------------- lifecycle
+    async def open(self) -> None:
+        """Declare the topology, then start: the way a service starts its consumer.
+        An unreachable broker is logged, not raised; the consumer reconnects until
+        the broker is back."""
+        try:
+            await asyncio.to_thread(declare_topology, self.cfg)
+        except BrokerUnavailable as exc:
+            log.warning("%s: broker unreachable at start: %s", self.name, exc)
+        await self.start()
+
     async def start(self) -> None:
         if self._task is not None:
             raise RuntimeError(f"consumer {self.name} already started")

@@ -39,7 +39,6 @@ from pipeline.messaging.broker import (
     HEADER_REASON,
     HEADER_SOURCE,
     BrokerConfig,
-    declare_topology,
     queue_depths,
 )
 from pipeline.messaging.consumer import ACK, Delivery, Disposition, QueueConsumer
@@ -200,9 +199,7 @@ class DeadLetterArchiver:
         retry_seconds: float = 1.0,
         depth_interval: float = 15.0,
     ) -> None:
-        cfg = BrokerConfig.from_settings(settings)
-        if cfg is None:
-            raise ValueError("the DLQ archiver needs a broker (FENCELINE_AMQP_URL)")
+        cfg = BrokerConfig.required(settings, "DLQ archiver")
         self.cfg = cfg
         self.settings = settings
         self.depth_interval = depth_interval
@@ -221,11 +218,7 @@ class DeadLetterArchiver:
         )
 
     async def start(self) -> None:
-        try:
-            await asyncio.to_thread(declare_topology, self.cfg)
-        except BrokerUnavailable as exc:  # the consumer reconnects until it is back
-            log.warning("%s: broker unreachable at start: %s", self.consumer.name, exc)
-        await self.consumer.start()
+        await self.consumer.open()
         self._monitor = asyncio.create_task(self._watch_depth(), name="dlq-depth")
 
     async def stop(self) -> None:

@@ -32,9 +32,9 @@ from enum import StrEnum
 import asyncpg
 
 from pipeline.clock import Clock, DatabaseClock
-from pipeline.errors import BrokerUnavailable, PoisonMessage
+from pipeline.errors import PoisonMessage
 from pipeline.jobs import EVENT_REQUESTED
-from pipeline.messaging.broker import HEADER_SENT_AT, BrokerConfig, EventMessage, declare_topology
+from pipeline.messaging.broker import HEADER_SENT_AT, BrokerConfig, EventMessage
 from pipeline.messaging.consumer import Delivery, Disposition, QueueConsumer
 from pipeline.messaging.metrics import BrokerMetrics, default_metrics
 from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS
@@ -127,9 +127,7 @@ class InboxConsumer:
         after_commit: AfterCommit | None = None,
         retry_seconds: float = 1.0,
     ) -> None:
-        cfg = BrokerConfig.from_settings(settings)
-        if cfg is None:
-            raise ValueError("the ingress consumer needs a broker (FENCELINE_AMQP_URL)")
+        cfg = BrokerConfig.required(settings, "ingress consumer")
         self.cfg = cfg
         self.inbox = Inbox(pool, clock=clock)
         self.metrics = metrics or default_metrics()
@@ -145,11 +143,7 @@ class InboxConsumer:
         )
 
     async def start(self) -> None:
-        try:
-            await asyncio.to_thread(declare_topology, self.cfg)
-        except BrokerUnavailable as exc:  # the consumer reconnects until it is back
-            log.warning("%s: broker unreachable at start: %s", self.consumer.name, exc)
-        await self.consumer.start()
+        await self.consumer.open()
 
     async def stop(self) -> None:
         await self.consumer.stop()
