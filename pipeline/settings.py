@@ -156,6 +156,13 @@ class Settings(BaseSettings):
     #: Where ``fenceline up`` keeps its pid file for ``fenceline down``.
     state_dir: Path = Path(".fenceline")
 
+    # Inference deployments.
+    #: The pools file (``FENCELINE_POOLS``); unset: ``deployments/pools.yaml`` (CPU default).
+    pools: Path | None = None
+    #: Where the bundled model is converted to (``FENCELINE_MODEL_CACHE``); unset: the
+    #: user cache, ``~/.cache/fenceline/models``.
+    model_cache: Path | None = None
+
     def to_env(self) -> dict[str, str]:
         """These settings as ``FENCELINE_*`` variables that :class:`Settings` reads back.
 

@@ -64,8 +64,8 @@ def test_collate_pads_right_and_masks_padding_out_of_attention_and_loss():
     assert short.prompt_tokens == 1 and long.prompt_tokens == 2
 
 
-@pytest.mark.skipif(not is_prepared(default_model_dir()), reason="run `make model`")
 def test_real_examples_are_the_served_prompt_then_the_contract_answer():
+    assert is_prepared(default_model_dir()), "run `make model` (make test does)"
     from transformers import AutoTokenizer
 
     from benchmarks.invoices.generator import generate_invoice
