@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import date
+from functools import cached_property
+from typing import NamedTuple
 
 from babel.numbers import get_territory_currencies
 
@@ -36,6 +38,7 @@ from pipeline.extraction.lines import Document, Line
 from pipeline.extraction.locate import Boundary, Found, decoy_label, labelled, occurrences
 from pipeline.extraction.numbers import (
     CENT,
+    ItemNumbers,
     Printed,
     TaxNumbers,
     decimal_mark,
@@ -66,6 +69,15 @@ from pipeline.validation import (
 )
 
 
+class _Row(NamedTuple):
+    """A line item's row: its first line, its end offset in the page and its numbers
+    as read (offsets relative to the first line's start)."""
+
+    first: Line
+    end: int
+    read: ItemNumbers
+
+
 @dataclass
 class Grounding:
     """What grounding made of one answer: the extraction and the values it refused."""
@@ -80,8 +92,13 @@ class _Grounder:
         self.doc = Document(ocr_text)
         self.mark = decimal_mark(ocr_text)
         self.space = uses_space_groups(ocr_text, self.mark)
-        self.rows = printed_rows(self.doc, self.mark)
         self.reasons: list[Reason] = []
+
+    @cached_property
+    def rows_that_add_up(self) -> int:
+        """Rows whose own numbers read as quantity x price = amount (only needed when an
+        item cannot be placed, so computed on first use)."""
+        return printed_rows(self.doc, self.mark)
 
     def refuse(self, path: str, detail: str) -> None:
         self.reasons.append(Reason(ReasonCode.UNGROUNDED_VALUE, path, detail))
@@ -234,13 +251,10 @@ class _Grounder:
         f = found[0]
         return EvidencedText(value=self.text_at(f).strip(), evidence=self.evidence(f))
 
-    def row(self, number: int) -> tuple[Line, int, list[Printed]] | None:
+    def row(self, number: int) -> _Row | None:
         """The row starting at line ``number``, extended over the next lines while its
-        numbers do not add up (a stacked row prints its description above its numbers).
-
-        Returns the first line, the row's end offset in the page and its numbers
-        (offsets relative to the first line's start); None when no reading exists.
-        """
+        numbers do not add up (a stacked row prints its description above its numbers);
+        None when no reading exists."""
         first = self.doc.line(number)
         if first is None:
             return None
@@ -251,12 +265,12 @@ class _Grounder:
             printed = numbers_in(page[first.start : last.end], self.mark, space_groups=self.space)
             read = parse_item_row(printed)
             if read is not None and read.exact:
-                return first, last.end, printed
+                return _Row(first, last.end, read)
             plain = sum(1 for p in printed if not p.percent)
             if read is not None and seen < 3 <= plain:
                 # The row's numbers just became complete (the cited line alone, or a stacked
                 # row's number line): read as printed, never borrow the next row's.
-                return first, last.end, printed
+                return _Row(first, last.end, read)
             seen = plain
             nxt = self.doc.line(last.number + 1)
             if nxt is None or nxt.page != first.page:
@@ -273,7 +287,7 @@ class _Grounder:
         for i, ref in enumerate(self.answer.items):
             path = f"line_items[{i}]"
             spot = self._place(ref, used, after)
-            if spot is None and self.rows and len(used) >= self.rows:
+            if spot is None and 0 < self.rows_that_add_up <= len(used):
                 # Every row that adds up is taken: an item beyond them is one a small
                 # model wrote past the last row, not one missing; dropped, it cannot
                 # hide a row either, since validation still sums the rows to the net.
@@ -285,9 +299,7 @@ class _Grounder:
                     f"amount (cited line {ref.line})",
                 )
                 continue
-            first, end, printed, description, match = spot
-            read = parse_item_row(printed)
-            assert read is not None
+            (first, end, read), description, match = spot
             rate = read.rate.value if read.rate is not None else None
             if rate is None and len(rates) == 1:
                 rate = next(iter(rates))
@@ -311,7 +323,7 @@ class _Grounder:
 
     def _place(
         self, ref: ItemRef, used: set[int], after: int
-    ) -> tuple[Line, int, list[Printed], str, MatchKind] | None:
+    ) -> tuple[_Row, str, MatchKind] | None:
         """Where an item is printed: its description is the key, the cited line a hint.
 
         A small model copies descriptions reliably but miscounts line numbers, so the
@@ -322,7 +334,7 @@ class _Grounder:
         """
         if not ref.description.strip():
             return None
-        spots: list[tuple[tuple[bool, int], Found, tuple[Line, int, list[Printed]]]] = []
+        spots: list[tuple[tuple[bool, int], Found, _Row]] = []
         for f in occurrences(self.doc, ref.description, fuzzy=True, boundary="none"):
             if f.line.number in used:
                 continue
@@ -332,10 +344,10 @@ class _Grounder:
                 spots.append((rank, f, row))
         if not spots:
             return None
-        _, f, (first, end, printed) = min(spots, key=lambda spot: spot[0])
-        return first, end, printed, self.text_at(f).strip(), f.match
+        _, f, row = min(spots, key=lambda spot: spot[0])
+        return row, self.text_at(f).strip(), f.match
 
-    def _whole_description(self, f: Found, row: tuple[Line, int, list[Printed]]) -> bool:
+    def _whole_description(self, f: Found, row: _Row) -> bool:
         """Whether ``f`` is a row's whole description, not a part of it ("Service" in
         "1 st Service av värmeanläggning à 421,93"): between the match and the nearest
         boundary on each side stand only short words ("à", "zu je", "x") and the unit
@@ -347,10 +359,7 @@ class _Grounder:
         a shortened "Stahlwinkel" from passing as the description.
         """
         page = self.doc.pages[f.page - 1]
-        first, _, printed = row
-        read = parse_item_row(printed)
-        if read is None:
-            return False
+        first, _, read = row
         arithmetic = [
             first.start + p.start
             for p in (read.quantity, read.unit_price, read.line_amount, read.rate)

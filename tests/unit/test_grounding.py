@@ -12,9 +12,9 @@ from decimal import Decimal
 
 import pytest
 
-from benchmarks.invoices.generator import Variant, generate_invoice
+from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
 from pipeline.extraction import answer_for, interpret
-from pipeline.extraction.answer import Answer, ItemRef
+from pipeline.extraction.answer import Answer, ItemRef, answer_schema, parse_answer
 from pipeline.extraction.grounding import ground
 from pipeline.validation import ReasonCode, SupplierRecord, TenantMasterData
 
@@ -232,10 +232,8 @@ def test_document_variants_reach_review_with_a_perfect_answer() -> None:
 
 
 def test_a_stacked_row_cited_on_its_number_line_finds_its_description_above() -> None:
-    from pipeline.extraction.answer import parse_answer
-
     inv = next(
-        g for s in range(200) if (g := generate_invoice(s, max_line_items=4)).layout == "stacked"
+        c for s in range(200) if (c := generate_invoice(s, max_line_items=4)).layout == "stacked"
     )
     answer = parse_answer(answer_for(inv.truth, inv.ocr_text))
     shifted = answer.model_copy(
@@ -269,9 +267,7 @@ def test_a_month_name_of_two_languages_is_refused_not_guessed() -> None:
     assert [r.field for r in g.reasons] == ["issue_date"]
 
 
-def _generated(seed: int) -> tuple[object, Answer]:
-    from pipeline.extraction.answer import parse_answer
-
+def _generated(seed: int) -> tuple[GeneratedInvoice, Answer]:
     inv = generate_invoice(seed, Variant.CLEAN, max_line_items=8)
     return inv, parse_answer(answer_for(inv.truth, inv.ocr_text))
 
@@ -291,10 +287,10 @@ def test_a_part_of_a_printed_description_is_refused_not_stored(
     inv, answer = _generated(seed)
     items = list(answer.items)
     items[index] = ItemRef(items[index].line, part)
-    g = ground(answer.model_copy(update={"items": tuple(items)}), inv.ocr_text)  # type: ignore[attr-defined]
+    g = ground(answer.model_copy(update={"items": tuple(items)}), inv.ocr_text)
     assert [r.field for r in g.reasons] == [f"line_items[{index}]"]
     assert all(i.description != part for i in g.extraction.line_items)
-    whole = ground(answer, inv.ocr_text)  # type: ignore[attr-defined]
+    whole = ground(answer, inv.ocr_text)
     assert whole.reasons == []
 
 
@@ -303,7 +299,7 @@ def test_a_shortened_description_next_to_a_number_of_its_own_is_refused() -> Non
     items = list(answer.items)
     assert items[2].description == "Stahlwinkel 40 mm"
     items[2] = ItemRef(items[2].line, "Stahlwinkel")
-    g = ground(answer.model_copy(update={"items": tuple(items)}), inv.ocr_text)  # type: ignore[attr-defined]
+    g = ground(answer.model_copy(update={"items": tuple(items)}), inv.ocr_text)
     assert [r.field for r in g.reasons] == ["line_items[2]"]
 
 
@@ -312,9 +308,9 @@ def test_an_item_written_past_the_last_row_is_dropped_and_the_rest_succeeds() ->
     extra = (*answer.items, ItemRef(22, "212-232 23"))
     out = interpret(
         answer.model_copy(update={"items": extra}).model_dump_json(),
-        inv.ocr_text,  # type: ignore[attr-defined]
-        inv.master_data,  # type: ignore[attr-defined]
-        today=inv.today,  # type: ignore[attr-defined]
+        inv.ocr_text,
+        inv.master_data,
+        today=inv.today,
     )
     assert out.report.decision.value == "SUCCEEDED", out.report.reasons
     assert len(out.extraction.line_items) == 1
@@ -324,15 +320,13 @@ def test_an_unplaced_item_while_rows_remain_is_still_refused() -> None:
     inv, answer = _generated(5055)
     items = list(answer.items)
     items[1] = ItemRef(items[1].line, "Heating equipment")  # printed nowhere
-    g = ground(answer.model_copy(update={"items": tuple(items)}), inv.ocr_text)  # type: ignore[attr-defined]
+    g = ground(answer.model_copy(update={"items": tuple(items)}), inv.ocr_text)
     assert [r.field for r in g.reasons] == ["line_items[1]"]
 
 
 def test_a_date_printed_only_after_a_delivery_label_is_no_choice_for_the_model() -> None:
-    from pipeline.extraction.answer import answer_schema
-
     inv, answer = _generated(5047)  # "... delivered on December 25, 2022"
-    choices = answer_schema(inv.ocr_text)["properties"]["issue_date"]["anyOf"][0]["enum"]  # type: ignore[attr-defined]
-    assert "December 25, 2022" in inv.ocr_text  # type: ignore[attr-defined]
+    choices = answer_schema(inv.ocr_text)["properties"]["issue_date"]["anyOf"][0]["enum"]
+    assert "December 25, 2022" in inv.ocr_text
     assert "December 25, 2022" not in choices
     assert answer.issue_date in choices and answer.due_date in choices
