@@ -43,7 +43,7 @@ def slow_provider() -> Iterator[tuple[FakeProvider, Any]]:
         yield fake, inv
 
 
-def driver(dsn: str, fake: FakeProvider, name: str) -> Any:
+def driver(dsn: str, fake: FakeProvider, name: str, attempt_timeout: float = 30) -> Any:
     import ray
 
     settings = Settings(database_url=dsn, lease_seconds=LEASE)
@@ -51,7 +51,7 @@ def driver(dsn: str, fake: FakeProvider, name: str) -> Any:
         worker_id=name,
         concurrency=2,
         heartbeat_seconds=1.0,
-        attempt_timeout_seconds=30,
+        attempt_timeout_seconds=attempt_timeout,
         idle_poll_seconds=0.2,
     )
     actor = build_driver(
@@ -109,14 +109,18 @@ def fast_store(pool: asyncpg.Pool) -> JobStore:
 
 
 async def one_job_mid_call(
-    pool: asyncpg.Pool, dsn: str, slow_provider: tuple[FakeProvider, Any], name: str
+    pool: asyncpg.Pool,
+    dsn: str,
+    slow_provider: tuple[FakeProvider, Any],
+    name: str,
+    attempt_timeout: float = 30,
 ) -> tuple[JobStore, Any, int]:
     """Submit one invoice and return once driver ``name`` is inside its provider call."""
     fake, inv = slow_provider
     store = fast_store(pool)
     tenant = await new_tenant(pool)
     await submit_corpus(store, tenant, [inv])
-    actor, pid = driver(dsn, fake, name)
+    actor, pid = driver(dsn, fake, name, attempt_timeout)
 
     async def running() -> bool:
         row = await job_row(pool)
@@ -157,7 +161,13 @@ async def test_stalled_driver_cannot_commit_after_losing_the_lease(
     import ray
 
     fake, _ = slow_provider
-    store, a, a_pid = await one_job_mid_call(pool, dsn, slow_provider, "driver-stalled")
+    # The stall lasts as long as reaping plus a fresh driver's start (over 30 s on a
+    # loaded machine, CI 2026-12-01): an attempt timeout that outlives it lets the stalled
+    # driver wake to its provider's answer rather than to its own expired timer (a timed-out
+    # call has no result to record as late).
+    store, a, a_pid = await one_job_mid_call(
+        pool, dsn, slow_provider, "driver-stalled", attempt_timeout=240
+    )
     os.kill(a_pid, signal.SIGSTOP)
     try:
         await reap_until_rescheduled(store)
