@@ -26,7 +26,9 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, help="first generator seed (default 2026; < 1_000_000)")
     p.add_argument("--max-line-items", type=int, help="line items per invoice (default 3, <= 8)")
     p.add_argument("--drivers", type=int, help="task drivers (default 2)")
-    p.add_argument("--timeout", type=float, dest="timeout_s", help="seconds (default 600)")
+    p.add_argument(
+        "--timeout", type=float, dest="timeout_s", help="seconds for every job to settle (1200)"
+    )
     p.add_argument("--out", type=Path, dest="out_dir", help="report folder (results/demo)")
 
 

@@ -28,12 +28,15 @@ import threading
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cluster.drivers import EngineSpec
 from cluster.supervisor import RuntimeConfig
 from pipeline.settings import Settings
 from pipeline.worker import WorkerConfig
+
+if TYPE_CHECKING:
+    from deployments.pools import PoolsConfig
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,17 @@ class ClusterConfig:
     deploy_timeout_s: float = 600.0
     #: Start the engines without torch.compile (see :meth:`PoolsConfig.eager`).
     eager: bool = False
+    #: Deploy only these pools of the pools file (see :meth:`PoolsConfig.only`); None: all.
+    pools: tuple[str, ...] | None = None
+
+    def serve_pools(self) -> PoolsConfig:
+        """The inference pools this cluster deploys."""
+        from deployments.pools import load_pools
+
+        pools = load_pools(self.pools_file)
+        if self.pools is not None:
+            pools = pools.only(self.pools)
+        return pools.eager() if self.eager else pools
 
     def runtime(self) -> RuntimeConfig:
         """The runtime app's ``args``: drivers, engine and worker knobs of this config."""
@@ -116,11 +130,8 @@ class LocalCluster:
         serve.start(http_options={"host": cfg.http_host, "port": cfg.http_port})
         if cfg.engine.kind == "serve":
             from deployments.app import deploy_inference_app
-            from deployments.pools import load_pools
 
-            pools = load_pools(cfg.pools_file)
-            if cfg.eager:
-                pools = pools.eager()
+            pools = cfg.serve_pools()
             t0 = time.monotonic()
             progress(
                 f"serve: deploying inference pools {[p.name for p in pools.pools]} "

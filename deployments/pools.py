@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -353,6 +353,14 @@ class PoolsConfig(BaseModel):
         return self.model_copy(
             update={"pools": [p.model_copy(update={"enforce_eager": True}) for p in self.pools]}
         )
+
+    def only(self, names: Sequence[str]) -> PoolsConfig:
+        """These pools alone (the router routes among them): a run whose documents all
+        fit the smallest pool need not start, and share the cores with, a larger one."""
+        unknown = sorted(set(names) - {p.name for p in self.pools})
+        if unknown or not names:
+            raise ValueError(f"unknown or no pools {unknown}; have {[p.name for p in self.pools]}")
+        return self.model_copy(update={"pools": [p for p in self.pools if p.name in names]})
 
     def pool(self, name: str) -> PoolConfig:
         for p in self.pools:

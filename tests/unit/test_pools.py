@@ -327,6 +327,23 @@ def test_the_shipped_default_compiles_and_eager_is_a_copy_for_short_runs() -> No
     assert [p.name for p in eager.pools] == [p.name for p in shipped.pools]
 
 
+def test_a_run_may_deploy_a_subset_of_the_pools_and_names_a_wrong_one() -> None:
+    from cluster.runtime import ClusterConfig
+    from pipeline.settings import Settings
+
+    shipped = load_pools()
+    short = shipped.only(["short"])
+    assert [p.name for p in short.pools] == ["short"]
+    assert [p.name for p in shipped.pools] == ["short", "long"]  # the original is unchanged
+    with pytest.raises(ValueError, match=r"\['medium'\]"):
+        shipped.only(["short", "medium"])
+    with pytest.raises(ValueError, match="no pools"):
+        shipped.only([])
+    demo = ClusterConfig(Settings(), pools=("short",), eager=True).serve_pools()
+    assert [(p.name, p.enforce_eager) for p in demo.pools] == [("short", True)]
+    assert [p.name for p in ClusterConfig(Settings()).serve_pools().pools] == ["short", "long"]
+
+
 # -- LoRA adapters ------------------------------------------------------------------
 
 
