@@ -4,11 +4,14 @@ Every poll (1 s) reads each job's state; a change prints at once
 (``job 3f2a91c0 seed 2026 clean: RUNNING → REVIEW_REQUIRED``). A progress line
 prints every :data:`PRINT_EVERY_S` seconds whether or not anything settled,
 with elapsed time, the state counts, and the output tokens generated so far
-with the recent tokens per second. On a terminal the progress line is redrawn
+with the recent tokens per second, and the prompt tokens prefilled so far (on
+CPU the prefill of a batch of prompts takes minutes before the first answer
+token: the ``in`` figure is what moves then). On a terminal the progress line is redrawn
 in place; otherwise (a log, CI, ``| tee``) each is its own line.
 
 Tokens come from the engines' own counters when reachable: every pool's
-``fenceline_engine_generation_tokens_total`` read through a Serve handle
+``fenceline_engine_generation_tokens_total`` (and ``..._prompt_tokens_total``,
+counted per prefill chunk) read through a Serve handle
 (``PoolEngine.metrics_text``), which moves while answers are being written. If
 that read fails or takes longer than :data:`ENGINE_READ_TIMEOUT_S` the line
 falls back to the ``completion_tokens`` of the finished attempts in PostgreSQL
@@ -22,7 +25,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from pipeline.database import connect
 from pipeline.queries import q
@@ -33,6 +36,7 @@ POLL_S = 1.0
 ENGINE_READ_TIMEOUT_S = 2.0
 RATE_WINDOW_S = 10.0
 GENERATED = "fenceline_engine_generation_tokens_total"
+PREFILLED = "fenceline_engine_prompt_tokens_total"
 
 #: Progress-line names of the job states, in the order they are shown.
 SHORT_STATES: tuple[tuple[str, str], ...] = (
@@ -54,8 +58,10 @@ def format_progress(
     rate: float | None,
     source: str,
     delivered: int = 0,
+    prefilled: float | None = None,
 ) -> str:
-    """``[  42s] READY 0 RUNNING 8 ... | settled 0/8 | delivered 0 | out 1234 tok, 28.1 tok/s``."""
+    """``[  42s] READY 0 RUNNING 8 ... | settled 0/8 | delivered 0 | out 1234 tok, 28.1 tok/s``;
+    with ``prefilled``, ``in 7541 out 1234 tok ...``."""
     settled = sum(n for s, n in counts.items() if s in _SETTLED)
     states = "  ".join(f"{short} {counts.get(state, 0)}" for state, short in SHORT_STATES)
     if tokens is None:
@@ -63,6 +69,8 @@ def format_progress(
     else:
         speed = "  -- tok/s" if rate is None else f" {rate:5.1f} tok/s"
         tok = f"out {int(tokens):6d} tok{speed} ({source})"
+        if prefilled is not None:
+            tok = f"in {int(prefilled):6d} {tok}"
     return f"[{elapsed:5.0f}s] {states} | settled {settled}/{total} | delivered {delivered} | {tok}"
 
 
@@ -93,19 +101,30 @@ class TokenRate:
         return (tokens - n0) / (t - t0)
 
 
-def generated_tokens(texts: Sequence[str]) -> float:
-    """The sum of ``fenceline_engine_generation_tokens_total`` over Prometheus texts."""
+class EngineTokens(NamedTuple):
+    """Running totals over every pool's engine."""
+
+    prefilled: float
+    generated: float
+
+
+def engine_tokens(texts: Sequence[str]) -> EngineTokens:
+    """The sums of the prompt and generated token counters over Prometheus texts."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    total = 0.0
+    sums = {PREFILLED: 0.0, GENERATED: 0.0}
     for text in texts:
         for family in text_string_to_metric_families(text):
-            total += sum(s.value for s in family.samples if s.name == GENERATED)
-    return total
+            for s in family.samples:
+                if s.name in sums:
+                    sums[s.name] += s.value
+    return EngineTokens(sums[PREFILLED], sums[GENERATED])
 
 
-def engine_token_reader(app_name: str, pools: Sequence[str]) -> Callable[[], Awaitable[float]]:
-    """Read every pool's generated-token counter through Serve (one replica per pool)."""
+def engine_token_reader(
+    app_name: str, pools: Sequence[str]
+) -> Callable[[], Awaitable[EngineTokens]]:
+    """Read every pool's token counters through Serve (one replica per pool)."""
     from ray import serve
 
     handles: list[Any] = []
@@ -113,10 +132,10 @@ def engine_token_reader(app_name: str, pools: Sequence[str]) -> Callable[[], Awa
     async def one(h: Any) -> str:
         return str(await h.metrics_text.remote())
 
-    async def read() -> float:
+    async def read() -> EngineTokens:
         if not handles:  # created on first use, inside the loop that awaits them
             handles.extend(serve.get_deployment_handle(f"engine-{p}", app_name) for p in pools)
-        return generated_tokens(await asyncio.gather(*(one(h) for h in handles)))
+        return engine_tokens(await asyncio.gather(*(one(h) for h in handles)))
 
     return read
 
@@ -160,7 +179,7 @@ async def watch(
     jobs: Sequence[Mapping[str, Any]],
     timeout: float,
     started: float,
-    engine_tokens: Callable[[], Awaitable[float]] | None = None,
+    read_engine: Callable[[], Awaitable[EngineTokens]] | None = None,
     printer: ProgressPrinter | None = None,
 ) -> dict[str, int]:
     """Poll until every job in ``jobs`` settled (or ``timeout``); the final state counts.
@@ -171,7 +190,7 @@ async def watch(
     meta = {str(j["job_id"]): j for j in jobs}
     known: dict[str, str] = {}
     rate = TokenRate()
-    use_engine = engine_tokens is not None
+    use_engine = read_engine is not None
     engine_failures = 0
     last_source = ""
     last_print = -PRINT_EVERY_S
@@ -198,10 +217,12 @@ async def watch(
             finished = done >= len(meta) or elapsed > timeout
             if printer.tty or now - last_print >= PRINT_EVERY_S - 0.05 or finished:
                 tokens: float | None = None
+                prefilled: float | None = None
                 source = "engine"
-                if use_engine and engine_tokens is not None:
+                if use_engine and read_engine is not None:
                     try:
-                        tokens = await asyncio.wait_for(engine_tokens(), ENGINE_READ_TIMEOUT_S)
+                        read = await asyncio.wait_for(read_engine(), ENGINE_READ_TIMEOUT_S)
+                        prefilled, tokens = read.prefilled, read.generated
                         engine_failures = 0
                     except Exception:  # unreachable or slow: fall back, try again later
                         engine_failures += 1
@@ -222,6 +243,7 @@ async def watch(
                     rate.add(time.monotonic(), tokens),
                     source,
                     deliveries.get("delivered", 0),
+                    prefilled,
                 )
                 printer.progress(line)
                 last_print = now

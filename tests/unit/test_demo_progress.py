@@ -9,9 +9,9 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 from benchmarks.demo.progress import (
     ProgressPrinter,
     TokenRate,
+    engine_tokens,
     format_change,
     format_progress,
-    generated_tokens,
 )
 
 
@@ -30,6 +30,12 @@ def test_progress_line_without_a_rate_or_tokens() -> None:
     assert "RETRY 2" in line and "REVIEW 6" in line and "settled 6/8" in line
     assert line.endswith("out      0 tok  -- tok/s (finished attempts)")
     assert format_progress(3, counts, 8, None, None, "engine").endswith("out tokens n/a")
+
+
+def test_progress_line_shows_the_prompt_tokens_prefilled() -> None:
+    """On CPU a batch's prefill takes minutes before the first answer token."""
+    line = format_progress(60, {"RUNNING": 8}, 8, 4.0, 0.0, "engine", prefilled=6144.0)
+    assert line.endswith("| in   6144 out      4 tok   0.0 tok/s (engine)")
 
 
 def test_state_change_line() -> None:
@@ -52,7 +58,7 @@ def test_token_rate_over_a_sliding_window() -> None:
     assert rate.add(30.0, 5.0) is None  # counter went back (engine restarted): start over
 
 
-def test_generated_tokens_sums_every_pool() -> None:
+def test_engine_tokens_sums_every_pool() -> None:
     texts = []
     for pool, n in (("short", 700), ("long", 34)):
         registry = CollectorRegistry()
@@ -63,8 +69,8 @@ def test_generated_tokens_sums_every_pool() -> None:
         ).inc(9999)
         c.labels(pool).inc(n)
         texts.append(generate_latest(registry).decode())
-    assert generated_tokens(texts) == 734.0
-    assert generated_tokens([]) == 0.0
+    assert engine_tokens(texts) == (2 * 9999.0, 734.0)
+    assert engine_tokens([]) == (0.0, 0.0)
 
 
 def test_printer_writes_plain_lines_when_not_a_tty() -> None:
