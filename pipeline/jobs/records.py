@@ -88,6 +88,8 @@ class Lease:
     priority: int
     estimated_tokens: int
     max_attempts: int
+    #: The job's trace (W3C traceparent from acceptance; pipeline/tracing.py).
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,7 @@ def lease_from_row(row: Any, worker_id: str) -> Lease:
         priority=row["priority"],
         estimated_tokens=row["estimated_tokens"],
         max_attempts=row["max_attempts"],
+        traceparent=row.get("traceparent"),
     )
 
 

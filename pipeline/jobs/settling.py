@@ -27,6 +27,7 @@ from pipeline.jobs.records import (
 from pipeline.queries import q
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
+from pipeline.tracing import current_traceparent
 from pipeline.usage import AttemptUsage
 
 
@@ -128,7 +129,14 @@ class Settling:
             "v": 1,
         }
         payload.update(extra or {})
-        await conn.execute(q("outbox_insert"), uuid.uuid4(), s.job_id, event_type, payload)
+        await conn.execute(
+            q("outbox_insert"),
+            uuid.uuid4(),
+            s.job_id,
+            event_type,
+            payload,
+            current_traceparent(),
+        )
 
     async def _terminal_events(
         self, conn: asyncpg.Connection, s: Settled, error_class: str, reason: str

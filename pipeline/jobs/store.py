@@ -47,6 +47,7 @@ from pipeline.jobs.records import (
 )
 from pipeline.queries import q
 from pipeline.states import JobState
+from pipeline.tracing import SPAN_ACCEPT, root_span
 from pipeline.usage import AttemptUsage
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,21 @@ class JobStore(Reaping):
             model_policy=req.model_policy,
             options=req.options,
         )
+        with root_span(SPAN_ACCEPT, {"fenceline.tenant": str(req.tenant_id)}) as (span, tp):
+            accepted = await self._accept(req, conn, version, rhash, tp)
+            span.set_attribute("fenceline.job_id", str(accepted.job_id))
+            span.set_attribute("fenceline.created", accepted.created)
+        return accepted
+
+    async def _accept(
+        self,
+        req: AcceptRequest,
+        conn: asyncpg.Connection,
+        version: str,
+        rhash: str,
+        traceparent: str,
+    ) -> Accepted:
+        doc = req.document
         deadline = req.deadline_seconds or self.settings.default_deadline_seconds
         max_attempts = req.max_attempts or self.policy.max_attempts
         async with conn.transaction():
@@ -106,6 +122,7 @@ class JobStore(Reaping):
                 max_attempts,
                 float(deadline),
                 self.clock.now(),
+                traceparent,
             )
             if row is not None:
                 await conn.execute(
@@ -114,6 +131,7 @@ class JobStore(Reaping):
                     job_id,
                     EVENT_REQUESTED,
                     {"job_id": str(job_id), "schema_version": req.schema_version, "v": 1},
+                    traceparent,
                 )
                 return Accepted(
                     job_id=row["id"],

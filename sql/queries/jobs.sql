@@ -18,10 +18,10 @@ FROM documents WHERE id = $1 AND tenant_id = $2;
 INSERT INTO extraction_jobs
   (id, tenant_id, idempotency_key, request_hash, document_id, object_version,
    schema_version, model_policy, priority, estimated_tokens, max_attempts, state,
-   deadline_at, available_at, created_at)
+   deadline_at, available_at, created_at, traceparent)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'READY',
         coalesce($13::timestamptz, now()) + make_interval(secs => $12),
-        coalesce($13::timestamptz, now()), coalesce($13::timestamptz, now()))
+        coalesce($13::timestamptz, now()), coalesce($13::timestamptz, now()), $14)
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING id, state, state_version, created_at, deadline_at;
 
@@ -42,8 +42,11 @@ LEFT JOIN LATERAL (
 WHERE j.tenant_id = $1 AND j.idempotency_key = $2;
 
 -- name: outbox_insert
-INSERT INTO outbox_events (event_id, job_id, event_type, payload)
-VALUES ($1, $2, $3, $4);
+-- $5 the writing span's traceparent; without one the event carries its job's, so
+-- every event of a job continues the job's trace (pipeline/tracing.py).
+INSERT INTO outbox_events (event_id, job_id, event_type, payload, traceparent)
+VALUES ($1, $2, $3, $4,
+        coalesce($5::text, (SELECT j.traceparent FROM extraction_jobs j WHERE j.id = $2)));
 
 -- name: job_claim_available
 -- Fair claim: each tenant offers its own oldest runnable jobs (bounded, SKIP
@@ -89,7 +92,8 @@ claimed AS (
   WHERE j.id = picked.id AND j.state IN ('READY', 'RETRY_SCHEDULED')
   RETURNING j.id, j.tenant_id, j.attempt, j.fence, j.lease_until, j.deadline_at,
             j.document_id, j.object_version, j.schema_version, j.model_policy,
-            j.priority, j.estimated_tokens, j.max_attempts, now_.t AS started_at
+            j.priority, j.estimated_tokens, j.max_attempts, j.traceparent,
+            now_.t AS started_at
 ),
 attempt_rows AS (
   INSERT INTO job_attempts (job_id, fence, attempt, worker_id, started_at)
@@ -162,7 +166,7 @@ WHERE job_id = $1 AND fence = $2 AND outcome <> 'running'
 RETURNING job_id;
 
 -- name: job_select_expired_leases
-SELECT id, tenant_id, fence, attempt, max_attempts, deadline_at,
+SELECT id, tenant_id, fence, attempt, max_attempts, deadline_at, lease_owner, traceparent,
        coalesce($1::timestamptz, now()) AS now
 FROM extraction_jobs
 WHERE state = 'RUNNING' AND lease_until <= coalesce($1::timestamptz, now())
@@ -221,7 +225,7 @@ SELECT j.id, j.tenant_id, j.state, j.state_version, j.attempt, j.max_attempts, j
        j.priority, j.estimated_tokens, j.object_version, j.document_id, j.schema_version,
        j.model_policy, j.validation_policy, j.available_at, j.deadline_at, j.lease_until,
        j.lease_owner, j.result_ref, j.last_error_class, j.last_error, j.terminal_reason,
-       j.created_at, j.updated_at, j.finished_at
+       j.created_at, j.updated_at, j.finished_at, j.traceparent
 FROM extraction_jobs j WHERE j.id = $1;
 
 -- name: attempt_list_for_job
