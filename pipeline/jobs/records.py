@@ -113,6 +113,12 @@ class Settled:
     fence: int
     retry_at: datetime | None = None
     reason: str | None = None
+    #: Acceptance and settle times when the transition returns them (the
+    #: completion-latency SLI: accept → settled, pipeline/jobs/slis.py).
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+    #: When a reviewer decided (review decisions only; the review-latency SLI).
+    decided_at: datetime | None = None
 
 
 @dataclass
@@ -160,5 +166,7 @@ def settled_from_row(row: Any, **extra: Any) -> Settled:
         state_version=row["state_version"],
         attempt=row["attempt"],
         fence=row["fence"],
+        created_at=row.get("created_at"),
+        finished_at=row.get("finished_at"),
         **extra,
     )

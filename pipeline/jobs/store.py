@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, cast
 
@@ -373,7 +374,7 @@ class JobStore(Reaping):
         if not approve:
             extra.update(reason="review_rejected", error_class="review_rejected")
         await self._event(conn, settled, EVENT_COMPLETED if approve else EVENT_FAILED, extra)
-        await self._run_hooks(conn, settled)
+        await self._run_hooks(conn, replace(settled, decided_at=audit["created_at"]))
         return ReviewDecided(settled, audit["id"], audit["created_at"])
 
     # ------------------------------------------------------------------- reads

@@ -126,7 +126,7 @@ SET state = $3, result_ref = $4, validation_policy = $5, lease_until = NULL,
     last_error_class = $7, last_error = $8
 WHERE id = $1 AND state = 'RUNNING' AND fence = $2
   AND lease_until > coalesce($6::timestamptz, now())
-RETURNING id, tenant_id, state, state_version, attempt, fence;
+RETURNING id, tenant_id, state, state_version, attempt, fence, created_at, finished_at;
 
 -- name: job_retry_if_fenced
 UPDATE extraction_jobs
@@ -143,7 +143,7 @@ SET state = 'FAILED_TERMINAL', lease_until = NULL, lease_owner = NULL,
     terminal_reason = $5
 WHERE id = $1 AND state = 'RUNNING' AND fence = $2
   AND lease_until > coalesce($6::timestamptz, now())
-RETURNING id, tenant_id, state, state_version, attempt, fence;
+RETURNING id, tenant_id, state, state_version, attempt, fence, created_at, finished_at;
 
 -- name: result_insert
 INSERT INTO extraction_results (job_id, fence, result, validation, decision)
@@ -192,7 +192,7 @@ SET state = 'FAILED_TERMINAL', fence = fence + 1, lease_until = NULL, lease_owne
     terminal_reason = $3
 WHERE id = $1 AND state = 'RUNNING' AND fence = $2
   AND lease_until <= coalesce($4::timestamptz, now())
-RETURNING id, tenant_id, state, state_version, attempt, fence;
+RETURNING id, tenant_id, state, state_version, attempt, fence, created_at, finished_at;
 
 -- name: job_select_past_deadline
 SELECT id, tenant_id, fence, state
@@ -209,7 +209,7 @@ SET state = 'FAILED_TERMINAL', finished_at = coalesce($2::timestamptz, now()),
     last_error = 'deadline passed before an attempt could start'
 WHERE id = $1 AND state IN ('READY', 'RETRY_SCHEDULED')
   AND deadline_at <= coalesce($2::timestamptz, now())
-RETURNING id, tenant_id, state, state_version, attempt, fence;
+RETURNING id, tenant_id, state, state_version, attempt, fence, created_at, finished_at;
 
 -- name: job_get_for_tenant
 SELECT j.id, j.tenant_id, j.state, j.state_version, j.attempt, j.max_attempts, j.fence,
@@ -267,3 +267,23 @@ FROM extraction_jobs;
 
 -- name: state_transition_list
 SELECT from_state, to_state FROM job_state_transitions ORDER BY 1, 2;
+
+-- name: job_sli_stats
+-- The durable SLIs per tenant (pipeline/jobs/slis.py): runnable backlog and the
+-- age of its oldest eligible job (measured apart from broker lag: a job waits
+-- here whether or not a message announced it), and the review queue with its
+-- oldest job's age (REVIEW_REQUIRED has its own SLO). $1 now.
+WITH now_ AS (SELECT coalesce($1::timestamptz, now()) AS t)
+SELECT j.tenant_id,
+       count(*) FILTER (WHERE j.state IN ('READY', 'RETRY_SCHEDULED')
+                          AND j.available_at <= now_.t) AS runnable,
+       coalesce(extract(epoch FROM now_.t - min(j.available_at)
+                FILTER (WHERE j.state IN ('READY', 'RETRY_SCHEDULED')
+                          AND j.available_at <= now_.t)), 0) AS oldest_eligible_seconds,
+       count(*) FILTER (WHERE j.state = 'RUNNING') AS running,
+       count(*) FILTER (WHERE j.state = 'REVIEW_REQUIRED') AS review,
+       coalesce(extract(epoch FROM now_.t - min(j.finished_at)
+                FILTER (WHERE j.state = 'REVIEW_REQUIRED')), 0) AS oldest_review_seconds
+FROM extraction_jobs j CROSS JOIN now_
+WHERE j.state IN ('READY', 'RETRY_SCHEDULED', 'RUNNING', 'REVIEW_REQUIRED')
+GROUP BY j.tenant_id, now_.t;
