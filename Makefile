@@ -9,7 +9,7 @@ export RAY_USAGE_STATS_ENABLED ?= 0
 export RAY_AUTH_MODE ?= disabled
 export PYTHONUNBUFFERED := 1
 
-.PHONY: venv model adapter lint test test-fast demo bench clean
+.PHONY: venv model adapter promtool lint test test-fast demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,13 +32,19 @@ ADAPTER_ARGS ?=
 adapter: venv model
 	$(PY) -m benchmarks.adapter_train $(ADAPTER_ARGS)
 
+# promtool checks and unit-tests the alert rules (tests/unit/test_alert_rules.py); Debian's
+# prometheus package ships it. Installed where missing; the test fails without it.
+APT := $(shell [ "$$(id -u)" = 0 ] || echo sudo) apt-get
+promtool:
+	command -v promtool >/dev/null || { $(APT) update -qq && $(APT) install -y -qq prometheus; }
+
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-test: venv model lint
+test: venv model promtool lint
 	$(VENV)/bin/pytest -p no:cacheprovider -q $(PYTEST_ARGS)
 
 test-fast: venv

@@ -18,6 +18,7 @@ from typing import Any
 
 import asyncpg
 
+from deployments.observability import start_observability
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.clock import Clock
 from pipeline.database import create_pool
@@ -73,6 +74,7 @@ class DeliveryActor:
         """Open the pool and start the background dispatch loop (idempotent)."""
         if self._dispatcher is not None:
             return
+        start_observability(self.settings, "fenceline-delivery")
         self._pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
         self._dispatcher = build_dispatcher(self._pool, self.settings, worker_id=self.worker_id)
         await self._dispatcher.start()

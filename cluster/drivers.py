@@ -23,6 +23,7 @@ from typing import Any
 import asyncpg
 from prometheus_client import REGISTRY
 
+from deployments.observability import start_observability
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.database import create_pool
 from pipeline.delivery import job_store
@@ -151,6 +152,7 @@ class TaskDriver:
         """Open the pool, build the engine and start claiming; returns the process id."""
         if self._loop is not None:
             return os.getpid()
+        start_observability(self.settings, "fenceline-driver")
         self._pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
         store = job_store(self._pool, self.settings)  # deliveries commit with the outcome
         gate = self._admission()
@@ -253,6 +255,7 @@ class Maintenance:
     async def start(self) -> None:
         if self._pool is not None:
             return
+        start_observability(self.settings, "fenceline-maintenance")
         self._pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
         self._reaper = Reaper(
             JobStore(self._pool, self.settings),

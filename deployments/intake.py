@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
+from deployments.observability import start_observability
 from pipeline.api import create_app
 from pipeline.settings import Settings
 
@@ -49,6 +50,7 @@ class IntakeIngress:
 
     def __init__(self, overrides: dict[str, Any] | None = None) -> None:
         self._settings = Settings(**(overrides or {}))
+        start_observability(self._settings, "fenceline-intake")
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         return create_app(self._settings)

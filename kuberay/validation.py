@@ -37,6 +37,7 @@ SCHEMAS: dict[tuple[str, str], str] = {
     ("v1", "Secret"): "secret-v1.json",
     ("v1", "ConfigMap"): "configmap-v1.json",
     ("monitoring.coreos.com/v1", "PodMonitor"): "podmonitor-monitoring-v1.json",
+    ("monitoring.coreos.com/v1", "PrometheusRule"): "prometheusrule-monitoring-v1.json",
     ("kustomize.config.k8s.io/v1beta1", "Kustomization"): "kustomization-v1beta1.json",
     ("kustomize.config.k8s.io/v1alpha1", "Component"): "component-v1alpha1.json",
 }

@@ -156,6 +156,14 @@ class Settings(BaseSettings):
     #: Where ``fenceline up`` keeps its pid file for ``fenceline down``.
     state_dir: Path = Path(".fenceline")
 
+    # Observability (issue 19, docs/observability.md).
+    #: OTLP collector for spans (``http://collector:4318`` or, with ``grpc``,
+    #: ``http://collector:4317``); unset: no span is exported.
+    otlp_endpoint: str | None = None
+    otlp_protocol: Literal["http", "grpc"] = "http"
+    #: ``json``: one JSON object per log line with the job's ids; ``text``: plain lines.
+    log_format: Literal["json", "text"] = "json"
+
     # Inference deployments.
     #: The pools file (``FENCELINE_POOLS``); unset: ``deployments/pools.yaml`` (CPU default).
     pools: Path | None = None

@@ -27,7 +27,9 @@ from pipeline.delivery.endpoints import SecretBox, disable_endpoint, signing_key
 from pipeline.delivery.policy import DeliveryConfig, Verdict, classify
 from pipeline.delivery.signing import webhook_headers
 from pipeline.errors import LeaseLost
+from pipeline.logs import bind_job
 from pipeline.queries import q
+from pipeline.tracing import SPAN_DELIVERY, Span, SpanKind, job_span, set_error
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,8 @@ class Claim:
     fence: int
     lease_until: datetime
     url: str
+    #: The job's trace (pipeline/tracing.py); each attempt is a span in it.
+    traceparent: str | None = None
 
 
 @dataclass
@@ -251,7 +255,34 @@ class DeliveryDispatcher:
         return self.clock.now() or datetime.now(UTC)
 
     async def _attempt(self, claim: Claim) -> str:
-        """Sign, POST and settle one claim; returns the outcome name."""
+        """Sign, POST and settle one claim, in a span of the job's trace; returns the outcome."""
+        attrs = {
+            "fenceline.job_id": str(claim.job_id),
+            "fenceline.tenant": str(claim.tenant_id),
+            "fenceline.delivery_id": str(claim.id),
+            "fenceline.endpoint_id": str(claim.endpoint_id),
+            "fenceline.event_type": claim.event_type,
+            "fenceline.attempt": claim.attempt,
+            "fenceline.fence": claim.fence,
+        }
+        with (
+            job_span(SPAN_DELIVERY, claim.traceparent, attrs, kind=SpanKind.CLIENT) as span,
+            bind_job(
+                job_id=claim.job_id,
+                tenant=claim.tenant_id,
+                delivery_id=str(claim.id),
+                attempt=claim.attempt,
+                fence=claim.fence,
+            ),
+        ):
+            name = await self._attempt_traced(claim, span)
+            span.set_attribute("fenceline.outcome", name)
+            log.info("delivery attempt %d: %s", claim.attempt, name)
+            if name != "delivered":
+                set_error(span, name)
+            return name
+
+    async def _attempt_traced(self, claim: Claim, span: Span) -> str:
         signed_at = int(self._wall_now().timestamp())
         key_ids: list[str] = []
         try:
@@ -269,6 +300,12 @@ class DeliveryDispatcher:
         else:
             outcome = await self.client.post(claim.url, claim.body, headers)
             verdict = classify(outcome, self._wall_now())
+        if outcome.status is not None:
+            span.set_attribute("http.response.status_code", outcome.status)
+        span.set_attribute("fenceline.verdict", verdict.kind)
+        span.set_attribute("fenceline.breaker", verdict.breaker)
+        if verdict.error_class:
+            span.set_attribute("fenceline.error_class", verdict.error_class)
         self.metrics.attempt_seconds.observe(outcome.latency_ms / 1000.0)
         if self.after_response is not None:
             await self.after_response(claim, outcome)

@@ -19,6 +19,7 @@ from pipeline.jobs.records import (
     SettleHook,
     settled_from_row,
 )
+from pipeline.jobs.slis import JobMetrics, default_job_metrics
 from pipeline.jobs.store import JobStore
 
 __all__ = [
@@ -29,12 +30,14 @@ __all__ = [
     "AcceptRequest",
     "Accepted",
     "DocumentIn",
+    "JobMetrics",
     "JobStore",
     "Lease",
     "Reaper",
     "SettleHook",
     "Settled",
     "admin_dsn",
+    "default_job_metrics",
     "explain_job",
     "render_explain",
     "settled_from_row",

@@ -15,6 +15,7 @@ import asyncpg
 from pipeline.database import connect, create_pool, ensure_database, migrate
 from pipeline.jobs.store import JobStore
 from pipeline.settings import Settings
+from pipeline.tracing import trace_id_of
 
 
 def admin_dsn(database_url: str) -> tuple[str, str]:
@@ -55,6 +56,8 @@ def render_explain(data: dict[str, Any]) -> str:
         f"  created {job['created_at']}  deadline {job['deadline_at']}  finished "
         f"{job['finished_at']}",
     ]
+    trace_id = trace_id_of(job.get("traceparent"))
+    lines.append(f"  trace {trace_id or '- (accepted before tracing)'}")
     if job.get("terminal_reason"):
         lines.append(f"  terminal reason: {job['terminal_reason']}")
     if job.get("last_error_class"):

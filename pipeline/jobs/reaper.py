@@ -41,6 +41,9 @@ class Reaper:
         self.total.rescheduled += report.rescheduled
         self.total.failed += report.failed
         self.total.deadline_failed += report.deadline_failed
+        # The backlog and review SLIs, sampled on the reaper's beat (one query each).
+        async with self.store.pool.acquire() as conn:
+            await self.store.metrics.sample(conn, self.store.clock.now())
         return report
 
     async def start(self) -> None:

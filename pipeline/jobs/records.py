@@ -88,6 +88,8 @@ class Lease:
     priority: int
     estimated_tokens: int
     max_attempts: int
+    #: The job's trace (W3C traceparent from acceptance; pipeline/tracing.py).
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,12 @@ class Settled:
     fence: int
     retry_at: datetime | None = None
     reason: str | None = None
+    #: Acceptance and settle times when the transition returns them (the
+    #: completion-latency SLI: accept → settled, pipeline/jobs/slis.py).
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+    #: When a reviewer decided (review decisions only; the review-latency SLI).
+    decided_at: datetime | None = None
 
 
 @dataclass
@@ -145,6 +153,7 @@ def lease_from_row(row: Any, worker_id: str) -> Lease:
         priority=row["priority"],
         estimated_tokens=row["estimated_tokens"],
         max_attempts=row["max_attempts"],
+        traceparent=row.get("traceparent"),
     )
 
 
@@ -157,5 +166,7 @@ def settled_from_row(row: Any, **extra: Any) -> Settled:
         state_version=row["state_version"],
         attempt=row["attempt"],
         fence=row["fence"],
+        created_at=row.get("created_at"),
+        finished_at=row.get("finished_at"),
         **extra,
     )

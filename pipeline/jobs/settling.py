@@ -24,9 +24,11 @@ from pipeline.jobs.records import (
     SettleHook,
     settled_from_row,
 )
+from pipeline.jobs.slis import JobMetrics, default_job_metrics
 from pipeline.queries import q
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
+from pipeline.tracing import current_traceparent
 from pipeline.usage import AttemptUsage
 
 
@@ -41,8 +43,11 @@ class Settling:
         clock: Clock | None = None,
         policy: RetryPolicy | None = None,
         rng: random.Random | None = None,
+        metrics: JobMetrics | None = None,
     ) -> None:
         self.pool = pool
+        #: The job SLIs (completion latency, outcomes, retries, review decisions).
+        self.metrics = metrics or default_job_metrics()
         self.settings = settings or Settings()
         self.clock = clock or DatabaseClock()
         s = self.settings
@@ -128,7 +133,14 @@ class Settling:
             "v": 1,
         }
         payload.update(extra or {})
-        await conn.execute(q("outbox_insert"), uuid.uuid4(), s.job_id, event_type, payload)
+        await conn.execute(
+            q("outbox_insert"),
+            uuid.uuid4(),
+            s.job_id,
+            event_type,
+            payload,
+            current_traceparent(),
+        )
 
     async def _terminal_events(
         self, conn: asyncpg.Connection, s: Settled, error_class: str, reason: str
@@ -140,3 +152,4 @@ class Settling:
     async def _run_hooks(self, conn: asyncpg.Connection, s: Settled) -> None:
         for hook in self.settle_hooks:
             await hook(conn, s)
+        self.metrics.settled(s)

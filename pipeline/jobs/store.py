@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, cast
 
@@ -47,6 +48,7 @@ from pipeline.jobs.records import (
 )
 from pipeline.queries import q
 from pipeline.states import JobState
+from pipeline.tracing import SPAN_ACCEPT, root_span
 from pipeline.usage import AttemptUsage
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,21 @@ class JobStore(Reaping):
             model_policy=req.model_policy,
             options=req.options,
         )
+        with root_span(SPAN_ACCEPT, {"fenceline.tenant": str(req.tenant_id)}) as (span, tp):
+            accepted = await self._accept(req, conn, version, rhash, tp)
+            span.set_attribute("fenceline.job_id", str(accepted.job_id))
+            span.set_attribute("fenceline.created", accepted.created)
+        return accepted
+
+    async def _accept(
+        self,
+        req: AcceptRequest,
+        conn: asyncpg.Connection,
+        version: str,
+        rhash: str,
+        traceparent: str,
+    ) -> Accepted:
+        doc = req.document
         deadline = req.deadline_seconds or self.settings.default_deadline_seconds
         max_attempts = req.max_attempts or self.policy.max_attempts
         async with conn.transaction():
@@ -106,6 +123,7 @@ class JobStore(Reaping):
                 max_attempts,
                 float(deadline),
                 self.clock.now(),
+                traceparent,
             )
             if row is not None:
                 await conn.execute(
@@ -114,6 +132,7 @@ class JobStore(Reaping):
                     job_id,
                     EVENT_REQUESTED,
                     {"job_id": str(job_id), "schema_version": req.schema_version, "v": 1},
+                    traceparent,
                 )
                 return Accepted(
                     job_id=row["id"],
@@ -355,7 +374,7 @@ class JobStore(Reaping):
         if not approve:
             extra.update(reason="review_rejected", error_class="review_rejected")
         await self._event(conn, settled, EVENT_COMPLETED if approve else EVENT_FAILED, extra)
-        await self._run_hooks(conn, settled)
+        await self._run_hooks(conn, replace(settled, decided_at=audit["created_at"]))
         return ReviewDecided(settled, audit["id"], audit["created_at"])
 
     # ------------------------------------------------------------------- reads

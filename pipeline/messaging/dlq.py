@@ -347,7 +347,7 @@ async def dlq_replay(
             "v": 1,
             "replay_of": str(dead_letter_id),
         }
-        await conn.execute(q("outbox_insert"), event_id, job["id"], EVENT_REQUESTED, payload)
+        await conn.execute(q("outbox_insert"), event_id, job["id"], EVENT_REQUESTED, payload, None)
         await conn.execute(
             q("dead_letter_replay_insert"),
             uuid.uuid4(),

@@ -41,6 +41,7 @@ from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import JobState
+from pipeline.tracing import SPAN_INBOX, SpanKind, context_from_headers, job_span, set_error
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +156,23 @@ class InboxConsumer:
 
     async def handle(self, d: Delivery) -> Disposition:
         """Decide one delivery; the consumer acks only after this returns."""
+        with job_span(
+            SPAN_INBOX,
+            context_from_headers(d.headers),
+            {"fenceline.message_id": d.message_id, "fenceline.redelivered": d.redelivered},
+            kind=SpanKind.CONSUMER,
+        ) as span:
+            disposition = await self._handle(d)
+            result = disposition.result
+            if isinstance(result, IngestResult):
+                span.set_attribute("fenceline.inbox_outcome", result.outcome.value)
+                if result.job_id is not None:
+                    span.set_attribute("fenceline.job_id", str(result.job_id))
+                if disposition.action != "ack":
+                    set_error(span, result.reason or result.outcome.value, result.detail or "")
+            return disposition
+
+    async def _handle(self, d: Delivery) -> Disposition:
         try:
             message = EventMessage.parse(d.body)
             result = await self._ingest(message)

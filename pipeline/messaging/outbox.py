@@ -52,6 +52,16 @@ from pipeline.messaging.publisher import ConfirmingPublisher, Outgoing, PublishR
 from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS, NotificationListener
 from pipeline.queries import q
 from pipeline.settings import Settings
+from pipeline.tracing import (
+    SPAN_PUBLISH,
+    Span,
+    SpanKind,
+    context_of,
+    headers_with_context,
+    set_error,
+    traceparent_of,
+    tracer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -280,6 +290,8 @@ class OutboxRelay:
             done = await conn.fetch(
                 q("outbox_mark_published"), [r["event_id"] for r in rows], "local", now
             )
+        for row in rows:  # a zero-length span: the event's publication, done locally
+            _publish_span(row, "local").end()
         report.local = len(done)
         self.metrics.outbox_published.labels(via="local").inc(len(done))
         if len(done) != len(rows):
@@ -287,7 +299,11 @@ class OutboxRelay:
 
     async def _publish(self, items: Sequence[tuple[Any, Route]], report: RelayReport) -> None:
         assert self.publisher is not None
-        messages = [_outgoing(row, route) for row, route in items]
+        spans = [_publish_span(row, "broker") for row, _route in items]
+        messages = [
+            _outgoing(row, route, traceparent_of(span))
+            for (row, route), span in zip(items, spans, strict=True)
+        ]
         started = time.perf_counter()
         try:
             results = await self.publisher.publish(
@@ -299,6 +315,11 @@ class OutboxRelay:
                 PublishResult(m.message_id, PublishStatus.UNKNOWN, str(exc)) for m in messages
             ]
         self.metrics.outbox_publish_seconds.observe(time.perf_counter() - started)
+        for span, result in zip(spans, results, strict=True):
+            span.set_attribute("fenceline.publish_status", result.status.value)
+            if result.status is not PublishStatus.CONFIRMED:
+                set_error(span, result.status.value, result.detail)
+            span.end()
         by_status: dict[PublishStatus, list[tuple[uuid.UUID, str]]] = {}
         for (row, _route), result in zip(items, results, strict=True):
             by_status.setdefault(result.status, []).append((row["event_id"], result.detail))
@@ -376,8 +397,26 @@ def _message(row: Any) -> EventMessage:
     )
 
 
-def _outgoing(row: Any, route: Route) -> Outgoing:
-    headers: dict[str, Any] = {HEADER_SENT_AT: time.time_ns() // 1000}
+def _publish_span(row: Any, via: str) -> Span:
+    """The span of one event's publication, in its job's trace (ended by the caller)."""
+    return tracer().start_span(
+        SPAN_PUBLISH,
+        context=context_of(row.get("traceparent")),
+        kind=SpanKind.PRODUCER,
+        attributes={
+            "fenceline.job_id": str(row["job_id"]),
+            "fenceline.event_id": str(row["event_id"]),
+            "fenceline.event_type": row["event_type"],
+            "fenceline.publish_attempt": row["publish_attempts"],
+            "fenceline.via": via,
+        },
+    )
+
+
+def _outgoing(row: Any, route: Route, traceparent: str | None = None) -> Outgoing:
+    headers: dict[str, Any] = headers_with_context(
+        {HEADER_SENT_AT: time.time_ns() // 1000}, traceparent or row.get("traceparent")
+    )
     if row["event_type"] == EVENT_DEAD_LETTERED:
         payload = row["payload"] or {}
         headers[HEADER_REASON] = str(payload.get("reason") or "terminal")

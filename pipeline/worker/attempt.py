@@ -28,12 +28,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
+from opentelemetry import trace as trace_api
+
 from pipeline.errors import (
     AdmissionDeferred,
     FencelineError,
     LeaseLost,
     MalformedOutput,
     ProviderRateLimited,
+    ProviderTimeout,
     RetryableError,
     TerminalError,
 )
@@ -47,9 +50,22 @@ from pipeline.extraction import (
     prepare_call,
 )
 from pipeline.jobs import JobStore, Lease, Settled
+from pipeline.logs import job_log_context
 from pipeline.queries import q
 from pipeline.states import JobState
 from pipeline.tenants import MasterDataCache
+from pipeline.tracing import (
+    SPAN_ADMISSION,
+    SPAN_ATTEMPT,
+    SPAN_ENGINE,
+    SPAN_SETTLE,
+    SPAN_VALIDATE,
+    Span,
+    child_span,
+    job_span,
+    set_error,
+    set_timeout,
+)
 from pipeline.usage import AttemptUsage, ReportedUsage
 from pipeline.validation import (
     DEFAULT_POLICY,
@@ -157,14 +173,30 @@ class AttemptRunner:
         self.master_data = master_data or MasterDataCache()
 
     async def run(self, lease: Lease) -> AttemptReport:
-        lost = asyncio.Event()
-        beat = asyncio.create_task(self._heartbeat(lease, lost), name=f"hb-{lease.job_id}")
-        try:
-            return await self._attempt(lease, lost)
-        finally:
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
+        """One attempt under ``lease``, in its own span of the job's trace."""
+        attrs = {
+            "fenceline.job_id": str(lease.job_id),
+            "fenceline.tenant": str(lease.tenant_id),
+            "fenceline.attempt": lease.attempt,
+            "fenceline.fence": lease.fence,
+            "fenceline.worker": lease.worker_id,
+            "fenceline.max_attempts": lease.max_attempts,
+        }
+        with job_span(SPAN_ATTEMPT, lease.traceparent, attrs) as span, job_log_context(lease):
+            log.info("attempt started")
+            lost = asyncio.Event()
+            beat = asyncio.create_task(self._heartbeat(lease, lost), name=f"hb-{lease.job_id}")
+            try:
+                report = await self._attempt(lease, lost)
+            finally:
+                beat.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await beat
+            span.set_attribute("fenceline.outcome", report.outcome)
+            if report.outcome not in ("succeeded", "review_required"):
+                set_error(span, report.outcome, report.detail)
+            log.info("attempt ended: %s %s", report.outcome, report.detail)
+            return report
 
     async def _heartbeat(self, lease: Lease, lost: asyncio.Event) -> None:
         while True:
@@ -181,6 +213,11 @@ class AttemptRunner:
     def _time_left(self, lease: Lease) -> float:
         """Seconds the engine call may take: the attempt timeout, bounded by the deadline
         (less a commit margin) and, only when heartbeats cannot renew it in time, the lease."""
+        return self._bound(lease)[0]
+
+    def _bound(self, lease: Lease) -> tuple[float, str]:
+        """:meth:`_time_left` and which bound sets it (``attempt``, ``deadline``, ``lease``):
+        the timeout that fires first if the engine does not answer."""
         now = datetime.now(UTC)
         to_deadline = (lease.deadline_at - now).total_seconds() - self.config.commit_margin_seconds
         lease_left = (lease.lease_until - now).total_seconds()
@@ -189,7 +226,11 @@ class AttemptRunner:
             if self.config.heartbeat_seconds >= lease_left
             else float("inf")
         )
-        return min(self.config.attempt_timeout_seconds, to_deadline, to_lease)
+        return min(
+            (self.config.attempt_timeout_seconds, "attempt"),
+            (to_deadline, "deadline"),
+            (to_lease, "lease"),
+        )
 
     async def _load(self, lease: Lease) -> tuple[str, TenantMasterData]:
         async with self.store.pool.acquire() as conn:
@@ -219,7 +260,20 @@ class AttemptRunner:
         if timeout <= 1:
             return await self._retry(lease, RetryableError("no time left for an attempt"), None)
         try:
-            grant = await self._admit(lease, budget.prompt_tokens, budget.max_output_tokens, lost)
+            with child_span(
+                SPAN_ADMISSION,
+                {
+                    "fenceline.prompt_tokens": budget.prompt_tokens,
+                    "fenceline.max_output_tokens": budget.max_output_tokens,
+                },
+            ) as admission_span:
+                try:
+                    grant = await self._admit(
+                        lease, budget.prompt_tokens, budget.max_output_tokens, lost
+                    )
+                except FencelineError as exc:
+                    set_error(admission_span, exc.error_class, str(exc))
+                    raise
         except RetryableError as exc:
             return await self._retry(lease, exc, None)
         except TerminalError as exc:  # e.g. a reservation no budget can ever admit
@@ -232,22 +286,36 @@ class AttemptRunner:
         if grant is _LOST:
             await self.store.record_late_result(lease, None)
             return AttemptReport(lease.job_id, lease.fence, "lease_lost")
-        timeout = self._time_left(lease)
-        call = asyncio.create_task(
-            self.engine.complete(
-                cast(Messages, request.messages),
-                json_schema=request.json_schema,
-                max_tokens=budget.max_output_tokens,
-                timeout=max(timeout, 1.0),
+        timeout, bound = self._bound(lease)
+        with child_span(
+            SPAN_ENGINE,
+            {
+                "fenceline.engine": self.engine.name,
+                "fenceline.timeout_seconds": round(max(timeout, 1.0), 3),
+                "fenceline.timeout_bound": bound,
+                "gen_ai.request.max_tokens": budget.max_output_tokens,
+                "gen_ai.usage.input_tokens.estimated": budget.prompt_tokens,
+            },
+        ) as engine_span:
+            call = asyncio.create_task(
+                self.engine.complete(
+                    cast(Messages, request.messages),
+                    json_schema=request.json_schema,
+                    max_tokens=budget.max_output_tokens,
+                    timeout=max(timeout, 1.0),
+                )
             )
-        )
-        watch = asyncio.create_task(lost.wait())
-        done, _ = await asyncio.wait({call, watch}, return_when=asyncio.FIRST_COMPLETED)
-        watch.cancel()
+            watch = asyncio.create_task(lost.wait())
+            done, _ = await asyncio.wait({call, watch}, return_when=asyncio.FIRST_COMPLETED)
+            watch.cancel()
+            if call not in done:
+                call.cancel()  # the lease is gone; abort the engine call (it may still bill)
+                with contextlib.suppress(BaseException):
+                    await call
+                set_timeout(engine_span, "lease", "lease lost during the call")
+            else:
+                _describe_call(engine_span, call, bound)
         if call not in done:
-            call.cancel()  # the lease is gone; abort the engine call (it may still bill)
-            with contextlib.suppress(BaseException):
-                await call
             await self.admission.release(grant, usage=None, uncertain=True)
             await self.store.record_late_result(lease, None)
             return AttemptReport(lease.job_id, lease.fence, "lease_lost")
@@ -304,6 +372,9 @@ class AttemptRunner:
                 )
             except AdmissionDeferred as exc:
                 pause = min(max(exc.retry_after or 1.0, 0.1), max(left - 1, 0.1))
+                span = trace_api.get_current_span()
+                span.add_event("admission.deferred", {"reason": str(exc)[:200], "pause": pause})
+                span.set_attribute("fenceline.admission.wait_reason", str(exc)[:200])
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(lost.wait(), pause)
                 if lost.is_set():
@@ -319,14 +390,25 @@ class AttemptRunner:
         request: ExtractionCall,
     ) -> AttemptReport:
         try:
-            outcome = interpret(
-                completion.text,
-                text,
-                master,
-                today=self.today().date(),
-                policy=self.policy,
-                contract=request.contract,
-            )
+            with child_span(SPAN_VALIDATE, {"fenceline.contract": request.contract}) as vspan:
+                try:
+                    outcome = interpret(
+                        completion.text,
+                        text,
+                        master,
+                        today=self.today().date(),
+                        policy=self.policy,
+                        contract=request.contract,
+                    )
+                except MalformedOutput as exc:
+                    vspan.set_attribute("fenceline.decision", "malformed_output")
+                    set_error(vspan, exc.error_class, str(exc))
+                    raise
+                vspan.set_attribute("fenceline.decision", outcome.report.decision.value)
+                vspan.set_attribute(
+                    "fenceline.reasons",
+                    [str(r.get("code", r)) for r in outcome.report.as_dict().get("reasons", [])],
+                )
         except MalformedOutput as exc:
             last = lease.attempt >= lease.max_attempts
             if last and self.policy.malformed_exhausted_state is JobState.REVIEW_REQUIRED:
@@ -401,13 +483,64 @@ class AttemptRunner:
         )
 
     async def _settle(self, outcome: Awaitable[Settled]) -> Settled:
-        settled = await outcome
+        attempt_span = trace_api.get_current_span()  # the attempt's: no step span is open here
+        with child_span(SPAN_SETTLE) as span:
+            try:
+                settled = await outcome
+            except LeaseLost as exc:
+                set_error(span, exc.error_class, str(exc))
+                raise
+            span.set_attribute("fenceline.state", settled.state.value)
+            span.set_attribute("fenceline.fence", settled.fence)
+            if settled.reason:
+                span.set_attribute("fenceline.reason", settled.reason)
+            if settled.retry_at is not None:
+                # The retry decision, on the attempt's span too: why and when it runs again.
+                for s in (span, attempt_span):
+                    s.set_attribute("fenceline.retry.decision", settled.state.value)
+                    s.set_attribute("fenceline.retry.at", settled.retry_at.isoformat())
+                    s.set_attribute("fenceline.retry.reason", settled.reason or "")
         if self.on_settled is not None:
             try:
                 await self.on_settled(settled)
             except Exception:  # the durable outbox event is the source of truth
                 log.exception("settle hand-off failed for job %s", settled.job_id)
         return settled
+
+
+def _describe_call(span: Span, call: asyncio.Task[Completion], bound: str) -> None:
+    """Tokens, TTFT and finish reason of an answered call, or which timeout ended it.
+
+    A :class:`ProviderTimeout` raised by the engine's own clock (its cause is a
+    local timeout) fired at ``bound``; one the provider answered (HTTP 408) is the
+    provider's.
+    """
+    exc = call.exception()
+    if exc is None:
+        c = call.result()
+        span.set_attribute("gen_ai.usage.input_tokens", c.usage.prompt_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", c.usage.completion_tokens)
+        span.set_attribute("gen_ai.response.model", c.model)
+        if c.pool:
+            span.set_attribute("fenceline.pool", c.pool)
+        if c.finish_reason:
+            span.set_attribute("gen_ai.response.finish_reasons", [c.finish_reason])
+        if c.timings.ttft_s is not None:
+            span.set_attribute("fenceline.ttft_seconds", c.timings.ttft_s)
+        span.set_attribute("fenceline.e2e_seconds", c.timings.e2e_s)
+        return
+    if isinstance(exc, ProviderTimeout):
+        local = (
+            isinstance(exc.__cause__, TimeoutError)
+            or "TimeoutException" in type(exc.__cause__).__name__
+        )
+        set_timeout(span, bound if local else "provider", str(exc))
+    elif isinstance(exc, FencelineError):
+        set_error(span, exc.error_class, str(exc))
+        if isinstance(exc, ProviderRateLimited) and exc.retry_after is not None:
+            span.set_attribute("fenceline.retry_after_seconds", exc.retry_after)
+    else:
+        set_error(span, type(exc).__name__, str(exc))
 
 
 def _recorded(u: ReportedUsage, engine: str) -> AttemptUsage:

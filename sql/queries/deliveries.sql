@@ -92,7 +92,8 @@ claimed AS (
   FROM picked, now_
   WHERE d.id = picked.id AND d.state IN ('pending', 'retry_scheduled')
   RETURNING d.id, d.tenant_id, d.endpoint_id, d.job_id, d.event_type, d.body, d.body_sha256,
-            d.attempts AS attempt, d.fence, d.lease_until, picked.url, now_.t AS started_at
+            d.attempts AS attempt, d.fence, d.lease_until, picked.url, now_.t AS started_at,
+            (SELECT j.traceparent FROM extraction_jobs j WHERE j.id = d.job_id) AS traceparent
 ),
 attempt_rows AS (
   INSERT INTO delivery_attempts (delivery_id, fence, attempt, worker_id, started_at)

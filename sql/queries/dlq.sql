@@ -63,3 +63,10 @@ FROM dead_letter_replays WHERE dead_letter_id = $1 ORDER BY created_at, id;
 -- name: dead_letter_pending_count
 -- DLQ depth on the archive side: letters nobody has replayed yet.
 SELECT count(*) FROM dead_letters WHERE replay_count = 0;
+
+-- name: dead_letter_backlog_stats
+-- Dead letters archived and not replayed: how many and the oldest one's age.
+SELECT count(*) AS waiting,
+       coalesce(extract(epoch FROM coalesce($1::timestamptz, now()) - min(archived_at)), 0)
+         AS oldest_seconds
+FROM dead_letters WHERE replay_count = 0;

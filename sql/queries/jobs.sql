@@ -18,10 +18,10 @@ FROM documents WHERE id = $1 AND tenant_id = $2;
 INSERT INTO extraction_jobs
   (id, tenant_id, idempotency_key, request_hash, document_id, object_version,
    schema_version, model_policy, priority, estimated_tokens, max_attempts, state,
-   deadline_at, available_at, created_at)
+   deadline_at, available_at, created_at, traceparent)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'READY',
         coalesce($13::timestamptz, now()) + make_interval(secs => $12),
-        coalesce($13::timestamptz, now()), coalesce($13::timestamptz, now()))
+        coalesce($13::timestamptz, now()), coalesce($13::timestamptz, now()), $14)
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING id, state, state_version, created_at, deadline_at;
 
@@ -42,8 +42,11 @@ LEFT JOIN LATERAL (
 WHERE j.tenant_id = $1 AND j.idempotency_key = $2;
 
 -- name: outbox_insert
-INSERT INTO outbox_events (event_id, job_id, event_type, payload)
-VALUES ($1, $2, $3, $4);
+-- $5 the writing span's traceparent; without one the event carries its job's, so
+-- every event of a job continues the job's trace (pipeline/tracing.py).
+INSERT INTO outbox_events (event_id, job_id, event_type, payload, traceparent)
+VALUES ($1, $2, $3, $4,
+        coalesce($5::text, (SELECT j.traceparent FROM extraction_jobs j WHERE j.id = $2)));
 
 -- name: job_claim_available
 -- Fair claim: each tenant offers its own oldest runnable jobs (bounded, SKIP
@@ -89,7 +92,8 @@ claimed AS (
   WHERE j.id = picked.id AND j.state IN ('READY', 'RETRY_SCHEDULED')
   RETURNING j.id, j.tenant_id, j.attempt, j.fence, j.lease_until, j.deadline_at,
             j.document_id, j.object_version, j.schema_version, j.model_policy,
-            j.priority, j.estimated_tokens, j.max_attempts, now_.t AS started_at
+            j.priority, j.estimated_tokens, j.max_attempts, j.traceparent,
+            now_.t AS started_at
 ),
 attempt_rows AS (
   INSERT INTO job_attempts (job_id, fence, attempt, worker_id, started_at)
@@ -122,7 +126,7 @@ SET state = $3, result_ref = $4, validation_policy = $5, lease_until = NULL,
     last_error_class = $7, last_error = $8
 WHERE id = $1 AND state = 'RUNNING' AND fence = $2
   AND lease_until > coalesce($6::timestamptz, now())
-RETURNING id, tenant_id, state, state_version, attempt, fence;
+RETURNING id, tenant_id, state, state_version, attempt, fence, created_at, finished_at;
 
 -- name: job_retry_if_fenced
 UPDATE extraction_jobs
@@ -139,7 +143,7 @@ SET state = 'FAILED_TERMINAL', lease_until = NULL, lease_owner = NULL,
     terminal_reason = $5
 WHERE id = $1 AND state = 'RUNNING' AND fence = $2
   AND lease_until > coalesce($6::timestamptz, now())
-RETURNING id, tenant_id, state, state_version, attempt, fence;
+RETURNING id, tenant_id, state, state_version, attempt, fence, created_at, finished_at;
 
 -- name: result_insert
 INSERT INTO extraction_results (job_id, fence, result, validation, decision)
@@ -162,7 +166,7 @@ WHERE job_id = $1 AND fence = $2 AND outcome <> 'running'
 RETURNING job_id;
 
 -- name: job_select_expired_leases
-SELECT id, tenant_id, fence, attempt, max_attempts, deadline_at,
+SELECT id, tenant_id, fence, attempt, max_attempts, deadline_at, lease_owner, traceparent,
        coalesce($1::timestamptz, now()) AS now
 FROM extraction_jobs
 WHERE state = 'RUNNING' AND lease_until <= coalesce($1::timestamptz, now())
@@ -188,7 +192,7 @@ SET state = 'FAILED_TERMINAL', fence = fence + 1, lease_until = NULL, lease_owne
     terminal_reason = $3
 WHERE id = $1 AND state = 'RUNNING' AND fence = $2
   AND lease_until <= coalesce($4::timestamptz, now())
-RETURNING id, tenant_id, state, state_version, attempt, fence;
+RETURNING id, tenant_id, state, state_version, attempt, fence, created_at, finished_at;
 
 -- name: job_select_past_deadline
 SELECT id, tenant_id, fence, state
@@ -205,7 +209,7 @@ SET state = 'FAILED_TERMINAL', finished_at = coalesce($2::timestamptz, now()),
     last_error = 'deadline passed before an attempt could start'
 WHERE id = $1 AND state IN ('READY', 'RETRY_SCHEDULED')
   AND deadline_at <= coalesce($2::timestamptz, now())
-RETURNING id, tenant_id, state, state_version, attempt, fence;
+RETURNING id, tenant_id, state, state_version, attempt, fence, created_at, finished_at;
 
 -- name: job_get_for_tenant
 SELECT j.id, j.tenant_id, j.state, j.state_version, j.attempt, j.max_attempts, j.fence,
@@ -221,7 +225,7 @@ SELECT j.id, j.tenant_id, j.state, j.state_version, j.attempt, j.max_attempts, j
        j.priority, j.estimated_tokens, j.object_version, j.document_id, j.schema_version,
        j.model_policy, j.validation_policy, j.available_at, j.deadline_at, j.lease_until,
        j.lease_owner, j.result_ref, j.last_error_class, j.last_error, j.terminal_reason,
-       j.created_at, j.updated_at, j.finished_at
+       j.created_at, j.updated_at, j.finished_at, j.traceparent
 FROM extraction_jobs j WHERE j.id = $1;
 
 -- name: attempt_list_for_job
@@ -263,3 +267,23 @@ FROM extraction_jobs;
 
 -- name: state_transition_list
 SELECT from_state, to_state FROM job_state_transitions ORDER BY 1, 2;
+
+-- name: job_sli_stats
+-- The durable SLIs per tenant (pipeline/jobs/slis.py): runnable backlog and the
+-- age of its oldest eligible job (measured apart from broker lag: a job waits
+-- here whether or not a message announced it), and the review queue with its
+-- oldest job's age (REVIEW_REQUIRED has its own SLO). $1 now.
+WITH now_ AS (SELECT coalesce($1::timestamptz, now()) AS t)
+SELECT j.tenant_id,
+       count(*) FILTER (WHERE j.state IN ('READY', 'RETRY_SCHEDULED')
+                          AND j.available_at <= now_.t) AS runnable,
+       coalesce(extract(epoch FROM now_.t - min(j.available_at)
+                FILTER (WHERE j.state IN ('READY', 'RETRY_SCHEDULED')
+                          AND j.available_at <= now_.t)), 0) AS oldest_eligible_seconds,
+       count(*) FILTER (WHERE j.state = 'RUNNING') AS running,
+       count(*) FILTER (WHERE j.state = 'REVIEW_REQUIRED') AS review,
+       coalesce(extract(epoch FROM now_.t - min(j.finished_at)
+                FILTER (WHERE j.state = 'REVIEW_REQUIRED')), 0) AS oldest_review_seconds
+FROM extraction_jobs j CROSS JOIN now_
+WHERE j.state IN ('READY', 'RETRY_SCHEDULED', 'RUNNING', 'REVIEW_REQUIRED')
+GROUP BY j.tenant_id, now_.t;

@@ -23,7 +23,7 @@ SET claimed_until = now_.t + make_interval(secs => $3),
 FROM picked, now_
 WHERE o.event_id = picked.event_id
 RETURNING o.event_id, o.job_id, o.event_type, o.payload, o.created_at, o.publish_attempts,
-          o.claimed_until;
+          o.claimed_until, o.traceparent;
 
 -- name: outbox_mark_published
 -- Only after the broker confirmed (via 'broker') or when handled locally

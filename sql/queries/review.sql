@@ -15,7 +15,8 @@ WHERE j.id = $1 AND j.tenant_id = $2 AND j.state = 'REVIEW_REQUIRED' AND j.state
   AND ($4 <> 'SUCCEEDED' OR NOT EXISTS (
         SELECT 1 FROM extraction_results r
         WHERE r.job_id = j.id AND r.validation @> '{"schema_valid": false}'::jsonb))
-RETURNING j.id, j.tenant_id, j.state, j.state_version, j.attempt, j.fence;
+RETURNING j.id, j.tenant_id, j.state, j.state_version, j.attempt, j.fence, j.created_at,
+          j.finished_at;
 
 -- name: job_get_review_state_for_tenant
 -- The job's current state, if the tenant may see it, and whether its result

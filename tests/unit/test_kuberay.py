@@ -56,7 +56,8 @@ REQUIRED_SECRET = "fenceline-postgres"
 
 
 def manifest_files() -> list[Path]:
-    return sorted(KUBERAY.rglob("*.yaml"))
+    # *.test.yaml are promtool unit tests of the alert rules (tests/unit/test_alert_rules.py).
+    return sorted(p for p in KUBERAY.rglob("*.yaml") if not p.name.endswith(".test.yaml"))
 
 
 def patch_files() -> dict[Path, str]:
