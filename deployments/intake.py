@@ -23,11 +23,14 @@ Three ways to run it:
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
 from deployments.observability import start_observability
+from deployments.ray_metrics import bridge_to_ray
 from pipeline.api import create_app
 from pipeline.settings import Settings
 
@@ -53,7 +56,33 @@ class IntakeIngress:
         start_observability(self._settings, "fenceline-intake")
 
     def __serve_build_asgi_app__(self) -> FastAPI:
-        return create_app(self._settings)
+        return with_ray_metrics(create_app(self._settings))
+
+
+def with_ray_metrics(app: FastAPI) -> FastAPI:
+    """Bridge the app's registry into Ray's metrics agent while the app runs.
+
+    The bridge is an asyncio task, so it starts in the app's lifespan (the
+    replica's event loop), not in the constructor; outside Ray it is None and
+    ``/metrics`` still serves the registry. Through the agent, Prometheus sees
+    every replica's series from one scrape of each node, instead of one replica
+    per scrape of the Serve route.
+    """
+    inner = app.router.lifespan_context
+    registry = app.state.fenceline.metrics.registry
+
+    @contextlib.asynccontextmanager
+    async def lifespan(a: FastAPI) -> AsyncIterator[Any]:
+        async with inner(a) as state:
+            bridge = bridge_to_ray(registry)
+            try:
+                yield state
+            finally:
+                if bridge is not None:
+                    bridge.stop()
+
+    app.router.lifespan_context = lifespan
+    return app
 
 
 def build_intake_app(

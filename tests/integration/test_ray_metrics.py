@@ -185,3 +185,53 @@ async def test_the_maintenance_actor_exports_its_broker_path_metrics(
         assert "RegistryBridge" not in await actor.services.remote()
     finally:
         ray.kill(actor)
+
+
+class IntakeInRay:
+    """An actor running the intake app as its Serve replica does (lifespan included)."""
+
+    def __init__(self, dsn: str) -> None:
+        from deployments.intake import with_ray_metrics
+        from pipeline.api import create_app
+
+        self.app = with_ray_metrics(create_app(Settings(database_url=dsn)))
+        self._lifespan: Any = None
+
+    async def start(self) -> None:
+        self._lifespan = self.app.router.lifespan_context(self.app)
+        await self._lifespan.__aenter__()
+
+    async def unauthorised_post(self) -> int:
+        import httpx
+
+        transport = httpx.ASGITransport(app=self.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://intake") as http:
+            r = await http.post("/v1/extraction-jobs", json={"document": {"text": "x"}})
+            return r.status_code
+
+    async def stop(self) -> None:
+        await self._lifespan.__aexit__(None, None, None)
+
+
+async def test_the_intake_replica_exports_its_acceptance_series(
+    metrics_port: int, dsn: str
+) -> None:
+    """The intake's registry reaches Ray's agent while the app runs (its lifespan starts
+    the bridge), so one scrape per node sees every replica's acceptance SLI."""
+    import ray
+
+    actor: Any = ray.remote(num_cpus=0)(IntakeInRay).remote(dsn)
+    try:
+        await actor.start.remote()
+        assert await actor.unauthorised_post.remote() == 401
+        assert await actor.unauthorised_post.remote() == 401
+        await until(
+            metrics_port,
+            {
+                key("ray_fenceline_acceptance_seconds_count", outcome="invalid"): 2,
+                key("ray_fenceline_jobs_rejected_total", reason="unauthorized"): 2,
+            },
+        )
+        await actor.stop.remote()
+    finally:
+        ray.kill(actor)
