@@ -39,6 +39,7 @@ from pipeline.tenants import (
     set_quotas,
     tenant_usage,
 )
+from pipeline.text_safety import visible
 
 TABLE = CommandTable()
 command = TABLE.command
@@ -174,7 +175,7 @@ def _none(_: argparse.ArgumentParser) -> None:
 def _tenants_list(_args: argparse.Namespace, settings: Settings) -> int:
     for t in _run(settings, list_tenants):
         print(
-            f"{t.id}  {t.name}  weight={t.weight}  max_in_flight={t.max_in_flight}  "
+            f"{t.id}  {visible(t.name)}  weight={t.weight}  max_in_flight={t.max_in_flight}  "
             f"max_pending_jobs={t.max_pending_jobs}  spend_budget={t.spend_budget}"
         )
     return 0

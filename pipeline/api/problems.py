@@ -243,7 +243,8 @@ _DESCRIPTIONS = {
     409: "Conflict: Idempotency-Key reused for a different request, or a stale state_version",
     413: "Request body above the configured limit",
     415: "Unsupported Content-Type",
-    422: "The request is well-formed but invalid (schema, NUL characters)",
+    422: "The request is well-formed but invalid (schema, NUL characters, invisible or "
+    "bidi characters in a file name or option key)",
     429: "Tenant quota exceeded; retry after Retry-After seconds",
     503: "System capacity exhausted or database unavailable; retry after Retry-After seconds",
 }

@@ -192,3 +192,53 @@ async def test_repeated_authorization_is_refused_on_every_route(
     for r in (listed, registered):
         assert "Authorization" in assert_problem(r, 400, "duplicate_header")["detail"]
     assert await count_rows(pool, *ALL_TABLES) == before
+
+
+# ------------------------------------------------------------ 3. text safety
+def named(filename: str) -> dict[str, Any]:
+    body = submission()
+    body["document"]["filename"] = filename
+    return body
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        (named("invoice\u202efdp.exe"), "document.filename"),
+        (submission(options={"loc\u200bale": "de"}), "options"),
+        (submission(options={"rules": [{"\u2066max": 1}]}), "options"),
+        (submission(options={"tag\U000e0041": 1}), "options"),
+        (named("scan\u0000.txt"), None),  # NUL keeps its own reason
+    ],
+)
+async def test_invisible_characters_in_names_are_422_unsafe_text(
+    pool: asyncpg.Pool, dsn: str, body: dict[str, Any], where: str | None
+) -> None:
+    tk = await tenant_with_key(pool)
+    before = await count_rows(pool, *ALL_TABLES)
+    async with asgi_client(create_app(settings_for(dsn), pool=pool)) as client:
+        r = await client.post(JOBS, json=body, headers=tk.headers)
+    if where is None:
+        assert_problem(r, 422, "nul_character")
+    else:
+        detail = assert_problem(r, 422, "unsafe_text")["detail"]
+        assert where in detail and "U+" in detail
+        assert not any(c in r.text for c in "\u202e\u200b\u2066")  # never echoed
+    assert await count_rows(pool, *ALL_TABLES) == before
+
+
+async def test_multipart_file_names_follow_the_same_rule(pool: asyncpg.Pool, dsn: str) -> None:
+    tk = await tenant_with_key(pool)
+    before = await count_rows(pool, *ALL_TABLES)
+    async with asgi_client(create_app(settings_for(dsn), pool=pool)) as client:
+        refused = await client.post(
+            JOBS, files={"document": ("invoice\u202efdp.exe", b"INVOICE 1")}, headers=tk.headers
+        )
+        accepted = await client.post(
+            JOBS, files={"document": ("Rechnung Müller 2025.txt", b"INVOICE 2")}, headers=tk.headers
+        )
+    assert "document.filename" in assert_problem(refused, 422, "unsafe_text")["detail"]
+    assert accepted.status_code == 202, accepted.text
+    after = await count_rows(pool, *ALL_TABLES)
+    assert after["extraction_jobs"] - before["extraction_jobs"] == 1
+    assert after["documents"] - before["documents"] == 1
