@@ -128,7 +128,12 @@ def create_app(
     )
     app.state.fenceline = ctx
     api_errors.install(app, capacity_retry_after=settings.capacity_retry_after_seconds)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        drain_bytes=settings.max_body_drain_bytes,
+        drain_seconds=settings.body_drain_seconds,
+    )
     # Outside the body limit: an ambiguous request is refused before anything is read.
     app.add_middleware(SingleValuedHeadersMiddleware)
     # Outermost (added last), so the 413s above are counted too.

@@ -28,6 +28,7 @@ from tests.support.api import (
     WRITTEN_TABLES,
     asgi_client,
     count_rows,
+    loopback_server,
     settings_for,
     submission,
     tenant_with_key,
@@ -242,3 +243,98 @@ async def test_multipart_file_names_follow_the_same_rule(pool: asyncpg.Pool, dsn
     after = await count_rows(pool, *ALL_TABLES)
     assert after["extraction_jobs"] - before["extraction_jobs"] == 1
     assert after["documents"] - before["documents"] == 1
+
+
+# ------------------------------------------------- 4. the 413 reaches the client
+LIMIT = 1000
+
+
+async def _raw_post(
+    url: str, head: bytes, chunks: list[bytes]
+) -> tuple[int, dict[str, str], bytes]:
+    """Send a request over a real socket, the whole body, then read the whole answer."""
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(head)
+        for chunk in chunks:
+            writer.write(chunk)
+            await writer.drain()
+            await asyncio.sleep(0)  # a client still uploading when the server decides
+        raw = await asyncio.wait_for(reader.read(), timeout=15)
+    finally:
+        writer.close()
+    status_line, _, rest = raw.partition(b"\r\n")
+    header_block, _, body = rest.partition(b"\r\n\r\n")
+    headers = {}
+    for line in header_block.split(b"\r\n"):
+        name, _, value = line.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(status_line.split()[1]), headers, body
+
+
+def _request_head(key: str, *, length: int | None) -> bytes:
+    framing = f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked"
+    return (
+        f"POST {JOBS} HTTP/1.1\r\nHost: intake.test\r\nAuthorization: Bearer {key}\r\n"
+        f"Content-Type: application/json\r\n{framing}\r\nConnection: close\r\n\r\n"
+    ).encode()
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+async def test_a_client_still_uploading_receives_the_413_problem(
+    pool: asyncpg.Pool, dsn: str, framing: str
+) -> None:
+    tk = await tenant_with_key(pool)
+    body = json.dumps(submission("x" * 400_000)).encode()
+    pieces = [body[i : i + 16384] for i in range(0, len(body), 16384)]
+    if framing == "chunked":
+        head = _request_head(tk.key, length=None)
+        chunks = [f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in pieces] + [b"0\r\n\r\n"]
+    else:
+        head, chunks = _request_head(tk.key, length=len(body)), pieces
+    app = create_app(settings_for(dsn, max_body_bytes=LIMIT), pool=pool)
+    before = await count_rows(pool, *ALL_TABLES)
+    async with loopback_server(app) as url:
+        for _ in range(5):  # the sweep saw 3 resets in 5 tries
+            status, headers, raw = await _raw_post(url, head, chunks)
+            assert status == 413
+            assert headers["content-type"] == "application/problem+json"
+            assert int(headers["content-length"]) == len(raw)  # the whole document arrived
+            problem = json.loads(raw)
+            assert (problem["status"], problem["reason"]) == (413, "body_too_large")
+    assert await count_rows(pool, *ALL_TABLES) == before
+
+
+async def test_httpx_uploading_a_large_body_gets_the_413_every_time(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    tk = await tenant_with_key(pool)
+    body = json.dumps(submission("y" * 2_000_000)).encode()
+    app = create_app(settings_for(dsn, max_body_bytes=LIMIT), pool=pool)
+    before = await count_rows(pool, *ALL_TABLES)
+    async with loopback_server(app) as url, httpx.AsyncClient(base_url=url, timeout=15) as client:
+        for _ in range(5):
+            r = await client.post(
+                JOBS, content=body, headers={**tk.headers, "Content-Type": "application/json"}
+            )
+            assert_problem(r, 413, "body_too_large")
+    assert await count_rows(pool, *ALL_TABLES) == before
+
+
+async def test_a_body_past_the_drain_bound_is_closed_unread(pool: asyncpg.Pool, dsn: str) -> None:
+    # Past the bound the server does no more work for a refused request: the 413 is
+    # sent at once with Connection: close (a client waiting on 100-continue reads it).
+    tk = await tenant_with_key(pool)
+    app = create_app(
+        settings_for(dsn, max_body_bytes=LIMIT, max_body_drain_bytes=10_000), pool=pool
+    )
+    head = (
+        f"POST {JOBS} HTTP/1.1\r\nHost: intake.test\r\nAuthorization: Bearer {tk.key}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 50000000\r\n"
+        "Expect: 100-continue\r\n\r\n"
+    ).encode()
+    async with loopback_server(app) as url:
+        status, headers, raw = await _raw_post(url, head, [])
+    assert (status, headers["connection"]) == (413, "close")
+    assert json.loads(raw)["reason"] == "body_too_large"
