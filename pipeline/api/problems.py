@@ -238,7 +238,7 @@ def install(app: FastAPI, *, capacity_retry_after: float) -> None:
 
 _DESCRIPTIONS = {
     400: "Malformed request (invalid UTF-8, malformed JSON, bad cursor or header)",
-    401: "Missing, unknown or revoked API key",
+    401: "Missing, unknown, revoked or expired (reason key_expired) API key",
     403: "The API key lacks the scope this operation needs",
     404: "No such resource for this tenant (another tenant's looks the same)",
     409: "Conflict: Idempotency-Key reused for a different request, or a stale state_version",

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from pipeline.api import create_app
+from pipeline.clock import ManualClock
 from pipeline.database import connect
 from pipeline.settings import Settings
 from pipeline.tenants import create_api_key, create_tenant
@@ -338,3 +339,51 @@ async def test_a_body_past_the_drain_bound_is_closed_unread(pool: asyncpg.Pool, 
         status, headers, raw = await _raw_post(url, head, [])
     assert (status, headers["connection"]) == (413, "close")
     assert json.loads(raw)["reason"] == "body_too_large"
+
+
+# ----------------------------------------------------------- 5. expiring keys
+async def test_a_key_is_refused_with_key_expired_once_its_expiry_passes(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    clock = ManualClock()
+    tk = await tenant_with_key(pool)
+    async with pool.acquire() as conn:
+        key_id, key = await create_api_key(
+            conn, tk.tenant.id, expires_in_seconds=60, now=clock.now()
+        )
+    headers = {"Authorization": f"Bearer {key}"}
+    app = create_app(settings_for(dsn), pool=pool, clock=clock)
+    async with asgi_client(app) as client:
+        before_expiry = await client.post(JOBS, json=submission(), headers=headers)
+        clock.advance(61)
+        counts = await count_rows(pool, *ALL_TABLES)
+        expired = await client.post(JOBS, json=submission(), headers=headers)
+        listed = await client.get(JOBS, headers=headers)
+        other = await client.post(JOBS, json=submission(), headers=tk.headers)  # no expiry
+        async with pool.acquire() as conn:
+            await conn.execute("UPDATE api_keys SET revoked_at = now() WHERE id = $1", key_id)
+        revoked = await client.get(JOBS, headers=headers)
+    assert before_expiry.status_code == 202, before_expiry.text
+    for r in (expired, listed):
+        assert_problem(r, 401, "key_expired")
+        assert r.headers["www-authenticate"].startswith("Bearer")
+    assert other.status_code == 202
+    # A revoked key is refused as revoked (unauthorized), whatever its expiry.
+    assert_problem(revoked, 401, "unauthorized")
+    after = await count_rows(pool, *ALL_TABLES)
+    assert after["extraction_jobs"] - counts["extraction_jobs"] == 1  # only `other`
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(
+            "SELECT created_at, expires_at FROM api_keys WHERE id = $1", key_id
+        )
+    assert (row["expires_at"] - row["created_at"]).total_seconds() == 60
+
+
+async def test_an_expiry_must_lie_in_the_future(pool: asyncpg.Pool) -> None:
+    tk = await tenant_with_key(pool)
+    before = await count_rows(pool, "api_keys")
+    async with pool.acquire() as conn:
+        for seconds in (0, -5):
+            with pytest.raises(ValueError):
+                await create_api_key(conn, tk.tenant.id, expires_in_seconds=seconds)
+    assert await count_rows(pool, "api_keys") == before
