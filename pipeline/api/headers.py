@@ -8,6 +8,13 @@ headers make the parser a guess. So a request carrying any of
 :data:`SINGLE_VALUED` more than once is a 400 problem (reason
 ``duplicate_header``) naming the header, before authentication or any read,
 and nothing is written.
+
+``Content-Length`` together with ``Transfer-Encoding`` is the classic request
+smuggling shape: two hops may frame the body differently. httptools (uvicorn's
+default parser) refuses it before the app runs, in ``text/plain``; h11 passes
+it on, framed by the chunked encoding. The app refuses it either way it sees
+it: 400 ``ambiguous_framing`` (see ``docs/intake.md`` for what each server does
+on its own).
 """
 
 from __future__ import annotations
@@ -36,8 +43,14 @@ def repeated_header(scope: Scope) -> str | None:
     return None
 
 
+def has_both_framings(scope: Scope) -> bool:
+    """Whether the request carries both ``Content-Length`` and ``Transfer-Encoding``."""
+    names = {bytes(key).lower() for key, _ in scope.get("headers", ())}
+    return b"content-length" in names and b"transfer-encoding" in names
+
+
 class SingleValuedHeadersMiddleware:
-    """400 ``duplicate_header`` for a request that repeats a header of :data:`SINGLE_VALUED`."""
+    """400 for a repeated header of :data:`SINGLE_VALUED` or two body framings."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -50,6 +63,16 @@ class SingleValuedHeadersMiddleware:
                     400,
                     f"the {name} header appears more than once; send it once",
                     reason="duplicate_header",
+                )
+                await response(scope, receive, send)
+                return
+            if has_both_framings(scope):
+                response = problem(
+                    400,
+                    "Content-Length and Transfer-Encoding together frame the body ambiguously",
+                    reason="ambiguous_framing",
+                    # Never reuse a connection whose framing two hops may read differently.
+                    headers={"Connection": "close"},
                 )
                 await response(scope, receive, send)
                 return
