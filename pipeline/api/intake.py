@@ -23,7 +23,7 @@
   malformed JSON are 400; NUL characters, lone surrogates and schema
   violations are 422 — never a 500.
 * **Nothing invisible where a person reads a name.** A file name or an option
-  key (at any depth) with a bidi control, zero-width or other invisible
+  name (a key of ``options``) with a bidi control, zero-width or other invisible
   character (:mod:`pipeline.text_safety`) is 422 ``unsafe_text``, and nothing
   is written: ``invoice\\u202efdp.exe`` must not reach a screen as
   ``invoiceexe.pdf``.
@@ -228,22 +228,16 @@ def _validate(model: type[_M], value: Any, loc: str) -> _M:
 def check_display_text(submission: JobSubmission) -> JobSubmission:
     """Refuse invisible characters in the names a person reads (file name, option keys).
 
+    Option *keys* are names (the schema's ``propertyNames``); what an option holds,
+    nested objects included, is a value, carried as given and escaped when shown.
+
     Raises:
         ApiProblem: 422 ``unsafe_text``, naming the field and the code point
             (never echoing the text itself).
     """
-    found: list[tuple[str, str]] = []
+    found = [("a key of options", key) for key in submission.options]
     if submission.document.filename is not None:
         found.append(("document.filename", submission.document.filename))
-    stack: list[tuple[str, Any]] = [("options", submission.options)]
-    while stack:
-        where, value = stack.pop()
-        if isinstance(value, dict):
-            for key, item in value.items():
-                found.append((f"a key of {where}", key))
-                stack.append((where, item))
-        elif isinstance(value, list):
-            stack.extend((where, item) for item in value)
     for where, text in found:
         char = first_invisible(text)
         if char is not None:

@@ -208,7 +208,7 @@ def named(filename: str) -> dict[str, Any]:
     [
         (named("invoice\u202efdp.exe"), "document.filename"),
         (submission(options={"loc\u200bale": "de"}), "options"),
-        (submission(options={"rules": [{"\u2066max": 1}]}), "options"),
+        (submission(options={"\u2066max\u2069": 1}), "options"),
         (submission(options={"tag\U000e0041": 1}), "options"),
         (named("scan\u0000.txt"), None),  # NUL keeps its own reason
     ],
