@@ -70,3 +70,11 @@ hostile_urls = st.one_of(
     st.text(max_size=80),
     st.text(alphabet=st.characters(codec="ascii"), max_size=80),
 )
+
+#: ``https`` URLs whose host is malformed on purpose: the class behind issue 16's 500.
+malformed_host_urls = st.builds(
+    lambda host, port, rest: f"https://{host}{port}{rest}",
+    _MALFORMED_HOSTS,
+    _PORTS,
+    _REST,
+)
