@@ -18,6 +18,7 @@ Hierarchy::
     ├── IdempotencyConflict       same tenant + key, different request hash
     ├── AdmissionRejected         quota (429) or capacity (503) refusal, with retry_after
     ├── NotFound                  missing or not visible to this tenant (indistinguishable)
+    ├── KeyExpired                an API key presented after its expiry (401 key_expired)
     ├── BrokerUnavailable         RabbitMQ unreachable or the channel closed; nothing was sent
     ├── PoisonMessage             a broker message no consumer can act on; carries a reason
     ├── ReplayRefused             a dead letter whose job can no longer run again
@@ -157,6 +158,17 @@ class NotFound(FencelineError):
     """Missing, or owned by another tenant: the two are deliberately indistinguishable."""
 
     error_class = "not_found"
+
+
+class KeyExpired(FencelineError):
+    """A known, unrevoked API key presented after its ``expires_at``.
+
+    Told apart from an unknown key (401 ``key_expired``, not ``unauthorized``)
+    so that a client knows to fetch its rotated key; only the holder of the
+    key's secret can learn that it expired.
+    """
+
+    error_class = "key_expired"
 
 
 class BrokerUnavailable(FencelineError):

@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     # Intake API (issue 3): request limits, admission bounds and status streams.
     #: Request bodies above this get 413 before they are buffered.
     max_body_bytes: int = Field(1 << 20, gt=0)
+    #: A refused (413) body is read and discarded up to this many bytes in all, so a
+    #: client still uploading receives the 413 instead of a reset connection; past
+    #: it (or past ``body_drain_seconds``) the connection is closed unread.
+    max_body_drain_bytes: int = Field(8 << 20, ge=0)
+    body_drain_seconds: float = Field(10.0, gt=0)
     #: Seconds to wait for a pooled connection before answering 503.
     db_acquire_timeout_seconds: float = Field(5.0, gt=0)
     #: Retry-After for a tenant quota refusal (429) on pending jobs, bytes or tokens.

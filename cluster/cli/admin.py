@@ -10,6 +10,7 @@ import uuid
 
 from cluster.cli.base import CommandTable
 from pipeline.settings import Settings
+from pipeline.text_safety import visible
 
 TABLE = CommandTable()
 command = TABLE.command
@@ -59,7 +60,7 @@ def _status(_args: argparse.Namespace, settings: Settings) -> int:
         finally:
             await pool.close()
         for r in sorted(rows, key=lambda r: r["state"]):
-            print(f"{r['state']:<16} {r['n']}")
+            print(visible(f"{r['state']:<16} {r['n']}"))
         age = backlog["oldest_runnable_age_seconds"]
         print(
             f"runnable {backlog['runnable']}  running {backlog['running']}  oldest runnable "

@@ -22,6 +22,7 @@ import asyncpg
 
 from cluster.cli.base import CommandTable
 from pipeline.settings import Settings
+from pipeline.text_safety import visible
 
 TABLE = CommandTable()
 command = TABLE.command
@@ -105,7 +106,8 @@ def _suppliers_list(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(rows, indent=2))
     else:
         for r in records:
-            print(f"{r.name}  {r.vat_id}  {' '.join(sorted(r.ibans)) or '(no IBAN on file)'}")
+            ibans = " ".join(sorted(r.ibans)) or "(no IBAN on file)"
+            print(visible(f"{r.name}  {r.vat_id}  {ibans}"))
     return 0
 
 

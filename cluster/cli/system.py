@@ -16,6 +16,7 @@ import httpx
 
 from cluster.cli.base import CommandTable
 from pipeline.settings import Settings
+from pipeline.text_safety import visible
 
 TABLE = CommandTable()
 command = TABLE.command
@@ -189,10 +190,10 @@ async def _submit_async(args: argparse.Namespace) -> int:
                 headers={"Idempotency-Key": key},
             )
             if r.status_code not in (200, 202):
-                print(f"{path}: {r.status_code} {r.text}", file=sys.stderr)
+                print(visible(f"{path}: {r.status_code} {r.text}"), file=sys.stderr)
                 continue
             jobs[r.json()["job_id"]] = str(path)
-            print(f"{path}: accepted as {r.json()['job_id']}")
+            print(visible(f"{path}: accepted as {r.json()['job_id']}"))
         if args.no_wait:
             return 0
         settled = {"SUCCEEDED", "REVIEW_REQUIRED", "FAILED_TERMINAL"}
@@ -211,7 +212,7 @@ async def _submit_async(args: argparse.Namespace) -> int:
                 break
             await asyncio.sleep(1)
     for job_id, path in jobs.items():
-        print(f"{states[job_id]:<16} {job_id}  {path}")
+        print(visible(f"{states[job_id]:<16} {job_id}  {path}"))
     return 0 if all(s != "FAILED_TERMINAL" for s in states.values()) else 1
 
 
@@ -242,7 +243,7 @@ def _review(args: argparse.Namespace, settings: Settings) -> int:
     with httpx.Client(base_url=args.url, headers=headers, timeout=30) as client:
         job = client.get(f"/v1/extraction-jobs/{args.job_id}")
         if job.status_code != 200:
-            print(f"{job.status_code}: {job.text}", file=sys.stderr)
+            print(visible(f"{job.status_code}: {job.text}"), file=sys.stderr)
             return 1
         r = client.post(
             f"/v1/extraction-jobs/{args.job_id}/review",
@@ -252,5 +253,5 @@ def _review(args: argparse.Namespace, settings: Settings) -> int:
                 "state_version": job.json()["state_version"],
             },
         )
-    print(r.text)
+    print(visible(r.text))
     return 0 if r.status_code in (200, 201) else 1

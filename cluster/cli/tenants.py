@@ -39,6 +39,7 @@ from pipeline.tenants import (
     set_quotas,
     tenant_usage,
 )
+from pipeline.text_safety import visible
 
 TABLE = CommandTable()
 command = TABLE.command
@@ -174,7 +175,7 @@ def _none(_: argparse.ArgumentParser) -> None:
 def _tenants_list(_args: argparse.Namespace, settings: Settings) -> int:
     for t in _run(settings, list_tenants):
         print(
-            f"{t.id}  {t.name}  weight={t.weight}  max_in_flight={t.max_in_flight}  "
+            f"{t.id}  {visible(t.name)}  weight={t.weight}  max_in_flight={t.max_in_flight}  "
             f"max_pending_jobs={t.max_pending_jobs}  spend_budget={t.spend_budget}"
         )
     return 0
@@ -241,34 +242,65 @@ def _tenants_usage(args: argparse.Namespace, settings: Settings) -> int:
 
 
 # ---------------------------------------------------------------------- keys
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration(text: str) -> float:
+    """``90d``, ``12h``, ``30m``, ``45s`` or plain seconds; more than zero."""
+    unit = text[-1:].lower()
+    number = text[:-1] if unit in _UNITS else text
+    try:
+        value = float(number) * _UNITS.get(unit, 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a duration: {text!r} (e.g. 90d, 12h, 30m, 3600)"
+        ) from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("must be a finite duration above zero")
+    return value
+
+
 def _key_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("tenant", help="tenant name or id")
     p.add_argument("--scope", action="append", default=None, help=_SCOPE_HELP)
+    p.add_argument(
+        "--expires-in",
+        type=_duration,
+        default=None,
+        metavar="DURATION",
+        help="refuse the key (401 key_expired) after this long: 90d, 12h, 30m or seconds "
+        "(default: never)",
+    )
 
 
 @command("keys create", "create an API key for a tenant (the secret is printed once)", _key_args)
 @_handled
 def _keys_create(args: argparse.Namespace, settings: Settings) -> int:
     scopes = tuple(args.scope or ["jobs"])
-    key = _run(settings, lambda c: issue_key(c, args.tenant, scopes=scopes))
+    key = _run(
+        settings,
+        lambda c: issue_key(c, args.tenant, scopes=scopes, expires_in_seconds=args.expires_in),
+    )
     out = {
         "tenant_id": str(key.tenant_id),
         "key_id": str(key.key_id),
         "api_key": key.secret,
         "scopes": list(key.scopes),
+        "expires_at": key.expires_at.isoformat() if key.expires_at else None,
     }
     print(json.dumps(out))
     return 0
 
 
-@command("keys list", "a tenant's keys: id, prefix, scopes, created, revoked", _tenant_arg)
+@command("keys list", "a tenant's keys: id, prefix, scopes, created, expires, revoked", _tenant_arg)
 @_handled
 def _keys_list(args: argparse.Namespace, settings: Settings) -> int:
     for k in _run(settings, lambda c: list_keys(c, args.tenant)):
         revoked = k.revoked_at.isoformat() if k.revoked_at else "-"
+        expires = k.expires_at.isoformat() if k.expires_at else "never"
         print(
             f"{k.key_id}  {k.prefix}…  scopes={','.join(k.scopes)}  "
-            f"created={k.created_at.isoformat()}  revoked={revoked}"
+            f"created={k.created_at.isoformat()}  expires={expires}  revoked={revoked}"
         )
     return 0
 

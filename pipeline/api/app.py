@@ -13,6 +13,8 @@ the services that hold the invariants:
 * :mod:`pipeline.api.endpoints` — the tenant's webhook endpoints (its own router);
 * :mod:`pipeline.api.problems` — every error as ``application/problem+json``,
   and 413 before a too-large body is buffered;
+* :mod:`pipeline.api.headers` — 400 for a repeated ``Authorization``,
+  ``Idempotency-Key``, ``Content-Type`` or ``Content-Length``;
 * :mod:`pipeline.api.metrics` — ``/metrics``.
 
 Every ``/v1`` route authenticates ``Authorization: Bearer <key>`` and passes the
@@ -37,6 +39,7 @@ from fastapi.openapi.utils import get_openapi
 from pipeline.api import problems as api_errors
 from pipeline.api.context import ApiContext, known_query_only
 from pipeline.api.endpoints import router as endpoints_router
+from pipeline.api.headers import SingleValuedHeadersMiddleware
 from pipeline.api.intake import (
     AcceptHook,
     JobOptions,
@@ -125,7 +128,14 @@ def create_app(
     )
     app.state.fenceline = ctx
     api_errors.install(app, capacity_retry_after=settings.capacity_retry_after_seconds)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.max_body_bytes,
+        drain_bytes=settings.max_body_drain_bytes,
+        drain_seconds=settings.body_drain_seconds,
+    )
+    # Outside the body limit: an ambiguous request is refused before anything is read.
+    app.add_middleware(SingleValuedHeadersMiddleware)
     # Outermost (added last), so the 413s above are counted too.
     app.add_middleware(AcceptanceMiddleware, metrics=ctx.metrics)
     register_routes(app)

@@ -28,6 +28,7 @@ from pipeline.api.status_stream import EventHub
 from pipeline.clock import Clock
 from pipeline.database import create_pool
 from pipeline.delivery import job_store
+from pipeline.errors import KeyExpired
 from pipeline.jobs import JobStore, SettleHook
 from pipeline.settings import Settings
 from pipeline.tenants import Principal, TenantQuota, authenticate
@@ -133,7 +134,8 @@ async def authenticated(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
 ) -> Principal:
-    """The caller's principal; 401 for a missing, unknown or revoked key."""
+    """The caller's principal; 401 for a missing, unknown or revoked key, or an expired
+    one (reason ``key_expired``, so its holder knows to fetch the rotated key)."""
     unauthorised = ApiProblem(
         401,
         "a valid API key is required",
@@ -144,8 +146,17 @@ async def authenticated(
         raise unauthorised
     ctx = api_context(request)
     pool = ctx.services.pool
-    async with pool.acquire(timeout=ctx.settings.db_acquire_timeout_seconds) as conn:
-        principal = await authenticate(conn, credentials.credentials)
+    now = ctx.clock.now() if ctx.clock is not None else None
+    try:
+        async with pool.acquire(timeout=ctx.settings.db_acquire_timeout_seconds) as conn:
+            principal = await authenticate(conn, credentials.credentials, now=now)
+    except KeyExpired:
+        raise ApiProblem(
+            401,
+            "this API key has expired; use its replacement",
+            reason="key_expired",
+            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+        ) from None
     if principal is None:
         raise unauthorised
     request.state.api_key = credentials.credentials

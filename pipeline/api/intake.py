@@ -22,6 +22,11 @@
 * **Input is text, checked before it reaches PostgreSQL.** Invalid UTF-8 and
   malformed JSON are 400; NUL characters, lone surrogates and schema
   violations are 422 — never a 500.
+* **Nothing invisible where a person reads a name.** A file name or an option
+  name (a key of ``options``) with a bidi control, zero-width or other invisible
+  character (:mod:`pipeline.text_safety`) is 422 ``unsafe_text``, and nothing
+  is written: ``invoice\\u202efdp.exe`` must not reach a screen as
+  ``invoiceexe.pdf``.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from pipeline.tenants import TenantQuota, demand_for
+from pipeline.text_safety import describe, first_invisible, safe_text_pattern
 
 #: Printable ASCII without spaces, 1–200 characters.
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,200}$"
@@ -77,8 +83,11 @@ class DocumentBody(BaseModel):
 
     text: Annotated[str, Field(min_length=1, pattern=_NO_NUL)]
     content_type: Annotated[str, Field(pattern=r"^[a-z]+/[a-z0-9.+-]{1,80}$")] = "text/plain"
-    filename: Annotated[str, Field(max_length=255, pattern=r"^[^\x00-\x1f]*$")] | None = Field(
-        None, description="Informational only: never part of the document's identity."
+    filename: Annotated[str, Field(max_length=255)] | None = Field(
+        None,
+        description="Informational only: never part of the document's identity. No "
+        "control, bidi, zero-width or other invisible characters (422 unsafe_text).",
+        json_schema_extra={"pattern": safe_text_pattern()},
     )
 
 
@@ -92,7 +101,7 @@ class JobOptions(BaseModel):
     options: dict[str, JsonValue] = Field(
         default_factory=dict,
         description="Result-affecting options; part of the request hash.",
-        json_schema_extra={"propertyNames": {"pattern": _NO_NUL}},
+        json_schema_extra={"propertyNames": {"pattern": safe_text_pattern()}},
     )
     priority: JsonInt = Field(0, ge=-10, le=10, description="Higher runs first within the tenant.")
     deadline_seconds: float | None = Field(
@@ -216,9 +225,33 @@ def _validate(model: type[_M], value: Any, loc: str) -> _M:
         raise RequestValidationError(errors) from None
 
 
+def check_display_text(submission: JobSubmission) -> JobSubmission:
+    """Refuse invisible characters in the names a person reads (file name, option keys).
+
+    Option *keys* are names (the schema's ``propertyNames``); what an option holds,
+    nested objects included, is a value, carried as given and escaped when shown.
+
+    Raises:
+        ApiProblem: 422 ``unsafe_text``, naming the field and the code point
+            (never echoing the text itself).
+    """
+    found = [("a key of options", key) for key in submission.options]
+    if submission.document.filename is not None:
+        found.append(("document.filename", submission.document.filename))
+    for where, text in found:
+        char = first_invisible(text)
+        if char is not None:
+            raise ApiProblem(
+                422,
+                f"{where} contains an invisible or bidi control character ({describe(char)})",
+                reason="unsafe_text",
+            )
+    return submission
+
+
 def parse_json_submission(raw: bytes) -> JobSubmission:
     """``application/json`` body → :class:`JobSubmission`."""
-    return _validate(JobSubmission, parse_json(raw), "body")
+    return check_display_text(_validate(JobSubmission, parse_json(raw), "body"))
 
 
 def parse_multipart_submission(
@@ -241,7 +274,7 @@ def parse_multipart_submission(
     if filename:
         doc["filename"] = filename
     _check_text(doc)
-    return _validate(JobSubmission, {**options, "document": doc}, "body")
+    return check_display_text(_validate(JobSubmission, {**options, "document": doc}, "body"))
 
 
 async def read_submission(request: Request, max_part_bytes: int) -> JobSubmission:

@@ -16,6 +16,7 @@ its own error shape and nothing a client sends can surface as a bare 500:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from http import HTTPStatus
@@ -237,13 +238,14 @@ def install(app: FastAPI, *, capacity_retry_after: float) -> None:
 
 _DESCRIPTIONS = {
     400: "Malformed request (invalid UTF-8, malformed JSON, bad cursor or header)",
-    401: "Missing, unknown or revoked API key",
+    401: "Missing, unknown, revoked or expired (reason key_expired) API key",
     403: "The API key lacks the scope this operation needs",
     404: "No such resource for this tenant (another tenant's looks the same)",
     409: "Conflict: Idempotency-Key reused for a different request, or a stale state_version",
     413: "Request body above the configured limit",
     415: "Unsupported Content-Type",
-    422: "The request is well-formed but invalid (schema, NUL characters)",
+    422: "The request is well-formed but invalid (schema, NUL characters, invisible or "
+    "bidi characters in a file name or option key)",
     429: "Tenant quota exceeded; retry after Retry-After seconds",
     503: "System capacity exhausted or database unavailable; retry after Retry-After seconds",
 }
@@ -281,14 +283,31 @@ class BodyTooLarge(StarletteHTTPException):
 class BodyLimitMiddleware:
     """413 for bodies over ``max_bytes``, decided before the body is buffered.
 
-    A declared ``Content-Length`` over the limit is refused without reading a
+    A declared ``Content-Length`` over the limit is refused without buffering a
     byte; otherwise (chunked or lying clients) the bytes are counted as they are
-    received and reading stops at the first chunk past the limit.
+    received and the app sees nothing past the first chunk over the limit.
+
+    Answering and closing while the client is still sending makes the kernel
+    reset the connection, and a reset can destroy the 413 before the client
+    reads it. So the rest of a refused body is read and discarded first, up to
+    ``drain_bytes`` in all and ``drain_seconds``; a body that ends within both
+    gets its 413 on a connection that stays usable, one that does not gets the
+    413 with ``Connection: close`` (bounded work: the server never reads an
+    unbounded body to be polite). A client that sent ``Expect: 100-continue``
+    has sent no body yet and gets the 413 at once.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        drain_bytes: int = 8 << 20,
+        drain_seconds: float = 10.0,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.drain_bytes = drain_bytes
+        self.drain_seconds = drain_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -301,24 +320,39 @@ class BodyLimitMiddleware:
                 await bad(scope, receive, send)
                 return
             if int(declared) > self.max_bytes:
-                await self._too_large(scope, receive, send)
+                expects = (_header(scope, b"expect") or "").lower() == "100-continue"
+                drained = False
+                if not expects and int(declared) <= self.drain_bytes:
+                    drained = await self._drain(receive, 0)
+                await self._too_large(scope, receive, send, drained=drained)
                 return
         seen = 0
+        ended = False
         started = False
 
         async def counted() -> Message:
-            nonlocal seen
+            nonlocal seen, ended
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
+                ended = not message.get("more_body", False)
                 if seen > self.max_bytes:
                     raise BodyTooLarge(self.max_bytes)
             return message
 
         async def tracked(message: Message) -> None:
-            nonlocal started
+            nonlocal started, ended
             if message["type"] == "http.response.start":
                 started = True
+                if message["status"] == 413 and not ended:
+                    # The app answered 413 to a body it stopped reading (its own
+                    # handler of BodyTooLarge, or the multipart parser's limit).
+                    ended = await self._drain(receive, seen)
+                    if not ended:
+                        message = {
+                            **message,
+                            "headers": [*message.get("headers", []), (b"connection", b"close")],
+                        }
             await send(message)
 
         try:
@@ -326,14 +360,33 @@ class BodyLimitMiddleware:
         except BodyTooLarge:
             if started:
                 raise
-            await self._too_large(scope, receive, send)
+            drained = ended or await self._drain(receive, seen)
+            await self._too_large(scope, receive, send, drained=drained)
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _drain(self, receive: Receive, already: int) -> bool:
+        """Read and drop the rest of the body; True if it ended within the bounds."""
+        total = already
+        try:
+            async with asyncio.timeout(self.drain_seconds):
+                while total <= self.drain_bytes:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        return False  # the client went away
+                    total += len(message.get("body", b""))
+                    if not message.get("more_body", False):
+                        return total <= self.drain_bytes
+        except TimeoutError:
+            return False
+        return False
+
+    async def _too_large(
+        self, scope: Scope, receive: Receive, send: Send, *, drained: bool
+    ) -> None:
         response = problem(
             413,
             f"the request body is larger than {self.max_bytes} bytes",
             reason="body_too_large",
-            headers={"Connection": "close"},
+            headers=None if drained else {"Connection": "close"},
         )
         await response(scope, receive, send)
 

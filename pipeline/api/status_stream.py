@@ -50,6 +50,7 @@ from typing import Any
 import asyncpg
 
 from pipeline.api.problems import DATABASE_UNAVAILABLE
+from pipeline.errors import KeyExpired
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import FINAL, JobState
@@ -329,8 +330,11 @@ class StatusStream:
         return frames
 
     async def _key_valid(self) -> bool:
-        async with self._acquire() as conn:
-            principal = await authenticate(conn, self.api_key)
+        try:
+            async with self._acquire() as conn:
+                principal = await authenticate(conn, self.api_key)
+        except KeyExpired:
+            return False  # an open stream ends when its key expires, as when it is revoked
         return principal is not None and principal.tenant_id == self.tenant_id
 
     async def events(self) -> AsyncIterator[str]:

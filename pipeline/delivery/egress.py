@@ -235,7 +235,25 @@ class EgressGuard:
             )
 
     def check_url(self, url: str) -> Target:
-        """Syntactic checks that need no DNS; raises :class:`EgressBlocked`."""
+        """Syntactic checks that need no DNS.
+
+        Every problem with the string is an :class:`EgressBlocked`, whatever the
+        parsers make of it: ``urlsplit`` raises a bare ``ValueError`` for
+        malformed brackets (``https://[::1/``, ``https://[127.0.0.1]/``), and a
+        parser's own error must never escape as anything else (the API would
+        answer 500, and :meth:`EgressClient.post` promises never to raise).
+
+        Raises:
+            EgressBlocked: the URL is refused; ``reason`` says by which rule.
+        """
+        try:
+            return self._check_url(url)
+        except EgressBlocked:
+            raise
+        except (ValueError, TypeError, UnicodeError, httpx.InvalidURL) as exc:
+            raise egress_blocked("syntax", f"malformed URL: {exc}"[:300]) from None
+
+    def _check_url(self, url: str) -> Target:
         if not isinstance(url, str) or not url:
             raise egress_blocked("syntax", "empty URL")
         if len(url) > MAX_URL_LENGTH:
@@ -256,9 +274,13 @@ class EgressGuard:
             raise egress_blocked("syntax", "a fragment is meaningless in a webhook URL")
         raw_host = parts.hostname or ""
         try:
-            port = parts.port or (443 if scheme == "https" else 80)
+            explicit = parts.port
         except ValueError as exc:
-            raise egress_blocked("syntax", f"bad port: {exc}") from None
+            raise egress_blocked("port", f"bad port: {exc}") from None
+        if explicit is not None and not 1 <= explicit <= 65535:
+            # ``parts.port or default`` would read port 0 as the default port.
+            raise egress_blocked("port", f"port {explicit} is out of range 1-65535")
+        port = explicit if explicit is not None else (443 if scheme == "https" else 80)
         host = raw_host[:-1] if raw_host.endswith(".") else raw_host
         if not host:
             raise egress_blocked("syntax", "URL has no host")

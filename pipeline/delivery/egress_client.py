@@ -111,17 +111,23 @@ class EgressClient:
             pinned = await self.guard.resolve(url)
         except EgressBlocked as exc:
             return HttpOutcome(None, ms(), "egress_blocked", f"{exc.reason}: {exc}")
-        request = self._client.build_request(
-            "POST",
-            url,
-            content=body,
-            headers={
-                "content-type": "application/json",
-                "user-agent": "fenceline-webhooks/1",
-                **headers,
-            },
-            extensions={PIN_EXTENSION: pinned.address},
-        )
+        try:
+            request = self._client.build_request(
+                "POST",
+                url,
+                content=body,
+                headers={
+                    "content-type": "application/json",
+                    "user-agent": "fenceline-webhooks/1",
+                    **headers,
+                },
+                extensions={PIN_EXTENSION: pinned.address},
+            )
+        except (httpx.InvalidURL, ValueError, TypeError, UnicodeError) as exc:
+            # A header value that is not latin-1, or a URL httpx reads differently
+            # now: nothing was sent, and the caller still gets an outcome.
+            detail = f"{type(exc).__name__}: {exc}"[:500]
+            return HttpOutcome(None, ms(), "invalid_request", detail, address=pinned.address)
         try:
             async with asyncio.timeout(self.timeout_seconds):
                 response = await self._client.send(request, stream=True)

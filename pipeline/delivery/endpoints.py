@@ -224,7 +224,8 @@ class EndpointRegistry:
         Raises:
             EgressBlocked: the URL or an address it resolves to is not allowed;
                 nothing is written.
-            ValueError: a supplied ``secret`` is not a valid ``whsec_`` secret.
+            ValueError: a supplied ``secret`` is not a valid Standard Webhooks secret
+                (base64 of 24..64 bytes, ``whsec_`` prefix optional).
         """
         await self.guard.resolve(url)
         secret = secret or generate_secret()

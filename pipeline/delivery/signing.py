@@ -56,15 +56,18 @@ def generate_secret(nbytes: int = 32) -> str:
 
 
 def decode_secret(secret: str) -> bytes:
-    """The HMAC key bytes of a ``whsec_`` secret.
+    """The HMAC key bytes of a Standard Webhooks secret, ``whsec_`` prefix optional.
+
+    The reference libraries strip the prefix when present and decode the rest
+    as base64, so a receiver configured with the bare base64 secret (as some
+    dashboards show it) verifies the same signatures; so does this one.
 
     Raises:
-        ValueError: missing prefix, bad base64, or a key outside 24..64 bytes.
+        ValueError: bad base64, or a key outside 24..64 bytes.
     """
-    if not secret.startswith(SECRET_PREFIX):
-        raise ValueError("webhook secret must start with 'whsec_'")
+    encoded = secret.removeprefix(SECRET_PREFIX)
     try:
-        key = base64.b64decode(secret[len(SECRET_PREFIX) :], validate=True)
+        key = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise ValueError("webhook secret is not valid base64") from exc
     if not MIN_SECRET_BYTES <= len(key) <= MAX_SECRET_BYTES:

@@ -15,6 +15,7 @@ import asyncpg
 from pipeline.database import connect, create_pool, ensure_database, migrate
 from pipeline.jobs.store import JobStore
 from pipeline.settings import Settings
+from pipeline.text_safety import visible
 from pipeline.tracing import trace_id_of
 
 
@@ -47,7 +48,13 @@ async def explain_job(settings: Settings, job_id: uuid.UUID) -> dict[str, Any]:
 
 
 def render_explain(data: dict[str, Any]) -> str:
-    """A human-readable audit trail: acceptance, publication, ingestion, attempts, outcome."""
+    """A human-readable audit trail: acceptance, publication, ingestion, attempts, outcome.
+
+    Every line passes through :func:`pipeline.text_safety.visible`: errors, notes and
+    delivery details may carry text from a document, a model or a person, and a
+    bidi control or a newline in them must show as ``\\u202e`` / ``\\n``, not
+    reorder or forge the lines around it.
+    """
     job = data["job"]
     lines = [
         f"job {job['id']}  tenant {job['tenant_id']}",
@@ -90,7 +97,7 @@ def render_explain(data: dict[str, Any]) -> str:
     for extra in ("deliveries", "reviews"):
         for d in data.get(extra, []):
             lines.append(f"{extra[:-1]}: {d}")
-    return "\n".join(lines)
+    return "\n".join(visible(line) for line in lines)
 
 
 async def ping(settings: Settings) -> bool:

@@ -1,6 +1,9 @@
 """Tenants and their API keys.
 
-A key is ``flk_<random>``; only its sha256 is stored. Lookups hash the presented
+A key is ``flk_<random>``; only its sha256 is stored. A key may carry an
+expiry (``expires_at``): past it :func:`authenticate` raises
+:class:`~pipeline.errors.KeyExpired`, and a revoked key stays refused whatever
+its expiry. Lookups hash the presented
 key and probe the unique index with that digest: a caller cannot choose digest
 prefixes, so the index comparison's timing reveals nothing about any stored key,
 and no secret is ever compared directly.
@@ -12,11 +15,13 @@ import hashlib
 import secrets
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 import asyncpg
 
+from pipeline.errors import KeyExpired
 from pipeline.queries import q
 
 KEY_PREFIX = "flk_"
@@ -109,24 +114,52 @@ async def list_tenants(conn: asyncpg.Connection) -> list[Tenant]:
 
 
 async def create_api_key(
-    conn: asyncpg.Connection, tenant_id: uuid.UUID, *, scopes: tuple[str, ...] = ("jobs",)
+    conn: asyncpg.Connection,
+    tenant_id: uuid.UUID,
+    *,
+    scopes: tuple[str, ...] = ("jobs",),
+    expires_in_seconds: float | None = None,
+    now: datetime | None = None,
 ) -> tuple[uuid.UUID, str]:
-    """Create a key; return (key id, the secret). The secret is shown once, never stored."""
+    """Create a key; return (key id, the secret). The secret is shown once, never stored.
+
+    Args:
+        expires_in_seconds: the key is refused from ``now`` + this on; None: never.
+        now: the creation time (None: the database's clock).
+    """
+    if expires_in_seconds is not None and not expires_in_seconds > 0:
+        raise ValueError("a key's expiry must lie in the future")
     secret = KEY_PREFIX + secrets.token_urlsafe(32)
     row = await conn.fetchrow(
-        q("api_key_insert"), uuid.uuid4(), tenant_id, hash_key(secret), secret[:8], list(scopes)
+        q("api_key_insert"),
+        uuid.uuid4(),
+        tenant_id,
+        hash_key(secret),
+        secret[:8],
+        list(scopes),
+        expires_in_seconds,
+        now,
     )
     return row["id"], secret
 
 
-async def authenticate(conn: asyncpg.Connection, presented: str) -> Principal | None:
-    """The principal for a presented key, or None (unknown, malformed or revoked)."""
+async def authenticate(
+    conn: asyncpg.Connection, presented: str, *, now: datetime | None = None
+) -> Principal | None:
+    """The principal for a presented key, or None (unknown, malformed or revoked).
+
+    Raises:
+        KeyExpired: the key is known and unrevoked but past its ``expires_at``
+            (compared with ``now``, or the database's clock).
+    """
     if not presented.startswith(KEY_PREFIX) or len(presented) > 200:
         return None
     digest = hash_key(presented)
-    row = await conn.fetchrow(q("api_key_lookup"), digest)
+    row = await conn.fetchrow(q("api_key_lookup"), digest, now)
     if row is None or row["revoked_at"] is not None:
         return None
+    if row["expired"]:
+        raise KeyExpired(f"API key {row['id']} expired at {row['expires_at'].isoformat()}")
     return Principal(
         key_id=row["id"],
         tenant_id=row["tenant_id"],

@@ -46,6 +46,7 @@ class IssuedKey:
     tenant_id: uuid.UUID
     secret: str
     scopes: tuple[str, ...]
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class KeyInfo:
     scopes: tuple[str, ...]
     created_at: datetime
     revoked_at: datetime | None
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -110,13 +112,27 @@ async def add_tenant(
 
 
 async def issue_key(
-    conn: asyncpg.Connection, tenant: str | uuid.UUID, *, scopes: tuple[str, ...] = ("jobs",)
+    conn: asyncpg.Connection,
+    tenant: str | uuid.UUID,
+    *,
+    scopes: tuple[str, ...] = ("jobs",),
+    expires_in_seconds: float | None = None,
 ) -> IssuedKey:
-    """A new key for ``tenant`` (id or name)."""
+    """A new key for ``tenant`` (id or name), refused after ``expires_in_seconds`` if given.
+
+    Rotation without downtime: issue the new key (optionally expiring), move the
+    clients to it, then revoke the old one — or give the old one an end by
+    having issued it with an expiry in the first place.
+    """
     checked = check_scopes(scopes)
     t = await resolve_tenant(conn, tenant)
-    key_id, secret = await create_api_key(conn, t.id, scopes=checked)
-    return IssuedKey(key_id=key_id, tenant_id=t.id, secret=secret, scopes=checked)
+    key_id, secret = await create_api_key(
+        conn, t.id, scopes=checked, expires_in_seconds=expires_in_seconds
+    )
+    expires_at = await conn.fetchval(q("api_key_expiry_get"), key_id)
+    return IssuedKey(
+        key_id=key_id, tenant_id=t.id, secret=secret, scopes=checked, expires_at=expires_at
+    )
 
 
 async def revoke_key(conn: asyncpg.Connection, tenant: str | uuid.UUID, key_id: uuid.UUID) -> bool:
@@ -140,6 +156,7 @@ async def list_keys(conn: asyncpg.Connection, tenant: str | uuid.UUID) -> list[K
             scopes=tuple(r["scopes"]),
             created_at=r["created_at"],
             revoked_at=r["revoked_at"],
+            expires_at=r["expires_at"],
         )
         for r in rows
     ]

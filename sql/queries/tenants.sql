@@ -21,14 +21,18 @@ SELECT id, name, weight, max_in_flight, max_pending_jobs, max_pending_bytes,
 FROM tenants ORDER BY name;
 
 -- name: api_key_insert
-INSERT INTO api_keys (id, tenant_id, key_hash, key_prefix, scopes)
-VALUES ($1, $2, $3, $4, $5)
-RETURNING id, tenant_id, key_prefix, scopes, created_at;
+-- $6: seconds until the key expires (NULL: never); $7: now (NULL: the database's).
+INSERT INTO api_keys (id, tenant_id, key_hash, key_prefix, scopes, created_at, expires_at)
+VALUES ($1, $2, $3, $4, $5, coalesce($7, now()),
+        coalesce($7, now()) + make_interval(secs => $6::double precision))
+RETURNING id, tenant_id, key_prefix, scopes, created_at, expires_at;
 
 -- name: api_key_lookup
 -- Lookup by the sha256 of the presented key; the unique index makes this one
 -- equality probe, and the hash comparison itself is not timing-sensitive.
-SELECT k.id, k.tenant_id, k.scopes, k.revoked_at, t.name AS tenant_name
+-- $2: now (NULL: the database's), so tests can move past an expiry.
+SELECT k.id, k.tenant_id, k.scopes, k.revoked_at, k.expires_at, t.name AS tenant_name,
+       (k.expires_at IS NOT NULL AND k.expires_at <= coalesce($2, now())) AS expired
 FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
 WHERE k.key_hash = $1;
 
@@ -36,3 +40,6 @@ WHERE k.key_hash = $1;
 UPDATE api_keys SET revoked_at = now()
 WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL
 RETURNING id;
+
+-- name: api_key_expiry_get
+SELECT expires_at FROM api_keys WHERE id = $1;

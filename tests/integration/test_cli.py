@@ -217,3 +217,27 @@ async def test_endpoints_register_list_rotate_disable_enable(pool: asyncpg.Pool,
     assert [k["kind"] for k in kinds] == ["registered", "rotated", "disabled", "enabled"]
     assert kinds[2]["detail"].startswith("ERP maintenance")
     assert count == 3  # the refused registration wrote nothing
+
+
+async def test_keys_create_expires_in_sets_an_expiry_and_refuses_bad_durations(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    tenant = await new_tenant(pool)
+    made = fenceline("keys", "create", tenant.name, "--expires-in", "90d", dsn=dsn)
+    assert made.returncode == 0, made.stderr
+    out = json.loads(made.stdout)
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(
+            "SELECT created_at, expires_at FROM api_keys WHERE id = $1", uuid.UUID(out["key_id"])
+        )
+    assert (row["expires_at"] - row["created_at"]).total_seconds() == 90 * 86400
+    assert out["expires_at"] == row["expires_at"].isoformat()
+    listed = fenceline("keys", "list", tenant.name, dsn=dsn).stdout
+    assert f"expires={row['expires_at'].isoformat()}" in listed
+    for bad in ("0", "-1h", "soon", "infd"):
+        refused = fenceline("keys", "create", tenant.name, f"--expires-in={bad}", dsn=dsn)
+        assert refused.returncode == 2 and "--expires-in" in refused.stderr, refused.stderr
+        assert "flk_" not in refused.stdout
+    async with pool.acquire() as conn:
+        keys = await conn.fetchval("SELECT count(*) FROM api_keys WHERE tenant_id=$1", tenant.id)
+    assert keys == 1  # refused durations wrote nothing

@@ -82,11 +82,17 @@ def _bound_socket() -> socket.socket:
 
 
 @contextlib.asynccontextmanager
-async def loopback_server(app: FastAPI) -> AsyncIterator[str]:
-    """Run ``app`` under a real uvicorn on 127.0.0.1 in this event loop; yield its URL."""
+async def loopback_server(app: FastAPI, *, http: str = "auto") -> AsyncIterator[str]:
+    """Run ``app`` under a real uvicorn on 127.0.0.1 in this event loop; yield its URL.
+
+    ``http`` picks uvicorn's HTTP parser (``h11`` or ``httptools``; ``auto``, its
+    default, is httptools when installed).
+    """
     sock = _bound_socket()
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+    config = uvicorn.Config(
+        app, http=http, log_level="warning", lifespan="on", timeout_graceful_shutdown=2
+    )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:

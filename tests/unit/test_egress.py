@@ -14,6 +14,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from hypothesis import HealthCheck, given, settings
 
 from pipeline.delivery import EgressClient
 from pipeline.delivery.egress import (
@@ -26,6 +27,7 @@ from pipeline.delivery.egress import (
 from pipeline.delivery.egress_client import PinnedTransport
 from pipeline.errors import EgressBlocked
 from tests.support.delivery import ServerThread
+from tests.support.urls import hostile_urls
 
 PROD = EgressGuard(EgressPolicy())
 DEV = EgressGuard(EgressPolicy(allow_loopback_http=True))
@@ -76,7 +78,14 @@ def test_the_issue_matrix_is_refused_by_syntax_and_address_checks() -> None:
         "https://erp.example.com /": "syntax",
         "https://bücher.example/": "syntax",
         "https://erp.example.com:8443/": "port",
-        "https://erp.example.com:99999/": "syntax",
+        "https://erp.example.com:99999/": "port",
+        "https://erp.example.com:0/": "port",
+        "https://erp.example.com:00/": "port",
+        "https://[::1/": "syntax",
+        "https://[127.0.0.1]/": "syntax",
+        "https://]/": "syntax",
+        "https://[]/": "syntax",
+        "https://a[b].example/": "syntax",
         "https://erp.example.com/#frag": "syntax",
         "https://[fe80::1%25eth0]/": "scoped_ipv6",
         "": "syntax",
@@ -281,3 +290,45 @@ async def test_client_reports_blocked_destinations_without_connecting() -> None:
     assert (outcome.status, outcome.error_class, outcome.address) == (None, "egress_blocked", None)
     assert outcome.error is not None and outcome.error.startswith("numeric_host")
     assert isinstance(PIN_EXTENSION, str)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(url=hostile_urls)
+def test_every_url_problem_is_egress_blocked(url: str) -> None:
+    # Whatever urlsplit or httpx make of the string: a Target or EgressBlocked, nothing else.
+    for guard in (PROD, DEV):
+        try:
+            target = guard.check_url(url)
+        except EgressBlocked as exc:
+            assert exc.reason
+            continue
+        assert 1 <= target.port <= 65535
+        assert target.scheme in ("https", "http") and target.host
+
+
+async def _refusing_resolver(host: str, port: int) -> list[str]:
+    raise OSError(f"no DNS in this test ({host}:{port})")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(url=hostile_urls)
+async def test_the_client_never_raises_whatever_the_url(url: str) -> None:
+    # Names never resolve and the only literals admitted are loopback (DEV) with a
+    # closed port, or global ones with a tiny timeout: every call ends in an outcome.
+    guard = EgressGuard(EgressPolicy(allow_loopback_http=True), resolver=_refusing_resolver)
+    client = EgressClient(guard, timeout_seconds=0.05)
+    try:
+        outcome = await client.post(url, b"{}", {"webhook-id": "msg_1"})
+    finally:
+        await client.aclose()
+    assert outcome.status is None or 100 <= outcome.status <= 599
+    if outcome.status is None:
+        assert outcome.error_class in ("egress_blocked", "transport", "timeout", "invalid_request")
+
+
+async def test_the_client_turns_an_unsendable_header_into_an_outcome() -> None:
+    guard = EgressGuard(EgressPolicy(allow_loopback_http=True))
+    client = EgressClient(guard, timeout_seconds=1)
+    outcome = await client.post("http://127.0.0.1:9/hook", b"{}", {"x-note": "caf\u00e9\u202e"})
+    await client.aclose()
+    assert (outcome.status, outcome.error_class) == (None, "invalid_request")

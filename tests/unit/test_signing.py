@@ -42,14 +42,29 @@ def test_standard_webhooks_reference_vector() -> None:
     assert signed_content("m", 5, b"{}") == b"m.5.{}"
 
 
+def test_secrets_without_the_whsec_prefix_sign_and_verify_the_same() -> None:
+    # As the Standard Webhooks reference libraries do: the prefix is optional.
+    prefixed = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    bare = prefixed.removeprefix("whsec_")
+    assert decode_secret(bare) == decode_secret(prefixed)
+    got = sign(bare, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, b'{"test": 2432232314}')
+    assert got == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+    s = generate_secret()
+    assert verifier(s.removeprefix("whsec_")).verify(headers(s), BODY).ok
+    assert verifier(s).verify(headers(s.removeprefix("whsec_")), BODY).ok
+
+
 def test_generated_secrets_are_prefixed_base64_of_32_bytes() -> None:
     a, b = generate_secret(), generate_secret()
     assert a != b and a.startswith("whsec_")
     assert len(decode_secret(a)) == 32
     for bad in (
-        "MfKQ9r8GKYqrTwjUPD8ILPZI",
+        "MfKQ9r8GKYqrTwjUPD8ILPZI",  # base64 of 18 bytes: too short, prefix or not
+        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZI",
         "whsec_***",
+        "***",
         "whsec_" + base64.b64encode(b"x").decode(),
+        "whsec_whsec_" + base64.b64encode(bytes(32)).decode(),
     ):
         with pytest.raises(ValueError):
             decode_secret(bad)
