@@ -36,3 +36,10 @@ WHERE k.key_hash = $1;
 UPDATE api_keys SET revoked_at = now()
 WHERE id = $1 AND tenant_id = $2 AND revoked_at IS NULL
 RETURNING id;
+
+-- name: api_key_get_by_id
+-- A console session names its key by id (the session never holds the secret);
+-- every request reads the key again, so a revoked key ends its sessions at once.
+SELECT k.id, k.tenant_id, k.scopes, k.revoked_at, t.name AS tenant_name
+FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
+WHERE k.id = $1;
