@@ -358,17 +358,8 @@ async def dashboard(request: Request) -> Response:
     )
 
 
-@router.get("/timeline")
-async def timeline(request: Request, job_id: uuid.UUID) -> Response:
-    return await _timeline(request, job_id)
-
-
 @router.get("/jobs/{job_id}/timeline")
 async def job_timeline(request: Request, job_id: uuid.UUID) -> Response:
-    return await _timeline(request, job_id)
-
-
-async def _timeline(request: Request, job_id: uuid.UUID) -> Response:
     principal = await console_caller(request)
     try:
         data = await api_context(request).services.console.timeline(principal, job_id)
