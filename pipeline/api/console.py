@@ -207,7 +207,10 @@ async def logout(request: Request) -> Response:
 
 @router.get("/queue")
 async def queue_page(
-    request: Request, reason: _Reason = None, supplier: _Supplier = None
+    request: Request,
+    reason: _Reason = None,
+    supplier: _Supplier = None,
+    flash: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Response:
     principal = await console_caller(request)
     items, codes = await api_context(request).services.console.queue(
@@ -222,6 +225,7 @@ async def queue_page(
         codes=codes,
         reason=reason,
         supplier=supplier,
+        flash=flash,
         events_url="/console/events",
         fragment_url=str(request.url.replace(path="/console/queue/rows")),
     )
@@ -239,7 +243,11 @@ async def queue_rows(
 
 
 @router.get("/jobs/{job_id}")
-async def job_page(request: Request, job_id: uuid.UUID, flash: str | None = None) -> Response:
+async def job_page(
+    request: Request,
+    job_id: uuid.UUID,
+    flash: Annotated[str | None, Query(max_length=200)] = None,
+) -> Response:
     principal = await console_caller(request)
     try:
         subject = await api_context(request).services.console.subject(principal, job_id)
@@ -257,7 +265,7 @@ async def job_page(request: Request, job_id: uuid.UUID, flash: str | None = None
         subject=subject,
         can_decide=can_decide,
         editable=can_decide and model["approvable"],
-        flash=flash[:200] if flash else None,
+        flash=flash,
         events_url=f"/console/jobs/{job_id}/events",
         state_version=subject.state_version,
         **model,

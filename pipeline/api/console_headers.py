@@ -8,8 +8,10 @@ missed escape still cannot run script or be framed:
   ``/console/static`` files, never inline, no ``eval``; no plugins, no frames,
   forms post only here, no ``<base>`` rewriting;
 * ``X-Frame-Options: DENY`` with ``frame-ancestors 'none'`` (clickjacking);
-* ``X-Content-Type-Options: nosniff``, ``Referrer-Policy: no-referrer`` (job ids
-  in URLs stay here), ``Cache-Control: no-store`` (invoices stay out of caches),
+* ``X-Content-Type-Options: nosniff``, ``Referrer-Policy: same-origin`` (job ids
+  in URLs never leave this site; ``no-referrer`` would make Chromium send
+  ``Origin: null`` on our own form posts, which the CSRF check refuses),
+  ``Cache-Control: no-store`` (invoices stay out of caches),
   ``Cross-Origin-Opener-Policy: same-origin``.
 """
 
@@ -29,7 +31,7 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
     (b"x-frame-options", b"DENY"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
     (b"cross-origin-opener-policy", b"same-origin"),
 )

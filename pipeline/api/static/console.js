@@ -42,6 +42,7 @@
   source.addEventListener("state", function (msg) {
     var data;
     try { data = JSON.parse(msg.data); } catch (e) { return; }
+    if (data.snapshot) { return; }  // the state as of connecting: the page already shows it
     if (fragment) {
       fetch(fragment, { credentials: "same-origin" }).then(function (r) {
         return r.ok ? r.text() : null;
