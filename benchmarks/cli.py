@@ -30,6 +30,13 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
         "--timeout", type=float, dest="timeout_s", help="seconds for every job to settle (1200)"
     )
     p.add_argument("--out", type=Path, dest="out_dir", help="report folder (results/demo)")
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        default=None,
+        help="keep the cluster and the review console up after the report (Ctrl-C ends it), "
+        "with the REVIEW_REQUIRED jobs waiting in the console",
+    )
 
 
 @command("demo", "run the main job end to end on the embedded default", _demo_args)
@@ -43,6 +50,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
         drivers=args.drivers,
         timeout_s=args.timeout_s,
         out_dir=args.out_dir,
+        keep=args.keep,
     )
     return run_demo(opts, settings)
 

@@ -151,6 +151,14 @@ class Settings(BaseSettings):
     #: How long a rotated-out endpoint secret keeps signing alongside the new one.
     webhook_rotation_grace_seconds: float = Field(86400.0, ge=0)
 
+    # The review console (pipeline/api/console_session.py).
+    #: Signs console session cookies and CSRF tokens (any string of 32+ characters).
+    #: Unset: a random key per process, so sessions end when it restarts and do not
+    #: carry across replicas; set it wherever more than one intake replica runs.
+    console_session_key: SecretStr | None = None
+    #: How long a console login lasts.
+    console_session_seconds: float = Field(8 * 3600.0, gt=0)
+
     # An OpenAI-compatible provider the drivers may call instead of the Serve pools
     # (``fenceline up --provider-url``): its key, if it needs one.
     provider_api_key: SecretStr | None = None

@@ -71,6 +71,8 @@ class DemoOptions:
     timeout_s: float = 1200.0
     out_dir: Path = Path("results/demo")
     seed: int = 2026
+    #: Keep the cluster (and the review console) up after the report until Ctrl-C.
+    keep: bool = False
 
 
 def corpus(opts: DemoOptions) -> list[tuple[str, GeneratedInvoice]]:
@@ -101,7 +103,11 @@ def corpus(opts: DemoOptions) -> list[tuple[str, GeneratedInvoice]]:
 async def _provision(
     settings: Settings, erp_url: str, work: list[tuple[str, GeneratedInvoice]]
 ) -> tuple[dict[str, str], list[str]]:
-    """Tenants, API keys, supplier master data and webhook endpoints; returns keys, secrets."""
+    """Tenants, API keys, supplier master data and webhook endpoints; returns keys, secrets.
+
+    Besides each tenant's ``jobs`` key, the first tenant gets a ``jobs``+``review`` key
+    for the review console, under ``keys["review"]``.
+    """
     from pipeline.database import create_pool
     from pipeline.delivery import EndpointRegistry, SecretBox, guard_from_settings
     from pipeline.tenants import create_api_key, create_tenant, permit_currencies, upsert_supplier
@@ -117,6 +123,9 @@ async def _provision(
                 t = await create_tenant(conn, name, weight=weight)
                 ids[name] = t.id
                 keys[name] = (await create_api_key(conn, t.id))[1]
+                if "review" not in keys:
+                    scopes = ("jobs", "review")
+                    keys["review"] = (await create_api_key(conn, t.id, scopes=scopes))[1]
             for tenant, inv in work:
                 await upsert_supplier(conn, ids[tenant], inv.supplier)
                 await permit_currencies(conn, ids[tenant], [inv.currency])
@@ -249,6 +258,11 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
     try:
         cluster.start()
         t_submit = time.monotonic()
+        review_key = keys.pop("review")
+        print(
+            f"console: {cluster.intake_url}/console  (sign in with the review key "
+            f"{review_key} of tenant {TENANTS[0][0]})"
+        )
         accepted = asyncio.run(_submit(cluster.intake_url, keys, work))
         print(
             f"intake: {len(accepted)} invoices accepted (202) in "
@@ -261,14 +275,33 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
         truths = [inv.truth.model_dump(mode="json") for _, inv in work]
         result = asyncio.run(_summarise(dsn, accepted, counts, truths))
         result["driver_stats"] = cluster.driver_stats()
+        if opts.keep:
+            result["wall_seconds"] = time.monotonic() - started
+            _report(result, opts.out_dir)
+            result["reported"] = True
+            _keep_serving(cluster.intake_url, review_key)
     finally:
         cluster.stop()
         erp.terminate()
         erp.wait(10)
-    result["wall_seconds"] = time.monotonic() - started
-    _report(result, opts.out_dir)
+    if not result.pop("reported", False):
+        result["wall_seconds"] = time.monotonic() - started
+        _report(result, opts.out_dir)
     settled = sum(result.get("states", {}).get(s.value, 0) for s in SETTLED)
     return 0 if settled == len(work) else 1
+
+
+def _keep_serving(intake_url: str, review_key: str) -> None:
+    """``--keep``: leave the cluster up so the REVIEW_REQUIRED jobs wait in the console."""
+    print(
+        f"\ndemo --keep: the review console is at {intake_url}/console\n"
+        f"  review key: {review_key}\n  Ctrl-C stops the cluster."
+    )
+    try:
+        while True:
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        print("stopping")
 
 
 def _pools(cluster: LocalCluster) -> tuple[str, list[str]]:

@@ -94,6 +94,10 @@ def _up(args: argparse.Namespace, settings: Settings) -> int:
     try:
         cluster.start()
         print(f"fenceline is up: intake {cluster.intake_url}/v1/extraction-jobs")
+        print(
+            f"review console: {cluster.intake_url}/console  (sign in with a key that has the "
+            "review scope: fenceline keys create TENANT --scope jobs --scope review)"
+        )
         while not stop["now"]:
             time.sleep(0.5)
     finally:

@@ -15,7 +15,9 @@ the services that hold the invariants:
   and 413 before a too-large body is buffered;
 * :mod:`pipeline.api.headers` — 400 for a repeated ``Authorization``,
   ``Idempotency-Key``, ``Content-Type`` or ``Content-Length``;
-* :mod:`pipeline.api.metrics` — ``/metrics``.
+* :mod:`pipeline.api.metrics` — ``/metrics``;
+* :mod:`pipeline.api.console` — the review console and operator dashboard
+  (server-rendered HTML under ``/console``, session cookie + CSRF, strict CSP).
 
 Every ``/v1`` route authenticates ``Authorization: Bearer <key>`` and passes the
 principal's tenant to a tenant-scoped query; the cross-tenant test enumerates
@@ -37,6 +39,7 @@ from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from pipeline.api import problems as api_errors
+from pipeline.api.console import install_console
 from pipeline.api.context import ApiContext, known_query_only
 from pipeline.api.endpoints import router as endpoints_router
 from pipeline.api.headers import SingleValuedHeadersMiddleware
@@ -139,6 +142,7 @@ def create_app(
     # Outermost (added last), so the 413s above are counted too.
     app.add_middleware(AcceptanceMiddleware, metrics=ctx.metrics)
     register_routes(app)
+    install_console(app)
 
     app.include_router(endpoints_router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

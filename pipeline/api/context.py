@@ -14,6 +14,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from pipeline.api import problems as api_errors
+from pipeline.api.console_session import SessionSigner
+from pipeline.api.console_views import ConsoleViews
+from pipeline.api.corrections import CorrectionService
 from pipeline.api.intake import (
     AcceptHook,
     IntakeService,
@@ -50,6 +53,8 @@ class Services:
     intake: IntakeService
     views: JobViews
     review: ReviewService
+    corrections: CorrectionService
+    console: ConsoleViews
     hub: EventHub
 
 
@@ -73,6 +78,9 @@ class ApiContext:
         self.owns_pool = pool is None
         self._services: Services | None = self._build(pool) if pool is not None else None
         self._hub_started = False
+        #: Built on first use, so an app that never serves the console never logs
+        #: the missing-session-key warning.
+        self.console_signer: SessionSigner | None = None
 
     def _build(self, pool: asyncpg.Pool) -> Services:
         s = self.settings
@@ -89,6 +97,8 @@ class ApiContext:
             intake=IntakeService(pool, store, admission, s, accept_hook=self.accept_hook),
             views=JobViews(pool, s),
             review=ReviewService(pool, store, s),
+            corrections=CorrectionService(pool, store, s, clock=self.clock),
+            console=ConsoleViews(pool, store, s),
             hub=EventHub(pool, s),
         )
 

@@ -43,7 +43,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,15 +206,21 @@ class StatusStream:
         settings: Settings,
         *,
         tenant_id: uuid.UUID,
-        api_key: str,
+        api_key: str | None = None,
         job_id: uuid.UUID | None = None,
         last_event_id: int | None = None,
+        key_valid: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
+        """``api_key`` (a Bearer caller) or ``key_valid`` (a console session, which
+        holds no key) is how the stream re-checks that its caller was not revoked."""
+        if api_key is None and key_valid is None:
+            raise ValueError("a stream needs api_key or key_valid to re-check its caller")
         self.pool = pool
         self.hub = hub
         self.settings = settings
         self.tenant_id = tenant_id
         self.api_key = api_key
+        self.key_valid = key_valid
         self.job_id = job_id
         self.last_event_id = last_event_id
         self.cursor = StreamCursor()
@@ -330,6 +336,9 @@ class StatusStream:
         return frames
 
     async def _key_valid(self) -> bool:
+        if self.key_valid is not None:
+            return await self.key_valid()
+        assert self.api_key is not None
         try:
             async with self._acquire() as conn:
                 principal = await authenticate(conn, self.api_key)

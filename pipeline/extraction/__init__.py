@@ -26,10 +26,12 @@ from pipeline.extraction.extractor import (
     prepare_call,
 )
 from pipeline.extraction.prompts import build_messages, prompt_budget
+from pipeline.extraction.reground import CORRECTABLE_FIELDS, ground_correction
 
 __all__ = [
     "CONTRACT_V1",
     "CONTRACT_V2",
+    "CORRECTABLE_FIELDS",
     "DEFAULT_CONTRACT",
     "ChatMessage",
     "Completion",
@@ -42,6 +44,7 @@ __all__ = [
     "answer_for",
     "build_messages",
     "document_in_prompt",
+    "ground_correction",
     "interpret",
     "parse_json_output",
     "prepare_call",

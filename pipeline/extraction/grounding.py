@@ -467,3 +467,8 @@ def ground(answer: Answer, ocr_text: str) -> Grounding:
     g = _Grounder(answer, ocr_text)
     extraction = g.run()
     return Grounding(extraction, g.reasons)
+
+
+#: The grounder itself, for grounding one value at a time (a reviewer's correction,
+#: :mod:`pipeline.extraction.reground`).
+Grounder = _Grounder

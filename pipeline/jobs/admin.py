@@ -94,9 +94,28 @@ def render_explain(data: dict[str, Any]) -> str:
         lines.append("inbox:")
         for i in data["inbox"]:
             lines.append(f"  event {i['event_id']} received {i['received_at']}")
-    for extra in ("deliveries", "reviews"):
-        for d in data.get(extra, []):
-            lines.append(f"{extra[:-1]}: {d}")
+    for d in data.get("deliveries", []):
+        lines.append(f"delivery: {d}")
+    for r in data.get("reviews", []):
+        lines.append(
+            f"review: {r['decision']} by key {r['api_key_id']} at {r['created_at']}"
+            f" v{r['from_state_version']} -> {r['to_state']} v{r['to_state_version']}"
+            f"  note {r['note']!r}"
+        )
+    for c in data.get("corrections", []):
+        lines.append(
+            f"correction: by key {c['api_key_id']} at {c['created_at']}"
+            f" v{c['from_state_version']} -> {c['to_state']} v{c['to_state_version']}"
+        )
+        for change in c["changes"]:
+            lines.append(
+                f"  {change['field']}: {change['before']!r} -> {change['after']!r}"
+                + ("" if change.get("grounded", True) else "  (not printed in the document)")
+            )
+        codes = ", ".join(f"{r['code']}@{r['field']}" for r in c["reasons_after"]) or "none"
+        lines.append(f"  reasons after: {codes}")
+        for o in c["overrides"]:
+            lines.append(f"  overridden: {o['code']}@{o['field']}  note {c['note']!r}")
     return "\n".join(visible(line) for line in lines)
 
 

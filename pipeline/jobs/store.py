@@ -406,6 +406,14 @@ class JobStore(Reaping):
                 "inbox": [
                     dict(r.items()) for r in await conn.fetch(q("inbox_list_for_job"), job_id)
                 ],
+                "reviews": [
+                    dict(r.items())
+                    for r in await conn.fetch(q("review_decision_list_for_job"), job_id)
+                ],
+                "corrections": [
+                    dict(r.items())
+                    for r in await conn.fetch(q("review_correction_list_for_job"), job_id)
+                ],
             }
 
     async def backlog(self) -> dict[str, Any]:

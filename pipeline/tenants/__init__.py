@@ -12,6 +12,7 @@ from pipeline.tenants.accounts import (
     create_tenant,
     get_tenant_by_name,
     list_tenants,
+    principal_for_key_id,
 )
 from pipeline.tenants.admin import (
     SCOPES,
@@ -27,6 +28,7 @@ from pipeline.tenants.master_data import (
     MasterDataCache,
     add_supplier,
     list_suppliers,
+    load_master_data,
     permit_currencies,
     set_currencies,
     upsert_supplier,
@@ -50,7 +52,9 @@ __all__ = [
     "list_keys",
     "list_suppliers",
     "list_tenants",
+    "load_master_data",
     "permit_currencies",
+    "principal_for_key_id",
     "resolve_tenant",
     "revoke_key",
     "set_currencies",

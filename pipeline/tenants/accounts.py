@@ -168,5 +168,21 @@ async def authenticate(
     )
 
 
+async def principal_for_key_id(
+    conn: asyncpg.Connection, key_id: uuid.UUID, now: datetime | None = None
+) -> Principal | None:
+    """The principal of an active key named by id (a console session), or None: a revoked
+    or expired key ends every session made with it at the next request."""
+    row = await conn.fetchrow(q("api_key_get_by_id"), key_id, now)
+    if row is None or row["revoked_at"] is not None or row["expired"]:
+        return None
+    return Principal(
+        key_id=row["id"],
+        tenant_id=row["tenant_id"],
+        tenant_name=row["tenant_name"],
+        scopes=frozenset(row["scopes"]),
+    )
+
+
 async def revoke_api_key(conn: asyncpg.Connection, tenant_id: uuid.UUID, key_id: uuid.UUID) -> bool:
     return await conn.fetchval(q("api_key_revoke_if_active"), key_id, tenant_id) is not None

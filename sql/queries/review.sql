@@ -32,3 +32,49 @@ INSERT INTO review_decisions (id, job_id, tenant_id, api_key_id, decision, note,
                               from_state_version, to_state, to_state_version)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 RETURNING id, created_at;
+
+-- name: review_subject_get_for_tenant_for_update
+-- What a correction works on, locked: the job (if the tenant may see it), its OCR
+-- text and its result. Another tenant's job reads as a missing one.
+SELECT j.id, j.tenant_id, j.state, j.state_version, d.content AS ocr_text,
+       r.result, r.validation
+FROM extraction_jobs j
+LEFT JOIN documents d ON d.id = j.document_id
+LEFT JOIN extraction_results r ON r.job_id = j.id
+WHERE j.id = $1 AND j.tenant_id = $2
+FOR UPDATE OF j;
+
+-- name: review_result_replace_if_pending
+-- A correction's new result and report. The job stays REVIEW_REQUIRED, and its
+-- state_version moves on (set here: the guard trigger bumps it only for state and
+-- fence changes), so a decision made on the uncorrected view is refused as stale.
+-- $1 job, $2 tenant, $3 expected state_version, $4 result, $5 validation,
+-- $6 review reasons summary, $7 validation policy version.
+WITH job AS (
+  UPDATE extraction_jobs
+  SET state_version = state_version + 1, last_error = $6, validation_policy = $7
+  WHERE id = $1 AND tenant_id = $2 AND state = 'REVIEW_REQUIRED' AND state_version = $3
+  RETURNING id, state_version
+), res AS (
+  UPDATE extraction_results r SET result = $4, validation = $5
+  FROM job WHERE r.job_id = job.id
+  RETURNING r.job_id
+)
+SELECT job.state_version FROM job JOIN res ON res.job_id = job.id;
+
+-- name: review_correction_insert
+INSERT INTO review_corrections (id, job_id, tenant_id, api_key_id, from_state_version,
+                                to_state, to_state_version, changes, reasons_before,
+                                reasons_after, overrides, note)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+RETURNING id, created_at;
+
+-- name: review_correction_list_for_job
+SELECT id, api_key_id, from_state_version, to_state, to_state_version, changes,
+       reasons_before, reasons_after, overrides, note, created_at
+FROM review_corrections WHERE job_id = $1 ORDER BY created_at, id;
+
+-- name: review_decision_list_for_job
+SELECT id, api_key_id, decision, note, from_state_version, to_state, to_state_version,
+       created_at
+FROM review_decisions WHERE job_id = $1 ORDER BY created_at, id;

@@ -43,3 +43,12 @@ RETURNING id;
 
 -- name: api_key_expiry_get
 SELECT expires_at FROM api_keys WHERE id = $1;
+
+-- name: api_key_get_by_id
+-- A console session names its key by id (the session never holds the secret);
+-- every request reads the key again, so a revoked key ends its sessions at once.
+-- $2: now (NULL: the database's); an expired key ends its sessions as a revoked one does.
+SELECT k.id, k.tenant_id, k.scopes, k.revoked_at, k.expires_at, t.name AS tenant_name,
+       (k.expires_at IS NOT NULL AND k.expires_at <= coalesce($2, now())) AS expired
+FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
+WHERE k.id = $1;

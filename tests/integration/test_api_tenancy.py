@@ -49,7 +49,16 @@ async def _isolated(module_dsn: str) -> None:
 
 
 #: Routes that are deliberately not tenant resources.
-PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics")}
+PUBLIC = {
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/metrics"),
+    # The console's sign-in and its static assets hold no tenant data.
+    ("GET", "/console/login"),
+    ("POST", "/console/login"),
+    ("GET", "/console/static/console.js"),
+    ("GET", "/console/static/console.css"),
+}
 
 
 @dataclass
@@ -146,6 +155,10 @@ async def cross_tenant_violations(
             "note": "attacker",
             "state_version": victim.state_version,
         },
+        # Console forms (Bearer callers need no CSRF token; the body is the form).
+        ("POST", "/console/logout"): None,
+        ("POST", "/console/jobs/{job_id}/correct"): None,
+        ("POST", "/console/jobs/{job_id}/reject"): None,
         # Same key and same document as B: A must get its own job, never B's.
         ("POST", "/v1/extraction-jobs"): submission(victim.secret_text),
     }
@@ -153,6 +166,8 @@ async def cross_tenant_violations(
     queries = {
         ("GET", "/v1/extraction-jobs"): [{}, {"state": "REVIEW_REQUIRED"}],
         ("GET", "/v1/events"): [{}],
+        ("GET", "/console/queue"): [{}, {"supplier": victim.secret_text}],
+        ("GET", "/console/queue/rows"): [{}, {"reason": "supplier"}],
     }
     violations: list[str] = []
     covered: set[tuple[str, str]] = set()
@@ -176,7 +191,7 @@ async def cross_tenant_violations(
             url = route.path.format(**path_values)
             headers = {**attacker.headers, **extra_headers.get(op, {})}
             for query in queries.get(op, [{}]):
-                if op == ("GET", "/v1/events"):
+                if op in {("GET", "/v1/events"), ("GET", "/console/events")}:
                     replay = {**headers, "Last-Event-ID": "0"}
                     status, text = await _read(client, method, url, headers=replay)
                     violations += _leaks(op, "replay", text, victim)
@@ -189,7 +204,7 @@ async def cross_tenant_violations(
                 if not params and status >= 400:
                     violations.append(f"{op}: {status} for the attacker's own collection")
                 # What the attacker sent itself may come back; nothing else of B may.
-                sent = str(kw.get("json", "")) + str(headers)
+                sent = str(kw.get("json", "")) + str(headers) + str(query)
                 violations += _leaks(op, str(query), text, victim, sent)
     return violations, covered
 
@@ -230,6 +245,16 @@ async def test_tenant_a_sees_nothing_of_tenant_b_on_any_route(pool: asyncpg.Pool
         ("POST", "/v1/webhook-endpoints/{endpoint_id}/rotate"),
         ("POST", "/v1/webhook-endpoints/{endpoint_id}/disable"),
         ("POST", "/v1/webhook-endpoints/{endpoint_id}/enable"),
+        ("GET", "/console/queue"),
+        ("GET", "/console/queue/rows"),
+        ("GET", "/console/jobs/{job_id}"),
+        ("GET", "/console/jobs/{job_id}/state"),
+        ("GET", "/console/jobs/{job_id}/timeline"),
+        ("GET", "/console/jobs/{job_id}/events"),
+        ("POST", "/console/jobs/{job_id}/correct"),
+        ("POST", "/console/jobs/{job_id}/reject"),
+        ("GET", "/console/dashboard"),
+        ("GET", "/console/events"),
     } <= covered
     # Another tenant's job reads exactly like a missing one.
     assert foreign.status_code == missing.status_code == 404

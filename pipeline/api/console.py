@@ -1,0 +1,442 @@
+"""The review console and operator dashboard: server-rendered pages under ``/console``.
+
+Reading works without JavaScript (plain links and GET forms); deciding is plain
+HTML forms. ``/console/static/console.js`` only adds keyboard shortcuts and live
+updates from the SSE stream. Invariants:
+
+* **Tenant scoping on every page and fragment**: each route resolves the caller
+  (:func:`console_caller`) and reads through tenant-scoped queries; another
+  tenant's job renders the same 404 page as a missing one.
+* **Scopes**: any key of the tenant may read the queue and a job; correcting and
+  deciding need ``review`` (or ``operator``); the dashboard and timelines need
+  ``operator``.
+* **Sessions, CSRF, headers**: see :mod:`pipeline.api.console_session` and
+  :mod:`pipeline.api.console_headers`. Every POST made with the session cookie
+  must carry the session's CSRF token.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi.responses import FileResponse, RedirectResponse, Response, StreamingResponse
+from pydantic import ValidationError
+
+from pipeline.api.console_headers import ConsoleHeadersMiddleware
+from pipeline.api.console_render import STATIC, render, render_fragment, review_page_model
+from pipeline.api.console_session import (
+    LOGIN_COOKIE,
+    LOGIN_SECONDS,
+    SESSION_COOKIE,
+    SessionSigner,
+    clear_cookie,
+    same_origin,
+    set_cookie,
+)
+from pipeline.api.context import api_context
+from pipeline.api.corrections import CorrectionIn
+from pipeline.api.problems import ApiProblem
+from pipeline.api.review import REVIEW_SCOPES, ReviewDecisionIn
+from pipeline.api.status_stream import StatusStream, parse_last_event_id
+from pipeline.errors import KeyExpired, NotFound
+from pipeline.states import JobState
+from pipeline.tenants import Principal, authenticate, principal_for_key_id
+
+router = APIRouter(prefix="/console", include_in_schema=False)
+
+_Reason = Annotated[str | None, Query(max_length=64, pattern=r"^[a-z0-9_]*$")]
+_Supplier = Annotated[str | None, Query(max_length=200)]
+
+
+class ConsoleRefusal(Exception):
+    """Ends a console request with an HTML page (401 → login, 403, 404)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def signer(request: Request) -> SessionSigner:
+    ctx = api_context(request)
+    if ctx.console_signer is None:
+        ctx.console_signer = SessionSigner(ctx.settings)
+    return ctx.console_signer
+
+
+async def console_caller(request: Request) -> Principal:
+    """The caller: a Bearer key, or the key a valid session cookie names (read again)."""
+    ctx = api_context(request)
+    pool = ctx.services.pool
+    auth = request.headers.get("authorization", "")
+    principal = None
+    async with pool.acquire(timeout=ctx.settings.db_acquire_timeout_seconds) as conn:
+        if auth.lower().startswith("bearer "):
+            principal = await authenticate(conn, auth[7:].strip())
+            request.state.console_bearer = principal is not None
+        else:
+            session = signer(request).verify(request.cookies.get(SESSION_COOKIE))
+            if session is not None:
+                principal = await principal_for_key_id(conn, session.key_id)
+                if principal is not None and principal.tenant_id != session.tenant_id:
+                    principal = None
+                request.state.console_session = session
+    if principal is None:
+        raise ConsoleRefusal(401, "Sign in with an API key of your tenant.")
+    return principal
+
+
+def csrf_for(request: Request) -> str | None:
+    session = getattr(request.state, "console_session", None)
+    return None if session is None else signer(request).csrf_token(session)
+
+
+async def checked_form(request: Request) -> dict[str, Any]:
+    """The POSTed form, after the CSRF check a cookie-authenticated request needs."""
+    form = await request.form()
+    data: dict[str, Any] = {k: form.getlist(k) for k in form}
+    if getattr(request.state, "console_bearer", False):
+        return data
+    session = getattr(request.state, "console_session", None)
+    token = (data.get("csrf_token") or [None])[0]
+    if session is None or not same_origin(request) or not signer(request).csrf_ok(session, token):
+        raise ConsoleRefusal(403, "This form expired or did not come from this console.")
+    return data
+
+
+def _first(data: dict[str, Any], name: str) -> str | None:
+    values = data.get(name) or []
+    return str(values[0]) if values else None
+
+
+def _need(principal: Principal, scopes: frozenset[str], what: str) -> None:
+    if not scopes & principal.scopes:
+        raise ConsoleRefusal(403, f"Your API key has no scope to {what}.")
+
+
+def _page(request: Request, principal: Principal, **context: Any) -> dict[str, Any]:
+    return {"principal": principal, "csrf": csrf_for(request), **context}
+
+
+async def _refused(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ConsoleRefusal)
+    if (
+        exc.status == 401
+        and request.method == "GET"
+        and not request.url.path.endswith(("/rows", "/state", "/events"))
+    ):
+        return RedirectResponse("/console/login", status_code=303)
+    titles = {401: "Sign in required", 403: "Not allowed", 404: "Not found"}
+    return render(
+        "error.html", exc.status, title=titles.get(exc.status, "Error"), message=exc.message
+    )
+
+
+_NOT_FOUND = ConsoleRefusal(404, "There is no such job.")
+
+
+@router.get("")
+async def console_home() -> RedirectResponse:
+    return RedirectResponse("/console/queue", status_code=303)
+
+
+@router.get("/static/console.js")
+async def console_js() -> FileResponse:
+    return FileResponse(STATIC / "console.js", media_type="text/javascript")
+
+
+@router.get("/static/console.css")
+async def console_css() -> FileResponse:
+    return FileResponse(STATIC / "console.css", media_type="text/css")
+
+
+@router.get("/login")
+async def login_form(request: Request, error: str | None = None) -> Response:
+    cookie, token = signer(request).login_nonce()
+    response = render("login.html", title="Sign in", login_token=token, error=error)
+    set_cookie(response, request, LOGIN_COOKIE, cookie, LOGIN_SECONDS)
+    return response
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    form = await request.form()
+    key, token = form.get("api_key"), form.get("login_token")
+    s = signer(request)
+    if not same_origin(request) or not s.login_ok(
+        request.cookies.get(LOGIN_COOKIE), str(token) if token else None
+    ):
+        raise ConsoleRefusal(403, "The sign-in form expired; load it again.")
+    ctx = api_context(request)
+    principal = None
+    error = "That key is not valid."
+    if isinstance(key, str) and key:
+        async with ctx.services.pool.acquire(
+            timeout=ctx.settings.db_acquire_timeout_seconds
+        ) as conn:
+            try:
+                principal = await authenticate(conn, key.strip())
+            except KeyExpired:
+                error = "That key has expired; ask for a new one."
+    if principal is None:
+        cookie, fresh = s.login_nonce()
+        page = render("login.html", 401, title="Sign in", login_token=fresh, error=error)
+        set_cookie(page, request, LOGIN_COOKIE, cookie, LOGIN_SECONDS)
+        return page
+    response = RedirectResponse("/console/queue", status_code=303)
+    set_cookie(
+        response,
+        request,
+        SESSION_COOKIE,
+        s.issue(principal.key_id, principal.tenant_id),
+        s.lifetime,
+    )
+    clear_cookie(response, request, LOGIN_COOKIE)
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    await console_caller(request)
+    await checked_form(request)
+    response = RedirectResponse("/console/login", status_code=303)
+    clear_cookie(response, request, SESSION_COOKIE)
+    return response
+
+
+@router.get("/queue")
+async def queue_page(
+    request: Request,
+    reason: _Reason = None,
+    supplier: _Supplier = None,
+    flash: Annotated[str | None, Query(max_length=200)] = None,
+) -> Response:
+    principal = await console_caller(request)
+    items, codes = await api_context(request).services.console.queue(
+        principal, reason=reason or None, supplier=supplier or None
+    )
+    return render(
+        "queue.html",
+        **_page(request, principal),
+        title="Review queue",
+        page="queue",
+        items=items,
+        codes=codes,
+        reason=reason,
+        supplier=supplier,
+        flash=flash,
+        events_url="/console/events",
+        fragment_url=str(request.url.replace(path="/console/queue/rows")),
+    )
+
+
+@router.get("/queue/rows")
+async def queue_rows(
+    request: Request, reason: _Reason = None, supplier: _Supplier = None
+) -> Response:
+    principal = await console_caller(request)
+    items, _ = await api_context(request).services.console.queue(
+        principal, reason=reason or None, supplier=supplier or None
+    )
+    return render_fragment("queue_rows.html", items=items)
+
+
+@router.get("/jobs/{job_id}")
+async def job_page(
+    request: Request,
+    job_id: uuid.UUID,
+    flash: Annotated[str | None, Query(max_length=200)] = None,
+) -> Response:
+    principal = await console_caller(request)
+    try:
+        subject = await api_context(request).services.console.subject(principal, job_id)
+    except NotFound:
+        raise _NOT_FOUND from None
+    model = review_page_model(subject)
+    can_decide = subject.state == JobState.REVIEW_REQUIRED.value and bool(
+        REVIEW_SCOPES & principal.scopes
+    )
+    return render(
+        "job.html",
+        **_page(request, principal),
+        title=f"Job {subject.job_id}",
+        page="job",
+        subject=subject,
+        can_decide=can_decide,
+        editable=can_decide and model["approvable"],
+        flash=flash,
+        events_url=f"/console/jobs/{job_id}/events",
+        state_version=subject.state_version,
+        **model,
+    )
+
+
+@router.get("/jobs/{job_id}/state")
+async def job_state(request: Request, job_id: uuid.UUID) -> Response:
+    principal = await console_caller(request)
+    try:
+        subject = await api_context(request).services.console.subject(principal, job_id)
+    except NotFound:
+        raise _NOT_FOUND from None
+    return render_fragment("state.html", subject=subject)
+
+
+@router.post("/jobs/{job_id}/correct")
+async def correct(request: Request, job_id: uuid.UUID) -> Response:
+    principal = await console_caller(request)
+    form = await checked_form(request)
+    ctx = api_context(request)
+    try:
+        await ctx.services.console.subject(principal, job_id)
+    except NotFound:
+        raise _NOT_FOUND from None
+    _need(principal, REVIEW_SCOPES, "correct or decide reviews")
+    overrides = []
+    for raw in form.get("override", []):
+        code, _, field = str(raw).partition("|")
+        overrides.append({"code": code, "field": field})
+    try:
+        body = CorrectionIn.model_validate(
+            {
+                "state_version": int(_first(form, "state_version") or 0),
+                "values": {
+                    k[len("value.") :]: str(v[0]) for k, v in form.items() if k.startswith("value.")
+                },
+                "overrides": overrides,
+                "note": (_first(form, "note") or "").strip() or None,
+                "approve": _first(form, "action") == "approve",
+            }
+        )
+    except (ValidationError, ValueError):
+        raise ConsoleRefusal(
+            422, "The correction is not valid (a note is at most 4000 characters)."
+        ) from None
+    try:
+        out = await ctx.services.corrections.correct(principal, job_id, body)
+    except ApiProblem as exc:
+        raise ConsoleRefusal(exc.status, exc.detail) from None
+    if out.state is JobState.SUCCEEDED:
+        nxt = await ctx.services.console.queue(principal, reason=None, supplier=None, limit=1)
+        target = f"/console/jobs/{nxt[0][0].job_id}" if nxt[0] else "/console/queue"
+        return RedirectResponse(f"{target}?flash=Approved+job+{job_id}", status_code=303)
+    message = (
+        "Saved; validation still finds reasons"
+        if out.reasons
+        else "Saved; validation passes, approve to deliver"
+    )
+    return RedirectResponse(
+        f"/console/jobs/{job_id}?flash={message.replace(' ', '+').replace(';', '%3B')}",
+        status_code=303,
+    )
+
+
+@router.post("/jobs/{job_id}/reject")
+async def reject(request: Request, job_id: uuid.UUID) -> Response:
+    principal = await console_caller(request)
+    form = await checked_form(request)
+    ctx = api_context(request)
+    try:
+        await ctx.services.console.subject(principal, job_id)
+    except NotFound:
+        raise _NOT_FOUND from None
+    _need(principal, REVIEW_SCOPES, "correct or decide reviews")
+    try:
+        body = ReviewDecisionIn(
+            decision="reject",
+            note=(_first(form, "note") or "").strip(),
+            state_version=int(_first(form, "state_version") or 0),
+        )
+    except (ValidationError, ValueError):
+        raise ConsoleRefusal(422, "A rejection needs a note.") from None
+    try:
+        await ctx.services.review.decide(principal, job_id, body)
+    except ApiProblem as exc:
+        raise ConsoleRefusal(exc.status, exc.detail) from None
+    return RedirectResponse(f"/console/queue?flash=Rejected+job+{job_id}", status_code=303)
+
+
+@router.get("/dashboard")
+async def dashboard(request: Request) -> Response:
+    principal = await console_caller(request)
+    _need(principal, frozenset({"operator"}), "see the operator dashboard")
+    data = await api_context(request).services.console.dashboard(principal)
+    return render(
+        "dashboard.html", **_page(request, principal), title="Dashboard", page="dashboard", d=data
+    )
+
+
+@router.get("/jobs/{job_id}/timeline")
+async def job_timeline(request: Request, job_id: uuid.UUID) -> Response:
+    principal = await console_caller(request)
+    try:
+        data = await api_context(request).services.console.timeline(principal, job_id)
+    except NotFound:
+        raise _NOT_FOUND from None
+    _need(principal, frozenset({"operator"}), "see job timelines")
+    return render(
+        "timeline.html",
+        **_page(request, principal),
+        title="Timeline",
+        page="timeline",
+        data=data,
+        job=data["job"],
+    )
+
+
+@router.get("/events")
+async def tenant_events(request: Request) -> StreamingResponse:
+    principal = await console_caller(request)
+    return await _events(request, principal, None)
+
+
+@router.get("/jobs/{job_id}/events")
+async def job_events(request: Request, job_id: uuid.UUID) -> StreamingResponse:
+    principal = await console_caller(request)
+    try:
+        await api_context(request).services.views.visible(principal, job_id)
+    except NotFound:
+        raise _NOT_FOUND from None
+    return await _events(request, principal, job_id)
+
+
+async def _events(
+    request: Request, principal: Principal, job_id: uuid.UUID | None
+) -> StreamingResponse:
+    ctx = api_context(request)
+
+    async def still_valid() -> bool:
+        async with ctx.services.pool.acquire(
+            timeout=ctx.settings.db_acquire_timeout_seconds
+        ) as conn:
+            current = await principal_for_key_id(conn, principal.key_id)
+        return current is not None and current.tenant_id == principal.tenant_id
+
+    stream = StatusStream(
+        ctx.services.pool,
+        await ctx.hub(),
+        ctx.settings,
+        tenant_id=principal.tenant_id,
+        job_id=job_id,
+        last_event_id=parse_last_event_id(request.headers.get("last-event-id")),
+        key_valid=still_valid,
+    )
+
+    async def body() -> AsyncIterator[str]:
+        async for chunk in stream.events():
+            yield chunk
+
+    return StreamingResponse(
+        body(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+def install_console(app: FastAPI) -> None:
+    """Mount the console's routes, its refusal pages and its security headers."""
+    app.include_router(router)
+    app.add_exception_handler(ConsoleRefusal, _refused)
+    app.add_middleware(ConsoleHeadersMiddleware)

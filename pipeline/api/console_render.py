@@ -1,0 +1,158 @@
+"""Rendering the console: the Jinja2 environment and the review page's view model.
+
+Autoescaping is on for every template, and attacker-controlled text goes
+through :func:`pipeline.api.evidence_marks.reveal` as well, which escapes it and
+shows hidden characters. Templates never mark text ``|safe``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from pipeline.api.console_views import ReviewSubject, age_text
+from pipeline.api.evidence_marks import (
+    anchor_id,
+    evidence_spans,
+    field_id,
+    marked_pages,
+    reveal,
+)
+from pipeline.extraction import CORRECTABLE_FIELDS
+
+TEMPLATES = Path(__file__).resolve().parent / "templates" / "console"
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+def _age(at: datetime | None) -> str:
+    return "-" if at is None else age_text((datetime.now(UTC) - at).total_seconds())
+
+
+def environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=False,
+    )
+    env.filters["reveal"] = reveal
+    env.globals["age"] = _age
+    env.globals["age_s"] = age_text
+    return env
+
+
+_ENV = environment()
+_DEFAULTS: dict[str, Any] = {
+    "principal": None,
+    "csrf": None,
+    "flash": None,
+    "events_url": None,
+    "fragment_url": None,
+    "state_version": None,
+    "page": "",
+}
+
+
+def render(name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    html = _ENV.get_template(name).render(**{**_DEFAULTS, **context})
+    return HTMLResponse(html, status_code=status_code)
+
+
+def render_fragment(name: str, **context: Any) -> HTMLResponse:
+    return HTMLResponse(_ENV.get_template(name).render(**context))
+
+
+def _node(result: dict[str, Any], path: str) -> Any:
+    node: Any = result
+    for part in path.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def _reason_view(r: dict[str, Any], i: int) -> dict[str, Any]:
+    return {
+        "code": str(r.get("code", "")),
+        "field": str(r.get("field", "")),
+        "detail": str(r.get("detail", "")),
+        "key": i,
+    }
+
+
+def _owner(field: str) -> str:
+    """The row a reason's field belongs to: ``line_items[2].line_amount`` → ``line_items[2]``."""
+    if field.startswith(("line_items[", "tax_lines[")):
+        return field.split("]")[0] + "]"
+    return field
+
+
+def review_page_model(subject: ReviewSubject) -> dict[str, Any]:
+    """Fields with values, evidence and the reasons that point at them; the marked text."""
+    result = subject.result or {}
+    reasons = [
+        _reason_view(r, i)
+        for i, r in enumerate(subject.validation.get("reasons", []))
+        if isinstance(r, dict)
+    ]
+    by_field: dict[str, list[dict[str, Any]]] = {}
+    for r in reasons:
+        by_field.setdefault(_owner(r["field"]), []).append(r)
+    fields = []
+    for path in CORRECTABLE_FIELDS:
+        node = _node(result, path)
+        evidence = node.get("evidence") if isinstance(node, dict) else None
+        fields.append(
+            {
+                "path": path,
+                "anchor": anchor_id(path),
+                "row_id": field_id(path),
+                "value": None if not isinstance(node, dict) else node.get("value"),
+                "has_evidence": isinstance(evidence, dict),
+                "quote": evidence.get("quote") if isinstance(evidence, dict) else None,
+                "match": evidence.get("match") if isinstance(evidence, dict) else None,
+                "reasons": by_field.pop(path, []),
+            }
+        )
+    rows = []
+    for group in ("line_items", "tax_lines"):
+        items = result.get(group)
+        for i, item in enumerate(items if isinstance(items, list) else []):
+            path = f"{group}[{i}]"
+            summary = (
+                " · ".join(
+                    f"{k} {item.get(k)}"
+                    for k in ("description", "quantity", "unit_price", "line_amount", "rate")
+                    if isinstance(item, dict) and item.get(k) not in (None, "")
+                )
+                if group == "line_items"
+                else " · ".join(
+                    f"{k} {item.get(k)}"
+                    for k in ("rate", "base", "amount")
+                    if isinstance(item, dict)
+                )
+            )
+            rows.append(
+                {
+                    "path": path,
+                    "anchor": anchor_id(path),
+                    "row_id": field_id(path),
+                    "summary": summary,
+                    "has_evidence": isinstance(item, dict)
+                    and isinstance(item.get("evidence"), dict),
+                    "reasons": by_field.pop(path, []),
+                }
+            )
+    general = [r for rs in by_field.values() for r in rs]
+    pages = marked_pages(subject.ocr_text, evidence_spans(result))
+    return {
+        "fields": fields,
+        "fields_by_path": {f["path"]: f for f in fields},
+        "rows": rows,
+        "general_reasons": general,
+        "pages": pages,
+        "approvable": subject.validation.get("schema_valid") is not False
+        and subject.result is not None,
+    }

@@ -1,0 +1,170 @@
+"""What the console's pages read: the review queue, one job under review, the
+operator dashboard and a job's timeline. Every read takes the caller's tenant, so
+another tenant's job is :class:`~pipeline.errors.NotFound` exactly like a missing one.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+
+from pipeline.errors import NotFound
+from pipeline.jobs import JobStore
+from pipeline.queries import q
+from pipeline.settings import Settings
+from pipeline.tenants import Principal
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    job_id: uuid.UUID
+    state_version: int
+    created_at: datetime
+    in_review_since: datetime | None
+    reasons: list[dict[str, Any]]
+    supplier: str | None
+    invoice_number: str | None
+    gross_total: str | None
+    currency: str | None
+
+
+@dataclass(frozen=True)
+class ReviewSubject:
+    job_id: uuid.UUID
+    state: str
+    state_version: int
+    created_at: datetime
+    finished_at: datetime | None
+    terminal_reason: str | None
+    filename: str | None
+    ocr_text: str
+    result: dict[str, Any] | None
+    validation: dict[str, Any]
+    next_job: uuid.UUID | None
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    corrections: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    jobs_by_state: dict[str, int]
+    oldest_eligible_seconds: float | None
+    review_queue_age_seconds: float | None
+    review_queue_size: int
+    dead_letters: int
+    dead_letters_unreplayed: int
+    deliveries_by_state: dict[str, int]
+    endpoints: list[dict[str, Any]]
+    admission: list[dict[str, Any]]
+
+
+def age_text(seconds: float | None) -> str:
+    """``3d 4h``, ``12m 5s``: an age a person reads at a glance."""
+    if seconds is None:
+        return "-"
+    s = max(0, int(seconds))
+    for unit, size, sub, subsize in (("d", 86400, "h", 3600), ("h", 3600, "m", 60)):
+        if s >= size:
+            return f"{s // size}{unit} {(s % size) // subsize}{sub}"
+    return f"{s // 60}m {s % 60}s" if s >= 60 else f"{s}s"
+
+
+class ConsoleViews:
+    """Tenant-scoped reads behind the console pages."""
+
+    def __init__(self, pool: asyncpg.Pool, store: JobStore, settings: Settings) -> None:
+        self.pool = pool
+        self.store = store
+        self.settings = settings
+
+    def _acquire(self) -> Any:
+        return self.pool.acquire(timeout=self.settings.db_acquire_timeout_seconds)
+
+    async def queue(
+        self, principal: Principal, *, reason: str | None, supplier: str | None, limit: int = 200
+    ) -> tuple[list[QueueItem], list[str]]:
+        """The queue (oldest in review first) and the reason codes it holds."""
+        async with self._acquire() as conn:
+            rows = await conn.fetch(
+                q("review_queue_list_for_tenant"), principal.tenant_id, reason, supplier, limit
+            )
+            codes = await conn.fetch(q("review_queue_reason_codes_for_tenant"), principal.tenant_id)
+        items = [
+            QueueItem(
+                job_id=r["id"],
+                state_version=r["state_version"],
+                created_at=r["created_at"],
+                in_review_since=r["finished_at"],
+                reasons=[x for x in r["reasons"] if isinstance(x, dict)],
+                supplier=r["supplier"],
+                invoice_number=r["invoice_number"],
+                gross_total=r["gross_total"],
+                currency=r["currency"],
+            )
+            for r in rows
+        ]
+        return items, [c["code"] for c in codes if c["code"]]
+
+    async def subject(self, principal: Principal, job_id: uuid.UUID) -> ReviewSubject:
+        async with self._acquire() as conn:
+            row = await conn.fetchrow(q("review_page_get_for_tenant"), job_id, principal.tenant_id)
+            if row is None:
+                raise NotFound(f"job {job_id}")
+            nxt = await conn.fetchval(
+                q("review_queue_next_for_tenant"), principal.tenant_id, job_id
+            )
+            decisions = await conn.fetch(q("review_decision_list_for_job"), job_id)
+            corrections = await conn.fetch(q("review_correction_list_for_job"), job_id)
+        result = row["result"] if isinstance(row["result"], dict) else None
+        return ReviewSubject(
+            job_id=row["id"],
+            state=row["state"],
+            state_version=row["state_version"],
+            created_at=row["created_at"],
+            finished_at=row["finished_at"],
+            terminal_reason=row["terminal_reason"],
+            filename=row["filename"],
+            ocr_text=str(row["ocr_text"] or ""),
+            result=result,
+            validation=row["validation"] if isinstance(row["validation"], dict) else {},
+            next_job=nxt,
+            decisions=[dict(d.items()) for d in decisions],
+            corrections=[dict(c.items()) for c in corrections],
+        )
+
+    async def dashboard(self, principal: Principal, now: datetime | None = None) -> Dashboard:
+        t = principal.tenant_id
+        async with self._acquire() as conn:
+            states = await conn.fetch(q("dashboard_jobs_by_state_for_tenant"), t)
+            ages = await conn.fetchrow(q("dashboard_ages_for_tenant"), t, now)
+            dlq = await conn.fetchrow(q("dashboard_dead_letters_for_tenant"), t)
+            deliveries = await conn.fetch(q("dashboard_deliveries_by_state_for_tenant"), t)
+            endpoints = await conn.fetch(q("dashboard_endpoints_for_tenant"), t)
+            admission = await conn.fetch(q("dashboard_admission_for_tenant"), t, now)
+        return Dashboard(
+            jobs_by_state={r["state"]: r["jobs"] for r in states},
+            oldest_eligible_seconds=ages["oldest_eligible_seconds"],
+            review_queue_age_seconds=ages["review_queue_age_seconds"],
+            review_queue_size=ages["review_queue_size"],
+            dead_letters=dlq["total"],
+            dead_letters_unreplayed=dlq["unreplayed"],
+            deliveries_by_state={r["state"]: r["deliveries"] for r in deliveries},
+            endpoints=[dict(r.items()) for r in endpoints],
+            admission=[dict(r.items()) for r in admission],
+        )
+
+    async def timeline(self, principal: Principal, job_id: uuid.UUID) -> dict[str, Any]:
+        """The ``explain`` data of one of the principal's jobs."""
+        async with self._acquire() as conn:
+            owned = await conn.fetchval(q("job_get_for_tenant"), job_id, principal.tenant_id)
+        if owned is None:
+            raise NotFound(f"job {job_id}")
+        return await self.store.explain(job_id)
+
+
+def seconds_since(at: datetime | None) -> float | None:
+    return None if at is None else (datetime.now(UTC) - at).total_seconds()

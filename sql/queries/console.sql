@@ -1,0 +1,86 @@
+-- The review console and operator dashboard (issue 18). Every query takes the
+-- caller's tenant: a page never reads another tenant's rows.
+
+-- name: review_queue_list_for_tenant
+-- REVIEW_REQUIRED jobs, oldest in review first. $2 a reason code, $3 a supplier
+-- name fragment (case-insensitive); NULL matches all. $4 the page size.
+SELECT j.id, j.state_version, j.created_at, j.finished_at,
+       coalesce(r.validation -> 'reasons', '[]'::jsonb) AS reasons,
+       r.result #>> '{supplier,name,value}' AS supplier,
+       r.result #>> '{invoice_number,value}' AS invoice_number,
+       r.result #>> '{gross_total,value}' AS gross_total,
+       r.result #>> '{currency,value}' AS currency
+FROM extraction_jobs j
+LEFT JOIN extraction_results r ON r.job_id = j.id
+WHERE j.tenant_id = $1 AND j.state = 'REVIEW_REQUIRED'
+  AND ($2::text IS NULL
+       OR r.validation -> 'reasons' @> jsonb_build_array(jsonb_build_object('code', $2::text)))
+  AND ($3::text IS NULL
+       OR strpos(lower(coalesce(r.result #>> '{supplier,name,value}', '')), lower($3::text)) > 0)
+ORDER BY j.finished_at, j.id
+LIMIT $4;
+
+-- name: review_queue_reason_codes_for_tenant
+-- The reason codes present in the tenant's queue (the filter's choices).
+SELECT DISTINCT reason ->> 'code' AS code
+FROM extraction_jobs j
+JOIN extraction_results r ON r.job_id = j.id,
+     jsonb_array_elements(coalesce(r.validation -> 'reasons', '[]'::jsonb)) AS reason
+WHERE j.tenant_id = $1 AND j.state = 'REVIEW_REQUIRED' AND jsonb_typeof(reason) = 'object'
+ORDER BY 1;
+
+-- name: review_page_get_for_tenant
+SELECT j.id, j.state, j.state_version, j.created_at, j.finished_at, j.terminal_reason,
+       j.validation_policy, d.content AS ocr_text, d.filename,
+       r.result, r.validation
+FROM extraction_jobs j
+LEFT JOIN documents d ON d.id = j.document_id
+LEFT JOIN extraction_results r ON r.job_id = j.id
+WHERE j.id = $1 AND j.tenant_id = $2;
+
+-- name: review_queue_next_for_tenant
+-- The next job to review after $2 (oldest first), for the "next" shortcut.
+SELECT j.id FROM extraction_jobs j
+WHERE j.tenant_id = $1 AND j.state = 'REVIEW_REQUIRED' AND j.id <> $2
+ORDER BY j.finished_at, j.id LIMIT 1;
+
+-- name: dashboard_jobs_by_state_for_tenant
+SELECT state, count(*) AS jobs FROM extraction_jobs WHERE tenant_id = $1
+GROUP BY state ORDER BY state;
+
+-- name: dashboard_ages_for_tenant
+-- Oldest eligible job (runnable now) and the oldest job waiting for review, in seconds.
+SELECT
+  extract(epoch FROM coalesce($2, now()) - min(available_at)
+          FILTER (WHERE state IN ('READY', 'RETRY_SCHEDULED')
+                  AND available_at <= coalesce($2, now())))::float8 AS oldest_eligible_seconds,
+  extract(epoch FROM coalesce($2, now()) - min(finished_at)
+          FILTER (WHERE state = 'REVIEW_REQUIRED'))::float8 AS review_queue_age_seconds,
+  count(*) FILTER (WHERE state = 'REVIEW_REQUIRED') AS review_queue_size
+FROM extraction_jobs WHERE tenant_id = $1;
+
+-- name: dashboard_dead_letters_for_tenant
+SELECT count(*) AS total, count(*) FILTER (WHERE replay_count = 0) AS unreplayed
+FROM dead_letters WHERE tenant_id = $1;
+
+-- name: dashboard_deliveries_by_state_for_tenant
+SELECT state, count(*) AS deliveries FROM deliveries WHERE tenant_id = $1
+GROUP BY state ORDER BY state;
+
+-- name: dashboard_endpoints_for_tenant
+-- Endpoints and their breakers; the URL is the tenant's own configuration.
+SELECT id, url, state, breaker_state, breaker_open_until, consecutive_failures,
+       last_success_at, last_failure_at
+FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id;
+
+-- name: dashboard_admission_for_tenant
+-- The tenant's admission usage over the last 60 s per scope (what RPM and TPM count)
+-- and its open grants (in-flight permits).
+SELECT scope,
+       count(*) FILTER (WHERE request_charged) AS requests_60s,
+       coalesce(sum(coalesce(charged_tokens, reserved_tokens)), 0)::bigint AS tokens_60s,
+       count(*) FILTER (WHERE outcome = 'granted') AS permits_held
+FROM admission_grants
+WHERE tenant_id = $1
+  AND (granted_at >= coalesce($2, now()) - interval '60 seconds' OR outcome = 'granted')
+GROUP BY scope ORDER BY scope;

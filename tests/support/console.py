@@ -1,0 +1,128 @@
+"""Helpers for console tests: invoices awaiting review with real grounding, and a
+logged-in console session over HTTP."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+import asyncpg
+import httpx
+
+from benchmarks.invoices.generator import GeneratedInvoice, generate_invoice
+from benchmarks.invoices.variants import Variant
+from pipeline.extraction import answer_for, interpret
+from pipeline.jobs import JobStore
+from pipeline.states import JobState
+from pipeline.tenants import upsert_supplier
+from tests.support.api import TenantKey
+
+
+@dataclass(frozen=True)
+class AwaitingReview:
+    job_id: uuid.UUID
+    state_version: int
+    invoice: GeneratedInvoice
+    wrong_gross: str
+    right_gross: str
+    reasons: list[dict[str, str]]
+
+
+async def invoice_awaiting_review(
+    pool: asyncpg.Pool,
+    client: httpx.AsyncClient,
+    tk: TenantKey,
+    *,
+    seed: int = 1,
+    text: str | None = None,
+) -> AwaitingReview:
+    """An invoice accepted over HTTP whose model answer copied the net total as the
+    gross total: grounded and validated for real, so it waits with
+    ``gross_total_mismatch``. ``text`` replaces the OCR text's tail (hostile content)."""
+    inv = generate_invoice(
+        seed, Variant.CLEAN, anchor=date.today(), max_line_items=3, languages=("en",)
+    )
+    ocr = inv.ocr_text + (text or "")
+    async with pool.acquire() as conn:
+        await upsert_supplier(conn, tk.tenant.id, inv.supplier)
+    r = await client.post(
+        "/v1/extraction-jobs", json={"document": {"text": ocr}}, headers=tk.headers
+    )
+    assert r.status_code == 202, r.text
+    store = JobStore(pool)
+    (lease,) = await store.claim("console-test-driver")
+    answer = json.loads(answer_for(inv.truth, ocr))
+    assert inv.truth.gross_total is not None
+    wrong = answer["net"]
+    answer["gross"] = wrong
+    it = interpret(json.dumps(answer), ocr, inv.master_data, today=date.today())
+    settled = await store.succeed(
+        lease,
+        result=it.result(),
+        validation=it.report.as_dict(),
+        decision=JobState.REVIEW_REQUIRED,
+    )
+    assert settled.state is JobState.REVIEW_REQUIRED
+    return AwaitingReview(
+        lease.job_id,
+        settled.state_version,
+        inv,
+        wrong,
+        str(inv.truth.gross_total.value),
+        [r.as_dict() for r in it.report.reasons],
+    )
+
+
+_TOKEN = re.compile(r'name="(csrf_token|login_token)" value="([^"]+)"')
+
+
+def form_token(html: str, name: str = "csrf_token") -> str:
+    for found, value in _TOKEN.findall(html):
+        if found == name:
+            return value
+    raise AssertionError(f"no {name} in the page")
+
+
+async def console_login(client: httpx.AsyncClient, tk: TenantKey) -> httpx.Response:
+    """Sign in through the login form (cookies stay on ``client``); the redirect."""
+    page = await client.get("/console/login")
+    assert page.status_code == 200
+    r = await client.post(
+        "/console/login",
+        data={"api_key": tk.key, "login_token": form_token(page.text, "login_token")},
+    )
+    assert r.status_code == 303, r.text
+    return r
+
+
+async def job_page(client: httpx.AsyncClient, job_id: uuid.UUID) -> tuple[str, str]:
+    """The review page's HTML and its CSRF token."""
+    r = await client.get(f"/console/jobs/{job_id}")
+    assert r.status_code == 200, r.text
+    return r.text, form_token(r.text)
+
+
+def correction_form(
+    csrf: str, state_version: int, action: str = "save", **values: Any
+) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "csrf_token": csrf,
+        "state_version": str(state_version),
+        "action": action,
+    }
+    data.update({f"value.{k}": v for k, v in values.items()})
+    return data
+
+
+async def job_row(pool: asyncpg.Pool, job_id: uuid.UUID) -> dict[str, Any]:
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(
+            "SELECT j.state, j.state_version, r.result, r.validation FROM extraction_jobs j"
+            " JOIN extraction_results r ON r.job_id = j.id WHERE j.id = $1",
+            job_id,
+        )
+    return dict(row.items())

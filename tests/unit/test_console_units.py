@@ -1,0 +1,61 @@
+"""Pure parts of the console: evidence segments, revealed text, signed sessions."""
+
+from __future__ import annotations
+
+import uuid
+
+from pipeline.api.console_session import SessionSigner
+from pipeline.api.evidence_marks import Span, marked_pages, reveal
+from pipeline.settings import Settings
+
+
+def test_overlapping_spans_mark_every_character_once_and_anchor_each_field() -> None:
+    text = "VAT FR 123 Acme\fTotal 10,00"
+    spans = [
+        Span("supplier.name", 1, 4, 15),
+        Span("supplier.vat_id", 1, 4, 10),
+        Span("gross_total", 2, 6, 11),
+        Span("outside", 2, 6, 99),
+    ]
+    pages = marked_pages(text, spans)
+    assert ["".join(s.text for s in page) for page in pages] == text.split("\f")
+    first = pages[0]
+    assert [(s.text, s.fields, s.anchors) for s in first] == [
+        ("VAT ", (), ()),
+        (
+            "FR 123",
+            ("supplier.name", "supplier.vat_id"),
+            ("ev-supplier-name", "ev-supplier-vat_id"),
+        ),
+        (" Acme", ("supplier.name",), ()),
+    ]
+    assert [(s.text, s.fields) for s in pages[1]] == [("Total ", ()), ("10,00", ("gross_total",))]
+
+
+def test_reveal_escapes_markup_and_shows_hidden_characters() -> None:
+    out = str(reveal('<script>x</script><!-- c --> "q" \u202eevil\u200b\tok\n'))
+    assert "<script>" not in out and "<!--" not in out
+    assert "&lt;script&gt;x&lt;/script&gt;&lt;!-- c --&gt; &#34;q&#34;" in out
+    assert "\u202e" not in out and "\u200b" not in out
+    assert "⟨U+202E⟩" in out and "⟨U+200B⟩" in out and "\tok\n" in out
+
+
+def test_sessions_are_signed_expire_and_bind_their_csrf_token() -> None:
+    signer = SessionSigner(Settings(console_session_key="s" * 40, console_session_seconds=60))
+    other = SessionSigner(Settings(console_session_key="t" * 40))
+    key, tenant = uuid.uuid4(), uuid.uuid4()
+    cookie = signer.issue(key, tenant, now=1000.0)
+    session = signer.verify(cookie, now=1059.0)
+    assert session is not None and (session.key_id, session.tenant_id) == (key, tenant)
+    assert signer.verify(cookie, now=1061.0) is None  # expired
+    assert other.verify(cookie, now=1000.0) is None  # another key
+    body, mac = cookie.split(".")
+    assert signer.verify(body[:-2] + "AA." + mac, now=1000.0) is None  # tampered
+    token = signer.csrf_token(session)
+    assert signer.csrf_ok(session, token) and not signer.csrf_ok(session, token[:-1] + "x")
+    again = signer.verify(signer.issue(key, tenant, now=1000.0), now=1000.0)
+    assert again is not None and not signer.csrf_ok(again, token)  # bound to its session
+    assert "flk_" not in cookie
+    login_cookie, login_token = signer.login_nonce()
+    assert signer.login_ok(login_cookie, login_token)
+    assert not signer.login_ok(login_cookie, "x") and not other.login_ok(login_cookie, login_token)
