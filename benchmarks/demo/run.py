@@ -56,8 +56,6 @@ ADVERSARIAL = (Variant.ARITHMETIC_OFF_BY_CENT, Variant.HOMOGLYPH_SUPPLIER)
 #: Generator seeds from here up are reserved for adapter training.
 TRAINING_SEEDS_FROM = 1_000_000
 MAX_DEMO_LINE_ITEMS = 8
-#: The pool the demo deploys: invoices of at most 8 items fit its 4k context.
-DEMO_POOL = "short"
 #: One attempt's limit: the demo's batch of answers on CPU, with room to spare.
 ATTEMPT_TIMEOUT_S = 900.0
 
@@ -234,10 +232,8 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
             drivers=opts.drivers,
             worker=worker,
             # A batch of a few minutes never earns back torch.compile's ~47 s per engine.
+            # The default pools: both served by one engine (pools.yaml, served_by).
             eager=True,
-            # The demo's one-page invoices all fit the smallest pool: a second engine
-            # would only take CPU from it (both bind their OpenMP thread to core 0).
-            pools=(DEMO_POOL,),
             admission={
                 "max_in_flight": opts.drivers * opts.driver_concurrency,
                 "grant_ttl_seconds": 900.0,
@@ -255,7 +251,7 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
             f"{time.monotonic() - t_submit:.2f} s"
         )
         counts = asyncio.run(
-            watch(dsn, accepted, opts.timeout_s, t_submit, engine_token_reader(*_pools(cluster)))
+            watch(dsn, accepted, opts.timeout_s, t_submit, engine_token_reader(*_engines(cluster)))
         )
         asyncio.run(_wait_deliveries(dsn, 60))
         truths = [inv.truth.model_dump(mode="json") for _, inv in work]
@@ -271,10 +267,10 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
     return 0 if settled == len(work) else 1
 
 
-def _pools(cluster: LocalCluster) -> tuple[str, list[str]]:
-    """The inference app's name and its pools, whose engines count the tokens."""
+def _engines(cluster: LocalCluster) -> tuple[str, list[str]]:
+    """The inference app's name and its engine deployments, which count the tokens."""
     pools = cluster.config.serve_pools()
-    return pools.app_name, [p.name for p in pools.pools]
+    return pools.app_name, pools.engine_deployments()
 
 
 async def _summarise(
