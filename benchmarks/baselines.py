@@ -153,6 +153,9 @@ async def store_vs_raw(spec: BaselineSpec) -> dict[str, Any]:
         "raw_skip_locked": lambda dsn: store_bench.run_raw(dsn, spec.store_workers),
         "store_single": lambda dsn: store_bench.run_store(dsn, spec.store_workers, 1),
         "store_batch": lambda dsn: store_bench.run_store(dsn, spec.store_workers, spec.store_batch),
+        "store_settle_batch": lambda dsn: store_bench.run_store_settle_batch(
+            dsn, spec.store_workers, spec.store_batch
+        ),
     }
     for name, fn in variants.items():
         db = await store_bench.fresh_db(spec.store_jobs, 2)
@@ -174,6 +177,8 @@ async def store_vs_raw(spec: BaselineSpec) -> dict[str, Any]:
         "ratios": {
             "store_batch_vs_raw": ratio(out["store_batch"], out["raw_skip_locked"]),
             "store_single_vs_raw": ratio(out["store_single"], out["raw_skip_locked"]),
+            # Claims and completions both batched (succeed_many) over one at a time.
+            "store_settle_batch_vs_single": ratio(out["store_settle_batch"], out["store_single"]),
         },
     }
 

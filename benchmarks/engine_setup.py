@@ -133,7 +133,7 @@ class BenchEngine:
         self.kind = scenario.engine.kind
         self.fake: FakeProcess | None = None
         self._handle: Any = None
-        self._pools: list[str] = []
+        self._deployments: list[str] = []
         self._app = ""
         self._owns_ray = False
         self.start_seconds = 0.0
@@ -169,7 +169,7 @@ class BenchEngine:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         spec = self.scenario.engine
         pools = load_pools(ROOT / str(spec.pools_file))
-        self._pools = [p.name for p in pools.pools]
+        self._deployments = pools.engine_deployments()
         self._app = pools.app_name
         if not ray.is_initialized():
             env = {**forwarded_env(), "PYTHONPATH": str(ROOT)}
@@ -191,8 +191,9 @@ class BenchEngine:
     async def metrics_snapshot(self) -> dict[str, Any] | None:
         """The vLLM replicas' engine-core histograms now (None for the fake provider).
 
-        One handle call per pool reaches one replica: with several replicas per
-        pool this sees only some of them (the shipped benchmark pools have one).
+        One handle call per engine deployment reaches one replica: with several
+        replicas per pool this sees only some of them (the shipped benchmark pools
+        have one). Pools sharing an engine (``served_by``) are read once.
         """
         if self.kind == "fake":
             return None
@@ -201,8 +202,8 @@ class BenchEngine:
         from benchmarks.engine_metrics import combine
 
         texts = [
-            await serve.get_deployment_handle(f"engine-{name}", self._app).metrics_text.remote()
-            for name in self._pools
+            await serve.get_deployment_handle(name, self._app).metrics_text.remote()
+            for name in self._deployments
         ]
         return combine(texts)
 

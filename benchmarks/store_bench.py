@@ -12,6 +12,11 @@ fire for both sides alike. What the ratio prices is the rest: the store's fair
 claim CTE (per-tenant running counts, ranking and in-flight caps) against a
 plain oldest-first pick, and the store's Python layers (a pool acquire per
 call, named queries, lease and outcome objects).
+
+``store_batch<N>`` claims N at a time and completes each in its own transaction
+(``succeed``); ``store_settle_batch<N>`` claims N and completes them in one
+transaction (``succeed_many``, each still under its own fence). The headline
+ratio is ``ratio_settle_batch_vs_single``: both batched against one at a time.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any
 from benchmarks.report import bar_plot, write_json
 from benchmarks.settings import admin_dsn
 from pipeline.database import connect, create_database, create_pool, drop_database, dsn_for
-from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
+from pipeline.jobs import AcceptRequest, DocumentIn, JobStore, Success
 from pipeline.tenants import create_tenant
 
 RAW_CLAIM = """
@@ -103,6 +108,23 @@ async def run_store(dsn: str, workers: int, batch: int) -> int:
     return sum(await asyncio.gather(*(worker(n) for n in range(workers))))
 
 
+async def run_store_settle_batch(dsn: str, workers: int, batch: int) -> int:
+    """Claim ``batch`` at a time and settle them together (``succeed_many``)."""
+
+    async def worker(n: int) -> int:
+        pool = await create_pool(dsn, min_size=1, max_size=1)
+        store = JobStore(pool)
+        done = 0
+        while leases := await store.claim(f"w{n}", limit=batch):
+            outcome = await store.succeed_many([Success(le, result={"ok": True}) for le in leases])
+            assert not outcome.lost
+            done += len(outcome.settled)
+        await pool.close()
+        return done
+
+    return sum(await asyncio.gather(*(worker(n) for n in range(workers))))
+
+
 async def run_raw(dsn: str, workers: int) -> int:
     async def worker(n: int) -> int:
         conn = await connect(dsn)
@@ -131,6 +153,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "raw_skip_locked": lambda dsn: run_raw(dsn, args.workers),
         "store_single": lambda dsn: run_store(dsn, args.workers, 1),
         f"store_batch{args.batch}": lambda dsn: run_store(dsn, args.workers, args.batch),
+        f"store_settle_batch{args.batch}": lambda dsn: run_store_settle_batch(
+            dsn, args.workers, args.batch
+        ),
     }
     rates: dict[str, list[float]] = {k: [] for k in variants}
     for rnd in range(args.rounds):
@@ -147,6 +172,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     best = {k: max(v) for k, v in rates.items()}
     single = best["store_single"]
     batch = best[f"store_batch{args.batch}"]
+    settle_batch = best[f"store_settle_batch{args.batch}"]
     result = {
         "params": vars(args),
         "jobs_per_second": rates,
@@ -154,6 +180,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "ratio_store_single_vs_raw": single / best["raw_skip_locked"],
         "ratio_store_batch_vs_raw": batch / best["raw_skip_locked"],
         "ratio_batch_vs_single": batch / single,
+        "ratio_settle_batch_vs_single": settle_batch / single,
+        "ratio_settle_batch_vs_claim_batch": settle_batch / batch,
     }
     return result
 

@@ -118,14 +118,15 @@ class RuntimeConfig(BaseModel):
 def runtime_config_for(pools: PoolsConfig) -> RuntimeConfig:
     """Size the drivers from the pools: enough leases in flight to fill every engine slot.
 
-    Engine slots = Σ over pools of ``max_num_seqs`` × (max) replicas. Fewer leases
+    Engine slots = Σ over engines of ``max_num_seqs`` × (max) replicas (a pool
+    ``served_by`` another adds no slots: it shares that engine's). Fewer leases
     than slots leave batch capacity idle; many more only queue inside Serve while
     their leases run down (Little's law: in flight = throughput × service time, and
     the engines bound the throughput). At least two drivers, so a killed driver
     never stops the runtime.
     """
     slots = 0
-    for pool in pools.pools:
+    for pool in pools.engine_pools():
         replicas = pool.autoscaling.max_replicas if pool.autoscaling else pool.replicas
         slots += pool.max_num_seqs * replicas
     drivers = max(2, math.ceil(slots / MAX_DRIVER_CONCURRENCY))

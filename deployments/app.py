@@ -1,4 +1,8 @@
-"""Builders for the inference app: router + one engine deployment per pool.
+"""Builders for the inference app: router + one engine deployment per serving pool.
+
+A pool with ``served_by`` gets no deployment of its own: the router's map sends
+its requests to the serving pool's engine (:func:`pool_engines`), so routing by
+length is unchanged while the pools share one engine.
 
 House style: :class:`~deployments.engine.PoolEngine` and
 :class:`~deployments.router.ContextRouter` are plain classes; Serve options are
@@ -19,13 +23,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
 from deployments.engine import PoolEngine
-from deployments.pools import PoolsConfig, load_pools, pools_path
+from deployments.pools import PoolConfig, PoolsConfig, load_pools, pools_path
 from deployments.router import ContextRouter
 
 if TYPE_CHECKING:
@@ -35,20 +40,31 @@ if TYPE_CHECKING:
 ROUTER_DEPLOYMENT = "router"
 IMPORT_PATH = "deployments.app:inference_app"
 
+E = TypeVar("E")
+
+
+def pool_engines(config: PoolsConfig, make_engine: Callable[[PoolConfig], E]) -> dict[str, E]:
+    """Pool name → the engine serving it, making one engine per serving pool only.
+
+    Pools ``served_by`` another get the very object made for that pool, so Serve
+    builds a single deployment and hands the router the same handle for both.
+    """
+    engines = {pool.name: make_engine(pool) for pool in config.engine_pools()}
+    return {pool.name: engines[config.serving_pool(pool.name).name] for pool in config.pools}
+
 
 def build_inference_app(
     pools_file: str | Path | None = None, *, pools: PoolsConfig | None = None
 ) -> Application:
-    """The bound Serve application: the router (ingress) over one engine per pool."""
+    """The bound Serve application: the router (ingress) over one engine per serving pool."""
     from ray import serve
 
     config = pools if pools is not None else load_pools(pools_file)
     engine_cls: Any = serve.deployment(PoolEngine)
     router_cls: Any = serve.deployment(ContextRouter)
-    engines = {
-        pool.name: engine_cls.options(**pool.deployment_options()).bind(pool.model_dump())
-        for pool in config.pools
-    }
+    engines = pool_engines(
+        config, lambda pool: engine_cls.options(**pool.deployment_options()).bind(pool.model_dump())
+    )
     app: Application = router_cls.options(
         name=ROUTER_DEPLOYMENT,
         num_replicas=config.router.replicas,

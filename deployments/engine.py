@@ -75,7 +75,9 @@ class GenerateRequest:
 
     ``prompt_token_ids`` is the chat-templated prompt the router already counted;
     passing it spares the replica a second tokenization. Without it the replica
-    renders ``messages`` with the model's chat template itself.
+    renders ``messages`` with the model's chat template itself. ``pool`` is the
+    pool the router chose, which the completion reports; it differs from the
+    replica's own pool when that engine also serves a ``served_by`` pool.
     """
 
     messages: Sequence[ChatMessage]
@@ -83,6 +85,7 @@ class GenerateRequest:
     max_tokens: int
     timeout: float
     prompt_token_ids: list[int] | None = None
+    pool: str | None = None
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
@@ -261,7 +264,7 @@ class PoolEngine:
             ),
             engine=self.name,
             model=self.pool.model_name(),
-            pool=self.pool.name,
+            pool=request.pool or self.pool.name,
             finish_reason=s.finish_reason,
             request_id=request_id,
         )

@@ -11,10 +11,16 @@ Invariants :class:`PoolsConfig` enforces on load:
   Kubernetes labels);
 * ``max_num_batched_tokens`` (if set) is at least one full chunk a pool needs;
 * a pool asks Ray for the GPUs its tensor parallelism uses
-  (``num_gpus == tensor_parallel_size`` on GPU, ``0`` on CPU).
+  (``num_gpus == tensor_parallel_size`` on GPU, ``0`` on CPU);
+* a pool that says ``served_by: <other>`` has no engine of its own: it names an
+  existing pool that has one (not itself ``served_by``), of the same model and
+  adapter, whose ``max_model_len`` is at least its own. The router still routes
+  by length; the two pools share the other's engine deployment. On a machine
+  whose cores cannot feed two engines (the 2-core CPU default) this halves the
+  start-up and stops two engines' OpenMP threads starving each other.
 
 ``deployments/pools.yaml`` is the local CPU default (two pools of the bundled
-SmolLM2); ``deployments/pools.gpu.yaml`` is an H100/H200 profile with an 8B
+SmolLM2 served by one engine); ``deployments/pools.gpu.yaml`` is an H100/H200 profile with an 8B
 instruct model. ``FENCELINE_POOLS`` names another file.
 """
 
@@ -224,6 +230,10 @@ class PoolConfig(BaseModel):
     )
     #: A LoRA adapter applied to every request of the pool; None serves the base model.
     lora: LoraAdapter | None = None
+    #: Another pool whose engine serves this pool's requests; None: an engine of its own.
+    #: A served pool's engine settings (sizes, tuning, placement) are unused: the
+    #: serving pool's apply. See :meth:`PoolsConfig.serving_pool`.
+    served_by: str | None = Field(None, pattern=_NAME_PATTERN)
 
     @model_validator(mode="after")
     def _consistent(self) -> PoolConfig:
@@ -287,10 +297,15 @@ class PoolConfig(BaseModel):
             kwargs["distributed_executor_backend"] = "ray"
         return kwargs
 
+    @property
+    def deployment_name(self) -> str:
+        """The Serve deployment of this pool's own engine (when it is not ``served_by``)."""
+        return f"engine-{self.name}"
+
     def deployment_options(self) -> dict[str, Any]:
         """``serve.deployment(...).options(**these)`` for this pool's engine."""
         options: dict[str, Any] = {
-            "name": f"engine-{self.name}",
+            "name": self.deployment_name,
             "max_ongoing_requests": self.max_ongoing_requests,
             # Engine start (weights + KV cache) takes ~40 s on CPU, minutes on GPU.
             "health_check_timeout_s": 60,
@@ -342,6 +357,10 @@ class PoolsConfig(BaseModel):
             raise ValueError(f"duplicate pool names: {sorted(duplicates)}")
         # Smallest context first: the router's "smallest pool that fits" is a scan.
         self.pools = sorted(self.pools, key=lambda p: (p.max_model_len, p.name))
+        by_name = {p.name: p for p in self.pools}
+        for pool in self.pools:
+            if pool.served_by is not None:
+                _check_serves(pool, by_name.get(pool.served_by))
         return self
 
     def eager(self) -> PoolsConfig:
@@ -356,11 +375,23 @@ class PoolsConfig(BaseModel):
 
     def only(self, names: Sequence[str]) -> PoolsConfig:
         """These pools alone (the router routes among them): a run whose documents all
-        fit the smallest pool need not start, and share the cores with, a larger one."""
+        fit the smallest pool need not start, and share the cores with, a larger one.
+
+        Raises:
+            ValueError: a name is unknown, none is given, or a kept pool is
+                ``served_by`` a pool left out (keep that one too).
+        """
         unknown = sorted(set(names) - {p.name for p in self.pools})
         if unknown or not names:
             raise ValueError(f"unknown or no pools {unknown}; have {[p.name for p in self.pools]}")
-        return self.model_copy(update={"pools": [p for p in self.pools if p.name in names]})
+        kept = [p for p in self.pools if p.name in names]
+        orphans = [p for p in kept if p.served_by is not None and p.served_by not in names]
+        if orphans:
+            raise ValueError(
+                ", ".join(f"pool {p.name} is served_by {p.served_by}" for p in orphans)
+                + ": keep the serving pool too"
+            )
+        return self.model_copy(update={"pools": kept})
 
     def pool(self, name: str) -> PoolConfig:
         for p in self.pools:
@@ -368,9 +399,43 @@ class PoolsConfig(BaseModel):
                 return p
         raise KeyError(name)
 
+    def serving_pool(self, name: str) -> PoolConfig:
+        """The pool whose engine serves pool ``name``: its ``served_by``, else itself."""
+        pool = self.pool(name)
+        return pool if pool.served_by is None else self.pool(pool.served_by)
+
+    def engine_pools(self) -> list[PoolConfig]:
+        """The pools with an engine deployment of their own (smallest context first)."""
+        return [p for p in self.pools if p.served_by is None]
+
+    def engine_deployment(self, name: str) -> str:
+        """The Serve deployment that runs pool ``name``'s requests."""
+        return self.serving_pool(name).deployment_name
+
+    def engine_deployments(self) -> list[str]:
+        """Every engine deployment of the app, once each (smallest context first)."""
+        return [p.deployment_name for p in self.engine_pools()]
+
     @property
     def largest_context(self) -> int:
         return max(p.max_model_len for p in self.pools)
+
+
+def _check_serves(pool: PoolConfig, server: PoolConfig | None) -> None:
+    """Raise ValueError unless ``server`` can run every request routed to ``pool``."""
+    where = f"pool {pool.name}: served_by {pool.served_by!r}"
+    if server is None:
+        raise ValueError(f"{where} names no pool of this file")
+    if server.name == pool.name:
+        raise ValueError(f"{where} names the pool itself; leave served_by out instead")
+    if server.served_by is not None:
+        raise ValueError(f"{where} is itself served_by {server.served_by!r}; name that one")
+    if server.model != pool.model or server.lora != pool.lora:
+        # The router counts tokens with the pool's model; the engine runs its own
+        # model and adapter: they must be the same or counts and answers disagree.
+        raise ValueError(f"{where} serves another model or adapter")
+    if server.max_model_len < pool.max_model_len:
+        raise ValueError(f"{where} has max_model_len {server.max_model_len} < {pool.max_model_len}")
 
 
 def pools_path(path: str | os.PathLike[str] | None = None) -> Path:

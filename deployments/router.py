@@ -92,7 +92,8 @@ class ContextRouter:
 
     Args:
         pools: the validated pools file (or its ``model_dump()``).
-        engines: pool name → handle of that pool's engine deployment.
+        engines: pool name → handle of the engine deployment serving that pool (pools
+            ``served_by`` another share its handle; see :func:`deployments.app.pool_engines`).
     """
 
     def __init__(
@@ -158,6 +159,7 @@ class ContextRouter:
             max_tokens=max_tokens,
             timeout=timeout,
             prompt_token_ids=ids[decision.pool],
+            pool=decision.pool,
         )
         response = self._engines[decision.pool].generate.remote(request)
         return await await_response(response, timeout + HANDLE_GRACE_SECONDS)

@@ -166,7 +166,8 @@ class Settings(BaseSettings):
     # The ``fenceline`` CLI as a client and local operator.
     #: The API key ``fenceline submit`` and ``fenceline review`` send (``--api-key`` wins).
     api_key: SecretStr | None = None
-    #: Where ``fenceline up`` keeps its pid file for ``fenceline down``.
+    #: Where ``fenceline up`` keeps its pid file for ``fenceline down``, and the
+    #: embedded PostgreSQL its data (``postgres/``) when none answers at the default URL.
     state_dir: Path = Path(".fenceline")
 
     # Observability (issue 19, docs/observability.md).

@@ -122,9 +122,13 @@ def engine_tokens(texts: Sequence[str]) -> EngineTokens:
 
 
 def engine_token_reader(
-    app_name: str, pools: Sequence[str]
+    app_name: str, deployments: Sequence[str]
 ) -> Callable[[], Awaitable[EngineTokens]]:
-    """Read every pool's token counters through Serve (one replica per pool)."""
+    """Read every engine's token counters through Serve (one replica per deployment).
+
+    ``deployments`` are the engine deployments (:meth:`PoolsConfig.engine_deployments`),
+    once each: pools sharing an engine must not count its tokens twice.
+    """
     from ray import serve
 
     handles: list[Any] = []
@@ -134,7 +138,7 @@ def engine_token_reader(
 
     async def read() -> EngineTokens:
         if not handles:  # created on first use, inside the loop that awaits them
-            handles.extend(serve.get_deployment_handle(f"engine-{p}", app_name) for p in pools)
+            handles.extend(serve.get_deployment_handle(d, app_name) for d in deployments)
         return engine_tokens(await asyncio.gather(*(one(h) for h in handles)))
 
     return read

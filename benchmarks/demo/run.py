@@ -11,7 +11,9 @@ next to the expected one with its reasons, how often the ERP posted it, and
 whether the values equal the generator's truth (:mod:`benchmarks.demo.rows`,
 :mod:`benchmarks.demo.view`), written to ``results/demo/demo.json`` (``invoices``)
 and drawn in ``demo.png``. The database is a dedicated ``fenceline_demo``
-(recreated each run so the numbers describe this run only).
+(recreated each run so the numbers describe this run only) on the configured
+server, or, when nothing answers at the default URL and none was set, on an
+embedded PostgreSQL in the state folder (:mod:`cluster.embedded_postgres`).
 
 Demo seeds: invoice ``i`` is generator seed ``DemoOptions.seed + i`` (2026 ..
 2033 by default). Seeds from :data:`TRAINING_SEEDS_FROM` up are reserved for
@@ -39,6 +41,7 @@ from benchmarks.demo.rows import InvoiceRow, build_row, summarise_rows
 from benchmarks.demo.view import format_summary, format_table, plot_invoices
 from benchmarks.infra import free_port
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
+from cluster.embedded_postgres import local_database
 from cluster.runtime import ClusterConfig, LocalCluster
 from pipeline.database import connect, create_database, dsn_for
 from pipeline.jobs import admin_dsn
@@ -56,8 +59,6 @@ ADVERSARIAL = (Variant.ARITHMETIC_OFF_BY_CENT, Variant.HOMOGLYPH_SUPPLIER)
 #: Generator seeds from here up are reserved for adapter training.
 TRAINING_SEEDS_FROM = 1_000_000
 MAX_DEMO_LINE_ITEMS = 8
-#: The pool the demo deploys: invoices of at most 8 items fit its 4k context.
-DEMO_POOL = "short"
 #: One attempt's limit: the demo's batch of answers on CPU, with room to spare.
 ATTEMPT_TIMEOUT_S = 900.0
 
@@ -100,7 +101,7 @@ def corpus(opts: DemoOptions) -> list[tuple[str, GeneratedInvoice]]:
     return out
 
 
-async def _provision(
+async def provision(
     settings: Settings, erp_url: str, work: list[tuple[str, GeneratedInvoice]]
 ) -> tuple[dict[str, str], list[str]]:
     """Tenants, API keys, supplier master data and webhook endpoints; returns keys, secrets.
@@ -182,12 +183,18 @@ async def _wait_deliveries(dsn: str, timeout: float) -> None:
 
 
 def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
-    base = settings or Settings()
+    """Run the demo; on a machine without PostgreSQL, on an embedded one (see
+    :func:`cluster.embedded_postgres.local_database`)."""
+    with local_database(settings or Settings()) as base:
+        return _run_demo(opts, base)
+
+
+def demo_settings(base: Settings) -> Settings:
+    """The demo's settings: its own database on ``base``'s server, local ERP allowed."""
     admin, _ = admin_dsn(base.database_url)
-    dsn = dsn_for(admin, DEMO_DATABASE)
-    settings = base.model_copy(
+    return base.model_copy(
         update={
-            "database_url": dsn,
+            "database_url": dsn_for(admin, DEMO_DATABASE),
             "delivery_allow_loopback_http": True,  # local ERP only; logged as a warning
             "delivery_allowed_ports": (443, 80),
             "reaper_interval_seconds": 2.0,
@@ -197,17 +204,28 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
             "max_attempts": 1,
         }
     )
+
+
+async def create_demo_database(settings: Settings) -> str:
+    """(Re)create the demo's database with every migration applied; return its DSN."""
+    admin, name = admin_dsn(settings.database_url)
+    return await create_database(admin, name, replace=True)
+
+
+def _run_demo(opts: DemoOptions, base: Settings) -> int:
+    settings = demo_settings(base)
+    dsn = settings.database_url
     started = time.monotonic()
     print(
         f"demo: database {dsn} (recreated), {opts.invoices} invoices, "
         f"{len(TENANTS)} tenants, {opts.drivers} drivers"
     )
-    asyncio.run(create_database(admin, DEMO_DATABASE, replace=True))
+    asyncio.run(create_demo_database(settings))
     work = corpus(opts)
     erp_port = free_port()
     erp_url = f"http://127.0.0.1:{erp_port}/webhooks/fenceline"
     settings = settings.model_copy(update={"delivery_allowed_ports": (443, erp_port)})
-    keys, secrets = asyncio.run(_provision(settings, erp_url, work))
+    keys, secrets = asyncio.run(provision(settings, erp_url, work))
     erp = subprocess.Popen(
         [
             sys.executable,
@@ -243,10 +261,8 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
             drivers=opts.drivers,
             worker=worker,
             # A batch of a few minutes never earns back torch.compile's ~47 s per engine.
+            # The default pools: both served by one engine (pools.yaml, served_by).
             eager=True,
-            # The demo's one-page invoices all fit the smallest pool: a second engine
-            # would only take CPU from it (both bind their OpenMP thread to core 0).
-            pools=(DEMO_POOL,),
             admission={
                 "max_in_flight": opts.drivers * opts.driver_concurrency,
                 "grant_ttl_seconds": 900.0,
@@ -269,7 +285,7 @@ def run_demo(opts: DemoOptions, settings: Settings | None = None) -> int:
             f"{time.monotonic() - t_submit:.2f} s"
         )
         counts = asyncio.run(
-            watch(dsn, accepted, opts.timeout_s, t_submit, engine_token_reader(*_pools(cluster)))
+            watch(dsn, accepted, opts.timeout_s, t_submit, engine_token_reader(*_engines(cluster)))
         )
         asyncio.run(_wait_deliveries(dsn, 60))
         truths = [inv.truth.model_dump(mode="json") for _, inv in work]
@@ -304,10 +320,10 @@ def _keep_serving(intake_url: str, review_key: str) -> None:
         print("stopping")
 
 
-def _pools(cluster: LocalCluster) -> tuple[str, list[str]]:
-    """The inference app's name and its pools, whose engines count the tokens."""
+def _engines(cluster: LocalCluster) -> tuple[str, list[str]]:
+    """The inference app's name and its engine deployments, which count the tokens."""
     pools = cluster.config.serve_pools()
-    return pools.app_name, [p.name for p in pools.pools]
+    return pools.app_name, pools.engine_deployments()
 
 
 async def _summarise(

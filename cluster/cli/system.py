@@ -53,6 +53,15 @@ def _up_args(p: argparse.ArgumentParser) -> None:
     "up", "start a local cluster in the foreground (Ctrl-C or `fenceline down` stops)", _up_args
 )
 def _up(args: argparse.Namespace, settings: Settings) -> int:
+    """Without a reachable database and none configured, on an embedded PostgreSQL
+    in the state folder for as long as the cluster runs (:mod:`cluster.embedded_postgres`)."""
+    from cluster.embedded_postgres import local_database
+
+    with local_database(settings) as local:
+        return _up_on(args, local)
+
+
+def _up_on(args: argparse.Namespace, settings: Settings) -> int:
     from cluster.drivers import EngineSpec
     from cluster.runtime import ClusterConfig, LocalCluster
     from pipeline.jobs import setup_database

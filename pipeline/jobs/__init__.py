@@ -5,6 +5,7 @@ never from a module inside.
 """
 
 from pipeline.jobs.admin import admin_dsn, explain_job, render_explain, setup_database
+from pipeline.jobs.group_commit import GroupCommit
 from pipeline.jobs.reaper import Reaper
 from pipeline.jobs.records import (
     EVENT_COMPLETED,
@@ -13,10 +14,12 @@ from pipeline.jobs.records import (
     EVENT_REQUESTED,
     Accepted,
     AcceptRequest,
+    BatchSettled,
     DocumentIn,
     Lease,
     Settled,
     SettleHook,
+    Success,
     settled_from_row,
 )
 from pipeline.jobs.slis import JobMetrics, default_job_metrics
@@ -29,13 +32,16 @@ __all__ = [
     "EVENT_REQUESTED",
     "AcceptRequest",
     "Accepted",
+    "BatchSettled",
     "DocumentIn",
+    "GroupCommit",
     "JobMetrics",
     "JobStore",
     "Lease",
     "Reaper",
     "SettleHook",
     "Settled",
+    "Success",
     "admin_dsn",
     "default_job_metrics",
     "explain_job",

@@ -15,6 +15,7 @@ import asyncpg
 
 from pipeline.identity import content_digest
 from pipeline.states import JobState
+from pipeline.usage import AttemptUsage
 
 EVENT_REQUESTED = "extraction.requested.v1"
 EVENT_COMPLETED = "extraction.completed.v1"
@@ -119,6 +120,29 @@ class Settled:
     finished_at: datetime | None = None
     #: When a reviewer decided (review decisions only; the review-latency SLI).
     decided_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Success:
+    """A finished attempt's validated result, to commit under its lease's fence."""
+
+    lease: Lease
+    result: dict[str, Any]
+    validation: dict[str, Any] = field(default_factory=dict)
+    #: SUCCEEDED or REVIEW_REQUIRED.
+    decision: JobState = JobState.SUCCEEDED
+    policy_version: str | None = None
+    usage: AttemptUsage | None = None
+
+
+@dataclass(frozen=True)
+class BatchSettled:
+    """What one batch transaction committed, and which attempts it refused."""
+
+    #: The committed outcomes, in the batch's order.
+    settled: list[Settled]
+    #: Leases whose fence or lease no longer held: nothing of theirs was written.
+    lost: list[Lease]
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
@@ -126,13 +127,7 @@ class Settling:
         event_type: str,
         extra: dict[str, Any] | None = None,
     ) -> None:
-        payload: dict[str, Any] = {
-            "job_id": str(s.job_id),
-            "state": s.state.value,
-            "state_version": s.state_version,
-            "v": 1,
-        }
-        payload.update(extra or {})
+        payload = event_payload(s, extra)
         await conn.execute(
             q("outbox_insert"),
             uuid.uuid4(),
@@ -153,3 +148,21 @@ class Settling:
         for hook in self.settle_hooks:
             await hook(conn, s)
         self.metrics.settled(s)
+
+
+def event_payload(s: Settled, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The payload of an outcome's outbox event."""
+    payload: dict[str, Any] = {
+        "job_id": str(s.job_id),
+        "state": s.state.value,
+        "state_version": s.state_version,
+        "v": 1,
+    }
+    payload.update(extra or {})
+    return payload
+
+
+def summarise_reasons(reasons: Sequence[Any]) -> str:
+    """A REVIEW_REQUIRED job's ``last_error``: its validation reason codes."""
+    codes = [str(r.get("code", r)) if isinstance(r, dict) else str(r) for r in reasons]
+    return ", ".join(codes)[:2000] or "validation"

@@ -32,6 +32,7 @@ import asyncpg
 
 from pipeline.errors import IdempotencyConflict, LeaseLost, NotFound, RetryableError
 from pipeline.identity import object_version, request_hash
+from pipeline.jobs.batch_settling import BatchSettling
 from pipeline.jobs.reaping import Reaping
 from pipeline.jobs.records import (
     EVENT_COMPLETED,
@@ -46,6 +47,7 @@ from pipeline.jobs.records import (
     lease_from_row,
     settled_from_row,
 )
+from pipeline.jobs.settling import summarise_reasons
 from pipeline.queries import q
 from pipeline.states import JobState
 from pipeline.tracing import SPAN_ACCEPT, root_span
@@ -54,8 +56,12 @@ from pipeline.usage import AttemptUsage
 log = logging.getLogger(__name__)
 
 
-class JobStore(Reaping):
-    """asyncpg job store; all SQL comes from ``sql/queries/jobs.sql``."""
+class JobStore(Reaping, BatchSettling):
+    """asyncpg job store; all SQL comes from ``sql/queries/jobs.sql``.
+
+    Outcomes one at a time here; several successes in one transaction:
+    :meth:`~pipeline.jobs.batch_settling.BatchSettling.succeed_many`.
+    """
 
     # ------------------------------------------------------------------ intake
     async def accept(
@@ -223,7 +229,7 @@ class JobStore(Reaping):
                 policy_version,
                 now,
                 "validation" if decision is JobState.REVIEW_REQUIRED else None,
-                _summarise(reasons) if decision is JobState.REVIEW_REQUIRED else None,
+                summarise_reasons(reasons) if decision is JobState.REVIEW_REQUIRED else None,
             )
             if row is None:
                 raise LeaseLost(f"job {lease.job_id} fence {lease.fence}: completion rejected")
@@ -421,8 +427,3 @@ class JobStore(Reaping):
         async with self.pool.acquire() as conn:
             row = await conn.fetchrow(q("job_backlog_stats"), self.clock.now())
         return dict(row.items())
-
-
-def _summarise(reasons: Sequence[Any]) -> str:
-    codes = [str(r.get("code", r)) if isinstance(r, dict) else str(r) for r in reasons]
-    return ", ".join(codes)[:2000] or "validation"

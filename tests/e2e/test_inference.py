@@ -109,6 +109,7 @@ def inference() -> Iterator[dict[str, Any]]:
             "engine": ServeEngine(handle, name="serve:e2e"),
             "router": handle,
             "app": pools.app_name,
+            "pools": pools,
             "deploy_s": time.monotonic() - started,
         }
     finally:
@@ -119,7 +120,7 @@ def inference() -> Iterator[dict[str, Any]]:
 def engine_handle(inference: dict[str, Any], pool: str) -> Any:
     from ray import serve
 
-    return serve.get_deployment_handle(f"engine-{pool}", inference["app"])
+    return serve.get_deployment_handle(inference["pools"].engine_deployment(pool), inference["app"])
 
 
 def counter(metrics: str, name: str, **labels: str) -> float:

@@ -5,14 +5,14 @@ KubeRay hands ``serveConfigV2`` to Serve's controller (``apply_config``, the
 RayService's ``serveConfigV2`` and the settings ConfigMap from it, changes
 only what differs between a pod and this machine (HTTP bind address and port,
 one proxy, the database URL and the model folder), and applies it to a Ray of
-its own: the intake API, the inference app (two vLLM CPU engines of the
-bundled SmolLM2, from ``deployments/pools.yaml``) and the job runtime all start
+its own: the intake API, the inference app (two pools of the bundled SmolLM2
+sharing one vLLM CPU engine, from ``deployments/pools.yaml``) and the job runtime all start
 from their import paths. Then one invoice goes through HTTP intake → runtime
 driver → router → vLLM, and a driver killed with SIGKILL is restarted and
 started again by the runtime supervisor.
 
-Engine start dominates (1–2 min per engine on 2 cores with torch.compile, in
-parallel; much longer on a loaded machine), so the module deploys once.
+Engine start dominates (1–2 min on 2 cores with torch.compile; much longer on a
+loaded machine), so the module deploys once.
 """
 
 from __future__ import annotations

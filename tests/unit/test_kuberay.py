@@ -443,9 +443,9 @@ def test_embedded_serve_config_matches_the_pools_file(
     canonical = json.dumps(parsed, sort_keys=True, separators=(",", ":"))
     assert inference["args"]["pools_sha256"] == hashlib.sha256(canonical.encode()).hexdigest()
     deployments = {d["name"]: d for d in inference["deployments"]}
-    assert set(deployments) == {"router"} | {f"engine-{p.name}" for p in pools.pools}
-    for pool in pools.pools:
-        d = deployments[f"engine-{pool.name}"]
+    assert set(deployments) == {"router"} | set(pools.engine_deployments())
+    for pool in pools.engine_pools():
+        d = deployments[pool.deployment_name]
         assert d["max_ongoing_requests"] == pool.max_ongoing_requests
         if pool.autoscaling:
             assert d["autoscaling_config"] == {
@@ -476,9 +476,11 @@ def test_embedded_serve_config_matches_the_pools_file(
 def test_runtime_sizing_fills_every_engine_slot(pools_file: str):
     pools = load_pools(ROOT / pools_file)
     runtime = runtime_config_for(pools)
+    # A pool served_by another adds no slots: it shares that engine's.
     slots = sum(
         p.max_num_seqs * (p.autoscaling.max_replicas if p.autoscaling else p.replicas)
         for p in pools.pools
+        if p.served_by is None
     )
     assert runtime.drivers >= 2
     assert slots <= runtime.drivers * runtime.concurrency < slots + runtime.drivers

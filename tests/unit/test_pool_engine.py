@@ -151,6 +151,15 @@ async def test_router_token_ids_are_used_and_an_oversized_prompt_never_reaches_t
     assert len(tiny.requests) == 1
 
 
+async def test_a_shared_engine_reports_the_pool_the_router_chose():
+    # engine-short serving a pool that is served_by it: the completion names the routed pool.
+    engine, _ = pool_engine()
+    routed = await engine.generate(GenerateRequest(MESSAGES, SCHEMA, 20, 5, pool="tiny"))
+    own = await engine.generate(GenerateRequest(MESSAGES, SCHEMA, 20, 5))
+    assert (routed.pool, own.pool) == ("tiny", "short")
+    assert routed.engine == own.engine == "vllm:short"
+
+
 async def test_a_timeout_aborts_the_request_and_charges_exactly_what_was_spent():
     engine, tiny = pool_engine()
     tiny.delay = 0.2

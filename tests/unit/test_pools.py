@@ -39,7 +39,7 @@ def two_pools(**overrides: Any) -> dict[str, Any]:
     return doc
 
 
-def test_default_cpu_file_has_short_and_long_pools_of_the_bundled_model(
+def test_default_cpu_file_has_short_and_long_pools_of_the_bundled_model_on_one_engine(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ):
     monkeypatch.setenv("FENCELINE_MODEL_CACHE", str(tmp_path / "smol"))
@@ -47,13 +47,20 @@ def test_default_cpu_file_has_short_and_long_pools_of_the_bundled_model(
     assert [p.name for p in config.pools] == ["short", "long"]
     short, long = config.pools
     assert short.max_model_len < long.max_model_len
+    # Two cores cannot feed two engines: the long pool's engine serves both.
+    assert short.served_by == "long" and long.served_by is None
+    assert config.engine_pools() == [long]
+    assert config.engine_deployments() == ["engine-long"]
+    assert config.engine_deployment("short") == config.engine_deployment("long") == "engine-long"
+    # Sized for both pools' traffic (short's 16 sequences), with the adapter kept.
+    assert long.max_num_seqs >= 16 and long.lora is not None and long.lora == short.lora
     for pool in config.pools:
         assert pool.device == "cpu"
         assert pool.dtype == "float32"  # bf16 is ~3x slower on this AVX2 CPU
         assert pool.resolved_model() == str(tmp_path / "smol")
         options = pool.deployment_options()
         assert options["ray_actor_options"] == {"num_cpus": 0, "num_gpus": 0}
-        assert options["name"] == f"engine-{pool.name}"
+        assert options["name"] == pool.deployment_name == f"engine-{pool.name}"
         env = pool.engine_env()
         assert env["HF_HUB_OFFLINE"] == "1"
         assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
@@ -64,6 +71,9 @@ def test_default_cpu_file_has_short_and_long_pools_of_the_bundled_model(
 def test_gpu_profile_sizes_pools_differently():
     config = load_pools(GPU_POOLS_PATH)
     short, long = config.pools
+    # GPU pools keep an engine deployment each.
+    assert config.engine_pools() == [short, long]
+    assert config.engine_deployments() == ["engine-short", "engine-long"]
     assert short.device == long.device == "gpu"
     assert short.max_model_len < long.max_model_len
     assert short.max_num_seqs > long.max_num_seqs
@@ -115,6 +125,113 @@ def test_defaults_merge_deeply_and_pools_sort_by_context():
 def test_invalid_files_are_rejected(doc: dict[str, Any], message: str):
     with pytest.raises(ValidationError, match=message):
         parse_pools(doc)
+
+
+def served(**short: Any) -> dict[str, Any]:
+    """two_pools() with ``short`` served_by ``long`` (plus overrides of short)."""
+    return two_pools(
+        pools=[
+            {"name": "long", "max_model_len": 8192},
+            {"name": "short", "max_model_len": 2048, "served_by": "long", **short},
+        ]
+    )
+
+
+def test_a_served_pool_routes_by_its_own_length_and_runs_on_the_serving_engine():
+    config = parse_pools(served())
+    assert [p.name for p in config.pools] == ["short", "long"]
+    assert config.serving_pool("short").name == config.serving_pool("long").name == "long"
+    assert config.engine_deployment("short") == "engine-long"
+    assert config.engine_deployments() == ["engine-long"]
+    # The router still picks the smallest pool that fits.
+    assert choose_pool(config, {"short": 1000, "long": 1000}, max_tokens=1048) == "short"
+    assert choose_pool(config, {"short": 1000, "long": 1000}, max_tokens=1049) == "long"
+    with pytest.raises(KeyError):
+        config.serving_pool("medium")
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (served(served_by="medium"), "served_by 'medium' names no pool"),
+        (served(served_by="short"), "names the pool itself"),
+        (
+            two_pools(
+                pools=[
+                    {"name": "a", "max_model_len": 10, "served_by": "b"},
+                    {"name": "b", "max_model_len": 20, "served_by": "c"},
+                    {"name": "c", "max_model_len": 30},
+                ]
+            ),
+            "pool a: served_by 'b' is itself served_by 'c'",
+        ),
+        (served(model="/models/other"), "another model or adapter"),
+        (served(lora={"name": "x", "path": "adapters/x"}), "another model or adapter"),
+        (served(max_model_len=16384), "max_model_len 8192 < 16384"),
+        (served(served_by="Bad_Name"), "pattern"),
+    ],
+)
+def test_served_by_must_name_an_engine_that_can_run_the_pool(doc: dict[str, Any], message: str):
+    with pytest.raises(ValidationError, match=message):
+        parse_pools(doc)
+
+
+def test_a_subset_keeps_a_served_pool_only_with_its_server():
+    config = parse_pools(served())
+    assert config.only(["short", "long"]).engine_deployments() == ["engine-long"]
+    assert config.only(["long"]).engine_deployments() == ["engine-long"]
+    with pytest.raises(ValueError, match="pool short is served_by long: keep the serving pool"):
+        config.only(["short"])
+
+
+def test_the_app_makes_one_engine_per_serving_pool_and_shares_it():
+    from deployments.app import pool_engines
+
+    config = parse_pools(
+        two_pools(
+            pools=[
+                {"name": "tiny", "max_model_len": 1024, "served_by": "long"},
+                {"name": "short", "max_model_len": 2048},
+                {"name": "long", "max_model_len": 8192},
+            ]
+        )
+    )
+    made: list[str] = []
+
+    def make(pool: PoolConfig) -> object:
+        made.append(pool.name)
+        return object()
+
+    engines = pool_engines(config, make)
+    assert made == ["short", "long"]
+    assert set(engines) == {"tiny", "short", "long"}
+    assert engines["tiny"] is engines["long"] and engines["short"] is not engines["long"]
+
+
+@pytest.mark.parametrize(
+    ("path", "deployments"),
+    [
+        (DEFAULT_POOLS_PATH, {"router", "engine-long"}),
+        (GPU_POOLS_PATH, {"router", "engine-short", "engine-long"}),
+    ],
+)
+def test_serve_builds_one_deployment_per_engine_and_hands_the_router_every_pool(
+    path: Path, deployments: set[str]
+):
+    from ray.serve._private.build_app import build_app
+    from ray.serve.handle import DeploymentHandle
+
+    from deployments.app import ROUTER_DEPLOYMENT, build_inference_app
+
+    config = load_pools(path)
+    built = build_app(build_inference_app(pools=config), name=config.app_name)
+    assert {d.name for d in built.deployments} == deployments
+    (router,) = [d for d in built.deployments if d.name == ROUTER_DEPLOYMENT]
+    handles = router.init_args[1]
+    assert set(handles) == {p.name for p in config.pools}
+    for pool, handle in handles.items():
+        assert isinstance(handle, DeploymentHandle)
+        assert handle.deployment_name == config.engine_deployment(pool)
 
 
 def test_choose_smallest_pool_that_fits_prompt_plus_output():
@@ -207,9 +324,9 @@ def test_deployment_options_are_accepted_by_serve():
     from deployments.engine import PoolEngine
 
     for path in (DEFAULT_POOLS_PATH, GPU_POOLS_PATH):
-        for pool in load_pools(path).pools:
+        for pool in load_pools(path).engine_pools():
             deployment = serve.deployment(PoolEngine).options(**pool.deployment_options())
-            assert deployment.name == f"engine-{pool.name}"
+            assert deployment.name == pool.deployment_name
 
 
 def test_serve_config_points_at_the_builder_and_the_pools_file(tmp_path: Path):
@@ -332,16 +449,19 @@ def test_a_run_may_deploy_a_subset_of_the_pools_and_names_a_wrong_one() -> None:
     from pipeline.settings import Settings
 
     shipped = load_pools()
-    short = shipped.only(["short"])
-    assert [p.name for p in short.pools] == ["short"]
+    long = shipped.only(["long"])
+    assert [p.name for p in long.pools] == ["long"]
     assert [p.name for p in shipped.pools] == ["short", "long"]  # the original is unchanged
     with pytest.raises(ValueError, match=r"\['medium'\]"):
         shipped.only(["short", "medium"])
     with pytest.raises(ValueError, match="no pools"):
         shipped.only([])
-    demo = ClusterConfig(Settings(), pools=("short",), eager=True).serve_pools()
-    assert [(p.name, p.enforce_eager) for p in demo.pools] == [("short", True)]
-    assert [p.name for p in ClusterConfig(Settings()).serve_pools().pools] == ["short", "long"]
+    subset = ClusterConfig(Settings(), pools=("long",), eager=True).serve_pools()
+    assert [(p.name, p.enforce_eager) for p in subset.pools] == [("long", True)]
+    # The demo deploys the default: both pools, one engine.
+    default = ClusterConfig(Settings(), eager=True).serve_pools()
+    assert [p.name for p in default.pools] == ["short", "long"]
+    assert default.engine_deployments() == ["engine-long"]
 
 
 # -- LoRA adapters ------------------------------------------------------------------

@@ -1,0 +1,147 @@
+"""Settling many finished attempts in one transaction, each under its own fence.
+
+The store's :meth:`~pipeline.jobs.store.JobStore.succeed` commits one result
+per transaction: four statements and a commit (a WAL flush) per job. When
+several attempts finish together, :meth:`BatchSettling.succeed_many` writes
+them with one statement per table over arrays (``unnest``) and one commit.
+
+Invariants (the same as one at a time):
+
+* **Each attempt is conditional on its own fence.** The job row moves only
+  while ``RUNNING`` under that attempt's fence with an unexpired lease; a stale
+  attempt matches no row, writes nothing, and comes back in
+  :attr:`BatchSettled.lost` while the others commit.
+* **Everything of a settled attempt commits together**: job row, result row,
+  attempt close, outbox event, settle hooks. Any of them failing (an attempt
+  row that is not running, a hook raising) rolls the *whole batch* back and
+  raises: nothing of it committed, and the caller settles the attempts one by
+  one, which attributes the failure (:class:`~pipeline.jobs.group_commit.GroupCommit`
+  does).
+* Rows are written in job-id order, so two batches never lock in opposite orders.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import asyncpg
+
+from pipeline.errors import LeaseLost
+from pipeline.jobs.records import (
+    EVENT_COMPLETED,
+    EVENT_REVIEW,
+    BatchSettled,
+    Settled,
+    Success,
+    settled_from_row,
+)
+from pipeline.jobs.settling import Settling, event_payload, summarise_reasons
+from pipeline.queries import q
+from pipeline.states import JobState
+from pipeline.usage import AttemptUsage
+
+_DECISIONS = (JobState.SUCCEEDED, JobState.REVIEW_REQUIRED)
+
+
+class BatchSettling(Settling):
+    """The job store's batched completion (mixed into :class:`~pipeline.jobs.store.JobStore`)."""
+
+    async def succeed_many(self, successes: Sequence[Success]) -> BatchSettled:
+        """Commit validated results of several attempts in one transaction.
+
+        See the module invariants: a stale fence fails alone (reported in
+        ``lost``), everything else of the batch commits or nothing does.
+
+        Raises:
+            ValueError: a job appears twice, or a decision is neither SUCCEEDED
+                nor REVIEW_REQUIRED (nothing is written).
+            LeaseLost: a job row settled but its attempt row was not running;
+                the batch rolled back.
+        """
+        if not successes:
+            return BatchSettled(settled=[], lost=[])
+        batch = sorted(successes, key=lambda s: s.lease.job_id)
+        ids = [s.lease.job_id for s in batch]
+        if len(set(ids)) != len(ids):
+            raise ValueError("a job appears twice in one batch")
+        wrong = [s.decision for s in batch if s.decision not in _DECISIONS]
+        if wrong:
+            raise ValueError(f"succeed_many() takes SUCCEEDED or REVIEW_REQUIRED, not {wrong}")
+        reviews = [_review_reasons(s) for s in batch]
+        now = self.clock.now()
+        async with self.pool.acquire() as conn, conn.transaction():
+            rows = await conn.fetch(
+                q("job_settle_batch_if_fenced"),
+                ids,
+                [s.lease.fence for s in batch],
+                [s.decision.value for s in batch],
+                [f"extraction_results/{s.lease.job_id}" for s in batch],
+                [s.policy_version for s in batch],
+                ["validation" if r is not None else None for r in reviews],
+                now,
+                reviews,
+            )
+            won: dict[uuid.UUID, Settled] = {r["id"]: settled_from_row(r) for r in rows}
+            winners = [s for s in batch if s.lease.job_id in won]
+            if winners:
+                await self._write_settled(conn, winners, won)
+        by_order = {s.lease.job_id: n for n, s in enumerate(successes)}
+        settled = sorted(won.values(), key=lambda s: by_order[s.job_id])
+        lost = [s.lease for s in successes if s.lease.job_id not in won]
+        return BatchSettled(settled=settled, lost=lost)
+
+    async def _write_settled(
+        self,
+        conn: asyncpg.Connection,
+        winners: Sequence[Success],
+        won: dict[uuid.UUID, Settled],
+    ) -> None:
+        """Result rows, attempt closes, outbox events and hooks of the settled attempts."""
+        ids = [s.lease.job_id for s in winners]
+        fences = [s.lease.fence for s in winners]
+        await conn.execute(
+            q("result_insert_batch"),
+            ids,
+            fences,
+            [s.result for s in winners],
+            [s.validation for s in winners],
+            [s.decision.value for s in winners],
+        )
+        usages = [s.usage or AttemptUsage() for s in winners]
+        closed = await conn.fetch(
+            q("attempt_close_batch_if_running"),
+            ids,
+            fences,
+            [_outcome(s.decision) for s in winners],
+            [u.prompt_tokens for u in usages],
+            [u.completion_tokens for u in usages],
+            [u.cached_tokens for u in usages],
+            [u.engine for u in usages],
+            self.clock.now(),
+        )
+        if len(closed) != len(winners):
+            open_ = {r["job_id"] for r in closed}
+            missing = [str(i) for i in ids if i not in open_]
+            raise LeaseLost(f"jobs {missing}: attempt already closed; batch rolled back")
+        events = [won[i] for i in ids]
+        await conn.execute(
+            q("outbox_insert_batch"),
+            [uuid.uuid4() for _ in events],
+            ids,
+            [EVENT_COMPLETED if s.state is JobState.SUCCEEDED else EVENT_REVIEW for s in events],
+            [event_payload(s) for s in events],
+        )
+        for s in events:
+            await self._run_hooks(conn, s)
+
+
+def _outcome(decision: JobState) -> str:
+    return "succeeded" if decision is JobState.SUCCEEDED else "review_required"
+
+
+def _review_reasons(s: Success) -> str | None:
+    """``last_error`` of a REVIEW_REQUIRED job: its reason codes (as ``succeed`` writes)."""
+    if s.decision is not JobState.REVIEW_REQUIRED:
+        return None
+    return summarise_reasons(s.validation.get("reasons") or [])

@@ -1,0 +1,179 @@
+"""Batched completion on real PostgreSQL: one transaction, each attempt under its own fence."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import asyncpg
+import pytest
+
+from pipeline.clock import ManualClock
+from pipeline.errors import LeaseLost
+from pipeline.jobs import GroupCommit, JobStore, Lease, Settled, Success
+from pipeline.settings import Settings
+from pipeline.states import JobState
+from pipeline.usage import AttemptUsage
+from tests.support.jobs import new_tenant, request
+
+pytestmark = pytest.mark.integration
+
+
+async def stale_and_fresh(pool: asyncpg.Pool, fresh: int) -> tuple[JobStore, Lease, list[Lease]]:
+    """A store on a manual clock, a zombie's lease and ``fresh`` leases that still hold.
+
+    The zombie's job was reaped (fence + 1) and claimed again by a newer owner
+    (fence + 2): it is RUNNING, so only the fence tells the zombie apart.
+    """
+    clock = ManualClock()
+    store = JobStore(pool, Settings(lease_seconds=30), clock=clock)
+    tenant = await new_tenant(pool)
+    await store.accept(request(tenant))
+    (zombie,) = await store.claim("zombie")
+    clock.advance(31)
+    assert (await store.reap()).rescheduled == [zombie.job_id]
+    async with pool.acquire() as conn:  # due now, not after the retry delay
+        await conn.execute(
+            "UPDATE extraction_jobs SET available_at = $1 WHERE id = $2",
+            clock.now(),
+            zombie.job_id,
+        )
+    (newer,) = await store.claim("newer")
+    assert newer.job_id == zombie.job_id and newer.fence == zombie.fence + 2
+    for _ in range(fresh):
+        await store.accept(request(tenant))
+    leases = await store.claim("driver", limit=fresh)
+    assert len(leases) == fresh and zombie.job_id not in {lease.job_id for lease in leases}
+    return store, zombie, leases
+
+
+async def job_rows(pool: asyncpg.Pool, ids: list[uuid.UUID]) -> dict[uuid.UUID, asyncpg.Record]:
+    async with pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT j.id, j.state, j.fence, j.last_error,"
+            " (SELECT count(*) FROM extraction_results r WHERE r.job_id = j.id) AS results,"
+            " (SELECT count(*) FROM outbox_events o WHERE o.job_id = j.id"
+            "   AND o.event_type <> 'extraction.requested.v1') AS events,"
+            " (SELECT a.outcome || ':' || coalesce(a.completion_tokens, -1) FROM job_attempts a"
+            "   WHERE a.job_id = j.id ORDER BY a.fence DESC LIMIT 1) AS attempt"
+            " FROM extraction_jobs j WHERE j.id = ANY($1)",
+            ids,
+        )
+    return {r["id"]: r for r in rows}
+
+
+async def test_a_batch_with_one_stale_fence_commits_the_others_and_reports_the_stale_one(
+    pool: asyncpg.Pool,
+) -> None:
+    store, zombie, (a, b, c) = await stale_and_fresh(pool, 3)
+    hooked: list[uuid.UUID] = []
+
+    async def hook(_conn: asyncpg.Connection, s: Settled) -> None:
+        hooked.append(s.job_id)
+
+    store.settle_hooks.append(hook)
+    usage = AttemptUsage(prompt_tokens=100, completion_tokens=7, engine="vllm:short")
+    batch = [
+        Success(a, result={"n": "a"}, usage=usage),
+        Success(zombie, result={"n": "zombie"}, usage=usage),
+        Success(
+            b,
+            result={"n": "b"},
+            validation={"reasons": [{"code": "arithmetic_mismatch"}]},
+            decision=JobState.REVIEW_REQUIRED,
+            policy_version="p1",
+        ),
+        Success(c, result={"n": "c"}, usage=usage),
+    ]
+    outcome = await store.succeed_many(batch)
+
+    assert [s.job_id for s in outcome.settled] == [a.job_id, b.job_id, c.job_id]  # batch order
+    assert [s.state for s in outcome.settled] == [
+        JobState.SUCCEEDED,
+        JobState.REVIEW_REQUIRED,
+        JobState.SUCCEEDED,
+    ]
+    assert outcome.lost == [zombie]
+    assert sorted(hooked) == sorted([a.job_id, b.job_id, c.job_id])  # in the transaction
+    rows = await job_rows(pool, [a.job_id, b.job_id, c.job_id, zombie.job_id])
+    for lease in (a, c):
+        row = rows[lease.job_id]
+        assert (row["state"], row["results"], row["events"]) == ("SUCCEEDED", 1, 1)
+        assert row["attempt"] == "succeeded:7" and row["fence"] == lease.fence
+    review = rows[b.job_id]
+    assert (review["state"], review["results"], review["events"]) == ("REVIEW_REQUIRED", 1, 1)
+    assert (
+        review["last_error"] == "arithmetic_mismatch" and review["attempt"] == "review_required:-1"
+    )
+    stale = rows[zombie.job_id]
+    # The zombie wrote nothing: the job still runs under the newer owner's fence.
+    assert (stale["state"], stale["results"], stale["events"]) == ("RUNNING", 0, 0)
+    assert stale["fence"] == zombie.fence + 2 and stale["attempt"] == "running:-1"
+    # Settled is final: the same batch again settles nothing.
+    again = await store.succeed_many(batch)
+    assert again.settled == [] and again.lost == [s.lease for s in batch]
+
+
+async def test_a_failing_hook_rolls_the_whole_batch_back(pool: asyncpg.Pool) -> None:
+    store, _, leases = await stale_and_fresh(pool, 3)
+    bad = leases[1].job_id
+
+    async def hook(_conn: asyncpg.Connection, s: Settled) -> None:
+        if s.job_id == bad:
+            raise RuntimeError("delivery hook failed")
+
+    store.settle_hooks.append(hook)
+    with pytest.raises(RuntimeError, match="delivery hook failed"):
+        await store.succeed_many([Success(lease, result={}) for lease in leases])
+    rows = await job_rows(pool, [lease.job_id for lease in leases])
+    assert {(r["state"], r["results"], r["events"]) for r in rows.values()} == {("RUNNING", 0, 0)}
+
+
+async def test_a_batch_refuses_a_job_twice(pool: asyncpg.Pool) -> None:
+    store, _, (a,) = await stale_and_fresh(pool, 1)
+    with pytest.raises(ValueError, match="twice"):
+        await store.succeed_many([Success(a, result={}), Success(a, result={})])
+    assert (await job_rows(pool, [a.job_id]))[a.job_id]["state"] == "RUNNING"
+
+
+async def test_group_commit_settles_what_finishes_together_in_one_transaction(
+    pool: asyncpg.Pool,
+) -> None:
+    store, zombie, (*leases, d) = await stale_and_fresh(pool, 4)
+    commits = GroupCommit(store, max_batch=16)
+    answers = await asyncio.gather(
+        *(commits.succeed(Success(lease, result={})) for lease in [*leases, zombie]),
+        return_exceptions=True,
+    )
+    assert commits.batches == {4: 1}  # one transaction for all four
+    assert [a.job_id for a in answers[:3] if isinstance(a, Settled)] == [
+        lease.job_id for lease in leases
+    ]
+    assert isinstance(answers[3], LeaseLost)  # the stale one alone
+    # One that finishes alone commits at once, alone.
+    assert (await commits.succeed(Success(d, result={}))).state is JobState.SUCCEEDED
+    assert commits.batches == {4: 1, 1: 1}
+
+
+async def test_group_commit_settles_a_failed_batch_one_by_one(pool: asyncpg.Pool) -> None:
+    store, _, leases = await stale_and_fresh(pool, 3)
+    bad = leases[0].job_id
+
+    async def hook(_conn: asyncpg.Connection, s: Settled) -> None:
+        if s.job_id == bad:
+            raise RuntimeError("hook failed")
+
+    store.settle_hooks.append(hook)
+    commits = GroupCommit(store)
+    answers = await asyncio.gather(
+        *(commits.succeed(Success(lease, result={})) for lease in leases), return_exceptions=True
+    )
+    assert commits.batches == {3: 1}
+    assert isinstance(answers[0], RuntimeError)  # only the attempt whose hook failed
+    assert [a.state for a in answers[1:] if isinstance(a, Settled)] == [JobState.SUCCEEDED] * 2
+    rows = await job_rows(pool, [lease.job_id for lease in leases])
+    assert [rows[lease.job_id]["state"] for lease in leases] == [
+        "RUNNING",
+        "SUCCEEDED",
+        "SUCCEEDED",
+    ]
