@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, cast
