@@ -114,6 +114,15 @@ class Settings(BaseSettings):
     #: A publish without a confirm after this long has an unknown outcome.
     amqp_confirm_timeout_seconds: float = Field(5.0, gt=0)
     amqp_connect_timeout_seconds: float = Field(5.0, gt=0)
+    #: DLQ retention: archived dead letters older than this are purged (with their
+    #: replay audit rows) by the maintenance actor.
+    dlq_retention_days: float = Field(30.0, gt=0)
+    #: How often the maintenance actor purges expired dead letters.
+    dlq_purge_interval_seconds: float = Field(3600.0, gt=0)
+
+    # Re-drive of FAILED_TERMINAL jobs (issue 20): the fresh budget an operator's
+    # re-drive gives when it does not name one.
+    redrive_attempts: int = Field(3, ge=1)
 
     # ERP delivery (issue 8, docs/delivery.md): Standard-Webhooks POSTs to
     # tenant-registered endpoints, retried over hours to days.

@@ -19,6 +19,15 @@ from pipeline.jobs.records import (
     SettleHook,
     settled_from_row,
 )
+from pipeline.jobs.redrive import (
+    RedriveFilter,
+    Redriven,
+    RedriveReport,
+    RedriveRequest,
+    redrive_job,
+    redrive_matching,
+    redrives_for_job,
+)
 from pipeline.jobs.store import JobStore
 
 __all__ = [
@@ -32,10 +41,17 @@ __all__ = [
     "JobStore",
     "Lease",
     "Reaper",
+    "RedriveFilter",
+    "RedriveReport",
+    "RedriveRequest",
+    "Redriven",
     "SettleHook",
     "Settled",
     "admin_dsn",
     "explain_job",
+    "redrive_job",
+    "redrive_matching",
+    "redrives_for_job",
     "render_explain",
     "settled_from_row",
     "setup_database",

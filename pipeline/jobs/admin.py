@@ -84,6 +84,16 @@ def render_explain(data: dict[str, Any]) -> str:
         lines.append("inbox:")
         for i in data["inbox"]:
             lines.append(f"  event {i['event_id']} received {i['received_at']}")
+    if data.get("redrives"):
+        lines.append("re-drives:")
+        for r in data["redrives"]:
+            lines.append(
+                f"  {r['created_at']} by {r['requested_by']}: {r['reason']}  (attempts before"
+                f" {r['attempts_before']}/{r['max_attempts_before']}, now up to"
+                f" {r['max_attempts_after']}; failed with {r['terminal_reason']}"
+                f" {r['error_class'] or ''};"
+                f" v{r['from_state_version']} -> v{r['to_state_version']})"
+            )
     for extra in ("deliveries", "reviews"):
         for d in data.get(extra, []):
             lines.append(f"{extra[:-1]}: {d}")

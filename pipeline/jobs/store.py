@@ -45,6 +45,7 @@ from pipeline.jobs.records import (
     lease_from_row,
     settled_from_row,
 )
+from pipeline.jobs.redrive import redrives_for_job
 from pipeline.queries import q
 from pipeline.states import JobState
 from pipeline.usage import AttemptUsage
@@ -387,6 +388,7 @@ class JobStore(Reaping):
                 "inbox": [
                     dict(r.items()) for r in await conn.fetch(q("inbox_list_for_job"), job_id)
                 ],
+                "redrives": await redrives_for_job(conn, job_id),
             }
 
     async def backlog(self) -> dict[str, Any]:

@@ -63,3 +63,17 @@ FROM dead_letter_replays WHERE dead_letter_id = $1 ORDER BY created_at, id;
 -- name: dead_letter_pending_count
 -- DLQ depth on the archive side: letters nobody has replayed yet.
 SELECT count(*) FROM dead_letters WHERE replay_count = 0;
+
+-- name: dead_letter_purge_archived_before
+-- DLQ retention: letters archived before $1, at most $2 per call, with their
+-- replay audit rows. Returns the ids deleted.
+WITH doomed AS (
+  SELECT id FROM dead_letters WHERE archived_at < $1
+  ORDER BY archived_at, id LIMIT $2
+  FOR UPDATE SKIP LOCKED
+),
+replays AS (
+  DELETE FROM dead_letter_replays r USING doomed WHERE r.dead_letter_id = doomed.id
+)
+DELETE FROM dead_letters l USING doomed WHERE l.id = doomed.id
+RETURNING l.id;

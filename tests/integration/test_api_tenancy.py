@@ -146,6 +146,8 @@ async def cross_tenant_violations(
             "note": "attacker",
             "state_version": victim.state_version,
         },
+        ("POST", "/v1/extraction-jobs/{job_id}/redrive"): {"reason": "attacker"},
+        ("POST", "/v1/redrives"): {"reason": "attacker"},
         # Same key and same document as B: A must get its own job, never B's.
         ("POST", "/v1/extraction-jobs"): submission(victim.secret_text),
     }
@@ -230,6 +232,8 @@ async def test_tenant_a_sees_nothing_of_tenant_b_on_any_route(pool: asyncpg.Pool
         ("POST", "/v1/webhook-endpoints/{endpoint_id}/rotate"),
         ("POST", "/v1/webhook-endpoints/{endpoint_id}/disable"),
         ("POST", "/v1/webhook-endpoints/{endpoint_id}/enable"),
+        ("POST", "/v1/extraction-jobs/{job_id}/redrive"),
+        ("POST", "/v1/redrives"),
     } <= covered
     # Another tenant's job reads exactly like a missing one.
     assert foreign.status_code == missing.status_code == 404
