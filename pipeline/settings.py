@@ -120,6 +120,12 @@ class Settings(BaseSettings):
     #: How often the maintenance actor purges expired dead letters.
     dlq_purge_interval_seconds: float = Field(3600.0, gt=0)
 
+    #: Duplicate supplier invoices across jobs (issue 20): a result whose supplier,
+    #: invoice number and gross total another job of the tenant already holds is
+    #: settled REVIEW_REQUIRED ``duplicate_invoice``. Off only for load tests that
+    #: replay one corpus many times (``benchmarks/runner.py``), never in production.
+    duplicate_invoice_check: bool = True
+
     # Re-drive of FAILED_TERMINAL jobs (issue 20): the fresh budget an operator's
     # re-drive gives when it does not name one.
     redrive_attempts: int = Field(3, ge=1)

@@ -31,6 +31,7 @@ import asyncpg
 
 from pipeline.errors import IdempotencyConflict, LeaseLost, NotFound, RetryableError
 from pipeline.identity import object_version, request_hash
+from pipeline.jobs.duplicates import claim_invoice, flag_duplicate
 from pipeline.jobs.reaping import Reaping
 from pipeline.jobs.records import (
     EVENT_COMPLETED,
@@ -188,14 +189,24 @@ class JobStore(Reaping):
         """Commit a validated result under the fence (SUCCEEDED or REVIEW_REQUIRED).
 
         The result row, the attempt's close, the completion outbox event and any
-        settle hooks (e.g. delivery creation) commit together or not at all.
+        settle hooks (e.g. delivery creation) commit together or not at all. A
+        result whose supplier invoice another job already holds is settled
+        REVIEW_REQUIRED ``duplicate_invoice`` instead (:mod:`pipeline.jobs.duplicates`).
         """
         if decision not in (JobState.SUCCEEDED, JobState.REVIEW_REQUIRED):
             raise ValueError(f"succeed() takes SUCCEEDED or REVIEW_REQUIRED, not {decision}")
         validation = validation or {}
-        reasons = validation.get("reasons") or []
         now = self.clock.now()
         async with self.pool.acquire() as conn, conn.transaction():
+            other = (
+                await claim_invoice(conn, lease.tenant_id, lease.job_id, result)
+                if self.settings.duplicate_invoice_check
+                else None
+            )
+            if other is not None:
+                decision = JobState.REVIEW_REQUIRED
+                validation = flag_duplicate(validation, other)
+            reasons = validation.get("reasons") or []
             row = await conn.fetchrow(
                 q("job_settle_if_fenced"),
                 lease.job_id,
@@ -399,5 +410,10 @@ class JobStore(Reaping):
 
 
 def _summarise(reasons: Sequence[Any]) -> str:
-    codes = [str(r.get("code", r)) if isinstance(r, dict) else str(r) for r in reasons]
+    codes = [
+        f"{r.get('code', r)} of job {r['other_job_id']}"
+        if isinstance(r, dict) and r.get("other_job_id")
+        else str(r.get("code", r) if isinstance(r, dict) else r)
+        for r in reasons
+    ]
     return ", ".join(codes)[:2000] or "validation"

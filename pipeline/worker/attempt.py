@@ -360,7 +360,7 @@ class AttemptRunner:
         completion: Completion,
     ) -> AttemptReport:
         try:
-            await self._settle(
+            settled = await self._settle(
                 self.store.succeed(
                     lease,
                     result=result,
@@ -375,8 +375,9 @@ class AttemptRunner:
             return AttemptReport(
                 lease.job_id, lease.fence, "stale_result_discarded", completion=completion
             )
+        # The store may settle a duplicate supplier invoice for review instead.
         return AttemptReport(
-            lease.job_id, lease.fence, decision.value.lower(), completion=completion
+            lease.job_id, lease.fence, settled.state.value.lower(), completion=completion
         )
 
     async def _retry(
