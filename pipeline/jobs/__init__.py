@@ -4,7 +4,8 @@ This is the package's surface: other packages import these names from here,
 never from a module inside.
 """
 
-from pipeline.jobs.admin import admin_dsn, explain_job, render_explain, setup_database
+from pipeline.jobs.admin import admin_dsn, explain_job, setup_database
+from pipeline.jobs.explain import SECTIONS, render_explain
 from pipeline.jobs.reaper import Reaper
 from pipeline.jobs.records import (
     EVENT_COMPLETED,
@@ -35,6 +36,7 @@ __all__ = [
     "EVENT_DEAD_LETTERED",
     "EVENT_FAILED",
     "EVENT_REQUESTED",
+    "SECTIONS",
     "AcceptRequest",
     "Accepted",
     "DocumentIn",

@@ -32,6 +32,7 @@ import asyncpg
 from pipeline.errors import IdempotencyConflict, LeaseLost, NotFound, RetryableError
 from pipeline.identity import object_version, request_hash
 from pipeline.jobs.duplicates import claim_invoice, flag_duplicate
+from pipeline.jobs.explain import explain
 from pipeline.jobs.reaping import Reaping
 from pipeline.jobs.records import (
     EVENT_COMPLETED,
@@ -46,7 +47,6 @@ from pipeline.jobs.records import (
     lease_from_row,
     settled_from_row,
 )
-from pipeline.jobs.redrive import redrives_for_job
 from pipeline.queries import q
 from pipeline.states import JobState
 from pipeline.usage import AttemptUsage
@@ -380,27 +380,9 @@ class JobStore(Reaping):
         return dict(row.items())
 
     async def explain(self, job_id: uuid.UUID) -> dict[str, Any]:
-        """Operator view: the job, every state change, attempt, outbox and inbox record."""
+        """Operator view: everything the job went through (:mod:`pipeline.jobs.explain`)."""
         async with self.pool.acquire() as conn:
-            job = await conn.fetchrow(q("job_get_any_tenant"), job_id)
-            if job is None:
-                raise NotFound(f"job {job_id}")
-            return {
-                "job": dict(job.items()),
-                "events": [
-                    dict(r.items()) for r in await conn.fetch(q("job_event_list_for_job"), job_id)
-                ],
-                "attempts": [
-                    dict(r.items()) for r in await conn.fetch(q("attempt_list_for_job"), job_id)
-                ],
-                "outbox": [
-                    dict(r.items()) for r in await conn.fetch(q("outbox_list_for_job"), job_id)
-                ],
-                "inbox": [
-                    dict(r.items()) for r in await conn.fetch(q("inbox_list_for_job"), job_id)
-                ],
-                "redrives": await redrives_for_job(conn, job_id),
-            }
+            return await explain(conn, job_id)
 
     async def backlog(self) -> dict[str, Any]:
         """Waiting, runnable and running counts and the oldest runnable job's age."""

@@ -31,3 +31,11 @@ INSERT INTO review_decisions (id, job_id, tenant_id, api_key_id, decision, note,
                               from_state_version, to_state, to_state_version)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 RETURNING id, created_at;
+
+-- name: review_decision_list_for_job
+-- The decisions on one job, oldest first (explain). $1 job, $2 tenant.
+SELECT d.id, d.decision, d.note, d.from_state_version, d.to_state, d.to_state_version,
+       d.created_at, d.api_key_id, k.key_prefix
+FROM review_decisions d LEFT JOIN api_keys k ON k.id = d.api_key_id
+WHERE d.job_id = $1 AND d.tenant_id = $2
+ORDER BY d.created_at, d.id;

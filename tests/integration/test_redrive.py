@@ -157,7 +157,7 @@ async def test_a_job_failed_by_a_429_storm_is_redriven_and_posted_once(
     assert len(requested) == 2
     assert requested[1]["payload"]["redrive_of"] == str(audit["id"])
     text = render_explain(explained)
-    assert "re-drives:" in text and "by ops@example: provider outage is over" in text
+    assert "\nredrives:\n" in text and "by ops@example: provider outage is over" in text
 
     # Delivered now: a second re-drive is refused, and nothing changes.
     with pytest.raises(RedriveRefused) as refused:
