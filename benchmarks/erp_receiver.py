@@ -15,7 +15,12 @@ Used by the demo and by the tests as "the ERP". Per request:
    counting every run in ``erp_postings.applications``, and post under the job's
    own idempotency guard (``posted_at IS NULL``), so each job is posted once
    however often, and by whichever delivery, it arrives — while a job that
-   arrived under two delivery ids still shows ``applications = 2``.
+   arrived under two delivery ids still shows ``applications = 2``;
+6. refuse a second posting of the same *supplier invoice* by another job (same
+   supplier, number and gross total): 409 ``{"result": "duplicate_invoice",
+   "posted_job_id": ...}``, keeping nothing of that delivery. The sender records
+   that answer (the delivery fails with reason ``duplicate_invoice``); retrying
+   would only be refused again.
 
 Its tables (``erp_inbox``, ``erp_postings``) are not the product's: they are the
 migrations of ``sql/erp/``, which :func:`migrate_erp` applies (the receiver does at
@@ -52,6 +57,7 @@ from starlette.types import Receive, Scope, Send
 
 from pipeline.database import connect, create_pool, migrate
 from pipeline.delivery import VerificationKey, Verifier
+from pipeline.identity import DUPLICATE_INVOICE, invoice_identity
 from pipeline.jobs import EVENT_COMPLETED
 from pipeline.queries import SQL_DIR, q
 
@@ -128,6 +134,8 @@ class ReceiverConfig:
     path: str = "/webhooks/fenceline"
     enable_fault_api: bool = False
     migrate: bool = False
+    #: Post the same supplier invoice once per job (load tests replaying a corpus).
+    allow_duplicate_invoices: bool = False
 
 
 @dataclass
@@ -195,6 +203,14 @@ async def apply_pending_postings(pool: asyncpg.Pool, ledger: str, limit: int = 1
     return n
 
 
+def invoice_key(invoice: Any) -> str | None:
+    """The ERP's key for a supplier invoice: the identity Fenceline also checks."""
+    ident = invoice_identity(invoice) if isinstance(invoice, dict) else None
+    if ident is None:
+        return None
+    return f"{ident.supplier}|{ident.invoice_number}|{ident.gross_total}"
+
+
 def _validate(event: Any, tenant_id: uuid.UUID | None) -> tuple[str, uuid.UUID | None, Any]:
     """(event type, job id, invoice) of a well-formed event; ValueError otherwise."""
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
@@ -235,6 +251,44 @@ def create_app(
         "Invoices posted (first application only)",
         registry=registry,
     )
+
+    duplicates_total = Counter(
+        "fenceline_erp_duplicate_invoices",
+        "Postings refused: the same supplier invoice was already posted for another job",
+        registry=registry,
+    )
+
+    async def accept(
+        pool: asyncpg.Pool,
+        delivery_id: str,
+        digest: str,
+        event_type: str,
+        job_id: uuid.UUID | None,
+        invoice: Any,
+        key: str | None,
+    ) -> str:
+        """Step 3 in one transaction; raises UniqueViolationError for a duplicate invoice."""
+        async with pool.acquire() as conn, conn.transaction():
+            inserted = await conn.fetchval(
+                q("erp_inbox_insert_if_new"), config.ledger, delivery_id, digest, event_type, job_id
+            )
+            if inserted is None:
+                existing = await conn.fetchrow(q("erp_inbox_lock"), config.ledger, delivery_id)
+                if existing["payload_digest"] != digest:
+                    await conn.fetchval(q("erp_inbox_count_conflict"), config.ledger, delivery_id)
+                    return "conflict"
+                await conn.fetchval(q("erp_inbox_count_duplicate"), config.ledger, delivery_id)
+                return "duplicate"
+            if job_id is not None:
+                await conn.fetchval(
+                    q("erp_posting_insert_if_new"),
+                    config.ledger,
+                    job_id,
+                    delivery_id,
+                    invoice,
+                    key,
+                )
+            return "accepted"
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -311,24 +365,29 @@ def create_app(
             return answer("invalid", 400, reason=str(exc)[:200])
         digest = hashlib.sha256(body).hexdigest()
         pool: asyncpg.Pool = app.state.pool
-        async with pool.acquire() as conn, conn.transaction():
-            inserted = await conn.fetchval(
-                q("erp_inbox_insert_if_new"), config.ledger, delivery_id, digest, event_type, job_id
+        key = (
+            invoice_key(invoice)
+            if job_id is not None and not config.allow_duplicate_invoices
+            else None
+        )
+        try:
+            result = await accept(pool, delivery_id, digest, event_type, job_id, invoice, key)
+        except asyncpg.UniqueViolationError as exc:
+            if exc.constraint_name != "erp_postings_invoice_key" or key is None:
+                raise
+            # Another job already posted this supplier invoice: nothing of this
+            # delivery is kept (the transaction rolled back), and the answer says why.
+            async with pool.acquire() as conn:
+                owner = await conn.fetchrow(q("erp_posting_owner_of_invoice"), config.ledger, key)
+            duplicates_total.inc()
+            log.warning("delivery %s: supplier invoice already posted by job %s", delivery_id,
+                        owner["job_id"] if owner else "?")  # fmt: skip
+            return answer(
+                DUPLICATE_INVOICE,
+                409,
+                reason="this supplier invoice was already posted for another job",
+                posted_job_id=str(owner["job_id"]) if owner else None,
             )
-            if inserted is None:
-                existing = await conn.fetchrow(q("erp_inbox_lock"), config.ledger, delivery_id)
-                if existing["payload_digest"] != digest:
-                    await conn.fetchval(q("erp_inbox_count_conflict"), config.ledger, delivery_id)
-                    result = "conflict"
-                else:
-                    await conn.fetchval(q("erp_inbox_count_duplicate"), config.ledger, delivery_id)
-                    result = "duplicate"
-            else:
-                result = "accepted"
-                if job_id is not None:
-                    await conn.fetchval(
-                        q("erp_posting_insert_if_new"), config.ledger, job_id, delivery_id, invoice
-                    )
         if result == "conflict":
             conflicts_total.inc()
             log.error(
@@ -408,6 +467,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--migrate", action="store_true", help="apply migrations at start")
     parser.add_argument("--enable-fault-api", action="store_true")
     parser.add_argument("--fault", choices=FAULT_MODES, default="none")
+    parser.add_argument(
+        "--allow-duplicate-invoices",
+        action="store_true",
+        help="post the same supplier invoice once per job (load tests replaying a corpus)",
+    )
     args = parser.parse_args(argv)
     secrets_ = list(args.secret) + os.environ.get("FENCELINE_ERP_SECRETS", "").split()
     if not args.database_url or not secrets_:
@@ -420,6 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         path=args.path,
         enable_fault_api=args.enable_fault_api,
         migrate=args.migrate,
+        allow_duplicate_invoices=args.allow_duplicate_invoices,
     )
     faults = FaultSwitch()
     faults.set(args.fault)

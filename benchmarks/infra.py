@@ -209,6 +209,8 @@ class ErpProcess:
             str(self.port),
             "--database-url",
             self.database_url,
+            # The load model replays one corpus: the same supplier invoice is many jobs.
+            "--allow-duplicate-invoices",
             env={**os.environ, "FENCELINE_ERP_SECRETS": " ".join(secrets)},
             stdout=asyncio.subprocess.PIPE,
         )

@@ -32,8 +32,10 @@ from pipeline.jobs import JobStore, Reaper, Settled
 from pipeline.messaging import (
     BrokerConfig,
     DeadLetterArchiver,
+    DeadLetterRetention,
     InboxConsumer,
     OutboxRelay,
+    RetentionConfig,
     Scheduler,
 )
 from pipeline.settings import Settings
@@ -227,7 +229,8 @@ class TaskDriver:
 
 
 class Maintenance:
-    """The reaper, the outbox relay and, with a broker, its two consumers, in one actor.
+    """The reaper, the outbox relay, DLQ retention and, with a broker, its two
+    consumers, in one actor.
 
     With ``FENCELINE_AMQP_URL`` set the relay publishes execution signals to the
     work queue, so this actor also runs what reads them: the ingress
@@ -249,6 +252,7 @@ class Maintenance:
         self._pool: asyncpg.Pool | None = None
         self._reaper: Reaper | None = None
         self._relay: OutboxRelay | None = None
+        self._retention: DeadLetterRetention | None = None
         self._consumers: list[InboxConsumer | DeadLetterArchiver] = []
         self._metrics_bridge: RegistryBridge | None = None
 
@@ -264,6 +268,12 @@ class Maintenance:
         await self._reaper.start()
         self._relay = OutboxRelay(self._pool, self.settings)
         await self._relay.start()
+        # Broker or not, the archive exists (broker-less mode archives terminal
+        # events directly), so its retention runs here either way.
+        self._retention = DeadLetterRetention(
+            self._pool, RetentionConfig.from_settings(self.settings)
+        )
+        await self._retention.start()
         if BrokerConfig.from_settings(self.settings) is not None:
             for consumer in (
                 InboxConsumer(self._pool, self.settings),
@@ -283,6 +293,9 @@ class Maintenance:
             self._relay = None
         while self._consumers:
             await self._consumers.pop().stop()
+        if self._retention is not None:
+            await self._retention.stop()
+            self._retention = None
         if self._reaper is not None:
             await self._reaper.stop()
             self._reaper = None
@@ -292,7 +305,15 @@ class Maintenance:
 
     def services(self) -> list[str]:
         """What runs in this actor now (operators, tests)."""
-        running = [name for name, s in (("reaper", self._reaper), ("relay", self._relay)) if s]
+        running = [
+            name
+            for name, s in (
+                ("reaper", self._reaper),
+                ("relay", self._relay),
+                ("dlq_retention", self._retention),
+            )
+            if s
+        ]
         bridged = ["RegistryBridge"] if self._metrics_bridge is not None else []
         return running + [type(c).__name__ for c in self._consumers] + bridged
 

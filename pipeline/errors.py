@@ -22,6 +22,7 @@ Hierarchy::
     ├── BrokerUnavailable         RabbitMQ unreachable or the channel closed; nothing was sent
     ├── PoisonMessage             a broker message no consumer can act on; carries a reason
     ├── ReplayRefused             a dead letter whose job can no longer run again
+    ├── RedriveRefused            a job that may not be re-driven (not failed, delivered, reviewed)
     └── EgressBlocked             a webhook URL or its resolved address is not allowed (SSRF guard)
 
 The retryable / terminal split drives :mod:`pipeline.retry`: the job store
@@ -198,6 +199,18 @@ class ReplayRefused(FencelineError):
     waiting to run (a terminal decision stands; replay never resets a job)."""
 
     error_class = "replay_refused"
+
+
+class RedriveRefused(FencelineError):
+    """A job cannot be re-driven: it is not FAILED_TERMINAL, it already has a
+    delivery (its result may be in the ERP), or a reviewer rejected its result;
+    or the state_version the operator saw moved on."""
+
+    error_class = "redrive_refused"
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class EgressBlocked(FencelineError):

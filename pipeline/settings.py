@@ -119,6 +119,21 @@ class Settings(BaseSettings):
     #: A publish without a confirm after this long has an unknown outcome.
     amqp_confirm_timeout_seconds: float = Field(5.0, gt=0)
     amqp_connect_timeout_seconds: float = Field(5.0, gt=0)
+    #: DLQ retention: archived dead letters older than this are purged (with their
+    #: replay audit rows) by the maintenance actor.
+    dlq_retention_days: float = Field(30.0, gt=0)
+    #: How often the maintenance actor purges expired dead letters.
+    dlq_purge_interval_seconds: float = Field(3600.0, gt=0)
+
+    #: Duplicate supplier invoices across jobs (issue 20): a result whose supplier,
+    #: invoice number and gross total another job of the tenant already holds is
+    #: settled REVIEW_REQUIRED ``duplicate_invoice``. Off only for load tests that
+    #: replay one corpus many times (``benchmarks/runner.py``), never in production.
+    duplicate_invoice_check: bool = True
+
+    # Re-drive of FAILED_TERMINAL jobs (issue 20): the fresh budget an operator's
+    # re-drive gives when it does not name one.
+    redrive_attempts: int = Field(3, ge=1)
 
     # ERP delivery (issue 8, docs/delivery.md): Standard-Webhooks POSTs to
     # tenant-registered endpoints, retried over hours to days.

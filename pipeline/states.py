@@ -29,7 +29,9 @@ class JobState(StrEnum):
     #: Inspectable but unacceptable result, withheld from delivery. Left only by a
     #: human review decision (approve → SUCCEEDED, reject → FAILED_TERMINAL).
     REVIEW_REQUIRED = "REVIEW_REQUIRED"
-    #: Attempts or deadline exhausted, or a terminal error. Final.
+    #: Attempts or deadline exhausted, or a terminal error. Nothing automatic leaves
+    #: it; only an operator's audited re-drive (``pipeline.jobs.redrive``) moves it
+    #: back to READY with a fresh attempt budget under the same id.
     FAILED_TERMINAL = "FAILED_TERMINAL"
 
 
@@ -47,6 +49,7 @@ TRANSITIONS: frozenset[tuple[JobState, JobState]] = frozenset(
         (JobState.RUNNING, JobState.FAILED_TERMINAL),
         (JobState.REVIEW_REQUIRED, JobState.SUCCEEDED),
         (JobState.REVIEW_REQUIRED, JobState.FAILED_TERMINAL),
+        (JobState.FAILED_TERMINAL, JobState.READY),  # operator re-drive only
     }
 )
 
@@ -61,7 +64,8 @@ SETTLED: frozenset[JobState] = frozenset(
     {JobState.SUCCEEDED, JobState.REVIEW_REQUIRED, JobState.FAILED_TERMINAL}
 )
 
-#: States nothing can leave.
+#: States no automatic step leaves (a status stream ends there). FAILED_TERMINAL is
+#: left only by an operator re-drive, which a client sees as a new state event.
 FINAL: frozenset[JobState] = frozenset({JobState.SUCCEEDED, JobState.FAILED_TERMINAL})
 
 

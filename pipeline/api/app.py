@@ -11,6 +11,7 @@ the services that hold the invariants:
 * :mod:`pipeline.api.status_stream` — SSE status streams;
 * :mod:`pipeline.api.review` — review decisions;
 * :mod:`pipeline.api.endpoints` — the tenant's webhook endpoints (its own router);
+* :mod:`pipeline.api.redrive` — operator re-drive of FAILED_TERMINAL jobs (its own router);
 * :mod:`pipeline.api.problems` — every error as ``application/problem+json``,
   and 413 before a too-large body is buffered;
 * :mod:`pipeline.api.headers` — 400 for a repeated ``Authorization``,
@@ -54,6 +55,7 @@ from pipeline.api.problems import (
     FieldError,
     Problem,
 )
+from pipeline.api.redrive import router as redrive_router
 from pipeline.api.routes import register_routes
 from pipeline.clock import Clock
 from pipeline.jobs import SettleHook
@@ -145,6 +147,7 @@ def create_app(
     install_console(app)
 
     app.include_router(endpoints_router)
+    app.include_router(redrive_router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -117,8 +117,9 @@ class ConsoleViews:
             nxt = await conn.fetchval(
                 q("review_queue_next_for_tenant"), principal.tenant_id, job_id
             )
-            decisions = await conn.fetch(q("review_decision_list_for_job"), job_id)
-            corrections = await conn.fetch(q("review_correction_list_for_job"), job_id)
+            tenant = principal.tenant_id
+            decisions = await conn.fetch(q("review_decision_list_for_job"), job_id, tenant)
+            corrections = await conn.fetch(q("review_correction_list_for_job"), job_id, tenant)
         result = row["result"] if isinstance(row["result"], dict) else None
         return ReviewSubject(
             job_id=row["id"],

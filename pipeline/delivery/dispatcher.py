@@ -27,6 +27,7 @@ from pipeline.delivery.endpoints import SecretBox, disable_endpoint, signing_key
 from pipeline.delivery.policy import DeliveryConfig, Verdict, classify
 from pipeline.delivery.signing import webhook_headers
 from pipeline.errors import LeaseLost
+from pipeline.identity import DUPLICATE_INVOICE
 from pipeline.logs import bind_job
 from pipeline.queries import q
 from pipeline.tracing import SPAN_DELIVERY, Span, SpanKind, job_span, set_error
@@ -370,7 +371,11 @@ class DeliveryDispatcher:
                     conn, claim, "abandoned", "endpoint_gone", outcome, error
                 )
             elif verdict.kind == "failed":
-                reason = f"rejected_http_{outcome.status}"
+                reason = (
+                    DUPLICATE_INVOICE
+                    if verdict.error_class == DUPLICATE_INVOICE
+                    else f"rejected_http_{outcome.status}"
+                )
                 state = await self._give_up(conn, claim, "failed", reason, outcome, error)
             else:
                 disabled = False

@@ -11,11 +11,14 @@ unit-tested without a database or a network.
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from pipeline.delivery.egress_client import HttpOutcome
+from pipeline.identity import DUPLICATE_INVOICE
 from pipeline.retry import parse_retry_after
 from pipeline.settings import Settings
 
@@ -96,7 +99,9 @@ def classify(outcome: HttpOutcome, now: datetime) -> Verdict:
 
     2xx delivered; 410 gone (disable the endpoint); 3xx a failure (never followed);
     401/403 retried and counted for the auth alert; 408, 429, 5xx, timeouts and
-    transport errors retried (429/503 honour Retry-After); other 4xx failed.
+    transport errors retried (429/503 honour Retry-After); other 4xx failed, a 409
+    whose body says ``{"result": "duplicate_invoice"}`` with that error class (the
+    ERP refused a second posting of a supplier invoice; retrying cannot change it).
     """
     s = outcome.status
     if s is None:
@@ -113,6 +118,19 @@ def classify(outcome: HttpOutcome, now: datetime) -> Verdict:
     if s in (408, 429) or s >= 500:
         hint = parse_retry_after(outcome.retry_after, now) if s in (429, 503) else None
         return Verdict("retry", "failure", f"http_{s}", f"HTTP {s}", retry_after=hint)
+    if s == 409 and _answer(outcome.body_excerpt).get("result") == DUPLICATE_INVOICE:
+        posted = _answer(outcome.body_excerpt).get("posted_job_id")
+        detail = f"HTTP 409: the ERP already posted this supplier invoice for job {posted}"
+        return Verdict("failed", "neutral", DUPLICATE_INVOICE, detail)
     if 400 <= s < 500:
         return Verdict("failed", "neutral", "rejected", f"HTTP {s}")
     return Verdict("retry", "failure", f"http_{s}", f"unexpected HTTP {s}")
+
+
+def _answer(body: bytes) -> dict[str, Any]:
+    """A receiver's JSON answer, or {} for anything else."""
+    try:
+        doc = json.loads(body)
+    except (UnicodeDecodeError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}

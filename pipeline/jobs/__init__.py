@@ -4,7 +4,8 @@ This is the package's surface: other packages import these names from here,
 never from a module inside.
 """
 
-from pipeline.jobs.admin import admin_dsn, explain_job, render_explain, setup_database
+from pipeline.jobs.admin import admin_dsn, explain_job, setup_database
+from pipeline.jobs.explain import SECTIONS, render_explain
 from pipeline.jobs.group_commit import GroupCommit
 from pipeline.jobs.reaper import Reaper
 from pipeline.jobs.records import (
@@ -22,6 +23,15 @@ from pipeline.jobs.records import (
     Success,
     settled_from_row,
 )
+from pipeline.jobs.redrive import (
+    RedriveFilter,
+    Redriven,
+    RedriveReport,
+    RedriveRequest,
+    redrive_job,
+    redrive_matching,
+    redrives_for_job,
+)
 from pipeline.jobs.slis import JobMetrics, default_job_metrics
 from pipeline.jobs.store import JobStore
 
@@ -30,6 +40,7 @@ __all__ = [
     "EVENT_DEAD_LETTERED",
     "EVENT_FAILED",
     "EVENT_REQUESTED",
+    "SECTIONS",
     "AcceptRequest",
     "Accepted",
     "BatchSettled",
@@ -39,12 +50,19 @@ __all__ = [
     "JobStore",
     "Lease",
     "Reaper",
+    "RedriveFilter",
+    "RedriveReport",
+    "RedriveRequest",
+    "Redriven",
     "SettleHook",
     "Settled",
     "Success",
     "admin_dsn",
     "default_job_metrics",
     "explain_job",
+    "redrive_job",
+    "redrive_matching",
+    "redrives_for_job",
     "render_explain",
     "settled_from_row",
     "setup_database",

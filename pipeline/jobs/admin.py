@@ -13,10 +13,11 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 
 from pipeline.database import connect, create_pool, ensure_database, migrate
+from pipeline.jobs.explain import render_explain
 from pipeline.jobs.store import JobStore
 from pipeline.settings import Settings
-from pipeline.text_safety import visible
-from pipeline.tracing import trace_id_of
+
+__all__ = ["admin_dsn", "explain_job", "ping", "render_explain", "setup_database"]
 
 
 def admin_dsn(database_url: str) -> tuple[str, str]:
@@ -45,78 +46,6 @@ async def explain_job(settings: Settings, job_id: uuid.UUID) -> dict[str, Any]:
         return await JobStore(pool, settings).explain(job_id)
     finally:
         await pool.close()
-
-
-def render_explain(data: dict[str, Any]) -> str:
-    """A human-readable audit trail: acceptance, publication, ingestion, attempts, outcome.
-
-    Every line passes through :func:`pipeline.text_safety.visible`: errors, notes and
-    delivery details may carry text from a document, a model or a person, and a
-    bidi control or a newline in them must show as ``\\u202e`` / ``\\n``, not
-    reorder or forge the lines around it.
-    """
-    job = data["job"]
-    lines = [
-        f"job {job['id']}  tenant {job['tenant_id']}",
-        f"  state {job['state']} (v{job['state_version']})  attempt {job['attempt']}/"
-        f"{job['max_attempts']}  fence {job['fence']}",
-        f"  created {job['created_at']}  deadline {job['deadline_at']}  finished "
-        f"{job['finished_at']}",
-    ]
-    trace_id = trace_id_of(job.get("traceparent"))
-    lines.append(f"  trace {trace_id or '- (accepted before tracing)'}")
-    if job.get("terminal_reason"):
-        lines.append(f"  terminal reason: {job['terminal_reason']}")
-    if job.get("last_error_class"):
-        lines.append(f"  last error: {job['last_error_class']}: {job['last_error']}")
-    lines.append("state changes:")
-    for e in data["events"]:
-        lines.append(
-            f"  #{e['seq']} {e['created_at']}  {e['from_state'] or '-':>15} -> {e['to_state']:<15}"
-            f" v{e['state_version']} fence {e['fence']} attempt {e['attempt']}"
-            + (f"  ({e['detail']})" if e["detail"] else "")
-        )
-    lines.append("attempts:")
-    for a in data["attempts"]:
-        usage = f"tokens in/out {a['prompt_tokens']}/{a['completion_tokens']}"
-        late = f"  late result discarded at {a['late_result_at']}" if a["late_result_at"] else ""
-        lines.append(
-            f"  attempt {a['attempt']} fence {a['fence']} worker {a['worker_id']}: {a['outcome']}"
-            f" {a['error_class'] or ''} {usage} uncertain={a['uncertain']}"
-            f" [{a['started_at']} .. {a['ended_at']}]{late}"
-        )
-    lines.append("outbox:")
-    for o in data["outbox"]:
-        lines.append(
-            f"  {o['event_type']:<32} created {o['created_at']} published {o['published_at']}"
-        )
-    if data["inbox"]:
-        lines.append("inbox:")
-        for i in data["inbox"]:
-            lines.append(f"  event {i['event_id']} received {i['received_at']}")
-    for d in data.get("deliveries", []):
-        lines.append(f"delivery: {d}")
-    for r in data.get("reviews", []):
-        lines.append(
-            f"review: {r['decision']} by key {r['api_key_id']} at {r['created_at']}"
-            f" v{r['from_state_version']} -> {r['to_state']} v{r['to_state_version']}"
-            f"  note {r['note']!r}"
-        )
-    for c in data.get("corrections", []):
-        lines.append(
-            f"correction: by key {c['api_key_id']} at {c['created_at']}"
-            f" v{c['from_state_version']} -> {c['to_state']} v{c['to_state_version']}"
-        )
-        for change in c["changes"]:
-            lines.append(
-                f"  {change['field']}: {change['before']!r} -> {change['after']!r}"
-                + ("" if change.get("grounded", True) else "  (not printed in the document)")
-            )
-        codes = ", ".join(f"{r['code']}@{r['field']}" for r in c["reasons_after"]) or "none"
-        lines.append(f"  reasons after: {codes}")
-        for o in c["overrides"]:
-            lines.append(f"  overridden: {o['code']}@{o['field']}  note {c['note']!r}")
-    return "\n".join(visible(line) for line in lines)
 
 
 async def ping(settings: Settings) -> bool:

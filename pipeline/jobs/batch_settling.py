@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 
 import asyncpg
 
 from pipeline.errors import LeaseLost
+from pipeline.jobs.duplicates import claim_invoice, flag_duplicate
 from pipeline.jobs.records import (
     EVENT_COMPLETED,
     EVENT_REVIEW,
@@ -68,9 +70,13 @@ class BatchSettling(Settling):
         wrong = [s.decision for s in batch if s.decision not in _DECISIONS]
         if wrong:
             raise ValueError(f"succeed_many() takes SUCCEEDED or REVIEW_REQUIRED, not {wrong}")
-        reviews = [_review_reasons(s) for s in batch]
         now = self.clock.now()
         async with self.pool.acquire() as conn, conn.transaction():
+            if self.settings.duplicate_invoice_check:
+                # As succeed() does: the first job to commit an invoice owns it. A stale
+                # attempt's claim names its own job, which a later owner of the job keeps.
+                batch = [await _claim(conn, s) for s in batch]
+            reviews = [_review_reasons(s) for s in batch]
             rows = await conn.fetch(
                 q("job_settle_batch_if_fenced"),
                 ids,
@@ -134,6 +140,16 @@ class BatchSettling(Settling):
         )
         for s in events:
             await self._run_hooks(conn, s)
+
+
+async def _claim(conn: asyncpg.Connection, s: Success) -> Success:
+    """``s``, settled for review ``duplicate_invoice`` when another job holds its invoice."""
+    other = await claim_invoice(conn, s.lease.tenant_id, s.lease.job_id, s.result)
+    if other is None:
+        return s
+    return replace(
+        s, decision=JobState.REVIEW_REQUIRED, validation=flag_duplicate(s.validation, other)
+    )
 
 
 def _outcome(decision: JobState) -> str:

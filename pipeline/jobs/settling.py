@@ -163,6 +163,12 @@ def event_payload(s: Settled, extra: dict[str, Any] | None = None) -> dict[str, 
 
 
 def summarise_reasons(reasons: Sequence[Any]) -> str:
-    """A REVIEW_REQUIRED job's ``last_error``: its validation reason codes."""
-    codes = [str(r.get("code", r)) if isinstance(r, dict) else str(r) for r in reasons]
+    """A REVIEW_REQUIRED job's ``last_error``: its validation reason codes, a duplicate
+    invoice naming the job that holds it."""
+    codes = [
+        f"{r.get('code', r)} of job {r['other_job_id']}"
+        if isinstance(r, dict) and r.get("other_job_id")
+        else str(r.get("code", r) if isinstance(r, dict) else r)
+        for r in reasons
+    ]
     return ", ".join(codes)[:2000] or "validation"

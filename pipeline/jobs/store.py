@@ -32,6 +32,8 @@ import asyncpg
 from pipeline.errors import IdempotencyConflict, LeaseLost, NotFound, RetryableError
 from pipeline.identity import object_version, request_hash
 from pipeline.jobs.batch_settling import BatchSettling
+from pipeline.jobs.duplicates import claim_invoice, flag_duplicate
+from pipeline.jobs.explain import explain
 from pipeline.jobs.reaping import Reaping
 from pipeline.jobs.records import (
     EVENT_COMPLETED,
@@ -211,14 +213,24 @@ class JobStore(Reaping, BatchSettling):
         """Commit a validated result under the fence (SUCCEEDED or REVIEW_REQUIRED).
 
         The result row, the attempt's close, the completion outbox event and any
-        settle hooks (e.g. delivery creation) commit together or not at all.
+        settle hooks (e.g. delivery creation) commit together or not at all. A
+        result whose supplier invoice another job already holds is settled
+        REVIEW_REQUIRED ``duplicate_invoice`` instead (:mod:`pipeline.jobs.duplicates`).
         """
         if decision not in (JobState.SUCCEEDED, JobState.REVIEW_REQUIRED):
             raise ValueError(f"succeed() takes SUCCEEDED or REVIEW_REQUIRED, not {decision}")
         validation = validation or {}
-        reasons = validation.get("reasons") or []
         now = self.clock.now()
         async with self.pool.acquire() as conn, conn.transaction():
+            other = (
+                await claim_invoice(conn, lease.tenant_id, lease.job_id, result)
+                if self.settings.duplicate_invoice_check
+                else None
+            )
+            if other is not None:
+                decision = JobState.REVIEW_REQUIRED
+                validation = flag_duplicate(validation, other)
+            reasons = validation.get("reasons") or []
             row = await conn.fetchrow(
                 q("job_settle_if_fenced"),
                 lease.job_id,
@@ -392,34 +404,9 @@ class JobStore(Reaping, BatchSettling):
         return dict(row.items())
 
     async def explain(self, job_id: uuid.UUID) -> dict[str, Any]:
-        """Operator view: the job, every state change, attempt, outbox and inbox record."""
+        """Operator view: everything the job went through (:mod:`pipeline.jobs.explain`)."""
         async with self.pool.acquire() as conn:
-            job = await conn.fetchrow(q("job_get_any_tenant"), job_id)
-            if job is None:
-                raise NotFound(f"job {job_id}")
-            return {
-                "job": dict(job.items()),
-                "events": [
-                    dict(r.items()) for r in await conn.fetch(q("job_event_list_for_job"), job_id)
-                ],
-                "attempts": [
-                    dict(r.items()) for r in await conn.fetch(q("attempt_list_for_job"), job_id)
-                ],
-                "outbox": [
-                    dict(r.items()) for r in await conn.fetch(q("outbox_list_for_job"), job_id)
-                ],
-                "inbox": [
-                    dict(r.items()) for r in await conn.fetch(q("inbox_list_for_job"), job_id)
-                ],
-                "reviews": [
-                    dict(r.items())
-                    for r in await conn.fetch(q("review_decision_list_for_job"), job_id)
-                ],
-                "corrections": [
-                    dict(r.items())
-                    for r in await conn.fetch(q("review_correction_list_for_job"), job_id)
-                ],
-            }
+            return await explain(conn, job_id)
 
     async def backlog(self) -> dict[str, Any]:
         """Waiting, runnable and running counts and the oldest runnable job's age."""

@@ -8,6 +8,7 @@ never from a module inside.
 from pipeline.messaging.broker import BrokerConfig, declare_topology
 from pipeline.messaging.consumer import Delivery, Disposition
 from pipeline.messaging.dlq import DeadLetterArchiver
+from pipeline.messaging.dlq_retention import DeadLetterRetention, RetentionConfig
 from pipeline.messaging.inbox import InboxConsumer, IngestResult
 from pipeline.messaging.metrics import BrokerMetrics
 from pipeline.messaging.outbox import OutboxRelay, RelayConfig
@@ -17,12 +18,14 @@ __all__ = [
     "BrokerConfig",
     "BrokerMetrics",
     "DeadLetterArchiver",
+    "DeadLetterRetention",
     "Delivery",
     "Disposition",
     "InboxConsumer",
     "IngestResult",
     "OutboxRelay",
     "RelayConfig",
+    "RetentionConfig",
     "Scheduler",
     "SchedulerConfig",
     "WorkSignal",

@@ -78,6 +78,10 @@ class ReasonCode(StrEnum):
     DATE_IMPLAUSIBLE = "date_implausible"
     #: Contract v2: a value the model gave that grounding could not find in the text.
     UNGROUNDED_VALUE = "ungrounded_value"
+    #: Another job of the tenant already holds this supplier invoice (same supplier,
+    #: number and gross total); set by the job store when it commits the result,
+    #: never by the rules here (``pipeline.jobs.duplicates``).
+    DUPLICATE_INVOICE = "duplicate_invoice"
 
 
 #: Arithmetic reason codes; a perturbed amount must produce at least one of them.

@@ -447,7 +447,7 @@ class AttemptRunner:
         completion: Completion,
     ) -> AttemptReport:
         try:
-            await self._settle(
+            settled = await self._settle(
                 self.commits.succeed(
                     Success(
                         lease,
@@ -464,8 +464,9 @@ class AttemptRunner:
             return AttemptReport(
                 lease.job_id, lease.fence, "stale_result_discarded", completion=completion
             )
+        # The store may settle a duplicate supplier invoice for review instead.
         return AttemptReport(
-            lease.job_id, lease.fence, decision.value.lower(), completion=completion
+            lease.job_id, lease.fence, settled.state.value.lower(), completion=completion
         )
 
     async def _retry(

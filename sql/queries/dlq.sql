@@ -70,3 +70,17 @@ SELECT count(*) AS waiting,
        coalesce(extract(epoch FROM coalesce($1::timestamptz, now()) - min(archived_at)), 0)
          AS oldest_seconds
 FROM dead_letters WHERE replay_count = 0;
+
+-- name: dead_letter_purge_archived_before
+-- DLQ retention: letters archived before $1, at most $2 per call, with their
+-- replay audit rows. Returns the ids deleted.
+WITH doomed AS (
+  SELECT id FROM dead_letters WHERE archived_at < $1
+  ORDER BY archived_at, id LIMIT $2
+  FOR UPDATE SKIP LOCKED
+),
+replays AS (
+  DELETE FROM dead_letter_replays r USING doomed WHERE r.dead_letter_id = doomed.id
+)
+DELETE FROM dead_letters l USING doomed WHERE l.id = doomed.id
+RETURNING l.id;

@@ -31,8 +31,10 @@ FROM erp_inbox WHERE ledger = $1 ORDER BY received_at, delivery_id;
 -- name: erp_posting_insert_if_new
 -- Persisted in the inbox transaction. A second delivery of the same job (another
 -- delivery id) only counts as seen: one posting per job.
-INSERT INTO erp_postings (ledger, job_id, delivery_id, invoice)
-VALUES ($1, $2, $3, $4)
+-- $5 the invoice key: another job's posting of the same supplier invoice makes
+-- this insert fail on erp_postings_invoice_key (the receiver answers 409).
+INSERT INTO erp_postings (ledger, job_id, delivery_id, invoice, invoice_key)
+VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (ledger, job_id) DO UPDATE SET deliveries_seen = erp_postings.deliveries_seen + 1
 RETURNING (xmax = 0) AS inserted;
 
@@ -69,3 +71,7 @@ RETURNING job_id;
 SELECT job_id, delivery_id, invoice, accepted_at, posted_at, effect_count, applications,
        deliveries_seen
 FROM erp_postings WHERE ledger = $1 ORDER BY accepted_at, job_id;
+
+-- name: erp_posting_owner_of_invoice
+SELECT job_id, delivery_id, posted_at FROM erp_postings
+WHERE ledger = $1 AND invoice_key = $2;

@@ -329,3 +329,27 @@ SELECT j.tenant_id,
 FROM extraction_jobs j CROSS JOIN now_
 WHERE j.state IN ('READY', 'RETRY_SCHEDULED', 'RUNNING', 'REVIEW_REQUIRED')
 GROUP BY j.tenant_id, now_.t;
+
+-- name: invoice_identity_insert_if_new
+-- In the result's transaction: the job that commits an invoice identity first
+-- owns it. No row back means another job holds it (a concurrent insert of the
+-- same identity waits for the other transaction and then finds it):
+-- invoice_identity_owner, a separate statement with a fresh snapshot, names it.
+INSERT INTO invoice_identities (tenant_id, supplier, invoice_number, gross_total, job_id)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (tenant_id, supplier, invoice_number, gross_total) DO NOTHING
+RETURNING job_id;
+
+-- name: invoice_identity_take_over_if_rejected
+-- A job whose result a reviewer rejected (FAILED_TERMINAL) holds the identity no
+-- longer: its result never reaches the ERP, so the next job of that invoice takes
+-- it over. Returns this job when it did.
+UPDATE invoice_identities i SET job_id = $5, created_at = now()
+FROM extraction_jobs j
+WHERE i.tenant_id = $1 AND i.supplier = $2 AND i.invoice_number = $3 AND i.gross_total = $4
+  AND j.id = i.job_id AND j.state = 'FAILED_TERMINAL'
+RETURNING i.job_id;
+
+-- name: invoice_identity_owner
+SELECT job_id FROM invoice_identities
+WHERE tenant_id = $1 AND supplier = $2 AND invoice_number = $3 AND gross_total = $4;

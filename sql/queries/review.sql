@@ -70,11 +70,15 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 RETURNING id, created_at;
 
 -- name: review_correction_list_for_job
+-- The corrections of one job, oldest first (console, explain). $1 job, $2 tenant.
 SELECT id, api_key_id, from_state_version, to_state, to_state_version, changes,
        reasons_before, reasons_after, overrides, note, created_at
-FROM review_corrections WHERE job_id = $1 ORDER BY created_at, id;
+FROM review_corrections WHERE job_id = $1 AND tenant_id = $2 ORDER BY created_at, id;
 
 -- name: review_decision_list_for_job
-SELECT id, api_key_id, decision, note, from_state_version, to_state, to_state_version,
-       created_at
-FROM review_decisions WHERE job_id = $1 ORDER BY created_at, id;
+-- The decisions on one job, oldest first (explain). $1 job, $2 tenant.
+SELECT d.id, d.decision, d.note, d.from_state_version, d.to_state, d.to_state_version,
+       d.created_at, d.api_key_id, k.key_prefix
+FROM review_decisions d LEFT JOIN api_keys k ON k.id = d.api_key_id
+WHERE d.job_id = $1 AND d.tenant_id = $2
+ORDER BY d.created_at, d.id;

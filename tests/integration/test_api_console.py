@@ -124,7 +124,7 @@ async def test_a_correction_that_still_fails_keeps_review_with_the_new_reasons(
     assert after["validation"]["decision"] == "REVIEW_REQUIRED"
     assert "ungrounded_value" in html and 'value="99999.99"' in html
     assert stale.status_code == 409 and no_note.status_code == 422
-    assert "correction: by key" in explained
+    assert "\ncorrections:\n" in explained and " by key " in explained.split("corrections:")[1]
     assert f"gross_total: {job.wrong_gross.replace(' ', ' ')!r}" not in explained
     assert "-> '99999.99'  (not printed in the document)" in explained
     assert "reasons after: " in explained and "ungrounded_value@gross_total" in explained
@@ -153,7 +153,7 @@ async def test_an_override_with_a_note_approves_and_is_audited(
     assert "overridden: gross_total_mismatch@gross_total  note 'supplier confirmed by phone'" in (
         explained
     )
-    assert "review: approve by key" in explained
+    assert " approve by key " in explained.split("\nreviews:\n")[1]
 
 
 async def test_a_key_without_the_review_scope_cannot_correct_or_decide(

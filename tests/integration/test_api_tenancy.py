@@ -159,6 +159,8 @@ async def cross_tenant_violations(
         ("POST", "/console/logout"): None,
         ("POST", "/console/jobs/{job_id}/correct"): None,
         ("POST", "/console/jobs/{job_id}/reject"): None,
+        ("POST", "/v1/extraction-jobs/{job_id}/redrive"): {"reason": "attacker"},
+        ("POST", "/v1/redrives"): {"reason": "attacker"},
         # Same key and same document as B: A must get its own job, never B's.
         ("POST", "/v1/extraction-jobs"): submission(victim.secret_text),
     }
@@ -255,6 +257,8 @@ async def test_tenant_a_sees_nothing_of_tenant_b_on_any_route(pool: asyncpg.Pool
         ("POST", "/console/jobs/{job_id}/reject"),
         ("GET", "/console/dashboard"),
         ("GET", "/console/events"),
+        ("POST", "/v1/extraction-jobs/{job_id}/redrive"),
+        ("POST", "/v1/redrives"),
     } <= covered
     # Another tenant's job reads exactly like a missing one.
     assert foreign.status_code == missing.status_code == 404

@@ -45,7 +45,13 @@ async def test_with_a_broker_signals_reach_the_inbox_and_dead_letters_the_archiv
     maintenance = Maintenance(broker)
     await maintenance.start()
     try:
-        assert maintenance.services() == ["reaper", "relay", "InboxConsumer", "DeadLetterArchiver"]
+        assert maintenance.services() == [
+            "reaper",
+            "relay",
+            "dlq_retention",
+            "InboxConsumer",
+            "DeadLetterArchiver",
+        ]
         tenant = await new_tenant(pool)
         jobs = await accept_many(JobStore(pool, broker), tenant, 20)
 
@@ -93,6 +99,6 @@ async def test_without_a_broker_only_the_reaper_and_the_relay_run(dsn: str) -> N
     maintenance = Maintenance(Settings(database_url=dsn))
     await maintenance.start()
     try:
-        assert maintenance.services() == ["reaper", "relay"]
+        assert maintenance.services() == ["reaper", "relay", "dlq_retention"]
     finally:
         await maintenance.stop()

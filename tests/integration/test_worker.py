@@ -23,7 +23,7 @@ from pipeline.extraction import OpenAICompatibleEngine, answer_for, document_in_
 from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
-from pipeline.tenants import MasterDataCache, upsert_supplier
+from pipeline.tenants import MasterDataCache, create_api_key, upsert_supplier
 from pipeline.validation import VALIDATION_POLICY_VERSION, ReasonCode
 from pipeline.validation.policy import MALFORMED_OUTPUT
 from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
@@ -238,7 +238,12 @@ async def test_prompt_injection_through_a_driver_changes_no_decision_and_calls_n
             anchor=TODAY,
         )
         pairs.append((obedient, answer_for(obedient.candidate, obedient.ocr_text)))
-        jobs = await submit_corpus(store, tenant, [*injected, *clean], prefix="pair")
+        # Each clean twin is the same supplier invoice as its injected copy: under one
+        # tenant the second to commit would be held as a duplicate, so the twins
+        # belong to a tenant of their own with the same master data.
+        twin = await new_tenant(pool)
+        jobs = await submit_corpus(store, tenant, injected, prefix="pair")
+        jobs |= await submit_corpus(store, twin, clean, prefix="pair")
         jobs |= await submit_corpus(store, tenant, [obedient], prefix="obedient")
         with outbound() as events, FakeProvider(answer=_answer_with(pairs)) as fake:
             async with OpenAICompatibleEngine(fake.base_url, "fake-model") as engine:
@@ -303,6 +308,24 @@ async def test_suppliers_added_later_are_seen_after_the_master_data_ttl(
                 acc.job_id,
             )
         seen.append(acc.job_id)
+        if row["state"] == "REVIEW_REQUIRED":
+            # The same invoice is submitted again next: a reviewer rejects this
+            # copy, so the next one is judged on its own, not held as its duplicate.
+            async with pool.acquire() as conn, conn.transaction():
+                key_id, _ = await create_api_key(conn, tenant.id, scopes=("review",))
+                version = await conn.fetchval(
+                    "SELECT state_version FROM extraction_jobs WHERE id = $1", acc.job_id
+                )
+                rejected = await store.decide_review(
+                    conn,
+                    job_id=acc.job_id,
+                    tenant_id=tenant.id,
+                    key_id=key_id,
+                    decision="reject",
+                    note="supplier unknown",
+                    state_version=version,
+                )
+                assert rejected is not None
         return row["state"], {r["code"] for r in row["validation"]["reasons"]}
 
     with FakeProvider(answer=answer_from_corpus([inv])) as fake:

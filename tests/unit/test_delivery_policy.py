@@ -110,3 +110,14 @@ def test_breaker_cooldown_doubles_up_to_the_cap() -> None:
 def test_invalid_configs_are_refused(kw: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         DeliveryConfig(**kw)  # type: ignore[arg-type]
+
+
+def test_a_duplicate_invoice_answer_fails_with_its_own_class_other_409s_are_rejected() -> None:
+    now = datetime.now(UTC)
+    body = b'{"result": "duplicate_invoice", "posted_job_id": "j-1"}'
+    v = classify(HttpOutcome(409, 1.0, body_excerpt=body), now)
+    assert (v.kind, v.breaker, v.error_class) == ("failed", "neutral", "duplicate_invoice")
+    assert v.error is not None and "j-1" in v.error
+    for other in (b'{"result": "conflict"}', b"not json", b"[1]"):
+        v = classify(HttpOutcome(409, 1.0, body_excerpt=other), now)
+        assert (v.kind, v.error_class) == ("failed", "rejected")

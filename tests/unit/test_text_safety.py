@@ -101,7 +101,7 @@ def test_explain_shows_bidi_controls_and_newlines_escaped() -> None:
             "finished_at": now,
             "terminal_reason": "invoice\u202efdp.exe",
             "last_error_class": "malformed_output",
-            "last_error": "line one\nstate changes:\n  #9 forged",
+            "last_error": "line one\nevents:\n  #9 forged",
         },
         "events": [],
         "attempts": [],
@@ -110,6 +110,6 @@ def test_explain_shows_bidi_controls_and_newlines_escaped() -> None:
     }
     text = render_explain(data)
     assert "\u202e" not in text and "invoice\\u202efdp.exe" in text
-    assert "line one\\nstate changes:\\n  #9 forged" in text
-    assert text.count("state changes:") == 2  # the real heading, and the escaped forgery
+    assert "line one\\nevents:\\n  #9 forged" in text
+    assert text.count("events:") == 2  # the real heading ("events: none"), the escaped forgery
     assert all(first_invisible(line) is None for line in text.split("\n"))

@@ -431,10 +431,14 @@ def test_rule_forces_review_with_reason(
 
 def test_table_covers_every_reason_code() -> None:
     covered = {code for _, _, code, _ in CASES}
-    # ungrounded_value comes from grounding, not a rule here: tests/unit/test_grounding.py.
-    assert covered | {ReasonCode.IBAN_LENGTH_INVALID, ReasonCode.UNGROUNDED_VALUE} == set(
-        ReasonCode
-    )
+    # ungrounded_value comes from grounding, not a rule here: tests/unit/test_grounding.py;
+    # duplicate_invoice from the job store: tests/integration/test_duplicate_invoices.py.
+    elsewhere = {
+        ReasonCode.IBAN_LENGTH_INVALID,
+        ReasonCode.UNGROUNDED_VALUE,
+        ReasonCode.DUPLICATE_INVOICE,
+    }
+    assert covered | elsewhere == set(ReasonCode)
 
 
 def test_due_date_is_optional_by_default_but_can_be_required(inv: GeneratedInvoice) -> None:

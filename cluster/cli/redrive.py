@@ -1,0 +1,89 @@
+"""``fenceline redrive``: run FAILED_TERMINAL jobs again under their own ids (audited).
+
+A thin shell over :mod:`pipeline.jobs.redrive`: one job (``--job``) or a
+selection of the tenant's failed jobs (``--error-class``, ``--failed-from``,
+``--failed-before``). The tenant is named on the command line and scopes every
+query; ``--by`` and ``--reason`` go to the audit row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import uuid
+from datetime import datetime
+
+from cluster.cli.base import CommandTable
+from pipeline.settings import Settings
+
+TABLE = CommandTable()
+command = TABLE.command
+register = TABLE.register
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tenant", required=True, help="the tenant's name; scopes every query")
+    p.add_argument("--job", type=uuid.UUID, help="one job; omit to select by the filters")
+    p.add_argument("--error-class", help="select failed jobs whose last error class is this")
+    p.add_argument("--failed-from", type=datetime.fromisoformat, help="ISO time, inclusive")
+    p.add_argument("--failed-before", type=datetime.fromisoformat, help="ISO time, exclusive")
+    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--attempts", type=int, help="fresh attempts (default: settings)")
+    p.add_argument("--by", required=True, help="who re-drives (kept in the audit row)")
+    p.add_argument("--reason", required=True, help="why (kept in the audit row)")
+
+
+@command("redrive", "re-drive FAILED_TERMINAL jobs with a fresh attempt budget (audited)", _args)
+def _redrive(args: argparse.Namespace, settings: Settings) -> int:
+    from pipeline.errors import NotFound, RedriveRefused
+
+    try:
+        return asyncio.run(_redrive_async(args, settings))
+    except (NotFound, RedriveRefused, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+async def _redrive_async(args: argparse.Namespace, settings: Settings) -> int:
+    from pipeline.database import create_pool
+    from pipeline.jobs import RedriveFilter, RedriveRequest, redrive_job, redrive_matching
+    from pipeline.tenants import get_tenant_by_name
+
+    request = RedriveRequest(
+        requested_by=args.by,
+        reason=args.reason,
+        attempts=args.attempts or settings.redrive_attempts,
+        deadline_seconds=settings.default_deadline_seconds,
+    )
+    pool = await create_pool(settings.database_url, min_size=1, max_size=2)
+    try:
+        async with pool.acquire() as conn:
+            tenant = await get_tenant_by_name(conn, args.tenant)
+        if tenant is None:
+            print(f"no tenant named {args.tenant!r}", file=sys.stderr)
+            return 2
+        if args.job is not None:
+            done = await redrive_job(pool, tenant.id, args.job, request)
+            print(json.dumps(done.__dict__, default=str, indent=2))
+            return 0
+        report = await redrive_matching(
+            pool,
+            RedriveFilter(
+                tenant_id=tenant.id,
+                error_class=args.error_class,
+                failed_from=args.failed_from,
+                failed_before=args.failed_before,
+                limit=args.limit,
+            ),
+            request,
+        )
+        out = {
+            "redriven": [r.__dict__ for r in report.redriven],
+            "refused": {str(k): v for k, v in report.refused.items()},
+        }
+        print(json.dumps(out, default=str, indent=2))
+        return 0
+    finally:
+        await pool.close()

@@ -1,0 +1,58 @@
+"""Duplicate supplier invoices across jobs: the first job to commit an invoice owns it.
+
+The ERP deduplicates by job, and an idempotency key by request; neither stops the
+same supplier invoice, submitted again under a new key (a rescan, a second
+upload), from being posted twice. So the transaction that commits a result also
+claims the result's :class:`~pipeline.identity.InvoiceIdentity` in
+``invoice_identities``. A job that finds the identity held by another job is
+settled REVIEW_REQUIRED with the reason ``duplicate_invoice`` naming that job,
+so it never creates an ERP delivery; a reviewer decides. A job awaiting review
+holds the identity too (approving it would deliver it); one a reviewer rejected
+does not, and the next job of that invoice takes it over.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import asyncpg
+
+from pipeline.identity import DUPLICATE_INVOICE, invoice_identity
+from pipeline.queries import q
+
+
+async def claim_invoice(
+    conn: asyncpg.Connection, tenant_id: uuid.UUID, job_id: uuid.UUID, result: dict[str, Any]
+) -> uuid.UUID | None:
+    """Claim the result's invoice identity for ``job_id`` in ``conn``'s transaction.
+
+    Returns the other job that already holds it, or None (claimed now, taken
+    over from a rejected job, held by this job already, or the result names no
+    invoice).
+    """
+    ident = invoice_identity(result)
+    if ident is None:
+        return None
+    key = (tenant_id, ident.supplier, ident.invoice_number, ident.gross_total)
+    if await conn.fetchval(q("invoice_identity_insert_if_new"), *key, job_id) is not None:
+        return None
+    if await conn.fetchval(q("invoice_identity_take_over_if_rejected"), *key, job_id):
+        return None
+    owner: uuid.UUID | None = await conn.fetchval(q("invoice_identity_owner"), *key)
+    return owner if owner is not None and owner != job_id else None
+
+
+def flag_duplicate(validation: dict[str, Any], other_job: uuid.UUID) -> dict[str, Any]:
+    """``validation`` with a ``duplicate_invoice`` reason naming ``other_job``, for review."""
+    reason = {
+        "code": DUPLICATE_INVOICE,
+        "field": "invoice_number",
+        "detail": f"the same supplier invoice is job {other_job}",
+        "other_job_id": str(other_job),
+    }
+    return {
+        **validation,
+        "decision": "REVIEW_REQUIRED",
+        "reasons": [*(validation.get("reasons") or []), reason],
+    }

@@ -1,0 +1,200 @@
+"""``fenceline explain``: everything one job went through, read in one place.
+
+"Acceptance means every admitted job remains explainable" (spec). The job row
+alone says where a job is; this says how it got there: every state change, each
+attempt (fence, worker, tokens, outcome, a stale result discarded), the
+admission grants of its attempts and how each was settled (reconciled, refunded,
+kept as uncertain), its outbox events and inbox records, its ERP deliveries with
+every delivery attempt, the review decisions and corrections, and operator
+re-drives; and the job's trace id (:mod:`pipeline.tracing`).
+
+Every printed line passes through :func:`pipeline.text_safety.visible`: errors,
+notes and corrected values may carry text from a document, a model or a person,
+and a bidi control or a newline in them must show as ``\u202e`` / ``\n``, not
+reorder or forge the lines around it.
+
+Operator view: the job is looked up by id alone (the caller checked operator
+scope), and every other read is scoped to the job's own tenant. The sections of
+other aggregates (admission, delivery, review) are read through their named
+queries, so this package imports none of them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import asyncpg
+
+from pipeline.errors import NotFound
+from pipeline.jobs.redrive import redrives_for_job
+from pipeline.queries import q
+from pipeline.text_safety import visible
+from pipeline.tracing import trace_id_of
+
+#: The sections of :func:`explain`, in the order :func:`render_explain` prints them.
+SECTIONS = (
+    "events",
+    "attempts",
+    "admission",
+    "outbox",
+    "inbox",
+    "deliveries",
+    "reviews",
+    "corrections",
+    "redrives",
+)
+
+
+async def _rows(conn: asyncpg.Connection, query: str, *args: Any) -> list[dict[str, Any]]:
+    return [dict(r.items()) for r in await conn.fetch(q(query), *args)]
+
+
+async def explain(conn: asyncpg.Connection, job_id: uuid.UUID) -> dict[str, Any]:
+    """The job and every section of its history (see :data:`SECTIONS`).
+
+    Raises:
+        NotFound: no such job.
+    """
+    job = await conn.fetchrow(q("job_get_any_tenant"), job_id)
+    if job is None:
+        raise NotFound(f"job {job_id}")
+    tenant = job["tenant_id"]
+    deliveries = await _rows(conn, "delivery_list_for_job", job_id, tenant)
+    for d in deliveries:
+        d["attempt_history"] = await _rows(
+            conn, "delivery_attempt_list_for_tenant", d["id"], tenant
+        )
+    return {
+        "job": dict(job.items()),
+        "events": await _rows(conn, "job_event_list_for_job", job_id),
+        "attempts": await _rows(conn, "attempt_list_for_job", job_id),
+        "admission": await _rows(conn, "admission_grant_list_by_job", tenant, job_id),
+        "outbox": await _rows(conn, "outbox_list_for_job", job_id),
+        "inbox": await _rows(conn, "inbox_list_for_job", job_id),
+        "deliveries": deliveries,
+        "reviews": await _rows(conn, "review_decision_list_for_job", job_id, tenant),
+        "corrections": await _rows(conn, "review_correction_list_for_job", job_id, tenant),
+        "redrives": await redrives_for_job(conn, job_id),
+    }
+
+
+def render_explain(data: dict[str, Any]) -> str:
+    """A human-readable audit trail, one headed section per part of the history."""
+    job = data["job"]
+    lines = [
+        f"job {job['id']}  tenant {job['tenant_id']}",
+        f"  state {job['state']} (v{job['state_version']})  attempt {job['attempt']}/"
+        f"{job['max_attempts']}  fence {job['fence']}",
+        f"  created {job['created_at']}  deadline {job['deadline_at']}  finished "
+        f"{job['finished_at']}",
+        f"  trace {trace_id_of(job.get('traceparent')) or '- (accepted before tracing)'}",
+    ]
+    if job.get("terminal_reason"):
+        lines.append(f"  terminal reason: {job['terminal_reason']}")
+    if job.get("last_error_class") or job.get("last_error"):
+        lines.append(f"  last error: {job['last_error_class']}: {job['last_error']}")
+    for name in SECTIONS:
+        lines.append(f"{name}:" if data.get(name) else f"{name}: none")
+        for row in data.get(name) or []:
+            lines.extend(f"  {line}" for line in _LINES[name](row))
+    return "\n".join(visible(line) for line in lines)
+
+
+def _event(e: dict[str, Any]) -> list[str]:
+    detail = f"  ({e['detail']})" if e["detail"] else ""
+    return [
+        f"#{e['seq']} {e['created_at']}  {e['from_state'] or '-':>15} -> {e['to_state']:<15}"
+        f" v{e['state_version']} fence {e['fence']} attempt {e['attempt']}{detail}"
+    ]
+
+
+def _attempt(a: dict[str, Any]) -> list[str]:
+    late = f"; late result discarded at {a['late_result_at']}" if a["late_result_at"] else ""
+    return [
+        f"attempt {a['attempt']} fence {a['fence']} worker {a['worker_id']}: {a['outcome']}"
+        f" {a['error_class'] or ''} engine {a['engine'] or '-'} tokens in/out/cached"
+        f" {a['prompt_tokens']}/{a['completion_tokens']}/{a['cached_tokens']}"
+        f" uncertain={a['uncertain']} [{a['started_at']} .. {a['ended_at']}]{late}"
+    ]
+
+
+def _grant(g: dict[str, Any]) -> list[str]:
+    return [
+        f"grant {g['id']} scope {g['scope']} fence {g['fence']} {g['priority_class']}:"
+        f" reserved {g['reserved_tokens']}, charged {g['charged_tokens']}"
+        f" (reported in/out {g['prompt_tokens']}/{g['completion_tokens']}) -> {g['outcome']}"
+        f" by {g['settled_by'] or '-'} [{g['granted_at']} .. {g['settled_at']}]"
+    ]
+
+
+def _outbox(o: dict[str, Any]) -> list[str]:
+    return [
+        f"{o['event_type']:<32} event {o['event_id']} created {o['created_at']}"
+        f" published {o['published_at']}"
+    ]
+
+
+def _inbox(i: dict[str, Any]) -> list[str]:
+    return [f"event {i['event_id']} received {i['received_at']}"]
+
+
+def _delivery(d: dict[str, Any]) -> list[str]:
+    out = [
+        f"delivery {d['id']} to endpoint {d['endpoint_id']} {d['event_type']}: {d['state']}"
+        f" after {d['attempts']} attempt(s), last HTTP {d['last_status']}"
+        + (f", {d['final_reason']}" if d["final_reason"] else "")
+    ]
+    for a in d.get("attempt_history", []):
+        out.append(
+            f"  attempt {a['attempt']} fence {a['fence']} worker {a['worker_id']}: {a['outcome']}"
+            f" HTTP {a['http_status']} {a['error_class'] or ''} {a['latency_ms']} ms"
+            f" to {a['address']} [{a['started_at']} .. {a['ended_at']}]"
+        )
+    return out
+
+
+def _review(r: dict[str, Any]) -> list[str]:
+    return [
+        f"{r['created_at']} {r['decision']} by key {r['key_prefix'] or r['api_key_id']}:"
+        f" {r['note']}  (v{r['from_state_version']} -> {r['to_state']} v{r['to_state_version']})"
+    ]
+
+
+def _correction(c: dict[str, Any]) -> list[str]:
+    out = [
+        f"{c['created_at']} by key {c['api_key_id']}:"
+        f" v{c['from_state_version']} -> {c['to_state']} v{c['to_state_version']}"
+    ]
+    for change in c["changes"]:
+        out.append(
+            f"  {change['field']}: {change['before']!r} -> {change['after']!r}"
+            + ("" if change.get("grounded", True) else "  (not printed in the document)")
+        )
+    codes = ", ".join(f"{r['code']}@{r['field']}" for r in c["reasons_after"]) or "none"
+    out.append(f"  reasons after: {codes}")
+    for o in c["overrides"]:
+        out.append(f"  overridden: {o['code']}@{o['field']}  note {c['note']!r}")
+    return out
+
+
+def _redrive(r: dict[str, Any]) -> list[str]:
+    return [
+        f"{r['created_at']} by {r['requested_by']}: {r['reason']}  (attempts before"
+        f" {r['attempts_before']}/{r['max_attempts_before']}, now up to"
+        f" {r['max_attempts_after']}; failed with {r['terminal_reason']}"
+        f" {r['error_class'] or ''}; v{r['from_state_version']} -> v{r['to_state_version']})"
+    ]
+
+
+_LINES = {
+    "events": _event,
+    "attempts": _attempt,
+    "admission": _grant,
+    "outbox": _outbox,
+    "inbox": _inbox,
+    "deliveries": _delivery,
+    "reviews": _review,
+    "corrections": _correction,
+    "redrives": _redrive,
+}
