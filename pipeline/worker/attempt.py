@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
+from pipeline import checkpoints
 from pipeline.errors import (
     AdmissionDeferred,
     FencelineError,
@@ -274,6 +275,7 @@ class AttemptRunner:
                 )
             )
             return AttemptReport(lease.job_id, lease.fence, "failed_terminal", str(exc))
+        checkpoints.reached(checkpoints.ATTEMPT_ANSWERED)  # answered, nothing committed
         usage = _recorded(completion.usage, completion.pool or completion.engine)
         await self.admission.release(grant, usage=usage, uncertain=False)
         return await self._commit(lease, text, master, completion, usage, request)
