@@ -191,9 +191,11 @@ def corpus_answer(corpus: list[GeneratedInvoice]) -> Any:
 class ErpProcess:
     """The reference ERP receiver on loopback, verifying every tenant's endpoint secret."""
 
-    def __init__(self, database_url: str, port: int) -> None:
+    def __init__(self, database_url: str, port: int, *, fault_api: bool = False) -> None:
         self.database_url = database_url
         self.port = port
+        #: Serve ``POST /_fault`` (the chaos scenario switches ERP faults on and off).
+        self.fault_api = fault_api
         self._proc: asyncio.subprocess.Process | None = None
 
     @property
@@ -209,6 +211,7 @@ class ErpProcess:
             str(self.port),
             "--database-url",
             self.database_url,
+            *(["--enable-fault-api"] if self.fault_api else []),
             env={**os.environ, "FENCELINE_ERP_SECRETS": " ".join(secrets)},
             stdout=asyncio.subprocess.PIPE,
         )
