@@ -98,6 +98,8 @@ def summarise(result: dict[str, Any], oracle: OracleReport) -> str:
         f"retries per job: mean {rt['mean']:.2f}, max {rt['max']}, {rt['jobs_retried']} jobs "
         f"retried; uncertain attempts {m['uncertain_attempts']}; late results discarded "
         f"{m['late_results_discarded']}",
+        f"outbox: peak {m['outbox_unpublished_peak']['events']} unpublished events at "
+        f"{m['outbox_unpublished_peak']['at_s']}s",
         f"faults (lease {m['lease_s']}s; recovered within two leases: "
         f"{m['recovered_within_two_leases']}/{len(m['recovery_s'])}):",
     ]

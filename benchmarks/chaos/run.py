@@ -160,6 +160,7 @@ async def _metrics(
         per_kind[f.kind] = per_kind.get(f.kind, 0) + int(f.triggered)
     recovery = recovery_times(faults, samples)
     lease = stack.config.lease_s
+    peak = max(samples, key=lambda s: s["unpublished"], default={"t": 0.0, "unpublished": 0})
     return {
         "accepted": len(clients.accepted),
         "rejected": dict(clients.rejected),
@@ -182,6 +183,8 @@ async def _metrics(
             "jobs_retried": sum(1 for a in attempts if a > 1),
         },
         "uncertain_attempts": sum(r["uncertain_attempts"] for r in jobs),
+        # Jobs flow without the relay (drivers scan), so a stalled relay shows only here.
+        "outbox_unpublished_peak": {"events": peak["unpublished"], "at_s": round(peak["t"], 1)},
         "late_results_discarded": sum(r["late_results"] for r in jobs),
     }
 
