@@ -81,12 +81,24 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
         help="override the scenario's engine kind",
     )  # fmt: skip
     p.add_argument("--no-baselines", action="store_true", help="main run only")
+    chaos = p.add_argument_group("chaos (`fenceline bench chaos`, docs/chaos.md)")
+    chaos.add_argument("--invoices", type=int, default=200, help="invoices to submit (200)")
+    chaos.add_argument("--seed", type=int, default=17, help="seed of the fault schedule (17)")
+    chaos.add_argument("--rounds", type=int, default=1, help="times each fault kind is done (1)")
+    chaos.add_argument(
+        "--rabbitmq-restart", action="store_true",
+        help="also restart the real RabbitMQ (rabbitmqctl stop_app/start_app; shared broker!)",
+    )  # fmt: skip
 
 
 @command("bench", "run a pipeline benchmark scenario (python -m benchmarks)", _bench_args)
 def _bench(args: argparse.Namespace, _settings: Settings) -> int:
     from benchmarks.__main__ import main
 
+    if args.scenario == "chaos":
+        from benchmarks.chaos.cli import run_from_args
+
+        return run_from_args(args)
     argv = [args.scenario, *(["--out", str(args.out)] if args.out else [])]
     argv += ["--engine", args.engine] if args.engine else []
     argv += ["--no-baselines"] if args.no_baselines else []

@@ -28,7 +28,8 @@ start-up; ``--migrate`` applies the product's schema as well).
 
 The fault switch (``--fault`` or ``POST /_fault`` with ``--enable-fault-api``)
 simulates an ERP that is down (503), redirects (302), drops the connection after
-committing, or hangs past the client's timeout after committing.
+committing, hangs past the client's timeout after committing, or answers an
+error status after committing.
 """
 
 from __future__ import annotations
@@ -63,7 +64,10 @@ from pipeline.queries import SQL_DIR, q
 
 log = logging.getLogger(__name__)
 
-FAULT_MODES = ("none", "down", "status", "redirect", "drop_after_commit", "hang_after_commit")
+FAULT_MODES = (
+    "none", "down", "status", "redirect", "drop_after_commit", "hang_after_commit",
+    "status_after_commit",
+)  # fmt: skip
 
 
 #: The reference ERP receiver's migrations, apart from the product's ``sql/schema``.
@@ -81,7 +85,9 @@ class FaultSwitch:
 
     Modes: ``down`` 503 (with ``retry_after``), ``status`` any ``status``,
     ``redirect`` 302 to ``location``, ``drop_after_commit`` commit then close the
-    connection mid-response, ``hang_after_commit`` commit then sleep ``hang_seconds``.
+    connection mid-response, ``hang_after_commit`` commit then sleep ``hang_seconds``,
+    ``status_after_commit`` commit then answer ``status`` (an acknowledgement lost
+    behind a failing proxy: the sender must retry under the same delivery id).
     """
 
     mode: str = "none"
@@ -408,6 +414,9 @@ def create_app(
         if fault == "hang_after_commit":
             stats.add("fault_hung")
             await asyncio.sleep(f.hang_seconds)
+        if fault == "status_after_commit":
+            stats.add(f"fault_{f.status}_after_commit")
+            return JSONResponse({"result": "fault"}, status_code=f.status)
         return answer(result, 200, delivery_id=delivery_id)
 
     @app.get("/metrics")

@@ -191,9 +191,11 @@ def corpus_answer(corpus: list[GeneratedInvoice]) -> Any:
 class ErpProcess:
     """The reference ERP receiver on loopback, verifying every tenant's endpoint secret."""
 
-    def __init__(self, database_url: str, port: int) -> None:
+    def __init__(self, database_url: str, port: int, *, fault_api: bool = False) -> None:
         self.database_url = database_url
         self.port = port
+        #: Serve ``POST /_fault`` (the chaos scenario switches ERP faults on and off).
+        self.fault_api = fault_api
         self._proc: asyncio.subprocess.Process | None = None
 
     @property
@@ -211,6 +213,7 @@ class ErpProcess:
             self.database_url,
             # The load model replays one corpus: the same supplier invoice is many jobs.
             "--allow-duplicate-invoices",
+            *(["--enable-fault-api"] if self.fault_api else []),
             env={**os.environ, "FENCELINE_ERP_SECRETS": " ".join(secrets)},
             stdout=asyncio.subprocess.PIPE,
         )

@@ -14,12 +14,14 @@ polls, so a lost hand-off delays nothing beyond the poll interval.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import asyncpg
 
 from deployments.observability import start_observability
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
+from pipeline import checkpoints
 from pipeline.clock import Clock
 from pipeline.database import create_pool
 from pipeline.delivery import (
@@ -106,6 +108,14 @@ class DeliveryActor:
             raise RuntimeError("DeliveryActor.start() was not called")
         report = await self._dispatcher.run_once()
         return {"claimed": report.claimed, "reaped": report.reaped, **report.outcomes}
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def arm(self, point: str) -> int:
+        """Crash this process at ``point`` (the chaos scenario); returns the process id."""
+        checkpoints.arm(point, enabled=self.settings.fault_injection)
+        return os.getpid()
 
     async def backlog(self) -> dict[str, Any]:
         """Delivery counts per state and the oldest due delivery's age."""

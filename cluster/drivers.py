@@ -25,6 +25,7 @@ from prometheus_client import REGISTRY
 
 from deployments.observability import start_observability
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
+from pipeline import checkpoints
 from pipeline.database import create_pool
 from pipeline.delivery import job_store
 from pipeline.extraction import Engine, OpenAICompatibleEngine
@@ -227,6 +228,11 @@ class TaskDriver:
     def pid(self) -> int:
         return os.getpid()
 
+    def arm(self, point: str) -> int:
+        """Crash this process at ``point`` (the chaos scenario); returns the process id."""
+        checkpoints.arm(point, enabled=self.settings.fault_injection)
+        return os.getpid()
+
 
 class Maintenance:
     """The reaper, the outbox relay, DLQ retention and, with a broker, its two
@@ -302,6 +308,14 @@ class Maintenance:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def arm(self, point: str) -> int:
+        """Crash this process at ``point`` (the chaos scenario); returns the process id."""
+        checkpoints.arm(point, enabled=self.settings.fault_injection)
+        return os.getpid()
 
     def services(self) -> list[str]:
         """What runs in this actor now (operators, tests)."""

@@ -200,6 +200,10 @@ class Settings(BaseSettings):
     #: user cache, ``~/.cache/fenceline/models``.
     model_cache: Path | None = None
 
+    #: Let a fault harness arm crash points (``pipeline.checkpoints``) in the cluster
+    #: actors. Off except in the chaos scenario; never set it in a deployment.
+    fault_injection: bool = False
+
     def to_env(self) -> dict[str, str]:
         """These settings as ``FENCELINE_*`` variables that :class:`Settings` reads back.
 

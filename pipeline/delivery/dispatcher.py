@@ -20,6 +20,7 @@ from typing import Any
 import asyncpg
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from pipeline import checkpoints
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.delivery.deliveries import NOTIFY_CHANNEL
 from pipeline.delivery.egress_client import EgressClient, HttpOutcome
@@ -308,6 +309,7 @@ class DeliveryDispatcher:
         if verdict.error_class:
             span.set_attribute("fenceline.error_class", verdict.error_class)
         self.metrics.attempt_seconds.observe(outcome.latency_ms / 1000.0)
+        checkpoints.reached(checkpoints.DELIVERY_ANSWERED)  # the ERP may have committed
         if self.after_response is not None:
             await self.after_response(claim, outcome)
         try:

@@ -34,6 +34,7 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from pipeline import checkpoints
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.errors import BrokerUnavailable
 from pipeline.jobs import EVENT_DEAD_LETTERED, EVENT_REQUESTED
@@ -323,6 +324,8 @@ class OutboxRelay:
         by_status: dict[PublishStatus, list[tuple[uuid.UUID, str]]] = {}
         for (row, _route), result in zip(items, results, strict=True):
             by_status.setdefault(result.status, []).append((row["event_id"], result.detail))
+        if PublishStatus.CONFIRMED in by_status:  # the broker has them; published_at not yet
+            checkpoints.reached(checkpoints.RELAY_CONFIRMED)
         now = self.clock.now()
         claimed_until = items[0][0]["claimed_until"]  # one claim statement: one lease
         async with self.pool.acquire() as conn:

@@ -30,6 +30,7 @@ from typing import Any, Protocol, cast
 
 from opentelemetry import trace as trace_api
 
+from pipeline import checkpoints
 from pipeline.errors import (
     AdmissionDeferred,
     FencelineError,
@@ -347,6 +348,7 @@ class AttemptRunner:
                 )
             )
             return AttemptReport(lease.job_id, lease.fence, "failed_terminal", str(exc))
+        checkpoints.reached(checkpoints.ATTEMPT_ANSWERED)  # answered, nothing committed
         usage = _recorded(completion.usage, completion.pool or completion.engine)
         await self.admission.release(grant, usage=usage, uncertain=False)
         return await self._commit(lease, text, master, completion, usage, request)

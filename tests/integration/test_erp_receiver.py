@@ -204,7 +204,9 @@ async def test_oversized_bodies_are_refused_before_verification(erp: Erp) -> Non
 async def test_lost_responses_are_committed_before_they_are_lost(
     erp: Erp, pool: asyncpg.Pool
 ) -> None:
-    jobs = [uuid.uuid4(), uuid.uuid4()]
+    jobs = [uuid.uuid4(), uuid.uuid4(), uuid.uuid4()]
+    erp.receiver.faults.set("status_after_commit", remaining=1, status=500)
+    assert (await erp.post(event(jobs[2]), "msg_500")).status_code == 500
     erp.receiver.faults.set("drop_after_commit", remaining=1)
     with pytest.raises(httpx.RemoteProtocolError):
         response = await erp.post(event(jobs[0]), "msg_drop")
@@ -220,6 +222,7 @@ async def test_lost_responses_are_committed_before_they_are_lost(
     # Both were durably accepted and posted; the retries are duplicates.
     assert (await erp.post(event(jobs[0]), "msg_drop")).json()["result"] == "duplicate"
     assert (await erp.post(event(jobs[1]), "msg_hang")).json()["result"] == "duplicate"
+    assert (await erp.post(event(jobs[2]), "msg_500")).json()["result"] == "duplicate"
     await erp.http.aclose()
     assert await postings(pool, erp.receiver.ledger) == dict.fromkeys(jobs, 1)
 

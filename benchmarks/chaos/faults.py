@@ -1,0 +1,164 @@
+"""How each scheduled fault is done to a running :class:`~benchmarks.chaos.stack.Stack`.
+
+:func:`inject` performs one :class:`~benchmarks.chaos.schedule.Fault` and returns
+its :class:`FaultRecord`: when it really began and ended (the band on the
+timeline), whether it took effect (a crash point is only reached when work
+passes it) and what was done. Kills go through the actors' crash points or a
+plain SIGKILL of the actor's process; Ray restarts the process and the stack
+calls ``start()`` on it again, as the runtime supervisor does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from benchmarks.chaos.schedule import Fault, FaultKind
+from benchmarks.chaos.stack import APP_DRIVER, APP_MAINTENANCE, Member, Stack, restart
+from benchmarks.fake_provider import Latency
+from pipeline import checkpoints
+from pipeline.queries import q
+
+#: Longest a crash point may wait for work to pass it before the fault counts as missed.
+CRASH_WAIT_S = 30.0
+
+
+@dataclass
+class FaultRecord:
+    kind: str
+    scheduled_s: float
+    start_s: float
+    end_s: float
+    triggered: bool
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def _wait_dead(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+async def _call(handle: Any, method: str, *args: Any) -> Any:
+    return await asyncio.wrap_future(getattr(handle, method).remote(*args).future())
+
+
+async def _crash_at(member: Member, point: str) -> tuple[bool, str]:
+    """Arm ``point`` in ``member``'s process, wait for it to die there, restart it."""
+    pid = await _call(member.handle, "arm", point)
+    died = await _wait_dead(pid, CRASH_WAIT_S)
+    if not died:
+        # Nothing passed the point: kill it anyway so the armed point cannot fire later.
+        os.kill(pid, signal.SIGKILL)
+    await restart(member)
+    verb = "died at" if died else "never reached (killed instead)"
+    return died, f"{member.name} pid {pid} {verb} {point}; restarted as pid {member.pid}"
+
+
+async def _kill_mid_call(member: Member) -> tuple[bool, str]:
+    """SIGKILL a driver while it holds leases (its provider calls in flight)."""
+    deadline = time.monotonic() + CRASH_WAIT_S
+    in_flight = 0
+    while time.monotonic() < deadline:
+        stats = await _call(member.handle, "stats")
+        in_flight = int(stats.get("in_flight", 0))
+        if in_flight:
+            break
+        await asyncio.sleep(0.05)
+    pid = member.pid
+    os.kill(pid, signal.SIGKILL)
+    await _wait_dead(pid, 10)
+    await restart(member)
+    return bool(in_flight), (
+        f"{member.name} pid {pid} killed with {in_flight} attempts in flight; "
+        f"restarted as pid {member.pid}"
+    )
+
+
+async def _pg_terminate(stack: Stack) -> tuple[bool, str]:
+    patterns = [f"{APP_DRIVER}%", f"{APP_MAINTENANCE}%"]
+    async with stack.pool.acquire() as conn:
+        rows = await conn.fetch(q("chaos_backend_terminate"), patterns)
+    done = sum(1 for r in rows if r["terminated"])
+    return done > 0, f"terminated {done} backends of drivers and the maintenance actor"
+
+
+def _rabbitmqctl(*args: str) -> None:
+    subprocess.run(["rabbitmqctl", *args], check=True, capture_output=True, timeout=120)
+
+
+async def inject(stack: Stack, fault: Fault, t0: float) -> FaultRecord:
+    """Do ``fault`` now (``t0``: the run's start, ``time.monotonic()``)."""
+    start = time.monotonic() - t0
+    kind = fault.kind
+    triggered, detail = True, ""
+    if kind is FaultKind.DRIVER_KILL_MID_CALL:
+        triggered, detail = await _kill_mid_call(stack.drivers[fault.target])
+    elif kind is FaultKind.DRIVER_KILL_AFTER_ANSWER:
+        member = stack.drivers[fault.target]
+        triggered, detail = await _crash_at(member, checkpoints.ATTEMPT_ANSWERED)
+    elif kind is FaultKind.DELIVERY_KILL_MID_POST:
+        assert stack.delivery is not None
+        triggered, detail = await _crash_at(stack.delivery, checkpoints.DELIVERY_ANSWERED)
+    elif kind is FaultKind.RELAY_KILL_AFTER_CONFIRM:
+        assert stack.maintenance is not None
+        triggered, detail = await _crash_at(stack.maintenance, checkpoints.RELAY_CONFIRMED)
+    elif kind is FaultKind.PG_TERMINATE:
+        triggered, detail = await _pg_terminate(stack)
+    elif kind is FaultKind.AMQP_CUT:
+        stack.proxy.sever()
+        await asyncio.sleep(fault.duration)
+        stack.proxy.restore()
+        detail = f"AMQP links cut for {fault.duration:.1f}s"
+    elif kind is FaultKind.RABBITMQ_RESTART:
+        await asyncio.to_thread(_rabbitmqctl, "stop_app")
+        await asyncio.sleep(fault.duration)
+        await asyncio.to_thread(_rabbitmqctl, "start_app")
+        detail = f"rabbitmqctl stop_app, {fault.duration:.1f}s, start_app"
+    elif kind is FaultKind.ERP_DOWN_THEN_500:
+        await stack.set_erp("down", retry_after="1")
+        await asyncio.sleep(fault.duration)
+        await stack.set_erp("status_after_commit", status=500, remaining=5)
+        await asyncio.sleep(2.0)
+        await stack.set_erp("none")
+        detail = f"ERP 503 for {fault.duration:.1f}s, then 500 after commit for up to 2s"
+    else:
+        plan = stack.baseline_plan()
+        if kind is FaultKind.PROVIDER_429_STORM:
+            plan = plan.model_copy(update={"rates": {"429": 1.0}, "retry_after": "1"})
+            detail = "every call 429 with Retry-After: 1"
+        elif kind is FaultKind.PROVIDER_SLOW:
+            slow = Latency(dist="fixed", a=stack.config.attempt_timeout_s + 1.5)
+            plan = plan.model_copy(update={"latency": slow})
+            detail = (
+                f"answers after {slow.a:.1f}s (attempt timeout {stack.config.attempt_timeout_s}s)"
+            )
+        elif kind is FaultKind.PROVIDER_MALFORMED:
+            plan = plan.model_copy(update={"rates": {"malformed": 0.5}})
+            detail = "half the answers malformed"
+        await stack.set_provider(plan)
+        await asyncio.sleep(fault.duration)
+        await stack.set_provider(stack.baseline_plan())
+        detail += f" for {fault.duration:.1f}s"
+    return FaultRecord(str(kind), fault.at, start, time.monotonic() - t0, triggered, detail)
