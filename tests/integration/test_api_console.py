@@ -24,6 +24,7 @@ from tests.support.console import (
     job_page,
     job_row,
 )
+from tests.support.delivery import registry_for
 
 pytestmark = pytest.mark.integration
 
@@ -134,6 +135,9 @@ async def test_an_override_with_a_note_approves_and_is_audited(
     pool: asyncpg.Pool, dsn: str
 ) -> None:
     tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+    operator = await add_key(pool, tk, ("operator",))
+    # An ERP endpoint, so the approval creates a delivery the timeline must list.
+    await registry_for(pool).register(tk.tenant.id, "http://127.0.0.1:9/erp")
     app = create_app(settings_for(dsn), pool=pool)
     async with loopback_server(app) as base, httpx.AsyncClient(base_url=base, timeout=10) as c:
         job = await invoice_awaiting_review(pool, c, tk)
@@ -148,6 +152,14 @@ async def test_an_override_with_a_note_approves_and_is_audited(
             },
         )
         explained = render_explain(await JobStore(pool).explain(job.job_id))
+        timeline = await c.get(
+            f"/console/jobs/{job.job_id}/timeline",
+            headers={"Authorization": f"Bearer {operator.key}"},
+        )
+    assert timeline.status_code == 200, timeline.text
+    deliveries = timeline.text.split("<h2>Deliveries</h2>")[1].split("<h2>")[0]
+    assert "extraction.completed.v1" in deliveries and "pending" in deliveries
+    assert "supplier confirmed by phone" in timeline.text.split("<h2>Review</h2>")[1]
     assert r.status_code == 303
     assert (await job_row(pool, job.job_id))["state"] == "SUCCEEDED"
     assert "overridden: gross_total_mismatch@gross_total  note 'supplier confirmed by phone'" in (
