@@ -263,7 +263,14 @@ class Maintenance:
         self._metrics_bridge: RegistryBridge | None = None
 
     async def start(self) -> None:
+        """Start every service; on a started actor, replace a stalled relay.
+
+        The runtime supervisor calls this on every health check, so a relay whose
+        loop died or stopped finishing rounds (:meth:`OutboxRelay.stalled`) is
+        replaced within one health-check period, although the actor still answers.
+        """
         if self._pool is not None:
+            await self._replace_stalled_relay()
             return
         start_observability(self.settings, "fenceline-maintenance")
         self._pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
@@ -288,6 +295,19 @@ class Maintenance:
                 await consumer.start()
                 self._consumers.append(consumer)
         self._metrics_bridge = bridge_to_ray(REGISTRY)  # None outside Ray
+
+    async def _replace_stalled_relay(self) -> None:
+        relay = self._relay
+        if relay is None or self._pool is None or not relay.stalled():
+            return
+        log.error("outbox relay stalled (%s); starting a new one", relay.health())
+        await relay.stop()
+        self._relay = OutboxRelay(self._pool, self.settings)
+        await self._relay.start()
+
+    def health(self) -> dict[str, Any]:
+        """The relay's liveness (:meth:`OutboxRelay.health`); empty before start()."""
+        return {"relay": self._relay.health()} if self._relay is not None else {}
 
     async def stop(self) -> None:
         if self._metrics_bridge is not None:

@@ -112,6 +112,12 @@ class BrokerConfig(BaseModel):
             params.socket_timeout = self.connect_timeout_seconds
         if "stack_timeout" not in query:
             params.stack_timeout = self.connect_timeout_seconds
+        if "blocked_connection_timeout" not in query:
+            # A connection the broker blocks (memory or disk alarm) is closed after
+            # this long instead of holding publishes, and blocking calls, forever.
+            params.blocked_connection_timeout = max(
+                self.confirm_timeout_seconds, self.connect_timeout_seconds
+            )
         params.client_properties = {"connection_name": f"fenceline-{name}"}
         return params
 

@@ -41,6 +41,12 @@ class BrokerMetrics:
             ["via"],
             registry=r,
         )
+        self.outbox_round_failures = Counter(
+            "fenceline_outbox_round_failures",
+            "Relay rounds that raised or overran their lease (retried), by error class.",
+            ["error"],
+            registry=r,
+        )
         self.outbox_publish_failures = Counter(
             "fenceline_outbox_publish_failures",
             "Events left unpublished after a publish try, by outcome.",

@@ -16,6 +16,11 @@ Invariants (checked by ``tests/integration/test_outbox.py`` and
 * An unroutable publish (``basic.return``) is not published: ``last_error``
   says so, the alert counter rises, and the event waits
   ``unroutable_retry_seconds`` for an operator to fix the binding.
+* Every wait is bounded: one round (claim, publish, record) may take at most
+  ``claim_seconds`` (its lease); a round that fails or overruns is logged, the
+  broker link is dropped and the loop retries after ``retry_seconds``. Nothing
+  ends the loop but :meth:`OutboxRelay.stop`; :attr:`OutboxRelay.progress` says
+  when it last finished a round, so a health check can replace a stuck relay.
 * Messages carry event id, type, version and job id only (never document text);
   the relay's send time travels in a header for the broker-lag metric.
 """
@@ -50,6 +55,7 @@ from pipeline.messaging.broker import (
 from pipeline.messaging.dlq import archive_outbox_event
 from pipeline.messaging.metrics import BrokerMetrics, default_metrics
 from pipeline.messaging.publisher import ConfirmingPublisher, Outgoing, PublishResult, PublishStatus
+from pipeline.messaging.relay_progress import RelayProgress
 from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS, NotificationListener
 from pipeline.queries import q
 from pipeline.settings import Settings
@@ -104,12 +110,16 @@ class RelayConfig(BaseModel):
     #: Poll interval when no NOTIFY arrives.
     idle_seconds: float = Field(1.0, gt=0)
     confirm_timeout_seconds: float = Field(5.0, gt=0)
+    #: No round finished for this long: the relay is stuck (:meth:`OutboxRelay.stalled`).
+    stall_seconds: float = Field(90.0, gt=0)
     listen: bool = True
 
     @model_validator(mode="after")
     def _lease_outlasts_publish(self) -> RelayConfig:
         if self.claim_seconds <= self.confirm_timeout_seconds:
             raise ValueError("claim_seconds must exceed confirm_timeout_seconds")
+        if self.stall_seconds <= self.claim_seconds:
+            raise ValueError("stall_seconds must exceed claim_seconds (the longest round)")
         return self
 
     @classmethod
@@ -179,6 +189,7 @@ class OutboxRelay:
         self._drained: list[asyncio.Future[None]] = []
         self._declared = False
         self._measured_at = 0.0
+        self.progress = RelayProgress.begin()
 
     # ------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -188,14 +199,34 @@ class OutboxRelay:
         await self._declare()  # a broker that is down now is retried by the loop
         if self.config.listen:
             await self.listener.start()
+        self.progress = RelayProgress.begin()
         self._task = asyncio.create_task(self._run(), name="outbox-relay")
+        self._task.add_done_callback(_log_death)
 
-    async def stop(self) -> None:
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def stalled(self) -> bool:
+        """Whether the loop is gone or finished no round within ``stall_seconds``."""
+        return self.progress.stalled(self.config.stall_seconds, running=self.running)
+
+    def health(self) -> dict[str, Any]:
+        """Liveness for health checks and operators (see :class:`RelayProgress`)."""
+        return self.progress.as_dict(self.config.stall_seconds, running=self.running)
+
+    async def stop(self, timeout: float | None = None) -> None:
+        """Stop the loop; after ``timeout`` seconds (default: one round) cancel it."""
         self._stopping.set()
         self._wake.set()
         if self._task is not None:
-            await self._task
-            self._task = None
+            task, self._task = self._task, None
+            # A loop that already ended (died or was cancelled) was reported by _log_death.
+            await asyncio.wait({task}, timeout=timeout or self.config.claim_seconds)
+            if not task.done():
+                log.error("outbox relay: the loop did not stop in time; cancelled")
+                task.cancel()
+                await asyncio.wait({task})
         await self.listener.stop()
         if self.publisher is not None:
             await self.publisher.close()
@@ -208,13 +239,20 @@ class OutboxRelay:
         await asyncio.wait_for(fut, timeout)
 
     async def _declare(self) -> bool:
-        """Declare the topology once per relay; False while the broker is unreachable."""
+        """Declare the topology once per relay; False while the broker is unreachable.
+
+        The declaration runs a blocking pika connection in a thread; a broker that
+        accepts the connection and then never answers would hold that thread, so the
+        relay stops waiting after ``claim_seconds`` and retries.
+        """
         if self.broker is None or self._declared:
             return True
         try:
-            await asyncio.to_thread(declare_topology, self.broker)
-        except BrokerUnavailable as exc:
-            log.warning("outbox relay: cannot declare the topology yet: %s", exc)
+            await asyncio.wait_for(
+                asyncio.to_thread(declare_topology, self.broker), self.config.claim_seconds
+            )
+        except (BrokerUnavailable, TimeoutError) as exc:
+            log.warning("outbox relay: cannot declare the topology yet: %r", exc)
             return False
         self._declared = True
         return True
@@ -228,17 +266,36 @@ class OutboxRelay:
                     await asyncio.wait_for(self._stopping.wait(), self.config.retry_seconds)
                 continue
             try:
-                report = await self.run_once()
-            except TRANSIENT_DB_ERRORS as exc:
-                log.warning("outbox relay: database unavailable: %s", exc)
+                async with asyncio.timeout(self.config.claim_seconds):
+                    report = await self.run_once()
+            except Exception as exc:  # any failed round is retried; it never ends the loop
+                await self._round_failed(exc)
                 idle = self.config.retry_seconds
             else:
+                self.progress.succeeded()
                 if report.claimed >= self.config.batch_size and not report.failed:
                     continue  # more waiting: no pause between full batches
                 if report.failed or report.broker_unavailable:
                     idle = min(idle, self.config.retry_seconds)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), idle)
+
+    async def _round_failed(self, exc: Exception) -> None:
+        """Record and log a failed round; drop the broker link if the round overran.
+
+        Events of the round keep ``published_at`` NULL: they are claimable again
+        when their lease (``claim_seconds``) runs out, and published then.
+        """
+        self.progress.failed(exc)
+        self.metrics.outbox_round_failures.labels(error=type(exc).__name__).inc()
+        if isinstance(exc, TimeoutError):
+            log.error("outbox relay: a round overran %.0fs; retrying", self.config.claim_seconds)
+            if self.publisher is not None:
+                await self.publisher.reset(f"round overran {self.config.claim_seconds}s")
+        elif isinstance(exc, TRANSIENT_DB_ERRORS):
+            log.warning("outbox relay: database unavailable: %r", exc)
+        else:
+            log.error("outbox relay: round failed; retrying", exc_info=exc)
 
     # -------------------------------------------------------------- one pass
     async def run_once(self) -> RelayReport:
@@ -388,6 +445,12 @@ class OutboxRelay:
             for fut in waiters:
                 if not fut.done():
                     fut.set_result(None)
+
+
+def _log_death(task: asyncio.Task[None]) -> None:
+    """The loop only ends on stop(); if it ever dies, say so at once."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("outbox relay: the loop died", exc_info=task.exception())
 
 
 def _message(row: Any) -> EventMessage:

@@ -165,16 +165,31 @@ class ConfirmingPublisher:
                 except Exception as exc:  # the channel died under us: outcome unknown
                     state.fail_all(f"publish failed: {exc!r}")
             pending = [f for f in futures if not f.done()]
-            if pending:
-                await asyncio.wait(pending, timeout=timeout)
+            try:
+                if pending:
+                    await asyncio.wait(pending, timeout=timeout)
+            except BaseException:  # cancelled mid-wait (the relay's round deadline)
+                self._abandon(state, "publish cancelled while waiting for confirms")
+                raise
             if any(not f.done() for f in futures):
                 # Confirms overdue: the channel's state is unknown; never reuse it.
-                self._state = None
-                state.fail_all(f"no confirm within {timeout}s")
-                closing = loop.create_task(state.link.close())
-                self._abandoned.add(closing)
-                closing.add_done_callback(self._abandoned.discard)
+                self._abandon(state, f"no confirm within {timeout}s")
             return [f.result() for f in futures]
+
+    def _abandon(self, state: _ConfirmState, detail: str) -> None:
+        """Never reuse ``state``'s channel: its unconfirmed messages are UNKNOWN."""
+        if self._state is state:
+            self._state = None
+        state.fail_all(detail)
+        closing = asyncio.get_running_loop().create_task(state.link.close())
+        self._abandoned.add(closing)
+        closing.add_done_callback(self._abandoned.discard)
+
+    async def reset(self, detail: str) -> None:
+        """Drop the current link (its state is unknown); the next publish opens a new one."""
+        state = self._state
+        if state is not None:
+            self._abandon(state, detail)
 
     async def close(self) -> None:
         async with self._lock:

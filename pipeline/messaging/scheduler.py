@@ -52,6 +52,11 @@ TRANSIENT_DB_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.CannotConnectNowError,
     asyncpg.AdminShutdownError,
     asyncpg.TooManyConnectionsError,
+    # asyncpg 0.32 reports a connection whose backend was terminated
+    # (pg_terminate_backend) while it sat idle in a pool as "cannot switch to
+    # state N; another operation (2) is in progress" on its next query; the pool
+    # discards that connection on release.
+    asyncpg.InternalClientError,
 )
 
 
