@@ -40,7 +40,7 @@ from pipeline.messaging import (
     Scheduler,
 )
 from pipeline.settings import Settings
-from pipeline.tenants import MasterDataCache
+from pipeline.tenants import MasterDataCache, SpendReconciler
 from pipeline.validation import policy_for
 from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 
@@ -259,6 +259,7 @@ class Maintenance:
         self._reaper: Reaper | None = None
         self._relay: OutboxRelay | None = None
         self._retention: DeadLetterRetention | None = None
+        self._spend: SpendReconciler | None = None
         self._consumers: list[InboxConsumer | DeadLetterArchiver] = []
         self._metrics_bridge: RegistryBridge | None = None
 
@@ -280,6 +281,12 @@ class Maintenance:
             self._pool, RetentionConfig.from_settings(self.settings)
         )
         await self._retention.start()
+        self._spend = SpendReconciler(
+            self._pool,
+            self.settings,
+            interval_seconds=self.settings.spend_reconcile_interval_seconds,
+        )
+        await self._spend.start()
         if BrokerConfig.from_settings(self.settings) is not None:
             for consumer in (
                 InboxConsumer(self._pool, self.settings),
@@ -299,6 +306,9 @@ class Maintenance:
             self._relay = None
         while self._consumers:
             await self._consumers.pop().stop()
+        if self._spend is not None:
+            await self._spend.stop()
+            self._spend = None
         if self._retention is not None:
             await self._retention.stop()
             self._retention = None
@@ -325,6 +335,7 @@ class Maintenance:
                 ("reaper", self._reaper),
                 ("relay", self._relay),
                 ("dlq_retention", self._retention),
+                ("spend_reconciler", self._spend),
             )
             if s
         ]

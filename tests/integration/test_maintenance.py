@@ -99,6 +99,6 @@ async def test_without_a_broker_only_the_reaper_and_the_relay_run(dsn: str) -> N
     maintenance = Maintenance(Settings(database_url=dsn))
     await maintenance.start()
     try:
-        assert maintenance.services() == ["reaper", "relay", "dlq_retention"]
+        assert maintenance.services() == ["reaper", "relay", "dlq_retention", "spend_reconciler"]
     finally:
         await maintenance.stop()
