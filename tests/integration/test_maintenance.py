@@ -49,6 +49,7 @@ async def test_with_a_broker_signals_reach_the_inbox_and_dead_letters_the_archiv
             "reaper",
             "relay",
             "dlq_retention",
+            "spend_reconciler",
             "InboxConsumer",
             "DeadLetterArchiver",
         ]
