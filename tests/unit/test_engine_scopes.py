@@ -211,3 +211,19 @@ async def test_routed_gate_asks_and_releases_the_engines_scope() -> None:
         RoutedGate({"eng-short": gates["eng-short"]}, ROUTES)
     for actor in actors.values():
         await actor.stop()
+
+
+def test_supervisor_runs_one_admission_actor_per_engine_scope() -> None:
+    from cluster.supervisor import EnvironmentSettings, RuntimeSupervisor
+
+    def members(runtime: RuntimeConfig) -> list[str]:
+        supervisor = object.__new__(RuntimeSupervisor)  # the plan only; no Ray needed
+        supervisor.config, supervisor.settings = runtime, EnvironmentSettings()
+        return [m.name for m in supervisor._plan() if m.name.startswith("admission")]
+
+    assert members(runtime_config_for(load_pools(GPU_POOLS_PATH))) == [
+        "admission-fenceline-inference-engine-short",
+        "admission-fenceline-inference-engine-long",
+    ]
+    # One engine (the CPU default): the one actor keeps its plain name.
+    assert members(runtime_config_for(load_pools(CPU_POOLS))) == ["admission"]
