@@ -254,6 +254,15 @@ class AdmissionActor:
         settled already); the ledger keeps the first settlement.
         """
         await self._ensure_started()
+        grant_id = grant if isinstance(grant, str) else grant.grant_id
+        pending = self._policy.pending_release(
+            grant_id, usage, uncertain=uncertain, attempted=attempted
+        )
+        if pending is not None and self._ledger is not None:
+            # Ledger first, budget second: each grant's [granted_at, settled_at) in the
+            # ledger then lies inside the time the policy held its reservation, so the
+            # ledger never shows more reserved at once than the budget admitted.
+            await self._ledger_call(self._settle_first(pending), grant_id)
         try:
             rec = self._policy.release(grant, usage, uncertain=uncertain, attempted=attempted)
         except UnknownGrant:
@@ -265,9 +274,15 @@ class AdmissionActor:
                     await self._ledger.record_settlement(late)
             return None
         self._dispatch()
-        if self._ledger is not None:
+        if pending is None and self._ledger is not None:  # not open at first, yet released
             await self._ledger_call(self._ledger.record_settlement(rec), rec.grant_id)
         return rec
+
+    async def _settle_first(self, rec: Reconciliation) -> None:
+        """Write a settlement before the budget is freed; a settled grant keeps the first."""
+        assert self._ledger is not None
+        with contextlib.suppress(OwnershipError):
+            await self._ledger.record_settlement(rec)
 
     async def cooldown(self, seconds: float | None = None) -> float:
         """Shared cooldown after a 429 (``seconds`` = the provider's delay hint)."""

@@ -23,6 +23,7 @@ from typing import Any
 import asyncpg
 from prometheus_client import REGISTRY
 
+from cluster.engine_scopes import PoolRoute, RoutedGate
 from deployments.observability import start_observability
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline import checkpoints
@@ -40,7 +41,7 @@ from pipeline.messaging import (
     Scheduler,
 )
 from pipeline.settings import Settings
-from pipeline.tenants import MasterDataCache
+from pipeline.tenants import MasterDataCache, SpendReconciler
 from pipeline.validation import policy_for
 from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 
@@ -139,17 +140,21 @@ class TaskDriver:
         engine: EngineSpec,
         *,
         admission_scope: str | None = None,
+        admission_routes: list[dict[str, Any]] | None = None,
         delivery_actor: str | None = None,
     ) -> None:
         self.settings = settings
         self.worker = worker
         self.engine_spec = engine
         self.admission_scope = admission_scope
+        #: ``PoolRoute`` fields per pool: each attempt asks its engine's scope.
+        self.admission_routes = admission_routes
         self.delivery_actor = delivery_actor
         self._pool: asyncpg.Pool | None = None
         self._loop: DriverLoop | None = None
         self._scheduler: Scheduler | None = None
         self._bridges: list[RegistryBridge] = []
+        self._client_metrics: Any = None  # AdmissionClientMetrics, set by _admission
 
     async def start(self) -> int:
         """Open the pool, build the engine and start claiming; returns the process id."""
@@ -173,17 +178,31 @@ class TaskDriver:
         self._loop = DriverLoop(runner, signal=self._scheduler.signal)
         await self._loop.start()
         # Scheduler metrics (default registry) and the admission client's, to Ray's agent.
-        registries = [REGISTRY] + ([gate.client.metrics.registry] if gate is not None else [])
+        registries = [REGISTRY] + ([self._client_metrics.registry] if gate is not None else [])
         self._bridges = [b for b in map(bridge_to_ray, registries) if b is not None]
         log.info("driver %s started (pid %d)", self.worker.worker_id, os.getpid())
         return os.getpid()
 
-    def _admission(self) -> ActorGate | None:
+    def _admission(self) -> ActorGate | RoutedGate | None:
+        """One gate per admission scope, routed by pool when the runtime has engine scopes.
+
+        The clients share one metrics registry, so one bridge carries them to Ray.
+        """
+        from cluster.admission_client import AdmissionClient, AdmissionClientMetrics
+
+        self._client_metrics = AdmissionClientMetrics()
+        if self.admission_routes:
+            routes = [PoolRoute.model_validate(r) for r in self.admission_routes]
+            gates = {
+                scope: ActorGate(AdmissionClient.for_scope(scope, metrics=self._client_metrics))
+                for scope in sorted({r.scope for r in routes})
+            }
+            return RoutedGate(gates, routes)
         if self.admission_scope is None:
             return None
-        from cluster.admission_client import AdmissionClient
-
-        return ActorGate(AdmissionClient.for_scope(self.admission_scope))
+        return ActorGate(
+            AdmissionClient.for_scope(self.admission_scope, metrics=self._client_metrics)
+        )
 
     async def _hand_off(self, settled: Settled) -> None:
         """Wake the delivery actor; the durable delivery rows are the source of truth."""
@@ -259,6 +278,7 @@ class Maintenance:
         self._reaper: Reaper | None = None
         self._relay: OutboxRelay | None = None
         self._retention: DeadLetterRetention | None = None
+        self._spend: SpendReconciler | None = None
         self._consumers: list[InboxConsumer | DeadLetterArchiver] = []
         self._metrics_bridge: RegistryBridge | None = None
 
@@ -287,6 +307,12 @@ class Maintenance:
             self._pool, RetentionConfig.from_settings(self.settings)
         )
         await self._retention.start()
+        self._spend = SpendReconciler(
+            self._pool,
+            self.settings,
+            interval_seconds=self.settings.spend_reconcile_interval_seconds,
+        )
+        await self._spend.start()
         if BrokerConfig.from_settings(self.settings) is not None:
             for consumer in (
                 InboxConsumer(self._pool, self.settings),
@@ -319,6 +345,9 @@ class Maintenance:
             self._relay = None
         while self._consumers:
             await self._consumers.pop().stop()
+        if self._spend is not None:
+            await self._spend.stop()
+            self._spend = None
         if self._retention is not None:
             await self._retention.stop()
             self._retention = None
@@ -345,6 +374,7 @@ class Maintenance:
                 ("reaper", self._reaper),
                 ("relay", self._relay),
                 ("dlq_retention", self._retention),
+                ("spend_reconciler", self._spend),
             )
             if s
         ]

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cluster.drivers import EngineSpec
+from cluster.engine_scopes import engine_scopes_for
 from cluster.supervisor import RuntimeConfig
 from pipeline.settings import Settings
 from pipeline.worker import WorkerConfig
@@ -77,7 +78,14 @@ class ClusterConfig:
             for f in fields(WorkerConfig)
             if f.name not in ("worker_id", "concurrency", "claim_batch")
         }
+        scopes: dict[str, Any] = {}
+        if self.engine.kind == "serve":
+            # Per engine, by tokens: the budget comes from the pools' KV caches and
+            # ``admission`` adds the rest (TTL, weights, a tighter max_in_flight).
+            engine_scopes, routes = engine_scopes_for(self.serve_pools(), overrides=self.admission)
+            scopes = {"engine_scopes": engine_scopes, "pool_routes": routes}
         return RuntimeConfig(
+            **scopes,
             engine_app=self.engine.app_name,
             engine="serve" if self.engine.kind == "serve" else "openai",
             provider_url=self.engine.base_url,

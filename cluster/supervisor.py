@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from cluster.engine_scopes import EngineScope, PoolRoute, engine_scopes_for
 from pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -80,8 +81,15 @@ class RuntimeConfig(BaseModel):
     concurrency: int = Field(4, ge=1, le=MAX_DRIVER_CONCURRENCY)
     #: Admission scope; None uses ``engine_app``.
     admission_scope: str | None = None
-    #: ``pipeline.admission.limits.AdmissionConfig`` fields other than ``scope``.
+    #: ``pipeline.admission.limits.AdmissionConfig`` fields other than ``scope``
+    #: (the one scope used when ``engine_scopes`` is empty, e.g. a hosted provider).
     admission: dict[str, Any] = Field(default_factory=dict)
+    #: One admission scope per inference engine, each with its token budget
+    #: (:func:`cluster.engine_scopes.engine_scopes_for`); empty: the one scope above.
+    engine_scopes: list[EngineScope] = Field(default_factory=list)
+    #: Every pool's context length and its engine's scope: an attempt asks the scope
+    #: of the pool the router will pick (:class:`cluster.engine_scopes.RoutedGate`).
+    pool_routes: list[PoolRoute] = Field(default_factory=list)
     #: Prefix of the actor names (``<prefix>-driver-0`` ...).
     actor_prefix: str = Field("fenceline", pattern=r"^[a-z][a-z0-9-]*$")
     #: What drivers call: ``serve`` (``engine_app``) or an OpenAI-compatible ``openai``
@@ -112,7 +120,16 @@ class RuntimeConfig(BaseModel):
         unknown = sorted(set(self.worker) - known)
         if unknown:
             raise ValueError(f"unknown worker fields {unknown}; known: {sorted(known)}")
+        scopes = {s.scope for s in self.engine_scopes}
+        if bool(scopes) != bool(self.pool_routes) or {r.scope for r in self.pool_routes} - scopes:
+            raise ValueError("engine_scopes and pool_routes must come together and agree")
         return self
+
+    def admission_scopes(self) -> dict[str, dict[str, Any]]:
+        """``{scope: AdmissionConfig fields}`` of every admission actor to run."""
+        if self.engine_scopes:
+            return {s.scope: s.admission for s in self.engine_scopes}
+        return {self.scope: self.admission}
 
 
 def runtime_config_for(pools: PoolsConfig) -> RuntimeConfig:
@@ -124,7 +141,12 @@ def runtime_config_for(pools: PoolsConfig) -> RuntimeConfig:
     their leases run down (Little's law: in flight = throughput × service time, and
     the engines bound the throughput). At least two drivers, so a killed driver
     never stops the runtime.
+
+    Admission is per engine: each engine's scope admits by a concurrent-token
+    budget from its KV-cache capacity (and its slots as ``max_in_flight``), and
+    pools ``served_by`` it share that scope (:func:`engine_scopes_for`).
     """
+    scopes, routes = engine_scopes_for(pools)
     slots = 0
     for pool in pools.engine_pools():
         replicas = pool.autoscaling.max_replicas if pool.autoscaling else pool.replicas
@@ -134,7 +156,8 @@ def runtime_config_for(pools: PoolsConfig) -> RuntimeConfig:
         engine_app=pools.app_name,
         drivers=drivers,
         concurrency=max(1, math.ceil(slots / drivers)),
-        admission={"max_in_flight": slots},
+        engine_scopes=scopes,
+        pool_routes=routes,
     )
 
 
@@ -169,10 +192,13 @@ class RuntimeSupervisor:
         maintenance = f"{cfg.actor_prefix}-maintenance"
         members = [
             _Member(
-                "admission",
-                lambda: _admission_actor(cfg.scope, cfg.admission, self.settings),
+                "admission" if len(cfg.admission_scopes()) == 1 else f"admission-{scope}",
+                _admission_factory(scope, limits, self.settings),
                 lambda h: h.start.remote(),
-            ),
+            )
+            for scope, limits in cfg.admission_scopes().items()
+        ]
+        members += [
             _Member(
                 ACTOR_NAME,
                 lambda: build_delivery_actor(self.settings, detached=True),
@@ -213,7 +239,7 @@ class RuntimeSupervisor:
             members.append(
                 _Member(
                     name,
-                    _driver_factory(name, worker, engine, self.settings, cfg.scope, ACTOR_NAME),
+                    _driver_factory(name, worker, engine, self.settings, cfg, ACTOR_NAME),
                     lambda h: h.start.remote(),
                 )
             )
@@ -329,9 +355,12 @@ def _driver_factory(
     worker: Any,
     engine: Any,
     settings: Settings,
-    scope: str,
+    cfg: RuntimeConfig,
     delivery_actor: str,
 ) -> Callable[[], Any]:
+    scope = None if cfg.pool_routes else cfg.scope
+    routes = [r.model_dump() for r in cfg.pool_routes] or None
+
     def create() -> Any:
         import ray
 
@@ -346,10 +375,23 @@ def _driver_factory(
                 max_restarts=-1,
                 max_concurrency=MAX_DRIVER_CONCURRENCY,
             )
-            .remote(settings, worker, engine, admission_scope=scope, delivery_actor=delivery_actor)
+            .remote(
+                settings,
+                worker,
+                engine,
+                admission_scope=scope,
+                admission_routes=routes,
+                delivery_actor=delivery_actor,
+            )
         )
 
     return create
+
+
+def _admission_factory(
+    scope: str, limits: Mapping[str, Any], settings: Settings
+) -> Callable[[], Any]:
+    return lambda: _admission_actor(scope, limits, settings)
 
 
 def _admission_actor(scope: str, limits: Mapping[str, Any], settings: Settings) -> Any:

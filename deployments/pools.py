@@ -205,6 +205,10 @@ class PoolConfig(BaseModel):
     #: Fraction of GPU memory (of host memory on CPU, where KV size comes from cpu.*).
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
     max_num_seqs: int = Field(16, ge=1)
+    #: KV-cache tokens of one replica (GPU): the N of vLLM's start-up log line
+    #: ``GPU KV cache size: N tokens``. Admission budgets the engine by it
+    #: (deployments/kv_cache.py); on CPU it is derived from ``cpu.kvcache_space_gib``.
+    kv_cache_tokens: int | None = Field(None, gt=0)
     max_num_batched_tokens: int | None = Field(None, ge=1)
     enable_prefix_caching: bool = True
     #: False compiles (torch.compile / CUDA graphs): the fastest measured; see PoolsConfig.eager.

@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     token_price_per_1k: Decimal = Field(Decimal("0.002"), ge=0)
     #: The budget period a tenant's ``spend_budget`` applies to.
     spend_period: Literal["day", "month"] = "month"
+    #: How often the maintenance actor charges reported usage and releases the
+    #: reservations of settled jobs (pipeline.tenants.SpendReconciler).
+    spend_reconcile_interval_seconds: float = Field(5.0, gt=0)
     #: Largest page of ``GET /v1/extraction-jobs``.
     page_size_max: int = Field(100, gt=0)
     #: Status streams: events replayed after Last-Event-ID before falling back to a snapshot.

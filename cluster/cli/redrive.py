@@ -65,7 +65,7 @@ async def _redrive_async(args: argparse.Namespace, settings: Settings) -> int:
             print(f"no tenant named {args.tenant!r}", file=sys.stderr)
             return 2
         if args.job is not None:
-            done = await redrive_job(pool, tenant.id, args.job, request)
+            done = await redrive_job(pool, tenant.id, args.job, request, settings=settings)
             print(json.dumps(done.__dict__, default=str, indent=2))
             return 0
         report = await redrive_matching(
@@ -78,6 +78,7 @@ async def _redrive_async(args: argparse.Namespace, settings: Settings) -> int:
                 limit=args.limit,
             ),
             request,
+            settings=settings,
         )
         out = {
             "redriven": [r.__dict__ for r in report.redriven],

@@ -233,6 +233,14 @@ def _tenants_usage(args: argparse.Namespace, settings: Settings) -> int:
         "spend": {
             "used": str(u.spent),
             "limit": str(t.spend_budget),
+            # used = reserved (held for unsettled jobs) + reconciled (reported usage)
+            "reserved": str(u.spend.reserved),
+            "reconciled": str(u.spend.reconciled),
+            "reserved_total": str(u.spend.reserved_total),
+            "released_total": str(u.spend.released_total),
+            "open_reservations": u.spend.open_reservations,
+            "charged_attempts": u.spend.charges,
+            "charged_tokens": u.spend.charged_tokens,
             "period": settings.spend_period,
             "seconds_to_next_period": round(u.seconds_to_next_period),
         },

@@ -282,6 +282,30 @@ class AdmissionPolicy:
             self._streak = 0
         return rec
 
+    def pending_release(
+        self,
+        grant_id: str,
+        usage: ReportedUsage | None = None,
+        *,
+        uncertain: bool = False,
+        attempted: bool = True,
+    ) -> Reconciliation | None:
+        """What :meth:`release` would settle, without settling; None if not open here.
+
+        The actor records this in the ledger *before* it frees the budget, so a
+        grant's ledger interval lies within the time the policy held it.
+        """
+        entry = self._open.get(grant_id)
+        if entry is None:
+            return None
+        return reconcile(
+            entry.grant,
+            usage,
+            uncertain=uncertain,
+            attempted=attempted,
+            count_cached_tokens=self.config.count_cached_tokens,
+        )
+
     def expire_overdue(self) -> list[Reconciliation]:
         """Expire grants held past ``grant_ttl_seconds``: permit back, fully charged."""
         now = self._clock()

@@ -382,7 +382,7 @@ class IntakeService:
             # same request hash and raises IdempotencyConflict for another.
             accepted = await self.store.accept(req, conn=conn)
             if accepted.created:
-                await self.admission.reserve(conn, tenant_id, demand)
+                await self.admission.reserve(conn, tenant_id, accepted.job_id, demand)
                 if self.accept_hook is not None:
                     await self.accept_hook(conn, accepted)
         return Receipt(accepted=accepted, idempotency_key=key, generated_key=generated)

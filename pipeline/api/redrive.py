@@ -139,6 +139,7 @@ async def redrive_one(
             job_id,
             _request(ctx, principal, body),
             clock=ctx.clock,
+            settings=ctx.settings,
         )
     except RedriveRefused as exc:
         raise ApiProblem(409, str(exc), reason=exc.reason, job_id=str(job_id)) from None
@@ -167,6 +168,7 @@ async def redrive_selection(
         ),
         _request(ctx, principal, body),
         clock=ctx.clock,
+        settings=ctx.settings,
     )
     return RedriveReportOut(
         redriven=[RedriveOut.of(r) for r in report.redriven], refused=report.refused

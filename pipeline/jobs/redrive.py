@@ -32,6 +32,8 @@ from pipeline.clock import Clock, DatabaseClock
 from pipeline.errors import NotFound, RedriveRefused
 from pipeline.jobs.records import EVENT_REQUESTED
 from pipeline.queries import q
+from pipeline.settings import Settings
+from pipeline.spend import cost_of, reserve_spend
 from pipeline.states import JobState
 
 
@@ -96,6 +98,7 @@ async def redrive_job(
     request: RedriveRequest,
     *,
     clock: Clock | None = None,
+    settings: Settings | None = None,
 ) -> Redriven:
     """Re-drive one of ``tenant_id``'s FAILED_TERMINAL jobs.
 
@@ -104,10 +107,13 @@ async def redrive_job(
         RedriveRefused: the job has a delivery (``reason='delivered'``, checked first:
             whatever its state, its result may be in the ERP), is not FAILED_TERMINAL
             (``'state'``) or has a stored result (``'has_result'``).
+
+    The job's estimated spend is reserved again (``settings``: price and budget
+    period), like an acceptance: a re-drive is new work the tenant pays for.
     """
     now = (clock or DatabaseClock()).now()
     async with pool.acquire() as conn, conn.transaction():
-        return await _redrive_locked(conn, tenant_id, job_id, request, now)
+        return await _redrive_locked(conn, tenant_id, job_id, request, now, settings or Settings())
 
 
 async def redrive_matching(
@@ -116,6 +122,7 @@ async def redrive_matching(
     request: RedriveRequest,
     *,
     clock: Clock | None = None,
+    settings: Settings | None = None,
 ) -> RedriveReport:
     """Re-drive every job of the tenant's selection, each in its own transaction.
 
@@ -139,7 +146,9 @@ async def redrive_matching(
     for job_id in ids:
         try:
             report.redriven.append(
-                await redrive_job(pool, selection.tenant_id, job_id, request, clock=clk)
+                await redrive_job(
+                    pool, selection.tenant_id, job_id, request, clock=clk, settings=settings
+                )
             )
         except RedriveRefused as exc:
             report.refused[job_id] = exc.reason
@@ -157,6 +166,7 @@ async def _redrive_locked(
     job_id: uuid.UUID,
     request: RedriveRequest,
     now: datetime | None,
+    settings: Settings,
 ) -> Redriven:
     job = await conn.fetchrow(q("job_lock_for_redrive"), job_id, tenant_id)
     if job is None:
@@ -187,6 +197,14 @@ async def _redrive_locked(
     )
     if row is None:  # pragma: no cover - the row is locked and checked above
         raise RedriveRefused(f"job {job_id} changed while re-driving", reason="state")
+    await reserve_spend(
+        conn,
+        tenant_id=tenant_id,
+        job_id=job_id,
+        amount=cost_of(job["estimated_tokens"], settings.token_price_per_1k),
+        period=settings.spend_period,
+        now=now,
+    )
     audit = await conn.fetchrow(
         q("job_redrive_insert"),
         uuid.uuid4(),

@@ -34,11 +34,14 @@ from pipeline.tenants.master_data import (
     upsert_supplier,
 )
 from pipeline.tenants.quotas import TenantQuota, demand_for
+from pipeline.tenants.reconciliation import ReconcileReport, SpendReconciler
 
 __all__ = [
     "SCOPES",
     "MasterDataCache",
     "Principal",
+    "ReconcileReport",
+    "SpendReconciler",
     "Tenant",
     "TenantQuota",
     "add_supplier",

@@ -26,6 +26,7 @@ import asyncpg
 from pipeline.errors import NotFound
 from pipeline.queries import q
 from pipeline.settings import Settings
+from pipeline.spend import TenantSpend, spend_for_tenant
 from pipeline.tenants.accounts import (
     Tenant,
     create_api_key,
@@ -69,6 +70,8 @@ class TenantUsage:
     pending_tokens: int
     spent: Decimal
     seconds_to_next_period: float
+    #: The period's spend split: held for unsettled work vs reported by attempts.
+    spend: TenantSpend
 
 
 def check_scopes(scopes: tuple[str, ...]) -> tuple[str, ...]:
@@ -199,6 +202,7 @@ async def tenant_usage(
     s = settings or Settings()
     t = await resolve_tenant(conn, tenant)
     row = await conn.fetchrow(q("tenant_admission_get"), t.id, s.spend_period, None)
+    spend = await spend_for_tenant(conn, t.id, s.spend_period)
     return TenantUsage(
         tenant=t,
         pending_jobs=int(row["jobs"]),
@@ -206,4 +210,5 @@ async def tenant_usage(
         pending_tokens=int(row["tokens"]),
         spent=Decimal(row["spent"]),
         seconds_to_next_period=float(row["seconds_to_next_period"]),
+        spend=spend,
     )

@@ -26,7 +26,7 @@ import math
 import time
 import uuid
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, Decimal
+from decimal import Decimal
 
 import asyncpg
 
@@ -34,11 +34,10 @@ from pipeline.clock import Clock, DatabaseClock
 from pipeline.errors import AdmissionRejected
 from pipeline.queries import q
 from pipeline.settings import Settings
+from pipeline.spend import cost_of, reserve_spend
 
 #: Namespace of the per-tenant admission advisory lock ("INTK").
 ADMISSION_LOCK_NAMESPACE = 0x494E544B
-
-_MICRO = Decimal("0.000001")
 
 
 @dataclass(frozen=True)
@@ -69,8 +68,7 @@ def estimate_tokens(byte_size: int, settings: Settings) -> int:
 
 def estimate_cost(tokens: int, settings: Settings) -> Decimal:
     """Spend reserved for ``tokens`` at the configured price, rounded up to 1e-6."""
-    raw = Decimal(tokens) * settings.token_price_per_1k / Decimal(1000)
-    return raw.quantize(_MICRO, rounding=ROUND_CEILING)
+    return cost_of(tokens, settings.token_price_per_1k)
 
 
 def demand_for(byte_size: int, settings: Settings) -> Demand:
@@ -187,12 +185,16 @@ class TenantQuota:
                 retry_after=max(retry, float(row["seconds_to_next_period"])),
             )
 
-    async def reserve(self, conn: asyncpg.Connection, tenant_id: uuid.UUID, demand: Demand) -> None:
-        """Record the accepted job's estimated spend in the current budget period."""
-        await conn.fetchval(
-            q("tenant_spend_reserve"),
-            tenant_id,
-            self.settings.spend_period,
-            self.clock.now(),
-            demand.cost,
+    async def reserve(
+        self, conn: asyncpg.Connection, tenant_id: uuid.UUID, job_id: uuid.UUID, demand: Demand
+    ) -> None:
+        """Hold the accepted job's estimated spend in the current budget period
+        (released by the spend reconciler once the job settles)."""
+        await reserve_spend(
+            conn,
+            tenant_id=tenant_id,
+            job_id=job_id,
+            amount=demand.cost,
+            period=self.settings.spend_period,
+            now=self.clock.now(),
         )

@@ -7,7 +7,7 @@
 -- a delivery (the result may already be in the ERP) or a stored result (a
 -- reviewer's rejection, not a failure to retry).
 SELECT j.id, j.tenant_id, j.state, j.state_version, j.attempt, j.max_attempts,
-       j.terminal_reason, j.last_error_class, j.schema_version,
+       j.terminal_reason, j.last_error_class, j.schema_version, j.estimated_tokens,
        EXISTS (SELECT 1 FROM deliveries d WHERE d.job_id = j.id) AS has_delivery,
        EXISTS (SELECT 1 FROM extraction_results r WHERE r.job_id = j.id) AS has_result
 FROM extraction_jobs j

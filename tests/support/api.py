@@ -70,7 +70,14 @@ async def count_rows(pool: asyncpg.Pool, *tables: str) -> dict[str, int]:
         return {t: int(await conn.fetchval(f"SELECT count(*) FROM {t}")) for t in tables}
 
 
-WRITTEN_TABLES = ("extraction_jobs", "outbox_events", "documents", "job_events", "tenant_spend")
+WRITTEN_TABLES = (
+    "extraction_jobs",
+    "outbox_events",
+    "documents",
+    "job_events",
+    "tenant_spend",
+    "spend_reservations",
+)
 
 
 def _bound_socket() -> socket.socket:

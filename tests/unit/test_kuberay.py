@@ -34,6 +34,7 @@ from cluster.supervisor import (
     RuntimeConfig,
     runtime_config_for,
 )
+from deployments.kv_cache import engine_kv_cache_tokens
 from deployments.pools import PoolsConfig, load_pools
 from kuberay import generate
 from kuberay.kustomize import json_patch, render, strategic_merge
@@ -470,6 +471,9 @@ def test_embedded_serve_config_matches_the_pools_file(
 
     runtime = RuntimeConfig.model_validate(apps["fenceline-runtime"]["args"])
     assert runtime.engine_app == pools.app_name
+    # The generated serveConfigV2 carries the per-engine token budgets.
+    assert runtime.engine_scopes == runtime_config_for(pools).engine_scopes
+    assert all(s.admission["max_concurrent_tokens"] > 0 for s in runtime.engine_scopes)
 
 
 @pytest.mark.parametrize("pools_file", ["deployments/pools.yaml", "deployments/pools.gpu.yaml"])
@@ -485,7 +489,18 @@ def test_runtime_sizing_fills_every_engine_slot(pools_file: str):
     assert runtime.drivers >= 2
     assert slots <= runtime.drivers * runtime.concurrency < slots + runtime.drivers
     assert runtime.concurrency <= MAX_DRIVER_CONCURRENCY
-    assert runtime.admission == {"max_in_flight": slots}
+    # Admission is per engine and by tokens: one scope per engine, its budget below
+    # the engine's KV cache (deployments/kv_cache.py), its slots as max_in_flight.
+    assert runtime.admission == {}
+    engines = pools.engine_pools()
+    assert [s.scope for s in runtime.engine_scopes] == [
+        f"{pools.app_name}-{p.deployment_name}" for p in engines
+    ]
+    for scope, engine in zip(runtime.engine_scopes, engines, strict=True):
+        replicas = engine.autoscaling.max_replicas if engine.autoscaling else engine.replicas
+        assert scope.admission["max_in_flight"] == engine.max_num_seqs * replicas
+        assert 0 < scope.admission["max_concurrent_tokens"] <= engine_kv_cache_tokens(engine)
+    assert sum(s.admission["max_in_flight"] for s in runtime.engine_scopes) == slots
 
 
 # ---------------------------------------------------------------- cluster shape

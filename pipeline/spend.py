@@ -1,0 +1,105 @@
+"""Tenant spend: what a token costs, what admission holds, what attempts used.
+
+``tenant_spend`` has two columns per tenant and budget period, and admission
+checks their sum against the tenant's ``spend_budget``:
+
+* ``reserved``: spend held for work not yet settled. Every admission (the
+  acceptance, and each re-drive) adds the job's estimate and writes a
+  ``spend_reservations`` row in the same transaction; once the job settles the
+  :class:`~pipeline.tenants.SpendReconciler` releases the row and takes its
+  amount off again. Invariant: ``reserved`` equals the sum of the open rows.
+* ``reconciled``: spend the attempts reported. Each ended attempt is charged
+  once (``spend_charges``, keyed by job and fence) at :func:`cost_of` its
+  prompt + completion tokens. Invariant: ``reconciled`` equals the sum of the
+  charges.
+
+So a failed job holds nothing after it settles beyond what its attempts used,
+and a job cheaper than its estimate frees the difference. Money is
+:class:`~decimal.Decimal` end to end (``numeric(18, 6)`` in the database).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import ROUND_CEILING, Decimal
+
+import asyncpg
+
+from pipeline.queries import q
+
+MICRO = Decimal("0.000001")
+
+
+def cost_of(tokens: int, price_per_1k: Decimal) -> Decimal:
+    """Spend for ``tokens`` at ``price_per_1k``, rounded up to 1e-6.
+
+    The same rounding as ``spend_charge_attempts`` applies in SQL, so a charge
+    computed here and one written there agree to the micro-unit.
+    """
+    raw = Decimal(tokens) * price_per_1k / Decimal(1000)
+    return raw.quantize(MICRO, rounding=ROUND_CEILING)
+
+
+@dataclass(frozen=True)
+class TenantSpend:
+    """One tenant's spend in one budget period."""
+
+    period_start: datetime
+    #: Held for unsettled work (open reservations).
+    reserved: Decimal
+    #: What the attempts reported, charged at the token price.
+    reconciled: Decimal
+    #: Every reservation of the period, released or not.
+    reserved_total: Decimal
+    #: The part of ``reserved_total`` released after its job settled.
+    released_total: Decimal
+    open_reservations: int
+    charged_tokens: int
+    charges: int
+
+    @property
+    def spent(self) -> Decimal:
+        """What admission checks against the budget."""
+        return self.reserved + self.reconciled
+
+
+async def reserve_spend(
+    conn: asyncpg.Connection,
+    *,
+    tenant_id: uuid.UUID,
+    job_id: uuid.UUID,
+    amount: Decimal,
+    period: str,
+    now: datetime | None,
+) -> uuid.UUID:
+    """Hold ``amount`` for ``job_id`` in the current period; returns the reservation id.
+
+    Must run in the transaction that admits the job (accept or re-drive), so the
+    reservation exists exactly when the job does.
+    """
+    await conn.fetchval(q("tenant_spend_reserve"), tenant_id, period, now, amount)
+    rid = await conn.fetchval(
+        q("spend_reservation_insert"), uuid.uuid4(), job_id, tenant_id, period, now, amount
+    )
+    if rid is None:  # pragma: no cover - an INSERT without ON CONFLICT returns its row
+        raise RuntimeError(f"reservation of job {job_id} was not written")
+    return rid  # type: ignore[no-any-return]
+
+
+async def spend_for_tenant(
+    conn: asyncpg.Connection, tenant_id: uuid.UUID, period: str, now: datetime | None = None
+) -> TenantSpend:
+    """The tenant's spend in the period containing ``now`` (the database's now if None)."""
+    row = await conn.fetchrow(q("spend_get_for_tenant"), tenant_id, period, now)
+    return TenantSpend(
+        period_start=row["period_start"],
+        reserved=Decimal(row["reserved"]),
+        reconciled=Decimal(row["reconciled"]),
+        reserved_total=Decimal(row["reserved_total"]),
+        released_total=Decimal(row["released_total"]),
+        open_reservations=int(row["open_reservations"]),
+        charged_tokens=int(row["charged_tokens"]),
+        charges=int(row["charges"]),
+    )
