@@ -283,6 +283,9 @@ class Scheduler:
                 report = await self.run_once()
             except TRANSIENT_DB_ERRORS as exc:
                 log.warning("scheduler scan failed: %s", exc)
+            except Exception:  # any failed scan is retried; it never ends the loop (the
+                # outbox relay died silently this way after a killed backend, issue 17)
+                log.exception("scheduler scan failed; retrying")
             else:
                 if report.next_due_in_seconds is not None:
                     sleep = max(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
+from typing import Any
 
 import asyncpg
 import pytest
@@ -249,3 +250,36 @@ async def test_with_a_broker_the_scan_still_runs_and_every_job_completes(dsn: st
             or 0
         ) >= 1
         await pool.close()
+
+
+async def test_a_scan_that_fails_unexpectedly_is_retried_and_the_loop_lives_on(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    """Any failed scan is logged and retried: an exception that is not a transient
+    database error used to end the loop silently (the outbox relay died this way)."""
+
+    class Flaky(Scheduler):
+        failures = 0
+
+        async def run_once(self) -> Any:
+            if self.failures < 2:
+                self.failures += 1
+                raise RuntimeError("unexpected")
+            return await super().run_once()
+
+    store = JobStore(pool, Settings(database_url=dsn))
+    tenant = await new_tenant(pool)
+    scheduler = Flaky(
+        pool,
+        Settings(database_url=dsn),
+        config=SchedulerConfig(listen=False, scan_interval_seconds=0.05),
+    )
+    token = scheduler.signal.token()
+    await scheduler.start()
+    try:
+        await accept_many(store, tenant, 1)
+        await asyncio.wait_for(scheduler.signal.wait(token), 10)
+        assert scheduler.failures == 2
+        assert scheduler._task is not None and not scheduler._task.done()
+    finally:
+        await scheduler.stop()
