@@ -30,9 +30,11 @@ async def test_invoice_rows_join_results_failures_and_erp_applications(
     await store.succeed(
         ok, result=truth, usage=AttemptUsage(prompt_tokens=500, completion_tokens=812)
     )
+    # Another supplier invoice (its own number): the same one would also be a
+    # duplicate_invoice of the first job (issue 20), which is not what this row shows.
     await store.succeed(
         review,
-        result=truth,
+        result={**truth, "invoice_number": {**truth["invoice_number"], "value": "OTHER-1"}},
         validation={"reasons": [{"code": "supplier_confusable", "field": "supplier.name"}]},
         decision=JobState.REVIEW_REQUIRED,
     )
