@@ -60,8 +60,23 @@ async def _wait_dead(pid: int, timeout: float) -> bool:
     return False
 
 
+#: How long a call waits for an actor that is restarting (a fault right after another).
+ACTOR_UNAVAILABLE_WAIT_S = 60.0
+
+
 async def _call(handle: Any, method: str, *args: Any) -> Any:
-    return await asyncio.wrap_future(getattr(handle, method).remote(*args).future())
+    """Call an actor method; while the actor is (re)starting, try again, bounded (a
+    2,000-invoice run armed a driver seconds after the previous fault restarted it)."""
+    from ray.exceptions import ActorUnavailableError
+
+    deadline = time.monotonic() + ACTOR_UNAVAILABLE_WAIT_S
+    while True:
+        try:
+            return await asyncio.wrap_future(getattr(handle, method).remote(*args).future())
+        except ActorUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
 
 
 async def _crash_at(member: Member, point: str) -> tuple[bool, str]:

@@ -17,7 +17,7 @@ import json
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -191,9 +191,7 @@ async def _metrics(
 
 async def run_chaos(opts: ChaosOptions) -> ChaosResult:
     """One chaos run end to end; see the module docstring."""
-    # Every submission its own supplier invoice: a repeated one is, rightly, a
-    # duplicate_invoice for review (issue 20) and would leave the faults no work.
-    cfg = replace(opts.stack, corpus=max(opts.stack.corpus, opts.invoices))
+    cfg = opts.stack
     faults = fault_schedule(
         opts.seed, opts.kinds, rounds=opts.rounds, start_s=opts.start_s, gap_s=opts.gap_s,
         duration_s=opts.duration_s, drivers=cfg.drivers,

@@ -78,6 +78,11 @@ def chaos_settings(dsn: str, amqp_url: str, tag: str, cfg: StackConfig, erp_port
         amqp_dead_letter_exchange=f"{tag}.dlx",
         amqp_dead_letter_queue=f"{tag}.dlq",
         amqp_confirm_timeout_seconds=2.0,
+        # The submissions cycle through a corpus (a consistent corpus of thousands of
+        # distinct suppliers cannot be drawn), so the same supplier invoice is many jobs:
+        # with the duplicate check they would rightly go to review and leave the faults
+        # no work. The check itself is tested in tests/integration/test_duplicate_invoices.py.
+        duplicate_invoice_check=False,
         amqp_connect_timeout_seconds=2.0,
         lease_seconds=cfg.lease_s,
         heartbeat_seconds=cfg.lease_s / 4,
