@@ -59,6 +59,7 @@ from pipeline.admission.limits import (
     AdmissionConfig,
 )
 from pipeline.admission.state import AdmissionSnapshot, Charge, FlowKey, OpenGrant, Ticket
+from pipeline.admission.window import ChargeWindow, Dimension
 from pipeline.errors import ReservationTooLarge
 from pipeline.usage import ReportedUsage
 
@@ -82,9 +83,7 @@ class AdmissionPolicy:
         self.config = config
         self._clock = clock
         self._new_id = new_id
-        self._charges: deque[Charge] = deque()
-        self._window_requests = 0
-        self._window_tokens = 0
+        self._window = ChargeWindow(config.window_seconds)
         self._open: dict[str, OpenGrant] = {}
         self._open_tokens = 0
         self._tenant_open: Counter[str] = Counter()
@@ -351,7 +350,7 @@ class AdmissionPolicy:
         """
         now = self._clock()
         used = 0
-        charges = list(self._charges)
+        charges = list(self._window.charges)
         for r in records:
             is_open = r.outcome is GrantOutcome.GRANTED
             settled_long_ago = not is_open and r.age_seconds >= self.config.window_seconds
@@ -368,18 +367,15 @@ class AdmissionPolicy:
                 )  # fmt: skip
                 self._add_open(grant, charge)
             used += 1
-        charges.sort(key=lambda c: c.t)
-        self._charges = deque(charges)
-        self._window_requests = sum(c.requests for c in charges)
-        self._window_tokens = sum(c.tokens for c in charges)
-        self._prune(now)
+        self._window.replace(charges)
+        self._window.prune(now)
         return used
 
     # ---- reading ---------------------------------------------------------------
 
     def snapshot(self) -> AdmissionSnapshot:
         now = self._clock()
-        self._prune(now)
+        self._window.prune(now)
         queued: Counter[str] = Counter()
         for t in self._tickets.values():
             queued[t.tenant] += 1
@@ -389,8 +385,8 @@ class AdmissionPolicy:
             in_flight_tokens=self._open_tokens,
             tenant_in_flight={k: v for k, v in self._tenant_open.items() if v},
             queued=dict(queued),
-            window_requests=self._window_requests,
-            window_tokens=self._window_tokens,
+            window_requests=self._window.requests,
+            window_tokens=self._window.tokens,
             cooldown_remaining=max(0.0, self._cooldown_until - now),
             granted_total=self._granted_total,
             expired_total=self._expired_total,
@@ -424,18 +420,6 @@ class AdmissionPolicy:
         del self._flows[key]
         del self._deficit[key]
 
-    def _prune(self, now: float) -> None:
-        horizon = self.config.window_seconds
-        while self._charges and now - self._charges[0].t >= horizon:
-            c = self._charges.popleft()
-            if not c.settled:  # still in flight: the provider may not have seen it yet
-                c.t = now
-                self._charges.append(c)
-                continue
-            c.in_window = False
-            self._window_requests -= c.requests
-            self._window_tokens -= c.tokens
-
     def _global_block(self, cost: int, now: float) -> tuple[WaitReason, float] | None:
         cfg = self.config
         if now < self._cooldown_until:
@@ -446,21 +430,19 @@ class AdmissionPolicy:
             self._open_tokens + cost > cfg.max_concurrent_tokens
         ):
             return WaitReason.CONCURRENT_TOKENS, cfg.recheck_seconds
-        self._prune(now)
-        if cfg.rpm is not None and self._window_requests + 1 > cfg.rpm:
-            return WaitReason.RPM, self._eta(now, self._window_requests + 1 - cfg.rpm, "requests")
-        if cfg.tpm is not None and self._window_tokens + cost > cfg.tpm:
-            return WaitReason.TPM, self._eta(now, self._window_tokens + cost - cfg.tpm, "tokens")
+        window = self._window
+        window.prune(now)
+        if cfg.rpm is not None and window.requests + 1 > cfg.rpm:
+            need = window.requests + 1 - cfg.rpm
+            return WaitReason.RPM, self._eta(now, need, "requests")
+        if cfg.tpm is not None and window.tokens + cost > cfg.tpm:
+            return WaitReason.TPM, self._eta(now, window.tokens + cost - cfg.tpm, "tokens")
         return None
 
-    def _eta(self, now: float, need: int, dimension: str) -> float:
+    def _eta(self, now: float, need: int, dimension: Dimension) -> float:
         """Seconds until charges worth ``need`` of ``dimension`` leave the window."""
-        freed = 0
-        for c in self._charges:
-            freed += getattr(c, dimension)
-            if freed >= need:
-                return max(0.0, c.t + self.config.window_seconds - now) + _EPSILON
-        return self.config.recheck_seconds
+        eta = self._window.eta(now, need, dimension, fallback=-1.0)
+        return self.config.recheck_seconds if eta < 0 else eta + _EPSILON
 
     def _grant(self, ticket: Ticket, now: float) -> Grant:
         grant = Grant(
@@ -477,9 +459,7 @@ class AdmissionPolicy:
             fence=ticket.fence,
         )
         charge = Charge(now, 1, ticket.cost)
-        self._charges.append(charge)
-        self._window_requests += 1
-        self._window_tokens += ticket.cost
+        self._window.add(charge)
         self._add_open(grant, charge)
         self._granted_total += 1
         return grant
@@ -495,18 +475,7 @@ class AdmissionPolicy:
         """Return the permit and rewrite the window charge to the settled amount."""
         self._open_tokens -= entry.grant.reserved_tokens
         self._tenant_open[entry.grant.tenant] -= 1
-        charge = entry.charge
         requests = 1 if rec.request_charged else 0
-        # The provider counts a call when it arrives, somewhere between our grant and
-        # this release: keep the charge in the window until ``window_seconds`` after
-        # the release, so no provider-side window can see more than we admitted.
-        if charge.in_window:
-            self._window_requests -= charge.requests
-            self._window_tokens -= charge.tokens
-            self._charges.remove(charge)
-        charge.t, charge.in_window, charge.settled = self._clock(), True, True
-        charge.requests, charge.tokens = requests, rec.charged_tokens
-        self._charges.append(charge)
-        self._window_requests += requests
-        self._window_tokens += rec.charged_tokens
+        # In the window until ``window_seconds`` after the release (see ChargeWindow).
+        self._window.settle(entry.charge, self._clock(), requests, rec.charged_tokens)
         self._refunded_total += rec.refunded_tokens

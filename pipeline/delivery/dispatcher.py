@@ -13,18 +13,19 @@ import logging
 import random
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
-from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from pipeline import checkpoints
 from pipeline.clock import Clock, DatabaseClock
+from pipeline.delivery.claims import Claim, DispatchReport
 from pipeline.delivery.deliveries import NOTIFY_CHANNEL
 from pipeline.delivery.egress_client import EgressClient, HttpOutcome
 from pipeline.delivery.endpoints import SecretBox, disable_endpoint, signing_keys
+from pipeline.delivery.metrics import DeliveryMetrics
 from pipeline.delivery.policy import DeliveryConfig, Verdict, classify
 from pipeline.delivery.signing import webhook_headers
 from pipeline.errors import LeaseLost
@@ -34,60 +35,6 @@ from pipeline.queries import q
 from pipeline.tracing import SPAN_DELIVERY, Span, SpanKind, job_span, set_error
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One in-flight delivery owned by this dispatcher under ``fence``."""
-
-    id: uuid.UUID
-    tenant_id: uuid.UUID
-    endpoint_id: uuid.UUID
-    job_id: uuid.UUID
-    event_type: str
-    body: bytes
-    body_sha256: str
-    attempt: int
-    fence: int
-    lease_until: datetime
-    url: str
-    #: The job's trace (pipeline/tracing.py); each attempt is a span in it.
-    traceparent: str | None = None
-
-
-@dataclass
-class DispatchReport:
-    claimed: int = 0
-    reaped: int = 0
-    outcomes: dict[str, int] = field(default_factory=dict)
-
-    def count(self, outcome: str) -> int:
-        return self.outcomes.get(outcome, 0)
-
-
-class DeliveryMetrics:
-    """Delivery series on a registry of their own (bounded labels, no ids)."""
-
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry(auto_describe=True)
-        self.attempts = Counter(
-            "fenceline_delivery_attempts",
-            "Delivery attempts by outcome",
-            ["outcome"],
-            registry=self.registry,
-        )
-        self.attempt_seconds = Histogram(
-            "fenceline_delivery_attempt_seconds",
-            "Time from request start to the last response byte (or failure)",
-            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
-            registry=self.registry,
-        )
-        self.alerts = Counter(
-            "fenceline_delivery_alerts",
-            "Operational alerts: auth, egress_blocked, breaker_opened, endpoint_disabled",
-            ["kind"],
-            registry=self.registry,
-        )
 
 
 #: Test seam: awaited after the response, before the outcome commits.

@@ -4,7 +4,8 @@ This is the package's surface: other packages import these names from here,
 never from a module inside.
 """
 
-from pipeline.worker.attempt import AttemptRunner, WorkerConfig
+from pipeline.worker.attempt import AttemptRunner
+from pipeline.worker.contracts import WorkerConfig
 from pipeline.worker.loop import DriverLoop
 
 __all__ = [

@@ -22,11 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from opentelemetry import trace as trace_api
 
@@ -42,7 +40,6 @@ from pipeline.errors import (
     TerminalError,
 )
 from pipeline.extraction import (
-    DEFAULT_CONTRACT,
     Completion,
     Engine,
     ExtractionCall,
@@ -67,7 +64,7 @@ from pipeline.tracing import (
     set_error,
     set_timeout,
 )
-from pipeline.usage import AttemptUsage, ReportedUsage
+from pipeline.usage import AttemptUsage
 from pipeline.validation import (
     DEFAULT_POLICY,
     Decision,
@@ -75,75 +72,10 @@ from pipeline.validation import (
     ValidationPolicy,
     unvalidated_outcome,
 )
+from pipeline.worker.call_usage import recorded_usage, spent_usage
+from pipeline.worker.contracts import AdmissionGate, AttemptReport, Unlimited, WorkerConfig
 
 log = logging.getLogger(__name__)
-
-
-class AdmissionGate(Protocol):
-    """The slice of the admission budget a driver needs (see ``cluster/admission.py``)."""
-
-    async def acquire(
-        self,
-        *,
-        tenant: str,
-        prompt_tokens: int,
-        max_output_tokens: int,
-        priority: int,
-        timeout: float,
-        job_id: str | None = None,
-        fence: int | None = None,
-    ) -> Any:
-        """Block until granted; raise :class:`RetryableError` if not granted in time."""
-        ...
-
-    async def release(self, grant: Any, *, usage: AttemptUsage | None, uncertain: bool) -> None: ...
-
-    async def cooldown(self, seconds: float) -> None: ...
-
-
-class Unlimited:
-    """No admission budget (tests of the job protocol alone; never the default run)."""
-
-    async def acquire(self, **_: Any) -> Any:
-        return None
-
-    async def release(self, grant: Any, **_: Any) -> None:
-        del grant
-
-    async def cooldown(self, seconds: float) -> None:
-        del seconds
-
-
-@dataclass(frozen=True)
-class WorkerConfig:
-    """Per-driver knobs; the timeout math keeps lease > attempt + commit margin."""
-
-    worker_id: str
-    concurrency: int = 4
-    claim_batch: int = 4
-    attempt_timeout_seconds: float = 45.0
-    commit_margin_seconds: float = 5.0
-    heartbeat_seconds: float = 30.0
-    admission_timeout_seconds: float = 300.0
-    #: A cap on ``max_tokens`` below what the contract derives from each document.
-    max_output_tokens: int | None = None
-    include_schema_in_prompt: bool = False
-    #: The extraction contract (``pipeline.extraction.extractor.CONTRACTS``) new attempts use.
-    contract: str = DEFAULT_CONTRACT
-    idle_poll_seconds: float = 2.0
-    #: Most successes one transaction commits (group commit: those that finish while
-    #: a commit is in flight go together in the next, each under its own fence;
-    #: :mod:`pipeline.jobs.group_commit`); 1 commits every success alone.
-    settle_batch: int = 16
-
-
-@dataclass
-class AttemptReport:
-    job_id: uuid.UUID
-    fence: int
-    outcome: str
-    detail: str = ""
-    completion: Completion | None = None
 
 
 CompletedCallback = Callable[[Settled], Awaitable[None]]
@@ -328,7 +260,7 @@ class AttemptRunner:
         try:
             completion = call.result()
         except RetryableError as exc:
-            spent = _spent(exc, self.engine.name)
+            spent = spent_usage(exc, self.engine.name)
             # Reported usage settles the charge exactly (a truncated answer was billed).
             uncertain = exc.uncertain and spent is None
             await self.admission.release(grant, usage=spent, uncertain=uncertain)
@@ -336,7 +268,7 @@ class AttemptRunner:
                 await self.admission.cooldown(exc.retry_after)
             return await self._retry(lease, exc, spent)
         except TerminalError as exc:
-            spent = _spent(exc, self.engine.name)
+            spent = spent_usage(exc, self.engine.name)
             await self.admission.release(grant, usage=spent, uncertain=False)
             await self._settle(
                 self.store.fail(
@@ -349,7 +281,7 @@ class AttemptRunner:
             )
             return AttemptReport(lease.job_id, lease.fence, "failed_terminal", str(exc))
         checkpoints.reached(checkpoints.ATTEMPT_ANSWERED)  # answered, nothing committed
-        usage = _recorded(completion.usage, completion.pool or completion.engine)
+        usage = recorded_usage(completion.usage, completion.pool or completion.engine)
         await self.admission.release(grant, usage=usage, uncertain=False)
         return await self._commit(lease, text, master, completion, usage, request)
 
@@ -551,18 +483,3 @@ def _describe_call(span: Span, call: asyncio.Task[Completion], bound: str) -> No
             span.set_attribute("fenceline.retry_after_seconds", exc.retry_after)
     else:
         set_error(span, type(exc).__name__, str(exc))
-
-
-def _recorded(u: ReportedUsage, engine: str) -> AttemptUsage:
-    """An engine's reported usage as the attempt row records it."""
-    return AttemptUsage(
-        prompt_tokens=u.prompt_tokens,
-        completion_tokens=u.completion_tokens,
-        cached_tokens=u.cached_tokens,
-        engine=engine,
-    )
-
-
-def _spent(exc: FencelineError, engine: str) -> AttemptUsage | None:
-    """The usage a failed call still reported (see ``FencelineError.usage``)."""
-    return None if exc.usage is None else _recorded(exc.usage, exc.engine or engine)

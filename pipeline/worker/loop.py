@@ -15,7 +15,8 @@ from typing import Any
 
 from pipeline.jobs import Lease
 from pipeline.messaging import WorkSignal
-from pipeline.worker.attempt import AttemptReport, AttemptRunner
+from pipeline.worker.attempt import AttemptRunner
+from pipeline.worker.contracts import AttemptReport
 
 log = logging.getLogger(__name__)
 

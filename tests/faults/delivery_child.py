@@ -11,7 +11,7 @@ import asyncio
 import sys
 
 from pipeline.database import create_pool
-from pipeline.delivery.dispatcher import Claim
+from pipeline.delivery.claims import Claim
 from pipeline.delivery.egress_client import HttpOutcome
 from tests.support.delivery import dispatcher_for
 

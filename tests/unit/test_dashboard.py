@@ -18,7 +18,7 @@ from cluster.admission_client import AdmissionClientMetrics
 from deployments.engine_metrics import EngineMetrics
 from kuberay.monitoring.dashboard import OUT, dashboard
 from pipeline.api.metrics import IntakeMetrics
-from pipeline.delivery.dispatcher import DeliveryMetrics
+from pipeline.delivery.metrics import DeliveryMetrics
 from pipeline.jobs import JobMetrics
 from pipeline.messaging import BrokerMetrics
 
