@@ -6,17 +6,19 @@ on the lease having expired, so any number of reapers may run at once.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from pipeline.jobs.records import ReapReport
 from pipeline.jobs.store import JobStore
+from pipeline.periodic import PeriodicPass
 
 log = logging.getLogger(__name__)
 
 
-class Reaper:
+class Reaper(PeriodicPass):
     """start()/stop() around a periodic :meth:`run_once`."""
+
+    pass_name = "reaper pass"
 
     def __init__(self, store: JobStore, *, interval_seconds: float = 5.0, batch: int = 100) -> None:
         if interval_seconds <= 0 or batch <= 0:
@@ -25,8 +27,6 @@ class Reaper:
         self.interval_seconds = interval_seconds
         self.batch = batch
         self.total = ReapReport()
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = asyncio.Event()
 
     async def run_once(self) -> ReapReport:
         """Reap until a batch comes back short; return what this call moved."""
@@ -46,25 +46,5 @@ class Reaper:
             await self.store.metrics.sample(conn, self.store.clock.now())
         return report
 
-    async def start(self) -> None:
-        if self._task is not None:
-            raise RuntimeError("reaper already started")
-        self._stopping.clear()
-        self._task = asyncio.create_task(self._run(), name="reaper")
-
-    async def stop(self) -> None:
-        self._stopping.set()
-        if self._task is not None:
-            await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                await self.run_once()
-            except Exception:  # a transient database error must not end the loop
-                log.exception("reaper pass failed")
-            try:
-                await asyncio.wait_for(self._stopping.wait(), self.interval_seconds)
-            except TimeoutError:
-                continue
+    def pass_interval(self) -> float:
+        return self.interval_seconds

@@ -10,7 +10,6 @@ to explain a job is lost. The maintenance actor runs it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -18,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 
 from pipeline.clock import Clock, DatabaseClock
+from pipeline.periodic import PeriodicPass
 from pipeline.queries import q
 from pipeline.settings import Settings
 
@@ -44,8 +44,10 @@ class RetentionConfig:
         )
 
 
-class DeadLetterRetention:
+class DeadLetterRetention(PeriodicPass):
     """start()/stop() around a periodic :meth:`run_once`."""
+
+    pass_name = "dlq retention pass"
 
     def __init__(
         self, pool: asyncpg.Pool, config: RetentionConfig, *, clock: Clock | None = None
@@ -54,8 +56,6 @@ class DeadLetterRetention:
         self.config = config
         self.clock = clock or DatabaseClock()
         self.purged = 0
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = asyncio.Event()
 
     async def run_once(self) -> int:
         """Purge every letter past retention, a batch at a time; return how many."""
@@ -75,25 +75,5 @@ class DeadLetterRetention:
         self.purged += total
         return total
 
-    async def start(self) -> None:
-        if self._task is not None:
-            raise RuntimeError("dlq retention already started")
-        self._stopping.clear()
-        self._task = asyncio.create_task(self._run(), name="dlq-retention")
-
-    async def stop(self) -> None:
-        self._stopping.set()
-        if self._task is not None:
-            await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                await self.run_once()
-            except Exception:  # a transient database error must not end the loop
-                log.exception("dlq retention pass failed")
-            try:
-                await asyncio.wait_for(self._stopping.wait(), self.config.interval_seconds)
-            except TimeoutError:
-                continue
+    def pass_interval(self) -> float:
+        return self.config.interval_seconds

@@ -13,13 +13,13 @@ invariants it keeps.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 
 import asyncpg
 
 from pipeline.clock import Clock, DatabaseClock
+from pipeline.periodic import PeriodicPass
 from pipeline.queries import q
 from pipeline.settings import Settings
 
@@ -34,8 +34,10 @@ class ReconcileReport:
     released: int
 
 
-class SpendReconciler:
+class SpendReconciler(PeriodicPass):
     """start()/stop() around a periodic :meth:`run_once`."""
+
+    pass_name = "spend reconciliation pass"
 
     def __init__(
         self,
@@ -53,8 +55,6 @@ class SpendReconciler:
         self.interval_seconds = interval_seconds
         self.batch = batch
         self.clock = clock or DatabaseClock()
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = asyncio.Event()
 
     async def run_once(self) -> ReconcileReport:
         """Charge and release until nothing is left; charges first, so a settled
@@ -92,25 +92,5 @@ class SpendReconciler:
                 )
         return int(row[column])
 
-    async def start(self) -> None:
-        if self._task is not None:
-            raise RuntimeError("spend reconciler already started")
-        self._stopping.clear()
-        self._task = asyncio.create_task(self._run(), name="spend-reconciler")
-
-    async def stop(self) -> None:
-        self._stopping.set()
-        if self._task is not None:
-            await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                await self.run_once()
-            except Exception:  # a transient database error must not end the loop
-                log.exception("spend reconciliation pass failed")
-            try:
-                await asyncio.wait_for(self._stopping.wait(), self.interval_seconds)
-            except TimeoutError:
-                continue
+    def pass_interval(self) -> float:
+        return self.interval_seconds
