@@ -76,7 +76,7 @@ async def test_relay_keeps_publishing_while_its_backends_are_terminated(
                 async with pool.acquire() as conn:
                     kills += len(await conn.fetch(q("chaos_backend_terminate"), [APP]))
             assert relay.running, f"the relay loop ended after {kills} terminations"
-        await relay.wait_drained(30)
+        await relay.wait_drained(120)  # 30 s timed out once under a loaded full suite
         assert relay.running and not relay.stalled()
         assert relay.progress.failed_rounds >= 1  # the terminations did hit rounds
         assert await published_via_broker(pool) == (300, 300)
