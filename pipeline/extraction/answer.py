@@ -12,7 +12,10 @@ number and date, and rejects what it cannot find.
 Every generation is bounded (rule 16). :func:`answer_schema` builds a grammar
 per document: amounts, dates, IBANs and currencies are ``enum`` s of what the
 text prints, line numbers are ``enum`` s of the lines that hold numbers, free
-text has ``maxLength`` and every array ``maxItems``; the engine emits compact
+descriptions are ``enum`` s of the rows' description cells
+(:func:`pipeline.extraction.rows.description_cells`: a small model shortened, merged or
+made up descriptions when they were free text), other free text has ``maxLength`` and
+every array ``maxItems``; the engine emits compact
 JSON (``structured_outputs_config.disable_any_whitespace`` on the vLLM engine,
 ``deployments/pools.py``) and :func:`max_output_tokens` sizes ``max_tokens``
 from the document's candidate lines rather than one fixed cap.
@@ -39,6 +42,7 @@ from pipeline.extraction.numbers import (
     uses_space_groups,
 )
 from pipeline.extraction.prompts import fence_tag
+from pipeline.extraction.rows import description_cells
 from pipeline.validation import (
     CURRENCY_SYMBOLS,
     IBAN_LENGTHS,
@@ -195,12 +199,17 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
     amounts = amount_strings(ocr_text, mark, space_groups=uses_space_groups(ocr_text, mark))
     dates = invoice_dates(doc, date_candidates(ocr_text))
     lines = item_line_candidates(doc, mark)
+    cells = [
+        c
+        for c in description_cells(doc, mark, uses_space_groups(ocr_text, mark))
+        if len(c) <= MAX_DESCRIPTION_CHARS
+    ]
     date_field = _nullable_enum(dates) if dates else _nullable_text(MAX_ID_CHARS)
     item: dict[str, Any] = {
         "type": "array",
         "prefixItems": [
             {"enum": lines} if lines else {"type": "integer", "minimum": 1},
-            {"type": "string", "maxLength": MAX_DESCRIPTION_CHARS},
+            {"enum": cells} if cells else {"type": "string", "maxLength": MAX_DESCRIPTION_CHARS},
         ],
         "items": False,
         "minItems": 2,

@@ -28,7 +28,6 @@ import re
 from dataclasses import dataclass, field
 from datetime import date
 from functools import cached_property
-from typing import NamedTuple
 
 from babel.numbers import get_territory_currencies
 
@@ -38,17 +37,16 @@ from pipeline.extraction.lines import Document, Line
 from pipeline.extraction.locate import Boundary, Found, decoy_label, labelled, occurrences
 from pipeline.extraction.numbers import (
     CENT,
-    ItemNumbers,
     Printed,
     TaxNumbers,
     decimal_mark,
     numbers_in,
-    parse_item_row,
     parse_tax_row,
     read_number,
     tax_gap,
     uses_space_groups,
 )
+from pipeline.extraction.rows import Row, read_row, whole_description
 from pipeline.validation import (
     CURRENCY_SYMBOLS,
     Evidence,
@@ -67,15 +65,6 @@ from pipeline.validation import (
     compact_text,
     date_readings,
 )
-
-
-class _Row(NamedTuple):
-    """A line item's row: its first line, its end offset in the page and its numbers
-    as read (offsets relative to the first line's start)."""
-
-    first: Line
-    end: int
-    read: ItemNumbers
 
 
 @dataclass
@@ -180,10 +169,15 @@ class _Grounder:
     def _in_order(self, readings: list[date], printed_text: str) -> date | None:
         """An ambiguous numeric date (03/04/2024): month first only where another numeric
         date of the document can only be read month first (04/25/2024); else day first.
-        A month name that means different months in different languages ("listopad")
-        is not resolved here: None, and the date is refused rather than guessed."""
+        A month name that means different months in different languages ("listopada")
+        is read in the languages of the supplier's country (its IBAN's, else its VAT
+        id's); where that does not settle it, None: refused rather than guessed."""
         if len(readings) == 1:
             return readings[0]
+        for country in self._supplier_countries():
+            local = date_readings(printed_text, territory=country)
+            if len(local) == 1 and local <= set(readings):
+                return local.pop()
         month_first = False
         for m in re.finditer(r"(\d{1,2})[./-](\d{1,2})[./-]\d{4}", self.doc.text):
             a, b = int(m.group(1)), int(m.group(2))
@@ -201,6 +195,15 @@ class _Grounder:
             if d.day == day and d.month == month:
                 return d
         return None
+
+    def _supplier_countries(self) -> list[str]:
+        """Country codes the supplier's IBAN and VAT id print, in that order."""
+        out: list[str] = []
+        for value in (self.answer.iban, self.answer.vat_id):
+            prefix = (value or "").strip()[:2].upper()
+            if len(prefix) == 2 and prefix.isalpha() and prefix.isascii():
+                out.append("GR" if prefix == "EL" else prefix)
+        return list(dict.fromkeys(out))
 
     def currency(self, value: str | None) -> EvidencedCurrency | None:
         # A sign or code may be glued to its amount ("€1,234.56", "kr33 955,78").
@@ -251,32 +254,9 @@ class _Grounder:
         f = found[0]
         return EvidencedText(value=self.text_at(f).strip(), evidence=self.evidence(f))
 
-    def row(self, number: int) -> _Row | None:
-        """The row starting at line ``number``, extended over the next lines while its
-        numbers do not add up (a stacked row prints its description above its numbers);
-        None when no reading exists."""
-        first = self.doc.line(number)
-        if first is None:
-            return None
-        page = self.doc.pages[first.page - 1]
-        last = first
-        seen = 0  # plain numbers in the lines taken so far
-        for _ in range(3):
-            printed = numbers_in(page[first.start : last.end], self.mark, space_groups=self.space)
-            read = parse_item_row(printed)
-            if read is not None and read.exact:
-                return _Row(first, last.end, read)
-            plain = sum(1 for p in printed if not p.percent)
-            if read is not None and seen < 3 <= plain:
-                # The row's numbers just became complete (the cited line alone, or a stacked
-                # row's number line): read as printed, never borrow the next row's.
-                return _Row(first, last.end, read)
-            seen = plain
-            nxt = self.doc.line(last.number + 1)
-            if nxt is None or nxt.page != first.page:
-                break
-            last = nxt
-        return None
+    def row(self, number: int) -> Row | None:
+        """The item row starting at line ``number`` (:func:`~pipeline.extraction.rows.read_row`)."""
+        return read_row(self.doc, number, self.mark, self.space)
 
     def items(self, taxes: tuple[TaxLine, ...]) -> tuple[LineItem, ...]:
         """Line items; a row without a printed rate takes the only rate the taxes show."""
@@ -321,9 +301,7 @@ class _Grounder:
             )
         return tuple(out)
 
-    def _place(
-        self, ref: ItemRef, used: set[int], after: int
-    ) -> tuple[_Row, str, MatchKind] | None:
+    def _place(self, ref: ItemRef, used: set[int], after: int) -> tuple[Row, str, MatchKind] | None:
         """Where an item is printed: its description is the key, the cited line a hint.
 
         A small model copies descriptions reliably but miscounts line numbers, so the
@@ -334,48 +312,18 @@ class _Grounder:
         """
         if not ref.description.strip():
             return None
-        spots: list[tuple[tuple[bool, int], Found, _Row]] = []
+        spots: list[tuple[tuple[bool, int], Found, Row]] = []
         for f in occurrences(self.doc, ref.description, fuzzy=True, boundary="none"):
             if f.line.number in used:
                 continue
             row = self.row(f.line.number)
-            if row is not None and self._whole_description(f, row):
+            if row is not None and whole_description(self.doc, f, row):
                 rank = (f.line.number <= after, f.line.number)
                 spots.append((rank, f, row))
         if not spots:
             return None
         _, f, row = min(spots, key=lambda spot: spot[0])
         return row, self.text_at(f).strip(), f.match
-
-    def _whole_description(self, f: Found, row: _Row) -> bool:
-        """Whether ``f`` is a row's whole description, not a part of it ("Service" in
-        "1 st Service av värmeanläggning à 421,93"): between the match and the nearest
-        boundary on each side stand only short words ("à", "zu je", "x") and the unit
-        that follows a quantity.
-
-        Boundaries are the line's ends, column gaps, "|", and numbers: on the left any
-        number (a position or a quantity), on the right only the row's own arithmetic
-        (quantity, price, amount, rate), so the "40 mm" of "Stahlwinkel 40 mm" keeps
-        a shortened "Stahlwinkel" from passing as the description.
-        """
-        page = self.doc.pages[f.page - 1]
-        first, _, read = row
-        arithmetic = [
-            first.start + p.start
-            for p in (read.quantity, read.unit_price, read.line_amount, read.rate)
-            if p is not None
-        ]
-        left = _COLUMN_GAP.split(page[f.line.start : f.start])[-1]
-        after_number = re.split(r"\S*\d\S*", left)
-        words = after_number[-1].split()
-        if len(after_number) > 1:
-            words = words[1:]  # the quantity's unit, whatever its length ("Wörter")
-        stop = min([at for at in arithmetic if at >= f.end] + [f.line.end])
-        right = _COLUMN_GAP.split(page[f.end : stop])[0]
-        words += right.split()
-        return all(len(w.strip(_PUNCTUATION)) <= _SHORT_WORD for w in words) and not any(
-            ch.isdigit() for ch in right
-        )
 
     def tax_lines(self) -> tuple[TaxLine, ...]:
         """Tax lines at the cited lines; a line cited twice is one row. A cited line that
@@ -441,13 +389,6 @@ class _Grounder:
             iban=self.iban(a.iban),
             uncertain_fields=(),
         )
-
-
-#: Column separators: two spaces or more, a tab, a bar.
-_COLUMN_GAP = re.compile(r"\s{2,}|\t|\|")
-#: Words this short next to a description are units and connectives ("pcs", "à", "zu je").
-_SHORT_WORD = 4
-_PUNCTUATION = ".,:;()[]•*-–·'\"@"
 
 
 def _trimmed(f: Found) -> Found:

@@ -132,7 +132,12 @@ class ItemNumbers:
 
 
 def _money(value: Decimal) -> Decimal:
-    return value.quantize(CENT, rounding=ROUND_HALF_UP)
+    """``value`` rounded to cents; a product too large for that (account or phone digits
+    read as numbers) is returned as it is, and so never equals a printed amount."""
+    try:
+        return value.quantize(CENT, rounding=ROUND_HALF_UP)
+    except InvalidOperation:
+        return value
 
 
 def parse_item_row(numbers: list[Printed]) -> ItemNumbers | None:

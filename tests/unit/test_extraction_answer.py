@@ -109,3 +109,28 @@ def test_date_and_sign_candidates_hide_none_of_the_printed_values() -> None:
     assert {"kr", "kr."} <= set(currency_candidates("Att betala: 45 096,21 kr."))
     gross = answer_schema("Total: kr.13958,56\n")["properties"]["gross"]["anyOf"][0]["enum"]
     assert "13958,56" in gross
+
+
+def _item_descriptions(schema: dict[str, Any]) -> list[str]:
+    return list(schema["properties"]["items"]["items"]["prefixItems"][1]["enum"])
+
+
+def test_descriptions_are_whole_printed_cells_never_a_part() -> None:
+    """The grammar offers each row's description whole: the model wrote "Service" for
+    "1 st Service av värmeanläggning à 421,93" when descriptions were free text."""
+    inv = generate_invoice(5053, max_line_items=8)
+    cells = _item_descriptions(answer_schema(inv.ocr_text))
+    assert "Service av värmeanläggning" in cells
+    assert "Service" not in cells
+    assert all(item.description in cells for item in inv.truth.line_items)
+
+
+def test_description_cells_leave_out_numbers_and_columns() -> None:
+    doc = (
+        "Pos  Description              Qty      Price     Amount   VAT\n"
+        "  1  Copy paper A4, 80 g      4 pcs     4.38      17.52   20 %\n"
+        "  2  Ink for HP               2 pcs    12.00      24.00   20 %\n"
+    )
+    cells = _item_descriptions(answer_schema(doc))
+    assert {"Copy paper A4, 80 g", "Ink for HP"} <= set(cells)
+    assert not [c for c in cells if "17.52" in c or "4 pcs" in c or "  " in c]
