@@ -88,11 +88,25 @@ def locale_data(identifier: str) -> Mapping[str, object]:
     return load(identifier, merge_inherited=False)
 
 
-@functools.cache
 def month_names() -> Mapping[str, frozenset[int]]:
     """Every CLDR month name of :func:`european_locales` (lookup form) → months it can mean."""
+    return month_table(european_locales())
+
+
+@functools.cache
+def territory_locales(territory: str) -> tuple[str, ...]:
+    """The CLDR locales of a territory's official and regional languages (``PL`` → pl)."""
+    from babel.languages import get_official_languages
+
+    languages = set(get_official_languages(territory.upper(), regional=True, de_facto=True))
+    return tuple(loc for loc in european_locales() if loc.split("_")[0] in languages)
+
+
+@functools.cache
+def month_table(locales: tuple[str, ...]) -> Mapping[str, frozenset[int]]:
+    """The month names of ``locales`` (lookup form) → the months each can mean."""
     table: dict[str, set[int]] = {}
-    for identifier in european_locales():
+    for identifier in locales:
         months = locale_data(identifier).get("months")
         if not isinstance(months, Mapping):
             continue
@@ -110,9 +124,9 @@ def month_names() -> Mapping[str, frozenset[int]]:
     return {key: frozenset(numbers) for key, numbers in table.items()}
 
 
-def _months(name: str) -> frozenset[int]:
+def _months(name: str, table: Mapping[str, frozenset[int]]) -> frozenset[int]:
     key = name.casefold()
-    return month_names().get(key) or month_names().get(_fold_accents(key), frozenset())
+    return table.get(key) or table.get(_fold_accents(key), frozenset())
 
 
 _ISO_DATE_RE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
@@ -139,9 +153,17 @@ _NAMED_DATE_RES = tuple(
 )
 
 
-def date_readings(text: str) -> set[date]:
+def date_readings(text: str, territory: str | None = None) -> set[date]:
     """Every date a printed date in ``text`` can mean: ISO, D.M.Y, D/M/Y or M/D/Y, and
-    month names in any European language (see :func:`month_names`)."""
+    month names in any European language (see :func:`month_names`).
+
+    ``territory`` (an ISO country code) reads month names in that country's languages
+    only ("listopada" is November in Poland, October in Croatia); grounding passes the
+    supplier's country to decide between such readings. Validation never passes it.
+    """
+    table = month_names()
+    if territory is not None:
+        table = month_table(territory_locales(territory))
     norm = normalise_text(text)
     triples: list[tuple[int, int, int]] = []  # (year, month, day)
     for y, m, d in _ISO_DATE_RE.findall(norm):
@@ -150,7 +172,7 @@ def date_readings(text: str) -> set[date]:
         triples += [(int(y), int(b), int(a)), (int(y), int(a), int(b))]
     for pattern in _NAMED_DATE_RES:
         for match in pattern.finditer(norm):
-            for month in _months(match.group("m")):
+            for month in _months(match.group("m"), table):
                 triples.append((int(match.group("y")), month, int(match.group("d"))))
     out = set()
     for y, m, d in triples:

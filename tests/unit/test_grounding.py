@@ -267,6 +267,25 @@ def test_a_month_name_of_two_languages_is_refused_not_guessed() -> None:
     assert [r.field for r in g.reasons] == ["issue_date"]
 
 
+def test_a_month_name_of_two_languages_is_read_in_the_supplier_country() -> None:
+    """The Polish "listopada" is November, October in Croatian: a Polish supplier (its
+    IBAN and VAT id) settles it; the eval lost two Polish invoices to the refusal."""
+    doc = (
+        DOC.replace("Rechnungsdatum: 05.03.2024", "Data wystawienia: 5 listopada 2023")
+        .replace("DE 123 456 789", "PL 5213 0000 12")
+        .replace("DE89 3704 0044 0532 0130 00", "PL61 1090 1014 0000 0712 1981 2874")
+    )
+    answer = _answer(
+        issue_date="5 listopada 2023",
+        vat_id="PL 5213 0000 12",
+        iban="PL61 1090 1014 0000 0712 1981 2874",
+    )
+    g = ground(answer, doc)
+    assert g.extraction.issue_date is not None
+    assert g.extraction.issue_date.value == date(2023, 11, 5)
+    assert "issue_date" not in [r.field for r in g.reasons]
+
+
 def _generated(seed: int) -> tuple[GeneratedInvoice, Answer]:
     inv = generate_invoice(seed, Variant.CLEAN, max_line_items=8)
     return inv, parse_answer(answer_for(inv.truth, inv.ocr_text))

@@ -17,7 +17,7 @@ from pipeline.validation import (
     date_readings,
 )
 from pipeline.validation.currency import currency_mentions, pricing_lines
-from pipeline.validation.dates import european_locales, month_names
+from pipeline.validation.dates import european_locales, month_names, month_table
 from pipeline.validation.decide import check_currency
 from pipeline.validation.numbers import number_readings
 
@@ -87,6 +87,13 @@ def test_month_names_are_cldr_and_ambiguity_gives_every_reading() -> None:
     assert {date(2025, 10, 5), date(2025, 11, 5)} <= date_readings("5 listopada 2025")
 
 
+def test_a_country_settles_a_month_name_of_two_languages() -> None:
+    """Grounding reads an ambiguous month name in the supplier's country's languages."""
+    assert date_readings("5 listopada 2025", territory="PL") == {date(2025, 11, 5)}
+    assert date_readings("5 listopad 2025", territory="HR") == {date(2025, 10, 5)}
+    assert date_readings("5. März 2025", territory="ES") == set()
+
+
 def test_date_readings_do_not_invent_dates() -> None:
     assert date_readings("5 de nada de 2025") == set()
     assert date_readings("Order 12 Stück 2025") == set()
@@ -96,7 +103,7 @@ def test_date_readings_do_not_invent_dates() -> None:
 def test_month_table_builds_fast() -> None:
     """Built once per process from Babel's CLDR files; must stay well under a second
     (about 0.1-0.4 s measured on a shared 2-core machine)."""
-    month_names.cache_clear()
+    month_table.cache_clear()
     started = time.perf_counter()
     month_names()
     assert time.perf_counter() - started < 2.0
