@@ -48,7 +48,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.eval_dataset import Case, export_dataset, generated_cases, load_dataset
-from benchmarks.eval_engines import EngineAnswer, ExtractFn, engine_extract, openai_extract
+from benchmarks.eval_engines import (
+    EngineAnswer,
+    ExtractFn,
+    engine_extract,
+    openai_extract,
+    replay_extract,
+)
 from benchmarks.eval_report import Progress, plot, render_text, summarise
 from benchmarks.eval_scoring import FIELDS, OUTCOMES, evaluate_one
 from benchmarks.invoices.generator import Variant, generate_corpus
@@ -158,7 +164,13 @@ async def run_eval(
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fenceline eval", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--engine", choices=["openai", "vllm"], default="openai")
+    parser.add_argument("--engine", choices=["openai", "vllm", "replay"], default="openai")
+    parser.add_argument(
+        "--answers",
+        type=Path,
+        help="replay: an earlier report.json whose recorded answers are read again"
+        " (same invoices; grounding and validation as they are now)",
+    )
     parser.add_argument("--base-url", help="openai: e.g. http://127.0.0.1:8000/v1")
     parser.add_argument("--model", help="openai: the model name")
     parser.add_argument("--pools", default=None, help="vllm: pools file (deployments/pools.yaml)")
@@ -237,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         return _export(parser, args, variants)
     if args.engine == "openai" and not (args.base_url and args.model):
         parser.error("--engine openai needs --base-url and --model")
+    if args.engine == "replay" and (args.answers is None or not args.answers.is_file()):
+        parser.error("--engine replay needs --answers REPORT.json (an earlier eval's report)")
     meta: dict[str, Any]
     skipped: list[dict[str, Any]] = []
     ignored: list[str] = []
@@ -379,6 +393,13 @@ async def _run(
             max_model_len=pool.max_model_len,
             enforce_eager=pool.enforce_eager,
         )
+    elif args.engine == "replay":
+        recorded = json.loads(args.answers.read_text())
+        try:
+            extract = replay_extract(recorded, cases)
+        except ValueError as exc:
+            raise SystemExit(f"eval: {args.answers}: {exc}") from None
+        meta.update(model=recorded.get("model"), answers=str(args.answers))
     else:
         extract = openai_extract(
             args.base_url, args.model, api_key=args.api_key, timeout=args.timeout

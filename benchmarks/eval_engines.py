@@ -9,14 +9,15 @@ tokens per second. It knows nothing about the answer's format.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from benchmarks.eval_dataset import Case
 from pipeline.errors import MalformedOutput
-from pipeline.extraction import ChatMessage, Engine
+from pipeline.extraction import ChatMessage, Engine, document_in_prompt
 
 
 @dataclass(frozen=True)
@@ -94,5 +95,36 @@ def engine_extract(engine: Engine, *, timeout: float = 600.0) -> ExtractFn:
             chat, json_schema=schema, max_tokens=max_tokens, timeout=timeout
         )
         return EngineAnswer(completion.text, completion.usage.completion_tokens)
+
+    return extract
+
+
+def replay_extract(report: dict[str, Any], cases: Sequence[Case]) -> ExtractFn:
+    """An :data:`ExtractFn` that answers each invoice with the raw answer an earlier
+    ``report.json`` recorded for its id: grounding and validation changes are measured
+    on the same answers without generating them again (a grammar change is not: the
+    answers were generated under the old one).
+
+    Raises:
+        ValueError: the report holds no answer for one of ``cases``.
+    """
+    recorded = {str(r["id"]): r for r in report.get("rows", []) if isinstance(r, dict)}
+    by_text: dict[str, dict[str, Any]] = {}
+    for case in cases:
+        row = recorded.get(str(case.record.id))
+        if row is None or not isinstance(row.get("answer"), str):
+            raise ValueError(f"the report has no answer for invoice {case.record.id!r}")
+        by_text[case.record.ocr_text] = row
+
+    async def extract(
+        messages: list[dict[str, str]],
+        schema: dict[str, Any],  # noqa: ARG001 (the answer was generated under its own)
+        max_tokens: int,  # noqa: ARG001
+    ) -> EngineAnswer:
+        text = document_in_prompt(messages)
+        row = by_text.get(text) if text is not None else None
+        if row is None:
+            raise MalformedOutput("replay: the prompt shows no invoice of the report")
+        return EngineAnswer(row["answer"], row.get("completion_tokens"))
 
     return extract

@@ -268,6 +268,34 @@ def test_cli_writes_json_and_png(
         assert "JSON schema (" not in request["body"]["messages"][0]["content"]
 
 
+def test_replay_reads_recorded_answers_again_without_an_engine(
+    provider: Callable[..., Provider], tmp_path: Path
+) -> None:
+    """``--engine replay`` answers every invoice with the answer a report recorded for
+    its id: the same outcomes with no server; a report missing an invoice is an error."""
+    server = provider(truthful, generate_corpus(3, variants=(Variant.CLEAN,), max_line_items=6))
+    first, again = tmp_path / "first", tmp_path / "again"
+    common = ["-n", "3", "--max-line-items", "6", "--variants", "clean"]
+    assert main(
+        ["--engine", "openai", "--base-url", server.base_url, "--model", "m",
+         "--report", str(first), *common]
+    ) == 0  # fmt: skip
+    served = len(server.requests)
+    recorded = first / "report.json"
+    assert (
+        main(["--engine", "replay", "--answers", str(recorded), "--report", str(again), *common])
+        == 0
+    )
+    assert len(server.requests) == served  # nothing was asked of the provider
+    before, after = (json.loads((d / "report.json").read_text()) for d in (first, again))
+    assert [r["answer"] for r in after["rows"]] == [r["answer"] for r in before["rows"]]
+    assert after["succeeded"] == before["succeeded"] == 3
+    # Four invoices asked, three recorded: refused before anything runs.
+    with pytest.raises(SystemExit, match="no answer for invoice"):
+        main(["--engine", "replay", "--answers", str(recorded), "--report", str(again),
+              "-n", "4", "--max-line-items", "6", "--variants", "clean"])  # fmt: skip
+
+
 def test_summary_counts_a_delivered_wrong_result_as_false_accept() -> None:
     counts = {name: [0, 1, 1] for name in FIELDS}
     row = {
