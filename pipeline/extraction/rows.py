@@ -41,6 +41,12 @@ class Row(NamedTuple):
     end: int
     read: ItemNumbers
 
+    @property
+    def key(self) -> tuple[int, int]:
+        """Where the row's amount is printed (page, offset): two items are two rows only
+        if their amounts are printed in two places."""
+        return (self.first.page, self.first.start + self.read.line_amount.start)
+
     def arithmetic(self) -> list[tuple[int, int]]:
         """Page offsets of the numbers the row's arithmetic uses (quantity, price, amount,
         rate)."""
@@ -55,7 +61,12 @@ class Row(NamedTuple):
 def read_row(doc: Document, number: int, mark: str, space: bool) -> Row | None:
     """The row starting at line ``number``, extended over the next lines while its
     numbers do not add up (a stacked row prints its description above its numbers);
-    None when no reading exists."""
+    None when no reading exists.
+
+    A row never extends over a line that is a row with a description of its own: the
+    column header above a one-row table ("Service | Quantity | Rate") is no row, where
+    it once read as one and took the item's numbers a second time.
+    """
     first = doc.line(number)
     if first is None:
         return None
@@ -74,10 +85,42 @@ def read_row(doc: Document, number: int, mark: str, space: bool) -> Row | None:
             return Row(first, last.end, read)
         seen = plain
         nxt = doc.line(last.number + 1)
-        if nxt is None or nxt.page != first.page:
+        if nxt is None or nxt.page != first.page or _describes_itself(doc, nxt, mark, space):
             break
         last = nxt
     return None
+
+
+def _is_quantity(row: Row, start: int, stop: int) -> bool:
+    """Whether the row's quantity is printed between page offsets ``start`` and ``stop``
+    (a position number, "1. Freight and packaging", has no unit after it)."""
+    q = row.read.quantity
+    return row.first.start + q.start < stop and row.first.start + q.end > start
+
+
+def _own_row(line: Line, mark: str, space: bool) -> Row | None:
+    """The row a line reads as by its own numbers alone."""
+    read = parse_item_row(numbers_in(line.text, mark, space_groups=space))
+    return Row(line, line.end, read) if read is not None else None
+
+
+def _describes_itself(doc: Document, line: Line, mark: str, space: bool) -> bool:
+    """Whether ``line`` is a row by its own numbers and prints a description too: a
+    cell with a word of more than four letters that is not a quantity's unit (a stacked
+    row's number line, "5 pcs x 211,59 = 1.057,95 (Tax 20%)", has none)."""
+    row = _own_row(line, mark, space)
+    if row is None:
+        return False
+    for start, end in _line_cells(doc, line, row):
+        words = line.text[start - line.start : end - line.start].split()
+        if _after_number(line.text[: start - line.start]):
+            words = words[1:]  # "words x 0,098": the quantity's unit
+        if any(
+            len(w.strip(_PUNCTUATION)) > _SHORT_WORD and w.strip(_PUNCTUATION).isalpha()
+            for w in words
+        ):
+            return True
+    return False
 
 
 def whole_description(doc: Document, f: Found, row: Row) -> bool:
@@ -93,9 +136,9 @@ def whole_description(doc: Document, f: Found, row: Row) -> bool:
     """
     page = doc.pages[f.page - 1]
     left = COLUMN_GAP.split(page[f.line.start : f.start])[-1]
-    after_number = re.split(r"\S*\d\S*", left)
-    words = after_number[-1].split()
-    if len(after_number) > 1:
+    numbers = list(re.finditer(r"\S*\d\S*", left))
+    words = left[numbers[-1].end() :].split() if numbers else left.split()
+    if numbers and _is_quantity(row, f.start - len(left) + numbers[-1].start(), f.start):
         words = words[1:]  # the quantity's unit, whatever its length ("Wörter")
     stop = min([start for start, _ in row.arithmetic() if start >= f.end] + [f.line.end])
     right = COLUMN_GAP.split(page[f.end : stop])[0]
@@ -103,6 +146,48 @@ def whole_description(doc: Document, f: Found, row: Row) -> bool:
     return all(len(w.strip(_PUNCTUATION)) <= _SHORT_WORD for w in words) and not any(
         ch.isdigit() for ch in right
     )
+
+
+def _line_cells(doc: Document, line: Line, row: Row) -> list[tuple[int, int]]:
+    """Page offsets of every cell of ``line`` under ``row``'s arithmetic (see
+    :func:`description_cells`); a lone word right after a number is the number's
+    unit ("pcs", "words"), never a cell."""
+    numbers = row.arithmetic()
+    words = [m.span() for m in re.finditer(r"\S+", line.text)]
+    out: list[tuple[int, int]] = []
+    for i, (start, _) in enumerate(words):
+        for j in range(i, min(len(words), i + _MAX_CELL_WORDS)):
+            end = words[j][1]
+            text = line.text[start:end]
+            if COLUMN_GAP.search(text):
+                break
+            at, to = line.start + start, line.start + end
+            spans = [(line.start + a, line.start + b) for a, b in words[i : j + 1]]
+            edges = (spans[0], spans[-1])
+            if not re.search(r"[^\W\d_]", text) or any(
+                a < right and b > left for a, b in numbers for left, right in edges
+            ):
+                continue  # no letter, or a quantity, price, amount or rate at an end
+            if any(_is_number_word(line, span, numbers) for span in spans):
+                continue  # "kg x 26.95 =": the row's price inside (an "A4" is no price)
+            if i == j and _after_number(line.text[:start]):
+                continue
+            if whole_description(doc, Found(line.page, at, to, line, "exact"), row):
+                out.append((at, to))
+    return out
+
+
+def _is_number_word(line: Line, span: tuple[int, int], numbers: list[tuple[int, int]]) -> bool:
+    """Whether a word is one of the row's arithmetic numbers, alone or with punctuation."""
+    word = line.text[span[0] - line.start : span[1] - line.start]
+    core = word.strip(_PUNCTUATION + "=x%")
+    return any(a < span[1] and b > span[0] and not re.search(r"[^\W\d_]", core) for a, b in numbers)
+
+
+def _after_number(before: str) -> bool:
+    """Whether the text before a word ends with a number (the word is its unit)."""
+    last = before.split()[-1] if before.split() else ""
+    return bool(last) and last[-1].isdigit() and not COLUMN_GAP.search(before[-2:])
 
 
 def description_cells(doc: Document, mark: str, space: bool) -> list[str]:
@@ -117,20 +202,6 @@ def description_cells(doc: Document, mark: str, space: bool) -> list[str]:
         row = read_row(doc, line.number, mark, space)
         if row is None:
             continue
-        numbers = row.arithmetic()
-        words = [m.span() for m in re.finditer(r"\S+", line.text)]
-        for i, (start, _) in enumerate(words):
-            for j in range(i, min(len(words), i + _MAX_CELL_WORDS)):
-                end = words[j][1]
-                text = line.text[start:end]
-                if COLUMN_GAP.search(text):
-                    break
-                at, to = line.start + start, line.start + end
-                edges = ((at, line.start + words[i][1]), (line.start + words[j][0], to))
-                if not re.search(r"[^\W\d_]", text) or any(
-                    a < right and b > left for a, b in numbers for left, right in edges
-                ):
-                    continue  # no letter, or a quantity, price, amount or rate at an end
-                if whole_description(doc, Found(line.page, at, to, line, "exact"), row):
-                    cells.setdefault(text, None)
+        for at, to in _line_cells(doc, line, row):
+            cells.setdefault(doc.pages[line.page - 1][at:to], None)
     return list(cells)

@@ -349,3 +349,68 @@ def test_a_date_printed_only_after_a_delivery_label_is_no_choice_for_the_model()
     assert "December 25, 2022" in inv.ocr_text
     assert "December 25, 2022" not in choices
     assert answer.issue_date in choices and answer.due_date in choices
+
+
+def _decide(inv: GeneratedInvoice, answer: Answer) -> tuple[str, list[str], object]:
+    out = interpret(answer.model_dump_json(), inv.ocr_text, inv.master_data, today=inv.today)
+    return out.report.decision.value, [r.code.value for r in out.report.reasons], out.extraction
+
+
+def test_a_column_header_above_a_one_row_table_is_no_row() -> None:
+    """Seed 5017: "Service | Quantity | Rate | Line total | Tax" above one row. The header
+    read as a stacked row over the item's numbers, so an item "Service" took them a
+    second time; now "Service" is no description the grammar offers, and an item that
+    names it is on no row: dropped once the real row is taken, in either order."""
+    inv, answer = _generated(5017)
+    cells = answer_schema(inv.ocr_text)["properties"]["items"]["items"]["prefixItems"][1]
+    assert cells["enum"] == ["Office chair"]
+    (item,) = answer.items
+    for items in ((item, ItemRef(18, "Service")), (ItemRef(18, "Service"), item)):
+        decision, reasons, extraction = _decide(inv, answer.model_copy(update={"items": items}))
+        assert decision == "SUCCEEDED", reasons
+        assert [i.description for i in extraction.line_items] == ["Office chair"]  # type: ignore[attr-defined]
+
+
+def test_a_row_written_twice_is_read_once_and_the_copy_dropped() -> None:
+    """Seed 5027: the model wrote "Gazole" four times for three rows; the copy takes
+    nothing from another item, so it is dropped and the invoice succeeds."""
+    inv, answer = _generated(5027)
+    items = list(answer.items)
+    gazole = next(i for i in items if i.description == "Gazole")
+    items.insert(3, gazole)
+    decision, reasons, extraction = _decide(inv, answer.model_copy(update={"items": tuple(items)}))
+    assert decision == "SUCCEEDED", reasons
+    assert len(extraction.line_items) == len(answer.items)  # type: ignore[attr-defined]
+
+
+def test_an_item_whose_row_another_description_took_is_refused() -> None:
+    """Where every row is taken but one by a different description, the left-over item
+    may be that row's own: refused, never dropped."""
+    inv, answer = _generated(5027)
+    items = list(answer.items)
+    items[0] = ItemRef(items[0].line, items[1].description)  # row 1 is now missing
+    g = ground(answer.model_copy(update={"items": tuple(items)}), inv.ocr_text)
+    assert [r.code for r in g.reasons] == [ReasonCode.UNGROUNDED_VALUE]
+
+
+@pytest.mark.parametrize("seed", [5007, 5054])
+def test_the_gross_copied_as_the_tax_total_is_put_right_by_the_arithmetic(seed: int) -> None:
+    """Seeds 5007 and 5054: the model wrote the gross for the tax total. The line
+    amounts give the net, the tax lines the tax; gross - net is printed: that is taken,
+    its evidence marked ``arithmetic``."""
+    inv, answer = _generated(seed)
+    decision, reasons, extraction = _decide(inv, answer.model_copy(update={"tax": answer.gross}))
+    assert decision == "SUCCEEDED", reasons
+    tax = extraction.tax_total  # type: ignore[attr-defined]
+    assert inv.truth.tax_total is not None
+    assert tax.value == inv.truth.tax_total.value and tax.evidence.match == "arithmetic"
+
+
+def test_totals_that_disagree_on_the_page_are_never_put_right() -> None:
+    """The off-by-a-cent trap: no total holds another's value, so nothing is replaced."""
+    for seed in range(6):
+        inv = generate_invoice(seed, Variant.ARITHMETIC_OFF_BY_CENT, max_line_items=8)
+        answer = parse_answer(answer_for(inv.candidate, inv.ocr_text))
+        decision, _, extraction = _decide(inv, answer.model_copy(update={"tax": answer.gross}))
+        assert decision == "REVIEW_REQUIRED"
+        assert extraction.tax_total is None or extraction.tax_total.evidence.match != "arithmetic"  # type: ignore[attr-defined]
