@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import date
+from decimal import Decimal
 from functools import cached_property
 
 from babel.numbers import get_territory_currencies
@@ -34,11 +35,12 @@ from babel.numbers import get_territory_currencies
 from pipeline.extraction.answer import Answer, ItemRef, printed_rows
 from pipeline.extraction.labels import LABELS
 from pipeline.extraction.lines import Document, Line
-from pipeline.extraction.locate import Boundary, Found, decoy_label, labelled, occurrences
+from pipeline.extraction.locate import Boundary, Found, decoy_label, fold, labelled, occurrences
 from pipeline.extraction.numbers import (
     CENT,
     Printed,
     TaxNumbers,
+    amount_strings,
     decimal_mark,
     numbers_in,
     parse_tax_row,
@@ -47,6 +49,7 @@ from pipeline.extraction.numbers import (
     uses_space_groups,
 )
 from pipeline.extraction.rows import Row, read_row, whole_description
+from pipeline.extraction.totals import GROSS, NET, TAX, misplaced_total
 from pipeline.validation import (
     CURRENCY_SYMBOLS,
     Evidence,
@@ -259,49 +262,72 @@ class _Grounder:
         return read_row(self.doc, number, self.mark, self.space)
 
     def items(self, taxes: tuple[TaxLine, ...]) -> tuple[LineItem, ...]:
-        """Line items; a row without a printed rate takes the only rate the taxes show."""
-        out: list[LineItem] = []
+        """Line items; a row without a printed rate takes the only rate the taxes show.
+
+        Two items are never read from one row: a row is taken by where its amount is
+        printed. An item that finds no row left is dropped only when, once every item
+        is placed, every row that adds up is taken and the item takes nothing from
+        another: it is on no row at all, or only on rows taken under its own
+        description (a small model wrote a row twice in 3 of 60 answers). Otherwise it
+        is refused: a row taken under another description (a column header above a
+        stacked row) may be this item's. Validation still sums the rows to the net.
+        """
+        placed: dict[int, LineItem] = {}
+        taken: dict[tuple[int, int], str] = {}  # row -> the description that took it
+        unplaced: list[tuple[int, ItemRef]] = []
         rates = {t.rate for t in taxes}
-        used: set[int] = set()
+        used: set[tuple[int, int]] = set()
         after = 0
         for i, ref in enumerate(self.answer.items):
-            path = f"line_items[{i}]"
             spot = self._place(ref, used, after)
-            if spot is None and 0 < self.rows_that_add_up <= len(used):
-                # Every row that adds up is taken: an item beyond them is one a small
-                # model wrote past the last row, not one missing; dropped, it cannot
-                # hide a row either, since validation still sums the rows to the net.
-                continue
             if spot is None:
-                self.refuse(
-                    path,
-                    f"{ref.description[:60]!r} is on no row that reads as quantity x price = "
-                    f"amount (cited line {ref.line})",
-                )
+                unplaced.append((i, ref))
                 continue
-            (first, end, read), description, match = spot
+            row, description, match = spot
+            first, end, read = row
             rate = read.rate.value if read.rate is not None else None
             if rate is None and len(rates) == 1:
                 rate = next(iter(rates))
             if rate is None:
-                self.refuse(path, f"line {first.number} prints no tax rate")
+                self.refuse(f"line_items[{i}]", f"line {first.number} prints no tax rate")
                 continue
-            used.add(first.number)
+            used.add(row.key)
+            taken[row.key] = description
             after = first.number
             f = _trimmed(Found(first.page, first.start, end, first, match))
-            out.append(
-                LineItem(
-                    description=description,
-                    quantity=read.quantity.value,
-                    unit_price=read.unit_price.value,
-                    line_amount=read.line_amount.value,
-                    tax_rate=rate,
-                    evidence=self.evidence(f),
-                )
+            placed[i] = LineItem(
+                description=description,
+                quantity=read.quantity.value,
+                unit_price=read.unit_price.value,
+                line_amount=read.line_amount.value,
+                tax_rate=rate,
+                evidence=self.evidence(f),
             )
-        return tuple(out)
+        all_taken = 0 < self.rows_that_add_up <= len(used)
+        for i, ref in unplaced:
+            if all_taken and all(
+                fold(taken.get(key, "")) == fold(ref.description) for key in self._rows_of(ref)
+            ):
+                continue  # on no row at all, or a repeat of the rows it is on
+            self.refuse(
+                f"line_items[{i}]",
+                f"{ref.description[:60]!r} is on no row that reads as quantity x price = "
+                f"amount (cited line {ref.line})",
+            )
+        return tuple(placed[i] for i in sorted(placed))
 
-    def _place(self, ref: ItemRef, used: set[int], after: int) -> tuple[Row, str, MatchKind] | None:
+    def _rows_of(self, ref: ItemRef) -> list[tuple[int, int]]:
+        """Every row whose line shows ``ref``'s description whole, taken or not."""
+        keys = []
+        for f in occurrences(self.doc, ref.description, fuzzy=True, boundary="none"):
+            row = self.row(f.line.number)
+            if row is not None and whole_description(self.doc, f, row):
+                keys.append(row.key)
+        return keys
+
+    def _place(
+        self, ref: ItemRef, used: set[tuple[int, int]], after: int
+    ) -> tuple[Row, str, MatchKind] | None:
         """Where an item is printed: its description is the key, the cited line a hint.
 
         A small model copies descriptions reliably but miscounts line numbers, so the
@@ -314,10 +340,10 @@ class _Grounder:
             return None
         spots: list[tuple[tuple[bool, int], Found, Row]] = []
         for f in occurrences(self.doc, ref.description, fuzzy=True, boundary="none"):
-            if f.line.number in used:
-                continue
             row = self.row(f.line.number)
-            if row is not None and whole_description(self.doc, f, row):
+            if row is None or row.key in used:
+                continue
+            if whole_description(self.doc, f, row):
                 rank = (f.line.number <= after, f.line.number)
                 spots.append((rank, f, row))
         if not spots:
@@ -375,20 +401,48 @@ class _Grounder:
             else None
         )
         taxes = self.tax_lines()
+        items = self.items(taxes)
+        totals = {
+            NET: self.amount(NET, a.net),
+            TAX: self.amount(TAX, a.tax),
+            GROSS: self.amount(GROSS, a.gross),
+        }
+        fix = misplaced_total(
+            *(t.value if t is not None else None for t in totals.values()),
+            items_sum=sum((i.line_amount for i in items), Decimal(0)) if items else None,
+            tax_lines_sum=sum((t.amount for t in taxes), Decimal(0)) if taxes else None,
+        )
+        if fix is not None:
+            totals[fix[0]] = self.printed_amount(fix[0], fix[1]) or totals[fix[0]]
         return Extraction(
             supplier=Supplier(name=supplier_name, vat_id=self.vat_id(a.vat_id, name)),
             invoice_number=self.text("invoice_number", a.number),
             issue_date=self.when("issue_date", a.issue_date),
             due_date=self.when("due_date", a.due_date),
             currency=self.currency(a.currency),
-            line_items=self.items(taxes),
+            line_items=items,
             tax_lines=taxes,
-            net_total=self.amount("net_total", a.net),
-            tax_total=self.amount("tax_total", a.tax),
-            gross_total=self.amount("gross_total", a.gross),
+            net_total=totals[NET],
+            tax_total=totals[TAX],
+            gross_total=totals[GROSS],
             iban=self.iban(a.iban),
             uncertain_fields=(),
         )
+
+    def printed_amount(self, path: str, value: Decimal) -> EvidencedAmount | None:
+        """Where ``value`` is printed as an amount (under ``path``'s label first), its
+        evidence marked ``arithmetic`` (:mod:`pipeline.extraction.totals`)."""
+        found = [
+            f
+            for printed in amount_strings(self.doc.text, self.mark, space_groups=self.space)
+            if read_number(printed, self.mark) == value
+            for f in occurrences(self.doc, printed, fuzzy=False, boundary="number")
+        ]
+        if not found:
+            return None
+        f = labelled(found, LABELS.get(path, ()), last=True)
+        f = Found(f.page, f.start, f.end, f.line, "arithmetic")
+        return EvidencedAmount(value=value, evidence=self.evidence(f))
 
 
 def _trimmed(f: Found) -> Found:

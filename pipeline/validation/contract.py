@@ -207,8 +207,10 @@ class _Contract(BaseModel):
 #: How grounding found a value in the OCR text (contract v2; None under contract v1,
 #: whose evidence the model gave): ``exact`` as copied, ``normalised`` after
 #: whitespace/case/compatibility folding, ``fuzzy`` by a bounded approximate match
-#: (free text only: names, descriptions), ``symbol`` a currency read from its sign.
-MatchKind = Literal["exact", "normalised", "fuzzy", "symbol"]
+#: (free text only: names, descriptions), ``symbol`` a currency read from its sign,
+#: ``arithmetic`` a total put right after the model copied another total into its
+#: field (``pipeline/extraction/totals.py``).
+MatchKind = Literal["exact", "normalised", "fuzzy", "symbol", "arithmetic"]
 #: Evidence keys only the system writes; the v1 grammar never offers them to a model.
 SYSTEM_EVIDENCE_KEYS = ("line", "match")
 

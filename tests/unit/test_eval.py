@@ -203,20 +203,25 @@ def _faulty(invoice: GeneratedInvoice) -> tuple[int, str | Extraction]:
     return truthful(invoice)
 
 
-def test_wrong_values_lower_precision_and_are_never_accepted(
+def test_a_total_copied_into_another_field_is_put_right_only_where_the_arithmetic_proves_it(
     provider: Callable[..., Provider], tmp_path: Path
 ) -> None:
+    """The model copied the net into the gross: grounding takes the printed amount the
+    line amounts and tax lines both confirm (evidence ``arithmetic``); the invoice whose
+    own arithmetic is off by a cent keeps the model's value and goes to review, and no
+    adversarial invoice is accepted."""
     server = provider(_wrong_gross)
     report, _, _ = _run(server.base_url, tmp_path)
-    gross = report["fields"]["gross_total"]
-    assert gross["precision"] == 0.0 and gross["recall"] == 0.0 and gross["fp"] == N
-    assert report["fields"]["net_total"]["precision"] == 1.0
-    assert report["confusion"]["acceptable"] == dict.fromkeys(report["confusion"]["acceptable"], 0)
-    assert report["confusion"]["unacceptable"]["REVIEW_REQUIRED"] == N
     assert report["false_accepts"] == []
-    assert report["reason_counts"]["gross_total_mismatch"] == N
-    assert report["review_rate_by_reason"]["gross_total_mismatch"] == 1.0
-    assert all(row["differing_fields"] == ["gross_total"] for row in report["rows"])
+    for row in report["rows"]:
+        if row["variant"] == "arithmetic_off_by_cent":
+            assert row["outcome"] == "REVIEW_REQUIRED"
+            assert "gross_total" in row["differing_fields"]
+        else:
+            assert "gross_total" not in row["differing_fields"], row["id"]
+        if row["variant"] == "clean":
+            assert row["outcome"] == "SUCCEEDED" and row["exact_match"], row["id"]
+    assert report["fields"]["net_total"]["precision"] == 1.0
 
 
 def test_malformed_output_and_engine_errors_are_counted_not_fatal(

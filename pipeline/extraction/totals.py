@@ -1,0 +1,50 @@
+"""Totals: a total the model copied into the wrong field, put right by the arithmetic.
+
+A small model sometimes copies one printed total into another's field: in 2 of 60
+answers the tax total was the gross ("tax":"10 531,97","gross":"10 531,97").
+Validation would send such an invoice to review although the document is
+consistent. Grounding fixes it only when the mistake is certain:
+
+* the field holds the same value as another total (the model copied that one);
+* the value the field must then have is confirmed twice by independent sums of
+  what grounding read from the rows (net = the line amounts, tax = the tax lines);
+* that value is printed in the document, where the evidence then points
+  (``match: "arithmetic"``), the occurrence under the field's label first.
+
+Anything else is left as the model gave it and the arithmetic rules report it: an
+invoice whose own totals disagree (the off-by-a-cent trap) is never "repaired",
+since no total of it holds another total's value.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+NET, TAX, GROSS = "net_total", "tax_total", "gross_total"
+
+
+def misplaced_total(
+    net: Decimal | None,
+    tax: Decimal | None,
+    gross: Decimal | None,
+    *,
+    items_sum: Decimal | None,
+    tax_lines_sum: Decimal | None,
+) -> tuple[str, Decimal] | None:
+    """The one total to replace and its value, or None when nothing is certain.
+
+    ``items_sum``/``tax_lines_sum``: the sums of the line amounts and of the tax lines'
+    amounts as grounded (None where there are none).
+    """
+    if net is None or tax is None or gross is None or net + tax == gross:
+        return None
+    if items_sum is None or tax_lines_sum is None:
+        return None
+    fixes: list[tuple[str, Decimal]] = []
+    if tax in (net, gross) and items_sum == net and tax_lines_sum == gross - net:
+        fixes.append((TAX, gross - net))
+    if gross in (net, tax) and items_sum == net and tax_lines_sum == tax:
+        fixes.append((GROSS, net + tax))
+    if net in (tax, gross) and items_sum == gross - tax and tax_lines_sum == tax:
+        fixes.append((NET, gross - tax))
+    return fixes[0] if len(fixes) == 1 else None
