@@ -67,6 +67,18 @@ ROWS: list[tuple[str, list[tuple[str, str, list[str]]]]] = [
     (
         "Admission",
         [
+            ("TPM / RPM used of limit by scope", "percentunit", [
+                f'max by (scope) (ray_fenceline_admission_usage{{dimension="{d}"}}) / max by (scope) (ray_fenceline_admission_limit{{dimension="{d}"}})'
+                for d in ("tpm", "rpm")
+            ]),
+            ("Permits / token budget used of limit by scope", "percentunit", [
+                f'max by (scope) (ray_fenceline_admission_usage{{dimension="{d}"}}) / max by (scope) (ray_fenceline_admission_limit{{dimension="{d}"}})'
+                for d in ("permits", "concurrent_tokens")
+            ]),
+            ("Queued acquirers / 429 cooldown by scope", "short", [
+                "max by (scope) (ray_fenceline_admission_queued)",
+                "max by (scope) (ray_fenceline_admission_cooldown_seconds)",
+            ]),
             ("Limiter reachable", "short", ["min(ray_fenceline_admission_limiter_up)"]),
             ("Fail-closed refusals and emergency grants", "short", [
                 "sum(rate(ray_fenceline_admission_fail_closed_total[5m]))",
@@ -106,14 +118,31 @@ ROWS: list[tuple[str, list[tuple[str, str, list[str]]]]] = [
     (
         "Deliveries",
         [
-            ("Delivery attempts by outcome", "short", [
-                "sum by (outcome) (rate(ray_fenceline_delivery_attempts_total[5m]))",
+            ("Delivery attempts by outcome and endpoint state", "short", [
+                "sum by (outcome, endpoint_state) (rate(ray_fenceline_delivery_attempts_total[5m]))",
+            ]),
+            ("Delivery lag (oldest pending) by endpoint state", "s", [
+                "max by (endpoint_state) (ray_fenceline_delivery_oldest_pending_seconds)",
+            ]),
+            ("Deliveries pending by endpoint state", "short", [
+                "max by (endpoint_state) (ray_fenceline_deliveries_pending)",
             ]),
             ("Delivery attempt p95", "s", [
                 "histogram_quantile(0.95, sum by (le) (rate(ray_fenceline_delivery_attempt_seconds_bucket[5m])))",
             ]),
             ("Delivery alerts by kind", "short", [
                 "sum by (kind) (increase(ray_fenceline_delivery_alerts_total[1h]))",
+            ]),
+        ],
+    ),
+    (
+        "Spend",
+        [
+            ("Spend this period by tenant and kind", "short", [
+                "max by (tenant, kind) (ray_fenceline_tenant_spend)",
+            ]),
+            ("Reconciled / estimated by tenant", "percentunit", [
+                'max by (tenant) (ray_fenceline_tenant_spend{kind="reconciled"}) / max by (tenant) (ray_fenceline_tenant_spend{kind="estimated"})',
             ]),
         ],
     ),
