@@ -44,6 +44,7 @@ from cluster.admission_client import (
     LocalActorHandle,
     actor_name,
 )
+from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.admission import (
     AdmissionConfig,
     AdmissionLedger,
@@ -55,6 +56,7 @@ from pipeline.admission import (
     UnknownGrant,
     Wait,
     WaitReason,
+    admission_registry,
     reconcile,
 )
 from pipeline.database import create_pool
@@ -102,6 +104,10 @@ class AdmissionActor:
             else AdmissionConfig.model_validate(config)
         )
         self._policy = AdmissionPolicy(self.config, clock=clock)
+        #: Usage vs limits of this scope (``fenceline_admission_usage``/``_limit``), read
+        #: from the policy when collected; inside Ray a bridge carries it to the agent.
+        self.metrics_registry = admission_registry(self._policy)
+        self._metrics_bridge: RegistryBridge | None = None
         self._database_url = database_url
         self._pool: asyncpg.Pool | None = None
         self._ledger: AdmissionLedger | None = None
@@ -138,10 +144,15 @@ class AdmissionActor:
             if not self._started:
                 await self._open_ledger()
                 self._pump = asyncio.create_task(self._run_pump())
+                # On the actor's loop, so collecting never races a decision.
+                self._metrics_bridge = bridge_to_ray(self.metrics_registry)  # None outside Ray
                 self._started = True
 
     async def stop(self) -> None:
         """Stop the pump; queued acquirers get ``Wait(LIMITER_UNREACHABLE)``."""
+        if self._metrics_bridge is not None:
+            self._metrics_bridge.stop()
+            self._metrics_bridge = None
         if self._pump is not None:
             self._pump.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -309,6 +320,7 @@ class AdmissionActor:
             ledger_errors=self.ledger_errors,
             restored=self.restored,
             incarnation=self.incarnation,
+            metrics_bridged=self._metrics_bridge is not None and self._metrics_bridge.running,
         )
         return snap
 

@@ -42,7 +42,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -64,6 +64,7 @@ from pipeline.extraction import (
     Timings,
     parse_json_output,
 )
+from pipeline.tracing import headers_with_context
 from pipeline.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,8 @@ class GenerateRequest:
     prompt_token_ids: list[int] | None = None
     pool: str | None = None
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    #: The job's trace context (W3C); vLLM's request span continues it.
+    traceparent: str | None = None
 
 
 def render_prompt(tokenizer: Any, messages: Messages) -> list[int]:
@@ -126,8 +129,13 @@ class PoolBackend(Protocol):
         request_id: str,
         started: float,
         into: Stream,
+        trace_headers: Mapping[str, str] | None = None,
     ) -> Stream:
-        """Generate one request, recording in ``into`` what arrives (timed from ``started``)."""
+        """Generate one request, recording in ``into`` what arrives (timed from ``started``).
+
+        ``trace_headers`` (``{"traceparent": ...}``) parent the engine's own spans, where
+        it exports any.
+        """
 
     async def abort(self, request_id: str) -> None:
         """Drop a request (idempotent)."""
@@ -224,7 +232,13 @@ class PoolEngine:
         try:
             async with asyncio.timeout(request.timeout):
                 await engine.stream(
-                    ids, request.json_schema, request.max_tokens, request_id, started, s
+                    ids,
+                    request.json_schema,
+                    request.max_tokens,
+                    request_id,
+                    started,
+                    s,
+                    trace_headers=headers_with_context({}, request.traceparent) or None,
                 )
             text = "".join(s.text)
             outcome = "malformed"

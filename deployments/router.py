@@ -38,11 +38,12 @@ the vLLM request), and turns Ray/Serve failures into :mod:`pipeline.errors`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from deployments.engine import GenerateRequest, render_prompt
+from deployments.observability import start_observability
 from deployments.pools import PoolConfig, PoolsConfig
 from pipeline.errors import (
     ContextTooLong,
@@ -51,6 +52,8 @@ from pipeline.errors import (
     ProviderUnavailable,
 )
 from pipeline.extraction import Completion, JsonSchema, Messages
+from pipeline.settings import Settings
+from pipeline.tracing import SPAN_ROUTE, current_traceparent, job_span
 
 if TYPE_CHECKING:
     from ray.serve.handle import DeploymentHandle
@@ -58,6 +61,10 @@ if TYPE_CHECKING:
 #: Extra seconds the caller waits beyond the engine's own timeout before it gives up:
 #: the replica's ProviderTimeout (with its abort) should normally win the race.
 HANDLE_GRACE_SECONDS = 5.0
+
+
+#: The ``fenceline.route.reason`` of a decision: the rule :func:`choose_pool` applies.
+ROUTE_REASON = "smallest pool whose max_model_len fits prompt + max_tokens"
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,19 @@ class RouteDecision:
     prompt_tokens: int
     max_tokens: int
     max_model_len: int
+    #: Smaller pools the request did not fit, in the order they were tried.
+    skipped: tuple[str, ...] = ()
+
+    def span_attributes(self) -> dict[str, Any]:
+        """What the ``router.choose`` span records about the choice."""
+        return {
+            "fenceline.pool": self.pool,
+            "gen_ai.usage.input_tokens": self.prompt_tokens,
+            "gen_ai.request.max_tokens": self.max_tokens,
+            "fenceline.route.max_model_len": self.max_model_len,
+            "fenceline.route.reason": ROUTE_REASON,
+            "fenceline.route.skipped": list(self.skipped),
+        }
 
 
 def choose_pool(pools: PoolsConfig, prompt_tokens: Mapping[str, int], max_tokens: int) -> str:
@@ -90,35 +110,41 @@ def choose_pool(pools: PoolsConfig, prompt_tokens: Mapping[str, int], max_tokens
 class ContextRouter:
     """Serve ingress: count tokens per pool model, pick a pool, call its engine.
 
+    Each request's choice is a ``router.choose`` span in the job's trace: the caller
+    (:class:`ServeEngine`, inside the driver's ``engine.call`` span) passes its W3C
+    ``traceparent``, the span records pool, prompt tokens, the rule and the pools
+    skipped, and the engine replica gets the same ``traceparent`` so vLLM's own
+    request span joins the trace beside it.
+
     Args:
         pools: the validated pools file (or its ``model_dump()``).
         engines: pool name → handle of the engine deployment serving that pool (pools
             ``served_by`` another share its handle; see :func:`deployments.app.pool_engines`).
+        tokenizer_factory: loads a pool model's tokenizer (default: ``transformers``'
+            ``AutoTokenizer``; tests pass a stand-in).
     """
 
     def __init__(
         self,
         pools: PoolsConfig | Mapping[str, Any],
         engines: Mapping[str, DeploymentHandle[Any]],
+        tokenizer_factory: Callable[[PoolConfig], Any] | None = None,
     ) -> None:
         self.pools = pools if isinstance(pools, PoolsConfig) else PoolsConfig.model_validate(pools)
         missing = {p.name for p in self.pools.pools} - set(engines)
         if missing:
             raise ValueError(f"no engine deployment for pools {sorted(missing)}")
         self._engines = dict(engines)
+        start_observability(Settings(), "fenceline-router")  # OTLP export when configured
         self._tokenizers: dict[str, Any] = {}
+        self._tokenizer_factory = tokenizer_factory or _auto_tokenizer
         for pool in self.pools.pools:
             self._tokenizer_for(pool)  # load at start: fail the replica, not a request
 
     def _tokenizer_for(self, pool: PoolConfig) -> Any:
         model = pool.resolved_model()
         if model not in self._tokenizers:
-            import os
-
-            os.environ.update({k: v for k, v in pool.engine_env().items() if k.startswith("HF_")})
-            from transformers import AutoTokenizer
-
-            self._tokenizers[model] = AutoTokenizer.from_pretrained(model)
+            self._tokenizers[model] = self._tokenizer_factory(pool)
         return self._tokenizers[model]
 
     def count(self, messages: Messages) -> dict[str, list[int]]:
@@ -140,7 +166,11 @@ class ContextRouter:
     def _decide(self, ids: Mapping[str, list[int]], max_tokens: int) -> RouteDecision:
         counts = {name: len(v) for name, v in ids.items()}
         name = choose_pool(self.pools, counts, max_tokens)
-        return RouteDecision(name, counts[name], max_tokens, self.pools.pool(name).max_model_len)
+        order = [p.name for p in self.pools.pools]  # smallest context first
+        skipped = tuple(order[: order.index(name)])
+        return RouteDecision(
+            name, counts[name], max_tokens, self.pools.pool(name).max_model_len, skipped
+        )
 
     async def complete(
         self,
@@ -149,10 +179,18 @@ class ContextRouter:
         json_schema: JsonSchema,
         max_tokens: int,
         timeout: float,
+        traceparent: str | None = None,
     ) -> Completion:
-        """Route and run one request; the :class:`pipeline.extraction.engines.Engine` contract."""
-        ids = await asyncio.to_thread(self.count, list(messages))
-        decision = self._decide(ids, max_tokens)
+        """Route and run one request; the :class:`pipeline.extraction.engines.Engine` contract.
+
+        ``traceparent`` is the caller's span (the driver's ``engine.call``): the choice
+        is a ``router.choose`` span under it, and the engine replica continues it.
+        """
+        with job_span(SPAN_ROUTE, traceparent, {"gen_ai.request.max_tokens": max_tokens}) as span:
+            ids = await asyncio.to_thread(self.count, list(messages))
+            decision = self._decide(ids, max_tokens)  # ContextTooLong fails the span
+            for key, value in decision.span_attributes().items():
+                span.set_attribute(key, value)
         request = GenerateRequest(
             messages=list(messages),
             json_schema=dict(json_schema),
@@ -160,12 +198,22 @@ class ContextRouter:
             timeout=timeout,
             prompt_token_ids=ids[decision.pool],
             pool=decision.pool,
+            traceparent=traceparent,
         )
         response = self._engines[decision.pool].generate.remote(request)
         return await await_response(response, timeout + HANDLE_GRACE_SECONDS)
 
     async def pools_info(self) -> list[dict[str, Any]]:
         return [{"name": p.name, "max_model_len": p.max_model_len} for p in self.pools.pools]
+
+
+def _auto_tokenizer(pool: PoolConfig) -> Any:
+    import os
+
+    os.environ.update({k: v for k, v in pool.engine_env().items() if k.startswith("HF_")})
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(pool.resolved_model())
 
 
 async def await_response(response: Any, timeout: float) -> Completion:
@@ -240,7 +288,12 @@ class ServeEngine:
         timeout: float,
     ) -> Completion:
         response = self._handle.complete.remote(
-            list(messages), json_schema=dict(json_schema), max_tokens=max_tokens, timeout=timeout
+            list(messages),
+            json_schema=dict(json_schema),
+            max_tokens=max_tokens,
+            timeout=timeout,
+            # The driver's engine.call span: the router's choice and vLLM's span join it.
+            traceparent=current_traceparent(),
         )
         return await await_response(response, timeout + 2 * HANDLE_GRACE_SECONDS)
 

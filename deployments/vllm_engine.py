@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from pipeline.errors import (
     TerminalError,
 )
 from pipeline.extraction import JsonSchema
+from pipeline.settings import Settings
 
 if TYPE_CHECKING:
     from vllm import SamplingParams
@@ -72,14 +74,46 @@ def _allocator_library(choice: str) -> str | None:
     return None
 
 
-def build_engine(pool: PoolConfig, metrics: EngineMetrics | None = None) -> AsyncLLM:
-    """Start a vLLM ``AsyncLLM`` for ``pool`` (blocks until weights and KV cache are ready)."""
+def engine_tracing(settings: Settings) -> tuple[dict[str, str], dict[str, str]]:
+    """vLLM's own OTLP export, pointed where Fenceline's spans go: (engine args, env).
+
+    vLLM 0.32 exports a span per request (``llm_request``: queue, prefill, decode
+    times, token counts) when the engine has ``otlp_traces_endpoint``, parented by
+    the ``trace_headers`` of :meth:`AsyncLLM.generate`; without an endpoint it drops
+    the headers with a warning. Its exporter reads the protocol from
+    ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` (gRPC by default) and, over HTTP, needs
+    the full ``/v1/traces`` URL, so both are derived from Fenceline's settings.
+    Empty when ``settings.otlp_endpoint`` is unset: no export, no headers.
+    """
+    if not settings.otlp_endpoint:
+        return {}, {}
+    if settings.otlp_protocol == "grpc":
+        return {"otlp_traces_endpoint": settings.otlp_endpoint}, {
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc"
+        }
+    endpoint = settings.otlp_endpoint.rstrip("/") + "/v1/traces"
+    return {"otlp_traces_endpoint": endpoint}, {
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"
+    }
+
+
+def build_engine(
+    pool: PoolConfig, metrics: EngineMetrics | None = None, settings: Settings | None = None
+) -> AsyncLLM:
+    """Start a vLLM ``AsyncLLM`` for ``pool`` (blocks until weights and KV cache are ready).
+
+    With ``settings.otlp_endpoint`` set the engine exports its own request spans
+    (:func:`engine_tracing`).
+    """
     apply_cpu_environment(pool)
+    tracing_args, tracing_env = engine_tracing(settings or Settings())
+    os.environ.update(tracing_env)
     from vllm import AsyncEngineArgs
     from vllm.config import StructuredOutputsConfig
     from vllm.v1.engine.async_llm import AsyncLLM
 
     kwargs = pool.engine_kwargs()
+    kwargs.update(tracing_args)
     # AsyncEngineArgs keeps a dict as given (unlike vllm.LLM); the engine needs the object.
     kwargs["structured_outputs_config"] = StructuredOutputsConfig(
         **kwargs["structured_outputs_config"]
@@ -145,6 +179,7 @@ async def stream_request(
     started: float,
     into: Stream | None = None,
     lora: LoRARequest | None = None,
+    trace_headers: Mapping[str, str] | None = None,
 ) -> Stream:
     """Consume one request's deltas, timing each token as it reaches this process.
 
@@ -152,7 +187,8 @@ async def stream_request(
     ITL entries of ``gap / k`` (vLLM streams one token per step unless
     ``stream_interval`` batches them). ``into`` receives the observations as
     they arrive, so a caller that gives up early still knows what was spent;
-    ``lora`` is the pool's adapter (:func:`lora_request`).
+    ``lora`` is the pool's adapter (:func:`lora_request`); ``trace_headers``
+    parent vLLM's request span (only pass them to an engine that exports spans).
     """
     from vllm import TokensPrompt
 
@@ -161,7 +197,9 @@ async def stream_request(
     (prompt,) = await engine.renderer.render_cmpl_async(
         [TokensPrompt(prompt_token_ids=prompt_token_ids)]
     )
-    async for out in engine.generate(prompt, params, request_id, lora_request=lora):
+    async for out in engine.generate(
+        prompt, params, request_id, lora_request=lora, trace_headers=trace_headers
+    ):
         now = time.perf_counter()
         if out.prompt_token_ids is not None:
             s.prompt_tokens = len(out.prompt_token_ids)
@@ -194,6 +232,8 @@ class VLLMEngine:
         self.pool = pool
         self.lora = lora_request(pool)  # before the engine: a missing adapter fails fast
         self.llm: AsyncLLM = build_engine(pool, metrics)
+        #: Whether vLLM exports spans: only then do requests carry trace headers.
+        self.traced = self.llm.observability_config.otlp_traces_endpoint is not None
 
     def tokenizer(self) -> Any:
         return self.llm.get_tokenizer()
@@ -206,10 +246,18 @@ class VLLMEngine:
         request_id: str,
         started: float,
         into: Stream,
+        trace_headers: Mapping[str, str] | None = None,
     ) -> Stream:
         params = sampling_params(json_schema, max_tokens)
         return await stream_request(
-            self.llm, prompt_token_ids, params, request_id, started, into=into, lora=self.lora
+            self.llm,
+            prompt_token_ids,
+            params,
+            request_id,
+            started,
+            into=into,
+            lora=self.lora,
+            trace_headers=trace_headers if self.traced else None,
         )
 
     async def abort(self, request_id: str) -> None:

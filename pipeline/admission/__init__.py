@@ -23,6 +23,7 @@ from pipeline.admission.limits import (
     job_capacity,
     littles_law_concurrency,
 )
+from pipeline.admission.metrics import AdmissionUsageCollector, admission_registry
 from pipeline.admission.policy import AdmissionPolicy
 from pipeline.usage import ReportedUsage
 
@@ -30,6 +31,7 @@ __all__ = [
     "AdmissionConfig",
     "AdmissionLedger",
     "AdmissionPolicy",
+    "AdmissionUsageCollector",
     "Grant",
     "PriorityClass",
     "Reconciliation",
@@ -37,6 +39,7 @@ __all__ = [
     "UnknownGrant",
     "Wait",
     "WaitReason",
+    "admission_registry",
     "attempt_capacity",
     "drain_seconds",
     "job_capacity",

@@ -24,6 +24,8 @@ class Claim:
     url: str
     #: The job's trace (pipeline/tracing.py); each attempt is a span in it.
     traceparent: str | None = None
+    #: The endpoint's breaker when claimed: ``closed``, or ``half_open`` (a probe).
+    endpoint_state: str = "closed"
 
 
 @dataclass

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import fields
@@ -35,6 +37,9 @@ from pipeline.queries import q
 from pipeline.tracing import SPAN_DELIVERY, Span, SpanKind, job_span, set_error
 
 log = logging.getLogger(__name__)
+
+#: How often the running loop samples the delivery-lag gauges (one grouped query).
+LAG_SAMPLE_SECONDS = 10.0
 
 
 #: Test seam: awaited after the response, before the outcome commits.
@@ -122,11 +127,20 @@ class DeliveryDispatcher:
     def _on_notify(self, *_: object) -> None:
         self._wake.set()
 
+    async def sample_metrics(self) -> dict[str, int]:
+        """Sample the delivery-lag gauges (the loop does it every :data:`LAG_SAMPLE_SECONDS`)."""
+        async with self.pool.acquire() as conn:
+            return await self.metrics.sample(conn, self.clock.now())
+
     async def _loop(self) -> None:
+        sampled = -math.inf
         while not self._stopping:
             self._wake.clear()
             try:
                 await self._pump()
+                if time.monotonic() - sampled >= LAG_SAMPLE_SECONDS:
+                    sampled = time.monotonic()
+                    await self.sample_metrics()
             except Exception:  # a service loop outlives one bad round; leases recover its work
                 log.exception("delivery dispatcher: pump failed; retrying after the poll interval")
             waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._wake.wait())}
@@ -213,6 +227,7 @@ class DeliveryDispatcher:
             "fenceline.event_type": claim.event_type,
             "fenceline.attempt": claim.attempt,
             "fenceline.fence": claim.fence,
+            "fenceline.endpoint_state": claim.endpoint_state,
         }
         with (
             job_span(SPAN_DELIVERY, claim.traceparent, attrs, kind=SpanKind.CLIENT) as span,
@@ -271,7 +286,7 @@ class DeliveryDispatcher:
             # under a new fence; the receiver deduplicates if this attempt landed.
             log.exception("delivery %s fence %d: outcome not recorded", claim.id, claim.fence)
             name = "unrecorded"
-        self.metrics.attempts.labels(name).inc()
+        self.metrics.attempts.labels(name, claim.endpoint_state).inc()
         return name
 
     async def _settle(

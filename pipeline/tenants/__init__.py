@@ -35,12 +35,14 @@ from pipeline.tenants.master_data import (
 )
 from pipeline.tenants.quotas import TenantQuota, demand_for
 from pipeline.tenants.reconciliation import ReconcileReport, SpendReconciler
+from pipeline.tenants.spend_metrics import SpendMetrics
 
 __all__ = [
     "SCOPES",
     "MasterDataCache",
     "Principal",
     "ReconcileReport",
+    "SpendMetrics",
     "SpendReconciler",
     "Tenant",
     "TenantQuota",

@@ -8,7 +8,8 @@ both are idempotent: a charge is keyed by (job, fence), a release is
 conditional on ``released_at IS NULL``. Several passes at once (two maintenance
 actors during an upgrade) therefore never count anything twice. The
 maintenance actor runs it periodically; see :mod:`pipeline.spend` for the
-invariants it keeps.
+invariants it keeps. After each pass it samples the spend gauges
+(:mod:`pipeline.tenants.spend_metrics`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pipeline.clock import Clock, DatabaseClock
 from pipeline.periodic import PeriodicPass
 from pipeline.queries import q
 from pipeline.settings import Settings
+from pipeline.tenants.spend_metrics import SpendMetrics, default_spend_metrics
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,7 @@ class SpendReconciler(PeriodicPass):
         interval_seconds: float = 5.0,
         batch: int = 500,
         clock: Clock | None = None,
+        metrics: SpendMetrics | None = None,
     ) -> None:
         if interval_seconds <= 0 or batch <= 0:
             raise ValueError("interval and batch must be positive")
@@ -55,6 +58,7 @@ class SpendReconciler(PeriodicPass):
         self.interval_seconds = interval_seconds
         self.batch = batch
         self.clock = clock or DatabaseClock()
+        self.metrics = metrics if metrics is not None else default_spend_metrics()
 
     async def run_once(self) -> ReconcileReport:
         """Charge and release until nothing is left; charges first, so a settled
@@ -80,6 +84,9 @@ class SpendReconciler(PeriodicPass):
                 break
         if charged or released:
             log.info("spend: charged %d attempts, released %d reservations", charged, released)
+        # The spend gauges, sampled on the reconciler's beat (one grouped query).
+        async with self.pool.acquire() as conn:
+            await self.metrics.sample(conn, self.settings.spend_period, self.clock.now())
         return ReconcileReport(charged=charged, released=released)
 
     async def _step(self, query: str, column: str, *args: object) -> int:

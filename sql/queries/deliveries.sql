@@ -93,7 +93,9 @@ claimed AS (
   WHERE d.id = picked.id AND d.state IN ('pending', 'retry_scheduled')
   RETURNING d.id, d.tenant_id, d.endpoint_id, d.job_id, d.event_type, d.body, d.body_sha256,
             d.attempts AS attempt, d.fence, d.lease_until, picked.url, now_.t AS started_at,
-            (SELECT j.traceparent FROM extraction_jobs j WHERE j.id = d.job_id) AS traceparent
+            (SELECT j.traceparent FROM extraction_jobs j WHERE j.id = d.job_id) AS traceparent,
+            (SELECT CASE WHEN e.breaker_state = 'open' THEN 'half_open' ELSE 'closed' END
+             FROM webhook_endpoints e WHERE e.id = d.endpoint_id) AS endpoint_state
 ),
 attempt_rows AS (
   INSERT INTO delivery_attempts (delivery_id, fence, attempt, worker_id, started_at)
@@ -217,3 +219,19 @@ FROM deliveries;
 
 -- name: delivery_state_transition_list
 SELECT from_state, to_state FROM delivery_state_transitions ORDER BY 1, 2;
+
+-- name: delivery_lag_stats
+-- Delivery lag per endpoint state (pipeline/delivery/metrics.py): deliveries not yet
+-- delivered nor given up, and the age of the oldest since it was created (its job
+-- settled). Endpoint state: disabled, open (breaker cooling down), half_open (its
+-- cooldown over, one probe at a time), closed. $1 now.
+WITH now_ AS (SELECT coalesce($1::timestamptz, now()) AS t)
+SELECT CASE WHEN e.state = 'disabled' THEN 'disabled'
+            WHEN e.breaker_state = 'open' AND e.breaker_open_until > now_.t THEN 'open'
+            WHEN e.breaker_state = 'open' THEN 'half_open'
+            ELSE 'closed' END AS endpoint_state,
+       count(*) AS pending,
+       coalesce(extract(epoch FROM now_.t - min(d.created_at)), 0) AS oldest_seconds
+FROM deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id CROSS JOIN now_
+WHERE d.state IN ('pending', 'retry_scheduled', 'in_flight')
+GROUP BY 1, now_.t;

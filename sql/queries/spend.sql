@@ -107,3 +107,14 @@ LEFT JOIN LATERAL (
   SELECT sum(tokens)::bigint AS charged_tokens, count(*) AS charges
   FROM spend_charges WHERE tenant_id = $1 AND period_start = period.start
 ) c ON true;
+
+-- name: spend_stats_by_tenant
+-- Every tenant's spend in the period containing $2 ($1 'day' | 'month'), for the
+-- spend gauges (pipeline/tenants/spend_metrics.py): estimated (every reservation
+-- of the period, released or not), reserved (held now) and reconciled (reported).
+WITH period AS (SELECT date_trunc($1, coalesce($2::timestamptz, now())) AS start)
+SELECT s.tenant_id, s.reserved, s.reconciled,
+       coalesce((SELECT sum(r.amount) FROM spend_reservations r
+                 WHERE r.tenant_id = s.tenant_id AND r.period_start = s.period_start), 0)
+         AS estimated
+FROM tenant_spend s JOIN period ON s.period_start = period.start;

@@ -235,3 +235,34 @@ async def test_the_intake_replica_exports_its_acceptance_series(
         await actor.stop.remote()
     finally:
         ray.kill(actor)
+
+
+async def test_the_admission_actor_exports_usage_against_its_limits(metrics_port: int) -> None:
+    """Where the admission actor runs, its usage-vs-limit gauges reach Ray's agent."""
+    import ray
+
+    from cluster.admission import admission_actor
+
+    actor = admission_actor(
+        "fenceline-admission-metrics-test",
+        {"scope": "metrics-test", "rpm": 60, "tpm": 10_000, "max_in_flight": 4},
+        detached=False,
+    )
+    try:
+        grant = await actor.acquire.remote("tenant-a", 1_200, 300, timeout=5)
+        assert grant.reserved_tokens == 1_500
+        assert (await actor.snapshot.remote())["metrics_bridged"] is True
+        scope = "metrics-test"
+        await until(
+            metrics_port,
+            {
+                key("ray_fenceline_admission_usage", scope=scope, dimension="tpm"): 1_500,
+                key("ray_fenceline_admission_usage", scope=scope, dimension="rpm"): 1,
+                key("ray_fenceline_admission_usage", scope=scope, dimension="permits"): 1,
+                key("ray_fenceline_admission_limit", scope=scope, dimension="tpm"): 10_000,
+                key("ray_fenceline_admission_limit", scope=scope, dimension="permits"): 4,
+            },
+        )
+        await actor.stop.remote()
+    finally:
+        ray.kill(actor)

@@ -130,3 +130,72 @@ async def test_completion_outcomes_backlog_and_review_are_measured(pool: asyncpg
     assert value(metrics, "fenceline_review_queue_jobs", tenant=t) == 0
     assert value(metrics, "fenceline_review_oldest_seconds", tenant=t) == 0
     assert len(jobs) == 4
+
+
+async def test_delivery_lag_and_outcomes_are_measured_per_endpoint_state(
+    dsn: str, pool: asyncpg.Pool
+) -> None:
+    """A 429 with Retry-After opens the breaker: the lag gauges move from ``closed`` to
+    ``open`` to ``half_open`` with the clock, and each attempt is counted under the
+    endpoint state it was claimed in (the probe under ``half_open``)."""
+    from pipeline.delivery.metrics import ENDPOINT_STATES
+    from tests.support.delivery import (
+        dispatcher_for,
+        job_store,
+        registry_for,
+        reserve_receiver,
+        succeed_jobs,
+    )
+
+    clock = ManualClock()
+    store = job_store(pool, clock)
+    tenant = await new_tenant(pool)
+    receiver, _ = await reserve_receiver(dsn, registry_for(pool, clock), tenant, clock=clock)
+    dispatcher = dispatcher_for(pool, clock=clock)
+    m = dispatcher.metrics
+
+    def lag() -> dict[str, tuple[float, float]]:
+        return {
+            s: (
+                m.registry.get_sample_value("fenceline_deliveries_pending", {"endpoint_state": s})
+                or 0.0,
+                m.registry.get_sample_value(
+                    "fenceline_delivery_oldest_pending_seconds", {"endpoint_state": s}
+                )
+                or 0.0,
+            )
+            for s in ENDPOINT_STATES
+        }
+
+    def attempts(outcome: str, state: str) -> float:
+        got = m.registry.get_sample_value(
+            "fenceline_delivery_attempts_total", {"outcome": outcome, "endpoint_state": state}
+        )
+        return got or 0.0
+
+    with receiver as erp:
+        erp.faults.set("status", status=429, retry_after="3600", remaining=1)
+        await succeed_jobs(store, tenant, 1)
+        clock.advance(30)
+        assert await dispatcher.sample_metrics() == {
+            "closed": 1, "half_open": 0, "open": 0, "disabled": 0
+        }  # fmt: skip
+        assert lag()["closed"] == (1, 30)
+        assert (await dispatcher.run_once()).count("retry_scheduled") == 1
+        assert attempts("retry_scheduled", "closed") == 1
+        await succeed_jobs(store, tenant, 1)  # a second job waits behind the open breaker
+        clock.advance(600)
+        await dispatcher.sample_metrics()
+        assert lag() == {**dict.fromkeys(ENDPOINT_STATES, (0, 0)), "open": (2, 630)}
+        clock.advance(3001)  # the Retry-After is over: half-open
+        await dispatcher.sample_metrics()
+        assert lag()["half_open"] == (2, 3631) and lag()["open"] == (0, 0)
+        probe = await dispatcher.run_once()
+        assert probe.count("delivered") == 1
+        assert attempts("delivered", "half_open") == 1
+        rest = await dispatcher.run_once()  # the probe closed the breaker
+        assert rest.count("delivered") == 1
+        assert attempts("delivered", "closed") == 1
+        await dispatcher.sample_metrics()
+        assert lag() == dict.fromkeys(ENDPOINT_STATES, (0, 0))
+    await dispatcher.close()

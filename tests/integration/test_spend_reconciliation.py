@@ -17,6 +17,7 @@ from decimal import Decimal
 
 import asyncpg
 import pytest
+from prometheus_client import CollectorRegistry
 
 from pipeline.api.app import create_app
 from pipeline.errors import RetryableError
@@ -24,7 +25,7 @@ from pipeline.jobs import JobStore, RedriveRequest, redrive_job
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
 from pipeline.spend import cost_of, spend_for_tenant
-from pipeline.tenants import SpendReconciler, tenant_usage
+from pipeline.tenants import SpendMetrics, SpendReconciler, tenant_usage
 from pipeline.usage import AttemptUsage
 from tests.support.api import asgi_client, settings_for, submission, tenant_with_key
 
@@ -88,10 +89,24 @@ async def test_reserved_and_reconciled_match_reported_usage(pool: asyncpg.Pool, 
     assert before.reserved == sum(estimate.values()) and before.reconciled == 0
 
     # Two passes at once (two maintenance actors) count nothing twice.
-    reconciler = SpendReconciler(pool, settings)
+    metrics = SpendMetrics(CollectorRegistry())
+    reconciler = SpendReconciler(pool, settings, metrics=metrics)
     reports = await asyncio.gather(reconciler.run_once(), reconciler.run_once())
     assert sum(r.charged for r in reports) == 3  # running has no ended attempt
     assert sum(r.released for r in reports) == 3
+
+    def gauge(kind: str) -> Decimal:
+        got = metrics.registry.get_sample_value(
+            "fenceline_tenant_spend", {"tenant": str(tk.tenant.id), "kind": kind}
+        )
+        assert got is not None, kind
+        return Decimal(str(got)).quantize(Decimal("0.000001"))
+
+    # The gauges after the pass: every estimate, what the running job still holds, and
+    # what the three settled jobs reported (the estimate of the cheap one is gone).
+    assert gauge("estimated") == sum(estimate.values())
+    assert gauge("reserved") == estimate[running.job_id]
+    assert gauge("reconciled") == sum((cost_of(t, PRICE) for t in reported), Decimal(0))
 
     # The failed job is re-driven (reserves again) and now succeeds, a bit cheaper.
     await redrive_job(
@@ -123,6 +138,11 @@ async def test_reserved_and_reconciled_match_reported_usage(pool: asyncpg.Pool, 
         u = await tenant_usage(conn, tk.tenant.id, settings)
     assert spend.reconciled == expected_reconciled
     assert spend.reserved == 0 and spend.open_reservations == 0  # everything settled
+    assert (gauge("estimated"), gauge("reserved"), gauge("reconciled")) == (
+        expected_reserved_total,
+        0,
+        expected_reconciled,
+    )
     assert spend.reserved_total == expected_reserved_total == spend.released_total
     assert spend.charged_tokens == sum(reported) and spend.charges == len(reported) == 5
     # Admission now checks real spend, not the estimates: the cheap job's unused

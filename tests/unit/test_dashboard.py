@@ -17,10 +17,12 @@ from prometheus_client import CollectorRegistry
 from cluster.admission_client import AdmissionClientMetrics
 from deployments.engine_metrics import EngineMetrics
 from kuberay.monitoring.dashboard import OUT, dashboard
+from pipeline.admission import AdmissionConfig, AdmissionPolicy, admission_registry
 from pipeline.api.metrics import IntakeMetrics
 from pipeline.delivery.metrics import DeliveryMetrics
 from pipeline.jobs import JobMetrics
 from pipeline.messaging import BrokerMetrics
+from pipeline.tenants import SpendMetrics
 
 RULES = Path(__file__).resolve().parents[2] / "kuberay" / "monitoring" / "prometheusrule.yaml"
 _SERIES = re.compile(r"\b(ray_fenceline_[a-z0-9_]+|fenceline:[a-z0-9_:]+)")
@@ -34,6 +36,8 @@ def exported() -> set[str]:
         DeliveryMetrics().registry,
         EngineMetrics("short").registry,
         AdmissionClientMetrics().registry,
+        admission_registry(AdmissionPolicy(AdmissionConfig(scope="s"))),
+        SpendMetrics(CollectorRegistry()).registry,
     ]
     names: set[str] = set()
     for registry in registries:
@@ -88,4 +92,5 @@ def test_dashboard_covers_each_area_the_issue_names() -> None:
         "Engines",
         "Validation and review",
         "Deliveries",
+        "Spend",
     }

@@ -128,7 +128,13 @@ def test_every_manifest_parses_and_validates(path: Path):
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
 def test_each_rendered_overlay_validates(name: str, rendered: dict[str, list[dict[str, Any]]]):
     docs = rendered[name]
-    assert sorted(d["kind"] for d in docs) == ["ConfigMap", "PodMonitor", "RayService"]
+    assert sorted(d["kind"] for d in docs) == [
+        "ConfigMap",  # settings
+        "ConfigMap",  # the Grafana dashboard (kuberay/monitoring)
+        "PodMonitor",
+        "PrometheusRule",
+        "RayService",
+    ]
     findings = validate_documents(docs, source=name)
     assert findings == [], "\n".join(map(str, findings))
 

@@ -52,6 +52,7 @@ class TinyEngine:
         self.finish_reason = "stop"
         self.error: Exception | None = None
         self.requests: list[tuple[list[int], int, str]] = []
+        self.trace_headers: list[Any] = []
         self.running: set[str] = set()
         self.aborted: list[str] = []
         self.shut_down = False
@@ -67,9 +68,11 @@ class TinyEngine:
         request_id: str,
         started: float,
         into: Stream,
+        trace_headers: Any = None,
     ) -> Stream:
         assert json_schema == SCHEMA
         self.requests.append((prompt_token_ids, max_tokens, request_id))
+        self.trace_headers.append(trace_headers)
         self.running.add(request_id)
         into.prompt_tokens, into.cached_tokens = len(prompt_token_ids), 3
         try:
