@@ -32,6 +32,16 @@ def _age(at: datetime | None) -> str:
     return "-" if at is None else age_text((datetime.now(UTC) - at).total_seconds())
 
 
+def usage_of(used: int, limit: int | None, known: bool = True) -> str:
+    """``12 / 600 (2 %)`` for usage against a limit; ``12 / no limit`` where the scope
+    enforces none; ``12 / unknown`` where no actor recorded the scope's limits."""
+    if not known:
+        return f"{used:,} / unknown"
+    if limit is None:
+        return f"{used:,} / no limit"
+    return f"{used:,} / {limit:,} ({100 * used / limit:.0f} %)"
+
+
 def environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
@@ -42,6 +52,7 @@ def environment() -> Environment:
     env.filters["reveal"] = reveal
     env.globals["age"] = _age
     env.globals["age_s"] = age_text
+    env.globals["of"] = usage_of
     return env
 
 
