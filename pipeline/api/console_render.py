@@ -22,7 +22,7 @@ from pipeline.api.evidence_marks import (
     marked_pages,
     reveal,
 )
-from pipeline.extraction import CORRECTABLE_FIELDS
+from pipeline.extraction import CORRECTABLE_FIELDS, ROW_FIELDS
 
 TEMPLATES = Path(__file__).resolve().parent / "templates" / "console"
 STATIC = Path(__file__).resolve().parent / "static"
@@ -128,31 +128,26 @@ def review_page_model(subject: ReviewSubject) -> dict[str, Any]:
             }
         )
     rows = []
-    for group in ("line_items", "tax_lines"):
+    for group, names in ROW_FIELDS.items():
         items = result.get(group)
         for i, item in enumerate(items if isinstance(items, list) else []):
             path = f"{group}[{i}]"
-            summary = (
-                " · ".join(
-                    f"{k} {item.get(k)}"
-                    for k in ("description", "quantity", "unit_price", "line_amount", "rate")
-                    if isinstance(item, dict) and item.get(k) not in (None, "")
-                )
-                if group == "line_items"
-                else " · ".join(
-                    f"{k} {item.get(k)}"
-                    for k in ("rate", "base", "amount")
-                    if isinstance(item, dict)
-                )
-            )
+            cells = item if isinstance(item, dict) else {}
             rows.append(
                 {
                     "path": path,
                     "anchor": anchor_id(path),
                     "row_id": field_id(path),
-                    "summary": summary,
-                    "has_evidence": isinstance(item, dict)
-                    and isinstance(item.get("evidence"), dict),
+                    "cells": [
+                        {
+                            "name": name,
+                            "path": f"{path}.{name}",
+                            "input_id": "value-" + anchor_id(f"{path}.{name}"),
+                            "value": "" if cells.get(name) is None else str(cells.get(name)),
+                        }
+                        for name in names
+                    ],
+                    "has_evidence": isinstance(cells.get("evidence"), dict),
                     "reasons": by_field.pop(path, []),
                 }
             )
