@@ -11,6 +11,7 @@ from pipeline.tenants.accounts import (
     create_api_key,
     create_tenant,
     get_tenant_by_name,
+    hash_key,
     list_tenants,
     principal_for_key_id,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "create_tenant",
     "demand_for",
     "get_tenant_by_name",
+    "hash_key",
     "issue_key",
     "list_keys",
     "list_suppliers",
