@@ -16,8 +16,12 @@ from pipeline.tenants.accounts import (
     principal_for_key_id,
 )
 from pipeline.tenants.admin import (
+    CONSOLE_KEY_SCOPES,
+    LOCAL_TENANT,
     SCOPES,
+    IssuedKey,
     add_tenant,
+    console_key,
     issue_key,
     list_keys,
     resolve_tenant,
@@ -38,7 +42,10 @@ from pipeline.tenants.quotas import TenantQuota, demand_for
 from pipeline.tenants.reconciliation import ReconcileReport, SpendReconciler
 
 __all__ = [
+    "CONSOLE_KEY_SCOPES",
+    "LOCAL_TENANT",
     "SCOPES",
+    "IssuedKey",
     "MasterDataCache",
     "Principal",
     "ReconcileReport",
@@ -48,6 +55,7 @@ __all__ = [
     "add_supplier",
     "add_tenant",
     "authenticate",
+    "console_key",
     "create_api_key",
     "create_tenant",
     "demand_for",
