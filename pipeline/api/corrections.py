@@ -409,7 +409,7 @@ def _same(before: Any, after: str) -> bool:
     try:
         return Decimal(str(before)) == Decimal(after)
     except InvalidOperation:
-        return str(before) == after
+        return str(before).strip() == after
 
 
 def _parsed_row(group: str, index: int, row: dict[str, Any]) -> LineItem | TaxLine:
