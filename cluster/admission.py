@@ -10,10 +10,12 @@ one. The actor is a plain class around :class:`pipeline.admission.policy.Admissi
 in the builder, so thousands of drivers can wait inside ``acquire`` at once on
 one event loop, where they are served in deficit-round-robin order.
 
-Durability: with a ``database_url`` every grant and settlement is written to
-the admission ledger (:mod:`pipeline.admission.ledger`) before the call
-returns, and a (re)started actor first expires grants older than the TTL and
-replays the last window, so uncertain attempts stay charged across restarts
+Durability: with a ``database_url`` the actor records its scope's limits in
+``admission_scopes`` when it starts (what the operator dashboard reads: the API
+never sees this configuration), every grant and settlement is written to the
+admission ledger (:mod:`pipeline.admission.ledger`) before the call returns,
+and a (re)started actor first expires grants older than the TTL and replays the
+last window, so uncertain attempts stay charged across restarts
 and open grants can still be released. A ledger write that fails is logged and
 counted (``snapshot()['ledger_errors']``) but never blocks admission: the
 in-memory limits are the safety property, the ledger is the accounting.
@@ -178,6 +180,7 @@ class AdmissionActor:
         try:
             self._pool = await create_pool(self._database_url, min_size=1, max_size=4)
             self._ledger = AdmissionLedger(self._pool)
+            await self._ledger.record_limits(self.config, self.incarnation)
             if ttl is not None:
                 expired = await self._ledger.expire_stale(scope, ttl)
                 if expired:

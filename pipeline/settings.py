@@ -176,6 +176,11 @@ class Settings(BaseSettings):
     console_session_key: SecretStr | None = None
     #: How long a console login lasts.
     console_session_seconds: float = Field(8 * 3600.0, gt=0)
+    #: Sign-in limits of the console (pipeline/api/login_limit.py), per intake process:
+    #: failed sign-ins per client address and sign-ins per key in the window.
+    console_login_failures_per_address: int = Field(10, ge=1)
+    console_login_attempts_per_key: int = Field(20, ge=1)
+    console_login_window_seconds: float = Field(300.0, gt=0)
 
     # An OpenAI-compatible provider the drivers may call instead of the Serve pools
     # (``fenceline up --provider-url``): its key, if it needs one.

@@ -101,13 +101,38 @@ def corpus(opts: DemoOptions) -> list[tuple[str, GeneratedInvoice]]:
     return out
 
 
+#: What the demo's console keys may do: review and correct, and see the dashboard.
+CONSOLE_SCOPES = ("jobs", "operator", "review")
+
+
+def review_key_name(tenant: str) -> str:
+    """Where :func:`provision` puts a tenant's console key in its ``keys``."""
+    return f"review:{tenant}"
+
+
+def console_lines(
+    intake_url: str, review_keys: dict[str, str], work: list[tuple[str, GeneratedInvoice]]
+) -> list[str]:
+    """The console's URL and each tenant's console key, with how many of its invoices
+    a faithful reading sends to review (those wait there after the run)."""
+    expected = Counter(t for t, inv in work if inv.truth_decision.value == "REVIEW_REQUIRED")
+    lines = [f"console: {intake_url}/console  (sign in with the tenant's review key)"]
+    for tenant, key in review_keys.items():
+        lines.append(
+            f"  {tenant:<12} {key}  ({expected.get(tenant, 0)} invoice(s) expected in review)"
+        )
+    return lines
+
+
 async def provision(
     settings: Settings, erp_url: str, work: list[tuple[str, GeneratedInvoice]]
 ) -> tuple[dict[str, str], list[str]]:
     """Tenants, API keys, supplier master data and webhook endpoints; returns keys, secrets.
 
-    Besides each tenant's ``jobs`` key, the first tenant gets a ``jobs``+``review`` key
-    for the review console, under ``keys["review"]``.
+    Besides its ``jobs`` key (``keys[name]``), every tenant gets a console key with the
+    ``review`` and ``operator`` scopes (``keys[review_key_name(name)]``): the console is
+    tenant-scoped, and the invoices expected to go to review belong to whichever
+    tenant the corpus gives them, so one tenant's key would not show them all.
     """
     from pipeline.database import create_pool
     from pipeline.delivery import EndpointRegistry, SecretBox, guard_from_settings
@@ -124,9 +149,9 @@ async def provision(
                 t = await create_tenant(conn, name, weight=weight)
                 ids[name] = t.id
                 keys[name] = (await create_api_key(conn, t.id))[1]
-                if "review" not in keys:
-                    scopes = ("jobs", "review")
-                    keys["review"] = (await create_api_key(conn, t.id, scopes=scopes))[1]
+                keys[review_key_name(name)] = (
+                    await create_api_key(conn, t.id, scopes=CONSOLE_SCOPES)
+                )[1]
             for tenant, inv in work:
                 await upsert_supplier(conn, ids[tenant], inv.supplier)
                 await permit_currencies(conn, ids[tenant], [inv.currency])
@@ -274,11 +299,9 @@ def _run_demo(opts: DemoOptions, base: Settings) -> int:
     try:
         cluster.start()
         t_submit = time.monotonic()
-        review_key = keys.pop("review")
-        print(
-            f"console: {cluster.intake_url}/console  (sign in with the review key "
-            f"{review_key} of tenant {TENANTS[0][0]})"
-        )
+        review_keys = {name: keys.pop(review_key_name(name)) for name, _ in TENANTS}
+        console = console_lines(cluster.intake_url, review_keys, work)
+        print("\n".join(console))
         accepted = asyncio.run(_submit(cluster.intake_url, keys, work))
         print(
             f"intake: {len(accepted)} invoices accepted (202) in "
@@ -295,7 +318,7 @@ def _run_demo(opts: DemoOptions, base: Settings) -> int:
             result["wall_seconds"] = time.monotonic() - started
             _report(result, opts.out_dir)
             result["reported"] = True
-            _keep_serving(cluster.intake_url, review_key)
+            _keep_serving(console)
     finally:
         cluster.stop()
         erp.terminate()
@@ -307,12 +330,11 @@ def _run_demo(opts: DemoOptions, base: Settings) -> int:
     return 0 if settled == len(work) else 1
 
 
-def _keep_serving(intake_url: str, review_key: str) -> None:
-    """``--keep``: leave the cluster up so the REVIEW_REQUIRED jobs wait in the console."""
-    print(
-        f"\ndemo --keep: the review console is at {intake_url}/console\n"
-        f"  review key: {review_key}\n  Ctrl-C stops the cluster."
-    )
+def _keep_serving(console: list[str]) -> None:
+    """``--keep``: leave the cluster up so the REVIEW_REQUIRED jobs wait in the console
+    (nothing in the cluster decides a review on its own: they wait for a reviewer)."""
+    print("\ndemo --keep: the cluster stays up.\n" + "\n".join(console))
+    print("  Ctrl-C stops the cluster.")
     try:
         while True:
             time.sleep(1.0)

@@ -9,6 +9,7 @@ import signal
 import sys
 import time
 import uuid
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import httpx
 
 from cluster.cli.base import CommandTable
 from pipeline.settings import Settings
+from pipeline.tenants import LOCAL_TENANT, IssuedKey, console_key
 from pipeline.text_safety import visible
 
 TABLE = CommandTable()
@@ -43,6 +45,16 @@ def _up_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--provider-url", help="use an OpenAI-compatible provider instead of vLLM")
     p.add_argument("--provider-model", default="default")
     p.add_argument(
+        "--console-tenant",
+        default=None,
+        metavar="NAME",
+        help="tenant whose review-console key to print at start (default: 'default', "
+        "created on a database without tenants)",
+    )
+    p.add_argument(
+        "--no-console-key", action="store_true", help="print no review-console key at start"
+    )
+    p.add_argument(
         "--eager",
         action="store_true",
         help="start the engines without torch.compile (~47 s faster start, ~5 %% slower decode)",
@@ -68,6 +80,10 @@ def _up_on(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.worker import WorkerConfig
 
     asyncio.run(setup_database(settings))
+    issued = None
+    tenant = args.console_tenant or LOCAL_TENANT
+    if not args.no_console_key:
+        issued = asyncio.run(_console_key(settings, tenant))
     engine = (
         EngineSpec(kind="openai", base_url=args.provider_url, model=args.provider_model)
         if args.provider_url
@@ -103,10 +119,7 @@ def _up_on(args: argparse.Namespace, settings: Settings) -> int:
     try:
         cluster.start()
         print(f"fenceline is up: intake {cluster.intake_url}/v1/extraction-jobs")
-        print(
-            f"review console: {cluster.intake_url}/console  (sign in with a key that has the "
-            "review scope: fenceline keys create TENANT --scope jobs --scope review)"
-        )
+        print(console_banner(cluster.intake_url, None if args.no_console_key else tenant, issued))
         while not stop["now"]:
             time.sleep(0.5)
     finally:
@@ -114,6 +127,43 @@ def _up_on(args: argparse.Namespace, settings: Settings) -> int:
         cluster.stop()
         pid_path.unlink(missing_ok=True)
     return 0
+
+
+#: How long the console key ``fenceline up`` prints stays valid.
+CONSOLE_KEY_SECONDS = 24 * 3600.0
+
+
+async def _console_key(settings: Settings, tenant: str) -> IssuedKey | None:
+    from pipeline.database import connect
+
+    conn = await connect(settings.database_url)
+    try:
+        return await console_key(conn, tenant, expires_in_seconds=CONSOLE_KEY_SECONDS)
+    finally:
+        await conn.close()
+
+
+def console_banner(intake_url: str, tenant: str | None, issued: IssuedKey | None) -> str:
+    """What ``fenceline up`` prints about the review console: its URL and, when one was
+    issued, the key to sign in with (shown this once: only its digest is stored).
+
+    ``tenant`` None: no key was asked for (``--no-console-key``).
+    """
+    url = f"review console: {intake_url}/console"
+    create = "fenceline keys create TENANT --scope jobs --scope review"
+    if tenant is None:
+        return f"{url}\n  sign in with a key that has the review scope ({create})"
+    if issued is None:
+        return (
+            f"{url}\n  the database has tenants but none named {visible(tenant)!r}: "
+            f"fenceline up --console-tenant NAME prints a key, or {create}"
+        )
+    at = issued.expires_at
+    expires = "" if at is None else f", expires {at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    return (
+        f"{url}\n  sign in with {issued.secret}\n  (tenant {visible(tenant)}, scopes "
+        f"{', '.join(issued.scopes)}{expires}; shown once, not stored)"
+    )
 
 
 @command("down", "stop the cluster started by `fenceline up`")

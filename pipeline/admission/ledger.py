@@ -34,6 +34,7 @@ from pipeline.admission.grants import (
     Reconciliation,
     RestoredGrant,
 )
+from pipeline.admission.limits import AdmissionConfig
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.errors import OwnershipError
 from pipeline.queries import q
@@ -184,6 +185,30 @@ class AdmissionLedger:
             )
         if row is None:
             raise OwnershipError(f"admission grant {rec.grant_id} is not open")
+
+    async def record_limits(self, config: AdmissionConfig, incarnation: str) -> None:
+        """Write the limits ``config`` enforces for its scope (``admission_scopes``).
+
+        The actor's configuration lives in its process; this row is how the intake
+        API and every other node learn them (the operator dashboard shows each
+        tenant's usage against them). The latest writer wins.
+        """
+        async with self._pool.acquire() as conn:
+            row = await conn.fetchrow(
+                q("admission_scope_upsert"),
+                config.scope,
+                config.rpm,
+                config.tpm,
+                config.max_in_flight,
+                config.max_concurrent_tokens,
+                config.tenant_max_in_flight,
+                dict(config.tenant_in_flight),
+                float(config.window_seconds),
+                incarnation,
+                self._clock.now(),
+            )
+        if row is None:  # pragma: no cover - an upsert always returns its row
+            raise OwnershipError(f"admission scope {config.scope} was not recorded")
 
     async def expire_stale(self, scope: str, older_than_seconds: float) -> list[uuid.UUID]:
         """Settle open grants older than the TTL as uncertain; returns their ids."""

@@ -38,12 +38,13 @@ from pipeline.api.console_session import (
 )
 from pipeline.api.context import api_context
 from pipeline.api.corrections import CorrectionIn
+from pipeline.api.login_limit import LoginLimiter, LoginLimits
 from pipeline.api.problems import ApiProblem
 from pipeline.api.review import REVIEW_SCOPES, ReviewDecisionIn
 from pipeline.api.status_stream import StatusStream, parse_last_event_id
 from pipeline.errors import KeyExpired, NotFound
 from pipeline.states import JobState
-from pipeline.tenants import Principal, authenticate, principal_for_key_id
+from pipeline.tenants import Principal, authenticate, hash_key, principal_for_key_id
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 
@@ -65,6 +66,20 @@ def signer(request: Request) -> SessionSigner:
     if ctx.console_signer is None:
         ctx.console_signer = SessionSigner(ctx.settings)
     return ctx.console_signer
+
+
+def login_limiter(request: Request) -> LoginLimiter:
+    ctx = api_context(request)
+    if ctx.console_login_limiter is None:
+        s = ctx.settings
+        ctx.console_login_limiter = LoginLimiter(
+            LoginLimits(
+                failures_per_address=s.console_login_failures_per_address,
+                attempts_per_key=s.console_login_attempts_per_key,
+                window_seconds=s.console_login_window_seconds,
+            )
+        )
+    return ctx.console_login_limiter
 
 
 async def console_caller(request: Request) -> Principal:
@@ -171,6 +186,19 @@ async def login(request: Request) -> Response:
     ):
         raise ConsoleRefusal(403, "The sign-in form expired; load it again.")
     ctx = api_context(request)
+    limiter = login_limiter(request)
+    address = request.client.host if request.client is not None else "unknown"
+    digest = hash_key(key.strip()) if isinstance(key, str) and key.strip() else None
+    wait = limiter.retry_after(address, digest)
+    if wait is not None:
+        page = render(
+            "error.html",
+            429,
+            title="Too many sign-in attempts",
+            message=f"Too many sign-in attempts. Try again in {wait} seconds.",
+        )
+        page.headers["Retry-After"] = str(wait)
+        return page
     principal = None
     error = "That key is not valid."
     if isinstance(key, str) and key:
@@ -181,6 +209,7 @@ async def login(request: Request) -> Response:
                 principal = await authenticate(conn, key.strip())
             except KeyExpired:
                 error = "That key has expired; ask for a new one."
+    limiter.attempted(address, digest, failed=principal is None)
     if principal is None:
         cookie, fresh = s.login_nonce()
         page = render("login.html", 401, title="Sign in", login_token=fresh, error=error)

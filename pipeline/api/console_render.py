@@ -22,7 +22,7 @@ from pipeline.api.evidence_marks import (
     marked_pages,
     reveal,
 )
-from pipeline.extraction import CORRECTABLE_FIELDS
+from pipeline.extraction import CORRECTABLE_FIELDS, ROW_FIELDS
 
 TEMPLATES = Path(__file__).resolve().parent / "templates" / "console"
 STATIC = Path(__file__).resolve().parent / "static"
@@ -30,6 +30,16 @@ STATIC = Path(__file__).resolve().parent / "static"
 
 def _age(at: datetime | None) -> str:
     return "-" if at is None else age_text((datetime.now(UTC) - at).total_seconds())
+
+
+def usage_of(used: int, limit: int | None, known: bool = True) -> str:
+    """``12 / 600 (2 %)`` for usage against a limit; ``12 / no limit`` where the scope
+    enforces none; ``12 / unknown`` where no actor recorded the scope's limits."""
+    if not known:
+        return f"{used:,} / unknown"
+    if limit is None:
+        return f"{used:,} / no limit"
+    return f"{used:,} / {limit:,} ({100 * used / limit:.0f} %)"
 
 
 def environment() -> Environment:
@@ -42,6 +52,7 @@ def environment() -> Environment:
     env.filters["reveal"] = reveal
     env.globals["age"] = _age
     env.globals["age_s"] = age_text
+    env.globals["of"] = usage_of
     return env
 
 
@@ -117,31 +128,26 @@ def review_page_model(subject: ReviewSubject) -> dict[str, Any]:
             }
         )
     rows = []
-    for group in ("line_items", "tax_lines"):
+    for group, names in ROW_FIELDS.items():
         items = result.get(group)
         for i, item in enumerate(items if isinstance(items, list) else []):
             path = f"{group}[{i}]"
-            summary = (
-                " · ".join(
-                    f"{k} {item.get(k)}"
-                    for k in ("description", "quantity", "unit_price", "line_amount", "rate")
-                    if isinstance(item, dict) and item.get(k) not in (None, "")
-                )
-                if group == "line_items"
-                else " · ".join(
-                    f"{k} {item.get(k)}"
-                    for k in ("rate", "base", "amount")
-                    if isinstance(item, dict)
-                )
-            )
+            cells = item if isinstance(item, dict) else {}
             rows.append(
                 {
                     "path": path,
                     "anchor": anchor_id(path),
                     "row_id": field_id(path),
-                    "summary": summary,
-                    "has_evidence": isinstance(item, dict)
-                    and isinstance(item.get("evidence"), dict),
+                    "cells": [
+                        {
+                            "name": name,
+                            "path": f"{path}.{name}",
+                            "input_id": "value-" + anchor_id(f"{path}.{name}"),
+                            "value": "" if cells.get(name) is None else str(cells.get(name)),
+                        }
+                        for name in names
+                    ],
+                    "has_evidence": isinstance(cells.get("evidence"), dict),
                     "reasons": by_field.pop(path, []),
                 }
             )

@@ -22,6 +22,7 @@ from pipeline.api.intake import (
     IntakeService,
 )
 from pipeline.api.job_views import JobViews
+from pipeline.api.login_limit import LoginLimiter
 from pipeline.api.metrics import IntakeMetrics
 from pipeline.api.problems import (
     ApiProblem,
@@ -81,6 +82,7 @@ class ApiContext:
         #: Built on first use, so an app that never serves the console never logs
         #: the missing-session-key warning.
         self.console_signer: SessionSigner | None = None
+        self.console_login_limiter: LoginLimiter | None = None
 
     def _build(self, pool: asyncpg.Pool) -> Services:
         s = self.settings

@@ -22,6 +22,11 @@ Invariants:
   (:meth:`pipeline.jobs.JobStore.decide_review`) commit together or not at all.
 * Raw model output that never passed schema validation cannot be corrected into
   a result (409 ``result_not_approvable``): only rejection is possible for it.
+* **Rows as well as header values**: a line item's or tax line's values are
+  corrected by path (``line_items[2].quantity``, ``tax_lines[0].amount``); the
+  row's evidence is then grounded again as a whole
+  (:func:`pipeline.extraction.ground_row_correction`), and a row printed nowhere
+  keeps its old span and gets ``ungrounded_value`` at the row, like a header value.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 
 import asyncpg
@@ -39,7 +45,13 @@ from pipeline.api.problems import ApiProblem
 from pipeline.api.review import REVIEW_SCOPES
 from pipeline.clock import Clock
 from pipeline.errors import NotFound
-from pipeline.extraction import CORRECTABLE_FIELDS, ground_correction
+from pipeline.extraction import (
+    CORRECTABLE_FIELDS,
+    ROW_FIELDS,
+    ground_correction,
+    ground_row_correction,
+    row_field,
+)
 from pipeline.jobs import JobStore
 from pipeline.queries import q
 from pipeline.settings import Settings
@@ -48,12 +60,16 @@ from pipeline.tenants import Principal, load_master_data
 from pipeline.validation import (
     Evidence,
     Extraction,
+    LineItem,
     Reason,
     ReasonCode,
+    TaxLine,
     policy_for,
     validate,
 )
 
+#: At most this many values in one correction (header fields plus row values).
+MAX_CORRECTED_VALUES = 2000
 NoteText = Annotated[str, Field(min_length=1, max_length=4000, pattern=r"^[^\x00]*$")]
 ValueText = Annotated[str, Field(max_length=400, pattern=r"^[^\x00]*$")]
 
@@ -68,13 +84,14 @@ class ReasonRef(BaseModel):
 
 
 class CorrectionIn(BaseModel):
-    """Corrected header values (canonical form; ``""`` clears a field), reasons the
-    reviewer overrides, and whether to approve if the result then passes."""
+    """Corrected values by path, canonical form: header fields (``""`` clears one) and
+    row values (``line_items[0].quantity``, ``tax_lines[1].amount``; never empty);
+    reasons the reviewer overrides; whether to approve if the result then passes."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     state_version: JsonInt = Field(ge=1, le=2_000_000_000)
-    values: dict[str, ValueText] = Field(default_factory=dict, max_length=len(CORRECTABLE_FIELDS))
+    values: dict[str, ValueText] = Field(default_factory=dict, max_length=MAX_CORRECTED_VALUES)
     overrides: list[ReasonRef] = Field(default_factory=list, max_length=100)
     note: NoteText | None = None
     approve: bool = False
@@ -162,7 +179,9 @@ class CorrectionService:
                 review, the state_version moved on, or the result is raw model output;
                 422 for an unknown field or a value the contract does not accept.
         """
-        unknown = sorted(set(body.values) - set(CORRECTABLE_FIELDS))
+        unknown = sorted(
+            k for k in body.values if k not in CORRECTABLE_FIELDS and row_field(k) is None
+        )
         if unknown:
             raise ApiProblem(422, f"not correctable: {', '.join(unknown)}", reason="field")
         if body.overrides and body.note is None:
@@ -242,6 +261,9 @@ class CorrectionService:
             changes.append(
                 FieldChange(field=path, before=before, after=after or None, grounded=grounded)
             )
+        row_changes, row_refused = self._apply_rows(result, body.values, ocr_text)
+        changes += row_changes
+        refused += row_refused
         try:
             extraction = Extraction.model_validate(result)
         except ValidationError as exc:
@@ -322,6 +344,94 @@ class CorrectionService:
             overridden=overridden,
             created_at=audit["created_at"],
         )
+
+    def _apply_rows(
+        self, result: dict[str, Any], values: dict[str, str], ocr_text: str
+    ) -> tuple[list[FieldChange], list[Reason]]:
+        """Apply row corrections to ``result`` in place, each changed row grounded again.
+
+        Raises:
+            ApiProblem: 422 for a row the result does not have or a row value the
+                contract does not accept.
+        """
+        edits: dict[tuple[str, int], dict[str, str]] = {}
+        for path, value in values.items():
+            named = row_field(path)
+            if named is not None:
+                group, index, name = named
+                edits.setdefault((group, index), {})[name] = value.strip()
+        changes: list[FieldChange] = []
+        refused: list[Reason] = []
+        for (group, index), fields in sorted(edits.items()):
+            rows = result.get(group)
+            if (
+                not isinstance(rows, list)
+                or index >= len(rows)
+                or not isinstance(rows[index], dict)
+            ):
+                raise ApiProblem(422, f"the result has no {group}[{index}]", reason="field")
+            old = rows[index]
+            new = {**old, **{k: v for k, v in fields.items() if not _same(old.get(k), v)}}
+            changed = [k for k in ROW_FIELDS[group] if new.get(k) != old.get(k)]
+            if not changed:
+                continue
+            row = _parsed_row(group, index, new)
+            evidence = ground_row_correction(ocr_text, row, _parsed_evidence(old.get("evidence")))
+            path = f"{group}[{index}]"
+            if evidence is not None:
+                new["evidence"] = evidence.model_dump(mode="json")
+            else:
+                refused.append(
+                    Reason(
+                        ReasonCode.UNGROUNDED_VALUE,
+                        path,
+                        "the corrected row is printed on no row of the document",
+                    )
+                )
+            rows[index] = new
+            changes += [
+                FieldChange(
+                    field=f"{path}.{k}",
+                    before=None if old.get(k) is None else str(old.get(k)),
+                    after=str(new[k]),
+                    grounded=evidence is not None,
+                )
+                for k in changed
+            ]
+        return changes, refused
+
+
+def _same(before: Any, after: str) -> bool:
+    """Whether a typed row value equals the stored one (``2`` and ``2.00`` are equal
+    quantities; a description compares as text)."""
+    if before is None:
+        return False
+    try:
+        return Decimal(str(before)) == Decimal(after)
+    except InvalidOperation:
+        return str(before).strip() == after
+
+
+def _parsed_row(group: str, index: int, row: dict[str, Any]) -> LineItem | TaxLine:
+    model: type[LineItem] | type[TaxLine] = LineItem if group == "line_items" else TaxLine
+    try:
+        return model.model_validate(row)
+    except ValidationError as exc:
+        raise ApiProblem(
+            422,
+            f"a corrected value of {group}[{index}] is not in canonical form: "
+            + "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]
+            ),
+            reason="invalid_value",
+        ) from None
+
+
+def _parsed_evidence(evidence: Any) -> Evidence | None:
+    try:
+        return Evidence.model_validate(evidence)
+    except ValidationError:
+        return None
 
 
 def _node(result: dict[str, Any], path: str) -> dict[str, Any] | None:

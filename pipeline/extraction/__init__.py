@@ -26,13 +26,20 @@ from pipeline.extraction.extractor import (
     prepare_call,
 )
 from pipeline.extraction.prompts import build_messages, prompt_budget
-from pipeline.extraction.reground import CORRECTABLE_FIELDS, ground_correction
+from pipeline.extraction.reground import (
+    CORRECTABLE_FIELDS,
+    ROW_FIELDS,
+    ground_correction,
+    ground_row_correction,
+    row_field,
+)
 
 __all__ = [
     "CONTRACT_V1",
     "CONTRACT_V2",
     "CORRECTABLE_FIELDS",
     "DEFAULT_CONTRACT",
+    "ROW_FIELDS",
     "ChatMessage",
     "Completion",
     "Engine",
@@ -45,8 +52,10 @@ __all__ = [
     "build_messages",
     "document_in_prompt",
     "ground_correction",
+    "ground_row_correction",
     "interpret",
     "parse_json_output",
     "prepare_call",
     "prompt_budget",
+    "row_field",
 ]

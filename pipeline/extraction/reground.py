@@ -11,23 +11,37 @@ A value that is printed nowhere gets no evidence (None). The caller then keeps
 the field's old span, so the evidence rule reports that the text there does not
 show the value (``evidence_value_mismatch``): a person can still insist on such
 a value, but only by overriding that named reason with a note.
+
+A corrected line item or tax line is grounded as a whole
+(:func:`ground_row_correction`): the row's evidence is the printed row whose
+numbers are the corrected quantity, unit price and amount (and its rate, where
+the row prints one) and which shows the description; a tax line's is the line
+printing its rate, base and amount. The row nearest the old evidence wins, so a
+correction that only fixes a misread number stays on its row.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from decimal import Decimal, InvalidOperation
 
 from pipeline.extraction.answer import Answer
 from pipeline.extraction.grounding import Grounder
+from pipeline.extraction.lines import Line
+from pipeline.extraction.locate import Found
 from pipeline.extraction.numbers import numbers_in
 from pipeline.validation import (
     SCALAR_FIELDS,
+    Evidence,
     EvidencedAmount,
     EvidencedCurrency,
     EvidencedDate,
     EvidencedIban,
     EvidencedText,
+    LineItem,
+    TaxLine,
+    normalise_text,
 )
 
 Evidenced = EvidencedAmount | EvidencedCurrency | EvidencedDate | EvidencedIban | EvidencedText
@@ -36,6 +50,22 @@ AMOUNT_FIELDS = ("net_total", "tax_total", "gross_total")
 DATE_FIELDS = ("issue_date", "due_date")
 #: The fields a reviewer may correct: every header value of the contract.
 CORRECTABLE_FIELDS = SCALAR_FIELDS
+#: The values of a row a reviewer may correct, per row group (paths such as
+#: ``line_items[2].quantity``); a row's evidence is grounded again, never typed.
+ROW_FIELDS: dict[str, tuple[str, ...]] = {
+    "line_items": ("description", "quantity", "unit_price", "line_amount", "tax_rate"),
+    "tax_lines": ("rate", "base", "amount"),
+}
+_ROW_PATH = re.compile(r"^(line_items|tax_lines)\[(\d{1,4})\]\.([a-z_]+)$")
+
+
+def row_field(path: str) -> tuple[str, int, str] | None:
+    """``("line_items", 2, "quantity")`` for ``line_items[2].quantity``; None when
+    ``path`` names no correctable row value."""
+    m = _ROW_PATH.match(path)
+    if m is None or m[3] not in ROW_FIELDS[m[1]]:
+        return None
+    return m[1], int(m[2]), m[3]
 
 
 def _empty_answer() -> Answer:
@@ -120,3 +150,62 @@ def ground_correction(ocr_text: str, path: str, value: str) -> Evidenced | None:
     if path == "supplier.vat_id":
         return g.vat_id(value, None)
     return g.text(path, value)
+
+
+def _nearest_first(g: Grounder, near: Evidence | None) -> list[Line]:
+    """The document's lines, those nearest the old evidence first."""
+    lines = g.doc.lines
+    if near is None:
+        return list(lines)
+    try:
+        hint = g.doc.line_at(near.page, near.start).number
+    except ValueError:
+        return list(lines)
+    return sorted(lines, key=lambda line: (abs(line.number - hint), line.number))
+
+
+def _row_evidence(g: Grounder, first: Line, end: int) -> Evidence:
+    """The span of a row from its first line's text to ``end``, without outer spaces."""
+    page = g.doc.pages[first.page - 1]
+    start = first.start + len(first.text) - len(first.text.lstrip())
+    stop = end - (len(page[start:end]) - len(page[start:end].rstrip()))
+    return g.evidence(Found(first.page, start, max(stop, start + 1), first, "exact"))
+
+
+def _printed(g: Grounder, text: str) -> tuple[set[Decimal], set[Decimal]]:
+    """Plain and percent values printed in ``text``, read with the document's mark."""
+    found = numbers_in(text, g.mark, space_groups=g.space)
+    return {p.value for p in found if not p.percent}, {p.value for p in found if p.percent}
+
+
+def ground_row_correction(
+    ocr_text: str, row: LineItem | TaxLine, near: Evidence | None
+) -> Evidence | None:
+    """Where the corrected ``row`` is printed: the evidence of the nearest printed row
+    (to ``near``, the row's old evidence) that shows every corrected value, or None.
+
+    A line item's row shows its quantity, unit price and line amount, its tax rate
+    when the row prints a percentage at all (grounding takes an unprinted rate from
+    the tax lines), and its description (normalised); a stacked row (description
+    above the numbers) counts as one row. A tax line's line shows its base and
+    amount and its rate as a percentage.
+    """
+    g = Grounder(_empty_answer(), ocr_text)
+    for line in _nearest_first(g, near):
+        page = g.doc.pages[line.page - 1]
+        if isinstance(row, TaxLine):
+            plain, percent = _printed(g, line.text)
+            if {row.base, row.amount} <= plain and row.rate in percent:
+                return _row_evidence(g, line, line.end)
+            continue
+        read = g.row(line.number)
+        ends = [line.end] + ([read.end] if read is not None and read.end != line.end else [])
+        for end in ends:
+            text = page[line.start : end]
+            plain, percent = _printed(g, text)
+            shown = {row.quantity, row.unit_price, row.line_amount} <= plain
+            rated = not percent or row.tax_rate in percent
+            described = normalise_text(row.description) in normalise_text(text)
+            if shown and rated and described:
+                return _row_evidence(g, line, end)
+    return None

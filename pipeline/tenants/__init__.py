@@ -11,12 +11,17 @@ from pipeline.tenants.accounts import (
     create_api_key,
     create_tenant,
     get_tenant_by_name,
+    hash_key,
     list_tenants,
     principal_for_key_id,
 )
 from pipeline.tenants.admin import (
+    CONSOLE_KEY_SCOPES,
+    LOCAL_TENANT,
     SCOPES,
+    IssuedKey,
     add_tenant,
+    console_key,
     issue_key,
     list_keys,
     resolve_tenant,
@@ -38,7 +43,10 @@ from pipeline.tenants.reconciliation import ReconcileReport, SpendReconciler
 from pipeline.tenants.spend_metrics import SpendMetrics
 
 __all__ = [
+    "CONSOLE_KEY_SCOPES",
+    "LOCAL_TENANT",
     "SCOPES",
+    "IssuedKey",
     "MasterDataCache",
     "Principal",
     "ReconcileReport",
@@ -49,10 +57,12 @@ __all__ = [
     "add_supplier",
     "add_tenant",
     "authenticate",
+    "console_key",
     "create_api_key",
     "create_tenant",
     "demand_for",
     "get_tenant_by_name",
+    "hash_key",
     "issue_key",
     "list_keys",
     "list_suppliers",

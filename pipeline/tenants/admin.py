@@ -33,10 +33,16 @@ from pipeline.tenants.accounts import (
     create_tenant,
     get_tenant,
     get_tenant_by_name,
+    list_tenants,
     revoke_api_key,
 )
 
 SCOPES = frozenset({"jobs", "review", "operator"})
+#: The tenant ``fenceline up`` creates on a database without tenants, so the review
+#: console of a fresh local cluster can be signed in to at once.
+LOCAL_TENANT = "default"
+#: What a console key of ``fenceline up`` may do: submit, review, see the dashboard.
+CONSOLE_KEY_SCOPES = ("jobs", "operator", "review")
 
 
 @dataclass(frozen=True)
@@ -212,3 +218,23 @@ async def tenant_usage(
         seconds_to_next_period=float(row["seconds_to_next_period"]),
         spend=spend,
     )
+
+
+async def console_key(
+    conn: asyncpg.Connection, tenant_name: str, *, expires_in_seconds: float
+) -> IssuedKey | None:
+    """A fresh, expiring console key (:data:`CONSOLE_KEY_SCOPES`) for ``tenant_name``.
+
+    The tenant is created only on a database that has no tenant at all (a fresh
+    local cluster); on one that has tenants but none of that name this returns
+    None, so ``fenceline up`` never invents a tenant beside real ones.
+    """
+    async with conn.transaction():
+        tenant = await get_tenant_by_name(conn, tenant_name)
+        if tenant is None:
+            if await list_tenants(conn):
+                return None
+            tenant = await create_tenant(conn, tenant_name)
+        return await issue_key(
+            conn, tenant.id, scopes=CONSOLE_KEY_SCOPES, expires_in_seconds=expires_in_seconds
+        )

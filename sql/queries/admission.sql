@@ -105,3 +105,20 @@ WHERE ($1::text IS NULL OR scope = $1)
   AND granted_at < coalesce($3::timestamptz, 'infinity')
 GROUP BY tenant_id, scope
 ORDER BY tenant_id, scope;
+
+-- name: admission_scope_upsert
+-- The limits a (re)started admission actor enforces for its scope; the latest
+-- writer wins. $1 scope, $2 rpm, $3 tpm, $4 max in flight, $5 max concurrent tokens,
+-- $6 default per-tenant in flight, $7 per-tenant overrides (jsonb object),
+-- $8 window seconds, $9 actor incarnation, $10 now (nullable).
+INSERT INTO admission_scopes (scope, rpm, tpm, max_in_flight, max_concurrent_tokens,
+                              tenant_max_in_flight, tenant_in_flight, window_seconds,
+                              incarnation, recorded_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, coalesce($10::timestamptz, now()))
+ON CONFLICT (scope) DO UPDATE
+SET rpm = EXCLUDED.rpm, tpm = EXCLUDED.tpm, max_in_flight = EXCLUDED.max_in_flight,
+    max_concurrent_tokens = EXCLUDED.max_concurrent_tokens,
+    tenant_max_in_flight = EXCLUDED.tenant_max_in_flight,
+    tenant_in_flight = EXCLUDED.tenant_in_flight, window_seconds = EXCLUDED.window_seconds,
+    incarnation = EXCLUDED.incarnation, recorded_at = EXCLUDED.recorded_at
+RETURNING scope;

@@ -74,13 +74,39 @@ SELECT id, url, state, breaker_state, breaker_open_until, consecutive_failures,
 FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id;
 
 -- name: dashboard_admission_for_tenant
--- The tenant's admission usage over the last 60 s per scope (what RPM and TPM count)
--- and its open grants (in-flight permits).
-SELECT scope,
-       count(*) FILTER (WHERE request_charged) AS requests_60s,
-       coalesce(sum(coalesce(charged_tokens, reserved_tokens)), 0)::bigint AS tokens_60s,
-       count(*) FILTER (WHERE outcome = 'granted') AS permits_held
-FROM admission_grants
-WHERE tenant_id = $1
-  AND (granted_at >= coalesce($2, now()) - interval '60 seconds' OR outcome = 'granted')
-GROUP BY scope ORDER BY scope;
+-- The tenant's admission usage per scope next to the limits the scope's actor
+-- recorded (admission_scopes): requests and charged tokens of the last 60 s (what
+-- RPM and TPM count; open grants at their reservation), open grants (in-flight
+-- permits) and the tokens they reserve (the concurrent-token budget). Limits are
+-- scope-wide facts of the deployment; of the per-tenant overrides only the
+-- caller's own entry is read. Scopes the tenant never used are listed with zero
+-- usage; a scope with usage but no recorded limits has limits_known false.
+-- $1 tenant, $2 now (nullable).
+WITH tenant_use AS (
+  SELECT scope,
+         count(*) FILTER (WHERE request_charged
+                           AND granted_at >= coalesce($2, now()) - interval '60 seconds')
+           AS requests_60s,
+         coalesce(sum(coalesce(charged_tokens, reserved_tokens))
+                    FILTER (WHERE granted_at >= coalesce($2, now()) - interval '60 seconds'),
+                  0)::bigint AS tokens_60s,
+         count(*) FILTER (WHERE outcome = 'granted') AS permits_held,
+         coalesce(sum(reserved_tokens) FILTER (WHERE outcome = 'granted'), 0)::bigint
+           AS reserved_tokens_held
+  FROM admission_grants
+  WHERE tenant_id = $1
+    AND (granted_at >= coalesce($2, now()) - interval '60 seconds' OR outcome = 'granted')
+  GROUP BY scope
+)
+SELECT coalesce(s.scope, u.scope) AS scope,
+       coalesce(u.requests_60s, 0) AS requests_60s,
+       coalesce(u.tokens_60s, 0)::bigint AS tokens_60s,
+       coalesce(u.permits_held, 0) AS permits_held,
+       coalesce(u.reserved_tokens_held, 0)::bigint AS reserved_tokens_held,
+       s.rpm, s.tpm, s.max_in_flight, s.max_concurrent_tokens,
+       coalesce((s.tenant_in_flight ->> $1::text)::integer, s.tenant_max_in_flight)
+         AS tenant_max_in_flight,
+       s.recorded_at,
+       s.scope IS NOT NULL AS limits_known
+FROM admission_scopes s FULL JOIN tenant_use u ON u.scope = s.scope
+ORDER BY 1;

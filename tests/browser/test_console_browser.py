@@ -3,13 +3,16 @@
 A reviewer signs in with an API key, opens the queue, opens an invoice whose
 gross total the model got wrong, sees the evidence highlighted, corrects the
 gross total, approves with the keyboard, and the reference ERP receiver records
-exactly one posting carrying the corrected value. Screenshots go to
-``results/console/``. Hostile OCR text renders inert in the same browser.
+exactly one posting carrying the corrected value; the same for a misread line
+item's amount. Screenshots go to ``results/console/``. Hostile OCR text renders
+inert in the same browser.
 """
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -100,6 +103,54 @@ async def test_reviewer_corrects_the_gross_total_and_the_erp_posts_it_once(
     ]
     for name in ("1-queue", "2-review", "3-corrected", "4-approved"):
         assert (screenshots / f"{name}.png").stat().st_size > 10_000
+
+
+def _misread_line_amount(result: dict[str, Any]) -> None:
+    item = result["line_items"][0]
+    item["line_amount"] = str(Decimal(item["line_amount"]) + 10)
+
+
+async def test_reviewer_corrects_a_line_item_and_the_erp_posts_the_corrected_row_once(
+    pool: asyncpg.Pool, dsn: str, browser: webdriver.Chrome, screenshots: Path
+) -> None:
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+    receiver, _ = await reserve_receiver(dsn, registry_for(pool), tk.tenant)
+    settings = settings_for(dsn, delivery_allow_loopback_http=True)
+    with receiver, threaded_server(lambda: create_app(settings)) as base:
+        async with httpx.AsyncClient(base_url=base, timeout=10) as c:
+            job = await invoice_awaiting_review(pool, c, tk, misread=_misread_line_amount)
+        right = job.invoice.truth.line_items[0].line_amount
+        sign_in(browser, base, tk)
+        browser.get(f"{base}/console/jobs/{job.job_id}")
+        row = browser.find_element(By.ID, "field-line_items-0")
+        assert "line_amount_mismatch" in row.text
+        assert row.find_elements(By.CSS_SELECTOR, 'a[href="#ev-line_items-0"]')
+        box = row.find_element(By.CSS_SELECTOR, 'input[name="value.line_items[0].line_amount"]')
+        assert Decimal(box.get_attribute("value") or "0") == right + 10
+        box.clear()
+        box.send_keys(str(right))
+        browser.save_screenshot(str(screenshots / "6-line-item-corrected.png"))
+        browser.find_element(By.ID, "approve").click()
+        WebDriverWait(browser, 10).until(ec.presence_of_element_located((By.CLASS_NAME, "flash")))
+        assert f"Approved job {job.job_id}" in browser.find_element(By.CLASS_NAME, "flash").text
+        browser.get("about:blank")
+        dispatcher = dispatcher_for(pool)
+        for _ in range(3):
+            await dispatcher.run_once()
+        posted = await postings(pool, receiver.ledger)
+        invoices = await fetch(
+            pool, "SELECT invoice FROM erp_postings WHERE ledger = $1", receiver.ledger
+        )
+    assert posted == {job.job_id: 1}
+    [posting] = invoices
+    assert Decimal(posting["invoice"]["line_items"][0]["line_amount"]) == right
+    async with pool.acquire() as conn:
+        changes = await conn.fetchval(
+            "SELECT changes FROM review_corrections WHERE job_id = $1", job.job_id
+        )
+    assert [(c["field"], Decimal(c["after"]), c["grounded"]) for c in changes] == [
+        ("line_items[0].line_amount", right, True)
+    ]
 
 
 async def test_hostile_ocr_text_renders_inert_in_the_browser(

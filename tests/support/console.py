@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -19,6 +20,7 @@ from pipeline.extraction import answer_for, interpret
 from pipeline.jobs import JobStore
 from pipeline.states import JobState
 from pipeline.tenants import upsert_supplier
+from pipeline.validation import Extraction, validate
 from tests.support.api import TenantKey
 
 
@@ -39,10 +41,14 @@ async def invoice_awaiting_review(
     *,
     seed: int = 1,
     text: str | None = None,
+    misread: Callable[[dict[str, Any]], None] | None = None,
 ) -> AwaitingReview:
     """An invoice accepted over HTTP whose model answer copied the net total as the
     gross total: grounded and validated for real, so it waits with
-    ``gross_total_mismatch``. ``text`` replaces the OCR text's tail (hostile content)."""
+    ``gross_total_mismatch``. ``text`` replaces the OCR text's tail (hostile content).
+
+    With ``misread``, the gross total is right and ``misread`` changes the grounded
+    result instead (a row read wrong); validation then runs on the changed result."""
     inv = generate_invoice(
         seed, Variant.CLEAN, anchor=date.today(), max_line_items=3, languages=("en",)
     )
@@ -57,13 +63,18 @@ async def invoice_awaiting_review(
     (lease,) = await store.claim("console-test-driver")
     answer = json.loads(answer_for(inv.truth, ocr))
     assert inv.truth.gross_total is not None
-    wrong = answer["net"]
+    wrong = answer["net"] if misread is None else answer["gross"]
     answer["gross"] = wrong
     it = interpret(json.dumps(answer), ocr, inv.master_data, today=date.today())
+    result, report = it.result(), it.report
+    if misread is not None:
+        misread(result)
+        extraction = Extraction.model_validate(result)
+        report = validate(extraction, ocr, inv.master_data, today=date.today())
     settled = await store.succeed(
         lease,
-        result=it.result(),
-        validation=it.report.as_dict(),
+        result=result,
+        validation=report.as_dict(),
         decision=JobState.REVIEW_REQUIRED,
     )
     assert settled.state is JobState.REVIEW_REQUIRED
@@ -73,7 +84,7 @@ async def invoice_awaiting_review(
         inv,
         wrong,
         str(inv.truth.gross_total.value),
-        [r.as_dict() for r in it.report.reasons],
+        [r.as_dict() for r in report.reasons],
     )
 
 
