@@ -81,6 +81,16 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
         help="override the scenario's engine kind",
     )  # fmt: skip
     p.add_argument("--no-baselines", action="store_true", help="main run only")
+    burst = p.add_argument_group("autoscale (`fenceline bench autoscale`, docs/benchmarks.md)")
+    burst.add_argument("--burst", type=int, default=120, help="jobs in the burst (120)")
+    burst.add_argument("--quiet-jobs", type=int, default=4, help="jobs before the burst (4)")
+    burst.add_argument("--service-s", type=float, default=0.5, help="provider s per call (0.5)")
+    burst.add_argument("--concurrency", type=int, default=2, help="leases per driver (2)")
+    burst.add_argument("--min-drivers", type=int, default=1)
+    burst.add_argument("--max-drivers", type=int, default=8)
+    burst.add_argument("--up-age", type=float, default=2.0, help="scale-up age, s (2)")
+    burst.add_argument("--idle", type=float, default=3.0, help="drained s before scale-down (3)")
+    burst.add_argument("--cooldown", type=float, default=1.0, help="s between changes (1)")
     chaos = p.add_argument_group("chaos (`fenceline bench chaos`, docs/chaos.md)")
     chaos.add_argument("--invoices", type=int, default=200, help="invoices to submit (200)")
     chaos.add_argument("--seed", type=int, default=17, help="seed of the fault schedule (17)")
@@ -95,6 +105,10 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
 def _bench(args: argparse.Namespace, _settings: Settings) -> int:
     from benchmarks.__main__ import main
 
+    if args.scenario == "autoscale":
+        from benchmarks.autoscale_bench import main as autoscale
+
+        return autoscale(args)
     if args.scenario == "chaos":
         from benchmarks.chaos.cli import run_from_args
 

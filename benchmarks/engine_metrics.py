@@ -21,6 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 TTFT = "fenceline_engine_ttft_seconds"
 ITL = "fenceline_engine_itl_seconds"
 GENERATED = "fenceline_engine_generation_tokens"
+KV_USAGE = "fenceline_engine_kv_cache_usage_ratio"
+PREEMPTIONS = "fenceline_engine_preemptions"
+#: Per pool: ``{pool: {"kv_cache_usage": ratio now, "preemptions": total}}``.
+POOLS = "pools"
 
 
 @dataclass
@@ -66,10 +70,15 @@ class Histogram:
 
 
 def parse(text: str) -> dict[str, Any]:
-    """``{TTFT: Histogram, ITL: Histogram, GENERATED: float}`` summed over pools."""
-    out: dict[str, Any] = {TTFT: Histogram(), ITL: Histogram(), GENERATED: 0.0}
+    """``{TTFT: Histogram, ITL: Histogram, GENERATED: float}`` summed over pools, and
+    ``POOLS``: each pool's KV-cache usage (a gauge) and preemptions (a counter)."""
+    out: dict[str, Any] = {TTFT: Histogram(), ITL: Histogram(), GENERATED: 0.0, POOLS: {}}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
+            pool = s.labels.get("pool")
+            if pool is not None and s.name in (KV_USAGE, f"{PREEMPTIONS}_total"):
+                key = "kv_cache_usage" if s.name == KV_USAGE else "preemptions"
+                out[POOLS].setdefault(pool, {})[key] = s.value
             if s.name == f"{GENERATED}_total":
                 out[GENERATED] += s.value
             for name in (TTFT, ITL):
@@ -87,12 +96,48 @@ def parse(text: str) -> dict[str, Any]:
 def combine(texts: list[str]) -> dict[str, Any]:
     """One snapshot from every replica's metrics text."""
     parts = [parse(t) for t in texts]
-    out: dict[str, Any] = {TTFT: Histogram(), ITL: Histogram(), GENERATED: 0.0}
+    out: dict[str, Any] = {TTFT: Histogram(), ITL: Histogram(), GENERATED: 0.0, POOLS: {}}
     for p in parts:
         out[TTFT] = out[TTFT].add(p[TTFT])
         out[ITL] = out[ITL].add(p[ITL])
         out[GENERATED] += p[GENERATED]
+        out[POOLS].update(p[POOLS])
     return out
+
+
+#: What a run reports per pool when the engine exposes no metrics (the fake provider):
+#: absent, not zero, so nobody reads "no preemptions" into a run that could not see them.
+ABSENT = {
+    "kv_cache_usage_peak": None,
+    "preemptions": None,
+    "source": "absent: the fake provider exposes no KV-cache or preemption metrics",
+}
+
+
+def pool_summary(
+    before: dict[str, Any], after: dict[str, Any], peaks: dict[str, float]
+) -> dict[str, Any]:
+    """Per pool: preemptions during the run, KV-cache usage at its end and its sampled peak."""
+    pools = sorted(set(before.get(POOLS, {})) | set(after.get(POOLS, {})))
+    out: dict[str, Any] = {}
+    for pool in pools:
+        b = before.get(POOLS, {}).get(pool, {})
+        a = after.get(POOLS, {}).get(pool, {})
+        out[pool] = {
+            "preemptions": a.get("preemptions", 0.0) - b.get("preemptions", 0.0),
+            "kv_cache_usage_end": a.get("kv_cache_usage"),
+            "kv_cache_usage_peak": max(peaks.get(pool, 0.0), a.get("kv_cache_usage") or 0.0),
+            "source": "vLLM scheduler stats (fenceline_engine_* of each pool's replica)",
+        }
+    return out
+
+
+def note_peaks(snapshot: dict[str, Any], peaks: dict[str, float]) -> None:
+    """Keep each pool's highest KV-cache usage seen so far in ``peaks``."""
+    for pool, values in snapshot.get(POOLS, {}).items():
+        usage = values.get("kv_cache_usage")
+        if usage is not None:
+            peaks[pool] = max(peaks.get(pool, 0.0), usage)
 
 
 def side_summary(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:

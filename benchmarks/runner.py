@@ -32,7 +32,7 @@ import asyncpg
 import httpx
 
 from benchmarks.collect import RunRecord, RunState, collect, merge_counts, sampler
-from benchmarks.engine_metrics import side_summary
+from benchmarks.engine_metrics import ABSENT, note_peaks, pool_summary, side_summary
 from benchmarks.engine_setup import BenchEngine, RecordingEngine, close_engine
 from benchmarks.infra import ErpProcess, free_port, fresh_database, intake_server
 from benchmarks.invoices.generator import GeneratedInvoice
@@ -132,10 +132,17 @@ async def run_pipeline(
                 dispatcher = build_dispatcher(pool, settings, worker_id="bench-delivery")
                 await dispatcher.start()
             intake = {k: v for k, v in overrides.items() if k in _INTAKE_FIELDS}
-            record = await _drive(
-                scenario, settings, intake, pool, engine, corpus, offsets, tenant_of, tenants,
-                progress,
-            )  # fmt: skip
+            peaks: dict[str, float] = {}
+            watch = asyncio.create_task(_watch_kv(engine, peaks, scenario.sample_every_s))
+            try:
+                record = await _drive(
+                    scenario, settings, intake, pool, engine, corpus, offsets, tenant_of, tenants,
+                    progress,
+                )  # fmt: skip
+            finally:
+                watch.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watch
             if dispatcher is not None:
                 await _wait_deliveries(pool, scenario.delivery.timeout_s)
             if engine.fake is not None:
@@ -145,6 +152,9 @@ async def run_pipeline(
             core_after = await engine.metrics_snapshot()
             if core_before is not None and core_after is not None:
                 result["engine"]["engine_core"] = side_summary(core_before, core_after)
+                result["engine"]["pools"] = pool_summary(core_before, core_after, peaks)
+            else:
+                result["engine"]["pools"] = ABSENT
             return result
         finally:
             if dispatcher is not None:
@@ -152,6 +162,21 @@ async def run_pipeline(
             if erp is not None:
                 await erp.stop()
             await pool.close()
+
+
+async def _watch_kv(engine: BenchEngine, peaks: dict[str, float], every: float) -> None:
+    """Sample each pool's KV-cache usage while the run goes (vLLM engines only)."""
+    if engine.fake is not None:
+        return
+    while True:
+        try:
+            snapshot = await engine.metrics_snapshot()
+        except Exception as exc:  # a replica restarting: the next sample may answer
+            log(f"engine metrics unavailable: {exc!r}")
+            snapshot = None
+        if snapshot is not None:
+            note_peaks(snapshot, peaks)
+        await asyncio.sleep(max(every, 0.5))
 
 
 async def _wait_deliveries(pool: asyncpg.Pool, timeout: float) -> None:

@@ -218,7 +218,8 @@ class TaskDriver:
         while self._bridges:
             self._bridges.pop().stop()
         if self._loop is not None:
-            await self._loop.stop(grace_seconds=grace_seconds)
+            # A drain: attempts past the grace give their leases back (fence+1).
+            stats["drain"] = asdict(await self._loop.stop(grace_seconds=grace_seconds))
             self._loop = None
         if self._scheduler is not None:
             await self._scheduler.stop()

@@ -172,7 +172,10 @@ class _Member:
 
 
 class RuntimeSupervisor:
-    """Serve deployment body: creates, starts and re-checks the runtime's actors."""
+    """Serve deployment body: creates, starts and re-checks the runtime's actors,
+    and scales the task drivers (:mod:`cluster.driver_fleet`)."""
+
+    _autoscaler: Any = None
 
     async def __init__(self, config: Mapping[str, Any] | RuntimeConfig) -> None:  # type: ignore[misc]
         self.config = (
@@ -182,11 +185,13 @@ class RuntimeSupervisor:
         self._members = self._plan()
         self._lock = asyncio.Lock()
         await self.reconcile()  # the replica (and the app) is only RUNNING once all started
+        from cluster.driver_fleet import start_autoscaler
+
+        self._autoscaler = await start_autoscaler(self)
 
     def _plan(self) -> list[_Member]:
         from cluster.delivery import ACTOR_NAME, build_delivery_actor
         from cluster.drivers import EngineSpec, build_maintenance
-        from pipeline.worker import WorkerConfig
 
         cfg = self.config
         maintenance = f"{cfg.actor_prefix}-maintenance"
@@ -221,29 +226,37 @@ class RuntimeSupervisor:
                 else None
             ),
         )
-        run = uuid.uuid4().hex[:6]
-        for i in range(cfg.drivers):
-            name = f"{cfg.actor_prefix}-driver-{i}"
-            worker = WorkerConfig(
-                worker_id=f"{name}-{run}",
-                concurrency=cfg.concurrency,
-                claim_batch=cfg.concurrency,
-                # Timing is deployment configuration (FENCELINE_*), not code.
-                **{
-                    "attempt_timeout_seconds": self.settings.attempt_timeout_seconds,
-                    "heartbeat_seconds": self.settings.heartbeat_seconds,
-                    "contract": self.settings.extraction_contract,
-                    **cfg.worker,
-                },
-            )
-            members.append(
-                _Member(
-                    name,
-                    _driver_factory(name, worker, engine, self.settings, cfg, ACTOR_NAME),
-                    lambda h: h.start.remote(),
-                )
-            )
+        self._engine = engine
+        self._run = uuid.uuid4().hex[:6]
+        # Drivers a previous replica's autoscaler added are adopted, not orphaned.
+        indices = set(range(cfg.drivers)) | set(_running_driver_indices(cfg.actor_prefix))
+        members += [self.driver_member(i) for i in sorted(indices)]
         return members
+
+    def driver_member(self, index: int) -> _Member:
+        """The supervised member for driver ``<prefix>-driver-<index>``."""
+        from cluster.delivery import ACTOR_NAME
+        from pipeline.worker import WorkerConfig
+
+        cfg = self.config
+        name = f"{cfg.actor_prefix}-driver-{index}"
+        worker = WorkerConfig(
+            worker_id=f"{name}-{self._run}",
+            concurrency=cfg.concurrency,
+            claim_batch=cfg.concurrency,
+            # Timing is deployment configuration (FENCELINE_*), not code.
+            **{
+                "attempt_timeout_seconds": self.settings.attempt_timeout_seconds,
+                "heartbeat_seconds": self.settings.heartbeat_seconds,
+                "contract": self.settings.extraction_contract,
+                **cfg.worker,
+            },
+        )
+        return _Member(
+            name,
+            _driver_factory(name, worker, self._engine, self.settings, cfg, ACTOR_NAME),
+            lambda h: h.start.remote(),
+        )
 
     async def reconcile(self) -> dict[str, str]:
         """Make every member exist and run; returns ``{name: "ok" | "replaced"}``.
@@ -322,7 +335,8 @@ class RuntimeSupervisor:
 
         states = await asyncio.gather(*(alive(m) for m in self._members))
         actors = {m.name: ok for m, ok in zip(self._members, states, strict=True)}
-        return {"config": self.config.model_dump(), "actors": actors}
+        scaling = self._autoscaler.autoscaler.summary() if self._autoscaler else None
+        return {"config": self.config.model_dump(), "actors": actors, "autoscaling": scaling}
 
     async def __del__(self) -> None:
         """Graceful shutdown: drivers release their leases, then the actors go.
@@ -330,6 +344,9 @@ class RuntimeSupervisor:
         Detached actors outlive their creator; without this, deleting the app
         would leave drivers claiming jobs with nobody supervising them.
         """
+        if self._autoscaler is not None:
+            await self._autoscaler.close()
+            self._autoscaler = None
         for member in reversed(self._members):
             if member.handle is None:
                 continue
@@ -348,6 +365,18 @@ class RuntimeSupervisor:
                     log.warning("stopping %s failed: %r", member.name, exc)
             _kill(member.handle)
             member.handle = None
+
+
+def _running_driver_indices(prefix: str) -> list[int]:
+    """Indices of ``<prefix>-driver-<i>`` actors alive in this namespace (none outside Ray)."""
+    try:
+        import ray
+
+        names = ray.util.list_named_actors() if ray.is_initialized() else []
+    except Exception:  # no cluster state to read: start from the configured count
+        return []
+    head = f"{prefix}-driver-"
+    return [int(n[len(head) :]) for n in names if n.startswith(head) and n[len(head) :].isdigit()]
 
 
 def _driver_factory(

@@ -45,6 +45,27 @@ class Settings(BaseSettings):
     reaper_interval_seconds: float = Field(5.0, gt=0)
     scan_interval_seconds: float = Field(2.0, gt=0)
 
+    # Driver autoscaling (pipeline.worker.scaling; docs/kuberay.md "Autoscaling").
+    #: Let the runtime supervisor add and drain task drivers; off: a fixed count.
+    driver_autoscaling: bool = True
+    driver_min: int = Field(1, ge=1)
+    #: None: the runtime's ``drivers`` (enough leases to fill every engine slot).
+    driver_max: int | None = Field(None, ge=1)
+    #: Oldest runnable job age that adds drivers, and the (much lower) age under
+    #: which the backlog counts as drained: the gap is the hysteresis.
+    driver_scale_up_age_seconds: float = Field(10.0, gt=0)
+    driver_scale_down_age_seconds: float = Field(1.0, ge=0)
+    #: How long the backlog must stay drained before drivers are drained away.
+    driver_scale_down_idle_seconds: float = Field(30.0, ge=0)
+    #: Least gap between two changes of the driver count.
+    driver_scale_cooldown_seconds: float = Field(15.0, ge=0)
+    #: Free share of the admission budget a scale-up needs (a full budget only queues).
+    driver_scale_min_headroom: float = Field(0.05, ge=0, le=1)
+    #: How often the autoscaler looks at the backlog.
+    driver_scale_interval_seconds: float = Field(2.0, gt=0)
+    #: Grace a drained driver's attempts get before their leases are released.
+    driver_drain_grace_seconds: float = Field(20.0, ge=0)
+
     # Validation (issue 7). Where a job goes when every attempt returned output
     # that is not a schema-valid extraction: ``terminal`` (FAILED_TERMINAL) or
     # ``review`` (REVIEW_REQUIRED with the raw output; a reviewer may only reject it).

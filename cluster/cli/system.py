@@ -38,7 +38,19 @@ def api_key(args: argparse.Namespace, settings: Settings) -> str | None:
 
 
 def _up_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--drivers", type=int, default=2)
+    p.add_argument("--drivers", type=int, default=2, help="drivers at start (2)")
+    p.add_argument(
+        "--min-drivers", type=int, default=None,
+        help="autoscaling floor (FENCELINE_DRIVER_MIN, default 1)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-drivers", type=int, default=None,
+        help="autoscaling ceiling (FENCELINE_DRIVER_MAX; default --drivers)",
+    )  # fmt: skip
+    p.add_argument(
+        "--fixed-drivers", action="store_true",
+        help="no driver autoscaling (FENCELINE_DRIVER_AUTOSCALING=false)",
+    )  # fmt: skip
     p.add_argument("--concurrency", type=int, default=4, help="attempts per driver")
     p.add_argument("--port", type=int, default=8000, help="intake HTTP port")
     p.add_argument("--pools", type=Path, default=None, help="pools file (deployments/pools.yaml)")
@@ -79,6 +91,17 @@ def _up_on(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.jobs import setup_database
     from pipeline.worker import WorkerConfig
 
+    scaling = {
+        k: v
+        for k, v in {
+            "driver_min": args.min_drivers,
+            "driver_max": args.max_drivers,
+            "driver_autoscaling": False if args.fixed_drivers else None,
+        }.items()
+        if v is not None
+    }
+    if scaling:  # they reach the supervisor as FENCELINE_* in the runtime_env
+        settings = settings.model_copy(update=scaling)
     asyncio.run(setup_database(settings))
     issued = None
     tenant = args.console_tenant or LOCAL_TENANT

@@ -326,6 +326,27 @@ class JobStore(Reaping, BatchSettling):
                 conn, lease, error_class, detail or reason, reason, usage, False
             )
 
+    async def release(self, lease: Lease, *, reason: str = "released by a draining driver") -> bool:
+        """Give back a lease this driver still holds (a drain): due again now, fence+1.
+
+        The job goes to RETRY_SCHEDULED available now, under a new fence (so this
+        holder's late commit can never land) and with one more attempt allowed (the
+        given-back attempt did not fail); its attempt row closes as ``released``,
+        in the same transaction. Returns False, changing nothing, when the lease
+        was already settled, lost or expired (the row count says so): the job is
+        then finished or someone else's, never abandoned by this call.
+        """
+        async with self.pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                q("job_release_if_fenced"), lease.job_id, lease.fence, self.clock.now(), reason
+            )
+            if row is None:
+                return False
+            await self._close_attempt(
+                conn, lease, "released", "lease_released", reason, None, uncertain=True
+            )
+        return True
+
     async def record_late_result(self, lease: Lease, usage: AttemptUsage | None) -> bool:
         """Note on a closed attempt that its (stale) result arrived and was discarded.
 

@@ -1,4 +1,5 @@
-"""The worker: one attempt of one job end to end, and the loop that keeps a driver busy.
+"""The worker: one attempt of one job end to end, the loop that keeps a driver busy,
+and the autoscaler that decides how many drivers run.
 
 This is the package's surface: other packages import these names from here,
 never from a module inside.
@@ -6,10 +7,31 @@ never from a module inside.
 
 from pipeline.worker.attempt import AttemptRunner
 from pipeline.worker.contracts import WorkerConfig
-from pipeline.worker.loop import DriverLoop
+from pipeline.worker.fleet import DriverAutoscaler, DriverFleet, LocalDriverFleet
+from pipeline.worker.loop import DrainReport, DriverLoop
+from pipeline.worker.scaling import (
+    ScalingConfig,
+    ScalingDecision,
+    ScalingSignal,
+    ScalingState,
+    best_headroom,
+    decide,
+    headroom,
+)
 
 __all__ = [
     "AttemptRunner",
+    "DrainReport",
+    "DriverAutoscaler",
+    "DriverFleet",
     "DriverLoop",
+    "LocalDriverFleet",
+    "ScalingConfig",
+    "ScalingDecision",
+    "ScalingSignal",
+    "ScalingState",
     "WorkerConfig",
+    "best_headroom",
+    "decide",
+    "headroom",
 ]

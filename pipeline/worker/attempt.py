@@ -244,7 +244,15 @@ class AttemptRunner:
                 )
             )
             watch = asyncio.create_task(lost.wait())
-            done, _ = await asyncio.wait({call, watch}, return_when=asyncio.FIRST_COMPLETED)
+            try:
+                done, _ = await asyncio.wait({call, watch}, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                # A drain cancelled the attempt (its lease is released next): abort the
+                # call, which asyncio.wait leaves running, and hand back the grant.
+                watch.cancel()
+                call.cancel()
+                await asyncio.shield(self._release_uncertain(grant))
+                raise
             watch.cancel()
             if call not in done:
                 call.cancel()  # the lease is gone; abort the engine call (it may still bill)
@@ -284,6 +292,12 @@ class AttemptRunner:
         usage = recorded_usage(completion.usage, completion.pool or completion.engine)
         await self.admission.release(grant, usage=usage, uncertain=False)
         return await self._commit(lease, text, master, completion, usage, request)
+
+    async def _release_uncertain(self, grant: Any) -> None:
+        try:
+            await self.admission.release(grant, usage=None, uncertain=True)
+        except Exception:  # the grant's TTL frees it in the end
+            log.exception("admission release failed")
 
     async def _admit(
         self, lease: Lease, prompt_tokens: int, max_output_tokens: int, lost: asyncio.Event

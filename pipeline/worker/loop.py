@@ -27,6 +27,22 @@ class DriverStats:
     outcomes: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass
+class DrainReport:
+    """What :meth:`DriverLoop.stop` did with the attempts it found running."""
+
+    #: Ended on their own within the grace period (settled, retried or lost).
+    finished: int = 0
+    #: Still running at the end of the grace: cancelled and their leases given back.
+    released: int = 0
+    #: Cancelled, but the release matched no row: the job had already settled or
+    #: moved on under another fence (nothing left to give back).
+    already_settled: int = 0
+    #: Cancelled and the release itself failed (database down): those leases expire
+    #: and the reaper recovers them, the only case a drain leaves to it.
+    unreleased: int = 0
+
+
 class DriverLoop:
     """Keeps up to ``concurrency`` attempts running; start()/stop()/run_once()."""
 
@@ -37,6 +53,7 @@ class DriverLoop:
         self.stats = DriverStats()
         self._slots = asyncio.Semaphore(self.config.concurrency)
         self._tasks: set[asyncio.Task[AttemptReport]] = set()
+        self._leases: dict[asyncio.Task[AttemptReport], Lease] = {}
         self._main: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
 
@@ -55,9 +72,14 @@ class DriverLoop:
         for lease in leases:
             task = asyncio.create_task(self._run(lease), name=f"attempt-{lease.job_id}")
             self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._leases[task] = lease
+            task.add_done_callback(self._forget)
         self.stats.claimed += len(leases)
         return len(leases)
+
+    def _forget(self, task: asyncio.Task[AttemptReport]) -> None:
+        self._tasks.discard(task)
+        self._leases.pop(task, None)
 
     async def _run(self, lease: Lease) -> AttemptReport:
         async with self._slots:
@@ -101,19 +123,41 @@ class DriverLoop:
             for p in pending:
                 p.cancel()
 
-    async def stop(self, *, grace_seconds: float = 30.0) -> None:
-        """Stop claiming; let attempts finish within ``grace_seconds``, then cancel them.
+    async def stop(self, *, grace_seconds: float = 30.0) -> DrainReport:
+        """Drain: stop claiming, let attempts finish within ``grace_seconds``, then
+        cancel the rest and give their leases back.
 
-        A cancelled attempt's lease simply expires: the reaper reschedules it with
-        a new fence, so nothing is lost and nothing commits twice.
+        A given-back lease (:meth:`JobStore.release`) is RETRY_SCHEDULED due now
+        under fence+1, so another driver claims it at once instead of waiting for
+        the lease to expire and the reaper to find it; the conditional release
+        changes nothing for an attempt that settled while being cancelled.
         """
         self._stopping.set()
         if self._main is not None:
             await self._main
             self._main = None
-        if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=grace_seconds)
-            for t in pending:
-                t.cancel()
-            if pending:
-                await asyncio.wait(pending)
+        report = DrainReport()
+        if not self._tasks:
+            return report
+        running = set(self._tasks)
+        leases = dict(self._leases)
+        _, pending = await asyncio.wait(running, timeout=grace_seconds)
+        report.finished = len(running) - len(pending)
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.wait(pending)
+        for t in pending:
+            lease = leases[t]
+            try:
+                released = await self.runner.store.release(lease)
+            except Exception:
+                log.exception("could not release job %s; its lease will expire", lease.job_id)
+                report.unreleased += 1
+                continue
+            if released:
+                report.released += 1
+            else:
+                report.already_settled += 1
+        log.info("driver %s drained: %s", self.config.worker_id, report)
+        return report

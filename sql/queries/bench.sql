@@ -67,3 +67,22 @@ WHERE j.tenant_id = $1;
 -- Inbox rows of tenant $1.
 SELECT count(*) FROM execution_inbox i JOIN extraction_jobs j ON j.id = i.job_id
 WHERE j.tenant_id = $1;
+
+-- name: bench_job_states
+SELECT state, count(*) AS n FROM extraction_jobs GROUP BY state;
+
+-- name: bench_attempt_outcomes
+SELECT outcome, count(*) AS n FROM job_attempts GROUP BY outcome;
+
+-- name: bench_age_threshold_crossed
+-- When the oldest waiting burst job first reached age $1: the earliest
+-- created_at + $1 of a burst job whose first attempt started later (or never).
+WITH burst AS (
+  SELECT j.id, j.created_at, (SELECT min(a.started_at) FROM job_attempts a
+                              WHERE a.job_id = j.id) AS first_start
+  FROM extraction_jobs j WHERE j.idempotency_key LIKE 'burst-%'
+)
+SELECT (SELECT min(created_at) FROM burst) AS burst_start,
+       min(created_at + make_interval(secs => $1)) AS crossed_at
+FROM burst
+WHERE first_start IS NULL OR first_start > created_at + make_interval(secs => $1);

@@ -161,6 +161,18 @@ WHERE id = $1 AND state = 'RUNNING' AND fence = $2
   AND lease_until > coalesce($6::timestamptz, now())
 RETURNING id, tenant_id, state, state_version, attempt, fence, available_at;
 
+-- name: job_release_if_fenced
+-- A draining driver gives back a lease it still holds: due again now, fence+1 so
+-- its own late commit can never land, and one more attempt allowed (the given-back
+-- attempt did not fail). Zero rows: the lease was already settled, lost or expired.
+UPDATE extraction_jobs
+SET state = 'RETRY_SCHEDULED', fence = fence + 1, max_attempts = max_attempts + 1,
+    available_at = coalesce($3::timestamptz, now()), lease_until = NULL, lease_owner = NULL,
+    last_error_class = 'lease_released', last_error = $4
+WHERE id = $1 AND state = 'RUNNING' AND fence = $2
+  AND lease_until > coalesce($3::timestamptz, now())
+RETURNING id, tenant_id, state, state_version, attempt, fence, available_at;
+
 -- name: job_fail_if_fenced
 UPDATE extraction_jobs
 SET state = 'FAILED_TERMINAL', lease_until = NULL, lease_owner = NULL,

@@ -58,6 +58,8 @@ async def test_burst_drain_time_matches_the_capacity_model() -> None:
     assert o["completed"] > 0
     assert result["provider_calls_per_job"] == pytest.approx(1.0)
     assert result["attempts_per_job"] == pytest.approx(1.0)
+    # The fake provider has no KV cache to report: absent, not zero.
+    assert result["engine"]["pools"]["preemptions"] is None
     cap = result["capacity"]
     assert cap["prediction"]["bound_by"] == "concurrency"
     assert cap["predicted_drain_s"] == pytest.approx(32.0)

@@ -49,3 +49,34 @@ def test_bucket_quantile_interpolates_and_is_nan_when_empty() -> None:
     assert h.quantile(0.5) == pytest.approx(0.15)
     assert math.isnan(Histogram().quantile(0.5))
     assert math.isnan(Histogram().mean())
+
+
+def _replica_text(pool: str, kv: float, preempted: int) -> str:
+    """What one replica's deployments.engine_metrics.EngineMetrics exports."""
+    from deployments.engine_metrics import EngineMetrics
+
+    m = EngineMetrics(pool)
+    m.kv_cache_usage.set(kv)
+    m.preemptions.inc(preempted)
+    return m.text()
+
+
+def test_kv_cache_usage_and_preemptions_are_reported_per_pool() -> None:
+    from benchmarks.engine_metrics import note_peaks, pool_summary
+
+    before = combine([_replica_text("short", 0.1, 2), _replica_text("long", 0.0, 0)])
+    peaks: dict[str, float] = {}
+    note_peaks(combine([_replica_text("short", 0.93, 5), _replica_text("long", 0.4, 1)]), peaks)
+    after = combine([_replica_text("short", 0.2, 7), _replica_text("long", 0.05, 1)])
+    pools = pool_summary(before, after, peaks)
+    assert set(pools) == {"short", "long"}
+    assert pools["short"]["preemptions"] == 5 and pools["long"]["preemptions"] == 1
+    assert pools["short"]["kv_cache_usage_peak"] == pytest.approx(0.93)
+    assert pools["long"]["kv_cache_usage_end"] == pytest.approx(0.05)
+
+
+def test_the_fake_provider_reports_them_absent_not_zero() -> None:
+    from benchmarks.engine_metrics import ABSENT
+
+    assert ABSENT["preemptions"] is None and ABSENT["kv_cache_usage_peak"] is None
+    assert "absent" in str(ABSENT["source"])
