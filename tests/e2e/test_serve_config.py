@@ -68,6 +68,11 @@ def dev_overlay() -> tuple[dict[str, Any], dict[str, str]]:
     return yaml.safe_load(rs["spec"]["serveConfigV2"]), dict(settings["data"])
 
 
+def deployed_settings() -> dict[str, str]:
+    """The settings ConfigMap of the dev overlay (what the pods read)."""
+    return dev_overlay()[1]
+
+
 def wait_running(names: set[str], timeout_s: float) -> None:
     from ray import serve
     from ray.serve.schema import ApplicationStatus
@@ -151,7 +156,10 @@ def test_every_application_and_deployment_of_the_manifest_runs(deployed: Deploye
     runtime = serve.get_app_handle("fenceline-runtime").status.remote().result(timeout_s=60)
     args = next(a for a in deployed.config["applications"] if a["name"] == "fenceline-runtime")
     drivers = {n for n in runtime["actors"] if "-driver-" in n}
-    assert len(drivers) == args["args"]["drivers"]
+    # Autoscaled (docs/kuberay.md): it starts at the generated count and may have
+    # drained idle drivers toward the overlay's minimum since.
+    low = int(deployed_settings()["FENCELINE_DRIVER_MIN"])
+    assert low <= len(drivers) <= args["args"]["drivers"], drivers
     assert all(runtime["actors"].values()), runtime["actors"]
 
 
@@ -222,7 +230,8 @@ def test_a_crashed_driver_is_restarted_and_started_again(deployed: Deployed):
     assert before["running"]
     os.kill(before["pid"], signal.SIGKILL)  # a crash, not a graceful stop
     report = serve.get_app_handle("fenceline-runtime").reconcile.remote().result(timeout_s=180)
-    assert set(report) >= {"fenceline-driver-0", "fenceline-driver-1", "fenceline-maintenance"}
+    # driver-0 is never drained first (the fleet drains the highest names).
+    assert set(report) >= {"fenceline-driver-0", "fenceline-maintenance"}
     after = ray.get(driver.stats.remote(), timeout=30)
     assert after["running"] and after["pid"] != before["pid"]
     assert after["worker_id"] == before["worker_id"]  # the same named actor, restarted by Ray
