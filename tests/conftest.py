@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import asyncpg
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from benchmarks.erp_receiver import migrate_erp
+from pipeline import tracing
 from pipeline.database import connect, create_pool, migrate
 
 ADMIN_DSN = os.environ.get(
@@ -89,3 +93,17 @@ async def pool(dsn: str) -> AsyncIterator[asyncpg.Pool]:
     p = await create_pool(dsn, min_size=1, max_size=20)
     yield p
     await p.close()
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """Every span the pipeline finishes during the test, kept in memory."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.install(provider)
+    try:
+        yield exporter
+    finally:
+        tracing.install(None)
+        provider.shutdown()

@@ -16,14 +16,12 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from benchmarks.fake_provider import FakeProvider
@@ -41,19 +39,6 @@ pytestmark = [pytest.mark.faults, pytest.mark.integration, pytest.mark.timeout(1
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = 2.0
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.install(provider)
-    try:
-        yield exporter
-    finally:
-        tracing.install(None)
-        provider.shutdown()
 
 
 async def line_from(child: subprocess.Popen[str], prefix: str, timeout: float = 60) -> str:
