@@ -107,7 +107,8 @@ class Answer(BaseModel):
     tax: str | None = Field(max_length=MAX_ID_CHARS)
     gross: str | None = Field(max_length=MAX_ID_CHARS)
     items: tuple[ItemRef, ...] = Field(max_length=MAX_ITEMS)
-    taxes: tuple[int, ...] = Field(max_length=MAX_TAX_LINES)
+    #: Absent where the arithmetic finds the tax breakdown itself (:func:`known_tax_lines`).
+    taxes: tuple[int, ...] | None = Field(default=None, max_length=MAX_TAX_LINES)
 
 
 #: Keys in the order the grammar makes the model write them.
@@ -227,9 +228,10 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
         "tax": _nullable_enum(amounts),
         "gross": _nullable_enum(amounts),
         "items": _item_array(item, len(lines), printed_rows(doc, mark)),
-        "taxes": _tax_array(lines, tax_rows(doc, mark)),
     }
-    assert tuple(properties) == ANSWER_KEYS
+    if known_tax_lines(doc, mark) is None:
+        properties["taxes"] = _tax_array(lines)
+    assert tuple(properties) == ANSWER_KEYS[: len(properties)]
     return {
         "type": "object",
         "properties": properties,
@@ -284,13 +286,18 @@ def _item_array(item: dict[str, Any], candidates: int, rows: int) -> dict[str, A
     return {"type": "array", "items": item, "minItems": least, "maxItems": max(least, most)}
 
 
-def _tax_array(lines: list[int], rows: list[int]) -> dict[str, Any]:
-    """Tax lines: where rows read as a tax breakdown, exactly those lines, in document order.
-    A model cannot count lines (given these rows to choose from, it wrote one twice in 4 of
-    24 answers); the arithmetic finds them, and validation still checks them against the
-    printed totals."""
-    if 0 < len(rows) <= MAX_TAX_LINES:
-        return {"type": "array", "const": rows}
+def known_tax_lines(doc: Document, mark: str) -> list[int] | None:
+    """The tax breakdown's lines where the arithmetic finds it (rows that read as one, in
+    document order), else None. Then the grammar asks nothing about tax lines: a model
+    cannot count lines (given these rows to choose from, it wrote one twice in 4 of 24
+    answers), the code knows them, and validation still checks them against the totals;
+    the answer is shorter by the list (about ten tokens)."""
+    rows = tax_rows(doc, mark)
+    return rows if 0 < len(rows) <= MAX_TAX_LINES else None
+
+
+def _tax_array(lines: list[int]) -> dict[str, Any]:
+    """Tax lines the model cites where the arithmetic finds no breakdown."""
     return {
         "type": "array",
         "items": {"enum": lines} if lines else {"type": "integer", "minimum": 1},
@@ -340,8 +347,12 @@ def build_messages(ocr_text: str) -> list[dict[str, str]]:
 
 
 def dump_answer(answer: Answer) -> str:
-    """The compact JSON form the engine emits for ``answer`` (key order of the grammar)."""
-    return json.dumps(answer.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))
+    """The compact JSON form the engine emits for ``answer`` (key order of the grammar;
+    no ``taxes`` where the grammar does not ask for them)."""
+    exclude = {"taxes"} if answer.taxes is None else set()
+    return json.dumps(
+        answer.model_dump(mode="json", exclude=exclude), ensure_ascii=False, separators=(",", ":")
+    )
 
 
 _NUMBERED_RE = re.compile(r"^L\d+: ", re.MULTILINE)

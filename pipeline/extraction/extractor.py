@@ -36,6 +36,7 @@ from pipeline.extraction import answer as v2
 from pipeline.extraction import prompts as v1
 from pipeline.extraction.grounding import ground
 from pipeline.extraction.lines import Document
+from pipeline.extraction.numbers import decimal_mark
 from pipeline.validation import (
     DEFAULT_POLICY,
     EXTRACTION_SCHEMA_VERSION,
@@ -194,6 +195,8 @@ def answer_for(truth: Extraction, ocr_text: str, *, contract: str = DEFAULT_CONT
             v2.ItemRef(line=line_of(item.evidence), description=item.description)
             for item in truth.line_items
         ),
-        taxes=tuple(line_of(tax.evidence) for tax in truth.tax_lines),
+        taxes=None
+        if v2.known_tax_lines(doc, decimal_mark(ocr_text)) is not None
+        else tuple(line_of(tax.evidence) for tax in truth.tax_lines),
     )
     return v2.dump_answer(answer)

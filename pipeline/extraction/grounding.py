@@ -32,7 +32,7 @@ from functools import cached_property
 
 from babel.numbers import get_territory_currencies
 
-from pipeline.extraction.answer import Answer, ItemRef, printed_rows
+from pipeline.extraction.answer import Answer, ItemRef, known_tax_lines, printed_rows
 from pipeline.extraction.labels import LABELS
 from pipeline.extraction.lines import Document, Line
 from pipeline.extraction.locate import Boundary, Found, decoy_label, fold, labelled, occurrences
@@ -357,7 +357,10 @@ class _Grounder:
         base and amount add up exactly, else refused."""
         out: list[TaxLine] = []
         used: set[int] = set()
-        for j, number in enumerate(dict.fromkeys(self.answer.taxes)):
+        cited = self.answer.taxes
+        if cited is None:  # the grammar did not ask: the arithmetic found them
+            cited = tuple(known_tax_lines(self.doc, self.mark) or ())
+        for j, number in enumerate(dict.fromkeys(cited)):
             path = f"tax_lines[{j}]"
             spot = self._tax_row(number, used)
             if spot is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jsonschema
@@ -12,11 +13,13 @@ from pipeline.errors import MalformedOutput
 from pipeline.extraction import answer_for, document_in_prompt, prepare_call
 from pipeline.extraction.answer import (
     ANSWER_KEYS,
+    MAX_TAX_LINES,
     answer_schema,
     build_messages,
     max_output_tokens,
     parse_answer,
 )
+from pipeline.extraction.grounding import ground
 
 
 def _nodes(node: Any) -> list[dict[str, Any]]:
@@ -39,7 +42,9 @@ def test_every_string_and_array_of_the_grammar_is_bounded(seed: int) -> None:
             assert "maxLength" in node, node
         if node.get("type") == "array":
             assert "maxItems" in node or "const" in node, node
-    assert list(schema["properties"]) == list(ANSWER_KEYS) == schema["required"]
+    keys = list(schema["properties"])
+    assert keys == list(ANSWER_KEYS)[: len(keys)] == schema["required"]
+    assert keys[-1] in ("items", "taxes")
 
 
 def test_candidates_are_what_the_document_prints() -> None:
@@ -89,17 +94,27 @@ def test_an_answer_that_is_not_the_contract_is_malformed(text: str) -> None:
 
 def test_arithmetic_bounds_the_lists_a_model_may_write() -> None:
     """Items: at least the rows whose numbers add up (a small model stopped early);
-    taxes: exactly the rows that read as a tax breakdown, each once, in document order
-    (given a choice, the model wrote one row twice in 4 of 24 answers)."""
+    taxes: not asked where rows read as a tax breakdown (given a choice, the model
+    wrote one row twice in 4 of 24 answers): grounding takes exactly those rows."""
     inv = generate_invoice(5003, max_line_items=8)
-    props = answer_schema(inv.ocr_text)["properties"]
+    schema = answer_schema(inv.ocr_text)
+    props = schema["properties"]
     assert props["items"]["minItems"] == len(inv.truth.line_items)
-    truth = __import__("json").loads(answer_for(inv.truth, inv.ocr_text))
-    assert props["taxes"]["const"] == truth["taxes"]
-    jsonschema.validate(truth, {"type": "object", "properties": {"taxes": props["taxes"]}})
-    repeated = {**truth, "taxes": [truth["taxes"][0], *truth["taxes"]]}
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(repeated, {"type": "object", "properties": {"taxes": props["taxes"]}})
+    assert "taxes" not in props and "taxes" not in schema["required"]
+    truth = json.loads(answer_for(inv.truth, inv.ocr_text))
+    assert "taxes" not in truth
+    with pytest.raises(jsonschema.ValidationError):  # the grammar forbids the key
+        jsonschema.validate({**truth, "taxes": [1]}, schema)
+    got = ground(parse_answer(json.dumps(truth)), inv.ocr_text).extraction.tax_lines
+    assert [(t.rate, t.base, t.amount) for t in got] == [
+        (t.rate, t.base, t.amount) for t in inv.truth.tax_lines
+    ]
+
+
+def test_taxes_are_asked_where_no_row_reads_as_a_tax_breakdown() -> None:
+    doc = "Consulting   2 h   50.00   100.00   20 %\nVAT: 20.00\nTotal: 120.00\n"
+    props = answer_schema(doc)["properties"]
+    assert props["taxes"]["maxItems"] == MAX_TAX_LINES
 
 
 def test_date_and_sign_candidates_hide_none_of_the_printed_values() -> None:
