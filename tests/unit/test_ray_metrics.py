@@ -13,6 +13,7 @@ import logging
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -254,6 +255,8 @@ async def test_no_bridge_outside_ray() -> None:
 class _StubEngine:
     def __init__(self) -> None:
         self.shut_down = False
+        # AsyncLLM's: PoolEngine sends trace headers only when vLLM exports spans.
+        self.observability_config = SimpleNamespace(otlp_traces_endpoint=None)
 
     def shutdown(self) -> None:
         self.shut_down = True
