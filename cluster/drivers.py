@@ -284,14 +284,17 @@ class Maintenance:
         self._metrics_bridge: RegistryBridge | None = None
 
     async def start(self) -> None:
-        """Start every service; on a started actor, replace a stalled relay.
+        """Start every service; on a started actor, replace a stalled relay or consumer.
 
         The runtime supervisor calls this on every health check, so a relay whose
-        loop died or stopped finishing rounds (:meth:`OutboxRelay.stalled`) is
-        replaced within one health-check period, although the actor still answers.
+        loop died or stopped finishing rounds (:meth:`OutboxRelay.stalled`), or an
+        inbox consumer or DLQ archiver whose loop died or hangs
+        (:meth:`QueueConsumer.stalled`), is replaced within one health-check
+        period, although the actor still answers.
         """
         if self._pool is not None:
             await self._replace_stalled_relay()
+            await self._replace_stalled_consumers()
             return
         start_observability(self.settings, "fenceline-maintenance")
         self._pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
@@ -332,9 +335,27 @@ class Maintenance:
         self._relay = OutboxRelay(self._pool, self.settings)
         await self._relay.start()
 
+    async def _replace_stalled_consumers(self) -> None:
+        if self._pool is None:
+            return
+        for i, consumer in enumerate(self._consumers):
+            if not consumer.stalled():
+                continue
+            name = type(consumer).__name__
+            log.error("%s stalled (%s); starting a new one", name, consumer.health())
+            await consumer.stop()
+            fresh = type(consumer)(self._pool, self.settings)
+            await fresh.start()
+            self._consumers[i] = fresh
+
     def health(self) -> dict[str, Any]:
-        """The relay's liveness (:meth:`OutboxRelay.health`); empty before start()."""
-        return {"relay": self._relay.health()} if self._relay is not None else {}
+        """Each loop's liveness (relay, inbox consumer, DLQ archiver); empty before start()."""
+        out: dict[str, Any] = {}
+        if self._relay is not None:
+            out["relay"] = self._relay.health()
+        for consumer in self._consumers:
+            out[type(consumer).__name__] = consumer.health()
+        return out
 
     async def stop(self) -> None:
         if self._metrics_bridge is not None:
