@@ -99,6 +99,23 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
         "--rabbitmq-restart", action="store_true",
         help="also restart the real RabbitMQ (rabbitmqctl stop_app/start_app; shared broker!)",
     )  # fmt: skip
+    chaos.add_argument(
+        "--pg-restart", action="store_true",
+        help="also stop and start the real PostgreSQL server once (shared server!)",
+    )  # fmt: skip
+    chaos.add_argument("--pg-version", default="", help="{version} in the pg commands (e.g. 14)")
+    chaos.add_argument(
+        "--pg-stop-command", default="", help="default: pg_ctlcluster {version} main stop -m fast"
+    )
+    chaos.add_argument(
+        "--pg-start-command", default="", help="default: pg_ctlcluster {version} main start"
+    )
+    chaos.add_argument(
+        "--engine-url", default="",
+        help="OpenAI-compatible engine for the drivers instead of the fake (a vLLM server's "
+        "http://HOST:PORT/v1); the provider faults are then left out",
+    )  # fmt: skip
+    chaos.add_argument("--engine-model", default="", help="model name at --engine-url")
 
 
 @command("bench", "run a pipeline benchmark scenario (python -m benchmarks)", _bench_args)

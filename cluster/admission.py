@@ -207,6 +207,8 @@ class AdmissionActor:
         job_id: str | None = None,
         fence: int | None = None,
         timeout: float | None = None,
+        holder: str | None = None,
+        holder_run: str | None = None,
     ) -> Grant | Wait:
         """Wait, in fair order, until every dimension grants at once.
 
@@ -217,6 +219,8 @@ class AdmissionActor:
             priority: the job's priority class.
             job_id, fence: recorded on the grant and in the ledger.
             timeout: seconds to wait; 0 tries once; None waits until granted.
+            holder, holder_run: the driver's stable name and its process's run id
+                (:meth:`abandon`).
 
         Returns:
             The grant, or a :class:`Wait` saying which limit still blocks.
@@ -226,8 +230,9 @@ class AdmissionActor:
         """
         await self._ensure_started()
         ticket = self._policy.submit(
-            tenant, est_prompt_tokens, max_output_tokens, priority, job_id=job_id, fence=fence
-        )
+            tenant, est_prompt_tokens, max_output_tokens, priority,
+            job_id=job_id, fence=fence, holder=holder, holder_run=holder_run,
+        )  # fmt: skip
         fut: asyncio.Future[Grant | None] = asyncio.get_running_loop().create_future()
         self._waiters[ticket.id] = fut
         self._dispatch()
@@ -297,6 +302,24 @@ class AdmissionActor:
         assert self._ledger is not None
         with contextlib.suppress(OwnershipError):
             await self._ledger.record_settlement(rec)
+
+    async def abandon(self, holder: str, current_run: str, call_bound_seconds: float) -> int:
+        """A restarted driver gives up its dead run's grants (:meth:`AdmissionPolicy.abandon`).
+
+        Each expires, uncertain and fully charged, once its attempt's timeout has
+        passed (at once if it has), instead of at the grant TTL, so a killed
+        driver's permits come back for the drivers still running.
+        """
+        await self._ensure_started()
+        moved = self._policy.abandon(holder, current_run, call_bound_seconds)
+        if moved:
+            log.warning(
+                "admission %s: %d grants of an earlier run of %s abandoned",
+                self.config.scope, moved, holder,
+            )  # fmt: skip
+            self._dispatch()  # the ones already due expire now (ledger written as expiry)
+            self._kick()  # the pump sleeps until the next deadline
+        return moved
 
     async def cooldown(self, seconds: float | None = None) -> float:
         """Shared cooldown after a 429 (``seconds`` = the provider's delay hint)."""

@@ -199,13 +199,18 @@ class AdmissionClient:
         job_id: str | None = None,
         fence: int | None = None,
         timeout: float | None = 30.0,
+        holder: str | None = None,
+        holder_run: str | None = None,
     ) -> Grant | Wait:
         """:meth:`AdmissionActor.acquire`, or the unreachable behaviour.
 
         Raises:
             ReservationTooLarge: from the actor; no wait can admit the attempt.
         """
-        kwargs = dict(priority=str(priority), job_id=job_id, fence=fence, timeout=timeout)
+        kwargs = dict(
+            priority=str(priority), job_id=job_id, fence=fence, timeout=timeout,
+            holder=holder, holder_run=holder_run,
+        )  # fmt: skip
         if self._clock() >= self._down_until:
             limit = None if timeout is None else timeout + self.call_margin_seconds
             try:
@@ -246,6 +251,18 @@ class AdmissionClient:
             return None
         self._recovered()
         return rec
+
+    async def abandon(self, holder: str, current_run: str, call_bound_seconds: float) -> int:
+        """:meth:`AdmissionActor.abandon`; 0 when the actor cannot be told (the TTL
+        then expires those grants, as before)."""
+        try:
+            call = self.handle.abandon.remote(holder, current_run, call_bound_seconds)
+            moved: int = await asyncio.wait_for(call, self.call_margin_seconds)
+        except Exception as exc:
+            self._failed("abandon", exc)
+            return 0
+        self._recovered()
+        return moved
 
     async def cooldown(self, seconds: float | None = None) -> float:
         """Share a 429 cooldown; the local allowance honours it too."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -83,10 +84,18 @@ class ActorGate:
     A ``Wait`` answer (no budget within the timeout) becomes a retryable
     ``AdmissionDeferred`` carrying the actor's wait hint, so the job store
     persists a retry no sooner than the budget can admit it.
+
+    Grants are asked for under ``holder`` (the driver's stable name) and
+    ``holder_run`` (this process's run), so a restarted driver can give up
+    what its dead run held (:meth:`abandon_earlier_runs`).
     """
 
-    def __init__(self, client: Any) -> None:
+    def __init__(
+        self, client: Any, *, holder: str | None = None, holder_run: str | None = None
+    ) -> None:
         self.client = client
+        self.holder = holder
+        self.holder_run = holder_run
 
     async def acquire(
         self,
@@ -110,6 +119,8 @@ class ActorGate:
             job_id=job_id,
             fence=fence,
             timeout=timeout,
+            holder=self.holder,
+            holder_run=self.holder_run,
         )
         if isinstance(got, Wait):
             raise AdmissionDeferred(
@@ -128,6 +139,14 @@ class ActorGate:
 
     async def cooldown(self, seconds: float) -> None:
         await self.client.cooldown(seconds)
+
+    async def abandon_earlier_runs(self, call_bound_seconds: float) -> int:
+        """Expire this holder's grants from earlier runs once their attempt could
+        no longer be calling (:meth:`AdmissionActor.abandon`); returns how many."""
+        if self.holder is None or self.holder_run is None:
+            return 0
+        moved: int = await self.client.abandon(self.holder, self.holder_run, call_bound_seconds)
+        return moved
 
 
 class TaskDriver:
@@ -155,6 +174,8 @@ class TaskDriver:
         self._scheduler: Scheduler | None = None
         self._bridges: list[RegistryBridge] = []
         self._client_metrics: Any = None  # AdmissionClientMetrics, set by _admission
+        #: This process's run: a Ray restart of the actor builds a new TaskDriver.
+        self.run_id = uuid.uuid4().hex
 
     async def start(self) -> int:
         """Open the pool, build the engine and start claiming; returns the process id."""
@@ -164,6 +185,7 @@ class TaskDriver:
         self._pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
         store = job_store(self._pool, self.settings)  # deliveries commit with the outcome
         gate = self._admission()
+        await self._abandon_earlier_runs(gate)
         runner = AttemptRunner(
             store,
             self.engine_spec.build(),
@@ -183,6 +205,26 @@ class TaskDriver:
         log.info("driver %s started (pid %d)", self.worker.worker_id, os.getpid())
         return os.getpid()
 
+    async def _abandon_earlier_runs(self, gate: ActorGate | RoutedGate | None) -> None:
+        """After a crash, the dead run's grants come back once its attempts timed out.
+
+        The dead process can no longer release them; without this they would hold
+        their permits until the grant TTL. Best effort: an unreachable actor
+        leaves them to the TTL.
+        """
+        gates = gate.gates.values() if isinstance(gate, RoutedGate) else [gate] if gate else []
+        for g in gates:
+            try:
+                moved = await g.abandon_earlier_runs(self.worker.attempt_timeout_seconds)
+            except Exception:
+                log.warning("driver %s: abandoning earlier grants failed", self.worker.worker_id,
+                            exc_info=True)  # fmt: skip
+                continue
+            if moved:
+                log.warning(
+                    "driver %s: %d grants of an earlier run abandoned", self.worker.worker_id, moved
+                )
+
     def _admission(self) -> ActorGate | RoutedGate | None:
         """One gate per admission scope, routed by pool when the runtime has engine scopes.
 
@@ -191,17 +233,21 @@ class TaskDriver:
         from cluster.admission_client import AdmissionClient, AdmissionClientMetrics
 
         self._client_metrics = AdmissionClientMetrics()
+        holder = {"holder": self.worker.worker_id, "holder_run": self.run_id}
         if self.admission_routes:
             routes = [PoolRoute.model_validate(r) for r in self.admission_routes]
             gates = {
-                scope: ActorGate(AdmissionClient.for_scope(scope, metrics=self._client_metrics))
+                scope: ActorGate(
+                    AdmissionClient.for_scope(scope, metrics=self._client_metrics), **holder
+                )
                 for scope in sorted({r.scope for r in routes})
             }
             return RoutedGate(gates, routes)
         if self.admission_scope is None:
             return None
         return ActorGate(
-            AdmissionClient.for_scope(self.admission_scope, metrics=self._client_metrics)
+            AdmissionClient.for_scope(self.admission_scope, metrics=self._client_metrics),
+            **holder,
         )
 
     async def _hand_off(self, settled: Settled) -> None:
@@ -284,14 +330,17 @@ class Maintenance:
         self._metrics_bridge: RegistryBridge | None = None
 
     async def start(self) -> None:
-        """Start every service; on a started actor, replace a stalled relay.
+        """Start every service; on a started actor, replace a stalled relay or consumer.
 
         The runtime supervisor calls this on every health check, so a relay whose
-        loop died or stopped finishing rounds (:meth:`OutboxRelay.stalled`) is
-        replaced within one health-check period, although the actor still answers.
+        loop died or stopped finishing rounds (:meth:`OutboxRelay.stalled`), or an
+        inbox consumer or DLQ archiver whose loop died or hangs
+        (:meth:`QueueConsumer.stalled`), is replaced within one health-check
+        period, although the actor still answers.
         """
         if self._pool is not None:
             await self._replace_stalled_relay()
+            await self._replace_stalled_consumers()
             return
         start_observability(self.settings, "fenceline-maintenance")
         self._pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
@@ -332,9 +381,27 @@ class Maintenance:
         self._relay = OutboxRelay(self._pool, self.settings)
         await self._relay.start()
 
+    async def _replace_stalled_consumers(self) -> None:
+        if self._pool is None:
+            return
+        for i, consumer in enumerate(self._consumers):
+            if not consumer.stalled():
+                continue
+            name = type(consumer).__name__
+            log.error("%s stalled (%s); starting a new one", name, consumer.health())
+            await consumer.stop()
+            fresh = type(consumer)(self._pool, self.settings)
+            await fresh.start()
+            self._consumers[i] = fresh
+
     def health(self) -> dict[str, Any]:
-        """The relay's liveness (:meth:`OutboxRelay.health`); empty before start()."""
-        return {"relay": self._relay.health()} if self._relay is not None else {}
+        """Each loop's liveness (relay, inbox consumer, DLQ archiver); empty before start()."""
+        out: dict[str, Any] = {}
+        if self._relay is not None:
+            out["relay"] = self._relay.health()
+        for consumer in self._consumers:
+            out[type(consumer).__name__] = consumer.health()
+        return out
 
     async def stop(self) -> None:
         if self._metrics_bridge is not None:

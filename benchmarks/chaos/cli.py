@@ -8,15 +8,38 @@ from pathlib import Path
 
 from benchmarks.chaos.report import summarise
 from benchmarks.chaos.run import ChaosOptions, run_chaos
-from benchmarks.chaos.schedule import ALL_KINDS, CI_KINDS
+from benchmarks.chaos.schedule import kinds_for
+from benchmarks.chaos.stack import StackConfig
+
+#: ``pg_restart`` on a Debian/Ubuntu cluster (``{version}``: the server's major version).
+PG_STOP = "pg_ctlcluster {version} main stop -m fast"
+PG_START = "pg_ctlcluster {version} main start"
 
 
 def options_from(args: argparse.Namespace) -> ChaosOptions:
+    engine_url = getattr(args, "engine_url", "") or ""
+    pg_restart = bool(getattr(args, "pg_restart", False))
+    version = getattr(args, "pg_version", "") or ""
+    stack = StackConfig(
+        engine_url=engine_url,
+        engine_model=getattr(args, "engine_model", "") or "",
+        pg_stop_command=(args.pg_stop_command or PG_STOP).format(version=version)
+        if pg_restart
+        else "",
+        pg_start_command=(args.pg_start_command or PG_START).format(version=version)
+        if pg_restart
+        else "",
+    )
     return ChaosOptions(
         invoices=args.invoices,
         seed=args.seed,
         rounds=args.rounds,
-        kinds=ALL_KINDS if args.rabbitmq_restart else CI_KINDS,
+        kinds=kinds_for(
+            rabbitmq_restart=args.rabbitmq_restart,
+            pg_restart=pg_restart,
+            fake_provider=not engine_url,
+        ),
+        stack=stack,
         # Larger runs drain a larger backlog after the last fault.
         drain_timeout_s=max(180.0, args.invoices * 0.3),
         out_dir=args.out or Path("results") / "chaos",

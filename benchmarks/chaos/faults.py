@@ -119,6 +119,53 @@ async def _pg_terminate(stack: Stack) -> tuple[bool, str]:
     return done > 0, f"terminated {done} backends of drivers and the maintenance actor"
 
 
+#: Longest the PostgreSQL server may take to answer again after its start command.
+PG_BACK_WAIT_S = 60.0
+
+
+def _shell(command: str) -> None:
+    subprocess.run(command, shell=True, check=True, capture_output=True, timeout=120)
+
+
+async def _postmaster_start(dsn: str, timeout: float) -> Any:
+    """The server's start time, over a fresh connection; retried until it answers."""
+    import asyncpg
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn = await asyncpg.connect(dsn, timeout=5)
+            try:
+                return await conn.fetchval("SELECT pg_postmaster_start_time()")
+            finally:
+                await conn.close()
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
+async def _pg_restart(stack: Stack, fault: Fault) -> tuple[bool, str]:
+    """Stop the PostgreSQL server, keep it down ``fault.duration`` s, start it again.
+
+    Every user of the server sees this, so it runs only in the long variant, with
+    ``--pg-restart``. The commands come from the stack's configuration; it took
+    effect if the server's start time changed.
+    """
+    cfg = stack.config
+    if not (cfg.pg_stop_command and cfg.pg_start_command):
+        raise ValueError("pg_restart needs pg_stop_command and pg_start_command")
+    before = await _postmaster_start(stack.dsn, 10)
+    await asyncio.to_thread(_shell, cfg.pg_stop_command)
+    await asyncio.sleep(fault.duration)
+    await asyncio.to_thread(_shell, cfg.pg_start_command)
+    after = await _postmaster_start(stack.dsn, PG_BACK_WAIT_S)
+    return after != before, (
+        f"`{cfg.pg_stop_command}`, {fault.duration:.1f}s down, `{cfg.pg_start_command}`; "
+        f"server started {before} before, {after} after"
+    )
+
+
 def _rabbitmqctl(*args: str) -> None:
     subprocess.run(["rabbitmqctl", *args], check=True, capture_output=True, timeout=120)
 
@@ -141,6 +188,8 @@ async def inject(stack: Stack, fault: Fault, t0: float) -> FaultRecord:
         triggered, detail = await _crash_at(stack.maintenance, checkpoints.RELAY_CONFIRMED)
     elif kind is FaultKind.PG_TERMINATE:
         triggered, detail = await _pg_terminate(stack)
+    elif kind is FaultKind.PG_RESTART:
+        triggered, detail = await _pg_restart(stack, fault)
     elif kind is FaultKind.AMQP_CUT:
         stack.proxy.sever()
         await asyncio.sleep(fault.duration)

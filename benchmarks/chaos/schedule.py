@@ -28,6 +28,9 @@ class FaultKind(StrEnum):
     RABBITMQ_RESTART = "rabbitmq_restart"
     #: ``pg_terminate_backend`` on every connection of the drivers and the maintenance actor.
     PG_TERMINATE = "pg_terminate"
+    #: Stop the PostgreSQL server, keep it down for a while, start it (long variant only,
+    #: ``--pg-restart``: every user of the server sees it go down).
+    PG_RESTART = "pg_restart"
     #: The ERP answers 503 for a while, then 500 after committing (acknowledgement lost).
     ERP_DOWN_THEN_500 = "erp_down_then_500"
     #: The provider answers 429 with Retry-After to every call for a while.
@@ -38,9 +41,32 @@ class FaultKind(StrEnum):
     PROVIDER_MALFORMED = "provider_malformed"
 
 
-#: The CI schedule: every kind except the real broker restart (other tests share the broker).
-CI_KINDS: tuple[FaultKind, ...] = tuple(k for k in FaultKind if k is not FaultKind.RABBITMQ_RESTART)
+#: Kinds that stop a shared server (the broker, PostgreSQL): only on an explicit flag.
+SHARED_SERVER_KINDS = frozenset({FaultKind.RABBITMQ_RESTART, FaultKind.PG_RESTART})
+#: The CI schedule: every kind except the real server restarts (other tests share them).
+CI_KINDS: tuple[FaultKind, ...] = tuple(k for k in FaultKind if k not in SHARED_SERVER_KINDS)
 ALL_KINDS: tuple[FaultKind, ...] = tuple(FaultKind)
+#: Kinds done through the fake provider's fault API (none on a real engine).
+PROVIDER_KINDS = frozenset(
+    {FaultKind.PROVIDER_429_STORM, FaultKind.PROVIDER_SLOW, FaultKind.PROVIDER_MALFORMED}
+)
+
+
+def kinds_for(
+    *, rabbitmq_restart: bool = False, pg_restart: bool = False, fake_provider: bool = True
+) -> tuple[FaultKind, ...]:
+    """The kinds of a run: the CI ones, plus each server restart its flag allows;
+    without the fake provider (a real engine) the provider faults cannot be done."""
+    extra = {FaultKind.RABBITMQ_RESTART} if rabbitmq_restart else set()
+    extra |= {FaultKind.PG_RESTART} if pg_restart else set()
+    return tuple(
+        k
+        for k in FaultKind
+        if (k not in SHARED_SERVER_KINDS or k in extra)
+        and (fake_provider or k not in PROVIDER_KINDS)
+    )
+
+
 #: Kinds whose effect is an instant (a kill, a terminate); the others last ``duration``.
 INSTANT = frozenset(
     {
@@ -53,7 +79,7 @@ INSTANT = frozenset(
 )
 
 #: Kinds done at most once per run.
-ONCE = frozenset({FaultKind.RABBITMQ_RESTART})
+ONCE = frozenset({FaultKind.RABBITMQ_RESTART, FaultKind.PG_RESTART})
 
 
 @dataclass(frozen=True)
@@ -92,7 +118,7 @@ def fault_schedule(
         drivers: how many drivers a driver fault may hit.
     """
     rng = random.Random(f"chaos-schedule:{seed}")
-    # The real broker restart is done once whatever the rounds: the broker is shared.
+    # A real server restart is done once whatever the rounds: the servers are shared.
     order = [k for k in kinds for r in range(rounds) if r == 0 or k not in ONCE]
     rng.shuffle(order)
     out, t = [], start_s

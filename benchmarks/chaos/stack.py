@@ -66,6 +66,14 @@ class StackConfig:
     rpm: int = 1200
     tpm: int = 5_000_000
     max_in_flight: int = 6
+    #: An OpenAI-compatible engine to call instead of the fake provider (a real vLLM
+    #: server, ``vllm serve``); empty: the fake. Provider faults need the fake.
+    engine_url: str = ""
+    engine_model: str = ""
+    #: Shell commands that stop and start the PostgreSQL server (the ``pg_restart``
+    #: fault); empty: that fault refuses to run.
+    pg_stop_command: str = ""
+    pg_start_command: str = ""
 
 
 def chaos_settings(dsn: str, amqp_url: str, tag: str, cfg: StackConfig, erp_port: int) -> Settings:
@@ -320,7 +328,11 @@ async def running_stack(cfg: StackConfig) -> AsyncIterator[Stack]:
             "delivery",
             _remote(DeliveryActor, ACTOR_NAME, with_application(settings, APP_DELIVERY)),
         )
-        engine = EngineSpec(kind="openai", base_url=f"{result.fake_url}/v1", model="fake")
+        engine = (
+            EngineSpec(kind="openai", base_url=cfg.engine_url, model=cfg.engine_model)
+            if cfg.engine_url
+            else EngineSpec(kind="openai", base_url=f"{result.fake_url}/v1", model="fake")
+        )
         for i in range(cfg.drivers):
             worker = WorkerConfig(
                 worker_id=f"chaos-driver-{i}",

@@ -87,6 +87,11 @@ class Grant:
     job_id: str | None = None
     fence: int | None = None
     emergency: bool = False
+    #: Who holds it: a driver's stable name and the run (process incarnation) that
+    #: asked. A restarted driver abandons its earlier runs' grants (see
+    #: :meth:`AdmissionPolicy.abandon`); None: settled by release or the TTL only.
+    holder: str | None = None
+    holder_run: str | None = None
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,10 @@ Invariants a grant keeps (checked by the property tests):
   cannot starve. Global limits block at the head of the round (no bypass by
   smaller requests), so large requests are not starved either.
 * **Crashed holders.** A grant not released within ``grant_ttl_seconds`` is
-  expired: its permit returns and its tokens stay charged (uncertain).
+  expired: its permit returns and its tokens stay charged (uncertain). A
+  restarted holder (a driver) abandons its dead run's grants
+  (:meth:`AdmissionPolicy.abandon`), which expire as soon as their attempt's
+  timeout has passed instead of at the TTL.
 """
 
 from __future__ import annotations
@@ -111,6 +114,8 @@ class AdmissionPolicy:
         *,
         job_id: str | None = None,
         fence: int | None = None,
+        holder: str | None = None,
+        holder_run: str | None = None,
     ) -> Ticket:
         """Queue a request in its tenant's flow; :meth:`dispatch` grants it.
 
@@ -123,7 +128,7 @@ class AdmissionPolicy:
         cls = PriorityClass(priority)
         ticket = Ticket(
             self._next_ticket, tenant, cls, int(est_prompt_tokens), int(max_output_tokens),
-            self._clock(), job_id, fence,
+            self._clock(), job_id, fence, holder=holder, holder_run=holder_run,
         )  # fmt: skip
         for limit, name in (
             (self.config.tpm, "TPM"),
@@ -235,9 +240,9 @@ class AdmissionPolicy:
         """
         now = self._clock()
         candidates: list[float] = []
-        if self.config.grant_ttl_seconds is not None and self._open:
-            first = min(o.deadline for o in self._open.values() if o.deadline is not None)
-            candidates.append(max(0.0, first - now))
+        deadlines = [o.deadline for o in self._open.values() if o.deadline is not None]
+        if deadlines:
+            candidates.append(max(0.0, min(deadlines) - now))
         for key in self._active:
             if self._tenant_full(key[0]):
                 continue
@@ -304,6 +309,30 @@ class AdmissionPolicy:
             attempted=attempted,
             count_cached_tokens=self.config.count_cached_tokens,
         )
+
+    def abandon(self, holder: str, current_run: str, call_bound_seconds: float) -> int:
+        """Bring forward the expiry of ``holder``'s grants from runs other than ``current_run``.
+
+        A restarted driver calls this: its earlier run's process is gone, so those
+        grants will never be released, yet without this they would hold their
+        permits until ``grant_ttl_seconds``. Each now expires (uncertain, fully
+        charged, like any expiry) at ``granted_at + call_bound_seconds``, the
+        latest its attempt could still have been calling (the attempt timeout),
+        or at once if that has passed. A live holder that timed out would have
+        released it no later, so the budget is as strict as before. Returns how
+        many grants were brought forward.
+        """
+        now = self._clock()
+        moved = 0
+        for entry in self._open.values():
+            g = entry.grant
+            if g.holder != holder or g.holder_run == current_run:
+                continue
+            due = max(now, g.granted_at + call_bound_seconds)
+            if entry.deadline is None or due < entry.deadline:
+                entry.deadline = due
+                moved += 1
+        return moved
 
     def expire_overdue(self) -> list[Reconciliation]:
         """Expire grants held past ``grant_ttl_seconds``: permit back, fully charged."""
@@ -457,6 +486,8 @@ class AdmissionPolicy:
             waited_seconds=max(0.0, now - ticket.submitted_at),
             job_id=ticket.job_id,
             fence=ticket.fence,
+            holder=ticket.holder,
+            holder_run=ticket.holder_run,
         )
         charge = Charge(now, 1, ticket.cost)
         self._window.add(charge)

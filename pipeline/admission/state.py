@@ -26,6 +26,8 @@ class Ticket:
     job_id: str | None = None
     fence: int | None = None
     grant: Grant | None = None
+    holder: str | None = None
+    holder_run: str | None = None
 
     @property
     def cost(self) -> int:

@@ -12,7 +12,14 @@ how many handler transactions run at once); it has nothing to do with inference
 concurrency, which the drivers bound separately.
 
 Push mode (:meth:`QueueConsumer.start`) reconnects with backoff after the broker
-drops the connection; pull mode (:meth:`QueueConsumer.run_once`) takes up to
+drops the connection. Its loop never ends but by :meth:`QueueConsumer.stop`: any
+failed connection cycle is logged and retried with bounded backoff, each handler
+runs for at most ``handler_timeout`` seconds, and a failed or timed-out handler's
+delivery is requeued after a bounded backoff (no hot redelivery loop).
+:attr:`QueueConsumer.progress` records each cycle and each bounded wait while
+connected, so :meth:`QueueConsumer.stalled` tells a dead or stuck loop from an
+idle one (the maintenance actor's ``start()`` replaces a stalled consumer, as it
+does a stalled relay). Pull mode (:meth:`QueueConsumer.run_once`) takes up to
 ``limit`` messages with ``basic.get`` and handles them one by one, for tests and
 one-shot operator drains.
 """
@@ -41,6 +48,7 @@ from pipeline.messaging.broker import (
     declare_topology,
 )
 from pipeline.messaging.publisher import ConfirmingPublisher, Outgoing, PublishStatus
+from pipeline.messaging.relay_progress import LoopProgress
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +106,14 @@ def dead_letter_message(
     )
 
 
+def _log_death(name: str, task: asyncio.Task[None]) -> None:
+    """A loop that ended other than by stop() (a cancel, or a bug) is reported at once."""
+    if task.cancelled():
+        log.error("consumer %s: the loop was cancelled", name)
+    elif (exc := task.exception()) is not None:
+        log.error("consumer %s: the loop died", name, exc_info=exc)
+
+
 def _delivery(method: Any, props: Any, body: bytes) -> Delivery:
     return Delivery(
         body=bytes(body),
@@ -121,6 +137,11 @@ class QueueConsumer:
         prefetch: unacknowledged deliveries at most (basic.qos).
         name: connection name, visible in the broker's management UI.
         source: written to the ``x-fenceline-source`` header of dead letters.
+        backoff: first and longest pause between reconnects and before requeueing
+            a delivery whose handler failed (doubling per consecutive failure).
+        handler_timeout: longest one handler may run; then its delivery is requeued.
+        stall_seconds: no cycle or wait finished for this long: the loop is stuck.
+        beat_seconds: while connected, the loop records progress this often.
     """
 
     def __init__(
@@ -133,9 +154,14 @@ class QueueConsumer:
         name: str,
         source: str,
         backoff: tuple[float, float] = (0.1, 5.0),
+        handler_timeout: float = 30.0,
+        stall_seconds: float = 90.0,
+        beat_seconds: float = 5.0,
     ) -> None:
         if prefetch < 1:
             raise ValueError("prefetch must be at least 1")
+        if stall_seconds <= max(beat_seconds, backoff[1], cfg.connect_timeout_seconds):
+            raise ValueError("stall_seconds must exceed the longest wait of one cycle")
         self.cfg = cfg
         self.queue = queue
         self.handler = handler
@@ -143,6 +169,13 @@ class QueueConsumer:
         self.name = name
         self.source = source
         self.backoff = backoff
+        self.handler_timeout = handler_timeout
+        self.stall_seconds = stall_seconds
+        self.beat_seconds = beat_seconds
+        self.progress = LoopProgress.begin()
+        #: Handlers that failed in a row (the requeue backoff); 0 after a success.
+        self._failures = 0
+        self._delay = backoff[0]
         self.dead_letters = ConfirmingPublisher(cfg, name=f"{name}-dlx")
         #: Set while a consumer is registered with the broker (tests wait on it).
         self.consuming = asyncio.Event()
@@ -168,18 +201,39 @@ class QueueConsumer:
         if self._task is not None:
             raise RuntimeError(f"consumer {self.name} already started")
         self._stopping.clear()
+        self.progress = LoopProgress.begin()
         self._task = asyncio.create_task(self._supervise(), name=f"consumer-{self.name}")
+        self._task.add_done_callback(partial(_log_death, self.name))
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def stalled(self) -> bool:
+        """Whether the loop is gone or finished no cycle or wait in ``stall_seconds``."""
+        return self.progress.stalled(self.stall_seconds, running=self.running)
+
+    def health(self) -> dict[str, Any]:
+        """Liveness for health checks and operators (see :class:`LoopProgress`)."""
+        out = self.progress.as_dict(self.stall_seconds, running=self.running)
+        out.update(consuming=self.consuming.is_set(), in_flight=len(self._inflight))
+        return out
 
     async def stop(self, drain_timeout: float = 5.0) -> None:
         """Stop taking deliveries, let in-flight handlers settle, then disconnect.
 
         Handlers still running after ``drain_timeout`` are cancelled without an
-        ack; the broker redelivers their messages.
+        ack; the broker redelivers their messages. A loop that does not stop
+        within ``drain_timeout`` plus one connect timeout (a stuck one) is cancelled.
         """
         self._stopping.set()
         if self._task is not None:
-            await self._task
-            self._task = None
+            task, self._task = self._task, None
+            await asyncio.wait({task}, timeout=drain_timeout + self.cfg.connect_timeout_seconds)
+            if not task.done():
+                log.error("consumer %s: the loop did not stop in time; cancelled", self.name)
+                task.cancel()
+                await asyncio.wait({task})
         await self._drain(drain_timeout)
         if self._pull is not None:
             await self._pull.close()
@@ -187,35 +241,48 @@ class QueueConsumer:
         await self.dead_letters.close()
 
     async def _supervise(self) -> None:
-        delay = self.backoff[0]
+        """Connect, consume until the link drops or stop(), repeat; never ends otherwise."""
+        self._delay = self.backoff[0]
         while not self._stopping.is_set():
             try:
-                link = await AmqpLink.open(self.cfg, self.name)
-            except BrokerUnavailable as exc:
-                log.warning("consumer %s: %s; retrying in %.1fs", self.name, exc, delay)
+                await self._cycle()
+            except Exception as exc:  # any failed cycle is retried; it never ends the loop
+                self.progress.failed(exc)
+                self.consuming.clear()
+                delay = self._delay
+                if isinstance(exc, BrokerUnavailable):
+                    log.warning("consumer %s: %s; retrying in %.1fs", self.name, exc, delay)
+                else:
+                    log.error("consumer %s: cycle failed; retrying", self.name, exc_info=exc)
                 await self._sleep(delay)
-                delay = min(delay * 2, self.backoff[1])
-                continue
-            try:
-                tag = await self._register(link)
-            except BrokerUnavailable as exc:
-                log.warning("consumer %s: cannot consume %s: %s", self.name, self.queue, exc)
-                await link.close()
-                await self._sleep(delay)
-                delay = min(delay * 2, self.backoff[1])
-                continue
-            delay = self.backoff[0]
-            self.consuming.set()
-            stop: asyncio.Future[Any] = asyncio.ensure_future(self._stopping.wait())
-            closed: asyncio.Future[Any] = link.closed
-            await asyncio.wait({closed, stop}, return_when=asyncio.FIRST_COMPLETED)
+                self._delay = min(delay * 2, self.backoff[1])
+
+    async def _cycle(self) -> None:
+        """One connection: register, record progress while it lasts, then close it."""
+        link = await AmqpLink.open(self.cfg, self.name)
+        try:
+            tag = await self._register(link)
+        except BaseException:
+            await link.close()
+            raise
+        self._delay = self.backoff[0]  # registered: the next drop retries quickly again
+        self.consuming.set()
+        self.progress.succeeded()
+        stop: asyncio.Future[Any] = asyncio.ensure_future(self._stopping.wait())
+        try:
+            while link.is_open and not stop.done():
+                await asyncio.wait(
+                    {link.closed, stop},
+                    timeout=self.beat_seconds,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                self.progress.succeeded()  # a bounded wait finished: the loop is alive
+        finally:
             stop.cancel()
             self.consuming.clear()
-            if not link.is_open:
-                log.warning("consumer %s lost its connection: %r", self.name, link.closed.result())
-                await self._sleep(delay)
-                continue
-            await self._unregister(link, tag)
+        if not link.is_open:
+            raise BrokerUnavailable(f"connection lost: {link.closed.result()!r}")
+        await self._unregister(link, tag)
 
     async def _unregister(self, link: AmqpLink, tag: str) -> None:
         """Stopping: no new deliveries, let the in-flight ones ack, then close."""
@@ -267,12 +334,25 @@ class QueueConsumer:
 
     async def _handle(self, link: AmqpLink, d: Delivery) -> Disposition:
         try:
-            disposition = await self.handler(d)
+            async with asyncio.timeout(self.handler_timeout):
+                disposition = await self.handler(d)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("consumer %s: handler failed for %s; requeued", self.name, d.message_id)
+        except Exception as exc:  # TimeoutError included: the handler overran
             disposition = REQUEUE
+            self._failures += 1
+            pause = min(self.backoff[0] * 2 ** (self._failures - 1), self.backoff[1])
+            log.error(
+                "consumer %s: handler failed for %s (%r); requeued in %.1fs",
+                self.name,
+                d.message_id,
+                exc,
+                pause,
+                exc_info=not isinstance(exc, TimeoutError),
+            )
+            await self._sleep(pause)  # bounded backoff: no hot redelivery loop
+        else:
+            self._failures = 0
         if disposition.action == "dead_letter":
             settled = await self._dead_letter(d, disposition)
             disposition = replace(settled, reason=disposition.reason, result=disposition.result)

@@ -198,6 +198,8 @@ class DeadLetterArchiver:
         metrics: BrokerMetrics | None = None,
         retry_seconds: float = 1.0,
         depth_interval: float = 15.0,
+        handler_timeout: float = 30.0,
+        backoff: tuple[float, float] = (0.1, 5.0),
     ) -> None:
         cfg = BrokerConfig.required(settings, "DLQ archiver")
         self.cfg = cfg
@@ -215,11 +217,28 @@ class DeadLetterArchiver:
             prefetch=cfg.prefetch,
             name="dlq-archiver",
             source="archiver",
+            handler_timeout=handler_timeout,
+            backoff=backoff,
         )
 
     async def start(self) -> None:
         await self.consumer.open()
         self._monitor = asyncio.create_task(self._watch_depth(), name="dlq-depth")
+
+    @property
+    def running(self) -> bool:
+        monitor = self._monitor is not None and not self._monitor.done()
+        return self.consumer.running and monitor
+
+    def stalled(self) -> bool:
+        """The consumer loop or the depth monitor is gone, or the consumer is stuck."""
+        return not self.running or self.consumer.stalled()
+
+    def health(self) -> dict[str, Any]:
+        out = self.consumer.health()
+        out["depth_monitor"] = self._monitor is not None and not self._monitor.done()
+        out["stalled"] = self.stalled()
+        return out
 
     async def stop(self) -> None:
         if self._monitor is not None:
@@ -233,9 +252,14 @@ class DeadLetterArchiver:
         """Refresh the DLQ-depth and queue gauges every ``depth_interval`` seconds."""
         while True:
             try:
-                await dlq_depth(self.pool, self.settings, metrics=self.metrics)
+                await asyncio.wait_for(
+                    dlq_depth(self.pool, self.settings, metrics=self.metrics),
+                    max(self.depth_interval, self.cfg.connect_timeout_seconds),
+                )
             except DEPTH_ERRORS as exc:
-                log.warning("dlq depth: %s", exc)
+                log.warning("dlq depth: %r", exc)
+            except Exception:  # any failed refresh is retried; it never ends the monitor
+                log.exception("dlq depth: refresh failed; retrying")
             await asyncio.sleep(self.depth_interval)
 
     async def run_once(self, limit: int = 100) -> int:
@@ -259,7 +283,9 @@ class DeadLetterArchiver:
                     )
                 break
             except TRANSIENT_DB_ERRORS:
-                await asyncio.sleep(self.retry_seconds)  # unacked until archived
+                # Unacked until archived; any other error (and an outage longer than
+                # the handler timeout) requeues it after a bounded backoff.
+                await asyncio.sleep(self.retry_seconds)
         if new is not None:
             self.metrics.dlq_archived.labels(source=c.source).inc()
         return ACK

@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
 
 import asyncpg
 
@@ -127,6 +128,8 @@ class InboxConsumer:
         prefetch: int | None = None,
         after_commit: AfterCommit | None = None,
         retry_seconds: float = 1.0,
+        handler_timeout: float = 30.0,
+        backoff: tuple[float, float] = (0.1, 5.0),
     ) -> None:
         cfg = BrokerConfig.required(settings, "ingress consumer")
         self.cfg = cfg
@@ -141,10 +144,23 @@ class InboxConsumer:
             prefetch=prefetch or cfg.prefetch,
             name="inbox",
             source="inbox",
+            handler_timeout=handler_timeout,
+            backoff=backoff,
         )
 
     async def start(self) -> None:
         await self.consumer.open()
+
+    @property
+    def running(self) -> bool:
+        return self.consumer.running
+
+    def stalled(self) -> bool:
+        """The consumer loop is gone or stuck (:meth:`QueueConsumer.stalled`)."""
+        return self.consumer.stalled()
+
+    def health(self) -> dict[str, Any]:
+        return self.consumer.health()
 
     async def stop(self) -> None:
         await self.consumer.stop()
@@ -197,7 +213,12 @@ class InboxConsumer:
         return Disposition("dead_letter", result.reason, result.detail, result=result)
 
     async def _ingest(self, message: EventMessage) -> IngestResult:
-        """Retry while the database is unreachable: the delivery stays unacked meanwhile."""
+        """Retry while the database is unreachable: the delivery stays unacked meanwhile.
+
+        Any other error, and a database down for longer than the consumer's
+        ``handler_timeout``, requeues the delivery after a bounded backoff
+        (:class:`QueueConsumer`); the consumer's loop goes on either way.
+        """
         while True:
             try:
                 return await self.inbox.ingest(message)

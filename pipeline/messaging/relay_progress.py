@@ -1,10 +1,13 @@
-"""The outbox relay's liveness: when it last finished a round, and whether it is stuck.
+"""A service loop's liveness: when it last finished a round, and whether it is stuck.
 
-A relay whose loop has died, or whose round has not finished for longer than
-``stall_seconds``, publishes nothing while events wait, yet the process hosting
-it still answers calls. :class:`RelayProgress` is what a health check reads to
-tell the two apart (``cluster.drivers.Maintenance.health`` and its idempotent
-``start()``, which the runtime supervisor calls on every health check).
+A loop that has died, or whose round has not finished for longer than
+``stall_seconds``, does nothing while work waits, yet the process hosting it
+still answers calls. :class:`LoopProgress` is what a health check reads to tell
+the two apart (``cluster.drivers.Maintenance.health`` and its idempotent
+``start()``, which the runtime supervisor calls on every health check). The
+outbox relay counts its publishing rounds here; the queue consumers (the inbox
+consumer and the DLQ archiver) count each connection cycle and each bounded
+wait while connected.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from typing import Any
 
 
 @dataclass
-class RelayProgress:
-    """Counters of one relay's loop; times are ``time.monotonic()`` seconds."""
+class LoopProgress:
+    """Counters of one service loop; times are ``time.monotonic()`` seconds."""
 
     started_at: float
     #: The last round that finished, successfully or not (None: none yet).
@@ -28,7 +31,7 @@ class RelayProgress:
     last_error: str = ""
 
     @classmethod
-    def begin(cls) -> RelayProgress:
+    def begin(cls) -> LoopProgress:
         return cls(started_at=time.monotonic())
 
     def succeeded(self) -> None:
@@ -64,3 +67,7 @@ class RelayProgress:
             "failed_rounds": self.failed_rounds,
             "last_error": self.last_error,
         }
+
+
+#: The outbox relay's name for it (the first loop that had one).
+RelayProgress = LoopProgress

@@ -173,3 +173,53 @@ async def test_run_once_serves_waiters_when_the_window_slides() -> None:
     granted = await waiter
     assert isinstance(granted, Grant) and granted.waited_seconds == pytest.approx(60.0)
     await a.stop()
+
+
+async def test_a_restarted_driver_gets_its_dead_runs_permits_back_after_the_attempt_bound() -> None:
+    """A killed driver's grants expire at granted_at + attempt timeout, not the TTL."""
+    from cluster.drivers import ActorGate, TaskDriver
+    from pipeline.errors import AdmissionDeferred
+    from pipeline.settings import Settings
+    from pipeline.worker import WorkerConfig
+
+    a = actor(max_in_flight=3, grant_ttl_seconds=60)
+    client = AdmissionClient(LocalActorHandle(a), scope="unit")
+
+    def gate(holder: str, run: str) -> ActorGate:
+        return ActorGate(client, holder=holder, holder_run=run)
+
+    ask = dict(tenant="t", prompt_tokens=10, max_output_tokens=10, priority=0, timeout=0)
+    dead = [await gate("driver-0", "run-1").acquire(**ask) for _ in range(2)]
+    other = await gate("driver-1", "run-1").acquire(**ask)  # another driver, alive
+    assert all(isinstance(g, Grant) and g.holder == "driver-0" for g in dead)
+    worker = WorkerConfig(worker_id="driver-0", attempt_timeout_seconds=0.3)
+    restarted = TaskDriver(Settings(), worker, engine=None)  # type: ignore[arg-type]
+    new_gate = gate("driver-0", restarted.run_id)
+    started = time.monotonic()
+    await restarted._abandon_earlier_runs(new_gate)
+    # Not before the dead run's attempts could have timed out: the budget holds.
+    with pytest.raises(AdmissionDeferred):
+        await new_gate.acquire(**ask)
+    mine = await new_gate.acquire(**{**ask, "timeout": 5})
+    waited = time.monotonic() - started
+    assert isinstance(mine, Grant) and mine.holder_run == restarted.run_id
+    assert 0.1 < waited < 5  # the attempt bound (0.3 s after the grants), not the 60 s TTL
+    snap = await a.snapshot()
+    assert snap["expired_total"] == 2 and snap["in_flight"] == 2  # `other` and `mine`
+    assert snap["window_tokens"] == 4 * 20  # the dead run's grants stay fully charged
+    # A second restart abandons nothing of the current run or of another driver.
+    assert await new_gate.abandon_earlier_runs(0.3) == 0
+    assert await client.release(other, Usage(1, 1)) is not None
+    await a.stop()
+
+
+async def test_abandon_expires_at_once_when_the_attempt_bound_has_passed() -> None:
+    a = actor(max_in_flight=1, grant_ttl_seconds=60)
+    g = await a.acquire("t", 10, 10, holder="d", holder_run="old")
+    assert isinstance(g, Grant)
+    await asyncio.sleep(0.05)
+    assert await a.abandon("d", "new", call_bound_seconds=0.01) == 1
+    assert (await a.snapshot())["in_flight"] == 0
+    assert await a.release(g, Usage(1, 1)) is None  # a late release: stays charged
+    assert (await a.snapshot())["window_tokens"] == 20
+    await a.stop()
