@@ -20,6 +20,11 @@ the cores): throughput of each target over ``starlette``, and ``serve`` over
 ``uvicorn``. After each Fenceline run the bench checks that every 202 left a job
 and an outbox event in PostgreSQL. Results: ``results/intake/intake_bench.json``
 and ``.png``.
+
+``--profile DIR`` samples the Fenceline targets with py-spy while the load runs
+(``--nonblocking``, so sampling does not pause them): the uvicorn process, and the
+Serve replica and HTTP proxy (found among this run's own Ray processes), each as
+a flame graph ``DIR/intake_<target>[_<process>].svg``.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -116,6 +122,61 @@ async def _keys(dsn: str, tenants: int) -> list[str]:
     finally:
         await conn.close()
     return keys
+
+
+# ------------------------------------------------------------------ profiling
+def _py_spy(pid: int, svg: Path, seconds: float) -> subprocess.Popen[bytes] | None:
+    """Sample ``pid`` for ``seconds`` into ``svg`` (None without py-spy)."""
+    exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(exe).exists():
+        print("   py-spy not found: no profile", flush=True)
+        return None
+    svg.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [exe, "record", "--nonblocking", "-r", "100", "-d", str(int(seconds) + 1),
+           "-o", str(svg), "--pid", str(pid)]  # fmt: skip
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _own_ray_processes(*titles: str) -> dict[str, int]:
+    """Pids of this driver's own Ray workers whose title contains one of ``titles``.
+
+    Only descendants of this process: other Ray clusters on the machine are not
+    touched.
+    """
+    import psutil
+
+    found: dict[str, int] = {}
+    for child in psutil.Process().children(recursive=True):
+        try:
+            cmdline = " ".join(child.cmdline())
+        except psutil.Error:
+            continue
+        for title in titles:
+            if title in cmdline and title not in found:
+                found[title] = child.pid
+    return found
+
+
+async def _profiled_load(
+    url: str, keys: list[str], args: argparse.Namespace, targets: dict[str, int]
+) -> dict[str, Any]:
+    spies = []
+    profile = getattr(args, "profile", None)
+    if profile is not None:
+        for name, pid in targets.items():
+            spy = _py_spy(pid, Path(profile) / f"intake_{name}.svg", args.warmup + args.seconds)
+            if spy is not None:
+                spies.append(spy)
+    try:
+        return await load(
+            url, keys, seconds=args.seconds, warmup=args.warmup, concurrency=args.concurrency
+        )
+    finally:
+        for spy in spies:
+            try:
+                await asyncio.to_thread(spy.wait, 30)
+            except subprocess.TimeoutExpired:
+                spy.terminate()
 
 
 # ------------------------------------------------------------- load generator
@@ -209,9 +270,7 @@ async def run_uvicorn(args: argparse.Namespace) -> dict[str, Any]:
         keys = await _keys(dsn, args.tenants)
         url = f"http://127.0.0.1:{port}"
         await _wait_up(url, "/readyz")
-        result = await load(
-            url, keys, seconds=args.seconds, warmup=args.warmup, concurrency=args.concurrency
-        )
+        result = await _profiled_load(url, keys, args, {"uvicorn": proc.pid})
         _check_durable(result, *await _committed(dsn))
         return result
     finally:
@@ -226,9 +285,10 @@ async def run_serve(args: argparse.Namespace) -> dict[str, Any]:
     import ray
     from ray import serve
 
-    from deployments.intake import deploy_intake_app
+    from deployments.intake import deploy_intake_app, proxy_env_defaults
 
     name, dsn = await _database()
+    proxy_env_defaults()
     ray.init(
         address="local",
         num_cpus=2,
@@ -244,9 +304,12 @@ async def run_serve(args: argparse.Namespace) -> dict[str, Any]:
         keys = await _keys(dsn, args.tenants)
         url = f"http://127.0.0.1:{port}"
         await _wait_up(url, "/readyz")
-        result = await load(
-            url, keys, seconds=args.seconds, warmup=args.warmup, concurrency=args.concurrency
-        )
+        pids = _own_ray_processes("ServeReplica:intake", "ProxyActor")
+        targets = {
+            {"ServeReplica:intake": "serve_replica", "ProxyActor": "serve_proxy"}[k]: v
+            for k, v in pids.items()
+        }
+        result = await _profiled_load(url, keys, args, targets)
         _check_durable(result, *await _committed(dsn))
         return result
     finally:
@@ -334,6 +397,9 @@ def main(argv: list[str] | None = None) -> None:
         "--targets", nargs="+", default=["starlette", "uvicorn", "serve"],
         choices=["starlette", "uvicorn", "serve"],
     )  # fmt: skip
+    parser.add_argument(
+        "--profile", type=Path, default=None, help="py-spy flame graphs into this folder"
+    )
     asyncio.run(main_async(parser.parse_args(argv)))
 
 

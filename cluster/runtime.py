@@ -122,6 +122,9 @@ class LocalCluster:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         if not ray.is_initialized():
+            from deployments.intake import proxy_env_defaults
+
+            proxy_env_defaults()  # before the head starts: the HTTP proxy inherits it
             t0 = time.monotonic()
             handlers = _signal_handlers()
             ray.init(

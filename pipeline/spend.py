@@ -79,9 +79,8 @@ async def reserve_spend(
     Must run in the transaction that admits the job (accept or re-drive), so the
     reservation exists exactly when the job does.
     """
-    await conn.fetchval(q("tenant_spend_reserve"), tenant_id, period, now, amount)
     rid = await conn.fetchval(
-        q("spend_reservation_insert"), uuid.uuid4(), job_id, tenant_id, period, now, amount
+        q("spend_reserve_for_job"), uuid.uuid4(), job_id, tenant_id, period, now, amount
     )
     if rid is None:  # pragma: no cover - an INSERT without ON CONFLICT returns its row
         raise RuntimeError(f"reservation of job {job_id} was not written")

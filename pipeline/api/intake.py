@@ -47,8 +47,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 
 from pipeline.api.problems import ApiProblem
-from pipeline.jobs import Accepted, AcceptRequest, DocumentIn, JobStore
-from pipeline.queries import q
+from pipeline.jobs import Accepted, AcceptRequest, DocumentIn, JobStore, replay_of, request_hash_of
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from pipeline.tenants import TenantQuota, demand_for
@@ -374,12 +373,16 @@ class IntakeService:
             conn.transaction(),
         ):
             await self.admission.lock_tenant(conn, tenant_id)
-            known = await conn.fetchrow(q("job_get_by_idempotency_key"), tenant_id, key)
-            if known is None:
-                await self.admission.check_capacity(conn)
-                await self.admission.admit(conn, tenant_id, demand)
-            # A known key goes straight to the store: it returns the same job for the
-            # same request hash and raises IdempotencyConflict for another.
+            # One read under the lock: the tenant's quotas and the key's job, if any.
+            row = await self.admission.read_with_key(conn, tenant_id, key)
+            if row["job_id"] is not None:
+                # A known key is answered from that row: the original receipt for the
+                # same request hash, IdempotencyConflict (409) for another. Nothing is
+                # written and admission is not asked: that work is already accepted.
+                accepted = replay_of(row, request_hash_of(req))
+                return Receipt(accepted=accepted, idempotency_key=key, generated_key=generated)
+            await self.admission.check_capacity(conn)
+            self.admission.check_quotas(row, demand)
             accepted = await self.store.accept(req, conn=conn)
             if accepted.created:
                 await self.admission.reserve(conn, tenant_id, accepted.job_id, demand)

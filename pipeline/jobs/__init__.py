@@ -33,7 +33,7 @@ from pipeline.jobs.redrive import (
     redrives_for_job,
 )
 from pipeline.jobs.slis import JobMetrics, default_job_metrics
-from pipeline.jobs.store import JobStore
+from pipeline.jobs.store import JobStore, replay_of, request_hash_of
 
 __all__ = [
     "EVENT_COMPLETED",
@@ -64,6 +64,8 @@ __all__ = [
     "redrive_matching",
     "redrives_for_job",
     "render_explain",
+    "replay_of",
+    "request_hash_of",
     "settled_from_row",
     "setup_database",
 ]

@@ -57,6 +57,43 @@ from pipeline.usage import AttemptUsage
 log = logging.getLogger(__name__)
 
 
+def request_hash_of(req: AcceptRequest) -> str:
+    """What decides a key's replay: document version, schema, model policy, options."""
+    return request_hash(
+        object_version=object_version(req.document.sha256),
+        schema_version=req.schema_version,
+        model_policy=req.model_policy,
+        options=req.options,
+    )
+
+
+def replay_of(
+    existing: asyncpg.Record, rhash: str, *, document_id: uuid.UUID | None = None
+) -> Accepted:
+    """The original receipt of a known idempotency key, or :class:`IdempotencyConflict`.
+
+    ``existing`` is a ``job_get_by_idempotency_key`` row (or any row with its
+    columns: ``tenant_admission_get_with_key``). A replay is the state as
+    accepted, not the current one (the status URL gives that).
+
+    Raises:
+        IdempotencyConflict: the key was accepted for a different request hash.
+    """
+    if existing["request_hash"] != rhash:
+        raise IdempotencyConflict(
+            "idempotency key already used for a different request",
+            existing_job_id=str(existing["job_id"]),
+        )
+    return Accepted(
+        job_id=existing["job_id"],
+        created=False,
+        state=JobState(existing["accepted_state"]),
+        state_version=existing["accepted_state_version"],
+        deadline_at=existing["deadline_at"],
+        document_id=document_id if document_id is not None else existing["document_id"],
+    )
+
+
 class JobStore(Reaping, BatchSettling):
     """asyncpg job store; all SQL comes from ``sql/queries/jobs.sql``.
 
@@ -70,6 +107,10 @@ class JobStore(Reaping, BatchSettling):
     ) -> Accepted:
         """Durably accept a job, idempotently per (tenant, key).
 
+        One statement (``job_accept_if_new``) writes the document, the job and its
+        outbox event; a known key costs one more read. Inside the caller's
+        transaction the caller rolls back on :class:`IdempotencyConflict`.
+
         Raises:
             IdempotencyConflict: the key was used for a different request; nothing
                 is written (the transaction rolls back).
@@ -77,16 +118,16 @@ class JobStore(Reaping, BatchSettling):
         if conn is None:
             async with self.pool.acquire() as c:
                 return await self.accept(req, conn=c)
-        doc = req.document
-        version = object_version(doc.sha256)
-        rhash = request_hash(
-            object_version=version,
-            schema_version=req.schema_version,
-            model_policy=req.model_policy,
-            options=req.options,
-        )
+        version = object_version(req.document.sha256)
+        rhash = request_hash_of(req)
         with root_span(SPAN_ACCEPT, {"fenceline.tenant": str(req.tenant_id)}) as (span, tp):
-            accepted = await self._accept(req, conn, version, rhash, tp)
+            if conn.is_in_transaction():
+                # The caller's transaction holds everything; a conflict raises and
+                # rolls it back, so no savepoint (two round trips) is needed here.
+                accepted = await self._accept(req, conn, version, rhash, tp)
+            else:
+                async with conn.transaction():  # a conflict rolls the document back
+                    accepted = await self._accept(req, conn, version, rhash, tp)
             span.set_attribute("fenceline.job_id", str(accepted.job_id))
             span.set_attribute("fenceline.created", accepted.created)
         return accepted
@@ -102,75 +143,50 @@ class JobStore(Reaping, BatchSettling):
         doc = req.document
         deadline = req.deadline_seconds or self.settings.default_deadline_seconds
         max_attempts = req.max_attempts or self.policy.max_attempts
-        async with conn.transaction():
-            drow = await conn.fetchrow(
-                q("document_upsert"),
-                uuid.uuid4(),
-                req.tenant_id,
-                doc.sha256,
-                version,
-                doc.content,
-                len(doc.raw),
-                doc.content_type,
-                doc.filename,
-            )
-            job_id = uuid.uuid4()
-            row = await conn.fetchrow(
-                q("job_insert_if_new"),
-                job_id,
-                req.tenant_id,
-                req.idempotency_key,
-                rhash,
-                drow["id"],
-                version,
-                req.schema_version,
-                req.model_policy,
-                req.priority,
-                req.estimated_tokens,
-                max_attempts,
-                float(deadline),
-                self.clock.now(),
-                traceparent,
-            )
-            if row is not None:
-                await conn.execute(
-                    q("outbox_insert"),
-                    uuid.uuid4(),
-                    job_id,
-                    EVENT_REQUESTED,
-                    {"job_id": str(job_id), "schema_version": req.schema_version, "v": 1},
-                    traceparent,
-                )
-                return Accepted(
-                    job_id=row["id"],
-                    created=True,
-                    state=JobState(row["state"]),
-                    state_version=row["state_version"],
-                    deadline_at=row["deadline_at"],
-                    document_id=drow["id"],
-                )
-            existing = await conn.fetchrow(
-                q("job_get_by_idempotency_key"), req.tenant_id, req.idempotency_key
-            )
-            if existing is None:  # pragma: no cover - unique index guarantees a row
-                raise RuntimeError("idempotency conflict without an existing row")
-            if existing["request_hash"] != rhash:
-                raise IdempotencyConflict(
-                    "idempotency key already used for a different request",
-                    existing_job_id=str(existing["id"]),
-                )
-            # The document upsert above may have been a no-op update; rolling back
-            # is not needed because documents are immutable content addresses.
-            # A replay is the original receipt: the state as accepted, not the
-            # current one (the status URL gives that).
+        job_id = uuid.uuid4()
+        # One statement, so one round trip and atomic on its own: document, job and
+        # (for a new job only) its outbox event; no savepoint inside the caller's
+        # transaction is needed.
+        row = await conn.fetchrow(
+            q("job_accept_if_new"),
+            uuid.uuid4(),
+            req.tenant_id,
+            doc.sha256,
+            version,
+            doc.content,
+            len(doc.raw),
+            doc.content_type,
+            doc.filename,
+            job_id,
+            req.idempotency_key,
+            rhash,
+            req.schema_version,
+            req.model_policy,
+            traceparent,
+            req.priority,
+            req.estimated_tokens,
+            max_attempts,
+            float(deadline),
+            self.clock.now(),
+            uuid.uuid4(),
+            {"job_id": str(job_id), "schema_version": req.schema_version, "v": 1},
+            EVENT_REQUESTED,
+        )
+        if row["job_id"] is not None:
             return Accepted(
-                job_id=existing["id"],
-                created=False,
-                state=JobState(existing["accepted_state"]),
-                state_version=existing["accepted_state_version"],
-                deadline_at=existing["deadline_at"],
-                document_id=drow["id"],
+                job_id=row["job_id"],
+                created=True,
+                state=JobState(row["state"]),
+                state_version=row["state_version"],
+                deadline_at=row["deadline_at"],
+                document_id=row["document_id"],
             )
+        existing = await conn.fetchrow(
+            q("job_get_by_idempotency_key"), req.tenant_id, req.idempotency_key
+        )
+        if existing is None:  # pragma: no cover - unique index guarantees a row
+            raise RuntimeError("idempotency conflict without an existing row")
+        return replay_of(existing, rhash, document_id=row["document_id"])
 
     # ------------------------------------------------------------------ leases
     async def claim(

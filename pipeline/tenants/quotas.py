@@ -149,6 +149,30 @@ class TenantQuota:
         )
         if row is None:  # pragma: no cover - a principal's tenant always exists
             raise RuntimeError(f"tenant {tenant_id} vanished during admission")
+        self.check_quotas(row, demand)
+
+    async def read_with_key(
+        self, conn: asyncpg.Connection, tenant_id: uuid.UUID, idempotency_key: str
+    ) -> asyncpg.Record:
+        """The tenant's quota row and the job ``idempotency_key`` already names, in one read.
+
+        Must run inside the accept transaction, after :meth:`lock_tenant`; ``job_id``
+        is NULL for a new key. Pass the row to :meth:`check_quotas`.
+        """
+        row = await conn.fetchrow(
+            q("tenant_admission_get_with_key"),
+            tenant_id,
+            self.settings.spend_period,
+            self.clock.now(),
+            idempotency_key,
+        )
+        if row is None:  # pragma: no cover - a principal's tenant always exists
+            raise RuntimeError(f"tenant {tenant_id} vanished during admission")
+        return row
+
+    def check_quotas(self, row: asyncpg.Record, demand: Demand) -> None:
+        """Raise 429 :class:`AdmissionRejected` if ``demand`` does not fit ``row``
+        (a ``tenant_admission_get`` row, read under the tenant's lock)."""
         retry = self.settings.quota_retry_after_seconds
         checks: list[tuple[str, int, int, str]] = [
             ("quota_pending_jobs", row["jobs"] + 1, row["max_pending_jobs"], "pending jobs"),

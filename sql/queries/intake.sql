@@ -33,15 +33,46 @@ CROSS JOIN LATERAL (
 LEFT JOIN tenant_spend s ON s.tenant_id = t.id AND s.period_start = period.start
 WHERE t.id = $1;
 
--- name: tenant_spend_reserve
--- $1 tenant, $2 'day' | 'month', $3 now (nullable), $4 amount.
-INSERT INTO tenant_spend (tenant_id, period_start, reserved, jobs)
-VALUES ($1, date_trunc($2, coalesce($3::timestamptz, now())), $4, 1)
-ON CONFLICT (tenant_id, period_start) DO UPDATE
-SET reserved = tenant_spend.reserved + EXCLUDED.reserved,
-    jobs = tenant_spend.jobs + 1,
-    updated_at = now()
-RETURNING reserved;
+-- name: tenant_admission_get_with_key
+-- tenant_admission_get and job_get_by_idempotency_key in one round trip, run
+-- after tenant_admission_lock: the tenant's quotas and unsettled work, and the
+-- job the key already names (job_id NULL when the key is new) with its state as
+-- accepted. $1 tenant, $2 'day' | 'month', $3 now, $4 idempotency key.
+WITH period AS (
+  SELECT date_trunc($2, coalesce($3::timestamptz, now())) AS start,
+         coalesce($3::timestamptz, now()) AS t
+)
+SELECT t.max_pending_jobs, t.max_pending_bytes, t.max_pending_tokens, t.spend_budget,
+       u.jobs, u.bytes, u.tokens,
+       coalesce(s.reserved + s.reconciled, 0) AS spent,
+       extract(epoch FROM (period.start + ('1 ' || $2)::interval) - period.t)
+         AS seconds_to_next_period,
+       k.job_id, k.request_hash, k.deadline_at, k.document_id,
+       k.accepted_state, k.accepted_state_version
+FROM tenants t
+CROSS JOIN period
+CROSS JOIN LATERAL (
+  SELECT count(*) AS jobs,
+         coalesce(sum(d.byte_size), 0)::bigint AS bytes,
+         coalesce(sum(j.estimated_tokens), 0)::bigint AS tokens
+  FROM extraction_jobs j
+  LEFT JOIN documents d ON d.id = j.document_id
+  WHERE j.tenant_id = t.id AND j.state IN ('READY', 'RUNNING', 'RETRY_SCHEDULED')
+) u
+LEFT JOIN tenant_spend s ON s.tenant_id = t.id AND s.period_start = period.start
+LEFT JOIN LATERAL (
+  SELECT j.id AS job_id, j.request_hash, j.deadline_at, j.document_id,
+         coalesce(a.to_state, j.state) AS accepted_state,
+         coalesce(a.state_version, j.state_version) AS accepted_state_version
+  FROM extraction_jobs j
+  LEFT JOIN LATERAL (
+    SELECT e.to_state, e.state_version FROM job_events e
+    WHERE e.job_id = j.id AND e.from_state IS NULL
+    ORDER BY e.seq LIMIT 1
+  ) a ON true
+  WHERE j.tenant_id = t.id AND j.idempotency_key = $4
+) k ON true
+WHERE t.id = $1;
 
 -- name: tenant_quotas_update_if_exists
 -- Admin: change a tenant's admission limits; NULL keeps the current value.

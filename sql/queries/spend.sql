@@ -1,14 +1,22 @@
 -- Tenant spend: reservations at admission, charges of reported usage, releases
 -- of settled jobs' reservations (issue 20, item 5). tenant_spend itself is
--- created by tenant_spend_reserve (intake.sql) in the admitting transaction.
+-- created by spend_reserve_for_job in the admitting transaction.
 
--- name: spend_reservation_insert
--- The reservation of one admitted job (acceptance or re-drive), in the period
--- tenant_spend_reserve just charged. $1 id, $2 job, $3 tenant, $4 'day' | 'month',
--- $5 now (nullable), $6 amount.
+-- name: spend_reserve_for_job
+-- One statement (one round trip): charge the period's reserved total and record
+-- the job's reservation. $1 id, $2 job, $3 tenant, $4 'day' | 'month', $5 now (nullable), $6 amount.
+WITH charged AS (
+  INSERT INTO tenant_spend (tenant_id, period_start, reserved, jobs)
+  VALUES ($3, date_trunc($4, coalesce($5::timestamptz, now())), $6, 1)
+  ON CONFLICT (tenant_id, period_start) DO UPDATE
+  SET reserved = tenant_spend.reserved + EXCLUDED.reserved,
+      jobs = tenant_spend.jobs + 1,
+      updated_at = now()
+  RETURNING period_start
+)
 INSERT INTO spend_reservations (id, job_id, tenant_id, period_start, amount, created_at)
-VALUES ($1, $2, $3, date_trunc($4, coalesce($5::timestamptz, now())), $6,
-        coalesce($5::timestamptz, now()))
+SELECT $1, $2, $3, charged.period_start, $6, coalesce($5::timestamptz, now())
+FROM charged
 RETURNING id;
 
 -- name: spend_charge_attempts
