@@ -17,6 +17,7 @@ import httpx
 from benchmarks.invoices.generator import GeneratedInvoice, generate_invoice
 from benchmarks.invoices.variants import Variant
 from pipeline.extraction import answer_for, interpret
+from pipeline.extraction.numbers import amount_strings, decimal_mark, read_number, uses_space_groups
 from pipeline.jobs import JobStore
 from pipeline.states import JobState
 from pipeline.tenants import upsert_supplier
@@ -43,9 +44,10 @@ async def invoice_awaiting_review(
     text: str | None = None,
     misread: Callable[[dict[str, Any]], None] | None = None,
 ) -> AwaitingReview:
-    """An invoice accepted over HTTP whose model answer copied the net total as the
-    gross total: grounded and validated for real, so it waits with
-    ``gross_total_mismatch``. ``text`` replaces the OCR text's tail (hostile content).
+    """An invoice accepted over HTTP whose model answer took another printed amount (a
+    row's, not a total: a copied total is put right by grounding) as the gross total:
+    grounded and validated for real, so it waits with ``gross_total_mismatch``.
+    ``text`` replaces the OCR text's tail (hostile content).
 
     With ``misread``, the gross total is right and ``misread`` changes the grounded
     result instead (a row read wrong); validation then runs on the changed result."""
@@ -63,7 +65,7 @@ async def invoice_awaiting_review(
     (lease,) = await store.claim("console-test-driver")
     answer = json.loads(answer_for(inv.truth, ocr))
     assert inv.truth.gross_total is not None
-    wrong = answer["net"] if misread is None else answer["gross"]
+    wrong = _not_a_total(ocr, answer) if misread is None else answer["gross"]
     answer["gross"] = wrong
     it = interpret(json.dumps(answer), ocr, inv.master_data, today=date.today())
     result, report = it.result(), it.report
@@ -137,3 +139,13 @@ async def job_row(pool: asyncpg.Pool, job_id: uuid.UUID) -> dict[str, Any]:
             job_id,
         )
     return dict(row.items())
+
+
+def _not_a_total(ocr: str, answer: dict[str, Any]) -> str:
+    """The first amount the document prints whose value is none of its totals."""
+    mark = decimal_mark(ocr)
+    totals = {read_number(answer[k], mark) for k in ("net", "tax", "gross")}
+    for printed in amount_strings(ocr, mark, space_groups=uses_space_groups(ocr, mark)):
+        if read_number(printed, mark) not in totals:
+            return printed
+    raise AssertionError("the invoice prints no amount besides its totals")
