@@ -57,7 +57,8 @@ async def test_reviewer_corrects_the_gross_total_and_the_erp_posts_it_once(
         WebDriverWait(browser, 10).until(ec.url_contains(str(job.job_id)))
 
         # The evidence of the gross total is marked in the OCR text and linked.
-        mark = browser.find_element(By.ID, "ev-net_total")
+        anchor = browser.find_element(By.ID, "ev-gross_total")
+        mark = anchor.find_element(By.XPATH, "ancestor-or-self::mark[1]")
         assert "gross_total" in (mark.get_attribute("data-fields") or "")
         background = mark.value_of_css_property("background-color")
         assert background not in ("rgba(0, 0, 0, 0)", "transparent"), background
