@@ -109,11 +109,6 @@ class LocalCluster:
     def intake_url(self) -> str:
         return f"http://{self.config.http_host}:{self.config.http_port}"
 
-    @property
-    def driver_names(self) -> list[str]:
-        prefix = self.runtime_config.actor_prefix
-        return [f"{prefix}-driver-{i}" for i in range(self.runtime_config.drivers)]
-
     def start(self, progress: Any = print) -> None:
         import ray
         from ray import serve
@@ -168,10 +163,20 @@ class LocalCluster:
         progress(f"serve: intake API on {self.intake_url}")
 
     def driver_stats(self) -> list[dict[str, Any]]:
+        """Stats of the drivers alive now: the autoscaler adds and drains them, so the
+        generated count names drivers that may be gone (a drained one is skipped)."""
         import ray
 
-        drivers = [ray.get_actor(name) for name in self.driver_names]
-        return list(ray.get([d.stats.remote() for d in drivers], timeout=60))
+        prefix = f"{self.runtime_config.actor_prefix}-driver-"
+        out: list[dict[str, Any]] = []
+        for name in sorted(n for n in ray.util.list_named_actors() if n.startswith(prefix)):
+            try:
+                ref = ray.get_actor(name).stats.remote()
+                got: list[dict[str, Any]] = ray.get([ref], timeout=60)
+            except (ValueError, ray.exceptions.RayActorError):
+                continue  # drained or stopping between the listing and the call
+            out.extend(got)
+        return out
 
     def stop(self) -> None:
         """Delete the runtime first (drivers finish or release their leases), then the rest."""
