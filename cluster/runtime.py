@@ -171,7 +171,7 @@ class LocalCluster:
         out: list[dict[str, Any]] = []
         for name in sorted(n for n in ray.util.list_named_actors() if n.startswith(prefix)):
             try:
-                ref = ray.get_actor(name).stats.remote()
+                ref: Any = ray.get_actor(name).stats.remote()
                 got: list[dict[str, Any]] = ray.get([ref], timeout=60)
             except (ValueError, ray.exceptions.RayActorError):
                 continue  # drained or stopping between the listing and the call
