@@ -64,7 +64,12 @@ def dev_overlay() -> tuple[dict[str, Any], dict[str, str]]:
     """(serveConfigV2, settings ConfigMap data) exactly as the dev overlay renders them."""
     docs = render(ROOT / "kuberay" / "overlays" / "dev")
     (rs,) = [d for d in docs if d["kind"] == "RayService"]
-    (settings,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    # The overlay also ships the Grafana dashboard as a ConfigMap: take the settings.
+    (settings,) = [
+        d
+        for d in docs
+        if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "fenceline-settings"
+    ]
     return yaml.safe_load(rs["spec"]["serveConfigV2"]), dict(settings["data"])
 
 
