@@ -31,11 +31,9 @@ Invariants a grant keeps (checked by the property tests):
   round. Priority classes are weights, not strict precedence, so batch work
   cannot starve. Global limits block at the head of the round (no bypass by
   smaller requests), so large requests are not starved either.
-* **Crashed holders.** A grant not released within ``grant_ttl_seconds`` is
-  expired: its permit returns and its tokens stay charged (uncertain). A
-  restarted holder (a driver) abandons its dead run's grants
-  (:meth:`AdmissionPolicy.abandon`), which expire as soon as their attempt's
-  timeout has passed instead of at the TTL.
+* **Crashed holders.** A grant not released within ``grant_ttl_seconds``
+  expires (permit back, tokens charged as uncertain); a restarted driver's dead
+  run's grants expire sooner (:meth:`AdmissionPolicy.abandon`).
 """
 
 from __future__ import annotations
@@ -58,9 +56,7 @@ from pipeline.admission.grants import (
     WaitReason,
     reconcile,
 )
-from pipeline.admission.limits import (
-    AdmissionConfig,
-)
+from pipeline.admission.limits import AdmissionConfig
 from pipeline.admission.state import AdmissionSnapshot, Charge, FlowKey, OpenGrant, Ticket
 from pipeline.admission.window import ChargeWindow, Dimension
 from pipeline.errors import ReservationTooLarge
@@ -271,17 +267,10 @@ class AdmissionPolicy:
                 from another incarnation without a restored ledger).
         """
         grant_id = grant if isinstance(grant, str) else grant.grant_id
-        entry = self._open.pop(grant_id, None)
-        if entry is None:
+        rec = self.pending_release(grant_id, usage, uncertain=uncertain, attempted=attempted)
+        if rec is None:
             raise UnknownGrant(grant_id)
-        rec = reconcile(
-            entry.grant,
-            usage,
-            uncertain=uncertain,
-            attempted=attempted,
-            count_cached_tokens=self.config.count_cached_tokens,
-        )
-        self._settle(entry, rec)
+        self._settle(self._open.pop(grant_id), rec)
         if rec.outcome is GrantOutcome.RECONCILED:
             self._streak = 0
         return rec
@@ -313,14 +302,11 @@ class AdmissionPolicy:
     def abandon(self, holder: str, current_run: str, call_bound_seconds: float) -> int:
         """Bring forward the expiry of ``holder``'s grants from runs other than ``current_run``.
 
-        A restarted driver calls this: its earlier run's process is gone, so those
-        grants will never be released, yet without this they would hold their
-        permits until ``grant_ttl_seconds``. Each now expires (uncertain, fully
-        charged, like any expiry) at ``granted_at + call_bound_seconds``, the
-        latest its attempt could still have been calling (the attempt timeout),
-        or at once if that has passed. A live holder that timed out would have
-        released it no later, so the budget is as strict as before. Returns how
-        many grants were brought forward.
+        A restarted driver calls this: its earlier run is gone and would hold its
+        permits until ``grant_ttl_seconds``. Each such grant now expires (uncertain,
+        fully charged) at ``granted_at + call_bound_seconds`` (the attempt timeout),
+        or at once if that has passed: no later than a live holder that timed out
+        would have released it. Returns how many grants were brought forward.
         """
         now = self._clock()
         moved = 0
@@ -405,9 +391,7 @@ class AdmissionPolicy:
     def snapshot(self) -> AdmissionSnapshot:
         now = self._clock()
         self._window.prune(now)
-        queued: Counter[str] = Counter()
-        for t in self._tickets.values():
-            queued[t.tenant] += 1
+        queued = Counter(t.tenant for t in self._tickets.values())
         return AdmissionSnapshot(
             scope=self.config.scope,
             in_flight=len(self._open),
