@@ -73,7 +73,7 @@ def replay_of(
     """The original receipt of a known idempotency key, or :class:`IdempotencyConflict`.
 
     ``existing`` is a ``job_get_by_idempotency_key`` row (or any row with its
-    columns: ``tenant_admission_get_with_key``). A replay is the state as
+    columns: ``tenant_admission_get``). A replay is the state as
     accepted, not the current one (the status URL gives that).
 
     Raises:

@@ -145,7 +145,11 @@ class TenantQuota:
         Must run inside the accept transaction, after :meth:`lock_tenant`.
         """
         row = await conn.fetchrow(
-            q("tenant_admission_get"), tenant_id, self.settings.spend_period, self.clock.now()
+            q("tenant_admission_get"),
+            tenant_id,
+            self.settings.spend_period,
+            self.clock.now(),
+            None,
         )
         if row is None:  # pragma: no cover - a principal's tenant always exists
             raise RuntimeError(f"tenant {tenant_id} vanished during admission")
@@ -160,7 +164,7 @@ class TenantQuota:
         is NULL for a new key. Pass the row to :meth:`check_quotas`.
         """
         row = await conn.fetchrow(
-            q("tenant_admission_get_with_key"),
+            q("tenant_admission_get"),
             tenant_id,
             self.settings.spend_period,
             self.clock.now(),

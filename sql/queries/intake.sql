@@ -10,34 +10,12 @@ SELECT pg_advisory_xact_lock($1::integer, hashtext($2::text));
 -- name: tenant_admission_get
 -- One read for every quota of one tenant: its limits, its unsettled work
 -- (READY, RUNNING, RETRY_SCHEDULED) and the spend of the current budget period,
--- with the seconds until the next period. $1 tenant, $2 'day' | 'month', $3 now.
-WITH period AS (
-  SELECT date_trunc($2, coalesce($3::timestamptz, now())) AS start,
-         coalesce($3::timestamptz, now()) AS t
-)
-SELECT t.max_pending_jobs, t.max_pending_bytes, t.max_pending_tokens, t.spend_budget,
-       u.jobs, u.bytes, u.tokens,
-       coalesce(s.reserved + s.reconciled, 0) AS spent,
-       extract(epoch FROM (period.start + ('1 ' || $2)::interval) - period.t)
-         AS seconds_to_next_period
-FROM tenants t
-CROSS JOIN period
-CROSS JOIN LATERAL (
-  SELECT count(*) AS jobs,
-         coalesce(sum(d.byte_size), 0)::bigint AS bytes,
-         coalesce(sum(j.estimated_tokens), 0)::bigint AS tokens
-  FROM extraction_jobs j
-  LEFT JOIN documents d ON d.id = j.document_id
-  WHERE j.tenant_id = t.id AND j.state IN ('READY', 'RUNNING', 'RETRY_SCHEDULED')
-) u
-LEFT JOIN tenant_spend s ON s.tenant_id = t.id AND s.period_start = period.start
-WHERE t.id = $1;
-
--- name: tenant_admission_get_with_key
--- tenant_admission_get and job_get_by_idempotency_key in one round trip, run
--- after tenant_admission_lock: the tenant's quotas and unsettled work, and the
--- job the key already names (job_id NULL when the key is new) with its state as
--- accepted. $1 tenant, $2 'day' | 'month', $3 now, $4 idempotency key.
+-- with the seconds until the next period.
+-- With $4, an idempotency key, the same round trip also reads the job that key
+-- already names (job_id NULL when the key is new, or when $4 is NULL) with its
+-- state as accepted: the accept transaction runs it after tenant_admission_lock
+-- and answers a known key from it. $1 tenant, $2 'day' | 'month', $3 now (NULL:
+-- now()), $4 idempotency key or NULL.
 WITH period AS (
   SELECT date_trunc($2, coalesce($3::timestamptz, now())) AS start,
          coalesce($3::timestamptz, now()) AS t
