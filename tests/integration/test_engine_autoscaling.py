@@ -1,19 +1,20 @@
-"""Serve really runs the engines' autoscaling policy: 1 → 2 replicas on queue depth and back.
+"""Serve really runs the engines' autoscaling policy: 1 → 2 replicas on queue or KV and back.
 
 A real local Ray + Serve (a Ray of our own, ``num_cpus=2``, replicas at
 ``num_cpus=0``, no HTTP proxy) deploys :class:`deployments.engine.PoolEngine` exactly
 as the inference app does (``pool.deployment_options()``, so the pool's
 ``autoscaling_config`` with the custom policy), over
-:class:`tests.support.slot_engine.SlotEngine`: a one-slot scheduler whose waiting
+:class:`tests.support.slot_engine.SlotEngine`: a slot scheduler whose waiting
 requests and KV usage reach Serve through the replica's ``record_autoscaling_stats``.
 
-Four requests on one replica leave three waiting (target 1 per replica): the
-policy wants a second replica, and Serve starts it after ``upscale_delay_s``.
-Serve's default policy would not: 4 ongoing requests are under its
-``target_ongoing_requests`` of 16. When the requests are released the replicas
-report zeros and the pool drains back to ``min_replicas`` after
-``downscale_delay_s``. Delays and push intervals are cut to about a second so the
-test waits seconds; it prints the measured times.
+Two cases, one per signal. *Queue*: four requests on a one-slot replica leave three
+waiting (target 1 per replica). *KV*: two requests fill a two-slot replica's KV cache
+(1.0 > 0.8) with nothing waiting (target 4). Either way the policy wants a second
+replica and Serve starts it after ``upscale_delay_s``. Serve's default policy would
+not: 4 or 2 ongoing requests are under its ``target_ongoing_requests`` of 16. When
+the requests are released the replicas report zeros and the pool drains back to
+``min_replicas`` after ``downscale_delay_s``. Delays and push intervals are cut to
+about a second so the test waits seconds; it prints the measured times.
 """
 
 from __future__ import annotations
@@ -64,11 +65,11 @@ def serve_cluster() -> Iterator[None]:
         ray.shutdown()
 
 
-def running_replicas() -> int:
+def running_replicas(app_name: str = APP) -> int:
     from ray import serve
     from ray.serve._private.common import ReplicaState
 
-    app = serve.status().applications.get(APP)
+    app = serve.status().applications.get(app_name)
     if app is None or "engine-short" not in app.deployments:
         return 0
     states: dict[Any, int] = app.deployments["engine-short"].replica_states
@@ -85,8 +86,23 @@ def wait_for(condition: Callable[[], bool], within: float, what: str) -> float:
     return time.monotonic() - started
 
 
-def test_queue_depth_scales_the_engine_up_and_an_idle_pool_back_down(
-    serve_cluster: None, tmp_path: Path
+@pytest.mark.parametrize(
+    ("signal", "max_num_seqs", "target_waiting", "requests"),
+    [
+        # One slot: 1 running, 3 waiting (> 1 per replica); KV at 1.0 too, but the
+        # queue alone asks for 1 + ceil((3 - 1) / 1) = 3, clamped to 2.
+        ("queue", 1, 1, 4),
+        # Two slots, both running: nothing waits (target 4), KV 1.0 > 0.8 alone scales.
+        ("kv", 2, 4, 2),
+    ],
+)
+def test_engine_stats_scale_the_pool_up_and_an_idle_pool_back_down(
+    serve_cluster: None,
+    tmp_path: Path,
+    signal: str,
+    max_num_seqs: int,
+    target_waiting: int,
+    requests: int,
 ) -> None:
     from ray import serve
 
@@ -97,13 +113,13 @@ def test_queue_depth_scales_the_engine_up_and_an_idle_pool_back_down(
         {
             "name": "short",
             "max_model_len": 512,
-            "max_num_seqs": 1,  # one running request per replica: the rest wait
+            "max_num_seqs": max_num_seqs,
             "max_ongoing_requests": 16,
             "env": {RELEASE_ENV: str(release)},
             "autoscaling": {
                 "min_replicas": 1,
                 "max_replicas": 2,
-                "target_waiting_per_replica": 1,
+                "target_waiting_per_replica": target_waiting,
                 "target_kv_usage": 0.8,
                 "upscale_delay_s": 1,
                 "downscale_delay_s": 2,
@@ -129,21 +145,21 @@ def test_queue_depth_scales_the_engine_up_and_an_idle_pool_back_down(
                 prompt_token_ids=[1, 2, 3],
             )
         )
-        for i in range(4)
+        for i in range(requests)
     ]
     up_s = wait_for(lambda: running_replicas() == 2, UP_WITHIN_S, "scale-up to 2 replicas")
-    # Bounded by max_replicas: three waiting on one replica would want 3.
     time.sleep(2.0)
-    assert running_replicas() == 2
+    assert running_replicas() == 2  # bounded by max_replicas
 
     release.touch()
     completions = [r.result(timeout_s=60) for r in responses]
-    assert [c.text for c in completions] == ['{"ok": true}'] * 4
+    assert [c.text for c in completions] == ['{"ok": true}'] * requests
     drained = time.monotonic()
     down_s = wait_for(lambda: running_replicas() == 1, DOWN_WITHIN_S, "scale-down to 1 replica")
     print(
-        f"engine autoscaling: 1 -> 2 replicas {up_s:.1f} s after 4 requests "
-        f"(upscale_delay_s 1); 2 -> 1 {down_s:.1f} s after the last answer "
+        f"engine autoscaling on {signal}: 1 -> 2 replicas {up_s:.1f} s after {requests} "
+        f"requests (upscale_delay_s 1); 2 -> 1 {down_s:.1f} s after the last answer "
         f"(downscale_delay_s 2); load 1-min {os.getloadavg()[0]:.2f}"
     )
     assert drained - sent > up_s
+    serve.delete(APP)
