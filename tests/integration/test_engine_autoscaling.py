@@ -3,7 +3,8 @@
 A real local Ray + Serve (a Ray of our own, ``num_cpus=2``, replicas at
 ``num_cpus=0``, no HTTP proxy) deploys :class:`deployments.engine.PoolEngine` exactly
 as the inference app does (``pool.deployment_options()``, so the pool's
-``autoscaling_config`` with the custom policy), over
+``autoscaling_config`` with the custom policy) — once from Python as ``fenceline up``
+does, once from a Serve config as KubeRay's ``serveConfigV2`` does — over
 :class:`tests.support.slot_engine.SlotEngine`: a slot scheduler whose waiting
 requests and KV usage reach Serve through the replica's ``record_autoscaling_stats``.
 
@@ -27,9 +28,10 @@ from typing import Any
 
 import pytest
 
-from deployments.engine import GenerateRequest, PoolEngine
+from deployments.engine import GenerateRequest
+from deployments.engine_autoscaling import POLICY_PATH
 from deployments.pools import PoolConfig
-from tests.support.slot_engine import RELEASE_ENV, SlotEngine
+from tests.support.slot_engine import RELEASE_ENV, slot_app
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -86,14 +88,48 @@ def wait_for(condition: Callable[[], bool], within: float, what: str) -> float:
     return time.monotonic() - started
 
 
+def deploy(pool: PoolConfig, how: str) -> None:
+    """The pool's engine as ``fenceline up`` deploys it (``python``: the bound app), or as
+    KubeRay does (``config``: a Serve config whose ``deployments`` are what
+    ``kuberay.generate`` writes into ``serveConfigV2``, applied by Serve's controller)."""
+    from ray.serve.context import _get_global_client
+    from ray.serve.schema import ApplicationStatus, ServeDeploySchema
+
+    from deployments.serve_run import run_app
+    from kuberay.generate import built_deployments
+
+    args = {"pool": pool.model_dump(mode="json")}
+    if how == "python":
+        run_app(slot_app(args), APP, route_prefix=None, timeout_s=120)
+        return
+    import_path = "tests.support.slot_engine:slot_app"
+    (options,) = built_deployments(import_path, args, APP)
+    assert options["autoscaling_config"]["policy"]["policy_function"] == POLICY_PATH
+    application = {"name": APP, "import_path": import_path, "route_prefix": None}
+    application |= {"args": args, "deployments": [options]}
+    client: Any = _get_global_client()
+    client.deploy_apps(ServeDeploySchema.model_validate({"applications": [application]}))
+
+    def running() -> bool:
+        from ray import serve
+
+        app = serve.status().applications.get(APP)
+        if app is not None and app.status == ApplicationStatus.DEPLOY_FAILED:
+            pytest.fail(f"config deploy failed: {app.message}")
+        return app is not None and app.status == ApplicationStatus.RUNNING
+
+    wait_for(running, 120, "the config-deployed app")
+
+
 @pytest.mark.parametrize(
-    ("signal", "max_num_seqs", "target_waiting", "requests"),
+    ("signal", "max_num_seqs", "target_waiting", "requests", "how"),
     [
         # One slot: 1 running, 3 waiting (> 1 per replica); KV at 1.0 too, but the
         # queue alone asks for 1 + ceil((3 - 1) / 1) = 3, clamped to 2.
-        ("queue", 1, 1, 4),
+        ("queue", 1, 1, 4, "python"),
         # Two slots, both running: nothing waits (target 4), KV 1.0 > 0.8 alone scales.
-        ("kv", 2, 4, 2),
+        # Deployed from a Serve config, as KubeRay's serveConfigV2 deploys the engines.
+        ("kv", 2, 4, 2, "config"),
     ],
 )
 def test_engine_stats_scale_the_pool_up_and_an_idle_pool_back_down(
@@ -103,10 +139,9 @@ def test_engine_stats_scale_the_pool_up_and_an_idle_pool_back_down(
     max_num_seqs: int,
     target_waiting: int,
     requests: int,
+    how: str,
 ) -> None:
     from ray import serve
-
-    from deployments.serve_run import run_app
 
     release = tmp_path / "release"
     pool = PoolConfig.model_validate(
@@ -128,9 +163,7 @@ def test_engine_stats_scale_the_pool_up_and_an_idle_pool_back_down(
             },
         }
     )
-    engine: Any = serve.deployment(PoolEngine)
-    app = engine.options(**pool.deployment_options()).bind(pool.model_dump(), None, SlotEngine)
-    run_app(app, APP, route_prefix=None, timeout_s=120)
+    deploy(pool, how)
     assert running_replicas() == 1
     handle = serve.get_app_handle(APP)
 
@@ -157,8 +190,8 @@ def test_engine_stats_scale_the_pool_up_and_an_idle_pool_back_down(
     drained = time.monotonic()
     down_s = wait_for(lambda: running_replicas() == 1, DOWN_WITHIN_S, "scale-down to 1 replica")
     print(
-        f"engine autoscaling on {signal}: 1 -> 2 replicas {up_s:.1f} s after {requests} "
-        f"requests (upscale_delay_s 1); 2 -> 1 {down_s:.1f} s after the last answer "
+        f"engine autoscaling on {signal} ({how} deploy): 1 -> 2 replicas {up_s:.1f} s after "
+        f"{requests} requests (upscale_delay_s 1); 2 -> 1 {down_s:.1f} s after the last answer "
         f"(downscale_delay_s 2); load 1-min {os.getloadavg()[0]:.2f}"
     )
     assert drained - sent > up_s

@@ -88,3 +88,18 @@ class SlotEngine:
 
     def shutdown(self) -> None:
         return None
+
+
+def slot_app(args: dict[str, Any]) -> Any:
+    """Serve application builder (``import_path: tests.support.slot_engine:slot_app``).
+
+    ``args.pool`` is a pool document; the app is that pool's engine deployment, with
+    the options the inference app gives it, over a :class:`SlotEngine`.
+    """
+    from ray import serve
+
+    from deployments.engine import PoolEngine
+
+    pool = PoolConfig.model_validate(args["pool"])
+    engine: Any = serve.deployment(PoolEngine)
+    return engine.options(**pool.deployment_options()).bind(pool.model_dump(), None, SlotEngine)
