@@ -22,6 +22,10 @@ Invariants :class:`PoolsConfig` enforces on load:
 ``deployments/pools.yaml`` is the local CPU default (two pools of the bundled
 SmolLM2 served by one engine); ``deployments/pools.gpu.yaml`` is an H100/H200 profile with an 8B
 instruct model. ``FENCELINE_POOLS`` names another file.
+
+A pool's ``autoscaling:`` section (:mod:`deployments.pool_autoscaling`) replaces its
+fixed ``replicas``: Serve scales the engine within its bounds on vLLM's queue depth
+and KV-cache usage (:mod:`deployments.engine_autoscaling`).
 """
 
 from __future__ import annotations

@@ -223,3 +223,14 @@ async def test_the_replica_reports_vllm_s_load_while_busy_and_zeros_when_idle():
     # The gauges Prometheus scrapes carry the same numbers.
     assert 'fenceline_engine_kv_cache_usage_ratio{pool="short"} 0.9' in engine.metrics_text()
     assert tiny.pool is engine.pool
+
+
+async def test_vllm_s_scheduler_stats_are_what_the_replica_reports():
+    engine, _ = pool_engine()
+    # What vLLM's stat logger hands EngineMetrics.record every engine step.
+    scheduler = SimpleNamespace(
+        num_waiting_reqs=3, num_running_reqs=5, kv_cache_usage=0.42, prefix_cache_stats=None
+    )
+    engine.metrics.record(scheduler, None)  # type: ignore[arg-type]
+    engine._in_flight.add("r")
+    assert await engine.record_autoscaling_stats() == {WAITING: 3, RUNNING: 5, KV_USAGE: 0.42}
