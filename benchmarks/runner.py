@@ -270,6 +270,9 @@ async def _drive(
         intake_server(intake_overrides) as url,
         httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as client,
     ):
+        # As the supervisor does before drivers ask: the actor opens its ledger now,
+        # not on the first attempt's acquire inside the measured window.
+        await actor.start()
         await scheduler.start()
         for loop in loops:
             await loop.start()
