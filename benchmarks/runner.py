@@ -39,7 +39,7 @@ from benchmarks.invoices.generator import GeneratedInvoice
 from benchmarks.loadgen import OpenLoopGenerator, schedule
 from benchmarks.scenario import Scenario, scenario_corpus
 from cluster.admission import AdmissionActor, AdmissionClient, LocalActorHandle
-from cluster.drivers import ActorGate
+from cluster.drivers import ActorGate, freeze_startup_heap
 from pipeline.admission import AdmissionConfig
 from pipeline.database import create_pool
 from pipeline.delivery import job_store
@@ -276,6 +276,7 @@ async def _drive(
         await scheduler.start()
         for loop in loops:
             await loop.start()
+        freeze_startup_heap()  # as a driver process does once started (cluster/drivers.py)
 
         async def fire(i: int) -> tuple[str, int | None, Any]:
             name, key, _ = tenants[tenant_of[i]]
