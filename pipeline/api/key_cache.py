@@ -49,7 +49,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from pipeline.messaging.scheduler import NotificationListener
+from pipeline.messaging import NotificationListener
 from pipeline.tenants import Principal, VerifiedKey
 
 log = logging.getLogger(__name__)
