@@ -305,7 +305,12 @@ async def run_serve(args: argparse.Namespace) -> dict[str, Any]:
     try:
         port = free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        await asyncio.to_thread(deploy_intake_app, {"database_url": dsn}, timeout_s=180)
+        await asyncio.to_thread(
+            deploy_intake_app,
+            {"database_url": dsn},
+            timeout_s=180,
+            num_replicas=getattr(args, "serve_replicas", 1),
+        )
         keys = await _keys(dsn, args.tenants)
         url = f"http://127.0.0.1:{port}"
         await _wait_up(url, "/readyz")
@@ -416,6 +421,9 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--profile", type=Path, default=None, help="py-spy flame graphs into this folder"
+    )
+    parser.add_argument(
+        "--serve-replicas", type=int, default=1, help="intake replicas behind Serve's proxy"
     )
     asyncio.run(main_async(parser.parse_args(argv)))
 

@@ -39,7 +39,8 @@ from benchmarks.invoices.generator import GeneratedInvoice
 from benchmarks.loadgen import OpenLoopGenerator, schedule
 from benchmarks.scenario import Scenario, scenario_corpus
 from cluster.admission import AdmissionActor, AdmissionClient, LocalActorHandle
-from cluster.drivers import ActorGate, freeze_startup_heap
+from cluster.drivers import ActorGate
+from cluster.process_heap import freeze_startup_heap
 from pipeline.admission import AdmissionConfig
 from pipeline.database import create_pool
 from pipeline.delivery import job_store

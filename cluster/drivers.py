@@ -15,7 +15,6 @@ actor starves Serve).
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import uuid
@@ -26,6 +25,7 @@ import asyncpg
 from prometheus_client import REGISTRY
 
 from cluster.engine_scopes import PoolRoute, RoutedGate
+from cluster.process_heap import freeze_startup_heap
 from deployments.observability import start_observability
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline import checkpoints
@@ -48,20 +48,6 @@ from pipeline.validation import policy_for
 from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 
 log = logging.getLogger(__name__)
-
-
-def freeze_startup_heap() -> None:
-    """Move what start-up allocated (modules, the warmed caches, the pool) out of the
-    garbage collector's reach: ``gc.freeze()`` after a full collection.
-
-    A driver's attempts allocate briskly (prompts, schemas, answers, grounding), so
-    full collections come every few seconds, and each one scanned the whole start-up
-    heap: 0.1-0.15 s with the event loop stopped, five of them in the 40-document
-    overhead benchmark (docs/benchmarks.md). Frozen objects are never collected;
-    start-up objects live as long as the process anyway.
-    """
-    gc.collect()
-    gc.freeze()
 
 
 @dataclass(frozen=True)
