@@ -23,6 +23,8 @@ the cores): throughput of each target over ``starlette``, and ``serve`` over
 and an outbox event in PostgreSQL. Results: ``results/intake/intake_bench.json``
 and ``.png``.
 
+``--serve-replicas N`` deploys N intake replicas behind Serve's proxy (default 1).
+
 ``--profile DIR`` samples the Fenceline targets with py-spy while the load runs
 (``--nonblocking``, so sampling does not pause them): the uvicorn process, and the
 Serve replica and HTTP proxy (found among this run's own Ray processes), each as
