@@ -12,6 +12,8 @@ request):
 * ``uvicorn`` — the Fenceline app (``pipeline.api.app``) under one uvicorn process:
   authentication, admission (tenant lock, quotas, capacity), document + job +
   outbox event committed before the 202;
+* ``uvicorn_nocache`` — the same with the API-key cache off
+  (``FENCELINE_API_KEY_CACHE_SIZE=0``: every request reads its key from PostgreSQL);
 * ``serve`` — the same app as a Ray Serve ingress (one replica, ``num_cpus=0``)
   behind Serve's HTTP proxy.
 
@@ -20,6 +22,8 @@ the cores): throughput of each target over ``starlette``, and ``serve`` over
 ``uvicorn``. After each Fenceline run the bench checks that every 202 left a job
 and an outbox event in PostgreSQL. Results: ``results/intake/intake_bench.json``
 and ``.png``.
+
+``--serve-replicas N`` deploys N intake replicas behind Serve's proxy (default 1).
 
 ``--profile DIR`` samples the Fenceline targets with py-spy while the load runs
 (``--nonblocking``, so sampling does not pause them): the uvicorn process, and the
@@ -262,10 +266,13 @@ async def run_starlette(args: argparse.Namespace) -> dict[str, Any]:
         proc.wait(timeout=10)
 
 
-async def run_uvicorn(args: argparse.Namespace) -> dict[str, Any]:
+async def run_uvicorn(args: argparse.Namespace, *, key_cache: bool = True) -> dict[str, Any]:
     name, dsn = await _database()
     port = free_port()
-    proc = _uvicorn("pipeline.api.app:app_from_env", port, {"FENCELINE_DATABASE_URL": dsn})
+    env = {"FENCELINE_DATABASE_URL": dsn}
+    if not key_cache:
+        env["FENCELINE_API_KEY_CACHE_SIZE"] = "0"
+    proc = _uvicorn("pipeline.api.app:app_from_env", port, env)
     try:
         keys = await _keys(dsn, args.tenants)
         url = f"http://127.0.0.1:{port}"
@@ -300,7 +307,12 @@ async def run_serve(args: argparse.Namespace) -> dict[str, Any]:
     try:
         port = free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        await asyncio.to_thread(deploy_intake_app, {"database_url": dsn}, timeout_s=180)
+        await asyncio.to_thread(
+            deploy_intake_app,
+            {"database_url": dsn},
+            timeout_s=180,
+            num_replicas=getattr(args, "serve_replicas", 1),
+        )
         keys = await _keys(dsn, args.tenants)
         url = f"http://127.0.0.1:{port}"
         await _wait_up(url, "/readyz")
@@ -350,7 +362,15 @@ def _plot(results: dict[str, dict[str, Any]], out: Path) -> Path:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    runners = {"starlette": run_starlette, "uvicorn": run_uvicorn, "serve": run_serve}
+    async def run_uvicorn_nocache(args: argparse.Namespace) -> dict[str, Any]:
+        return await run_uvicorn(args, key_cache=False)
+
+    runners = {
+        "starlette": run_starlette,
+        "uvicorn": run_uvicorn,
+        "uvicorn_nocache": run_uvicorn_nocache,
+        "serve": run_serve,
+    }
     results: dict[str, dict[str, Any]] = {}
     for name in args.targets:
         print(f"-- {name}: {args.seconds:.0f} s at concurrency {args.concurrency}", flush=True)
@@ -368,6 +388,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             ratios[f"{name}/starlette jobs_per_s"] = r["jobs_per_s"] / base["jobs_per_s"]
             ratios[f"{name}/starlette p50"] = r["p50_ms"] / base["p50_ms"]
             ratios[f"{name}/starlette p99"] = r["p99_ms"] / base["p99_ms"]
+    if "uvicorn" in results and "uvicorn_nocache" in results:
+        c, n = results["uvicorn"], results["uvicorn_nocache"]
+        ratios["key cache on/off jobs_per_s"] = c["jobs_per_s"] / n["jobs_per_s"]
+        ratios["key cache on/off p50"] = c["p50_ms"] / n["p50_ms"]
     if "serve" in results and "uvicorn" in results:
         s, u = results["serve"], results["uvicorn"]
         ratios["serve/uvicorn jobs_per_s"] = s["jobs_per_s"] / u["jobs_per_s"]
@@ -395,10 +419,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tenants", type=int, default=4)
     parser.add_argument(
         "--targets", nargs="+", default=["starlette", "uvicorn", "serve"],
-        choices=["starlette", "uvicorn", "serve"],
+        choices=["starlette", "uvicorn", "uvicorn_nocache", "serve"],
     )  # fmt: skip
     parser.add_argument(
         "--profile", type=Path, default=None, help="py-spy flame graphs into this folder"
+    )
+    parser.add_argument(
+        "--serve-replicas", type=int, default=1, help="intake replicas behind Serve's proxy"
     )
     asyncio.run(main_async(parser.parse_args(argv)))
 

@@ -40,6 +40,7 @@ from benchmarks.loadgen import OpenLoopGenerator, schedule
 from benchmarks.scenario import Scenario, scenario_corpus
 from cluster.admission import AdmissionActor, AdmissionClient, LocalActorHandle
 from cluster.drivers import ActorGate
+from cluster.process_heap import freeze_startup_heap
 from pipeline.admission import AdmissionConfig
 from pipeline.database import create_pool
 from pipeline.delivery import job_store
@@ -270,9 +271,13 @@ async def _drive(
         intake_server(intake_overrides) as url,
         httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as client,
     ):
+        # As the supervisor does before drivers ask: the actor opens its ledger now,
+        # not on the first attempt's acquire inside the measured window.
+        await actor.start()
         await scheduler.start()
         for loop in loops:
             await loop.start()
+        freeze_startup_heap()  # as a driver process does once started (cluster/drivers.py)
 
         async def fire(i: int) -> tuple[str, int | None, Any]:
             name, key, _ = tenants[tenant_of[i]]

@@ -25,6 +25,7 @@ import asyncpg
 from prometheus_client import REGISTRY
 
 from cluster.engine_scopes import PoolRoute, RoutedGate
+from cluster.process_heap import freeze_startup_heap
 from deployments.observability import start_observability
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline import checkpoints
@@ -202,6 +203,7 @@ class TaskDriver:
         # Scheduler metrics (default registry) and the admission client's, to Ray's agent.
         registries = [REGISTRY] + ([self._client_metrics.registry] if gate is not None else [])
         self._bridges = [b for b in map(bridge_to_ray, registries) if b is not None]
+        freeze_startup_heap()
         log.info("driver %s started (pid %d)", self.worker.worker_id, os.getpid())
         return os.getpid()
 

@@ -90,6 +90,11 @@ class Settings(BaseSettings):
     body_drain_seconds: float = Field(10.0, gt=0)
     #: Seconds to wait for a pooled connection before answering 503.
     db_acquire_timeout_seconds: float = Field(5.0, gt=0)
+    #: Verified API keys the intake keeps in memory (pipeline.api.key_cache), invalidated
+    #: by LISTEN/NOTIFY; 0 reads every key from the database.
+    api_key_cache_size: int = Field(10_000, ge=0)
+    #: A cached key is verified in the database again after this many seconds.
+    api_key_cache_seconds: float = Field(60.0, gt=0)
     #: Retry-After for a tenant quota refusal (429) on pending jobs, bytes or tokens.
     quota_retry_after_seconds: float = Field(30.0, gt=0)
     #: Retry-After for exhausted system capacity or an unreachable database (503).

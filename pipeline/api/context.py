@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import asyncpg
@@ -22,6 +23,7 @@ from pipeline.api.intake import (
     IntakeService,
 )
 from pipeline.api.job_views import JobViews
+from pipeline.api.key_cache import KeyCache
 from pipeline.api.login_limit import LoginLimiter
 from pipeline.api.metrics import IntakeMetrics
 from pipeline.api.problems import (
@@ -35,7 +37,7 @@ from pipeline.delivery import job_store
 from pipeline.errors import KeyExpired
 from pipeline.jobs import JobStore, SettleHook
 from pipeline.settings import Settings
-from pipeline.tenants import Principal, TenantQuota, authenticate
+from pipeline.tenants import Principal, TenantQuota, key_digest, verify_key
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -83,6 +85,9 @@ class ApiContext:
         #: the missing-session-key warning.
         self.console_signer: SessionSigner | None = None
         self.console_login_limiter: LoginLimiter | None = None
+        #: Verified keys (pipeline.api.key_cache); started with the app's lifespan, so
+        #: an app run without one (most tests) reads every key from the database.
+        self.key_cache: KeyCache | None = None
 
     def _build(self, pool: asyncpg.Pool) -> Services:
         s = self.settings
@@ -118,6 +123,14 @@ class ApiContext:
                 self.settings.database_url, min_size=0, max_size=self.settings.db_pool_max
             )
             self._services = self._build(pool)
+        if self.key_cache is None and self.settings.api_key_cache_size > 0:
+            cache = KeyCache(
+                self.settings.database_url,
+                max_entries=self.settings.api_key_cache_size,
+                max_age_seconds=self.settings.api_key_cache_seconds,
+            )
+            await cache.start()  # a database that is down: it keeps trying, reads bypass
+            self.key_cache = cache
 
     async def hub(self) -> EventHub:
         services = self.services
@@ -127,6 +140,9 @@ class ApiContext:
         return services.hub
 
     async def shutdown(self) -> None:
+        if self.key_cache is not None:
+            await self.key_cache.stop()
+            self.key_cache = None
         if self._services is None:
             return
         if self._hub_started:
@@ -159,9 +175,19 @@ async def authenticated(
     ctx = api_context(request)
     pool = ctx.services.pool
     now = ctx.clock.now() if ctx.clock is not None else None
+    presented = credentials.credentials
+    digest = key_digest(presented)
+    cache = ctx.key_cache if digest is not None else None
+    ticket = None
+    if cache is not None and digest is not None:
+        cached = cache.get(digest, now or datetime.now(UTC))
+        if cached is not None:
+            request.state.api_key = presented
+            return cached
+        ticket = cache.ticket()  # before the read: a change during it voids the fill
     try:
         async with pool.acquire(timeout=ctx.settings.db_acquire_timeout_seconds) as conn:
-            principal = await authenticate(conn, credentials.credentials, now=now)
+            verified = await verify_key(conn, presented, now=now)
     except KeyExpired:
         raise ApiProblem(
             401,
@@ -169,10 +195,12 @@ async def authenticated(
             reason="key_expired",
             headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
         ) from None
-    if principal is None:
+    if verified is None:
         raise unauthorised
-    request.state.api_key = credentials.credentials
-    return principal
+    if cache is not None and digest is not None:
+        cache.put(ticket, digest, verified)
+    request.state.api_key = presented
+    return verified.principal
 
 
 Caller = Annotated[Principal, Depends(authenticated)]

@@ -341,12 +341,22 @@ class IntakeService:
         self.accept_hook = accept_hook
 
     async def submit(
-        self, tenant_id: uuid.UUID, submission: JobSubmission, idempotency_key: str | None
+        self,
+        tenant_id: uuid.UUID,
+        submission: JobSubmission,
+        idempotency_key: str | None,
+        *,
+        api_key_id: uuid.UUID | None = None,
     ) -> Receipt:
         """Admit and durably accept ``submission`` for ``tenant_id``.
 
+        ``api_key_id``: the caller's key, checked again inside the transaction (in the
+        read it runs anyway), so a key revoked or expired before the commit cannot
+        get a job accepted even when the request was authenticated from the key cache.
+
         Raises:
-            ApiProblem: 400 for a malformed Idempotency-Key.
+            ApiProblem: 400 for a malformed Idempotency-Key; 401 for a key no longer
+                active.
             IdempotencyConflict: the key was used for a different request (409).
             AdmissionRejected: quota (429) or capacity (503); nothing written.
         """
@@ -374,7 +384,8 @@ class IntakeService:
         ):
             await self.admission.lock_tenant(conn, tenant_id)
             # One read under the lock: the tenant's quotas and the key's job, if any.
-            row = await self.admission.read_with_key(conn, tenant_id, key)
+            row = await self.admission.read_with_key(conn, tenant_id, key, api_key_id)
+            _check_key_state(row["key_state"])
             if row["job_id"] is not None:
                 # A known key is answered from that row: the original receipt for the
                 # same request hash, IdempotencyConflict (409) for another. Nothing is
@@ -389,3 +400,22 @@ class IntakeService:
                 if self.accept_hook is not None:
                     await self.accept_hook(conn, accepted)
         return Receipt(accepted=accepted, idempotency_key=key, generated_key=generated)
+
+
+def _check_key_state(state: str | None) -> None:
+    """401 for a caller's key the accept transaction found revoked or expired."""
+    if state is None or state == "active":
+        return
+    if state == "expired":
+        raise ApiProblem(
+            401,
+            "this API key has expired; use its replacement",
+            reason="key_expired",
+            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+        )
+    raise ApiProblem(
+        401,
+        "a valid API key is required",
+        reason="unauthorized",
+        headers={"WWW-Authenticate": "Bearer"},
+    )

@@ -128,7 +128,7 @@ def register_routes(app: FastAPI) -> None:
         try:
             submission = await read_submission(request, ctx.settings.max_body_bytes)
             receipt = await ctx.services.intake.submit(
-                principal.tenant_id, submission, idempotency_key
+                principal.tenant_id, submission, idempotency_key, api_key_id=principal.key_id
             )
         except AdmissionRejected as exc:
             timer.outcome, timer.reason = "rejected", exc.reason

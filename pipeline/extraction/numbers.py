@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from functools import lru_cache
 from itertools import combinations
 
 CENT = Decimal("0.01")
@@ -51,6 +52,7 @@ def decimal_mark(text: str) -> str:
     return "," if marks.count(",") > marks.count(".") else "."
 
 
+@lru_cache(maxsize=8)
 def _number_re(mark: str, space_groups: bool) -> re.Pattern[str]:
     group = ("." if mark == "," else ",") + _SPACE_GROUPS + _APOSTROPHES
     if space_groups:
@@ -88,7 +90,23 @@ def numbers_in(text: str, mark: str, *, space_groups: bool = False) -> list[Prin
     A row's position number ("1  Widget ...") is kept: it cannot be told from a
     leading quantity ("584 pcs Steel bracket ..."), and :func:`parse_item_row`
     prefers the quantity printed closest to the price.
+
+    Memoised (a pure function of its arguments; :class:`Printed` is frozen): building
+    a call and interpreting its answer read the same lines of one document many
+    times over (candidates, rows, tax lines, grounding), which was most of the
+    driver's CPU per attempt in its profile (docs/benchmarks.md).
     """
+    if len(text) <= _MEMO_MAX_CHARS:
+        return list(_numbers_in_memo(text, mark, space_groups))
+    return list(_numbers_in(text, mark, space_groups))
+
+
+#: Texts up to this long (lines, rows) are memoised, so the cache stays small
+#: (at most 4096 x this many characters); a whole document is scanned each time.
+_MEMO_MAX_CHARS = 400
+
+
+def _numbers_in(text: str, mark: str, space_groups: bool) -> tuple[Printed, ...]:
     masked = _DATE_RE.sub(lambda m: "#" * len(m.group()), text)
     out = []
     for match in _number_re(mark, space_groups).finditer(masked):
@@ -108,7 +126,10 @@ def numbers_in(text: str, mark: str, *, space_groups: bool = False) -> list[Prin
                 len(frac),
             )
         )
-    return out
+    return tuple(out)
+
+
+_numbers_in_memo = lru_cache(maxsize=4096)(_numbers_in)
 
 
 def amount_strings(text: str, mark: str, *, space_groups: bool = False) -> list[str]:

@@ -192,9 +192,14 @@ class JobStore(Reaping, BatchSettling):
     async def claim(
         self, worker_id: str, *, limit: int = 1, lease_seconds: float | None = None
     ) -> list[Lease]:
-        """Claim up to ``limit`` due jobs, fairly across tenants, in one short transaction."""
+        """Claim up to ``limit`` due jobs, fairly across tenants, in one short transaction.
+
+        ``job_claim_available`` is one statement (pick, UPDATE and attempt rows in one
+        CTE), so it runs as its own implicit transaction: atomic, its row locks held
+        to its end, and one round trip where an explicit BEGIN/COMMIT made three.
+        """
         seconds = lease_seconds or self.settings.lease_seconds
-        async with self.pool.acquire() as conn, conn.transaction():
+        async with self.pool.acquire() as conn:
             rows = await conn.fetch(
                 q("job_claim_available"), self.clock.now(), limit, float(seconds), worker_id
             )

@@ -12,7 +12,12 @@ from pipeline.messaging.dlq_retention import DeadLetterRetention, RetentionConfi
 from pipeline.messaging.inbox import InboxConsumer, IngestResult
 from pipeline.messaging.metrics import BrokerMetrics
 from pipeline.messaging.outbox import OutboxRelay, RelayConfig
-from pipeline.messaging.scheduler import Scheduler, SchedulerConfig, WorkSignal
+from pipeline.messaging.scheduler import (
+    NotificationListener,
+    Scheduler,
+    SchedulerConfig,
+    WorkSignal,
+)
 
 __all__ = [
     "BrokerConfig",
@@ -23,6 +28,7 @@ __all__ = [
     "Disposition",
     "InboxConsumer",
     "IngestResult",
+    "NotificationListener",
     "OutboxRelay",
     "RelayConfig",
     "RetentionConfig",

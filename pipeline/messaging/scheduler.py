@@ -123,6 +123,20 @@ class NotificationListener:
         self.connections = 0
         self._connected = asyncio.Condition()
 
+    @property
+    def live(self) -> bool:
+        """LISTEN is active right now: subscribed, and the connection neither lost nor
+        closed. False from the moment the connection is seen to close, before the
+        reconnect loop has run; a reader that must not miss a notification
+        (pipeline.api.key_cache) checks this, not ``listening``."""
+        conn = self._conn
+        return (
+            self.listening.is_set()
+            and not self._lost.is_set()
+            and conn is not None
+            and not conn.is_closed()
+        )
+
     async def start(self) -> None:
         self._stopping.clear()
         await self._connect()

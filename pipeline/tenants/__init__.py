@@ -7,13 +7,16 @@ never from a module inside.
 from pipeline.tenants.accounts import (
     Principal,
     Tenant,
+    VerifiedKey,
     authenticate,
     create_api_key,
     create_tenant,
     get_tenant_by_name,
     hash_key,
+    key_digest,
     list_tenants,
     principal_for_key_id,
+    verify_key,
 )
 from pipeline.tenants.admin import (
     CONSOLE_KEY_SCOPES,
@@ -54,6 +57,7 @@ __all__ = [
     "SpendReconciler",
     "Tenant",
     "TenantQuota",
+    "VerifiedKey",
     "add_supplier",
     "add_tenant",
     "authenticate",
@@ -64,6 +68,7 @@ __all__ = [
     "get_tenant_by_name",
     "hash_key",
     "issue_key",
+    "key_digest",
     "list_keys",
     "list_suppliers",
     "list_tenants",
@@ -76,4 +81,5 @@ __all__ = [
     "set_quotas",
     "tenant_usage",
     "upsert_supplier",
+    "verify_key",
 ]

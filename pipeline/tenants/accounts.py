@@ -143,6 +143,48 @@ async def create_api_key(
     return row["id"], secret
 
 
+def key_digest(presented: str) -> str | None:
+    """The digest a presented key is looked up by, or None for one that cannot be a key."""
+    if not presented.startswith(KEY_PREFIX) or len(presented) > 200:
+        return None
+    return hash_key(presented)
+
+
+@dataclass(frozen=True)
+class VerifiedKey:
+    """A key the database has just verified: its principal and when it stops being valid
+    (None: never). What a cache of verified keys (pipeline.api.key_cache) holds."""
+
+    principal: Principal
+    expires_at: datetime | None
+
+
+async def verify_key(
+    conn: asyncpg.Connection, presented: str, *, now: datetime | None = None
+) -> VerifiedKey | None:
+    """The verified key for a presented key, or None (unknown, malformed or revoked).
+
+    Raises:
+        KeyExpired: the key is known and unrevoked but past its ``expires_at``
+            (compared with ``now``, or the database's clock).
+    """
+    digest = key_digest(presented)
+    if digest is None:
+        return None
+    row = await conn.fetchrow(q("api_key_lookup"), digest, now)
+    if row is None or row["revoked_at"] is not None:
+        return None
+    if row["expired"]:
+        raise KeyExpired(f"API key {row['id']} expired at {row['expires_at'].isoformat()}")
+    principal = Principal(
+        key_id=row["id"],
+        tenant_id=row["tenant_id"],
+        tenant_name=row["tenant_name"],
+        scopes=frozenset(row["scopes"]),
+    )
+    return VerifiedKey(principal, row["expires_at"])
+
+
 async def authenticate(
     conn: asyncpg.Connection, presented: str, *, now: datetime | None = None
 ) -> Principal | None:
@@ -152,20 +194,8 @@ async def authenticate(
         KeyExpired: the key is known and unrevoked but past its ``expires_at``
             (compared with ``now``, or the database's clock).
     """
-    if not presented.startswith(KEY_PREFIX) or len(presented) > 200:
-        return None
-    digest = hash_key(presented)
-    row = await conn.fetchrow(q("api_key_lookup"), digest, now)
-    if row is None or row["revoked_at"] is not None:
-        return None
-    if row["expired"]:
-        raise KeyExpired(f"API key {row['id']} expired at {row['expires_at'].isoformat()}")
-    return Principal(
-        key_id=row["id"],
-        tenant_id=row["tenant_id"],
-        tenant_name=row["tenant_name"],
-        scopes=frozenset(row["scopes"]),
-    )
+    verified = await verify_key(conn, presented, now=now)
+    return verified.principal if verified is not None else None
 
 
 async def principal_for_key_id(

@@ -207,7 +207,7 @@ async def tenant_usage(
     """The tenant's standing against its quotas, as admission would read it now."""
     s = settings or Settings()
     t = await resolve_tenant(conn, tenant)
-    row = await conn.fetchrow(q("tenant_admission_get"), t.id, s.spend_period, None, None)
+    row = await conn.fetchrow(q("tenant_admission_get"), t.id, s.spend_period, None, None, None)
     spend = await spend_for_tenant(conn, t.id, s.spend_period)
     return TenantUsage(
         tenant=t,

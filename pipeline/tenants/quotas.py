@@ -150,18 +150,25 @@ class TenantQuota:
             self.settings.spend_period,
             self.clock.now(),
             None,
+            None,
         )
         if row is None:  # pragma: no cover - a principal's tenant always exists
             raise RuntimeError(f"tenant {tenant_id} vanished during admission")
         self.check_quotas(row, demand)
 
     async def read_with_key(
-        self, conn: asyncpg.Connection, tenant_id: uuid.UUID, idempotency_key: str
+        self,
+        conn: asyncpg.Connection,
+        tenant_id: uuid.UUID,
+        idempotency_key: str,
+        api_key_id: uuid.UUID | None = None,
     ) -> asyncpg.Record:
         """The tenant's quota row and the job ``idempotency_key`` already names, in one read.
 
         Must run inside the accept transaction, after :meth:`lock_tenant`; ``job_id``
-        is NULL for a new key. Pass the row to :meth:`check_quotas`.
+        is NULL for a new key. Pass the row to :meth:`check_quotas`. With
+        ``api_key_id`` the row's ``key_state`` says whether the caller's API key is
+        still ``active`` (or ``revoked`` / ``expired``).
         """
         row = await conn.fetchrow(
             q("tenant_admission_get"),
@@ -169,6 +176,7 @@ class TenantQuota:
             self.settings.spend_period,
             self.clock.now(),
             idempotency_key,
+            api_key_id,
         )
         if row is None:  # pragma: no cover - a principal's tenant always exists
             raise RuntimeError(f"tenant {tenant_id} vanished during admission")

@@ -16,6 +16,11 @@ SELECT pg_advisory_xact_lock($1::integer, hashtext($2::text));
 -- state as accepted: the accept transaction runs it after tenant_admission_lock
 -- and answers a known key from it. $1 tenant, $2 'day' | 'month', $3 now (NULL:
 -- now()), $4 idempotency key or NULL.
+-- With $5, the caller's API key id, key_state says whether that key is still
+-- 'active' (else 'revoked' or 'expired'; a deleted key reads 'revoked'); NULL when
+-- $5 is NULL. The accept transaction refuses a key that is no longer active, in
+-- this read it runs anyway, so a key answered from the intake's cache
+-- (pipeline/api/key_cache.py) cannot get a job accepted after its revoke committed.
 WITH period AS (
   SELECT date_trunc($2, coalesce($3::timestamptz, now())) AS start,
          coalesce($3::timestamptz, now()) AS t
@@ -26,7 +31,13 @@ SELECT t.max_pending_jobs, t.max_pending_bytes, t.max_pending_tokens, t.spend_bu
        extract(epoch FROM (period.start + ('1 ' || $2)::interval) - period.t)
          AS seconds_to_next_period,
        k.job_id, k.request_hash, k.deadline_at, k.document_id,
-       k.accepted_state, k.accepted_state_version
+       k.accepted_state, k.accepted_state_version,
+       CASE WHEN $5::uuid IS NULL THEN NULL ELSE coalesce((
+         SELECT CASE WHEN ak.revoked_at IS NOT NULL THEN 'revoked'
+                     WHEN ak.expires_at IS NOT NULL AND ak.expires_at <= period.t THEN 'expired'
+                     ELSE 'active' END
+         FROM api_keys ak WHERE ak.id = $5 AND ak.tenant_id = t.id), 'revoked')
+       END AS key_state
 FROM tenants t
 CROSS JOIN period
 CROSS JOIN LATERAL (
