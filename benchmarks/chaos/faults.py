@@ -166,10 +166,11 @@ def _rabbitmqctl(*args: str) -> None:
 
 async def inject(stack: Stack, fault: Fault, t0: float) -> FaultRecord:
     """Do ``fault`` now (``t0``: the run's start, ``time.monotonic()``)."""
-    await stack.refresh()
     start = time.monotonic() - t0
     kind = fault.kind
     triggered, detail = True, ""
+    if kind in (FaultKind.DRIVER_KILL_MID_CALL, FaultKind.DRIVER_KILL_AFTER_ANSWER):
+        await stack.refresh()  # the drivers alive now (a supervisor autoscales them)
     if kind is FaultKind.DRIVER_KILL_MID_CALL:
         triggered, detail = await _kill_mid_call(stack, stack.driver(fault.target))
     elif kind is FaultKind.DRIVER_KILL_AFTER_ANSWER:
