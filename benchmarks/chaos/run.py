@@ -27,7 +27,7 @@ from benchmarks.chaos.faults import FaultRecord, inject
 from benchmarks.chaos.oracle import ClientLog, OracleReport, check
 from benchmarks.chaos.report import recovery_times, summarise, write_timeline
 from benchmarks.chaos.schedule import CI_KINDS, FaultKind, fault_schedule, span
-from benchmarks.chaos.serve_stack import ServeOptions, running_serve_stack
+from benchmarks.chaos.serve_stack import ServeOptions, running_serve_stack, supervised_delay
 from benchmarks.chaos.stack import Stack, StackConfig, running_stack
 from benchmarks.loadgen import ArrivalSpec, OpenLoopGenerator, schedule
 from benchmarks.report import percentile
@@ -205,6 +205,8 @@ async def run_chaos(opts: ChaosOptions) -> ChaosResult:
         duration_s=opts.duration_s, drivers=cfg.drivers,
     )  # fmt: skip
     arrivals_s = max(span(faults) + opts.gap_s, 10.0)
+    if opts.serve:  # kills wait for the supervisor's start(): keep work flowing past them
+        arrivals_s += supervised_delay(faults)
     rate = opts.invoices / arrivals_s
     offsets = schedule(ArrivalSpec(process="poisson", rate=rate, duration_s=arrivals_s), opts.seed)
     offsets = (offsets + [arrivals_s] * opts.invoices)[: opts.invoices]

@@ -37,6 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from benchmarks.chaos.oracle import AdmissionBudget
+from benchmarks.chaos.schedule import Fault, FaultKind
 from benchmarks.chaos.stack import (
     AMQP_URL,
     Member,
@@ -58,6 +59,31 @@ from pipeline.worker import WorkerConfig
 #: started by the supervisor (its health check runs every 15 s; one check may
 #: wait up to ``ping_timeout_s`` = 20 s for a restarting actor).
 SUPERVISED_START_WAIT_S = 90.0
+
+
+#: The runtime supervisor's health-check period (``build_runtime_app``): after a kill,
+#: the restarted process waits up to this long for its ``start()``.
+SUPERVISOR_CHECK_S = 15.0
+#: Faults that kill a runtime actor's process.
+KILL_KINDS = frozenset(
+    {
+        FaultKind.DRIVER_KILL_MID_CALL,
+        FaultKind.DRIVER_KILL_AFTER_ANSWER,
+        FaultKind.DELIVERY_KILL_MID_POST,
+        FaultKind.RELAY_KILL_AFTER_CONFIRM,
+    }
+)
+
+
+def supervised_delay(faults: list[Fault]) -> float:
+    """How much later the schedule ends on the Serve stack than its plan says.
+
+    Each kill waits for the supervisor's next health check, so the faults after it
+    run later; submissions must go on until the last one, or a crash point late in
+    the run finds no work to pass it (a 200-invoice run missed
+    ``driver_kill_after_answer`` that way).
+    """
+    return SUPERVISOR_CHECK_S * sum(1 for f in faults if f.kind in KILL_KINDS)
 
 
 @dataclass(frozen=True)

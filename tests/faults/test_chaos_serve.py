@@ -18,15 +18,13 @@ from typing import Any
 
 import pytest
 
+from benchmarks.chaos.report import summarise
 from benchmarks.chaos.run import ChaosOptions, ChaosResult, run_chaos
-from benchmarks.chaos.schedule import CI_KINDS, INSTANT, FaultKind
-from benchmarks.chaos.serve_stack import ServeOptions
+from benchmarks.chaos.schedule import CI_KINDS, FaultKind
+from benchmarks.chaos.serve_stack import KILL_KINDS, ServeOptions
 from tests.faults.test_chaos import second_erp_application
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration, pytest.mark.timeout(600)]
-
-#: Faults that kill a runtime actor's process (the supervisor must start it again).
-KILLS = {k for k in INSTANT if k is not FaultKind.PG_TERMINATE}
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +38,9 @@ def serve_run() -> tuple[ChaosResult, float]:
         after_check=second_erp_application,
     )
     result = asyncio.run(run_chaos(opts))
-    return result, time.monotonic() - started
+    seconds = time.monotonic() - started
+    print(summarise(result.as_dict(), result.oracle), f"\nrun took {seconds:.0f}s")  # -s
+    return result, seconds
 
 
 def test_every_invariant_holds_through_the_serve_stack(
@@ -64,8 +64,8 @@ def test_every_invariant_holds_through_the_serve_stack(
 def test_the_supervisor_restarted_every_killed_actor(serve_run: tuple[ChaosResult, float]) -> None:
     result, _ = serve_run
     restarts = result.metrics["supervised"]["restarts"]
-    kills = [f for f in result.faults if FaultKind(f.kind) in KILLS]
-    assert len(restarts) == len(kills) == len(KILLS)
+    kills = [f for f in result.faults if FaultKind(f.kind) in KILL_KINDS]
+    assert len(restarts) == len(kills) == len(KILL_KINDS)
     for r in restarts:
         assert r["new_pid"] != r["old_pid"], r
         # started by the supervisor's health check (every 15 s), not by the harness
