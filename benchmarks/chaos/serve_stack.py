@@ -138,10 +138,13 @@ class ServeStack(Stack):
         known = {m.name: m for m in self.drivers}
         members = []
         for name in live:
-            member = known.get(name) or Member(name, ray.get_actor(name))
-            with contextlib.suppress(Exception):
+            try:  # a driver being drained may still hold its name: leave it out
+                member = known.get(name) or Member(name, ray.get_actor(name))
                 member.pid = await _answer(member.handle.pid.remote(), 10)
-            members.append(member)
+            except Exception:
+                continue
+            if member.pid > 0:  # never signal pid 0 (the whole process group)
+                members.append(member)
         if members:
             self.drivers = members
 
