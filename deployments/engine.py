@@ -34,6 +34,9 @@ Invariants:
   Prometheus scrapes) exports it as ``ray_fenceline_engine_*``;
   :meth:`PoolEngine.metrics_text` and, if the pool sets ``metrics_port``, HTTP
   serve the registry itself.
+* **Autoscaling stats.** :meth:`PoolEngine.record_autoscaling_stats` hands Serve
+  the scheduler's waiting and running requests and KV-cache usage; the pool's
+  custom policy (:mod:`deployments.engine_autoscaling`) scales replicas on them.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from deployments.engine_autoscaling import EngineLoad
 from deployments.engine_metrics import EngineMetrics
 from deployments.pools import PoolConfig
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
@@ -315,6 +319,19 @@ class PoolEngine:
             "metrics_port": self.metrics_port,
             "metrics_bridged": self._metrics_bridge is not None and self._metrics_bridge.running,
         }
+
+    async def record_autoscaling_stats(self) -> dict[str, float]:
+        """Serve's custom autoscaling metrics: this replica's vLLM queue and KV usage.
+
+        Serve calls it every few seconds (``autoscaling_config``) and the engine
+        pool's policy (:mod:`deployments.engine_autoscaling`) scales on it. With no
+        request in flight the replica is idle whatever vLLM last logged (its stat
+        logger stops when the engine has nothing to step), so it reports zeros
+        rather than a stale busy state that would block scale-down.
+        """
+        if not self._in_flight:
+            return EngineLoad().stats()
+        return self.metrics.load.stats()
 
     def metrics_text(self) -> str:
         """This replica's ``fenceline_engine_*`` metrics in Prometheus text format."""

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from deployments.engine_autoscaling import EngineLoad
+
 if TYPE_CHECKING:
     from vllm.v1.metrics.stats import IterationStats, SchedulerStats
 
@@ -92,6 +94,8 @@ class EngineMetrics:
             labels,
             registry=r,
         ).labels(pool)
+        #: The last scheduler state (what autoscaling reads; the gauges export it).
+        self.load = EngineLoad()
         self.prefix_cache_queries = Counter(
             "fenceline_engine_prefix_cache_queries",
             "Prompt tokens looked up in the prefix cache.",
@@ -105,11 +109,22 @@ class EngineMetrics:
             registry=r,
         ).labels(pool)
 
+    def set_load(self, load: EngineLoad) -> None:
+        """The scheduler's latest queue and KV state: the gauges and :attr:`load`."""
+        self.load = load
+        self.waiting.set(load.waiting)
+        self.running.set(load.running)
+        self.kv_cache_usage.set(load.kv_usage)
+
     def record(self, scheduler: SchedulerStats | None, iteration: IterationStats | None) -> None:
         if scheduler is not None:
-            self.waiting.set(scheduler.num_waiting_reqs)
-            self.running.set(scheduler.num_running_reqs)
-            self.kv_cache_usage.set(scheduler.kv_cache_usage)
+            self.set_load(
+                EngineLoad(
+                    waiting=scheduler.num_waiting_reqs,
+                    running=scheduler.num_running_reqs,
+                    kv_usage=scheduler.kv_cache_usage,
+                )
+            )
             prefix = scheduler.prefix_cache_stats
             if prefix is not None:
                 self.prefix_cache_queries.inc(prefix.queries)

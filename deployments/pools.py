@@ -22,6 +22,10 @@ Invariants :class:`PoolsConfig` enforces on load:
 ``deployments/pools.yaml`` is the local CPU default (two pools of the bundled
 SmolLM2 served by one engine); ``deployments/pools.gpu.yaml`` is an H100/H200 profile with an 8B
 instruct model. ``FENCELINE_POOLS`` names another file.
+
+A pool's ``autoscaling:`` section (:mod:`deployments.pool_autoscaling`) replaces its
+fixed ``replicas``: Serve scales the engine within its bounds on vLLM's queue depth
+and KV-cache usage (:mod:`deployments.engine_autoscaling`).
 """
 
 from __future__ import annotations
@@ -36,29 +40,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from deployments.model_prepare import BUNDLED_ALIAS, MODEL_DIR_NAME, default_model_dir
+from deployments.pool_autoscaling import Autoscaling
 from pipeline.settings import Settings
 
 DEFAULT_POOLS_PATH = Path(__file__).with_name("pools.yaml")
 GPU_POOLS_PATH = Path(__file__).with_name("pools.gpu.yaml")
 
 _NAME_PATTERN = r"^[a-z][a-z0-9-]{0,30}$"
-
-
-class Autoscaling(BaseModel):
-    """Serve autoscaling for a pool; replaces a fixed ``replicas`` count."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    min_replicas: int = Field(1, ge=0)
-    max_replicas: int = Field(1, ge=1)
-    #: Ongoing requests per replica Serve aims for; near ``max_num_seqs`` keeps batches full.
-    target_ongoing_requests: float = Field(16, gt=0)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> Autoscaling:
-        if self.max_replicas < self.min_replicas:
-            raise ValueError("max_replicas < min_replicas")
-        return self
 
 
 class CpuTuning(BaseModel):
@@ -316,7 +304,7 @@ class PoolConfig(BaseModel):
             "graceful_shutdown_timeout_s": 30,
         }
         if self.autoscaling is not None:
-            options["autoscaling_config"] = self.autoscaling.model_dump()
+            options["autoscaling_config"] = self.autoscaling.serve_config(self.max_num_seqs)
         else:
             options["num_replicas"] = self.replicas
         if self.device == "gpu" and self.tensor_parallel_size > 1:

@@ -25,7 +25,7 @@ import httpx
 
 from benchmarks.chaos.faults import FaultRecord, inject
 from benchmarks.chaos.oracle import ClientLog, OracleReport, check
-from benchmarks.chaos.report import recovery_times, summarise, write_timeline
+from benchmarks.chaos.report import recovery_times, summarise, within, write_timeline
 from benchmarks.chaos.schedule import CI_KINDS, FaultKind, fault_schedule, span
 from benchmarks.chaos.serve_stack import ServeOptions, running_serve_stack, supervised_delay
 from benchmarks.chaos.stack import Stack, StackConfig, running_stack
@@ -154,7 +154,11 @@ async def _drain(stack: Stack, clients: ClientLog, timeout: float) -> bool:
 
 
 async def _metrics(
-    stack: Stack, faults: list[FaultRecord], samples: list[dict[str, float]], clients: ClientLog
+    stack: Stack,
+    faults: list[FaultRecord],
+    samples: list[dict[str, float]],
+    clients: ClientLog,
+    offered_rate: float,
 ) -> dict[str, Any]:
     async with stack.pool.acquire() as conn:
         timings = await conn.fetch(q("chaos_job_timing_list"))
@@ -164,7 +168,7 @@ async def _metrics(
     per_kind: dict[str, int] = {}
     for f in faults:
         per_kind[f.kind] = per_kind.get(f.kind, 0) + int(f.triggered)
-    recovery = recovery_times(faults, samples)
+    recovery = recovery_times(faults, samples, offered_rate)
     lease = stack.config.lease_s
     peak = max(samples, key=lambda s: s["unpublished"], default={"t": 0.0, "unpublished": 0})
     return {
@@ -173,9 +177,9 @@ async def _metrics(
         "faults_per_kind": per_kind,
         "faults_not_triggered": [f.kind for f in faults if not f.triggered],
         "recovery_s": recovery,
-        "recovered_within_two_leases": sum(
-            1 for r in recovery if r["recovery_s"] is not None and r["recovery_s"] <= 2 * lease
-        ),
+        "offered_rate_per_s": round(offered_rate, 3),
+        "recovered_within_two_leases": within(recovery, "recovery_s", 2 * lease),
+        "caught_up_within_two_leases": within(recovery, "catch_up_s", 2 * lease),
         "lease_s": lease,
         "completion_latency_s": {
             "n": len(latencies),
@@ -242,7 +246,7 @@ async def run_chaos(opts: ChaosOptions) -> ChaosResult:
             await client.aclose()
         async with stack.pool.acquire() as conn:
             oracle = await check(conn, clients, admission=stack.admission_budget())
-        metrics = await _metrics(stack, records, samples, clients)
+        metrics = await _metrics(stack, records, samples, clients, rate)
         probe = await opts.after_check(stack, clients) if opts.after_check else None
     result = ChaosResult(opts, records, samples, oracle, clients, metrics, drained, probe)
     if opts.out_dir is not None:

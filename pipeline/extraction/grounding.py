@@ -28,14 +28,21 @@ import re
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
-from functools import cached_property
 
 from babel.numbers import get_territory_currencies
 
-from pipeline.extraction.answer import Answer, ItemRef, known_tax_lines, printed_rows
+from pipeline.extraction.answer import Answer, known_tax_lines
+from pipeline.extraction.items import ItemReader
 from pipeline.extraction.labels import LABELS
 from pipeline.extraction.lines import Document, Line
-from pipeline.extraction.locate import Boundary, Found, decoy_label, fold, labelled, occurrences
+from pipeline.extraction.locate import (
+    Boundary,
+    Found,
+    decoy_label,
+    labelled,
+    occurrences,
+    trimmed,
+)
 from pipeline.extraction.numbers import (
     CENT,
     Printed,
@@ -48,7 +55,10 @@ from pipeline.extraction.numbers import (
     tax_gap,
     uses_space_groups,
 )
-from pipeline.extraction.rows import Row, read_row, whole_description
+from pipeline.extraction.rows import (
+    Row,
+    read_row,
+)
 from pipeline.extraction.totals import GROSS, NET, TAX, misplaced_total
 from pipeline.validation import (
     CURRENCY_SYMBOLS,
@@ -59,8 +69,6 @@ from pipeline.validation import (
     EvidencedIban,
     EvidencedText,
     Extraction,
-    LineItem,
-    MatchKind,
     Reason,
     ReasonCode,
     Supplier,
@@ -85,12 +93,6 @@ class _Grounder:
         self.mark = decimal_mark(ocr_text)
         self.space = uses_space_groups(ocr_text, self.mark)
         self.reasons: list[Reason] = []
-
-    @cached_property
-    def rows_that_add_up(self) -> int:
-        """Rows whose own numbers read as quantity x price = amount (only needed when an
-        item cannot be placed, so computed on first use)."""
-        return printed_rows(self.doc, self.mark)
 
     def refuse(self, path: str, detail: str) -> None:
         self.reasons.append(Reason(ReasonCode.UNGROUNDED_VALUE, path, detail))
@@ -261,96 +263,6 @@ class _Grounder:
         """The item row starting at line ``number`` (:func:`~pipeline.extraction.rows.read_row`)."""
         return read_row(self.doc, number, self.mark, self.space)
 
-    def items(self, taxes: tuple[TaxLine, ...]) -> tuple[LineItem, ...]:
-        """Line items; a row without a printed rate takes the only rate the taxes show.
-
-        Two items are never read from one row: a row is taken by where its amount is
-        printed. An item that finds no row left is dropped only when, once every item
-        is placed, every row that adds up is taken and the item takes nothing from
-        another: it is on no row at all, or only on rows taken under its own
-        description (a small model wrote a row twice in 3 of 60 answers). Otherwise it
-        is refused: a row taken under another description (a column header above a
-        stacked row) may be this item's. Validation still sums the rows to the net.
-        """
-        placed: dict[int, LineItem] = {}
-        taken: dict[tuple[int, int], str] = {}  # row -> the description that took it
-        unplaced: list[tuple[int, ItemRef]] = []
-        rates = {t.rate for t in taxes}
-        used: set[tuple[int, int]] = set()
-        after = 0
-        for i, ref in enumerate(self.answer.items):
-            spot = self._place(ref, used, after)
-            if spot is None:
-                unplaced.append((i, ref))
-                continue
-            row, description, match = spot
-            first, end, read = row
-            rate = read.rate.value if read.rate is not None else None
-            if rate is None and len(rates) == 1:
-                rate = next(iter(rates))
-            if rate is None:
-                self.refuse(f"line_items[{i}]", f"line {first.number} prints no tax rate")
-                continue
-            used.add(row.key)
-            taken[row.key] = description
-            after = first.number
-            f = _trimmed(Found(first.page, first.start, end, first, match))
-            placed[i] = LineItem(
-                description=description,
-                quantity=read.quantity.value,
-                unit_price=read.unit_price.value,
-                line_amount=read.line_amount.value,
-                tax_rate=rate,
-                evidence=self.evidence(f),
-            )
-        all_taken = 0 < self.rows_that_add_up <= len(used)
-        for i, ref in unplaced:
-            if all_taken and all(
-                fold(taken.get(key, "")) == fold(ref.description) for key in self._rows_of(ref)
-            ):
-                continue  # on no row at all, or a repeat of the rows it is on
-            self.refuse(
-                f"line_items[{i}]",
-                f"{ref.description[:60]!r} is on no row that reads as quantity x price = "
-                f"amount (cited line {ref.line})",
-            )
-        return tuple(placed[i] for i in sorted(placed))
-
-    def _rows_of(self, ref: ItemRef) -> list[tuple[int, int]]:
-        """Every row whose line shows ``ref``'s description whole, taken or not."""
-        keys = []
-        for f in occurrences(self.doc, ref.description, fuzzy=True, boundary="none"):
-            row = self.row(f.line.number)
-            if row is not None and whole_description(self.doc, f, row):
-                keys.append(row.key)
-        return keys
-
-    def _place(
-        self, ref: ItemRef, used: set[tuple[int, int]], after: int
-    ) -> tuple[Row, str, MatchKind] | None:
-        """Where an item is printed: its description is the key, the cited line a hint.
-
-        A small model copies descriptions reliably but miscounts line numbers, so the
-        row is one whose line shows the description and reads as a row, not taken by
-        an earlier item: the first such row after the previous item (items are listed
-        in document order), else the first before it. A description printed on no such
-        row is refused.
-        """
-        if not ref.description.strip():
-            return None
-        spots: list[tuple[tuple[bool, int], Found, Row]] = []
-        for f in occurrences(self.doc, ref.description, fuzzy=True, boundary="none"):
-            row = self.row(f.line.number)
-            if row is None or row.key in used:
-                continue
-            if whole_description(self.doc, f, row):
-                rank = (f.line.number <= after, f.line.number)
-                spots.append((rank, f, row))
-        if not spots:
-            return None
-        _, f, row = min(spots, key=lambda spot: spot[0])
-        return row, self.text_at(f).strip(), f.match
-
     def tax_lines(self) -> tuple[TaxLine, ...]:
         """Tax lines at the cited lines; a line cited twice is one row. A cited line that
         is no tax row is replaced by the nearest unused line (within three) whose rate,
@@ -374,7 +286,7 @@ class _Grounder:
                     rate=read.rate.value,
                     base=read.base.value,
                     amount=read.amount.value,
-                    evidence=self.evidence(_trimmed(f)),
+                    evidence=self.evidence(trimmed(f)),
                 )
             )
         return tuple(out)
@@ -404,12 +316,11 @@ class _Grounder:
             else None
         )
         taxes = self.tax_lines()
-        items = self.items(taxes)
-        totals = {
-            NET: self.amount(NET, a.net),
-            TAX: self.amount(TAX, a.tax),
-            GROSS: self.amount(GROSS, a.gross),
-        }
+        net = self.amount(NET, a.net)
+        items = ItemReader(self.doc, self.mark, self.space, self.refuse, self.evidence).read(
+            a.items, taxes, net.value if net is not None else None
+        )
+        totals = {NET: net, TAX: self.amount(TAX, a.tax), GROSS: self.amount(GROSS, a.gross)}
         fix = misplaced_total(
             *(t.value if t is not None else None for t in totals.values()),
             items_sum=sum((i.line_amount for i in items), Decimal(0)) if items else None,
@@ -446,14 +357,6 @@ class _Grounder:
         f = labelled(found, LABELS.get(path, ()), last=True)
         f = Found(f.page, f.start, f.end, f.line, "arithmetic")
         return EvidencedAmount(value=value, evidence=self.evidence(f))
-
-
-def _trimmed(f: Found) -> Found:
-    """The found span without the line's leading and trailing whitespace."""
-    text = f.line.text
-    lead = len(text) - len(text.lstrip())
-    trail = len(text) - len(text.rstrip()) if f.end == f.line.end else 0
-    return Found(f.page, f.start + lead, max(f.start + lead + 1, f.end - trail), f.line, f.match)
 
 
 def ground(answer: Answer, ocr_text: str) -> Grounding:

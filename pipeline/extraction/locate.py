@@ -153,3 +153,11 @@ def decoy_label(f: Found) -> str | None:
     its line, if any: a date printed there is another date than the invoice's own."""
     label = fold(f.line.text[max(0, f.start - f.line.start - 30) : f.start - f.line.start])
     return next((word for word in DECOY_DATE_LABELS if word in label), None)
+
+
+def trimmed(f: Found) -> Found:
+    """The found span without the line's leading and trailing whitespace."""
+    text = f.line.text
+    lead = len(text) - len(text.lstrip())
+    trail = len(text) - len(text.rstrip()) if f.end == f.line.end else 0
+    return Found(f.page, f.start + lead, max(f.start + lead + 1, f.end - trail), f.line, f.match)

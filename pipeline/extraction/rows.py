@@ -205,3 +205,65 @@ def description_cells(doc: Document, mark: str, space: bool) -> list[str]:
         for at, to in _line_cells(doc, line, row):
             cells.setdefault(doc.pages[line.page - 1][at:to], None)
     return list(cells)
+
+
+class CellShape(NamedTuple):
+    """How a description cell sits in its row: what stands just before it (``BOL``, a
+    column ``GAP``, a number ``NUM``, a quantity's ``UNIT`` or the word itself), just
+    after it (``EOL``, ``GAP``, ``NUM`` or the word) and how many lines the row spans.
+    The rows of one table print their descriptions the same way, so the shape the
+    model chose on some rows names the cell it would choose on the others."""
+
+    left: str
+    right: str
+    lines: int
+
+
+def _token(word: str) -> str:
+    return "NUM" if re.match(r"^\W*\d", word) else word.casefold()
+
+
+def cell_shape(doc: Document, row: Row, start: int, end: int) -> CellShape:
+    """The :class:`CellShape` of the cell at page offsets ``start:end`` of ``row``'s
+    first line."""
+    line = row.first
+    page = doc.pages[line.page - 1]
+    before, after = page[line.start : start], page[end : line.end]
+    words = before.split()
+    if not words:
+        left = "BOL"
+    elif COLUMN_GAP.search(before[-2:]):
+        left = "GAP"
+    elif _token(words[-1]) != "NUM" and len(words) > 1 and _token(words[-2]) == "NUM":
+        left = "UNIT"
+    else:
+        left = _token(words[-1])
+    if not after.strip():
+        right = "EOL"
+    elif COLUMN_GAP.match(after[:2]):
+        right = "GAP"
+    else:
+        right = _token(after.split()[0])
+    return CellShape(left, right, page.count("\n", line.start, row.end) + 1)
+
+
+def row_cells(doc: Document, row: Row) -> list[tuple[int, int]]:
+    """Page offsets of every description cell of ``row`` (:func:`description_cells`)."""
+    return _line_cells(doc, row.first, row)
+
+
+def printed_table(doc: Document, mark: str, space: bool) -> list[Row]:
+    """Every row whose own numbers add up exactly, with an amount in cents, once per
+    printed amount and in document order.
+
+    A row is read from the line nearest its amount that starts one: a stacked row
+    from its description line, never from a blank line or a column header above it
+    (both also read as the start of the same row)."""
+    rows: dict[tuple[int, int], Row] = {}
+    for line in doc.lines:
+        if not line.text.strip():
+            continue
+        row = read_row(doc, line.number, mark, space)
+        if row is not None and row.read.exact and row.read.line_amount.places == 2:
+            rows[row.key] = row  # a later start is nearer the amount
+    return [rows[key] for key in sorted(rows)]

@@ -298,28 +298,29 @@ def _generated(seed: int) -> tuple[GeneratedInvoice, Answer]:
         (5055, 0, "Heizungsanlage"),  # "1 Stk. Wartung Heizungsanlage zu je 118.57" (de prose)
     ],
 )
-def test_a_part_of_a_printed_description_is_refused_not_stored(
-    seed: int, index: int, part: str
-) -> None:
+def test_a_part_of_a_printed_description_is_never_stored(seed: int, index: int, part: str) -> None:
     """The eval's two false accepts: the model wrote the start or the end of a row's
-    description; the row was found by it and the stored description was cut short."""
+    description; the row was found by it and the stored description was cut short.
+    Now the table's other rows show how its descriptions are printed and arithmetic
+    proves the table whole, so code reads that row itself, description whole; without
+    that proof the item is refused. The part is stored in neither case."""
     inv, answer = _generated(seed)
     items = list(answer.items)
     items[index] = ItemRef(items[index].line, part)
-    g = ground(answer.model_copy(update={"items": tuple(items)}), inv.ocr_text)
-    assert [r.field for r in g.reasons] == [f"line_items[{index}]"]
-    assert all(i.description != part for i in g.extraction.line_items)
+    cut = answer.model_copy(update={"items": tuple(items)})
+    g = ground(cut, inv.ocr_text)
+    assert g.reasons == []
+    item = g.extraction.line_items[index]
+    assert item.description == inv.truth.line_items[index].description != part
+    assert item.evidence.match == "arithmetic"
+    # The net the model copied is not what the rows add up to: nothing proves the table.
+    unproven = ground(cut.model_copy(update={"net": answer.gross}), inv.ocr_text)
+    assert [r.field for r in unproven.reasons if r.field.startswith("line_items")] == [
+        f"line_items[{index}]"
+    ]
+    assert all(i.description != part for i in unproven.extraction.line_items)
     whole = ground(answer, inv.ocr_text)
     assert whole.reasons == []
-
-
-def test_a_shortened_description_next_to_a_number_of_its_own_is_refused() -> None:
-    inv, answer = _generated(5055)  # row 3: "668 Stk. Stahlwinkel 40 mm zu je 2.32: ..."
-    items = list(answer.items)
-    assert items[2].description == "Stahlwinkel 40 mm"
-    items[2] = ItemRef(items[2].line, "Stahlwinkel")
-    g = ground(answer.model_copy(update={"items": tuple(items)}), inv.ocr_text)
-    assert [r.field for r in g.reasons] == ["line_items[2]"]
 
 
 def test_an_item_written_past_the_last_row_is_dropped_and_the_rest_succeeds() -> None:
@@ -333,14 +334,6 @@ def test_an_item_written_past_the_last_row_is_dropped_and_the_rest_succeeds() ->
     )
     assert out.report.decision.value == "SUCCEEDED", out.report.reasons
     assert len(out.extraction.line_items) == 1
-
-
-def test_an_unplaced_item_while_rows_remain_is_still_refused() -> None:
-    inv, answer = _generated(5055)
-    items = list(answer.items)
-    items[1] = ItemRef(items[1].line, "Heating equipment")  # printed nowhere
-    g = ground(answer.model_copy(update={"items": tuple(items)}), inv.ocr_text)
-    assert [r.field for r in g.reasons] == ["line_items[1]"]
 
 
 def test_a_date_printed_only_after_a_delivery_label_is_no_choice_for_the_model() -> None:
@@ -383,16 +376,6 @@ def test_a_row_written_twice_is_read_once_and_the_copy_dropped() -> None:
     assert len(extraction.line_items) == len(answer.items)  # type: ignore[attr-defined]
 
 
-def test_an_item_whose_row_another_description_took_is_refused() -> None:
-    """Where every row is taken but one by a different description, the left-over item
-    may be that row's own: refused, never dropped."""
-    inv, answer = _generated(5027)
-    items = list(answer.items)
-    items[0] = ItemRef(items[0].line, items[1].description)  # row 1 is now missing
-    g = ground(answer.model_copy(update={"items": tuple(items)}), inv.ocr_text)
-    assert [r.code for r in g.reasons] == [ReasonCode.UNGROUNDED_VALUE]
-
-
 @pytest.mark.parametrize("seed", [5007, 5054])
 def test_the_gross_copied_as_the_tax_total_is_put_right_by_the_arithmetic(seed: int) -> None:
     """Seeds 5007 and 5054: the model wrote the gross for the tax total. The line
@@ -414,3 +397,41 @@ def test_totals_that_disagree_on_the_page_are_never_put_right() -> None:
         decision, _, extraction = _decide(inv, answer.model_copy(update={"tax": answer.gross}))
         assert decision == "REVIEW_REQUIRED"
         assert extraction.tax_total is None or extraction.tax_total.evidence.match != "arithmetic"  # type: ignore[attr-defined]
+
+
+def _wrong_items(seed: int, change: str) -> tuple[GeneratedInvoice, Answer, int]:
+    inv, answer = _generated(seed)
+    items = list(answer.items)
+    if change == "shortened":  # seed 5055 row 3: "668 Stk. Stahlwinkel 40 mm zu je 2.32: ..."
+        assert items[2].description == "Stahlwinkel 40 mm"
+        items[2], wrong = ItemRef(items[2].line, "Stahlwinkel"), 2
+    elif change == "printed_nowhere":
+        items[1], wrong = ItemRef(items[1].line, "Heating equipment"), 1
+    else:  # "taken_by_another": row 1 is missing, its neighbour's description written twice
+        # (the copy takes row 2 first, so the item refused is the one after it)
+        items[0], wrong = ItemRef(items[0].line, items[1].description), 1
+    return inv, answer.model_copy(update={"items": tuple(items)}), wrong
+
+
+@pytest.mark.parametrize(
+    ("seed", "change"),
+    [(5055, "shortened"), (5055, "printed_nowhere"), (5027, "taken_by_another")],
+)
+def test_rows_the_model_got_wrong_are_read_by_code_only_when_arithmetic_proves_the_table(
+    seed: int, change: str
+) -> None:
+    """A wrong item (a shortened description, one printed nowhere, a row left out and
+    its neighbour written twice): when every row that adds up, together, equals the net
+    the model copied and the model's other descriptions show how the table prints them,
+    code reads the rows the model missed (evidence ``arithmetic``) and the items are
+    the truth's; without that proof the wrong item is refused, never dropped or stored."""
+    inv, answer, wrong = _wrong_items(seed, change)
+    proven = ground(answer, inv.ocr_text)
+    assert proven.reasons == []
+    got = [(i.description, i.line_amount) for i in proven.extraction.line_items]
+    assert got == [(i.description, i.line_amount) for i in inv.truth.line_items]
+    assert any(i.evidence.match == "arithmetic" for i in proven.extraction.line_items)
+    unproven = ground(answer.model_copy(update={"net": answer.gross}), inv.ocr_text)
+    refused = [r for r in unproven.reasons if r.field.startswith("line_items")]
+    assert [r.field for r in refused] == [f"line_items[{wrong}]"]
+    assert {r.code for r in refused} == {ReasonCode.UNGROUNDED_VALUE}

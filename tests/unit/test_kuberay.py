@@ -455,11 +455,12 @@ def test_embedded_serve_config_matches_the_pools_file(
         d = deployments[pool.deployment_name]
         assert d["max_ongoing_requests"] == pool.max_ongoing_requests
         if pool.autoscaling:
-            assert d["autoscaling_config"] == {
-                "min_replicas": pool.autoscaling.min_replicas,
-                "max_replicas": pool.autoscaling.max_replicas,
-                "target_ongoing_requests": pool.autoscaling.target_ongoing_requests,
-            }
+            # Bounds, Serve's delays and the custom policy on vLLM's queue and KV usage
+            # with the pool's targets (deployments/pool_autoscaling.py).
+            assert d["autoscaling_config"] == pool.autoscaling.serve_config(pool.max_num_seqs)
+            assert d["autoscaling_config"]["policy"]["policy_function"] == (
+                "deployments.engine_autoscaling:EngineReplicaPolicy"
+            )
             assert "num_replicas" not in d
         else:
             assert d["num_replicas"] == pool.replicas

@@ -1,0 +1,66 @@
+"""Rows a small model left out or garbled, read by code only when arithmetic proves the
+table whole (``pipeline.extraction.items``): measured over generated invoices with the
+model's observed failures applied to a perfect answer."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from benchmarks.invoices.generator import Variant, generate_invoice
+from pipeline.extraction import answer_for, interpret
+from pipeline.extraction.answer import ItemRef, dump_answer, parse_answer
+
+
+def _strip(node: object) -> object:
+    if isinstance(node, dict):
+        return {k: _strip(v) for k, v in node.items() if k != "evidence"}
+    if isinstance(node, list | tuple):
+        return [_strip(v) for v in node]
+    return node
+
+
+def _outcome(seed: int, failure: str, variant: Variant = Variant.CLEAN) -> str | None:
+    """'exact', 'review' or 'false_accept' for a perfect answer with one ``failure``
+    applied at a row chosen by the seed; None for invoices with one row."""
+    inv = generate_invoice(seed, variant, max_line_items=8)
+    answer = parse_answer(
+        answer_for(inv.truth if variant is Variant.CLEAN else inv.candidate, inv.ocr_text)
+    )
+    items = list(answer.items)
+    if len(items) < 2:
+        return None
+    r = random.Random(seed).randrange(1, len(items))
+    if failure == "skipped_and_neighbour_repeated":  # what SmolLM2 does past a few rows
+        items[r] = ItemRef(items[r].line, items[r - 1].description)
+    else:  # "skipped"
+        del items[r]
+    out = interpret(
+        dump_answer(answer.model_copy(update={"items": tuple(items)})),
+        inv.ocr_text,
+        inv.master_data,
+        today=inv.today,
+    )
+    if out.report.reasons:
+        return "review"
+    got = _strip(out.extraction.model_dump(exclude={"uncertain_fields"}))
+    want = _strip(inv.truth.model_dump(exclude={"uncertain_fields"}))
+    return "exact" if got == want else "false_accept"
+
+
+@pytest.mark.parametrize("failure", ["skipped_and_neighbour_repeated", "skipped"])
+def test_a_skipped_row_is_read_by_code_and_never_wrongly(failure: str) -> None:
+    outcomes = [o for seed in range(5000, 5080) if (o := _outcome(seed, failure)) is not None]
+    assert "false_accept" not in outcomes
+    # Before the arithmetic completion 0-7 % of these succeeded; measured 75-80 % after.
+    assert outcomes.count("exact") >= 0.7 * len(outcomes), outcomes.count("exact")
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [Variant.ARITHMETIC_OFF_BY_CENT, Variant.HOMOGLYPH_SUPPLIER, Variant.FABRICATED_EVIDENCE],
+)
+def test_an_adversarial_invoice_with_a_skipped_row_still_goes_to_review(variant: Variant) -> None:
+    outcomes = {_outcome(seed, "skipped", variant) for seed in range(5000, 5030)} - {None}
+    assert outcomes == {"review"}
