@@ -116,6 +116,15 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
         "http://HOST:PORT/v1); the provider faults are then left out",
     )  # fmt: skip
     chaos.add_argument("--engine-model", default="", help="model name at --engine-url")
+    chaos.add_argument(
+        "--stack", choices=["harness", "serve"], default="harness",
+        help="harness: uvicorn intake + actors the harness creates (default, CI); serve: the "
+        "Serve intake ingress and the runtime supervisor app, as `fenceline up` deploys them; "
+        "with --engine vllm-cpu the drivers call the inference app on vLLM",
+    )  # fmt: skip
+    chaos.add_argument(
+        "--kinds", default="", help="comma-separated fault kinds (default: every kind that applies)"
+    )
 
 
 @command("bench", "run a pipeline benchmark scenario (python -m benchmarks)", _bench_args)

@@ -4,8 +4,9 @@
 its :class:`FaultRecord`: when it really began and ended (the band on the
 timeline), whether it took effect (a crash point is only reached when work
 passes it) and what was done. Kills go through the actors' crash points or a
-plain SIGKILL of the actor's process; Ray restarts the process and the stack
-calls ``start()`` on it again, as the runtime supervisor does.
+plain SIGKILL of the actor's process; Ray restarts the process and
+:meth:`Stack.recover` waits for it to start again (the harness stack calls
+``start()`` itself; under ``--stack serve`` the runtime supervisor does).
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from benchmarks.chaos.schedule import Fault, FaultKind
-from benchmarks.chaos.stack import APP_DRIVER, APP_MAINTENANCE, Member, Stack, restart
+from benchmarks.chaos.stack import Member, Stack
 from benchmarks.fake_provider import Latency
 from pipeline import checkpoints
-from pipeline.queries import q
 
 #: Longest a crash point may wait for work to pass it before the fault counts as missed.
 CRASH_WAIT_S = 30.0
@@ -79,19 +79,20 @@ async def _call(handle: Any, method: str, *args: Any) -> Any:
             await asyncio.sleep(0.5)
 
 
-async def _crash_at(member: Member, point: str) -> tuple[bool, str]:
+async def _crash_at(stack: Stack, member: Member, point: str) -> tuple[bool, str]:
     """Arm ``point`` in ``member``'s process, wait for it to die there, restart it."""
     pid = await _call(member.handle, "arm", point)
     died = await _wait_dead(pid, CRASH_WAIT_S)
     if not died:
         # Nothing passed the point: kill it anyway so the armed point cannot fire later.
         os.kill(pid, signal.SIGKILL)
-    await restart(member)
+    stack.note_kill(member)
+    await stack.recover(member)
     verb = "died at" if died else "never reached (killed instead)"
     return died, f"{member.name} pid {pid} {verb} {point}; restarted as pid {member.pid}"
 
 
-async def _kill_mid_call(member: Member) -> tuple[bool, str]:
+async def _kill_mid_call(stack: Stack, member: Member) -> tuple[bool, str]:
     """SIGKILL a driver while it holds leases (its provider calls in flight)."""
     deadline = time.monotonic() + CRASH_WAIT_S
     in_flight = 0
@@ -102,21 +103,14 @@ async def _kill_mid_call(member: Member) -> tuple[bool, str]:
             break
         await asyncio.sleep(0.05)
     pid = member.pid
+    stack.note_kill(member)
     os.kill(pid, signal.SIGKILL)
     await _wait_dead(pid, 10)
-    await restart(member)
+    await stack.recover(member)
     return bool(in_flight), (
         f"{member.name} pid {pid} killed with {in_flight} attempts in flight; "
         f"restarted as pid {member.pid}"
     )
-
-
-async def _pg_terminate(stack: Stack) -> tuple[bool, str]:
-    patterns = [f"{APP_DRIVER}%", f"{APP_MAINTENANCE}%"]
-    async with stack.pool.acquire() as conn:
-        rows = await conn.fetch(q("chaos_backend_terminate"), patterns)
-    done = sum(1 for r in rows if r["terminated"])
-    return done > 0, f"terminated {done} backends of drivers and the maintenance actor"
 
 
 #: Longest the PostgreSQL server may take to answer again after its start command.
@@ -175,19 +169,21 @@ async def inject(stack: Stack, fault: Fault, t0: float) -> FaultRecord:
     start = time.monotonic() - t0
     kind = fault.kind
     triggered, detail = True, ""
+    if kind in (FaultKind.DRIVER_KILL_MID_CALL, FaultKind.DRIVER_KILL_AFTER_ANSWER):
+        await stack.refresh()  # the drivers alive now (a supervisor autoscales them)
     if kind is FaultKind.DRIVER_KILL_MID_CALL:
-        triggered, detail = await _kill_mid_call(stack.drivers[fault.target])
+        triggered, detail = await _kill_mid_call(stack, stack.driver(fault.target))
     elif kind is FaultKind.DRIVER_KILL_AFTER_ANSWER:
-        member = stack.drivers[fault.target]
-        triggered, detail = await _crash_at(member, checkpoints.ATTEMPT_ANSWERED)
+        member = stack.driver(fault.target)
+        triggered, detail = await _crash_at(stack, member, checkpoints.ATTEMPT_ANSWERED)
     elif kind is FaultKind.DELIVERY_KILL_MID_POST:
         assert stack.delivery is not None
-        triggered, detail = await _crash_at(stack.delivery, checkpoints.DELIVERY_ANSWERED)
+        triggered, detail = await _crash_at(stack, stack.delivery, checkpoints.DELIVERY_ANSWERED)
     elif kind is FaultKind.RELAY_KILL_AFTER_CONFIRM:
         assert stack.maintenance is not None
-        triggered, detail = await _crash_at(stack.maintenance, checkpoints.RELAY_CONFIRMED)
+        triggered, detail = await _crash_at(stack, stack.maintenance, checkpoints.RELAY_CONFIRMED)
     elif kind is FaultKind.PG_TERMINATE:
-        triggered, detail = await _pg_terminate(stack)
+        triggered, detail = await stack.pg_terminate()
     elif kind is FaultKind.PG_RESTART:
         triggered, detail = await _pg_restart(stack, fault)
     elif kind is FaultKind.AMQP_CUT:

@@ -132,8 +132,8 @@ def summarise(result: dict[str, Any], oracle: OracleReport) -> str:
     lat = m["completion_latency_s"]
     rt = m["retries_per_job"]
     lines = [
-        f"chaos run: {result['invoices']} invoices, seed {result['seed']}, "
-        f"drained {'yes' if result['drained'] else 'NO'}",
+        f"chaos run ({result.get('stack_kind', 'harness')} stack): {result['invoices']} "
+        f"invoices, seed {result['seed']}, drained {'yes' if result['drained'] else 'NO'}",
         f"accepted {m['accepted']}, rejected {m['rejected'] or 0}",
         f"completion latency p50 {lat['p50']:.2f}s p99 {lat['p99']:.2f}s max {lat['max']:.2f}s",
         f"retries per job: mean {rt['mean']:.2f}, max {rt['max']}, {rt['jobs_retried']} jobs "
@@ -153,6 +153,15 @@ def summarise(result: dict[str, Any], oracle: OracleReport) -> str:
         flag = "" if f["triggered"] else " [NOT TRIGGERED]"
         lines.append(
             f"  {f['start_s']:6.1f}s  {f['kind']:<26} {rec:<18} {up:<19} {f['detail']}{flag}"
+        )
+    restarts = m.get("supervised", {}).get("restarts", [])
+    if restarts:
+        lines.append("restarts left to the runtime supervisor (s after the kill):")
+    for r in restarts:
+        started = r["supervisor_start_s"]
+        lines.append(
+            f"  {r['member']:<24} Ray restarted it {r['ray_restart_s']:.1f}s, supervisor "
+            + ("never started it" if started is None else f"started it {started:.1f}s")
         )
     lines.append(oracle.render())
     return "\n".join(lines)

@@ -24,9 +24,10 @@ from typing import Any
 import httpx
 
 from benchmarks.chaos.faults import FaultRecord, inject
-from benchmarks.chaos.oracle import AdmissionBudget, ClientLog, OracleReport, check
+from benchmarks.chaos.oracle import ClientLog, OracleReport, check
 from benchmarks.chaos.report import recovery_times, summarise, within, write_timeline
 from benchmarks.chaos.schedule import CI_KINDS, FaultKind, fault_schedule, span
+from benchmarks.chaos.serve_stack import ServeOptions, running_serve_stack, supervised_delay
 from benchmarks.chaos.stack import Stack, StackConfig, running_stack
 from benchmarks.loadgen import ArrivalSpec, OpenLoopGenerator, schedule
 from benchmarks.report import percentile
@@ -47,6 +48,9 @@ class ChaosOptions:
     start_s: float = 6.0
     drain_timeout_s: float = 180.0
     stack: StackConfig = field(default_factory=StackConfig)
+    #: ``--stack serve``: the deployed Serve stack (:mod:`benchmarks.chaos.serve_stack`);
+    #: None: the harness stack (:mod:`benchmarks.chaos.stack`).
+    serve: ServeOptions | None = None
     out_dir: Path | None = None
     progress: bool = True
     #: Called after the oracle, while the system is still up (tests break the final
@@ -77,7 +81,9 @@ class ChaosResult:
             "seed": o.seed,
             "kinds": [str(k) for k in o.kinds],
             "rounds": o.rounds,
+            "stack_kind": "serve" if o.serve else "harness",
             "stack": o.stack.__dict__,
+            "serve": o.serve.__dict__ if o.serve else None,
             "drained": self.drained,
             "faults": [f.as_dict() for f in self.faults],
             "metrics": self.metrics,
@@ -190,6 +196,8 @@ async def _metrics(
         # Jobs flow without the relay (drivers scan), so a stalled relay shows only here.
         "outbox_unpublished_peak": {"events": peak["unpublished"], "at_s": round(peak["t"], 1)},
         "late_results_discarded": sum(r["late_results"] for r in jobs),
+        # Serve stack: each kill's Ray restart and the supervisor's start() after it.
+        "supervised": stack.supervised(),
     }
 
 
@@ -201,11 +209,14 @@ async def run_chaos(opts: ChaosOptions) -> ChaosResult:
         duration_s=opts.duration_s, drivers=cfg.drivers,
     )  # fmt: skip
     arrivals_s = max(span(faults) + opts.gap_s, 10.0)
+    if opts.serve:  # kills wait for the supervisor's start(): keep work flowing past them
+        arrivals_s += supervised_delay(faults)
     rate = opts.invoices / arrivals_s
     offsets = schedule(ArrivalSpec(process="poisson", rate=rate, duration_s=arrivals_s), opts.seed)
     offsets = (offsets + [arrivals_s] * opts.invoices)[: opts.invoices]
     log(f"chaos: {opts.invoices} invoices over {arrivals_s:.0f}s, {len(faults)} faults")
-    async with running_stack(cfg) as stack:
+    opened = running_serve_stack(cfg, opts.serve) if opts.serve else running_stack(cfg)
+    async with opened as stack:
         clients = ClientLog()
         samples: list[dict[str, float]] = []
         records: list[FaultRecord] = []
@@ -233,9 +244,8 @@ async def run_chaos(opts: ChaosOptions) -> ChaosResult:
                 await sampler
             await gen.cancel()
             await client.aclose()
-        budget = AdmissionBudget(stack.scope, cfg.rpm, cfg.tpm, cfg.max_in_flight)
         async with stack.pool.acquire() as conn:
-            oracle = await check(conn, clients, admission=budget)
+            oracle = await check(conn, clients, admission=stack.admission_budget())
         metrics = await _metrics(stack, records, samples, clients, rate)
         probe = await opts.after_check(stack, clients) if opts.after_check else None
     result = ChaosResult(opts, records, samples, oracle, clients, metrics, drained, probe)

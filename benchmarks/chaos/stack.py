@@ -32,6 +32,7 @@ import asyncpg
 import httpx
 import pika
 
+from benchmarks.chaos.oracle import AdmissionBudget
 from benchmarks.chaos.tcp_proxy import TcpProxy
 from benchmarks.fake_provider import FaultPlan, Latency
 from benchmarks.infra import ErpProcess, FakeProcess, free_port, fresh_database, intake_server
@@ -39,6 +40,7 @@ from benchmarks.invoices.generator import GeneratedInvoice
 from benchmarks.scenario import Scenario, parse_scenario, scenario_corpus
 from pipeline.database import create_pool
 from pipeline.messaging import BrokerConfig
+from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.tenants import create_api_key, create_tenant, permit_currencies, upsert_supplier
 from pipeline.worker import WorkerConfig
@@ -181,6 +183,38 @@ class Stack:
         async with httpx.AsyncClient(timeout=10) as client:
             r = await client.post(f"{self.fake_url}/admin/faults", json=plan.model_dump())
             r.raise_for_status()
+
+    def driver(self, index: int) -> Member:
+        """The driver a fault names (modulo the drivers alive now)."""
+        return self.drivers[index % len(self.drivers)]
+
+    async def refresh(self) -> None:
+        """Re-read which actors run before a fault (the harness's are fixed)."""
+
+    def note_kill(self, member: Member) -> None:
+        """A fault is about to kill ``member``'s process (the Serve stack times recovery)."""
+
+    async def recover(self, member: Member) -> None:
+        """Bring a killed member back: here the harness calls ``start()`` itself, as the
+        runtime supervisor's health check would (the Serve stack leaves it to the supervisor)."""
+        await restart(member)
+
+    async def pg_terminate(self) -> tuple[bool, str]:
+        """``pg_terminate_backend`` on every connection of the drivers and the maintenance actor."""
+        patterns = [f"{APP_DRIVER}%", f"{APP_MAINTENANCE}%"]
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(q("chaos_backend_terminate"), patterns)
+        done = sum(1 for r in rows if r["terminated"])
+        return done > 0, f"terminated {done} backends of drivers and the maintenance actor"
+
+    def admission_budget(self) -> AdmissionBudget:
+        """The limits the admission actor enforced (what the oracle checks the ledger against)."""
+        cfg = self.config
+        return AdmissionBudget(self.scope, cfg.rpm, cfg.tpm, cfg.max_in_flight)
+
+    def supervised(self) -> dict[str, Any]:
+        """Recoveries left to a runtime supervisor (none here: the harness restarts)."""
+        return {}
 
     async def set_erp(self, mode: str, **kw: Any) -> None:
         async with httpx.AsyncClient(timeout=10) as client:

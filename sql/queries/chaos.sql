@@ -9,6 +9,15 @@ FROM pg_stat_activity
 WHERE datname = current_database() AND pid <> pg_backend_pid()
   AND application_name LIKE ANY ($1::text[]);
 
+-- name: chaos_backend_terminate_ports
+-- pg_terminate_backend on this database's loopback connections from the client
+-- ports $1 (the Serve stack's actors share one application_name; their
+-- processes' sockets tell them apart).
+SELECT pid, client_port, pg_terminate_backend(pid) AS terminated
+FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid()
+  AND client_port = ANY ($1::int[]);
+
 -- name: chaos_sample
 -- One point of the timeline: jobs per state, settled, delivered, unpublished.
 SELECT count(*) FILTER (WHERE state = 'READY') AS ready,
