@@ -72,6 +72,7 @@ from pipeline.validation import (
     ValidationPolicy,
     unvalidated_outcome,
 )
+from pipeline.worker.call_bounds import CallBounds
 from pipeline.worker.call_usage import recorded_usage, spent_usage
 from pipeline.worker.contracts import AdmissionGate, AttemptReport, Unlimited, WorkerConfig
 
@@ -109,6 +110,7 @@ class AttemptRunner:
         #: Suppliers and currencies per tenant, re-read after the cache's TTL.
         self.master_data = master_data or MasterDataCache()
         self.commits = GroupCommit(store, max_batch=config.settle_batch)
+        self.bounds = CallBounds(config)
 
     async def run(self, lease: Lease) -> AttemptReport:
         """One attempt under ``lease``, in its own span of the job's trace."""
@@ -130,6 +132,7 @@ class AttemptRunner:
                 beat.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await beat
+                self.bounds.forget(lease)
             span.set_attribute("fenceline.outcome", report.outcome)
             if report.outcome not in ("succeeded", "review_required"):
                 set_error(span, report.outcome, report.detail)
@@ -140,35 +143,13 @@ class AttemptRunner:
         while True:
             await asyncio.sleep(self.config.heartbeat_seconds)
             try:
-                await self.store.heartbeat(lease)
+                self.bounds.renewed(lease, await self.store.heartbeat(lease))
             except LeaseLost:
                 log.warning("job %s fence %s: lease lost", lease.job_id, lease.fence)
                 lost.set()
                 return
             except Exception:  # a transient DB error: the next beat retries
                 log.exception("heartbeat failed for job %s", lease.job_id)
-
-    def _time_left(self, lease: Lease) -> float:
-        """Seconds the engine call may take: the attempt timeout, bounded by the deadline
-        (less a commit margin) and, only when heartbeats cannot renew it in time, the lease."""
-        return self._bound(lease)[0]
-
-    def _bound(self, lease: Lease) -> tuple[float, str]:
-        """:meth:`_time_left` and which bound sets it (``attempt``, ``deadline``, ``lease``):
-        the timeout that fires first if the engine does not answer."""
-        now = datetime.now(UTC)
-        to_deadline = (lease.deadline_at - now).total_seconds() - self.config.commit_margin_seconds
-        lease_left = (lease.lease_until - now).total_seconds()
-        to_lease = (
-            lease_left - self.config.commit_margin_seconds
-            if self.config.heartbeat_seconds >= lease_left
-            else float("inf")
-        )
-        return min(
-            (self.config.attempt_timeout_seconds, "attempt"),
-            (to_deadline, "deadline"),
-            (to_lease, "lease"),
-        )
 
     async def _load(self, lease: Lease) -> tuple[str, TenantMasterData]:
         async with self.store.pool.acquire() as conn:
@@ -194,7 +175,7 @@ class AttemptRunner:
             include_schema=self.config.include_schema_in_prompt,
         )
         budget = request.budget(self.config.max_output_tokens)
-        timeout = self._time_left(lease)
+        timeout = self.bounds.time_left(lease)
         if timeout <= 1:
             return await self._retry(lease, RetryableError("no time left for an attempt"), None)
         try:
@@ -224,7 +205,7 @@ class AttemptRunner:
         if grant is _LOST:
             await self.store.record_late_result(lease, None)
             return AttemptReport(lease.job_id, lease.fence, "lease_lost")
-        timeout, bound = self._bound(lease)
+        timeout, bound = self.bounds.bound(lease)
         with child_span(
             SPAN_ENGINE,
             {
@@ -310,7 +291,7 @@ class AttemptRunner:
         retry persisted. Returns ``_LOST`` if the lease is lost while waiting.
         """
         while True:
-            left = self._time_left(lease)
+            left = self.bounds.time_left(lease)
             if left <= 1:
                 raise AdmissionDeferred("no admission budget before the attempt's time ran out")
             try:

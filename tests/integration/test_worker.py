@@ -388,3 +388,49 @@ async def test_truncated_answers_are_charged_and_recorded_not_refunded(
     assert sum(r["charged_tokens"] for r in ledger) == provider_tokens
     assert len(attempts) == len(calls)
     assert sum(a["prompt_tokens"] + a["completion_tokens"] for a in attempts) == provider_tokens
+
+
+async def test_a_call_after_a_long_admission_wait_keeps_its_full_timeout(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    """One permit, two jobs, a provider that takes 2.5 s, a 2 s lease renewed every
+    0.4 s: the second job waits for the permit longer than its first lease lasted.
+    Its call was bounded by that first ``lease_until`` (the heartbeats' renewals were
+    never seen), so it got a 1 s timeout, timed out and was retried; now it runs under
+    the attempt timeout and both jobs succeed at their first call."""
+    from cluster.admission import AdmissionActor
+    from cluster.admission_client import AdmissionClient, LocalActorHandle
+    from cluster.drivers import ActorGate
+
+    corpus = generate_corpus(2, seed=11, max_line_items=2, anchor=TODAY)
+    policy = RetryPolicy(
+        max_attempts=4, base_seconds=0.05, cap_seconds=0.2, next_attempt_margin_seconds=1
+    )
+    store = JobStore(pool, Settings(lease_seconds=2), policy=policy)
+    tenant = await new_tenant(pool)
+    jobs = await submit_corpus(store, tenant, corpus)
+    actor = AdmissionActor({"scope": "one-permit", "max_in_flight": 1}, database_url=dsn)
+    await actor.start()
+    with FakeProvider(answer=answer_from_corpus(corpus)) as fake:
+        fake.set_faults({"latency": {"dist": "fixed", "a": 2.5}})
+        async with OpenAICompatibleEngine(fake.base_url, "fake-model") as engine:
+            gate = ActorGate(AdmissionClient(LocalActorHandle(actor), scope="one-permit"))
+            cfg = WorkerConfig(
+                worker_id="w0",
+                concurrency=2,
+                idle_poll_seconds=0.1,
+                heartbeat_seconds=0.4,
+                attempt_timeout_seconds=20,
+                commit_margin_seconds=0.5,
+            )
+            loop = DriverLoop(AttemptRunner(store, engine, cfg, admission=gate))
+            await loop.start()
+            try:
+                rows = await wait_settled(pool, len(jobs), timeout=60)
+            finally:
+                await loop.stop(grace_seconds=5)
+                await actor.stop()
+        calls = fake.calls()
+    assert {r["state"] for r in rows} == {"SUCCEEDED"}
+    assert len(calls) == len(jobs)  # no call timed out and was made again
+    assert {r["attempt"] for r in rows} == {1}
