@@ -111,6 +111,69 @@ async def _kill_mid_call(member: Member) -> tuple[bool, str]:
     )
 
 
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped (state ``T`` in /proc: SIGSTOP)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "T"
+    except (OSError, IndexError):
+        return False
+
+
+async def _stall_past_lease(stack: Stack, member: Member) -> tuple[bool, str]:
+    """Pause a driver right after an answer until another driver owns its job, then resume it.
+
+    The ``attempt.answered`` point is armed to SIGSTOP: the driver holds a
+    provider's answer it has not committed. While it is stopped its heartbeats
+    stop, the reaper expires its leases and requeues their jobs under fence + 1,
+    and the other driver claims them. Then SIGCONT: the stalled driver commits
+    its answer under its old fence, which the job store must refuse and record as
+    a late result. It took effect if the process stopped, one of its jobs was
+    taken over before it resumed, and a late result was recorded afterwards.
+    """
+    from datetime import UTC, datetime
+
+    pid = await _call(member.handle, "arm", checkpoints.ATTEMPT_ANSWERED, checkpoints.STOP)
+    deadline = time.monotonic() + CRASH_WAIT_S
+    while not _stopped(pid) and _alive(pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    if not _stopped(pid):
+        # Nothing passed the point: kill it so the armed point cannot fire later.
+        os.kill(pid, signal.SIGKILL)
+        await restart(member)
+        return False, f"{member.name} pid {pid} never reached the point (killed instead)"
+    stopped_at = time.monotonic()
+    since = datetime.now(UTC)  # the reaper closes its attempts after this
+    taken: list[Any] = []
+    try:
+        deadline = time.monotonic() + CRASH_WAIT_S + 2 * stack.config.lease_s
+        while time.monotonic() < deadline:
+            async with stack.pool.acquire() as conn:
+                rows = await conn.fetch(q("chaos_stalled_attempt_list"), member.worker_id, since)
+            taken = [r for r in rows if r["taken_over"]]
+            if taken:
+                break
+            await asyncio.sleep(0.25)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    paused = time.monotonic() - stopped_at
+    late: list[Any] = []
+    deadline = time.monotonic() + CRASH_WAIT_S
+    while taken and time.monotonic() < deadline:
+        async with stack.pool.acquire() as conn:
+            rows = await conn.fetch(q("chaos_stalled_attempt_list"), member.worker_id, since)
+        late = [r for r in rows if r["late_result"]]
+        if late:
+            break
+        await asyncio.sleep(0.25)
+    jobs = ", ".join(f"{r['job_id']}@{r['fence']}" for r in late) or "none"
+    return bool(taken and late), (
+        f"{member.name} pid {pid} stopped after an answer for {paused:.1f}s; "
+        f"{len(taken)} of its jobs taken over under a newer fence; "
+        f"late results recorded: {jobs}"
+    )
+
+
 async def _pg_terminate(stack: Stack) -> tuple[bool, str]:
     patterns = [f"{APP_DRIVER}%", f"{APP_MAINTENANCE}%"]
     async with stack.pool.acquire() as conn:
@@ -148,21 +211,34 @@ async def _postmaster_start(dsn: str, timeout: float) -> Any:
 async def _pg_restart(stack: Stack, fault: Fault) -> tuple[bool, str]:
     """Stop the PostgreSQL server, keep it down ``fault.duration`` s, start it again.
 
-    Every user of the server sees this, so it runs only in the long variant, with
-    ``--pg-restart``. The commands come from the stack's configuration; it took
-    effect if the server's start time changed.
+    With a private server (``StackConfig.private_postgres``) it is that server
+    (``pg_ctl -m fast stop`` / ``start`` on its data folder); otherwise the
+    stack's shell commands, which stop a server every user of it sees go down
+    (the long variant only, on a machine of one's own). It took effect if the
+    server's start time changed.
     """
     cfg = stack.config
-    if not (cfg.pg_stop_command and cfg.pg_start_command):
-        raise ValueError("pg_restart needs pg_stop_command and pg_start_command")
+    server = getattr(stack, "postgres", None)
+    if server is None and not (cfg.pg_stop_command and cfg.pg_start_command):
+        raise ValueError(
+            "pg_restart needs a private server or pg_stop_command and pg_start_command"
+        )
     before = await _postmaster_start(stack.dsn, 10)
-    await asyncio.to_thread(_shell, cfg.pg_stop_command)
-    await asyncio.sleep(fault.duration)
-    await asyncio.to_thread(_shell, cfg.pg_start_command)
+    if server is not None:
+        stop, start = "pg_ctl -m fast stop", "pg_ctl start"
+        await asyncio.to_thread(server.stop, "fast")
+        await asyncio.sleep(fault.duration)
+        await asyncio.to_thread(server.start)
+    else:
+        stop, start = cfg.pg_stop_command, cfg.pg_start_command
+        await asyncio.to_thread(_shell, stop)
+        await asyncio.sleep(fault.duration)
+        await asyncio.to_thread(_shell, start)
     after = await _postmaster_start(stack.dsn, PG_BACK_WAIT_S)
+    where = f"private server :{server.port}" if server is not None else "server"
     return after != before, (
-        f"`{cfg.pg_stop_command}`, {fault.duration:.1f}s down, `{cfg.pg_start_command}`; "
-        f"server started {before} before, {after} after"
+        f"{where}: `{stop}`, {fault.duration:.1f}s down, `{start}`; "
+        f"started {before} before, {after} after"
     )
 
 
@@ -180,6 +256,8 @@ async def inject(stack: Stack, fault: Fault, t0: float) -> FaultRecord:
     elif kind is FaultKind.DRIVER_KILL_AFTER_ANSWER:
         member = stack.drivers[fault.target]
         triggered, detail = await _crash_at(member, checkpoints.ATTEMPT_ANSWERED)
+    elif kind is FaultKind.DRIVER_STALL_PAST_LEASE:
+        triggered, detail = await _stall_past_lease(stack, stack.drivers[fault.target])
     elif kind is FaultKind.DELIVERY_KILL_MID_POST:
         assert stack.delivery is not None
         triggered, detail = await _crash_at(stack.delivery, checkpoints.DELIVERY_ANSWERED)
