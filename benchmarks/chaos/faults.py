@@ -79,9 +79,45 @@ async def _call(handle: Any, method: str, *args: Any) -> Any:
             await asyncio.sleep(0.5)
 
 
+#: Longest the harness waits for an ``arm`` call's reply (or for the process to die or stop).
+ARM_WAIT_S = 60.0
+
+
+async def _arm(member: Member, point: str, action: str = checkpoints.KILL) -> int:
+    """Arm ``point`` in ``member``'s current process once; returns that process's id.
+
+    The reply can be lost: work may pass the point before the reply leaves, so the
+    process is dead (``kill``) or stopped (``stop``: the reply never comes until
+    SIGCONT). Retrying the call would arm the process Ray restarted in its place,
+    which nobody has started yet: the 2,000-invoice run armed a fresh delivery actor
+    that way, waited 30 s for a delivery it never made, and stalled every delivery
+    meanwhile. So the pid is read first (that call may be retried), ``arm`` is sent
+    once, and a dead or stopped pid counts as armed.
+    """
+    from ray.exceptions import ActorUnavailableError, RayActorError
+
+    pid = int(await _call(member.handle, "pid"))
+    reply = asyncio.wrap_future(member.handle.arm.remote(point, action).future())
+    deadline = time.monotonic() + ARM_WAIT_S
+    try:
+        while not reply.done():
+            if not _alive(pid) or _stopped(pid):
+                return pid
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{member.name}: no reply to arm({point!r}) in {ARM_WAIT_S}s")
+            await asyncio.wait({reply}, timeout=0.05)
+        armed = int(reply.result())
+    except (ActorUnavailableError, RayActorError):
+        return pid  # it died right after arming, at the point or not: _crash_at sees it dead
+    finally:
+        if not reply.done():
+            reply.cancel()
+    return armed  # the pid read before, unless Ray replaced the process in between
+
+
 async def _crash_at(member: Member, point: str) -> tuple[bool, str]:
     """Arm ``point`` in ``member``'s process, wait for it to die there, restart it."""
-    pid = await _call(member.handle, "arm", point)
+    pid = await _arm(member, point)
     died = await _wait_dead(pid, CRASH_WAIT_S)
     if not died:
         # Nothing passed the point: kill it anyway so the armed point cannot fire later.
@@ -133,7 +169,7 @@ async def _stall_past_lease(stack: Stack, member: Member) -> tuple[bool, str]:
     """
     from datetime import UTC, datetime
 
-    pid = await _call(member.handle, "arm", checkpoints.ATTEMPT_ANSWERED, checkpoints.STOP)
+    pid = await _arm(member, checkpoints.ATTEMPT_ANSWERED, checkpoints.STOP)
     deadline = time.monotonic() + CRASH_WAIT_S
     while not _stopped(pid) and _alive(pid) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
