@@ -271,3 +271,21 @@ async def _tenant(pool: asyncpg.Pool, tenant_id: str) -> Tenant:
         found = await get_tenant(conn, uuid.UUID(tenant_id))
     assert found is not None
     return found
+
+
+async def test_an_expiry_is_settled_at_the_time_it_freed_the_permit(pool: asyncpg.Pool) -> None:
+    """The actor writes an expiry in the background after the permit is free; the row
+    must carry that moment, not the (later) moment of the write."""
+    tenant = await new_tenant(pool)
+    [job_id] = await accept_many(JobStore(pool), tenant, 1)
+    policy, clock = setup(tpm=10_000, grant_ttl_seconds=5)
+    ledger = AdmissionLedger(pool, clock)
+    g = grant_of(policy.try_acquire(str(tenant.id), 1200, 800, job_id=str(job_id), fence=1))
+    await ledger.record_grant(g)
+    clock.advance(6.0)
+    [rec] = policy.expire_overdue()
+    freed = clock.now()
+    clock.advance(3.0)  # the write comes later than the expiry
+    await ledger.record_settlement(rec, freed)
+    [row] = await ledger.grants_for_job(tenant.id, job_id)
+    assert row.settled_at == freed and row.settled_by == "expiry"
