@@ -79,6 +79,9 @@ async def _call(handle: Any, method: str, *args: Any) -> Any:
             await asyncio.sleep(0.5)
 
 
+#: A stalled driver resumes at the latest this many leases after the reaper expired its
+#: first attempt, even if no other driver has claimed the job yet (a backlog).
+TAKEOVER_WAIT_LEASES = 2.0
 #: Longest the harness waits for an ``arm`` call's reply (or for the process to die or stop).
 ARM_WAIT_S = 60.0
 
@@ -161,11 +164,13 @@ async def _stall_past_lease(stack: Stack, member: Member) -> tuple[bool, str]:
 
     The ``attempt.answered`` point is armed to SIGSTOP: the driver holds a
     provider's answer it has not committed. While it is stopped its heartbeats
-    stop, the reaper expires its leases and requeues their jobs under fence + 1,
-    and the other driver claims them. Then SIGCONT: the stalled driver commits
-    its answer under its old fence, which the job store must refuse and record as
-    a late result. It took effect if the process stopped, one of its jobs was
-    taken over before it resumed, and a late result was recorded afterwards.
+    stop, the reaper expires its leases and requeues their jobs, and the other
+    driver claims them under fence + 1. Then SIGCONT (once a job was taken over,
+    or :data:`TAKEOVER_WAIT_LEASES` leases after the first expiry when a backlog
+    keeps the requeued jobs waiting): the stalled driver commits its answer under
+    its old fence, which the job store must refuse and record as a late result.
+    It took effect if the process stopped, the reaper expired its attempts, and a
+    late result was recorded afterwards.
     """
     from datetime import UTC, datetime
 
@@ -180,22 +185,31 @@ async def _stall_past_lease(stack: Stack, member: Member) -> tuple[bool, str]:
         return False, f"{member.name} pid {pid} never reached the point (killed instead)"
     stopped_at = time.monotonic()
     since = datetime.now(UTC)  # the reaper closes its attempts after this
+    lease = stack.config.lease_s
+    expired: list[Any] = []
     taken: list[Any] = []
+    first_expiry: float | None = None
     try:
-        deadline = time.monotonic() + CRASH_WAIT_S + 2 * stack.config.lease_s
+        deadline = time.monotonic() + CRASH_WAIT_S + 2 * lease
         while time.monotonic() < deadline:
             async with stack.pool.acquire() as conn:
-                rows = await conn.fetch(q("chaos_stalled_attempt_list"), member.worker_id, since)
-            taken = [r for r in rows if r["taken_over"]]
+                expired = await conn.fetch(q("chaos_stalled_attempt_list"), member.worker_id, since)
+            taken = [r for r in expired if r["taken_over"]]
             if taken:
                 break
+            if expired:
+                # Under a backlog the requeued job may wait its turn: resume anyway
+                # after TAKEOVER_WAIT_LEASES, past the lease either way.
+                first_expiry = first_expiry or time.monotonic()
+                if time.monotonic() - first_expiry >= TAKEOVER_WAIT_LEASES * lease:
+                    break
             await asyncio.sleep(0.25)
     finally:
         os.kill(pid, signal.SIGCONT)
     paused = time.monotonic() - stopped_at
     late: list[Any] = []
     deadline = time.monotonic() + CRASH_WAIT_S
-    while taken and time.monotonic() < deadline:
+    while expired and time.monotonic() < deadline:
         async with stack.pool.acquire() as conn:
             rows = await conn.fetch(q("chaos_stalled_attempt_list"), member.worker_id, since)
         late = [r for r in rows if r["late_result"]]
@@ -203,10 +217,10 @@ async def _stall_past_lease(stack: Stack, member: Member) -> tuple[bool, str]:
             break
         await asyncio.sleep(0.25)
     jobs = ", ".join(f"{r['job_id']}@{r['fence']}" for r in late) or "none"
-    return bool(taken and late), (
+    return bool(expired and late), (
         f"{member.name} pid {pid} stopped after an answer for {paused:.1f}s; "
-        f"{len(taken)} of its jobs taken over under a newer fence; "
-        f"late results recorded: {jobs}"
+        f"{len(expired)} of its attempts expired by the reaper, {len(taken)} of those jobs "
+        f"taken over under a newer fence; late results recorded: {jobs}"
     )
 
 
