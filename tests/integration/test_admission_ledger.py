@@ -289,3 +289,30 @@ async def test_an_expiry_is_settled_at_the_time_it_freed_the_permit(pool: asyncp
     await ledger.record_settlement(rec, freed)
     [row] = await ledger.grants_for_job(tenant.id, job_id)
     assert row.settled_at == freed and row.settled_by == "expiry"
+
+
+async def test_a_settlement_lost_to_a_database_outage_is_retried(
+    dsn: str, pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release while the database restarts must still settle its ledger row: left
+    open, the grant would count against every later grant (a chaos run showed 9 of 6)."""
+    tenant = str((await new_tenant(pool)).id)
+    [job_id] = await accept_many(JobStore(pool), await _tenant(pool, tenant), 1)
+    actor = AdmissionActor(actor_config(max_in_flight=1), database_url=dsn)
+    g = grant_of(await actor.acquire(tenant, 100, 50, job_id=str(job_id), fence=1))
+    assert actor._ledger is not None
+    ledger = actor._ledger
+    real = ledger.record_settlement
+    failures = [asyncpg.exceptions.CannotConnectNowError("the database system is starting up")]
+
+    async def flaky(rec: object, at: object = None) -> None:
+        if failures:
+            raise failures.pop()
+        await real(rec, at)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ledger, "record_settlement", flaky)
+    assert await actor.release(g, Usage(90, 10)) is not None
+    await actor.stop()
+    [row] = await AdmissionLedger(pool).grants_for_job(tenant, job_id)
+    assert (row.outcome, row.settled_by) == (GrantOutcome.RECONCILED, "driver")
+    assert not failures
