@@ -100,16 +100,27 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
         help="also restart the real RabbitMQ (rabbitmqctl stop_app/start_app; shared broker!)",
     )  # fmt: skip
     chaos.add_argument(
-        "--pg-restart", action="store_true",
-        help="also stop and start the real PostgreSQL server once (shared server!)",
+        "--private-postgres", action="store_true",
+        help="run the whole database on a PostgreSQL server of the run's own (pgserver's "
+        "binaries, a temporary data folder, a free loopback port)",
     )  # fmt: skip
-    chaos.add_argument("--pg-version", default="", help="{version} in the pg commands (e.g. 14)")
     chaos.add_argument(
-        "--pg-stop-command", default="", help="default: pg_ctlcluster {version} main stop -m fast"
-    )
+        "--pg-restart", action="store_true",
+        help="also stop and start the PostgreSQL server once: the private one (implies "
+        "--private-postgres), unless --pg-version or the pg commands name an outside server",
+    )  # fmt: skip
     chaos.add_argument(
-        "--pg-start-command", default="", help="default: pg_ctlcluster {version} main start"
-    )
+        "--pg-version", default="",
+        help="outside server (shared!): {version} in the pg commands (e.g. 14)",
+    )  # fmt: skip
+    chaos.add_argument(
+        "--pg-stop-command", default="",
+        help="outside server (shared!); default: pg_ctlcluster {version} main stop -m fast",
+    )  # fmt: skip
+    chaos.add_argument(
+        "--pg-start-command", default="",
+        help="outside server (shared!); default: pg_ctlcluster {version} main start",
+    )  # fmt: skip
     chaos.add_argument(
         "--engine-url", default="",
         help="OpenAI-compatible engine for the drivers instead of the fake (a vLLM server's "

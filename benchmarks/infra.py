@@ -42,9 +42,10 @@ def free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def fresh_database() -> AsyncIterator[str]:
-    """A new migrated database for one run; dropped (forcibly) afterwards."""
-    async with scratch_database(admin_dsn(), "fl_bench") as dsn:
+async def fresh_database(admin: str | None = None) -> AsyncIterator[str]:
+    """A new migrated database for one run on the server of ``admin`` (default: the
+    benchmarks' admin DSN); dropped (forcibly) afterwards."""
+    async with scratch_database(admin or admin_dsn(), "fl_bench") as dsn:
         conn = await connect(dsn)
         try:
             await migrate_erp(conn)  # the runs' reference ERP receiver reads its tables

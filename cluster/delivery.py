@@ -112,9 +112,10 @@ class DeliveryActor:
     def pid(self) -> int:
         return os.getpid()
 
-    def arm(self, point: str) -> int:
-        """Crash this process at ``point`` (the chaos scenario); returns the process id."""
-        checkpoints.arm(point, enabled=self.settings.fault_injection)
+    def arm(self, point: str, action: str = checkpoints.KILL) -> int:
+        """Crash (or, ``action="stop"``, pause) this process at ``point`` (the chaos
+        scenario); returns the process id."""
+        checkpoints.arm(point, enabled=self.settings.fault_injection, action=action)
         return os.getpid()
 
     async def backlog(self) -> dict[str, Any]:

@@ -296,9 +296,10 @@ class TaskDriver:
     def pid(self) -> int:
         return os.getpid()
 
-    def arm(self, point: str) -> int:
-        """Crash this process at ``point`` (the chaos scenario); returns the process id."""
-        checkpoints.arm(point, enabled=self.settings.fault_injection)
+    def arm(self, point: str, action: str = checkpoints.KILL) -> int:
+        """Crash (or, ``action="stop"``, pause) this process at ``point`` (the chaos
+        scenario); returns the process id."""
+        checkpoints.arm(point, enabled=self.settings.fault_injection, action=action)
         return os.getpid()
 
 
@@ -431,9 +432,10 @@ class Maintenance:
     def pid(self) -> int:
         return os.getpid()
 
-    def arm(self, point: str) -> int:
-        """Crash this process at ``point`` (the chaos scenario); returns the process id."""
-        checkpoints.arm(point, enabled=self.settings.fault_injection)
+    def arm(self, point: str, action: str = checkpoints.KILL) -> int:
+        """Crash (or, ``action="stop"``, pause) this process at ``point`` (the chaos
+        scenario); returns the process id."""
+        checkpoints.arm(point, enabled=self.settings.fault_injection, action=action)
         return os.getpid()
 
     def services(self) -> list[str]:

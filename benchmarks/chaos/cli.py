@@ -44,15 +44,18 @@ def options_from(args: argparse.Namespace) -> ChaosOptions:
         vllm = (getattr(args, "engine", None) or "").startswith("vllm")
         serve = ServeOptions(engine="vllm" if vllm else "fake")
     on_vllm = serve is not None and serve.engine == "vllm"
+    stop = getattr(args, "pg_stop_command", "") or ""
+    start = getattr(args, "pg_start_command", "") or ""
+    # An outside server is restarted only when named (a version or commands); otherwise
+    # --pg-restart restarts a private server, never the shared one.
+    outside = pg_restart and bool(version or stop or start)
+    private = bool(getattr(args, "private_postgres", False)) or (pg_restart and not outside)
     stack = StackConfig(
         engine_url=engine_url,
         engine_model=getattr(args, "engine_model", "") or "",
-        pg_stop_command=(args.pg_stop_command or PG_STOP).format(version=version)
-        if pg_restart
-        else "",
-        pg_start_command=(args.pg_start_command or PG_START).format(version=version)
-        if pg_restart
-        else "",
+        pg_stop_command=(stop or PG_STOP).format(version=version) if outside else "",
+        pg_start_command=(start or PG_START).format(version=version) if outside else "",
+        private_postgres=private,
         **(VLLM_STACK if on_vllm else {}),  # type: ignore[arg-type]
     )
     kinds = kinds_for(

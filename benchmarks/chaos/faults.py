@@ -23,6 +23,7 @@ from benchmarks.chaos.schedule import Fault, FaultKind
 from benchmarks.chaos.stack import Member, Stack
 from benchmarks.fake_provider import Latency
 from pipeline import checkpoints
+from pipeline.queries import q
 
 #: Longest a crash point may wait for work to pass it before the fault counts as missed.
 CRASH_WAIT_S = 30.0
@@ -79,9 +80,48 @@ async def _call(handle: Any, method: str, *args: Any) -> Any:
             await asyncio.sleep(0.5)
 
 
+#: A stalled driver resumes at the latest this many leases after the reaper expired its
+#: first attempt, even if no other driver has claimed the job yet (a backlog).
+TAKEOVER_WAIT_LEASES = 2.0
+#: Longest the harness waits for an ``arm`` call's reply (or for the process to die or stop).
+ARM_WAIT_S = 60.0
+
+
+async def _arm(member: Member, point: str, action: str = checkpoints.KILL) -> int:
+    """Arm ``point`` in ``member``'s current process once; returns that process's id.
+
+    The reply can be lost: work may pass the point before the reply leaves, so the
+    process is dead (``kill``) or stopped (``stop``: the reply never comes until
+    SIGCONT). Retrying the call would arm the process Ray restarted in its place,
+    which nobody has started yet: the 2,000-invoice run armed a fresh delivery actor
+    that way, waited 30 s for a delivery it never made, and stalled every delivery
+    meanwhile. So the pid is read first (that call may be retried), ``arm`` is sent
+    once, and a dead or stopped pid counts as armed.
+    """
+    from ray.exceptions import ActorUnavailableError, RayActorError
+
+    pid = int(await _call(member.handle, "pid"))
+    reply = asyncio.wrap_future(member.handle.arm.remote(point, action).future())
+    deadline = time.monotonic() + ARM_WAIT_S
+    try:
+        while not reply.done():
+            if not _alive(pid) or _stopped(pid):
+                return pid
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{member.name}: no reply to arm({point!r}) in {ARM_WAIT_S}s")
+            await asyncio.wait({reply}, timeout=0.05)
+        armed = int(reply.result())
+    except (ActorUnavailableError, RayActorError):
+        return pid  # it died right after arming, at the point or not: _crash_at sees it dead
+    finally:
+        if not reply.done():
+            reply.cancel()
+    return armed  # the pid read before, unless Ray replaced the process in between
+
+
 async def _crash_at(stack: Stack, member: Member, point: str) -> tuple[bool, str]:
     """Arm ``point`` in ``member``'s process, wait for it to die there, restart it."""
-    pid = await _call(member.handle, "arm", point)
+    pid = await _arm(member, point)
     died = await _wait_dead(pid, CRASH_WAIT_S)
     if not died:
         # Nothing passed the point: kill it anyway so the armed point cannot fire later.
@@ -110,6 +150,81 @@ async def _kill_mid_call(stack: Stack, member: Member) -> tuple[bool, str]:
     return bool(in_flight), (
         f"{member.name} pid {pid} killed with {in_flight} attempts in flight; "
         f"restarted as pid {member.pid}"
+    )
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped (state ``T`` in /proc: SIGSTOP)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "T"
+    except (OSError, IndexError):
+        return False
+
+
+async def _stall_past_lease(stack: Stack, member: Member) -> tuple[bool, str]:
+    """Pause a driver right after an answer until another driver owns its job, then resume it.
+
+    The ``attempt.answered`` point is armed to SIGSTOP: the driver holds a
+    provider's answer it has not committed. While it is stopped its heartbeats
+    stop, the reaper expires its leases and requeues their jobs, and the other
+    driver claims them under fence + 1. Then SIGCONT (once a job was taken over,
+    or :data:`TAKEOVER_WAIT_LEASES` leases after the first expiry when a backlog
+    keeps the requeued jobs waiting): the stalled driver commits its answer under
+    its old fence, which the job store must refuse and record as a late result.
+    It took effect if the process stopped, the reaper expired its attempts, and a
+    late result was recorded afterwards.
+    """
+    from datetime import UTC, datetime
+
+    pid = await _arm(member, checkpoints.ATTEMPT_ANSWERED, checkpoints.STOP)
+    deadline = time.monotonic() + CRASH_WAIT_S
+    while not _stopped(pid) and _alive(pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    if not _stopped(pid):
+        # Nothing passed the point: kill it so the armed point cannot fire later.
+        stack.note_kill(member)
+        os.kill(pid, signal.SIGKILL)
+        await stack.recover(member)
+        return False, f"{member.name} pid {pid} never reached the point (killed instead)"
+    stopped_at = time.monotonic()
+    since = datetime.now(UTC)  # the reaper closes its attempts after this
+    lease = stack.config.lease_s
+    expired: list[Any] = []
+    taken: list[Any] = []
+    first_expiry: float | None = None
+    try:
+        deadline = time.monotonic() + CRASH_WAIT_S + 2 * lease
+        while time.monotonic() < deadline:
+            async with stack.pool.acquire() as conn:
+                expired = await conn.fetch(q("chaos_stalled_attempt_list"), member.worker_id, since)
+            taken = [r for r in expired if r["taken_over"]]
+            if taken:
+                break
+            if expired:
+                # Under a backlog the requeued job may wait its turn: resume anyway
+                # after TAKEOVER_WAIT_LEASES, past the lease either way.
+                first_expiry = first_expiry or time.monotonic()
+                if time.monotonic() - first_expiry >= TAKEOVER_WAIT_LEASES * lease:
+                    break
+            await asyncio.sleep(0.25)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    paused = time.monotonic() - stopped_at
+    late: list[Any] = []
+    deadline = time.monotonic() + CRASH_WAIT_S
+    while expired and time.monotonic() < deadline:
+        async with stack.pool.acquire() as conn:
+            rows = await conn.fetch(q("chaos_stalled_attempt_list"), member.worker_id, since)
+        late = [r for r in rows if r["late_result"]]
+        if late:
+            break
+        await asyncio.sleep(0.25)
+    jobs = ", ".join(f"{r['job_id']}@{r['fence']}" for r in late) or "none"
+    return bool(expired and late), (
+        f"{member.name} pid {pid} stopped after an answer for {paused:.1f}s; "
+        f"{len(expired)} of its attempts expired by the reaper, {len(taken)} of those jobs "
+        f"taken over under a newer fence; late results recorded: {jobs}"
     )
 
 
@@ -142,21 +257,34 @@ async def _postmaster_start(dsn: str, timeout: float) -> Any:
 async def _pg_restart(stack: Stack, fault: Fault) -> tuple[bool, str]:
     """Stop the PostgreSQL server, keep it down ``fault.duration`` s, start it again.
 
-    Every user of the server sees this, so it runs only in the long variant, with
-    ``--pg-restart``. The commands come from the stack's configuration; it took
-    effect if the server's start time changed.
+    With a private server (``StackConfig.private_postgres``) it is that server
+    (``pg_ctl -m fast stop`` / ``start`` on its data folder); otherwise the
+    stack's shell commands, which stop a server every user of it sees go down
+    (the long variant only, on a machine of one's own). It took effect if the
+    server's start time changed.
     """
     cfg = stack.config
-    if not (cfg.pg_stop_command and cfg.pg_start_command):
-        raise ValueError("pg_restart needs pg_stop_command and pg_start_command")
+    server = getattr(stack, "postgres", None)
+    if server is None and not (cfg.pg_stop_command and cfg.pg_start_command):
+        raise ValueError(
+            "pg_restart needs a private server or pg_stop_command and pg_start_command"
+        )
     before = await _postmaster_start(stack.dsn, 10)
-    await asyncio.to_thread(_shell, cfg.pg_stop_command)
-    await asyncio.sleep(fault.duration)
-    await asyncio.to_thread(_shell, cfg.pg_start_command)
+    if server is not None:
+        stop, start = "pg_ctl -m fast stop", "pg_ctl start"
+        await asyncio.to_thread(server.stop, "fast")
+        await asyncio.sleep(fault.duration)
+        await asyncio.to_thread(server.start)
+    else:
+        stop, start = cfg.pg_stop_command, cfg.pg_start_command
+        await asyncio.to_thread(_shell, stop)
+        await asyncio.sleep(fault.duration)
+        await asyncio.to_thread(_shell, start)
     after = await _postmaster_start(stack.dsn, PG_BACK_WAIT_S)
+    where = f"private server :{server.port}" if server is not None else "server"
     return after != before, (
-        f"`{cfg.pg_stop_command}`, {fault.duration:.1f}s down, `{cfg.pg_start_command}`; "
-        f"server started {before} before, {after} after"
+        f"{where}: `{stop}`, {fault.duration:.1f}s down, `{start}`; "
+        f"started {before} before, {after} after"
     )
 
 
@@ -169,13 +297,19 @@ async def inject(stack: Stack, fault: Fault, t0: float) -> FaultRecord:
     start = time.monotonic() - t0
     kind = fault.kind
     triggered, detail = True, ""
-    if kind in (FaultKind.DRIVER_KILL_MID_CALL, FaultKind.DRIVER_KILL_AFTER_ANSWER):
+    if kind in (
+        FaultKind.DRIVER_KILL_MID_CALL,
+        FaultKind.DRIVER_KILL_AFTER_ANSWER,
+        FaultKind.DRIVER_STALL_PAST_LEASE,
+    ):
         await stack.refresh()  # the drivers alive now (a supervisor autoscales them)
     if kind is FaultKind.DRIVER_KILL_MID_CALL:
         triggered, detail = await _kill_mid_call(stack, stack.driver(fault.target))
     elif kind is FaultKind.DRIVER_KILL_AFTER_ANSWER:
         member = stack.driver(fault.target)
         triggered, detail = await _crash_at(stack, member, checkpoints.ATTEMPT_ANSWERED)
+    elif kind is FaultKind.DRIVER_STALL_PAST_LEASE:
+        triggered, detail = await _stall_past_lease(stack, stack.driver(fault.target))
     elif kind is FaultKind.DELIVERY_KILL_MID_POST:
         assert stack.delivery is not None
         triggered, detail = await _crash_at(stack, stack.delivery, checkpoints.DELIVERY_ANSWERED)

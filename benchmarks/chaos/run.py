@@ -31,10 +31,13 @@ from benchmarks.chaos.serve_stack import ServeOptions, running_serve_stack, supe
 from benchmarks.chaos.stack import Stack, StackConfig, running_stack
 from benchmarks.loadgen import ArrivalSpec, OpenLoopGenerator, schedule
 from benchmarks.report import percentile
+from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS
 from pipeline.queries import q
 
 #: Intake requests a client keeps on the wire.
 CLIENT_CONNECTIONS = 8
+#: How long a client keeps retrying one submission (5xx, no answer).
+CLIENT_RETRY_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,11 @@ async def _submit(
     async def fire(i: int) -> tuple[str, int | None, Any]:
         inv = stack.corpus[i % len(stack.corpus)]
         body = {"document": {"text": inv.ocr_text}}
-        for _ in range(5):  # a client retries with the same key: one job either way
+        # A client retries with the same key (one job either way) for up to
+        # CLIENT_RETRY_S: long enough to outlast a database restart.
+        give_up = time.monotonic() + CLIENT_RETRY_S
+        r: httpx.Response | None = None
+        while time.monotonic() < give_up:
             try:
                 async with wire:
                     r = await client.post(
@@ -124,26 +131,37 @@ async def _submit(
             if r.status_code < 500:
                 break
             await asyncio.sleep(0.5)
-        clients.reject(r.status_code)
-        return "rejected", r.status_code, r.text[:200]
+        status = r.status_code if r is not None else 0
+        clients.reject(status)
+        return "rejected", status, r.text[:200] if r is not None else "no answer"
 
     return OpenLoopGenerator(offsets, fire), client
 
 
+async def _read_sample(stack: Stack) -> Any:
+    """One ``chaos_sample`` row, or None while the database does not answer (a
+    restart or a terminated backend; the pool replaces the dead connection)."""
+    try:
+        async with stack.pool.acquire() as conn:
+            return await conn.fetchrow(q("chaos_sample"))
+    except TRANSIENT_DB_ERRORS as exc:
+        log(f"chaos: sample skipped, database unavailable ({type(exc).__name__})")
+        return None
+
+
 async def _sample(stack: Stack, t0: float, clients: ClientLog, out: list[dict[str, float]]) -> None:
     while True:
-        async with stack.pool.acquire() as conn:
-            row = await conn.fetchrow(q("chaos_sample"))
-        out.append({"t": time.monotonic() - t0, "accepted": len(clients.accepted), **dict(row)})
+        row = await _read_sample(stack)
+        if row is not None:
+            out.append({"t": time.monotonic() - t0, "accepted": len(clients.accepted), **dict(row)})
         await asyncio.sleep(0.5)
 
 
 async def _drain(stack: Stack, clients: ClientLog, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        async with stack.pool.acquire() as conn:
-            row = await conn.fetchrow(q("chaos_sample"))
-        if (
+        row = await _read_sample(stack)
+        if row is not None and (
             row["settled"] >= len(clients.accepted)
             and row["deliveries_open"] == 0
             and row["unpublished"] == 0
@@ -198,6 +216,8 @@ async def _metrics(
         "late_results_discarded": sum(r["late_results"] for r in jobs),
         # Serve stack: each kill's Ray restart and the supervisor's start() after it.
         "supervised": stack.supervised(),
+        "database_url": stack.dsn,
+        "private_postgres_starts": stack.postgres.starts if stack.postgres is not None else None,
     }
 
 

@@ -18,6 +18,10 @@ class FaultKind(StrEnum):
     DRIVER_KILL_MID_CALL = "driver_kill_mid_call"
     #: SIGKILL a driver right after the provider answered, before the commit (crash point).
     DRIVER_KILL_AFTER_ANSWER = "driver_kill_after_answer"
+    #: SIGSTOP a driver right after the provider answered, before the commit, until its
+    #: lease expired and another driver took the job (fence + 1); then SIGCONT: the
+    #: stale writer comes back with its result, which the fence must refuse.
+    DRIVER_STALL_PAST_LEASE = "driver_stall_past_lease"
     #: SIGKILL the delivery actor after the ERP answered, before the outcome commits.
     DELIVERY_KILL_MID_POST = "delivery_kill_mid_post"
     #: SIGKILL the maintenance actor (relay) after the broker confirmed, before published_at.
@@ -72,6 +76,7 @@ INSTANT = frozenset(
     {
         FaultKind.DRIVER_KILL_MID_CALL,
         FaultKind.DRIVER_KILL_AFTER_ANSWER,
+        FaultKind.DRIVER_STALL_PAST_LEASE,
         FaultKind.DELIVERY_KILL_MID_POST,
         FaultKind.RELAY_KILL_AFTER_CONFIRM,
         FaultKind.PG_TERMINATE,

@@ -141,6 +141,8 @@ class ServeStack(Stack):
             try:  # a driver being drained may still hold its name: leave it out
                 member = known.get(name) or Member(name, ray.get_actor(name))
                 member.pid = await _answer(member.handle.pid.remote(), 10)
+                # job_attempts.worker_id: how the stalled-driver fault finds its attempts
+                member.worker_id = (await _answer(member.handle.stats.remote(), 10))["worker_id"]
             except Exception:
                 continue
             if member.pid > 0:  # never signal pid 0 (the whole process group)

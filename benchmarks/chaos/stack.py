@@ -1,6 +1,8 @@
 """The system a chaos run stands up on loopback, and the handles its faults act on.
 
-* a fresh migrated PostgreSQL database (with the ERP receiver's tables);
+* a fresh migrated PostgreSQL database (with the ERP receiver's tables), on the
+  shared server or, with ``private_postgres``, on a server of the run's own that
+  the ``pg_restart`` fault really restarts;
 * the intake API (``pipeline.api``) under uvicorn in its own process;
 * RabbitMQ through a :class:`~benchmarks.chaos.tcp_proxy.TcpProxy` (a topology
   of its own, so other users of the shared broker are untouched);
@@ -33,6 +35,7 @@ import httpx
 import pika
 
 from benchmarks.chaos.oracle import AdmissionBudget
+from benchmarks.chaos.private_postgres import PrivatePostgres, private_postgres
 from benchmarks.chaos.tcp_proxy import TcpProxy
 from benchmarks.fake_provider import FaultPlan, Latency
 from benchmarks.infra import ErpProcess, FakeProcess, free_port, fresh_database, intake_server
@@ -73,9 +76,12 @@ class StackConfig:
     engine_url: str = ""
     engine_model: str = ""
     #: Shell commands that stop and start the PostgreSQL server (the ``pg_restart``
-    #: fault); empty: that fault refuses to run.
+    #: fault) on an outside server; empty: that fault needs ``private_postgres``.
     pg_stop_command: str = ""
     pg_start_command: str = ""
+    #: Run the whole database on a PostgreSQL server of the run's own
+    #: (:mod:`benchmarks.chaos.private_postgres`); ``pg_restart`` restarts that server.
+    private_postgres: bool = False
 
 
 def chaos_settings(dsn: str, amqp_url: str, tag: str, cfg: StackConfig, erp_port: int) -> Settings:
@@ -148,6 +154,8 @@ class Member:
     name: str
     handle: Any
     pid: int = 0
+    #: A driver's worker id (``job_attempts.worker_id``); empty for other actors.
+    worker_id: str = ""
 
 
 @dataclass
@@ -169,6 +177,8 @@ class Stack:
     maintenance: Member | None = None
     delivery: Member | None = None
     admission: Any = None
+    #: The run's own PostgreSQL server (``StackConfig.private_postgres``), else None.
+    postgres: PrivatePostgres | None = None
 
     @property
     def fake_url(self) -> str:
@@ -299,7 +309,9 @@ async def running_stack(cfg: StackConfig) -> AsyncIterator[Stack]:
     erp_port = free_port()
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(proxy.close)
-        dsn = await stack.enter_async_context(fresh_database())
+        server = stack.enter_context(private_postgres()) if cfg.private_postgres else None
+        admin = server.admin_dsn if server is not None else None
+        dsn = await stack.enter_async_context(fresh_database(admin))
         settings = chaos_settings(dsn, proxy.url(AMQP_URL), tag, cfg, erp_port)
         stack.callback(_delete_topology, settings)
         pool = await create_pool(dsn, min_size=1, max_size=8)
@@ -350,7 +362,7 @@ async def running_stack(cfg: StackConfig) -> AsyncIterator[Stack]:
         )
         result = Stack(
             cfg, settings, dsn, intake_url, api_key, scope, corpus, proxy, fake, erp, pool,
-            admission=admission,
+            admission=admission, postgres=server,
         )  # fmt: skip
         await result.set_provider(result.baseline_plan())
         await asyncio.wrap_future(admission.start.remote().future())
@@ -387,7 +399,7 @@ async def running_stack(cfg: StackConfig) -> AsyncIterator[Stack]:
                 admission_scope=scope,
                 delivery_actor=ACTOR_NAME,
             )
-            result.drivers.append(Member(f"driver-{i}", handle))
+            result.drivers.append(Member(f"driver-{i}", handle, worker_id=worker.worker_id))
         members = [result.maintenance, result.delivery, *result.drivers]
         for member in members:
             await _start_member(member)

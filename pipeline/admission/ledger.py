@@ -162,8 +162,12 @@ class AdmissionLedger:
                 self._clock.now(),
             )
 
-    async def record_settlement(self, rec: Reconciliation) -> None:
+    async def record_settlement(self, rec: Reconciliation, at: datetime | None = None) -> None:
         """Settle an open grant with the policy's reconciliation.
+
+        ``at`` is when the budget freed it, if that was before this write (an
+        expiry frees the permit at once and writes in the background); default:
+        the ledger's clock now.
 
         Raises:
             OwnershipError: the grant is unknown or already settled (e.g. expired
@@ -181,7 +185,7 @@ class AdmissionLedger:
                 rec.completion_tokens,
                 rec.cached_tokens,
                 settled_by,
-                self._clock.now(),
+                at or self._clock.now(),
             )
         if row is None:
             raise OwnershipError(f"admission grant {rec.grant_id} is not open")

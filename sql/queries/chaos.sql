@@ -38,3 +38,13 @@ FROM extraction_jobs;
 SELECT id, state, attempt,
        extract(epoch FROM finished_at - created_at)::float8 AS seconds
 FROM extraction_jobs WHERE finished_at IS NOT NULL;
+
+-- name: chaos_stalled_attempt_list
+-- The attempts of a stalled driver ($1: its worker id) that the reaper closed
+-- (lease expired) since $2: whether a newer fence of the job exists (another
+-- owner took it) and whether the stale owner's late result was recorded.
+SELECT a.job_id, a.fence, a.late_result_at IS NOT NULL AS late_result,
+       EXISTS (SELECT 1 FROM job_attempts b
+               WHERE b.job_id = a.job_id AND b.fence > a.fence) AS taken_over
+FROM job_attempts a
+WHERE a.worker_id = $1 AND a.ended_at >= $2 AND a.outcome = 'lease_expired';

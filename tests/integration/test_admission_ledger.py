@@ -271,3 +271,48 @@ async def _tenant(pool: asyncpg.Pool, tenant_id: str) -> Tenant:
         found = await get_tenant(conn, uuid.UUID(tenant_id))
     assert found is not None
     return found
+
+
+async def test_an_expiry_is_settled_at_the_time_it_freed_the_permit(pool: asyncpg.Pool) -> None:
+    """The actor writes an expiry in the background after the permit is free; the row
+    must carry that moment, not the (later) moment of the write."""
+    tenant = await new_tenant(pool)
+    [job_id] = await accept_many(JobStore(pool), tenant, 1)
+    policy, clock = setup(tpm=10_000, grant_ttl_seconds=5)
+    ledger = AdmissionLedger(pool, clock)
+    g = grant_of(policy.try_acquire(str(tenant.id), 1200, 800, job_id=str(job_id), fence=1))
+    await ledger.record_grant(g)
+    clock.advance(6.0)
+    [rec] = policy.expire_overdue()
+    freed = clock.now()
+    clock.advance(3.0)  # the write comes later than the expiry
+    await ledger.record_settlement(rec, freed)
+    [row] = await ledger.grants_for_job(tenant.id, job_id)
+    assert row.settled_at == freed and row.settled_by == "expiry"
+
+
+async def test_a_settlement_lost_to_a_database_outage_is_retried(
+    dsn: str, pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release while the database restarts must still settle its ledger row: left
+    open, the grant would count against every later grant (a chaos run showed 9 of 6)."""
+    tenant = str((await new_tenant(pool)).id)
+    [job_id] = await accept_many(JobStore(pool), await _tenant(pool, tenant), 1)
+    actor = AdmissionActor(actor_config(max_in_flight=1), database_url=dsn)
+    g = grant_of(await actor.acquire(tenant, 100, 50, job_id=str(job_id), fence=1))
+    assert actor._ledger is not None
+    ledger = actor._ledger
+    real = ledger.record_settlement
+    failures = [asyncpg.exceptions.CannotConnectNowError("the database system is starting up")]
+
+    async def flaky(rec: object, at: object = None) -> None:
+        if failures:
+            raise failures.pop()
+        await real(rec, at)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ledger, "record_settlement", flaky)
+    assert await actor.release(g, Usage(90, 10)) is not None
+    await actor.stop()
+    [row] = await AdmissionLedger(pool).grants_for_job(tenant, job_id)
+    assert (row.outcome, row.settled_by) == (GrantOutcome.RECONCILED, "driver")
+    assert not failures

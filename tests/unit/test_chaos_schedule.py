@@ -60,8 +60,10 @@ def test_cli_options_carry_the_pg_restart_and_the_engine() -> None:
     assert FaultKind.PG_RESTART in opts.kinds
     assert opts.stack.pg_stop_command == "pg_ctlcluster 14 main stop -m fast"
     assert opts.stack.pg_start_command == "pg_ctlcluster 14 main start"
+    assert not opts.stack.private_postgres  # an outside server was named
     plain = options_from(build_parser().parse_args(["bench", "chaos"]))
     assert plain.kinds == CI_KINDS and not plain.stack.pg_stop_command
+    assert not plain.stack.private_postgres
     vllm = options_from(
         build_parser().parse_args(
             ["bench", "chaos", "--engine-url", "http://127.0.0.1:8000/v1", "--engine-model", "m"]
@@ -69,3 +71,24 @@ def test_cli_options_carry_the_pg_restart_and_the_engine() -> None:
     )
     assert (vllm.stack.engine_url, vllm.stack.engine_model) == ("http://127.0.0.1:8000/v1", "m")
     assert not set(vllm.kinds) & PROVIDER_KINDS
+
+
+def test_pg_restart_alone_restarts_a_private_server_never_the_shared_one() -> None:
+    from benchmarks.chaos.cli import options_from
+    from cluster.cli import build_parser
+
+    opts = options_from(build_parser().parse_args(["bench", "chaos", "--pg-restart"]))
+    assert FaultKind.PG_RESTART in opts.kinds
+    assert opts.stack.private_postgres
+    assert (opts.stack.pg_stop_command, opts.stack.pg_start_command) == ("", "")
+    private = options_from(build_parser().parse_args(["bench", "chaos", "--private-postgres"]))
+    assert private.stack.private_postgres and FaultKind.PG_RESTART not in private.kinds
+
+
+def test_the_stalled_writer_is_a_ci_kind_and_seeded() -> None:
+    assert FaultKind.DRIVER_STALL_PAST_LEASE in CI_KINDS
+    faults = fault_schedule(17, CI_KINDS)
+    stall = [f for f in faults if f.kind is FaultKind.DRIVER_STALL_PAST_LEASE]
+    assert len(stall) == 1 and stall == [
+        f for f in fault_schedule(17, CI_KINDS) if f.kind is FaultKind.DRIVER_STALL_PAST_LEASE
+    ]
