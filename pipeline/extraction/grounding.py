@@ -39,8 +39,10 @@ from pipeline.extraction.locate import (
     Boundary,
     Found,
     decoy_label,
+    label_before,
     labelled,
     occurrences,
+    other_date_label,
     trimmed,
 )
 from pipeline.extraction.numbers import (
@@ -147,7 +149,8 @@ class _Grounder:
         return EvidencedAmount(value=number, evidence=self.evidence(f))
 
     def when(self, path: str, value: str | None) -> EvidencedDate | None:
-        """A date, never one printed only as another date (delivery, order, service)."""
+        """A date, never one printed only as another date (delivery, order, service) or
+        only as the invoice's other date (the issue date copied as the due date)."""
         if value is None:
             return None
         found = occurrences(self.doc, value, fuzzy=False, boundary="number")
@@ -159,7 +162,12 @@ class _Grounder:
             decoy = decoy_label(found[0])
             self.refuse(path, f"{value!r} is printed as another date ({decoy!r} before it)")
             return None
-        f = labelled(plain, LABELS.get(path, ()), last=False)
+        own = [f for f in plain if not other_date_label(path, f)]
+        if not own:
+            label = label_before(plain[0]).strip()
+            self.refuse(path, f"{value!r} is printed as the invoice's other date ({label!r})")
+            return None
+        f = labelled(own, LABELS.get(path, ()), last=False)
         readings = sorted(date_readings(self.text_at(f)))
         if not readings:
             self.refuse(path, f"{value!r} does not read as a date")

@@ -22,7 +22,8 @@ LABELS: Mapping[str, tuple[str, ...]] = {
     ),
     "due_date": (
         "due", "fällig", "échéance", "vencimiento", "scadenza", "vervaldatum", "vencimento",
-        "termin", "förfallo", "payable", "zahlbar", "pay by",
+        "termin", "förfallo", "payable", "zahlbar", "pay by", "betaaldatum", "uiterlijk", "vence",
+        "płatn", "förfaller", "senast", "forfald", "betales", "betaling", "payer avant",
     ),
     "net_total": (
         "net", "netto", "subtotal", "sub-total", "sous-total", "ht", "imponible", "base",

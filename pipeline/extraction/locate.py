@@ -13,7 +13,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.extraction.labels import DECOY_DATE_LABELS
+from pipeline.extraction.labels import DECOY_DATE_LABELS, LABELS
 from pipeline.extraction.lines import Document, Line
 from pipeline.validation import MatchKind
 
@@ -148,11 +148,34 @@ def labelled(found: list[Found], labels: tuple[str, ...], *, last: bool) -> Foun
     return found[-1] if last else found[0]
 
 
+#: How much of a line before a value is its label (folded: a column layout's run of
+#: spaces between label and value counts as one).
+LABEL_WIDTH = 30
+
+
+def label_before(f: Found) -> str:
+    """The folded text just before ``f`` on its line: where its label is printed
+    ("Leistungsdatum" 40 spaces before its date in a column layout, too)."""
+    return fold(f.line.text[: f.start - f.line.start])[-LABEL_WIDTH:]
+
+
 def decoy_label(f: Found) -> str | None:
-    """The decoy-date word (delivery, order, ...) in the 30 characters before ``f`` on
-    its line, if any: a date printed there is another date than the invoice's own."""
-    label = fold(f.line.text[max(0, f.start - f.line.start - 30) : f.start - f.line.start])
+    """The decoy-date word (delivery, order, ...) in the label before ``f``, if any: a
+    date printed there is another date than the invoice's own."""
+    label = label_before(f)
     return next((word for word in DECOY_DATE_LABELS if word in label), None)
+
+
+def other_date_label(path: str, f: Found) -> bool:
+    """Whether the date at ``f`` is labelled as the invoice's *other* date: a due date
+    ("Vencimiento", "payable by") copied as the issue date, or a date labelled only as
+    the issue date ("Fecha de emisión") copied as the due date. Due labels are specific,
+    issue labels generic ("date"), so a due date's label may carry both ("Due date")."""
+    label = label_before(f)
+    due = any(word in label for word in LABELS["due_date"])
+    if path == "issue_date":
+        return due
+    return not due and any(word in label for word in LABELS["issue_date"])
 
 
 def trimmed(f: Found) -> Found:

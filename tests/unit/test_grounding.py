@@ -435,3 +435,25 @@ def test_rows_the_model_got_wrong_are_read_by_code_only_when_arithmetic_proves_t
     refused = [r for r in unproven.reasons if r.field.startswith("line_items")]
     assert [r.field for r in refused] == [f"line_items[{wrong}]"]
     assert {r.code for r in refused} == {ReasonCode.UNGROUNDED_VALUE}
+
+
+@pytest.mark.parametrize(
+    ("seed", "field", "wrong"),
+    [
+        # "Leistungsdatum   14. August 2024" (the service date), 34 spaces from its label
+        (7203, "issue_date", "14. August 2024"),
+        # "Fecha de emisión:  28/02/2025" (the issue date) copied as the due date
+        (7211, "due_date", "28/02/2025"),
+    ],
+)
+def test_a_date_printed_only_as_another_date_is_refused(seed: int, field: str, wrong: str) -> None:
+    """The two false accepts of a fresh-seed eval (seeds 7200-7211): the model copied
+    the service date as the issue date and the issue date as the due date; both are
+    printed, so nothing else caught them. A date is taken only where its label is not
+    the label of another date."""
+    inv, answer = _generated(seed)
+    assert wrong in inv.ocr_text and getattr(answer, field) != wrong
+    g = ground(answer.model_copy(update={field: wrong}), inv.ocr_text)
+    assert [r.field for r in g.reasons] == [field]
+    assert getattr(g.extraction, field) is None
+    assert ground(answer, inv.ocr_text).reasons == []
