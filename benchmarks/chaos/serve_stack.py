@@ -37,6 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from benchmarks.chaos.oracle import AdmissionBudget
+from benchmarks.chaos.private_postgres import private_postgres
 from benchmarks.chaos.schedule import Fault, FaultKind
 from benchmarks.chaos.stack import (
     AMQP_URL,
@@ -276,7 +277,11 @@ async def running_serve_stack(cfg: StackConfig, serve: ServeOptions) -> AsyncIte
     erp_port = free_port()
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(proxy.close)
-        dsn = await stack.enter_async_context(fresh_database())
+        # pg_restart restarts the run's own server, never the shared one (as the harness).
+        server = stack.enter_context(private_postgres()) if cfg.private_postgres else None
+        dsn = await stack.enter_async_context(
+            fresh_database(server.admin_dsn if server is not None else None)
+        )
         settings = chaos_settings(dsn, proxy.url(AMQP_URL), tag, cfg, erp_port)
         stack.callback(_delete_topology, settings)
         pool = await create_pool(dsn, min_size=1, max_size=8)
@@ -331,7 +336,7 @@ async def running_serve_stack(cfg: StackConfig, serve: ServeOptions) -> AsyncIte
         budget = _budget(cluster, cfg, serve)
         result = ServeStack(
             cfg, settings, dsn, cluster.intake_url, api_key, budget.scope, corpus, proxy, fake,
-            erp, pool, cluster=cluster, budget=budget,
+            erp, pool, cluster=cluster, budget=budget, postgres=server,
         )  # fmt: skip
         await result.set_provider(result.baseline_plan())
         prefix = cluster.runtime_config.actor_prefix
