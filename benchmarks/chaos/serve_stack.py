@@ -282,7 +282,12 @@ async def running_serve_stack(cfg: StackConfig, serve: ServeOptions) -> AsyncIte
         dsn = await stack.enter_async_context(
             fresh_database(server.admin_dsn if server is not None else None)
         )
-        settings = chaos_settings(dsn, proxy.url(AMQP_URL), tag, cfg, erp_port)
+        # The fleet keeps at least the harness's two drivers (it may add a third): with one
+        # left, a kill and a stall of that one 3 s apart stopped every claim for 18 s,
+        # which says nothing the harness's single-driver kill does not already say.
+        settings = chaos_settings(dsn, proxy.url(AMQP_URL), tag, cfg, erp_port).model_copy(
+            update={"driver_min": cfg.drivers, "driver_max": cfg.drivers + 1}
+        )
         stack.callback(_delete_topology, settings)
         pool = await create_pool(dsn, min_size=1, max_size=8)
         stack.push_async_callback(pool.close)
