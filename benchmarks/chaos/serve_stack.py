@@ -37,27 +37,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from benchmarks.chaos.oracle import AdmissionBudget
-from benchmarks.chaos.private_postgres import private_postgres
 from benchmarks.chaos.schedule import Fault, FaultKind
-from benchmarks.chaos.stack import (
-    AMQP_URL,
-    Member,
-    Stack,
-    StackConfig,
-    _delete_topology,
-    _provision,
-    chaos_settings,
-    fake_scenario,
-)
-from benchmarks.chaos.tcp_proxy import TcpProxy
-from benchmarks.infra import ErpProcess, FakeProcess, free_port, fresh_database
-from benchmarks.scenario import scenario_corpus
-from pipeline.database import create_pool
+from benchmarks.chaos.stack import Member, Stack, StackConfig, outside_parts
+from benchmarks.infra import free_port
 from pipeline.queries import q
 from pipeline.worker import WorkerConfig
 
 #: Longest the harness waits for a killed actor to be restarted by Ray and then
-#: started by the supervisor (its health check runs every 15 s; one check may
+#: started by the supervisor (its health check runs every 3 s; one check may
 #: wait up to ``ping_timeout_s`` = 20 s for a restarting actor).
 SUPERVISED_START_WAIT_S = 90.0
 
@@ -268,38 +255,16 @@ async def running_serve_stack(cfg: StackConfig, serve: ServeOptions) -> AsyncIte
     from cluster.delivery import ACTOR_NAME
     from cluster.drivers import EngineSpec
     from cluster.runtime import ClusterConfig, LocalCluster
-    from pipeline.delivery import EndpointRegistry, SecretBox, guard_from_settings
 
     tag = f"flchaos.{os.getpid()}.{uuid.uuid4().hex[:6]}"
-    scenario = fake_scenario(cfg)
-    corpus = scenario_corpus(scenario)
-    proxy = TcpProxy("127.0.0.1", 5672)
-    erp_port = free_port()
     async with contextlib.AsyncExitStack() as stack:
-        stack.callback(proxy.close)
-        # pg_restart restarts the run's own server, never the shared one (as the harness).
-        server = stack.enter_context(private_postgres()) if cfg.private_postgres else None
-        dsn = await stack.enter_async_context(
-            fresh_database(server.admin_dsn if server is not None else None)
-        )
         # The fleet keeps at least the harness's two drivers (it may add a third): with one
         # left, a kill and a stall of that one 3 s apart stopped every claim for 18 s,
         # which says nothing the harness's single-driver kill does not already say.
-        settings = chaos_settings(dsn, proxy.url(AMQP_URL), tag, cfg, erp_port).model_copy(
-            update={"driver_min": cfg.drivers, "driver_max": cfg.drivers + 1}
-        )
-        stack.callback(_delete_topology, settings)
-        pool = await create_pool(dsn, min_size=1, max_size=8)
-        stack.push_async_callback(pool.close)
-        tenant_id, api_key = await _provision(pool, corpus)
-        fake = FakeProcess(scenario)
-        await fake.start()
-        stack.push_async_callback(fake.stop)
-        erp = ErpProcess(dsn, erp_port, fault_api=True)
-        registry = EndpointRegistry(pool, guard_from_settings(settings), SecretBox(None))
-        secret = (await registry.register(tenant_id, erp.url, description="chaos ERP")).secret
-        await erp.start([secret])
-        stack.push_async_callback(erp.stop)
+        floor = {"driver_min": cfg.drivers, "driver_max": cfg.drivers + 1}
+        out = await outside_parts(stack, cfg, tag, floor)
+        server, dsn, settings, pool = out.server, out.dsn, out.settings, out.pool
+        api_key, corpus, proxy, fake, erp = out.api_key, out.corpus, out.proxy, out.fake, out.erp
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         # The runtime_env carries FENCELINE_* only: the checkout must shadow any install.

@@ -292,6 +292,60 @@ def _delete_topology(settings: Settings) -> None:
             conn.close()
 
 
+@dataclass
+class OutsideParts:
+    """What both stacks stand up alike, outside Ray: the database (on the run's own
+    server with ``private_postgres``), the settings, the harness's pool, the tenant and
+    its key, the AMQP proxy, the fake provider and the reference ERP receiver."""
+
+    server: PrivatePostgres | None
+    dsn: str
+    settings: Settings
+    pool: asyncpg.Pool
+    tenant_id: uuid.UUID
+    api_key: str
+    corpus: Any
+    proxy: TcpProxy
+    fake: FakeProcess
+    erp: ErpProcess
+
+
+async def outside_parts(
+    stack: contextlib.AsyncExitStack,
+    cfg: StackConfig,
+    tag: str,
+    settings_update: dict[str, Any] | None = None,
+) -> OutsideParts:
+    """Start :class:`OutsideParts` on ``stack`` (torn down with it)."""
+    from pipeline.delivery import EndpointRegistry, SecretBox, guard_from_settings
+
+    scenario = fake_scenario(cfg)
+    corpus = scenario_corpus(scenario)
+    proxy = TcpProxy("127.0.0.1", 5672)
+    stack.callback(proxy.close)
+    erp_port = free_port()
+    # pg_restart restarts the run's own server, never the shared one.
+    server = stack.enter_context(private_postgres()) if cfg.private_postgres else None
+    admin = server.admin_dsn if server is not None else None
+    dsn = await stack.enter_async_context(fresh_database(admin))
+    settings = chaos_settings(dsn, proxy.url(AMQP_URL), tag, cfg, erp_port)
+    if settings_update:
+        settings = settings.model_copy(update=settings_update)
+    stack.callback(_delete_topology, settings)
+    pool = await create_pool(dsn, min_size=1, max_size=8)
+    stack.push_async_callback(pool.close)
+    tenant_id, api_key = await _provision(pool, corpus)
+    fake = FakeProcess(scenario)
+    await fake.start()
+    stack.push_async_callback(fake.stop)
+    erp = ErpProcess(dsn, erp_port, fault_api=True)
+    registry = EndpointRegistry(pool, guard_from_settings(settings), SecretBox(None))
+    secret = (await registry.register(tenant_id, erp.url, description="chaos ERP")).secret
+    await erp.start([secret])
+    stack.push_async_callback(erp.stop)
+    return OutsideParts(server, dsn, settings, pool, tenant_id, api_key, corpus, proxy, fake, erp)
+
+
 @contextlib.asynccontextmanager
 async def running_stack(cfg: StackConfig) -> AsyncIterator[Stack]:
     """Stand the system up (see the module docstring); tear it all down afterwards."""
@@ -300,31 +354,12 @@ async def running_stack(cfg: StackConfig) -> AsyncIterator[Stack]:
     from cluster.admission import actor_name, admission_actor
     from cluster.delivery import ACTOR_NAME, DeliveryActor
     from cluster.drivers import EngineSpec, Maintenance, TaskDriver
-    from pipeline.delivery import EndpointRegistry, SecretBox, guard_from_settings
 
     tag = f"flchaos.{os.getpid()}.{uuid.uuid4().hex[:6]}"
-    scenario = fake_scenario(cfg)
-    corpus = scenario_corpus(scenario)
-    proxy = TcpProxy("127.0.0.1", 5672)
-    erp_port = free_port()
     async with contextlib.AsyncExitStack() as stack:
-        stack.callback(proxy.close)
-        server = stack.enter_context(private_postgres()) if cfg.private_postgres else None
-        admin = server.admin_dsn if server is not None else None
-        dsn = await stack.enter_async_context(fresh_database(admin))
-        settings = chaos_settings(dsn, proxy.url(AMQP_URL), tag, cfg, erp_port)
-        stack.callback(_delete_topology, settings)
-        pool = await create_pool(dsn, min_size=1, max_size=8)
-        stack.push_async_callback(pool.close)
-        tenant_id, api_key = await _provision(pool, corpus)
-        fake = FakeProcess(scenario)
-        await fake.start()
-        stack.push_async_callback(fake.stop)
-        erp = ErpProcess(dsn, erp_port, fault_api=True)
-        registry = EndpointRegistry(pool, guard_from_settings(settings), SecretBox(None))
-        secret = (await registry.register(tenant_id, erp.url, description="chaos ERP")).secret
-        await erp.start([secret])
-        stack.push_async_callback(erp.stop)
+        out = await outside_parts(stack, cfg, tag)
+        server, dsn, settings, pool = out.server, out.dsn, out.settings, out.pool
+        api_key, corpus, proxy, fake, erp = out.api_key, out.corpus, out.proxy, out.fake, out.erp
         intake = {
             "database_url": dsn,
             "default_deadline_seconds": settings.default_deadline_seconds,
