@@ -14,14 +14,13 @@ polls, so a lost hand-off delays nothing beyond the poll interval.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import asyncpg
 
+from cluster.crash_points import CrashPoints
 from deployments.observability import start_observability
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
-from pipeline import checkpoints
 from pipeline.clock import Clock
 from pipeline.database import create_pool
 from pipeline.delivery import (
@@ -62,7 +61,7 @@ def build_dispatcher(
     )
 
 
-class DeliveryActor:
+class DeliveryActor(CrashPoints):
     """Owns a pool and a dispatcher; every method is async (one actor event loop)."""
 
     def __init__(self, settings: Settings | None = None, *, worker_id: str | None = None) -> None:
@@ -108,15 +107,6 @@ class DeliveryActor:
             raise RuntimeError("DeliveryActor.start() was not called")
         report = await self._dispatcher.run_once()
         return {"claimed": report.claimed, "reaped": report.reaped, **report.outcomes}
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def arm(self, point: str, action: str = checkpoints.KILL) -> int:
-        """Crash (or, ``action="stop"``, pause) this process at ``point`` (the chaos
-        scenario); returns the process id."""
-        checkpoints.arm(point, enabled=self.settings.fault_injection, action=action)
-        return os.getpid()
 
     async def backlog(self) -> dict[str, Any]:
         """Delivery counts per state and the oldest due delivery's age."""

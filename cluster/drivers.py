@@ -24,11 +24,11 @@ from typing import Any
 import asyncpg
 from prometheus_client import REGISTRY
 
+from cluster.crash_points import CrashPoints
 from cluster.engine_scopes import PoolRoute, RoutedGate
 from cluster.process_heap import freeze_startup_heap
 from deployments.observability import start_observability
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
-from pipeline import checkpoints
 from pipeline.database import create_pool
 from pipeline.delivery import job_store
 from pipeline.extraction import Engine, OpenAICompatibleEngine
@@ -150,7 +150,7 @@ class ActorGate:
         return moved
 
 
-class TaskDriver:
+class TaskDriver(CrashPoints):
     """One driver process: claims, heartbeats, admission, engine call, fenced commit."""
 
     def __init__(
@@ -293,17 +293,8 @@ class TaskDriver:
             "metrics_bridges": len(self._bridges),
         }
 
-    def pid(self) -> int:
-        return os.getpid()
 
-    def arm(self, point: str, action: str = checkpoints.KILL) -> int:
-        """Crash (or, ``action="stop"``, pause) this process at ``point`` (the chaos
-        scenario); returns the process id."""
-        checkpoints.arm(point, enabled=self.settings.fault_injection, action=action)
-        return os.getpid()
-
-
-class Maintenance:
+class Maintenance(CrashPoints):
     """The reaper, the outbox relay, DLQ retention and, with a broker, its two
     consumers, in one actor.
 
@@ -428,15 +419,6 @@ class Maintenance:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def arm(self, point: str, action: str = checkpoints.KILL) -> int:
-        """Crash (or, ``action="stop"``, pause) this process at ``point`` (the chaos
-        scenario); returns the process id."""
-        checkpoints.arm(point, enabled=self.settings.fault_injection, action=action)
-        return os.getpid()
 
     def services(self) -> list[str]:
         """What runs in this actor now (operators, tests)."""
