@@ -93,41 +93,73 @@ async def drop_db(name: str) -> None:
     await drop_database(admin_dsn(), name)
 
 
-async def run_store(dsn: str, workers: int, batch: int) -> int:
-    async def worker(n: int) -> int:
-        pool = await create_pool(dsn, min_size=1, max_size=1)
-        store = JobStore(pool)
-        done = 0
-        while leases := await store.claim(f"w{n}", limit=batch):
-            for lease in leases:
-                await store.succeed(lease, result={"ok": True})
-                done += 1
-        await pool.close()
-        return done
-
-    return sum(await asyncio.gather(*(worker(n) for n in range(workers))))
+Timed = tuple[int, float]
+"""Jobs done and the seconds the workers took, connection set-up excluded."""
 
 
-async def run_store_settle_batch(dsn: str, workers: int, batch: int) -> int:
+async def _timed(workers: list[Callable[[], Awaitable[int]]]) -> Timed:
+    t0 = time.perf_counter()
+    done = sum(await asyncio.gather(*(w() for w in workers)))
+    return done, time.perf_counter() - t0
+
+
+async def run_store(dsn: str, workers: int, batch: int) -> Timed:
+    pools = [await create_pool(dsn, min_size=1, max_size=1) for _ in range(workers)]
+
+    def worker(n: int) -> Callable[[], Awaitable[int]]:
+        async def run() -> int:
+            store = JobStore(pools[n])
+            done = 0
+            while leases := await store.claim(f"w{n}", limit=batch):
+                for lease in leases:
+                    await store.succeed(lease, result={"ok": True})
+                    done += 1
+            return done
+
+        return run
+
+    try:
+        return await _timed([worker(n) for n in range(workers)])
+    finally:
+        for pool in pools:
+            await pool.close()
+
+
+async def run_store_settle_batch(dsn: str, workers: int, batch: int) -> Timed:
     """Claim ``batch`` at a time and settle them together (``succeed_many``)."""
+    pools = [await create_pool(dsn, min_size=1, max_size=1) for _ in range(workers)]
 
-    async def worker(n: int) -> int:
-        pool = await create_pool(dsn, min_size=1, max_size=1)
-        store = JobStore(pool)
-        done = 0
-        while leases := await store.claim(f"w{n}", limit=batch):
-            outcome = await store.succeed_many([Success(le, result={"ok": True}) for le in leases])
-            assert not outcome.lost
-            done += len(outcome.settled)
-        await pool.close()
-        return done
+    def worker(n: int) -> Callable[[], Awaitable[int]]:
+        async def run() -> int:
+            store = JobStore(pools[n])
+            done = 0
+            while leases := await store.claim(f"w{n}", limit=batch):
+                successes = [Success(le, result={"ok": True}) for le in leases]
+                outcome = await store.succeed_many(successes)
+                assert not outcome.lost
+                done += len(outcome.settled)
+            return done
 
-    return sum(await asyncio.gather(*(worker(n) for n in range(workers))))
+        return run
+
+    try:
+        return await _timed([worker(n) for n in range(workers)])
+    finally:
+        for pool in pools:
+            await pool.close()
 
 
-async def run_raw(dsn: str, workers: int) -> int:
-    async def worker(n: int) -> int:
-        conn = await connect(dsn)
+async def run_raw(dsn: str, workers: int) -> Timed:
+    conns = [await connect(dsn) for _ in range(workers)]
+    try:
+        return await _timed([_raw_worker(conns[n], n) for n in range(workers)])
+    finally:
+        for conn in conns:
+            await conn.close()
+
+
+def _raw_worker(conn: Any, n: int) -> Callable[[], Awaitable[int]]:
+    async def worker() -> int:
         done = 0
         while True:
             async with conn.transaction():
@@ -142,14 +174,13 @@ async def run_raw(dsn: str, workers: int) -> int:
                 await conn.execute(RAW_CLOSE, row["id"], row["fence"])
                 await conn.execute(RAW_OUTBOX, uuid.uuid4(), row["id"], {"job_id": str(row["id"])})
             done += 1
-        await conn.close()
         return done
 
-    return sum(await asyncio.gather(*(worker(n) for n in range(workers))))
+    return worker
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    variants: dict[str, Callable[[str], Awaitable[int]]] = {
+    variants: dict[str, Callable[[str], Awaitable[Timed]]] = {
         "raw_skip_locked": lambda dsn: run_raw(dsn, args.workers),
         "store_single": lambda dsn: run_store(dsn, args.workers, 1),
         f"store_batch{args.batch}": lambda dsn: run_store(dsn, args.workers, args.batch),
@@ -162,9 +193,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         for name, fn in variants.items():
             db = await fresh_db(args.jobs, args.tenants)
             dsn = dsn_of(db)
-            t0 = time.perf_counter()
-            done = await fn(dsn)
-            elapsed = time.perf_counter() - t0
+            done, elapsed = await fn(dsn)
             await drop_db(db)
             assert done == args.jobs, (name, done)
             rates[name].append(done / elapsed)

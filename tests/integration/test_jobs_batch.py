@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 
 import asyncpg
@@ -177,3 +178,63 @@ async def test_group_commit_settles_a_failed_batch_one_by_one(pool: asyncpg.Pool
         "SUCCEEDED",
         "SUCCEEDED",
     ]
+
+
+async def test_a_batched_statement_audits_and_notifies_every_row_it_changes(
+    pool: asyncpg.Pool,
+) -> None:
+    """The audit trigger runs once per statement (migration 016) but still writes one
+    job_events row and one notification per job whose state or fence changed, and
+    none for a row whose update changed neither (a heartbeat)."""
+    store, zombie, leases = await stale_and_fresh(pool, 4)
+    heard: list[dict[str, object]] = []
+
+    def hear(_conn: object, _pid: int, _channel: str, payload: str) -> None:
+        heard.append(json.loads(payload))
+
+    listener = await pool.acquire()
+    await listener.add_listener("fenceline_job_events", hear)
+    try:
+        assert await store.heartbeat(leases[0]) is not None  # lease moved, state and fence not
+        outcome = await store.succeed_many(
+            [Success(lease, result={}) for lease in leases] + [Success(zombie, result={})]
+        )
+        assert outcome.lost == [zombie]
+        for _ in range(100):
+            if len(heard) >= len(leases):
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.1)  # anything more would arrive now
+    finally:
+        await listener.remove_listener("fenceline_job_events", hear)
+        await pool.release(listener)
+    ids = [lease.job_id for lease in leases]
+    async with pool.acquire() as conn:
+        events = await conn.fetch(
+            "SELECT job_id, from_state, to_state, state_version, fence FROM job_events"
+            " WHERE job_id = ANY($1) ORDER BY job_id, seq",
+            [*ids, zombie.job_id],
+        )
+        versions = dict(
+            await conn.fetch(
+                "SELECT id, state_version FROM extraction_jobs WHERE id = ANY($1)", ids
+            )
+        )
+    by_job: dict[uuid.UUID, list[tuple[object, ...]]] = {}
+    for e in events:
+        by_job.setdefault(e["job_id"], []).append(
+            (e["from_state"], e["to_state"], e["state_version"], e["fence"])
+        )
+    for lease in leases:  # accepted, claimed, settled: nothing for the heartbeat
+        assert [(f, t) for f, t, _, _ in by_job[lease.job_id]] == [
+            (None, "READY"),
+            ("READY", "RUNNING"),
+            ("RUNNING", "SUCCEEDED"),
+        ]
+        last = by_job[lease.job_id][-1]
+        assert last[2] == versions[lease.job_id] and last[3] == lease.fence
+    assert sorted(str(h["job_id"]) for h in heard) == sorted(str(i) for i in ids)
+    assert {h["state"] for h in heard} == {"SUCCEEDED"}
+    assert {str(h["job_id"]): h["state_version"] for h in heard} == {
+        str(i): v for i, v in versions.items()
+    }
