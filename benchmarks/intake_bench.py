@@ -15,7 +15,15 @@ request):
 * ``uvicorn_nocache`` — the same with the API-key cache off
   (``FENCELINE_API_KEY_CACHE_SIZE=0``: every request reads its key from PostgreSQL);
 * ``serve`` — the same app as a Ray Serve ingress (one replica, ``num_cpus=0``)
-  behind Serve's HTTP proxy.
+  as ``fenceline up`` deploys it: HAProxy on the HTTP port forwards to the
+  replica, which serves HTTP itself (``RAY_SERVE_ENABLE_HA_PROXY``, see
+  ``deployments.intake.PROXY_ENV``);
+* ``serve_pyproxy`` — the same behind Serve's Python HTTP proxy, which relays
+  each request to the replica over Ray (the default before HAProxy).
+
+``--half-knee`` adds, after each Serve target's closed loop, an open loop of
+Poisson arrivals at half the closed loop's saturated rate for ``--seconds``,
+and reports its acceptance latency from each scheduled arrival (p50, p99).
 
 Ratios are the headline (these machines are noisy and the load generator shares
 the cores): throughput of each target over ``starlette``, and ``serve`` over
@@ -52,6 +60,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from benchmarks.infra import free_port
+from benchmarks.loadgen import ArrivalSpec, OpenLoopGenerator, lag_stats, schedule
 from benchmarks.report import percentile, write_json
 from benchmarks.settings import admin_dsn
 from pipeline.database import connect, create_database, drop_database
@@ -229,6 +238,38 @@ async def load(
     }
 
 
+async def open_load(url: str, keys: list[str], *, rate: float, seconds: float) -> dict[str, Any]:
+    """Open loop: Poisson arrivals at ``rate``/s for ``seconds``, each sent at its time.
+
+    Latency counts from the scheduled arrival to the answer, so time spent
+    waiting for a client connection is included.
+    """
+    offsets = schedule(ArrivalSpec(process="poisson", rate=rate, duration_s=seconds), seed=21)
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
+
+        async def fire(i: int) -> tuple[str, int | None, Any]:
+            body = {"document": {"text": f"INVOICE open-{i}-{uuid.uuid4().hex} total 10.00 EUR"}}
+            headers = {
+                "Authorization": f"Bearer {keys[i % len(keys)]}",
+                "Idempotency-Key": uuid.uuid4().hex,
+            }
+            r = await client.post("/v1/extraction-jobs", json=body, headers=headers)
+            return ("accepted" if r.status_code == 202 else "refused"), r.status_code, None
+
+        sends = await OpenLoopGenerator(offsets, fire).run(timeout=60)
+    latencies = [s.done - s.scheduled for s in sends if s.done is not None and s.status == 202]
+    accepted = sum(1 for s in sends if s.status == 202)
+    return {
+        "rate": rate,
+        "sent": len(sends),
+        "accepted": accepted,
+        "p50_ms": percentile(latencies, 50) * 1000,
+        "p99_ms": percentile(latencies, 99) * 1000,
+        **lag_stats(sends),
+    }
+
+
 async def _committed(dsn: str) -> tuple[int, int]:
     conn = await asyncpg.connect(dsn)
     try:
@@ -286,7 +327,7 @@ async def run_uvicorn(args: argparse.Namespace, *, key_cache: bool = True) -> di
         await _drop(name)
 
 
-async def run_serve(args: argparse.Namespace) -> dict[str, Any]:
+async def run_serve(args: argparse.Namespace, *, haproxy: bool = True) -> dict[str, Any]:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     import ray
@@ -295,6 +336,8 @@ async def run_serve(args: argparse.Namespace) -> dict[str, Any]:
     from deployments.intake import deploy_intake_app, proxy_env_defaults
 
     name, dsn = await _database()
+    # The head's processes read the switch when ray.init starts them.
+    os.environ["RAY_SERVE_ENABLE_HA_PROXY"] = "1" if haproxy else "0"
     proxy_env_defaults()
     ray.init(
         address="local",
@@ -318,16 +361,37 @@ async def run_serve(args: argparse.Namespace) -> dict[str, Any]:
         await _wait_up(url, "/readyz")
         pids = _own_ray_processes("ServeReplica:intake", "ProxyActor")
         targets = {
-            {"ServeReplica:intake": "serve_replica", "ProxyActor": "serve_proxy"}[k]: v
+            ("" if haproxy else "pyproxy_")
+            + {"ServeReplica:intake": "serve_replica", "ProxyActor": "serve_proxy"}[k]: v
             for k, v in pids.items()
         }
         result = await _profiled_load(url, keys, args, targets)
         _check_durable(result, *await _committed(dsn))
+        if getattr(args, "half_knee", False):
+            result["half_knee"] = await _half_knee(url, keys, dsn, result, args)
         return result
     finally:
         serve.shutdown()  # type: ignore[no-untyped-call]
         ray.shutdown()
         await _drop(name)
+
+
+async def _half_knee(
+    url: str, keys: list[str], dsn: str, closed: dict[str, Any], args: argparse.Namespace
+) -> dict[str, Any]:
+    """Open-loop latency at half the closed loop's saturated rate (the knee's proxy)."""
+    rate = closed["jobs_per_s"] / 2
+    print(f"-- serve, open loop at half the knee: {rate:.0f}/s for {args.seconds:.0f} s")
+    half = await open_load(url, keys, rate=rate, seconds=args.seconds)
+    jobs, events = await _committed(dsn)
+    expected = closed["accepted_incl_warmup"] + half["accepted"]
+    if not jobs == events == expected:
+        raise AssertionError(f"{expected} accepted but {jobs} jobs / {events} events")
+    print(
+        f"   accepted {half['accepted']}/{half['sent']}   p50 {half['p50_ms']:6.1f} ms   "
+        f"p99 {half['p99_ms']:6.1f} ms   max send lag {half['max_lag_s'] * 1000:.1f} ms"
+    )
+    return half
 
 
 def _plot(results: dict[str, dict[str, Any]], out: Path) -> Path:
@@ -339,7 +403,9 @@ def _plot(results: dict[str, dict[str, Any]], out: Path) -> Path:
     names = list(results)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     rates = [results[n]["jobs_per_s"] for n in names]
-    left.bar(names, rates, color=["#4c72b0", "#dd8452", "#55a868"][: len(names)])
+    left.bar(
+        names, rates, color=["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3"][: len(names)]
+    )
     left.set_title("accepted jobs/s (closed loop)")
     for i, v in enumerate(rates):
         left.annotate(f"{v:.0f}", (i, v), ha="center", va="bottom")
@@ -365,11 +431,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     async def run_uvicorn_nocache(args: argparse.Namespace) -> dict[str, Any]:
         return await run_uvicorn(args, key_cache=False)
 
+    async def run_serve_pyproxy(args: argparse.Namespace) -> dict[str, Any]:
+        return await run_serve(args, haproxy=False)
+
     runners = {
         "starlette": run_starlette,
         "uvicorn": run_uvicorn,
         "uvicorn_nocache": run_uvicorn_nocache,
         "serve": run_serve,
+        "serve_pyproxy": run_serve_pyproxy,
     }
     results: dict[str, dict[str, Any]] = {}
     for name in args.targets:
@@ -397,6 +467,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         ratios["serve/uvicorn jobs_per_s"] = s["jobs_per_s"] / u["jobs_per_s"]
         ratios["serve/uvicorn p50"] = s["p50_ms"] / u["p50_ms"]
         ratios["serve/uvicorn p99"] = s["p99_ms"] / u["p99_ms"]
+    if "serve" in results and "serve_pyproxy" in results:
+        ratios["haproxy/python proxy jobs_per_s"] = (
+            results["serve"]["jobs_per_s"] / results["serve_pyproxy"]["jobs_per_s"]
+        )
     print("ratios:")
     for k, v in ratios.items():
         print(f"   {k:28s} {v:6.2f}")
@@ -419,13 +493,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tenants", type=int, default=4)
     parser.add_argument(
         "--targets", nargs="+", default=["starlette", "uvicorn", "serve"],
-        choices=["starlette", "uvicorn", "uvicorn_nocache", "serve"],
+        choices=["starlette", "uvicorn", "uvicorn_nocache", "serve", "serve_pyproxy"],
     )  # fmt: skip
     parser.add_argument(
         "--profile", type=Path, default=None, help="py-spy flame graphs into this folder"
     )
     parser.add_argument(
         "--serve-replicas", type=int, default=1, help="intake replicas behind Serve's proxy"
+    )
+    parser.add_argument(
+        "--half-knee",
+        action="store_true",
+        help="after Serve's closed loop, open-loop Poisson arrivals at half its rate (p99)",
     )
     asyncio.run(main_async(parser.parse_args(argv)))
 

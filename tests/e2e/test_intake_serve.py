@@ -1,6 +1,7 @@
 """The intake API through Ray Serve: a local Serve app on its own Ray instance.
 
-POST → GET round trip through Serve's HTTP proxy, and the SSE stream of a job
+POST → GET round trip through Serve's HTTP ingress as ``fenceline up`` sets it
+up (HAProxy on the port, the replica serving HTTP itself), and the SSE stream of a job
 that the test drives with the job store directly: READY → RUNNING → SUCCEEDED,
 then the stream ends. Ray is our own (``address="local"``), with
 ``num_cpus=2`` and the ingress at ``num_cpus=0`` (MACHINE-NOTES: on two cores a
@@ -19,7 +20,7 @@ import httpx
 import pytest
 
 from benchmarks.infra import free_port
-from deployments.intake import deploy_intake_app
+from deployments.intake import deploy_intake_app, proxy_env_defaults
 from pipeline.database import create_pool
 from pipeline.jobs import JobStore
 from tests.support.api import iter_sse, read_sse, submission, tenant_with_key
@@ -36,6 +37,7 @@ def serve_url(module_dsn: str) -> Iterator[str]:
     import ray
     from ray import serve
 
+    proxy_env_defaults()  # as `fenceline up`: HAProxy in front of the replica
     ray.init(
         address="local",  # a Ray of our own, never another engineer's
         num_cpus=2,
@@ -59,6 +61,17 @@ def serve_url(module_dsn: str) -> Iterator[str]:
         ray.shutdown()
 
 
+def listener_of(url: str) -> str:
+    """Name of the process listening on ``url``'s port."""
+    import psutil
+
+    port = int(url.rsplit(":", 1)[1])
+    for c in psutil.net_connections("tcp"):
+        if c.status == psutil.CONN_LISTEN and c.laddr.port == port and c.pid:
+            return psutil.Process(c.pid).name()
+    raise AssertionError(f"nothing listens on {port}")
+
+
 async def test_post_get_round_trip_and_sse_through_serve(serve_url: str, module_dsn: str) -> None:
     pool = await create_pool(module_dsn, min_size=1, max_size=4)
     try:
@@ -67,6 +80,7 @@ async def test_post_get_round_trip_and_sse_through_serve(serve_url: str, module_
         async with httpx.AsyncClient(base_url=serve_url, timeout=30) as client:
             ready = await client.get("/readyz")
             assert ready.status_code == 200, ready.text
+            assert listener_of(serve_url) == "haproxy"  # not Serve's Python proxy
             key = f"serve-{uuid.uuid4().hex[:8]}"
             headers = {**tk.headers, "Idempotency-Key": key}
             body = submission("INVOICE via Serve total 42.00 EUR")
