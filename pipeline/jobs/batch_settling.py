@@ -29,7 +29,7 @@ from dataclasses import replace
 import asyncpg
 
 from pipeline.errors import LeaseLost
-from pipeline.jobs.duplicates import claim_invoice, flag_duplicate
+from pipeline.jobs.duplicates import claim_invoices, flag_duplicate
 from pipeline.jobs.records import (
     EVENT_COMPLETED,
     EVENT_REVIEW,
@@ -75,7 +75,7 @@ class BatchSettling(Settling):
             if self.settings.duplicate_invoice_check:
                 # As succeed() does: the first job to commit an invoice owns it. A stale
                 # attempt's claim names its own job, which a later owner of the job keeps.
-                batch = [await _claim(conn, s) for s in batch]
+                batch = await _claim_all(conn, batch)
             reviews = [_review_reasons(s) for s in batch]
             rows = await conn.fetch(
                 q("job_settle_batch_if_fenced"),
@@ -142,14 +142,20 @@ class BatchSettling(Settling):
             await self._run_hooks(conn, s)
 
 
-async def _claim(conn: asyncpg.Connection, s: Success) -> Success:
-    """``s``, settled for review ``duplicate_invoice`` when another job holds its invoice."""
-    other = await claim_invoice(conn, s.lease.tenant_id, s.lease.job_id, s.result)
-    if other is None:
-        return s
-    return replace(
-        s, decision=JobState.REVIEW_REQUIRED, validation=flag_duplicate(s.validation, other)
+async def _claim_all(conn: asyncpg.Connection, batch: Sequence[Success]) -> list[Success]:
+    """The batch, each settled for review ``duplicate_invoice`` when another job holds
+    its invoice (one statement for the invoices no job holds yet)."""
+    others = await claim_invoices(
+        conn, [(s.lease.tenant_id, s.lease.job_id, s.result) for s in batch]
     )
+    return [
+        s
+        if (other := others[s.lease.job_id]) is None
+        else replace(
+            s, decision=JobState.REVIEW_REQUIRED, validation=flag_duplicate(s.validation, other)
+        )
+        for s in batch
+    ]
 
 
 def _outcome(decision: JobState) -> str:

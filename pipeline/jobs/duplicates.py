@@ -14,6 +14,7 @@ does not, and the next job of that invoice takes it over.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
@@ -41,6 +42,38 @@ async def claim_invoice(
         return None
     owner: uuid.UUID | None = await conn.fetchval(q("invoice_identity_owner"), *key)
     return owner if owner is not None and owner != job_id else None
+
+
+async def claim_invoices(
+    conn: asyncpg.Connection, claims: Sequence[tuple[uuid.UUID, uuid.UUID, dict[str, Any]]]
+) -> dict[uuid.UUID, uuid.UUID | None]:
+    """:func:`claim_invoice` for each ``(tenant, job, result)`` of a batch, in order.
+
+    The identities no one holds yet (the common case) are claimed by one statement;
+    only those found held take :func:`claim_invoice`'s other two steps, one by one.
+    Returns, per job, the other job that holds its invoice, or None. Two jobs of the
+    batch with one identity: the first in ``claims`` owns it, as one at a time.
+    """
+    idents = [(tenant, job, invoice_identity(result)) for tenant, job, result in claims]
+    keyed = [(tenant, job, ident) for tenant, job, ident in idents if ident is not None]
+    if not keyed:
+        return {job: None for _, job, _ in idents}
+    rows = await conn.fetch(
+        q("invoice_identity_insert_batch_if_new"),
+        [tenant for tenant, _, _ in keyed],
+        [ident.supplier for _, _, ident in keyed],
+        [ident.invoice_number for _, _, ident in keyed],
+        [ident.gross_total for _, _, ident in keyed],
+        [job for _, job, _ in keyed],
+    )
+    claimed = {r["job_id"] for r in rows}
+    out: dict[uuid.UUID, uuid.UUID | None] = {}
+    for (tenant, job, result), (_, _, ident) in zip(claims, idents, strict=True):
+        if ident is None or job in claimed:
+            out[job] = None
+        else:  # held, by a rejected job, by this job already, or by another
+            out[job] = await claim_invoice(conn, tenant, job, result)
+    return out
 
 
 def flag_duplicate(validation: dict[str, Any], other_job: uuid.UUID) -> dict[str, Any]:

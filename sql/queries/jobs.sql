@@ -380,6 +380,16 @@ VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (tenant_id, supplier, invoice_number, gross_total) DO NOTHING
 RETURNING job_id;
 
+-- name: invoice_identity_insert_batch_if_new
+-- invoice_identity_insert_if_new for a batch of results (arrays $1 tenants, $2
+-- suppliers, $3 invoice numbers, $4 gross totals, $5 jobs), in array order: of two
+-- rows with one identity the first is inserted and the second conflicts, as one
+-- statement after the other would. Returns the jobs that now hold their identity.
+INSERT INTO invoice_identities (tenant_id, supplier, invoice_number, gross_total, job_id)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::uuid[])
+ON CONFLICT (tenant_id, supplier, invoice_number, gross_total) DO NOTHING
+RETURNING job_id;
+
 -- name: invoice_identity_take_over_if_rejected
 -- A job whose result a reviewer rejected (FAILED_TERMINAL) holds the identity no
 -- longer: its result never reaches the ERP, so the next job of that invoice takes

@@ -21,6 +21,7 @@ from pipeline.delivery import delivery_settle_hook
 from pipeline.extraction import OpenAICompatibleEngine
 from pipeline.jobs import AcceptRequest, DocumentIn, JobStore, Success
 from pipeline.settings import Settings
+from pipeline.states import JobState
 from pipeline.tenants import create_api_key
 from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 from tests.support.delivery import (
@@ -193,3 +194,70 @@ async def test_a_batched_completion_flags_a_duplicate_as_one_at_a_time_does(
             owner,
         )
     assert {r["last_error"] for r in errors} == {f"duplicate_invoice of job {owner}"}
+
+
+def invoice(number: str) -> dict[str, object]:
+    return {
+        "supplier": {"name": {"value": "ACME GmbH"}, "vat_id": {"value": "DE 123 456 789"}},
+        "invoice_number": {"value": number},
+        "gross_total": {"value": "10.00"},
+        "currency": {"value": "EUR"},
+    }
+
+
+async def test_a_batch_claims_new_invoices_at_once_and_held_ones_one_by_one(
+    pool: asyncpg.Pool,
+) -> None:
+    """The batched claim (one statement for invoices nobody holds) decides as the
+    one-at-a-time claim: a new invoice is owned, one a rejected job held is taken
+    over, one a live job holds is a duplicate, and of two copies in the batch the
+    first in job order owns it."""
+    store = JobStore(pool, Settings())
+    tenant = await new_tenant(pool)
+    for i in range(6):
+        await store.accept(AcceptRequest(tenant.id, f"m{i}", DocumentIn(f"doc {i}")))
+    rejected, holder, *rest = await store.claim("w", limit=6)
+    review = JobState.REVIEW_REQUIRED
+    settled = await store.succeed(rejected, result=invoice("r-1"), decision=review)
+    assert settled.state is review
+    assert (await store.succeed(holder, result=invoice("h-1"))).state.value == "SUCCEEDED"
+    async with pool.acquire() as conn:  # a reviewer rejected the first one's result
+        await conn.execute(
+            "UPDATE extraction_jobs SET state = 'FAILED_TERMINAL', terminal_reason = 'rejected'"
+            " WHERE id = $1",
+            rejected.job_id,
+        )
+    fresh, takes_over, dup_of_holder, second_copy = sorted(rest, key=lambda le: le.job_id)
+    batch = await store.succeed_many(
+        [
+            Success(second_copy, result=invoice("n-1")),
+            Success(takes_over, result=invoice("r-1")),
+            Success(dup_of_holder, result=invoice("h-1")),
+            Success(fresh, result=invoice("n-1")),
+        ]
+    )
+    states = {s.job_id: s.state.value for s in batch.settled}
+    assert states == {
+        fresh.job_id: "SUCCEEDED",  # first of the two copies in job order
+        second_copy.job_id: "REVIEW_REQUIRED",
+        takes_over.job_id: "SUCCEEDED",
+        dup_of_holder.job_id: "REVIEW_REQUIRED",
+    }
+    async with pool.acquire() as conn:
+        owners = dict(
+            await conn.fetch(
+                "SELECT invoice_number, job_id FROM invoice_identities WHERE tenant_id = $1",
+                tenant.id,
+            )
+        )
+        errors = dict(
+            await conn.fetch(
+                "SELECT id, last_error FROM extraction_jobs WHERE id = ANY($1)",
+                [second_copy.job_id, dup_of_holder.job_id],
+            )
+        )
+    assert owners == {"N-1": fresh.job_id, "R-1": takes_over.job_id, "H-1": holder.job_id}
+    assert errors == {
+        second_copy.job_id: f"duplicate_invoice of job {fresh.job_id}",
+        dup_of_holder.job_id: f"duplicate_invoice of job {holder.job_id}",
+    }
