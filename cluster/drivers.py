@@ -50,6 +50,10 @@ from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 log = logging.getLogger(__name__)
 
 
+#: Connections of a driver's pool (claims, document reads, heartbeats, settles).
+DRIVER_POOL = 4
+
+
 @dataclass(frozen=True)
 class EngineSpec:
     """Which engine drivers call: ``serve`` (the inference app) or ``openai`` (HTTP)."""
@@ -183,7 +187,11 @@ class TaskDriver(CrashPoints):
         if self._loop is not None:
             return os.getpid()
         start_observability(self.settings, "fenceline-driver")
-        self._pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
+        # All four connections open before the first claim: a burst's first attempts
+        # read their documents without connecting first (issue 21).
+        self._pool = await create_pool(
+            self.settings.database_url, min_size=DRIVER_POOL, max_size=DRIVER_POOL
+        )
         store = job_store(self._pool, self.settings)  # deliveries commit with the outcome
         gate = self._admission()
         await self._abandon_earlier_runs(gate)

@@ -157,8 +157,11 @@ class LocalCluster:
         )
         from deployments.intake import deploy_intake_app
 
+        # The intake opens its whole pool at start: a burst's first accepts do not
+        # each open a connection inside their transaction.
+        pool = {"db_pool_min": max(cfg.settings.db_pool_min, cfg.settings.db_pool_max)}
         deploy_intake_app(
-            {"database_url": cfg.settings.database_url}, timeout_s=cfg.deploy_timeout_s
+            {"database_url": cfg.settings.database_url, **pool}, timeout_s=cfg.deploy_timeout_s
         )
         progress(f"serve: intake API on {self.intake_url}")
 

@@ -21,6 +21,8 @@ class Settings(BaseSettings):
     database_url: str = "postgresql://postgres@127.0.0.1:5432/fenceline"
     #: No broker when unset: the durable scheduler (LISTEN/NOTIFY + scan) finds work.
     amqp_url: str | None = None
+    #: Connections the intake opens at start (and keeps); ``fenceline up`` and the
+    #: KubeRay ConfigMap open the whole pool (``db_pool_max``).
     db_pool_min: int = 1
     db_pool_max: int = 10
 

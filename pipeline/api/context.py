@@ -46,6 +46,23 @@ _bearer = HTTPBearer(
 )
 
 
+async def open_pool(settings: Settings) -> asyncpg.Pool:
+    """The intake's pool, its ``db_pool_min`` connections open before the first request.
+
+    A burst's first requests would otherwise each open a connection (a server
+    process, authentication, the type codecs) inside their accept transaction. With
+    the database down the app still starts (and /healthz answers) on an empty pool;
+    requests then get 503 until it is back.
+    """
+    size = min(settings.db_pool_min, settings.db_pool_max)
+    try:
+        return await create_pool(
+            settings.database_url, min_size=size, max_size=settings.db_pool_max
+        )
+    except (OSError, asyncpg.PostgresError):
+        return await create_pool(settings.database_url, min_size=0, max_size=settings.db_pool_max)
+
+
 @dataclass
 class Services:
     """Everything the routes use, built once the pool exists."""
@@ -117,11 +134,7 @@ class ApiContext:
 
     async def startup(self) -> None:
         if self._services is None:
-            # min_size=0: the app starts (and /healthz answers) even while the
-            # database is down; requests then get 503 until it is back.
-            pool = await create_pool(
-                self.settings.database_url, min_size=0, max_size=self.settings.db_pool_max
-            )
+            pool = await open_pool(self.settings)
             self._services = self._build(pool)
         if self.key_cache is None and self.settings.api_key_cache_size > 0:
             cache = KeyCache(

@@ -494,3 +494,27 @@ async def test_metrics_count_refusals_made_before_the_handler(pool: asyncpg.Pool
     assert 'fenceline_acceptance_seconds_count{outcome="invalid"} 3.0' in text
     assert 'fenceline_acceptance_seconds_count{outcome="rejected"} 1.0' in text
     assert "fenceline_jobs_accepted_total 1.0" in text
+
+
+async def test_the_intake_opens_its_pool_at_start_and_starts_without_a_database(
+    dsn: str,
+) -> None:
+    """``db_pool_min`` connections are open before the first request (a burst's first
+    accepts do not connect); with the database down the app still starts, pool empty."""
+    from benchmarks.infra import free_port
+    from pipeline.api.context import open_pool
+    from pipeline.settings import Settings
+
+    pool = await open_pool(Settings(database_url=dsn, db_pool_min=3, db_pool_max=5))
+    try:
+        assert (pool.get_size(), pool.get_idle_size()) == (3, 3)
+    finally:
+        await pool.close()
+    down = f"postgresql://postgres@127.0.0.1:{free_port()}/none"
+    empty = await open_pool(Settings(database_url=down, db_pool_min=3, db_pool_max=5))
+    try:
+        assert empty.get_size() == 0
+        with pytest.raises(OSError):
+            await empty.fetchval("SELECT 1")
+    finally:
+        await empty.close()
