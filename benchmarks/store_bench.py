@@ -103,50 +103,50 @@ async def _timed(workers: list[Callable[[], Awaitable[int]]]) -> Timed:
     return done, time.perf_counter() - t0
 
 
-async def run_store(dsn: str, workers: int, batch: int) -> Timed:
+#: One store worker: claims with ``batch`` through its store until nothing is left.
+StoreWorker = Callable[[JobStore, str, int], Awaitable[int]]
+
+
+async def _store_workers(dsn: str, workers: int, batch: int, body: StoreWorker) -> Timed:
+    """``workers`` workers on a one-connection pool each, opened before the clock starts."""
     pools = [await create_pool(dsn, min_size=1, max_size=1) for _ in range(workers)]
 
     def worker(n: int) -> Callable[[], Awaitable[int]]:
-        async def run() -> int:
-            store = JobStore(pools[n])
-            done = 0
-            while leases := await store.claim(f"w{n}", limit=batch):
-                for lease in leases:
-                    await store.succeed(lease, result={"ok": True})
-                    done += 1
-            return done
-
-        return run
+        return lambda: body(JobStore(pools[n]), f"w{n}", batch)
 
     try:
         return await _timed([worker(n) for n in range(workers)])
     finally:
         for pool in pools:
             await pool.close()
+
+
+async def _settle_each(store: JobStore, worker: str, batch: int) -> int:
+    done = 0
+    while leases := await store.claim(worker, limit=batch):
+        for lease in leases:
+            await store.succeed(lease, result={"ok": True})
+            done += 1
+    return done
+
+
+async def _settle_together(store: JobStore, worker: str, batch: int) -> int:
+    done = 0
+    while leases := await store.claim(worker, limit=batch):
+        outcome = await store.succeed_many([Success(le, result={"ok": True}) for le in leases])
+        assert not outcome.lost
+        done += len(outcome.settled)
+    return done
+
+
+async def run_store(dsn: str, workers: int, batch: int) -> Timed:
+    """Claim ``batch`` at a time and settle each in its own transaction (``succeed``)."""
+    return await _store_workers(dsn, workers, batch, _settle_each)
 
 
 async def run_store_settle_batch(dsn: str, workers: int, batch: int) -> Timed:
     """Claim ``batch`` at a time and settle them together (``succeed_many``)."""
-    pools = [await create_pool(dsn, min_size=1, max_size=1) for _ in range(workers)]
-
-    def worker(n: int) -> Callable[[], Awaitable[int]]:
-        async def run() -> int:
-            store = JobStore(pools[n])
-            done = 0
-            while leases := await store.claim(f"w{n}", limit=batch):
-                successes = [Success(le, result={"ok": True}) for le in leases]
-                outcome = await store.succeed_many(successes)
-                assert not outcome.lost
-                done += len(outcome.settled)
-            return done
-
-        return run
-
-    try:
-        return await _timed([worker(n) for n in range(workers)])
-    finally:
-        for pool in pools:
-            await pool.close()
+    return await _store_workers(dsn, workers, batch, _settle_together)
 
 
 async def run_raw(dsn: str, workers: int) -> Timed:
