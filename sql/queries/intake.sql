@@ -9,7 +9,8 @@ SELECT pg_advisory_xact_lock($1::integer, hashtext($2::text));
 
 -- name: tenant_admission_get
 -- One read for every quota of one tenant: its limits, its unsettled work
--- (READY, RUNNING, RETRY_SCHEDULED) and the spend of the current budget period,
+-- (READY, RUNNING, RETRY_SCHEDULED: tenant_backlog's running totals, kept by
+-- triggers in each change's transaction) and the spend of the current budget period,
 -- with the seconds until the next period.
 -- With $4, an idempotency key, the same round trip also reads the job that key
 -- already names (job_id NULL when the key is new, or when $4 is NULL) with its
@@ -41,12 +42,12 @@ SELECT t.max_pending_jobs, t.max_pending_bytes, t.max_pending_tokens, t.spend_bu
 FROM tenants t
 CROSS JOIN period
 CROSS JOIN LATERAL (
-  SELECT count(*) AS jobs,
-         coalesce(sum(d.byte_size), 0)::bigint AS bytes,
-         coalesce(sum(j.estimated_tokens), 0)::bigint AS tokens
-  FROM extraction_jobs j
-  LEFT JOIN documents d ON d.id = j.document_id
-  WHERE j.tenant_id = t.id AND j.state IN ('READY', 'RUNNING', 'RETRY_SCHEDULED')
+  -- The running totals of migration 017 (one row per shard), not a sum over jobs.
+  SELECT coalesce(sum(b.jobs), 0)::bigint AS jobs,
+         coalesce(sum(b.bytes), 0)::bigint AS bytes,
+         coalesce(sum(b.tokens), 0)::bigint AS tokens
+  FROM tenant_backlog b
+  WHERE b.tenant_id = t.id
 ) u
 LEFT JOIN tenant_spend s ON s.tenant_id = t.id AND s.period_start = period.start
 LEFT JOIN LATERAL (
