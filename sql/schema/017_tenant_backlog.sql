@@ -41,47 +41,56 @@ CREATE FUNCTION tenant_backlog_pending(state text) RETURNS integer
   LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
   $$ SELECT CASE WHEN state IN ('READY', 'RUNNING', 'RETRY_SCHEDULED') THEN 1 ELSE 0 END $$;
 
+-- Adds each tenant's change to the shard of the writing session, in tenant order.
+CREATE FUNCTION tenant_backlog_add(tenants uuid[], jobs bigint[], bytes bigint[],
+                                   tokens bigint[]) RETURNS void LANGUAGE sql AS $$
+  INSERT INTO tenant_backlog AS b (tenant_id, shard, jobs, bytes, tokens)
+  SELECT d.tenant_id, tenant_backlog_shard(), d.jobs, d.bytes, d.tokens
+  FROM unnest(tenants, jobs, bytes, tokens) AS d(tenant_id, jobs, bytes, tokens)
+  ORDER BY d.tenant_id
+  ON CONFLICT (tenant_id, shard) DO UPDATE
+    SET jobs = b.jobs + EXCLUDED.jobs, bytes = b.bytes + EXCLUDED.bytes,
+        tokens = b.tokens + EXCLUDED.tokens
+$$;
+
 -- Jobs accepted (or inserted by hand) in a pending state add to their tenant's totals.
 CREATE FUNCTION tenant_backlog_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO tenant_backlog AS b (tenant_id, shard, jobs, bytes, tokens)
-  SELECT n.tenant_id, tenant_backlog_shard(), count(*),
-         coalesce(sum(d.byte_size), 0), coalesce(sum(n.estimated_tokens), 0)
-  FROM new_rows n LEFT JOIN documents d ON d.id = n.document_id
-  WHERE tenant_backlog_pending(n.state) = 1
-  GROUP BY 1, 2 ORDER BY 1, 2
-  ON CONFLICT (tenant_id, shard) DO UPDATE
-    SET jobs = b.jobs + EXCLUDED.jobs, bytes = b.bytes + EXCLUDED.bytes,
-        tokens = b.tokens + EXCLUDED.tokens;
+  PERFORM tenant_backlog_add(array_agg(t.tenant_id), array_agg(t.jobs),
+                             array_agg(t.bytes), array_agg(t.tokens))
+  FROM (SELECT n.tenant_id, count(*) AS jobs, coalesce(sum(d.byte_size), 0)::bigint AS bytes,
+               coalesce(sum(n.estimated_tokens), 0)::bigint AS tokens
+        FROM new_rows n LEFT JOIN documents d ON d.id = n.document_id
+        WHERE tenant_backlog_pending(n.state) = 1
+        GROUP BY n.tenant_id) t
+  HAVING count(*) > 0;
   RETURN NULL;
 END $$;
 
--- A job that leaves the pending states (settled, failed, cancelled) subtracts, one
--- that re-enters them (redriven) adds; a claim, a retry or a heartbeat (pending to
+-- A job that leaves the pending states (settled or failed) subtracts, one that
+-- re-enters them (re-driven) adds; a claim, a retry or a heartbeat (pending to
 -- pending, same document and estimate) writes nothing.
 CREATE FUNCTION tenant_backlog_updated() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO tenant_backlog AS b (tenant_id, shard, jobs, bytes, tokens)
-  SELECT m.tenant_id, tenant_backlog_shard(), sum(m.pn - m.po),
-         sum(m.pn * coalesce(dn.byte_size, 0) - m.po * coalesce(dp.byte_size, 0)),
-         sum(m.pn * m.new_tokens - m.po * m.old_tokens)
-  FROM (
-    SELECT n.id, n.tenant_id, tenant_backlog_pending(n.state) AS pn,
-           tenant_backlog_pending(o.state) AS po, n.document_id AS new_doc,
-           o.document_id AS old_doc, coalesce(n.estimated_tokens, 0) AS new_tokens,
-           coalesce(o.estimated_tokens, 0) AS old_tokens
-    FROM new_rows n JOIN old_rows o ON o.id = n.id
-    WHERE tenant_backlog_pending(n.state) <> tenant_backlog_pending(o.state)
-       OR (tenant_backlog_pending(n.state) = 1
-           AND (n.document_id IS DISTINCT FROM o.document_id
-                OR n.estimated_tokens IS DISTINCT FROM o.estimated_tokens))
-  ) m
-  LEFT JOIN documents dn ON dn.id = m.new_doc
-  LEFT JOIN documents dp ON dp.id = m.old_doc
-  GROUP BY 1, 2 ORDER BY 1, 2
-  ON CONFLICT (tenant_id, shard) DO UPDATE
-    SET jobs = b.jobs + EXCLUDED.jobs, bytes = b.bytes + EXCLUDED.bytes,
-        tokens = b.tokens + EXCLUDED.tokens;
+  PERFORM tenant_backlog_add(array_agg(t.tenant_id), array_agg(t.jobs),
+                             array_agg(t.bytes), array_agg(t.tokens))
+  FROM (SELECT m.tenant_id, sum(m.pn - m.po)::bigint AS jobs,
+               sum(m.pn * coalesce(dn.byte_size, 0) - m.po * coalesce(dp.byte_size, 0))::bigint
+                 AS bytes,
+               sum(m.pn * m.new_tokens - m.po * m.old_tokens)::bigint AS tokens
+        FROM (SELECT n.tenant_id, tenant_backlog_pending(n.state) AS pn,
+                     tenant_backlog_pending(o.state) AS po, n.document_id AS new_doc,
+                     o.document_id AS old_doc, coalesce(n.estimated_tokens, 0) AS new_tokens,
+                     coalesce(o.estimated_tokens, 0) AS old_tokens
+              FROM new_rows n JOIN old_rows o ON o.id = n.id
+              WHERE tenant_backlog_pending(n.state) <> tenant_backlog_pending(o.state)
+                 OR (tenant_backlog_pending(n.state) = 1
+                     AND (n.document_id IS DISTINCT FROM o.document_id
+                          OR n.estimated_tokens IS DISTINCT FROM o.estimated_tokens))) m
+        LEFT JOIN documents dn ON dn.id = m.new_doc
+        LEFT JOIN documents dp ON dp.id = m.old_doc
+        GROUP BY m.tenant_id) t
+  HAVING count(*) > 0;
   RETURN NULL;
 END $$;
 
@@ -89,15 +98,14 @@ END $$;
 -- whatever is deleted) subtracts.
 CREATE FUNCTION tenant_backlog_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO tenant_backlog AS b (tenant_id, shard, jobs, bytes, tokens)
-  SELECT o.tenant_id, tenant_backlog_shard(), -count(*),
-         -coalesce(sum(d.byte_size), 0), -coalesce(sum(o.estimated_tokens), 0)
-  FROM old_rows o LEFT JOIN documents d ON d.id = o.document_id
-  WHERE tenant_backlog_pending(o.state) = 1
-  GROUP BY 1, 2 ORDER BY 1, 2
-  ON CONFLICT (tenant_id, shard) DO UPDATE
-    SET jobs = b.jobs + EXCLUDED.jobs, bytes = b.bytes + EXCLUDED.bytes,
-        tokens = b.tokens + EXCLUDED.tokens;
+  PERFORM tenant_backlog_add(array_agg(t.tenant_id), array_agg(-t.jobs),
+                             array_agg(-t.bytes), array_agg(-t.tokens))
+  FROM (SELECT o.tenant_id, count(*) AS jobs, coalesce(sum(d.byte_size), 0)::bigint AS bytes,
+               coalesce(sum(o.estimated_tokens), 0)::bigint AS tokens
+        FROM old_rows o LEFT JOIN documents d ON d.id = o.document_id
+        WHERE tenant_backlog_pending(o.state) = 1
+        GROUP BY o.tenant_id) t
+  HAVING count(*) > 0;
   RETURN NULL;
 END $$;
 

@@ -89,5 +89,14 @@ async def test_the_totals_follow_every_move_in_and_out_of_the_backlog(pool: asyn
         )
     kept, summed = await totals_and_sum(pool, tenant.id)
     assert kept == summed == (0, 0, 0)  # the reaper had put the running ones back
+    async with pool.acquire() as conn:  # a pending job deleted (with what refers to it)
+        victim = await conn.fetchval(
+            "SELECT id FROM extraction_jobs WHERE tenant_id = $1", other.id
+        )
+        for table in ("job_events", "job_attempts", "outbox_events", "spend_reservations"):
+            await conn.execute(f"DELETE FROM {table} WHERE job_id = $1", victim)
+        await conn.execute("DELETE FROM extraction_jobs WHERE id = $1", victim)
+    assert await totals_and_sum(pool, other.id) == ((0, 0, 0), (0, 0, 0))
+    await store.accept(request(other, estimated_tokens=5))
     kept_other, summed_other = await totals_and_sum(pool, other.id)
     assert kept_other == summed_other and kept_other[0] == 1 and kept_other[2] == 5
