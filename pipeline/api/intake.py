@@ -15,9 +15,10 @@
   key (returned in the ``Idempotency-Key`` response header and the body): a
   retried request without a key is then a second job, so clients that retry
   must send one.
-* **Admission first.** Quota and capacity checks (:mod:`pipeline.tenants.quotas`) run
-  in the same transaction, under the tenant's advisory lock, before the job
-  store writes; a refusal rolls everything back. A replay of an accepted
+* **Admission first, in the same statement.** The tenant's advisory lock, the
+  quota and idempotency read, the decision and the writes are one statement
+  (``intake_accept``, migration 018): one round trip, its own transaction. A
+  refusal (:mod:`pipeline.tenants.quotas` words it) writes nothing. A replay of an accepted
   request is never refused by admission: that work is already accepted.
 * **Input is text, checked before it reaches PostgreSQL.** Invalid UTF-8 and
   malformed JSON are 400; NUL characters, lone surrogates and schema
@@ -47,10 +48,19 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 
 from pipeline.api.problems import ApiProblem
-from pipeline.jobs import Accepted, AcceptRequest, DocumentIn, JobStore, replay_of, request_hash_of
+from pipeline.errors import AdmissionRejected
+from pipeline.jobs import (
+    Accepted,
+    AcceptRequest,
+    AdmissionCheck,
+    DocumentIn,
+    JobStore,
+    replay_of,
+    request_hash_of,
+)
 from pipeline.settings import Settings
 from pipeline.states import JobState
-from pipeline.tenants import TenantQuota, demand_for
+from pipeline.tenants import ADMISSION_LOCK_NAMESPACE, Demand, TenantQuota, demand_for
 from pipeline.text_safety import describe, first_invisible, safe_text_pattern
 
 #: Printable ASCII without spaces, 1–200 characters.
@@ -378,28 +388,60 @@ class IntakeService:
             estimated_tokens=demand.tokens,
             deadline_seconds=submission.deadline_seconds,
         )
-        async with (
-            self.pool.acquire(timeout=self.settings.db_acquire_timeout_seconds) as conn,
-            conn.transaction(),
-        ):
-            await self.admission.lock_tenant(conn, tenant_id)
-            # One read under the lock: the tenant's quotas and the key's job, if any.
-            row = await self.admission.read_with_key(conn, tenant_id, key, api_key_id)
-            _check_key_state(row["key_state"])
-            if row["job_id"] is not None:
-                # A known key is answered from that row: the original receipt for the
-                # same request hash, IdempotencyConflict (409) for another. Nothing is
-                # written and admission is not asked: that work is already accepted.
-                accepted = replay_of(row, request_hash_of(req))
-                return Receipt(accepted=accepted, idempotency_key=key, generated_key=generated)
-            await self.admission.check_capacity(conn)
-            self.admission.check_quotas(row, demand)
-            accepted = await self.store.accept(req, conn=conn)
-            if accepted.created:
-                await self.admission.reserve(conn, tenant_id, accepted.job_id, demand)
-                if self.accept_hook is not None:
-                    await self.accept_hook(conn, accepted)
+        async with self.pool.acquire(timeout=self.settings.db_acquire_timeout_seconds) as conn:
+            capacity = await self.admission.capacity_refusal(conn)
+            check = AdmissionCheck(
+                lock_namespace=ADMISSION_LOCK_NAMESPACE,
+                period=self.settings.spend_period,
+                api_key_id=api_key_id,
+                capacity_refused=capacity is not None,
+                cost=demand.cost,
+            )
+            if self.accept_hook is None:
+                # One statement, its own transaction: lock, read, decide, write.
+                row = await self.store.admit_and_accept(req, check, conn=conn)
+                accepted = self._answer(row, req, demand, capacity)
+            else:
+                async with conn.transaction():
+                    row = await self.store.admit_and_accept(req, check, conn=conn)
+                    accepted = self._answer(row, req, demand, capacity)
+                    if accepted.created:
+                        await self.accept_hook(conn, accepted)
         return Receipt(accepted=accepted, idempotency_key=key, generated_key=generated)
+
+    def _answer(
+        self,
+        row: asyncpg.Record,
+        req: AcceptRequest,
+        demand: Demand,
+        capacity: AdmissionRejected | None,
+    ) -> Accepted:
+        """The receipt ``intake_accept``'s row stands for, or the refusal it names.
+
+        Raises:
+            ApiProblem: 401, the caller's key was revoked or has expired.
+            IdempotencyConflict: a known key with a different request (409).
+            AdmissionRejected: capacity (503) or a quota (429).
+        """
+        outcome = row["outcome"]
+        if outcome == "accepted":
+            return Accepted(
+                job_id=row["job_id"],
+                created=True,
+                state=JobState(row["accepted_state"]),
+                state_version=row["accepted_state_version"],
+                deadline_at=row["deadline_at"],
+                document_id=row["document_id"],
+            )
+        if outcome == "known_key":
+            # The original receipt for the same request hash, 409 for another; a
+            # replay is never refused by admission: that work is already accepted.
+            return replay_of(row, request_hash_of(req))
+        if outcome == "key_inactive":
+            _check_key_state(row["key_state"])
+        if outcome == "capacity" and capacity is not None:
+            raise capacity
+        raise self.admission.quota_refusal(outcome, row, demand)
 
 
 def _check_key_state(state: str | None) -> None:

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 import asyncpg
@@ -53,6 +54,19 @@ class AcceptRequest:
     estimated_tokens: int = 0
     deadline_seconds: float | None = None
     max_attempts: int | None = None
+
+
+@dataclass(frozen=True)
+class AdmissionCheck:
+    """What the intake's one-statement accept (``intake_accept``) decides with,
+    besides the request: the tenant's admission lock, the budget period, the
+    caller's API key, the capacity verdict and the spend to reserve."""
+
+    lock_namespace: int
+    period: str
+    api_key_id: uuid.UUID | None
+    capacity_refused: bool
+    cost: Decimal
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from pipeline.jobs.records import (
     EVENT_REVIEW,
     Accepted,
     AcceptRequest,
+    AdmissionCheck,
     Lease,
     ReviewDecided,
     Settled,
@@ -140,15 +141,61 @@ class JobStore(Reaping, BatchSettling):
         rhash: str,
         traceparent: str,
     ) -> Accepted:
+        row = await conn.fetchrow(
+            q("job_accept_if_new"), *self._accept_args(req, version, rhash, traceparent)
+        )
+        if row["job_id"] is not None:
+            return Accepted(
+                job_id=row["job_id"],
+                created=True,
+                state=JobState(row["state"]),
+                state_version=row["state_version"],
+                deadline_at=row["deadline_at"],
+                document_id=row["document_id"],
+            )
+        existing = await conn.fetchrow(
+            q("job_get_by_idempotency_key"), req.tenant_id, req.idempotency_key
+        )
+        if existing is None:  # pragma: no cover - unique index guarantees a row
+            raise RuntimeError("idempotency conflict without an existing row")
+        return replay_of(existing, rhash, document_id=row["document_id"])
+
+    async def admit_and_accept(
+        self, req: AcceptRequest, check: AdmissionCheck, *, conn: asyncpg.Connection
+    ) -> asyncpg.Record:
+        """Admission and acceptance as one statement: one round trip, and its own
+        transaction unless ``conn`` is in one (``intake_accept``, migration 018).
+
+        Returns the ``intake_accept`` row: its ``outcome`` says whether the job was
+        accepted or why not (nothing is written then); the caller answers from it.
+        """
+        version = object_version(req.document.sha256)
+        rhash = request_hash_of(req)
+        with root_span(SPAN_ACCEPT, {"fenceline.tenant": str(req.tenant_id)}) as (span, tp):
+            row = await conn.fetchrow(
+                q("intake_accept"),
+                check.lock_namespace,
+                check.period,
+                check.api_key_id,
+                check.capacity_refused,
+                check.cost,
+                uuid.uuid4(),
+                *self._accept_args(req, version, rhash, tp),
+            )
+            span.set_attribute("fenceline.outcome", row["outcome"])
+            if row["job_id"] is not None:
+                span.set_attribute("fenceline.job_id", str(row["job_id"]))
+        return row
+
+    def _accept_args(
+        self, req: AcceptRequest, version: str, rhash: str, traceparent: str
+    ) -> tuple[Any, ...]:
+        """``job_accept_if_new``'s 22 parameters (the tail of ``intake_accept``'s)."""
         doc = req.document
         deadline = req.deadline_seconds or self.settings.default_deadline_seconds
         max_attempts = req.max_attempts or self.policy.max_attempts
         job_id = uuid.uuid4()
-        # One statement, so one round trip and atomic on its own: document, job and
-        # (for a new job only) its outbox event; no savepoint inside the caller's
-        # transaction is needed.
-        row = await conn.fetchrow(
-            q("job_accept_if_new"),
+        return (
             uuid.uuid4(),
             req.tenant_id,
             doc.sha256,
@@ -172,21 +219,6 @@ class JobStore(Reaping, BatchSettling):
             {"job_id": str(job_id), "schema_version": req.schema_version, "v": 1},
             EVENT_REQUESTED,
         )
-        if row["job_id"] is not None:
-            return Accepted(
-                job_id=row["job_id"],
-                created=True,
-                state=JobState(row["state"]),
-                state_version=row["state_version"],
-                deadline_at=row["deadline_at"],
-                document_id=row["document_id"],
-            )
-        existing = await conn.fetchrow(
-            q("job_get_by_idempotency_key"), req.tenant_id, req.idempotency_key
-        )
-        if existing is None:  # pragma: no cover - unique index guarantees a row
-            raise RuntimeError("idempotency conflict without an existing row")
-        return replay_of(existing, rhash, document_id=row["document_id"])
 
     # ------------------------------------------------------------------ leases
     async def claim(

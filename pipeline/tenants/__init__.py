@@ -41,14 +41,16 @@ from pipeline.tenants.master_data import (
     set_currencies,
     upsert_supplier,
 )
-from pipeline.tenants.quotas import TenantQuota, demand_for
+from pipeline.tenants.quotas import ADMISSION_LOCK_NAMESPACE, Demand, TenantQuota, demand_for
 from pipeline.tenants.reconciliation import ReconcileReport, SpendReconciler
 from pipeline.tenants.spend_metrics import SpendMetrics
 
 __all__ = [
+    "ADMISSION_LOCK_NAMESPACE",
     "CONSOLE_KEY_SCOPES",
     "LOCAL_TENANT",
     "SCOPES",
+    "Demand",
     "IssuedKey",
     "MasterDataCache",
     "Principal",

@@ -15,42 +15,19 @@ SELECT id, tenant_id, sha256, object_version, content, byte_size, content_type, 
 FROM documents WHERE id = $1 AND tenant_id = $2;
 
 -- name: job_accept_if_new
--- Acceptance in one statement (one round trip): the document upsert, the job
--- insert and, only when the job row is new, its extraction.requested.v1 outbox
--- event. The event's traceparent is the job's own ($14). A known key inserts no
--- job and no event and returns job_id NULL with the document id: the caller then
--- reads the key's job (job_get_by_idempotency_key) to replay or refuse it.
+-- Acceptance in one statement (one round trip, function job_accept of migration
+-- 018): the document upsert, the job insert and, only when the job row is new,
+-- its extraction.requested.v1 outbox event. The event's traceparent is the job's
+-- own ($14). A known key inserts no job and no event and returns job_id NULL with
+-- the document id: the caller then reads the key's job (job_get_by_idempotency_key)
+-- to replay or refuse it.
 -- $1 document id, $2 tenant, $3 sha256, $4 object version, $5 content, $6 bytes,
 -- $7 content type, $8 filename, $9 job id, $10 idempotency key, $11 request hash,
 -- $12 schema version, $13 model policy, $14 traceparent, $15 priority,
 -- $16 estimated tokens, $17 max attempts, $18 deadline seconds, $19 now (nullable),
 -- $20 outbox event id, $21 event payload, $22 event type.
-WITH doc AS (
-  INSERT INTO documents (id, tenant_id, sha256, object_version, content, byte_size,
-                         content_type, filename)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-  ON CONFLICT (tenant_id, sha256) DO UPDATE SET sha256 = EXCLUDED.sha256
-  RETURNING id, object_version
-),
-job AS (
-  INSERT INTO extraction_jobs
-    (id, tenant_id, idempotency_key, request_hash, document_id, object_version,
-     schema_version, model_policy, priority, estimated_tokens, max_attempts, state,
-     deadline_at, available_at, created_at, traceparent)
-  SELECT $9, $2, $10, $11, doc.id, doc.object_version, $12, $13, $15, $16, $17, 'READY',
-         coalesce($19::timestamptz, now()) + make_interval(secs => $18),
-         coalesce($19::timestamptz, now()), coalesce($19::timestamptz, now()), $14
-  FROM doc
-  ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-  RETURNING id, state, state_version, created_at, deadline_at, traceparent
-),
-event AS (
-  INSERT INTO outbox_events (event_id, job_id, event_type, payload, traceparent)
-  SELECT $20, job.id, $22, $21, job.traceparent FROM job
-)
-SELECT doc.id AS document_id, job.id AS job_id, job.state, job.state_version,
-       job.created_at, job.deadline_at
-FROM doc LEFT JOIN job ON true;
+SELECT * FROM job_accept($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+                         $16, $17, $18, $19, $20, $21, $22);
 
 -- name: job_get_by_idempotency_key
 -- The job a key names, with its state as accepted (the insert's audit event), so a

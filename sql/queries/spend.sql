@@ -3,21 +3,10 @@
 -- created by spend_reserve_for_job in the admitting transaction.
 
 -- name: spend_reserve_for_job
--- One statement (one round trip): charge the period's reserved total and record
--- the job's reservation. $1 id, $2 job, $3 tenant, $4 'day' | 'month', $5 now (nullable), $6 amount.
-WITH charged AS (
-  INSERT INTO tenant_spend (tenant_id, period_start, reserved, jobs)
-  VALUES ($3, date_trunc($4, coalesce($5::timestamptz, now())), $6, 1)
-  ON CONFLICT (tenant_id, period_start) DO UPDATE
-  SET reserved = tenant_spend.reserved + EXCLUDED.reserved,
-      jobs = tenant_spend.jobs + 1,
-      updated_at = now()
-  RETURNING period_start
-)
-INSERT INTO spend_reservations (id, job_id, tenant_id, period_start, amount, created_at)
-SELECT $1, $2, $3, charged.period_start, $6, coalesce($5::timestamptz, now())
-FROM charged
-RETURNING id;
+-- One statement (one round trip, function spend_reserve of migration 018): charge
+-- the period's reserved total and record the job's reservation.
+-- $1 id, $2 job, $3 tenant, $4 'day' | 'month', $5 now (nullable), $6 amount.
+SELECT spend_reserve($1, $2, $3, $4, $5, $6) AS id;
 
 -- name: spend_charge_attempts
 -- Charge up to $3 ended attempts not yet charged, at $1 per 1,000 reported tokens
