@@ -17,6 +17,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -68,10 +69,40 @@ async def connect(dsn: str) -> asyncpg.Connection:
     return conn
 
 
+class PooledConnection(asyncpg.Connection):  # type: ignore[misc]
+    """A pooled connection whose release costs no round trip unless it must.
+
+    asyncpg resets every connection it takes back with one more query (``CLOSE
+    ALL; UNLISTEN *; RESET ALL; SELECT pg_advisory_unlock_all()``): a round trip
+    per acquisition, 9.5 % of the intake's samples under load. Fenceline's SQL
+    leaves none of that behind in a session (its advisory locks are
+    transaction-scoped, it sets nothing session-wide and holds no cursor past a
+    transaction), except ``LISTEN``. So the reset query runs only on a connection
+    that listened; asyncpg still rolls back an open transaction and drops the
+    listener callbacks of every connection it takes back.
+    """
+
+    _listened = False
+
+    async def add_listener(self, channel: str, callback: Any) -> None:
+        self._listened = True
+        await super().add_listener(channel, callback)
+
+    def get_reset_query(self) -> str:
+        if not self._listened:
+            return ""
+        self._listened = False
+        return str(super().get_reset_query())
+
+
 async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
-    """A pool with Fenceline's type codecs."""
+    """A pool with Fenceline's type codecs (:class:`PooledConnection`)."""
     pool = await asyncpg.create_pool(
-        dsn, min_size=min_size, max_size=max_size, init=_init_connection
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        init=_init_connection,
+        connection_class=PooledConnection,
     )
     assert pool is not None
     return pool
