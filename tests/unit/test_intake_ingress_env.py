@@ -43,3 +43,15 @@ def test_an_operators_values_win_and_the_python_proxy_needs_nothing_else() -> No
 def test_kuberay_pods_run_the_same_ingress_as_fenceline_up() -> None:
     configmap = yaml.safe_load((ROOT / "kuberay/base/settings.yaml").read_text())
     assert configmap["data"]["RAY_SERVE_ENABLE_HA_PROXY"] == PROXY_ENV["RAY_SERVE_ENABLE_HA_PROXY"]
+
+
+def test_serves_access_log_is_off_unless_asked_for() -> None:
+    from deployments.intake import intake_app
+
+    def access_log(args: dict[str, object]) -> bool:
+        config = intake_app({"database_url": "postgresql://db/x", **args})._bound_deployment
+        return bool(config._deployment_config.logging_config["enable_access_log"])
+
+    assert access_log({}) is False
+    assert access_log({"access_log": True}) is True
+    assert access_log({"access_log": "true"}) is True
