@@ -30,21 +30,9 @@ SELECT * FROM job_accept($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
                          $16, $17, $18, $19, $20, $21, $22);
 
 -- name: job_get_by_idempotency_key
--- The job a key names, with its state as accepted (the insert's audit event), so a
--- replay answers with the original receipt rather than the job's current state.
--- The audit trigger writes that event with every insert; the fallback to the
--- current state only keeps a replay answering if audit rows were ever archived.
-SELECT j.id AS job_id, j.request_hash, j.state, j.state_version, j.created_at,
-       j.deadline_at, j.document_id,
-       coalesce(a.to_state, j.state) AS accepted_state,
-       coalesce(a.state_version, j.state_version) AS accepted_state_version
-FROM extraction_jobs j
-LEFT JOIN LATERAL (
-  SELECT e.to_state, e.state_version FROM job_events e
-  WHERE e.job_id = j.id AND e.from_state IS NULL
-  ORDER BY e.seq LIMIT 1
-) a ON true
-WHERE j.tenant_id = $1 AND j.idempotency_key = $2;
+-- The job a key names, with its state as accepted (function job_by_key of
+-- migration 018), so a replay answers with the original receipt.
+SELECT * FROM job_by_key($1, $2);
 
 -- name: outbox_insert
 -- $5 the writing span's traceparent; without one the event carries its job's, so
