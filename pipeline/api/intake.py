@@ -55,6 +55,7 @@ from pipeline.jobs import (
     AdmissionCheck,
     DocumentIn,
     JobStore,
+    accepted_from_row,
     replay_of,
     request_hash_of,
 )
@@ -425,14 +426,7 @@ class IntakeService:
         """
         outcome = row["outcome"]
         if outcome == "accepted":
-            return Accepted(
-                job_id=row["job_id"],
-                created=True,
-                state=JobState(row["accepted_state"]),
-                state_version=row["accepted_state_version"],
-                deadline_at=row["deadline_at"],
-                document_id=row["document_id"],
-            )
+            return accepted_from_row(row, created=True)
         if outcome == "known_key":
             # The original receipt for the same request hash, 409 for another; a
             # replay is never refused by admission: that work is already accepted.

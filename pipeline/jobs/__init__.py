@@ -22,6 +22,7 @@ from pipeline.jobs.records import (
     Settled,
     SettleHook,
     Success,
+    accepted_from_row,
     settled_from_row,
 )
 from pipeline.jobs.redrive import (
@@ -59,6 +60,7 @@ __all__ = [
     "SettleHook",
     "Settled",
     "Success",
+    "accepted_from_row",
     "admin_dsn",
     "default_job_metrics",
     "explain_job",

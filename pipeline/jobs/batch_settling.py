@@ -3,7 +3,8 @@
 The store's :meth:`~pipeline.jobs.store.JobStore.succeed` commits one result
 per transaction: four statements and a commit (a WAL flush) per job. When
 several attempts finish together, :meth:`BatchSettling.succeed_many` writes
-them with one statement per table over arrays (``unnest``) and one commit.
+them all with one statement over arrays (``unnest``: job rows, results, attempt
+closes and outbox events) and one commit.
 
 Invariants (the same as one at a time):
 
@@ -38,7 +39,7 @@ from pipeline.jobs.records import (
     Success,
     settled_from_row,
 )
-from pipeline.jobs.settling import Settling, event_payload, summarise_reasons
+from pipeline.jobs.settling import Settling, summarise_reasons
 from pipeline.queries import q
 from pipeline.states import JobState
 from pipeline.usage import AttemptUsage
@@ -77,6 +78,9 @@ class BatchSettling(Settling):
                 # attempt's claim names its own job, which a later owner of the job keeps.
                 batch = await _claim_all(conn, batch)
             reviews = [_review_reasons(s) for s in batch]
+            usages = [s.usage or AttemptUsage() for s in batch]
+            # One statement: job rows under their fences, then for the settled ones
+            # their results, attempt closes and outbox events.
             rows = await conn.fetch(
                 q("job_settle_batch_if_fenced"),
                 ids,
@@ -87,59 +91,28 @@ class BatchSettling(Settling):
                 ["validation" if r is not None else None for r in reviews],
                 now,
                 reviews,
+                [s.result for s in batch],
+                [s.validation for s in batch],
+                [_outcome(s.decision) for s in batch],
+                [u.prompt_tokens for u in usages],
+                [u.completion_tokens for u in usages],
+                [u.cached_tokens for u in usages],
+                [u.engine for u in usages],
+                [uuid.uuid4() for _ in batch],
+                EVENT_COMPLETED,
+                EVENT_REVIEW,
             )
+            not_closed = [str(r["id"]) for r in rows if not r["attempt_closed"]]
+            if not_closed:
+                raise LeaseLost(f"jobs {not_closed}: attempt already closed; batch rolled back")
             won: dict[uuid.UUID, Settled] = {r["id"]: settled_from_row(r) for r in rows}
-            winners = [s for s in batch if s.lease.job_id in won]
-            if winners:
-                await self._write_settled(conn, winners, won)
+            for s in batch:
+                if s.lease.job_id in won:
+                    await self._run_hooks(conn, won[s.lease.job_id])
         by_order = {s.lease.job_id: n for n, s in enumerate(successes)}
         settled = sorted(won.values(), key=lambda s: by_order[s.job_id])
         lost = [s.lease for s in successes if s.lease.job_id not in won]
         return BatchSettled(settled=settled, lost=lost)
-
-    async def _write_settled(
-        self,
-        conn: asyncpg.Connection,
-        winners: Sequence[Success],
-        won: dict[uuid.UUID, Settled],
-    ) -> None:
-        """Result rows, attempt closes, outbox events and hooks of the settled attempts."""
-        ids = [s.lease.job_id for s in winners]
-        fences = [s.lease.fence for s in winners]
-        await conn.execute(
-            q("result_insert_batch"),
-            ids,
-            fences,
-            [s.result for s in winners],
-            [s.validation for s in winners],
-            [s.decision.value for s in winners],
-        )
-        usages = [s.usage or AttemptUsage() for s in winners]
-        closed = await conn.fetch(
-            q("attempt_close_batch_if_running"),
-            ids,
-            fences,
-            [_outcome(s.decision) for s in winners],
-            [u.prompt_tokens for u in usages],
-            [u.completion_tokens for u in usages],
-            [u.cached_tokens for u in usages],
-            [u.engine for u in usages],
-            self.clock.now(),
-        )
-        if len(closed) != len(winners):
-            open_ = {r["job_id"] for r in closed}
-            missing = [str(i) for i in ids if i not in open_]
-            raise LeaseLost(f"jobs {missing}: attempt already closed; batch rolled back")
-        events = [won[i] for i in ids]
-        await conn.execute(
-            q("outbox_insert_batch"),
-            [uuid.uuid4() for _ in events],
-            ids,
-            [EVENT_COMPLETED if s.state is JobState.SUCCEEDED else EVENT_REVIEW for s in events],
-            [event_payload(s) for s in events],
-        )
-        for s in events:
-            await self._run_hooks(conn, s)
 
 
 async def _claim_all(conn: asyncpg.Connection, batch: Sequence[Success]) -> list[Success]:

@@ -85,6 +85,22 @@ class Accepted:
     document_id: uuid.UUID | None = None
 
 
+def accepted_from_row(
+    row: asyncpg.Record, *, created: bool, document_id: uuid.UUID | None = None
+) -> Accepted:
+    """The receipt a row with ``job_id``, ``accepted_state``, ``accepted_state_version``,
+    ``deadline_at`` and ``document_id`` stands for (``job_accept_if_new``,
+    ``job_get_by_idempotency_key``, ``intake_accept``)."""
+    return Accepted(
+        job_id=row["job_id"],
+        created=created,
+        state=JobState(row["accepted_state"]),
+        state_version=row["accepted_state_version"],
+        deadline_at=row["deadline_at"],
+        document_id=document_id if document_id is not None else row["document_id"],
+    )
+
+
 @dataclass(frozen=True)
 class Lease:
     """Ownership of one job under one fence until ``lease_until``."""

@@ -46,6 +46,7 @@ from pipeline.jobs.records import (
     Lease,
     ReviewDecided,
     Settled,
+    accepted_from_row,
     lease_from_row,
     settled_from_row,
 )
@@ -85,14 +86,7 @@ def replay_of(
             "idempotency key already used for a different request",
             existing_job_id=str(existing["job_id"]),
         )
-    return Accepted(
-        job_id=existing["job_id"],
-        created=False,
-        state=JobState(existing["accepted_state"]),
-        state_version=existing["accepted_state_version"],
-        deadline_at=existing["deadline_at"],
-        document_id=document_id if document_id is not None else existing["document_id"],
-    )
+    return accepted_from_row(existing, created=False, document_id=document_id)
 
 
 class JobStore(Reaping, BatchSettling):
@@ -145,14 +139,7 @@ class JobStore(Reaping, BatchSettling):
             q("job_accept_if_new"), *self._accept_args(req, version, rhash, traceparent)
         )
         if row["job_id"] is not None:
-            return Accepted(
-                job_id=row["job_id"],
-                created=True,
-                state=JobState(row["state"]),
-                state_version=row["state_version"],
-                deadline_at=row["deadline_at"],
-                document_id=row["document_id"],
-            )
+            return accepted_from_row(row, created=True)
         existing = await conn.fetchrow(
             q("job_get_by_idempotency_key"), req.tenant_id, req.idempotency_key
         )

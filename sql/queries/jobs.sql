@@ -30,21 +30,9 @@ SELECT * FROM job_accept($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
                          $16, $17, $18, $19, $20, $21, $22);
 
 -- name: job_get_by_idempotency_key
--- The job a key names, with its state as accepted (the insert's audit event), so a
--- replay answers with the original receipt rather than the job's current state.
--- The audit trigger writes that event with every insert; the fallback to the
--- current state only keeps a replay answering if audit rows were ever archived.
-SELECT j.id AS job_id, j.request_hash, j.state, j.state_version, j.created_at,
-       j.deadline_at, j.document_id,
-       coalesce(a.to_state, j.state) AS accepted_state,
-       coalesce(a.state_version, j.state_version) AS accepted_state_version
-FROM extraction_jobs j
-LEFT JOIN LATERAL (
-  SELECT e.to_state, e.state_version FROM job_events e
-  WHERE e.job_id = j.id AND e.from_state IS NULL
-  ORDER BY e.seq LIMIT 1
-) a ON true
-WHERE j.tenant_id = $1 AND j.idempotency_key = $2;
+-- The job a key names, with its state as accepted (function job_by_key of
+-- migration 018), so a replay answers with the original receipt.
+SELECT * FROM job_by_key($1, $2);
 
 -- name: outbox_insert
 -- $5 the writing span's traceparent; without one the event carries its job's, so
@@ -52,15 +40,6 @@ WHERE j.tenant_id = $1 AND j.idempotency_key = $2;
 INSERT INTO outbox_events (event_id, job_id, event_type, payload, traceparent)
 VALUES ($1, $2, $3, $4,
         coalesce($5::text, (SELECT j.traceparent FROM extraction_jobs j WHERE j.id = $2)));
-
--- name: outbox_insert_batch
--- Each event carries its own job's traceparent (a batch mixes jobs, so no span's context
--- is the right one for all of them).
-INSERT INTO outbox_events (event_id, job_id, event_type, payload, traceparent)
-SELECT e.event_id, e.job_id, e.event_type, e.payload, j.traceparent
-FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::jsonb[])
-     AS e(event_id, job_id, event_type, payload)
-JOIN extraction_jobs j ON j.id = e.job_id;
 
 -- name: job_claim_available
 -- Fair claim: each tenant offers its own oldest runnable jobs (bounded, SKIP
@@ -143,20 +122,63 @@ WHERE id = $1 AND state = 'RUNNING' AND fence = $2
 RETURNING id, tenant_id, state, state_version, attempt, fence, created_at, finished_at;
 
 -- name: job_settle_batch_if_fenced
--- Batched success or review: one element per attempt in the arrays ($1 ids, $2 their
--- fences, $3 'SUCCEEDED' or 'REVIEW_REQUIRED', $4 result refs, $5 policy versions,
--- $6 error classes, $8 error details). Each row is conditional on its own fence and
--- lease, so a stale attempt matches nothing while the others settle; the caller
--- compares the returned ids with its batch.
-UPDATE extraction_jobs j
-SET state = b.state, result_ref = b.result_ref, validation_policy = b.policy,
-    lease_until = NULL, lease_owner = NULL, finished_at = coalesce($7::timestamptz, now()),
-    last_error_class = b.error_class, last_error = b.error_detail
-FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
-            $8::text[]) AS b(id, fence, state, result_ref, policy, error_class, error_detail)
-WHERE j.id = b.id AND j.state = 'RUNNING' AND j.fence = b.fence
-  AND j.lease_until > coalesce($7::timestamptz, now())
-RETURNING j.id, j.tenant_id, j.state, j.state_version, j.attempt, j.fence;
+-- Batched success or review in one statement: the job rows, and for each job that
+-- settled its result row, its attempt's close and its outbox event. One element
+-- per attempt in the arrays: $1 ids, $2 their fences, $3 'SUCCEEDED' or
+-- 'REVIEW_REQUIRED', $4 result refs, $5 policy versions, $6 error classes, $8 error
+-- details, $9 results, $10 validations, $11 attempt outcomes, $12 prompt tokens,
+-- $13 completion tokens, $14 cached tokens, $15 engines, $16 event ids; $7 now
+-- (nullable), $17 and $18 the completed and review event types.
+-- Each job row is conditional on its own fence and lease, so a stale attempt
+-- matches nothing and writes nothing while the others settle; the caller compares
+-- the returned ids with its batch. attempt_closed false means a settled job's
+-- attempt row was not running: the caller rolls the whole batch back.
+-- The event payload is settling.event_payload's (tests/integration/test_jobs_batch.py
+-- compares them).
+WITH b AS (
+  SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[],
+                       $6::text[], $8::text[], $9::jsonb[], $10::jsonb[], $11::text[],
+                       $12::integer[], $13::integer[], $14::integer[], $15::text[],
+                       $16::uuid[])
+    AS b(id, fence, state, result_ref, policy, error_class, error_detail, result, validation,
+         outcome, prompt_tokens, completion_tokens, cached_tokens, engine, event_id)
+),
+settled AS (
+  UPDATE extraction_jobs j
+  SET state = b.state, result_ref = b.result_ref, validation_policy = b.policy,
+      lease_until = NULL, lease_owner = NULL, finished_at = coalesce($7::timestamptz, now()),
+      last_error_class = b.error_class, last_error = b.error_detail
+  FROM b
+  WHERE j.id = b.id AND j.state = 'RUNNING' AND j.fence = b.fence
+    AND j.lease_until > coalesce($7::timestamptz, now())
+  RETURNING j.id, j.tenant_id, j.state, j.state_version, j.attempt, j.fence, j.traceparent
+),
+results AS (
+  INSERT INTO extraction_results (job_id, fence, result, validation, decision)
+  SELECT b.id, b.fence, b.result, b.validation, b.state
+  FROM b JOIN settled s ON s.id = b.id
+),
+closed AS (
+  UPDATE job_attempts a
+  SET ended_at = coalesce($7::timestamptz, now()), outcome = b.outcome, error_class = NULL,
+      error_detail = NULL, prompt_tokens = b.prompt_tokens,
+      completion_tokens = b.completion_tokens, cached_tokens = b.cached_tokens,
+      uncertain = false, engine = b.engine
+  FROM b JOIN settled s ON s.id = b.id
+  WHERE a.job_id = b.id AND a.fence = b.fence AND a.outcome = 'running'
+  RETURNING a.job_id
+),
+events AS (
+  INSERT INTO outbox_events (event_id, job_id, event_type, payload, traceparent)
+  SELECT b.event_id, s.id, CASE WHEN s.state = 'SUCCEEDED' THEN $17 ELSE $18 END,
+         jsonb_build_object('job_id', s.id::text, 'state', s.state,
+                            'state_version', s.state_version, 'v', 1),
+         s.traceparent
+  FROM settled s JOIN b ON b.id = s.id
+)
+SELECT s.id, s.tenant_id, s.state, s.state_version, s.attempt, s.fence,
+       c.job_id IS NOT NULL AS attempt_closed
+FROM settled s LEFT JOIN closed c ON c.job_id = s.id;
 
 -- name: job_retry_if_fenced
 UPDATE extraction_jobs
@@ -191,10 +213,6 @@ RETURNING id, tenant_id, state, state_version, attempt, fence, created_at, finis
 INSERT INTO extraction_results (job_id, fence, result, validation, decision)
 VALUES ($1, $2, $3, $4, $5);
 
--- name: result_insert_batch
-INSERT INTO extraction_results (job_id, fence, result, validation, decision)
-SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::jsonb[], $4::jsonb[], $5::text[]);
-
 -- name: attempt_close_if_running
 UPDATE job_attempts
 SET ended_at = coalesce($9::timestamptz, now()), outcome = $3, error_class = $4,
@@ -202,19 +220,6 @@ SET ended_at = coalesce($9::timestamptz, now()), outcome = $3, error_class = $4,
     uncertain = $10, engine = $11
 WHERE job_id = $1 AND fence = $2 AND outcome = 'running'
 RETURNING job_id;
-
--- name: attempt_close_batch_if_running
--- The settled attempts of a batch, each by its own (job, fence) and only while running.
-UPDATE job_attempts a
-SET ended_at = coalesce($8::timestamptz, now()), outcome = b.outcome, error_class = NULL,
-    error_detail = NULL, prompt_tokens = b.prompt_tokens,
-    completion_tokens = b.completion_tokens, cached_tokens = b.cached_tokens,
-    uncertain = false, engine = b.engine
-FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::integer[], $5::integer[],
-            $6::integer[], $7::text[])
-     AS b(job_id, fence, outcome, prompt_tokens, completion_tokens, cached_tokens, engine)
-WHERE a.job_id = b.job_id AND a.fence = b.fence AND a.outcome = 'running'
-RETURNING a.job_id;
 
 -- name: attempt_record_late_result
 -- A stale owner's result arrived after it lost the job: keep its (billable) usage.

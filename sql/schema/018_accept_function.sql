@@ -17,6 +17,27 @@
 -- the separate statements did. The decision is made here, once: the intake
 -- turns the outcome into its HTTP answer.
 
+-- The job an idempotency key names, with its state as accepted: the insert's
+-- audit event (the audit trigger writes it with every insert; the fallback to the
+-- current state only keeps a replay answering if audit rows were ever archived),
+-- so a replay answers with the original receipt rather than the current state.
+CREATE FUNCTION job_by_key(p_tenant uuid, p_key text)
+RETURNS TABLE (job_id uuid, request_hash text, state text, state_version bigint,
+               created_at timestamptz, deadline_at timestamptz, document_id uuid,
+               accepted_state text, accepted_state_version bigint)
+LANGUAGE sql STABLE AS $$
+SELECT j.id, j.request_hash, j.state, j.state_version, j.created_at, j.deadline_at,
+       j.document_id,
+       coalesce(a.to_state, j.state), coalesce(a.state_version, j.state_version)
+FROM extraction_jobs j
+LEFT JOIN LATERAL (
+  SELECT e.to_state, e.state_version FROM job_events e
+  WHERE e.job_id = j.id AND e.from_state IS NULL
+  ORDER BY e.seq LIMIT 1
+) a ON true
+WHERE j.tenant_id = p_tenant AND j.idempotency_key = p_key
+$$;
+
 CREATE FUNCTION tenant_admission(p_tenant uuid, p_period text, p_now timestamptz,
                                  p_key text, p_api_key uuid)
 RETURNS TABLE (max_pending_jobs integer, max_pending_bytes bigint,
@@ -54,18 +75,7 @@ CROSS JOIN LATERAL (
   WHERE b.tenant_id = t.id
 ) u
 LEFT JOIN tenant_spend s ON s.tenant_id = t.id AND s.period_start = period.start
-LEFT JOIN LATERAL (
-  SELECT j.id AS job_id, j.request_hash, j.deadline_at, j.document_id,
-         coalesce(a.to_state, j.state) AS accepted_state,
-         coalesce(a.state_version, j.state_version) AS accepted_state_version
-  FROM extraction_jobs j
-  LEFT JOIN LATERAL (
-    SELECT e.to_state, e.state_version FROM job_events e
-    WHERE e.job_id = j.id AND e.from_state IS NULL
-    ORDER BY e.seq LIMIT 1
-  ) a ON true
-  WHERE j.tenant_id = t.id AND j.idempotency_key = p_key
-) k ON true
+LEFT JOIN LATERAL job_by_key(t.id, p_key) k ON true
 WHERE t.id = p_tenant
 $$;
 
@@ -78,8 +88,8 @@ CREATE FUNCTION job_accept(p_document uuid, p_tenant uuid, p_sha256 text, p_vers
                            p_priority integer, p_tokens integer, p_max_attempts integer,
                            p_deadline_seconds double precision, p_now timestamptz,
                            p_event uuid, p_payload jsonb, p_event_type text)
-RETURNS TABLE (document_id uuid, job_id uuid, state text, state_version bigint,
-               created_at timestamptz, deadline_at timestamptz)
+RETURNS TABLE (document_id uuid, job_id uuid, accepted_state text,
+               accepted_state_version bigint, created_at timestamptz, deadline_at timestamptz)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
@@ -184,23 +194,6 @@ BEGIN
     WHEN a.tokens + p_tokens > a.max_pending_tokens THEN 'quota_pending_tokens'
     WHEN a.spent + p_cost > a.spend_budget THEN 'quota_spend_budget'
     ELSE 'accepted' END;
-  outcome := decided;
-  max_pending_jobs := a.max_pending_jobs;
-  max_pending_bytes := a.max_pending_bytes;
-  max_pending_tokens := a.max_pending_tokens;
-  spend_budget := a.spend_budget;
-  jobs := a.jobs;
-  bytes := a.bytes;
-  tokens := a.tokens;
-  spent := a.spent;
-  seconds_to_next_period := a.seconds_to_next_period;
-  key_state := a.key_state;
-  job_id := a.job_id;
-  request_hash := a.request_hash;
-  deadline_at := a.deadline_at;
-  document_id := a.document_id;
-  accepted_state := a.accepted_state;
-  accepted_state_version := a.accepted_state_version;
   IF decided = 'accepted' THEN
     SELECT * INTO j FROM job_accept(p_document, p_tenant, p_sha256, p_version, p_content,
                                     p_bytes, p_content_type, p_filename, p_job, p_key,
@@ -211,24 +204,21 @@ BEGIN
     IF j.job_id IS NULL THEN
       -- A writer that does not take the admission lock (the job store's own
       -- accept) used the key in between: answer from its job.
+      decided := 'known_key';
       SELECT * INTO a FROM tenant_admission(p_tenant, p_period, p_now, p_key, p_api_key);
-      outcome := 'known_key';
-      job_id := a.job_id;
-      request_hash := a.request_hash;
-      deadline_at := a.deadline_at;
-      document_id := a.document_id;
-      accepted_state := a.accepted_state;
-      accepted_state_version := a.accepted_state_version;
     ELSE
       PERFORM spend_reserve(p_reservation, j.job_id, p_tenant, p_period, p_now, p_cost);
-      job_id := j.job_id;
-      request_hash := p_request_hash;
-      deadline_at := j.deadline_at;
-      document_id := j.document_id;
-      accepted_state := j.state;
-      accepted_state_version := j.state_version;
+      a.job_id := j.job_id;
+      a.request_hash := p_request_hash;
+      a.deadline_at := j.deadline_at;
+      a.document_id := j.document_id;
+      a.accepted_state := j.accepted_state;
+      a.accepted_state_version := j.accepted_state_version;
     END IF;
   END IF;
-  RETURN NEXT;
+  RETURN QUERY SELECT decided, a.max_pending_jobs, a.max_pending_bytes, a.max_pending_tokens,
+    a.spend_budget, a.jobs, a.bytes, a.tokens, a.spent, a.seconds_to_next_period, a.job_id,
+    a.request_hash, a.deadline_at, a.document_id, a.accepted_state, a.accepted_state_version,
+    a.key_state;
 END
 $$;

@@ -12,6 +12,7 @@ import pytest
 from pipeline.clock import ManualClock
 from pipeline.errors import LeaseLost
 from pipeline.jobs import GroupCommit, JobStore, Lease, Settled, Success
+from pipeline.jobs.settling import event_payload
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from pipeline.usage import AttemptUsage
@@ -113,6 +114,63 @@ async def test_a_batch_with_one_stale_fence_commits_the_others_and_reports_the_s
     # Settled is final: the same batch again settles nothing.
     again = await store.succeed_many(batch)
     assert again.settled == [] and again.lost == [s.lease for s in batch]
+
+
+async def test_a_batched_event_is_the_one_a_single_settle_writes(pool: asyncpg.Pool) -> None:
+    """The batch builds its events in SQL: same type, payload and trace as succeed()."""
+    store = JobStore(pool, Settings())
+    tenant = await new_tenant(pool)
+    for _ in range(3):
+        await store.accept(request(tenant))
+    one, two, three = await store.claim("driver", limit=3)
+    single = await store.succeed(one, result={"n": 1})
+    batch = await store.succeed_many(
+        [
+            Success(two, result={"n": 2}),
+            Success(three, result={"n": 3}, decision=JobState.REVIEW_REQUIRED),
+        ]
+    )
+    async with pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT o.job_id, o.event_type, o.payload, o.traceparent = j.traceparent AS traced"
+            " FROM outbox_events o JOIN extraction_jobs j ON j.id = o.job_id"
+            " WHERE o.event_type <> 'extraction.requested.v1' AND o.job_id = ANY($1)",
+            [one.job_id, two.job_id, three.job_id],
+        )
+    events = {r["job_id"]: r for r in rows}
+    assert len(events) == 3 and all(r["traced"] for r in rows)
+    for settled in (single, *batch.settled):
+        expected_type = (
+            "extraction.completed.v1"
+            if settled.state is JobState.SUCCEEDED
+            else "extraction.review_required.v1"
+        )
+        assert events[settled.job_id]["event_type"] == expected_type
+        assert events[settled.job_id]["payload"] == event_payload(settled)
+
+
+async def test_an_attempt_row_no_longer_running_rolls_the_whole_batch_back(
+    pool: asyncpg.Pool,
+) -> None:
+    store = JobStore(pool, Settings())
+    tenant = await new_tenant(pool)
+    for _ in range(2):
+        await store.accept(request(tenant))
+    first, second = await store.claim("driver", limit=2)
+    async with pool.acquire() as conn:  # a corrupt attempt row: closed, its job still running
+        await conn.execute(
+            "UPDATE job_attempts SET outcome = 'lease_expired', ended_at = now()"
+            " WHERE job_id = $1 AND fence = $2",
+            second.job_id,
+            second.fence,
+        )
+    with pytest.raises(LeaseLost, match="attempt already closed"):
+        await store.succeed_many([Success(first, result={}), Success(second, result={})])
+    rows = await job_rows(pool, [first.job_id, second.job_id])
+    assert [(r["state"], r["results"], r["events"]) for r in rows.values()] == [
+        ("RUNNING", 0, 0),
+        ("RUNNING", 0, 0),
+    ]
 
 
 async def test_a_failing_hook_rolls_the_whole_batch_back(pool: asyncpg.Pool) -> None:
