@@ -252,10 +252,13 @@ class DeadLetterArchiver:
         """Refresh the DLQ-depth and queue gauges every ``depth_interval`` seconds."""
         while True:
             try:
-                await asyncio.wait_for(
-                    dlq_depth(self.pool, self.settings, metrics=self.metrics),
-                    max(self.depth_interval, self.cfg.connect_timeout_seconds),
-                )
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a
+                # cancellation that arrives as the refresh completes, and stop() then
+                # waited for ever on a monitor that kept polling (seen in make test).
+                async with asyncio.timeout(
+                    max(self.depth_interval, self.cfg.connect_timeout_seconds)
+                ):
+                    await dlq_depth(self.pool, self.settings, metrics=self.metrics)
             except DEPTH_ERRORS as exc:
                 log.warning("dlq depth: %r", exc)
             except Exception:  # any failed refresh is retried; it never ends the monitor
