@@ -65,6 +65,7 @@ from pipeline.admission import (
 from pipeline.database import create_pool
 from pipeline.errors import OwnershipError
 from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS
+from pipeline.waiting import wait_within
 
 __all__ = [
     "ACTOR_PREFIX",
@@ -243,7 +244,7 @@ class AdmissionActor:
         if not fut.done():
             self._kick()
             try:
-                await asyncio.wait_for(asyncio.shield(fut), timeout)
+                await wait_within(asyncio.shield(fut), timeout)
             except TimeoutError:
                 if not fut.done():
                     hint = self._policy.wait_hint(ticket.id)

@@ -49,6 +49,7 @@ from pipeline.admission import (
     WaitReason,
 )
 from pipeline.errors import FencelineError, ReservationTooLarge
+from pipeline.waiting import wait_within
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +218,7 @@ class AdmissionClient:
                 call = self.handle.acquire.remote(
                     tenant, est_prompt_tokens, max_output_tokens, **kwargs
                 )
-                result: Grant | Wait = await asyncio.wait_for(call, limit)
+                result: Grant | Wait = await wait_within(call, limit)
             except Exception as exc:  # classified below; application errors re-raise
                 self._failed("acquire", exc)
             else:
@@ -245,7 +246,7 @@ class AdmissionClient:
             call = self.handle.release.remote(
                 grant, usage, uncertain=uncertain, attempted=attempted
             )
-            rec: Reconciliation | None = await asyncio.wait_for(call, self.call_margin_seconds)
+            rec: Reconciliation | None = await wait_within(call, self.call_margin_seconds)
         except Exception as exc:
             self._failed("release", exc)
             return None
@@ -257,7 +258,7 @@ class AdmissionClient:
         then expires those grants, as before)."""
         try:
             call = self.handle.abandon.remote(holder, current_run, call_bound_seconds)
-            moved: int = await asyncio.wait_for(call, self.call_margin_seconds)
+            moved: int = await wait_within(call, self.call_margin_seconds)
         except Exception as exc:
             self._failed("abandon", exc)
             return 0
@@ -268,7 +269,7 @@ class AdmissionClient:
         """Share a 429 cooldown; the local allowance honours it too."""
         local = self._local.cooldown(seconds)
         try:
-            remaining: float = await asyncio.wait_for(
+            remaining: float = await wait_within(
                 self.handle.cooldown.remote(seconds), self.call_margin_seconds
             )
         except Exception as exc:
@@ -278,7 +279,7 @@ class AdmissionClient:
         return remaining
 
     async def snapshot(self) -> dict[str, Any]:
-        snap: dict[str, Any] = await asyncio.wait_for(
+        snap: dict[str, Any] = await wait_within(
             self.handle.snapshot.remote(), self.call_margin_seconds
         )
         return snap

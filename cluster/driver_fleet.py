@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.database import create_pool
 from pipeline.jobs import JobStore
+from pipeline.waiting import wait_within
 from pipeline.worker import (
     DrainReport,
     DriverAutoscaler,
@@ -83,7 +84,7 @@ class RayDriverFleet:
         try:
             if member.handle is not None:
                 ref = member.handle.stop.remote(self.grace_seconds)
-                stats = await asyncio.wait_for(
+                stats = await wait_within(
                     asyncio.wrap_future(ref.future()), self.grace_seconds + 30
                 )
                 report = DrainReport(**stats.get("drain", {}))
@@ -103,7 +104,7 @@ class RayDriverFleet:
             if member.handle is None:
                 return None
             ref = member.handle.snapshot.remote()
-            snap = await asyncio.wait_for(asyncio.wrap_future(ref.future()), SNAPSHOT_TIMEOUT_S)
+            snap = await wait_within(asyncio.wrap_future(ref.future()), SNAPSHOT_TIMEOUT_S)
             return headroom(snap)
 
         scopes = [m for m in self.supervisor._members if m.name.startswith("admission")]

@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cluster.engine_scopes import EngineScope, PoolRoute, engine_scopes_for
 from pipeline.settings import Settings
+from pipeline.waiting import wait_within
 
 if TYPE_CHECKING:
     from ray.serve import Application
@@ -293,9 +294,7 @@ class RuntimeSupervisor:
         started = member.start(member.handle)
         try:
             if started is not None:
-                await asyncio.wait_for(
-                    asyncio.wrap_future(started.future()), self.config.ping_timeout_s
-                )
+                await wait_within(asyncio.wrap_future(started.future()), self.config.ping_timeout_s)
         except Exception as exc:
             raise RuntimeError(f"runtime actor {member.name} failed to start: {exc!r}") from exc
 
@@ -311,7 +310,7 @@ class RuntimeSupervisor:
         while (remaining := deadline - loop.time()) > 0:
             try:
                 ref = handle.__ray_ready__.remote()
-                await asyncio.wait_for(asyncio.wrap_future(ref.future()), remaining)
+                await wait_within(asyncio.wrap_future(ref.future()), remaining)
             except TimeoutError:
                 return False
             except Exception:  # died or restarting: ask again shortly
@@ -358,7 +357,7 @@ class RuntimeSupervisor:
                         if "driver" in member.name
                         else stop.remote()
                     )
-                    await asyncio.wait_for(
+                    await wait_within(
                         asyncio.wrap_future(ref.future()), self.config.stop_grace_s + 10
                     )
                 except Exception as exc:  # a dead actor cannot answer; leases expire

@@ -7,6 +7,8 @@ import asyncio
 import logging
 from typing import Any
 
+from pipeline.waiting import wait_within
+
 log = logging.getLogger(__name__)
 
 
@@ -49,6 +51,6 @@ class PeriodicPass:
                     "%s failed; the next runs in %.1fs", self.pass_name, self.pass_interval()
                 )
             try:
-                await asyncio.wait_for(stopping.wait(), self.pass_interval())
+                await wait_within(stopping.wait(), self.pass_interval())
             except TimeoutError:
                 continue

@@ -55,6 +55,7 @@ from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import FINAL, JobState
 from pipeline.tenants import authenticate
+from pipeline.waiting import wait_within
 
 log = logging.getLogger(__name__)
 
@@ -363,7 +364,7 @@ class StatusStream:
                     max(0.0, opened + s.sse_max_stream_seconds - now),
                 )
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(waiter.event.wait(), timeout=timeout)
+                    await wait_within(waiter.event.wait(), timeout)
                 waiter.event.clear()
                 now = time.monotonic()
                 if now - opened >= s.sse_max_stream_seconds:

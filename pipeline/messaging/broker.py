@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.errors import BrokerUnavailable, PoisonMessage
 from pipeline.settings import Settings
+from pipeline.waiting import wait_within
 
 log = logging.getLogger(__name__)
 
@@ -306,7 +307,7 @@ class AmqpLink:
             custom_ioloop=loop,
         )
         try:
-            await asyncio.wait_for(asyncio.shield(opened), cfg.connect_timeout_seconds)
+            await wait_within(asyncio.shield(opened), cfg.connect_timeout_seconds)
         except TimeoutError:
             _close_quietly(conn)
             raise BrokerUnavailable("broker connection timed out") from None
@@ -352,7 +353,7 @@ class AmqpLink:
         """Close politely; a wedged connection is abandoned after ``timeout``."""
         _close_quietly(self.connection)
         try:
-            await asyncio.wait_for(asyncio.shield(self.closed), timeout)
+            await wait_within(asyncio.shield(self.closed), timeout)
         except TimeoutError:
             log.warning("broker connection did not close within %.1fs; abandoned", timeout)
 

@@ -49,6 +49,7 @@ from pipeline.messaging.broker import (
 )
 from pipeline.messaging.publisher import ConfirmingPublisher, Outgoing, PublishStatus
 from pipeline.messaging.relay_progress import LoopProgress
+from pipeline.waiting import wait_within
 
 log = logging.getLogger(__name__)
 
@@ -311,7 +312,7 @@ class QueueConsumer:
 
     async def _sleep(self, seconds: float) -> None:
         try:
-            await asyncio.wait_for(self._stopping.wait(), seconds)
+            await wait_within(self._stopping.wait(), seconds)
         except TimeoutError:
             pass
 

@@ -69,6 +69,7 @@ from pipeline.tracing import (
     traceparent_of,
     tracer,
 )
+from pipeline.waiting import wait_within
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +237,7 @@ class OutboxRelay:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._drained.append(fut)
         self._wake.set()
-        await asyncio.wait_for(fut, timeout)
+        await wait_within(fut, timeout)
 
     async def _declare(self) -> bool:
         """Declare the topology once per relay; False while the broker is unreachable.
@@ -248,7 +249,7 @@ class OutboxRelay:
         if self.broker is None or self._declared:
             return True
         try:
-            await asyncio.wait_for(
+            await wait_within(
                 asyncio.to_thread(declare_topology, self.broker), self.config.claim_seconds
             )
         except (BrokerUnavailable, TimeoutError) as exc:
@@ -263,7 +264,7 @@ class OutboxRelay:
             idle = self.config.idle_seconds
             if not await self._declare():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), self.config.retry_seconds)
+                    await wait_within(self._stopping.wait(), self.config.retry_seconds)
                 continue
             try:
                 async with asyncio.timeout(self.config.claim_seconds):
@@ -278,7 +279,7 @@ class OutboxRelay:
                 if report.failed or report.broker_unavailable:
                     idle = min(idle, self.config.retry_seconds)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), idle)
+                await wait_within(self._wake.wait(), idle)
 
     async def _round_failed(self, exc: Exception) -> None:
         """Record and log a failed round; drop the broker link if the round overran.

@@ -38,6 +38,7 @@ from pipeline.database import connect
 from pipeline.messaging.metrics import BrokerMetrics, default_metrics
 from pipeline.queries import q
 from pipeline.settings import Settings
+from pipeline.waiting import wait_within
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class WorkSignal:
             return True
         event = self._event
         try:
-            await asyncio.wait_for(event.wait(), timeout)
+            await wait_within(event.wait(), timeout)
         except TimeoutError:
             return False
         return True
@@ -306,7 +307,7 @@ class Scheduler:
                         self.config.min_sleep_seconds, min(sleep, report.next_due_in_seconds)
                     )
             try:
-                await asyncio.wait_for(self._rescan.wait(), sleep)
+                await wait_within(self._rescan.wait(), sleep)
             except TimeoutError:
                 continue
             # Woken by a notification: let a burst of them settle into one scan.

@@ -72,6 +72,7 @@ from pipeline.validation import (
     ValidationPolicy,
     unvalidated_outcome,
 )
+from pipeline.waiting import wait_within
 from pipeline.worker.call_bounds import CallBounds
 from pipeline.worker.call_usage import recorded_usage, spent_usage
 from pipeline.worker.contracts import AdmissionGate, AttemptReport, Unlimited, WorkerConfig
@@ -310,7 +311,7 @@ class AttemptRunner:
                 span.add_event("admission.deferred", {"reason": str(exc)[:200], "pause": pause})
                 span.set_attribute("fenceline.admission.wait_reason", str(exc)[:200])
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(lost.wait(), pause)
+                    await wait_within(lost.wait(), pause)
                 if lost.is_set():
                     return _LOST
 
