@@ -3,7 +3,7 @@
 A delivery is one event for one endpoint. Invariants (tests in
 ``tests/integration/test_deliveries.py`` and ``tests/faults/test_delivery_faults.py``):
 
-* Deliveries are created by :func:`delivery_settle_hook` inside the transaction
+* Deliveries are created by :data:`delivery_settle_hook` inside the transaction
   that completes the job and writes its ``extraction.completed.v1`` outbox event,
   so a committed success always has its deliveries and a rolled-back one none.
   Delivery never touches inference: an ERP outage grows this table, nothing else.
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -77,18 +78,26 @@ TRANSITIONS: frozenset[tuple[DeliveryState, DeliveryState]] = frozenset(
 )
 
 
-async def delivery_settle_hook(conn: asyncpg.Connection, settled: Settled) -> None:
-    """JobStore settle hook: create deliveries for a SUCCEEDED job, in its transaction.
+class DeliveryCreation:
+    """JobStore settle hook: create deliveries for SUCCEEDED jobs, in their transaction.
 
-    :func:`job_store` registers it; build the system's store with that, so no
-    caller can forget it. Idempotent (one delivery per endpoint, job and event
-    type); other outcomes deliver nothing.
+    :func:`job_store` registers it (as :data:`delivery_settle_hook`); build the
+    system's store with that, so no caller can forget it. Idempotent (one delivery
+    per endpoint, job and event type); other outcomes deliver nothing. A batch
+    settled together (:meth:`many`) takes one statement, not one per job.
     """
-    if settled.state is not JobState.SUCCEEDED:
-        return
-    rows = await conn.fetch(q("delivery_create_for_job"), settled.job_id, EVENT_COMPLETED)
-    if rows:
-        await conn.execute(q("delivery_notify"), str(settled.job_id))
+
+    async def __call__(self, conn: asyncpg.Connection, settled: Settled) -> None:
+        await self.many(conn, [settled])
+
+    async def many(self, conn: asyncpg.Connection, settled: Sequence[Settled]) -> None:
+        ids = [s.job_id for s in settled if s.state is JobState.SUCCEEDED]
+        if ids:
+            await conn.fetchrow(q("delivery_create_for_jobs"), ids, EVENT_COMPLETED)
+
+
+#: The system's delivery settle hook (a :class:`~pipeline.jobs.BatchSettleHook`).
+delivery_settle_hook = DeliveryCreation()
 
 
 def job_store(

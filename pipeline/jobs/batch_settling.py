@@ -4,7 +4,10 @@ The store's :meth:`~pipeline.jobs.store.JobStore.succeed` commits one result
 per transaction: four statements and a commit (a WAL flush) per job. When
 several attempts finish together, :meth:`BatchSettling.succeed_many` writes
 them all with one statement over arrays (``unnest``: job rows, results, attempt
-closes and outbox events) and one commit.
+closes and outbox events) and one commit. Without settle hooks and without an
+invoice to claim, that statement is the whole transaction (one round trip);
+otherwise BEGIN, the invoice claims, the statement, the hooks (a
+:class:`~pipeline.jobs.records.BatchSettleHook` once per batch) and COMMIT.
 
 Invariants (the same as one at a time):
 
@@ -14,10 +17,10 @@ Invariants (the same as one at a time):
   :attr:`BatchSettled.lost` while the others commit.
 * **Everything of a settled attempt commits together**: job row, result row,
   attempt close, outbox event, settle hooks. Any of them failing (an attempt
-  row that is not running, a hook raising) rolls the *whole batch* back and
-  raises: nothing of it committed, and the caller settles the attempts one by
-  one, which attributes the failure (:class:`~pipeline.jobs.group_commit.GroupCommit`
-  does).
+  row that is not running fails the statement itself, SQLSTATE ``FL001``; a
+  hook raising) rolls the *whole batch* back and raises: nothing of it
+  committed, and the caller settles the attempts one by one, which attributes
+  the failure (:class:`~pipeline.jobs.group_commit.GroupCommit` does).
 * Rows are written in job-id order, so two batches never lock in opposite orders.
 """
 
@@ -30,6 +33,7 @@ from dataclasses import replace
 import asyncpg
 
 from pipeline.errors import LeaseLost
+from pipeline.identity import invoice_identity
 from pipeline.jobs.duplicates import claim_invoices, flag_duplicate
 from pipeline.jobs.records import (
     EVENT_COMPLETED,
@@ -45,6 +49,9 @@ from pipeline.states import JobState
 from pipeline.usage import AttemptUsage
 
 _DECISIONS = (JobState.SUCCEEDED, JobState.REVIEW_REQUIRED)
+
+#: The SQLSTATE of ``attempt_not_running`` (migration 019): the batch rolled back.
+ATTEMPT_NOT_RUNNING = "FL001"
 
 
 class BatchSettling(Settling):
@@ -71,25 +78,51 @@ class BatchSettling(Settling):
         wrong = [s.decision for s in batch if s.decision not in _DECISIONS]
         if wrong:
             raise ValueError(f"succeed_many() takes SUCCEEDED or REVIEW_REQUIRED, not {wrong}")
-        now = self.clock.now()
-        async with self.pool.acquire() as conn, conn.transaction():
-            if self.settings.duplicate_invoice_check:
-                # As succeed() does: the first job to commit an invoice owns it. A stale
-                # attempt's claim names its own job, which a later owner of the job keeps.
-                batch = await _claim_all(conn, batch)
-            reviews = [_review_reasons(s) for s in batch]
-            usages = [s.usage or AttemptUsage() for s in batch]
-            # One statement: job rows under their fences, then for the settled ones
-            # their results, attempt closes and outbox events.
+        async with self.pool.acquire() as conn:
+            if self.settle_hooks or self._claims_invoices(batch):
+                async with conn.transaction():
+                    if self.settings.duplicate_invoice_check:
+                        # As succeed() does: the first job to commit an invoice owns it.
+                        # A stale attempt's claim names its own job, which a later owner
+                        # of the job keeps.
+                        batch = await _claim_all(conn, batch)
+                    won = await self._settle_statement(conn, batch)
+                    await self._run_hooks_many(conn, _in_batch_order(won, batch))
+            else:  # nothing to write but the one statement: it is its own transaction
+                won = await self._settle_statement(conn, batch)
+                await self._run_hooks_many(conn, _in_batch_order(won, batch))
+        by_order = {s.lease.job_id: n for n, s in enumerate(successes)}
+        settled = sorted(won.values(), key=lambda s: by_order[s.job_id])
+        lost = [s.lease for s in successes if s.lease.job_id not in won]
+        return BatchSettled(settled=settled, lost=lost)
+
+    def _claims_invoices(self, batch: Sequence[Success]) -> bool:
+        """True when settling ``batch`` claims an invoice identity (a statement of its own)."""
+        return self.settings.duplicate_invoice_check and any(
+            invoice_identity(s.result) is not None for s in batch
+        )
+
+    async def _settle_statement(
+        self, conn: asyncpg.Connection, batch: Sequence[Success]
+    ) -> dict[uuid.UUID, Settled]:
+        """Run ``job_settle_batch_if_fenced``: the settled jobs by id (a stale one is absent).
+
+        Raises:
+            LeaseLost: a settled job's attempt row was not running (SQLSTATE FL001); the
+                statement failed, so nothing of the batch is written.
+        """
+        reviews = [_review_reasons(s) for s in batch]
+        usages = [s.usage or AttemptUsage() for s in batch]
+        try:
             rows = await conn.fetch(
                 q("job_settle_batch_if_fenced"),
-                ids,
+                [s.lease.job_id for s in batch],
                 [s.lease.fence for s in batch],
                 [s.decision.value for s in batch],
                 [f"extraction_results/{s.lease.job_id}" for s in batch],
                 [s.policy_version for s in batch],
                 ["validation" if r is not None else None for r in reviews],
-                now,
+                self.clock.now(),
                 reviews,
                 [s.result for s in batch],
                 [s.validation for s in batch],
@@ -102,17 +135,11 @@ class BatchSettling(Settling):
                 EVENT_COMPLETED,
                 EVENT_REVIEW,
             )
-            not_closed = [str(r["id"]) for r in rows if not r["attempt_closed"]]
-            if not_closed:
-                raise LeaseLost(f"jobs {not_closed}: attempt already closed; batch rolled back")
-            won: dict[uuid.UUID, Settled] = {r["id"]: settled_from_row(r) for r in rows}
-            for s in batch:
-                if s.lease.job_id in won:
-                    await self._run_hooks(conn, won[s.lease.job_id])
-        by_order = {s.lease.job_id: n for n, s in enumerate(successes)}
-        settled = sorted(won.values(), key=lambda s: by_order[s.job_id])
-        lost = [s.lease for s in successes if s.lease.job_id not in won]
-        return BatchSettled(settled=settled, lost=lost)
+        except asyncpg.PostgresError as exc:
+            if getattr(exc, "sqlstate", None) == ATTEMPT_NOT_RUNNING:
+                raise LeaseLost(str(exc)) from exc
+            raise
+        return {r["id"]: settled_from_row(r) for r in rows}
 
 
 async def _claim_all(conn: asyncpg.Connection, batch: Sequence[Success]) -> list[Success]:
@@ -129,6 +156,11 @@ async def _claim_all(conn: asyncpg.Connection, batch: Sequence[Success]) -> list
         )
         for s in batch
     ]
+
+
+def _in_batch_order(won: dict[uuid.UUID, Settled], batch: Sequence[Success]) -> list[Settled]:
+    """The settled jobs of ``batch`` in its (job-id) order."""
+    return [won[s.lease.job_id] for s in batch if s.lease.job_id in won]
 
 
 def _outcome(decision: JobState) -> str:

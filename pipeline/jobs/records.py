@@ -6,11 +6,11 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import asyncpg
 
@@ -188,6 +188,17 @@ class ReapReport:
 
 #: Called inside the outcome transaction; raising rolls the outcome back.
 SettleHook = Callable[[asyncpg.Connection, Settled], Awaitable[None]]
+
+
+@runtime_checkable
+class BatchSettleHook(Protocol):
+    """A settle hook that can also take a whole batch at once (one statement, not one per
+    job): :meth:`~pipeline.jobs.batch_settling.BatchSettling.succeed_many` calls
+    :meth:`many` where a plain :data:`SettleHook` is called once per settled job."""
+
+    async def __call__(self, conn: asyncpg.Connection, settled: Settled) -> None: ...
+
+    async def many(self, conn: asyncpg.Connection, settled: Sequence[Settled]) -> None: ...
 
 
 def lease_from_row(row: Any, worker_id: str) -> Lease:

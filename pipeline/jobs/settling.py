@@ -20,6 +20,7 @@ from pipeline.errors import LeaseLost
 from pipeline.jobs.records import (
     EVENT_DEAD_LETTERED,
     EVENT_FAILED,
+    BatchSettleHook,
     Lease,
     Settled,
     SettleHook,
@@ -148,6 +149,19 @@ class Settling:
         for hook in self.settle_hooks:
             await hook(conn, s)
         self.metrics.settled(s)
+
+    async def _run_hooks_many(self, conn: asyncpg.Connection, settled: Sequence[Settled]) -> None:
+        """:meth:`_run_hooks` for a batch: a :class:`BatchSettleHook` takes it in one call."""
+        if not settled:
+            return
+        for hook in self.settle_hooks:
+            if isinstance(hook, BatchSettleHook):
+                await hook.many(conn, settled)
+            else:
+                for s in settled:
+                    await hook(conn, s)
+        for s in settled:
+            self.metrics.settled(s)
 
 
 def event_payload(s: Settled, extra: dict[str, Any] | None = None) -> dict[str, Any]:

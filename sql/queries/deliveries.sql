@@ -1,18 +1,20 @@
 -- Delivery state machine. Every change out of in_flight is conditional on the
 -- fence; callers check the row count (zero rows = the lease was lost).
 
--- name: delivery_create_for_job
--- Settle hook, inside the completion transaction: one delivery per active
--- endpoint of the job's tenant whose filter takes $2. The body is rendered once,
--- here, and its exact bytes are what every attempt signs and sends.
+-- name: delivery_create_for_jobs
+-- Settle hook, inside the completion transaction: for each SUCCEEDED job of $1,
+-- one delivery per active endpoint of its tenant whose filter takes $2. A body is
+-- rendered once, here, and its exact bytes are what every attempt signs and sends.
+-- When it created any, it wakes the dispatchers (one NOTIFY, delivered at commit).
+-- Returns how many it created.
 WITH job AS (
   SELECT j.id, j.tenant_id, j.state_version, j.result_ref, j.validation_policy,
          j.finished_at, r.result
   FROM extraction_jobs j JOIN extraction_results r ON r.job_id = j.id
-  WHERE j.id = $1 AND j.state = 'SUCCEEDED'
+  WHERE j.id = ANY ($1::uuid[]) AND j.state = 'SUCCEEDED'
 ),
 body AS (
-  SELECT convert_to(jsonb_build_object(
+  SELECT job.id, convert_to(jsonb_build_object(
            'type', $2::text,
            'timestamp', to_char(job.finished_at AT TIME ZONE 'UTC',
                                 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
@@ -22,17 +24,24 @@ body AS (
              'validation_policy', job.validation_policy, 'result', job.result))::text,
          'UTF8') AS b
   FROM job
+),
+created AS (
+  INSERT INTO deliveries (id, tenant_id, endpoint_id, job_id, event_type, body, body_sha256,
+                          state, next_attempt_at, horizon_start, created_at)
+  SELECT gen_random_uuid(), job.tenant_id, e.id, job.id, $2, body.b,
+         encode(sha256(body.b), 'hex'), 'pending', job.finished_at, job.finished_at,
+         job.finished_at
+  FROM job JOIN body ON body.id = job.id
+  JOIN webhook_endpoints e ON e.tenant_id = job.tenant_id
+  WHERE e.state = 'active' AND (cardinality(e.event_types) = 0 OR $2 = ANY (e.event_types))
+  ORDER BY job.id, e.id
+  ON CONFLICT (endpoint_id, job_id, event_type) DO NOTHING
+  RETURNING job_id
+),
+notified AS (
+  SELECT pg_notify('fenceline_deliveries', job_id::text) FROM created LIMIT 1
 )
-INSERT INTO deliveries (id, tenant_id, endpoint_id, job_id, event_type, body, body_sha256,
-                        state, next_attempt_at, horizon_start, created_at)
-SELECT gen_random_uuid(), job.tenant_id, e.id, job.id, $2, body.b,
-       encode(sha256(body.b), 'hex'), 'pending', job.finished_at, job.finished_at,
-       job.finished_at
-FROM job CROSS JOIN body
-JOIN webhook_endpoints e ON e.tenant_id = job.tenant_id
-WHERE e.state = 'active' AND (cardinality(e.event_types) = 0 OR $2 = ANY (e.event_types))
-ON CONFLICT (endpoint_id, job_id, event_type) DO NOTHING
-RETURNING id, endpoint_id;
+SELECT (SELECT count(*) FROM created) AS created, (SELECT count(*) FROM notified) AS notified;
 
 -- name: delivery_notify
 SELECT pg_notify('fenceline_deliveries', $1);

@@ -131,8 +131,9 @@ RETURNING id, tenant_id, state, state_version, attempt, fence, created_at, finis
 -- (nullable), $17 and $18 the completed and review event types.
 -- Each job row is conditional on its own fence and lease, so a stale attempt
 -- matches nothing and writes nothing while the others settle; the caller compares
--- the returned ids with its batch. attempt_closed false means a settled job's
--- attempt row was not running: the caller rolls the whole batch back.
+-- the returned ids with its batch. A settled job whose attempt row was not running
+-- fails the statement (attempt_not_running, SQLSTATE FL001), so the whole batch
+-- rolls back even when the statement is its own transaction.
 -- The event payload is settling.event_payload's (tests/integration/test_jobs_batch.py
 -- compares them).
 WITH b AS (
@@ -176,9 +177,9 @@ events AS (
          s.traceparent
   FROM settled s JOIN b ON b.id = s.id
 )
-SELECT s.id, s.tenant_id, s.state, s.state_version, s.attempt, s.fence,
-       c.job_id IS NOT NULL AS attempt_closed
-FROM settled s LEFT JOIN closed c ON c.job_id = s.id;
+SELECT s.id, s.tenant_id, s.state, s.state_version, s.attempt, s.fence
+FROM settled s LEFT JOIN closed c ON c.job_id = s.id
+WHERE CASE WHEN c.job_id IS NOT NULL THEN true ELSE attempt_not_running(s.id, s.fence) END;
 
 -- name: job_retry_if_fenced
 UPDATE extraction_jobs

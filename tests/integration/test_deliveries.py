@@ -19,7 +19,7 @@ from pipeline.delivery.deliveries import TRANSITIONS, DeliveryState
 from pipeline.delivery.egress import EgressGuard, EgressPolicy
 from pipeline.delivery.signing import generate_secret
 from pipeline.errors import EgressBlocked
-from pipeline.jobs import Settled
+from pipeline.jobs import Settled, Success
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import JobState
@@ -145,6 +145,52 @@ async def test_deliveries_commit_with_the_completion_and_only_for_success(
     async with pool.acquire() as conn:
         await delivery_settle_hook(conn, Settled(job_id, tenant.id, JobState.SUCCEEDED, 3, 1, 1))
     assert len(await delivery_rows(pool, tenant.id)) == 1
+
+
+async def test_a_batch_settled_together_creates_every_delivery_in_one_transaction(
+    dsn: str, pool: asyncpg.Pool
+) -> None:
+    """succeed_many calls the delivery hook once for the batch: the same deliveries as one
+    at a time (one per matching endpoint and SUCCEEDED job, none for review), each body
+    its own job's, and one wake-up for the dispatchers when it commits."""
+    clock = ManualClock()
+    store = job_store(pool, clock)
+    registry = registry_for(pool, clock)
+    tenant = await new_tenant(pool)
+    first = await registry.register(tenant.id, "http://127.0.0.1:9/a")
+    second = await registry.register(tenant.id, "http://127.0.0.1:9/b")
+    for _ in range(3):
+        await store.accept(request(tenant))
+    a, review, c = await store.claim("w", limit=3)
+    wakes: list[str] = []
+    listener = await asyncpg.connect(dsn)
+    await listener.add_listener("fenceline_deliveries", lambda *args: wakes.append(args[3]))
+    try:
+        batch = await store.succeed_many(
+            [
+                Success(a, result=invoice(1)),
+                Success(review, result=invoice(2), decision=JobState.REVIEW_REQUIRED),
+                Success(c, result=invoice(3)),
+            ]
+        )
+        assert len(batch.settled) == 3 and batch.lost == []
+        for _ in range(50):  # the notification arrives after the commit
+            if wakes:
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        await listener.close()
+    rows = await delivery_rows(pool, tenant.id)
+    assert sorted((r["job_id"], r["endpoint_id"]) for r in rows) == sorted(
+        (job, endpoint)
+        for job in (a.job_id, c.job_id)
+        for endpoint in (first.endpoint.id, second.endpoint.id)
+    )
+    for r in rows:
+        body = json.loads(bytes(r["body"]))  # type: ignore[arg-type]
+        assert body["data"]["job_id"] == str(r["job_id"])
+        assert body["data"]["result"] == invoice(1 if r["job_id"] == a.job_id else 3)
+    assert len(wakes) == 1 and wakes[0] in {str(a.job_id), str(c.job_id)}
 
 
 async def test_signed_delivery_reaches_the_pinned_address_with_the_original_host(

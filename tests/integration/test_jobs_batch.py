@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import Sequence
 
 import asyncpg
 import pytest
@@ -149,10 +150,20 @@ async def test_a_batched_event_is_the_one_a_single_settle_writes(pool: asyncpg.P
         assert events[settled.job_id]["payload"] == event_payload(settled)
 
 
+@pytest.mark.parametrize("hooked", [False, True], ids=["one-statement", "with-a-hook"])
 async def test_an_attempt_row_no_longer_running_rolls_the_whole_batch_back(
-    pool: asyncpg.Pool,
+    pool: asyncpg.Pool, hooked: bool
 ) -> None:
+    """Without hooks the statement is the whole transaction: the statement itself fails
+    (FL001), so nothing of the batch is written either way."""
     store = JobStore(pool, Settings())
+    ran: list[uuid.UUID] = []
+
+    async def hook(_conn: asyncpg.Connection, s: Settled) -> None:
+        ran.append(s.job_id)
+
+    if hooked:
+        store.settle_hooks.append(hook)
     tenant = await new_tenant(pool)
     for _ in range(2):
         await store.accept(request(tenant))
@@ -171,6 +182,44 @@ async def test_an_attempt_row_no_longer_running_rolls_the_whole_batch_back(
         ("RUNNING", 0, 0),
         ("RUNNING", 0, 0),
     ]
+    assert ran == []  # the statement failed before any hook ran
+
+
+class CountingBatchHook:
+    """A BatchSettleHook that records its calls."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[uuid.UUID]] = []
+        self.singles: list[uuid.UUID] = []
+
+    async def __call__(self, _conn: asyncpg.Connection, settled: Settled) -> None:
+        self.singles.append(settled.job_id)
+
+    async def many(self, _conn: asyncpg.Connection, settled: Sequence[Settled]) -> None:
+        self.batches.append([s.job_id for s in settled])
+
+
+async def test_a_batch_hook_takes_the_batch_once_and_a_plain_hook_each_job(
+    pool: asyncpg.Pool,
+) -> None:
+    store, zombie, leases = await stale_and_fresh(pool, 3)
+    batched = CountingBatchHook()
+    plain: list[uuid.UUID] = []
+
+    async def hook(_conn: asyncpg.Connection, s: Settled) -> None:
+        plain.append(s.job_id)
+
+    store.settle_hooks.extend([batched, hook])
+    outcome = await store.succeed_many([Success(lease, result={}) for lease in [*leases, zombie]])
+    settled = sorted(lease.job_id for lease in leases)  # job-id order; the stale one not
+    assert outcome.lost == [zombie]
+    assert batched.batches == [settled] and batched.singles == []
+    assert plain == settled
+    # succeed() calls the same hook once, for its one job.
+    await store.accept(request(await new_tenant(pool)))
+    (one,) = await store.claim("driver")
+    await store.succeed(one, result={})
+    assert batched.singles == [one.job_id] and len(batched.batches) == 1
 
 
 async def test_a_failing_hook_rolls_the_whole_batch_back(pool: asyncpg.Pool) -> None:
