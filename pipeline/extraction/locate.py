@@ -11,6 +11,7 @@ import difflib
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from pipeline.extraction.labels import DECOY_DATE_LABELS, LABELS
@@ -90,17 +91,17 @@ def occurrences(
     if not value:
         return []
     exact = [
-        Found(line.page, line.start + m.start(), line.start + m.end(), line, "exact")
-        for line in doc.lines
-        for m in re.finditer(re.escape(value), line.text)
-        if _standalone(line.text, m.start(), m.end(), boundary)
+        Found(line.page, line.start + at, line.start + at + len(value), line, "exact")
+        for line in (doc.lines if value in doc.text else ())
+        for at in _finds(line.text, value)
+        if _standalone(line.text, at, at + len(value), boundary)
     ]
     if exact:
         return exact
     want, _ = _fold(value)
     norm: list[Found] = []
     for line in doc.lines:
-        folded, index = _fold(line.text)
+        folded, index = _fold_line(line.text)
         at = folded.find(want)
         while at >= 0 and want:
             start, end = index[at], index[at + len(want) - 1] + 1
@@ -112,6 +113,25 @@ def occurrences(
     if norm or not fuzzy:
         return norm
     return _fuzzy(doc, want)
+
+
+def _finds(text: str, value: str) -> list[int]:
+    """Where ``value`` starts in ``text``, left to right, not overlapping (as a regex of
+    the escaped value finds it)."""
+    out: list[int] = []
+    at = text.find(value)
+    while at >= 0:
+        out.append(at)
+        at = text.find(value, at + len(value))
+    return out
+
+
+@lru_cache(maxsize=8192)
+def _fold_line(text: str) -> tuple[str, tuple[int, ...]]:
+    """:func:`_fold` of a printed line, memoised: grounding folds every line of the
+    document for each value it does not find exactly."""
+    folded, index = _fold(text)
+    return folded, tuple(index)
 
 
 def _fuzzy(doc: Document, want: str) -> list[Found]:

@@ -73,15 +73,23 @@ def uses_space_groups(text: str, mark: str) -> bool:
 
 def read_number(printed: str, mark: str) -> Decimal | None:
     """The value of one printed number under decimal mark ``mark`` (None if unreadable)."""
-    digits = "".join(
-        ch for ch in printed.strip().rstrip("%").strip() if ch.isdigit() or ch == mark or ch in "-−"
-    )
+    text = printed.strip().rstrip("%").strip()
+    if text.isascii():  # the common case, in one pass: ASCII digits are all isdigit() has
+        digits = _not_number_char(mark).sub("", text)
+    else:
+        digits = "".join(ch for ch in text if ch.isdigit() or ch == mark or ch in "-−")
     digits = digits.replace("−", "-").replace(mark, ".")
     try:
         value = Decimal(digits)
     except InvalidOperation:
         return None
     return value if value.is_finite() else None
+
+
+@lru_cache(maxsize=8)
+def _not_number_char(mark: str) -> re.Pattern[str]:
+    """What :func:`read_number` drops from an ASCII number: all but digits, ``mark``, "-"."""
+    return re.compile(rf"[^0-9{re.escape(mark)}\-]")
 
 
 def numbers_in(text: str, mark: str, *, space_groups: bool = False) -> list[Printed]:

@@ -18,6 +18,8 @@ the cells; 22 cells per invoice on average (64 at most), 40 for the long ones.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from functools import lru_cache
 from typing import NamedTuple
 
 from pipeline.extraction.lines import Document, Line
@@ -29,6 +31,8 @@ COLUMN_GAP = re.compile(r"\s{2,}|\t|\|")
 #: Words this short next to a description are units and connectives ("pcs", "à", "zu je").
 _SHORT_WORD = 4
 _PUNCTUATION = ".,:;()[]•*-–·'\"@"
+#: A letter (a word character that is neither a digit nor "_").
+_LETTER = re.compile(r"[^\W\d_]")
 #: The longest description a cell may be, in words (a bound on the enumeration).
 _MAX_CELL_WORDS = 16
 
@@ -58,6 +62,14 @@ class Row(NamedTuple):
         ]
 
 
+#: Rows and lines memoised per (document, line): building a call reads every line's row
+#: and looks ahead at the next lines of each, and grounding its answer reads the cited
+#: rows of the same document again. Both are pure in their arguments (a Document is
+#: frozen and compares by its text); a few hundred documents' lines stay cached.
+_MEMO_LINES = 8192
+
+
+@lru_cache(maxsize=_MEMO_LINES)
 def read_row(doc: Document, number: int, mark: str, space: bool) -> Row | None:
     """The row starting at line ``number``, extended over the next lines while its
     numbers do not add up (a stacked row prints its description above its numbers);
@@ -104,6 +116,7 @@ def _own_row(line: Line, mark: str, space: bool) -> Row | None:
     return Row(line, line.end, read) if read is not None else None
 
 
+@lru_cache(maxsize=_MEMO_LINES)
 def _describes_itself(doc: Document, line: Line, mark: str, space: bool) -> bool:
     """Whether ``line`` is a row by its own numbers and prints a description too: a
     cell with a word of more than four letters that is not a quantity's unit (a stacked
@@ -111,7 +124,7 @@ def _describes_itself(doc: Document, line: Line, mark: str, space: bool) -> bool
     row = _own_row(line, mark, space)
     if row is None:
         return False
-    for start, end in _line_cells(doc, line, row):
+    for start, end in _iter_line_cells(doc, line, row):  # the first such cell decides
         words = line.text[start - line.start : end - line.start].split()
         if _after_number(line.text[: start - line.start]):
             words = words[1:]  # "words x 0,098": the quantity's unit
@@ -152,29 +165,45 @@ def _line_cells(doc: Document, line: Line, row: Row) -> list[tuple[int, int]]:
     """Page offsets of every cell of ``line`` under ``row``'s arithmetic (see
     :func:`description_cells`); a lone word right after a number is the number's
     unit ("pcs", "words"), never a cell."""
+    return list(_iter_line_cells(doc, line, row))
+
+
+def _iter_line_cells(doc: Document, line: Line, row: Row) -> Iterator[tuple[int, int]]:
+    """:func:`_line_cells` one at a time, in order (a caller that needs one stops there).
+
+    A cell is a run of words ``i..j``; what decides it is read once per word and per
+    gap between two words (words are runs of non-space, so a column gap, a letter or
+    a number lies in one word or one gap), not once per run.
+    """
     numbers = row.arithmetic()
-    words = [m.span() for m in re.finditer(r"\S+", line.text)]
-    out: list[tuple[int, int]] = []
+    text = line.text
+    words = [m.span() for m in re.finditer(r"\S+", text)]
+    spans = [(line.start + a, line.start + b) for a, b in words]
+    bar = ["|" in text[a:b] for a, b in words]  # a column separator inside the word
+    gap_after = [  # a column gap between word k and word k+1
+        COLUMN_GAP.search(text[words[k][1] : words[k + 1][0]]) is not None
+        for k in range(len(words) - 1)
+    ]
+    letter = [_LETTER.search(text[a:b]) is not None for a, b in words]
+    # a quantity, price, amount or rate overlaps the word
+    touches = [any(a < right and b > left for a, b in numbers) for left, right in spans]
+    number_word = [_is_number_word(line, span, numbers) for span in spans]
     for i, (start, _) in enumerate(words):
+        letters = has_number_word = False
         for j in range(i, min(len(words), i + _MAX_CELL_WORDS)):
-            end = words[j][1]
-            text = line.text[start:end]
-            if COLUMN_GAP.search(text):
+            if bar[j] or (j > i and gap_after[j - 1]):
                 break
-            at, to = line.start + start, line.start + end
-            spans = [(line.start + a, line.start + b) for a, b in words[i : j + 1]]
-            edges = (spans[0], spans[-1])
-            if not re.search(r"[^\W\d_]", text) or any(
-                a < right and b > left for a, b in numbers for left, right in edges
-            ):
+            letters = letters or letter[j]
+            has_number_word = has_number_word or number_word[j]
+            if not letters or touches[i] or touches[j]:
                 continue  # no letter, or a quantity, price, amount or rate at an end
-            if any(_is_number_word(line, span, numbers) for span in spans):
+            if has_number_word:
                 continue  # "kg x 26.95 =": the row's price inside (an "A4" is no price)
-            if i == j and _after_number(line.text[:start]):
+            if i == j and _after_number(text[:start]):
                 continue
+            at, to = spans[i][0], spans[j][1]
             if whole_description(doc, Found(line.page, at, to, line, "exact"), row):
-                out.append((at, to))
-    return out
+                yield (at, to)
 
 
 def _is_number_word(line: Line, span: tuple[int, int], numbers: list[tuple[int, int]]) -> bool:
