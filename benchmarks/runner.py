@@ -29,8 +29,8 @@ import uuid
 from typing import Any
 
 import asyncpg
-import httpx
 
+from benchmarks.client_process import Answer, ClientPlan, ClientProcess, Post
 from benchmarks.collect import RunRecord, RunState, collect, merge_counts, sampler
 from benchmarks.engine_metrics import ABSENT, note_peaks, pool_summary, side_summary
 from benchmarks.engine_setup import BenchEngine, RecordingEngine, close_engine
@@ -263,19 +263,39 @@ async def _drive(
     scheduler = Scheduler(pool, settings, signal, config=SchedulerConfig(scan_interval_seconds=0.5))
     loops = _drivers(scenario, settings, store, engine, gate, signal)
     stop_sampling = asyncio.Event()
-    # The client holds at most CLIENT_CONNECTIONS requests on the wire, like a
-    # real client's connection limit; later arrivals queue in a FIFO semaphore
-    # (cheap) rather than in httpx's pool, whose waiter scan is O(waiters) per
-    # event and would make the load generator the bottleneck of a large burst.
-    # Queueing time counts into acceptance latency; send times stay on schedule.
-    limits = httpx.Limits(
-        max_connections=CLIENT_CONNECTIONS, max_keepalive_connections=CLIENT_CONNECTIONS
-    )
-    wire = asyncio.Semaphore(CLIENT_CONNECTIONS)
-    async with (
-        intake_server(intake_overrides) as url,
-        httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as client,
-    ):
+
+    # The client runs in its own process (benchmarks.client_process): it is outside
+    # the system, and in this one its HTTP work would share the drivers' event loop.
+    def on_answer(answer: Answer) -> None:
+        if answer.outcome == "accepted" and answer.job_id is not None:
+            assert answer.latency_s is not None
+            state.acceptance_latency.append(answer.latency_s)
+            state.accepted[answer.job_id] = (tenants[tenant_of[answer.index]][0], answer.wall)
+        elif answer.outcome == "rejected":
+            key = str(answer.status)
+            state.rejected[key] = state.rejected.get(key, 0) + 1
+
+    async with intake_server(intake_overrides) as url:
+        client = ClientProcess(
+            ClientPlan(
+                url=url,
+                connections=CLIENT_CONNECTIONS,
+                wait_timeout_s=scenario.drain_timeout_s,
+                texts=[inv.ocr_text for inv in corpus],
+                posts=[
+                    Post(
+                        offset=offset,
+                        bearer=tenants[tenant_of[i]][1],
+                        idempotency_key=f"bench-{i}",
+                        text=i % len(corpus),
+                    )
+                    for i, offset in enumerate(offsets)
+                ],
+            ),
+            on_answer,
+            on_start=lambda wall: setattr(state, "t0_wall", wall),
+        )
+        gen = client.gen
         # As the supervisor does before drivers ask: the actor opens its ledger now,
         # not on the first attempt's acquire inside the measured window.
         await actor.start()
@@ -284,25 +304,7 @@ async def _drive(
             await loop.start()
         freeze_startup_heap()  # as a driver process does once started (cluster/drivers.py)
 
-        async def fire(i: int) -> tuple[str, int | None, Any]:
-            name, key, _ = tenants[tenant_of[i]]
-            inv = corpus[i % len(corpus)]
-            started = time.monotonic()
-            async with wire:
-                r = await client.post(
-                    "/v1/extraction-jobs",
-                    json={"document": {"text": inv.ocr_text}},
-                    headers={"Authorization": f"Bearer {key}", "Idempotency-Key": f"bench-{i}"},
-                )
-            if r.status_code == 202:
-                state.acceptance_latency.append(time.monotonic() - started)
-                state.accepted[r.json()["job_id"]] = (name, time.time())
-                return "accepted", r.status_code, None
-            state.rejected[str(r.status_code)] = state.rejected.get(str(r.status_code), 0) + 1
-            return "rejected", r.status_code, r.text[:200]
-
-        gen = OpenLoopGenerator(offsets, fire)
-        state.t0_wall = time.time()
+        state.t0_wall = time.time()  # until the client's schedule starts (on_start)
         sampling = asyncio.create_task(
             sampler(store, state, scenario.sample_every_s, stop_sampling)
         )
@@ -316,7 +318,7 @@ async def _drive(
 
             reporter = asyncio.create_task(report())
         try:
-            await gen.run(wait=True, timeout=scenario.drain_timeout_s)
+            await client.run()
             arrivals_done = time.time() - state.t0_wall
             deadline = time.monotonic() + scenario.drain_timeout_s
             while time.monotonic() < deadline:
@@ -325,7 +327,7 @@ async def _drive(
                 if settled >= len(state.accepted):
                     break
                 await asyncio.sleep(0.25)
-            await gen.cancel()
+            await client.cancel()
         finally:
             stop_sampling.set()
             await sampling
