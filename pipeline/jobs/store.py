@@ -53,7 +53,7 @@ from pipeline.jobs.records import (
 from pipeline.jobs.settling import summarise_reasons
 from pipeline.queries import q
 from pipeline.states import JobState
-from pipeline.tracing import SPAN_ACCEPT, root_span
+from pipeline.tracing import SPAN_ACCEPT, new_traceparent, root_span
 from pipeline.usage import AttemptUsage
 
 log = logging.getLogger(__name__)
@@ -156,22 +156,36 @@ class JobStore(Reaping, BatchSettling):
         Returns the ``intake_accept`` row: its ``outcome`` says whether the job was
         accepted or why not (nothing is written then); the caller answers from it.
         """
-        version = object_version(req.document.sha256)
-        rhash = request_hash_of(req)
         with root_span(SPAN_ACCEPT, {"fenceline.tenant": str(req.tenant_id)}) as (span, tp):
-            row = await conn.fetchrow(
-                q("intake_accept"),
-                check.lock_namespace,
-                check.period,
-                check.api_key_id,
-                check.capacity_refused,
-                check.cost,
-                uuid.uuid4(),
-                *self._accept_args(req, version, rhash, tp),
-            )
+            row = await self._intake_accept(req, check, conn, tp)
             span.set_attribute("fenceline.outcome", row["outcome"])
             if row["job_id"] is not None:
                 span.set_attribute("fenceline.job_id", str(row["job_id"]))
+        return row
+
+    async def warm_accept(
+        self, req: AcceptRequest, check: AdmissionCheck, *, conn: asyncpg.Connection
+    ) -> str:
+        """:meth:`admit_and_accept` without a trace span, for a caller that rolls it back
+        (the intake warming a connection: :meth:`pipeline.api.intake.IntakeService.warm`).
+        Returns the outcome."""
+        row = await self._intake_accept(req, check, conn, new_traceparent())
+        return str(row["outcome"])
+
+    async def _intake_accept(
+        self, req: AcceptRequest, check: AdmissionCheck, conn: asyncpg.Connection, tp: str
+    ) -> asyncpg.Record:
+        version = object_version(req.document.sha256)
+        row: asyncpg.Record = await conn.fetchrow(
+            q("intake_accept"),
+            check.lock_namespace,
+            check.period,
+            check.api_key_id,
+            check.capacity_refused,
+            check.cost,
+            uuid.uuid4(),
+            *self._accept_args(req, version, request_hash_of(req), tp),
+        )
         return row
 
     def _accept_args(
