@@ -25,7 +25,15 @@ def intake_double() -> Starlette:
             return JSONResponse({"title": "quota"}, status_code=429)
         return JSONResponse({"job_id": f"job-{key}"}, status_code=202)
 
-    app = Starlette(routes=[Route("/v1/extraction-jobs", accept, methods=["POST"])])
+    async def healthz(_request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True})
+
+    app = Starlette(
+        routes=[
+            Route("/v1/extraction-jobs", accept, methods=["POST"]),
+            Route("/healthz", healthz),
+        ]
+    )
     app.state.seen = seen
     return app
 
