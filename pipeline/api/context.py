@@ -4,9 +4,6 @@ who is calling (``Authorization: Bearer <key>``, 401 otherwise).
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +31,7 @@ from pipeline.api.problems import (
 )
 from pipeline.api.review import ReviewService
 from pipeline.api.status_stream import EventHub
+from pipeline.api.warm_up import warm_pool
 from pipeline.clock import Clock
 from pipeline.database import create_pool
 from pipeline.delivery import job_store
@@ -47,9 +45,6 @@ _bearer = HTTPBearer(
     scheme_name="ApiKey",
     description="A tenant API key (`flk_...`), created with the fenceline CLI.",
 )
-
-
-log = logging.getLogger(__name__)
 
 
 async def open_pool(settings: Settings) -> asyncpg.Pool:
@@ -67,35 +62,6 @@ async def open_pool(settings: Settings) -> asyncpg.Pool:
         )
     except (OSError, asyncpg.PostgresError):
         return await create_pool(settings.database_url, min_size=0, max_size=settings.db_pool_max)
-
-
-async def warm_pool(services: Services, settings: Settings) -> int:
-    """Run the accept path once, rolled back, on each of the ``db_pool_min`` connections
-    the intake opened (:meth:`~pipeline.api.intake.IntakeService.warm`), so a freshly
-    started replica's first accepts do not each prepare and plan it. Returns how many
-    were warmed; a database that is down or not migrated is logged and skipped (the
-    requests then answer 503, as without a warm-up)."""
-    n: int = min(settings.db_pool_min, settings.db_pool_max, int(services.pool.get_size()))
-    if n <= 0:
-        return 0
-    started = time.perf_counter()
-
-    async def one() -> str:
-        async with services.pool.acquire(timeout=settings.db_acquire_timeout_seconds) as conn:
-            return await services.intake.warm(conn)
-
-    try:
-        outcomes = await asyncio.gather(*(one() for _ in range(n)))
-    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        log.warning("intake warm-up skipped: %r", exc)
-        return 0
-    log.info(
-        "intake: %d pool connection(s) warmed in %.0f ms (%s)",
-        n,
-        (time.perf_counter() - started) * 1000,
-        ", ".join(sorted(set(outcomes))),
-    )
-    return n
 
 
 @dataclass
@@ -171,7 +137,7 @@ class ApiContext:
         if self._services is None:
             pool = await open_pool(self.settings)
             self._services = self._build(pool)
-            await warm_pool(self._services, self.settings)
+            await warm_pool(pool, self._services.intake, self.settings)
         if self.key_cache is None and self.settings.api_key_cache_size > 0:
             cache = KeyCache(
                 self.settings.database_url,

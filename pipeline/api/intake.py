@@ -61,13 +61,7 @@ from pipeline.jobs import (
 )
 from pipeline.settings import Settings
 from pipeline.states import JobState
-from pipeline.tenants import (
-    ADMISSION_LOCK_NAMESPACE,
-    Demand,
-    TenantQuota,
-    create_tenant,
-    demand_for,
-)
+from pipeline.tenants import ADMISSION_LOCK_NAMESPACE, Demand, TenantQuota, demand_for
 from pipeline.text_safety import describe, first_invisible, safe_text_pattern
 
 #: Printable ASCII without spaces, 1–200 characters.
@@ -339,14 +333,6 @@ async def read_submission(request: Request, max_part_bytes: int) -> JobSubmissio
 
 
 # ------------------------------------------------------------------ the service
-class _RolledBack(Exception):
-    """Ends :meth:`IntakeService.warm`'s transaction (rolling it back) with its outcome."""
-
-    def __init__(self, outcome: str) -> None:
-        super().__init__(outcome)
-        self.outcome = outcome
-
-
 class IntakeService:
     """Admission + durable acceptance in one transaction per request."""
 
@@ -404,14 +390,7 @@ class IntakeService:
             deadline_seconds=submission.deadline_seconds,
         )
         async with self.pool.acquire(timeout=self.settings.db_acquire_timeout_seconds) as conn:
-            capacity = await self.admission.capacity_refusal(conn)
-            check = AdmissionCheck(
-                lock_namespace=ADMISSION_LOCK_NAMESPACE,
-                period=self.settings.spend_period,
-                api_key_id=api_key_id,
-                capacity_refused=capacity is not None,
-                cost=demand.cost,
-            )
+            capacity, check = await self.admission_check(conn, api_key_id, demand)
             if self.accept_hook is None:
                 # One statement, its own transaction: lock, read, decide, write.
                 row = await self.store.admit_and_accept(req, check, conn=conn)
@@ -424,38 +403,18 @@ class IntakeService:
                         await self.accept_hook(conn, accepted)
         return Receipt(accepted=accepted, idempotency_key=key, generated_key=generated)
 
-    async def warm(self, conn: asyncpg.Connection) -> str:
-        """Run the accept path once on ``conn`` and roll it back; returns its outcome.
-
-        asyncpg prepares a statement, and PostgreSQL plans each statement of the
-        ``intake_accept`` function, once per connection: on a freshly started intake
-        the first accept on each pool connection paid for both (16 concurrent
-        accepts took 227-293 ms there, 84-110 ms once every connection had run one;
-        docs/benchmarks.md). The warm-up creates a throwaway tenant, checks capacity
-        and accepts a document for it, as :meth:`submit` does, in one transaction
-        that is rolled back: nothing of it is ever visible (its NOTIFYs are never
-        sent), and it records no trace span or metric.
-        """
-        try:
-            async with conn.transaction():
-                tenant = await create_tenant(conn, f"intake-warm-up-{uuid.uuid4().hex}")
-                req = AcceptRequest(
-                    tenant_id=tenant.id,
-                    idempotency_key="intake-warm-up",
-                    document=DocumentIn(content="warm-up"),
-                )
-                capacity = await self.admission.capacity_refusal(conn)
-                check = AdmissionCheck(
-                    lock_namespace=ADMISSION_LOCK_NAMESPACE,
-                    period=self.settings.spend_period,
-                    api_key_id=None,
-                    capacity_refused=capacity is not None,
-                    cost=demand_for(len(req.document.raw), self.settings).cost,
-                )
-                outcome = await self.store.warm_accept(req, check, conn=conn)
-                raise _RolledBack(outcome)
-        except _RolledBack as done:
-            return done.outcome
+    async def admission_check(
+        self, conn: asyncpg.Connection, api_key_id: uuid.UUID | None, demand: Demand
+    ) -> tuple[AdmissionRejected | None, AdmissionCheck]:
+        """The capacity verdict (read on ``conn``) and what ``intake_accept`` decides with."""
+        capacity = await self.admission.capacity_refusal(conn)
+        return capacity, AdmissionCheck(
+            lock_namespace=ADMISSION_LOCK_NAMESPACE,
+            period=self.settings.spend_period,
+            api_key_id=api_key_id,
+            capacity_refused=capacity is not None,
+            cost=demand.cost,
+        )
 
     def _answer(
         self,

@@ -167,7 +167,7 @@ class JobStore(Reaping, BatchSettling):
         self, req: AcceptRequest, check: AdmissionCheck, *, conn: asyncpg.Connection
     ) -> str:
         """:meth:`admit_and_accept` without a trace span, for a caller that rolls it back
-        (the intake warming a connection: :meth:`pipeline.api.intake.IntakeService.warm`).
+        (the intake warming a connection: :func:`pipeline.api.warm_up.warm_connection`).
         Returns the outcome."""
         row = await self._intake_accept(req, check, conn, new_traceparent())
         return str(row["outcome"])

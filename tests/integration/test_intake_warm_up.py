@@ -8,7 +8,8 @@ import asyncpg
 import pytest
 
 from pipeline.api.app import create_app
-from pipeline.api.context import ApiContext, warm_pool
+from pipeline.api.context import ApiContext
+from pipeline.api.warm_up import warm_connection, warm_pool
 from tests.support.api import settings_for
 
 pytestmark = pytest.mark.integration
@@ -53,7 +54,7 @@ async def test_startup_runs_the_accept_on_each_connection_and_leaves_nothing(
                 for c in conns:
                     await services.pool.release(c)
             assert prepared == [1, 1, 1]
-            assert await warm_pool(services, ctx.settings) == 3
+            assert await warm_pool(services.pool, services.intake, ctx.settings) == 3
         await asyncio.sleep(0.2)  # a NOTIFY of a committed job would have arrived
     finally:
         await listener.close()
@@ -69,8 +70,8 @@ async def test_warming_answers_accepted_for_its_throwaway_tenant(
     app = create_app(settings_for(dsn), pool=pool)
     services = app.state.fenceline.services
     async with pool.acquire() as conn:
-        assert await services.intake.warm(conn) == "accepted"
-        assert await services.intake.warm(conn) == "accepted"  # a new tenant each time
+        assert await warm_connection(services.intake, conn) == "accepted"
+        assert await warm_connection(services.intake, conn) == "accepted"  # a new tenant each time
         assert not conn.is_in_transaction()
 
 
@@ -79,4 +80,4 @@ async def test_a_database_that_is_down_skips_the_warm_up_and_the_app_starts() ->
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         ctx: ApiContext = app.state.fenceline
-        assert await warm_pool(ctx.services, settings) == 0
+        assert await warm_pool(ctx.services.pool, ctx.services.intake, settings) == 0
