@@ -27,9 +27,12 @@ and reports its acceptance latency from each scheduled arrival (p50, p99).
 
 Ratios are the headline (these machines are noisy and the load generator shares
 the cores): throughput of each target over ``starlette``, and ``serve`` over
-``uvicorn``. After each Fenceline run the bench checks that every 202 left a job
-and an outbox event in PostgreSQL. Results: ``results/intake/intake_bench.json``
-and ``.png``.
+``uvicorn``. Each target also reports the CPU its server processes spent per
+answered request (``cpu_ms_per_request``: the uvicorn process; for Serve the
+replica, HAProxy and the proxy actor), which, unlike jobs/s, does not move with
+what the load generator leaves of the cores. After each Fenceline run the bench
+checks that every 202 left a job and an outbox event in PostgreSQL. Results:
+``results/intake/intake_bench.json`` and ``.png``.
 
 ``--serve-replicas N`` deploys N intake replicas behind Serve's proxy (default 1).
 
@@ -173,15 +176,26 @@ def _own_ray_processes(*titles: str) -> dict[str, int]:
 async def _profiled_load(
     url: str, keys: list[str], args: argparse.Namespace, targets: dict[str, int]
 ) -> dict[str, Any]:
-    spies = []
+    """The closed loop, with the CPU each of ``targets`` (name -> pid) spent on it.
+
+    ``server_cpu_ms`` holds each target's CPU time (user + system) over the whole
+    run, warm-up included, and ``cpu_ms_per_request`` the targets' sum over every
+    answered request: a figure that does not depend on how much CPU the load
+    generator left the server, unlike jobs/s on a shared machine. Python targets
+    are also sampled with py-spy under ``--profile``.
+    """
+    spies: list[subprocess.Popen[bytes]] = []
     profile = getattr(args, "profile", None)
     if profile is not None:
         for name, pid in targets.items():
+            if name.endswith("haproxy"):
+                continue  # not a Python process
             spy = _py_spy(pid, Path(profile) / f"intake_{name}.svg", args.warmup + args.seconds)
             if spy is not None:
                 spies.append(spy)
+    before = _cpu_seconds(targets)
     try:
-        return await load(
+        result = await load(
             url, keys, seconds=args.seconds, warmup=args.warmup, concurrency=args.concurrency
         )
     finally:
@@ -190,6 +204,26 @@ async def _profiled_load(
                 await asyncio.to_thread(spy.wait, 30)
             except subprocess.TimeoutExpired:
                 spy.terminate()
+    after = _cpu_seconds(targets)
+    spent = {name: (after[name] - before[name]) * 1000 for name in before if name in after}
+    result["server_cpu_ms"] = spent
+    answered = result["answered_incl_warmup"]
+    result["cpu_ms_per_request"] = sum(spent.values()) / answered if answered else float("nan")
+    return result
+
+
+def _cpu_seconds(targets: dict[str, int]) -> dict[str, float]:
+    """User + system CPU seconds of each live process in ``targets``."""
+    import psutil
+
+    out: dict[str, float] = {}
+    for name, pid in targets.items():
+        try:
+            t = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            continue
+        out[name] = t.user + t.system
+    return out
 
 
 # ------------------------------------------------------------- load generator
@@ -200,13 +234,14 @@ async def load(
     latencies: list[float] = []
     statuses: dict[int, int] = {}
     all_202 = 0
+    answered = 0
     stop_at = time.perf_counter() + warmup + seconds
     measure_from = time.perf_counter() + warmup
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
 
         async def worker(n: int) -> None:
-            nonlocal all_202
+            nonlocal all_202, answered
             i = 0
             key = keys[n % len(keys)]
             while (now := time.perf_counter()) < stop_at:
@@ -215,6 +250,7 @@ async def load(
                 headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": uuid.uuid4().hex}
                 r = await client.post("/v1/extraction-jobs", json=body, headers=headers)
                 done = time.perf_counter()
+                answered += 1
                 if r.status_code == 202:
                     all_202 += 1
                 if now >= measure_from:
@@ -229,6 +265,7 @@ async def load(
     return {
         "accepted": accepted,
         "accepted_incl_warmup": all_202,
+        "answered_incl_warmup": answered,
         "statuses": statuses,
         "seconds": elapsed,
         "jobs_per_s": accepted / elapsed if elapsed > 0 else 0.0,
@@ -299,9 +336,7 @@ async def run_starlette(args: argparse.Namespace) -> dict[str, Any]:
     try:
         url = f"http://127.0.0.1:{port}"
         await _wait_up(url, "/nope")
-        return await load(
-            url, ["none"], seconds=args.seconds, warmup=args.warmup, concurrency=args.concurrency
-        )
+        return await _profiled_load(url, ["none"], args, {"starlette": proc.pid})
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -359,12 +394,13 @@ async def run_serve(args: argparse.Namespace, *, haproxy: bool = True) -> dict[s
         keys = await _keys(dsn, args.tenants)
         url = f"http://127.0.0.1:{port}"
         await _wait_up(url, "/readyz")
-        pids = _own_ray_processes("ServeReplica:intake", "ProxyActor")
-        targets = {
-            ("" if haproxy else "pyproxy_")
-            + {"ServeReplica:intake": "serve_replica", "ProxyActor": "serve_proxy"}[k]: v
-            for k, v in pids.items()
+        pids = _own_ray_processes("ServeReplica:intake", "ProxyActor", "bin/haproxy")
+        titles = {
+            "ServeReplica:intake": "serve_replica",
+            "ProxyActor": "serve_proxy",
+            "bin/haproxy": "serve_haproxy",
         }
+        targets = {("" if haproxy else "pyproxy_") + titles[k]: v for k, v in pids.items()}
         result = await _profiled_load(url, keys, args, targets)
         _check_durable(result, *await _committed(dsn))
         if getattr(args, "half_knee", False):
@@ -451,6 +487,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             f"p99 {r['p99_ms']:6.1f} ms   statuses {r['statuses']}",
             flush=True,
         )
+        cpu = "  ".join(f"{k} {v:.0f} ms" for k, v in r.get("server_cpu_ms", {}).items())
+        per_request = r.get("cpu_ms_per_request", float("nan"))
+        print(f"   server CPU {per_request:.2f} ms per request ({cpu})")
     base = results.get("starlette")
     ratios: dict[str, float] = {}
     for name, r in results.items():
@@ -458,6 +497,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             ratios[f"{name}/starlette jobs_per_s"] = r["jobs_per_s"] / base["jobs_per_s"]
             ratios[f"{name}/starlette p50"] = r["p50_ms"] / base["p50_ms"]
             ratios[f"{name}/starlette p99"] = r["p99_ms"] / base["p99_ms"]
+            ratios[f"{name}/starlette cpu per request"] = (
+                r["cpu_ms_per_request"] / base["cpu_ms_per_request"]
+            )
     if "uvicorn" in results and "uvicorn_nocache" in results:
         c, n = results["uvicorn"], results["uvicorn_nocache"]
         ratios["key cache on/off jobs_per_s"] = c["jobs_per_s"] / n["jobs_per_s"]
@@ -467,6 +509,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         ratios["serve/uvicorn jobs_per_s"] = s["jobs_per_s"] / u["jobs_per_s"]
         ratios["serve/uvicorn p50"] = s["p50_ms"] / u["p50_ms"]
         ratios["serve/uvicorn p99"] = s["p99_ms"] / u["p99_ms"]
+        ratios["serve/uvicorn cpu per request"] = s["cpu_ms_per_request"] / u["cpu_ms_per_request"]
     if "serve" in results and "serve_pyproxy" in results:
         ratios["haproxy/python proxy jobs_per_s"] = (
             results["serve"]["jobs_per_s"] / results["serve_pyproxy"]["jobs_per_s"]
