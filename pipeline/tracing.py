@@ -120,9 +120,13 @@ def configure_tracing(settings: Settings, service: str) -> bool:
 # ----------------------------------------------------------------- the context
 def new_traceparent() -> str:
     """A fresh sampled root context (used when no span is recording)."""
-    trace_id = secrets.randbits(128) or 1
-    span_id = secrets.randbits(64) or 1
+    trace_id, span_id = _random_ids()
     return f"00-{trace_id:032x}-{span_id:016x}-01"
+
+
+def _random_ids() -> tuple[int, int]:
+    """A trace id and a span id, random and never zero (zero is invalid in W3C)."""
+    return secrets.randbits(128) or 1, secrets.randbits(64) or 1
 
 
 def current_traceparent() -> str | None:
@@ -222,10 +226,11 @@ def root_span(name: str, attributes: Mapping[str, Any] | None = None) -> Iterato
         if span.get_span_context().is_valid:
             yield span, traceparent_of(span) or new_traceparent()
             return
-        made = new_traceparent()
-        ctx = context_of(made)
-        assert ctx is not None
-        stand_in = NonRecordingSpan(trace.get_current_span(ctx).get_span_context())
+        trace_id, span_id = _random_ids()
+        made = f"00-{trace_id:032x}-{span_id:016x}-01"
+        stand_in = NonRecordingSpan(
+            SpanContext(trace_id, span_id, is_remote=False, trace_flags=TraceFlags(1))
+        )
         with _current(stand_in):
             yield stand_in, made
 
