@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -135,32 +136,80 @@ def burst_of(scenario: Scenario, documents: int) -> Scenario:
     )
 
 
-async def pipeline_vs_direct(scenario: Scenario, engine: BenchEngine) -> dict[str, Any]:
+def round_ratios(
+    pipes: list[dict[str, Any]], directs: list[dict[str, Any]]
+) -> list[dict[str, float]]:
+    """Each pipeline pass over the direct passes around it.
+
+    One pipeline pass and one direct pass (the classic order): that direct pass.
+    Otherwise ``directs`` has one more pass than ``pipes`` (``D0 P0 D1 P1 D2 ...``)
+    and pass ``i`` is compared with the mean of ``D_i`` and ``D_{i+1}``, so an
+    engine that slows down or speeds up during the run does not tilt the ratio.
+    """
+    if len(directs) not in (len(pipes), len(pipes) + 1):
+        raise ValueError(f"{len(pipes)} pipeline passes need as many or one more direct")
+    width = 1 if len(directs) == len(pipes) else 2
+    detail = []
+    for i, pipe in enumerate(pipes):
+        around = directs[i : i + width]
+        detail.append(
+            {
+                key: ratio(pipe[p_key], sum(d[d_key] for d in around) / len(around))
+                for key, p_key, d_key in (
+                    ("drain_time", "drain_s", "wall_s"),
+                    ("p50_since_submit", "since_submit_p50_s", "since_submit_p50_s"),
+                    ("p99_since_submit", "since_submit_p99_s", "since_submit_p99_s"),
+                )
+            }
+        )
+    return detail
+
+
+async def pipeline_vs_direct(
+    scenario: Scenario, engine: BenchEngine, *, rounds: int = 1
+) -> dict[str, Any]:
+    """The same documents through the whole pipeline and straight to the engine.
+
+    Direct, pipeline, direct again: the engine's prefix cache holds the prompts
+    after the first pass, so the ratio compares the pipeline with the second
+    (equally warm) direct pass; the first is reported as ``direct_cold``.
+
+    ``rounds`` > 1 is for engines whose speed drifts within a run (CPU vLLM on a
+    shared machine: the same direct pass took 46 and 52 s minutes apart): after the
+    cold pass, one warm direct pass, then ``rounds`` times a pipeline pass and a
+    direct pass; each pipeline pass is compared with the mean of the direct passes
+    on either side of it, and the headline ratios are the medians over the rounds
+    (``rounds_detail`` holds each).
+    """
     n = scenario.baselines.direct_documents
-    # Direct, pipeline, direct again: the engine's prefix cache holds the prompts
-    # after the first pass, so the ratio compares the pipeline with the second
-    # (equally warm) direct pass; the first is reported as ``direct_cold``.
     cold = await direct_run(scenario, engine, n)
-    through = await run_pipeline(burst_of(scenario, n), engine, progress=False)
-    direct = await direct_run(scenario, engine, n)
-    pipe = {
-        "documents": n,
-        "drain_s": through["duration_s"]["last_settled"],
-        "outcomes": through["outcomes"],
-        "since_submit_p50_s": through["completion_latency_s"]["p50"],
-        "since_submit_p99_s": through["completion_latency_s"]["p99"],
-        "engine": through["engine"],
-    }
-    return {
+    directs = [] if rounds == 1 else [await direct_run(scenario, engine, n)]
+    pipes: list[dict[str, Any]] = []
+    for _ in range(rounds):
+        through = await run_pipeline(burst_of(scenario, n), engine, progress=False)
+        pipes.append(
+            {
+                "documents": n,
+                "drain_s": through["duration_s"]["last_settled"],
+                "outcomes": through["outcomes"],
+                "since_submit_p50_s": through["completion_latency_s"]["p50"],
+                "since_submit_p99_s": through["completion_latency_s"]["p99"],
+                "engine": through["engine"],
+            }
+        )
+        directs.append(await direct_run(scenario, engine, n))
+    detail = round_ratios(pipes, directs)
+    out: dict[str, Any] = {
         "direct_cold": cold,
-        "direct": direct,
-        "pipeline": pipe,
-        "ratios": {
-            "drain_time": ratio(pipe["drain_s"], direct["wall_s"]),
-            "p50_since_submit": ratio(pipe["since_submit_p50_s"], direct["since_submit_p50_s"]),
-            "p99_since_submit": ratio(pipe["since_submit_p99_s"], direct["since_submit_p99_s"]),
-        },
+        "direct": directs[-1],
+        "pipeline": pipes[-1],
+        "ratios": {key: statistics.median(r[key] for r in detail) for key in detail[0]},
     }
+    if rounds > 1:
+        out["rounds_detail"] = detail
+        out["direct_passes_s"] = [d["wall_s"] for d in directs]
+        out["pipeline_passes_s"] = [p["drain_s"] for p in pipes]
+    return out
 
 
 async def store_vs_raw(spec: BaselineSpec) -> dict[str, Any]:

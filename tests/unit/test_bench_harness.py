@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.baselines import direct_concurrency, headline, ratio
+from benchmarks.baselines import direct_concurrency, headline, ratio, round_ratios
 from benchmarks.collect import InconsistentRun, buckets, check_consistency, cost_report
 from benchmarks.engine_setup import CallTiming, timing_summary
 from benchmarks.invoices.generator import Variant, generate_invoice
@@ -35,6 +35,34 @@ def test_ratio_divides_and_refuses_missing_values() -> None:
     assert ratio(3.0, 2.0) == pytest.approx(1.5)
     assert math.isnan(ratio(1.0, 0.0))
     assert math.isnan(ratio(math.nan, 2.0))
+
+
+def _pass(seconds: float, p50: float = 1.0, p99: float = 2.0) -> dict[str, float]:
+    return {
+        "drain_s": seconds,
+        "wall_s": seconds,
+        "since_submit_p50_s": p50,
+        "since_submit_p99_s": p99,
+    }
+
+
+def test_one_round_compares_the_pipeline_with_the_direct_pass_after_it() -> None:
+    [only] = round_ratios([_pass(11.0, 2.0)], [_pass(10.0, 1.0)])
+    assert only["drain_time"] == pytest.approx(1.1)
+    assert only["p50_since_submit"] == pytest.approx(2.0)
+
+
+def test_rounds_compare_each_pipeline_pass_with_its_neighbouring_directs() -> None:
+    # The engine slows down through the run (direct 40 s, 50 s, 60 s): each pipeline
+    # pass is measured against the mean of the direct passes on either side.
+    directs = [_pass(40.0), _pass(50.0), _pass(60.0)]
+    detail = round_ratios([_pass(45.0), _pass(66.0)], directs)
+    assert [d["drain_time"] for d in detail] == pytest.approx([1.0, 1.2])
+
+
+def test_rounds_refuse_a_pass_count_that_does_not_alternate() -> None:
+    with pytest.raises(ValueError):
+        round_ratios([_pass(1.0)], [_pass(1.0)] * 3)
 
 
 def test_headline_takes_one_named_ratio_per_baseline_that_ran() -> None:
