@@ -55,6 +55,28 @@ _SSE = {
     },
 }
 _LOCATION = {"Location": {"description": "The job's status URL", "schema": {"type": "string"}}}
+_IDEMPOTENCY_KEY_DOC = (
+    "Unique per tenant. Same key + same request → same job (202, then 200 with the original "
+    "receipt); same key + different request → 409; a malformed key → 400. Without it the "
+    "server generates a key, and a retried request becomes a second job."
+)
+#: The Idempotency-Key header as documented. The route reads the header itself
+#: (``SingleValuedHeadersMiddleware`` refuses a repeated one, and
+#: :func:`pipeline.api.intake.resolve_idempotency_key` answers a malformed one with its
+#: 400 problem, where a FastAPI pattern would make it a 422): a declared header
+#: parameter cost FastAPI's parameter solving on every accept.
+_IDEMPOTENCY_KEY_PARAMETER: dict[str, Any] = {
+    "description": _IDEMPOTENCY_KEY_DOC,
+    "in": "header",
+    "name": "Idempotency-Key",
+    "required": False,
+    "schema": {
+        "anyOf": [{"type": "string"}, {"type": "null"}],
+        "description": _IDEMPOTENCY_KEY_DOC,
+        "pattern": IDEMPOTENCY_KEY_PATTERN,
+        "title": "Idempotency-Key",
+    },
+}
 
 
 _SUBMISSION_BODY: dict[str, Any] = {
@@ -102,26 +124,14 @@ def register_routes(app: FastAPI) -> None:
             202: {"description": "Accepted: job and outbox event committed", "headers": _LOCATION},
             **problem_responses(400, 401, 409, 413, 415, 422, 429, 503),
         },
-        openapi_extra={"requestBody": _SUBMISSION_BODY},
+        openapi_extra={
+            "requestBody": _SUBMISSION_BODY,
+            "parameters": [_IDEMPOTENCY_KEY_PARAMETER],
+        },
     )
-    async def create_job(
-        request: Request,
-        principal: Caller,
-        idempotency_key: Annotated[
-            str | None,
-            Header(
-                alias="Idempotency-Key",
-                # Documented, not enforced here: pipeline.api.intake answers a malformed
-                # key with its 400 problem (a FastAPI pattern would make it a 422).
-                json_schema_extra={"pattern": IDEMPOTENCY_KEY_PATTERN},
-                description="Unique per tenant. Same key + same request → same job "
-                "(202, then 200 with the original receipt); same key + different "
-                "request → 409; a malformed key → 400. Without it the server generates "
-                "a key, and a retried request becomes a second job.",
-            ),
-        ] = None,
-    ) -> Response:
+    async def create_job(request: Request, principal: Caller) -> Response:
         ctx = api_context(request)
+        idempotency_key = request.headers.get("idempotency-key")
         # Observed by AcceptanceMiddleware once the response is sent; refusals made
         # before this route runs (401, 413, 422, 503) are classified there.
         timer = acceptance_timer(request.state)
