@@ -209,6 +209,7 @@ async def pipeline_vs_direct(
         out["rounds_detail"] = detail
         out["direct_passes_s"] = [d["wall_s"] for d in directs]
         out["pipeline_passes_s"] = [p["drain_s"] for p in pipes]
+        out["pipeline_outcomes"] = [p["outcomes"] for p in pipes]
     return out
 
 

@@ -120,13 +120,17 @@ def configure_tracing(settings: Settings, service: str) -> bool:
 # ----------------------------------------------------------------- the context
 def new_traceparent() -> str:
     """A fresh sampled root context (used when no span is recording)."""
-    trace_id, span_id = _random_ids()
-    return f"00-{trace_id:032x}-{span_id:016x}-01"
+    return _traceparent(*_random_ids())
 
 
 def _random_ids() -> tuple[int, int]:
     """A trace id and a span id, random and never zero (zero is invalid in W3C)."""
     return secrets.randbits(128) or 1, secrets.randbits(64) or 1
+
+
+def _traceparent(trace_id: int, span_id: int) -> str:
+    """The W3C ``traceparent`` of a sampled context with these ids."""
+    return f"00-{trace_id:032x}-{span_id:016x}-01"
 
 
 def current_traceparent() -> str | None:
@@ -227,7 +231,7 @@ def root_span(name: str, attributes: Mapping[str, Any] | None = None) -> Iterato
             yield span, traceparent_of(span) or new_traceparent()
             return
         trace_id, span_id = _random_ids()
-        made = f"00-{trace_id:032x}-{span_id:016x}-01"
+        made = _traceparent(trace_id, span_id)
         stand_in = NonRecordingSpan(
             SpanContext(trace_id, span_id, is_remote=False, trace_flags=TraceFlags(1))
         )
