@@ -39,6 +39,7 @@ from pipeline.extraction.locate import (
     Boundary,
     Found,
     decoy_label,
+    decoy_number_label,
     label_before,
     labelled,
     occurrences,
@@ -136,6 +137,23 @@ class _Grounder:
         f = self.find(path, value, path, fuzzy=fuzzy)
         if f is None:
             return None
+        return EvidencedText(value=self.text_at(f).strip(), evidence=self.evidence(f))
+
+    def reference(self, path: str, value: str | None) -> EvidencedText | None:
+        """The invoice's own number, never one printed only as another document's
+        (an order, the customer, a delivery note: see :func:`decoy_number_label`)."""
+        if value is None:
+            return None
+        found = occurrences(self.doc, value, fuzzy=False)
+        if not found:
+            self.refuse(path, f"{value[:60]!r} is not printed in the document")
+            return None
+        plain = [f for f in found if decoy_number_label(f) is None]
+        if not plain:
+            decoy = decoy_number_label(found[0])
+            self.refuse(path, f"{value[:60]!r} is printed as another number ({decoy!r} before it)")
+            return None
+        f = labelled(plain, LABELS.get(path, ()), last=False)
         return EvidencedText(value=self.text_at(f).strip(), evidence=self.evidence(f))
 
     def amount(self, path: str, value: str | None) -> EvidencedAmount | None:
@@ -338,7 +356,7 @@ class _Grounder:
             totals[fix[0]] = self.printed_amount(fix[0], fix[1]) or totals[fix[0]]
         return Extraction(
             supplier=Supplier(name=supplier_name, vat_id=self.vat_id(a.vat_id, name)),
-            invoice_number=self.text("invoice_number", a.number),
+            invoice_number=self.reference("invoice_number", a.number),
             issue_date=self.when("issue_date", a.issue_date),
             due_date=self.when("due_date", a.due_date),
             currency=self.currency(a.currency),

@@ -52,3 +52,29 @@ DECOY_DATE_LABELS: tuple[str, ...] = (
     "sprzeda", "wysył", "order", "bestell", "commande", "pedido", "ordine", "zamówien",
     "beställ", "bestil",
 )  # fmt: skip
+
+#: Words that name the invoice itself in a number's label (not the generic "no", "#"
+#: that an order or customer number's label carries too).
+INVOICE_WORDS: tuple[str, ...] = (
+    "invoice", "bill", "facture", "factura", "fattura", "rechnung", "faktur", "fatura",
+    "factuur", "beleg", "document", "dokument",
+)  # fmt: skip
+
+#: Words that label another document's number: an order or purchase order, the
+#: customer or account, a delivery note, a contract. A number whose label names one
+#: of these after any invoice word is refused as the invoice number (a model copies
+#: "Votre commande: 4504665309" as the invoice's number).
+DECOY_NUMBER_LABELS: tuple[str, ...] = (
+    "order", "purchase", "p.o.", "po no", "po number", "po#", "bestell", "auftrag",
+    "commande", "pedido", "ordine", "zamówien", "beställ", "bestil", "ordre", "encomenda",
+    "requisi", "rekvisit",
+    "customer", "client", "kunde", "kund", "klant", "klient", "debiteur", "debtor", "account",
+    "deliver", "liefer", "livraison", "albar", "ddt", "leverans", "levering", "dostaw",
+    "consegn", "shipment",
+    "contract", "vertrag", "contrat", "umow",
+)  # fmt: skip
+
+#: Reference words that label an order in some languages ("Uw referentie", "Er
+#: referens") and the invoice in others ("Invoice reference", "Réf. facture"): a
+#: decoy only in a label that names no invoice word at all.
+REFERENCE_WORDS: tuple[str, ...] = ("referen", "referên", "ref.", "ref:", "réf", "rif.")

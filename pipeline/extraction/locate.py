@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from pipeline.extraction.labels import DECOY_DATE_LABELS, LABELS
+from pipeline.extraction.labels import (
+    DECOY_DATE_LABELS,
+    DECOY_NUMBER_LABELS,
+    INVOICE_WORDS,
+    LABELS,
+    REFERENCE_WORDS,
+)
 from pipeline.extraction.lines import Document, Line
 from pipeline.validation import MatchKind
 
@@ -184,6 +190,22 @@ def decoy_label(f: Found) -> str | None:
     date printed there is another date than the invoice's own."""
     label = label_before(f)
     return next((word for word in DECOY_DATE_LABELS if word in label), None)
+
+
+def decoy_number_label(f: Found) -> str | None:
+    """The word naming another document (order, customer, delivery note, contract) in
+    the label before ``f``, if it is nearer to ``f`` than any word naming the invoice:
+    a number printed there is that document's, not the invoice's ("Invoice 2024/17 for
+    order 4504" refuses 4504, not 2024/17; "Order confirmation, invoice no. 17" keeps
+    17). A reference word counts only where no invoice word is printed."""
+    label = label_before(f)
+    invoice_at = max((label.rfind(word) for word in INVOICE_WORDS), default=-1)
+    decoy = max(((label.rfind(word), word) for word in DECOY_NUMBER_LABELS), default=(-1, ""))
+    if decoy[0] > invoice_at:
+        return decoy[1]
+    if invoice_at < 0:
+        return next((word for word in REFERENCE_WORDS if word in label), None)
+    return None
 
 
 def other_date_label(path: str, f: Found) -> bool:
