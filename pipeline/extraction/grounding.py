@@ -148,10 +148,12 @@ class _Grounder:
         if not found:
             self.refuse(path, f"{value[:60]!r} is not printed in the document")
             return None
-        plain = [f for f in found if decoy_number_label(f) is None]
+        decoys = [decoy_number_label(f) for f in found]
+        plain = [f for f, decoy in zip(found, decoys, strict=True) if decoy is None]
         if not plain:
-            decoy = decoy_number_label(found[0])
-            self.refuse(path, f"{value[:60]!r} is printed as another number ({decoy!r} before it)")
+            self.refuse(
+                path, f"{value[:60]!r} is printed as another number ({decoys[0]!r} before it)"
+            )
             return None
         f = labelled(plain, LABELS.get(path, ()), last=False)
         return EvidencedText(value=self.text_at(f).strip(), evidence=self.evidence(f))

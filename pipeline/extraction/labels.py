@@ -68,7 +68,7 @@ DECOY_NUMBER_LABELS: tuple[str, ...] = (
     "order", "purchase", "p.o.", "po no", "po number", "po#", "bestell", "auftrag",
     "commande", "pedido", "ordine", "zamówien", "beställ", "bestil", "ordre", "encomenda",
     "requisi", "rekvisit",
-    "customer", "client", "kunde", "kund", "klant", "klient", "debiteur", "debtor", "account",
+    "customer", "client", "kund", "klant", "klient", "debiteur", "debtor", "account",
     "deliver", "liefer", "livraison", "albar", "ddt", "leverans", "levering", "dostaw",
     "consegn", "shipment",
     "contract", "vertrag", "contrat", "umow",
