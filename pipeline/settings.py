@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     api_key_cache_size: int = Field(10_000, ge=0)
     #: A cached key is verified in the database again after this many seconds.
     api_key_cache_seconds: float = Field(60.0, gt=0)
+    #: A served intake (uvicorn factory, Serve ingress) freezes its heap once started,
+    #: so full garbage collections skip it (pipeline.api.heap).
+    freeze_heap_at_start: bool = True
     #: Retry-After for a tenant quota refusal (429) on pending jobs, bytes or tokens.
     quota_retry_after_seconds: float = Field(30.0, gt=0)
     #: Retry-After for exhausted system capacity or an unreachable database (503).

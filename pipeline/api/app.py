@@ -44,6 +44,7 @@ from pipeline.api.console import install_console
 from pipeline.api.context import ApiContext, known_query_only
 from pipeline.api.endpoints import router as endpoints_router
 from pipeline.api.headers import SingleValuedHeadersMiddleware
+from pipeline.api.heap import with_frozen_heap
 from pipeline.api.intake import (
     AcceptHook,
     JobOptions,
@@ -154,7 +155,8 @@ def create_app(
 
 def app_from_env() -> FastAPI:
     """``uvicorn --factory pipeline.api.app:app_from_env``: settings from FENCELINE_*."""
-    return create_app(Settings())
+    settings = Settings()
+    return with_frozen_heap(create_app(settings), enabled=settings.freeze_heap_at_start)
 
 
 def openapi_document() -> dict[str, Any]:
