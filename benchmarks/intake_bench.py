@@ -25,6 +25,15 @@ request):
 Poisson arrivals at half the closed loop's saturated rate for ``--seconds``,
 and reports its acceptance latency from each scheduled arrival (p50, p99).
 
+The load generator (``--client``) is :mod:`benchmarks.raw_http` by default: keep-alive
+sockets opened before the load, about 0.1-0.3 ms of CPU per request here, where
+``httpx`` (``--client httpx``, the client before the seventh pass) spends 2.2-3.3 ms
+and so took more of the two shared cores than the server it measured (the bare
+endpoint answered 440-490 jobs/s under httpx and 6,200-8,100 under the raw
+client). Each result reports ``client_cpu_ms_per_request``. The intakes open
+their whole pool at start, as ``fenceline up`` deploys them; ``--no-freeze``
+starts them without freezing their heap (``pipeline.api.heap``), for the A/B.
+
 Ratios are the headline (these machines are noisy and the load generator shares
 the cores): throughput of each target over ``starlette``, and ``serve`` over
 ``uvicorn``. Each target also reports the CPU its server processes spent per
@@ -52,6 +61,8 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -64,13 +75,20 @@ from starlette.routing import Route
 
 from benchmarks.infra import free_port
 from benchmarks.loadgen import ArrivalSpec, OpenLoopGenerator, lag_stats, schedule
+from benchmarks.raw_http import RawPool
 from benchmarks.report import percentile, write_json
 from benchmarks.settings import admin_dsn
+from pipeline.api.heap import freeze_heap
 from pipeline.database import connect, create_database, drop_database
 from pipeline.tenants import create_api_key, create_tenant
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "results" / "intake"
+#: Keep-alive connections the open loop may hold, and how many the raw client opens first.
+OPEN_LOOP_CONNECTIONS = 256
+OPEN_LOOP_WARM = 32
+#: Connections the intake's pool opens at start (Settings.db_pool_max's default).
+POOL = 10
 
 
 # ---------------------------------------------------------------- the baseline
@@ -196,7 +214,12 @@ async def _profiled_load(
     before = _cpu_seconds(targets)
     try:
         result = await load(
-            url, keys, seconds=args.seconds, warmup=args.warmup, concurrency=args.concurrency
+            url,
+            keys,
+            seconds=args.seconds,
+            warmup=args.warmup,
+            concurrency=args.concurrency,
+            client=getattr(args, "client", "raw"),
         )
     finally:
         for spy in spies:
@@ -227,18 +250,60 @@ def _cpu_seconds(targets: dict[str, int]) -> dict[str, float]:
 
 
 # ------------------------------------------------------------- load generator
+Post = Callable[[str, dict[str, Any], dict[str, str]], Awaitable[int]]
+
+
+@asynccontextmanager
+async def _client(url: str, kind: str, connections: int, warm: int) -> AsyncIterator[Post]:
+    """A ``post(path, json, headers) -> status`` over ``kind``'s keep-alive pool.
+
+    ``raw`` (:mod:`benchmarks.raw_http`) opens ``warm`` connections before the
+    first request and costs the shared cores a fraction of ``httpx``'s CPU per
+    request; ``httpx`` opens connections as requests need them (the bench's
+    client before the seventh pass).
+    """
+    # The load generator's own heap (Ray, the app's modules) frozen too: a full
+    # collection in this process would stall every request it is timing.
+    freeze_heap()
+    if kind == "raw":
+        pool = RawPool.for_url(url, size=connections)
+        await pool.warm(warm)
+
+        async def raw_post(path: str, payload: dict[str, Any], headers: dict[str, str]) -> int:
+            return (await pool.post_json(path, payload, headers)).status
+
+        try:
+            yield raw_post
+        finally:
+            await pool.close()
+        return
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
+
+        async def httpx_post(path: str, payload: dict[str, Any], headers: dict[str, str]) -> int:
+            return (await client.post(path, json=payload, headers=headers)).status_code
+
+        yield httpx_post
+
+
 async def load(
-    url: str, keys: list[str], *, seconds: float, warmup: float, concurrency: int
+    url: str,
+    keys: list[str],
+    *,
+    seconds: float,
+    warmup: float,
+    concurrency: int,
+    client: str = "raw",
 ) -> dict[str, Any]:
     """Closed loop: ``concurrency`` workers, each sends its next POST when one returns."""
     latencies: list[float] = []
     statuses: dict[int, int] = {}
     all_202 = 0
     answered = 0
-    stop_at = time.perf_counter() + warmup + seconds
-    measure_from = time.perf_counter() + warmup
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
+    async with _client(url, client, concurrency, concurrency) as post:
+        stop_at = time.perf_counter() + warmup + seconds
+        measure_from = time.perf_counter() + warmup
+        cpu_from = time.process_time()
 
         async def worker(n: int) -> None:
             nonlocal all_202, answered
@@ -248,21 +313,23 @@ async def load(
                 i += 1
                 body = {"document": {"text": f"INVOICE {n}-{i}-{uuid.uuid4().hex} total 10.00 EUR"}}
                 headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": uuid.uuid4().hex}
-                r = await client.post("/v1/extraction-jobs", json=body, headers=headers)
+                status = await post("/v1/extraction-jobs", body, headers)
                 done = time.perf_counter()
                 answered += 1
-                if r.status_code == 202:
+                if status == 202:
                     all_202 += 1
                 if now >= measure_from:
-                    statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
-                    if r.status_code == 202:
+                    statuses[status] = statuses.get(status, 0) + 1
+                    if status == 202:
                         latencies.append(done - now)
 
         started = time.perf_counter()
         await asyncio.gather(*(worker(n) for n in range(concurrency)))
         elapsed = time.perf_counter() - started - warmup
+        client_cpu_s = time.process_time() - cpu_from
     accepted = statuses.get(202, 0)
     return {
+        "client": client,
         "accepted": accepted,
         "accepted_incl_warmup": all_202,
         "answered_incl_warmup": answered,
@@ -272,18 +339,20 @@ async def load(
         "p50_ms": percentile(latencies, 50) * 1000,
         "p99_ms": percentile(latencies, 99) * 1000,
         "mean_ms": (sum(latencies) / len(latencies) * 1000) if latencies else float("nan"),
+        "client_cpu_ms_per_request": client_cpu_s * 1000 / answered if answered else float("nan"),
     }
 
 
-async def open_load(url: str, keys: list[str], *, rate: float, seconds: float) -> dict[str, Any]:
+async def open_load(
+    url: str, keys: list[str], *, rate: float, seconds: float, client: str = "raw"
+) -> dict[str, Any]:
     """Open loop: Poisson arrivals at ``rate``/s for ``seconds``, each sent at its time.
 
     Latency counts from the scheduled arrival to the answer, so time spent
     waiting for a client connection is included.
     """
     offsets = schedule(ArrivalSpec(process="poisson", rate=rate, duration_s=seconds), seed=21)
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
-    async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
+    async with _client(url, client, OPEN_LOOP_CONNECTIONS, OPEN_LOOP_WARM) as post:
 
         async def fire(i: int) -> tuple[str, int | None, Any]:
             body = {"document": {"text": f"INVOICE open-{i}-{uuid.uuid4().hex} total 10.00 EUR"}}
@@ -291,18 +360,22 @@ async def open_load(url: str, keys: list[str], *, rate: float, seconds: float) -
                 "Authorization": f"Bearer {keys[i % len(keys)]}",
                 "Idempotency-Key": uuid.uuid4().hex,
             }
-            r = await client.post("/v1/extraction-jobs", json=body, headers=headers)
-            return ("accepted" if r.status_code == 202 else "refused"), r.status_code, None
+            status = await post("/v1/extraction-jobs", body, headers)
+            return ("accepted" if status == 202 else "refused"), status, None
 
+        cpu_from = time.process_time()
         sends = await OpenLoopGenerator(offsets, fire).run(timeout=60)
+        client_cpu_s = time.process_time() - cpu_from
     latencies = [s.done - s.scheduled for s in sends if s.done is not None and s.status == 202]
     accepted = sum(1 for s in sends if s.status == 202)
     return {
+        "client": client,
         "rate": rate,
         "sent": len(sends),
         "accepted": accepted,
         "p50_ms": percentile(latencies, 50) * 1000,
         "p99_ms": percentile(latencies, 99) * 1000,
+        "client_cpu_ms_per_request": client_cpu_s * 1000 / len(sends) if sends else float("nan"),
         **lag_stats(sends),
     }
 
@@ -345,7 +418,10 @@ async def run_starlette(args: argparse.Namespace) -> dict[str, Any]:
 async def run_uvicorn(args: argparse.Namespace, *, key_cache: bool = True) -> dict[str, Any]:
     name, dsn = await _database()
     port = free_port()
-    env = {"FENCELINE_DATABASE_URL": dsn}
+    # The whole pool open at start, as ``fenceline up`` and the KubeRay ConfigMap do.
+    env = {"FENCELINE_DATABASE_URL": dsn, "FENCELINE_DB_POOL_MIN": str(POOL)}
+    if getattr(args, "no_freeze", False):
+        env["FENCELINE_FREEZE_HEAP_AT_START"] = "false"
     if not key_cache:
         env["FENCELINE_API_KEY_CACHE_SIZE"] = "0"
     proc = _uvicorn("pipeline.api.app:app_from_env", port, env)
@@ -387,7 +463,11 @@ async def run_serve(args: argparse.Namespace, *, haproxy: bool = True) -> dict[s
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         await asyncio.to_thread(
             deploy_intake_app,
-            {"database_url": dsn},
+            {
+                "database_url": dsn,
+                "db_pool_min": POOL,
+                "freeze_heap_at_start": not getattr(args, "no_freeze", False),
+            },
             timeout_s=180,
             num_replicas=getattr(args, "serve_replicas", 1),
         )
@@ -418,7 +498,9 @@ async def _half_knee(
     """Open-loop latency at half the closed loop's saturated rate (the knee's proxy)."""
     rate = closed["jobs_per_s"] / 2
     print(f"-- serve, open loop at half the knee: {rate:.0f}/s for {args.seconds:.0f} s")
-    half = await open_load(url, keys, rate=rate, seconds=args.seconds)
+    half = await open_load(
+        url, keys, rate=rate, seconds=args.seconds, client=getattr(args, "client", "raw")
+    )
     jobs, events = await _committed(dsn)
     expected = closed["accepted_incl_warmup"] + half["accepted"]
     if not jobs == events == expected:
@@ -489,7 +571,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         )
         cpu = "  ".join(f"{k} {v:.0f} ms" for k, v in r.get("server_cpu_ms", {}).items())
         per_request = r.get("cpu_ms_per_request", float("nan"))
-        print(f"   server CPU {per_request:.2f} ms per request ({cpu})")
+        print(
+            f"   server CPU {per_request:.2f} ms per request ({cpu}); "
+            f"load generator ({r['client']}) {r['client_cpu_ms_per_request']:.2f} ms"
+        )
     base = results.get("starlette")
     ratios: dict[str, float] = {}
     for name, r in results.items():
@@ -543,6 +628,17 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--serve-replicas", type=int, default=1, help="intake replicas behind Serve's proxy"
+    )
+    parser.add_argument(
+        "--client",
+        choices=["raw", "httpx"],
+        default="raw",
+        help="load generator's HTTP client (raw: lean keep-alive sockets; httpx: as before)",
+    )
+    parser.add_argument(
+        "--no-freeze",
+        action="store_true",
+        help="the intake does not freeze its heap at start (the A/B of pipeline.api.heap)",
     )
     parser.add_argument(
         "--half-knee",
