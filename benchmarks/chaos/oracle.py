@@ -95,12 +95,37 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class Failure:
+    """Why one job ended FAILED_TERMINAL: its reason and one line per attempt."""
+
+    job_id: str
+    terminal_reason: str
+    attempts: list[str]
+
+
+async def failures(conn: asyncpg.Connection) -> tuple[Failure, ...]:
+    """Every FAILED_TERMINAL job of ``conn``'s database, with its attempts."""
+    out: dict[str, Failure] = {}
+    for r in await conn.fetch(q("oracle_failure_list")):
+        job = str(r["job_id"])
+        if job not in out:
+            out[job] = Failure(job, str(r["terminal_reason"]), [])
+        seconds = r["attempt_seconds"]
+        took = "still open" if seconds is None else f"{seconds:.1f} s"
+        error = f": {r['error_class']}: {r['error_detail']}" if r["error_class"] else ""
+        out[job].attempts.append(f"fence {r['fence']} {r['outcome']} after {took}{error}")
+    return tuple(out.values())
+
+
+@dataclass(frozen=True)
 class OracleReport:
     verdicts: tuple[Verdict, ...]
     #: Accepted jobs missing, or neither settled nor live.
     lost: tuple[str, ...]
     states: dict[str, int]
     jobs: int
+    #: Each FAILED_TERMINAL job's reason and attempts (not an invariant: an explanation).
+    failures: tuple[Failure, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -117,6 +142,9 @@ class OracleReport:
         lines = [f"oracle: {self.jobs} jobs ({states}); lost {len(self.lost)}"]
         lines += [f"  {v.line()}" for v in self.verdicts]
         lines.append(f"  verdict: {'ALL INVARIANTS HOLD' if self.ok else 'VIOLATIONS'}")
+        for f in self.failures:
+            lines.append(f"  failed {f.job_id}: {f.terminal_reason}")
+            lines += [f"    {a}" for a in f.attempts]
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
@@ -126,6 +154,10 @@ class OracleReport:
             "lost": len(self.lost),
             "lost_ids": list(self.lost),
             "states": dict(self.states),
+            "failures": [
+                {"job_id": f.job_id, "terminal_reason": f.terminal_reason, "attempts": f.attempts}
+                for f in self.failures
+            ],
             "invariants": {
                 v.name: {
                     "ok": v.ok,
@@ -174,7 +206,7 @@ async def check(
         await _inbox_at_most_once(conn),
     ]
     lost = _unique([*verdicts[0].offenders, *verdicts[1].offenders])
-    return OracleReport(tuple(verdicts), lost, states, len(jobs))
+    return OracleReport(tuple(verdicts), lost, states, len(jobs), await failures(conn))
 
 
 def _accepted_exist(clients: ClientLog, jobs: dict[str, Any]) -> Verdict:

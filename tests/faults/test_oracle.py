@@ -117,6 +117,30 @@ async def test_a_clean_history_passes_every_invariant(
     assert report.lost == ()
     assert report.verdict("no_stale_writes").checked == "1 late results discarded"
     assert "ALL INVARIANTS HOLD" in report.render()
+    assert report.failures == ()
+
+
+async def test_a_job_that_failed_for_good_is_explained_not_a_violation(
+    pool: asyncpg.Pool, history: tuple[ClientLog, dict[str, uuid.UUID], ManualClock]
+) -> None:
+    clients, _, clock = history
+    store = JobStore(pool, Settings(lease_seconds=30, default_deadline_seconds=7200), clock=clock)
+    tenant = await new_tenant(pool)
+    failed = (await store.accept(request(tenant))).job_id
+    clients.accept(str(failed), clock.now().timestamp())
+    lease = next(le for le in await store.claim("w", limit=10) if le.job_id == failed)
+    await store.fail(
+        lease, error_class="EngineTimeout", reason="attempts_exhausted", detail="no answer in 1.0 s"
+    )
+    report = await run_oracle(pool, clients)
+    assert report.ok, report.render()
+    [failure] = report.failures
+    assert (failure.job_id, failure.terminal_reason) == (str(failed), "attempts_exhausted")
+    [attempt] = failure.attempts
+    assert attempt.startswith(f"fence {lease.fence} failed_terminal after ")
+    assert attempt.endswith("EngineTimeout: no answer in 1.0 s")
+    assert f"failed {failed}: attempts_exhausted" in report.render()
+    assert report.as_dict()["failures"][0]["attempts"] == [attempt]
 
 
 async def test_a_second_erp_application_is_a_violation(
