@@ -32,7 +32,8 @@ and so took more of the two shared cores than the server it measured (the bare
 endpoint answered 440-490 jobs/s under httpx and 6,200-8,100 under the raw
 client). Each result reports ``client_cpu_ms_per_request``. The intakes open
 their whole pool at start, as ``fenceline up`` deploys them; ``--no-freeze``
-starts them without freezing their heap (``pipeline.api.heap``), for the A/B.
+starts uvicorn without freezing its heap (``pipeline.api.heap``), for the A/B (a
+Serve replica freezes its own: ``RAY_SERVE_FREEZE_GC_ON_STARTUP``).
 
 Ratios are the headline (these machines are noisy and the load generator shares
 the cores): throughput of each target over ``starlette``, and ``serve`` over
@@ -463,11 +464,7 @@ async def run_serve(args: argparse.Namespace, *, haproxy: bool = True) -> dict[s
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         await asyncio.to_thread(
             deploy_intake_app,
-            {
-                "database_url": dsn,
-                "db_pool_min": POOL,
-                "freeze_heap_at_start": not getattr(args, "no_freeze", False),
-            },
+            {"database_url": dsn, "db_pool_min": POOL},
             timeout_s=180,
             num_replicas=getattr(args, "serve_replicas", 1),
         )
@@ -638,7 +635,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--no-freeze",
         action="store_true",
-        help="the intake does not freeze its heap at start (the A/B of pipeline.api.heap)",
+        help="uvicorn's intake does not freeze its heap at start (the A/B of pipeline.api.heap)",
     )
     parser.add_argument(
         "--half-knee",

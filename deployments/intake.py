@@ -35,7 +35,6 @@ from fastapi import FastAPI
 from deployments.observability import start_observability
 from deployments.ray_metrics import bridge_to_ray
 from pipeline.api import create_app
-from pipeline.api.heap import with_frozen_heap
 from pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -108,8 +107,9 @@ class IntakeIngress:
         start_observability(self._settings, "fenceline-intake")
 
     def __serve_build_asgi_app__(self) -> FastAPI:
-        app = with_ray_metrics(create_app(self._settings))
-        return with_frozen_heap(app, enabled=self._settings.freeze_heap_at_start)
+        # No with_frozen_heap here: Serve freezes a replica's heap itself once the
+        # user code has started (RAY_SERVE_FREEZE_GC_ON_STARTUP, on by default).
+        return with_ray_metrics(create_app(self._settings))
 
 
 def with_ray_metrics(app: FastAPI) -> FastAPI:

@@ -1,11 +1,11 @@
-"""A server's heap, frozen once it has started, so that full collections skip it.
+"""A served app's heap, frozen once it has started, so that full collections skip it.
 
 CPython's cyclic collector walks every tracked object in a full (generation 2)
 collection. An intake process holds about 94,000 of them after start (FastAPI,
-pydantic, asyncpg, and in a Serve replica Ray's own), nearly all alive until
-the process ends, and a full collection over them took 45-76 ms here while
-finding nothing to free (``collected 0``). Every request in flight waits that
-long: at 200 accepts/s it was the largest single stall in the acceptance tail
+pydantic, asyncpg), nearly all alive until the process ends, and a full
+collection over them took 45-76 ms here while finding nothing to free
+(``collected 0``). Every request in flight waits that long: at 200 Poisson
+accepts/s under uvicorn it was the largest single stall in the acceptance tail
 (``docs/benchmarks.md``, seventh pass).
 
 :func:`freeze_heap` collects once and moves what is left to the permanent
@@ -15,6 +15,11 @@ object that later becomes part of an unreachable cycle is not freed (objects
 freed by reference counting, most of them, still are). The startup heap is the
 app's modules, routes, settings, pool and caches, which live as long as the
 process. ``Settings.freeze_heap_at_start`` turns it off.
+
+The uvicorn factory (:func:`pipeline.api.app.app_from_env`) wraps its app. The
+Serve ingress does not: Ray Serve (2.60) already collects and freezes a
+replica's heap once its user code has started (``RAY_SERVE_FREEZE_GC_ON_STARTUP``,
+on by default), the ASGI lifespan included.
 """
 
 from __future__ import annotations
@@ -44,8 +49,8 @@ def freeze_heap() -> int:
 def with_frozen_heap(app: FastAPI, *, enabled: bool = True) -> FastAPI:
     """Freeze the heap once ``app``'s own startup (pool, warm-up, caches) is done.
 
-    Only server entry points wrap their app (uvicorn's factory, the Serve
-    ingress): a test process builds many apps and should not freeze its heap.
+    Only a server entry point wraps its app (uvicorn's factory): a test process
+    builds many apps and should not freeze its heap.
     """
     if not enabled:
         return app
