@@ -257,6 +257,7 @@ async def serve_vs_starlette(spec: BaselineSpec) -> dict[str, Any]:
         warmup=spec.intake_warmup_s,
         concurrency=spec.intake_concurrency,
         tenants=2,
+        client="raw",
     )
     results = {
         "starlette": await intake_bench.run_starlette(args),
@@ -267,6 +268,7 @@ async def serve_vs_starlette(spec: BaselineSpec) -> dict[str, Any]:
     return {
         "seconds": spec.intake_seconds,
         "concurrency": spec.intake_concurrency,
+        "client": args.client,
         "results": results,
         "ratios": {
             "serve_vs_starlette_throughput": ratio(s["jobs_per_s"], b["jobs_per_s"]),
