@@ -32,7 +32,7 @@ and so took more of the two shared cores than the server it measured (the bare
 endpoint answered 440-490 jobs/s under httpx and 6,200-8,100 under the raw
 client). Each result reports ``client_cpu_ms_per_request``. The intakes open
 their whole pool at start, as ``fenceline up`` deploys them; ``--no-freeze``
-starts uvicorn without freezing its heap (``pipeline.api.heap``), for the A/B (a
+starts uvicorn without freezing its heap (``pipeline.process_heap``), for the A/B (a
 Serve replica freezes its own: ``RAY_SERVE_FREEZE_GC_ON_STARTUP``).
 
 Ratios are the headline (these machines are noisy and the load generator shares
@@ -79,8 +79,8 @@ from benchmarks.loadgen import ArrivalSpec, OpenLoopGenerator, lag_stats, schedu
 from benchmarks.raw_http import RawPool
 from benchmarks.report import percentile, write_json
 from benchmarks.settings import admin_dsn
-from pipeline.api.heap import freeze_heap
 from pipeline.database import connect, create_database, drop_database
+from pipeline.process_heap import freeze_startup_heap
 from pipeline.tenants import create_api_key, create_tenant
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -265,7 +265,7 @@ async def _client(url: str, kind: str, connections: int, warm: int) -> AsyncIter
     """
     # The load generator's own heap (Ray, the app's modules) frozen too: a full
     # collection in this process would stall every request it is timing.
-    freeze_heap()
+    freeze_startup_heap()
     if kind == "raw":
         pool = RawPool.for_url(url, size=connections)
         await pool.warm(warm)
@@ -635,7 +635,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--no-freeze",
         action="store_true",
-        help="uvicorn's intake does not freeze its heap at start (the A/B of pipeline.api.heap)",
+        help="uvicorn's intake does not freeze its heap at start (pipeline.process_heap A/B)",
     )
     parser.add_argument(
         "--half-knee",

@@ -40,12 +40,12 @@ from benchmarks.loadgen import OpenLoopGenerator, schedule
 from benchmarks.scenario import Scenario, scenario_corpus
 from cluster.admission import AdmissionActor, AdmissionClient, LocalActorHandle
 from cluster.drivers import ActorGate
-from cluster.process_heap import freeze_startup_heap
 from pipeline.admission import AdmissionConfig
 from pipeline.database import create_pool
 from pipeline.delivery import job_store
 from pipeline.jobs import JobStore
 from pipeline.messaging import Scheduler, SchedulerConfig, WorkSignal
+from pipeline.process_heap import freeze_startup_heap
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.tenants import create_api_key, create_tenant, permit_currencies, upsert_supplier

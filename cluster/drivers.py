@@ -26,7 +26,6 @@ from prometheus_client import REGISTRY
 
 from cluster.crash_points import CrashPoints
 from cluster.engine_scopes import PoolRoute, RoutedGate
-from cluster.process_heap import freeze_startup_heap
 from deployments.observability import start_observability
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.database import create_pool
@@ -42,6 +41,7 @@ from pipeline.messaging import (
     RetentionConfig,
     Scheduler,
 )
+from pipeline.process_heap import freeze_startup_heap
 from pipeline.settings import Settings
 from pipeline.tenants import MasterDataCache, SpendReconciler
 from pipeline.validation import policy_for

@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from fastapi import FastAPI
 
-from pipeline.api.heap import freeze_heap, with_frozen_heap
+from pipeline.api.heap import with_frozen_heap
+from pipeline.process_heap import freeze_startup_heap
 
 
 @pytest.fixture
@@ -28,10 +29,10 @@ def _app(seen: list[int]) -> FastAPI:
     return FastAPI(lifespan=lifespan)
 
 
-def test_freeze_heap_moves_live_objects_to_the_permanent_generation(unfrozen: None) -> None:
+def test_freeze_startup_heap_moves_live_objects_to_the_permanent_generation(unfrozen: None) -> None:
     assert gc.get_freeze_count() == 0
     keep = [{"n": i} for i in range(1000)]  # tracked containers, alive
-    frozen = freeze_heap()
+    frozen = freeze_startup_heap()
     assert frozen == gc.get_freeze_count() >= len(keep)
     assert gc.get_count()[0] < 10  # the young generation starts empty
 
