@@ -128,12 +128,22 @@ class RawPool:
                 # The server closed a kept-alive (or warmed) connection while it was idle.
                 self.resent += 1
                 conn = await self._open()
-                response = await self._exchange(conn, raw)
+                response = await self._closing_on_error(conn, raw)
+            except BaseException:  # an answer this client does not read, a cancellation
+                conn.writer.close()
+                raise
             if response.headers.get("connection", "").lower() == "close":
                 conn.writer.close()
             else:
                 self._idle.append(conn)
             return response
+
+    async def _closing_on_error(self, conn: _Conn, raw: bytes) -> RawResponse:
+        try:
+            return await self._exchange(conn, raw)
+        except BaseException:
+            conn.writer.close()
+            raise
 
     async def _exchange(self, conn: _Conn, raw: bytes) -> RawResponse:
         conn.writer.write(raw)

@@ -30,22 +30,35 @@ def _ok(n: int, request: bytes) -> bytes:
 
 
 @contextlib.asynccontextmanager
-async def _server(answer: Answer, *, per_connection: int | None = None) -> AsyncIterator[int]:
+async def _server(
+    answer: Answer,
+    *,
+    per_connection: int | None = None,
+    on_hangup: Callable[[int], None] | None = None,
+) -> AsyncIterator[int]:
     """Answers each request with ``answer(n, request)``; closes a connection after
-    ``per_connection`` answers (without saying so) when that is set."""
+    ``per_connection`` answers (without saying so) when that is set, and calls
+    ``on_hangup(answers on it)`` when the client closes one."""
     served = 0
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal served
+        answered = 0
         try:
             for _ in range(per_connection or 10**9):
-                head = await reader.readuntil(b"\r\n\r\n")
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except asyncio.IncompleteReadError:
+                    if on_hangup is not None:
+                        on_hangup(answered)
+                    raise
                 length = 0
                 for line in head.decode().split("\r\n"):
                     if line.lower().startswith("content-length:"):
                         length = int(line.split(":")[1])
                 body = await reader.readexactly(length)
                 served += 1
+                answered += 1
                 writer.write(answer(served, head + body))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -120,10 +133,17 @@ async def test_a_chunked_answer_is_refused_not_guessed() -> None:
     def chunked(n: int, request: bytes) -> bytes:
         return b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
 
-    async with _server(chunked) as port:
+    hangups: list[int] = []
+    async with _server(chunked, on_hangup=hangups.append) as port:
         pool = RawPool("127.0.0.1", port)
         with pytest.raises(RawHTTPError, match="chunked"):
             await pool.post_json("/x", {})
+        # The connection with the unread answer is closed at once, not kept or leaked.
+        for _ in range(100):
+            if hangups:
+                break
+            await asyncio.sleep(0.01)
+        assert hangups == [1]
         await pool.close()
 
 
