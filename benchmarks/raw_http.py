@@ -13,6 +13,8 @@ only what a load generator needs:
 * requests written as pre-built bytes; responses read as a status line, headers
   and a ``Content-Length`` body (a chunked or unsized answer is refused with a
   clear error, not guessed);
+* an exchange that takes longer than ``timeout`` raises :class:`TimeoutError` and
+  closes its connection;
 * a connection that the server closed while idle is replaced and the request
   sent once more on the new one. That is safe here only because every bench
   request carries its own ``Idempotency-Key``: the intake answers a repeat with
@@ -57,6 +59,8 @@ class RawPool:
     host: str
     port: int
     size: int = 64
+    #: Seconds one exchange (write, then read the whole answer) may take.
+    timeout: float = 30.0
     opened: int = 0
     resent: int = 0
     _idle: list[_Conn] = field(default_factory=list)
@@ -146,10 +150,11 @@ class RawPool:
             raise
 
     async def _exchange(self, conn: _Conn, raw: bytes) -> RawResponse:
-        conn.writer.write(raw)
-        await conn.writer.drain()
-        head = await conn.reader.readuntil(b"\r\n\r\n")
-        return await _read_response(conn.reader, head)
+        async with asyncio.timeout(self.timeout):
+            conn.writer.write(raw)
+            await conn.writer.drain()
+            head = await conn.reader.readuntil(b"\r\n\r\n")
+            return await _read_response(conn.reader, head)
 
 
 async def _read_response(reader: asyncio.StreamReader, head: bytes) -> RawResponse:

@@ -147,6 +147,21 @@ async def test_a_chunked_answer_is_refused_not_guessed() -> None:
         await pool.close()
 
 
+async def test_a_server_that_never_answers_times_out() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # reads until the client hangs up, answers nothing
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    pool = RawPool("127.0.0.1", server.sockets[0].getsockname()[1], timeout=0.2)
+    try:
+        with pytest.raises(TimeoutError):
+            await pool.post_json("/x", {})
+        assert pool._idle == []
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
 async def test_a_server_that_is_not_there_fails_at_once() -> None:
     pool = RawPool("127.0.0.1", free_port())
     with pytest.raises(ConnectionError):
