@@ -24,6 +24,9 @@ request):
 ``--half-knee`` adds, after each Serve target's closed loop, an open loop of
 Poisson arrivals at half the closed loop's saturated rate for ``--seconds``,
 and reports its acceptance latency from each scheduled arrival (p50, p99).
+``--open-rates 50,100,200`` adds, after the uvicorn and Serve closed loops, one
+such window at each fixed rate (``open_rates`` in the results): the tail by
+offered rate, which does not move with a noisy knee.
 
 The load generator (``--client``) is :mod:`benchmarks.raw_http` by default: keep-alive
 sockets opened before the load, about 0.1-0.3 ms of CPU per request here, where
@@ -432,6 +435,7 @@ async def run_uvicorn(args: argparse.Namespace, *, key_cache: bool = True) -> di
         await _wait_up(url, "/readyz")
         result = await _profiled_load(url, keys, args, {"uvicorn": proc.pid})
         _check_durable(result, *await _committed(dsn))
+        await _open_loops(url, keys, dsn, result, args, label="uvicorn", half_knee=False)
         return result
     finally:
         proc.terminate()
@@ -480,8 +484,7 @@ async def run_serve(args: argparse.Namespace, *, haproxy: bool = True) -> dict[s
         targets = {("" if haproxy else "pyproxy_") + titles[k]: v for k, v in pids.items()}
         result = await _profiled_load(url, keys, args, targets)
         _check_durable(result, *await _committed(dsn))
-        if getattr(args, "half_knee", False):
-            result["half_knee"] = await _half_knee(url, keys, dsn, result, args)
+        await _open_loops(url, keys, dsn, result, args, label="serve", half_knee=True)
         return result
     finally:
         serve.shutdown()  # type: ignore[no-untyped-call]
@@ -489,24 +492,56 @@ async def run_serve(args: argparse.Namespace, *, haproxy: bool = True) -> dict[s
         await _drop(name)
 
 
-async def _half_knee(
-    url: str, keys: list[str], dsn: str, closed: dict[str, Any], args: argparse.Namespace
-) -> dict[str, Any]:
-    """Open-loop latency at half the closed loop's saturated rate (the knee's proxy)."""
-    rate = closed["jobs_per_s"] / 2
-    print(f"-- serve, open loop at half the knee: {rate:.0f}/s for {args.seconds:.0f} s")
-    half = await open_load(
-        url, keys, rate=rate, seconds=args.seconds, client=getattr(args, "client", "raw")
-    )
-    jobs, events = await _committed(dsn)
-    expected = closed["accepted_incl_warmup"] + half["accepted"]
-    if not jobs == events == expected:
-        raise AssertionError(f"{expected} accepted but {jobs} jobs / {events} events")
-    print(
-        f"   accepted {half['accepted']}/{half['sent']}   p50 {half['p50_ms']:6.1f} ms   "
-        f"p99 {half['p99_ms']:6.1f} ms   max send lag {half['max_lag_s'] * 1000:.1f} ms"
-    )
-    return half
+def open_rates(text: str) -> list[float]:
+    """``--open-rates 50,100,200``: offered rates in accepts per second, each > 0."""
+    try:
+        rates = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected rates like 50,100,200, not {text!r}") from None
+    if not rates or any(not r > 0 for r in rates):
+        raise argparse.ArgumentTypeError(f"every rate must be > 0, got {text!r}")
+    return rates
+
+
+async def _open_loops(
+    url: str,
+    keys: list[str],
+    dsn: str,
+    closed: dict[str, Any],
+    args: argparse.Namespace,
+    *,
+    label: str,
+    half_knee: bool,
+) -> None:
+    """After a target's closed loop: ``--half-knee`` (Serve targets) and each of
+    ``--open-rates``, open loops of ``--seconds`` each, results added to ``closed``.
+
+    Every 202 of every window must have left a job and an outbox event.
+    """
+    accepted = closed["accepted_incl_warmup"]
+    windows: list[tuple[str, float]] = []
+    if half_knee and getattr(args, "half_knee", False):
+        windows.append(("half_knee", closed["jobs_per_s"] / 2))
+    windows += [("open_rates", rate) for rate in getattr(args, "open_rates", None) or []]
+    for key, rate in windows:
+        what = "half the knee" if key == "half_knee" else "a fixed rate"
+        print(f"-- {label}, open loop at {what}: {rate:.0f}/s for {args.seconds:.0f} s")
+        window = await open_load(
+            url, keys, rate=rate, seconds=args.seconds, client=getattr(args, "client", "raw")
+        )
+        accepted += window["accepted"]
+        jobs, events = await _committed(dsn)
+        if not jobs == events == accepted:
+            raise AssertionError(f"{accepted} accepted but {jobs} jobs / {events} events")
+        print(
+            f"   accepted {window['accepted']}/{window['sent']}   "
+            f"p50 {window['p50_ms']:6.1f} ms   p99 {window['p99_ms']:6.1f} ms   "
+            f"max send lag {window['max_lag_s'] * 1000:.1f} ms"
+        )
+        if key == "half_knee":
+            closed["half_knee"] = window
+        else:
+            closed.setdefault("open_rates", []).append(window)
 
 
 def _plot(results: dict[str, dict[str, Any]], out: Path) -> Path:
@@ -636,6 +671,14 @@ def main(argv: list[str] | None = None) -> None:
         "--no-freeze",
         action="store_true",
         help="uvicorn's intake does not freeze its heap at start (pipeline.process_heap A/B)",
+    )
+    parser.add_argument(
+        "--open-rates",
+        type=open_rates,
+        default=None,
+        metavar="R1,R2,...",
+        help="after the uvicorn and Serve closed loops, open-loop Poisson arrivals at each "
+        "of these rates for --seconds each (p50, p99 per rate)",
     )
     parser.add_argument(
         "--half-knee",

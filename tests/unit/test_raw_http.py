@@ -1,4 +1,4 @@
-"""The intake bench's lean HTTP client, against real sockets on loopback.
+"""The intake bench's lean HTTP client, against real sockets on loopback (and its rate option).
 
 A tiny asyncio server plays each server behaviour the client must read: a
 keep-alive answer, an answer that closes, a kept-alive connection the server
@@ -200,3 +200,15 @@ async def test_the_bare_endpoint_under_uvicorn_answers_the_raw_client() -> None:
     assert {a.json()["chars"] for a in answers} == {len(text)}
     assert len({a.headers["location"] for a in answers}) == 8
     assert pool.opened <= 4
+
+
+def test_open_rates_parse_and_refuse_what_is_not_a_rate() -> None:
+    from argparse import ArgumentTypeError
+
+    from benchmarks.intake_bench import open_rates
+
+    assert open_rates("50,100, 200") == [50.0, 100.0, 200.0]
+    assert open_rates("12.5") == [12.5]
+    for bad in ("", "0", "50,-1", "fast", "50,,x"):
+        with pytest.raises(ArgumentTypeError):
+            open_rates(bad)
