@@ -100,21 +100,27 @@ class Failure:
 
     job_id: str
     terminal_reason: str
-    attempts: list[str]
+    attempts: tuple[str, ...]
+
+
+def _attempt_line(r: Any) -> str:
+    if r["fence"] is None:  # failed before any attempt (e.g. its deadline passed waiting)
+        return f"no attempt: {r['last_error']}"
+    seconds = r["attempt_seconds"]
+    took = "still open" if seconds is None else f"{seconds:.1f} s"
+    error = f": {r['error_class']}: {r['error_detail']}" if r["error_class"] else ""
+    return f"fence {r['fence']} {r['outcome']} after {took}{error}"
 
 
 async def failures(conn: asyncpg.Connection) -> tuple[Failure, ...]:
     """Every FAILED_TERMINAL job of ``conn``'s database, with its attempts."""
-    out: dict[str, Failure] = {}
+    reasons: dict[str, str] = {}
+    lines: dict[str, list[str]] = {}
     for r in await conn.fetch(q("oracle_failure_list")):
         job = str(r["job_id"])
-        if job not in out:
-            out[job] = Failure(job, str(r["terminal_reason"]), [])
-        seconds = r["attempt_seconds"]
-        took = "still open" if seconds is None else f"{seconds:.1f} s"
-        error = f": {r['error_class']}: {r['error_detail']}" if r["error_class"] else ""
-        out[job].attempts.append(f"fence {r['fence']} {r['outcome']} after {took}{error}")
-    return tuple(out.values())
+        reasons[job] = str(r["terminal_reason"])
+        lines.setdefault(job, []).append(_attempt_line(r))
+    return tuple(Failure(job, reasons[job], tuple(lines[job])) for job in reasons)
 
 
 @dataclass(frozen=True)
@@ -155,7 +161,11 @@ class OracleReport:
             "lost_ids": list(self.lost),
             "states": dict(self.states),
             "failures": [
-                {"job_id": f.job_id, "terminal_reason": f.terminal_reason, "attempts": f.attempts}
+                {
+                    "job_id": f.job_id,
+                    "terminal_reason": f.terminal_reason,
+                    "attempts": list(f.attempts),
+                }
                 for f in self.failures
             ],
             "invariants": {

@@ -160,14 +160,16 @@ WHERE g.scope = $1
 ORDER BY g.granted_at, g.id;
 
 -- name: oracle_failure_list
--- Why each job that ended FAILED_TERMINAL ended so: its terminal reason and every
--- attempt's outcome and error, oldest first (the run's database is dropped after
--- the run, so the report keeps this). Not an invariant: a job may fail for good
--- by design (attempts spent, deadline passed, a permanent provider error).
-SELECT j.id AS job_id, j.terminal_reason, a.fence, a.outcome, a.error_class,
-       left(a.error_detail, 300) AS error_detail,
+-- Why each job that ended FAILED_TERMINAL ended so: its terminal reason and last
+-- error, and every attempt's outcome and error, oldest first (the run's database
+-- is dropped after the run, so the report keeps this). A job the reaper failed
+-- before any attempt started has one row with a null fence. Not an invariant: a
+-- job may fail for good by design (attempts spent, deadline passed, a permanent
+-- provider error).
+SELECT j.id AS job_id, j.terminal_reason, j.last_error, a.fence, a.outcome,
+       a.error_class, left(a.error_detail, 300) AS error_detail,
        extract(epoch FROM a.ended_at - a.started_at)::float8 AS attempt_seconds
 FROM extraction_jobs j
-JOIN job_attempts a ON a.job_id = j.id
+LEFT JOIN job_attempts a ON a.job_id = j.id
 WHERE j.state = 'FAILED_TERMINAL'
 ORDER BY j.created_at, j.id, a.fence;

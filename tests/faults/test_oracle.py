@@ -143,6 +143,22 @@ async def test_a_job_that_failed_for_good_is_explained_not_a_violation(
     assert report.as_dict()["failures"][0]["attempts"] == [attempt]
 
 
+async def test_a_job_failed_before_any_attempt_is_explained_too(
+    pool: asyncpg.Pool, history: tuple[ClientLog, dict[str, uuid.UUID], ManualClock]
+) -> None:
+    clients, _, clock = history
+    store = JobStore(pool, Settings(lease_seconds=30, default_deadline_seconds=7200), clock=clock)
+    tenant = await new_tenant(pool)
+    late = (await store.accept(request(tenant, deadline_seconds=10))).job_id
+    clients.accept(str(late), clock.now().timestamp())
+    clock.advance(11)
+    await store.reap()  # its deadline passed while it waited: failed with no attempt
+    report = await run_oracle(pool, clients)
+    [failure] = [f for f in report.failures if f.job_id == str(late)]
+    assert failure.terminal_reason == "deadline_exceeded"
+    assert failure.attempts == ("no attempt: deadline passed before an attempt could start",)
+
+
 async def test_a_second_erp_application_is_a_violation(
     pool: asyncpg.Pool, history: tuple[ClientLog, dict[str, uuid.UUID], ManualClock]
 ) -> None:
