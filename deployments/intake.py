@@ -61,11 +61,21 @@ REPLICA_ENV = {
 #: connections, which HAProxy retries on another replica; 2 s is enough for the
 #: proxy on the same machine (Ray's default, 30 s, is for load balancers
 #: outside the cluster and stays in force on KubeRay).
+#: ``RAY_SERVE_HAPROXY_METRICS_ENABLED``: off, so HAProxy does not format a
+#: metrics datagram per request for Serve's HAProxy manager to parse; the
+#: intake replica then records Serve's HTTP request metrics itself (direct
+#: ingress does when HAProxy's are off), and Fenceline's own acceptance counter
+#: and histogram are unchanged. Measured at 200 accepts/s on 2 cores: HAProxy
+#: 0.21-0.27 ms of CPU per request against 0.28-0.34, the replica's no more,
+#: p99 median 59 ms against 100 (docs/benchmarks.md, "Eighth pass"). What
+#: HAProxy answers itself (its health check, a 503 with no replica up) is no
+#: longer in Serve's metrics locally; KubeRay keeps them on (its ConfigMap).
 PROXY_ENV = {
     "RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP": "0",
     "RAY_SERVE_REQUEST_PATH_LOG_BUFFER_SIZE": "1000",
     "RAY_SERVE_ENABLE_HA_PROXY": "1",
     "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "2",
+    "RAY_SERVE_HAPROXY_METRICS_ENABLED": "0",
 }
 
 #: Ports HAProxy and Serve's fallback proxy bind besides the HTTP port. Ray's

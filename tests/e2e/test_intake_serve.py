@@ -81,6 +81,12 @@ async def test_post_get_round_trip_and_sse_through_serve(serve_url: str, module_
             ready = await client.get("/readyz")
             assert ready.status_code == 200, ready.text
             assert listener_of(serve_url) == "haproxy"  # not Serve's Python proxy
+            # No metrics datagram per request (PROXY_ENV): HAProxy's configuration
+            # renders no structured-data log line for Serve's manager to parse.
+            folder = Path(os.environ["RAY_SERVE_HAPROXY_SERVER_STATE_BASE"])
+            configs = [c.read_text() for c in folder.rglob("haproxy.cfg")]
+            assert configs and all("frontend http_frontend" in c for c in configs)
+            assert not any("log-format-sd" in c for c in configs)
             key = f"serve-{uuid.uuid4().hex[:8]}"
             headers = {**tk.headers, "Idempotency-Key": key}
             body = submission("INVOICE via Serve total 42.00 EUR")

@@ -18,6 +18,7 @@ def test_haproxy_ingress_gets_its_own_ports_and_folder_per_head() -> None:
     for env in (first, second):
         assert env["RAY_SERVE_ENABLE_HA_PROXY"] == "1"
         assert env["RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S"] == "2"
+        assert env["RAY_SERVE_HAPROXY_METRICS_ENABLED"] == "0"
         ports = [int(env[k]) for k in PROXY_PORT_ENV]
         assert len(set(ports)) == len(ports) and all(p > 0 for p in ports)
         folder = env["RAY_SERVE_HAPROXY_SERVER_STATE_BASE"]
