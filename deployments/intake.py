@@ -66,7 +66,7 @@ REPLICA_ENV = {
 #: intake replica then records Serve's HTTP request metrics itself (direct
 #: ingress does when HAProxy's are off), and Fenceline's own acceptance counter
 #: and histogram are unchanged. Measured at 200 accepts/s on 2 cores: HAProxy
-#: 0.21-0.27 ms of CPU per request against 0.28-0.34, the replica's no more,
+#: 0.23-0.31 ms of CPU per request against 0.28-0.34, the replica's no more,
 #: p99 median 59 ms against 100 (docs/benchmarks.md, "Eighth pass"). What
 #: HAProxy answers itself (its health check, a 503 with no replica up) is no
 #: longer in Serve's metrics locally; KubeRay keeps them on (its ConfigMap).
