@@ -316,9 +316,6 @@ SELECT r.job_id, r.fence, r.result, r.validation, r.decision, r.created_at
 FROM extraction_results r JOIN extraction_jobs j ON j.id = r.job_id
 WHERE r.job_id = $1 AND j.tenant_id = $2;
 
--- name: job_count_by_state
-SELECT state, count(*) AS n FROM extraction_jobs GROUP BY state;
-
 -- name: job_backlog_stats
 -- Read by each intake process's capacity check (once per
 -- capacity_check_interval_seconds) and by the operator's backlog view. Only the
