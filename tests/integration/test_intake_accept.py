@@ -114,3 +114,48 @@ async def test_a_key_taken_by_a_writer_without_the_lock_is_a_known_key(
             "SELECT count(*) FROM spend_reservations WHERE job_id = $1", taken.job_id
         )
     assert reservations == 0  # the store's accept reserves nothing; the intake added none
+
+
+HISTORY = 3_000
+
+
+async def test_a_plan_cached_on_an_empty_table_still_reads_one_key_entry(
+    pool: asyncpg.Pool,
+) -> None:
+    """A pooled connection caches the admission read's generic plan early (the intake
+    warms every connection at start, on an empty table) and keeps it until the
+    table's statistics change. With the key lookup as "tenant_id = $ AND
+    idempotency_key = $" that plan was an index scan of the tenant's pages with the
+    key as a filter, so each accept read all of the tenant's jobs (migration 020)."""
+    store = JobStore(pool, Settings())
+    tenant = await new_tenant(pool)
+    async with pool.acquire() as conn:
+        # What the sixth call of a session does anyway: plan once, generically, now.
+        await conn.execute("SET plan_cache_mode = force_generic_plan")
+        first = await store.admit_and_accept(request(tenant), check(), conn=conn)
+        assert first["outcome"] == "accepted"
+        await conn.execute(
+            """INSERT INTO extraction_jobs (id, tenant_id, idempotency_key, request_hash,
+                   document_id, object_version, state, deadline_at, terminal_reason, finished_at)
+               SELECT gen_random_uuid(), $1, 'settled-' || g, 'h', $2, 'v1', 'FAILED_TERMINAL',
+                      now(), 'deadline_exceeded', now()
+               FROM generate_series(1, $3::int) g""",
+            tenant.id,
+            first["document_id"],
+            HISTORY,
+        )
+        # This backend's not yet reported counts (they may include the INSERT's
+        # foreign-key checks): heap rows of extraction_jobs fetched through an index.
+        fetched_sql = (
+            "SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relname = 'extraction_jobs'"
+        )
+        async with conn.transaction():
+            before = await conn.fetchval(fetched_sql)
+            row = await store.admit_and_accept(request(tenant), check(), conn=conn)
+            fetched = await conn.fetchval(fetched_sql) - before
+        replay = await store.admit_and_accept(request(tenant, key="settled-7"), check(), conn=conn)
+    assert row["outcome"] == "accepted"
+    # The key's entry (none: a new key) and the foreign-key checks of the new job's
+    # event, audit row and reservation: a handful, not the tenant's 3,000 jobs.
+    assert fetched < 20, f"{fetched} job rows read for one accept"
+    assert replay["outcome"] == "known_key" and replay["accepted_state"] == "FAILED_TERMINAL"
