@@ -36,7 +36,7 @@ SELECT j.id, j.state, j.state_version, j.created_at, j.finished_at, j.terminal_r
 FROM extraction_jobs j
 LEFT JOIN documents d ON d.id = j.document_id
 LEFT JOIN extraction_results r ON r.job_id = j.id
-WHERE j.id = $1 AND j.tenant_id = $2;
+WHERE j.id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2;
 
 -- name: review_queue_next_for_tenant
 -- The next job to review after $2 (oldest first), for the "next" shortcut.

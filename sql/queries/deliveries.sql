@@ -116,7 +116,7 @@ SELECT * FROM claimed;
 SELECT id, tenant_id, endpoint_id, attempts, fence, horizon_start,
        coalesce($3::timestamptz, now()) AS now
 FROM deliveries
-WHERE id = $1 AND state = 'in_flight' AND fence = $2
+WHERE id = $1 AND state IS NOT DISTINCT FROM 'in_flight' AND fence = $2
 FOR UPDATE;
 
 -- name: delivery_deliver_if_fenced
@@ -124,14 +124,14 @@ UPDATE deliveries
 SET state = 'delivered', lease_until = NULL, lease_owner = NULL,
     delivered_at = coalesce($5::timestamptz, now()), last_status = $3, last_error = NULL,
     last_latency_ms = $4
-WHERE id = $1 AND state = 'in_flight' AND fence = $2
+WHERE id = $1 AND state IS NOT DISTINCT FROM 'in_flight' AND fence = $2
 RETURNING id;
 
 -- name: delivery_retry_if_fenced
 UPDATE deliveries
 SET state = 'retry_scheduled', lease_until = NULL, lease_owner = NULL, next_attempt_at = $3,
     last_status = $4, last_error = $5, last_latency_ms = $6
-WHERE id = $1 AND state = 'in_flight' AND fence = $2
+WHERE id = $1 AND state IS NOT DISTINCT FROM 'in_flight' AND fence = $2
 RETURNING id, next_attempt_at;
 
 -- name: delivery_give_up_if_fenced
@@ -140,7 +140,7 @@ RETURNING id, next_attempt_at;
 UPDATE deliveries
 SET state = $3, lease_until = NULL, lease_owner = NULL, final_reason = $4, last_status = $5,
     last_error = $6, last_latency_ms = $7
-WHERE id = $1 AND state = 'in_flight' AND fence = $2 AND $3 IN ('failed', 'abandoned')
+WHERE id = $1 AND state IS NOT DISTINCT FROM 'in_flight' AND fence = $2 AND $3 IN ('failed', 'abandoned')
 RETURNING id;
 
 -- name: delivery_abandon_waiting_for_endpoint
@@ -172,7 +172,7 @@ FOR UPDATE SKIP LOCKED;
 UPDATE deliveries
 SET state = 'retry_scheduled', fence = fence + 1, lease_until = NULL, lease_owner = NULL,
     next_attempt_at = coalesce($3::timestamptz, now()), last_error = 'lease_expired'
-WHERE id = $1 AND state = 'in_flight' AND fence = $2
+WHERE id = $1 AND state IS NOT DISTINCT FROM 'in_flight' AND fence = $2
   AND lease_until <= coalesce($3::timestamptz, now())
 RETURNING id, fence;
 
@@ -189,14 +189,14 @@ RETURNING delivery_id;
 UPDATE deliveries
 SET state = 'pending', final_reason = NULL, next_attempt_at = coalesce($3::timestamptz, now()),
     horizon_start = coalesce($3::timestamptz, now())
-WHERE id = $1 AND tenant_id = $2 AND state IN ('failed', 'abandoned')
+WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2 AND state IN ('failed', 'abandoned')
 RETURNING id, endpoint_id;
 
 -- name: delivery_get_for_tenant
 SELECT id, tenant_id, endpoint_id, job_id, event_type, body_sha256, state, attempts, fence,
        next_attempt_at, last_status, last_error, last_latency_ms, last_attempt_at,
        final_reason, created_at, updated_at, delivered_at
-FROM deliveries WHERE id = $1 AND tenant_id = $2;
+FROM deliveries WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2;
 
 -- name: delivery_list_for_job
 SELECT id, tenant_id, endpoint_id, job_id, event_type, body_sha256, state, attempts, fence,
@@ -210,7 +210,7 @@ SELECT a.delivery_id, a.fence, a.attempt, a.worker_id, a.started_at, a.ended_at,
        a.http_status, a.error_class, a.error, a.latency_ms, a.signed_timestamp, a.key_ids,
        a.address, a.next_attempt_at
 FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id
-WHERE a.delivery_id = $1 AND d.tenant_id = $2
+WHERE a.delivery_id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2
 ORDER BY a.fence;
 
 -- name: delivery_backlog_stats

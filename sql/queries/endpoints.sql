@@ -19,7 +19,7 @@ RETURNING endpoint_id, key_id, created_at;
 SELECT id, tenant_id, url, description, event_types, state, disabled_reason, disabled_at,
        breaker_state, breaker_open_until, consecutive_failures, failing_since,
        last_success_at, created_at
-FROM webhook_endpoints WHERE id = $1 AND tenant_id = $2;
+FROM webhook_endpoints WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2;
 
 -- name: endpoint_list_for_tenant
 SELECT id, tenant_id, url, description, event_types, state, disabled_reason, disabled_at,
@@ -29,7 +29,7 @@ FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id;
 
 -- name: endpoint_lock_for_tenant
 SELECT id, tenant_id, url, state FROM webhook_endpoints
-WHERE id = $1 AND tenant_id = $2
+WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2
 FOR UPDATE;
 
 -- name: endpoint_key_count
@@ -62,7 +62,7 @@ ORDER BY retired_at IS NOT NULL, created_at DESC;
 -- Key metadata only: sealed secrets never leave through a tenant read.
 SELECT k.key_id, k.created_at, k.retired_at, k.expires_at
 FROM webhook_endpoint_keys k JOIN webhook_endpoints e ON e.id = k.endpoint_id
-WHERE k.endpoint_id = $1 AND e.tenant_id = $2
+WHERE k.endpoint_id = $1 AND e.tenant_id IS NOT DISTINCT FROM $2
 ORDER BY k.created_at, k.key_id;
 
 -- name: endpoint_lock
@@ -101,7 +101,7 @@ RETURNING id, tenant_id;
 UPDATE webhook_endpoints
 SET state = 'active', disabled_reason = NULL, disabled_at = NULL, consecutive_failures = 0,
     auth_failures = 0, failing_since = NULL, breaker_state = 'closed', breaker_open_until = NULL
-WHERE id = $1 AND tenant_id = $2 AND state = 'disabled'
+WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2 AND state IS NOT DISTINCT FROM 'disabled'
 RETURNING id;
 
 -- name: endpoint_event_insert
@@ -112,5 +112,5 @@ RETURNING seq;
 -- name: endpoint_event_list_for_tenant
 SELECT v.seq, v.kind, v.detail, v.created_at
 FROM endpoint_events v JOIN webhook_endpoints e ON e.id = v.endpoint_id
-WHERE v.endpoint_id = $1 AND e.tenant_id = $2
+WHERE v.endpoint_id = $1 AND e.tenant_id IS NOT DISTINCT FROM $2
 ORDER BY v.seq;

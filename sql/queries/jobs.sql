@@ -98,7 +98,7 @@ SELECT * FROM claimed;
 -- Heartbeat: zero rows means ownership is lost (fence moved on or lease expired).
 UPDATE extraction_jobs
 SET lease_until = coalesce($4::timestamptz, now()) + make_interval(secs => $3)
-WHERE id = $1 AND state = 'RUNNING' AND fence = $2
+WHERE id = $1 AND state IS NOT DISTINCT FROM 'RUNNING' AND fence = $2
   AND lease_until > coalesce($4::timestamptz, now())
 RETURNING lease_until;
 
@@ -107,7 +107,7 @@ RETURNING lease_until;
 SELECT id, tenant_id, attempt, max_attempts, deadline_at, state_version,
        coalesce($3::timestamptz, now()) AS now
 FROM extraction_jobs
-WHERE id = $1 AND state = 'RUNNING' AND fence = $2
+WHERE id = $1 AND state IS NOT DISTINCT FROM 'RUNNING' AND fence = $2
   AND lease_until > coalesce($3::timestamptz, now())
 FOR UPDATE;
 
@@ -117,7 +117,7 @@ UPDATE extraction_jobs
 SET state = $3, result_ref = $4, validation_policy = $5, lease_until = NULL,
     lease_owner = NULL, finished_at = coalesce($6::timestamptz, now()),
     last_error_class = $7, last_error = $8
-WHERE id = $1 AND state = 'RUNNING' AND fence = $2
+WHERE id = $1 AND state IS NOT DISTINCT FROM 'RUNNING' AND fence = $2
   AND lease_until > coalesce($6::timestamptz, now())
 RETURNING id, tenant_id, state, state_version, attempt, fence, created_at, finished_at;
 
@@ -185,7 +185,7 @@ WHERE CASE WHEN c.job_id IS NOT NULL THEN true ELSE attempt_not_running(s.id, s.
 UPDATE extraction_jobs
 SET state = 'RETRY_SCHEDULED', available_at = $3, lease_until = NULL, lease_owner = NULL,
     last_error_class = $4, last_error = $5
-WHERE id = $1 AND state = 'RUNNING' AND fence = $2
+WHERE id = $1 AND state IS NOT DISTINCT FROM 'RUNNING' AND fence = $2
   AND lease_until > coalesce($6::timestamptz, now())
 RETURNING id, tenant_id, state, state_version, attempt, fence, available_at;
 
@@ -197,7 +197,7 @@ UPDATE extraction_jobs
 SET state = 'RETRY_SCHEDULED', fence = fence + 1, max_attempts = max_attempts + 1,
     available_at = coalesce($3::timestamptz, now()), lease_until = NULL, lease_owner = NULL,
     last_error_class = 'lease_released', last_error = $4
-WHERE id = $1 AND state = 'RUNNING' AND fence = $2
+WHERE id = $1 AND state IS NOT DISTINCT FROM 'RUNNING' AND fence = $2
   AND lease_until > coalesce($3::timestamptz, now())
 RETURNING id, tenant_id, state, state_version, attempt, fence, available_at;
 
@@ -206,7 +206,7 @@ UPDATE extraction_jobs
 SET state = 'FAILED_TERMINAL', lease_until = NULL, lease_owner = NULL,
     finished_at = coalesce($6::timestamptz, now()), last_error_class = $3, last_error = $4,
     terminal_reason = $5
-WHERE id = $1 AND state = 'RUNNING' AND fence = $2
+WHERE id = $1 AND state IS NOT DISTINCT FROM 'RUNNING' AND fence = $2
   AND lease_until > coalesce($6::timestamptz, now())
 RETURNING id, tenant_id, state, state_version, attempt, fence, created_at, finished_at;
 
@@ -245,7 +245,7 @@ UPDATE extraction_jobs
 SET state = 'RETRY_SCHEDULED', fence = fence + 1, available_at = $3, lease_until = NULL,
     lease_owner = NULL, last_error_class = 'lease_expired',
     last_error = 'lease expired before the owner committed an outcome'
-WHERE id = $1 AND state = 'RUNNING' AND fence = $2
+WHERE id = $1 AND state IS NOT DISTINCT FROM 'RUNNING' AND fence = $2
   AND lease_until <= coalesce($4::timestamptz, now())
 RETURNING id, tenant_id, state, state_version, attempt, fence;
 
@@ -255,7 +255,7 @@ SET state = 'FAILED_TERMINAL', fence = fence + 1, lease_until = NULL, lease_owne
     finished_at = coalesce($4::timestamptz, now()), last_error_class = 'lease_expired',
     last_error = 'lease expired before the owner committed an outcome',
     terminal_reason = $3
-WHERE id = $1 AND state = 'RUNNING' AND fence = $2
+WHERE id = $1 AND state IS NOT DISTINCT FROM 'RUNNING' AND fence = $2
   AND lease_until <= coalesce($4::timestamptz, now())
 RETURNING id, tenant_id, state, state_version, attempt, fence, created_at, finished_at;
 
@@ -272,7 +272,8 @@ UPDATE extraction_jobs
 SET state = 'FAILED_TERMINAL', finished_at = coalesce($2::timestamptz, now()),
     terminal_reason = 'deadline_exceeded', last_error_class = 'deadline_exceeded',
     last_error = 'deadline passed before an attempt could start'
-WHERE id = $1 AND state IN ('READY', 'RETRY_SCHEDULED')
+WHERE id = $1
+  AND (state IS NOT DISTINCT FROM 'READY' OR state IS NOT DISTINCT FROM 'RETRY_SCHEDULED')
   AND deadline_at <= coalesce($2::timestamptz, now())
 RETURNING id, tenant_id, state, state_version, attempt, fence, created_at, finished_at;
 
@@ -282,7 +283,7 @@ SELECT j.id, j.tenant_id, j.state, j.state_version, j.attempt, j.max_attempts, j
        j.model_policy, j.validation_policy, j.available_at, j.deadline_at, j.lease_until,
        j.lease_owner, j.result_ref, j.last_error_class, j.last_error, j.terminal_reason,
        j.created_at, j.updated_at, j.finished_at
-FROM extraction_jobs j WHERE j.id = $1 AND j.tenant_id = $2;
+FROM extraction_jobs j WHERE j.id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2;
 
 -- name: job_get_any_tenant
 -- Operator-only: the caller must have checked operator scope.
@@ -314,7 +315,7 @@ ORDER BY received_at;
 -- name: result_get_for_tenant
 SELECT r.job_id, r.fence, r.result, r.validation, r.decision, r.created_at
 FROM extraction_results r JOIN extraction_jobs j ON j.id = r.job_id
-WHERE r.job_id = $1 AND j.tenant_id = $2;
+WHERE r.job_id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2;
 
 -- name: job_backlog_stats
 -- Read by each intake process's capacity check (once per
@@ -382,9 +383,8 @@ RETURNING job_id;
 -- longer: its result never reaches the ERP, so the next job of that invoice takes
 -- it over. Returns this job when it did.
 UPDATE invoice_identities i SET job_id = $5, created_at = now()
-FROM extraction_jobs j
 WHERE i.tenant_id = $1 AND i.supplier = $2 AND i.invoice_number = $3 AND i.gross_total = $4
-  AND j.id = i.job_id AND j.state = 'FAILED_TERMINAL'
+  AND (SELECT j.state FROM extraction_jobs j WHERE j.id = i.job_id) = 'FAILED_TERMINAL'
 RETURNING i.job_id;
 
 -- name: invoice_identity_owner

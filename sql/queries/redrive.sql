@@ -11,7 +11,7 @@ SELECT j.id, j.tenant_id, j.state, j.state_version, j.attempt, j.max_attempts,
        EXISTS (SELECT 1 FROM deliveries d WHERE d.job_id = j.id) AS has_delivery,
        EXISTS (SELECT 1 FROM extraction_results r WHERE r.job_id = j.id) AS has_result
 FROM extraction_jobs j
-WHERE j.id = $1 AND j.tenant_id = $2
+WHERE j.id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2
 FOR UPDATE OF j;
 
 -- name: job_select_redrivable
@@ -37,7 +37,7 @@ SET state = 'READY', max_attempts = attempt + $4,
     available_at = coalesce($6::timestamptz, now()),
     deadline_at = coalesce($6::timestamptz, now()) + make_interval(secs => $5),
     finished_at = NULL, terminal_reason = NULL, last_error_class = NULL, last_error = NULL
-WHERE id = $1 AND tenant_id = $2 AND state = 'FAILED_TERMINAL' AND state_version = $3
+WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2 AND state IS NOT DISTINCT FROM 'FAILED_TERMINAL' AND state_version = $3
   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_id = $1)
   AND NOT EXISTS (SELECT 1 FROM extraction_results r WHERE r.job_id = $1)
 RETURNING id, tenant_id, state, state_version, attempt, max_attempts, fence, deadline_at;

@@ -11,7 +11,7 @@ SET state = $4,
     terminal_reason = CASE WHEN $4 = 'FAILED_TERMINAL' THEN 'review_rejected' END,
     last_error_class = CASE WHEN $4 = 'FAILED_TERMINAL' THEN 'review_rejected' END,
     last_error = NULL
-WHERE j.id = $1 AND j.tenant_id = $2 AND j.state = 'REVIEW_REQUIRED' AND j.state_version = $3
+WHERE j.id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2 AND j.state IS NOT DISTINCT FROM 'REVIEW_REQUIRED' AND j.state_version = $3
   AND ($4 <> 'SUCCEEDED' OR NOT EXISTS (
         SELECT 1 FROM extraction_results r
         WHERE r.job_id = j.id AND r.validation @> '{"schema_valid": false}'::jsonb))
@@ -25,7 +25,7 @@ SELECT j.state, j.state_version,
        NOT EXISTS (SELECT 1 FROM extraction_results r
                    WHERE r.job_id = j.id
                      AND r.validation @> '{"schema_valid": false}'::jsonb) AS approvable
-FROM extraction_jobs j WHERE j.id = $1 AND j.tenant_id = $2;
+FROM extraction_jobs j WHERE j.id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2;
 
 -- name: review_decision_insert
 INSERT INTO review_decisions (id, job_id, tenant_id, api_key_id, decision, note,
@@ -41,7 +41,7 @@ SELECT j.id, j.tenant_id, j.state, j.state_version, d.content AS ocr_text,
 FROM extraction_jobs j
 LEFT JOIN documents d ON d.id = j.document_id
 LEFT JOIN extraction_results r ON r.job_id = j.id
-WHERE j.id = $1 AND j.tenant_id = $2
+WHERE j.id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2
 FOR UPDATE OF j;
 
 -- name: review_result_replace_if_pending
@@ -53,7 +53,7 @@ FOR UPDATE OF j;
 WITH job AS (
   UPDATE extraction_jobs
   SET state_version = state_version + 1, last_error = $6, validation_policy = $7
-  WHERE id = $1 AND tenant_id = $2 AND state = 'REVIEW_REQUIRED' AND state_version = $3
+  WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2 AND state IS NOT DISTINCT FROM 'REVIEW_REQUIRED' AND state_version = $3
   RETURNING id, state_version
 ), res AS (
   UPDATE extraction_results r SET result = $4, validation = $5

@@ -9,7 +9,7 @@ SELECT a.attempt, a.fence, a.worker_id, a.started_at, a.ended_at, a.outcome, a.e
        a.error_detail, a.engine, a.prompt_tokens, a.completion_tokens, a.cached_tokens,
        a.uncertain, a.late_result_at
 FROM job_attempts a JOIN extraction_jobs j ON j.id = a.job_id
-WHERE a.job_id = $1 AND j.tenant_id = $2
+WHERE a.job_id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2
 ORDER BY a.fence;
 
 -- name: job_list_page_for_tenant
@@ -27,7 +27,7 @@ LIMIT $5;
 -- name: job_event_list_for_tenant_job_after
 SELECT e.seq, e.job_id, e.from_state, e.to_state, e.state_version, e.created_at
 FROM job_events e
-WHERE e.job_id = $1 AND e.tenant_id = $2 AND e.seq > $3
+WHERE e.job_id = $1 AND e.tenant_id IS NOT DISTINCT FROM $2 AND e.seq > $3
 ORDER BY e.seq
 LIMIT $4;
 
@@ -42,7 +42,7 @@ LIMIT $3;
 -- The newest event of one job: the snapshot's cursor and state.
 SELECT e.seq, e.job_id, e.from_state, e.to_state, e.state_version, e.created_at
 FROM job_events e
-WHERE e.job_id = $1 AND e.tenant_id = $2
+WHERE e.job_id = $1 AND e.tenant_id IS NOT DISTINCT FROM $2
 ORDER BY e.seq DESC
 LIMIT 1;
 
