@@ -1,5 +1,12 @@
 -- Job store queries. Every state change is conditional on state (and fence and
 -- lease where a driver owns the job); callers check the row count.
+--
+-- A statement that names its row by primary key states its other conditions on
+-- that row (tenant, expected state) with IS NOT DISTINCT FROM: no index serves it
+-- and no partial index's predicate follows from it, so a plan cached while the
+-- tables were empty cannot read a tenant's or a state's whole index range instead
+-- of one primary-key entry (tests/integration/test_query_plans.py; the columns are
+-- NOT NULL, so it means "=").
 
 -- name: document_upsert
 -- Documents are immutable and identified by content digest within a tenant.
