@@ -15,7 +15,7 @@ import pytest
 from pipeline.jobs import JobStore
 from pipeline.queries import q
 from pipeline.settings import Settings
-from tests.support.jobs import new_tenant, request
+from tests.support.jobs import add_failed_history, new_tenant, request
 
 pytestmark = pytest.mark.integration
 
@@ -40,16 +40,7 @@ async def test_settled_history_neither_counts_nor_gets_scanned(pool: asyncpg.Poo
         document = await conn.fetchval(
             "SELECT document_id FROM extraction_jobs WHERE tenant_id = $1 LIMIT 1", tenant.id
         )
-        await conn.execute(
-            """INSERT INTO extraction_jobs (id, tenant_id, idempotency_key, request_hash,
-                   document_id, object_version, state, deadline_at, terminal_reason, finished_at)
-               SELECT gen_random_uuid(), $1, 'settled-' || g, 'h', $2, 'v1', 'FAILED_TERMINAL',
-                      now(), 'deadline_exceeded', now()
-               FROM generate_series(1, $3::int) g""",
-            tenant.id,
-            document,
-            HISTORY,
-        )
+        await add_failed_history(conn, tenant.id, document, HISTORY)
         await conn.execute("ANALYZE extraction_jobs")
         # The pool decodes json (pipeline.database), so the plan arrives as a list.
         plan = await conn.fetchval("EXPLAIN (FORMAT JSON) " + q("job_backlog_stats"), None)

@@ -18,7 +18,7 @@ from pipeline.jobs import AdmissionCheck, JobStore
 from pipeline.settings import Settings
 from pipeline.tenants import ADMISSION_LOCK_NAMESPACE
 from tests.support.api import WRITTEN_TABLES, count_rows
-from tests.support.jobs import new_tenant, request
+from tests.support.jobs import add_failed_history, new_tenant, request
 
 pytestmark = pytest.mark.integration
 
@@ -134,16 +134,7 @@ async def test_a_plan_cached_on_an_empty_table_still_reads_one_key_entry(
         await conn.execute("SET plan_cache_mode = force_generic_plan")
         first = await store.admit_and_accept(request(tenant), check(), conn=conn)
         assert first["outcome"] == "accepted"
-        await conn.execute(
-            """INSERT INTO extraction_jobs (id, tenant_id, idempotency_key, request_hash,
-                   document_id, object_version, state, deadline_at, terminal_reason, finished_at)
-               SELECT gen_random_uuid(), $1, 'settled-' || g, 'h', $2, 'v1', 'FAILED_TERMINAL',
-                      now(), 'deadline_exceeded', now()
-               FROM generate_series(1, $3::int) g""",
-            tenant.id,
-            first["document_id"],
-            HISTORY,
-        )
+        await add_failed_history(conn, tenant.id, first["document_id"], HISTORY)
         # This backend's not yet reported counts (they may include the INSERT's
         # foreign-key checks): heap rows of extraction_jobs fetched through an index.
         fetched_sql = (

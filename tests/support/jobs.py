@@ -32,3 +32,21 @@ async def accept_many(store: JobStore, tenant: Tenant, n: int) -> list[uuid.UUID
     for _ in range(n):
         ids.append((await store.accept(request(tenant))).job_id)
     return ids
+
+
+async def add_failed_history(
+    conn: asyncpg.Connection, tenant_id: uuid.UUID, document_id: uuid.UUID, n: int
+) -> None:
+    """``n`` settled (FAILED_TERMINAL) jobs of one tenant and document, keyed
+    ``settled-1`` .. ``settled-n``, written in one statement: history that no
+    quota or backlog counts."""
+    await conn.execute(
+        """INSERT INTO extraction_jobs (id, tenant_id, idempotency_key, request_hash,
+               document_id, object_version, state, deadline_at, terminal_reason, finished_at)
+           SELECT gen_random_uuid(), $1, 'settled-' || g, 'h', $2, 'v1', 'FAILED_TERMINAL',
+                  now(), 'deadline_exceeded', now()
+           FROM generate_series(1, $3::int) g""",
+        tenant_id,
+        document_id,
+        n,
+    )
