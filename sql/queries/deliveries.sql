@@ -7,11 +7,20 @@
 -- rendered once, here, and its exact bytes are what every attempt signs and sends.
 -- When it created any, it wakes the dispatchers (one NOTIFY, delivered at commit).
 -- Returns how many it created.
+-- Each job is read by its primary key: a lookup per id that the planner cannot
+-- flatten into a join (OFFSET 0), with the state compared as jobs.sql's per-row
+-- statements do. As "j.id = ANY ($1) AND j.state = 'SUCCEEDED'", a plan cached
+-- while the table was empty read every SUCCEEDED job of every tenant per batch
+-- (tests/integration/test_batch_plans.py).
 WITH job AS (
-  SELECT j.id, j.tenant_id, j.state_version, j.result_ref, j.validation_policy,
-         j.finished_at, r.result
-  FROM extraction_jobs j JOIN extraction_results r ON r.job_id = j.id
-  WHERE j.id = ANY ($1::uuid[]) AND j.state = 'SUCCEEDED'
+  SELECT found.*
+  FROM (SELECT DISTINCT unnest($1::uuid[]) AS id) AS i CROSS JOIN LATERAL (
+    SELECT j.id, j.tenant_id, j.state_version, j.result_ref, j.validation_policy,
+           j.finished_at, r.result
+    FROM extraction_jobs j JOIN extraction_results r ON r.job_id = j.id
+    WHERE j.id = i.id AND j.state IS NOT DISTINCT FROM 'SUCCEEDED'
+    OFFSET 0
+  ) found
 ),
 body AS (
   SELECT job.id, convert_to(jsonb_build_object(

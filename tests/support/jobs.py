@@ -40,13 +40,39 @@ async def add_failed_history(
     """``n`` settled (FAILED_TERMINAL) jobs of one tenant and document, keyed
     ``settled-1`` .. ``settled-n``, written in one statement: history that no
     quota or backlog counts."""
+    await add_jobs(conn, tenant_id, document_id, n, "FAILED_TERMINAL", key_prefix="settled-")
+
+
+async def add_jobs(
+    conn: asyncpg.Connection,
+    tenant_id: uuid.UUID,
+    document_id: uuid.UUID | None,
+    n: int,
+    state: str,
+    *,
+    key_prefix: str | None = None,
+) -> None:
+    """``n`` jobs of one tenant and document in ``state``, written in one statement
+    (no outbox event, no attempt row): FAILED_TERMINAL and SUCCEEDED as history,
+    RUNNING as another driver's live leases (an hour left, fence 1)."""
+    assert state in ("FAILED_TERMINAL", "SUCCEEDED", "RUNNING"), state
     await conn.execute(
         """INSERT INTO extraction_jobs (id, tenant_id, idempotency_key, request_hash,
-               document_id, object_version, state, deadline_at, terminal_reason, finished_at)
-           SELECT gen_random_uuid(), $1, 'settled-' || g, 'h', $2, 'v1', 'FAILED_TERMINAL',
-                  now(), 'deadline_exceeded', now()
+               document_id, object_version, state, deadline_at, terminal_reason, finished_at,
+               result_ref, lease_until, lease_owner, attempt, fence)
+           SELECT gen_random_uuid(), $1, $4 || g, 'h', $2, 'v1', $5,
+                  CASE WHEN $5 = 'RUNNING' THEN now() + interval '1 day' ELSE now() END,
+                  CASE WHEN $5 = 'FAILED_TERMINAL' THEN 'deadline_exceeded' END,
+                  CASE WHEN $5 <> 'RUNNING' THEN now() END,
+                  CASE WHEN $5 = 'SUCCEEDED' THEN 'extraction_results/history' END,
+                  CASE WHEN $5 = 'RUNNING' THEN now() + interval '1 hour' END,
+                  CASE WHEN $5 = 'RUNNING' THEN 'another-driver' END,
+                  CASE WHEN $5 = 'RUNNING' THEN 1 ELSE 0 END,
+                  CASE WHEN $5 = 'RUNNING' THEN 1 ELSE 0 END
            FROM generate_series(1, $3::int) g""",
         tenant_id,
         document_id,
         n,
+        key_prefix if key_prefix is not None else f"{state.lower()}-{uuid.uuid4().hex[:8]}-",
+        state,
     )
