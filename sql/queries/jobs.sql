@@ -142,9 +142,10 @@ RETURNING id, tenant_id, state, state_version, attempt, fence, created_at, finis
 -- fails the statement (attempt_not_running, SQLSTATE FL001), so the whole batch
 -- rolls back even when the statement is its own transaction.
 -- The event payload is settling.event_payload's (tests/integration/test_jobs_batch.py
--- compares them). The job rows are updated by job_settle_fenced_rows (migration
--- 021), planned on every call, so a plan cached while the table was empty cannot
--- read every live lease per batch.
+-- compares them). The job rows join the batch's elements through
+-- settle_batch_elements (migration 021), which the planner expects to return one
+-- row: whatever plan is cached, each element is one primary-key probe, never a
+-- scan of every live lease.
 WITH b AS (
   SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[],
                        $6::text[], $8::text[], $9::jsonb[], $10::jsonb[], $11::text[],
@@ -153,8 +154,15 @@ WITH b AS (
     AS b(id, fence, state, result_ref, policy, error_class, error_detail, result, validation,
          outcome, prompt_tokens, completion_tokens, cached_tokens, engine, event_id)
 ),
-settled AS (  -- planned on every call (migration 021): the batch's rows by primary key
-  SELECT * FROM job_settle_fenced_rows($1, $2, $3, $4, $5, $6, $8, $7)
+settled AS (
+  UPDATE extraction_jobs j
+  SET state = e.state, result_ref = e.result_ref, validation_policy = e.policy,
+      lease_until = NULL, lease_owner = NULL, finished_at = coalesce($7::timestamptz, now()),
+      last_error_class = e.error_class, last_error = e.error_detail
+  FROM settle_batch_elements($1, $2, $3, $4, $5, $6, $8) AS e
+  WHERE j.id = e.id AND j.state IS NOT DISTINCT FROM 'RUNNING' AND j.fence = e.fence
+    AND j.lease_until > coalesce($7::timestamptz, now())
+  RETURNING j.id, j.tenant_id, j.state, j.state_version, j.attempt, j.fence, j.traceparent
 ),
 results AS (
   INSERT INTO extraction_results (job_id, fence, result, validation, decision)
