@@ -125,6 +125,38 @@ async def migrate(conn: asyncpg.Connection, schema_dir: Path = SCHEMA_DIR) -> li
     return applied
 
 
+def maintenance_warnings(*, autovacuum: bool, track_counts: bool) -> list[str]:
+    """What an operator should hear about a server with these maintenance settings.
+
+    Without autovacuum nothing refreshes the planner's statistics or removes dead
+    rows: every pooled connection keeps the plans it cached while the tables were
+    small (docs/postgresql.md), and the job, outbox and
+    backlog tables, updated on every accept and settle, keep growing.
+    """
+    warnings = []
+    if not autovacuum:
+        warnings.append(
+            "PostgreSQL runs with autovacuum = off: nothing refreshes the planner's "
+            "statistics or removes dead rows, so plans cached while the tables were small "
+            "stay for the life of each pooled connection and the job tables bloat. Turn it "
+            "on (ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf();) or run "
+            "VACUUM (ANALYZE) on a schedule."
+        )
+    if not track_counts:
+        warnings.append(
+            "PostgreSQL runs with track_counts = off: autovacuum cannot see which tables "
+            "changed, so it never vacuums or analyzes them. Turn it on "
+            "(ALTER SYSTEM SET track_counts = on; SELECT pg_reload_conf();)."
+        )
+    return warnings
+
+
+async def server_warnings(conn: asyncpg.Connection) -> list[str]:
+    """:func:`maintenance_warnings` for the server ``conn`` is connected to."""
+    row = await conn.fetchrow(q("server_maintenance_settings"))
+    return maintenance_warnings(autovacuum=row["autovacuum"], track_counts=row["track_counts"])
+
+
 async def ensure_database(admin_dsn: str, name: str) -> bool:
     """Create database ``name`` if missing (via ``admin_dsn``); return True if created."""
     conn = await asyncpg.connect(admin_dsn)

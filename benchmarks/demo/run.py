@@ -43,7 +43,7 @@ from benchmarks.infra import free_port
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
 from cluster.embedded_postgres import local_database
 from cluster.runtime import ClusterConfig, LocalCluster
-from pipeline.database import connect, create_database, dsn_for
+from pipeline.database import connect, create_database, dsn_for, server_warnings
 from pipeline.jobs import admin_dsn
 from pipeline.queries import q
 from pipeline.settings import Settings
@@ -231,10 +231,15 @@ def demo_settings(base: Settings) -> Settings:
     )
 
 
-async def create_demo_database(settings: Settings) -> str:
-    """(Re)create the demo's database with every migration applied; return its DSN."""
+async def create_demo_database(settings: Settings) -> list[str]:
+    """(Re)create the demo's database with every migration applied; return the
+    server's maintenance warnings (:func:`pipeline.database.server_warnings`)."""
     admin, name = admin_dsn(settings.database_url)
-    return await create_database(admin, name, replace=True)
+    conn = await connect(await create_database(admin, name, replace=True))
+    try:
+        return await server_warnings(conn)
+    finally:
+        await conn.close()
 
 
 def _run_demo(opts: DemoOptions, base: Settings) -> int:
@@ -245,7 +250,8 @@ def _run_demo(opts: DemoOptions, base: Settings) -> int:
         f"demo: database {dsn} (recreated), {opts.invoices} invoices, "
         f"{len(TENANTS)} tenants, {opts.drivers} drivers"
     )
-    asyncio.run(create_demo_database(settings))
+    for warning in asyncio.run(create_demo_database(settings)):
+        print(f"demo: warning: {warning}")
     work = corpus(opts)
     erp_port = free_port()
     erp_url = f"http://127.0.0.1:{erp_port}/webhooks/fenceline"

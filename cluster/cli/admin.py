@@ -21,8 +21,10 @@ register = TABLE.register
 def _db_migrate(_args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.jobs import setup_database
 
-    applied = asyncio.run(setup_database(settings))
-    print(f"migrations applied: {applied or 'none (up to date)'}")
+    setup = asyncio.run(setup_database(settings))
+    print(f"migrations applied: {setup.applied or 'none (up to date)'}")
+    for warning in setup.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 

@@ -102,7 +102,8 @@ def _up_on(args: argparse.Namespace, settings: Settings) -> int:
     }
     if scaling:  # they reach the supervisor as FENCELINE_* in the runtime_env
         settings = settings.model_copy(update=scaling)
-    asyncio.run(setup_database(settings))
+    for warning in asyncio.run(setup_database(settings)).warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     issued = None
     tenant = args.console_tenant or LOCAL_TENANT
     if not args.no_console_key:

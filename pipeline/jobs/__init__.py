@@ -4,7 +4,7 @@ This is the package's surface: other packages import these names from here,
 never from a module inside.
 """
 
-from pipeline.jobs.admin import admin_dsn, explain_job, setup_database
+from pipeline.jobs.admin import DatabaseSetup, admin_dsn, explain_job, setup_database
 from pipeline.jobs.explain import SECTIONS, render_explain
 from pipeline.jobs.group_commit import GroupCommit
 from pipeline.jobs.reaper import Reaper
@@ -49,6 +49,7 @@ __all__ = [
     "AdmissionCheck",
     "BatchSettleHook",
     "BatchSettled",
+    "DatabaseSetup",
     "DocumentIn",
     "GroupCommit",
     "JobMetrics",

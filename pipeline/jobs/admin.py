@@ -7,17 +7,25 @@ inputs and a printable result.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from pipeline.database import connect, create_pool, ensure_database, migrate
+from pipeline.database import connect, create_pool, ensure_database, migrate, server_warnings
 from pipeline.jobs.explain import render_explain
 from pipeline.jobs.store import JobStore
 from pipeline.settings import Settings
 
-__all__ = ["admin_dsn", "explain_job", "ping", "render_explain", "setup_database"]
+__all__ = [
+    "DatabaseSetup",
+    "admin_dsn",
+    "explain_job",
+    "ping",
+    "render_explain",
+    "setup_database",
+]
 
 
 def admin_dsn(database_url: str) -> tuple[str, str]:
@@ -28,14 +36,26 @@ def admin_dsn(database_url: str) -> tuple[str, str]:
     return admin, name
 
 
-async def setup_database(settings: Settings) -> list[int]:
-    """Create the configured database if missing and apply pending migrations."""
+@dataclass(frozen=True)
+class DatabaseSetup:
+    """What :func:`setup_database` did and what the operator should know."""
+
+    #: Migration versions this call applied (empty: up to date).
+    applied: list[int]
+    #: The server's maintenance warnings (:func:`pipeline.database.server_warnings`).
+    warnings: list[str]
+
+
+async def setup_database(settings: Settings) -> DatabaseSetup:
+    """Create the configured database if missing, apply pending migrations and read
+    the server's maintenance settings."""
     admin, name = admin_dsn(settings.database_url)
     if name != "postgres":
         await ensure_database(admin, name)
     conn = await connect(settings.database_url)
     try:
-        return await migrate(conn)
+        applied = await migrate(conn)
+        return DatabaseSetup(applied=applied, warnings=await server_warnings(conn))
     finally:
         await conn.close()
 

@@ -16,3 +16,8 @@ INSERT INTO schema_migrations (version, name) VALUES ($1, $2);
 
 -- name: database_exists
 SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1);
+
+-- name: server_maintenance_settings
+-- What keeps the planner's statistics fresh and dead rows few (database.server_warnings).
+SELECT current_setting('autovacuum')::boolean AS autovacuum,
+       current_setting('track_counts')::boolean AS track_counts;

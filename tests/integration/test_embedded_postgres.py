@@ -105,8 +105,9 @@ def test_the_demo_database_path_runs_on_an_embedded_server(silent_url: str, tmp_
 async def _demo_database_path(demo: Settings) -> tuple[str, int, JobState]:
     """What the demo does to its database before the cluster starts, then one job's
     accept → claim → settle under the fence: the store's path the drivers take."""
-    dsn = await create_demo_database(demo)
-    assert dsn == demo.database_url
+    # The embedded server keeps its own statistics: nothing to warn about.
+    assert await create_demo_database(demo) == []
+    dsn = demo.database_url
     erp = demo.model_copy(update={"delivery_allowed_ports": (443, 9)})  # as the demo does
     await provision(erp, "http://127.0.0.1:9/webhooks/fenceline", corpus(DemoOptions(invoices=2)))
     pool = await create_pool(dsn, max_size=2)
