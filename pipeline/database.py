@@ -130,8 +130,8 @@ def maintenance_warnings(*, autovacuum: bool, track_counts: bool) -> list[str]:
 
     Without autovacuum nothing refreshes the planner's statistics or removes dead
     rows: every pooled connection keeps the plans it cached while the tables were
-    small (docs/postgresql.md), and the job, outbox and
-    backlog tables, updated on every accept and settle, keep growing.
+    small (docs/postgresql.md), and the job, outbox and backlog tables, updated on
+    every accept and settle, keep growing.
     """
     warnings = []
     if not autovacuum:

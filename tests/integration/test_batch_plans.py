@@ -72,7 +72,7 @@ class RowsRead:
 async def settle_batch(store: JobStore, n: int) -> list[uuid.UUID]:
     tenant = await new_tenant(store.pool)
     for _ in range(n):
-        await store.accept(request(tenant, text=f'{{"n": "{uuid.uuid4()}"}}'))
+        await store.accept(request(tenant))
     leases = await store.claim("driver", limit=n)
     assert len(leases) == n
     await store.pool.execute("SELECT pg_stat_force_next_flush()")  # the pool's one connection
