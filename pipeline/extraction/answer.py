@@ -30,7 +30,7 @@ from typing import Annotated, Any, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.extraction.lines import Document
-from pipeline.extraction.locate import decoy_label, occurrences
+from pipeline.extraction.locate import decoy_label, occurrences, other_date_label
 from pipeline.extraction.numbers import (
     CENT,
     amount_strings,
@@ -198,14 +198,21 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
     doc = Document(ocr_text)
     mark = decimal_mark(ocr_text)
     amounts = amount_strings(ocr_text, mark, space_groups=uses_space_groups(ocr_text, mark))
-    dates = invoice_dates(doc, date_candidates(ocr_text))
+    dates = date_candidates(ocr_text)
     lines = item_line_candidates(doc, mark)
     cells = [
         c
         for c in description_cells(doc, mark, uses_space_groups(ocr_text, mark))
         if len(c) <= MAX_DESCRIPTION_CHARS
     ]
-    date_field = _nullable_enum(dates) if dates else _nullable_text(MAX_ID_CHARS)
+
+    def date_field(path: str) -> dict[str, Any]:
+        return (
+            _nullable_enum(invoice_dates(doc, dates, path))
+            if dates
+            else _nullable_text(MAX_ID_CHARS)
+        )
+
     item: dict[str, Any] = {
         "type": "array",
         "prefixItems": [
@@ -220,8 +227,8 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
         "supplier": _nullable_text(MAX_NAME_CHARS),
         "vat_id": _nullable_text(MAX_ID_CHARS),
         "number": _nullable_text(MAX_ID_CHARS),
-        "issue_date": date_field,
-        "due_date": date_field,
+        "issue_date": date_field("issue_date"),
+        "due_date": date_field("due_date"),
         "currency": _nullable_enum(currency_candidates(ocr_text)),
         "iban": _nullable_enum(iban_candidates(ocr_text)),
         "net": _nullable_enum(amounts),
@@ -240,16 +247,24 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
     }
 
 
-def invoice_dates(doc: Document, dates: list[str]) -> list[str]:
-    """The dates an issue or due date may be: those printed at least once without a
-    delivery, order or service label before them (grounding refuses the others; the
-    adapter picked a delivery date in 2 of 60 answers); all of them when none is."""
-    plain = [
-        d
-        for d in dates
-        if any(decoy_label(f) is None for f in occurrences(doc, d, fuzzy=False, boundary="number"))
-    ]
-    return plain or dates
+def invoice_dates(doc: Document, dates: list[str], path: str) -> list[str]:
+    """The dates ``path`` (issue_date or due_date) may be: those grounding accepts for
+    it, i.e. printed at least once without a delivery, order or service label before
+    them (the adapter picked a delivery date in 2 of 60 answers) and not labelled only
+    as the invoice's other date (SmolLM2 copied "Termin płatności: 20 listopada 2026"
+    as the issue date of the demo's invoice 4). Where no date qualifies, the dates
+    without a decoy label, else all: grounding then refuses what the model picks."""
+    plain: list[str] = []
+    own: list[str] = []
+    for d in dates:
+        found = [
+            f for f in occurrences(doc, d, fuzzy=False, boundary="number") if decoy_label(f) is None
+        ]
+        if found:
+            plain.append(d)
+        if any(not other_date_label(path, f) for f in found):
+            own.append(d)
+    return own or plain or dates
 
 
 def printed_rows(doc: Document, mark: str) -> int:

@@ -340,10 +340,26 @@ def test_an_item_written_past_the_last_row_is_dropped_and_the_rest_succeeds() ->
 
 def test_a_date_printed_only_after_a_delivery_label_is_no_choice_for_the_model() -> None:
     inv, answer = _generated(5047)  # "... delivered on December 25, 2022"
-    choices = answer_schema(inv.ocr_text)["properties"]["issue_date"]["anyOf"][0]["enum"]
+    props = answer_schema(inv.ocr_text)["properties"]
+    issue, due = (props[k]["anyOf"][0]["enum"] for k in ("issue_date", "due_date"))
     assert "December 25, 2022" in inv.ocr_text
-    assert "December 25, 2022" not in choices
-    assert answer.issue_date in choices and answer.due_date in choices
+    assert "December 25, 2022" not in issue + due
+    assert answer.issue_date in issue and answer.due_date in due
+
+
+@pytest.mark.parametrize("day", [date(2026, 12, 3), date(2026, 12, 4), date(2027, 3, 1)])
+def test_a_date_printed_only_as_the_other_date_is_no_choice_for_the_model(day: date) -> None:
+    """Demo invoice 4 (seed 2029): "Data wystawienia: 21 października 2026" and "Termin
+    płatności: 20 listopada 2026". SmolLM2 copied the due date as the issue date, which
+    grounding refuses; the grammar now offers each field only the dates it may be."""
+    inv = generate_invoice(2029, Variant.ARITHMETIC_OFF_BY_CENT, max_line_items=3, anchor=day)
+    answer = parse_answer(answer_for(inv.truth, inv.ocr_text))
+    props = answer_schema(inv.ocr_text)["properties"]
+    issue, due = (props[k]["anyOf"][0]["enum"] for k in ("issue_date", "due_date"))
+    assert answer.issue_date is not None and answer.due_date is not None
+    assert answer.issue_date != answer.due_date
+    assert issue == [answer.issue_date]
+    assert due == [answer.due_date]
 
 
 def _decide(inv: GeneratedInvoice, answer: Answer) -> tuple[str, list[str], object]:
