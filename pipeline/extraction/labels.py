@@ -78,3 +78,32 @@ DECOY_NUMBER_LABELS: tuple[str, ...] = (
 #: referens") and the invoice in others ("Invoice reference", "Réf. facture"): a
 #: decoy only in a label that names no invoice word at all.
 REFERENCE_WORDS: tuple[str, ...] = ("referen", "referên", "ref.", "ref:", "réf", "rif.")
+
+#: Units a quantity is printed with, folded and without their dots ("Std." -> "std"):
+#: pieces, time, words, mass, volume, length and area in the languages above. A
+#: word right after a number that is one of these is the number's unit, never the
+#: first word of a description ("8.568 Wörter Übersetzung, pro Wort" describes
+#: "Übersetzung, pro Wort"). A unit missing here only leaves both readings to the
+#: model, as before. English singulars that also start product names ("Day pass",
+#: "Unit heater") are left out.
+UNIT_WORDS: frozenset[str] = frozenset((
+    "pcs", "pc", "pce", "pces", "piece", "pieces", "ea", "each", "units",
+    "stk", "stck", "st", "stück", "stuk", "stuks", "szt", "sztuk", "pz", "pezzi",
+    "pezzo", "ud", "uds", "un", "unid", "unidad", "unidades", "unidade", "pièce",
+    "pièces", "kpl", "kom", "ks", "db", "tk", "vnt", "gab", "kos",
+    "h", "hr", "hrs", "hours", "std", "stunde", "stunden", "uur", "ore", "ora",
+    "godz", "godzin", "godziny", "tim", "timmar", "timer", "heure", "heures", "hora",
+    "horas", "min", "days", "tag", "tage", "jour", "jours", "día", "días", "dia",
+    "dias", "giorno", "giorni", "dag", "dagen", "dagar", "dni", "months",
+    "monat", "monate", "mois", "mes", "meses", "mese", "mesi", "maand", "maanden",
+    "månad", "månader", "måned", "måneder", "miesiąc", "miesięcy",
+    "words", "wort", "wörter", "mot", "mots", "palabra", "palabras", "parola",
+    "parole", "woord", "woorden", "ord", "słowo", "słów", "palavra", "palavras",
+    "kg", "g", "mg", "t", "l", "lt", "ltr", "ml", "m", "m2", "m²", "m3", "m³", "km",
+    "cm", "mm",
+))  # fmt: skip
+
+
+def is_unit(word: str) -> bool:
+    """Whether ``word`` (as printed, e.g. "Stk.", "godz.") is a quantity's unit."""
+    return word.casefold().strip(".,:;") in UNIT_WORDS

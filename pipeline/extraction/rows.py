@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import NamedTuple
 
+from pipeline.extraction.labels import is_unit
 from pipeline.extraction.lines import Document, Line
 from pipeline.extraction.locate import Found
 from pipeline.extraction.numbers import ItemNumbers, numbers_in, parse_item_row
@@ -164,7 +165,8 @@ def whole_description(doc: Document, f: Found, row: Row) -> bool:
 def _line_cells(doc: Document, line: Line, row: Row) -> list[tuple[int, int]]:
     """Page offsets of every cell of ``line`` under ``row``'s arithmetic (see
     :func:`description_cells`); a lone word right after a number is the number's
-    unit ("pcs", "words"), never a cell."""
+    unit ("pcs", "words"), never a cell, and no cell starts on a known unit
+    (:data:`~pipeline.extraction.labels.UNIT_WORDS`) right after a number."""
     return list(_iter_line_cells(doc, line, row))
 
 
@@ -188,6 +190,9 @@ def _iter_line_cells(doc: Document, line: Line, row: Row) -> Iterator[tuple[int,
     # a quantity, price, amount or rate overlaps the word
     touches = [any(a < right and b > left for a, b in numbers) for left, right in spans]
     number_word = [_is_number_word(line, span, numbers) for span in spans]
+    # a word right after a number that names a unit ("Stk.", "Wörter") is the number's,
+    # so no cell starts there ("Stk. Kabelbinder"): the cell after it is the description
+    unit = [is_unit(text[a:b]) and _after_number(text[:a]) for a, b in words]
     for i, (start, _) in enumerate(words):
         letters = has_number_word = False
         for j in range(i, min(len(words), i + _MAX_CELL_WORDS)):
@@ -199,7 +204,7 @@ def _iter_line_cells(doc: Document, line: Line, row: Row) -> Iterator[tuple[int,
                 continue  # no letter, or a quantity, price, amount or rate at an end
             if has_number_word:
                 continue  # "kg x 26.95 =": the row's price inside (an "A4" is no price)
-            if i == j and _after_number(text[:start]):
+            if unit[i] or (i == j and _after_number(text[:start])):
                 continue
             at, to = spans[i][0], spans[j][1]
             if whole_description(doc, Found(line.page, at, to, line, "exact"), row):

@@ -20,6 +20,7 @@ from pipeline.extraction.answer import (
     parse_answer,
 )
 from pipeline.extraction.grounding import ground
+from pipeline.extraction.labels import is_unit
 
 
 def _nodes(node: Any) -> list[dict[str, Any]]:
@@ -149,3 +150,36 @@ def test_description_cells_leave_out_numbers_and_columns() -> None:
     cells = _item_descriptions(answer_schema(doc))
     assert {"Copy paper A4, 80 g", "Ink for HP"} <= set(cells)
     assert not [c for c in cells if "17.52" in c or "4 pcs" in c or "  " in c]
+
+
+def test_no_description_starts_on_the_unit_after_its_quantity() -> None:
+    """Eval invoice gen-9204 (German prose): SmolLM2 chose "Wörter Übersetzung, pro Wort"
+    and "Std. Beratungsleistung", the grammar offering both readings, and the table's
+    shape then carried the unit into the third item too: a false accept. A known unit
+    right after a number starts no cell; a word that is no unit still does."""
+    inv = generate_invoice(9204, max_line_items=3)
+    cells = _item_descriptions(answer_schema(inv.ocr_text))
+    assert [item.description for item in inv.truth.line_items] == [
+        "Übersetzung, pro Wort",
+        "Beratungsleistung",
+        "Kabelbinder, 100 Stück",
+    ]
+    assert all(item.description in cells for item in inv.truth.line_items)
+    assert not [c for c in cells if c.split()[0] in ("Wörter", "Std.", "Stk.")]
+    doc = (
+        "* 3 Laptop stands zu je 12,00: 36,00 (MwSt. 19%)\n"
+        "* 2 Stk. Kabelbinder zu je 8,21: 16,42 (MwSt. 19%)\n"
+    )
+    cells = _item_descriptions(answer_schema(doc))
+    assert "Laptop stands" in cells
+    assert "Kabelbinder" in cells and "Stk. Kabelbinder" not in cells
+
+
+@pytest.mark.parametrize("word", ["Stk.", "godz.", "Wörter", "szt.", "m²", "pcs", "uur"])
+def test_units_are_known_with_or_without_their_dot(word: str) -> None:
+    assert is_unit(word) and is_unit(word.upper())
+
+
+@pytest.mark.parametrize("word", ["Laptop", "Day", "Unit", "Service", "Toner"])
+def test_product_words_are_no_units(word: str) -> None:
+    assert not is_unit(word)
