@@ -247,6 +247,13 @@ class _Grounder:
         if printed not in CURRENCY_SYMBOLS:
             return EvidencedCurrency(value=printed.strip().upper(), evidence=self.evidence(f))
         code = self._sign_code(printed, CURRENCY_SYMBOLS[printed])
+        bare = printed[:-1]
+        if code is None and printed.endswith(".") and bare in CURRENCY_SYMBOLS:
+            # The dot may end the sentence ("Att betala: 4 300,96 kr."): a sign that
+            # reads as no currency of this supplier with its dot is read without it.
+            code = self._sign_code(bare, CURRENCY_SYMBOLS[bare])
+            if code is not None:
+                f = Found(f.page, f.start, f.end - 1, f.line, f.match)
         if code is None:
             codes = ", ".join(sorted(CURRENCY_SYMBOLS[printed]))
             self.refuse("currency", f"{printed!r} may mean {codes}")

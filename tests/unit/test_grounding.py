@@ -564,3 +564,26 @@ def test_no_generated_order_or_customer_number_passes_as_the_invoice_number() ->
             assert ReasonCode.UNGROUNDED_VALUE in codes, (seed, line)
             tried += 1
     assert tried > 100
+
+
+def test_a_sign_before_a_full_stop_is_read_without_the_stop_where_only_that_fits() -> None:
+    """Eval invoice gen-9303 (Swedish prose) ends "Att betala: 4 300,96 kr."; SmolLM2
+    copied "kr." (with the sentence's full stop), a sign for DKK or ISK, and grounding
+    refused it for a supplier paid to a Swedish IBAN. Without the stop, "kr" in Sweden
+    is SEK; a Danish supplier's "kr." stays DKK."""
+    inv = generate_invoice(9303, Variant.CLEAN, max_line_items=3, layouts=("prose",))
+    assert "Att betala: " in inv.ocr_text and " kr.\n" in inv.ocr_text
+    answer = parse_answer(answer_for(inv.truth, inv.ocr_text)).model_copy(
+        update={"currency": "kr."}
+    )
+    out = interpret(answer.model_dump_json(), inv.ocr_text, inv.master_data, today=inv.today)
+    assert out.report.decision.value == "SUCCEEDED", out.report.reasons
+    assert out.extraction.currency is not None
+    assert out.extraction.currency.value == "SEK"
+    assert out.extraction.currency.evidence.quote == "kr"
+
+    danish = inv.ocr_text.replace("SE8970669093000561974698", "DK5000400440116243")
+    answer = answer.model_copy(update={"iban": "DK5000400440116243"})
+    currency = ground(answer, danish).extraction.currency
+    assert currency is not None and currency.value == "DKK"
+    assert currency.evidence.quote == "kr."
