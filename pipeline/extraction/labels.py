@@ -17,8 +17,11 @@ LABELS: Mapping[str, tuple[str, ...]] = {
         "número", "factura", "fattura", "facture", "rechnung", "faktura", "fatura", "document",
     ),
     "issue_date": (
-        "date", "datum", "fecha", "data", "dated", "issued", "emisión", "emissione", "émission",
-        "rechnungsdatum", "factuurdatum", "fakturadatum",
+        "date", "datum", "fecha", "data", "dato", "dated", "issued", "emisión", "emissione",
+        "émission", "émis", "rechnungsdatum", "factuurdatum", "fakturadatum", "fakturadato",
+        # prose: "Rechnung RE-17 vom", "se emitió el", "is opgemaakt op", "została
+        # wystawiona", "è stata emessa il", "utfärdades", "er udstedt den", "foi emitida em"
+        "vom", "emiti", "opgemaakt", "wystawi", "emess", "utfärda", "udstedt",
     ),
     "due_date": (
         "due", "fällig", "échéance", "vencimiento", "scadenza", "vervaldatum", "vencimento",
