@@ -274,6 +274,14 @@ class VLLMEngine:
 
     def shutdown(self) -> None:
         self.llm.shutdown()
+        # AsyncLLM.__del__ shuts down again when the object is collected; at interpreter
+        # exit its module's globals are gone and that second call raises ("Exception
+        # ignored in AsyncLLM.__del__ ... TypeError" after `fenceline eval`).
+        setattr(self.llm, "shutdown", _shut_down_already)  # noqa: B010
+
+
+def _shut_down_already(*_args: object, **_kwargs: object) -> None:
+    """An engine's ``shutdown`` once it has shut down: nothing left to do."""
 
 
 def _classify(exc: Exception, pool: str) -> FencelineError:
