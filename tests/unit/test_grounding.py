@@ -589,18 +589,21 @@ def test_a_sign_before_a_full_stop_is_read_without_the_stop_where_only_that_fits
     assert currency.evidence.quote == "kr."
 
 
-@pytest.mark.parametrize("seed", [9419, *range(5000, 5600, 7)])
-def test_the_issue_date_is_no_choice_for_the_due_date(seed: int) -> None:
+def test_the_issue_date_is_no_choice_for_the_due_date() -> None:
     """Eval invoice gen-9419 (Danish key-value): "Fakturadato 21-05-2025" was no issue
     label, so the due date's grammar offered it and SmolLM2 copied it as the due date:
     a false accept. Over seeds 0-1499 and 5000-5599, 313 grammars still offered one
     date for the other before the Danish and prose issue labels ("vom", "se emitió
     el", "er udstedt den", ...); none now."""
-    inv = generate_invoice(seed, Variant.CLEAN, max_line_items=8)
-    answer = parse_answer(answer_for(inv.truth, inv.ocr_text))
-    props = answer_schema(inv.ocr_text)["properties"]
-    if answer.issue_date is None or answer.due_date in (None, answer.issue_date):
-        return
-    issue, due = (props[k]["anyOf"][0]["enum"] for k in ("issue_date", "due_date"))
-    assert answer.issue_date in issue and answer.issue_date not in due
-    assert answer.due_date in due and answer.due_date not in issue
+    tried = 0
+    for seed in (9419, *range(5000, 5600, 7)):
+        inv = generate_invoice(seed, Variant.CLEAN, max_line_items=8)
+        answer = parse_answer(answer_for(inv.truth, inv.ocr_text))
+        if answer.issue_date is None or answer.due_date in (None, answer.issue_date):
+            continue  # one date: nothing to confuse
+        props = answer_schema(inv.ocr_text)["properties"]
+        issue, due = (props[k]["anyOf"][0]["enum"] for k in ("issue_date", "due_date"))
+        assert answer.issue_date in issue and answer.issue_date not in due, seed
+        assert answer.due_date in due and answer.due_date not in issue, seed
+        tried += 1
+    assert tried > 60
