@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
+from datetime import date
 from pathlib import Path
 
 from cluster.cli.base import CommandTable
@@ -19,6 +21,17 @@ from pipeline.settings import Settings
 TABLE = CommandTable()
 command = TABLE.command
 register = TABLE.register
+
+
+def _anchor(text: str) -> date | str:
+    if text == "today":
+        return text
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is no date: give YYYY-MM-DD or 'today'"
+        ) from None
 
 
 def _demo_args(p: argparse.ArgumentParser) -> None:
@@ -30,6 +43,13 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
         "--timeout", type=float, dest="timeout_s", help="seconds for every job to settle (1200)"
     )
     p.add_argument("--out", type=Path, dest="out_dir", help="report folder (results/demo)")
+    p.add_argument(
+        "--anchor",
+        type=_anchor,
+        default=None,
+        help="date the invoices shortly before this day, YYYY-MM-DD or 'today' "
+        "(default: the fixed day the recorded outcome was measured on, 2026-12-04)",
+    )
     p.add_argument(
         "--keep",
         action="store_true",
@@ -52,6 +72,8 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
         out_dir=args.out_dir,
         keep=args.keep,
     )
+    if args.anchor is not None:  # "today" clears the fixed day; None keeps the default
+        opts = replace(opts, anchor=None if args.anchor == "today" else args.anchor)
     return run_demo(opts, settings)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from datetime import date
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -46,6 +47,13 @@ def test_the_benchmarks_plugin_adds_its_commands(installed: None) -> None:
     assert subs.passthrough("eval") is not None and subs.passthrough("erp-receiver") is not None
     args = build_parser(subs).parse_args(["demo", "--invoices", "2", "--timeout", "5"])
     assert (args.invoices, args.timeout_s) == (2, 5.0)
+    assert args.anchor is None
+    assert build_parser(subs).parse_args(["demo", "--anchor", "2026-01-31"]).anchor == date(
+        2026, 1, 31
+    )
+    assert build_parser(subs).parse_args(["demo", "--anchor", "today"]).anchor == "today"
+    with pytest.raises(SystemExit):
+        build_parser(subs).parse_args(["demo", "--anchor", "31.01.2026"])
     args = build_parser(subs).parse_args(["bench", "smoke", "--engine", "vllm-cpu"])
     assert (args.scenario, args.engine) == ("smoke", "vllm-cpu")
 
