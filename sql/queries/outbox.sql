@@ -1,6 +1,11 @@
 -- Outbox relay queries. A claim is one short statement (its own transaction):
 -- no transaction stays open while the relay waits for the broker. Every later
 -- write is conditional on `published_at IS NULL`; callers compare row counts.
+--
+-- The writes that name their events by id call functions of migration 022, which
+-- write one event at a time by its primary key: as one "event_id = ANY($1)"
+-- statement, a plan cached while the table was small read the whole unpublished
+-- backlog on every batch (tests/integration/test_batch_plans.py).
 
 -- name: outbox_claim_batch
 -- Bounded batch of unpublished events whose relay lease is free or expired.
@@ -29,22 +34,15 @@ RETURNING o.event_id, o.job_id, o.event_type, o.payload, o.created_at, o.publish
 -- Only after the broker confirmed (via 'broker') or when handled locally
 -- (via 'local'). An event another relay already marked is left alone; the
 -- caller counts the rows it got back. $1 event ids, $2 via, $3 now.
-UPDATE outbox_events
-SET published_at = coalesce($3::timestamptz, now()), published_via = $2,
-    claimed_until = NULL, last_error = NULL
-WHERE event_id = ANY($1::uuid[]) AND published_at IS NULL
-RETURNING event_id;
+SELECT outbox_mark_published($1::uuid[], $2::text, $3::timestamptz) AS event_id;
 
 -- name: outbox_release_with_error
 -- Not published (returned, nacked, or unknown outcome): keep the event, record
 -- why, and let it be claimed again after $3 seconds. $1 ids, $2 error, $4 now,
 -- $5 the claim's own claimed_until: an event whose lease ran out and that another
 -- relay claimed since is that relay's to settle, so it is left alone.
-UPDATE outbox_events
-SET claimed_until = coalesce($4::timestamptz, now()) + make_interval(secs => $3),
-    last_error = $2
-WHERE event_id = ANY($1::uuid[]) AND published_at IS NULL AND claimed_until = $5
-RETURNING event_id;
+SELECT outbox_release_with_error($1::uuid[], $2::text, $3::float8, $4::timestamptz,
+                                 $5::timestamptz) AS event_id;
 
 -- name: outbox_backlog_stats
 -- Publication age: the alert signal for a stuck relay or an unroutable event.
