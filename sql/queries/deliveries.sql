@@ -79,12 +79,19 @@ FOR UPDATE OF e SKIP LOCKED;
 -- concurrency, $4 limit, $5 lease seconds, $6 worker id.
 WITH now_ AS (SELECT coalesce($1::timestamptz, now()) AS t),
 ep AS (
+  -- Each endpoint through its primary key (LATERAL, OFFSET 0 keeps it a lookup per
+  -- id): "e.id = ANY ($2)" planned while webhook_endpoints was small was cached as
+  -- a sequential scan of every tenant's endpoints, on every claim.
   SELECT e.id, e.url,
          greatest(0, (CASE WHEN e.breaker_state = 'open' THEN 1 ELSE $3::int END)
                      - (SELECT count(*) FROM deliveries f
                         WHERE f.endpoint_id = e.id AND f.state = 'in_flight'))::int AS free
-  FROM webhook_endpoints e
-  WHERE e.id = ANY ($2::uuid[]) AND e.state = 'active'
+  FROM (SELECT DISTINCT unnest($2::uuid[]) AS id) AS ids
+  CROSS JOIN LATERAL (
+    SELECT w.id, w.url, w.breaker_state FROM webhook_endpoints w
+    WHERE w.id = ids.id AND w.state IS NOT DISTINCT FROM 'active'
+    OFFSET 0
+  ) e
 ),
 cand AS (
   SELECT c.id, c.next_attempt_at, ep.url,
