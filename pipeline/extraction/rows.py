@@ -25,7 +25,14 @@ from typing import NamedTuple
 from pipeline.extraction.labels import is_unit
 from pipeline.extraction.lines import Document, Line
 from pipeline.extraction.locate import Found
-from pipeline.extraction.numbers import ItemNumbers, numbers_in, parse_item_row
+from pipeline.extraction.numbers import (
+    ItemNumbers,
+    Printed,
+    decimal_mark,
+    numbers_in,
+    parse_item_row,
+    uses_space_groups,
+)
 
 #: Column separators: two spaces or more, a tab, a bar.
 COLUMN_GAP = re.compile(r"\s{2,}|\t|\|")
@@ -34,6 +41,8 @@ _SHORT_WORD = 4
 _PUNCTUATION = ".,:;()[]•*-–·'\"@"
 #: A letter (a word character that is neither a digit nor "_").
 _LETTER = re.compile(r"[^\W\d_]")
+#: A row's position number at the start of its line: "1.", "12)".
+_POSITION = re.compile(r"\d{1,3}[.)]")
 #: The longest description a cell may be, in words (a bound on the enumeration).
 _MAX_CELL_WORDS = 16
 
@@ -139,9 +148,24 @@ def _describes_itself(doc: Document, line: Line, mark: str, space: bool) -> bool
 
 def whole_description(doc: Document, f: Found, row: Row) -> bool:
     """Whether ``f`` is a row's whole description, not a part of it ("Service" in
-    "1 st Service av värmeanläggning à 421,93"): between the match and the nearest
-    boundary on each side stand only short words ("à", "zu je", "x") and the unit
-    that follows a quantity.
+    "1 st Service av värmeanläggning à 421,93") and not more: :func:`_bounded` and
+    it does not end among the words its table prints before one of the row's numbers
+    (:func:`connective_runs`)."""
+    return _bounded(doc, f, row) and not _ends_among_connectives(doc, f.page, f.end, row)
+
+
+def _ends_among_connectives(doc: Document, page: int, end: int, row: Row) -> bool:
+    runs = connective_runs(doc)
+    for start, _ in row.arithmetic():
+        run = runs.get((page, start))
+        if run is not None and run < end <= start:
+            return True  # "Kawa ziarnista po" of "... po 14,93": the table's "po"
+    return False
+
+
+def _bounded(doc: Document, f: Found, row: Row) -> bool:
+    """Whether between ``f`` and the nearest boundary on each side stand only short
+    words ("à", "zu je", "x") and the unit that follows a quantity.
 
     Boundaries are the line's ends, column gaps, "|", and numbers: on the left any
     number (a position or a quantity), on the right only the row's own arithmetic
@@ -162,12 +186,78 @@ def whole_description(doc: Document, f: Found, row: Row) -> bool:
     )
 
 
+_SLOTS = ("quantity", "unit_price", "line_amount", "rate")
+
+
+def _short_run(text: str, stop: int) -> list[tuple[int, str]]:
+    """The short words (:data:`_SHORT_WORD` letters or fewer, no digit) printed right
+    before offset ``stop`` of ``text``, with no column gap among them or before
+    ``stop``: (offset, casefolded word), nearest last."""
+    run: list[tuple[int, str]] = []
+    end = stop
+    for m in reversed(list(re.finditer(r"\S+", text[:stop]))):
+        word = m.group()
+        if COLUMN_GAP.search(text[m.end() : end]) or any(ch.isdigit() for ch in word):
+            break
+        if len(word.strip(_PUNCTUATION)) > _SHORT_WORD:
+            break
+        run.insert(0, (m.start(), word.casefold()))
+        end = m.start()
+    return run
+
+
+@lru_cache(maxsize=_MEMO_LINES)
+def connective_runs(doc: Document) -> dict[tuple[int, int], int]:
+    """Where the table prints the same short words before one of its rows' numbers:
+    (page, offset of the number) -> page offset where those words begin.
+
+    A row printed as a sentence puts words between its numbers ("32,315 kg Kawa
+    ziarnista po 14,93", "8.568 Wörter Übersetzung zu je 0,169", "5 pcs x 211,59 =
+    1.057,95 (VAT 20%)"). Short words next to a description do not make it a part
+    (:func:`whole_description`), so "Kawa ziarnista po" read as whole, and a model
+    that copied it was accepted with it. The words that stand directly before the
+    same number (quantity, price, amount or rate) on every row of a table of two or
+    more rows, as the longest run they share, belong to the table, not to any
+    description: no description ends among them. One row alone proves nothing (its
+    description may end on a short word: "Cable tie 4,50"), nor do words that differ
+    from row to row.
+    """
+    mark = decimal_mark(doc.text)
+    table = printed_table(doc, mark, uses_space_groups(doc.text, mark))
+    runs: dict[tuple[int, int], int] = {}
+    for slot in _SLOTS:
+        found: list[tuple[int, int, list[tuple[int, str]]]] = []  # page, number, run
+        for row in table:
+            number: Printed | None = getattr(row.read, slot)
+            if number is None or number.start >= len(row.first.text):
+                continue  # a stacked row's number below its first line
+            at = row.first.start  # the run's offsets, in the page
+            run = [(at + a, w) for a, w in _short_run(row.first.text, number.start)]
+            found.append((row.first.page, at + number.start, run))
+        if len(found) < 2:
+            continue
+        shared = 0
+        while all(len(run) > shared for _, _, run in found) and (
+            len({run[-1 - shared][1] for _, _, run in found}) == 1
+        ):
+            shared += 1
+        if shared:
+            for page, number_at, run in found:
+                runs[(page, number_at)] = run[-shared][0]
+    return runs
+
+
 def _line_cells(doc: Document, line: Line, row: Row) -> list[tuple[int, int]]:
     """Page offsets of every cell of ``line`` under ``row``'s arithmetic (see
     :func:`description_cells`); a lone word right after a number is the number's
-    unit ("pcs", "words"), never a cell, and no cell starts on a known unit
-    (:data:`~pipeline.extraction.labels.UNIT_WORDS`) right after a number."""
-    return list(_iter_line_cells(doc, line, row))
+    unit ("pcs", "words"), never a cell, no cell starts on a known unit
+    (:data:`~pipeline.extraction.labels.UNIT_WORDS`) right after a number, and none
+    ends among the words the table prints before a number (:func:`connective_runs`)."""
+    return [
+        (at, to)
+        for at, to in _iter_line_cells(doc, line, row)
+        if not _ends_among_connectives(doc, line.page, to, row)
+    ]
 
 
 def _iter_line_cells(doc: Document, line: Line, row: Row) -> Iterator[tuple[int, int]]:
@@ -193,6 +283,8 @@ def _iter_line_cells(doc: Document, line: Line, row: Row) -> Iterator[tuple[int,
     # a word right after a number that names a unit ("Stk.", "Wörter") is the number's,
     # so no cell starts there ("Stk. Kabelbinder"): the cell after it is the description
     unit = [is_unit(text[a:b]) and _after_number(text[:a]) for a, b in words]
+    # a row's position number opens its line ("1. Diesel fuel"): no description's start
+    position = bool(words) and _POSITION.fullmatch(text[words[0][0] : words[0][1]]) is not None
     for i, (start, _) in enumerate(words):
         letters = has_number_word = False
         for j in range(i, min(len(words), i + _MAX_CELL_WORDS)):
@@ -204,10 +296,10 @@ def _iter_line_cells(doc: Document, line: Line, row: Row) -> Iterator[tuple[int,
                 continue  # no letter, or a quantity, price, amount or rate at an end
             if has_number_word:
                 continue  # "kg x 26.95 =": the row's price inside (an "A4" is no price)
-            if unit[i] or (i == j and _after_number(text[:start])):
+            if unit[i] or (i == j and _after_number(text[:start])) or (i == 0 and position):
                 continue
             at, to = spans[i][0], spans[j][1]
-            if whole_description(doc, Found(line.page, at, to, line, "exact"), row):
+            if _bounded(doc, Found(line.page, at, to, line, "exact"), row):
                 yield (at, to)
 
 
