@@ -206,6 +206,13 @@ def _short_run(text: str, stop: int) -> list[tuple[int, str]]:
     return run
 
 
+def _word_before(doc: Document, page: int, offset: int) -> str:
+    """The word printed right before page offset ``offset`` on its line ("" if none)."""
+    text = doc.pages[page - 1]
+    words = text[text.rfind("\n", 0, offset) + 1 : offset].split()
+    return words[-1].casefold() if words else ""
+
+
 @lru_cache(maxsize=_MEMO_LINES)
 def connective_runs(doc: Document) -> dict[tuple[int, int], int]:
     """Where the table prints the same short words before one of its rows' numbers:
@@ -241,7 +248,13 @@ def connective_runs(doc: Document) -> dict[tuple[int, int], int]:
             len({run[-1 - shared][1] for _, _, run in found}) == 1
         ):
             shared += 1
-        if shared:
+        # What stands before the shared words must differ somewhere: rows that print
+        # the same thing before them ("Steel bracket 40 mm at" on every row) may be one
+        # description repeated, whose own last words these are.
+        if not shared:
+            continue
+        before = {_word_before(doc, page, run[-shared][0]) for page, _, run in found}
+        if len(before) > 1:
             for page, number_at, run in found:
                 runs[(page, number_at)] = run[-shared][0]
     return runs

@@ -229,6 +229,10 @@ def test_connectives_are_the_tables_only_when_every_row_prints_them() -> None:
     assert "Cable tie at" in _item_descriptions(answer_schema(one))
     differ = "Oak tie 2 4.00 8.00\nSilk bow 1 9.50 9.50\n"
     assert {"Oak tie", "Silk bow"} <= set(_item_descriptions(answer_schema(differ)))
+    # Generated invoice 1088: one description on three rows, so its "mm" is no proof.
+    inv = generate_invoice(1088, max_line_items=8)
+    assert inv.ocr_text.count("pcs Steel bracket 40 mm at ") == 3
+    assert "Steel bracket 40 mm" in _item_descriptions(answer_schema(inv.ocr_text))
 
 
 @pytest.mark.parametrize("word", ["Stk.", "godz.", "Wörter", "szt.", "m²", "pcs", "uur"])
