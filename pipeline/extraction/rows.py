@@ -10,9 +10,11 @@ One reading serves two ends, so they can never disagree:
   line shows its description (:func:`whole_description`) and reads its numbers by
   arithmetic (:func:`read_row`).
 
-Measured on 600 clean generated invoices (seeds 5000-5599, 1-8 items, every
-language and layout) and 100 with up to 40 items: every true description is among
-the cells; 22 cells per invoice on average (64 at most), 40 for the long ones.
+Measured on 2,100 clean generated invoices (seeds 0-1499 and 5000-5599, 1-8 items,
+every language and layout), 1,000 with up to 3 items (seeds 9000-9999) and 100 with
+up to 40 (seeds 7000-7099): every true description is among the cells; 7.8, 4.4 and
+11.4 cells per invoice on average (10.6, 6.0 and 18.1 before the connective rule of
+:func:`connective_runs` and the position numbers).
 """
 
 from __future__ import annotations
