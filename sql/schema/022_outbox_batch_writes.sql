@@ -23,19 +23,15 @@
 -- returned; callers compare the count.
 CREATE FUNCTION outbox_mark_published(p_ids uuid[], p_via text, p_now timestamptz)
 RETURNS SETOF uuid LANGUAGE plpgsql AS $$
-DECLARE
-  v_id uuid;
-  v_done uuid;
+DECLARE v_id uuid;
 BEGIN
   FOREACH v_id IN ARRAY p_ids LOOP
-    UPDATE outbox_events
-    SET published_at = coalesce(p_now, now()), published_via = p_via,
-        claimed_until = NULL, last_error = NULL
-    WHERE event_id = v_id AND (published_at IS NULL) IS TRUE
-    RETURNING event_id INTO v_done;
-    IF FOUND THEN
-      RETURN NEXT v_done;
-    END IF;
+    RETURN QUERY
+      UPDATE outbox_events
+      SET published_at = coalesce(p_now, now()), published_via = p_via,
+          claimed_until = NULL, last_error = NULL
+      WHERE event_id = v_id AND (published_at IS NULL) IS TRUE
+      RETURNING event_id;
   END LOOP;
 END
 $$;
@@ -44,20 +40,16 @@ CREATE FUNCTION outbox_release_with_error(
   p_ids uuid[], p_error text, p_delay_seconds double precision, p_now timestamptz,
   p_claimed_until timestamptz)
 RETURNS SETOF uuid LANGUAGE plpgsql AS $$
-DECLARE
-  v_id uuid;
-  v_done uuid;
+DECLARE v_id uuid;
 BEGIN
   FOREACH v_id IN ARRAY p_ids LOOP
-    UPDATE outbox_events
-    SET claimed_until = coalesce(p_now, now()) + make_interval(secs => p_delay_seconds),
-        last_error = p_error
-    WHERE event_id = v_id AND (published_at IS NULL) IS TRUE
-      AND claimed_until = p_claimed_until
-    RETURNING event_id INTO v_done;
-    IF FOUND THEN
-      RETURN NEXT v_done;
-    END IF;
+    RETURN QUERY
+      UPDATE outbox_events
+      SET claimed_until = coalesce(p_now, now()) + make_interval(secs => p_delay_seconds),
+          last_error = p_error
+      WHERE event_id = v_id AND (published_at IS NULL) IS TRUE
+        AND claimed_until = p_claimed_until
+      RETURNING event_id;
   END LOOP;
 END
 $$;
