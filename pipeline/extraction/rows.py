@@ -229,7 +229,8 @@ def connective_runs(doc: Document) -> dict[tuple[int, int], int]:
     more rows, as the longest run they share, belong to the table, not to any
     description: no description ends among them. One row alone proves nothing (its
     description may end on a short word: "Cable tie 4,50"), nor do words that differ
-    from row to row.
+    from row to row, nor words after which every row prints the same word again (one
+    description repeated: "Steel bracket 40 mm at" on three rows).
     """
     mark = decimal_mark(doc.text)
     table = printed_table(doc, mark, uses_space_groups(doc.text, mark))
@@ -250,11 +251,11 @@ def connective_runs(doc: Document) -> dict[tuple[int, int], int]:
             len({run[-1 - shared][1] for _, _, run in found}) == 1
         ):
             shared += 1
+        if not shared:
+            continue
         # What stands before the shared words must differ somewhere: rows that print
         # the same thing before them ("Steel bracket 40 mm at" on every row) may be one
         # description repeated, whose own last words these are.
-        if not shared:
-            continue
         before = {_word_before(doc, page, run[-shared][0]) for page, _, run in found}
         if len(before) > 1:
             for page, number_at, run in found:
