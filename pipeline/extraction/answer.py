@@ -42,7 +42,7 @@ from pipeline.extraction.numbers import (
     uses_space_groups,
 )
 from pipeline.extraction.prompts import fence_tag
-from pipeline.extraction.rows import description_cells
+from pipeline.extraction.rows import description_cells, item_cells, whole_table
 from pipeline.validation import (
     CURRENCY_SYMBOLS,
     IBAN_LENGTHS,
@@ -197,14 +197,11 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
     """The grammar for this document's answer (deterministic in the text)."""
     doc = Document(ocr_text)
     mark = decimal_mark(ocr_text)
-    amounts = amount_strings(ocr_text, mark, space_groups=uses_space_groups(ocr_text, mark))
+    space = uses_space_groups(ocr_text, mark)
+    amounts = amount_strings(ocr_text, mark, space_groups=space)
     dates = date_candidates(ocr_text)
     lines = item_line_candidates(doc, mark)
-    cells = [
-        c
-        for c in description_cells(doc, mark, uses_space_groups(ocr_text, mark))
-        if len(c) <= MAX_DESCRIPTION_CHARS
-    ]
+    cells = [c for c in description_cells(doc, mark, space) if len(c) <= MAX_DESCRIPTION_CHARS]
 
     def date_field(path: str) -> dict[str, Any]:
         return (
@@ -234,7 +231,8 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
         "net": _nullable_enum(amounts),
         "tax": _nullable_enum(amounts),
         "gross": _nullable_enum(amounts),
-        "items": _item_array(item, len(lines), printed_rows(doc, mark)),
+        "items": _table_items(doc, mark, space)
+        or _item_array(item, len(lines), printed_rows(doc, mark)),
     }
     if known_tax_lines(doc, mark) is None:
         properties["taxes"] = _tax_array(lines)
@@ -299,6 +297,50 @@ def _item_array(item: dict[str, Any], candidates: int, rows: int) -> dict[str, A
     most = max(1, min(candidates, MAX_ITEMS))
     least = min(rows, most)
     return {"type": "array", "items": item, "minItems": least, "maxItems": max(least, most)}
+
+
+def _table_items(doc: Document, mark: str, space: bool) -> dict[str, Any] | None:
+    """The item list, one position per row, where arithmetic proves the table whole
+    (:func:`~pipeline.extraction.rows.whole_table`), else None.
+
+    Item *k* is row *k*'s first line and one of that row's own cells. Given every
+    row's cells to choose from at every position, SmolLM2 skipped rows of tables
+    longer than about ten and wrote a neighbour's description twice; here it can
+    neither skip, repeat nor reorder a row, and chooses only which of a row's cells
+    is its description (one cell on most rows, so no choice at all)."""
+    table = whole_table(doc, mark, space)
+    if table is None or len(table) > MAX_ITEMS:
+        return None
+    positions = []
+    for row in table:
+        page = doc.pages[row.first.page - 1]
+        cells = list(
+            dict.fromkeys(
+                page[a:b] for a, b in item_cells(doc, row) if b - a <= MAX_DESCRIPTION_CHARS
+            )
+        )
+        if not cells:
+            return None
+        positions.append(
+            {
+                "type": "array",
+                "prefixItems": [{"enum": [row.first.number]}, {"enum": cells}],
+                "items": False,
+                "minItems": 2,
+                "maxItems": 2,
+            }
+        )
+    n = len(positions)
+    return {"type": "array", "prefixItems": positions, "items": False, "minItems": n, "maxItems": n}
+
+
+def offered_descriptions(schema: dict[str, Any]) -> list[str]:
+    """Every description ``schema`` (an :func:`answer_schema`) lets an item have, in
+    order: a whole table's cells position by position, else the cells of every row."""
+    items = schema["properties"]["items"]
+    positions = items.get("prefixItems") or [items["items"]]
+    enums = (p["prefixItems"][1].get("enum", []) for p in positions)
+    return list(dict.fromkeys(c for enum in enums for c in enum))
 
 
 def known_tax_lines(doc: Document, mark: str) -> list[int] | None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from decimal import Decimal
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -140,12 +141,19 @@ def _describes_itself(doc: Document, line: Line, mark: str, space: bool) -> bool
         words = line.text[start - line.start : end - line.start].split()
         if _after_number(line.text[: start - line.start]):
             words = words[1:]  # "words x 0,098": the quantity's unit
-        if any(
-            len(w.strip(_PUNCTUATION)) > _SHORT_WORD and w.strip(_PUNCTUATION).isalpha()
-            for w in words
-        ):
+        if any(_long_word(w) for w in words):
             return True
     return False
+
+
+#: A word of letters, which may join parts with an apostrophe or a hyphen ("Main-d'œuvre").
+_WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
+
+
+def _long_word(word: str) -> bool:
+    """Whether ``word`` is a word of letters longer than a unit or a connective."""
+    core = word.strip(_PUNCTUATION)
+    return _WORD.fullmatch(core) is not None and len(_LETTER.findall(core)) > _SHORT_WORD
 
 
 def whole_description(doc: Document, f: Found, row: Row) -> bool:
@@ -233,7 +241,10 @@ def connective_runs(doc: Document) -> dict[tuple[int, int], int]:
     description repeated: "Steel bracket 40 mm at" on three rows).
     """
     mark = decimal_mark(doc.text)
-    table = printed_table(doc, mark, uses_space_groups(doc.text, mark))
+    # each row as read from the line nearest its amount: the line its numbers are on
+    table = [
+        starts[-1] for starts in _starts_by_amount(doc, mark, uses_space_groups(doc.text, mark))
+    ]
     runs: dict[tuple[int, int], int] = {}
     for slot in _SLOTS:
         found: list[tuple[int, int, list[tuple[int, str]]]] = []  # page, number, run
@@ -394,18 +405,87 @@ def row_cells(doc: Document, row: Row) -> list[tuple[int, int]]:
     return _line_cells(doc, row.first, row)
 
 
+def item_cells(doc: Document, row: Row) -> list[tuple[int, int]]:
+    """The cells ``row``'s description may be when the row is known to be an item
+    (:func:`whole_table`): a stacked row's description line prints its description
+    and at most a position number before it, so that line is its only cell where it
+    is one ("Copy paper A4, 80 g", never "paper A4, 80 g" or "80 g"); else every cell
+    of :func:`row_cells`."""
+    cells = row_cells(doc, row)
+    if not _stacked(doc, row):
+        return cells
+    line = row.first
+    words = [m.span() for m in re.finditer(r"\S+", line.text)]
+    if len(words) > 1 and _POSITION.fullmatch(line.text[words[0][0] : words[0][1]]):
+        words = words[1:]
+    whole = (line.start + words[0][0], line.start + words[-1][1])
+    return [whole] if whole in cells else cells
+
+
 def printed_table(doc: Document, mark: str, space: bool) -> list[Row]:
     """Every row whose own numbers add up exactly, with an amount in cents, once per
     printed amount and in document order.
 
-    A row is read from the line nearest its amount that starts one: a stacked row
-    from its description line, never from a blank line or a column header above it
-    (both also read as the start of the same row)."""
-    rows: dict[tuple[int, int], Row] = {}
+    A row is read from the line nearest its amount that starts one, never from a
+    blank line or a column header above it (both also read as the start of the same
+    row); a stacked row from its description line, even where its number line reads
+    as a row alone ("1. Software licence, annual" over "2 pcs x 1,636.69 = 3,273.38":
+    the number line's only cells are "x" and "(Tax")."""
+    table = []
+    for starts in _starts_by_amount(doc, mark, space):
+        stacked = [row for row in starts if _stacked(doc, row)]
+        table.append((stacked or starts)[-1])
+    return table
+
+
+def _starts_by_amount(doc: Document, mark: str, space: bool) -> list[list[Row]]:
+    """Every reading of a row that adds up exactly with an amount in cents, grouped by
+    the amount it reads (in document order), each group's starts in line order."""
+    rows: dict[tuple[int, int], list[Row]] = {}
     for line in doc.lines:
         if not line.text.strip():
             continue
         row = read_row(doc, line.number, mark, space)
         if row is not None and row.read.exact and row.read.line_amount.places == 2:
-            rows[row.key] = row  # a later start is nearer the amount
+            rows.setdefault(row.key, []).append(row)
     return [rows[key] for key in sorted(rows)]
+
+
+def _stacked(doc: Document, row: Row) -> bool:
+    """Whether ``row`` is a description line over the line that prints all its numbers
+    and opens with the first of them ("     2 pcs x 1,636.69 = 3,273.38"), so that it
+    prints no description of its own (a table's rows under its column header do)."""
+    below = doc.line(row.first.number + 1)
+    if below is None or below.page != row.first.page or row.end != below.end:
+        return False
+    numbers = row.arithmetic()
+    first = len(below.text) - len(below.text.lstrip())
+    return (
+        bool(row.first.text.strip())
+        and all(start >= below.start for start, _ in numbers)
+        and min(start for start, _ in numbers) == below.start + first
+    )
+
+
+def whole_table(doc: Document, mark: str, space: bool) -> list[Row] | None:
+    """:func:`printed_table` where arithmetic proves it whole, else None: its amounts
+    sum, to the cent, to a total printed on a line that is no row and prints no rate
+    (the net; a tax breakdown line prints a rate and may repeat one row's amount as
+    its base), and no row's amount is zero (the sum cannot vouch for it:
+    "Subtotal: 15636.94 / VAT 0% on 15636.94: 0.00" reads as 15636.94 x 0 = 0.00).
+
+    Then the table's rows are the invoice's items, each read by code: a row the
+    arithmetic cannot read (a flat fee, an amount one cent off) leaves the sum short
+    of the net, and a line too many that happens to add up puts it over."""
+    table = printed_table(doc, mark, space)
+    if not table or any(row.read.line_amount.value == 0 for row in table):
+        return None
+    total = sum((row.read.line_amount.value for row in table), Decimal(0))
+    spans = {(row.first.page, row.first.start, row.end) for row in table}
+    for line in doc.lines:
+        if any(p == line.page and a <= line.start and line.end <= b for p, a, b in spans):
+            continue
+        printed = numbers_in(line.text, mark, space_groups=space)
+        if not any(n.percent for n in printed) and any(n.value == total for n in printed):
+            return table
+    return None

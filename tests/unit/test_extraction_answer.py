@@ -8,7 +8,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from benchmarks.invoices.generator import generate_invoice
+from benchmarks.invoices.generator import Variant, generate_invoice
 from pipeline.errors import MalformedOutput
 from pipeline.extraction import answer_for, document_in_prompt, prepare_call
 from pipeline.extraction.answer import (
@@ -17,6 +17,7 @@ from pipeline.extraction.answer import (
     answer_schema,
     build_messages,
     max_output_tokens,
+    offered_descriptions,
     parse_answer,
 )
 from pipeline.extraction.grounding import ground
@@ -112,6 +113,89 @@ def test_arithmetic_bounds_the_lists_a_model_may_write() -> None:
     ]
 
 
+def _positions(schema: dict[str, Any]) -> list[tuple[list[int], list[str]]] | None:
+    """A whole table's grammar: per position, the lines and descriptions it allows."""
+    items = schema["properties"]["items"]
+    if "prefixItems" not in items:
+        return None
+    assert items["items"] is False
+    assert items["minItems"] == items["maxItems"] == len(items["prefixItems"])
+    return [
+        (p["prefixItems"][0]["enum"], p["prefixItems"][1]["enum"]) for p in items["prefixItems"]
+    ]
+
+
+def test_a_whole_table_is_asked_row_by_row() -> None:
+    """Seed 6008, 40 rows on two pages: given every row's cells at every position,
+    SmolLM2 wrote 4 of 40 items at their row's position and 13 were read by the
+    arithmetic. Where the rows add up to the printed net, item k may only be row k:
+    a row can be neither skipped, repeated nor moved."""
+    inv = generate_invoice(6008, line_items=40)
+    positions = _positions(answer_schema(inv.ocr_text))
+    assert positions is not None and len(positions) == 40
+    perfect = json.loads(answer_for(inv.truth, inv.ocr_text))
+    for (lines, cells), (line, description) in zip(positions, perfect["items"], strict=True):
+        assert lines == [line] and description in cells
+    assert sum(len(cells) == 1 for _, cells in positions) >= 20  # no choice on most rows
+    schema = answer_schema(inv.ocr_text)
+    jsonschema.validate(perfect, schema)
+    skipped = [*perfect["items"][:5], [perfect["items"][5][0], perfect["items"][4][1]]]
+    for items in (
+        perfect["items"][:-1],  # a row left out
+        skipped + perfect["items"][6:],  # a row skipped, its neighbour written twice
+        perfect["items"][1:] + perfect["items"][:1],  # out of order
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**perfect, "items": items}, schema)
+
+
+def test_a_stacked_row_offers_its_description_line_only() -> None:
+    """Seed 9225: "1. Software licence, annual" over "2 pcs x 1,636.69 = 3,273.38 (Tax
+    20%)". The number line reads as a row alone; its cells "x" and "(Tax" are no item's."""
+    inv = generate_invoice(9225, max_line_items=3)
+    positions = _positions(answer_schema(inv.ocr_text))
+    assert positions == [
+        ([21], ["Software licence, annual"]),
+        ([23], ["Copy paper A4, 80 g"]),
+        ([25], ["Safety gloves, size 9"]),
+    ]
+
+
+@pytest.mark.parametrize("seed", [5015, 5467])
+def test_a_column_header_is_no_row_s_description(seed: int) -> None:
+    """Seeds 5015 ("N°  Désignation ..." over "1  Main-d'œuvre d'installation  3 h ...")
+    and 5467 ("Descrição | Qtd. | ..." over "Café em grão | 46,141 kg | ..."): the header
+    over the first row also reads as a stacked row's description line. It is none: the
+    row's own line prints its description (a word of letters joined by an apostrophe or
+    a hyphen is a word; a line that opens with its description is no number line)."""
+    inv = generate_invoice(seed, max_line_items=8)
+    positions = _positions(answer_schema(inv.ocr_text))
+    assert positions is not None
+    truth = inv.truth.line_items
+    assert all(t.description in cells for (_, cells), t in zip(positions, truth, strict=True))
+    assert not {"Désignation", "Descrição", "Total"} & {c for _, cells in positions for c in cells}
+
+
+@pytest.mark.parametrize(
+    ("seed", "variant", "why"),
+    [
+        (5054, Variant.ARITHMETIC_OFF_BY_CENT, "the one row that adds up is a tax line's base"),
+        (114, Variant.CLEAN, "'Subtotal: 15636.94 / VAT 0% ...: 0.00' reads as a zero row"),
+    ],
+)
+def test_a_table_arithmetic_cannot_prove_whole_is_asked_as_before(
+    seed: int, variant: Variant, why: str
+) -> None:
+    """Where the rows that add up do not sum to a printed net (a row one cent off, a
+    flat fee), or a row reads as zero (no sum vouches for it), the items are asked as
+    before: any row's cells, at least the rows that add up. Seed 5054 off by a cent
+    prints the readable row's 3 165,25 again as "Moms 25 % på 3 165,25"."""
+    inv = generate_invoice(seed, variant, max_line_items=8)
+    schema = answer_schema(inv.ocr_text)
+    assert _positions(schema) is None, why
+    jsonschema.validate(json.loads(answer_for(inv.candidate, inv.ocr_text)), schema)
+
+
 def test_taxes_are_asked_where_no_row_reads_as_a_tax_breakdown() -> None:
     doc = "Consulting   2 h   50.00   100.00   20 %\nVAT: 20.00\nTotal: 120.00\n"
     props = answer_schema(doc)["properties"]
@@ -128,7 +212,7 @@ def test_date_and_sign_candidates_hide_none_of_the_printed_values() -> None:
 
 
 def _item_descriptions(schema: dict[str, Any]) -> list[str]:
-    return list(schema["properties"]["items"]["items"]["prefixItems"][1]["enum"])
+    return offered_descriptions(schema)
 
 
 def test_descriptions_are_whole_printed_cells_never_a_part() -> None:
