@@ -62,7 +62,7 @@ from pipeline.extraction.rows import (
     Row,
     read_row,
 )
-from pipeline.extraction.totals import GROSS, NET, TAX, misplaced_total
+from pipeline.extraction.totals import GROSS, NET, TAX, misplaced_total, swapped_totals
 from pipeline.validation import (
     CURRENCY_SYMBOLS,
     Evidence,
@@ -72,6 +72,7 @@ from pipeline.validation import (
     EvidencedIban,
     EvidencedText,
     Extraction,
+    LineItem,
     Reason,
     ReasonCode,
     Supplier,
@@ -363,6 +364,8 @@ class _Grounder:
         )
         if fix is not None:
             totals[fix[0]] = self.printed_amount(fix[0], fix[1]) or totals[fix[0]]
+        else:
+            self.exchange_swapped(totals, items, taxes)
         return Extraction(
             supplier=Supplier(name=supplier_name, vat_id=self.vat_id(a.vat_id, name)),
             invoice_number=self.reference("invoice_number", a.number),
@@ -377,6 +380,30 @@ class _Grounder:
             iban=self.iban(a.iban),
             uncertain_fields=(),
         )
+
+    def exchange_swapped(
+        self,
+        totals: dict[str, EvidencedAmount | None],
+        items: tuple[LineItem, ...],
+        taxes: tuple[TaxLine, ...],
+    ) -> None:
+        """Exchange two totals the model copied into each other's fields, where the
+        sums prove it (:func:`~pipeline.extraction.totals.swapped_totals`)."""
+        given = [t.value if t is not None else None for t in totals.values()]
+        pair = swapped_totals(
+            *given,
+            items_sum=sum((i.line_amount for i in items), Decimal(0)) if items else None,
+            tax_lines_sum=sum((t.amount for t in taxes), Decimal(0)) if taxes else None,
+        )
+        if pair is None:
+            return
+        a, b = pair
+        held_a, held_b = totals[a], totals[b]
+        assert held_a is not None and held_b is not None  # swapped_totals saw all three
+        moved_a = self.printed_amount(a, held_b.value)
+        moved_b = self.printed_amount(b, held_a.value)
+        if moved_a is not None and moved_b is not None:
+            totals[a], totals[b] = moved_a, moved_b
 
     def printed_amount(self, path: str, value: Decimal) -> EvidencedAmount | None:
         """Where ``value`` is printed as an amount (under ``path``'s label first), its
