@@ -142,8 +142,12 @@ class _Grounder:
 
     def reference(self, path: str, value: str | None) -> EvidencedText | None:
         """The invoice's own number, never one printed only as another document's
-        (an order, the customer, a delivery note: see :func:`decoy_number_label`)."""
+        (an order, the customer, a delivery note: see :func:`decoy_number_label`),
+        and never words without a digit (the customer's name, "Bianchi S.r.l.")."""
         if value is None:
+            return None
+        if not any(ch.isdigit() for ch in value):
+            self.refuse(path, f"{value[:60]!r} holds no digit: no document number")
             return None
         found = occurrences(self.doc, value, fuzzy=False)
         if not found:

@@ -196,6 +196,38 @@ def test_a_table_arithmetic_cannot_prove_whole_is_asked_as_before(
     jsonschema.validate(json.loads(answer_for(inv.candidate, inv.ocr_text)), schema)
 
 
+_GEN_9708 = """\
+Cliente:
+Ristorazione Bianchi S.r.l.
+P.IVA:  IT 04820150012
+
+Fattura
+La presente fattura 2023/9403 è stata emessa il 08.03.2023 con scadenza il 22.04.2023.
+Vs. ordine:  PO-77251
+"""
+
+
+def test_the_invoice_number_is_a_printed_token_with_a_digit() -> None:
+    """Eval invoice gen-9708 (Italian prose): with the number as free text SmolLM2
+    copied the customer's name "Bianchi S.r.l."; grounding found it printed and the
+    invoice was accepted with it. The grammar now offers the printed tokens that hold
+    a digit, not those printed only under another document's label (the order)."""
+    numbers = answer_schema(_GEN_9708)["properties"]["number"]["anyOf"][0]["enum"]
+    assert "2023/9403" in numbers
+    assert "PO-77251" not in numbers
+    assert not [n for n in numbers if not any(ch.isdigit() for ch in n)]
+    tagged = answer_schema("Invoice Nr:2024/17, order #4504\n")["properties"]["number"]
+    assert "2024/17" in tagged["anyOf"][0]["enum"]
+
+
+@pytest.mark.parametrize("seed", range(0, 3000, 10))
+def test_every_printed_invoice_number_is_offered(seed: int) -> None:
+    inv = generate_invoice(seed, max_line_items=3)
+    answer = parse_answer(answer_for(inv.truth, inv.ocr_text))
+    props = answer_schema(inv.ocr_text)["properties"]
+    assert answer.number in props["number"]["anyOf"][0]["enum"]
+
+
 def test_taxes_are_asked_where_no_row_reads_as_a_tax_breakdown() -> None:
     doc = "Consulting   2 h   50.00   100.00   20 %\nVAT: 20.00\nTotal: 120.00\n"
     props = answer_schema(doc)["properties"]

@@ -612,3 +612,18 @@ def test_the_issue_date_is_no_choice_for_the_due_date() -> None:
         assert answer.due_date in due and answer.due_date not in issue, seed
         tried += 1
     assert tried > 60
+
+
+def test_words_without_a_digit_are_no_invoice_number() -> None:
+    """Eval invoice gen-9708: SmolLM2 wrote the customer "Bianchi S.r.l." as the invoice
+    number; it is printed, so grounding took it and the invoice was a false accept. An
+    engine without the grammar (an OpenAI-compatible provider) may still write it."""
+    inv, answer = _generated(9708)
+    assert "Bianchi S.r.l." in inv.ocr_text
+    decision, reasons, extraction = _decide(
+        inv, answer.model_copy(update={"number": "Bianchi S.r.l."})
+    )
+    assert decision == "REVIEW_REQUIRED"
+    assert "ungrounded_value" in reasons
+    assert extraction.invoice_number is None  # type: ignore[attr-defined]
+    assert _decide(inv, answer)[0] == "SUCCEEDED"
