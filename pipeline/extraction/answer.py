@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.extraction.lines import Document
 from pipeline.extraction.locate import (
+    Found,
     decoy_label,
     decoy_number_label,
     occurrences,
@@ -157,19 +158,22 @@ def reference_candidates(doc: Document) -> list[str]:
     As free text, SmolLM2 copied "Bianchi S.r.l." (the customer's name) as the number
     of eval invoice gen-9708, grounding found it printed, and it was accepted. Every
     invoice number of 2,900 generated invoices is among these (about 50 a document)."""
-    found: dict[str, None] = {}
-    for token in doc.text.split():
-        for part in (token, _REFERENCE_SPLIT.split(token)[-1]):
-            part = part.strip(_REFERENCE_STRIP)
-            if any(ch.isdigit() for ch in part) and len(part) <= MAX_ID_CHARS:
-                found.setdefault(part, None)
-    tokens = list(found)
-    plain = [
-        t
-        for t in tokens
-        if any(decoy_number_label(f) is None for f in occurrences(doc, t, fuzzy=False))
-    ]
-    return plain or tokens
+    tokens: dict[str, None] = {}
+    plain: dict[str, None] = {}
+    for line in doc.lines:
+        for m in re.finditer(r"\S+", line.text):
+            at, token = m.start(), m.group()
+            cut = max((c.end() for c in _REFERENCE_SPLIT.finditer(token)), default=0)
+            for offset, part in [(at, token), (at + cut, token[cut:])][: 2 if cut else 1]:
+                core = part.strip(_REFERENCE_STRIP)
+                if not any(ch.isdigit() for ch in core) or len(core) > MAX_ID_CHARS:
+                    continue
+                tokens.setdefault(core, None)
+                begin = line.start + offset + part.index(core)
+                f = Found(line.page, begin, begin + len(core), line, "exact")
+                if decoy_number_label(f) is None:
+                    plain.setdefault(core, None)
+    return list(plain) if plain else list(tokens)
 
 
 def iban_candidates(text: str) -> list[str]:
