@@ -149,15 +149,19 @@ _REFERENCE_STRIP = ".,:;()[]{}\"'«»"
 _REFERENCE_SPLIT = re.compile(r"[:#°º]")
 
 
-def reference_candidates(doc: Document) -> list[str]:
+def reference_candidates(doc: Document, other: frozenset[str] = frozenset()) -> list[str]:
     """What the invoice number may be: the printed tokens that hold a digit (and their
-    part after a ":", "#" or "°"), each at most :data:`MAX_ID_CHARS` long, those
-    printed at least once under no other document's label first
-    (:func:`~pipeline.extraction.locate.decoy_number_label`: an order, the customer).
+    part after a ":", "#" or "°"), each at most :data:`MAX_ID_CHARS` long and none of
+    ``other`` (the amounts and dates the grammar offers), those printed at least once
+    under no other document's label first
+    (:func:`~pipeline.extraction.locate.decoy_number_label`: an order, the customer,
+    the bank's IBAN or BIC).
 
     As free text, SmolLM2 copied "Bianchi S.r.l." (the customer's name) as the number
-    of eval invoice gen-9708, grounding found it printed, and it was accepted. Every
-    invoice number of 2,900 generated invoices is among these (about 50 a document)."""
+    of eval invoice gen-9708, grounding found it printed, and it was accepted; offered
+    every token with a digit, it took the BIC. Every invoice number of 3,190 generated
+    invoices (seeds 0-1499, 5000-5599 and 9000-9799, and a tenth of them with a prompt
+    injection) is among these, 27.6 a document on average."""
     tokens: dict[str, None] = {}
     plain: dict[str, None] = {}
     for line in doc.lines:
@@ -166,7 +170,9 @@ def reference_candidates(doc: Document) -> list[str]:
             cut = max((c.end() for c in _REFERENCE_SPLIT.finditer(token)), default=0)
             for offset, part in [(at, token), (at + cut, token[cut:])][: 2 if cut else 1]:
                 core = part.strip(_REFERENCE_STRIP)
-                if not any(ch.isdigit() for ch in core) or len(core) > MAX_ID_CHARS:
+                if core in other or len(core) > MAX_ID_CHARS:
+                    continue
+                if not any(ch.isdigit() for ch in core):
                     continue
                 tokens.setdefault(core, None)
                 begin = line.start + offset + part.index(core)
@@ -263,7 +269,7 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
     properties: dict[str, Any] = {
         "supplier": _nullable_text(MAX_NAME_CHARS),
         "vat_id": _nullable_text(MAX_ID_CHARS),
-        "number": _nullable_enum(reference_candidates(doc)),
+        "number": _nullable_enum(reference_candidates(doc, frozenset(amounts + dates))),
         "issue_date": date_field("issue_date"),
         "due_date": date_field("due_date"),
         "currency": _nullable_enum(currency_candidates(ocr_text)),

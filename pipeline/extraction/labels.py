@@ -75,6 +75,8 @@ DECOY_NUMBER_LABELS: tuple[str, ...] = (
     "deliver", "liefer", "livraison", "albar", "ddt", "leverans", "levering", "dostaw",
     "consegn", "shipment",
     "contract", "vertrag", "contrat", "umow",
+    # the supplier's bank: "(BIC BCITIT22XXX)" was copied as the invoice number
+    "iban", "bic", "swift",
 )  # fmt: skip
 
 #: Reference words that label an order in some languages ("Uw referentie", "Er

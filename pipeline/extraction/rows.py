@@ -10,6 +10,9 @@ One reading serves two ends, so they can never disagree:
   line shows its description (:func:`whole_description`) and reads its numbers by
   arithmetic (:func:`read_row`).
 
+Where the rows add up to the printed net (:func:`whole_table`), the grammar asks the
+items row by row, each position offering only its own row's cells (:func:`item_cells`).
+
 Measured on 2,100 clean generated invoices (seeds 0-1499 and 5000-5599, 1-8 items,
 every language and layout), 1,000 with up to 3 items (seeds 9000-9999) and 100 with
 up to 40 (seeds 7000-7099): every true description is among the cells; 7.8, 4.4 and

@@ -204,17 +204,24 @@ P.IVA:  IT 04820150012
 Fattura
 La presente fattura 2023/9403 è stata emessa il 08.03.2023 con scadenza il 22.04.2023.
 Vs. ordine:  PO-77251
+L'imponibile ammonta a 35.671,11.
+L'IVA complessiva è di 7.029,49.
+Totale da pagare: 42.700,60 €.
+Si prega di effettuare il bonifico sull'IBAN IT64S4322786656803076297105 (BIC BCITIT22XXX).
 """
 
 
 def test_the_invoice_number_is_a_printed_token_with_a_digit() -> None:
     """Eval invoice gen-9708 (Italian prose): with the number as free text SmolLM2
     copied the customer's name "Bianchi S.r.l."; grounding found it printed and the
-    invoice was accepted with it. The grammar now offers the printed tokens that hold
-    a digit, not those printed only under another document's label (the order)."""
+    invoice was accepted with it; offered every token with a digit, it copied the BIC.
+    The grammar offers the printed tokens that hold a digit, not the amounts and dates
+    it offers elsewhere, nor those printed only under another document's label (the
+    order, the bank's IBAN and BIC)."""
     numbers = answer_schema(_GEN_9708)["properties"]["number"]["anyOf"][0]["enum"]
     assert "2023/9403" in numbers
-    assert "PO-77251" not in numbers
+    assert not {"PO-77251", "BCITIT22XXX", "IT64S4322786656803076297105"} & set(numbers)
+    assert not {"08.03.2023", "42.700,60"} & set(numbers)
     assert not [n for n in numbers if not any(ch.isdigit() for ch in n)]
     tagged = answer_schema("Invoice Nr:2024/17, order #4504\n")["properties"]["number"]
     assert "2024/17" in tagged["anyOf"][0]["enum"]

@@ -627,3 +627,6 @@ def test_words_without_a_digit_are_no_invoice_number() -> None:
     assert "ungrounded_value" in reasons
     assert extraction.invoice_number is None  # type: ignore[attr-defined]
     assert _decide(inv, answer)[0] == "SUCCEEDED"
+    # offered every printed token with a digit, it then copied the BIC
+    decision, reasons, _ = _decide(inv, answer.model_copy(update={"number": "BCITIT22XXX"}))
+    assert (decision, reasons) == ("REVIEW_REQUIRED", ["ungrounded_value", "missing_field"])
