@@ -182,6 +182,45 @@ def reference_candidates(doc: Document, other: frozenset[str] = frozenset()) -> 
     return list(plain) if plain else list(tokens)
 
 
+#: A VAT or company id as printed: a country prefix ("DE", "ATU", "CHE"), then digit
+#: groups that may hold letters, joined by single spaces, dots or hyphens.
+_VAT_RE = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2,3} ?-?[0-9][0-9A-Z.\-]*(?: [0-9A-Z][0-9A-Z.\-]*)*")
+#: One printed without its country prefix ("VAT No: 123 4567 89"): digit groups.
+_BARE_ID_RE = re.compile(r"(?<![\w.,/+-])\d{2,}(?:[ .\-]\d{2,})*(?![\w,/])")
+#: The fewest digits a VAT id printed without its prefix has (postal codes have fewer).
+_BARE_ID_DIGITS = 8
+
+
+def vat_id_candidates(text: str, other: frozenset[str] = frozenset()) -> list[str]:
+    """VAT-id-like strings as printed, without trailing words that hold no digit
+    ("CHE-186.091.390 MWST" offers "CHE-186.091.390"), and runs of digit groups with
+    eight digits or more (an id printed without its country prefix), none of
+    ``other`` (the IBANs, amounts and dates the grammar offers) nor part of one. As
+    free text SmolLM2 copied an address line, "Rua de Santa Catarina 45", as the
+    supplier's VAT id (eval invoice gen-9713). Every VAT id
+    of 2,300 generated invoices (seeds 0-1499 and 5000-5599, 100 with a homoglyph
+    supplier, 100 with a prompt injection) is among these, 5.3 a document on average
+    (the buyer's among them: validation checks the id against the supplier's on file)."""
+    out: dict[str, None] = {}
+    found: list[tuple[int, str]] = []
+    for m in _VAT_RE.finditer(text):
+        groups = m.group().split(" ")
+        while groups and not any(ch.isdigit() for ch in groups[-1]):
+            groups.pop()
+        found.append((m.start(), " ".join(groups).rstrip(".-")))
+    prefixed = [m.span() for m in _VAT_RE.finditer(text)]
+    for m in _BARE_ID_RE.finditer(text):
+        bare = m.group()
+        if sum(ch.isdigit() for ch in bare) < _BARE_ID_DIGITS or any(bare in o for o in other):
+            continue
+        if not any(a <= m.start() < b for a, b in prefixed):
+            found.append((m.start(), bare))
+    for _, printed in sorted(found):
+        if printed and printed not in other and len(printed) <= MAX_ID_CHARS:
+            out.setdefault(printed, None)
+    return list(out)
+
+
 def iban_candidates(text: str) -> list[str]:
     """IBAN-like strings as printed, trimmed to their country's length where it is known."""
     out: dict[str, None] = {}
@@ -266,14 +305,16 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
         "minItems": 2,
         "maxItems": 2,
     }
+    ibans = iban_candidates(ocr_text)
+    vat_ids = vat_id_candidates(ocr_text, frozenset(ibans + amounts + dates))
     properties: dict[str, Any] = {
         "supplier": _nullable_text(MAX_NAME_CHARS),
-        "vat_id": _nullable_text(MAX_ID_CHARS),
+        "vat_id": _nullable_enum(vat_ids) if vat_ids else _nullable_text(MAX_ID_CHARS),
         "number": _nullable_enum(reference_candidates(doc, frozenset(amounts + dates))),
         "issue_date": date_field("issue_date"),
         "due_date": date_field("due_date"),
         "currency": _nullable_enum(currency_candidates(ocr_text)),
-        "iban": _nullable_enum(iban_candidates(ocr_text)),
+        "iban": _nullable_enum(ibans),
         "net": _nullable_enum(amounts),
         "tax": _nullable_enum(amounts),
         "gross": _nullable_enum(amounts),

@@ -235,6 +235,32 @@ def test_every_printed_invoice_number_is_offered(seed: int) -> None:
     assert answer.number in props["number"]["anyOf"][0]["enum"]
 
 
+def test_the_vat_id_is_a_printed_id_never_an_address() -> None:
+    """Eval invoice gen-9713 (Portuguese prose): with the VAT id as free text SmolLM2
+    copied the address line "Rua de Santa Catarina 45" (validation caught it against
+    the supplier's id on file). The grammar offers VAT-id-like strings as printed, also
+    one without its country prefix, never the IBAN, an amount or a date."""
+    inv = generate_invoice(9713, max_line_items=8)
+    ids = answer_schema(inv.ocr_text)["properties"]["vat_id"]["anyOf"][0]["enum"]
+    assert "Rua de Santa Catarina 45" in inv.ocr_text
+    assert "Rua de Santa Catarina 45" not in ids
+    assert parse_answer(answer_for(inv.truth, inv.ocr_text)).vat_id in ids
+    doc = (
+        "Thames Office PLC\nVAT Reg No: 123 4567 89\nDate: 08.03.2023\n"
+        "IBAN: GB16 BARC 6178 1768 6379 82\nSwiss UID: CHE-186.091.390 MWST\nTotal: 1,234.56\n"
+    )
+    ids = answer_schema(doc)["properties"]["vat_id"]["anyOf"][0]["enum"]
+    assert ids == ["123 4567 89", "CHE-186.091.390"]
+
+
+@pytest.mark.parametrize("seed", range(0, 3000, 10))
+def test_every_printed_vat_id_is_offered(seed: int) -> None:
+    inv = generate_invoice(seed, max_line_items=3)
+    answer = parse_answer(answer_for(inv.truth, inv.ocr_text))
+    vat_id = answer_schema(inv.ocr_text)["properties"]["vat_id"]
+    assert answer.vat_id is None or answer.vat_id in vat_id["anyOf"][0]["enum"]
+
+
 def test_taxes_are_asked_where_no_row_reads_as_a_tax_breakdown() -> None:
     doc = "Consulting   2 h   50.00   100.00   20 %\nVAT: 20.00\nTotal: 120.00\n"
     props = answer_schema(doc)["properties"]
