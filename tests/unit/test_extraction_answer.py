@@ -268,7 +268,7 @@ def test_taxes_are_asked_where_no_row_reads_as_a_tax_breakdown() -> None:
 
 
 def test_date_and_sign_candidates_hide_none_of_the_printed_values() -> None:
-    from pipeline.extraction.answer import currency_candidates, date_candidates
+    from pipeline.extraction.candidates import currency_candidates, date_candidates
 
     assert "2023-12-26" in date_candidates("Nr FAK113488 utfärdades 2023-12-26 och")
     assert {"kr", "kr."} <= set(currency_candidates("Att betala: 45 096,21 kr."))

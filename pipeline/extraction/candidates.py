@@ -1,0 +1,181 @@
+"""What each header field of a v2 answer may be: the candidates the text prints.
+
+The grammar (:func:`pipeline.extraction.answer.answer_schema`) offers a model only
+these, as printed, so a small model copies one of them instead of writing free text
+(it copied a customer's name as the invoice number, an address as the VAT id). Each
+function is measured against the generator's truth in its docstring: a value a
+grammar cannot offer is one the model can never write.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pipeline.extraction.lines import Document
+from pipeline.extraction.locate import (
+    Found,
+    decoy_label,
+    decoy_number_label,
+    occurrences,
+    other_date_label,
+)
+from pipeline.validation import CURRENCY_SYMBOLS, IBAN_LENGTHS, ISO_4217, date_readings
+
+#: The longest identifier (invoice number, VAT id, date) the grammar offers or allows.
+MAX_ID_CHARS = 40
+
+_FUND_CODES = frozenset({"BOV", "CHE", "CHW", "CLF", "COU", "MXV", "USN", "UYI", "UYW"})
+_CODE_RE = re.compile(r"(?<![A-Za-z])[A-Z]{3}(?![A-Za-z])")
+_IBAN_RE = re.compile(r"(?<![A-Z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]{1,4}){2,8}")
+#: Date shapes, each searched on its own so one shape never hides another's match.
+_DATE_CANDIDATE_RES = tuple(
+    re.compile(pattern)
+    for pattern in (
+        r"\d{4}-\d{1,2}-\d{1,2}",
+        r"\d{1,2}[./-]\s?\d{1,2}[./-]\s?\d{2,4}",
+        r"\d{1,2}\.?\s(?:de\s)?[^\W\d_]{3,12}\.?,?\s(?:de\s)?\d{4}",
+        r"[^\W\d_]{3,12}\.?\s\d{1,2},?\s\d{4}",
+    )
+)
+
+
+def currency_candidates(text: str) -> list[str]:
+    """ISO codes and currency signs the text prints, in order of first appearance."""
+    found: dict[int, str] = {}
+    for m in _CODE_RE.finditer(text):
+        if m.group() in ISO_4217 and m.group() not in _FUND_CODES:
+            found.setdefault(m.start(), m.group())
+    # Every sign printed ("kr" and "kr." both: the dot may end a sentence or the sign).
+    signs = sorted((text.find(sign), sign) for sign in CURRENCY_SYMBOLS if sign in text)
+    ordered = [found[k] for k in sorted(found)] + [sign for _, sign in signs]
+    return list(dict.fromkeys(ordered))
+
+
+#: Characters around a printed reference that are not part of it.
+_REFERENCE_STRIP = ".,:;()[]{}\"'«»"
+#: Characters after which a token's rest may be the reference ("Nr:2024/17", "N°17").
+_REFERENCE_SPLIT = re.compile(r"[:#°º]")
+
+
+def reference_candidates(doc: Document, other: frozenset[str] = frozenset()) -> list[str]:
+    """What the invoice number may be: the printed tokens that hold a digit (and their
+    part after a ":", "#" or "°"), each at most :data:`MAX_ID_CHARS` long and none of
+    ``other`` (the amounts and dates the grammar offers), those printed at least once
+    under no other document's label first
+    (:func:`~pipeline.extraction.locate.decoy_number_label`: an order, the customer,
+    the bank's IBAN or BIC).
+
+    As free text, SmolLM2 copied "Bianchi S.r.l." (the customer's name) as the number
+    of eval invoice gen-9708, grounding found it printed, and it was accepted; offered
+    every token with a digit, it took the BIC. Every invoice number of 3,190 generated
+    invoices (seeds 0-1499, 5000-5599 and 9000-9799, and a tenth of them with a prompt
+    injection) is among these, 27.6 a document on average."""
+    tokens: dict[str, None] = {}
+    plain: dict[str, None] = {}
+    for line in doc.lines:
+        for m in re.finditer(r"\S+", line.text):
+            at, token = m.start(), m.group()
+            cut = max((c.end() for c in _REFERENCE_SPLIT.finditer(token)), default=0)
+            for offset, part in [(at, token), (at + cut, token[cut:])][: 2 if cut else 1]:
+                core = part.strip(_REFERENCE_STRIP)
+                if core in other or len(core) > MAX_ID_CHARS:
+                    continue
+                if not any(ch.isdigit() for ch in core):
+                    continue
+                tokens.setdefault(core, None)
+                begin = line.start + offset + part.index(core)
+                f = Found(line.page, begin, begin + len(core), line, "exact")
+                if decoy_number_label(f) is None:
+                    plain.setdefault(core, None)
+    return list(plain) if plain else list(tokens)
+
+
+#: A VAT or company id as printed: a country prefix ("DE", "ATU", "CHE"), then digit
+#: groups that may hold letters, joined by single spaces, dots or hyphens.
+_VAT_RE = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2,3} ?-?[0-9][0-9A-Z.\-]*(?: [0-9A-Z][0-9A-Z.\-]*)*")
+#: One printed without its country prefix ("VAT No: 123 4567 89"): digit groups.
+_BARE_ID_RE = re.compile(r"(?<![\w.,/+-])\d{2,}(?:[ .\-]\d{2,})*(?![\w,/])")
+#: The fewest digits a VAT id printed without its prefix has (postal codes have fewer).
+_BARE_ID_DIGITS = 8
+
+
+def vat_id_candidates(text: str, other: frozenset[str] = frozenset()) -> list[str]:
+    """VAT-id-like strings as printed, without trailing words that hold no digit
+    ("CHE-186.091.390 MWST" offers "CHE-186.091.390"), and runs of digit groups with
+    eight digits or more (an id printed without its country prefix), none of
+    ``other`` (the IBANs, amounts and dates the grammar offers) nor part of one. As
+    free text SmolLM2 copied an address line, "Rua de Santa Catarina 45", as the
+    supplier's VAT id (eval invoice gen-9713). Every VAT id
+    of 2,300 generated invoices (seeds 0-1499 and 5000-5599, 100 with a homoglyph
+    supplier, 100 with a prompt injection) is among these, 5.3 a document on average
+    (the buyer's among them: validation checks the id against the supplier's on file)."""
+    out: dict[str, None] = {}
+    found: list[tuple[int, str]] = []
+    for m in _VAT_RE.finditer(text):
+        groups = m.group().split(" ")
+        while groups and not any(ch.isdigit() for ch in groups[-1]):
+            groups.pop()
+        found.append((m.start(), " ".join(groups).rstrip(".-")))
+    prefixed = [m.span() for m in _VAT_RE.finditer(text)]
+    for m in _BARE_ID_RE.finditer(text):
+        bare = m.group()
+        if sum(ch.isdigit() for ch in bare) < _BARE_ID_DIGITS or any(bare in o for o in other):
+            continue
+        if not any(a <= m.start() < b for a, b in prefixed):
+            found.append((m.start(), bare))
+    for _, printed in sorted(found):
+        if printed and printed not in other and len(printed) <= MAX_ID_CHARS:
+            out.setdefault(printed, None)
+    return list(out)
+
+
+def iban_candidates(text: str) -> list[str]:
+    """IBAN-like strings as printed, trimmed to their country's length where it is known."""
+    out: dict[str, None] = {}
+    for m in _IBAN_RE.finditer(text):
+        printed = m.group()
+        length = IBAN_LENGTHS.get(printed[:2])
+        if length is not None:
+            compact = 0
+            for i, ch in enumerate(printed):
+                compact += ch != " "
+                if compact == length:
+                    printed = printed[: i + 1]
+                    break
+            else:
+                continue
+        elif len(printed.replace(" ", "")) < 15:
+            continue
+        out.setdefault(printed, None)
+    return list(out)
+
+
+def date_candidates(text: str) -> list[str]:
+    """Date-like strings as printed that read as at least one calendar date."""
+    found: dict[tuple[int, str], None] = {}
+    for pattern in _DATE_CANDIDATE_RES:
+        for m in pattern.finditer(text):
+            printed = m.group().rstrip(",. ")
+            if date_readings(printed):
+                found.setdefault((m.start(), printed), None)
+    return list(dict.fromkeys(printed for _, printed in sorted(found)))
+
+
+def invoice_dates(doc: Document, dates: list[str], path: str) -> list[str]:
+    """The dates ``path`` (issue_date or due_date) may be: those grounding accepts for
+    it, i.e. printed at least once without a delivery, order or service label before
+    them (the adapter picked a delivery date in 2 of 60 answers) and not labelled only
+    as the invoice's other date (SmolLM2 copied "Termin płatności: 20 listopada 2026"
+    as the issue date of the demo's invoice 4). Where no date qualifies, the dates
+    without a decoy label, else all: grounding then refuses what the model picks."""
+    plain: list[str] = []
+    own: list[str] = []
+    for d in dates:
+        found = [
+            f for f in occurrences(doc, d, fuzzy=False, boundary="number") if decoy_label(f) is None
+        ]
+        if found:
+            plain.append(d)
+        if any(not other_date_label(path, f) for f in found):
+            own.append(d)
+    return own or plain or dates
