@@ -72,7 +72,6 @@ from pipeline.validation import (
     EvidencedIban,
     EvidencedText,
     Extraction,
-    LineItem,
     Reason,
     ReasonCode,
     Supplier,
@@ -361,15 +360,16 @@ class _Grounder:
             a.items, taxes, net.value if net is not None else None
         )
         totals = {NET: net, TAX: self.amount(TAX, a.tax), GROSS: self.amount(GROSS, a.gross)}
-        fix = misplaced_total(
-            *(t.value if t is not None else None for t in totals.values()),
-            items_sum=sum((i.line_amount for i in items), Decimal(0)) if items else None,
-            tax_lines_sum=sum((t.amount for t in taxes), Decimal(0)) if taxes else None,
-        )
+        given = [t.value if t is not None else None for t in totals.values()]
+        sums = {
+            "items_sum": sum((i.line_amount for i in items), Decimal(0)) if items else None,
+            "tax_lines_sum": sum((t.amount for t in taxes), Decimal(0)) if taxes else None,
+        }
+        fix = misplaced_total(*given, **sums)
         if fix is not None:
             totals[fix[0]] = self.printed_amount(fix[0], fix[1]) or totals[fix[0]]
-        else:
-            self.exchange_swapped(totals, items, taxes)
+        elif (pair := swapped_totals(*given, **sums)) is not None:
+            self.exchange(totals, *pair)
         return Extraction(
             supplier=Supplier(name=supplier_name, vat_id=self.vat_id(a.vat_id, name)),
             invoice_number=self.reference("invoice_number", a.number),
@@ -385,23 +385,10 @@ class _Grounder:
             uncertain_fields=(),
         )
 
-    def exchange_swapped(
-        self,
-        totals: dict[str, EvidencedAmount | None],
-        items: tuple[LineItem, ...],
-        taxes: tuple[TaxLine, ...],
-    ) -> None:
-        """Exchange two totals the model copied into each other's fields, where the
-        sums prove it (:func:`~pipeline.extraction.totals.swapped_totals`)."""
-        given = [t.value if t is not None else None for t in totals.values()]
-        pair = swapped_totals(
-            *given,
-            items_sum=sum((i.line_amount for i in items), Decimal(0)) if items else None,
-            tax_lines_sum=sum((t.amount for t in taxes), Decimal(0)) if taxes else None,
-        )
-        if pair is None:
-            return
-        a, b = pair
+    def exchange(self, totals: dict[str, EvidencedAmount | None], a: str, b: str) -> None:
+        """Exchange the totals ``a`` and ``b`` the model copied into each other's fields
+        (:func:`~pipeline.extraction.totals.swapped_totals` proved it), each at where its
+        new value is printed."""
         held_a, held_b = totals[a], totals[b]
         assert held_a is not None and held_b is not None  # swapped_totals saw all three
         moved_a = self.printed_amount(a, held_b.value)
