@@ -365,7 +365,12 @@ class _Grounder:
             "items_sum": sum((i.line_amount for i in items), Decimal(0)) if items else None,
             "tax_lines_sum": sum((t.amount for t in taxes), Decimal(0)) if taxes else None,
         }
-        fix = misplaced_total(*given, **sums)
+        fix = misplaced_total(
+            *given,
+            **sums,
+            line_amounts=tuple(i.line_amount for i in items),
+            tax_amounts=tuple(t.amount for t in taxes),
+        )
         if fix is not None:
             totals[fix[0]] = self.printed_amount(fix[0], fix[1]) or totals[fix[0]]
         elif (pair := swapped_totals(*given, **sums)) is not None:

@@ -5,7 +5,10 @@ answers the tax total was the gross ("tax":"10 531,97","gross":"10 531,97").
 Validation would send such an invoice to review although the document is
 consistent. Grounding fixes it only when the mistake is certain:
 
-* the field holds the same value as another total (the model copied that one);
+* the field holds the same value as another total (the model copied that one), or
+  one of two or more parts of its own sum: one tax line's amount as the tax total
+  (SmolLM2 on generated invoices 15, 102 items, and 9407: "VAT at 20% on
+  208,181.18: 41,636.24" taken for "Total VAT: 43,088.42");
 * the value the field must then have is confirmed twice by independent sums of
   what grounding read from the rows (net = the line amounts, tax = the tax lines);
 * that value is printed in the document, where the evidence then points
@@ -34,22 +37,38 @@ def misplaced_total(
     *,
     items_sum: Decimal | None,
     tax_lines_sum: Decimal | None,
+    line_amounts: tuple[Decimal, ...] = (),
+    tax_amounts: tuple[Decimal, ...] = (),
 ) -> tuple[str, Decimal] | None:
     """The one total to replace and its value, or None when nothing is certain.
 
     ``items_sum``/``tax_lines_sum``: the sums of the line amounts and of the tax lines'
-    amounts as grounded (None where there are none).
+    amounts as grounded (None where there are none); ``line_amounts``/``tax_amounts``:
+    those amounts one by one, the parts a total may have been copied from (only where
+    there are two or more: one part is the total itself).
     """
     if net is None or tax is None or gross is None or net + tax == gross:
         return None
     if items_sum is None or tax_lines_sum is None:
         return None
+
+    def parts(amounts: tuple[Decimal, ...]) -> tuple[Decimal, ...]:
+        return amounts if len(amounts) >= 2 else ()
+
     fixes: list[tuple[str, Decimal]] = []
-    if tax in (net, gross) and items_sum == net and tax_lines_sum == gross - net:
+    if (
+        tax in (net, gross, *parts(tax_amounts))
+        and items_sum == net
+        and tax_lines_sum == gross - net
+    ):
         fixes.append((TAX, gross - net))
     if gross in (net, tax) and items_sum == net and tax_lines_sum == tax:
         fixes.append((GROSS, net + tax))
-    if net in (tax, gross) and items_sum == gross - tax and tax_lines_sum == tax:
+    if (
+        net in (tax, gross, *parts(line_amounts))
+        and items_sum == gross - tax
+        and tax_lines_sum == tax
+    ):
         fixes.append((NET, gross - tax))
     return fixes[0] if len(fixes) == 1 else None
 
