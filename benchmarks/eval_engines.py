@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from benchmarks.eval_dataset import Case
-from pipeline.errors import MalformedOutput
+from pipeline.errors import FencelineError, MalformedOutput
 from pipeline.extraction import ChatMessage, Engine, document_in_prompt
 
 
@@ -30,6 +30,12 @@ class EngineAnswer:
 
 #: ``(messages, json_schema, max_tokens) -> EngineAnswer``.
 ExtractFn = Callable[[list[dict[str, str]], dict[str, Any], int], Awaitable[EngineAnswer]]
+
+
+class ReplayedFailure(FencelineError):
+    """The engine failed on this invoice in the replayed run (its recorded error)."""
+
+    error_class = "replayed"
 
 
 def _completion_tokens(payload: dict[str, Any]) -> int | None:
@@ -105,14 +111,18 @@ def replay_extract(report: dict[str, Any], cases: Sequence[Case]) -> ExtractFn:
     on the same answers without generating them again (a grammar change is not: the
     answers were generated under the old one).
 
+    An invoice the report recorded no answer for (the engine failed on it: a timeout,
+    a prompt longer than the context) fails again with the recorded error, so the
+    replay counts what the run counted.
+
     Raises:
-        ValueError: the report holds no answer for one of ``cases``.
+        ValueError: the report holds no row for one of ``cases``.
     """
     recorded = {str(r["id"]): r for r in report.get("rows", []) if isinstance(r, dict)}
     by_text: dict[str, dict[str, Any]] = {}
     for case in cases:
         row = recorded.get(str(case.record.id))
-        if row is None or not isinstance(row.get("answer"), str):
+        if row is None or not (isinstance(row.get("answer"), str) or row.get("error")):
             raise ValueError(f"the report has no answer for invoice {case.record.id!r}")
         by_text[case.record.ocr_text] = row
 
@@ -125,6 +135,10 @@ def replay_extract(report: dict[str, Any], cases: Sequence[Case]) -> ExtractFn:
         row = by_text.get(text) if text is not None else None
         if row is None:
             raise MalformedOutput("replay: the prompt shows no invoice of the report")
+        if not isinstance(row.get("answer"), str):
+            if row.get("outcome") == "MALFORMED":
+                raise MalformedOutput(f"recorded: {row['error']}")
+            raise ReplayedFailure(f"recorded: {row['error']}")
         return EngineAnswer(row["answer"], row.get("completion_tokens"))
 
     return extract

@@ -299,6 +299,22 @@ def test_replay_reads_recorded_answers_again_without_an_engine(
     with pytest.raises(SystemExit, match="no answer for invoice"):
         main(["--engine", "replay", "--answers", str(recorded), "--report", str(again),
               "-n", "4", "--max-line-items", "6", "--variants", "clean"])  # fmt: skip
+    # An invoice the engine failed on (no answer, its error recorded) fails again with
+    # that error instead of refusing the whole replay.
+    failed = json.loads(recorded.read_text())
+    failed["rows"][1].update(
+        answer=None, outcome="ENGINE_ERROR", error="ContextTooLong: prompt 8781 > 8192"
+    )
+    failed["rows"][2].update(answer=None, outcome="MALFORMED", error="cut at max_tokens")
+    recorded.write_text(json.dumps(failed))
+    assert (
+        main(["--engine", "replay", "--answers", str(recorded), "--report", str(again), *common])
+        == 0
+    )
+    rows = json.loads((again / "report.json").read_text())["rows"]
+    assert [r["outcome"] for r in rows] == ["SUCCEEDED", "ENGINE_ERROR", "MALFORMED"]
+    assert "ContextTooLong: prompt 8781 > 8192" in rows[1]["error"]
+    assert "cut at max_tokens" in rows[2]["error"]
 
 
 def test_summary_counts_a_delivered_wrong_result_as_false_accept() -> None:
