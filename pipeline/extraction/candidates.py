@@ -40,15 +40,37 @@ _DATE_CANDIDATE_RES = tuple(
 
 
 def currency_candidates(text: str) -> list[str]:
-    """ISO codes and currency signs the text prints, in order of first appearance."""
+    """ISO codes and currency signs the text prints, in order of first appearance.
+
+    A sign counts where no letter touches it, as grounding reads it
+    (:func:`~pipeline.extraction.locate.occurrences`, boundary ``letters``): "kr" inside
+    "Beskrivelse" is no sign. Offered it, SmolLM2 wrote "kr" as the currency of a DKK
+    invoice (``fenceline eval``, generated invoice 2) and grounding refused it."""
     found: dict[int, str] = {}
     for m in _CODE_RE.finditer(text):
         if m.group() in ISO_4217 and m.group() not in _FUND_CODES:
             found.setdefault(m.start(), m.group())
     # Every sign printed ("kr" and "kr." both: the dot may end a sentence or the sign).
-    signs = sorted((text.find(sign), sign) for sign in CURRENCY_SYMBOLS if sign in text)
+    signs = sorted(
+        (at, sign)
+        for sign in CURRENCY_SYMBOLS
+        if sign in text and (at := _sign_at(text, sign)) >= 0
+    )
     ordered = [found[k] for k in sorted(found)] + [sign for _, sign in signs]
     return list(dict.fromkeys(ordered))
+
+
+def _sign_at(text: str, sign: str) -> int:
+    """Where ``sign`` is first printed with no letter on either side, else -1."""
+    at = text.find(sign)
+    while at >= 0:
+        end = at + len(sign)
+        if not (at > 0 and text[at - 1].isalpha()) and not (
+            end < len(text) and text[end].isalpha()
+        ):
+            return at
+        at = text.find(sign, at + 1)
+    return -1
 
 
 #: Characters around a printed reference that are not part of it.

@@ -272,6 +272,9 @@ def test_date_and_sign_candidates_hide_none_of_the_printed_values() -> None:
 
     assert "2023-12-26" in date_candidates("Nr FAK113488 utfärdades 2023-12-26 och")
     assert {"kr", "kr."} <= set(currency_candidates("Att betala: 45 096,21 kr."))
+    assert "kr" in currency_candidates("Total kr33 955,78")  # glued to its amount
+    # Inside a word it is no sign (generated invoice 2: "Beskrivelse" offered "kr")
+    assert currency_candidates("Pos.  Beskrivelse   Beløb\nTotal DKK  63.590,15") == ["DKK"]
     gross = answer_schema("Total: kr.13958,56\n")["properties"]["gross"]["anyOf"][0]["enum"]
     assert "13958,56" in gross
 
