@@ -62,7 +62,14 @@ from pipeline.extraction.rows import (
     Row,
     read_row,
 )
-from pipeline.extraction.totals import GROSS, NET, TAX, misplaced_total, swapped_totals
+from pipeline.extraction.totals import (
+    GROSS,
+    NET,
+    TAX,
+    copied_net_and_tax,
+    misplaced_total,
+    swapped_totals,
+)
 from pipeline.validation import (
     CURRENCY_SYMBOLS,
     Evidence,
@@ -72,6 +79,7 @@ from pipeline.validation import (
     EvidencedIban,
     EvidencedText,
     Extraction,
+    LineItem,
     Reason,
     ReasonCode,
     Supplier,
@@ -360,21 +368,7 @@ class _Grounder:
             a.items, taxes, net.value if net is not None else None
         )
         totals = {NET: net, TAX: self.amount(TAX, a.tax), GROSS: self.amount(GROSS, a.gross)}
-        given = [t.value if t is not None else None for t in totals.values()]
-        sums = {
-            "items_sum": sum((i.line_amount for i in items), Decimal(0)) if items else None,
-            "tax_lines_sum": sum((t.amount for t in taxes), Decimal(0)) if taxes else None,
-        }
-        fix = misplaced_total(
-            *given,
-            **sums,
-            line_amounts=tuple(i.line_amount for i in items),
-            tax_amounts=tuple(t.amount for t in taxes),
-        )
-        if fix is not None:
-            totals[fix[0]] = self.printed_amount(fix[0], fix[1]) or totals[fix[0]]
-        elif (pair := swapped_totals(*given, **sums)) is not None:
-            self.exchange(totals, *pair)
+        self.put_totals_right(totals, items, taxes)
         return Extraction(
             supplier=Supplier(name=supplier_name, vat_id=self.vat_id(a.vat_id, name)),
             invoice_number=self.reference("invoice_number", a.number),
@@ -389,6 +383,40 @@ class _Grounder:
             iban=self.iban(a.iban),
             uncertain_fields=(),
         )
+
+    def put_totals_right(
+        self,
+        totals: dict[str, EvidencedAmount | None],
+        items: tuple[LineItem, ...],
+        taxes: tuple[TaxLine, ...],
+    ) -> None:
+        """Replace totals the model copied from another total or a part of their own sum,
+        or exchanged, where the line amounts' and tax lines' sums prove it
+        (:mod:`pipeline.extraction.totals`)."""
+        net_v, tax_v, gross_v = (t.value if t is not None else None for t in totals.values())
+        items_sum = sum((i.line_amount for i in items), Decimal(0)) if items else None
+        tax_lines_sum = sum((t.amount for t in taxes), Decimal(0)) if taxes else None
+        line_amounts = tuple(i.line_amount for i in items)
+        tax_amounts = tuple(t.amount for t in taxes)
+        fix = misplaced_total(
+            net_v, tax_v, gross_v, items_sum=items_sum, tax_lines_sum=tax_lines_sum,
+            line_amounts=line_amounts, tax_amounts=tax_amounts,
+        )  # fmt: skip
+        both = copied_net_and_tax(
+            net_v, tax_v, gross_v, items_sum=items_sum, tax_lines_sum=tax_lines_sum,
+            line_amounts=line_amounts, tax_amounts=tax_amounts,
+        )  # fmt: skip
+        pair = swapped_totals(
+            net_v, tax_v, gross_v, items_sum=items_sum, tax_lines_sum=tax_lines_sum
+        )
+        if fix is not None:
+            totals[fix[0]] = self.printed_amount(fix[0], fix[1]) or totals[fix[0]]
+        elif both is not None:
+            net_at, tax_at = self.printed_amount(NET, both[0]), self.printed_amount(TAX, both[1])
+            if net_at is not None and tax_at is not None:
+                totals[NET], totals[TAX] = net_at, tax_at
+        elif pair is not None:
+            self.exchange(totals, *pair)
 
     def exchange(self, totals: dict[str, EvidencedAmount | None], a: str, b: str) -> None:
         """Exchange the totals ``a`` and ``b`` the model copied into each other's fields

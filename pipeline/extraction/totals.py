@@ -14,6 +14,8 @@ consistent. Grounding fixes it only when the mistake is certain:
 * that value is printed in the document, where the evidence then points
   (``match: "arithmetic"``), the occurrence under the field's label first.
 
+Both the net and the tax total copied from the gross (or each from a part of its own
+sum) are replaced where the gross is both sums' total (:func:`copied_net_and_tax`).
 Two totals copied into each other's fields (the tax total as the gross and the gross
 as the tax total: SmolLM2 on generated invoice 6006, 24 items) are exchanged under the
 same conditions (:func:`swapped_totals`).
@@ -71,6 +73,31 @@ def misplaced_total(
     ):
         fixes.append((NET, gross - tax))
     return fixes[0] if len(fixes) == 1 else None
+
+
+def copied_net_and_tax(
+    net: Decimal | None,
+    tax: Decimal | None,
+    gross: Decimal | None,
+    *,
+    items_sum: Decimal | None,
+    tax_lines_sum: Decimal | None,
+    line_amounts: tuple[Decimal, ...] = (),
+    tax_amounts: tuple[Decimal, ...] = (),
+) -> tuple[Decimal, Decimal] | None:
+    """The net and the tax total to put in place of two copies, or None unless certain:
+    the gross is the line amounts' sum plus the tax lines' sum, and the net and the tax
+    each hold another total's value or one part of their own sum, not their sum
+    (SmolLM2 wrote the gross three times on generated invoice 2, 28 items)."""
+    if net is None or tax is None or gross is None:
+        return None
+    if items_sum is None or tax_lines_sum is None or items_sum + tax_lines_sum != gross:
+        return None
+    lines = line_amounts if len(line_amounts) >= 2 else ()
+    taxes = tax_amounts if len(tax_amounts) >= 2 else ()
+    net_copied = net != items_sum and net in (tax, gross, *lines)
+    tax_copied = tax != tax_lines_sum and tax in (net, gross, *taxes)
+    return (items_sum, tax_lines_sum) if net_copied and tax_copied else None
 
 
 def swapped_totals(

@@ -11,7 +11,14 @@ from benchmarks.invoices.generator import Variant, generate_invoice
 from pipeline.extraction import answer_for, interpret
 from pipeline.extraction.answer import dump_answer, parse_answer
 from pipeline.extraction.numbers import decimal_mark, numbers_in, uses_space_groups
-from pipeline.extraction.totals import GROSS, NET, TAX, misplaced_total, swapped_totals
+from pipeline.extraction.totals import (
+    GROSS,
+    NET,
+    TAX,
+    copied_net_and_tax,
+    misplaced_total,
+    swapped_totals,
+)
 
 
 def test_a_copied_total_is_replaced_when_both_sums_confirm_it() -> None:
@@ -83,6 +90,50 @@ def test_one_tax_lines_amount_as_the_tax_total_is_put_right_and_never_hides_a_tr
                 outcomes.append(out.report.decision.value)
     want = "exact" if variant is Variant.CLEAN else "REVIEW_REQUIRED"
     assert len(outcomes) >= 30 and outcomes == [want] * len(outcomes)
+
+
+def test_net_and_tax_both_copied_are_replaced_only_where_the_gross_is_both_sums() -> None:
+    sums = {"items_sum": D("100.00"), "tax_lines_sum": D("19.00")}
+    assert copied_net_and_tax(D("119.00"), D("119.00"), D("119.00"), **sums) == (
+        D("100.00"),
+        D("19.00"),
+    )
+    parts = {"line_amounts": (D("60.00"), D("40.00")), "tax_amounts": (D("15.00"), D("4.00"))}
+    assert copied_net_and_tax(D("60.00"), D("15.00"), D("119.00"), **sums, **parts) == (
+        D("100.00"),
+        D("19.00"),
+    )
+    assert copied_net_and_tax(D("119.00"), D("119.00"), D("119.01"), **sums) is None  # a cent
+    assert copied_net_and_tax(D("100.00"), D("119.00"), D("119.00"), **sums) is None  # one copy
+    assert copied_net_and_tax(D("119.00"), D("18.00"), D("119.00"), **sums) is None  # no copy
+    assert copied_net_and_tax(D("119.00"), D("119.00"), D("119.00"), items_sum=D("100.00"),
+                              tax_lines_sum=None) is None  # fmt: skip
+
+
+@pytest.mark.parametrize("variant", [Variant.CLEAN, Variant.ARITHMETIC_OFF_BY_CENT])
+def test_the_gross_written_three_times_is_put_right_and_never_hides_a_trap(
+    variant: Variant,
+) -> None:
+    """Generated invoice 2 (28 items): SmolLM2 wrote the gross as net, tax and gross.
+    Applied to perfect answers: a clean invoice succeeds with every total right (before:
+    every one reviewed), the off-by-a-cent trap still goes to review."""
+    outcomes = []
+    for seed in range(5000, 5030):
+        inv = generate_invoice(seed, variant, max_line_items=8)
+        src = inv.truth if variant is Variant.CLEAN else inv.candidate
+        answer = parse_answer(answer_for(src, inv.ocr_text))
+        thrice = answer.model_copy(update={"net": answer.gross, "tax": answer.gross})
+        out = interpret(dump_answer(thrice), inv.ocr_text, inv.master_data, today=inv.today)
+        if variant is not Variant.CLEAN or out.report.reasons:
+            outcomes.append(out.report.decision.value)
+            continue
+        got, truth = out.extraction, inv.truth
+        totals = (got.net_total, got.tax_total, got.gross_total)
+        want = (truth.net_total, truth.tax_total, truth.gross_total)
+        assert [t.value if t else None for t in totals] == [t.value if t else None for t in want]
+        outcomes.append("exact")
+    want = "exact" if variant is Variant.CLEAN else "REVIEW_REQUIRED"
+    assert outcomes == [want] * 30
 
 
 def test_two_totals_copied_into_each_others_fields_are_exchanged() -> None:
