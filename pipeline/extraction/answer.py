@@ -52,7 +52,8 @@ from pipeline.extraction.numbers import (
     uses_space_groups,
 )
 from pipeline.extraction.prompts import fence_tag
-from pipeline.extraction.rows import description_cells, item_cells, whole_table
+from pipeline.extraction.rows import description_cells, item_cells
+from pipeline.extraction.table import whole_table
 from pipeline.validation import parse_contract
 
 CONTRACT_VERSION = "fenceline.extraction/2"
@@ -228,7 +229,7 @@ def _item_array(item: dict[str, Any], candidates: int, rows: int) -> dict[str, A
 
 def _table_items(doc: Document, mark: str, space: bool) -> dict[str, Any] | None:
     """The item list, one position per row, where arithmetic proves the table whole
-    (:func:`~pipeline.extraction.rows.whole_table`), else None.
+    (:func:`~pipeline.extraction.table.whole_table`), else None.
 
     Item *k* is row *k*'s first line and one of that row's own cells. Given every
     row's cells to choose from at every position, SmolLM2 skipped rows of tables

@@ -23,11 +23,11 @@ from pipeline.extraction.rows import (
     CellShape,
     Row,
     cell_shape,
-    printed_table,
     read_row,
     row_cells,
     whole_description,
 )
+from pipeline.extraction.table import printed_table
 from pipeline.validation import Evidence, LineItem, MatchKind, TaxLine
 
 

@@ -10,8 +10,9 @@ One reading serves two ends, so they can never disagree:
   line shows its description (:func:`whole_description`) and reads its numbers by
   arithmetic (:func:`read_row`).
 
-Where the rows add up to the printed net (:func:`whole_table`), the grammar asks the
-items row by row, each position offering only its own row's cells (:func:`item_cells`).
+Where the rows add up to the printed net (:func:`pipeline.extraction.table.whole_table`),
+the grammar asks the items row by row, each position offering only its own row's cells
+(:func:`item_cells`).
 
 Measured on 2,100 clean generated invoices (seeds 0-1499 and 5000-5599, 1-8 items,
 every language and layout), 1,000 with up to 3 items (seeds 9000-9999) and 100 with
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from decimal import Decimal
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -245,9 +245,7 @@ def connective_runs(doc: Document) -> dict[tuple[int, int], int]:
     """
     mark = decimal_mark(doc.text)
     # each row as read from the line nearest its amount: the line its numbers are on
-    table = [
-        starts[-1] for starts in _starts_by_amount(doc, mark, uses_space_groups(doc.text, mark))
-    ]
+    table = [starts[-1] for starts in rows_by_amount(doc, mark, uses_space_groups(doc.text, mark))]
     runs: dict[tuple[int, int], int] = {}
     for slot in _SLOTS:
         found: list[tuple[int, int, list[tuple[int, str]]]] = []  # page, number, run
@@ -410,12 +408,12 @@ def row_cells(doc: Document, row: Row) -> list[tuple[int, int]]:
 
 def item_cells(doc: Document, row: Row) -> list[tuple[int, int]]:
     """The cells ``row``'s description may be when the row is known to be an item
-    (:func:`whole_table`): a stacked row's description line prints its description
-    and at most a position number before it, so that line is its only cell where it
-    is one ("Copy paper A4, 80 g", never "paper A4, 80 g" or "80 g"); else every cell
-    of :func:`row_cells`."""
+    (:func:`pipeline.extraction.table.whole_table`): a stacked row's description line
+    prints its description and at most a position number before it, so that line is
+    its only cell where it is one ("Copy paper A4, 80 g", never "paper A4, 80 g" or
+    "80 g"); else every cell of :func:`row_cells`."""
     cells = row_cells(doc, row)
-    if not _stacked(doc, row):
+    if not stacked(doc, row):
         return cells
     line = row.first
     words = [m.span() for m in re.finditer(r"\S+", line.text)]
@@ -425,23 +423,7 @@ def item_cells(doc: Document, row: Row) -> list[tuple[int, int]]:
     return [whole] if whole in cells else cells
 
 
-def printed_table(doc: Document, mark: str, space: bool) -> list[Row]:
-    """Every row whose own numbers add up exactly, with an amount in cents, once per
-    printed amount and in document order.
-
-    A row is read from the line nearest its amount that starts one, never from a
-    blank line or a column header above it (both also read as the start of the same
-    row); a stacked row from its description line, even where its number line reads
-    as a row alone ("1. Software licence, annual" over "2 pcs x 1,636.69 = 3,273.38":
-    the number line's only cells are "x" and "(Tax")."""
-    table = []
-    for starts in _starts_by_amount(doc, mark, space):
-        stacked = [row for row in starts if _stacked(doc, row)]
-        table.append((stacked or starts)[-1])
-    return table
-
-
-def _starts_by_amount(doc: Document, mark: str, space: bool) -> list[list[Row]]:
+def rows_by_amount(doc: Document, mark: str, space: bool) -> list[list[Row]]:
     """Every reading of a row that adds up exactly with an amount in cents, grouped by
     the amount it reads (in document order), each group's starts in line order."""
     rows: dict[tuple[int, int], list[Row]] = {}
@@ -454,7 +436,7 @@ def _starts_by_amount(doc: Document, mark: str, space: bool) -> list[list[Row]]:
     return [rows[key] for key in sorted(rows)]
 
 
-def _stacked(doc: Document, row: Row) -> bool:
+def stacked(doc: Document, row: Row) -> bool:
     """Whether ``row`` is a description line over the line that prints all its numbers
     and opens with the first of them ("     2 pcs x 1,636.69 = 3,273.38"), so that it
     prints no description of its own (a table's rows under its column header do)."""
@@ -468,27 +450,3 @@ def _stacked(doc: Document, row: Row) -> bool:
         and all(start >= below.start for start, _ in numbers)
         and min(start for start, _ in numbers) == below.start + first
     )
-
-
-def whole_table(doc: Document, mark: str, space: bool) -> list[Row] | None:
-    """:func:`printed_table` where arithmetic proves it whole, else None: its amounts
-    sum, to the cent, to a total printed on a line that is no row and prints no rate
-    (the net; a tax breakdown line prints a rate and may repeat one row's amount as
-    its base), and no row's amount is zero (the sum cannot vouch for it:
-    "Subtotal: 15636.94 / VAT 0% on 15636.94: 0.00" reads as 15636.94 x 0 = 0.00).
-
-    Then the table's rows are the invoice's items, each read by code: a row the
-    arithmetic cannot read (a flat fee, an amount one cent off) leaves the sum short
-    of the net, and a line too many that happens to add up puts it over."""
-    table = printed_table(doc, mark, space)
-    if not table or any(row.read.line_amount.value == 0 for row in table):
-        return None
-    total = sum((row.read.line_amount.value for row in table), Decimal(0))
-    spans = {(row.first.page, row.first.start, row.end) for row in table}
-    for line in doc.lines:
-        if any(p == line.page and a <= line.start and line.end <= b for p, a, b in spans):
-            continue
-        printed = numbers_in(line.text, mark, space_groups=space)
-        if not any(n.percent for n in printed) and any(n.value == total for n in printed):
-            return table
-    return None
