@@ -53,7 +53,7 @@ from pipeline.extraction.numbers import (
 )
 from pipeline.extraction.prompts import fence_tag
 from pipeline.extraction.rows import description_cells, item_cells
-from pipeline.extraction.table import whole_table
+from pipeline.extraction.table import near_whole_table, whole_table
 from pipeline.validation import parse_contract
 
 CONTRACT_VERSION = "fenceline.extraction/2"
@@ -229,14 +229,15 @@ def _item_array(item: dict[str, Any], candidates: int, rows: int) -> dict[str, A
 
 def _table_items(doc: Document, mark: str, space: bool) -> dict[str, Any] | None:
     """The item list, one position per row, where arithmetic proves the table whole
-    (:func:`~pipeline.extraction.table.whole_table`), else None.
+    (:func:`~pipeline.extraction.table.whole_table`) or whole but for rows a cent or
+    two off (:func:`~pipeline.extraction.table.near_whole_table`), else None.
 
     Item *k* is row *k*'s first line and one of that row's own cells. Given every
     row's cells to choose from at every position, SmolLM2 skipped rows of tables
     longer than about ten and wrote a neighbour's description twice; here it can
     neither skip, repeat nor reorder a row, and chooses only which of a row's cells
     is its description (one cell on most rows, so no choice at all)."""
-    table = whole_table(doc, mark, space)
+    table = whole_table(doc, mark, space) or near_whole_table(doc, mark, space)
     if table is None or len(table) > MAX_ITEMS:
         return None
     positions = []

@@ -107,9 +107,14 @@ def read_row(doc: Document, number: int, mark: str, space: bool) -> Row | None:
         if read is not None and read.exact:
             return Row(first, last.end, read)
         plain = sum(1 for p in printed if not p.percent)
-        if read is not None and seen < 3 <= plain:
+        on_last = last.start - first.start
+        if read is not None and (
+            seen < 3 <= plain
+            or all(n.start >= on_last for n in (read.quantity, read.unit_price, read.line_amount))
+        ):
             # The row's numbers just became complete (the cited line alone, or a stacked
-            # row's number line): read as printed, never borrow the next row's.
+            # row's number line below a description that prints numbers of its own,
+            # "8. Copy paper A4, 80 g"): read as printed, never borrow the next row's.
             return Row(first, last.end, read)
         seen = plain
         nxt = doc.line(last.number + 1)
@@ -423,15 +428,16 @@ def item_cells(doc: Document, row: Row) -> list[tuple[int, int]]:
     return [whole] if whole in cells else cells
 
 
-def rows_by_amount(doc: Document, mark: str, space: bool) -> list[list[Row]]:
-    """Every reading of a row that adds up exactly with an amount in cents, grouped by
-    the amount it reads (in document order), each group's starts in line order."""
+def rows_by_amount(doc: Document, mark: str, space: bool, *, exact: bool = True) -> list[list[Row]]:
+    """Every reading of a row that adds up exactly (or, ``exact=False``, within two
+    cents) with an amount in cents, grouped by the amount it reads (in document order),
+    each group's starts in line order."""
     rows: dict[tuple[int, int], list[Row]] = {}
     for line in doc.lines:
         if not line.text.strip():
             continue
         row = read_row(doc, line.number, mark, space)
-        if row is not None and row.read.exact and row.read.line_amount.places == 2:
+        if row is not None and (row.read.exact or not exact) and row.read.line_amount.places == 2:
             rows.setdefault(row.key, []).append(row)
     return [rows[key] for key in sorted(rows)]
 
