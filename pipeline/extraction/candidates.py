@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from pipeline.extraction.labels import INVOICE_WORDS, NUMBER_WORDS
 from pipeline.extraction.lines import Document
 from pipeline.extraction.locate import (
     Found,
@@ -80,10 +81,56 @@ _REFERENCE_SPLIT = re.compile(r"[:#°º]")
 
 
 def reference_candidates(doc: Document, other: frozenset[str] = frozenset()) -> list[str]:
-    """What the invoice number may be: the printed tokens that hold a digit (and their
-    part after a ":", "#" or "°"), each at most :data:`MAX_ID_CHARS` long and none of
-    ``other`` (the amounts and dates the grammar offers), those printed at least once
-    under no other document's label first
+    """What the invoice number may be: :func:`labelled_numbers` where the text prints
+    one, else every printed token with a digit (:func:`printed_references`)."""
+    return labelled_numbers(doc, other) or printed_references(doc, other)
+
+
+#: An invoice word where it starts a word ("Fakturanummer", "Rechnungs-Nr."), any case.
+_INVOICE_WORD_RE = re.compile(
+    r"(?<![^\W\d_])(?:" + "|".join(re.escape(w) for w in INVOICE_WORDS) + ")", re.IGNORECASE
+)
+
+
+def labelled_numbers(doc: Document, other: frozenset[str] = frozenset()) -> list[str]:
+    """Tokens with a digit printed right after an invoice word, with only number words
+    between (:data:`~pipeline.extraction.labels.NUMBER_WORDS`: "Faktura nr. 2023/7286",
+    "Fakturanummer: F577362", "This invoice INV-2025-91177 was issued"), never an amount
+    or a date of ``other`` ("Fecha de factura: 24 de mayo", "Total da fatura 12 429,83").
+
+    Offered every printed token with a digit, SmolLM2 wrote the street number "41" of
+    "Vesterbrogade 41" as the number of eval invoice gen-9911, where "Fakturanummer:
+    F577362" was printed. The true number of each of 2,900 generated invoices (seeds
+    0-1499, 5000-5599 and 9000-9799, a tenth with a prompt injection) is the one token
+    found here. Grounding refuses any other number where one is found."""
+    out: dict[str, None] = {}
+    for line in doc.lines:
+        text = line.text
+        for m in _INVOICE_WORD_RE.finditer(text):
+            tokens = list(re.finditer(r"\S+", text[m.end() :]))
+            if tokens and tokens[0].start() == 0:
+                tokens = tokens[1:]  # the invoice word's own rest ("nummer:")
+            for t in tokens:
+                word = t.group().strip(_REFERENCE_STRIP + "#").casefold()
+                if not word or word in NUMBER_WORDS:
+                    continue
+                at = m.end() + t.start()
+                if any(text.startswith(o, at) for o in other):
+                    break
+                core = t.group().strip(_REFERENCE_STRIP)
+                cut = max((c.end() for c in _REFERENCE_SPLIT.finditer(core)), default=0)
+                core = core[cut:]
+                if any(ch.isdigit() for ch in core) and len(core) <= MAX_ID_CHARS:
+                    out.setdefault(core, None)
+                break
+    return list(out)
+
+
+def printed_references(doc: Document, other: frozenset[str] = frozenset()) -> list[str]:
+    """Every printed token that holds a digit (and its part after a ":", "#" or "°"),
+    each at most :data:`MAX_ID_CHARS` long and none of ``other`` (the amounts and dates
+    the grammar offers), those printed at least once under no other document's label
+    first
     (:func:`~pipeline.extraction.locate.decoy_number_label`: an order, the customer,
     the bank's IBAN or BIC).
 

@@ -32,6 +32,7 @@ from decimal import Decimal
 from babel.numbers import get_territory_currencies
 
 from pipeline.extraction.answer import Answer, known_tax_lines
+from pipeline.extraction.candidates import date_candidates, labelled_numbers
 from pipeline.extraction.items import ItemReader
 from pipeline.extraction.labels import LABELS
 from pipeline.extraction.lines import Document, Line
@@ -150,7 +151,9 @@ class _Grounder:
     def reference(self, path: str, value: str | None) -> EvidencedText | None:
         """The invoice's own number, never one printed only as another document's
         (an order, the customer, a delivery note: see :func:`decoy_number_label`),
-        and never words without a digit (the customer's name, "Bianchi S.r.l.")."""
+        never words without a digit (the customer's name, "Bianchi S.r.l."), and only
+        the number printed after the invoice's label where there is one
+        (:func:`~pipeline.extraction.candidates.labelled_numbers`)."""
         if value is None:
             return None
         if not any(ch.isdigit() for ch in value):
@@ -166,6 +169,12 @@ class _Grounder:
             self.refuse(
                 path, f"{value[:60]!r} is printed as another number ({decoys[0]!r} before it)"
             )
+            return None
+        other = amount_strings(self.doc.text, self.mark, space_groups=self.space)
+        named = labelled_numbers(self.doc, frozenset(other + date_candidates(self.doc.text)))
+        if named and value.strip() not in named:
+            shown = ", ".join(repr(n) for n in named[:3])
+            self.refuse(path, f"{value[:60]!r} is not what the invoice's label prints ({shown})")
             return None
         f = labelled(plain, LABELS.get(path, ()), last=False)
         return EvidencedText(value=self.text_at(f).strip(), evidence=self.evidence(f))
