@@ -33,7 +33,9 @@ def test_freeze_startup_heap_moves_live_objects_to_the_permanent_generation(unfr
     assert gc.get_freeze_count() == 0
     keep = [{"n": i} for i in range(1000)]  # tracked containers, alive
     frozen = freeze_startup_heap()
-    assert frozen == gc.get_freeze_count() >= len(keep)
+    # Frozen objects still die by reference count: another thread of the test process
+    # may free a few between the freeze and this read (945,313 then 945,307 in one run).
+    assert frozen >= gc.get_freeze_count() >= len(keep)
     assert gc.get_count()[0] < 10  # the young generation starts empty
 
 
