@@ -67,8 +67,7 @@ from pipeline.extraction.totals import (
     GROSS,
     NET,
     TAX,
-    copied_net_and_tax,
-    misplaced_total,
+    copied_totals,
     swapped_totals,
 )
 from pipeline.validation import (
@@ -407,23 +406,17 @@ class _Grounder:
         tax_lines_sum = sum((t.amount for t in taxes), Decimal(0)) if taxes else None
         line_amounts = tuple(i.line_amount for i in items)
         tax_amounts = tuple(t.amount for t in taxes)
-        fix = misplaced_total(
-            net_v, tax_v, gross_v, items_sum=items_sum, tax_lines_sum=tax_lines_sum,
-            line_amounts=line_amounts, tax_amounts=tax_amounts,
-        )  # fmt: skip
-        both = copied_net_and_tax(
+        fixes = copied_totals(
             net_v, tax_v, gross_v, items_sum=items_sum, tax_lines_sum=tax_lines_sum,
             line_amounts=line_amounts, tax_amounts=tax_amounts,
         )  # fmt: skip
         pair = swapped_totals(
             net_v, tax_v, gross_v, items_sum=items_sum, tax_lines_sum=tax_lines_sum
         )
-        if fix is not None:
-            totals[fix[0]] = self.printed_amount(fix[0], fix[1]) or totals[fix[0]]
-        elif both is not None:
-            net_at, tax_at = self.printed_amount(NET, both[0]), self.printed_amount(TAX, both[1])
-            if net_at is not None and tax_at is not None:
-                totals[NET], totals[TAX] = net_at, tax_at
+        placed = {path: self.printed_amount(path, value) for path, value in fixes.items()}
+        if placed:
+            if all(p is not None for p in placed.values()):
+                totals.update(placed)
         elif pair is not None:
             self.exchange(totals, *pair)
 

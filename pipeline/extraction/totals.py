@@ -15,7 +15,7 @@ consistent. Grounding fixes it only when the mistake is certain:
   (``match: "arithmetic"``), the occurrence under the field's label first.
 
 Both the net and the tax total copied from the gross (or each from a part of its own
-sum) are replaced where the gross is both sums' total (:func:`copied_net_and_tax`).
+sum) are replaced where the gross is both sums' total (:func:`copied_totals`).
 Two totals copied into each other's fields (the tax total as the gross and the gross
 as the tax total: SmolLM2 on generated invoice 6006, 24 items) are exchanged under the
 same conditions (:func:`swapped_totals`).
@@ -32,7 +32,7 @@ from decimal import Decimal
 NET, TAX, GROSS = "net_total", "tax_total", "gross_total"
 
 
-def misplaced_total(
+def copied_totals(
     net: Decimal | None,
     tax: Decimal | None,
     gross: Decimal | None,
@@ -41,63 +41,38 @@ def misplaced_total(
     tax_lines_sum: Decimal | None,
     line_amounts: tuple[Decimal, ...] = (),
     tax_amounts: tuple[Decimal, ...] = (),
-) -> tuple[str, Decimal] | None:
-    """The one total to replace and its value, or None when nothing is certain.
+) -> dict[str, Decimal]:
+    """The totals to replace and their values; empty when nothing is certain.
 
     ``items_sum``/``tax_lines_sum``: the sums of the line amounts and of the tax lines'
     amounts as grounded (None where there are none); ``line_amounts``/``tax_amounts``:
     those amounts one by one, the parts a total may have been copied from (only where
     there are two or more: one part is the total itself).
+
+    One total is replaced where the other two are right; the net and the tax both where
+    the gross is right, i.e. the line amounts' sum plus the tax lines' sum (SmolLM2
+    wrote the gross three times on generated invoice 2, 28 items).
     """
     if net is None or tax is None or gross is None or net + tax == gross:
-        return None
+        return {}
     if items_sum is None or tax_lines_sum is None:
-        return None
-
-    def parts(amounts: tuple[Decimal, ...]) -> tuple[Decimal, ...]:
-        return amounts if len(amounts) >= 2 else ()
-
+        return {}
+    lines = line_amounts if len(line_amounts) >= 2 else ()
+    taxes = tax_amounts if len(tax_amounts) >= 2 else ()
     fixes: list[tuple[str, Decimal]] = []
-    if (
-        tax in (net, gross, *parts(tax_amounts))
-        and items_sum == net
-        and tax_lines_sum == gross - net
-    ):
+    if tax in (net, gross, *taxes) and items_sum == net and tax_lines_sum == gross - net:
         fixes.append((TAX, gross - net))
     if gross in (net, tax) and items_sum == net and tax_lines_sum == tax:
         fixes.append((GROSS, net + tax))
-    if (
-        net in (tax, gross, *parts(line_amounts))
-        and items_sum == gross - tax
-        and tax_lines_sum == tax
-    ):
+    if net in (tax, gross, *lines) and items_sum == gross - tax and tax_lines_sum == tax:
         fixes.append((NET, gross - tax))
-    return fixes[0] if len(fixes) == 1 else None
-
-
-def copied_net_and_tax(
-    net: Decimal | None,
-    tax: Decimal | None,
-    gross: Decimal | None,
-    *,
-    items_sum: Decimal | None,
-    tax_lines_sum: Decimal | None,
-    line_amounts: tuple[Decimal, ...] = (),
-    tax_amounts: tuple[Decimal, ...] = (),
-) -> tuple[Decimal, Decimal] | None:
-    """The net and the tax total to put in place of two copies, or None unless certain:
-    the gross is the line amounts' sum plus the tax lines' sum, and the net and the tax
-    each hold another total's value or one part of their own sum, not their sum
-    (SmolLM2 wrote the gross three times on generated invoice 2, 28 items)."""
-    if net is None or tax is None or gross is None:
-        return None
-    if items_sum is None or tax_lines_sum is None or items_sum + tax_lines_sum != gross:
-        return None
-    lines = line_amounts if len(line_amounts) >= 2 else ()
-    taxes = tax_amounts if len(tax_amounts) >= 2 else ()
+    if len(fixes) == 1:
+        return dict(fixes)
     net_copied = net != items_sum and net in (tax, gross, *lines)
     tax_copied = tax != tax_lines_sum and tax in (net, gross, *taxes)
-    return (items_sum, tax_lines_sum) if net_copied and tax_copied else None
+    if not fixes and net_copied and tax_copied and items_sum + tax_lines_sum == gross:
+        return {NET: items_sum, TAX: tax_lines_sum}
+    return {}
 
 
 def swapped_totals(

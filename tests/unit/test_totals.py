@@ -15,44 +15,43 @@ from pipeline.extraction.totals import (
     GROSS,
     NET,
     TAX,
-    copied_net_and_tax,
-    misplaced_total,
+    copied_totals,
     swapped_totals,
 )
 
 
 def test_a_copied_total_is_replaced_when_both_sums_confirm_it() -> None:
     sums = {"items_sum": D("100.00"), "tax_lines_sum": D("19.00")}
-    assert misplaced_total(D("100.00"), D("119.00"), D("119.00"), **sums) == (TAX, D("19.00"))
-    assert misplaced_total(D("100.00"), D("19.00"), D("100.00"), **sums) == (GROSS, D("119.00"))
-    assert misplaced_total(D("119.00"), D("19.00"), D("119.00"), **sums) == (NET, D("100.00"))
+    assert copied_totals(D("100.00"), D("119.00"), D("119.00"), **sums) == {TAX: D("19.00")}
+    assert copied_totals(D("100.00"), D("19.00"), D("100.00"), **sums) == {GROSS: D("119.00")}
+    assert copied_totals(D("119.00"), D("19.00"), D("119.00"), **sums) == {NET: D("100.00")}
 
 
 def test_nothing_is_replaced_without_a_copy_or_a_second_confirmation() -> None:
     sums = {"items_sum": D("100.00"), "tax_lines_sum": D("19.00")}
-    assert misplaced_total(D("100.00"), D("19.00"), D("119.00"), **sums) is None  # consistent
-    assert misplaced_total(D("100.00"), D("19.01"), D("119.00"), **sums) is None  # no copy
-    assert misplaced_total(D("100.00"), D("119.00"), D("119.00"), items_sum=D("100.00"),
-                           tax_lines_sum=None) is None  # fmt: skip
-    assert misplaced_total(D("100.00"), D("119.00"), D("119.00"), items_sum=D("99.00"),
-                           tax_lines_sum=D("19.00")) is None  # fmt: skip
-    assert misplaced_total(None, D("19.00"), D("119.00"), **sums) is None
+    assert copied_totals(D("100.00"), D("19.00"), D("119.00"), **sums) == {}  # consistent
+    assert copied_totals(D("100.00"), D("19.01"), D("119.00"), **sums) == {}  # no copy
+    assert copied_totals(D("100.00"), D("119.00"), D("119.00"), items_sum=D("100.00"),
+                           tax_lines_sum=None) == {}  # fmt: skip
+    assert copied_totals(D("100.00"), D("119.00"), D("119.00"), items_sum=D("99.00"),
+                           tax_lines_sum=D("19.00")) == {}  # fmt: skip
+    assert copied_totals(None, D("19.00"), D("119.00"), **sums) == {}
 
 
 def test_a_total_copied_from_one_of_its_parts_is_replaced_when_both_sums_confirm_it() -> None:
     sums = {"items_sum": D("100.00"), "tax_lines_sum": D("19.00")}
     taxes = (D("15.00"), D("4.00"))
     lines = (D("60.00"), D("40.00"))
-    assert misplaced_total(D("100.00"), D("15.00"), D("119.00"), **sums,
-                           tax_amounts=taxes) == (TAX, D("19.00"))  # fmt: skip
-    assert misplaced_total(D("60.00"), D("19.00"), D("119.00"), **sums,
-                           line_amounts=lines) == (NET, D("100.00"))  # fmt: skip
+    assert copied_totals(D("100.00"), D("15.00"), D("119.00"), **sums,
+                           tax_amounts=taxes) == {TAX: D("19.00")}  # fmt: skip
+    assert copied_totals(D("60.00"), D("19.00"), D("119.00"), **sums,
+                           line_amounts=lines) == {NET: D("100.00")}  # fmt: skip
     # one tax line is the total itself; a part that sums do not confirm is left alone
-    assert misplaced_total(D("100.00"), D("15.00"), D("119.00"), items_sum=D("100.00"),
-                           tax_lines_sum=D("15.00"), tax_amounts=(D("15.00"),)) is None  # fmt: skip
-    assert misplaced_total(D("100.00"), D("15.00"), D("119.00"), items_sum=D("100.00"),
-                           tax_lines_sum=D("19.01"), tax_amounts=taxes) is None  # fmt: skip
-    assert misplaced_total(D("100.00"), D("15.00"), D("119.00"), **sums) is None  # no parts
+    assert copied_totals(D("100.00"), D("15.00"), D("119.00"), items_sum=D("100.00"),
+                           tax_lines_sum=D("15.00"), tax_amounts=(D("15.00"),)) == {}  # fmt: skip
+    assert copied_totals(D("100.00"), D("15.00"), D("119.00"), items_sum=D("100.00"),
+                           tax_lines_sum=D("19.01"), tax_amounts=taxes) == {}  # fmt: skip
+    assert copied_totals(D("100.00"), D("15.00"), D("119.00"), **sums) == {}  # no parts
 
 
 def _printed_tax(inv_text: str, quote: str, amount: D) -> str:
@@ -94,20 +93,22 @@ def test_one_tax_lines_amount_as_the_tax_total_is_put_right_and_never_hides_a_tr
 
 def test_net_and_tax_both_copied_are_replaced_only_where_the_gross_is_both_sums() -> None:
     sums = {"items_sum": D("100.00"), "tax_lines_sum": D("19.00")}
-    assert copied_net_and_tax(D("119.00"), D("119.00"), D("119.00"), **sums) == (
-        D("100.00"),
-        D("19.00"),
-    )
+    assert copied_totals(D("119.00"), D("119.00"), D("119.00"), **sums) == {
+        NET: D("100.00"),
+        TAX: D("19.00"),
+    }
     parts = {"line_amounts": (D("60.00"), D("40.00")), "tax_amounts": (D("15.00"), D("4.00"))}
-    assert copied_net_and_tax(D("60.00"), D("15.00"), D("119.00"), **sums, **parts) == (
-        D("100.00"),
-        D("19.00"),
-    )
-    assert copied_net_and_tax(D("119.00"), D("119.00"), D("119.01"), **sums) is None  # a cent
-    assert copied_net_and_tax(D("100.00"), D("119.00"), D("119.00"), **sums) is None  # one copy
-    assert copied_net_and_tax(D("119.00"), D("18.00"), D("119.00"), **sums) is None  # no copy
-    assert copied_net_and_tax(D("119.00"), D("119.00"), D("119.00"), items_sum=D("100.00"),
-                              tax_lines_sum=None) is None  # fmt: skip
+    assert copied_totals(D("60.00"), D("15.00"), D("119.00"), **sums, **parts) == {
+        NET: D("100.00"),
+        TAX: D("19.00"),
+    }
+    assert copied_totals(D("119.00"), D("119.00"), D("119.01"), **sums) == {}  # a cent
+    assert copied_totals(D("100.00"), D("119.00"), D("119.00"), **sums) == {
+        TAX: D("19.00")
+    }  # one copy: that one
+    assert copied_totals(D("119.00"), D("18.00"), D("119.00"), **sums) == {}  # no copy
+    assert copied_totals(D("119.00"), D("119.00"), D("119.00"), items_sum=D("100.00"),
+                              tax_lines_sum=None) == {}  # fmt: skip
 
 
 @pytest.mark.parametrize("variant", [Variant.CLEAN, Variant.ARITHMETIC_OFF_BY_CENT])
