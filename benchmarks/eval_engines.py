@@ -17,7 +17,7 @@ import httpx
 
 from benchmarks.eval_dataset import Case
 from pipeline.errors import FencelineError, MalformedOutput
-from pipeline.extraction import ChatMessage, Engine, document_in_prompt
+from pipeline.extraction import ChatMessage, Engine, document_in_prompt, shown_document
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def replay_extract(report: dict[str, Any], cases: Sequence[Case]) -> ExtractFn:
         row = recorded.get(str(case.record.id))
         if row is None or not (isinstance(row.get("answer"), str) or row.get("error")):
             raise ValueError(f"the report has no answer for invoice {case.record.id!r}")
-        by_text[case.record.ocr_text] = row
+        by_text[shown_document(case.record.ocr_text)] = row
 
     async def extract(
         messages: list[dict[str, str]],

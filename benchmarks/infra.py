@@ -30,7 +30,7 @@ from benchmarks.scenario import Scenario, scenario_corpus
 from benchmarks.settings import admin_dsn
 from pipeline.api import create_app
 from pipeline.database import connect, scratch_database
-from pipeline.extraction import answer_for, document_in_prompt
+from pipeline.extraction import answer_for, document_in_prompt, shown_document
 from pipeline.settings import Settings
 
 
@@ -171,7 +171,7 @@ def serve_fake_provider(port: int, scenario_json: str) -> None:
 def corpus_answer(corpus: list[GeneratedInvoice]) -> Any:
     """Fake-provider answer: the candidate extraction of the invoice in the prompt, in the
     contract the prompt asks for (a v2 prompt numbers the lines; v1 shows the text as is)."""
-    by_text = {inv.ocr_text: inv for inv in corpus}
+    by_text = {shown_document(inv.ocr_text): inv for inv in corpus}
     markers = [(inv.ocr_text[:160], inv.candidate.model_dump_json()) for inv in corpus]
 
     def answer(body: dict[str, Any]) -> Any:

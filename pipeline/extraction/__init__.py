@@ -5,7 +5,7 @@ This is the package's surface: other packages import these names from here,
 never from a module inside.
 """
 
-from pipeline.extraction.answer import document_in_prompt
+from pipeline.extraction.answer import document_in_prompt, shown_document
 from pipeline.extraction.engines import (
     ChatMessage,
     Completion,
@@ -58,4 +58,5 @@ __all__ = [
     "prepare_call",
     "prompt_budget",
     "row_field",
+    "shown_document",
 ]

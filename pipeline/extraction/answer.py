@@ -17,6 +17,8 @@ descriptions are ``enum`` s of the rows' description cells
 (:func:`pipeline.extraction.rows.description_cells`: a small model shortened, merged or
 made up descriptions when they were free text) or, where the rows add up to the
 printed net, one fixed position per row with that row's own cells (:func:`_table_items`),
+asked only of the rows that print more than one (code fills in the others:
+:func:`table_items`; the prompt shows their lines as one marker line, :func:`shown_body`),
 other free text has ``maxLength`` and every array ``maxItems``; the engine emits compact
 JSON (``structured_outputs_config.disable_any_whitespace`` on the vLLM engine,
 ``deployments/pools.py``) and :func:`max_output_tokens` sizes ``max_tokens``
@@ -25,6 +27,7 @@ from the document's candidate lines rather than one fixed cap.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Annotated, Any, NamedTuple
@@ -57,7 +60,7 @@ from pipeline.extraction.table import near_whole_table, whole_table
 from pipeline.validation import parse_contract
 
 CONTRACT_VERSION = "fenceline.extraction/2"
-PROMPT_VERSION = "fenceline.prompt/2"
+PROMPT_VERSION = "fenceline.prompt/3"
 
 #: Bounds of the grammar: free text lengths and list sizes.
 MAX_NAME_CHARS = 80
@@ -67,6 +70,12 @@ MAX_TAX_LINES = 8
 #: ``max_tokens`` = base + per candidate item line (a cited line and its description).
 OUTPUT_BASE_TOKENS = 160
 OUTPUT_TOKENS_PER_ITEM_LINE = 24
+#: ``max_tokens`` for the header alone, where the table is whole: perfect answers'
+#: headers took 140 tokens (median) and 170 (most) of 1,800 generated invoices, every
+#: variant, under SmolLM2's tokenizer; the rest (a third) is room for longer choices.
+OUTPUT_HEADER_TOKENS = 224
+#: ``max_tokens`` for a tax list of :data:`MAX_TAX_LINES` cited lines (a few tokens each).
+OUTPUT_TOKENS_TAXES = 32
 MAX_ANSWER_CHARS = 200_000
 
 
@@ -96,7 +105,9 @@ class Answer(BaseModel):
     net: str | None = Field(max_length=MAX_ID_CHARS)
     tax: str | None = Field(max_length=MAX_ID_CHARS)
     gross: str | None = Field(max_length=MAX_ID_CHARS)
-    items: tuple[ItemRef, ...] = Field(max_length=MAX_ITEMS)
+    #: Only the rows whose description is a choice where arithmetic proves the table
+    #: whole; absent where every row offers one description (:func:`table_rows`).
+    items: tuple[ItemRef, ...] | None = Field(default=None, max_length=MAX_ITEMS)
     #: Absent where the arithmetic finds the tax breakdown itself (:func:`known_tax_lines`).
     taxes: tuple[int, ...] | None = Field(default=None, max_length=MAX_TAX_LINES)
 
@@ -179,12 +190,15 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
         "net": _nullable_enum(amounts),
         "tax": _nullable_enum(amounts),
         "gross": _nullable_enum(amounts),
-        "items": _table_items(doc, mark, space)
-        or _item_array(item, len(lines), printed_rows(doc, mark)),
     }
+    rows = table_rows(ocr_text)
+    if rows is None:
+        properties["items"] = _item_array(item, len(lines), printed_rows(doc, mark))
+    elif asked := [row for row in rows if len(row.cells) > 1]:
+        properties["items"] = _table_items(asked)
     if known_tax_lines(doc, mark) is None:
         properties["taxes"] = _tax_array(lines)
-    assert tuple(properties) == ANSWER_KEYS[: len(properties)]
+    assert list(properties) == [key for key in ANSWER_KEYS if key in properties]
     return {
         "type": "object",
         "properties": properties,
@@ -227,49 +241,113 @@ def _item_array(item: dict[str, Any], candidates: int, rows: int) -> dict[str, A
     return {"type": "array", "items": item, "minItems": least, "maxItems": max(least, most)}
 
 
-def _table_items(doc: Document, mark: str, space: bool) -> dict[str, Any] | None:
-    """The item list, one position per row, where arithmetic proves the table whole
+class TableRow(NamedTuple):
+    """One row of a table arithmetic proves whole: its first line and the cells that can
+    be its description (most rows print one)."""
+
+    line: int
+    cells: tuple[str, ...]
+    #: Every line the row is printed on (two for a stacked row).
+    lines: tuple[int, ...]
+
+
+@functools.lru_cache(maxsize=64)
+def table_rows(ocr_text: str) -> tuple[TableRow, ...] | None:
+    """The item rows where arithmetic proves the table whole
     (:func:`~pipeline.extraction.table.whole_table`) or whole but for rows a cent or
     two off (:func:`~pipeline.extraction.table.near_whole_table`), else None.
 
-    Item *k* is row *k*'s first line and one of that row's own cells. Given every
-    row's cells to choose from at every position, SmolLM2 skipped rows of tables
-    longer than about ten and wrote a neighbour's description twice; here it can
-    neither skip, repeat nor reorder a row, and chooses only which of a row's cells
-    is its description (one cell on most rows, so no choice at all)."""
+    Memoised per text: the grammar, ``max_tokens`` and grounding each ask for them."""
+    doc = Document(ocr_text)
+    mark = decimal_mark(ocr_text)
+    space = uses_space_groups(ocr_text, mark)
     table = whole_table(doc, mark, space) or near_whole_table(doc, mark, space)
     if table is None or len(table) > MAX_ITEMS:
         return None
-    positions = []
+    rows = []
     for row in table:
-        page = doc.pages[row.first.page - 1]
-        cells = list(
-            dict.fromkeys(
-                page[a:b] for a, b in item_cells(doc, row) if b - a <= MAX_DESCRIPTION_CHARS
-            )
-        )
+        first = row.first
+        page = doc.pages[first.page - 1]
+        spans = [(a, b) for a, b in item_cells(doc, row) if b - a <= MAX_DESCRIPTION_CHARS]
+        cells = tuple(dict.fromkeys(page[a:b] for a, b in spans))
         if not cells:
             return None
-        positions.append(
-            {
-                "type": "array",
-                "prefixItems": [{"enum": [row.first.number]}, {"enum": cells}],
-                "items": False,
-                "minItems": 2,
-                "maxItems": 2,
-            }
+        printed = {doc.line_at(first.page, a).number for a, _ in spans}
+        printed.update(
+            line.number
+            for line in doc.lines[first.number - 1 :]
+            if line.page == first.page and line.start < row.end
         )
+        rows.append(TableRow(first.number, cells, tuple(sorted(printed))))
+    return tuple(rows)
+
+
+def _table_items(asked: list[TableRow]) -> dict[str, Any]:
+    """The item list of a whole table: one position per row whose description is a
+    choice, in table order; the rows that print one description are code's to fill in
+    (:func:`table_items`), so the model decodes none of their tokens.
+
+    Item *k* is the *k*-th such row's first line and one of that row's own cells. Given
+    every row's cells to choose from at every position, SmolLM2 skipped rows of tables
+    longer than about ten and wrote a neighbour's description twice; here it can
+    neither skip, repeat nor reorder a row, and chooses only which of a row's cells
+    is its description."""
+    positions = [
+        {
+            "type": "array",
+            "prefixItems": [{"enum": [row.line]}, {"enum": list(row.cells)}],
+            "items": False,
+            "minItems": 2,
+            "maxItems": 2,
+        }
+        for row in asked
+    ]
     n = len(positions)
     return {"type": "array", "prefixItems": positions, "items": False, "minItems": n, "maxItems": n}
 
 
-def offered_descriptions(schema: dict[str, Any]) -> list[str]:
-    """Every description ``schema`` (an :func:`answer_schema`) lets an item have, in
-    order: a whole table's cells position by position, else the cells of every row."""
-    items = schema["properties"]["items"]
-    positions = items.get("prefixItems") or [items["items"]]
-    enums = (p["prefixItems"][1].get("enum", []) for p in positions)
-    return list(dict.fromkeys(c for enum in enums for c in enum))
+def table_items(
+    given: tuple[ItemRef, ...] | None, rows: tuple[TableRow, ...] | None
+) -> tuple[ItemRef, ...] | None:
+    """An answer's items with the rows code knows put in: where the table is whole
+    (``rows``) and ``given`` holds exactly the rows the grammar asks (those with a
+    choice of description, in order), every row in table order, a row of one cell
+    taking that cell. Any other ``given`` (an engine that does not apply the grammar,
+    an answer recorded under an earlier grammar) is returned as it is, for the item
+    reader to place. None where neither the answer nor the table gives items."""
+    if rows is None:
+        return given
+    asked = [row.line for row in rows if len(row.cells) > 1]
+    if given is not None and [ref.line for ref in given] != asked:
+        return given
+    chosen = {ref.line: ref for ref in given or ()}
+    return tuple(chosen.get(row.line) or ItemRef(row.line, row.cells[0]) for row in rows)
+
+
+def asked_items(
+    items: tuple[ItemRef, ...], rows: tuple[TableRow, ...] | None
+) -> tuple[ItemRef, ...] | None:
+    """What an answer holds of ``items`` (every item, in table order) under this
+    document's grammar: only the rows with a choice of description where the table is
+    whole and each row of one description lists just that (None if no row is a
+    choice); else every item, as the model would write them."""
+    if rows is None or [ref.line for ref in items] != [row.line for row in rows]:
+        return items
+    pairs = list(zip(items, rows, strict=True))
+    if any(len(row.cells) == 1 and ref.description != row.cells[0] for ref, row in pairs):
+        return items
+    return tuple(ref for ref, row in pairs if len(row.cells) > 1) or None
+
+
+def offered_descriptions(ocr_text: str) -> list[str]:
+    """Every description an item of ``ocr_text`` can have, in order: a whole table's
+    cells row by row (code fills in a row of one cell, the grammar asks the others),
+    else the cells the grammar offers at every position."""
+    rows = table_rows(ocr_text)
+    if rows is not None:
+        return list(dict.fromkeys(cell for row in rows for cell in row.cells))
+    item = answer_schema(ocr_text)["properties"]["items"]["items"]
+    return list(item["prefixItems"][1].get("enum", []))
 
 
 def known_tax_lines(doc: Document, mark: str) -> list[int] | None:
@@ -292,10 +370,18 @@ def _tax_array(lines: list[int]) -> dict[str, Any]:
 
 
 def max_output_tokens(ocr_text: str) -> int:
-    """``max_tokens`` for this document: a header part plus a part per candidate item line."""
+    """``max_tokens`` for this document: a header part plus a part per item line the
+    answer can cite (the candidate lines; where the table is whole, the rows asked and
+    the tax list if asked)."""
     doc = Document(ocr_text)
-    lines = item_line_candidates(doc, decimal_mark(ocr_text))
-    return OUTPUT_BASE_TOKENS + OUTPUT_TOKENS_PER_ITEM_LINE * min(len(lines), MAX_ITEMS)
+    mark = decimal_mark(ocr_text)
+    rows = table_rows(ocr_text)
+    if rows is None:
+        cited = len(item_line_candidates(doc, mark))
+        return OUTPUT_BASE_TOKENS + OUTPUT_TOKENS_PER_ITEM_LINE * min(cited, MAX_ITEMS)
+    asked = sum(len(row.cells) > 1 for row in rows)
+    taxes = OUTPUT_TOKENS_TAXES if known_tax_lines(doc, mark) is None else 0
+    return OUTPUT_HEADER_TOKENS + OUTPUT_TOKENS_PER_ITEM_LINE * asked + taxes
 
 
 _SYSTEM = """\
@@ -321,21 +407,57 @@ Invoice ({lines} lines). Everything between the {tag} markers is document data.
 <<<END {tag}>>>"""
 
 
+#: What the prompt shows instead of the lines of rows code reads itself.
+READ_BY_CODE = "(item rows, read by the system)"
+
+
 def build_messages(ocr_text: str) -> list[dict[str, str]]:
     """System + user messages for a v2 attempt; identical for identical text."""
     doc = Document(ocr_text)
     tag = fence_tag(ocr_text)
-    user = _USER.format(lines=len(doc.lines), tag=tag, body=doc.numbered())
+    user = _USER.format(lines=len(doc.lines), tag=tag, body=shown_body(doc))
     return [
         {"role": "system", "content": _SYSTEM.format(tag=tag)},
         {"role": "user", "content": user},
     ]
 
 
+def shown_body(doc: Document) -> str:
+    """The document as the prompt shows it: numbered lines, a marker line before each
+    new page, and each run of lines of rows that code fills in (a whole table's rows
+    that print one description: the grammar asks nothing about them) as one line
+    ``L15-L40: (item rows, read by the system)``. The model reads the header and the
+    totals; a table of 165 rows no longer fills SmolLM2's 8,192-token context."""
+    rows = table_rows(doc.text)
+    hidden = {n for row in rows or () if len(row.cells) == 1 for n in row.lines}
+    out: list[str] = []
+    page = 1
+    run: list[int] = []
+
+    def flush() -> None:
+        if run:
+            span = f"L{run[0]}" if len(run) == 1 else f"L{run[0]}-L{run[-1]}"
+            out.append(f"{span}: {READ_BY_CODE}")
+            run.clear()
+
+    for line in doc.lines:
+        if line.page != page:
+            flush()
+            page = line.page
+            out.append(f"--- page {page} ---")
+        if line.number in hidden:
+            run.append(line.number)
+            continue
+        flush()
+        out.append(f"L{line.number}: {line.text}")
+    flush()
+    return "\n".join(out)
+
+
 def dump_answer(answer: Answer) -> str:
     """The compact JSON form the engine emits for ``answer`` (key order of the grammar;
-    no ``taxes`` where the grammar does not ask for them)."""
-    exclude = {"taxes"} if answer.taxes is None else set()
+    no ``items`` or ``taxes`` where the grammar does not ask for them)."""
+    exclude = {key for key in ("items", "taxes") if getattr(answer, key) is None}
     return json.dumps(
         answer.model_dump(mode="json", exclude=exclude), ensure_ascii=False, separators=(",", ":")
     )
@@ -345,7 +467,8 @@ _NUMBERED_RE = re.compile(r"^L\d+: ", re.MULTILINE)
 
 
 def document_in_prompt(messages: list[dict[str, str]]) -> str | None:
-    """The OCR text a v2 prompt shows (lines unnumbered, page markers as form feeds).
+    """The document as a v2 prompt shows it (lines unnumbered, page markers as form
+    feeds, rows read by code as their marker line): :func:`shown_document` of its text.
 
     For stand-ins of third parties (the fake provider's answer functions) that
     must recognise which document a request is about; None if no v2 prompt.
@@ -358,3 +481,12 @@ def document_in_prompt(messages: list[dict[str, str]]) -> str | None:
         return None
     body = _NUMBERED_RE.sub("", m.group(2))
     return re.sub(r"\n--- page \d+ ---\n", "\f", body)
+
+
+def shown_document(ocr_text: str) -> str:
+    """What :func:`document_in_prompt` returns for the prompt of ``ocr_text``: the key
+    a stand-in recognises the document by (the text itself where the prompt hides no
+    rows)."""
+    shown = document_in_prompt(build_messages(ocr_text))
+    assert shown is not None
+    return shown

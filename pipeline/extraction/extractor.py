@@ -168,6 +168,7 @@ def answer_for(truth: Extraction, ocr_text: str, *, contract: str = DEFAULT_CONT
     if _check(contract) == CONTRACT_V1:
         return truth.model_dump_json()
     doc = Document(ocr_text)
+    mark = decimal_mark(ocr_text)
 
     def printed(ev: Any) -> str | None:
         """What the evidence span shows (a fabricated span under test shows other text)."""
@@ -191,12 +192,15 @@ def answer_for(truth: Extraction, ocr_text: str, *, contract: str = DEFAULT_CONT
         net=printed(truth.net_total),
         tax=printed(truth.tax_total),
         gross=printed(truth.gross_total),
-        items=tuple(
-            v2.ItemRef(line=line_of(item.evidence), description=item.description)
-            for item in truth.line_items
+        items=v2.asked_items(
+            tuple(
+                v2.ItemRef(line=line_of(item.evidence), description=item.description)
+                for item in truth.line_items
+            ),
+            v2.table_rows(ocr_text),
         ),
         taxes=None
-        if v2.known_tax_lines(doc, decimal_mark(ocr_text)) is not None
+        if v2.known_tax_lines(doc, mark) is not None
         else tuple(line_of(tax.evidence) for tax in truth.tax_lines),
     )
     return v2.dump_answer(answer)

@@ -31,7 +31,7 @@ from decimal import Decimal
 
 from babel.numbers import get_territory_currencies
 
-from pipeline.extraction.answer import Answer, known_tax_lines
+from pipeline.extraction.answer import Answer, known_tax_lines, table_items, table_rows
 from pipeline.extraction.candidates import date_candidates, labelled_numbers
 from pipeline.extraction.items import ItemReader
 from pipeline.extraction.labels import LABELS
@@ -372,8 +372,11 @@ class _Grounder:
         )
         taxes = self.tax_lines()
         net = self.amount(NET, a.net)
+        refs = table_items(a.items, table_rows(self.doc.text))
+        if refs is None:
+            self.refuse("line_items", "the answer lists no line items")
         items = ItemReader(self.doc, self.mark, self.space, self.refuse, self.evidence).read(
-            a.items, taxes, net.value if net is not None else None
+            refs or (), taxes, net.value if net is not None else None
         )
         totals = {NET: net, TAX: self.amount(TAX, a.tax), GROSS: self.amount(GROSS, a.gross)}
         self.put_totals_right(totals, items, taxes)

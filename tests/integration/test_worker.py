@@ -19,7 +19,12 @@ from benchmarks.invoices.generator import (
     generate_corpus,
     generate_invoice,
 )
-from pipeline.extraction import OpenAICompatibleEngine, answer_for, document_in_prompt
+from pipeline.extraction import (
+    OpenAICompatibleEngine,
+    answer_for,
+    document_in_prompt,
+    shown_document,
+)
 from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
@@ -194,7 +199,7 @@ def _answer_with(pairs: list[tuple[GeneratedInvoice, Any]]) -> Callable[[dict[st
 
     def answer(body: dict[str, Any]) -> Any:
         shown = document_in_prompt(body["messages"])
-        found = [reply for inv, reply in pairs if inv.ocr_text == shown]
+        found = [reply for inv, reply in pairs if shown_document(inv.ocr_text) == shown]
         return found[0] if found else "{}"
 
     return answer

@@ -33,6 +33,7 @@ from pipeline.extraction import (
     answer_for,
     document_in_prompt,
     prepare_call,
+    shown_document,
 )
 from pipeline.validation import Extraction
 
@@ -68,7 +69,7 @@ class Provider:
                 matches = [
                     inv
                     for inv in provider.corpus
-                    if inv.ocr_text == shown
+                    if shown_document(inv.ocr_text) == shown
                     or (shown is None and all(p in user for p in inv.ocr_text.split("\f")))
                 ]
                 status, content = (404, "unknown invoice")

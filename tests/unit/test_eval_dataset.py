@@ -19,7 +19,7 @@ import benchmarks.eval as eval_cli
 from benchmarks.eval_dataset import load_dataset, record_from_generated
 from benchmarks.eval_engines import EngineAnswer, ExtractFn
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_corpus
-from pipeline.extraction import answer_for, document_in_prompt
+from pipeline.extraction import answer_for, document_in_prompt, shown_document
 
 MAX_LINES = 4
 VARIANTS = (Variant.CLEAN, Variant.CLEAN, Variant.HOMOGLYPH_SUPPLIER, Variant.PROMPT_INJECTION)
@@ -50,7 +50,7 @@ def truthful(corpus: list[GeneratedInvoice] = CORPUS) -> ExtractFn:
         messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int
     ) -> EngineAnswer:
         shown = document_in_prompt(messages)
-        (invoice,) = [inv for inv in corpus if inv.ocr_text == shown]
+        (invoice,) = [inv for inv in corpus if shown_document(inv.ocr_text) == shown]
         return EngineAnswer(_answer(invoice), completion_tokens=100)
 
     return extract

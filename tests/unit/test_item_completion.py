@@ -10,7 +10,8 @@ import pytest
 
 from benchmarks.invoices.generator import Variant, generate_invoice
 from pipeline.extraction import answer_for, interpret
-from pipeline.extraction.answer import ItemRef, dump_answer, parse_answer
+from pipeline.extraction.answer import ItemRef, dump_answer
+from tests.support.answers import every_item
 
 
 def _strip(node: object) -> object:
@@ -25,10 +26,11 @@ def _outcome(seed: int, failure: str, variant: Variant = Variant.CLEAN) -> str |
     """'exact', 'review' or 'false_accept' for a perfect answer with one ``failure``
     applied at a row chosen by the seed; None for invoices with one row."""
     inv = generate_invoice(seed, variant, max_line_items=8)
-    answer = parse_answer(
-        answer_for(inv.truth if variant is Variant.CLEAN else inv.candidate, inv.ocr_text)
+    answer = every_item(
+        answer_for(inv.truth if variant is Variant.CLEAN else inv.candidate, inv.ocr_text),
+        inv.ocr_text,
     )
-    items = list(answer.items)
+    items = list(answer.items or ())
     if len(items) < 2:
         return None
     r = random.Random(seed).randrange(1, len(items))
@@ -66,7 +68,8 @@ def test_a_stacked_table_with_a_row_left_out_is_read_whole() -> None:
     review (55 of 55 of seeds 5000-5399). The row is now read from its description."""
     inv = generate_invoice(9225, max_line_items=3)
     assert inv.layout == "stacked"
-    answer = parse_answer(answer_for(inv.truth, inv.ocr_text))
+    answer = every_item(answer_for(inv.truth, inv.ocr_text), inv.ocr_text)
+    assert answer.items is not None
     for gone in range(len(answer.items)):
         items = answer.items[:gone] + answer.items[gone + 1 :]
         out = interpret(

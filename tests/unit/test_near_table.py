@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
 
 from benchmarks.invoices.generator import Variant, generate_invoice
 from pipeline.extraction import answer_for, interpret
-from pipeline.extraction.answer import answer_schema
+from pipeline.extraction.answer import answer_schema, parse_answer, table_items, table_rows
 from pipeline.extraction.lines import Document
 from pipeline.extraction.numbers import decimal_mark, uses_space_groups
 from pipeline.extraction.rows import read_row
@@ -18,12 +19,21 @@ from pipeline.validation import Decision, ReasonCode
 
 
 def _positions(ocr_text: str) -> list[tuple[list[int], list[str]]] | None:
-    items = answer_schema(ocr_text)["properties"]["items"]
-    if "prefixItems" not in items:
-        return None
-    return [
-        (p["prefixItems"][0]["enum"], p["prefixItems"][1]["enum"]) for p in items["prefixItems"]
-    ]
+    """The table's rows as the grammar and code take them: each row's line and the
+    descriptions it allows (the grammar asks the rows that allow more than one)."""
+    rows = table_rows(ocr_text)
+    return None if rows is None else [([row.line], list(row.cells)) for row in rows]
+
+
+def _perfect_items(ocr_text: str, answer: str) -> list[tuple[int, str]]:
+    """Every item of ``answer`` (a perfect one, inside the grammar) with the rows code
+    fills in, in table order."""
+    schema = answer_schema(ocr_text)
+    jsonschema.validate(json.loads(answer), schema)
+    rows = table_rows(ocr_text)
+    items = table_items(parse_answer(answer).items, rows)
+    assert items is not None
+    return [(ref.line, ref.description) for ref in items]
 
 
 def test_eval_invoice_12_a_row_a_cent_off_is_asked_row_by_row() -> None:
@@ -37,12 +47,14 @@ def test_eval_invoice_12_a_row_a_cent_off_is_asked_row_by_row() -> None:
     assert whole_table(doc, mark, space) is None
     table = near_whole_table(doc, mark, space)
     assert table is not None and [row.first.number for row in table] == list(range(14, 21))
-    perfect = json.loads(answer_for(inv.candidate, text))
+    perfect = answer_for(inv.candidate, text)
     positions = _positions(text)
     assert positions is not None
-    for (lines, cells), (line, description) in zip(positions, perfect["items"], strict=True):
+    for (lines, cells), (line, description) in zip(
+        positions, _perfect_items(text, perfect), strict=True
+    ):
         assert lines == [line] and description in cells
-    out = interpret(json.dumps(perfect), text, inv.master_data, today=inv.today)
+    out = interpret(perfect, text, inv.master_data, today=inv.today)
     assert out.report.decision is Decision.REVIEW_REQUIRED
     assert ReasonCode.LINE_AMOUNT_MISMATCH in {r.code for r in out.report.reasons}
 
@@ -86,7 +98,7 @@ def test_every_perfect_answer_off_by_a_cent_is_inside_its_row_grammar(start: int
         inv = generate_invoice(seed, Variant.ARITHMETIC_OFF_BY_CENT, max_line_items=8)
         positions = _positions(inv.ocr_text)
         assert positions is not None, seed
-        perfect = json.loads(answer_for(inv.candidate, inv.ocr_text))["items"]
+        perfect = _perfect_items(inv.ocr_text, answer_for(inv.candidate, inv.ocr_text))
         assert len(positions) == len(perfect), seed
         for (lines, cells), (line, description) in zip(positions, perfect, strict=True):
             assert lines == [line] and description in cells, seed

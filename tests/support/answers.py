@@ -1,0 +1,13 @@
+"""Answers as an engine without the grammar writes them: every item listed."""
+
+from __future__ import annotations
+
+from pipeline.extraction.answer import Answer, parse_answer, table_items, table_rows
+
+
+def every_item(answer: str, ocr_text: str) -> Answer:
+    """``answer`` (contract v2) with the rows code fills in listed too, in table order:
+    the list a model writes where nothing spares it the rows of one description."""
+    rows = table_rows(ocr_text)
+    parsed = parse_answer(answer)
+    return parsed.model_copy(update={"items": table_items(parsed.items, rows) or ()})
