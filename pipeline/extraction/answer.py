@@ -151,18 +151,24 @@ def _nullable_text(max_length: int) -> dict[str, Any]:
 
 
 def answer_schema(ocr_text: str) -> dict[str, Any]:
-    """The grammar for this document's answer (deterministic in the text)."""
+    """The grammar for this document's answer (deterministic in the text).
+
+    The header's candidates come from what the prompt shows (:func:`shown_text`): a
+    value printed only on a row the prompt hides is none the model could copy (offered
+    every amount, SmolLM2 wrote a hidden row's amount as eval invoice gen-10's gross)."""
     doc = Document(ocr_text)
     mark = decimal_mark(ocr_text)
     space = uses_space_groups(ocr_text, mark)
-    amounts = amount_strings(ocr_text, mark, space_groups=space)
-    dates = date_candidates(ocr_text)
+    seen = shown_text(ocr_text)
+    seen_doc = Document(seen)
+    amounts = amount_strings(seen, mark, space_groups=space)
+    dates = date_candidates(seen)
     lines = item_line_candidates(doc, mark)
     cells = [c for c in description_cells(doc, mark, space) if len(c) <= MAX_DESCRIPTION_CHARS]
 
     def date_field(path: str) -> dict[str, Any]:
         return (
-            _nullable_enum(invoice_dates(doc, dates, path))
+            _nullable_enum(invoice_dates(seen_doc, dates, path))
             if dates
             else _nullable_text(MAX_ID_CHARS)
         )
@@ -177,15 +183,15 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
         "minItems": 2,
         "maxItems": 2,
     }
-    ibans = iban_candidates(ocr_text)
-    vat_ids = vat_id_candidates(ocr_text, frozenset(ibans + amounts + dates))
+    ibans = iban_candidates(seen)
+    vat_ids = vat_id_candidates(seen, frozenset(ibans + amounts + dates))
     properties: dict[str, Any] = {
         "supplier": _nullable_text(MAX_NAME_CHARS),
         "vat_id": _nullable_enum(vat_ids) if vat_ids else _nullable_text(MAX_ID_CHARS),
-        "number": _nullable_enum(reference_candidates(doc, frozenset(amounts + dates))),
+        "number": _nullable_enum(reference_candidates(seen_doc, frozenset(amounts + dates))),
         "issue_date": date_field("issue_date"),
         "due_date": date_field("due_date"),
-        "currency": _nullable_enum(currency_candidates(ocr_text)),
+        "currency": _nullable_enum(currency_candidates(seen)),
         "iban": _nullable_enum(ibans),
         "net": _nullable_enum(amounts),
         "tax": _nullable_enum(amounts),
@@ -422,14 +428,33 @@ def build_messages(ocr_text: str) -> list[dict[str, str]]:
     ]
 
 
+def hidden_lines(ocr_text: str) -> frozenset[int]:
+    """The lines the prompt does not show: those of a whole table's rows that print one
+    description (code fills them in; the grammar asks nothing about them)."""
+    rows = table_rows(ocr_text)
+    return frozenset(n for row in rows or () if len(row.cells) == 1 for n in row.lines)
+
+
+def shown_text(ocr_text: str) -> str:
+    """``ocr_text`` with the lines the prompt hides left empty (every line keeps its
+    number): the text the header's candidates are taken from."""
+    hidden = hidden_lines(ocr_text)
+    if not hidden:
+        return ocr_text
+    doc = Document(ocr_text)
+    pages: list[list[str]] = [[] for _ in doc.pages]
+    for line in doc.lines:
+        pages[line.page - 1].append("" if line.number in hidden else line.text)
+    return "\f".join("\n".join(page) for page in pages)
+
+
 def shown_body(doc: Document) -> str:
     """The document as the prompt shows it: numbered lines, a marker line before each
     new page, and each run of lines of rows that code fills in (a whole table's rows
     that print one description: the grammar asks nothing about them) as one line
     ``L15-L40: (item rows, read by the system)``. The model reads the header and the
     totals; a table of 165 rows no longer fills SmolLM2's 8,192-token context."""
-    rows = table_rows(doc.text)
-    hidden = {n for row in rows or () if len(row.cells) == 1 for n in row.lines}
+    hidden = hidden_lines(doc.text)
     out: list[str] = []
     page = 1
     run: list[int] = []

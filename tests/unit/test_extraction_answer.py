@@ -493,3 +493,20 @@ def test_units_are_known_with_or_without_their_dot(word: str) -> None:
 @pytest.mark.parametrize("word", ["Laptop", "Day", "Unit", "Service", "Toner"])
 def test_product_words_are_no_units(word: str) -> None:
     assert not is_unit(word)
+
+
+def test_the_header_is_offered_only_what_the_prompt_shows() -> None:
+    """fenceline eval's defaults, gen-10 (Italian table, 8 rows, 7 of one description):
+    with the rows hidden from the prompt but their amounts still offered, SmolLM2 wrote
+    a hidden row's amount "336,18" as the gross. The header's candidates now come from
+    the lines the prompt shows; the row's amount is no choice, every total still is."""
+    inv = generate_invoice(10, Variant.CLEAN)
+    body = build_messages(inv.ocr_text)[1]["content"]
+    assert "336,18" in inv.ocr_text and "336,18" not in body
+    props = answer_schema(inv.ocr_text)["properties"]
+    for key in ("net", "tax", "gross"):
+        offered = props[key]["anyOf"][0]["enum"]
+        assert "336,18" not in offered
+        assert all(value in body for value in offered)
+    assert inv.truth.gross_total is not None
+    assert inv.truth.gross_total.evidence.quote in props["gross"]["anyOf"][0]["enum"]
