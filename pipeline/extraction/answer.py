@@ -27,7 +27,6 @@ from the document's candidate lines rather than one fixed cap.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from typing import Annotated, Any, NamedTuple
@@ -55,8 +54,15 @@ from pipeline.extraction.numbers import (
     uses_space_groups,
 )
 from pipeline.extraction.prompts import fence_tag
-from pipeline.extraction.rows import description_cells, item_cells
-from pipeline.extraction.table import near_whole_table, whole_table
+from pipeline.extraction.rows import description_cells
+from pipeline.extraction.table import (
+    MAX_DESCRIPTION_CHARS,
+    MAX_ITEMS,
+    TableRow,
+    hidden_lines,
+    shown_text,
+    table_rows,
+)
 from pipeline.validation import parse_contract
 
 CONTRACT_VERSION = "fenceline.extraction/2"
@@ -64,8 +70,6 @@ PROMPT_VERSION = "fenceline.prompt/3"
 
 #: Bounds of the grammar: free text lengths and list sizes.
 MAX_NAME_CHARS = 80
-MAX_DESCRIPTION_CHARS = 80
-MAX_ITEMS = 200
 MAX_TAX_LINES = 8
 #: ``max_tokens`` = base + per candidate item line (a cited line and its description).
 OUTPUT_BASE_TOKENS = 160
@@ -247,47 +251,6 @@ def _item_array(item: dict[str, Any], candidates: int, rows: int) -> dict[str, A
     return {"type": "array", "items": item, "minItems": least, "maxItems": max(least, most)}
 
 
-class TableRow(NamedTuple):
-    """One row of a table arithmetic proves whole: its first line and the cells that can
-    be its description (most rows print one)."""
-
-    line: int
-    cells: tuple[str, ...]
-    #: Every line the row is printed on (two for a stacked row).
-    lines: tuple[int, ...]
-
-
-@functools.lru_cache(maxsize=64)
-def table_rows(ocr_text: str) -> tuple[TableRow, ...] | None:
-    """The item rows where arithmetic proves the table whole
-    (:func:`~pipeline.extraction.table.whole_table`) or whole but for rows a cent or
-    two off (:func:`~pipeline.extraction.table.near_whole_table`), else None.
-
-    Memoised per text: the grammar, ``max_tokens`` and grounding each ask for them."""
-    doc = Document(ocr_text)
-    mark = decimal_mark(ocr_text)
-    space = uses_space_groups(ocr_text, mark)
-    table = whole_table(doc, mark, space) or near_whole_table(doc, mark, space)
-    if table is None or len(table) > MAX_ITEMS:
-        return None
-    rows = []
-    for row in table:
-        first = row.first
-        page = doc.pages[first.page - 1]
-        spans = [(a, b) for a, b in item_cells(doc, row) if b - a <= MAX_DESCRIPTION_CHARS]
-        cells = tuple(dict.fromkeys(page[a:b] for a, b in spans))
-        if not cells:
-            return None
-        printed = {doc.line_at(first.page, a).number for a, _ in spans}
-        printed.update(
-            line.number
-            for line in doc.lines[first.number - 1 :]
-            if line.page == first.page and line.start < row.end
-        )
-        rows.append(TableRow(first.number, cells, tuple(sorted(printed))))
-    return tuple(rows)
-
-
 def _table_items(asked: list[TableRow]) -> dict[str, Any]:
     """The item list of a whole table: one position per row whose description is a
     choice, in table order; the rows that print one description are code's to fill in
@@ -426,26 +389,6 @@ def build_messages(ocr_text: str) -> list[dict[str, str]]:
         {"role": "system", "content": _SYSTEM.format(tag=tag)},
         {"role": "user", "content": user},
     ]
-
-
-def hidden_lines(ocr_text: str) -> frozenset[int]:
-    """The lines the prompt does not show: those of a whole table's rows that print one
-    description (code fills them in; the grammar asks nothing about them)."""
-    rows = table_rows(ocr_text)
-    return frozenset(n for row in rows or () if len(row.cells) == 1 for n in row.lines)
-
-
-def shown_text(ocr_text: str) -> str:
-    """``ocr_text`` with the lines the prompt hides left empty (every line keeps its
-    number): the text the header's candidates are taken from."""
-    hidden = hidden_lines(ocr_text)
-    if not hidden:
-        return ocr_text
-    doc = Document(ocr_text)
-    pages: list[list[str]] = [[] for _ in doc.pages]
-    for line in doc.lines:
-        pages[line.page - 1].append("" if line.number in hidden else line.text)
-    return "\f".join("\n".join(page) for page in pages)
 
 
 def shown_body(doc: Document) -> str:

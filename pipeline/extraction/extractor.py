@@ -37,6 +37,7 @@ from pipeline.extraction import prompts as v1
 from pipeline.extraction.grounding import ground
 from pipeline.extraction.lines import Document
 from pipeline.extraction.numbers import decimal_mark
+from pipeline.extraction.table import table_rows
 from pipeline.validation import (
     DEFAULT_POLICY,
     EXTRACTION_SCHEMA_VERSION,
@@ -197,7 +198,7 @@ def answer_for(truth: Extraction, ocr_text: str, *, contract: str = DEFAULT_CONT
                 v2.ItemRef(line=line_of(item.evidence), description=item.description)
                 for item in truth.line_items
             ),
-            v2.table_rows(ocr_text),
+            table_rows(ocr_text),
         ),
         taxes=None
         if v2.known_tax_lines(doc, mark) is not None

@@ -31,7 +31,7 @@ from decimal import Decimal
 
 from babel.numbers import get_territory_currencies
 
-from pipeline.extraction.answer import Answer, known_tax_lines, table_items, table_rows
+from pipeline.extraction.answer import Answer, known_tax_lines, table_items
 from pipeline.extraction.candidates import date_candidates, labelled_numbers
 from pipeline.extraction.items import ItemReader
 from pipeline.extraction.labels import LABELS
@@ -63,6 +63,7 @@ from pipeline.extraction.rows import (
     Row,
     read_row,
 )
+from pipeline.extraction.table import table_rows
 from pipeline.extraction.totals import (
     GROSS,
     NET,

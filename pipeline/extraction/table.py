@@ -1,17 +1,25 @@
 """The invoice's table: its rows in document order, and where arithmetic proves it whole.
 
 Where it is whole (:func:`whole_table`), the grammar asks the items row by row
-(:func:`pipeline.extraction.answer.answer_schema`) and grounding completes a row the
-model left out (:mod:`pipeline.extraction.items`).
+(:func:`pipeline.extraction.answer.answer_schema`), only of the rows whose
+description is a choice (:func:`table_rows`); code fills in the others, the prompt
+shows their lines as one marker line (:func:`hidden_lines`) and grounding completes
+a row the model left out (:mod:`pipeline.extraction.items`).
 """
 
 from __future__ import annotations
 
+import functools
 from decimal import Decimal
+from typing import NamedTuple
 
 from pipeline.extraction.lines import Document
-from pipeline.extraction.numbers import CENT, numbers_in
-from pipeline.extraction.rows import Row, rows_by_amount, stacked
+from pipeline.extraction.numbers import CENT, decimal_mark, numbers_in, uses_space_groups
+from pipeline.extraction.rows import Row, item_cells, rows_by_amount, stacked
+
+#: Bounds of the grammar's item list: rows, and a description's length.
+MAX_ITEMS = 200
+MAX_DESCRIPTION_CHARS = 80
 
 
 def printed_table(doc: Document, mark: str, space: bool, *, exact: bool = True) -> list[Row]:
@@ -78,3 +86,64 @@ def _sums_to_a_total(
         ):
             return True
     return False
+
+
+class TableRow(NamedTuple):
+    """One row of a table arithmetic proves whole: its first line and the cells that can
+    be its description (most rows print one)."""
+
+    line: int
+    cells: tuple[str, ...]
+    #: Every line the row is printed on (two for a stacked row).
+    lines: tuple[int, ...]
+
+
+@functools.lru_cache(maxsize=64)
+def table_rows(ocr_text: str) -> tuple[TableRow, ...] | None:
+    """The item rows where arithmetic proves the table whole
+    (:func:`~pipeline.extraction.table.whole_table`) or whole but for rows a cent or
+    two off (:func:`~pipeline.extraction.table.near_whole_table`), else None.
+
+    Memoised per text: the grammar, ``max_tokens`` and grounding each ask for them."""
+    doc = Document(ocr_text)
+    mark = decimal_mark(ocr_text)
+    space = uses_space_groups(ocr_text, mark)
+    table = whole_table(doc, mark, space) or near_whole_table(doc, mark, space)
+    if table is None or len(table) > MAX_ITEMS:
+        return None
+    rows = []
+    for row in table:
+        first = row.first
+        page = doc.pages[first.page - 1]
+        spans = [(a, b) for a, b in item_cells(doc, row) if b - a <= MAX_DESCRIPTION_CHARS]
+        cells = tuple(dict.fromkeys(page[a:b] for a, b in spans))
+        if not cells:
+            return None
+        printed = {doc.line_at(first.page, a).number for a, _ in spans}
+        printed.update(
+            line.number
+            for line in doc.lines[first.number - 1 :]
+            if line.page == first.page and line.start < row.end
+        )
+        rows.append(TableRow(first.number, cells, tuple(sorted(printed))))
+    return tuple(rows)
+
+
+def hidden_lines(ocr_text: str) -> frozenset[int]:
+    """The lines the prompt does not show: those of a whole table's rows that print one
+    description (code fills them in; the grammar asks nothing about them)."""
+    rows = table_rows(ocr_text)
+    return frozenset(n for row in rows or () if len(row.cells) == 1 for n in row.lines)
+
+
+def shown_text(ocr_text: str) -> str:
+    """``ocr_text`` with the lines the prompt hides left empty (every line keeps its
+    number): the text the header's candidates are taken from."""
+    hidden = hidden_lines(ocr_text)
+    if not hidden:
+        return ocr_text
+    doc = Document(ocr_text)
+    pages: list[list[str]] = [[] for _ in doc.pages]
+    for line in doc.lines:
+        pages[line.page - 1].append("" if line.number in hidden else line.text)
+    return "\f".join("\n".join(page) for page in pages)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pipeline.extraction.answer import Answer, parse_answer, table_items, table_rows
+from pipeline.extraction.answer import Answer, parse_answer, table_items
+from pipeline.extraction.table import table_rows
 
 
 def every_item(answer: str, ocr_text: str) -> Answer:

@@ -23,10 +23,10 @@ from pipeline.extraction.answer import (
     offered_descriptions,
     parse_answer,
     table_items,
-    table_rows,
 )
 from pipeline.extraction.grounding import ground
 from pipeline.extraction.labels import is_unit
+from pipeline.extraction.table import table_rows
 
 
 def _nodes(node: Any) -> list[dict[str, Any]]:

@@ -10,11 +10,11 @@ import pytest
 
 from benchmarks.invoices.generator import Variant, generate_invoice
 from pipeline.extraction import answer_for, interpret
-from pipeline.extraction.answer import answer_schema, parse_answer, table_items, table_rows
+from pipeline.extraction.answer import answer_schema, parse_answer, table_items
 from pipeline.extraction.lines import Document
 from pipeline.extraction.numbers import decimal_mark, uses_space_groups
 from pipeline.extraction.rows import read_row
-from pipeline.extraction.table import near_whole_table, whole_table
+from pipeline.extraction.table import near_whole_table, table_rows, whole_table
 from pipeline.validation import Decision, ReasonCode
 
 
