@@ -397,29 +397,7 @@ def shown_body(doc: Document) -> str:
     that print one description: the grammar asks nothing about them) as one line
     ``L15-L40: (item rows, read by the system)``. The model reads the header and the
     totals; a table of 165 rows no longer fills SmolLM2's 8,192-token context."""
-    hidden = hidden_lines(doc.text)
-    out: list[str] = []
-    page = 1
-    run: list[int] = []
-
-    def flush() -> None:
-        if run:
-            span = f"L{run[0]}" if len(run) == 1 else f"L{run[0]}-L{run[-1]}"
-            out.append(f"{span}: {READ_BY_CODE}")
-            run.clear()
-
-    for line in doc.lines:
-        if line.page != page:
-            flush()
-            page = line.page
-            out.append(f"--- page {page} ---")
-        if line.number in hidden:
-            run.append(line.number)
-            continue
-        flush()
-        out.append(f"L{line.number}: {line.text}")
-    flush()
-    return "\n".join(out)
+    return doc.numbered(hidden_lines(doc.text), READ_BY_CODE)
 
 
 def dump_answer(answer: Answer) -> str:

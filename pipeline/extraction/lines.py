@@ -60,13 +60,29 @@ class Document:
                 return line
         raise ValueError(f"no line at page {page} offset {offset}")
 
-    def numbered(self) -> str:
-        """The text the prompt shows: ``L<n>: <line>``, a marker line before each new page."""
+    def numbered(self, hidden: frozenset[int] = frozenset(), note: str = "") -> str:
+        """The text the prompt shows: ``L<n>: <line>``, a marker line before each new
+        page, and each run of ``hidden`` lines on one page as one line
+        ``L<first>-L<last>: <note>`` (``L<n>: <note>`` for one line)."""
         rows: list[str] = []
         page = 1
+        run: list[int] = []
+
+        def flush() -> None:
+            if run:
+                span = f"L{run[0]}" if len(run) == 1 else f"L{run[0]}-L{run[-1]}"
+                rows.append(f"{span}: {note}")
+                run.clear()
+
         for line in self.lines:
             if line.page != page:
+                flush()
                 page = line.page
                 rows.append(f"--- page {page} ---")
+            if line.number in hidden:
+                run.append(line.number)
+                continue
+            flush()
             rows.append(f"L{line.number}: {line.text}")
+        flush()
         return "\n".join(rows)
