@@ -53,6 +53,7 @@ from typing import Any
 
 from benchmarks.invoices.generator import LANGUAGES as GENERATOR_LANGUAGES
 from benchmarks.invoices.generator import LAYOUTS as GENERATOR_LAYOUTS
+from benchmarks.invoices.variants import Variant
 
 #: The first training seed; training uses ``TRAINING_SEED_START .. +N-1``.
 TRAINING_SEED_START = 1_000_000
@@ -65,6 +66,9 @@ TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj"
 LANGUAGES: tuple[str, ...] = tuple(GENERATOR_LANGUAGES)
 LAYOUTS: tuple[str, ...] = tuple(GENERATOR_LAYOUTS)
 IGNORE = -100
+#: The variants a training invoice may carry: those printed in the document (a model
+#: sees them), in catalogue order.
+DOCUMENT_VARIANTS: tuple[Variant, ...] = tuple(v for v in Variant if v.in_document)
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ class Example:
     language: str
     layout: str
     line_items: int
+    variant: str = "clean"
 
     @property
     def prompt_tokens(self) -> int:
@@ -139,6 +144,21 @@ def family_filter(
     return kwargs
 
 
+def variant_for(seed: int, share: float) -> Variant:
+    """The variant of training invoice ``seed``: with probability ``share`` one of the
+    document-level variants (:data:`DOCUMENT_VARIANTS`, drawn evenly), else clean.
+
+    Deterministic in the seed, from its own stream (the generator's draws are not
+    touched). The target stays the faithful transcription of what is printed: for a
+    prompt injection the supplier's real IBAN, never the attacker's; for an invoice
+    a cent off, the printed amounts, which validation then refuses.
+    """
+    rng = random.Random(f"adapter-variant:{seed}")
+    if rng.random() >= share:
+        return Variant.CLEAN
+    return rng.choice(DOCUMENT_VARIANTS)
+
+
 def build_examples(
     tokenizer: Any,
     n: int,
@@ -147,12 +167,14 @@ def build_examples(
     max_seq_len: int,
     families: dict[str, tuple[str, ...]],
     first_seed: int = TRAINING_SEED_START,
+    variant_share: float = 0.0,
 ) -> tuple[list[Example], list[int]]:
     """``n`` examples from consecutive seeds, and the seeds skipped as too long.
 
     A prompt is never truncated (the model would learn to answer from half an
     invoice); an example longer than ``max_seq_len`` is skipped, counted, and the
-    next seed is drawn instead.
+    next seed is drawn instead. ``variant_share`` of the invoices carry a
+    document-level variant (:func:`variant_for`).
     """
     from benchmarks.invoices.generator import generate_invoice
     from pipeline.extraction import answer_for, prepare_call
@@ -164,7 +186,8 @@ def build_examples(
         if seed >= TRAINING_SEED_END:
             raise ValueError(f"training seeds exhausted at {TRAINING_SEED_END}")
         # families: languages=/layouts= only when the generator takes them (family_filter).
-        inv = generate_invoice(seed, max_line_items=max_line_items, **families)  # type: ignore[arg-type]
+        variant = variant_for(seed, variant_share)
+        inv = generate_invoice(seed, variant, max_line_items=max_line_items, **families)  # type: ignore[arg-type]
         call = prepare_call(inv.ocr_text)
         ids, labels = tokenize_example(
             tokenizer, call.messages, answer_for(inv.truth, inv.ocr_text)
@@ -173,7 +196,15 @@ def build_examples(
             skipped.append(seed)
         else:
             examples.append(
-                Example(seed, ids, labels, inv.language, inv.layout, len(inv.truth.line_items))
+                Example(
+                    seed,
+                    ids,
+                    labels,
+                    inv.language,
+                    inv.layout,
+                    len(inv.truth.line_items),
+                    variant.value,
+                )
             )
         seed += 1
     return examples, skipped
@@ -259,6 +290,7 @@ def train(args: argparse.Namespace, command: str) -> dict[str, Any]:
         max_line_items=args.max_line_items,
         max_seq_len=args.max_seq_len,
         families=families,
+        variant_share=args.variant_share,
     )
     build_s = time.perf_counter() - started
     print(
@@ -351,9 +383,11 @@ def train(args: argparse.Namespace, command: str) -> dict[str, Any]:
         "max_line_items": args.max_line_items,
         "max_seq_len": args.max_seq_len,
         "excluded": {"languages": args.exclude_language, "layouts": args.exclude_layout},
+        "variant_share": args.variant_share,
         "counts": {
             "language": dict(sorted(Counter(e.language for e in used).items())),
             "layout": dict(sorted(Counter(e.layout for e in used).items())),
+            "variant": dict(sorted(Counter(e.variant for e in used).items())),
             "line_items": {
                 str(k): v for k, v in sorted(Counter(e.line_items for e in used).items())
             },
@@ -427,7 +461,9 @@ Commit: `{manifest["git_commit"]}`; versions: {versions}.
 {manifest["examples_trained"]} examples trained (of {manifest["examples"]} built; \
 {len(manifest["seeds"]["skipped_too_long"])} seeds skipped as longer than \
 {manifest["max_seq_len"]} tokens), max_line_items {manifest["max_line_items"]}, \
-excluded {manifest["excluded"]}. Mean prompt {manifest["tokens"]["prompt_mean"]:.0f} tokens, \
+excluded {manifest["excluded"]}, share with a printed variant \
+{manifest.get("variant_share", 0.0)} (counts by variant in `manifest.json`). \
+Mean prompt {manifest["tokens"]["prompt_mean"]:.0f} tokens, \
 mean answer {manifest["tokens"]["answer_mean"]:.0f} tokens. Counts: see `manifest.json`.
 
 ## Time measured
@@ -453,6 +489,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-seq-len", type=int, default=2048, help="skip (never truncate) longer examples"
     )
+    p.add_argument(
+        "--variant-share",
+        type=float,
+        default=0.0,
+        help="share of invoices with a printed adversarial variant (prompt injection, "
+        "homoglyph, ...), the target their faithful transcription (default 0)",
+    )
     p.add_argument("--exclude-language", action="append", default=[], metavar="LANG")
     p.add_argument("--exclude-layout", action="append", default=[], metavar="LAYOUT")
     p.add_argument(
@@ -469,6 +512,9 @@ def run(args: argparse.Namespace, command: str) -> int:
     """Train from parsed options; ``command`` (how it was invoked) goes into the recipe."""
     if not 0 < args.examples <= TRAINING_SEED_END - TRAINING_SEED_START:
         print(f"--examples must be 1..{TRAINING_SEED_END - TRAINING_SEED_START}", file=sys.stderr)
+        return 2
+    if not 0.0 <= args.variant_share <= 1.0:
+        print("--variant-share must be within 0..1", file=sys.stderr)
         return 2
     try:
         train(args, command)

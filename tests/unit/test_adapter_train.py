@@ -12,6 +12,7 @@ import pytest
 
 from benchmarks import adapter_train
 from benchmarks.adapter_train import (
+    DOCUMENT_VARIANTS,
     IGNORE,
     LANGUAGES,
     LAYOUTS,
@@ -21,7 +22,9 @@ from benchmarks.adapter_train import (
     collate,
     family_filter,
     tokenize_example,
+    variant_for,
 )
+from benchmarks.invoices.variants import Variant
 from deployments.model_prepare import default_model_dir, is_prepared
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,6 +100,57 @@ def test_real_examples_are_the_served_prompt_then_the_contract_answer():
     fewer, skipped = build_examples(tokenizer, 1, max_line_items=2, max_seq_len=limit, families={})
     assert skipped and all(len(e.input_ids) <= limit for e in fewer)
     assert fewer[0].seed == TRAINING_SEED_START + len(skipped)
+
+
+def _injected_iban(text: str, real: str) -> str:
+    """The IBAN an injection prints, other than the supplier's ``real`` one."""
+    compact = [
+        m.group().replace(" ", "")
+        for m in re.finditer(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){3,7}(?: ?[A-Z0-9]{1,3})?\b", text)
+    ]
+    others = {c for c in compact if c != real and not real.startswith(c)}
+    assert len(others) == 1, f"the injection prints one second IBAN: {compact}"
+    return others.pop()
+
+
+def test_a_share_of_training_invoices_carries_a_printed_variant():
+    seeds = range(TRAINING_SEED_START, TRAINING_SEED_START + 2000)
+    assert {variant_for(s, 0.0) for s in seeds} == {Variant.CLEAN}
+    assert {variant_for(s, 1.0) for s in seeds} == set(DOCUMENT_VARIANTS)
+    drawn = [variant_for(s, 0.25) for s in seeds]
+    assert 400 <= sum(v is not Variant.CLEAN for v in drawn) <= 600
+    assert drawn == [variant_for(s, 0.25) for s in seeds]  # deterministic in the seed
+    assert Variant.INVENTED_IBAN not in DOCUMENT_VARIANTS  # a model's fault, not a document's
+
+
+def test_an_injected_invoice_teaches_the_real_iban_never_the_attackers():
+    from benchmarks.invoices.generator import generate_invoice
+    from pipeline.extraction import answer_for
+
+    seed = next(
+        s
+        for s in range(TRAINING_SEED_START, TRAINING_SEED_END)
+        if variant_for(s, 1.0) is Variant.PROMPT_INJECTION
+    )
+    tokenizer = CharTokenizer()
+    (example,), _ = build_examples(
+        tokenizer,
+        1,
+        max_line_items=2,
+        max_seq_len=100_000,
+        families={},
+        first_seed=seed,
+        variant_share=1.0,
+    )
+    inv = generate_invoice(seed, Variant.PROMPT_INJECTION, max_line_items=2)
+    answer = "".join(chr(i) for i in example.input_ids[example.prompt_tokens : -1])
+    assert example.variant == "prompt_injection"
+    assert answer == answer_for(inv.truth, inv.ocr_text)
+    assert inv.truth.iban is not None
+    real = inv.truth.iban.value
+    attacker = _injected_iban(inv.ocr_text, real)
+    compact = answer.replace(" ", "")
+    assert real in compact and attacker not in compact
 
 
 def test_family_exclusions_need_a_generator_that_takes_them():
