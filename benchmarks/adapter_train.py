@@ -274,6 +274,7 @@ def train(args: argparse.Namespace, command: str) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from deployments.model_prepare import MODEL_DIR_NAME, default_model_dir
+    from pipeline.extraction import prompt_version
 
     families = family_filter(args.exclude_language, args.exclude_layout)
     model_dir = Path(args.model) if args.model else default_model_dir()
@@ -380,6 +381,7 @@ def train(args: argparse.Namespace, command: str) -> dict[str, Any]:
         },
         "examples": len(examples),
         "examples_trained": len(used),
+        "prompt_version": prompt_version(),
         "max_line_items": args.max_line_items,
         "max_seq_len": args.max_seq_len,
         "excluded": {"languages": args.exclude_language, "layouts": args.exclude_layout},
@@ -439,7 +441,8 @@ def recipe(manifest: dict[str, Any]) -> str:
 
 Trained by `benchmarks/adapter_train.py` on generated invoices (seeds from
 {manifest["seeds"]["first"]:,} upward, disjoint from every seed tests, eval and the demo use).
-Prompt: `pipeline.extraction.prepare_call(ocr_text).messages` under the model's chat template;
+Prompt: `pipeline.extraction.prepare_call(ocr_text).messages` under the model's chat template \
+({manifest.get("prompt_version", "version not recorded")});
 target: `pipeline.extraction.answer_for(truth, ocr_text)` + EOS; loss on the answer only.
 
 ## Command

@@ -138,6 +138,16 @@ class LoraAdapter(BaseModel):
         path = Path(self.path).expanduser()
         return path if path.is_absolute() else PROJECT_ROOT / path
 
+    def trained_prompt(self) -> str | None:
+        """The prompt version the adapter was trained on, as its ``manifest.json``
+        records it (``benchmarks.adapter_train``); None where nothing records it."""
+        try:
+            manifest = json.loads((self.resolved_path() / "manifest.json").read_text())
+        except (OSError, ValueError):
+            return None
+        version = manifest.get("prompt_version") if isinstance(manifest, dict) else None
+        return version if isinstance(version, str) else None
+
     def checked_path(self, pool: str) -> Path:
         """The adapter folder, after checking it holds an adapter vLLM can load here.
 

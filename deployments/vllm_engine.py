@@ -24,7 +24,7 @@ from pipeline.errors import (
     ProviderUnavailable,
     TerminalError,
 )
-from pipeline.extraction import JsonSchema
+from pipeline.extraction import JsonSchema, prompt_version
 from pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -134,7 +134,29 @@ def lora_request(pool: PoolConfig) -> LoRARequest | None:
     from vllm.lora.request import LoRARequest
 
     path = pool.lora.checked_path(pool.name)
+    stale = stale_adapter(pool)
+    if stale:
+        log.warning(stale)
     return LoRARequest(pool.lora.name, 1, str(path))
+
+
+def stale_adapter(pool: PoolConfig) -> str | None:
+    """Why ``pool``'s adapter may not fit the prompt it is served (None: it was trained
+    on this prompt). An adapter still runs on another prompt, only less well: the one
+    trained on ``fenceline.prompt/2`` decided 19 of 20 of ``fenceline eval``'s defaults
+    as expected on prompt/3, the one retrained on prompt/3 20 of 20
+    (docs/benchmarks.md, sixteenth pass)."""
+    if pool.lora is None:
+        return None
+    served = prompt_version()
+    trained = pool.lora.trained_prompt()
+    if trained == served:
+        return None
+    return (
+        f"pool {pool.name}: LoRA adapter {pool.lora.resolved_path()} was trained on "
+        f"{trained or 'a prompt its manifest.json does not name'}, and the extraction "
+        f"prompt is {served}; it runs, but retrain it (`make adapter`) to fit the prompt"
+    )
 
 
 def sampling_params(json_schema: JsonSchema, max_tokens: int) -> SamplingParams:

@@ -24,6 +24,7 @@ from pipeline.extraction.extractor import (
     answer_for,
     interpret,
     prepare_call,
+    prompt_version,
 )
 from pipeline.extraction.prompts import build_messages, prompt_budget
 from pipeline.extraction.reground import (
@@ -57,6 +58,7 @@ __all__ = [
     "parse_json_output",
     "prepare_call",
     "prompt_budget",
+    "prompt_version",
     "row_field",
     "shown_document",
 ]

@@ -92,6 +92,12 @@ def _check(contract: str) -> str:
     return contract
 
 
+def prompt_version(contract: str = DEFAULT_CONTRACT) -> str:
+    """The version of the prompt :func:`prepare_call` builds for ``contract``: what a
+    model (or adapter) trained on these prompts saw."""
+    return v1.PROMPT_VERSION if _check(contract) == CONTRACT_V1 else v2.PROMPT_VERSION
+
+
 def prepare_call(
     ocr_text: str, *, contract: str = DEFAULT_CONTRACT, include_schema: bool = False
 ) -> ExtractionCall:

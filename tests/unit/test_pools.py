@@ -541,6 +541,37 @@ def test_a_present_adapter_becomes_every_requests_lora_request(tmp_path: Path):
     assert lora_request(parse_pools(two_pools()).pool("long")) is None
 
 
+def test_an_adapter_trained_on_another_prompt_is_named_stale(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    from deployments.vllm_engine import lora_request, stale_adapter
+    from pipeline.extraction import prompt_version
+
+    folder = write_adapter(tmp_path / "a")
+    pool = parse_pools(
+        two_pools(defaults={"lora": {"name": "invoices", "path": str(folder)}})
+    ).pool("long")
+    assert "does not name" in (stale_adapter(pool) or "")  # no manifest.json
+    (folder / "manifest.json").write_text(json.dumps({"prompt_version": "fenceline.prompt/2"}))
+    with caplog.at_level("WARNING", logger="deployments.vllm_engine"):
+        assert lora_request(pool) is not None  # it still runs
+    stale = stale_adapter(pool)
+    assert stale is not None and stale in caplog.text
+    assert "fenceline.prompt/2" in stale and prompt_version() in stale
+    assert "make adapter" in stale
+    (folder / "manifest.json").write_text(json.dumps({"prompt_version": prompt_version()}))
+    assert stale_adapter(pool) is None
+    assert stale_adapter(parse_pools(two_pools()).pool("long")) is None  # no adapter
+
+
+def test_the_committed_adapter_was_trained_on_the_prompt_it_is_served():
+    """Fails when the prompt changes and the adapter is not retrained (`make adapter`)."""
+    from deployments.vllm_engine import stale_adapter
+
+    for pool in load_pools(DEFAULT_POOLS_PATH).pools:
+        assert stale_adapter(pool) is None, stale_adapter(pool)
+
+
 @pytest.mark.parametrize("rank", [0, 4, 12, 1000])
 def test_lora_rank_must_be_one_vllm_accepts(rank: int):
     with pytest.raises(ValidationError, match="max_rank"):
