@@ -413,6 +413,7 @@ class _Grounder:
         fixes = copied_totals(
             net_v, tax_v, gross_v, items_sum=items_sum, tax_lines_sum=tax_lines_sum,
             line_amounts=line_amounts, tax_amounts=tax_amounts,
+            tax_bases=tuple(t.base for t in taxes),
         )  # fmt: skip
         pair = swapped_totals(
             net_v, tax_v, gross_v, items_sum=items_sum, tax_lines_sum=tax_lines_sum

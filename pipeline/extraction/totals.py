@@ -8,7 +8,10 @@ consistent. Grounding fixes it only when the mistake is certain:
 * the field holds the same value as another total (the model copied that one), or
   one of two or more parts of its own sum: one tax line's amount as the tax total
   (SmolLM2 on generated invoices 15, 102 items, and 9407: "VAT at 20% on
-  208,181.18: 41,636.24" taken for "Total VAT: 43,088.42");
+  208,181.18: 41,636.24" taken for "Total VAT: 43,088.42"), or another amount the
+  table or the tax breakdown prints: a tax line's base or a row's amount as the tax
+  total (SmolLM2 on eval invoice gen-13011: "Moms 12 % av 3 123,73: 374,85", the
+  last row's amount too, taken for "Moms: 5 147,03");
 * the value the field must then have is confirmed twice by independent sums of
   what grounding read from the rows (net = the line amounts, tax = the tax lines);
 * that value is printed in the document, where the evidence then points
@@ -41,13 +44,16 @@ def copied_totals(
     tax_lines_sum: Decimal | None,
     line_amounts: tuple[Decimal, ...] = (),
     tax_amounts: tuple[Decimal, ...] = (),
+    tax_bases: tuple[Decimal, ...] = (),
 ) -> dict[str, Decimal]:
     """The totals to replace and their values; empty when nothing is certain.
 
     ``items_sum``/``tax_lines_sum``: the sums of the line amounts and of the tax lines'
     amounts as grounded (None where there are none); ``line_amounts``/``tax_amounts``:
     those amounts one by one, the parts a total may have been copied from (only where
-    there are two or more: one part is the total itself).
+    there are two or more: one part is the total itself); ``tax_bases``: the tax lines'
+    bases, which the tax total may have been copied from too (as may a line amount:
+    both are amounts the table and the breakdown print beside the tax).
 
     One total is replaced where the other two are right; the net and the tax both where
     the gross is right, i.e. the line amounts' sum plus the tax lines' sum (SmolLM2
@@ -59,8 +65,11 @@ def copied_totals(
         return {}
     lines = line_amounts if len(line_amounts) >= 2 else ()
     taxes = tax_amounts if len(tax_amounts) >= 2 else ()
+    # Amounts printed in the table or the breakdown that are no tax: a copy of one of
+    # them as the tax total is a copy, whatever their number.
+    beside = (*line_amounts, *tax_bases)
     fixes: list[tuple[str, Decimal]] = []
-    if tax in (net, gross, *taxes) and items_sum == net and tax_lines_sum == gross - net:
+    if tax in (net, gross, *taxes, *beside) and items_sum == net and tax_lines_sum == gross - net:
         fixes.append((TAX, gross - net))
     if gross in (net, tax) and items_sum == net and tax_lines_sum == tax:
         fixes.append((GROSS, net + tax))
@@ -69,7 +78,7 @@ def copied_totals(
     if len(fixes) == 1:
         return dict(fixes)
     net_copied = net != items_sum and net in (tax, gross, *lines)
-    tax_copied = tax != tax_lines_sum and tax in (net, gross, *taxes)
+    tax_copied = tax != tax_lines_sum and tax in (net, gross, *taxes, *beside)
     if not fixes and net_copied and tax_copied and items_sum + tax_lines_sum == gross:
         return {NET: items_sum, TAX: tax_lines_sum}
     return {}
