@@ -169,7 +169,11 @@ def whole_description(doc: Document, f: Found, row: Row) -> bool:
     "1 st Service av värmeanläggning à 421,93") and not more: :func:`_bounded` and
     it does not end among the words its table prints before one of the row's numbers
     (:func:`connective_runs`)."""
-    return _bounded(doc, f, row) and not _ends_among_connectives(doc, f.page, f.end, row)
+    return (
+        _bounded(doc, f, row)
+        and not _ends_among_connectives(doc, f.page, f.end, row)
+        and not _in_price_wording(doc, f.page, f.start, f.end, row)
+    )
 
 
 def _ends_among_connectives(doc: Document, page: int, end: int, row: Row) -> bool:
@@ -290,7 +294,44 @@ def _line_cells(doc: Document, line: Line, row: Row) -> list[tuple[int, int]]:
         (at, to)
         for at, to in _iter_line_cells(doc, line, row)
         if not _ends_among_connectives(doc, line.page, to, row)
+        and not _in_price_wording(doc, line.page, at, to, row)
     ]
+
+
+@lru_cache(maxsize=_MEMO_LINES)
+def price_wording(doc: Document) -> dict[tuple[int, int], int]:
+    """Where every row prints the same words between its price and amount ("à 6,58
+    l'unité : 243,46"): :attr:`Row.key` -> page offset where the price ends. Those words
+    are the table's, no description (as a cell they made all 78 rows of 10 French
+    running-text invoices of seeds 0-599 a choice, shown and asked): only for two rows
+    or more, each with price and amount on one line, the same words with a letter, and
+    a cell outside them (rows that print nothing else keep them)."""
+    mark = decimal_mark(doc.text)
+    table = [starts[-1] for starts in rows_by_amount(doc, mark, uses_space_groups(doc.text, mark))]
+    spans: dict[tuple[int, int], int] = {}
+    wording: set[str] = set()
+    for row in table:
+        price, amount = row.read.unit_price, row.read.line_amount
+        if amount.start >= len(row.first.text) or price.end > amount.start:
+            return {}
+        wording.add(" ".join(row.first.text[price.end : amount.start].casefold().split()))
+        spans[row.key] = row.first.start + price.end
+    if len(spans) < 2 or len(wording) != 1 or not _LETTER.search(wording.pop()):
+        return {}
+    for row in table:
+        cells = _iter_line_cells(doc, row.first, row)
+        page, amount_at = row.key
+        kept = [c for c in cells if not _ends_among_connectives(doc, page, c[1], row)]
+        if all(at >= spans[row.key] and to <= amount_at for at, to in kept):
+            return {}
+    return spans
+
+
+def _in_price_wording(doc: Document, page: int, at: int, to: int, row: Row) -> bool:
+    """Whether page offsets ``at``..``to`` lie in the words ``row``'s table prints
+    between every row's price and amount (:func:`price_wording`)."""
+    price_end = price_wording(doc).get(row.key)
+    return price_end is not None and row.key[0] == page and price_end <= at and to <= row.key[1]
 
 
 def _iter_line_cells(doc: Document, line: Line, row: Row) -> Iterator[tuple[int, int]]:

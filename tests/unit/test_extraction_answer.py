@@ -26,6 +26,9 @@ from pipeline.extraction.answer import (
 )
 from pipeline.extraction.grounding import ground
 from pipeline.extraction.labels import is_unit
+from pipeline.extraction.lines import Document
+from pipeline.extraction.locate import Found
+from pipeline.extraction.rows import read_row, whole_description
 from pipeline.extraction.table import table_rows
 
 
@@ -483,6 +486,46 @@ def test_connectives_are_the_tables_only_when_every_row_prints_them() -> None:
     inv = generate_invoice(1088, max_line_items=8)
     assert inv.ocr_text.count("pcs Steel bracket 40 mm at ") == 3
     assert "Steel bracket 40 mm" in _item_descriptions(inv.ocr_text)
+
+
+def test_the_words_every_row_prints_between_price_and_amount_are_no_description() -> None:
+    """Generated invoice 54 (currency mix, 165 rows of French running text: "* 37 pce
+    Colliers, lot de 100 à 6,58 l'unité : 243,46"): "l'unité :" was a cell of every row,
+    so every row was a choice, shown in the prompt and asked, and the prompt (9,078
+    tokens) with its answer bound (4,184) overflowed SmolLM2's 8,192. Those words are
+    the table's: no cell, and grounding takes no description there. Rows whose wording
+    differs, or that print nothing else, keep them."""
+    inv = generate_invoice(54, Variant.CURRENCY_MIX)
+    rows = table_rows(inv.ocr_text)
+    assert rows is not None and len(rows) == 165
+    assert inv.ocr_text.count(" l'unité : ") == 165
+    assert not [r for r in rows if "l'unité :" in r.cells]
+    assert sum(len(r.cells) > 1 for r in rows) == 56  # "Toner" / "Toner noir" and the like
+    assert max_output_tokens(inv.ocr_text) == 1568  # 4,184 with every row asked
+    cells = _item_descriptions(inv.ocr_text)
+    assert all(item.description in cells for item in inv.truth.line_items)
+
+    doc = (
+        "* 37 pce Colliers à 6,58 l'unité : 243,46 (TVA 20 %)\n"
+        "* 2 pce Hébergement cloud à 1 050,64 l'unité : 2 101,28 (TVA 20 %)\n"
+    )
+    assert set(_item_descriptions(doc)) == {"Colliers", "Hébergement cloud"}
+    document = Document(doc)
+    line = document.line(1)
+    assert line is not None
+    row = read_row(document, 1, ",", True)
+    assert row is not None
+    at = doc.index("l'unité :")
+    wording = Found(1, at, at + len("l'unité :"), line, "exact")
+    assert not whole_description(document, wording, row)
+    at = doc.index("Colliers")
+    assert whole_description(document, Found(1, at, at + len("Colliers"), line, "exact"), row)
+    same = "* 3 pce Toner à 4,00 la pièce : 12,00\n* 2 pce Papier à 5,00 la pièce : 10,00\n"
+    assert _item_descriptions(same) == ["Toner", "Papier"]
+    differ = "* 3 pce Toner à 4,00 la pièce : 12,00\n* 2 pce Papier à 5,00 la boîte : 10,00\n"
+    assert "la boîte" in _item_descriptions(differ)
+    alone = "* 3 pce à 4,00 la pièce : 12,00\n* 2 pce à 5,00 la pièce : 10,00\n"
+    assert "la pièce" in _item_descriptions(alone)
 
 
 @pytest.mark.parametrize("word", ["Stk.", "godz.", "Wörter", "szt.", "m²", "pcs", "uur"])
