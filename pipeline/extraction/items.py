@@ -19,14 +19,8 @@ from functools import cached_property
 from pipeline.extraction.answer import ItemRef, printed_rows
 from pipeline.extraction.lines import Document
 from pipeline.extraction.locate import Found, fold, occurrences, trimmed
-from pipeline.extraction.rows import (
-    CellShape,
-    Row,
-    cell_shape,
-    read_row,
-    row_cells,
-    whole_description,
-)
+from pipeline.extraction.rows import Row, read_row, row_cells, whole_description
+from pipeline.extraction.shapes import CellShape, cell_shape
 from pipeline.extraction.table import printed_table
 from pipeline.validation import Evidence, LineItem, MatchKind, TaxLine
 
@@ -188,7 +182,7 @@ class ItemReader:
         * every row that adds up is one the model placed or one read here, and together
           their amounts equal the printed net total the model copied, to the cent;
         * the model placed at least two rows and chose its descriptions the same way
-          on each (one :class:`~pipeline.extraction.rows.CellShape`), and each missing
+          on each (one :class:`~pipeline.extraction.shapes.CellShape`), and each missing
           row has exactly one cell of that shape.
 
         The items read here carry evidence ``match: "arithmetic"``.

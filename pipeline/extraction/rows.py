@@ -49,6 +49,8 @@ _PUNCTUATION = ".,:;()[]•*-–·'\"@"
 _LETTER = re.compile(r"[^\W\d_]")
 #: A row's position number at the start of its line: "1.", "12)".
 _POSITION = re.compile(r"\d{1,3}[.)]")
+#: A line that opens with a position number before a word: "20. Papier copie A4, 80 g".
+_POSITION_WORD = re.compile(r"\s*(\d{1,3})[.)]\s+[^\W\d_]")
 #: The longest description a cell may be, in words (a bound on the enumeration).
 _MAX_CELL_WORDS = 16
 
@@ -102,7 +104,7 @@ def read_row(doc: Document, number: int, mark: str, space: bool) -> Row | None:
     last = first
     seen = 0  # plain numbers in the lines taken so far
     for _ in range(3):
-        printed = numbers_in(page[first.start : last.end], mark, space_groups=space)
+        printed = row_numbers(page[first.start : last.end], mark, space)
         read = parse_item_row(printed)
         if read is not None and read.exact:
             return Row(first, last.end, read)
@@ -124,6 +126,17 @@ def read_row(doc: Document, number: int, mark: str, space: bool) -> Row | None:
     return None
 
 
+def row_numbers(text: str, mark: str, space: bool) -> list[Printed]:
+    """The numbers of a row's text but its position number, which is never its quantity:
+    "20. Papier copie A4, 80 g" read as 20 x 4 = 80 (generated invoice 7123, whose
+    stacked row below it then lost its description)."""
+    printed = numbers_in(text, mark, space_groups=space)
+    position = _POSITION_WORD.match(text)
+    if position and printed and printed[0].start == position.start(1):
+        return printed[1:]
+    return printed
+
+
 def _is_quantity(row: Row, start: int, stop: int) -> bool:
     """Whether the row's quantity is printed between page offsets ``start`` and ``stop``
     (a position number, "1. Freight and packaging", has no unit after it)."""
@@ -133,7 +146,7 @@ def _is_quantity(row: Row, start: int, stop: int) -> bool:
 
 def _own_row(line: Line, mark: str, space: bool) -> Row | None:
     """The row a line reads as by its own numbers alone."""
-    read = parse_item_row(numbers_in(line.text, mark, space_groups=space))
+    read = parse_item_row(row_numbers(line.text, mark, space))
     return Row(line, line.end, read) if read is not None else None
 
 
@@ -405,46 +418,6 @@ def description_cells(doc: Document, mark: str, space: bool) -> list[str]:
         for at, to in _line_cells(doc, line, row):
             cells.setdefault(doc.pages[line.page - 1][at:to], None)
     return list(cells)
-
-
-class CellShape(NamedTuple):
-    """How a description cell sits in its row: what stands just before it (``BOL``, a
-    column ``GAP``, a number ``NUM``, a quantity's ``UNIT`` or the word itself), just
-    after it (``EOL``, ``GAP``, ``NUM`` or the word) and how many lines the row spans.
-    The rows of one table print their descriptions the same way, so the shape the
-    model chose on some rows names the cell it would choose on the others."""
-
-    left: str
-    right: str
-    lines: int
-
-
-def _token(word: str) -> str:
-    return "NUM" if re.match(r"^\W*\d", word) else word.casefold()
-
-
-def cell_shape(doc: Document, row: Row, start: int, end: int) -> CellShape:
-    """The :class:`CellShape` of the cell at page offsets ``start:end`` of ``row``'s
-    first line."""
-    line = row.first
-    page = doc.pages[line.page - 1]
-    before, after = page[line.start : start], page[end : line.end]
-    words = before.split()
-    if not words:
-        left = "BOL"
-    elif COLUMN_GAP.search(before[-2:]):
-        left = "GAP"
-    elif _token(words[-1]) != "NUM" and len(words) > 1 and _token(words[-2]) == "NUM":
-        left = "UNIT"
-    else:
-        left = _token(words[-1])
-    if not after.strip():
-        right = "EOL"
-    elif COLUMN_GAP.match(after[:2]):
-        right = "GAP"
-    else:
-        right = _token(after.split()[0])
-    return CellShape(left, right, page.count("\n", line.start, row.end) + 1)
 
 
 def row_cells(doc: Document, row: Row) -> list[tuple[int, int]]:

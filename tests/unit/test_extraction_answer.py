@@ -10,7 +10,13 @@ import pytest
 
 from benchmarks.invoices.generator import Variant, generate_invoice
 from pipeline.errors import MalformedOutput
-from pipeline.extraction import answer_for, document_in_prompt, prepare_call, shown_document
+from pipeline.extraction import (
+    answer_for,
+    document_in_prompt,
+    interpret,
+    prepare_call,
+    shown_document,
+)
 from pipeline.extraction.answer import (
     ANSWER_KEYS,
     MAX_TAX_LINES,
@@ -526,6 +532,27 @@ def test_the_words_every_row_prints_between_price_and_amount_are_no_description(
     assert "la boîte" in _item_descriptions(differ)
     alone = "* 3 pce à 4,00 la pièce : 12,00\n* 2 pce à 5,00 la pièce : 10,00\n"
     assert "la pièce" in _item_descriptions(alone)
+
+
+def test_a_position_number_is_never_a_rows_quantity() -> None:
+    """Generated invoice 7123 (26 stacked French rows): the description line "20. Papier
+    copie A4, 80 g" read as a row of its own, 20 x 4 = 80, so the row below lost its
+    description, the table was not proven whole and a perfect answer went to review
+    ("line 64 prints no tax rate")."""
+    inv = generate_invoice(7123, Variant.CLEAN, max_line_items=40)
+    assert "20. Papier copie A4, 80 g\n     47 pce x 9,47 = 445,09" in inv.ocr_text
+    rows = table_rows(inv.ocr_text)
+    assert rows is not None and len(rows) == len(inv.truth.line_items) == 26
+    out = interpret(answer_for(inv.truth, inv.ocr_text), inv.ocr_text, inv.master_data,
+                    today=inv.today)  # fmt: skip
+    assert out.report.decision.value == "SUCCEEDED", out.report.reasons
+    assert [(i.description, i.line_amount) for i in out.extraction.line_items] == [
+        (i.description, i.line_amount) for i in inv.truth.line_items
+    ]
+    doc = Document("1. Papier A4, 4 g\n     2 pce x 3,00 = 6,00\n")
+    row = read_row(doc, 1, ",", False)
+    assert row is not None and row.read.line_amount.text == "6,00"
+    assert row.read.quantity.text == "2"
 
 
 @pytest.mark.parametrize("word", ["Stk.", "godz.", "Wörter", "szt.", "m²", "pcs", "uur"])
