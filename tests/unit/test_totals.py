@@ -3,6 +3,7 @@ part of its own sum, or exchanged two."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal as D
 
 import pytest
@@ -18,6 +19,7 @@ from pipeline.extraction.totals import (
     copied_totals,
     swapped_totals,
 )
+from pipeline.validation import Extraction, TaxLine
 
 
 def test_a_copied_total_is_replaced_when_both_sums_confirm_it() -> None:
@@ -60,6 +62,42 @@ def _printed_tax(inv_text: str, quote: str, amount: D) -> str:
     return [n.text for n in numbers_in(quote, mark, space_groups=space) if n.value == amount][-1]
 
 
+#: What a tax total is copied from: a tax line's number, or None for none.
+Part = Callable[[Extraction, TaxLine], D | None]
+
+
+def _tax_copied_from(variant: Variant, part: Part) -> list[str]:
+    """Perfect answers over seeds 5000-5039 (up to 8 items), with each tax line's
+    ``part`` (where not None) written as the tax total: "exact" where a clean invoice
+    succeeds with the printed total, else "wrong" or the decision."""
+    outcomes = []
+    for seed in range(5000, 5040):
+        inv = generate_invoice(seed, variant, max_line_items=8)
+        src = inv.truth if variant is Variant.CLEAN else inv.candidate
+        answer = parse_answer(answer_for(src, inv.ocr_text))
+        assert src.tax_total is not None
+        for t in src.tax_lines:
+            value = part(src, t)
+            if value is None:
+                continue
+            copied = answer.model_copy(
+                update={"tax": _printed_tax(inv.ocr_text, t.evidence.quote, value)}
+            )
+            out = interpret(dump_answer(copied), inv.ocr_text, inv.master_data, today=inv.today)
+            got = out.extraction.tax_total
+            if variant is Variant.CLEAN and not out.report.reasons and got is not None:
+                outcomes.append("exact" if got.value == src.tax_total.value else "wrong")
+            else:
+                outcomes.append(out.report.decision.value)
+    return outcomes
+
+
+def _other_tax_amount(src: Extraction, t: TaxLine) -> D | None:
+    """A tax line's amount, where two lines or more are printed and it is not the total."""
+    assert src.tax_total is not None
+    return t.amount if len(src.tax_lines) >= 2 and t.amount != src.tax_total.value else None
+
+
 @pytest.mark.parametrize("variant", [Variant.CLEAN, Variant.ARITHMETIC_OFF_BY_CENT])
 def test_one_tax_lines_amount_as_the_tax_total_is_put_right_and_never_hides_a_trap(
     variant: Variant,
@@ -69,24 +107,7 @@ def test_one_tax_lines_amount_as_the_tax_total_is_put_right_and_never_hides_a_tr
     answers with each tax line's amount as the tax total (invoices of two rates and
     more): a clean invoice succeeds with the printed total (before: 0 of 115 over seeds
     5000-5099), the off-by-a-cent trap still goes to review."""
-    outcomes = []
-    for seed in range(5000, 5040):
-        inv = generate_invoice(seed, variant, max_line_items=8)
-        src = inv.truth if variant is Variant.CLEAN else inv.candidate
-        answer = parse_answer(answer_for(src, inv.ocr_text))
-        assert src.tax_total is not None
-        for t in src.tax_lines if len(src.tax_lines) >= 2 else ():
-            if t.amount == src.tax_total.value:
-                continue
-            part = answer.model_copy(
-                update={"tax": _printed_tax(inv.ocr_text, t.evidence.quote, t.amount)}
-            )
-            out = interpret(dump_answer(part), inv.ocr_text, inv.master_data, today=inv.today)
-            got = out.extraction.tax_total
-            if variant is Variant.CLEAN and not out.report.reasons and got is not None:
-                outcomes.append("exact" if got.value == src.tax_total.value else "wrong")
-            else:
-                outcomes.append(out.report.decision.value)
+    outcomes = _tax_copied_from(variant, _other_tax_amount)
     want = "exact" if variant is Variant.CLEAN else "REVIEW_REQUIRED"
     assert len(outcomes) >= 30 and outcomes == [want] * len(outcomes)
 
@@ -126,6 +147,12 @@ def test_gen_13011_tax_total_copied_from_a_base_is_the_printed_total() -> None:
     assert inv.ocr_text.splitlines()[41].startswith("Moms: ")
 
 
+def _other_base(src: Extraction, t: TaxLine) -> D | None:
+    """A tax line's base, where it is neither the tax total nor the net total."""
+    assert src.tax_total is not None and src.net_total is not None
+    return None if t.base in (src.tax_total.value, src.net_total.value) else t.base
+
+
 @pytest.mark.parametrize("variant", [Variant.CLEAN, Variant.ARITHMETIC_OFF_BY_CENT])
 def test_a_tax_lines_base_as_the_tax_total_is_put_right_and_never_hides_a_trap(
     variant: Variant,
@@ -133,24 +160,7 @@ def test_a_tax_lines_base_as_the_tax_total_is_put_right_and_never_hides_a_trap(
     """Applied to perfect answers with each tax line's base as the tax total: a clean
     invoice succeeds with the printed total, the off-by-a-cent trap still goes to
     review."""
-    outcomes = []
-    for seed in range(5000, 5040):
-        inv = generate_invoice(seed, variant, max_line_items=8)
-        src = inv.truth if variant is Variant.CLEAN else inv.candidate
-        answer = parse_answer(answer_for(src, inv.ocr_text))
-        assert src.tax_total is not None and src.net_total is not None
-        for t in src.tax_lines:
-            if t.base in (src.tax_total.value, src.net_total.value):
-                continue
-            base = answer.model_copy(
-                update={"tax": _printed_tax(inv.ocr_text, t.evidence.quote, t.base)}
-            )
-            out = interpret(dump_answer(base), inv.ocr_text, inv.master_data, today=inv.today)
-            got = out.extraction.tax_total
-            if variant is Variant.CLEAN and not out.report.reasons and got is not None:
-                outcomes.append("exact" if got.value == src.tax_total.value else "wrong")
-            else:
-                outcomes.append(out.report.decision.value)
+    outcomes = _tax_copied_from(variant, _other_base)
     want = "exact" if variant is Variant.CLEAN else "REVIEW_REQUIRED"
     assert len(outcomes) >= 30 and outcomes == [want] * len(outcomes)
 
