@@ -54,7 +54,7 @@ from pipeline.extraction.numbers import (
     uses_space_groups,
 )
 from pipeline.extraction.prompts import fence_tag
-from pipeline.extraction.rows import description_cells
+from pipeline.extraction.rows import description_cells, row_numbers
 from pipeline.extraction.table import (
     MAX_DESCRIPTION_CHARS,
     MAX_ITEMS,
@@ -219,11 +219,12 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
 
 def printed_rows(doc: Document, mark: str) -> int:
     """Lines whose own numbers read exactly as quantity x price = amount, the amount
-    printed with cents (so "1 Sep 2024" is no row: 1 x 2024 = 2024)."""
+    printed with cents (so "1 Sep 2024" is no row: 1 x 2024 = 2024), the line's
+    position number never their quantity (:func:`~pipeline.extraction.rows.row_numbers`)."""
     space = uses_space_groups(doc.text, mark)
     count = 0
     for line in doc.lines:
-        read = parse_item_row(numbers_in(line.text, mark, space_groups=space))
+        read = parse_item_row(row_numbers(line.text, mark, space))
         count += read is not None and read.exact and read.line_amount.places == 2
     return count
 

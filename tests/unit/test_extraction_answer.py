@@ -28,6 +28,7 @@ from pipeline.extraction.answer import (
     max_output_tokens,
     offered_descriptions,
     parse_answer,
+    printed_rows,
     table_items,
 )
 from pipeline.extraction.grounding import ground
@@ -553,6 +554,9 @@ def test_a_position_number_is_never_a_rows_quantity() -> None:
     row = read_row(doc, 1, ",", False)
     assert row is not None and row.read.line_amount.text == "6,00"
     assert row.read.quantity.text == "2"
+    # the count of printed rows (the items' minimum where the table is not whole) agrees
+    doc = Document("3. Hosting fee  2,50  7,50\n     2 pce x 3,00 = 6,00\n")
+    assert printed_rows(doc, ",") == 1  # 3 x 2,50 = 7,50 is no row: 3 is its position
 
 
 @pytest.mark.parametrize("word", ["Stk.", "godz.", "Wörter", "szt.", "m²", "pcs", "uur"])
