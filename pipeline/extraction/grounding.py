@@ -34,6 +34,7 @@ from babel.numbers import get_territory_currencies
 from pipeline.extraction.answer import Answer, known_tax_lines, table_items
 from pipeline.extraction.candidates import date_candidates, labelled_numbers
 from pipeline.extraction.items import ItemReader
+from pipeline.extraction.label_proof import claimed_date, date_proof, number_proof
 from pipeline.extraction.labels import LABELS
 from pipeline.extraction.lines import Document, Line
 from pipeline.extraction.locate import (
@@ -89,6 +90,9 @@ from pipeline.validation import (
     date_readings,
 )
 
+#: A bare year ("2026"): never an invoice number without the invoice's own label.
+_YEAR = re.compile(r"(?:19|20)\d\d")
+
 
 @dataclass
 class Grounding:
@@ -106,8 +110,10 @@ class _Grounder:
         self.space = uses_space_groups(ocr_text, self.mark)
         self.reasons: list[Reason] = []
 
-    def refuse(self, path: str, detail: str) -> None:
-        self.reasons.append(Reason(ReasonCode.UNGROUNDED_VALUE, path, detail))
+    def refuse(
+        self, path: str, detail: str, code: ReasonCode = ReasonCode.UNGROUNDED_VALUE
+    ) -> None:
+        self.reasons.append(Reason(code, path, detail))
 
     def evidence(self, f: Found, end: int | None = None) -> Evidence:
         stop = f.end if end is None else end
@@ -176,6 +182,15 @@ class _Grounder:
             shown = ", ".join(repr(n) for n in named[:3])
             self.refuse(path, f"{value[:60]!r} is not what the invoice's label prints ({shown})")
             return None
+        if not named:
+            plain = [f for f in plain if number_proof(self.doc, f) is not None]
+            if not plain or _YEAR.fullmatch(value.strip()):
+                self.refuse(
+                    path,
+                    f"{value[:60]!r} is printed under no invoice-number label",
+                    ReasonCode.AMBIGUOUS_ROLE,
+                )
+                return None
         f = labelled(plain, LABELS.get(path, ()), last=False)
         return EvidencedText(value=self.text_at(f).strip(), evidence=self.evidence(f))
 
@@ -208,7 +223,16 @@ class _Grounder:
             label = label_before(plain[0]).strip()
             self.refuse(path, f"{value!r} is printed as the invoice's other date ({label!r})")
             return None
-        f = labelled(own, LABELS.get(path, ()), last=False)
+        proven = [f for f in own if date_proof(self.doc, f, path) is not None]
+        if not proven and path == "issue_date" and self._only_date(value):
+            proven = own
+        if not proven:
+            role = "due-date" if path == "due_date" else "issue-date"
+            self.refuse(
+                path, f"{value!r} is printed under no {role} label", ReasonCode.AMBIGUOUS_ROLE
+            )
+            return None
+        f = labelled(proven, LABELS.get(path, ()), last=False)
         readings = sorted(date_readings(self.text_at(f)))
         if not readings:
             self.refuse(path, f"{value!r} does not read as a date")
@@ -219,6 +243,18 @@ class _Grounder:
             self.refuse(path, f"{value!r} may mean {shown}")
             return None
         return EvidencedDate(value=chosen, evidence=self.evidence(f))
+
+    def _only_date(self, value: str) -> bool:
+        """Whether ``value`` reads as the only date the document prints under no label
+        of a due, delivery, order or service date: a structure that admits one issue
+        date only."""
+        mine = date_readings(value)
+        unclaimed: set[date] = set()
+        for printed in date_candidates(self.doc.text):
+            for f in occurrences(self.doc, printed, fuzzy=False, boundary="number"):
+                if not claimed_date(self.doc, f):
+                    unclaimed |= date_readings(printed)
+        return bool(mine) and unclaimed == set(mine)
 
     def _in_order(self, readings: list[date], printed_text: str) -> date | None:
         """An ambiguous numeric date (03/04/2024): month first only where another numeric

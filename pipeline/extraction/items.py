@@ -6,7 +6,9 @@ to its row (the cited line only a hint), a row's numbers are read by code
 (:mod:`pipeline.extraction.rows`), a description that breaks the table's pattern is
 mended or refused, and the rows the model left out are read by code when arithmetic
 proves the table whole. Whatever cannot be proven is refused (``ungrounded_value``),
-never guessed.
+never guessed; a row whose quantity and unit price arithmetic cannot tell apart and
+nothing printed tells apart either is refused as ``ambiguous_role``
+(:mod:`pipeline.extraction.roles`).
 """
 
 from __future__ import annotations
@@ -19,10 +21,14 @@ from functools import cached_property
 from pipeline.extraction.answer import ItemRef, printed_rows
 from pipeline.extraction.lines import Document
 from pipeline.extraction.locate import Found, fold, occurrences, trimmed
+from pipeline.extraction.roles import Verdict, proven_numbers
 from pipeline.extraction.rows import Row, read_row, row_cells, whole_description
 from pipeline.extraction.shapes import CellShape, cell_shape
 from pipeline.extraction.table import printed_table
-from pipeline.validation import Evidence, LineItem, MatchKind, TaxLine
+from pipeline.validation import Evidence, LineItem, MatchKind, ReasonCode, TaxLine
+
+#: How grounding records a refusal: (field path, detail, reason code).
+Refuse = Callable[[str, str, ReasonCode], None]
 
 
 class ItemReader:
@@ -33,7 +39,7 @@ class ItemReader:
         doc: Document,
         mark: str,
         space: bool,
-        refuse: Callable[[str, str], None],
+        refuse: Refuse,
         evidence: Callable[[Found], Evidence],
     ) -> None:
         self.doc = doc
@@ -84,14 +90,18 @@ class ItemReader:
             row, f = spot
             rate = self._rate(row, rates)
             if rate is None:
-                self.refuse(f"line_items[{i}]", f"line {row.first.number} prints no tax rate")
+                self.refuse(
+                    f"line_items[{i}]",
+                    f"line {row.first.number} prints no tax rate",
+                    ReasonCode.UNGROUNDED_VALUE,
+                )
                 continue
             used.add(row.key)
             description = self.text_at(f).strip()
             taken[row.key] = description
             spots[i] = (row, f)
             after = row.first.number
-            placed[i] = self._item(row, description, rate, f.match)
+            placed[i] = self._item(row, description, rate, f.match, f"line_items[{i}]")
         shapes = self._table_shape(spots, placed)
         if unplaced or len(used) < self.rows_that_add_up:
             rest = self._complete(used, shapes, rates, net)
@@ -108,6 +118,7 @@ class ItemReader:
                 f"line_items[{i}]",
                 f"{ref.description[:60]!r} is on no row that reads as quantity x price = "
                 f"amount (cited line {ref.line})",
+                ReasonCode.UNGROUNDED_VALUE,
             )
         return tuple(placed[i] for i in sorted(placed))
 
@@ -144,6 +155,7 @@ class ItemReader:
             self.refuse(
                 f"line_items[{i}]",
                 f"{self.text_at(f)[:60]!r} is not printed like the table's other descriptions",
+                ReasonCode.UNGROUNDED_VALUE,
             )
         return {table}
 
@@ -153,8 +165,21 @@ class ItemReader:
             return row.read.rate.value
         return next(iter(rates)) if len(rates) == 1 else None
 
-    def _item(self, row: Row, description: str, rate: Decimal, match: MatchKind) -> LineItem:
-        first, end, read = row
+    def _item(
+        self, row: Row, description: str, rate: Decimal, match: MatchKind, path: str
+    ) -> LineItem:
+        """The item ``row`` prints, its quantity and unit price as proven (ambiguous: kept
+        as read and refused as ``ambiguous_role``, so a reviewer sees the row)."""
+        first, end, _ = row
+        read, proof = proven_numbers(self.doc, row)
+        if proof.verdict is Verdict.AMBIGUOUS:
+            q, p = (self.doc.pages[first.page - 1][first.start + n.start : first.start + n.end]
+                    for n in (read.quantity, read.unit_price))  # fmt: skip
+            self.refuse(
+                path,
+                f"line {first.number}: {q} and {p} multiply to the amount either way; {proof.why}",
+                ReasonCode.AMBIGUOUS_ROLE,
+            )
         f = trimmed(Found(first.page, first.start, end, first, match))
         return LineItem(
             description=description,
@@ -204,7 +229,10 @@ class ItemReader:
             if len(cells) != 1 or rate is None:
                 return None
             page = self.doc.pages[row.first.page - 1]
-            out.append(self._item(row, page[cells[0][0] : cells[0][1]], rate, "arithmetic"))
+            item = self._item(
+                row, page[cells[0][0] : cells[0][1]], rate, "arithmetic", "line_items"
+            )
+            out.append(item)
         return out
 
     def _rows_of(self, ref: ItemRef) -> list[tuple[int, int]]:

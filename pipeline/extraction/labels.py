@@ -66,7 +66,7 @@ INVOICE_WORDS: tuple[str, ...] = (
 #: Words between an invoice word and its number ("Faktura nr. 2023/7286", "Nº de
 #: factura: FAC/2024/148", "Fatura n.º FT149405"), folded, their dots and colons kept.
 NUMBER_WORDS: frozenset[str] = frozenset((
-    "no", "no.", "nr", "nr.", "n°", "nº", "n.º", "n.°", "n.o", "#", "num", "num.", "núm",
+    "no", "no.", "nr", "nr.", "n.", "n°", "nº", "n.º", "n.°", "n.o", "#", "num", "num.", "núm",
     "núm.", "number", "nummer", "numéro", "numero", "número", "nro", "nro.", "de", "di",
     "du", "id", "reference", "ref", "ref.", "réf", "réf.", "référence", "referenz",
     "referencia", "referência", "riferimento", "referentie",

@@ -78,6 +78,10 @@ class ReasonCode(StrEnum):
     DATE_IMPLAUSIBLE = "date_implausible"
     #: Contract v2: a value the model gave that grounding could not find in the text.
     UNGROUNDED_VALUE = "ungrounded_value"
+    #: Contract v2: two readings pass the same checks and nothing printed (a column
+    #: header, a unit, a currency, a label) proves which one the document means: the
+    #: quantity and unit price of a row, an invoice number or a date without its label.
+    AMBIGUOUS_ROLE = "ambiguous_role"
     #: Another job of the tenant already holds this supplier invoice (same supplier,
     #: number and gross total); set by the job store when it commits the result,
     #: never by the rules here (``pipeline.jobs.duplicates``).

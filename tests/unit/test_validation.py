@@ -431,11 +431,13 @@ def test_rule_forces_review_with_reason(
 
 def test_table_covers_every_reason_code() -> None:
     covered = {code for _, _, code, _ in CASES}
-    # ungrounded_value comes from grounding, not a rule here: tests/unit/test_grounding.py;
+    # ungrounded_value and ambiguous_role come from grounding, not a rule here:
+    # tests/unit/test_grounding.py and tests/unit/test_role_proofs.py;
     # duplicate_invoice from the job store: tests/integration/test_duplicate_invoices.py.
     elsewhere = {
         ReasonCode.IBAN_LENGTH_INVALID,
         ReasonCode.UNGROUNDED_VALUE,
+        ReasonCode.AMBIGUOUS_ROLE,
         ReasonCode.DUPLICATE_INVOICE,
     }
     assert covered | elsewhere == set(ReasonCode)

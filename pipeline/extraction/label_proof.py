@@ -1,0 +1,166 @@
+"""Labels that prove a header value's role: the invoice number and the two dates.
+
+A value found in the text proves that it is printed, not what it is: the year of a
+letter's date line copied as the invoice number, the issue date copied as the due date
+of a letter whose due date is written in a sentence, a delivery date taken where no due
+date is printed (issue 41). Grounding therefore keeps such a value only where the page
+says what it is:
+
+* its **own label**: the words printed before it on its line, back to the previous
+  value ("Invoice date 22/07/2023  Due by 20/09/2023": "due by" is the second date's,
+  never the first's), :func:`own_label`;
+* a **label above** it: a column header printed over it on one of the two lines above
+  ("Rechnungsnummer   Datum" over "471102   05.03.2018"), :func:`label_above`;
+* a **structure that admits one reading only**: a letter's place-and-date line
+  ("Lisboa, 3 de março de 2026") dates the letter, so the invoice; a document that prints
+  one date only has one issue date.
+
+Nothing here reads a value; it only says whether a found occurrence is labelled for a
+role. The lexicons are :mod:`pipeline.extraction.labels`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pipeline.extraction.labels import (
+    DECOY_DATE_LABELS,
+    DECOY_NUMBER_LABELS,
+    INVOICE_WORDS,
+    LABELS,
+    NUMBER_WORDS,
+)
+from pipeline.extraction.lines import Document, Line
+from pipeline.extraction.locate import LABEL_WIDTH, Found, fold
+
+#: How many lines above a value its column header may stand.
+ABOVE_REACH = 2
+#: A letter's date line: a place name, a comma, then the date and nothing else.
+_PLACE_LINE = re.compile(r"\s*[^\W\d_][^\W\d_ .'-]*(?:[ .'-][^\W\d_]+){0,3},\s*$")
+#: Invoice-number labels written as one word ("Rechnungsnummer", "Fakturanr.").
+_COMPOUND_NUMBER = re.compile(
+    r"(?:rechnungs|faktura|factuur|fattura|factura|fatura|invoice|bill)[- ]?"
+    r"(?:nummer|number|numer|nr\.?|no\.?|n[°º]|num\.?|numero|número)(?![^\W\d_])"
+)
+
+
+def own_label(f: Found) -> str:
+    """The folded words before ``f`` on its line, back to the previous value (a token
+    with a digit), at most :data:`~pipeline.extraction.locate.LABEL_WIDTH` characters."""
+    before = f.line.text[: f.start - f.line.start]
+    values = list(re.finditer(r"\S*\d\S*", before))
+    if values:
+        before = before[values[-1].end() :]
+    return fold(before)[-LABEL_WIDTH:]
+
+
+def label_above(doc: Document, f: Found) -> str:
+    """The folded words printed over ``f``'s columns on the nearest non-empty line of the
+    :data:`ABOVE_REACH` lines above it, where that line prints no value there (a column
+    header, not another row of values); "" where there is none."""
+    col_start = f.start - f.line.start
+    col_end = f.end - f.line.start
+    number = f.line.number
+    for _ in range(ABOVE_REACH):
+        number -= 1
+        above = doc.line(number)
+        if above is None or above.page != f.line.page:
+            return ""
+        if not above.text.strip():
+            continue
+        return _over(above, col_start, col_end)
+    return ""
+
+
+def _over(above: Line, col_start: int, col_end: int) -> str:
+    """The words of ``above`` that overlap columns ``col_start..col_end`` (whole cells)."""
+    cells = [
+        (m.start(), m.end(), m.group())
+        for m in re.finditer(r"\S+(?: \S+)*", above.text)  # cells: runs split by 2+ spaces
+    ]
+    over = [text for a, b, text in cells if a < col_end and b > col_start]
+    if not over or any(re.search(r"\d", text) for text in over):
+        return ""
+    return fold(" ".join(over))
+
+
+def _has(label: str, words: tuple[str, ...] | frozenset[str]) -> bool:
+    return any(word in label for word in words)
+
+
+def _decoy_number(label: str) -> bool:
+    """Whether ``label`` names another document's number after any invoice word."""
+    invoice_at = max((label.rfind(word) for word in INVOICE_WORDS), default=-1)
+    decoy_at = max((label.rfind(word) for word in DECOY_NUMBER_LABELS), default=-1)
+    return decoy_at > invoice_at
+
+
+def _number_label(label: str) -> bool:
+    """Whether ``label`` names the invoice's number: an invoice word and a number word
+    ("invoice no.", "n.º da fatura"), or one compound word ("rechnungsnummer")."""
+    if not label or _decoy_number(label):
+        return False
+    if _COMPOUND_NUMBER.search(label):
+        return True
+    words = set(re.findall(r"[^\s:]+", label)) | set(label.split())
+    return _has(label, INVOICE_WORDS) and bool(words & NUMBER_WORDS)
+
+
+def _title_before(doc: Document, f: Found, reach: int = 6) -> bool:
+    """Whether a line printing only an invoice word (the document's title, "INVOICE",
+    "Rechnung") stands within ``reach`` lines above ``f``."""
+    for number in range(max(1, f.line.number - reach), f.line.number):
+        line = doc.line(number)
+        if line is None:
+            continue
+        words = fold(line.text).strip(" :.").split()
+        if 0 < len(words) <= 2 and any(w.startswith(tuple(INVOICE_WORDS)) for w in words):
+            return True
+    return False
+
+
+def number_proof(doc: Document, f: Found) -> str | None:
+    """How the page labels ``f`` as the invoice's number ("label", "label above",
+    "title"), or None where nothing does."""
+    own = own_label(f)
+    if _number_label(own):
+        return "label"
+    if _number_label(label_above(doc, f)):
+        return "label above"
+    if own and not _decoy_number(own) and _title_before(doc, f):
+        words = set(re.findall(r"[^\s:]+", own))
+        if words & NUMBER_WORDS and words <= NUMBER_WORDS | {":", "-"}:
+            return "title"  # "INVOICE" over "No.: 2025/4778"
+    return None
+
+
+def _date_words(label: str, path: str) -> bool:
+    if not label or _has(label, DECOY_DATE_LABELS):
+        return False
+    due = _has(label, LABELS["due_date"])
+    if path == "due_date":
+        return due
+    return not due and _has(label, LABELS["issue_date"])
+
+
+def date_proof(doc: Document, f: Found, path: str) -> str | None:
+    """How the page labels the date at ``f`` as ``path`` ("issue_date" or "due_date"):
+    "label", "label above", "letter" (issue date only: a place-and-date line), or None."""
+    if _date_words(own_label(f), path):
+        return "label"
+    if _date_words(label_above(doc, f), path):
+        return "label above"
+    before = f.line.text[: f.start - f.line.start]
+    if path == "issue_date" and _PLACE_LINE.fullmatch(before):
+        after = f.line.text[f.end - f.line.start :]
+        if not after.strip(" ."):
+            return "letter"
+    return None
+
+
+def claimed_date(doc: Document, f: Found) -> bool:
+    """Whether the date at ``f`` is labelled as anything: a due, issue or other date."""
+    labels = (own_label(f), label_above(doc, f))
+    return any(
+        _has(label, DECOY_DATE_LABELS) or _has(label, LABELS["due_date"]) for label in labels
+    )

@@ -1,0 +1,243 @@
+"""Roles of a row's numbers: which factor is the quantity and which the unit price, proven.
+
+Arithmetic proves a row's sum, not its roles: ``3 x 12,50 = 37,50`` reads as well as
+``12,50 x 3``, so a table that prints its unit price before its quantity was read with
+the two exchanged and accepted (issue 41: six invoices of one unseen layout family,
+every item wrong, every sum right). A row's reading (:func:`pipeline.extraction.numbers.
+parse_item_row`, print order) is therefore kept only where something printed says which
+factor is which:
+
+* the table's **column header**: the nearest header line above the row whose cells name
+  a quantity and a unit price (:data:`COLUMN_ROLES`, a lexicon kept as data in
+  ``lexicon/column_roles.json``); the order of those two cells is the order of the two
+  factors in every row under it;
+* a **unit** printed right after one factor ("3 pcs", "35,5 h", "1.149 parole") marks the
+  quantity;
+* a **currency** sign or code beside one factor ("3,87 SEK", "€ 12.50"), a per-unit mark
+  after it ("12,50/h", "179.04 each") or a price word before it ("@ 4.50", "à 6,58",
+  "zu je 0,169", "po 2,74") marks the unit price;
+* equal factors need no proof (both readings give the same item).
+
+Where those marks agree, the reading follows them (exchanging the factors where they
+say the price is printed first); where they disagree or none exists, the row is
+:attr:`Verdict.AMBIGUOUS` and grounding refuses it with ``ambiguous_role``: review,
+never a pick (ARCHITECTURE rule 18). Position in the line is never a role.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from enum import StrEnum
+from functools import cache, lru_cache
+from importlib import resources
+from typing import NamedTuple
+
+from pipeline.extraction.labels import is_unit
+from pipeline.extraction.lines import Document, Line
+from pipeline.extraction.numbers import ItemNumbers, Printed
+from pipeline.extraction.rows import COLUMN_GAP, Row
+from pipeline.validation import CURRENCY_SYMBOLS, ISO_4217
+
+#: Roles a column header names (the lexicon's keys).
+QUANTITY, UNIT_PRICE = "quantity", "unit_price"
+#: How far above a row its header may stand, in lines (a long table on one page).
+HEADER_REACH = 120
+#: Words printed right before a unit price ("@ 4.50", "à 6,58", "zu je 0,169", "po 2,74").
+PRICE_BEFORE = frozenset(
+    ("@", "à", "a", "á", "at", "je", "zu je", "po", "per", "por", "pro", "til", "for", "x@")
+)
+#: Words printed right after a unit price ("each", "l'unité", "la unidad", "za sztukę").
+PRICE_AFTER = frozenset(
+    ("each", "ea", "ea.", "per", "pro", "je", "l'unité", "la pièce", "la unidad", "cada",
+     "cadauno", "cad.", "za", "per stuk", "per styck", "pr.", "st.", "/st", "/stk", "/pc")
+)  # fmt: skip
+
+
+class Verdict(StrEnum):
+    #: The reading's quantity and price are proven as read.
+    AS_READ = "as_read"
+    #: The marks prove the price is printed where the reading put the quantity.
+    SWAPPED = "swapped"
+    #: Nothing proves which factor is which, or two marks contradict each other.
+    AMBIGUOUS = "ambiguous"
+
+
+class Proof(NamedTuple):
+    verdict: Verdict
+    #: What proved it ("header", "unit", "currency", "equal"), or why not.
+    why: str
+
+
+@cache
+def column_roles() -> dict[str, str]:
+    """Folded header term -> role; a term listed under two roles proves neither."""
+    raw = json.loads(
+        resources.files("pipeline.extraction").joinpath("lexicon/column_roles.json").read_text()
+    )
+    roles: dict[str, str] = {}
+    clash: set[str] = set()
+    for role, terms in raw.items():
+        if role.startswith("_"):
+            continue
+        for term in terms:
+            term = term.casefold()
+            if roles.get(term, role) != role:
+                clash.add(term)
+            roles[term] = role
+    return {t: r for t, r in roles.items() if t not in clash}
+
+
+#: Lexicon terms as one alternation, longest first, bounded by non-letters.
+@cache
+def _terms() -> re.Pattern[str]:
+    alternatives = sorted(column_roles(), key=len, reverse=True)
+    body = "|".join(re.escape(t) for t in alternatives)
+    return re.compile(rf"(?<![^\W\d_])(?:{body})(?![^\W\d_])")
+
+
+class HeaderCell(NamedTuple):
+    start: int  # offset in the line
+    role: str
+
+
+def header_cells(text: str) -> list[HeaderCell]:
+    """The roles a line names as a column header, in print order, or [] where it is no
+    header: at least two cells with roles, one of them a quantity or a unit price, and
+    no token with a digit (a header prints words, its rows print numbers)."""
+    if re.search(r"\d", text) or len(text) > 400:
+        return []
+    folded = text.casefold()
+    if len(folded) != len(text):
+        return []  # a fold that changes length would shift positions: no proof
+    cells = [HeaderCell(m.start(), column_roles()[m.group()]) for m in _terms().finditer(folded)]
+    roles = {c.role for c in cells}
+    if len(cells) < 2 or not roles & {QUANTITY, UNIT_PRICE}:
+        return []
+    return cells
+
+
+@lru_cache(maxsize=256)
+def _headers(doc: Document) -> tuple[tuple[int, tuple[HeaderCell, ...]], ...]:
+    """Every header line of the document: (line number, its cells)."""
+    out = []
+    for line in doc.lines:
+        if not line.text.strip():
+            continue
+        cells = header_cells(line.text)
+        if cells:
+            out.append((line.number, tuple(cells)))
+    return tuple(out)
+
+
+def _header_order(doc: Document, row: Row) -> Verdict | None:
+    """What the nearest header above ``row`` says of its factors' order; None where no
+    header names both a quantity and a unit price exactly once."""
+    above = [(n, cells) for n, cells in _headers(doc) if n < row.first.number]
+    if not above:
+        return None
+    number, cells = above[-1]
+    if row.first.number - number > HEADER_REACH:
+        return None
+    quantity = [c.start for c in cells if c.role == QUANTITY]
+    price = [c.start for c in cells if c.role == UNIT_PRICE]
+    if len(quantity) != 1 or len(price) != 1:
+        return None
+    return Verdict.AS_READ if quantity[0] < price[0] else Verdict.SWAPPED
+
+
+def _line_of(doc: Document, row: Row, number: Printed) -> tuple[Line, int, int]:
+    """The line a factor is printed on and its offsets there (a stacked row spans lines)."""
+    at = row.first.start + number.start
+    line = doc.line_at(row.first.page, at)
+    return line, at - line.start, at - line.start + (number.end - number.start)
+
+
+def _word_after(text: str, end: int) -> str:
+    """The token right after offset ``end`` in the same cell, folded ("" at a column gap)."""
+    rest = text[end:]
+    if COLUMN_GAP.match(rest):
+        return ""
+    token = rest.split(maxsplit=1)[0] if rest.split() else ""
+    return token.casefold()
+
+
+def _words_before(text: str, start: int) -> list[str]:
+    """The two tokens right before offset ``start`` in the same cell, as printed ([]
+    where a letter touches the number: the "A" of "A4" is no word before it)."""
+    if start > 0 and text[start - 1].isalpha():
+        return []
+    left = COLUMN_GAP.split(text[:start])[-1]
+    return left.split()[-2:]
+
+
+def _is_currency(token: str) -> bool:
+    """A currency sign ("€", "kr", "zł") or an upper-case ISO 4217 code ("SEK")."""
+    token = token.strip(".,:;()")
+    return bool(token) and (token in CURRENCY_SYMBOLS or (token.isupper() and token in ISO_4217))
+
+
+def _marks(text: str, start: int, end: int) -> tuple[bool, bool]:
+    """(marked as a quantity, marked as a unit price) for the number at ``start:end``."""
+    after = _word_after(text, end)
+    glued = re.match(r"[^\W\d_]+", text[end:])  # "5h", "20Stk", "12EUR"
+    before = _words_before(text, start)
+    last = before[-1] if before else ""
+    per_unit = after.startswith("/") or after.strip(".,:;") in PRICE_AFTER
+    # "each" is a unit word too ("3 each"), but after a price it says "per unit"
+    unit = (is_unit(after) and not per_unit) or (glued is not None and is_unit(glued.group()))
+    currency_near = _is_currency(after) or _is_currency(last) or _currency_glued(text, start, end)
+    price_word = last.casefold() in PRICE_BEFORE or " ".join(before).casefold() in PRICE_BEFORE
+    return unit, currency_near or per_unit or price_word
+
+
+def _currency_glued(text: str, start: int, end: int) -> bool:
+    """A sign glued to the number ("€12.50", "12,50€", "kr33")."""
+    before = text[max(0, start - 3) : start].split()
+    after = text[end : end + 3].split()
+    near = [before[-1][-1:] if before and text[start - 1 : start].strip() else ""]
+    near += [after[0][:1] if after and text[end : end + 1].strip() else ""]
+    return any(n in CURRENCY_SYMBOLS for n in near if n)
+
+
+def _marks_order(doc: Document, row: Row, read: ItemNumbers) -> Verdict | None:
+    """What units, currencies and price words beside the two factors say; None: nothing."""
+    q_line, q_start, q_end = _line_of(doc, row, read.quantity)
+    p_line, p_start, p_end = _line_of(doc, row, read.unit_price)
+    q_qty, q_price = _marks(q_line.text, q_start, q_end)
+    p_qty, p_price = _marks(p_line.text, p_start, p_end)
+    as_read = p_price or q_qty
+    swapped = q_price or p_qty
+    if as_read and not swapped:
+        return Verdict.AS_READ
+    if swapped and not as_read:
+        return Verdict.SWAPPED
+    return Verdict.AMBIGUOUS if as_read and swapped else None
+
+
+def prove_roles(doc: Document, row: Row) -> Proof:
+    """Whether ``row``'s reading has its quantity and unit price the right way round."""
+    read = row.read
+    if read.quantity.value == read.unit_price.value:
+        return Proof(Verdict.AS_READ, "equal")
+    header = _header_order(doc, row)
+    marks = _marks_order(doc, row, read)
+    if marks is Verdict.AMBIGUOUS:
+        return Proof(Verdict.AMBIGUOUS, "units or currencies mark both factors")
+    if header is not None and marks is not None and header != marks:
+        return Proof(Verdict.AMBIGUOUS, "the column header and the row's marks disagree")
+    if header is not None:
+        return Proof(header, "header")
+    if marks is not None:
+        return Proof(marks, "marks")
+    return Proof(Verdict.AMBIGUOUS, "no column header, unit or currency says which is which")
+
+
+def proven_numbers(doc: Document, row: Row) -> tuple[ItemNumbers, Proof]:
+    """``row``'s numbers with quantity and price as proven (exchanged where the proof says
+    the price is printed first), and the proof."""
+    proof = prove_roles(doc, row)
+    read = row.read
+    if proof.verdict is Verdict.SWAPPED:
+        read = ItemNumbers(read.unit_price, read.quantity, read.line_amount, read.rate, read.exact)
+    return read, proof

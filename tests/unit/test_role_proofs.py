@@ -1,0 +1,208 @@
+"""Roles are proven, never assumed (issue 41): a value's role needs a printed proof.
+
+Each failure the issue found on unseen layouts has a hand-written document here, and
+each proof rule a case that fails on the code before it: a price-first table read with
+quantity and price exchanged, a symmetric row without header, unit or currency, a year
+taken for the invoice number, a due date without a due label, and the labels that do
+prove a role (a column header in eleven languages, a label above a value, a letter's
+place-and-date line).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from decimal import Decimal
+
+import pytest
+
+from pipeline.extraction import interpret
+from pipeline.extraction.answer import Answer, ItemRef
+from pipeline.extraction.grounding import ground
+from pipeline.extraction.roles import QUANTITY, UNIT_PRICE, header_cells
+from pipeline.validation import ReasonCode, SupplierRecord, TenantMasterData
+
+MASTER = TenantMasterData(
+    (SupplierRecord("Fjord Parts AS", "NO923456783", frozenset({"NO9386011117947"})),),
+    frozenset({"NOK", "EUR"}),
+)
+TODAY = date(2026, 3, 20)
+
+
+def _doc(table: str, *, header: str = "", letter: bool = False, due: str = "") -> str:
+    top = "Oslo, 3 March 2026\n\n" if letter else ""
+    head = ("" if letter else "Invoice no.: FP-2026-117\nInvoice date: 03.03.2026\n") + due
+    return (
+        f"Fjord Parts AS\nStorgata 5, 0155 Oslo\nVAT: NO923456783\n\n{top}{head}\n"
+        f"{header}{table}\n"
+        "Net total: 137,50\nVAT 25 % on 137,50: 34,38\nTotal due: 171,88 EUR\n"
+        "IBAN: NO93 8601 1117 947\n"
+    )
+
+
+PRICE_FIRST = """\
+Description            Unit price     Qty     Amount    VAT
+Bolt M8                     12,50       3      37,50    25 %
+Gasket                      25,00       4     100,00    25 %
+"""
+
+
+def _answer(doc: str, **changes: object) -> str:
+    lines = doc.split("\n")
+    items = [
+        ItemRef(line=n, description=d)
+        for d in ("Bolt M8", "Gasket")
+        for n, text in enumerate(lines, 1)
+        if text.lstrip().startswith(d)
+    ]
+    base: dict[str, object] = {
+        "supplier": "Fjord Parts AS",
+        "vat_id": "NO923456783",
+        "number": "FP-2026-117",
+        "issue_date": "03.03.2026",
+        "due_date": None,
+        "currency": "EUR",
+        "iban": "NO93 8601 1117 947",
+        "net": "137,50",
+        "tax": "34,38",
+        "gross": "171,88",
+        "items": items,
+        "taxes": [n for n, text in enumerate(lines, 1) if text.startswith("VAT 25 %")],
+    }
+    base.update(changes)
+    return json.dumps(Answer.model_validate(base).model_dump(mode="json", exclude_none=False))
+
+
+def _run(doc: str, **changes: object):  # type: ignore[no-untyped-def]
+    return interpret(_answer(doc, **changes), doc, MASTER, today=TODAY)
+
+
+def _items(out) -> list[tuple[Decimal, Decimal]]:  # type: ignore[no-untyped-def]
+    return [(i.quantity, i.unit_price) for i in out.extraction.line_items]
+
+
+def test_a_price_first_table_is_read_by_its_header() -> None:
+    out = _run(_doc(PRICE_FIRST))
+    assert out.report.reasons == ()
+    assert _items(out) == [(Decimal(3), Decimal("12.50")), (Decimal(4), Decimal("25.00"))]
+
+
+def test_a_symmetric_row_without_header_unit_or_currency_is_ambiguous() -> None:
+    table = "\n".join(PRICE_FIRST.splitlines()[1:]) + "\n"
+    out = _run(_doc(table))
+    assert out.report.decision.value == "REVIEW_REQUIRED"
+    ambiguous = [r for r in out.report.reasons if r.code is ReasonCode.AMBIGUOUS_ROLE]
+    assert [r.field for r in ambiguous] == ["line_items[0]", "line_items[1]"]
+    assert "12,50 and 3" in ambiguous[0].detail
+
+
+def test_a_unit_marks_the_quantity_where_no_header_does() -> None:
+    table = "Bolt M8    12,50    3 pcs    37,50   25 %\nGasket     25,00    4 pcs   100,00   25 %\n"
+    out = _run(_doc(table))
+    assert out.report.reasons == ()
+    assert _items(out) == [(Decimal(3), Decimal("12.50")), (Decimal(4), Decimal("25.00"))]
+
+
+def test_a_currency_marks_the_price_where_no_header_does() -> None:
+    table = "Bolt M8    3    EUR 12,50    37,50   25 %\nGasket     4    EUR 25,00   100,00   25 %\n"
+    out = _run(_doc(table))
+    assert out.report.reasons == ()
+    assert _items(out) == [(Decimal(3), Decimal("12.50")), (Decimal(4), Decimal("25.00"))]
+
+
+def test_a_header_that_contradicts_the_units_is_ambiguous() -> None:
+    table = "Bolt M8                     12 pcs      3     36,00    25 %\n"
+    header = "Description                  Price    Qty    Amount\n"
+    doc = _doc(table, header=header).replace("137,50", "36,00")
+    out = _run(doc, net="36,00")
+    assert ReasonCode.AMBIGUOUS_ROLE in out.report.codes
+
+
+@pytest.mark.parametrize(
+    ("language", "header", "price_first"),
+    [
+        ("en", "Description      Qty      Unit price      Amount", False),
+        ("de", "Bezeichnung      Menge    Einzelpreis     Betrag", False),
+        ("fr", "Désignation      Prix unitaire   Qté     Montant HT", True),
+        ("it", "Descrizione      Prezzo unitario   Q.tà   Importo", True),
+        ("es", "Concepto         Cantidad   Precio unitario   Importe", False),
+        ("nl", "Omschrijving     Stukprijs    Aantal    Bedrag", True),
+        ("pl", "Nazwa towaru     Ilość    Cena jedn. netto    Wartość netto", False),
+        ("sv", "Benämning        À-pris     Antal     Belopp", True),
+        ("da", "Beskrivelse      Antal      Enhedspris     Beløb", False),
+        ("pt", "Descrição        Preço unitário   Quantidade   Valor", True),
+        ("cs", "Popis            Množství   Jednotková cena   Celkem", False),
+        ("fi", "Kuvaus           A-hinta    Määrä     Yhteensä", True),
+    ],
+)
+def test_header_roles_in_many_languages(language: str, header: str, price_first: bool) -> None:
+    cells = header_cells(header)
+    roles = [c.role for c in cells if c.role in (QUANTITY, UNIT_PRICE)]
+    assert roles == ([UNIT_PRICE, QUANTITY] if price_first else [QUANTITY, UNIT_PRICE]), language
+
+
+def test_a_line_of_values_is_no_header() -> None:
+    assert header_cells("Bolt M8    Qty 3    Price 12,50") == []
+    assert header_cells("Thank you for your order and the prompt payment") == []
+
+
+def test_a_year_is_refused_as_the_invoice_number_without_a_label() -> None:
+    doc = _doc(PRICE_FIRST, letter=True)
+    out = _run(doc, number="2026")
+    assert out.extraction.invoice_number is None
+    assert any(
+        r.code is ReasonCode.AMBIGUOUS_ROLE and r.field == "invoice_number"
+        for r in out.report.reasons
+    )
+
+
+def test_a_letter_date_line_proves_the_issue_date() -> None:
+    doc = _doc(PRICE_FIRST, letter=True).replace(
+        "Oslo, 3 March 2026\n", "Oslo, 3 March 2026\n\nInvoice no.: FP-2026-117\n"
+    )
+    out = _run(doc, issue_date="3 March 2026")
+    assert out.report.reasons == ()
+    assert out.extraction.issue_date is not None
+    assert out.extraction.issue_date.value == date(2026, 3, 3)
+
+
+def test_a_due_date_copied_from_the_issue_date_is_refused() -> None:
+    out = _run(_doc(PRICE_FIRST), due_date="03.03.2026")
+    assert out.extraction.due_date is None
+    assert any(r.field == "due_date" for r in out.report.reasons)
+
+
+def test_a_due_date_under_no_due_label_is_refused() -> None:
+    doc = _doc(PRICE_FIRST, due="Delivered on 05.03.2026, pick-up 10.03.2026\n")
+    out = _run(doc, due_date="10.03.2026")
+    assert out.extraction.due_date is None
+    assert any(
+        r.code is ReasonCode.AMBIGUOUS_ROLE and r.field == "due_date" for r in out.report.reasons
+    )
+
+
+def test_a_due_date_in_a_sentence_is_proven_by_its_words() -> None:
+    doc = _doc(PRICE_FIRST, due="Please pay by 02.04.2026 to the account below.\n")
+    out = _run(doc, due_date="02.04.2026")
+    assert out.report.reasons == ()
+    assert out.extraction.due_date is not None
+    assert out.extraction.due_date.value == date(2026, 4, 2)
+
+
+def test_labels_above_their_values_prove_number_and_dates() -> None:
+    doc = _doc(PRICE_FIRST).replace(
+        "Invoice no.: FP-2026-117\nInvoice date: 03.03.2026\n",
+        "Invoice number      Invoice date     Due date\n"
+        "FP-2026-117         03.03.2026       02.04.2026\n",
+    )
+    out = _run(doc, due_date="02.04.2026")
+    assert out.report.reasons == ()
+    e = out.extraction
+    assert e.invoice_number is not None and e.invoice_number.value == "FP-2026-117"
+    assert e.due_date is not None and e.due_date.value == date(2026, 4, 2)
+
+
+def test_an_order_number_under_its_own_label_is_refused() -> None:
+    doc = _doc(PRICE_FIRST).replace("Invoice no.: FP-2026-117\n", "Your order no.: 4504665309\n")
+    g = ground(Answer.model_validate(json.loads(_answer(doc, number="4504665309"))), doc)
+    assert g.extraction.invoice_number is None
