@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from pipeline.extraction.label_proof import date_proof, number_proof
 from pipeline.extraction.labels import INVOICE_WORDS, NUMBER_WORDS
 from pipeline.extraction.lines import Document
 from pipeline.extraction.locate import (
@@ -82,8 +83,20 @@ _REFERENCE_SPLIT = re.compile(r"[:#°º]")
 
 def reference_candidates(doc: Document, other: frozenset[str] = frozenset()) -> list[str]:
     """What the invoice number may be: :func:`labelled_numbers` where the text prints
-    one, else every printed token with a digit (:func:`printed_references`)."""
-    return labelled_numbers(doc, other) or printed_references(doc, other)
+    one, else the printed tokens another label proves (a label above, a title over a bare
+    number label: :func:`~pipeline.extraction.label_proof.number_proof`), else every
+    printed token with a digit (:func:`printed_references`), of which grounding then
+    refuses any the page does not label."""
+    named = labelled_numbers(doc, other)
+    if named:
+        return named
+    printed = printed_references(doc, other)
+    proven = [
+        token
+        for token in printed
+        if any(number_proof(doc, f) for f in occurrences(doc, token, fuzzy=False))
+    ]
+    return proven or printed
 
 
 #: An invoice word where it starts a word ("Fakturanummer", "Rechnungs-Nr."), any case.
@@ -235,10 +248,13 @@ def invoice_dates(doc: Document, dates: list[str], path: str) -> list[str]:
     it, i.e. printed at least once without a delivery, order or service label before
     them (the adapter picked a delivery date in 2 of 60 answers) and not labelled only
     as the invoice's other date (SmolLM2 copied "Termin płatności: 20 listopada 2026"
-    as the issue date of the demo's invoice 4). Where no date qualifies, the dates
-    without a decoy label, else all: grounding then refuses what the model picks."""
+    as the issue date of the demo's invoice 4); those the page labels for ``path``
+    (:func:`~pipeline.extraction.label_proof.date_proof`) first. Where no date qualifies,
+    the dates without a decoy label, else all: grounding then refuses what the model
+    picks without its label."""
     plain: list[str] = []
     own: list[str] = []
+    proven: list[str] = []
     for d in dates:
         found = [
             f for f in occurrences(doc, d, fuzzy=False, boundary="number") if decoy_label(f) is None
@@ -247,4 +263,6 @@ def invoice_dates(doc: Document, dates: list[str], path: str) -> list[str]:
             plain.append(d)
         if any(not other_date_label(path, f) for f in found):
             own.append(d)
-    return own or plain or dates
+        if any(date_proof(doc, f, path) for f in found):
+            proven.append(d)
+    return proven or own or plain or dates
