@@ -231,12 +231,14 @@ def _family_table(report: dict[str, Any], max_groups: int) -> list[str]:
     families = report.get("by_family") or {}
     if not families:
         return []
-    dims = list(families)
-    if "transformation" in families and set(families["transformation"]) == set(
-        families.get("family", {})
-    ):
-        dims.remove("transformation")  # no family combines two: the same rows twice
-    groups = [(f"{dim}={name}", t) for dim in dims for name, t in families[dim].items()]
+    named = families.get("family", {})
+    groups = [
+        (f"{dim}={name}", t)
+        for dim, members in families.items()
+        for name, t in members.items()
+        # A transformation no combination holds is its family again: the same rows twice.
+        if not (dim == "transformation" and named.get(name, {}).get("invoices") == t["invoices"])
+    ]
 
     def rank(i: int) -> tuple[bool, int, float]:
         t = groups[i][1]

@@ -151,8 +151,14 @@ def test_generated_invoices_group_by_layout_language_and_variant_within_one_scre
 
 
 def test_transformations_equal_to_families_are_not_shown_twice() -> None:
-    rows = [_row("a", "SUCCEEDED", family="swap"), _row("b", "SUCCEEDED", family="noise")]
+    rows = [
+        _row("a", "SUCCEEDED", family="swap"),
+        _row("b", "SUCCEEDED", family="noise"),
+        _row("c", "SUCCEEDED", family="noise+split"),
+    ]
     report = summarise(rows, {})
-    assert set(report["by_family"]["transformation"]) == {"swap", "noise"}  # JSON keeps both
-    text = render_text(report)
-    assert "family=swap" in text and "transformation=" not in text
+    assert set(report["by_family"]["transformation"]) == {"swap", "noise", "split"}  # JSON: all
+    labels = [x.split()[0] for x in render_text(report).splitlines() if x.startswith("  ")]
+    assert "family=swap" in labels and "transformation=swap" not in labels
+    # "noise" alone (1 invoice) and in a combination (2 invoices) are two groups.
+    assert {"family=noise", "transformation=noise", "transformation=split"} <= set(labels)
