@@ -18,9 +18,12 @@ structured output, and parsed, grounded and validated by
 (``DIR/report.json`` and ``DIR/report.png``, one screen of text on stdout)
 holds decision accuracy against each invoice's ``expected_decision``, false
 accepts (SUCCEEDED while a value differs from the truth or while review was
-expected) with the fields that differ, per-field precision and recall, review
-rate by reason code, output tokens per invoice and invoices per minute. A
-progress line on stderr follows every finished invoice.
+expected) with the fields that differ and the false-accept rate's one-sided 95 %
+upper bound, overall and per family (a dataset line's ``family`` and each
+transformation in it; a generated invoice's layout, language and variant),
+per-field precision and recall, the review reasons by code and by field path,
+output tokens per invoice and invoices per minute. A progress line on stderr
+follows every finished invoice.
 
 Exit status: 0 when at least one invoice was evaluated (even if dataset lines
 were skipped), 1 when nothing could be evaluated (missing or empty file, every
@@ -330,6 +333,10 @@ def _side_by_side(reports: dict[str, dict[str, Any]]) -> str:
     lines.append(
         f"{'false_accepts':>22}: "
         + " | ".join(f"{len(reports[n].get('false_accepts', [])):>10}" for n in names)
+    )
+    lines.append(
+        f"{'false_accept_upper_95':>22}: "
+        + " | ".join(f"{reports[n].get('false_accept_upper_95') or 0.0:>10.4f}" for n in names)
     )
     return "\n".join(lines)
 

@@ -49,7 +49,7 @@ def false_accept_bound(k: int, n: int, confidence: float = 0.95) -> float | None
         return 1.0
     alpha = 1.0 - confidence
     if k == 0:
-        return 1.0 - alpha ** (1.0 / n)
+        return 1.0 - float(alpha ** (1.0 / n))
     low, high = k / n, 1.0
     for _ in range(200):  # bisection: the cdf falls as p rises
         mid = (low + high) / 2

@@ -8,7 +8,11 @@ generated and supplied invoices are scored by one code path; :func:`export_datas
 writes generated invoices in the format.
 
 Truth holds values only (no evidence spans): the evaluation compares what the
-extraction says, whatever contract the model answered in.
+extraction says, whatever contract the model answered in. It holds what real
+invoices print, including what contract v2 cannot: a supplier with a tax number and
+no VAT id (``supplier.vat_id`` null), no currency printed (``currency`` null), an
+amount-only row such as shipping or a flat fee (an item's ``quantity`` and
+``unit_price`` null). Such a line is evaluated, not refused; a null compares as null.
 """
 
 from __future__ import annotations
@@ -67,6 +71,15 @@ def _text(value: object) -> str:
     return value
 
 
+def _family(value: object) -> str:
+    """Names joined by ``+`` (a fuzzer's transformations), each non-empty; spaces
+    around a name are dropped so ``"a + b"`` and ``"a+b"`` are one family."""
+    names = [name.strip() for name in _text(value).split("+")]
+    if not all(names):
+        raise ValueError(f'must be one name or names joined by "+", got {value!r}')
+    return "+".join(names)
+
+
 DecimalStr = Annotated[
     Decimal,
     PlainValidator(_decimal),
@@ -82,6 +95,7 @@ Iban = Annotated[
     str, PlainValidator(_pattern(_IBAN_RE, "a compact upper-case IBAN like DE89370400440532013000"))
 ]
 Text = Annotated[str, PlainValidator(_text)]
+Family = Annotated[str, PlainValidator(_family)]
 
 
 class _Strict(BaseModel):
@@ -92,13 +106,16 @@ class _Strict(BaseModel):
 
 class TruthSupplier(_Strict):
     name: Text
-    vat_id: Text
+    #: Null: the supplier prints no VAT id (a tax number only, say).
+    vat_id: Text | None
 
 
 class TruthLineItem(_Strict):
+    """One row; ``quantity`` and ``unit_price`` null for an amount-only row (shipping)."""
+
     description: Text
-    quantity: DecimalStr
-    unit_price: DecimalStr
+    quantity: DecimalStr | None
+    unit_price: DecimalStr | None
     line_amount: DecimalStr
     tax_rate: DecimalStr
 
@@ -116,7 +133,7 @@ class Truth(_Strict):
     invoice_number: Text
     issue_date: DateStr
     due_date: DateStr | None
-    currency: Currency
+    currency: Currency | None
     iban: Iban | None
     net_total: DecimalStr
     tax_total: DecimalStr
@@ -127,7 +144,7 @@ class Truth(_Strict):
 
 class MasterSupplier(_Strict):
     name: Text
-    vat_id: Text
+    vat_id: Text | None
     ibans: tuple[Iban, ...] = ()
 
 
@@ -150,22 +167,33 @@ class EvalRecord(BaseModel):
     expected_decision: Literal["SUCCEEDED", "REVIEW_REQUIRED"] | None = None
     #: The validation date for date plausibility; default: the truth's issue date.
     today: DateStr | None = None
+    #: Layout family or a fuzzer's transformations joined by "+"; the report groups by it.
+    family: Family | None = None
+    #: Free text for the dataset's author (where the invoice came from, what it tests).
+    notes: Text | None = None
 
     def validation_date(self) -> date:
         return self.today if self.today is not None else self.truth.issue_date
 
     def tenant_master_data(self) -> TenantMasterData:
-        """The master data validation runs against (built from the truth when absent)."""
+        """The master data validation runs against (built from the truth when absent).
+
+        A supplier without a VAT id is on file with an empty one: validation still
+        requires a VAT id on the invoice (``missing_field``) and refuses any other
+        (``vat_id_mismatch``), so such an invoice goes to review, never through. (The
+        tenant master data a deployment stores refuses a supplier without a VAT id.)
+        A truth without a currency permits none: any currency read is not printed.
+        """
         if self.master_data is None:
             t = self.truth
             ibans = frozenset({t.iban}) if t.iban else frozenset()
             return TenantMasterData(
-                suppliers=(SupplierRecord(t.supplier.name, t.supplier.vat_id, ibans),),
-                permitted_currencies=frozenset({t.currency}),
+                suppliers=(SupplierRecord(t.supplier.name, t.supplier.vat_id or "", ibans),),
+                permitted_currencies=frozenset({t.currency}) if t.currency else frozenset(),
             )
         return TenantMasterData(
             suppliers=tuple(
-                SupplierRecord(s.name, s.vat_id, frozenset(s.ibans))
+                SupplierRecord(s.name, s.vat_id or "", frozenset(s.ibans))
                 for s in self.master_data.suppliers
             ),
             permitted_currencies=frozenset(self.master_data.currencies),
@@ -277,10 +305,8 @@ def truth_from_extraction(e: Extraction) -> Truth:
         name
         for name, value in (
             ("supplier.name", e.supplier.name),
-            ("supplier.vat_id", e.supplier.vat_id),
             ("invoice_number", e.invoice_number),
             ("issue_date", e.issue_date),
-            ("currency", e.currency),
             ("net_total", e.net_total),
             ("tax_total", e.tax_total),
             ("gross_total", e.gross_total),
@@ -289,14 +315,17 @@ def truth_from_extraction(e: Extraction) -> Truth:
     ]
     if missing:
         raise ValueError(f"ground truth lacks {', '.join(missing)}")
-    assert e.supplier.name and e.supplier.vat_id and e.invoice_number and e.issue_date
-    assert e.currency and e.net_total and e.tax_total and e.gross_total
+    assert e.supplier.name and e.invoice_number and e.issue_date
+    assert e.net_total and e.tax_total and e.gross_total
     return Truth(
-        supplier=TruthSupplier(name=e.supplier.name.value, vat_id=e.supplier.vat_id.value),
+        supplier=TruthSupplier(
+            name=e.supplier.name.value,
+            vat_id=e.supplier.vat_id.value if e.supplier.vat_id else None,
+        ),
         invoice_number=e.invoice_number.value,
         issue_date=e.issue_date.value,
         due_date=e.due_date.value if e.due_date else None,
-        currency=e.currency.value,
+        currency=e.currency.value if e.currency else None,
         iban=e.iban.value if e.iban else None,
         net_total=e.net_total.value,
         tax_total=e.tax_total.value,

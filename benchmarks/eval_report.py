@@ -1,11 +1,16 @@
 """The evaluation report: rows aggregated (:func:`summarise`), one screen of text
 (:func:`render_text`), a PNG (:func:`plot`) and the progress line (:class:`Progress`).
 
-The report's keys are listed in ``docs/eval-dataset.md``.
+Every false-accept count is reported with its one-sided 95 % Clopper-Pearson upper
+bound (:func:`benchmarks.eval_bounds.false_accept_bound`), overall and per family
+(:func:`by_family`), so a small sample cannot pass for a proof; every review is
+counted by the reason code and the field path behind it. The report's keys are
+listed in ``docs/eval-dataset.md``.
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 import sys
 import time
@@ -14,7 +19,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from benchmarks.eval_bounds import false_accept_bound
 from benchmarks.eval_scoring import FIELDS, OUTCOMES
+
+#: How rows are grouped, in report order: the dataset's ``family`` (a fuzzer's
+#: transformations joined by "+"), each of those transformations alone, and a
+#: generated invoice's layout, language and variant.
+DIMENSIONS = ("family", "transformation", "layout", "language", "variant")
 
 
 def _ratio(num: int, den: int) -> float | None:
@@ -28,6 +39,81 @@ def _counts(tp: int, fp: int, fn: int) -> dict[str, Any]:
         "tp": tp,
         "fp": fp,
         "fn": fn,
+    }
+
+
+def _succeeded_right(rows: Sequence[dict[str, Any]]) -> int:
+    return sum(1 for r in rows if r["outcome"] == "SUCCEEDED" and r["exact_match"])
+
+
+def _tally(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Decisions and false accepts (with their bound) of one group of invoices."""
+    n = len(rows)
+    outcomes = Counter(r["outcome"] for r in rows)
+    k = sum(1 for r in rows if r["false_accept"])
+    return {
+        "invoices": n,
+        "succeeded": outcomes["SUCCEEDED"],
+        "succeeded_right": _succeeded_right(rows),
+        "review_required": outcomes["REVIEW_REQUIRED"],
+        "failed": outcomes["MALFORMED"] + outcomes["ENGINE_ERROR"],
+        "false_accepts": k,
+        "false_accept_rate": _ratio(k, n),
+        "false_accept_upper_95": false_accept_bound(k, n),
+        "reason_counts": dict(Counter(c for r in rows for c in r["reasons"]).most_common()),
+    }
+
+
+def _groups(row: dict[str, Any]) -> list[tuple[str, str]]:
+    """The ``(dimension, name)`` groups a row counts in (see :data:`DIMENSIONS`)."""
+    out: list[tuple[str, str]] = []
+    family = row.get("family")
+    if family:
+        out.append(("family", str(family)))
+        out += [("transformation", name) for name in sorted(set(str(family).split("+")))]
+    out += [(dim, str(row[dim])) for dim in DIMENSIONS[2:] if row.get(dim)]
+    return out
+
+
+def by_family(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{dimension: {name: tally}}``, largest group first; dimensions no row has are absent.
+
+    A fuzzed invoice counts once in its family and once in each transformation it
+    combines, so a transformation's false accepts are those of every family it is in.
+    """
+    members: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for row in rows:
+        for dim, name in _groups(row):
+            members.setdefault(dim, {}).setdefault(name, []).append(row)
+    return {
+        dim: {
+            name: _tally(group)
+            for name, group in sorted(members[dim].items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        }
+        for dim in DIMENSIONS
+        if dim in members
+    }
+
+
+def _path(field: str) -> str:
+    """A reason's field path with row numbers dropped: ``line_items[3].quantity`` ->
+    ``line_items[].quantity``, so one rule on many rows is one count per row."""
+    return re.sub(r"\[[0-9]+\]", "[]", field) or "-"
+
+
+def reason_field_counts(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """``{code: {field path: reasons}}``, the most frequent code and path first."""
+    pairs = Counter(
+        (d["code"], _path(d["field"])) for r in rows for d in r.get("reason_details", ())
+    )
+    codes = Counter(code for code, _ in pairs.elements())
+    return {
+        code: {
+            path: count
+            for (c, path), count in sorted(pairs.items(), key=lambda kv: (-kv[1], kv[0][1]))
+            if c == code
+        }
+        for code, _ in codes.most_common()
     }
 
 
@@ -55,6 +141,7 @@ def summarise(
     """Aggregate per-invoice rows into the report (pure; the tests check it directly)."""
     n = len(rows)
     outcomes = Counter(r["outcome"] for r in rows)
+    k = sum(1 for r in rows if r["false_accept"])
     fields, micro = _score(rows, "fields")
     fields_before_cap, micro_before_cap = _score(rows, "fields_before_cap")
     confusion = {row: dict.fromkeys(OUTCOMES, 0) for row in ("acceptable", "unacceptable")}
@@ -77,11 +164,20 @@ def summarise(
         "failed": outcomes["MALFORMED"] + outcomes["ENGINE_ERROR"],
         "malformed": outcomes["MALFORMED"],
         "engine_errors": outcomes["ENGINE_ERROR"],
+        "succeeded_right": _succeeded_right(rows),
         "false_accepts": [
-            {"id": r["id"], "fields": r["differing_fields"], "expected": r["expected_decision"]}
+            {
+                "id": r["id"],
+                "fields": r["differing_fields"],
+                "expected": r["expected_decision"],
+                **{dim: r[dim] for dim in DIMENSIONS if r.get(dim)},
+            }
             for r in rows
             if r["false_accept"]
         ],
+        "false_accept_rate": _ratio(k, n),
+        "false_accept_upper_95": false_accept_bound(k, n),
+        "by_family": by_family(rows),
         # Against expected_decision; MALFORMED and ENGINE_ERROR count as wrong.
         "decision_accuracy": _ratio(sum(1 for r in judged if r["decision_right"]), len(judged)),
         "decisions_judged": len(judged),
@@ -97,6 +193,7 @@ def summarise(
             code: _ratio(count, n) for code, count in reviewed_for.most_common()
         },
         "reason_counts": dict(Counter(c for r in rows for c in r["reasons"]).most_common()),
+        "reason_field_counts": reason_field_counts(rows),
         "output_tokens_mean": round(statistics.fmean(tokens), 1) if tokens else None,
         "output_tokens_reported": len(tokens),
         "output_tokens_per_s": round(sum(tokens) / wall_s, 2) if tokens and wall_s else None,
@@ -120,24 +217,96 @@ def _f(value: float | None, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
-def render_text(report: dict[str, Any], *, max_listed: int = 5) -> str:
-    """One screen (at most ~40 lines) summarising the report."""
+def _pct(value: float | None) -> str:
+    """A share as a percentage with three significant digits (0.000599 -> 0.0599 %)."""
+    return "n/a" if value is None else f"{100 * value:.3g} %"
+
+
+def _false_accepts(k: int, n: int, bound: float | None) -> str:
+    return f"{k}/{n} = {_pct(k / n if n else None)}, 95 % bound {_pct(bound)}"
+
+
+def _family_table(report: dict[str, Any], max_groups: int) -> list[str]:
+    """The groups with false accepts first (most first), then the others in report order."""
+    families = report.get("by_family") or {}
+    if not families:
+        return []
+    named = families.get("family", {})
+    groups = [
+        (f"{dim}={name}", t)
+        for dim, members in families.items()
+        for name, t in members.items()
+        # A transformation no combination holds is its family again: the same rows twice.
+        if not (dim == "transformation" and named.get(name, {}).get("invoices") == t["invoices"])
+    ]
+
+    def rank(i: int) -> tuple[bool, int, float]:
+        t = groups[i][1]
+        return (t["false_accepts"] == 0, -t["false_accepts"], -(t["false_accept_rate"] or 0.0))
+
+    order = sorted(range(len(groups)), key=rank)  # stable: the rest keep report order
+    shown = [groups[i] for i in order[:max_groups]]
     lines = [
-        f"fenceline eval: {report['invoices']} invoices from {report.get('source', '?')}"
+        "by family (false accepts first; right = SUCCEEDED with every field right):",
+        f"  {'group':<30} {'invoices':>8} {'SUCC':>5} {'right':>5} {'REVIEW':>6} {'failed':>6}"
+        "  false accepts",
+    ]
+    for label, t in shown:
+        name = label if len(label) <= 30 else label[:29] + "…"
+        lines.append(
+            f"  {name:<30} {t['invoices']:>8} {t['succeeded']:>5} {t['succeeded_right']:>5} "
+            f"{t['review_required']:>6} {t['failed']:>6}  "
+            + _false_accepts(t["false_accepts"], t["invoices"], t["false_accept_upper_95"])
+        )
+    hidden = [groups[i][1] for i in order[max_groups:]]
+    if hidden:
+        with_fa = sum(1 for t in hidden if t["false_accepts"])
+        what = f"{with_fa} with false accepts" if with_fa else "none with a false accept"
+        lines.append(f"  ... and {len(hidden)} more groups, {what} (report.json)")
+    return lines
+
+
+def _reason_lines(report: dict[str, Any], max_listed: int) -> list[str]:
+    rates = list(report["review_rate_by_reason"].items())
+    paths = report.get("reason_field_counts") or {}
+    lines = [
+        "review reasons (share of invoices, reasons, field paths):" + ("" if rates else " none")
+    ]
+    for code, rate in rates[:max_listed]:
+        count = report["reason_counts"].get(code, 0)
+        where = ", ".join(f"{path} {n}" for path, n in (paths.get(code) or {}).items())
+        lines.append(f"  {code:<26} {_f(rate)} {count:>5}  {where}".rstrip()[:100])
+    if len(rates) > max_listed:
+        lines.append(f"  ... and {len(rates) - max_listed} more codes (report.json)")
+    return lines
+
+
+def render_text(report: dict[str, Any], *, max_listed: int = 5, max_groups: int = 10) -> str:
+    """One screen (at most about 50 lines) summarising the report: where wrong invoices
+    were accepted (overall and per family, each count with its 95 % upper bound) and
+    which reasons sent the others to review."""
+    n = report["invoices"]
+    lines = [
+        f"fenceline eval: {n} invoices from {report.get('source', '?')}"
         f" · engine {report.get('engine', '?')} · model {report.get('model', '?')}",
-        f"decisions: {report['succeeded']} SUCCEEDED, {report['review_required']} "
-        f"REVIEW_REQUIRED, {report['failed']} FAILED ({report['malformed']} malformed, "
+        f"decisions: {report['succeeded']} SUCCEEDED ({report.get('succeeded_right', '?')} with "
+        f"every field right), {report['review_required']} REVIEW_REQUIRED, "
+        f"{report['failed']} FAILED ({report['malformed']} malformed, "
         f"{report['engine_errors']} engine errors)",
         f"decision accuracy vs expected_decision: {_f(report['decision_accuracy'])} "
         f"({report['decisions_judged']} invoices with an expected decision)",
     ]
     fa = report["false_accepts"]
-    lines.append(f"false accepts: {len(fa)}")
+    bound = report.get("false_accept_upper_95")
+    lines.append(f"false accepts: {len(fa)} ({_false_accepts(len(fa), n, bound)})")
     for item in fa[:max_listed]:
         why = ", ".join(item["fields"]) or f"expected {item['expected']}"
-        lines.append(f"  {item['id']}: {why}"[:100])
+        where = "/".join(str(item[d]) for d in ("family", "layout", "language") if item.get(d))
+        tag = f" [{where}]" if where else ""
+        lines.append(f"  {item['id']}{tag}: {why}"[:100])
     if len(fa) > max_listed:
         lines.append(f"  ... and {len(fa) - max_listed} more (report.json)")
+    lines += _family_table(report, max_groups)
     micro = report["micro"]
     lines.append(
         f"fields (precision / recall; all: {_f(micro['precision'])} / {_f(micro['recall'])}):"
@@ -153,13 +322,7 @@ def render_text(report: dict[str, Any], *, max_listed: int = 5) -> str:
             if name is not None
         ]
         lines.append("  " + "   ".join(f"{c:<40}" for c in cell).rstrip())
-    rates = list(report["review_rate_by_reason"].items())
-    lines.append("review rate by reason:" + ("" if rates else " none"))
-    for code, rate in rates[:max_listed]:
-        count = report["reason_counts"].get(code, 0)
-        lines.append(f"  {code:<32} {_f(rate)} ({count} reason{'' if count == 1 else 's'})")
-    if len(rates) > max_listed:
-        lines.append(f"  ... and {len(rates) - max_listed} more codes")
+    lines += _reason_lines(report, max_listed)
     lines.append(
         f"output tokens per invoice: {_f(report['output_tokens_mean'], 1)} "
         f"({report['output_tokens_reported']} of {report['invoices']} reported)"
@@ -210,7 +373,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
     for i, row in enumerate(cells):
         for j, value in enumerate(row):
             matrix.text(j, i, str(value), ha="center", va="center", color="black")
-    matrix.set_title(f"decision (false accepts {len(report['false_accepts'])})")
+    fa = len(report["false_accepts"])
+    matrix.set_title(
+        f"decision (false accepts {fa}, 95 % bound {_pct(report.get('false_accept_upper_95'))})"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -10,7 +10,14 @@ in plain notation, names through :func:`~pipeline.validation.decide.normalise_na
 other text through :func:`~pipeline.validation.decide.normalise_text`, VAT ids through
 :func:`~pipeline.validation.decide.compact_id`); line items and tax lines are compared
 per field as multisets, so one skipped row costs one miss rather than shifting
-all the rows after it.
+all the rows after it. A null compares as null, in a list field as in a scalar one:
+it adds nothing to the field's multiset, so the truth's null quantity of an
+amount-only row is matched by no quantity, and any quantity read for it differs.
+
+A row also carries what its family is (the record's ``family``; a generated
+invoice's layout, language and variant as tags) and every review reason with the
+field path it names (``reason_details``), so the report can say where wrong
+invoices were accepted and which rule sent the others to review.
 """
 
 from __future__ import annotations
@@ -83,6 +90,7 @@ def _normalised(
         out[f"line_items[].{name}"] = Counter(
             normalise_text(row[name]).casefold() if name == "description" else _amount(row[name])
             for row in item_rows
+            if row[name] is not None
         )
     for name in TAX_FIELDS:
         out[f"tax_lines[].{name}"] = Counter(_amount(row[name]) for row in tax_rows)
@@ -156,11 +164,14 @@ async def evaluate_one(
         "id": record.id,
         **({"line": case.line} if case.line is not None else {}),
         **case.tags,
+        **({"family": record.family} if record.family is not None else {}),
+        **({"notes": record.notes} if record.notes is not None else {}),
         "line_items": len(record.truth.line_items),
         "expected_decision": record.expected_decision,
         "contract": call.contract,
         "prompt_version": call.prompt_version,
         "reasons": [],
+        "reason_details": [],
         "error": None,
         "completion_tokens": None,
     }
@@ -193,6 +204,10 @@ async def evaluate_one(
         row.update(
             outcome=result.report.decision.value,
             reasons=[r.code.value for r in result.report.reasons],
+            reason_details=[
+                {"code": r.code.value, "field": r.field, "detail": r.detail[:200]}
+                for r in result.report.reasons
+            ],
         )
     row["latency_s"] = round(time.perf_counter() - started, 4)
     row["answer"] = text  # the engine's raw reply, to read why a field differs

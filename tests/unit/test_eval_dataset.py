@@ -8,7 +8,9 @@ every number in the report is known in advance.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,8 +18,10 @@ from typing import Any
 import pytest
 
 import benchmarks.eval as eval_cli
-from benchmarks.eval_dataset import load_dataset, record_from_generated
+from benchmarks.eval_bounds import false_accept_bound
+from benchmarks.eval_dataset import Case, load_dataset, parse_line, record_from_generated
 from benchmarks.eval_engines import EngineAnswer, ExtractFn
+from benchmarks.eval_scoring import evaluate_one, truth_values
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_corpus
 from pipeline.extraction import answer_for, document_in_prompt, shown_document
 
@@ -239,3 +243,156 @@ def test_master_data_and_validation_date_default_from_the_truth(tmp_path: Path) 
     assert md.permitted_currencies == frozenset({truth["currency"]})
     assert record.validation_date().isoformat() == truth["issue_date"]
     assert record.expected_decision is None
+
+
+# -- what real invoices print -----------------------------------------------------------------
+
+
+def _real(line: dict[str, Any]) -> dict[str, Any]:
+    """``line`` as a real invoice's truth may read: a supplier with a tax number and no
+    VAT id, no currency printed, an amount-only shipping row; with a family and notes."""
+    real = json.loads(json.dumps(line))
+    truth = real["truth"]
+    truth["supplier"]["vat_id"] = None
+    truth["currency"] = None
+    truth["line_items"].append(
+        {"description": "Versand", "quantity": None, "unit_price": None,
+         "line_amount": "4.90", "tax_rate": "19"}
+    )  # fmt: skip
+    del real["master_data"]
+    return {**real, "family": "zugferd + letter", "notes": "Steuernummer 201/113/40209 only"}
+
+
+def test_a_truth_as_real_invoices_print_it_is_evaluated_not_refused(tmp_path: Path) -> None:
+    line = _real(_export(tmp_path / "gen.jsonl")[0])
+    dataset = load_dataset(_write(tmp_path / "real.jsonl", [line]))
+    assert dataset.skipped == [] and dataset.ignored_keys == []
+    record = dataset.cases[0].record
+    assert record.truth.supplier.vat_id is None and record.truth.currency is None
+    shipping = record.truth.line_items[-1]
+    assert shipping.quantity is None and shipping.unit_price is None
+    assert str(shipping.line_amount) == "4.90"
+    assert record.family == "zugferd+letter" and record.notes == line["notes"]
+    # The supplier is on file without a VAT id; no currency is permitted.
+    md = record.tenant_master_data()
+    assert [(s.name, s.vat_id) for s in md.suppliers] == [(line["truth"]["supplier"]["name"], "")]
+    assert md.permitted_currencies == frozenset()
+    # Written back, the nulls stay nulls.
+    again = record.to_json()
+    assert again["truth"]["supplier"]["vat_id"] is None and again["truth"]["currency"] is None
+    assert again["truth"]["line_items"][-1]["quantity"] is None
+    assert again["family"] == "zugferd+letter"
+
+
+def test_an_amount_only_row_is_scored_with_no_quantity_and_no_unit_price(tmp_path: Path) -> None:
+    line = _real(_export(tmp_path / "gen.jsonl")[0])
+    amount_only = parse_line(json.dumps(line))[0].truth
+    line["truth"]["line_items"][-1].update(quantity="1", unit_price="4.90")
+    one_unit = parse_line(json.dumps(line))[0].truth
+    null, read = truth_values(amount_only), truth_values(one_unit)
+    rows = len(line["truth"]["line_items"])
+    assert sum(null["line_items[].quantity"].values()) == rows - 1
+    assert sum(null["line_items[].line_amount"].values()) == rows
+    assert null["line_items[].line_amount"] == read["line_items[].line_amount"]
+    # A quantity read for a row that prints none is a value the truth does not hold.
+    assert null["line_items[].quantity"] != read["line_items[].quantity"]
+    assert null["line_items[].unit_price"] != read["line_items[].unit_price"]
+    assert null["supplier.vat_id"] == null["currency"] == Counter()
+
+
+def _answering(answer: str) -> ExtractFn:
+    async def extract(
+        messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int
+    ) -> EngineAnswer:
+        return EngineAnswer(answer, completion_tokens=1)
+
+    return extract
+
+
+def test_a_supplier_without_vat_id_goes_to_review_and_a_null_compares_as_null(
+    tmp_path: Path,
+) -> None:
+    """Master data from a truth without VAT id works and weakens nothing: a faithful
+    answer with no VAT id misses a required field; one that reads the document's VAT id
+    anyway differs from the truth and from the (empty) one on file. Neither is accepted."""
+    line = _export(tmp_path / "gen.jsonl")[0]
+    assert line["expected_decision"] == "SUCCEEDED"
+    line["truth"]["supplier"]["vat_id"] = None
+    del line["master_data"]
+    case = Case(parse_line(json.dumps(line))[0])
+    invoice = CORPUS[0]
+    no_vat = invoice.truth.model_copy(
+        update={"supplier": invoice.truth.supplier.model_copy(update={"vat_id": None})}
+    )
+    silent = asyncio.run(evaluate_one(case, _answering(answer_for(no_vat, invoice.ocr_text))))
+    assert silent["outcome"] == "REVIEW_REQUIRED" and not silent["false_accept"]
+    assert {"code": "missing_field", "field": "supplier.vat_id"} in [
+        {k: d[k] for k in ("code", "field")} for d in silent["reason_details"]
+    ]
+    assert silent["differing_fields"] == []  # null in the truth, null in the answer
+    assert silent["fields"]["supplier.vat_id"] == [0, 0, 0]
+    read = asyncio.run(evaluate_one(case, _answering(_answer(invoice))))
+    assert read["outcome"] == "REVIEW_REQUIRED" and not read["false_accept"]
+    assert "vat_id_mismatch" in read["reasons"]
+    assert read["differing_fields"] == ["supplier.vat_id"]
+
+
+def test_malformed_truths_are_still_refused_with_their_messages(tmp_path: Path) -> None:
+    good = _export(tmp_path / "gen.jsonl")[0]
+
+    def refused(change: Callable[[dict[str, Any]], None]) -> str:
+        line = json.loads(json.dumps(good))
+        change(line)
+        with pytest.raises(ValueError) as exc:
+            parse_line(json.dumps(line))
+        return str(exc.value)
+
+    def item(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
+        return lambda line: line["truth"]["line_items"][0].__setitem__(key, value)
+
+    assert refused(item("quantity", 2)).startswith(
+        "truth.line_items.0.quantity: must be a decimal string"
+    )
+    assert refused(item("unit_price", "12,50")).startswith("truth.line_items.0.unit_price: must")
+    assert refused(item("line_amount", None)).startswith("truth.line_items.0.line_amount: must")
+    assert refused(lambda x: x["truth"].__setitem__("issue_date", "2024-02-30")) == (
+        "truth.issue_date: is not a calendar date: '2024-02-30'"
+    )
+    assert refused(lambda x: x["truth"].__setitem__("currency", "eur")).startswith(
+        "truth.currency: must be an ISO 4217 code"
+    )
+    assert refused(lambda x: x["truth"]["supplier"].__setitem__("vat_id", 123)) == (
+        "truth.supplier.vat_id: must be a string, got int"
+    )
+    assert refused(lambda x: x["truth"]["supplier"].pop("vat_id")) == (
+        "missing required key 'truth.supplier.vat_id'"
+    )
+    assert refused(lambda x: x.__setitem__("family", "swap++noise")).startswith(
+        'family: must be one name or names joined by "+"'
+    )
+    assert refused(lambda x: x.__setitem__("notes", ["a"])) == "notes: must be a string, got list"
+
+
+def test_the_report_groups_false_accepts_by_family(
+    run: Callable[..., tuple[int, dict[str, Any] | None, str, str]], tmp_path: Path
+) -> None:
+    lines = _export(tmp_path / "gen.jsonl")
+    for line, family in zip(lines, ("letter", "letter", "table+noise", "table"), strict=True):
+        line["family"] = family
+    lines[0]["truth"]["invoice_number"] = "X-0000"  # the model reads what is printed
+    code, report, out, _ = run("--dataset", str(_write(tmp_path / "fam.jsonl", lines)))
+    assert code == 0 and report is not None
+    families = report["by_family"]
+    letter = families["family"]["letter"]
+    assert (letter["invoices"], letter["succeeded"], letter["false_accepts"]) == (2, 2, 1)
+    assert letter["succeeded_right"] == 1
+    assert letter["false_accept_upper_95"] == false_accept_bound(1, 2)
+    assert families["transformation"]["table"]["invoices"] == 2
+    assert families["transformation"]["noise"]["invoices"] == 1
+    assert report["false_accepts"][0]["family"] == "letter"
+    assert report["false_accept_upper_95"] == false_accept_bound(1, 4)
+    assert f"{lines[0]['id']} [letter]: invoice_number" in out
+    table = out.splitlines()
+    head = table.index(next(x for x in table if x.startswith("by family")))
+    assert table[head + 2].split()[:2] == ["family=letter", "2"]
+    assert "1/2 = 50 %, 95 % bound" in table[head + 2]
