@@ -244,6 +244,20 @@ class _Grounder:
             return None
         return EvidencedDate(value=chosen, evidence=self.evidence(f))
 
+    def no_due_date(self) -> None:
+        """An answer without a due date is taken only where the page prints none under a
+        due label: a due date left out would reach the ERP as "no due date" unchecked."""
+        for printed in date_candidates(self.doc.text):
+            for f in occurrences(self.doc, printed, fuzzy=False, boundary="number"):
+                if date_proof(self.doc, f, "due_date") is not None:
+                    self.refuse(
+                        "due_date",
+                        f"the page prints {printed!r} under a due label; the answer has none",
+                        ReasonCode.MISSING_FIELD,
+                    )
+                    return None
+        return None
+
     def _only_date(self, value: str) -> bool:
         """Whether ``value`` reads as the only date the document prints under no label
         of a due, delivery, order or service date: a structure that admits one issue
@@ -421,7 +435,7 @@ class _Grounder:
             supplier=Supplier(name=supplier_name, vat_id=self.vat_id(a.vat_id, name)),
             invoice_number=self.reference("invoice_number", a.number),
             issue_date=self.when("issue_date", a.issue_date),
-            due_date=self.when("due_date", a.due_date),
+            due_date=self.when("due_date", a.due_date) if a.due_date else self.no_due_date(),
             currency=self.currency(a.currency),
             line_items=items,
             tax_lines=taxes,

@@ -206,3 +206,12 @@ def test_an_order_number_under_its_own_label_is_refused() -> None:
     doc = _doc(PRICE_FIRST).replace("Invoice no.: FP-2026-117\n", "Your order no.: 4504665309\n")
     g = ground(Answer.model_validate(json.loads(_answer(doc, number="4504665309"))), doc)
     assert g.extraction.invoice_number is None
+
+
+def test_a_due_date_left_out_where_the_page_labels_one_goes_to_review() -> None:
+    doc = _doc(PRICE_FIRST, due="Due date: 02.04.2026\n")
+    out = _run(doc, due_date=None)
+    assert any(
+        r.code is ReasonCode.MISSING_FIELD and r.field == "due_date" for r in out.report.reasons
+    )
+    assert _run(_doc(PRICE_FIRST), due_date=None).report.reasons == ()
