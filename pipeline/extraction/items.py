@@ -31,6 +31,12 @@ from pipeline.validation import Evidence, LineItem, MatchKind, ReasonCode, TaxLi
 Refuse = Callable[[str, str, ReasonCode], None]
 
 
+def _description(printed: str) -> str:
+    """A description as printed, without the colon or dash that introduces the row's
+    numbers ("- Widget A: 3 x 12.50 = 37.50" describes "Widget A")."""
+    return printed.strip().rstrip(":–—-").rstrip()
+
+
 class ItemReader:
     """Reads one document's line items; refusals go to ``refuse`` (path, detail)."""
 
@@ -97,7 +103,7 @@ class ItemReader:
                 )
                 continue
             used.add(row.key)
-            description = self.text_at(f).strip()
+            description = _description(self.text_at(f))
             taken[row.key] = description
             spots[i] = (row, f)
             after = row.first.number
@@ -149,7 +155,7 @@ class ItemReader:
                 if cell_shape(self.doc, row, a, b) == table and a <= f.start and f.end <= b
             ]
             if len(whole) == 1:
-                placed[i] = placed[i].model_copy(update={"description": whole[0].strip()})
+                placed[i] = placed[i].model_copy(update={"description": _description(whole[0])})
                 continue
             del placed[i]
             self.refuse(

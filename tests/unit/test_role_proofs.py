@@ -53,7 +53,7 @@ def _answer(doc: str, **changes: object) -> str:
         ItemRef(line=n, description=d)
         for d in ("Bolt M8", "Gasket")
         for n, text in enumerate(lines, 1)
-        if text.lstrip().startswith(d)
+        if text.lstrip("- ").startswith(d)
     ]
     base: dict[str, object] = {
         "supplier": "Fjord Parts AS",
@@ -215,3 +215,15 @@ def test_a_due_date_left_out_where_the_page_labels_one_goes_to_review() -> None:
         r.code is ReasonCode.MISSING_FIELD and r.field == "due_date" for r in out.report.reasons
     )
     assert _run(_doc(PRICE_FIRST), due_date=None).report.reasons == ()
+
+
+def test_an_item_list_keeps_no_colon_in_its_descriptions() -> None:
+    table = (
+        "- Bolt M8: 3 pcs x 12,50 = 37,50 (VAT 25 %)\n- Gasket: 4 pcs x 25,00 = 100,00 (VAT 25 %)\n"
+    )
+    doc = _doc(table)
+    answer = json.loads(_answer(doc))
+    answer["items"] = [[n, d + ":"] for n, d in answer["items"]]
+    out = interpret(json.dumps(answer), doc, MASTER, today=TODAY)
+    assert [i.description for i in out.extraction.line_items] == ["Bolt M8", "Gasket"]
+    assert out.report.reasons == ()
