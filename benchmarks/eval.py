@@ -58,6 +58,7 @@ from benchmarks.eval_engines import (
     openai_extract,
     replay_extract,
 )
+from benchmarks.eval_oracle import oracle_extract
 from benchmarks.eval_report import Progress, plot, render_text, summarise
 from benchmarks.eval_scoring import FIELDS, OUTCOMES, evaluate_one
 from benchmarks.invoices.generator import Variant, generate_corpus
@@ -167,7 +168,13 @@ async def run_eval(
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fenceline eval", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--engine", choices=["openai", "vllm", "replay"], default="openai")
+    parser.add_argument(
+        "--engine",
+        choices=["openai", "vllm", "replay", "oracle"],
+        default="openai",
+        help="oracle: the truth, written as each document's grammar lets a perfect model"
+        " write it (measures grounding and validation without a model)",
+    )
     parser.add_argument(
         "--answers",
         type=Path,
@@ -400,6 +407,9 @@ async def _run(
             max_model_len=pool.max_model_len,
             enforce_eager=pool.enforce_eager,
         )
+    elif args.engine == "oracle":
+        extract = oracle_extract(cases)
+        meta.update(model="oracle")
     elif args.engine == "replay":
         recorded = json.loads(args.answers.read_text())
         try:

@@ -255,8 +255,7 @@ class _Grounder:
                         f"the page prints {printed!r} under a due label; the answer has none",
                         ReasonCode.MISSING_FIELD,
                     )
-                    return None
-        return None
+                    return
 
     def _only_date(self, value: str) -> bool:
         """Whether ``value`` reads as the only date the document prints under no label
@@ -431,11 +430,13 @@ class _Grounder:
         )
         totals = {NET: net, TAX: self.amount(TAX, a.tax), GROSS: self.amount(GROSS, a.gross)}
         self.put_totals_right(totals, items, taxes)
+        if a.due_date is None:
+            self.no_due_date()
         return Extraction(
             supplier=Supplier(name=supplier_name, vat_id=self.vat_id(a.vat_id, name)),
             invoice_number=self.reference("invoice_number", a.number),
             issue_date=self.when("issue_date", a.issue_date),
-            due_date=self.when("due_date", a.due_date) if a.due_date else self.no_due_date(),
+            due_date=self.when("due_date", a.due_date),
             currency=self.currency(a.currency),
             line_items=items,
             tax_lines=taxes,
