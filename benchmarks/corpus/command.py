@@ -17,10 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.corpus.cii import NotCrossIndustryInvoice, read_cii
-from benchmarks.corpus.holdable import obstacles
-from benchmarks.corpus.pdf import embedded_xml, require_poppler, text_layer
-from benchmarks.corpus.records import CorpusRecord, NoTruth, deduplicate, source_of
+from benchmarks.corpus.pdf import require_poppler
+from benchmarks.corpus.records import (
+    CorpusRecord,
+    NoEmbeddedXml,
+    NoTruth,
+    deduplicate,
+    record_from_pdf,
+    source_of,
+)
 from benchmarks.corpus.tree import CorpusTree
 
 
@@ -85,22 +90,16 @@ def _read_one(tree: CorpusTree, path: str, tally: Tally) -> str:
     with tempfile.TemporaryDirectory(prefix="fenceline-corpus-") as tmp:
         pdf = Path(tmp) / "document.pdf"
         pdf.write_bytes(tree.read(path))
-        xml = embedded_xml(pdf)
-        if xml is None:
-            tally.unreadable.append({"path": path, "why": "no embedded invoice XML"})
-            return "no XML"
-        tally.with_xml += 1
         try:
-            facts = read_cii(xml.data)
-        except NotCrossIndustryInvoice as exc:
+            record = record_from_pdf(pdf, path)
+        except NoEmbeddedXml as exc:
             tally.unreadable.append({"path": path, "why": str(exc)})
-            return f"unreadable XML ({exc})"
-        text = text_layer(pdf)
-    try:
-        record = CorpusRecord(path, facts, text, obstacles(facts, text), xml.name)
-    except NoTruth as exc:
-        tally.unreadable.append({"path": path, "why": str(exc)})
-        return f"no truth ({exc})"
+            return str(exc)
+        except NoTruth as exc:
+            tally.with_xml += 1
+            tally.unreadable.append({"path": path, "why": str(exc)})
+            return f"no truth ({exc})"
+    tally.with_xml += 1
     tally.records.append(record)
     if record.holdable:
         return "holdable"

@@ -18,14 +18,21 @@ import json
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
-from benchmarks.corpus.cii import InvoiceFacts
-from benchmarks.corpus.holdable import Obstacle
+from benchmarks.corpus.cii import InvoiceFacts, NotCrossIndustryInvoice, read_cii
+from benchmarks.corpus.holdable import Obstacle, obstacles
+from benchmarks.corpus.pdf import embedded_xml, text_layer
 
 
 class NoTruth(ValueError):
-    """The XML lacks a value every dataset line needs (number, issue date, totals...)."""
+    """The document gives no truth: no embedded invoice XML, not CII, or a required value
+    (number, issue date, totals, an item's amount) missing from it."""
+
+
+class NoEmbeddedXml(NoTruth):
+    """The PDF carries no invoice XML."""
 
 
 def _plain(value: Decimal) -> str:
@@ -160,6 +167,26 @@ class CorpusRecord:
         if self.repeat_of is not None:
             out["repeat_of"] = self.repeat_of
         return out
+
+
+def record_from_pdf(pdf: Path, doc_id: str) -> CorpusRecord:
+    """One PDF as a record: truth from its XML, text from its text layer.
+
+    ``doc_id`` is the document's path in the corpus: the record's id, and where its
+    family's source is read from (:func:`source_of`).
+
+    Raises:
+        NoTruth: no invoice XML (:class:`NoEmbeddedXml`), not CII, or a value missing.
+    """
+    xml = embedded_xml(pdf)
+    if xml is None:
+        raise NoEmbeddedXml("no embedded invoice XML")
+    try:
+        facts = read_cii(xml.data)
+    except NotCrossIndustryInvoice as exc:
+        raise NoTruth(str(exc)) from exc
+    text = text_layer(pdf)
+    return CorpusRecord(doc_id, facts, text, obstacles(facts, text), xml.name)
 
 
 @dataclass
