@@ -164,7 +164,8 @@ _V1 = """<rsm:CrossIndustryDocument xmlns:rsm="urn:ferd:CrossIndustryDocument:in
 <ram:ID>urn:ferd:CrossIndustryDocument:invoice:1p0:comfort</ram:ID>
 </ram:GuidelineSpecifiedDocumentContextParameter></rsm:SpecifiedExchangedDocumentContext>
 <rsm:HeaderExchangedDocument><ram:ID>R-1</ram:ID><ram:TypeCode>380</ram:TypeCode>
-<ram:IssueDateTime><udt:DateTimeString format="102">20240105</udt:DateTimeString></ram:IssueDateTime>
+<ram:IssueDateTime><udt:DateTimeString format="102">20240105</udt:DateTimeString>
+</ram:IssueDateTime>
 </rsm:HeaderExchangedDocument>
 <rsm:SpecifiedSupplyChainTradeTransaction>
 <ram:ApplicableSupplyChainTradeAgreement><ram:SellerTradeParty><ram:Name>ACME GmbH</ram:Name>
