@@ -263,3 +263,12 @@ def test_the_command_reads_a_git_mirror_and_writes_the_dataset(
     captured = capsys.readouterr()
     assert captured.err.count("[") >= 5 and "holdable" in captured.err
     assert "documents 5, with XML 5" in captured.out
+
+
+def test_fenceline_corpus_einvoices_is_a_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from cluster.cli.entry import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["corpus", "einvoices", "--help"])
+    assert done.value.code == 0
+    assert "--mirror" in capsys.readouterr().out
