@@ -54,6 +54,7 @@ from pipeline.extraction.numbers import (
     uses_space_groups,
 )
 from pipeline.extraction.prompts import fence_tag
+from pipeline.extraction.roles import tax_row_numbers
 from pipeline.extraction.rows import description_cells, row_numbers
 from pipeline.extraction.table import (
     MAX_DESCRIPTION_CHARS,
@@ -235,7 +236,7 @@ def tax_rows(doc: Document, mark: str) -> list[int]:
     space = uses_space_groups(doc.text, mark)
     out = []
     for line in doc.lines:
-        printed = numbers_in(line.text, mark, space_groups=space)
+        printed = tax_row_numbers(doc, line, mark, space)
         if sum(1 for p in printed if not p.percent) != 2:
             continue
         read = parse_tax_row(printed)

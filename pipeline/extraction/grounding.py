@@ -54,12 +54,12 @@ from pipeline.extraction.numbers import (
     TaxNumbers,
     amount_strings,
     decimal_mark,
-    numbers_in,
     parse_tax_row,
     read_number,
     tax_gap,
     uses_space_groups,
 )
+from pipeline.extraction.roles import tax_row_numbers
 from pipeline.extraction.rows import (
     Row,
     read_row,
@@ -410,7 +410,7 @@ class _Grounder:
         return None
 
     def numbers(self, line: Line) -> list[Printed]:
-        return numbers_in(line.text, self.mark, space_groups=self.space)
+        return tax_row_numbers(self.doc, line, self.mark, self.space)
 
     def run(self) -> Extraction:
         a = self.answer

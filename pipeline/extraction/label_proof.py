@@ -127,10 +127,15 @@ def number_proof(doc: Document, f: Found) -> str | None:
         return "label"
     if _number_label(label_above(doc, f)):
         return "label above"
-    if own and not _decoy_number(own) and _title_before(doc, f):
-        words = set(re.findall(r"[^\s:]+", own))
-        if words & NUMBER_WORDS and words <= NUMBER_WORDS | {":", "-"}:
-            return "title"  # "INVOICE" over "No.: 2025/4778"
+    words = set(re.findall(r"[^\s:]+", own))
+    if words & NUMBER_WORDS and words <= NUMBER_WORDS | {"-"}:
+        # a bare number label: "INVOICE" over "No.: 2025/4778", or an invoice word earlier
+        # on its line, a compound too ("Handelsrechnung (380) Nr. 471102 vom 05.03.2018")
+        line_before = fold(f.line.text[: f.start - f.line.start])
+        if _title_before(doc, f) or (
+            _has(line_before, INVOICE_WORDS) and not _decoy_number(line_before)
+        ):
+            return "title"
     return None
 
 

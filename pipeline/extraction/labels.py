@@ -22,11 +22,16 @@ LABELS: Mapping[str, tuple[str, ...]] = {
         # prose: "Rechnung RE-17 vom", "se emitió el", "is opgemaakt op", "została
         # wystawiona", "è stata emessa il", "utfärdades", "er udstedt den", "foi emitida em"
         "vom", "emiti", "opgemaakt", "wystawi", "emess", "utfärda", "udstedt",
+        # "Rechnung # RE-20170509/505 von 09.05.2017" (own labels stop at the previous value)
+        "von",
     ),
     "due_date": (
         "due", "fällig", "échéance", "vencimiento", "scadenza", "vervaldatum", "vencimento",
-        "termin", "förfallo", "payable", "zahlbar", "pay by", "betaaldatum", "uiterlijk", "vence",
-        "płatn", "förfaller", "senast", "forfald", "betales", "betaling", "payer avant",
+        "termin płat", "termin zapł", "förfallo", "payable", "zahlbar", "pay by", "betaaldatum",
+        "uiterlijk", "vence", "płatn", "förfaller", "senast", "forfald", "betales", "betaling",
+        "payer avant",
+        # payment instructions: "Please remit until", "überweisen Sie bitte bis zum"
+        "remit", "pay until", "payment until", "überweis", "zahlungsziel",
     ),
     "net_total": (
         "net", "netto", "subtotal", "sub-total", "sous-total", "ht", "imponible", "base",
@@ -54,6 +59,8 @@ DECOY_DATE_LABELS: tuple[str, ...] = (
     "expédi", "entreg", "expedi", "consegn", "ddt", "spedi", "lever", "verzend", "dostaw",
     "sprzeda", "wysył", "order", "bestell", "commande", "pedido", "ordine", "zamówien",
     "beställ", "bestil",
+    # offers, quotes and prescriptions carry dates of their own
+    "angebot", "offer", "quot", "devis", "preventiv", "presupuest", "offerte", "verordnung",
 )  # fmt: skip
 
 #: Words that name the invoice itself in a number's label (not the generic "no", "#"
