@@ -14,7 +14,7 @@ from datetime import date
 from decimal import Decimal
 
 from benchmarks.fuzz.facts import Facts
-from benchmarks.fuzz.vocabulary import choices, word
+from benchmarks.fuzz.vocabulary import word
 
 
 def _number(value: Decimal, places: int, facts: Facts) -> str:
@@ -55,5 +55,5 @@ def in_figures(day: date, language: str) -> str:
 
 def in_words(day: date, language: str) -> str:
     """The long form ("3 de março de 2026", "3. März 2026"; Polish months in the genitive)."""
-    month = choices(language, "months")[day.month - 1]
+    month = word(language, "months").split()[day.month - 1]
     return word(language, "long_date").format(d=day.day, month=month, y=day.year)

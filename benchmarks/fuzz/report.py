@@ -53,18 +53,23 @@ def build(trials: list[Trial], **run: Any) -> dict[str, Any]:
     by_transform: dict[str, list[Trial]] = defaultdict(list)
     by_family: dict[str, list[Trial]] = defaultdict(list)
     by_field: dict[str, dict[str, list[Trial]]] = defaultdict(lambda: defaultdict(list))
+    per_field: dict[str, list[Trial]] = defaultdict(list)
     for t in trials:
         by_family[t.family].append(t)
+        if t.decoy_field is not None:
+            per_field[t.decoy_field].append(t)
         for name in t.transformations:
             by_transform[name].append(t)
             if t.decoy_field is not None:
                 by_field[name][t.decoy_field].append(t)
-    wrong = [t for t in trials if t.false_accept]
+    # the decoy's own value accepted first: those are what each decoy tests
+    wrong = sorted((t for t in trials if t.false_accept), key=lambda t: not t.decoy_taken)
     return {
         **run,
         "overall": _tally(trials),
         "transformations": {name: _tally(ts) for name, ts in sorted(by_transform.items())},
         "families": {name: _tally(ts) for name, ts in sorted(by_family.items())},
+        "decoy_fields_overall": {f: _tally(ts) for f, ts in sorted(per_field.items())},
         "decoy_fields": {
             name: {f: _tally(ts) for f, ts in sorted(fields.items())}
             for name, fields in sorted(by_field.items())
@@ -99,6 +104,11 @@ def summary(report: dict[str, Any]) -> str:
         *(_row(name, t) for name, t in report["transformations"].items()),
         _row("ALL", report["overall"]),
     ]
+    for name, t in report.get("decoy_fields_overall", {}).items():
+        lines.append(
+            f"  decoy {name:<18} {t['answers']:>5} answers {t['accepted']:>5} accepted "
+            f"{t['decoys_taken']:>5} with the decoy's value ({_pct(t['false_accept_bound'])} FA95)"
+        )
     fields = report["overall"]["false_accept_fields"]
     if fields:
         lines.append("false accepts by field: " + ", ".join(f"{f} {n}" for f, n in fields.items()))

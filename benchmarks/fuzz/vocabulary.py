@@ -21,18 +21,7 @@ WORDS: dict[str, dict[str, str | tuple[str, ...]]] = {
     "en": {
         "long_date": "{d} {month} {y}",
         "months": (
-            "January",
-            "February",
-            "March",
-            "April",
-            "May",
-            "June",
-            "July",
-            "August",
-            "September",
-            "October",
-            "November",
-            "December",
+            "January February March April May June July August September October November December"
         ),
         "date": "{d:02d}/{m:02d}/{y}",
         "title": "INVOICE",
@@ -73,18 +62,7 @@ WORDS: dict[str, dict[str, str | tuple[str, ...]]] = {
     "de": {
         "long_date": "{d}. {month} {y}",
         "months": (
-            "Januar",
-            "Februar",
-            "März",
-            "April",
-            "Mai",
-            "Juni",
-            "Juli",
-            "August",
-            "September",
-            "Oktober",
-            "November",
-            "Dezember",
+            "Januar Februar März April Mai Juni Juli August September Oktober November Dezember"
         ),
         "date": "{d:02d}.{m:02d}.{y}",
         "title": "RECHNUNG",
@@ -125,18 +103,7 @@ WORDS: dict[str, dict[str, str | tuple[str, ...]]] = {
     "fr": {
         "long_date": "{d} {month} {y}",
         "months": (
-            "janvier",
-            "février",
-            "mars",
-            "avril",
-            "mai",
-            "juin",
-            "juillet",
-            "août",
-            "septembre",
-            "octobre",
-            "novembre",
-            "décembre",
+            "janvier février mars avril mai juin juillet août septembre octobre novembre décembre"
         ),
         "date": "{d:02d}/{m:02d}/{y}",
         "title": "FACTURE",
@@ -177,18 +144,8 @@ WORDS: dict[str, dict[str, str | tuple[str, ...]]] = {
     "es": {
         "long_date": "{d} de {month} de {y}",
         "months": (
-            "enero",
-            "febrero",
-            "marzo",
-            "abril",
-            "mayo",
-            "junio",
-            "julio",
-            "agosto",
-            "septiembre",
-            "octubre",
-            "noviembre",
-            "diciembre",
+            "enero febrero marzo abril mayo junio "
+            "julio agosto septiembre octubre noviembre diciembre"
         ),
         "date": "{d:02d}/{m:02d}/{y}",
         "title": "FACTURA",
@@ -229,18 +186,8 @@ WORDS: dict[str, dict[str, str | tuple[str, ...]]] = {
     "it": {
         "long_date": "{d} {month} {y}",
         "months": (
-            "gennaio",
-            "febbraio",
-            "marzo",
-            "aprile",
-            "maggio",
-            "giugno",
-            "luglio",
-            "agosto",
-            "settembre",
-            "ottobre",
-            "novembre",
-            "dicembre",
+            "gennaio febbraio marzo aprile maggio giugno "
+            "luglio agosto settembre ottobre novembre dicembre"
         ),
         "date": "{d:02d}/{m:02d}/{y}",
         "title": "FATTURA",
@@ -281,18 +228,8 @@ WORDS: dict[str, dict[str, str | tuple[str, ...]]] = {
     "nl": {
         "long_date": "{d} {month} {y}",
         "months": (
-            "januari",
-            "februari",
-            "maart",
-            "april",
-            "mei",
-            "juni",
-            "juli",
-            "augustus",
-            "september",
-            "oktober",
-            "november",
-            "december",
+            "januari februari maart april mei juni "
+            "juli augustus september oktober november december"
         ),
         "date": "{d:02d}-{m:02d}-{y}",
         "title": "FACTUUR",
@@ -333,18 +270,8 @@ WORDS: dict[str, dict[str, str | tuple[str, ...]]] = {
     "pt": {
         "long_date": "{d} de {month} de {y}",
         "months": (
-            "janeiro",
-            "fevereiro",
-            "março",
-            "abril",
-            "maio",
-            "junho",
-            "julho",
-            "agosto",
-            "setembro",
-            "outubro",
-            "novembro",
-            "dezembro",
+            "janeiro fevereiro março abril maio junho "
+            "julho agosto setembro outubro novembro dezembro"
         ),
         "date": "{d:02d}/{m:02d}/{y}",
         "title": "FATURA",
@@ -385,18 +312,8 @@ WORDS: dict[str, dict[str, str | tuple[str, ...]]] = {
     "pl": {
         "long_date": "{d} {month} {y}",
         "months": (
-            "stycznia",
-            "lutego",
-            "marca",
-            "kwietnia",
-            "maja",
-            "czerwca",
-            "lipca",
-            "sierpnia",
-            "września",
-            "października",
-            "listopada",
-            "grudnia",
+            "stycznia lutego marca kwietnia maja czerwca "
+            "lipca sierpnia września października listopada grudnia"
         ),
         "date": "{d:02d}.{m:02d}.{y}",
         "title": "FAKTURA VAT",
@@ -437,18 +354,7 @@ WORDS: dict[str, dict[str, str | tuple[str, ...]]] = {
     "sv": {
         "long_date": "{d} {month} {y}",
         "months": (
-            "januari",
-            "februari",
-            "mars",
-            "april",
-            "maj",
-            "juni",
-            "juli",
-            "augusti",
-            "september",
-            "oktober",
-            "november",
-            "december",
+            "januari februari mars april maj juni juli augusti september oktober november december"
         ),
         "date": "{y}-{m:02d}-{d:02d}",
         "title": "FAKTURA",
@@ -489,18 +395,7 @@ WORDS: dict[str, dict[str, str | tuple[str, ...]]] = {
     "da": {
         "long_date": "{d}. {month} {y}",
         "months": (
-            "januar",
-            "februar",
-            "marts",
-            "april",
-            "maj",
-            "juni",
-            "juli",
-            "august",
-            "september",
-            "oktober",
-            "november",
-            "december",
+            "januar februar marts april maj juni juli august september oktober november december"
         ),
         "date": "{d:02d}.{m:02d}.{y}",
         "title": "FAKTURA",
