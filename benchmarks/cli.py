@@ -1,5 +1,5 @@
-"""``fenceline`` sub-commands that belong to the benchmarks: ``demo``, ``eval``, ``bench``,
-``capacity``, ``erp-receiver``, ``adapter train``, ``corpus einvoices``.
+"""``fenceline`` sub-commands that belong to the benchmarks: ``demo``, ``eval``, ``fuzz``,
+``bench``, ``capacity``, ``erp-receiver``, ``adapter train``, ``corpus einvoices``.
 
 The product never imports :mod:`benchmarks`; this package adds its commands as a
 plugin instead: ``pyproject.toml`` names :func:`register` in the
@@ -80,6 +80,13 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 @TABLE.passthrough("eval", "extraction accuracy over generated invoices or a dataset")
 def _eval(argv: list[str], _settings: Settings) -> int:
     from benchmarks.eval import main
+
+    return main(argv)
+
+
+@TABLE.passthrough("fuzz", "metamorphic layout fuzzer: transformed invoices, false accepts")
+def _fuzz(argv: list[str], _settings: Settings) -> int:
+    from benchmarks.fuzz.command import main
 
     return main(argv)
 
