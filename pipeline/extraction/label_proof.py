@@ -22,6 +22,7 @@ role. The lexicons are :mod:`pipeline.extraction.labels`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from pipeline.extraction.labels import (
     DECOY_DATE_LABELS,
@@ -70,6 +71,47 @@ def label_above(doc: Document, f: Found) -> str:
             continue
         return _over(above, col_start, col_end)
     return ""
+
+
+def label_after(f: Found) -> str:
+    """The folded words after ``f`` on its line, up to the next value, where nothing is
+    printed before ``f`` on the line ("INV-2024-70580   Invoice no."); else ""."""
+    if f.line.text[: f.start - f.line.start].strip():
+        return ""
+    after = f.line.text[f.end - f.line.start :]
+    value = re.search(r"\S*\d\S*", after)
+    return fold(after[: value.start()] if value else after)[:LABEL_WIDTH]
+
+
+def label_below(doc: Document, f: Found) -> str:
+    """The folded words printed under ``f``'s columns on the next non-empty line (a
+    caption under its value), where that line prints no value there; else ""."""
+    below = doc.line(f.line.number + 1)
+    if below is None or below.page != f.line.page or not below.text.strip():
+        return ""
+    return _over(below, f.start - f.line.start, f.end - f.line.start)
+
+
+def _labels(
+    doc: Document, f: Found, proves: Callable[[str], bool], names: Callable[[str], bool]
+) -> str | None:
+    """Which label proves ``f``'s role: its own label, the one above, else the one after
+    it or below it; a label after or below counts only where no other label around
+    ``f`` names a field (``names``): a value between two labels may belong to either."""
+    own = own_label(f)
+    if proves(own):
+        return "label"
+    above = label_above(doc, f)
+    if proves(above):
+        return "label above"
+    after, below = label_after(f), label_below(doc, f)
+    for where, label, others in (
+        ("label after", after, (own, above, below)),
+        ("label below", below, (own, above, after)),
+    ):
+        if proves(label) and not any(names(other) for other in others):
+            return where
+    return None
 
 
 def _over(above: Line, col_start: int, col_end: int) -> str:
@@ -122,11 +164,10 @@ def _title_before(doc: Document, f: Found, reach: int = 6) -> bool:
 def number_proof(doc: Document, f: Found) -> str | None:
     """How the page labels ``f`` as the invoice's number ("label", "label above",
     "title"), or None where nothing does."""
+    labelled = _labels(doc, f, _number_label, _names_field)
+    if labelled is not None:
+        return labelled
     own = own_label(f)
-    if _number_label(own):
-        return "label"
-    if _number_label(label_above(doc, f)):
-        return "label above"
     words = set(re.findall(r"[^\s:]+", own))
     if words & NUMBER_WORDS and words <= NUMBER_WORDS | {"-"}:
         # a bare number label: "INVOICE" over "No.: 2025/4778", or an invoice word earlier
@@ -151,10 +192,9 @@ def _date_words(label: str, path: str) -> bool:
 def date_proof(doc: Document, f: Found, path: str) -> str | None:
     """How the page labels the date at ``f`` as ``path`` ("issue_date" or "due_date"):
     "label", "label above", "letter" (issue date only: a place-and-date line), or None."""
-    if _date_words(own_label(f), path):
-        return "label"
-    if _date_words(label_above(doc, f), path):
-        return "label above"
+    labelled = _labels(doc, f, lambda label: _date_words(label, path), _names_field)
+    if labelled is not None:
+        return labelled
     before = f.line.text[: f.start - f.line.start]
     if path == "issue_date" and _PLACE_LINE.fullmatch(before):
         after = f.line.text[f.end - f.line.start :]
@@ -163,9 +203,24 @@ def date_proof(doc: Document, f: Found, path: str) -> str | None:
     return None
 
 
+def _names_field(label: str) -> bool:
+    """Whether ``label`` names a header field (a number, a date, a total), so a value
+    next to it may be that field's."""
+    if not label.strip():
+        return False
+    return (
+        _number_label(label)
+        or _has(label, LABELS["issue_date"])
+        or _has(label, LABELS["due_date"])
+        or _has(label, DECOY_DATE_LABELS)
+        or _has(label, DECOY_NUMBER_LABELS)
+        or any(_has(label, LABELS[k]) for k in ("net_total", "tax_total", "gross_total"))
+    )
+
+
 def claimed_date(doc: Document, f: Found) -> bool:
     """Whether the date at ``f`` is labelled as anything: a due, issue or other date."""
-    labels = (own_label(f), label_above(doc, f))
+    labels = (own_label(f), label_above(doc, f), label_after(f), label_below(doc, f))
     return any(
         _has(label, DECOY_DATE_LABELS) or _has(label, LABELS["due_date"]) for label in labels
     )

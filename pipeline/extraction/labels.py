@@ -31,7 +31,9 @@ LABELS: Mapping[str, tuple[str, ...]] = {
         "uiterlijk", "vence", "płatn", "förfaller", "senast", "forfald", "betales", "betaling",
         "payer avant",
         # payment instructions: "Please remit until", "überweisen Sie bitte bis zum"
-        "remit", "pay until", "payment until", "überweis", "zahlungsziel",
+        "remit", "pay until", "payment until", "pay before", "überweis", "zahlungsziel",
+        "entro il", "pagamento entro", "fecha de pago", "pagar antes", "pagar até",
+        "data limite", "date limite", "betalen vóór", "betalen voor", "zapłata do",
     ),
     "net_total": (
         "net", "netto", "subtotal", "sub-total", "sous-total", "ht", "imponible", "base",
@@ -67,7 +69,7 @@ DECOY_DATE_LABELS: tuple[str, ...] = (
 #: that an order or customer number's label carries too).
 INVOICE_WORDS: tuple[str, ...] = (
     "invoice", "bill", "facture", "factura", "fattura", "rechnung", "faktur", "fatura",
-    "factuur", "beleg", "document", "dokument",
+    "factuur", "beleg", "document", "dokument", "inv.", "bilag", "rg.",
 )  # fmt: skip
 
 #: Words between an invoice word and its number ("Faktura nr. 2023/7286", "Nº de

@@ -98,20 +98,49 @@ def _terms() -> re.Pattern[str]:
 
 
 class HeaderCell(NamedTuple):
-    start: int  # offset in the line
+    start: int  # offsets of the term in the line
+    end: int
     role: str
+    column: int  # bars ("|") before it; -1 where the header prints none
+
+
+#: Which role a header cell takes when it holds terms of several ("Prijs per eenheid":
+#: a price per unit; "VAT amount": an amount; "Qty/Unit": a quantity).
+_CELL_PRIORITY = ("unit_price", "line_amount", QUANTITY, "tax_rate", "unit", "description")
+#: The roles whose columns hold a row's arithmetic.
+_NUMERIC = frozenset({QUANTITY, UNIT_PRICE, "line_amount"})
 
 
 def header_cells(text: str) -> list[HeaderCell]:
     """The roles a line names as a column header, in print order, or [] where it is no
     header: at least two cells with roles, one of them a quantity or a unit price, and
-    no token with a digit (a header prints words, its rows print numbers)."""
+    no token with a digit (a header prints words, its rows print numbers).
+
+    A cell is a run of words between column gaps (two spaces, a tab, a bar) and takes
+    one role: where it holds terms of several, by :data:`_CELL_PRIORITY`; a run that
+    names two of quantity, price and amount (a header set with single spaces) is read
+    term by term instead."""
     if re.search(r"\d", text) or len(text) > 400:
         return []
     folded = text.casefold()
     if len(folded) != len(text):
         return []  # a fold that changes length would shift positions: no proof
-    cells = [HeaderCell(m.start(), column_roles()[m.group()]) for m in _terms().finditer(folded)]
+    bars = "|" in text
+    cells: list[HeaderCell] = []
+    for run in re.finditer(r"[^\s|]+(?: [^\s|]+)*", text):
+        terms = [
+            (run.start() + m.start(), run.start() + m.end(), column_roles()[m.group()])
+            for m in _terms().finditer(folded[run.start() : run.end()])
+        ]
+        if not terms:
+            continue
+        column = text.count("|", 0, run.start()) if bars else -1
+        roles = {role for _, _, role in terms}
+        if len(roles & _NUMERIC) > 1:
+            cells += [HeaderCell(a, b, role, column) for a, b, role in terms]
+            continue
+        role = next((r for r in _CELL_PRIORITY if r in roles), terms[0][2])
+        cells.append(HeaderCell(run.start(), run.end(), role, column))
     roles = {c.role for c in cells}
     if len(cells) < 2 or not roles & {QUANTITY, UNIT_PRICE}:
         return []
@@ -131,20 +160,49 @@ def _headers(doc: Document) -> tuple[tuple[int, tuple[HeaderCell, ...]], ...]:
     return tuple(out)
 
 
-def _header_order(doc: Document, row: Row) -> Verdict | None:
-    """What the nearest header above ``row`` says of its factors' order; None where no
-    header names both a quantity and a unit price exactly once."""
+def _header_order(doc: Document, row: Row, read: ItemNumbers) -> Verdict | None:
+    """What the nearest header above ``row`` says of its factors: AS_READ or SWAPPED where
+    one factor stands under its quantity column and the other under its unit-price
+    column, AMBIGUOUS where the header names both columns but the factors stand under
+    others (a position number read as a quantity), None where no header names both."""
     above = [(n, cells) for n, cells in _headers(doc) if n < row.first.number]
     if not above:
         return None
     number, cells = above[-1]
     if row.first.number - number > HEADER_REACH:
         return None
-    quantity = [c.start for c in cells if c.role == QUANTITY]
-    price = [c.start for c in cells if c.role == UNIT_PRICE]
-    if len(quantity) != 1 or len(price) != 1:
+    if sum(c.role == QUANTITY for c in cells) != 1 or sum(c.role == UNIT_PRICE for c in cells) != 1:
         return None
-    return Verdict.AS_READ if quantity[0] < price[0] else Verdict.SWAPPED
+    q_role = _column_role(cells, *_line_of(doc, row, read.quantity))
+    p_role = _column_role(cells, *_line_of(doc, row, read.unit_price))
+    if (q_role, p_role) == (QUANTITY, UNIT_PRICE):
+        return Verdict.AS_READ
+    if (q_role, p_role) == (UNIT_PRICE, QUANTITY):
+        return Verdict.SWAPPED
+    return Verdict.AMBIGUOUS
+
+
+#: How far (characters) a number may stand from the header term it sits under.
+COLUMN_SLACK = 8
+
+
+def _column_role(cells: tuple[HeaderCell, ...], line: Line, start: int, end: int) -> str | None:
+    """The role of the header cell a number at ``start:end`` of ``line`` stands under: by
+    the bars before it where header and row print bars, else by the nearest term (one
+    nearest, within :data:`COLUMN_SLACK`)."""
+    if cells[0].column >= 0 and "|" in line.text:
+        index = line.text.count("|", 0, start)
+        roles = {c.role for c in cells if c.column == index}
+        return roles.pop() if len(roles) == 1 else None
+
+    def distance(c: HeaderCell) -> int:
+        return 0 if c.start < end and c.end > start else min(abs(start - c.end), abs(c.start - end))
+
+    ranked = sorted(cells, key=distance)
+    best = distance(ranked[0])
+    if best > COLUMN_SLACK or (len(ranked) > 1 and distance(ranked[1]) == best):
+        return None
+    return ranked[0].role
 
 
 def _line_of(doc: Document, row: Row, number: Printed) -> tuple[Line, int, int]:
@@ -221,8 +279,10 @@ def prove_roles(doc: Document, row: Row) -> Proof:
     read = row.read
     if read.quantity.value == read.unit_price.value:
         return Proof(Verdict.AS_READ, "equal")
-    header = _header_order(doc, row)
+    header = _header_order(doc, row, read)
     marks = _marks_order(doc, row, read)
+    if header is Verdict.AMBIGUOUS:
+        return Proof(Verdict.AMBIGUOUS, "the factors stand under no quantity and price columns")
     if marks is Verdict.AMBIGUOUS:
         return Proof(Verdict.AMBIGUOUS, "units or currencies mark both factors")
     if header is not None and marks is not None and header != marks:
