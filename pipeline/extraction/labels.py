@@ -127,6 +127,19 @@ UNIT_WORDS: frozenset[str] = frozenset((
 ))  # fmt: skip
 
 
+#: Short words that join a row's parts, folded: connectives before a price or a factor
+#: ("à", "zu je", "po", "x", "@"), the tax words of "(VAT 20%)", and the articles and
+#: prepositions of running-text rows. A short word beside a description that is none of
+#: these (nor a unit or a currency) is part of the description, not its edge.
+JOINING_WORDS: frozenset[str] = frozenset((
+    "x", "à", "a", "á", "@", "at", "zu", "je", "po", "per", "pro", "por", "til", "for", "of",
+    "each", "ea", "za", "la", "le", "de", "du", "da", "di", "del", "van", "av", "und", "and",
+    "et", "e", "y", "i", "og", "och", "en", "um", "au", "le", "un", "une", "to", "w", "z",
+    "vat", "tax", "mwst", "ust", "tva", "iva", "btw", "moms", "mva", "vat:", "net", "pos",
+    "nr", "no", "qty", "is", "are", "was", "cada", "em", "com", "met", "mit", "with", "par",
+))  # fmt: skip
+
+
 def is_unit(word: str) -> bool:
     """Whether ``word`` (as printed, e.g. "Stk.", "godz.") is a quantity's unit."""
     return word.casefold().strip(".,:;") in UNIT_WORDS

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import NamedTuple
 
-from pipeline.extraction.labels import is_unit
+from pipeline.extraction.labels import JOINING_WORDS, is_unit
 from pipeline.extraction.lines import Document, Line
 from pipeline.extraction.locate import Found
 from pipeline.extraction.numbers import (
@@ -39,6 +39,7 @@ from pipeline.extraction.numbers import (
     parse_item_row,
     uses_space_groups,
 )
+from pipeline.validation import CURRENCY_SYMBOLS, ISO_4217
 
 #: Column separators: two spaces or more, a tab, a bar.
 COLUMN_GAP = re.compile(r"\s{2,}|\t|\|")
@@ -127,14 +128,25 @@ def read_row(doc: Document, number: int, mark: str, space: bool) -> Row | None:
 
 
 def row_numbers(text: str, mark: str, space: bool) -> list[Printed]:
-    """The numbers of a row's text but its position number, which is never its quantity:
+    """The numbers of a row's text but its position number, which is never its quantity,
+    and numbers inside words (:func:`_in_word`):
     "20. Papier copie A4, 80 g" read as 20 x 4 = 80 (generated invoice 7123, whose
     stacked row below it then lost its description)."""
-    printed = numbers_in(text, mark, space_groups=space)
+    printed = [p for p in numbers_in(text, mark, space_groups=space) if not _in_word(text, p)]
     position = _POSITION_WORD.match(text)
     if position and printed and printed[0].start == position.start(1):
         return printed[1:]
     return printed
+
+
+def _in_word(text: str, p: Printed) -> bool:
+    """Whether ``p`` is glued to the letters before it and so part of a word ("A4" of
+    "Copy paper A4", "M8" of "Bolt M8"), unless those letters are a currency ("kr33")."""
+    if p.start == 0 or not text[p.start - 1].isalpha():
+        return False
+    letters = re.search(r"[^\W\d_]+$", text[: p.start])
+    word = letters.group() if letters else ""
+    return not (word in CURRENCY_SYMBOLS or (word.isupper() and word in ISO_4217))
 
 
 def _is_quantity(row: Row, start: int, stop: int) -> bool:
@@ -199,26 +211,46 @@ def _ends_among_connectives(doc: Document, page: int, end: int, row: Row) -> boo
 
 
 def _bounded(doc: Document, f: Found, row: Row) -> bool:
-    """Whether between ``f`` and the nearest boundary on each side stand only short
-    words ("à", "zu je", "x") and the unit that follows a quantity.
+    """Whether between ``f`` and the nearest boundary on each side stand only words that
+    join a row's parts (:func:`_joining`: "à", "zu je", "x", a unit, a currency).
 
-    Boundaries are the line's ends, column gaps, "|", and numbers: on the left any
-    number (a position or a quantity), on the right only the row's own arithmetic
-    (quantity, price, amount, rate), so the "40 mm" of "Stahlwinkel 40 mm" keeps
-    a shortened "Stahlwinkel" from passing as the description.
+    Boundaries are the line's ends, column gaps, "|", and the row's own arithmetic
+    (quantity, price, amount, rate); on the left also a number that opens the line (a
+    position, an article number). Any other number is the description's own: "80 g" of
+    "Papier copie A4, 80 g" does not start after "A4," and "Stahlwinkel 40" of
+    "Stahlwinkel 40 mm" does not end before a unit (the layout fuzzer's decoy answers
+    were accepted with both).
     """
     page = doc.pages[f.page - 1]
     left = COLUMN_GAP.split(page[f.line.start : f.start])[-1]
-    numbers = list(re.finditer(r"\S*\d\S*", left))
+    at = f.start - len(left)  # page offset of ``left``
+    arithmetic = row.arithmetic()
+    numbers = [  # the row's own numbers, or one that opens its line (a position, an article)
+        m
+        for m in re.finditer(r"\S*\d\S*", left)
+        if not page[f.line.start : at + m.start()].strip()
+        or any(a < at + m.end() and b > at + m.start() for a, b in arithmetic)
+    ]
     words = left[numbers[-1].end() :].split() if numbers else left.split()
-    if numbers and _is_quantity(row, f.start - len(left) + numbers[-1].start(), f.start):
+    if numbers and _is_quantity(row, at + numbers[-1].start(), f.start):
         words = words[1:]  # the quantity's unit, whatever its length ("Wörter")
     stop = min([start for start, _ in row.arithmetic() if start >= f.end] + [f.line.end])
     right = COLUMN_GAP.split(page[f.end : stop])[0]
+    if page[f.start : f.end][-1:].isdigit() and right.split() and is_unit(right.split()[0]):
+        return False  # "Stahlwinkel 40" of "Stahlwinkel 40 mm": a measure, not a boundary
     words += right.split()
-    return all(len(w.strip(_PUNCTUATION)) <= _SHORT_WORD for w in words) and not any(
-        ch.isdigit() for ch in right
-    )
+    return all(_joining(w) for w in words) and not any(ch.isdigit() for ch in right)
+
+
+def _joining(word: str) -> bool:
+    """Whether ``word`` may stand between a description and its cell's edge: punctuation,
+    a unit, a currency, or a short word that joins a row's parts ("à", "zu je", "x",
+    "(VAT"), never a short word of a description ("Copy" of "Copy paper A4", "fuel" of
+    "Diesel fuel")."""
+    core = word.strip(_PUNCTUATION + "=×x%")
+    if not core or core.casefold() in JOINING_WORDS or is_unit(core):
+        return True
+    return core in CURRENCY_SYMBOLS or (core.isupper() and core in ISO_4217)
 
 
 _SLOTS = ("quantity", "unit_price", "line_amount", "rate")
