@@ -33,6 +33,8 @@ from decimal import (
 from functools import lru_cache
 from itertools import combinations
 
+from pipeline.extraction.bounds import spend
+
 CENT = Decimal("0.01")
 #: Group separators besides the other of "." and ",": apostrophes, no-break and thin spaces.
 _SPACE_GROUPS = "\u00a0\u202f\u2009"
@@ -113,6 +115,7 @@ def numbers_in(text: str, mark: str, *, space_groups: bool = False) -> list[Prin
     times over (candidates, rows, tax lines, grounding), which was most of the
     driver's CPU per attempt in its profile (docs/benchmarks.md).
     """
+    spend()  # every reading of a line passes here: where a document's CPU budget ends
     if len(text) <= _MEMO_MAX_CHARS:
         return list(_numbers_in_memo(text, mark, space_groups))
     return list(_numbers_in(text, mark, space_groups))
@@ -208,6 +211,7 @@ def parse_item_row(numbers: list[Printed]) -> ItemNumbers | None:
     over every triple in that order gives (``tests/unit/test_bounded_rows.py`` keeps it
     as the oracle).
     """
+    spend()
     rates = [p for p in numbers if p.percent]
     plain = [p for p in numbers if not p.percent]
     rate = rates[-1] if rates else None
