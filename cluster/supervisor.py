@@ -237,6 +237,7 @@ class RuntimeSupervisor:
     def driver_member(self, index: int) -> _Member:
         """The supervised member for driver ``<prefix>-driver-<index>``."""
         from cluster.delivery import ACTOR_NAME
+        from pipeline.extraction import DocumentLimits
         from pipeline.worker import WorkerConfig
 
         cfg = self.config
@@ -250,6 +251,7 @@ class RuntimeSupervisor:
                 "attempt_timeout_seconds": self.settings.attempt_timeout_seconds,
                 "heartbeat_seconds": self.settings.heartbeat_seconds,
                 "contract": self.settings.extraction_contract,
+                "limits": DocumentLimits.from_settings(self.settings),
                 **cfg.worker,
             },
         )

@@ -12,7 +12,9 @@ Hierarchy::
     ├── TerminalError             no further attempt can succeed
     │   ├── ContextTooLong        the prompt fits no engine pool
     │   ├── DeadlineExceeded      the job's deadline leaves no room for an attempt
-    │   └── ReservationTooLarge   one attempt's token reservation exceeds an admission limit
+    │   ├── ReservationTooLarge   one attempt's token reservation exceeds an admission limit
+    │   ├── DocumentOverLimit     the document is over a size or shape limit; names it
+    │   └── ExtractionBudgetExceeded  reading the document spent its CPU budget
     ├── OwnershipError            a conditional write matched zero rows
     │   └── LeaseLost             fence moved on, lease expired or state changed
     ├── IdempotencyConflict       same tenant + key, different request hash
@@ -116,6 +118,38 @@ class ReservationTooLarge(TerminalError):
     concurrent-token budget: no amount of waiting can admit it."""
 
     error_class = "reservation_too_large"
+
+
+class DocumentOverLimit(TerminalError):
+    """A document over one of its limits (:class:`pipeline.extraction.bounds.DocumentLimits`):
+    the intake refuses it (413 for size, 422 for shape); a driver that finds one accepted
+    before the limit existed fails its job with this, never starts reading it.
+
+    Attributes:
+        limit: which limit (``document_bytes``, ``document_tokens``, ``lines``,
+            ``line_chars``).
+        allowed: the limit's value.
+        actual: the document's value.
+        line: the first line over ``line_chars`` (1-based), else None.
+    """
+
+    error_class = "document_over_limit"
+
+    def __init__(self, limit: str, *, allowed: int, actual: int, line: int | None = None) -> None:
+        where = f" (line {line})" if line is not None else ""
+        super().__init__(f"document over a limit: {limit} is {actual}{where}, at most {allowed}")
+        self.limit = limit
+        self.allowed = allowed
+        self.actual = actual
+        self.line = line
+
+
+class ExtractionBudgetExceeded(TerminalError):
+    """Preparing a call for a document, or reading an answer against it, spent its CPU
+    budget: the last guard where a document within every limit still costs too much.
+    The same document would spend it again, so no further attempt is made."""
+
+    error_class = "extraction_budget_exceeded"
 
 
 class OwnershipError(FencelineError):

@@ -90,6 +90,20 @@ class Settings(BaseSettings):
     #: it (or past ``body_drain_seconds``) the connection is closed unread.
     max_body_drain_bytes: int = Field(8 << 20, ge=0)
     body_drain_seconds: float = Field(10.0, gt=0)
+    #: Documents (``pipeline.extraction.bounds``, docs/intake.md "Document limits"): the
+    #: intake refuses one over a size limit (bytes, estimated tokens) with 413 and one
+    #: over a shape limit (lines, characters on one line) with 422, naming the limit and
+    #: the document's value; a driver fails a job whose document is over one
+    #: (``document_over_limit``, terminal) before reading it. Every generated invoice
+    #: (up to 200 items: 458 lines, 127 characters a line, 21 KB) is far inside them.
+    max_document_bytes: int = Field(256 * 1024, gt=0)
+    max_document_tokens: int = Field(65_536, gt=0)
+    max_document_lines: int = Field(10_000, gt=0)
+    max_line_chars: int = Field(4_000, gt=0)
+    #: CPU seconds one call's preparation or one answer's reading may spend before the
+    #: job fails (``extraction_budget_exceeded``, terminal); unset: unbounded. Generated
+    #: invoices of 200 items need about 0.25 s each.
+    extraction_cpu_seconds: float | None = Field(10.0, gt=0)
     #: Seconds to wait for a pooled connection before answering 503.
     db_acquire_timeout_seconds: float = Field(5.0, gt=0)
     #: Verified API keys the intake keeps in memory (pipeline.api.key_cache), invalidated

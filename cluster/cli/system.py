@@ -88,6 +88,7 @@ def _up(args: argparse.Namespace, settings: Settings) -> int:
 def _up_on(args: argparse.Namespace, settings: Settings) -> int:
     from cluster.drivers import EngineSpec
     from cluster.runtime import ClusterConfig, LocalCluster
+    from pipeline.extraction import DocumentLimits
     from pipeline.jobs import setup_database
     from pipeline.worker import WorkerConfig
 
@@ -126,6 +127,7 @@ def _up_on(args: argparse.Namespace, settings: Settings) -> int:
                 attempt_timeout_seconds=settings.attempt_timeout_seconds,
                 heartbeat_seconds=settings.heartbeat_seconds,
                 contract=settings.extraction_contract,
+                limits=DocumentLimits.from_settings(settings),
             ),
             eager=args.eager,
         )

@@ -23,6 +23,11 @@
 * **Input is text, checked before it reaches PostgreSQL.** Invalid UTF-8 and
   malformed JSON are 400; NUL characters, lone surrogates and schema
   violations are 422 — never a 500.
+* **Bounded documents.** A document over a size limit (bytes, estimated tokens) is
+  413, over a shape limit (lines, characters on one line) 422, both
+  ``document_over_limit`` naming the limit, its value and the document's
+  (:mod:`pipeline.extraction.bounds`); checked before admission, so nothing is
+  written — a replay of a request accepted under looser limits is refused too.
 * **Nothing invisible where a person reads a name.** A file name or an option
   name (a key of ``options``) with a bidi control, zero-width or other invisible
   character (:mod:`pipeline.text_safety`) is 422 ``unsafe_text``, and nothing
@@ -49,6 +54,7 @@ from starlette.requests import Request
 
 from pipeline.api.problems import ApiProblem
 from pipeline.errors import AdmissionRejected
+from pipeline.extraction import SIZE_LIMITS, DocumentLimits, over_limit
 from pipeline.jobs import (
     Accepted,
     AcceptRequest,
@@ -332,6 +338,28 @@ async def read_submission(request: Request, max_part_bytes: int) -> JobSubmissio
     )
 
 
+def check_document_limits(text: str, limits: DocumentLimits) -> None:
+    """Refuse a document over ``limits`` before anything is written.
+
+    Raises:
+        ApiProblem: 413 (bytes, estimated tokens) or 422 (lines, characters on one
+            line), reason ``document_over_limit``, with ``limit``, ``allowed``,
+            ``actual`` (and ``line``) as members.
+    """
+    refusal = over_limit(text, limits)
+    if refusal is None:
+        return
+    raise ApiProblem(
+        413 if refusal.limit in SIZE_LIMITS else 422,
+        str(refusal),
+        reason="document_over_limit",
+        limit=refusal.limit,
+        allowed=refusal.allowed,
+        actual=refusal.actual,
+        line=refusal.line,
+    )
+
+
 # ------------------------------------------------------------------ the service
 class IntakeService:
     """Admission + durable acceptance in one transaction per request."""
@@ -350,6 +378,7 @@ class IntakeService:
         self.admission = admission
         self.settings = settings
         self.accept_hook = accept_hook
+        self.limits = DocumentLimits.from_settings(settings)
 
     async def submit(
         self,
@@ -367,11 +396,12 @@ class IntakeService:
 
         Raises:
             ApiProblem: 400 for a malformed Idempotency-Key; 401 for a key no longer
-                active.
+                active; 413/422 for a document over its limits.
             IdempotencyConflict: the key was used for a different request (409).
             AdmissionRejected: quota (429) or capacity (503); nothing written.
         """
         key, generated = resolve_idempotency_key(idempotency_key)
+        check_document_limits(submission.document.text, self.limits)
         doc = DocumentIn(
             content=submission.document.text,
             content_type=submission.document.content_type,

@@ -70,6 +70,14 @@ class Problem(BaseModel):
     state: str | None = None
     state_version: int | None = None
     errors: list[FieldError] | None = None
+    limit: str | None = Field(
+        None,
+        description="The document limit refused (reason document_over_limit): "
+        "document_bytes, document_tokens, lines or line_chars.",
+    )
+    allowed: int | None = Field(None, description="The limit's configured value.")
+    actual: int | None = Field(None, description="The document's value.")
+    line: int | None = Field(None, description="The first line over line_chars (1-based).")
 
 
 class ApiProblem(Exception):
@@ -242,10 +250,12 @@ _DESCRIPTIONS = {
     403: "The API key lacks the scope this operation needs",
     404: "No such resource for this tenant (another tenant's looks the same)",
     409: "Conflict: Idempotency-Key reused for a different request, or a stale state_version",
-    413: "Request body above the configured limit",
+    413: "Request body above the configured limit, or a document over its size limits "
+    "(reason document_over_limit: bytes or estimated tokens; limit, allowed, actual)",
     415: "Unsupported Content-Type",
     422: "The request is well-formed but invalid (schema, NUL characters, invisible or "
-    "bidi characters in a file name or option key)",
+    "bidi characters in a file name or option key, a document over its shape limits: "
+    "reason document_over_limit, lines or characters on one line)",
     429: "Tenant quota exceeded; retry after Retry-After seconds",
     503: "System capacity exhausted or database unavailable; retry after Retry-After seconds",
 }

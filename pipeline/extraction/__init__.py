@@ -6,6 +6,12 @@ never from a module inside.
 """
 
 from pipeline.extraction.answer import document_in_prompt, shown_document
+from pipeline.extraction.bounds import (
+    DEFAULT_LIMITS,
+    SIZE_LIMITS,
+    DocumentLimits,
+    over_limit,
+)
 from pipeline.extraction.engines import (
     ChatMessage,
     Completion,
@@ -40,9 +46,12 @@ __all__ = [
     "CONTRACT_V2",
     "CORRECTABLE_FIELDS",
     "DEFAULT_CONTRACT",
+    "DEFAULT_LIMITS",
     "ROW_FIELDS",
+    "SIZE_LIMITS",
     "ChatMessage",
     "Completion",
+    "DocumentLimits",
     "Engine",
     "ExtractionCall",
     "JsonSchema",
@@ -55,6 +64,7 @@ __all__ = [
     "ground_correction",
     "ground_row_correction",
     "interpret",
+    "over_limit",
     "parse_json_output",
     "prepare_call",
     "prompt_budget",

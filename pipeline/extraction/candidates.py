@@ -99,6 +99,7 @@ def reference_candidates(doc: Document, other: frozenset[str] = frozenset()) -> 
     return proven or printed
 
 
+_TOKEN_RE = re.compile(r"\S+")
 #: An invoice word where it starts a word ("Fakturanummer", "Rechnungs-Nr."), any case.
 _INVOICE_WORD_RE = re.compile(
     r"(?<![^\W\d_])(?:" + "|".join(re.escape(w) for w in INVOICE_WORDS) + ")", re.IGNORECASE
@@ -120,14 +121,15 @@ def labelled_numbers(doc: Document, other: frozenset[str] = frozenset()) -> list
     for line in doc.lines:
         text = line.text
         for m in _INVOICE_WORD_RE.finditer(text):
-            tokens = list(re.finditer(r"\S+", text[m.end() :]))
-            if tokens and tokens[0].start() == 0:
-                tokens = tokens[1:]  # the invoice word's own rest ("nummer:")
-            for t in tokens:
+            # tokens read lazily from the word on: the first that is no number word ends
+            # the search (all of the line's rest, tokenised per invoice word, was quadratic)
+            for t in _TOKEN_RE.finditer(text, m.end()):
+                if t.start() == m.end():
+                    continue  # the invoice word's own rest ("nummer:")
                 word = t.group().strip(_REFERENCE_STRIP + "#").casefold()
                 if not word or word in NUMBER_WORDS:
                     continue
-                at = m.end() + t.start()
+                at = t.start()
                 if any(text.startswith(o, at) for o in other):
                     break
                 core = t.group().strip(_REFERENCE_STRIP)

@@ -34,6 +34,7 @@ from typing import Any
 
 from pipeline.extraction import answer as v2
 from pipeline.extraction import prompts as v1
+from pipeline.extraction.bounds import DEFAULT_LIMITS, DocumentLimits, check_document, cpu_budget
 from pipeline.extraction.grounding import ground
 from pipeline.extraction.lines import Document
 from pipeline.extraction.numbers import decimal_mark
@@ -99,7 +100,11 @@ def prompt_version(contract: str = DEFAULT_CONTRACT) -> str:
 
 
 def prepare_call(
-    ocr_text: str, *, contract: str = DEFAULT_CONTRACT, include_schema: bool = False
+    ocr_text: str,
+    *,
+    contract: str = DEFAULT_CONTRACT,
+    include_schema: bool = False,
+    limits: DocumentLimits | None = DEFAULT_LIMITS,
 ) -> ExtractionCall:
     """The messages, schema and output bound for extracting ``ocr_text``.
 
@@ -108,7 +113,19 @@ def prepare_call(
         contract: one of :data:`CONTRACTS`.
         include_schema: v1 only: also print the schema in the prompt (engines
             without guided decoding).
+        limits: what the document may be and the CPU this may spend
+            (:mod:`pipeline.extraction.bounds`); None: unbounded (measurements only).
+
+    Raises:
+        DocumentOverLimit: the document is over one of ``limits``.
+        ExtractionBudgetExceeded: building the call spent ``limits.cpu_seconds``.
     """
+    check_document(ocr_text, limits)
+    with cpu_budget(limits.cpu_seconds if limits else None, "preparing the call"):
+        return _prepare(ocr_text, contract, include_schema)
+
+
+def _prepare(ocr_text: str, contract: str, include_schema: bool) -> ExtractionCall:
     if _check(contract) == CONTRACT_V1:
         return ExtractionCall(
             messages=v1.build_messages(ocr_text, include_schema=include_schema),
@@ -134,16 +151,32 @@ def interpret(
     today: date,
     policy: ValidationPolicy = DEFAULT_POLICY,
     contract: str = DEFAULT_CONTRACT,
+    limits: DocumentLimits | None = DEFAULT_LIMITS,
 ) -> Interpretation:
     """Parse, ground and validate one raw answer.
 
     Grounding's refusals (``ungrounded_value``) come first in the report's
     reasons; the decision is SUCCEEDED only when neither grounding nor any
-    validation rule found a reason.
+    validation rule found a reason. ``limits`` as for :func:`prepare_call`.
 
     Raises:
         MalformedOutput: the answer is not the contract.
+        DocumentOverLimit: the document is over one of ``limits``.
+        ExtractionBudgetExceeded: reading the answer spent ``limits.cpu_seconds``.
     """
+    check_document(ocr_text, limits)
+    with cpu_budget(limits.cpu_seconds if limits else None, "reading the answer"):
+        return _interpret(answer, ocr_text, master_data, today, policy, contract)
+
+
+def _interpret(
+    answer: str,
+    ocr_text: str,
+    master_data: TenantMasterData,
+    today: date,
+    policy: ValidationPolicy,
+    contract: str,
+) -> Interpretation:
     if _check(contract) == CONTRACT_V1:
         extraction = parse_v1(answer)
         report = validate(extraction, ocr_text, master_data, today=today, policy=policy)

@@ -19,10 +19,21 @@ lines of line items and tax lines; it never converts a number. This module does:
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from decimal import (
+    MAX_EMAX,
+    MAX_PREC,
+    MIN_EMIN,
+    ROUND_HALF_UP,
+    Context,
+    Decimal,
+    InvalidOperation,
+)
 from functools import lru_cache
 from itertools import combinations
+
+from pipeline.extraction.bounds import spend
 
 CENT = Decimal("0.01")
 #: Group separators besides the other of "." and ",": apostrophes, no-break and thin spaces.
@@ -104,6 +115,7 @@ def numbers_in(text: str, mark: str, *, space_groups: bool = False) -> list[Prin
     times over (candidates, rows, tax lines, grounding), which was most of the
     driver's CPU per attempt in its profile (docs/benchmarks.md).
     """
+    spend()  # every reading of a line passes here: where a document's CPU budget ends
     if len(text) <= _MEMO_MAX_CHARS:
         return list(_numbers_in_memo(text, mark, space_groups))
     return list(_numbers_in(text, mark, space_groups))
@@ -169,6 +181,20 @@ def _money(value: Decimal) -> Decimal:
         return value
 
 
+#: The most plain numbers (not percentages) one row may offer, its lines together. A
+#: row prints a quantity, a price, an amount and a few more (a position number, a
+#: discount, an article number): at most 15 on 2,700 generated invoices of up to 200
+#: items (seeds 0-299, every variant). More is no row but a table or a list of numbers
+#: run together on one line (PDF text read without layout), whose every triple was once
+#: tried: a 60-item table on one line took 19 s of CPU to prepare a call.
+ROW_NUMBERS_MAX = 32
+#: How far from a product :func:`parse_item_row` looks for an amount: wider than the two
+#: cents it accepts, so the window never cuts off one it would accept.
+_NEAR = CENT * 3
+#: Sums and differences of printed numbers, exact: the window's bounds are never rounded.
+_EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
+
+
 def parse_item_row(numbers: list[Printed]) -> ItemNumbers | None:
     """Quantity, unit price, amount (and rate) of one row, by arithmetic then print order.
 
@@ -176,24 +202,54 @@ def parse_item_row(numbers: list[Printed]) -> ItemNumbers | None:
     ``round(q x p, 2) == a`` wins, latest amount first (amounts close a row), then
     the price and the quantity printed latest (a row's position number comes first). With
     none exact, the nearest within two cents is returned marked ``exact=False``, so the
-    arithmetic rule reports the printed inconsistency. None: no reading at all.
+    arithmetic rule reports the printed inconsistency. None: no reading at all, or more
+    than :data:`ROW_NUMBERS_MAX` plain numbers (no row prints that many).
+
+    The search is quadratic, not cubic: for each pair ``q < p`` the amounts are looked
+    up by value (the latest print position of each value, which is the one the order
+    above prefers) instead of tried one by one. The reading is the one the cubic search
+    over every triple in that order gives (``tests/unit/test_bounded_rows.py`` keeps it
+    as the oracle).
     """
+    spend()
     rates = [p for p in numbers if p.percent]
     plain = [p for p in numbers if not p.percent]
     rate = rates[-1] if rates else None
-    best: tuple[Decimal, ItemNumbers] | None = None
-    for q, p, a in sorted(
-        combinations(plain, 3), key=lambda t: (-t[2].start, -t[1].start, -t[0].start)
-    ):
-        if a.value <= 0 and q.value * p.value != 0:
-            continue
-        gap = abs(_money(q.value * p.value) - a.value)
-        if gap == 0:
-            return ItemNumbers(q, p, a, rate, True)
-        limit = CENT * 2  # a rounding slip, not another reading
-        if gap <= limit and (best is None or gap < best[0]):
-            best = (gap, ItemNumbers(q, p, a, rate, False))
-    return best[1] if best else None
+    if len(plain) < 3 or len(plain) > ROW_NUMBERS_MAX:
+        return None
+    latest: dict[Decimal, int] = {}  # value -> the latest position printing it
+    for k, printed in enumerate(plain):
+        latest[printed.value] = k
+    values = sorted(latest)
+    exact: tuple[int, int, int] | None = None  # (k, j, i): the largest wins
+    near: tuple[Decimal, int, int, int] | None = None  # (gap, -k, -j, -i): the least wins
+    for j in range(1, len(plain) - 1):
+        for i in range(j):
+            raw = plain[i].value * plain[j].value
+            product = _money(raw)
+            at = latest.get(product)
+            if at is not None and at > j and not (plain[at].value <= 0 and raw != 0):
+                if exact is None or (at, j, i) > exact:
+                    exact = (at, j, i)
+                continue
+            if exact is not None:
+                continue  # an exact reading exists: no near one can win
+            lo = bisect_left(values, _EXACT.subtract(product, _NEAR))
+            hi = bisect_right(values, _EXACT.add(product, _NEAR))
+            for value in values[lo:hi]:
+                k = latest[value]
+                if k <= j or (value <= 0 and raw != 0):
+                    continue
+                gap = abs(product - value)
+                if 0 < gap <= CENT * 2 and (near is None or (gap, -k, -j, -i) < near):
+                    near = (gap, -k, -j, -i)
+    if exact is not None:
+        k, j, i = exact
+        return ItemNumbers(plain[i], plain[j], plain[k], rate, True)
+    if near is not None:
+        _, back_k, back_j, back_i = near
+        return ItemNumbers(plain[-back_i], plain[-back_j], plain[-back_k], rate, False)
+    return None
 
 
 @dataclass(frozen=True)
@@ -204,10 +260,11 @@ class TaxNumbers:
 
 
 def parse_tax_row(numbers: list[Printed]) -> TaxNumbers | None:
-    """Rate, base and tax amount of one tax row: the pair nearest ``base x rate = amount``."""
+    """Rate, base and tax amount of one tax row: the pair nearest ``base x rate = amount``
+    (None past :data:`ROW_NUMBERS_MAX` plain numbers: the search is quadratic)."""
     rates = [p for p in numbers if p.percent]
     plain = [p for p in numbers if not p.percent]
-    if not rates or len(plain) < 2:
+    if not rates or len(plain) < 2 or len(plain) > ROW_NUMBERS_MAX:
         return None
     rate = rates[0]
     best: tuple[Decimal, TaxNumbers] | None = None

@@ -13,7 +13,7 @@ import functools
 from decimal import Decimal
 from typing import NamedTuple
 
-from pipeline.extraction.lines import Document
+from pipeline.extraction.lines import Document, Line
 from pipeline.extraction.numbers import CENT, decimal_mark, numbers_in, uses_space_groups
 from pipeline.extraction.rows import Row, item_cells, rows_by_amount, stacked
 
@@ -76,9 +76,14 @@ def _sums_to_a_total(
     if not table or any(row.read.line_amount.value == 0 for row in table):
         return False
     total = sum((row.read.line_amount.value for row in table), Decimal(0))
-    spans = {(row.first.page, row.first.start, row.end) for row in table}
+    inside: set[int] = set()  # lines a row is printed on (a row's lines follow its first)
+    for row in table:
+        at: Line | None = row.first
+        while at is not None and at.page == row.first.page and at.end <= row.end:
+            inside.add(at.number)
+            at = doc.line(at.number + 1)
     for line in doc.lines:
-        if any(p == line.page and a <= line.start and line.end <= b for p, a, b in spans):
+        if line.number in inside:
             continue
         printed = numbers_in(line.text, mark, space_groups=space)
         if not any(n.percent for n in printed) and any(

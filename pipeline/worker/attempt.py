@@ -170,11 +170,15 @@ class AttemptRunner:
                 )
             )
             return AttemptReport(lease.job_id, lease.fence, "failed_terminal", str(exc))
-        request = prepare_call(
-            text,
-            contract=self.config.contract,
-            include_schema=self.config.include_schema_in_prompt,
-        )
+        try:
+            request = prepare_call(
+                text,
+                contract=self.config.contract,
+                include_schema=self.config.include_schema_in_prompt,
+                limits=self.config.limits,
+            )
+        except TerminalError as exc:  # over a document limit, or its CPU budget spent
+            return await self._fail(lease, exc)
         budget = request.budget(self.config.max_output_tokens)
         timeout = self.bounds.time_left(lease)
         if timeout <= 1:
@@ -334,9 +338,10 @@ class AttemptRunner:
                         today=self.today().date(),
                         policy=self.policy,
                         contract=request.contract,
+                        limits=self.config.limits,
                     )
-                except MalformedOutput as exc:
-                    vspan.set_attribute("fenceline.decision", "malformed_output")
+                except (MalformedOutput, TerminalError) as exc:
+                    vspan.set_attribute("fenceline.decision", exc.error_class)
                     set_error(vspan, exc.error_class, str(exc))
                     raise
                 vspan.set_attribute("fenceline.decision", outcome.report.decision.value)
@@ -352,6 +357,8 @@ class AttemptRunner:
                     lease, result, validation, JobState.REVIEW_REQUIRED, usage, completion
                 )
             return await self._retry(lease, exc, usage, completion)
+        except TerminalError as exc:  # reading the answer spent the document's CPU budget
+            return await self._fail(lease, exc, usage)
         report = outcome.report
         decision = (
             JobState.SUCCEEDED
@@ -398,6 +405,21 @@ class AttemptRunner:
         return AttemptReport(
             lease.job_id, lease.fence, settled.state.value.lower(), completion=completion
         )
+
+    async def _fail(
+        self, lease: Lease, exc: TerminalError, usage: AttemptUsage | None = None
+    ) -> AttemptReport:
+        """Fail the job terminally, its error class as the reason."""
+        await self._settle(
+            self.store.fail(
+                lease,
+                error_class=exc.error_class,
+                reason=exc.error_class,
+                detail=str(exc),
+                usage=usage,
+            )
+        )
+        return AttemptReport(lease.job_id, lease.fence, "failed_terminal", str(exc))
 
     async def _retry(
         self,

@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pipeline.extraction import DEFAULT_CONTRACT, Completion
+from pipeline.extraction import DEFAULT_CONTRACT, DEFAULT_LIMITS, Completion, DocumentLimits
 from pipeline.usage import AttemptUsage
 
 
@@ -62,6 +62,10 @@ class WorkerConfig:
     include_schema_in_prompt: bool = False
     #: The extraction contract (``pipeline.extraction.extractor.CONTRACTS``) new attempts use.
     contract: str = DEFAULT_CONTRACT
+    #: What a document may be and the CPU reading it may spend (``Settings``'
+    #: ``max_document_*``, ``max_line_chars``, ``extraction_cpu_seconds``): a job whose
+    #: document is over them fails terminally before the engine is called.
+    limits: DocumentLimits = DEFAULT_LIMITS
     idle_poll_seconds: float = 2.0
     #: Most successes one transaction commits (group commit: those that finish while
     #: a commit is in flight go together in the next, each under its own fence;
