@@ -39,6 +39,7 @@ from pipeline.extraction.candidates import (
     date_candidates,
     iban_candidates,
     invoice_dates,
+    printed_due_date,
     reference_candidates,
     vat_id_candidates,
 )
@@ -64,6 +65,7 @@ from pipeline.extraction.table import (
     shown_text,
     table_rows,
 )
+from pipeline.extraction.terms import payment_terms
 from pipeline.validation import parse_contract
 
 CONTRACT_VERSION = "fenceline.extraction/2"
@@ -171,12 +173,13 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
     lines = item_line_candidates(doc, mark)
     cells = [c for c in description_cells(doc, mark, space) if len(c) <= MAX_DESCRIPTION_CHARS]
 
+    terms = list(dict.fromkeys(t[0] for t in payment_terms(seen_doc)))
+
     def date_field(path: str) -> dict[str, Any]:
-        return (
-            _nullable_enum(invoice_dates(seen_doc, dates, path))
-            if dates
-            else _nullable_text(MAX_ID_CHARS)
-        )
+        offered = invoice_dates(seen_doc, dates, path) if dates else []
+        if path == "due_date" and not printed_due_date(seen_doc, dates):
+            offered += terms  # a term in days: grounding counts it from the issue date
+        return _nullable_enum(offered) if offered else _nullable_text(MAX_ID_CHARS)
 
     item: dict[str, Any] = {
         "type": "array",

@@ -245,6 +245,16 @@ def date_candidates(text: str) -> list[str]:
     return list(dict.fromkeys(printed for _, printed in sorted(found)))
 
 
+def printed_due_date(doc: Document, dates: list[str]) -> bool:
+    """Whether one of ``dates`` is printed under a due label (then a payment term in days
+    is no due date to offer: the page prints the date itself)."""
+    return any(
+        date_proof(doc, f, "due_date") is not None
+        for d in dates
+        for f in occurrences(doc, d, fuzzy=False, boundary="number")
+    )
+
+
 def invoice_dates(doc: Document, dates: list[str], path: str) -> list[str]:
     """The dates ``path`` (issue_date or due_date) may be: those grounding accepts for
     it, i.e. printed at least once without a delivery, order or service label before

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 from decimal import Decimal
 
 from babel.numbers import get_territory_currencies
@@ -34,8 +34,13 @@ from babel.numbers import get_territory_currencies
 from pipeline.extraction.answer import Answer, known_tax_lines, table_items
 from pipeline.extraction.candidates import date_candidates, labelled_numbers
 from pipeline.extraction.items import ItemReader
-from pipeline.extraction.label_proof import claimed_date, date_proof, number_proof
-from pipeline.extraction.labels import LABELS
+from pipeline.extraction.label_proof import (
+    claimed_date,
+    date_proof,
+    due_label_near,
+    number_proof,
+)
+from pipeline.extraction.labels import LABELS, NUMBER_WORDS
 from pipeline.extraction.lines import Document, Line
 from pipeline.extraction.locate import (
     Boundary,
@@ -65,6 +70,7 @@ from pipeline.extraction.rows import (
     read_row,
 )
 from pipeline.extraction.table import table_rows
+from pipeline.extraction.terms import payment_terms, term_days
 from pipeline.extraction.totals import (
     GROSS,
     NET,
@@ -92,6 +98,24 @@ from pipeline.validation import (
 
 #: A bare year ("2026"): never an invoice number without the invoice's own label.
 _YEAR = re.compile(r"(?:19|20)\d\d")
+
+
+#: What may continue a number past one space ("684 30", "2024 / 17"): a digit or a slash.
+_CONTINUES = re.compile(r" [\d/-]")
+#: What may open a number before one space ("INV 4186", "RE 2024-17"): capitals alone.
+_OPENS = re.compile(r"(?:^|\s)[A-ZÄÖÜÉÈ]{2,6} $")
+
+
+def _cut_from_longer(f: Found) -> bool:
+    """Whether the number at ``f`` may be a part of a longer one printed with it: a digit
+    or a slash one space after it, or a word of capitals one space before it (a number
+    printed with spaces, "INV 2023 10867"; the grammar offers its parts one by one)."""
+    text = f.line.text
+    start, end = f.start - f.line.start, f.end - f.line.start
+    before = text[max(0, start - 8) : start]
+    word = before.split()[-1] if before.split() else ""
+    opens = _OPENS.search(before) is not None and word.casefold().strip(".:#") not in NUMBER_WORDS
+    return _CONTINUES.match(text, end) is not None or opens
 
 
 @dataclass
@@ -191,7 +215,15 @@ class _Grounder:
                     ReasonCode.AMBIGUOUS_ROLE,
                 )
                 return None
-        f = labelled(plain, LABELS.get(path, ()), last=False)
+        whole = [f for f in plain if not _cut_from_longer(f)]
+        if not whole:
+            self.refuse(
+                path,
+                f"{value[:60]!r} may be part of a longer number printed with it",
+                ReasonCode.AMBIGUOUS_ROLE,
+            )
+            return None
+        f = labelled(whole, LABELS.get(path, ()), last=False)
         return EvidencedText(value=self.text_at(f).strip(), evidence=self.evidence(f))
 
     def amount(self, path: str, value: str | None) -> EvidencedAmount | None:
@@ -244,18 +276,72 @@ class _Grounder:
             return None
         return EvidencedDate(value=chosen, evidence=self.evidence(f))
 
-    def no_due_date(self) -> None:
-        """An answer without a due date is taken only where the page prints none under a
-        due label: a due date left out would reach the ERP as "no due date" unchecked."""
+    def due(self, value: str | None, issue: EvidencedDate | None) -> EvidencedDate | None:
+        """The due date: a date under a due label (:meth:`when`), or a payment term in days
+        counted from the issue date (:mod:`pipeline.extraction.terms`, evidence
+        ``match: "term"``) where the page states that one term and prints no due date."""
+        if value is None:
+            self.no_due_date()
+            return None
+        days = term_days(value)
+        if days is None:
+            return self.when("due_date", value)
+        stated = [t for t in payment_terms(self.doc) if t[0] == value.strip()]
+        if not stated:
+            self.refuse(
+                "due_date",
+                f"{value!r} is no payment term the page states alone",
+                ReasonCode.AMBIGUOUS_ROLE,
+            )
+            return None
+        if self.labelled_due_date() is not None:
+            self.refuse(
+                "due_date",
+                f"the page prints a due date ({self.labelled_due_date()!r}); {value!r} is not it",
+                ReasonCode.AMBIGUOUS_ROLE,
+            )
+            return None
+        if issue is None:
+            self.refuse("due_date", f"{value!r} counts from an issue date that is not grounded")
+            return None
+        printed, _, page, at = stated[0]
+        f = Found(page, at, at + len(printed), self.doc.line_at(page, at), "term")
+        return EvidencedDate(value=issue.value + timedelta(days=days), evidence=self.evidence(f))
+
+    def labelled_due_date(self) -> str | None:
+        """A date the page prints under a due label, if any."""
         for printed in date_candidates(self.doc.text):
             for f in occurrences(self.doc, printed, fuzzy=False, boundary="number"):
                 if date_proof(self.doc, f, "due_date") is not None:
-                    self.refuse(
-                        "due_date",
-                        f"the page prints {printed!r} under a due label; the answer has none",
-                        ReasonCode.MISSING_FIELD,
-                    )
-                    return
+                    return printed
+        return None
+
+    def no_due_date(self) -> None:
+        """An answer without a due date is taken only where the page prints none under a
+        due label: a due date left out would reach the ERP as "no due date" unchecked."""
+        printed = next(
+            (
+                d
+                for d in date_candidates(self.doc.text)
+                for f in occurrences(self.doc, d, fuzzy=False, boundary="number")
+                if due_label_near(self.doc, f)
+            ),
+            None,
+        )
+        if printed is not None:
+            self.refuse(
+                "due_date",
+                f"the page prints {printed!r} under a due label; the answer has none",
+                ReasonCode.MISSING_FIELD,
+            )
+            return
+        terms = payment_terms(self.doc)
+        if terms:
+            self.refuse(
+                "due_date",
+                f"the page states a payment term ({terms[0][0]!r}); the answer has no due date",
+                ReasonCode.MISSING_FIELD,
+            )
 
     def _only_date(self, value: str) -> bool:
         """Whether ``value`` reads as the only date the document prints under no label
@@ -430,13 +516,12 @@ class _Grounder:
         )
         totals = {NET: net, TAX: self.amount(TAX, a.tax), GROSS: self.amount(GROSS, a.gross)}
         self.put_totals_right(totals, items, taxes)
-        if a.due_date is None:
-            self.no_due_date()
+        issue = self.when("issue_date", a.issue_date)
         return Extraction(
             supplier=Supplier(name=supplier_name, vat_id=self.vat_id(a.vat_id, name)),
             invoice_number=self.reference("invoice_number", a.number),
-            issue_date=self.when("issue_date", a.issue_date),
-            due_date=self.when("due_date", a.due_date),
+            issue_date=issue,
+            due_date=self.due(a.due_date, issue),
             currency=self.currency(a.currency),
             line_items=items,
             tax_lines=taxes,

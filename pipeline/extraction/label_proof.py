@@ -34,6 +34,9 @@ from pipeline.extraction.labels import (
 from pipeline.extraction.lines import Document, Line
 from pipeline.extraction.locate import LABEL_WIDTH, Found, fold
 
+#: How far along its line a value's label is looked for (characters; a column layout's
+#: run of spaces included).
+_REACH = 160
 #: How many lines above a value its column header may stand.
 ABOVE_REACH = 2
 #: A letter's date line: a place name, a comma, then the date and nothing else.
@@ -48,7 +51,8 @@ _COMPOUND_NUMBER = re.compile(
 def own_label(f: Found) -> str:
     """The folded words before ``f`` on its line, back to the previous value (a token
     with a digit), at most :data:`~pipeline.extraction.locate.LABEL_WIDTH` characters."""
-    before = f.line.text[: f.start - f.line.start]
+    at = f.start - f.line.start
+    before = f.line.text[max(0, at - _REACH) : at]  # a label is short: bounded work per value
     values = list(re.finditer(r"\S*\d\S*", before))
     if values:
         before = before[values[-1].end() :]
@@ -78,7 +82,8 @@ def label_after(f: Found) -> str:
     printed before ``f`` on the line ("INV-2024-70580   Invoice no."); else ""."""
     if f.line.text[: f.start - f.line.start].strip():
         return ""
-    after = f.line.text[f.end - f.line.start :]
+    at = f.end - f.line.start
+    after = f.line.text[at : at + _REACH]
     value = re.search(r"\S*\d\S*", after)
     return fold(after[: value.start()] if value else after)[:LABEL_WIDTH]
 
@@ -172,7 +177,9 @@ def number_proof(doc: Document, f: Found) -> str | None:
     if words & NUMBER_WORDS and words <= NUMBER_WORDS | {"-"}:
         # a bare number label: "INVOICE" over "No.: 2025/4778", or an invoice word earlier
         # on its line, a compound too ("Handelsrechnung (380) Nr. 471102 vom 05.03.2018")
-        line_before = fold(f.line.text[: f.start - f.line.start])
+        line_before = fold(
+            f.line.text[max(0, f.start - f.line.start - _REACH) : f.start - f.line.start]
+        )
         if _title_before(doc, f) or (
             _has(line_before, INVOICE_WORDS) and not _decoy_number(line_before)
         ):
@@ -196,7 +203,7 @@ def date_proof(doc: Document, f: Found, path: str) -> str | None:
     if labelled is not None:
         return labelled
     before = f.line.text[: f.start - f.line.start]
-    if path == "issue_date" and _PLACE_LINE.fullmatch(before):
+    if path == "issue_date" and len(before) <= _REACH and _PLACE_LINE.fullmatch(before):
         after = f.line.text[f.end - f.line.start :]
         if not after.strip(" ."):
             return "letter"
@@ -215,6 +222,15 @@ def _names_field(label: str) -> bool:
         or _has(label, DECOY_DATE_LABELS)
         or _has(label, DECOY_NUMBER_LABELS)
         or any(_has(label, LABELS[k]) for k in ("net_total", "tax_total", "gross_total"))
+    )
+
+
+def due_label_near(doc: Document, f: Found) -> bool:
+    """Whether any label beside the date at ``f`` (before, above, after, below) names a
+    due date, proven or not: an answer without a due date is then no safe answer."""
+    labels = (own_label(f), label_above(doc, f), label_after(f), label_below(doc, f))
+    return any(
+        _has(label, LABELS["due_date"]) and not _has(label, DECOY_DATE_LABELS) for label in labels
     )
 
 

@@ -244,11 +244,11 @@ def _bounded(doc: Document, f: Found, row: Row) -> bool:
 
 def _joining(word: str) -> bool:
     """Whether ``word`` may stand between a description and its cell's edge: punctuation,
-    a unit, a currency, or a short word that joins a row's parts ("à", "zu je", "x",
-    "(VAT"), never a short word of a description ("Copy" of "Copy paper A4", "fuel" of
-    "Diesel fuel")."""
+    a currency, or a short word that joins a row's parts ("à", "zu je", "x", "(VAT"),
+    never a word of a description ("Copy" of "Copy paper A4", "fuel" of "Diesel fuel",
+    "woord" of "Vertaling, per woord": a unit is the quantity's only right after it)."""
     core = word.strip(_PUNCTUATION + "=×x%")
-    if not core or core.casefold() in JOINING_WORDS or is_unit(core):
+    if not core or core.casefold() in JOINING_WORDS:
         return True
     return core in CURRENCY_SYMBOLS or (core.isupper() and core in ISO_4217)
 

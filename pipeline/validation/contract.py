@@ -210,7 +210,9 @@ class _Contract(BaseModel):
 #: (free text only: names, descriptions), ``symbol`` a currency read from its sign,
 #: ``arithmetic`` a total put right after the model copied another total into its
 #: field (``pipeline/extraction/totals.py``).
-MatchKind = Literal["exact", "normalised", "fuzzy", "symbol", "arithmetic"]
+#: How grounding found a value: ``term`` is a due date counted from a payment term in
+#: days ("within 30 days"), its evidence the term as printed.
+MatchKind = Literal["exact", "normalised", "fuzzy", "symbol", "arithmetic", "term"]
 #: Evidence keys only the system writes; the v1 grammar never offers them to a model.
 SYSTEM_EVIDENCE_KEYS = ("line", "match")
 

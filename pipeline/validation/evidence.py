@@ -48,6 +48,11 @@ def _date_in(value: date) -> ValueCheck:
     return lambda text: value in date_readings(text)
 
 
+def _days_in(days: int) -> ValueCheck:
+    """A payment term's evidence prints the days between the issue and the due date."""
+    return lambda text: re.search(rf"(?<!\d){days}(?!\d)", text) is not None
+
+
 def _currency_in(code: str) -> ValueCheck:
     def check(text: str) -> bool:
         norm = normalise_text(text)
@@ -68,7 +73,11 @@ def evidenced_fields(extraction: Extraction) -> Iterator[tuple[str, Evidence, Va
     if e.invoice_number is not None:
         yield "invoice_number", e.invoice_number.evidence, _text_in(e.invoice_number.value)
     for path, dated in (("issue_date", e.issue_date), ("due_date", e.due_date)):
-        if dated is not None:
+        if dated is None:
+            continue
+        if dated.evidence.match == "term" and e.issue_date is not None:
+            yield path, dated.evidence, _days_in((dated.value - e.issue_date.value).days)
+        else:
             yield path, dated.evidence, _date_in(dated.value)
     if e.currency is not None:
         yield "currency", e.currency.evidence, _currency_in(e.currency.value)

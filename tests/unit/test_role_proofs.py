@@ -227,3 +227,86 @@ def test_an_item_list_keeps_no_colon_in_its_descriptions() -> None:
     out = interpret(json.dumps(answer), doc, MASTER, today=TODAY)
     assert [i.description for i in out.extraction.line_items] == ["Bolt M8", "Gasket"]
     assert out.report.reasons == ()
+
+
+def test_a_payment_term_in_days_is_counted_from_the_issue_date() -> None:
+    doc = _doc(PRICE_FIRST, due="Please pay within 30 days of the invoice date.\n")
+    out = _run(doc, due_date="30 days")
+    assert out.report.reasons == ()
+    due = out.extraction.due_date
+    assert due is not None and due.value == date(2026, 4, 2) and due.evidence.match == "term"
+    assert due.evidence.quote == "30 days"
+    left_out = _run(doc, due_date=None)
+    assert any(r.field == "due_date" for r in left_out.report.reasons)
+
+
+@pytest.mark.parametrize(
+    "terms",
+    [
+        "Please pay within 30 days, 2 % discount within 10 days.\n",
+        "Payment: 30 days end of month.\n",
+        "Please pay within 30 days.\nPayment within 14 days net.\n",
+    ],
+)
+def test_a_term_with_another_reading_is_refused(terms: str) -> None:
+    doc = _doc(PRICE_FIRST, due=terms)
+    out = _run(doc, due_date="30 days")
+    assert out.extraction.due_date is None
+    assert ReasonCode.AMBIGUOUS_ROLE in out.report.codes
+
+
+def test_a_number_printed_with_spaces_is_refused_in_part() -> None:
+    doc = _doc(PRICE_FIRST).replace("Invoice no.: FP-2026-117", "Invoice no.: 684 30")
+    assert _run(doc, number="684").extraction.invoice_number is None
+    doc = _doc(PRICE_FIRST).replace("Invoice no.: FP-2026-117", "Invoice no.: INV 4186")
+    assert _run(doc, number="4186").extraction.invoice_number is None
+
+
+def test_a_label_after_or_below_proves_a_value_alone() -> None:
+    after = _doc(PRICE_FIRST).replace(
+        "Invoice no.: FP-2026-117\nInvoice date: 03.03.2026\n",
+        "FP-2026-117   Invoice no.\n03.03.2026   Invoice date\n",
+    )
+    assert _run(after).report.reasons == ()
+    below = _doc(PRICE_FIRST).replace(
+        "Invoice no.: FP-2026-117\nInvoice date: 03.03.2026\n",
+        "FP-2026-117\nInvoice no.\n\n03.03.2026\nInvoice date\n",
+    )
+    out = _run(below)
+    assert out.extraction.invoice_number is not None
+    assert out.extraction.issue_date is not None
+
+
+def test_a_value_between_two_labels_is_refused() -> None:
+    doc = _doc(PRICE_FIRST).replace(
+        "Invoice no.: FP-2026-117\nInvoice date: 03.03.2026\n",
+        "Invoice no.: FP-2026-117\nInvoice date\n03.03.2026\nDue date\n02.04.2026\n",
+    )
+    out = _run(doc, due_date="03.03.2026")
+    assert out.extraction.due_date is None
+
+
+@pytest.mark.parametrize(
+    ("description", "partial"),
+    [("Stahlwinkel 40 mm", "Stahlwinkel 40"), ("Papier copie A4, 80 g", "80 g")],
+)
+def test_a_part_of_a_description_is_no_cell(description: str, partial: str) -> None:
+    from pipeline.extraction.answer import offered_descriptions
+
+    table = f"{description}    3 pcs    12,50    37,50   25 %\n"
+    offered = offered_descriptions(_doc(table))
+    assert description in offered
+    assert partial not in offered
+
+
+def test_a_rate_printed_without_its_sign_under_a_rate_header_is_read() -> None:
+    doc = _doc(PRICE_FIRST).replace(
+        "VAT 25 % on 137,50: 34,38\n",
+        "Category     Base     Rate [%]     Tax\nStandard   137,50          25   34,38\n",
+    )
+    lines = doc.split("\n")
+    taxes = [n for n, text in enumerate(lines, 1) if text.startswith("Standard")]
+    out = _run(doc, taxes=taxes)
+    assert [(t.rate, t.base, t.amount) for t in out.extraction.tax_lines] == [
+        (Decimal(25), Decimal("137.50"), Decimal("34.38"))
+    ]
