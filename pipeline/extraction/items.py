@@ -108,6 +108,7 @@ class ItemReader:
             spots[i] = (row, f)
             after = row.first.number
             placed[i] = self._item(row, description, rate, f.match, f"line_items[{i}]")
+            self._continued(row, f.start, f"line_items[{i}]")
         shapes = self._table_shape(spots, placed)
         if unplaced or len(used) < self.rows_that_add_up:
             rest = self._complete(used, shapes, rates, net)
@@ -127,6 +128,26 @@ class ItemReader:
                 ReasonCode.UNGROUNDED_VALUE,
             )
         return tuple(placed[i] for i in sorted(placed))
+
+    def _continued(self, row: Row, start: int, path: str) -> None:
+        """Refuse a description that may go on below its row: the next line prints words
+        only, starting in the description's column ("Design (hours): Of a sample" over
+        "invoice"). A second line is the description's own on one layout and a note on
+        another; nothing printed tells which (ARCHITECTURE rule 18)."""
+        last = self.doc.line_at(row.first.page, max(row.first.start, row.end - 1))
+        below = self.doc.line(last.number + 1)
+        if below is None or below.page != last.page or not below.text.strip():
+            return
+        if any(ch.isdigit() for ch in below.text) or not any(ch.isalpha() for ch in below.text):
+            return  # numbers (the next row, a stacked row's numbers) or a rule ("-----")
+        column = start - row.first.start
+        indent = len(below.text) - len(below.text.lstrip())
+        if abs(indent - column) <= 2:
+            self.refuse(
+                path,
+                f"the description may go on on line {below.number} ({below.text.strip()[:40]!r})",
+                ReasonCode.AMBIGUOUS_ROLE,
+            )
 
     def _table_shape(
         self, spots: dict[int, tuple[Row, Found]], placed: dict[int, LineItem]
@@ -235,10 +256,9 @@ class ItemReader:
             if len(cells) != 1 or rate is None:
                 return None
             page = self.doc.pages[row.first.page - 1]
-            item = self._item(
-                row, page[cells[0][0] : cells[0][1]], rate, "arithmetic", "line_items"
-            )
-            out.append(item)
+            cell = _description(page[cells[0][0] : cells[0][1]])
+            out.append(self._item(row, cell, rate, "arithmetic", "line_items"))
+            self._continued(row, cells[0][0], "line_items")
         return out
 
     def _rows_of(self, ref: ItemRef) -> list[tuple[int, int]]:
