@@ -4,6 +4,7 @@ knobs, and the report of one attempt (:class:`~pipeline.worker.attempt.AttemptRu
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -71,6 +72,12 @@ class WorkerConfig:
     #: a commit is in flight go together in the next, each under its own fence;
     #: :mod:`pipeline.jobs.group_commit`); 1 commits every success alone.
     settle_batch: int = 16
+
+    def __post_init__(self) -> None:
+        # A config that crossed a process boundary as plain data (``asdict`` in the
+        # runtime app's config, Ray's serialisation) carries its limits as a mapping.
+        if isinstance(self.limits, Mapping):
+            object.__setattr__(self, "limits", DocumentLimits(**self.limits))
 
 
 @dataclass
