@@ -175,6 +175,11 @@ class ItemNumbers:
     exact: bool
 
 
+def to_cents(value: Decimal) -> Decimal:
+    """``value`` rounded to cents as a row's arithmetic compares it (see :func:`_money`)."""
+    return _money(value)
+
+
 def _money(value: Decimal) -> Decimal:
     """``value`` rounded to cents; a product too large for that (account or phone digits
     read as numbers) is returned as it is, and so never equals a printed amount."""

@@ -336,3 +336,21 @@ def test_a_label_between_two_values_belongs_to_the_later_one() -> None:
     )
     out = _run(doc, number="0155")
     assert out.extraction.invoice_number is None
+
+
+def test_a_position_number_read_as_a_factor_gives_way_to_the_columns() -> None:
+    table = (
+        "No.   Description      Unit price   Amount   Qty\n"
+        "  1   Bolt M8               37,50    37,50     1   25 %\n"
+        "  2   Gasket                25,00   100,00     4   25 %\n"
+    )
+    out = _run(_doc(table))
+    assert out.report.reasons == ()
+    assert _items(out) == [(Decimal(1), Decimal("37.50")), (Decimal(4), Decimal("25.00"))]
+
+
+def test_a_row_that_prints_no_rate_takes_the_only_one() -> None:
+    table = "- 3 pcs Bolt M8 at 12,50 each: 37,50\n- 4 pcs Gasket at 25,00 each: 100,00\n"
+    out = _run(_doc(table))
+    assert out.report.reasons == ()
+    assert [i.tax_rate for i in out.extraction.line_items] == [Decimal(25), Decimal(25)]
