@@ -49,14 +49,13 @@ from pipeline.extraction.numbers import (
     amount_strings,
     decimal_mark,
     numbers_in,
-    parse_item_row,
     parse_tax_row,
     tax_gap,
     uses_space_groups,
 )
 from pipeline.extraction.prompts import fence_tag
 from pipeline.extraction.roles import tax_row_numbers
-from pipeline.extraction.rows import description_cells, row_numbers
+from pipeline.extraction.rows import description_cells, row_numbers, row_reading
 from pipeline.extraction.table import (
     MAX_DESCRIPTION_CHARS,
     MAX_ITEMS,
@@ -228,7 +227,7 @@ def printed_rows(doc: Document, mark: str) -> int:
     space = uses_space_groups(doc.text, mark)
     count = 0
     for line in doc.lines:
-        read = parse_item_row(row_numbers(line.text, mark, space))
+        read = row_reading(row_numbers(line.text, mark, space))
         count += read is not None and read.exact and read.line_amount.places == 2
     return count
 

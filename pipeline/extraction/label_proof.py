@@ -43,8 +43,13 @@ ABOVE_REACH = 2
 _PLACE_LINE = re.compile(r"\s*[^\W\d_][^\W\d_ .'-]*(?:[ .'-][^\W\d_]+){0,3},\s*$")
 #: Invoice-number labels written as one word ("Rechnungsnummer", "Fakturanr.").
 _COMPOUND_NUMBER = re.compile(
-    r"(?:rechnungs|faktura|factuur|fattura|factura|fatura|invoice|bill)[- ]?"
-    r"(?:nummer|number|numer|nr\.?|no\.?|n[°º]|num\.?|numero|número)(?![^\W\d_])"
+    r"(?:rechnungs|faktura|factuur|fattura|factura|fatura|invoice|bill|bilags?|beleg"
+    # abbreviated: "Fakt.nr", "Rg.-Nr.", "Doc. n.º", "Inv. no."
+    r"|fakt\.?|fact\.?|fatt\.?|fac\.?|rech\.?|rg\.?|inv\.|doc\.|dok\.)[- ]?"
+    r"(?:nummer|number|numer|nr\.?|no\.?|n[°º]|n\.[°ºo]|num\.?|numero|número)(?![^\W\d_])"
+    # the number word first: "Nº fra.", "N.º fact.", "No. de factura"
+    r"|(?:n[°º]|n\.[°ºo]|no\.?|nr\.?|núm\.?)\s?(?:de\s|da\s|du\s)?"
+    r"(?:fra|fact|fatt|fac|fakt|doc|factura|fatura|facture|fattura)\b"
 )
 
 
@@ -78,14 +83,15 @@ def label_above(doc: Document, f: Found) -> str:
 
 
 def label_after(f: Found) -> str:
-    """The folded words after ``f`` on its line, up to the next value, where nothing is
-    printed before ``f`` on the line ("INV-2024-70580   Invoice no."); else ""."""
+    """The folded words after ``f`` on its line where nothing is printed before ``f`` and
+    no value after the words ("INV-2024-70580   Invoice no."); else ""."""
     if f.line.text[: f.start - f.line.start].strip():
         return ""
     at = f.end - f.line.start
     after = f.line.text[at : at + _REACH]
-    value = re.search(r"\S*\d\S*", after)
-    return fold(after[: value.start()] if value else after)[:LABEL_WIDTH]
+    if re.search(r"\S*\d\S*", after):
+        return ""  # a label between two values is the later one's ("46002 Valencia  Nº fra. F-25")
+    return fold(after)[:LABEL_WIDTH]
 
 
 def label_below(doc: Document, f: Found) -> str:

@@ -34,7 +34,8 @@ LABELS: Mapping[str, tuple[str, ...]] = {
         "remit", "pay until", "payment until", "pay before", "überweis", "zahlungsziel",
         "entro il", "pagamento entro", "fecha de pago", "pagar antes", "pagar até",
         "data limite", "date limite", "betalen vóór", "betalen voor", "zapłata do",
-        "régler avant", "à régler", "pagadero", "pagável", "pagabile",
+        "régler avant", "à régler", "pagadero", "pagável", "pagabile", "zahlen sie bis",
+        "bitte zahlen", "zapłat",
     ),
     "net_total": (
         "net", "netto", "subtotal", "sub-total", "sous-total", "ht", "imponible", "base",

@@ -175,6 +175,11 @@ class ItemNumbers:
     exact: bool
 
 
+def to_cents(value: Decimal) -> Decimal:
+    """``value`` rounded to cents as a row's arithmetic compares it (see :func:`_money`)."""
+    return _money(value)
+
+
 def _money(value: Decimal) -> Decimal:
     """``value`` rounded to cents; a product too large for that (account or phone digits
     read as numbers) is returned as it is, and so never equals a printed amount."""
@@ -253,6 +258,37 @@ def parse_item_row(numbers: list[Printed]) -> ItemNumbers | None:
         _, back_k, back_j, back_i = near
         return ItemNumbers(plain[-back_i], plain[-back_j], plain[-back_k], rate, False)
     return None
+
+
+def parse_item_row_any_order(numbers: list[Printed]) -> ItemNumbers | None:
+    """A row whose amount is not printed after both its factors ("315,78  25 %  Strips
+    8,31  38 stk.": a table that sets its amount column first), read by arithmetic
+    alone: the two factors in print order, the amount the product printed anywhere else.
+    Exact readings only (an inexact one is no reading of such a row), for a row
+    :func:`parse_item_row` reads none of; None where there is none, or where two
+    readings name different amounts (no print order to choose by).
+    """
+    spend()
+    rates = [p for p in numbers if p.percent]
+    plain = [p for p in numbers if not p.percent]
+    if len(plain) < 3 or len(plain) > ROW_NUMBERS_MAX:
+        return None
+    where: dict[Decimal, list[int]] = {}
+    for k, printed in enumerate(plain):
+        where.setdefault(printed.value, []).append(k)
+    found: dict[int, tuple[int, int]] = {}  # amount's position -> the factors' positions
+    for j in range(1, len(plain)):
+        for i in range(j):
+            raw = plain[i].value * plain[j].value
+            for k in where.get(_money(raw), ()):
+                if k not in (i, j) and not (plain[k].value <= 0 and raw != 0):
+                    found.setdefault(k, (i, j))
+    amounts = {plain[k].value for k in found}
+    if len(amounts) != 1:
+        return None
+    k = max(found)
+    i, j = found[k]
+    return ItemNumbers(plain[i], plain[j], plain[k], rates[-1] if rates else None, True)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,14 @@ from typing import NamedTuple
 
 from pipeline.extraction.labels import is_unit
 from pipeline.extraction.lines import Document, Line
-from pipeline.extraction.numbers import ItemNumbers, Printed, numbers_in
+from pipeline.extraction.numbers import (
+    ItemNumbers,
+    Printed,
+    decimal_mark,
+    numbers_in,
+    to_cents,
+    uses_space_groups,
+)
 from pipeline.extraction.rows import COLUMN_GAP, Row
 from pipeline.validation import CURRENCY_SYMBOLS, ISO_4217
 
@@ -274,6 +281,41 @@ def _marks_order(doc: Document, row: Row, read: ItemNumbers) -> Verdict | None:
     return Verdict.AMBIGUOUS if as_read and swapped else None
 
 
+_OFF_COLUMN = "the factors stand under no quantity and price columns"
+
+
+@lru_cache(maxsize=256)
+def _marks_of(doc: Document) -> tuple[str, bool]:
+    mark = decimal_mark(doc.text)
+    return mark, uses_space_groups(doc.text, mark)
+
+
+def _reading_under_columns(doc: Document, row: Row) -> ItemNumbers | None:
+    """The one reading of ``row``'s amount whose two factors stand under the header's
+    quantity and unit-price columns (either way round), or None."""
+    above = [(n, cells) for n, cells in _headers(doc) if n < row.first.number]
+    if not above:
+        return None
+    cells = above[-1][1]
+    mark, space = _marks_of(doc)
+    page = doc.pages[row.first.page - 1]
+    printed = numbers_in(page[row.first.start : row.end], mark, space_groups=space)
+    amount = row.read.line_amount
+    roles = {QUANTITY, UNIT_PRICE}
+    found = []
+    for i, q in enumerate(printed):
+        for p in printed[i + 1 :]:
+            if q.percent or p.percent or amount in (q, p):
+                continue
+            if to_cents(q.value * p.value) != amount.value:
+                continue
+            candidate = ItemNumbers(q, p, amount, row.read.rate, True)
+            placed = {_column_role(cells, *_line_of(doc, row, n)) for n in (q, p)}
+            if placed == roles:
+                found.append(candidate)
+    return found[0] if len(found) == 1 else None
+
+
 def prove_roles(doc: Document, row: Row) -> Proof:
     """Whether ``row``'s reading has its quantity and unit price the right way round."""
     read = row.read
@@ -282,7 +324,7 @@ def prove_roles(doc: Document, row: Row) -> Proof:
     header = _header_order(doc, row, read)
     marks = _marks_order(doc, row, read)
     if header is Verdict.AMBIGUOUS:
-        return Proof(Verdict.AMBIGUOUS, "the factors stand under no quantity and price columns")
+        return Proof(Verdict.AMBIGUOUS, _OFF_COLUMN)
     if marks is Verdict.AMBIGUOUS:
         return Proof(Verdict.AMBIGUOUS, "units or currencies mark both factors")
     if header is not None and marks is not None and header != marks:
@@ -296,8 +338,18 @@ def prove_roles(doc: Document, row: Row) -> Proof:
 
 def proven_numbers(doc: Document, row: Row) -> tuple[ItemNumbers, Proof]:
     """``row``'s numbers with quantity and price as proven (exchanged where the proof says
-    the price is printed first), and the proof."""
+    the price is printed first), and the proof. Where the reading's factors stand under
+    other columns than the header's quantity and price (a position number read as the
+    quantity, "1  Freight  168.57  168.57  1 pcs"), the one other reading of the same
+    amount whose factors stand under those columns is taken, if there is exactly one."""
     proof = prove_roles(doc, row)
+    if proof.why == _OFF_COLUMN:
+        other = _reading_under_columns(doc, row)
+        if other is not None:
+            row = Row(row.first, row.end, other)
+            second = prove_roles(doc, row)
+            if second.verdict is not Verdict.AMBIGUOUS:
+                proof = Proof(second.verdict, "header, the factors read under their columns")
     read = row.read
     if proof.verdict is Verdict.SWAPPED:
         read = ItemNumbers(read.unit_price, read.quantity, read.line_amount, read.rate, read.exact)

@@ -37,6 +37,7 @@ from pipeline.extraction.numbers import (
     decimal_mark,
     numbers_in,
     parse_item_row,
+    parse_item_row_any_order,
     uses_space_groups,
 )
 from pipeline.validation import CURRENCY_SYMBOLS, ISO_4217
@@ -106,7 +107,7 @@ def read_row(doc: Document, number: int, mark: str, space: bool) -> Row | None:
     seen = 0  # plain numbers in the lines taken so far
     for _ in range(3):
         printed = row_numbers(page[first.start : last.end], mark, space)
-        read = parse_item_row(printed)
+        read = row_reading(printed)
         if read is not None and read.exact:
             return Row(first, last.end, read)
         plain = sum(1 for p in printed if not p.percent)
@@ -125,6 +126,13 @@ def read_row(doc: Document, number: int, mark: str, space: bool) -> Row | None:
             break
         last = nxt
     return None
+
+
+def row_reading(printed: list[Printed]) -> ItemNumbers | None:
+    """A row's numbers as quantity x price = amount: in print order where the amount
+    follows its factors (:func:`~pipeline.extraction.numbers.parse_item_row`), else by
+    arithmetic alone where a table prints its amount first or between them."""
+    return parse_item_row(printed) or parse_item_row_any_order(printed)
 
 
 def row_numbers(text: str, mark: str, space: bool) -> list[Printed]:
@@ -158,7 +166,7 @@ def _is_quantity(row: Row, start: int, stop: int) -> bool:
 
 def _own_row(line: Line, mark: str, space: bool) -> Row | None:
     """The row a line reads as by its own numbers alone."""
-    read = parse_item_row(row_numbers(line.text, mark, space))
+    read = row_reading(row_numbers(line.text, mark, space))
     return Row(line, line.end, read) if read is not None else None
 
 
@@ -222,6 +230,9 @@ def _bounded(doc: Document, f: Found, row: Row) -> bool:
     were accepted with both).
     """
     page = doc.pages[f.page - 1]
+    inside = page[f.start : f.end].split()
+    if inside and any(w.islower() and w in JOINING_WORDS for w in (inside[0], inside[-1])):
+        return False  # "x Café en grano a": the row's joining words are no description's
     left = COLUMN_GAP.split(page[f.line.start : f.start])[-1]
     at = f.start - len(left)  # page offset of ``left``
     arithmetic = row.arithmetic()

@@ -81,9 +81,12 @@ def evidenced_fields(extraction: Extraction) -> Iterator[tuple[str, Evidence, Va
             yield path, dated.evidence, _date_in(dated.value)
     if e.currency is not None:
         yield "currency", e.currency.evidence, _currency_in(e.currency.value)
+    rates = {t.rate for t in e.tax_lines}
     for i, item in enumerate(e.line_items):
-        check = _numbers_in(item.quantity, item.unit_price, item.line_amount, item.tax_rate)
-        yield f"line_items[{i}]", item.evidence, check
+        # a row that prints no rate takes the document's only one (its tax line shows it)
+        printed = (item.quantity, item.unit_price, item.line_amount)
+        shown = printed if rates == {item.tax_rate} else (*printed, item.tax_rate)
+        yield f"line_items[{i}]", item.evidence, _numbers_in(*shown)
     for j, tax in enumerate(e.tax_lines):
         yield f"tax_lines[{j}]", tax.evidence, _numbers_in(tax.rate, tax.base, tax.amount)
     for path, amount in (

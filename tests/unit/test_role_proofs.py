@@ -53,7 +53,7 @@ def _answer(doc: str, **changes: object) -> str:
         ItemRef(line=n, description=d)
         for d in ("Bolt M8", "Gasket")
         for n, text in enumerate(lines, 1)
-        if text.lstrip("- ").startswith(d)
+        if d in text
     ]
     base: dict[str, object] = {
         "supplier": "Fjord Parts AS",
@@ -310,3 +310,47 @@ def test_a_rate_printed_without_its_sign_under_a_rate_header_is_read() -> None:
     assert [(t.rate, t.base, t.amount) for t in out.extraction.tax_lines] == [
         (Decimal(25), Decimal("137.50"), Decimal("34.38"))
     ]
+
+
+def test_a_table_that_prints_its_amount_first_is_read_by_its_header() -> None:
+    table = (
+        "Amount    VAT    Description        Unit price    Qty\n"
+        "37,50     25 %   Bolt M8                 12,50      3\n"
+        "100,00    25 %   Gasket                  25,00      4\n"
+    )
+    out = _run(_doc(table))
+    assert out.report.reasons == ()
+    assert _items(out) == [(Decimal(3), Decimal("12.50")), (Decimal(4), Decimal("25.00"))]
+
+
+@pytest.mark.parametrize("label", ["Fakt.nr", "Bilagsnr.", "Doc. n.º", "Nº fra.", "Rg.-Nr."])
+def test_abbreviated_invoice_number_labels(label: str) -> None:
+    doc = _doc(PRICE_FIRST).replace("Invoice no.: FP-2026-117", f"{label}    FP-2026-117")
+    out = _run(doc)
+    assert out.extraction.invoice_number is not None, label
+
+
+def test_a_label_between_two_values_belongs_to_the_later_one() -> None:
+    doc = _doc(PRICE_FIRST).replace(
+        "Invoice no.: FP-2026-117", "0155 Oslo        Invoice no.    FP-2026-117"
+    )
+    out = _run(doc, number="0155")
+    assert out.extraction.invoice_number is None
+
+
+def test_a_position_number_read_as_a_factor_gives_way_to_the_columns() -> None:
+    table = (
+        "No.   Description      Unit price   Amount   Qty\n"
+        "  1   Bolt M8               37,50    37,50     1   25 %\n"
+        "  2   Gasket                25,00   100,00     4   25 %\n"
+    )
+    out = _run(_doc(table))
+    assert out.report.reasons == ()
+    assert _items(out) == [(Decimal(1), Decimal("37.50")), (Decimal(4), Decimal("25.00"))]
+
+
+def test_a_row_that_prints_no_rate_takes_the_only_one() -> None:
+    table = "- 3 pcs Bolt M8 at 12,50 each: 37,50\n- 4 pcs Gasket at 25,00 each: 100,00\n"
+    out = _run(_doc(table))
+    assert out.report.reasons == ()
+    assert [i.tax_rate for i in out.extraction.line_items] == [Decimal(25), Decimal(25)]
