@@ -50,12 +50,14 @@ from pipeline.extraction.numbers import (
     decimal_mark,
     numbers_in,
     parse_tax_row,
+    row_numbers,
+    row_reading,
     tax_gap,
     uses_space_groups,
 )
 from pipeline.extraction.prompts import fence_tag
 from pipeline.extraction.roles import tax_row_numbers
-from pipeline.extraction.rows import description_cells, row_numbers, row_reading
+from pipeline.extraction.rows import description_cells
 from pipeline.extraction.table import (
     MAX_DESCRIPTION_CHARS,
     MAX_ITEMS,
@@ -223,7 +225,7 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
 def printed_rows(doc: Document, mark: str) -> int:
     """Lines whose own numbers read exactly as quantity x price = amount, the amount
     printed with cents (so "1 Sep 2024" is no row: 1 x 2024 = 2024), the line's
-    position number never their quantity (:func:`~pipeline.extraction.rows.row_numbers`)."""
+    position number never their quantity (:func:`~pipeline.extraction.numbers.row_numbers`)."""
     space = uses_space_groups(doc.text, mark)
     count = 0
     for line in doc.lines:

@@ -35,9 +35,8 @@ from pipeline.extraction.numbers import (
     ItemNumbers,
     Printed,
     decimal_mark,
-    numbers_in,
-    parse_item_row,
-    parse_item_row_any_order,
+    row_numbers,
+    row_reading,
     uses_space_groups,
 )
 from pipeline.validation import CURRENCY_SYMBOLS, ISO_4217
@@ -51,8 +50,6 @@ _PUNCTUATION = ".,:;()[]•*-–·'\"@"
 _LETTER = re.compile(r"[^\W\d_]")
 #: A row's position number at the start of its line: "1.", "12)".
 _POSITION = re.compile(r"\d{1,3}[.)]")
-#: A line that opens with a position number before a word: "20. Papier copie A4, 80 g".
-_POSITION_WORD = re.compile(r"\s*(\d{1,3})[.)]\s+[^\W\d_]")
 #: The longest description a cell may be, in words (a bound on the enumeration).
 _MAX_CELL_WORDS = 16
 
@@ -126,35 +123,6 @@ def read_row(doc: Document, number: int, mark: str, space: bool) -> Row | None:
             break
         last = nxt
     return None
-
-
-def row_reading(printed: list[Printed]) -> ItemNumbers | None:
-    """A row's numbers as quantity x price = amount: in print order where the amount
-    follows its factors (:func:`~pipeline.extraction.numbers.parse_item_row`), else by
-    arithmetic alone where a table prints its amount first or between them."""
-    return parse_item_row(printed) or parse_item_row_any_order(printed)
-
-
-def row_numbers(text: str, mark: str, space: bool) -> list[Printed]:
-    """The numbers of a row's text but its position number, which is never its quantity,
-    and numbers inside words (:func:`_in_word`):
-    "20. Papier copie A4, 80 g" read as 20 x 4 = 80 (generated invoice 7123, whose
-    stacked row below it then lost its description)."""
-    printed = [p for p in numbers_in(text, mark, space_groups=space) if not _in_word(text, p)]
-    position = _POSITION_WORD.match(text)
-    if position and printed and printed[0].start == position.start(1):
-        return printed[1:]
-    return printed
-
-
-def _in_word(text: str, p: Printed) -> bool:
-    """Whether ``p`` is glued to the letters before it and so part of a word ("A4" of
-    "Copy paper A4", "M8" of "Bolt M8"), unless those letters are a currency ("kr33")."""
-    if p.start == 0 or not text[p.start - 1].isalpha():
-        return False
-    letters = re.search(r"[^\W\d_]+$", text[: p.start])
-    word = letters.group() if letters else ""
-    return not (word in CURRENCY_SYMBOLS or (word.isupper() and word in ISO_4217))
 
 
 def _is_quantity(row: Row, start: int, stop: int) -> bool:

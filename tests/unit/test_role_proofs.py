@@ -354,3 +354,12 @@ def test_a_row_that_prints_no_rate_takes_the_only_one() -> None:
     out = _run(_doc(table))
     assert out.report.reasons == ()
     assert [i.tax_rate for i in out.extraction.line_items] == [Decimal(25), Decimal(25)]
+
+
+def test_a_reviewer_states_a_dates_role_the_page_does_not_label() -> None:
+    from pipeline.extraction import ground_correction
+
+    doc = _doc(PRICE_FIRST, due="Delivered on 05.03.2026, collected 10.03.2026\n")
+    assert _run(doc, due_date="10.03.2026").extraction.due_date is None  # a model: refused
+    corrected = ground_correction(doc, "due_date", "2026-03-10")
+    assert corrected is not None and corrected.value == date(2026, 3, 10)
