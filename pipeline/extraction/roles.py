@@ -57,8 +57,9 @@ PRICE_BEFORE = frozenset(
 )
 #: Words printed right after a unit price ("each", "l'unité", "la unidad", "za sztukę").
 PRICE_AFTER = frozenset(
-    ("each", "ea", "ea.", "per", "pro", "je", "l'unité", "la pièce", "la unidad", "cada",
-     "cadauno", "cad.", "za", "per stuk", "per styck", "pr.", "st.", "/st", "/stk", "/pc")
+    ("each", "ea", "ea.", "l'unité", "la pièce", "la unidad", "cada", "cadauno", "cad.",
+     "per unit", "per piece", "per item", "per stuk", "per styck", "pro stück", "je stück",
+     "za sztukę", "za szt.", "por unidad", "pour une", "l'unità")
 )  # fmt: skip
 
 
@@ -219,13 +220,14 @@ def _line_of(doc: Document, row: Row, number: Printed) -> tuple[Line, int, int]:
     return line, at - line.start, at - line.start + (number.end - number.start)
 
 
-def _word_after(text: str, end: int) -> str:
-    """The token right after offset ``end`` in the same cell, folded ("" at a column gap)."""
+def _words_after(text: str, end: int) -> list[str]:
+    """The two tokens right after offset ``end`` in the same cell, folded ([] at a column
+    gap)."""
     rest = text[end:]
     if COLUMN_GAP.match(rest):
-        return ""
-    token = rest.split(maxsplit=1)[0] if rest.split() else ""
-    return token.casefold()
+        return []
+    cell = COLUMN_GAP.split(rest, maxsplit=1)[0]
+    return [token.casefold() for token in cell.split()[:2]]
 
 
 def _words_before(text: str, start: int) -> list[str]:
@@ -245,11 +247,13 @@ def _is_currency(token: str) -> bool:
 
 def _marks(text: str, start: int, end: int) -> tuple[bool, bool]:
     """(marked as a quantity, marked as a unit price) for the number at ``start:end``."""
-    after = _word_after(text, end)
+    following = _words_after(text, end)
+    after = following[0] if following else ""
+    phrase = " ".join(following).strip(".,:;")
     glued = re.match(r"[^\W\d_]+", text[end:])  # "5h", "20Stk", "12EUR"
     before = _words_before(text, start)
     last = before[-1] if before else ""
-    per_unit = after.startswith("/") or after.strip(".,:;") in PRICE_AFTER
+    per_unit = after.startswith("/") or after.strip(".,:;") in PRICE_AFTER or phrase in PRICE_AFTER
     # "each" is a unit word too ("3 each"), but after a price it says "per unit"
     unit = (is_unit(after) and not per_unit) or (glued is not None and is_unit(glued.group()))
     currency_near = _is_currency(after) or _is_currency(last) or _currency_glued(text, start, end)

@@ -363,3 +363,23 @@ def test_a_reviewer_states_a_dates_role_the_page_does_not_label() -> None:
     assert _run(doc, due_date="10.03.2026").extraction.due_date is None  # a model: refused
     corrected = ground_correction(doc, "due_date", "2026-03-10")
     assert corrected is not None and corrected.value == date(2026, 3, 10)
+
+
+@pytest.mark.parametrize(
+    ("row", "quantity"),
+    [
+        ("Bolt M8    12,50 per unit    3    37,50   25 %", Decimal(3)),  # a per-unit phrase
+        ("Bolt M8    3 st.    12,50    37,50   25 %", Decimal(3)),  # a unit, not a price mark
+    ],
+)
+def test_per_unit_phrases_and_units(row: str, quantity: Decimal) -> None:
+    doc = _doc(row + "\n").replace("137,50", "37,50")
+    out = _run(
+        doc, net="37,50", items=[ItemRef(line=_line_no(doc, "Bolt M8"), description="Bolt M8")]
+    )
+    assert [i.quantity for i in out.extraction.line_items] == [quantity]
+    assert ReasonCode.AMBIGUOUS_ROLE not in out.report.codes
+
+
+def _line_no(doc: str, text: str) -> int:
+    return next(n for n, line in enumerate(doc.split("\n"), 1) if text in line)
