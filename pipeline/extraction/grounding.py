@@ -174,9 +174,11 @@ class _Grounder:
     def reference(self, path: str, value: str | None) -> EvidencedText | None:
         """The invoice's own number, never one printed only as another document's
         (an order, the customer, a delivery note: see :func:`decoy_number_label`),
-        never words without a digit (the customer's name, "Bianchi S.r.l."), and only
-        the number printed after the invoice's label where there is one
-        (:func:`~pipeline.extraction.candidates.labelled_numbers`)."""
+        never words without a digit (the customer's name, "Bianchi S.r.l."), only the
+        number printed after the invoice's label where there is one
+        (:func:`~pipeline.extraction.candidates.labelled_numbers`), else one another
+        label proves (:func:`~pipeline.extraction.label_proof.number_proof`), never a
+        bare year and never a part of a number printed with spaces (``ambiguous_role``)."""
         if value is None:
             return None
         if not any(ch.isdigit() for ch in value):
