@@ -195,6 +195,19 @@ class _Grounder:
                 path, f"{value[:60]!r} is printed as another number ({decoys[0]!r} before it)"
             )
             return None
+        dated = [
+            d
+            for printed in date_candidates(self.doc.text)
+            for d in occurrences(self.doc, printed, fuzzy=False, boundary="number")
+        ]
+        plain = [
+            f
+            for f in plain
+            if not any(d.page == f.page and d.start <= f.start and f.end <= d.end for d in dated)
+        ]
+        if not plain:  # the "8" of "8 de noviembre de 2024"
+            self.refuse(path, f"{value[:60]!r} is part of a date", ReasonCode.AMBIGUOUS_ROLE)
+            return None
         other = amount_strings(self.doc.text, self.mark, space_groups=self.space)
         named = labelled_numbers(self.doc, frozenset(other + date_candidates(self.doc.text)))
         if named and value.strip() not in named:

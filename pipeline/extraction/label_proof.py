@@ -37,6 +37,8 @@ from pipeline.extraction.locate import LABEL_WIDTH, Found, fold
 #: How far along its line a value's label is looked for (characters; a column layout's
 #: run of spaces included).
 _REACH = 160
+#: Number words that only join a label's parts: no number label on their own.
+_JOINERS = frozenset({"de", "di", "du", "da", "del"})
 #: How many lines above a value its column header may stand.
 ABOVE_REACH = 2
 #: A letter's date line: a place name, a comma, then the date and nothing else.
@@ -156,7 +158,8 @@ def _number_label(label: str) -> bool:
     if _COMPOUND_NUMBER.search(label):
         return True
     words = set(re.findall(r"[^\s:]+", label)) | set(label.split())
-    return _has(label, INVOICE_WORDS) and bool(words & NUMBER_WORDS)
+    # "de", "di", "du" join "Nº de factura" but name no number alone ("Fecha de factura")
+    return _has(label, INVOICE_WORDS) and bool(words & (NUMBER_WORDS - _JOINERS))
 
 
 def _title_before(doc: Document, f: Found, reach: int = 6) -> bool:

@@ -35,7 +35,7 @@ LABELS: Mapping[str, tuple[str, ...]] = {
         "entro il", "pagamento entro", "fecha de pago", "pagar antes", "pagar até",
         "data limite", "date limite", "betalen vóór", "betalen voor", "zapłata do",
         "régler avant", "à régler", "pagadero", "pagável", "pagabile", "zahlen sie bis",
-        "bitte zahlen", "zapłat",
+        "bitte zahlen", "zapłat", "pago antes", "pagamento até",
     ),
     "net_total": (
         "net", "netto", "subtotal", "sub-total", "sous-total", "ht", "imponible", "base",

@@ -383,3 +383,14 @@ def test_per_unit_phrases_and_units(row: str, quantity: Decimal) -> None:
 
 def _line_no(doc: str, text: str) -> int:
     return next(n for n, line in enumerate(doc.split("\n"), 1) if text in line)
+
+
+def test_a_date_part_under_a_date_label_is_no_invoice_number() -> None:
+    doc = _doc(PRICE_FIRST).replace(
+        "Invoice no.: FP-2026-117\nInvoice date: 03.03.2026\n",
+        "Nº fra.: FP-2026-117\nFecha de factura  3 de marzo de 2026\n",
+    )
+    out = _run(doc, number="3", issue_date="3 de marzo de 2026")
+    assert out.extraction.invoice_number is None
+    assert ReasonCode.AMBIGUOUS_ROLE in out.report.codes
+    assert _run(doc, issue_date="3 de marzo de 2026").extraction.invoice_number is not None
