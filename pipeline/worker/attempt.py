@@ -164,12 +164,7 @@ class AttemptRunner:
         try:
             text, master = await self._load(lease)
         except TerminalError as exc:
-            await self._settle(
-                self.store.fail(
-                    lease, error_class=exc.error_class, reason=exc.error_class, detail=str(exc)
-                )
-            )
-            return AttemptReport(lease.job_id, lease.fence, "failed_terminal", str(exc))
+            return await self._fail(lease, exc)
         try:
             request = prepare_call(
                 text,
@@ -201,12 +196,7 @@ class AttemptRunner:
         except RetryableError as exc:
             return await self._retry(lease, exc, None)
         except TerminalError as exc:  # e.g. a reservation no budget can ever admit
-            await self._settle(
-                self.store.fail(
-                    lease, error_class=exc.error_class, reason=exc.error_class, detail=str(exc)
-                )
-            )
-            return AttemptReport(lease.job_id, lease.fence, "failed_terminal", str(exc))
+            return await self._fail(lease, exc)
         if grant is _LOST:
             await self.store.record_late_result(lease, None)
             return AttemptReport(lease.job_id, lease.fence, "lease_lost")
@@ -264,16 +254,7 @@ class AttemptRunner:
         except TerminalError as exc:
             spent = spent_usage(exc, self.engine.name)
             await self.admission.release(grant, usage=spent, uncertain=False)
-            await self._settle(
-                self.store.fail(
-                    lease,
-                    error_class=exc.error_class,
-                    reason=exc.error_class,
-                    detail=str(exc),
-                    usage=spent,
-                )
-            )
-            return AttemptReport(lease.job_id, lease.fence, "failed_terminal", str(exc))
+            return await self._fail(lease, exc, spent)
         checkpoints.reached(checkpoints.ATTEMPT_ANSWERED)  # answered, nothing committed
         usage = recorded_usage(completion.usage, completion.pool or completion.engine)
         await self.admission.release(grant, usage=usage, uncertain=False)
