@@ -15,9 +15,19 @@ contract needs a retraining, not a code change here:
 The loss is on the answer tokens only: prompt tokens are labelled ``-100``.
 
 **Seeds.** Training invoice ``i`` is ``generate_invoice(TRAINING_SEED_START + i, ...)``
-with ``TRAINING_SEED_START = 1_000_000``. Tests, ``fenceline eval``, the demo and the
-benchmark scenarios use seeds far below that (``tests/unit/test_adapter_train.py``
-checks their defaults), so an evaluation never scores an invoice the adapter saw.
+with ``TRAINING_SEED_START = 1_000_000`` (``--first-seed`` moves the start within the
+training range, so a continued training draws invoices the first one never saw).
+Tests, ``fenceline eval``, the demo and the benchmark scenarios use seeds far below
+that (``tests/unit/test_adapter_train.py`` checks their defaults), so an evaluation
+never scores an invoice the adapter saw.
+
+**Layouts nobody here wrote.** ``--fuzz-share`` of the invoices are printed by the
+layout fuzzer (:mod:`benchmarks.fuzz`: one transformation, sometimes two compatible
+ones, drawn per seed) instead of the generator; the target is the same
+``answer_for(truth, text)`` of the fuzzer's truth. ``--exclude-transform`` keeps
+transformations out of training, so an evaluation on them measures layouts the
+adapter never saw (leave-group-out). ``--init-adapter`` continues training an
+existing adapter instead of starting from a fresh one.
 
 **Determinism.** ``torch``, ``random`` and the example order are seeded (``--seed``);
 the same command on the same versions gives the same adapter up to float rounding
@@ -82,6 +92,9 @@ class Example:
     layout: str
     line_items: int
     variant: str = "clean"
+    #: The layout fuzzer's transformations this invoice was printed under ("" for the
+    #: generator's own print).
+    fuzz_family: str = ""
 
     @property
     def prompt_tokens(self) -> int:
@@ -159,6 +172,37 @@ def variant_for(seed: int, share: float) -> Variant:
     return rng.choice(DOCUMENT_VARIANTS)
 
 
+def fuzz_family_for(
+    seed: int, share: float, excluded: Sequence[str] = ()
+) -> tuple[str, ...] | None:
+    """The fuzzer's family for training invoice ``seed``, or None for the generator's print.
+
+    With probability ``share`` one transformation not in ``excluded``, drawn evenly, and
+    with probability one half a second compatible one. Deterministic in the seed, from
+    its own stream.
+
+    Raises:
+        ValueError: an unknown transformation, or every one excluded.
+    """
+    from benchmarks.fuzz.transforms import BY_NAME, compatible
+
+    unknown = sorted(set(excluded) - set(BY_NAME))
+    if unknown:
+        raise ValueError(f"unknown transformations: {unknown} (known: {sorted(BY_NAME)})")
+    pool = [name for name in BY_NAME if name not in set(excluded)]
+    if not pool:
+        raise ValueError("every transformation is excluded")
+    rng = random.Random(f"adapter-fuzz:{seed}")
+    if rng.random() >= share:
+        return None
+    family = [rng.choice(pool)]
+    if rng.random() < 0.5:
+        second = [n for n in pool if n != family[0] and compatible([family[0], n])]
+        if second:
+            family.append(rng.choice(second))
+    return tuple(sorted(family, key=list(BY_NAME).index))
+
+
 def build_examples(
     tokenizer: Any,
     n: int,
@@ -168,14 +212,18 @@ def build_examples(
     families: dict[str, tuple[str, ...]],
     first_seed: int = TRAINING_SEED_START,
     variant_share: float = 0.0,
+    fuzz_share: float = 0.0,
+    exclude_transforms: Sequence[str] = (),
 ) -> tuple[list[Example], list[int]]:
     """``n`` examples from consecutive seeds, and the seeds skipped as too long.
 
     A prompt is never truncated (the model would learn to answer from half an
     invoice); an example longer than ``max_seq_len`` is skipped, counted, and the
     next seed is drawn instead. ``variant_share`` of the invoices carry a
-    document-level variant (:func:`variant_for`).
+    document-level variant (:func:`variant_for`); ``fuzz_share`` are printed by the
+    layout fuzzer instead (:func:`fuzz_family_for`), clean.
     """
+    from benchmarks.fuzz.cases import fuzz_case
     from benchmarks.invoices.generator import generate_invoice
     from pipeline.extraction import answer_for, prepare_call
 
@@ -185,13 +233,18 @@ def build_examples(
     while len(examples) < n:
         if seed >= TRAINING_SEED_END:
             raise ValueError(f"training seeds exhausted at {TRAINING_SEED_END}")
-        # families: languages=/layouts= only when the generator takes them (family_filter).
-        variant = variant_for(seed, variant_share)
-        inv = generate_invoice(seed, variant, max_line_items=max_line_items, **families)  # type: ignore[arg-type]
-        call = prepare_call(inv.ocr_text)
-        ids, labels = tokenize_example(
-            tokenizer, call.messages, answer_for(inv.truth, inv.ocr_text)
-        )
+        fuzz = fuzz_family_for(seed, fuzz_share, exclude_transforms)
+        if fuzz is not None:
+            case = fuzz_case(seed, fuzz, max_line_items=max_line_items)
+            text, truth, language, layout = case.text, case.truth, case.language, "fuzzed"
+            variant = Variant.CLEAN
+        else:
+            # families: languages=/layouts= only when the generator takes them (family_filter).
+            variant = variant_for(seed, variant_share)
+            inv = generate_invoice(seed, variant, max_line_items=max_line_items, **families)  # type: ignore[arg-type]
+            text, truth, language, layout = inv.ocr_text, inv.truth, inv.language, inv.layout
+        call = prepare_call(text)
+        ids, labels = tokenize_example(tokenizer, call.messages, answer_for(truth, text))
         if len(ids) > max_seq_len:
             skipped.append(seed)
         else:
@@ -200,10 +253,11 @@ def build_examples(
                     seed,
                     ids,
                     labels,
-                    inv.language,
-                    inv.layout,
-                    len(inv.truth.line_items),
+                    language,
+                    layout,
+                    len(truth.line_items),
                     variant.value,
+                    "+".join(fuzz or ()),
                 )
             )
         seed += 1
@@ -231,6 +285,14 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _adapter_identity(folder: Path | None) -> dict[str, str] | None:
+    """The adapter a training continued from: its folder and weights' digest."""
+    if folder is None:
+        return None
+    weights = Path(folder) / "adapter_model.safetensors"
+    return {"path": str(folder), "sha256": _sha256(weights) if weights.is_file() else "absent"}
 
 
 def _git_commit() -> str | None:
@@ -270,7 +332,7 @@ def train(args: argparse.Namespace, command: str) -> dict[str, Any]:
     # Nothing is fetched: without this, peft looks the base model up on the Hub when it saves.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, PeftModel, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from deployments.model_prepare import MODEL_DIR_NAME, default_model_dir
@@ -291,11 +353,14 @@ def train(args: argparse.Namespace, command: str) -> dict[str, Any]:
         max_line_items=args.max_line_items,
         max_seq_len=args.max_seq_len,
         families=families,
+        first_seed=args.first_seed,
         variant_share=args.variant_share,
+        fuzz_share=args.fuzz_share,
+        exclude_transforms=args.exclude_transform,
     )
     build_s = time.perf_counter() - started
     print(
-        f"adapter: {len(examples)} examples from seeds {TRAINING_SEED_START}.."
+        f"adapter: {len(examples)} examples from seeds {args.first_seed}.."
         f"{max(e.seed for e in examples)} ({len(skipped)} skipped > {args.max_seq_len} tokens), "
         f"{sum(len(e.input_ids) for e in examples) / len(examples):.0f} tokens/example mean, "
         f"built in {build_s:.1f} s",
@@ -309,7 +374,13 @@ def train(args: argparse.Namespace, command: str) -> dict[str, Any]:
         target_modules=list(TARGET_MODULES),
         task_type="CAUSAL_LM",
     )
-    model = get_peft_model(base, lora)
+    if args.init_adapter:
+        # Continue an existing adapter: its own rank and alpha, not --rank/--alpha.
+        model = PeftModel.from_pretrained(base, str(args.init_adapter), is_trainable=True)
+        init_cfg = model.peft_config["default"]
+        args.rank, args.alpha = int(init_cfg.r), float(init_cfg.lora_alpha)
+    else:
+        model = get_peft_model(base, lora)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
@@ -374,7 +445,7 @@ def train(args: argparse.Namespace, command: str) -> dict[str, Any]:
             },
         },
         "seeds": {
-            "first": TRAINING_SEED_START,
+            "first": args.first_seed,
             "last_drawn": max(e.seed for e in examples),
             "skipped_too_long": skipped,
             "note": "training seeds start at 1_000_000; tests, eval and demo use lower ones",
@@ -386,10 +457,16 @@ def train(args: argparse.Namespace, command: str) -> dict[str, Any]:
         "max_seq_len": args.max_seq_len,
         "excluded": {"languages": args.exclude_language, "layouts": args.exclude_layout},
         "variant_share": args.variant_share,
+        "fuzz_share": args.fuzz_share,
+        "excluded_transforms": sorted(args.exclude_transform),
+        "init_adapter": _adapter_identity(args.init_adapter),
         "counts": {
             "language": dict(sorted(Counter(e.language for e in used).items())),
             "layout": dict(sorted(Counter(e.layout for e in used).items())),
             "variant": dict(sorted(Counter(e.variant for e in used).items())),
+            "fuzz_family": dict(
+                sorted(Counter(e.fuzz_family for e in used if e.fuzz_family).items())
+            ),
             "line_items": {
                 str(k): v for k, v in sorted(Counter(e.line_items for e in used).items())
             },
@@ -465,7 +542,10 @@ Commit: `{manifest["git_commit"]}`; versions: {versions}.
 {len(manifest["seeds"]["skipped_too_long"])} seeds skipped as longer than \
 {manifest["max_seq_len"]} tokens), max_line_items {manifest["max_line_items"]}, \
 excluded {manifest["excluded"]}, share with a printed variant \
-{manifest.get("variant_share", 0.0)} (counts by variant in `manifest.json`). \
+{manifest.get("variant_share", 0.0)} (counts by variant in `manifest.json`); share printed by \
+the layout fuzzer {manifest.get("fuzz_share", 0.0)}, transformations kept out of training \
+{manifest.get("excluded_transforms", [])}; continued from \
+{(manifest.get("init_adapter") or {}).get("sha256", "nothing (a fresh adapter)")}. \
 Mean prompt {manifest["tokens"]["prompt_mean"]:.0f} tokens, \
 mean answer {manifest["tokens"]["answer_mean"]:.0f} tokens. Counts: see `manifest.json`.
 
@@ -499,6 +579,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="share of invoices with a printed adversarial variant (prompt injection, "
         "homoglyph, ...), the target their faithful transcription (default 0)",
     )
+    p.add_argument(
+        "--fuzz-share",
+        type=float,
+        default=0.0,
+        help="share of invoices printed by the layout fuzzer (benchmarks.fuzz) instead of "
+        "the generator (default 0)",
+    )
+    p.add_argument(
+        "--exclude-transform",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a fuzzer transformation kept out of training (repeatable): evaluate on it "
+        "to measure layouts the adapter never saw",
+    )
+    p.add_argument(
+        "--first-seed",
+        type=int,
+        default=TRAINING_SEED_START,
+        help=f"the first training seed (>= {TRAINING_SEED_START:,}; default that)",
+    )
+    p.add_argument(
+        "--init-adapter",
+        type=Path,
+        default=None,
+        help="continue training this adapter folder (its rank and alpha) instead of a fresh one",
+    )
     p.add_argument("--exclude-language", action="append", default=[], metavar="LANG")
     p.add_argument("--exclude-layout", action="append", default=[], metavar="LAYOUT")
     p.add_argument(
@@ -516,8 +623,15 @@ def run(args: argparse.Namespace, command: str) -> int:
     if not 0 < args.examples <= TRAINING_SEED_END - TRAINING_SEED_START:
         print(f"--examples must be 1..{TRAINING_SEED_END - TRAINING_SEED_START}", file=sys.stderr)
         return 2
-    if not 0.0 <= args.variant_share <= 1.0:
-        print("--variant-share must be within 0..1", file=sys.stderr)
+    if not 0.0 <= args.variant_share <= 1.0 or not 0.0 <= args.fuzz_share <= 1.0:
+        print("--variant-share and --fuzz-share must be within 0..1", file=sys.stderr)
+        return 2
+    if not TRAINING_SEED_START <= args.first_seed < TRAINING_SEED_END - args.examples:
+        print(
+            f"--first-seed must leave --examples seeds below {TRAINING_SEED_END:,} and be "
+            f">= {TRAINING_SEED_START:,} (lower seeds are evaluation data)",
+            file=sys.stderr,
+        )
         return 2
     try:
         train(args, command)

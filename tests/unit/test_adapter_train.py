@@ -21,6 +21,7 @@ from benchmarks.adapter_train import (
     build_examples,
     collate,
     family_filter,
+    fuzz_family_for,
     tokenize_example,
     variant_for,
 )
@@ -151,6 +152,55 @@ def test_an_injected_invoice_teaches_the_real_iban_never_the_attackers():
     attacker = _injected_iban(inv.ocr_text, real)
     compact = answer.replace(" ", "")
     assert real in compact and attacker not in compact
+
+
+def test_a_share_of_training_invoices_is_printed_by_the_fuzzer_without_excluded_layouts():
+    from benchmarks.fuzz.transforms import BY_NAME, compatible
+
+    seeds = range(TRAINING_SEED_START, TRAINING_SEED_START + 2000)
+    assert {fuzz_family_for(s, 0.0) for s in seeds} == {None}
+    held_out = ["items_prose", "price_before_qty"]
+    drawn = [fuzz_family_for(s, 0.5, held_out) for s in seeds]
+    fuzzed = [f for f in drawn if f is not None]
+    assert 850 <= len(fuzzed) <= 1150
+    assert drawn == [fuzz_family_for(s, 0.5, held_out) for s in seeds]  # deterministic
+    names = {n for f in fuzzed for n in f}
+    assert names == set(BY_NAME) - set(held_out)  # every other one is drawn, none held out
+    assert any(len(f) == 2 for f in fuzzed) and all(compatible(f) for f in fuzzed)
+    with pytest.raises(ValueError, match="unknown transformations"):
+        fuzz_family_for(TRAINING_SEED_START, 0.5, ["no_such_layout"])
+    with pytest.raises(ValueError, match="every transformation"):
+        fuzz_family_for(TRAINING_SEED_START, 0.5, list(BY_NAME))
+
+
+def test_a_fuzzed_training_invoice_teaches_the_fuzzers_truth():
+    from benchmarks.fuzz.cases import fuzz_case
+    from pipeline.extraction import answer_for
+
+    seed = next(
+        s
+        for s in range(TRAINING_SEED_START, TRAINING_SEED_END)
+        if fuzz_family_for(s, 1.0, ["items_prose"]) == ("price_before_qty",)
+    )
+    (example,), _ = build_examples(
+        CharTokenizer(),
+        1,
+        max_line_items=3,
+        max_seq_len=100_000,
+        families={},
+        first_seed=seed,
+        fuzz_share=1.0,
+        exclude_transforms=["items_prose"],
+    )
+    from deployments.engine import render_prompt
+    from pipeline.extraction import prepare_call
+
+    case = fuzz_case(seed, ("price_before_qty",), max_line_items=3)
+    answer = "".join(chr(i) for i in example.input_ids[example.prompt_tokens : -1])
+    assert example.fuzz_family == "price_before_qty" and example.variant == "clean"
+    served = render_prompt(CharTokenizer(), prepare_call(case.text).messages)
+    assert example.input_ids[: example.prompt_tokens] == served  # the fuzzer's print
+    assert answer == answer_for(case.truth, case.text)
 
 
 def test_family_exclusions_need_a_generator_that_takes_them():
