@@ -56,7 +56,7 @@ REPLICA_ENV = {
 #: (Serve's direct ingress), instead of Serve's Python proxy relaying every
 #: request to the replica over Ray; the proxy actor only configures HAProxy.
 #: Measured on 2 cores: 0.80x plain uvicorn against 0.42-0.44x through the
-#: Python proxy (docs/benchmarks.md, "Intake through HAProxy"). A replica being
+#: Python proxy (docs/history/benchmarks-passes.md, "Intake through HAProxy"). A replica being
 #: removed stays reachable for the draining period, then refuses new
 #: connections, which HAProxy retries on another replica; 2 s is enough for the
 #: proxy on the same machine (Ray's default, 30 s, is for load balancers
@@ -67,7 +67,7 @@ REPLICA_ENV = {
 #: ingress does when HAProxy's are off), and Fenceline's own acceptance counter
 #: and histogram are unchanged. Measured at 200 accepts/s on 2 cores: HAProxy
 #: 0.23-0.31 ms of CPU per request against 0.28-0.34, the replica's no more,
-#: p99 median 59 ms against 100 (docs/benchmarks.md, "Eighth pass"). What
+#: p99 median 59 ms against 100 (docs/history/benchmarks-passes.md, "Eighth pass"). What
 #: HAProxy answers itself (its health check, a 503 with no replica up) is no
 #: longer in Serve's metrics locally; KubeRay keeps them on (its ConfigMap).
 PROXY_ENV = {

@@ -145,7 +145,7 @@ def stale_adapter(pool: PoolConfig) -> str | None:
     on this prompt). An adapter still runs on another prompt, only less well: the one
     trained on ``fenceline.prompt/2`` decided 19 of 20 of ``fenceline eval``'s defaults
     as expected on prompt/3, the one retrained on prompt/3 20 of 20
-    (docs/benchmarks.md, sixteenth pass)."""
+    (docs/history/benchmarks-passes.md, sixteenth pass)."""
     if pool.lora is None:
         return None
     served = prompt_version()

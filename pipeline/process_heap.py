@@ -10,7 +10,7 @@ again finds nothing to free:
   times in one ~15 s run of the 40-document overhead benchmark;
 * the intake under uvicorn (``pipeline.api.heap``): about 94,000 startup objects,
   a full collection of 45-76 ms that freed nothing, at 200 accepts/s the
-  largest single stall in the acceptance tail (``docs/benchmarks.md``).
+  largest single stall in the acceptance tail (``docs/history/benchmarks-passes.md``).
 
 :func:`freeze_startup_heap` collects once and moves what is left to the permanent
 generation (:func:`gc.freeze`), the way pre-forking servers do: later collections

@@ -69,7 +69,7 @@ ATTEMPT_TIMEOUT_S = 900.0
 #: ``benchmarks.invoices.plan``). Fixed, so a run's outcome depends on the code
 #: and not on the calendar: with a moving anchor, seed 2029 printed "21 października
 #: 2026" on one day and "20 października 2026" the day before, and SmolLM2 read the
-#: two pages differently. The day of the last recorded 8/8 run (docs/benchmarks.md).
+#: two pages differently. The day of the last recorded 8/8 run (docs/history/benchmarks-passes.md).
 DEMO_ANCHOR = date(2026, 12, 4)
 #: The generator dates an invoice at most this many days before its anchor.
 ANCHOR_LEAD_DAYS = 59

@@ -3,7 +3,7 @@
 asyncpg prepares a statement, and PostgreSQL plans each statement of the
 ``intake_accept`` function, once per connection: on a freshly started intake the
 first accept on each pool connection paid for both (16 concurrent first accepts
-took 259-310 ms there, 102-119 ms with this warm-up; docs/benchmarks.md). At
+took 259-310 ms there, 102-119 ms with this warm-up; docs/history/benchmarks-passes.md). At
 start (:meth:`pipeline.api.context.ApiContext.startup`) each of the
 ``db_pool_min`` connections runs the accept path as
 :meth:`~pipeline.api.intake.IntakeService.submit` does (a throwaway tenant, the

@@ -117,7 +117,7 @@ def numbers_in(text: str, mark: str, *, space_groups: bool = False) -> list[Prin
     Memoised (a pure function of its arguments; :class:`Printed` is frozen): building
     a call and interpreting its answer read the same lines of one document many
     times over (candidates, rows, tax lines, grounding), which was most of the
-    driver's CPU per attempt in its profile (docs/benchmarks.md).
+    driver's CPU per attempt in its profile (docs/history/benchmarks-passes.md).
     """
     spend()  # every reading of a line passes here: where a document's CPU budget ends
     if len(text) <= _MEMO_MAX_CHARS:

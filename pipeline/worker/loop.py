@@ -100,7 +100,7 @@ class DriverLoop:
         Building a call fills process-wide caches (the CLDR month names of every
         European locale for the date candidates, the answer schema's parts): about
         a third of a second on a 2-core machine, seen in the driver's profile
-        (docs/benchmarks.md). Nothing is written.
+        (docs/history/benchmarks-passes.md). Nothing is written.
         """
         config = self.runner.config
         prepare_call(
