@@ -121,6 +121,8 @@ def labelled_numbers(doc: Document, other: frozenset[str] = frozenset()) -> list
     for line in doc.lines:
         text = line.text
         for m in _INVOICE_WORD_RE.finditer(text):
+            if not _names_a_number(text, m.end()):
+                continue
             # tokens read lazily from the word on: the first that is no number word ends
             # the search (all of the line's rest, tokenised per invoice word, was quadratic)
             for t in _TOKEN_RE.finditer(text, m.end()):
@@ -139,6 +141,24 @@ def labelled_numbers(doc: Document, other: frozenset[str] = frozenset()) -> list
                     out.setdefault(core, None)
                 break
     return list(out)
+
+
+#: How a compound word that starts with an invoice word ends where it names the
+#: invoice's number ("Rechnungsnummer", "Rechnungs-Nr.", "Belegnr", "Fakturanr.").
+_WORD_REST = re.compile(r"\S*")
+_NUMBER_WORD_END = re.compile(r"(?:nummer|number|numer|numero|número|numéro|nr|no|n[°º]|num|nro)$")
+
+
+def _names_a_number(text: str, end: int) -> bool:
+    """Whether the word holding an invoice word that ends at ``end`` is the invoice's
+    number label: the invoice word alone or inflected ("Invoice:", "Fakturan",
+    "faktury", "documento"), or a compound that ends with a number word
+    ("Rechnungsnummer"). A compound that names something else, an address, a period
+    or an amount ("Rechnungsstraße 12", "Rechnungsjahr 2018", "Rechnungsbetrag"), is no
+    label: the number after it is no invoice number."""
+    rest = _WORD_REST.match(text, end)
+    word = (rest.group() if rest else "").casefold().strip(_REFERENCE_STRIP + "#-/")
+    return len(word) <= 2 or _NUMBER_WORD_END.search(word) is not None
 
 
 def printed_references(doc: Document, other: frozenset[str] = frozenset()) -> list[str]:

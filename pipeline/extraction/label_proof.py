@@ -27,8 +27,10 @@ from collections.abc import Callable
 from pipeline.extraction.labels import (
     DECOY_DATE_LABELS,
     DECOY_NUMBER_LABELS,
+    DISCOUNT_WORDS,
     INVOICE_WORDS,
     LABELS,
+    NET_WORDS,
     NUMBER_WORDS,
 )
 from pipeline.extraction.lines import Document, Line
@@ -209,6 +211,8 @@ def date_proof(doc: Document, f: Found, path: str) -> str | None:
     """How the page labels the date at ``f`` as ``path`` ("issue_date" or "due_date"):
     "label", "label above", "letter" (issue date only: a place-and-date line), or None."""
     labelled = _labels(doc, f, lambda label: _date_words(label, path), _names_field)
+    if labelled is not None and path == "due_date" and _discount_deadline(doc, f):
+        return None
     if labelled is not None:
         return labelled
     before = f.line.text[: f.start - f.line.start]
@@ -217,6 +221,28 @@ def date_proof(doc: Document, f: Found, path: str) -> str | None:
         if not after.strip(" ."):
             return "letter"
     return None
+
+
+_NET_RE = re.compile(
+    r"(?<![^\W\d_])(?:" + "|".join(re.escape(w) for w in NET_WORDS) + r")(?![^\W\d_])"
+)
+
+
+def _discount_deadline(doc: Document, f: Found) -> bool:
+    """Whether the date at ``f`` may be a cash discount's deadline rather than the due
+    date: its line, or the line before or after it, names a discount ("Zahlbar bis
+    15.03. mit 3 % Skonto", "2 % discount if paid by ...") and its own label names no
+    net payment or names the discount itself. A date whose own words say it is the net
+    term's ("30 Tagen netto bis 04.04.", "ohne Abzug bis") is the due date."""
+    near = [f.line.text]
+    for number in (f.line.number - 1, f.line.number + 1):
+        line = doc.line(number)
+        if line is not None and line.page == f.line.page:
+            near.append(line.text)
+    if not any(_has(fold(text), DISCOUNT_WORDS) for text in near):
+        return False
+    own = own_label(f)
+    return _has(own, DISCOUNT_WORDS) or _NET_RE.search(own) is None
 
 
 def _names_field(label: str) -> bool:

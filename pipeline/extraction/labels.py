@@ -36,6 +36,8 @@ LABELS: Mapping[str, tuple[str, ...]] = {
         "data limite", "date limite", "betalen vóór", "betalen voor", "zapłata do",
         "régler avant", "à régler", "pagadero", "pagável", "pagabile", "zahlen sie bis",
         "bitte zahlen", "zapłat", "pago antes", "pagamento até",
+        # net payment in a term with a discount: "innerhalb 30 Tagen netto bis", "net by"
+        "netto bis", "netto zum", "ohne abzug bis", "net by", "net until",
     ),
     "net_total": (
         "net", "netto", "subtotal", "sub-total", "sous-total", "ht", "imponible", "base",
@@ -65,6 +67,20 @@ DECOY_DATE_LABELS: tuple[str, ...] = (
     "beställ", "bestil",
     # offers, quotes and prescriptions carry dates of their own
     "angebot", "offer", "quot", "devis", "preventiv", "presupuest", "offerte", "verordnung",
+)  # fmt: skip
+
+#: Words of a cash-discount term, folded ("3 % Skonto innerhalb 10 Tagen bis 15.03."): a
+#: date in such a term may be the discount's deadline, not the due date.
+DISCOUNT_WORDS: tuple[str, ...] = (
+    "skonto", "discount", "escompte", "sconto", "descuento", "desconto", "korting",
+    "rabat", "rabatt", "rebate",
+)  # fmt: skip
+
+#: Words that say a term is the net one, the full amount without discount ("netto bis",
+#: "ohne Abzug", "net 30"), folded and matched as whole words.
+NET_WORDS: tuple[str, ...] = (
+    "netto", "net", "ohne abzug", "without deduction", "sans escompte", "senza sconto",
+    "sin descuento", "sem desconto", "zonder korting", "rein netto",
 )  # fmt: skip
 
 #: Words that name the invoice itself in a number's label (not the generic "no", "#"

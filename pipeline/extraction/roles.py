@@ -378,7 +378,7 @@ def tax_row_numbers(doc: Document, line: Line, mark: str, space: bool) -> list[P
     printed = numbers_in(line.text, mark, space_groups=space)
     if any(p.percent for p in printed) or not printed:
         return printed
-    header = _header_above(doc, line)
+    header = _header_above(doc, line, printed)
     if header is None:
         return printed
     cells = [(m.start(), m.end(), m.group()) for m in re.finditer(r"\S+(?: \S+)*", header.text)]
@@ -391,14 +391,24 @@ def tax_row_numbers(doc: Document, line: Line, mark: str, space: bool) -> list[P
     return [replace(p, percent=True) if r else p for p, r in zip(printed, rated, strict=True)]
 
 
-def _header_above(doc: Document, line: Line) -> Line | None:
+def _header_above(doc: Document, line: Line, printed: list[Printed]) -> Line | None:
     """The nearest line above ``line`` (same page, within :data:`RATE_HEADER_REACH`) that
-    prints words and no number: the column header of the rows under it."""
+    prints words and no number: the column header of the rows under it. A caption whose
+    words stand over none of ``printed`` (a tax category printed over its row,
+    "Umsatzsteuer (E)" left of the numbers) heads no column and is passed over."""
     for number in range(line.number - 1, max(0, line.number - RATE_HEADER_REACH) - 1, -1):
         above = doc.line(number)
         if above is None or above.page != line.page:
             return None
         if not above.text.strip() or re.search(r"\d", above.text):
             continue
+        if not _over_any(above, printed):
+            continue
         return above
     return None
+
+
+def _over_any(above: Line, printed: list[Printed]) -> bool:
+    """Whether a cell of ``above`` (runs split by two spaces) stands over one of ``printed``."""
+    cells = [m.span() for m in re.finditer(r"\S+(?: \S+)*", above.text)]
+    return any(a < p.end and b > p.start for a, b in cells for p in printed)

@@ -63,3 +63,39 @@ def test_without_a_label_every_printed_token_with_a_digit_is_offered() -> None:
     text = "ACME Ltd\nMarket Street 5\nRef RE-2024-17   date 2024-03-01\nTotal 100.00\n"
     enum = answer_schema(text)["properties"]["number"]["anyOf"][0]["enum"]
     assert "RE-2024-17" in enum and "5" in enum
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Anschrift: Rechnungsstraße 12",  # an address that starts with an invoice word
+        "Rechnungsjahr 2024",  # a period: a year is no invoice number
+        "Billing period 03/2024",
+    ],
+)
+def test_a_compound_that_names_no_number_labels_none(line: str) -> None:
+    assert labelled_numbers(Document(f"Nordlicht GmbH\n{line}\n")) == []
+
+
+@pytest.mark.parametrize(
+    ("line", "number"),
+    [
+        ("Rechnungsnummer: NL-88", "NL-88"),
+        ("Belegnr. B-7", "B-7"),
+        ("Documento n.º D-12", "D-12"),
+        ("Numer faktury FV/3/2024", "FV/3/2024"),
+    ],
+)
+def test_a_compound_or_inflected_invoice_word_still_labels(line: str, number: str) -> None:
+    assert labelled_numbers(Document(f"Nordlicht GmbH\n{line}\n")) == [number]
+
+
+def test_a_title_number_is_offered_where_a_compound_names_an_address() -> None:
+    """The number printed in the title ("Handelsrechnung Nr. ...") is offered and
+    grounded; the house number of a street whose name starts with "Rechnung" is not."""
+    text = (
+        "Nordlicht GmbH\nRechnungsstraße 12, 10115 Berlin\n"
+        "Sammelrechnung Nr. SR-2024-9 vom 04.03.2024\nSumme 100,00 EUR\n"
+    )
+    enum = answer_schema(text)["properties"]["number"]["anyOf"][0]["enum"]
+    assert "SR-2024-9" in enum and "12" not in enum
