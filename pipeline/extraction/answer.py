@@ -43,7 +43,7 @@ from pipeline.extraction.candidates import (
     reference_candidates,
     vat_id_candidates,
 )
-from pipeline.extraction.layout import Layout, per_layout
+from pipeline.extraction.layout import Layout, layout_of, per_layout
 from pipeline.extraction.layout import amounts as printed_amounts
 from pipeline.extraction.numbers import (
     CENT,
@@ -156,7 +156,7 @@ def _nullable_text(max_length: int) -> dict[str, Any]:
 
 def answer_schema(ocr_text: str) -> dict[str, Any]:
     """:func:`schema_for` the layout of ``ocr_text``."""
-    return schema_for(Layout.read(ocr_text))
+    return schema_for(layout_of(ocr_text))
 
 
 def schema_for(doc: Layout) -> dict[str, Any]:
@@ -314,7 +314,7 @@ def offered_descriptions(ocr_text: str) -> list[str]:
     """Every description an item of ``ocr_text`` can have, in order: a whole table's
     cells row by row (code fills in a row of one cell, the grammar asks the others),
     else the cells the grammar offers at every position."""
-    doc = Layout.read(ocr_text)
+    doc = layout_of(ocr_text)
     rows = table_rows(doc)
     if rows is not None:
         return list(dict.fromkeys(cell for row in rows for cell in row.cells))
@@ -344,7 +344,7 @@ def _tax_array(lines: list[int]) -> dict[str, Any]:
 
 def max_output_tokens(ocr_text: str) -> int:
     """:func:`max_tokens_for` the layout of ``ocr_text``."""
-    return max_tokens_for(Layout.read(ocr_text))
+    return max_tokens_for(layout_of(ocr_text))
 
 
 def max_tokens_for(doc: Layout) -> int:
@@ -389,7 +389,7 @@ READ_BY_CODE = "(item rows, read by the system)"
 
 def build_messages(ocr_text: str) -> list[dict[str, str]]:
     """:func:`messages_for` the layout of ``ocr_text``."""
-    return messages_for(Layout.read(ocr_text))
+    return messages_for(layout_of(ocr_text))
 
 
 def messages_for(doc: Layout) -> list[dict[str, str]]:

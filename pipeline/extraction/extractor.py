@@ -36,7 +36,7 @@ from pipeline.extraction import answer as v2
 from pipeline.extraction import prompts as v1
 from pipeline.extraction.bounds import DEFAULT_LIMITS, DocumentLimits, check_document, cpu_budget
 from pipeline.extraction.grounding import ground_in
-from pipeline.extraction.layout import Layout
+from pipeline.extraction.layout import layout_of
 from pipeline.extraction.table import table_rows
 from pipeline.validation import (
     DEFAULT_POLICY,
@@ -133,7 +133,7 @@ def _prepare(ocr_text: str, contract: str, include_schema: bool) -> ExtractionCa
             contract=CONTRACT_V1,
             prompt_version=v1.PROMPT_VERSION,
         )
-    doc = Layout.read(ocr_text)  # the one layout the prompt, grammar and bound share
+    doc = layout_of(ocr_text)  # the one layout the prompt, grammar and bound share
     return ExtractionCall(
         messages=v2.messages_for(doc),
         json_schema=v2.schema_for(doc),
@@ -181,7 +181,7 @@ def _interpret(
         extraction = parse_v1(answer)
         report = validate(extraction, ocr_text, master_data, today=today, policy=policy)
         return Interpretation(extraction, report, CONTRACT_V1)
-    grounding = ground_in(v2.parse_answer(answer), Layout.read(ocr_text))
+    grounding = ground_in(v2.parse_answer(answer), layout_of(ocr_text))
     checked = validate(grounding.extraction, ocr_text, master_data, today=today, policy=policy)
     reasons = (*grounding.reasons, *checked.reasons)
     report = ValidationReport(
@@ -207,7 +207,7 @@ def answer_for(truth: Extraction, ocr_text: str, *, contract: str = DEFAULT_CONT
     is ``truth`` (evidence at the real offsets): the adapter's training target."""
     if _check(contract) == CONTRACT_V1:
         return truth.model_dump_json()
-    doc = Layout.read(ocr_text)
+    doc = layout_of(ocr_text)
 
     def printed(ev: Any) -> str | None:
         """What the evidence span shows (a fabricated span under test shows other text)."""

@@ -38,7 +38,7 @@ from pipeline.extraction.label_proof import (
     number_proof,
 )
 from pipeline.extraction.labels import LABELS, NUMBER_WORDS
-from pipeline.extraction.layout import Layout, Line, amounts
+from pipeline.extraction.layout import Layout, Line, amounts, layout_of
 from pipeline.extraction.locate import (
     Boundary,
     Found,
@@ -444,7 +444,7 @@ class _Grounder:
 
 def ground(answer: Answer, ocr_text: str) -> Grounding:
     """:func:`ground_in` the layout of ``ocr_text``."""
-    return ground_in(answer, Layout.read(ocr_text))
+    return ground_in(answer, layout_of(ocr_text))
 
 
 def ground_in(answer: Answer, doc: Layout) -> Grounding:

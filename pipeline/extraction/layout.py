@@ -153,6 +153,17 @@ class Layout:
         return "\n".join(rows)
 
 
+@functools.lru_cache(maxsize=16)
+def layout_of(text: str) -> Layout:
+    """:meth:`Layout.read` of ``text``, for the entry points that take a text.
+
+    The one cache keyed on text, and it is about the entry points, not the stages: one
+    attempt prepares the call for a document and then interprets the answer about the
+    same text (and a perfect answer is written for it first), so all of them share one
+    layout and the readings derived from it. A few documents' layouts are kept."""
+    return Layout.read(text)
+
+
 def per_layout(
     fn: Callable[Concatenate[Layout, _P], _R],
 ) -> Callable[Concatenate[Layout, _P], _R]:
