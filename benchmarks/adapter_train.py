@@ -377,7 +377,7 @@ def train(args: argparse.Namespace, command: str) -> dict[str, Any]:
     if args.init_adapter:
         # Continue an existing adapter: its own rank and alpha, not --rank/--alpha.
         model = PeftModel.from_pretrained(base, str(args.init_adapter), is_trainable=True)
-        init_cfg = model.peft_config["default"]
+        init_cfg: Any = model.peft_config["default"]  # a LoraConfig
         args.rank, args.alpha = int(init_cfg.r), float(init_cfg.lora_alpha)
     else:
         model = get_peft_model(base, lora)

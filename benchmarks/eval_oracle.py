@@ -25,7 +25,7 @@ from benchmarks.eval_engines import EngineAnswer, ExtractFn
 from pipeline.errors import MalformedOutput
 from pipeline.extraction import document_in_prompt, shown_document
 from pipeline.extraction.answer import Answer, ItemRef, dump_answer
-from pipeline.extraction.lines import Document
+from pipeline.extraction.layout import Layout
 from pipeline.extraction.numbers import decimal_mark, numbers_in, read_number, uses_space_groups
 from pipeline.validation import (
     CURRENCY_SYMBOLS,
@@ -63,7 +63,7 @@ def oracle_answer(truth: Truth, ocr_text: str, schema: dict[str, Any]) -> str:
     """The answer a perfect model gives for ``ocr_text`` under ``schema`` (compact JSON)."""
     mark = decimal_mark(ocr_text)
     space = uses_space_groups(ocr_text, mark)
-    doc = Document(ocr_text)
+    doc = Layout.read(ocr_text)
 
     def amount(key: str, value: Decimal | None) -> str | None:
         if value is None:
@@ -111,7 +111,7 @@ def oracle_answer(truth: Truth, ocr_text: str, schema: dict[str, Any]) -> str:
     return dump_answer(answer)
 
 
-def _items(truth: Truth, doc: Document, schema: dict[str, Any]) -> tuple[ItemRef, ...] | None:
+def _items(truth: Truth, doc: Layout, schema: dict[str, Any]) -> tuple[ItemRef, ...] | None:
     prop = schema["properties"].get("items")
     if prop is None:
         return None
@@ -151,7 +151,7 @@ def _items(truth: Truth, doc: Document, schema: dict[str, Any]) -> tuple[ItemRef
 
 
 def _taxes(
-    truth: Truth, doc: Document, schema: dict[str, Any], mark: str, space: bool
+    truth: Truth, doc: Layout, schema: dict[str, Any], mark: str, space: bool
 ) -> tuple[int, ...] | None:
     if "taxes" not in schema["properties"]:
         return None

@@ -43,17 +43,14 @@ from pipeline.extraction.candidates import (
     reference_candidates,
     vat_id_candidates,
 )
-from pipeline.extraction.lines import Document
+from pipeline.extraction.layout import Layout, layout_of, per_layout
+from pipeline.extraction.layout import amounts as printed_amounts
 from pipeline.extraction.numbers import (
     CENT,
-    amount_strings,
-    decimal_mark,
-    numbers_in,
+    own_numbers,
     parse_tax_row,
-    row_numbers,
     row_reading,
     tax_gap,
-    uses_space_groups,
 )
 from pipeline.extraction.prompts import fence_tag
 from pipeline.extraction.roles import tax_row_numbers
@@ -63,7 +60,7 @@ from pipeline.extraction.table import (
     MAX_ITEMS,
     TableRow,
     hidden_lines,
-    shown_text,
+    shown_layout,
     table_rows,
 )
 from pipeline.extraction.terms import payment_terms
@@ -133,13 +130,12 @@ def parse_answer(text: str) -> Answer:
     return parse_contract(Answer, text, MAX_ANSWER_CHARS)
 
 
-def item_line_candidates(doc: Document, mark: str) -> list[int]:
+def item_line_candidates(doc: Layout) -> list[int]:
     """Lines a line item or tax line can be cited on: those printing two numbers or more."""
-    space = uses_space_groups(doc.text, mark)
     return [
         line.number
         for line in doc.lines
-        if len(numbers_in(line.text, mark, space_groups=space)) >= 2 or _has_words(line.text)
+        if len(doc.numbers[line.number - 1]) >= 2 or _has_words(line.text)
     ]
 
 
@@ -159,20 +155,22 @@ def _nullable_text(max_length: int) -> dict[str, Any]:
 
 
 def answer_schema(ocr_text: str) -> dict[str, Any]:
+    """:func:`schema_for` the layout of ``ocr_text``."""
+    return schema_for(layout_of(ocr_text))
+
+
+def schema_for(doc: Layout) -> dict[str, Any]:
     """The grammar for this document's answer (deterministic in the text).
 
-    The header's candidates come from what the prompt shows (:func:`shown_text`): a
+    The header's candidates come from what the prompt shows (:func:`shown_layout`): a
     value printed only on a row the prompt hides is none the model could copy (offered
     every amount, SmolLM2 wrote a hidden row's amount as eval invoice gen-10's gross)."""
-    doc = Document(ocr_text)
-    mark = decimal_mark(ocr_text)
-    space = uses_space_groups(ocr_text, mark)
-    seen = shown_text(ocr_text)
-    seen_doc = Document(seen)
-    amounts = amount_strings(seen, mark, space_groups=space)
+    seen_doc = shown_layout(doc)
+    seen = seen_doc.text
+    amounts = list(printed_amounts(seen_doc))
     dates = date_candidates(seen)
-    lines = item_line_candidates(doc, mark)
-    cells = [c for c in description_cells(doc, mark, space) if len(c) <= MAX_DESCRIPTION_CHARS]
+    lines = item_line_candidates(doc)
+    cells = [c for c in description_cells(doc) if len(c) <= MAX_DESCRIPTION_CHARS]
 
     terms = list(dict.fromkeys(t[0] for t in payment_terms(seen_doc)))
 
@@ -206,12 +204,12 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
         "tax": _nullable_enum(amounts),
         "gross": _nullable_enum(amounts),
     }
-    rows = table_rows(ocr_text)
+    rows = table_rows(doc)
     if rows is None:
-        properties["items"] = _item_array(item, len(lines), printed_rows(doc, mark))
+        properties["items"] = _item_array(item, len(lines), printed_rows(doc))
     elif asked := [row for row in rows if len(row.cells) > 1]:
         properties["items"] = _table_items(asked)
-    if known_tax_lines(doc, mark) is None:
+    if known_tax_lines(doc) is None:
         properties["taxes"] = _tax_array(lines)
     assert list(properties) == [key for key in ANSWER_KEYS if key in properties]
     return {
@@ -222,25 +220,23 @@ def answer_schema(ocr_text: str) -> dict[str, Any]:
     }
 
 
-def printed_rows(doc: Document, mark: str) -> int:
+def printed_rows(doc: Layout) -> int:
     """Lines whose own numbers read exactly as quantity x price = amount, the amount
     printed with cents (so "1 Sep 2024" is no row: 1 x 2024 = 2024), the line's
     position number never their quantity (:func:`~pipeline.extraction.numbers.row_numbers`)."""
-    space = uses_space_groups(doc.text, mark)
     count = 0
     for line in doc.lines:
-        read = row_reading(row_numbers(line.text, mark, space))
+        read = row_reading(own_numbers(line.text, doc.numbers_on(line)))
         count += read is not None and read.exact and read.line_amount.places == 2
     return count
 
 
-def tax_rows(doc: Document, mark: str) -> list[int]:
+def tax_rows(doc: Layout) -> list[int]:
     """Lines that read as a tax breakdown row: a rate and exactly two other numbers, with
     base x rate = amount (within two cents). Item rows print three numbers and more."""
-    space = uses_space_groups(doc.text, mark)
     out = []
     for line in doc.lines:
-        printed = tax_row_numbers(doc, line, mark, space)
+        printed = tax_row_numbers(doc, line)
         if sum(1 for p in printed if not p.percent) != 2:
             continue
         read = parse_tax_row(printed)
@@ -318,20 +314,22 @@ def offered_descriptions(ocr_text: str) -> list[str]:
     """Every description an item of ``ocr_text`` can have, in order: a whole table's
     cells row by row (code fills in a row of one cell, the grammar asks the others),
     else the cells the grammar offers at every position."""
-    rows = table_rows(ocr_text)
+    doc = layout_of(ocr_text)
+    rows = table_rows(doc)
     if rows is not None:
         return list(dict.fromkeys(cell for row in rows for cell in row.cells))
-    item = answer_schema(ocr_text)["properties"]["items"]["items"]
+    item = schema_for(doc)["properties"]["items"]["items"]
     return list(item["prefixItems"][1].get("enum", []))
 
 
-def known_tax_lines(doc: Document, mark: str) -> list[int] | None:
+@per_layout  # the grammar, ``max_tokens`` and grounding each ask
+def known_tax_lines(doc: Layout) -> list[int] | None:
     """The tax breakdown's lines where the arithmetic finds it (rows that read as one, in
     document order), else None. Then the grammar asks nothing about tax lines: a model
     cannot count lines (given these rows to choose from, it wrote one twice in 4 of 24
     answers), the code knows them, and validation still checks them against the totals;
     the answer is shorter by the list (about ten tokens)."""
-    rows = tax_rows(doc, mark)
+    rows = tax_rows(doc)
     return rows if 0 < len(rows) <= MAX_TAX_LINES else None
 
 
@@ -345,17 +343,20 @@ def _tax_array(lines: list[int]) -> dict[str, Any]:
 
 
 def max_output_tokens(ocr_text: str) -> int:
+    """:func:`max_tokens_for` the layout of ``ocr_text``."""
+    return max_tokens_for(layout_of(ocr_text))
+
+
+def max_tokens_for(doc: Layout) -> int:
     """``max_tokens`` for this document: a header part plus a part per item line the
     answer can cite (the candidate lines; where the table is whole, the rows asked and
     the tax list if asked)."""
-    doc = Document(ocr_text)
-    mark = decimal_mark(ocr_text)
-    rows = table_rows(ocr_text)
+    rows = table_rows(doc)
     if rows is None:
-        cited = len(item_line_candidates(doc, mark))
+        cited = len(item_line_candidates(doc))
         return OUTPUT_BASE_TOKENS + OUTPUT_TOKENS_PER_ITEM_LINE * min(cited, MAX_ITEMS)
     asked = sum(len(row.cells) > 1 for row in rows)
-    taxes = OUTPUT_TOKENS_TAXES if known_tax_lines(doc, mark) is None else 0
+    taxes = OUTPUT_TOKENS_TAXES if known_tax_lines(doc) is None else 0
     return OUTPUT_HEADER_TOKENS + OUTPUT_TOKENS_PER_ITEM_LINE * asked + taxes
 
 
@@ -387,9 +388,13 @@ READ_BY_CODE = "(item rows, read by the system)"
 
 
 def build_messages(ocr_text: str) -> list[dict[str, str]]:
+    """:func:`messages_for` the layout of ``ocr_text``."""
+    return messages_for(layout_of(ocr_text))
+
+
+def messages_for(doc: Layout) -> list[dict[str, str]]:
     """System + user messages for a v2 attempt; identical for identical text."""
-    doc = Document(ocr_text)
-    tag = fence_tag(ocr_text)
+    tag = fence_tag(doc.text)
     user = _USER.format(lines=len(doc.lines), tag=tag, body=shown_body(doc))
     return [
         {"role": "system", "content": _SYSTEM.format(tag=tag)},
@@ -397,13 +402,13 @@ def build_messages(ocr_text: str) -> list[dict[str, str]]:
     ]
 
 
-def shown_body(doc: Document) -> str:
+def shown_body(doc: Layout) -> str:
     """The document as the prompt shows it: numbered lines, a marker line before each
     new page, and each run of lines of rows that code fills in (a whole table's rows
     that print one description: the grammar asks nothing about them) as one line
     ``L15-L40: (item rows, read by the system)``. The model reads the header and the
     totals; a table of 165 rows no longer fills SmolLM2's 8,192-token context."""
-    return doc.numbered(hidden_lines(doc.text), READ_BY_CODE)
+    return doc.numbered(hidden_lines(doc), READ_BY_CODE)
 
 
 def dump_answer(answer: Answer) -> str:

@@ -76,7 +76,7 @@ DEFAULT_LIMITS = DocumentLimits()
 @dataclass(frozen=True)
 class Shape:
     """What :class:`DocumentLimits` measures of a text (lines as
-    :class:`~pipeline.extraction.lines.Document` numbers them: split at newlines and
+    :class:`~pipeline.extraction.layout.Layout` numbers them: split at newlines and
     form feeds)."""
 
     bytes: int

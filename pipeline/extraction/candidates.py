@@ -13,7 +13,7 @@ import re
 
 from pipeline.extraction.label_proof import date_proof, number_proof
 from pipeline.extraction.labels import INVOICE_WORDS, NUMBER_WORDS
-from pipeline.extraction.lines import Document
+from pipeline.extraction.layout import Layout
 from pipeline.extraction.locate import (
     Found,
     decoy_label,
@@ -81,7 +81,7 @@ _REFERENCE_STRIP = ".,:;()[]{}\"'«»"
 _REFERENCE_SPLIT = re.compile(r"[:#°º]")
 
 
-def reference_candidates(doc: Document, other: frozenset[str] = frozenset()) -> list[str]:
+def reference_candidates(doc: Layout, other: frozenset[str] = frozenset()) -> list[str]:
     """What the invoice number may be: :func:`labelled_numbers` where the text prints
     one, else the printed tokens another label proves (a label above, a title over a bare
     number label: :func:`~pipeline.extraction.label_proof.number_proof`), else every
@@ -106,7 +106,7 @@ _INVOICE_WORD_RE = re.compile(
 )
 
 
-def labelled_numbers(doc: Document, other: frozenset[str] = frozenset()) -> list[str]:
+def labelled_numbers(doc: Layout, other: frozenset[str] = frozenset()) -> list[str]:
     """Tokens with a digit printed right after an invoice word, with only number words
     between (:data:`~pipeline.extraction.labels.NUMBER_WORDS`: "Faktura nr. 2023/7286",
     "Fakturanummer: F577362", "This invoice INV-2025-91177 was issued"), never an amount
@@ -161,7 +161,7 @@ def _names_a_number(text: str, end: int) -> bool:
     return len(word) <= 2 or _NUMBER_WORD_END.search(word) is not None
 
 
-def printed_references(doc: Document, other: frozenset[str] = frozenset()) -> list[str]:
+def printed_references(doc: Layout, other: frozenset[str] = frozenset()) -> list[str]:
     """Every printed token that holds a digit (and its part after a ":", "#" or "°"),
     each at most :data:`MAX_ID_CHARS` long and none of ``other`` (the amounts and dates
     the grammar offers), those printed at least once under no other document's label
@@ -265,7 +265,7 @@ def date_candidates(text: str) -> list[str]:
     return list(dict.fromkeys(printed for _, printed in sorted(found)))
 
 
-def printed_due_date(doc: Document, dates: list[str]) -> bool:
+def printed_due_date(doc: Layout, dates: list[str]) -> bool:
     """Whether one of ``dates`` is printed under a due label (then a payment term in days
     is no due date to offer: the page prints the date itself)."""
     return any(
@@ -275,7 +275,7 @@ def printed_due_date(doc: Document, dates: list[str]) -> bool:
     )
 
 
-def invoice_dates(doc: Document, dates: list[str], path: str) -> list[str]:
+def invoice_dates(doc: Layout, dates: list[str], path: str) -> list[str]:
     """The dates ``path`` (issue_date or due_date) may be: those grounding accepts for
     it, i.e. printed at least once without a delivery, order or service label before
     them (the adapter picked a delivery date in 2 of 60 answers) and not labelled only

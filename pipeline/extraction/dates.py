@@ -18,7 +18,7 @@ from pipeline.extraction.candidates import date_candidates
 from pipeline.extraction.items import Refuse
 from pipeline.extraction.label_proof import claimed_date, date_proof, due_label_near
 from pipeline.extraction.labels import LABELS
-from pipeline.extraction.lines import Document
+from pipeline.extraction.layout import Layout
 from pipeline.extraction.locate import (
     Found,
     decoy_label,
@@ -36,7 +36,7 @@ class DateReader:
 
     def __init__(
         self,
-        doc: Document,
+        doc: Layout,
         ids: tuple[str | None, str | None],
         refuse: Refuse,
         evidence: Callable[[Found], Evidence],

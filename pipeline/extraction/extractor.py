@@ -35,9 +35,8 @@ from typing import Any
 from pipeline.extraction import answer as v2
 from pipeline.extraction import prompts as v1
 from pipeline.extraction.bounds import DEFAULT_LIMITS, DocumentLimits, check_document, cpu_budget
-from pipeline.extraction.grounding import ground
-from pipeline.extraction.lines import Document
-from pipeline.extraction.numbers import decimal_mark
+from pipeline.extraction.grounding import ground_in
+from pipeline.extraction.layout import layout_of
 from pipeline.extraction.table import table_rows
 from pipeline.validation import (
     DEFAULT_POLICY,
@@ -134,10 +133,11 @@ def _prepare(ocr_text: str, contract: str, include_schema: bool) -> ExtractionCa
             contract=CONTRACT_V1,
             prompt_version=v1.PROMPT_VERSION,
         )
+    doc = layout_of(ocr_text)  # the one layout the prompt, grammar and bound share
     return ExtractionCall(
-        messages=v2.build_messages(ocr_text),
-        json_schema=v2.answer_schema(ocr_text),
-        max_tokens=v2.max_output_tokens(ocr_text),
+        messages=v2.messages_for(doc),
+        json_schema=v2.schema_for(doc),
+        max_tokens=v2.max_tokens_for(doc),
         contract=CONTRACT_V2,
         prompt_version=v2.PROMPT_VERSION,
     )
@@ -181,7 +181,7 @@ def _interpret(
         extraction = parse_v1(answer)
         report = validate(extraction, ocr_text, master_data, today=today, policy=policy)
         return Interpretation(extraction, report, CONTRACT_V1)
-    grounding = ground(v2.parse_answer(answer), ocr_text)
+    grounding = ground_in(v2.parse_answer(answer), layout_of(ocr_text))
     checked = validate(grounding.extraction, ocr_text, master_data, today=today, policy=policy)
     reasons = (*grounding.reasons, *checked.reasons)
     report = ValidationReport(
@@ -207,8 +207,7 @@ def answer_for(truth: Extraction, ocr_text: str, *, contract: str = DEFAULT_CONT
     is ``truth`` (evidence at the real offsets): the adapter's training target."""
     if _check(contract) == CONTRACT_V1:
         return truth.model_dump_json()
-    doc = Document(ocr_text)
-    mark = decimal_mark(ocr_text)
+    doc = layout_of(ocr_text)
 
     def printed(ev: Any) -> str | None:
         """What the evidence span shows (a fabricated span under test shows other text)."""
@@ -237,10 +236,10 @@ def answer_for(truth: Extraction, ocr_text: str, *, contract: str = DEFAULT_CONT
                 v2.ItemRef(line=line_of(item.evidence), description=item.description)
                 for item in truth.line_items
             ),
-            table_rows(ocr_text),
+            table_rows(doc),
         ),
         taxes=None
-        if v2.known_tax_lines(doc, mark) is not None
+        if v2.known_tax_lines(doc) is not None
         else tuple(line_of(tax.evidence) for tax in truth.tax_lines),
     )
     return v2.dump_answer(answer)

@@ -38,7 +38,7 @@ from pipeline.extraction.label_proof import (
     number_proof,
 )
 from pipeline.extraction.labels import LABELS, NUMBER_WORDS
-from pipeline.extraction.lines import Document, Line
+from pipeline.extraction.layout import Layout, Line, amounts, layout_of
 from pipeline.extraction.locate import (
     Boundary,
     Found,
@@ -51,12 +51,9 @@ from pipeline.extraction.numbers import (
     CENT,
     Printed,
     TaxNumbers,
-    amount_strings,
-    decimal_mark,
     parse_tax_row,
     read_number,
     tax_gap,
-    uses_space_groups,
 )
 from pipeline.extraction.roles import tax_row_numbers
 from pipeline.extraction.rows import (
@@ -119,11 +116,11 @@ class Grounding:
 
 
 class _Grounder:
-    def __init__(self, answer: Answer, ocr_text: str) -> None:
+    def __init__(self, answer: Answer, doc: Layout) -> None:
         self.answer = answer
-        self.doc = Document(ocr_text)
-        self.mark = decimal_mark(ocr_text)
-        self.space = uses_space_groups(ocr_text, self.mark)
+        self.doc = doc
+        self.mark = doc.mark
+        self.space = doc.space
         self.reasons: list[Reason] = []
         self.dates = DateReader(self.doc, (answer.iban, answer.vat_id), self.refuse, self.evidence)
 
@@ -208,7 +205,7 @@ class _Grounder:
         if not plain:  # the "8" of "8 de noviembre de 2024"
             self.refuse(path, f"{value[:60]!r} is part of a date", ReasonCode.AMBIGUOUS_ROLE)
             return None
-        other = amount_strings(self.doc.text, self.mark, space_groups=self.space)
+        other = list(amounts(self.doc))
         named = labelled_numbers(self.doc, frozenset(other + date_candidates(self.doc.text)))
         if named and value.strip() not in named:
             shown = ", ".join(repr(n) for n in named[:3])
@@ -309,7 +306,7 @@ class _Grounder:
 
     def row(self, number: int) -> Row | None:
         """The item row starting at line ``number`` (:func:`~pipeline.extraction.rows.read_row`)."""
-        return read_row(self.doc, number, self.mark, self.space)
+        return read_row(self.doc, number)
 
     def tax_lines(self) -> tuple[TaxLine, ...]:
         """Tax lines at the cited lines; a line cited twice is one row. A cited line that
@@ -319,7 +316,7 @@ class _Grounder:
         used: set[int] = set()
         cited = self.answer.taxes
         if cited is None:  # the grammar did not ask: the arithmetic found them
-            cited = tuple(known_tax_lines(self.doc, self.mark) or ())
+            cited = tuple(known_tax_lines(self.doc) or ())
         for j, number in enumerate(dict.fromkeys(cited)):
             path = f"tax_lines[{j}]"
             spot = self._tax_row(number, used)
@@ -353,7 +350,7 @@ class _Grounder:
         return None
 
     def numbers(self, line: Line) -> list[Printed]:
-        return tax_row_numbers(self.doc, line, self.mark, self.space)
+        return tax_row_numbers(self.doc, line)
 
     def run(self) -> Extraction:
         a = self.answer
@@ -365,10 +362,10 @@ class _Grounder:
         )
         taxes = self.tax_lines()
         net = self.amount(NET, a.net)
-        refs = table_items(a.items, table_rows(self.doc.text))
+        refs = table_items(a.items, table_rows(self.doc))
         if refs is None:
             self.refuse("line_items", "the answer lists no line items")
-        items = ItemReader(self.doc, self.mark, self.space, self.refuse, self.evidence).read(
+        items = ItemReader(self.doc, self.refuse, self.evidence).read(
             refs or (), taxes, net.value if net is not None else None
         )
         totals = {NET: net, TAX: self.amount(TAX, a.tax), GROSS: self.amount(GROSS, a.gross)}
@@ -434,7 +431,7 @@ class _Grounder:
         evidence marked ``arithmetic`` (:mod:`pipeline.extraction.totals`)."""
         found = [
             f
-            for printed in amount_strings(self.doc.text, self.mark, space_groups=self.space)
+            for printed in amounts(self.doc)
             if read_number(printed, self.mark) == value
             for f in occurrences(self.doc, printed, fuzzy=False, boundary="number")
         ]
@@ -446,12 +443,17 @@ class _Grounder:
 
 
 def ground(answer: Answer, ocr_text: str) -> Grounding:
-    """Locate, read and evidence every value of ``answer`` in ``ocr_text``.
+    """:func:`ground_in` the layout of ``ocr_text``."""
+    return ground_in(answer, layout_of(ocr_text))
+
+
+def ground_in(answer: Answer, doc: Layout) -> Grounding:
+    """Locate, read and evidence every value of ``answer`` in the document ``doc``.
 
     Never raises for a wrong answer: what cannot be grounded is null and named
     in ``reasons`` (``ungrounded_value``), so validation sends the job to review.
     """
-    g = _Grounder(answer, ocr_text)
+    g = _Grounder(answer, doc)
     extraction = g.run()
     return Grounding(extraction, g.reasons)
 

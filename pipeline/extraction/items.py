@@ -19,7 +19,7 @@ from decimal import Decimal
 from functools import cached_property
 
 from pipeline.extraction.answer import ItemRef, printed_rows
-from pipeline.extraction.lines import Document
+from pipeline.extraction.layout import Layout
 from pipeline.extraction.locate import Found, fold, occurrences, trimmed
 from pipeline.extraction.roles import Verdict, proven_numbers
 from pipeline.extraction.rows import Row, read_row, row_cells, whole_description
@@ -42,15 +42,11 @@ class ItemReader:
 
     def __init__(
         self,
-        doc: Document,
-        mark: str,
-        space: bool,
+        doc: Layout,
         refuse: Refuse,
         evidence: Callable[[Found], Evidence],
     ) -> None:
         self.doc = doc
-        self.mark = mark
-        self.space = space
         self.refuse = refuse
         self.evidence = evidence
 
@@ -58,10 +54,10 @@ class ItemReader:
     def rows_that_add_up(self) -> int:
         """Rows whose own numbers read as quantity x price = amount (only needed when an
         item cannot be placed, so computed on first use)."""
-        return printed_rows(self.doc, self.mark)
+        return printed_rows(self.doc)
 
     def row(self, number: int) -> Row | None:
-        return read_row(self.doc, number, self.mark, self.space)
+        return read_row(self.doc, number)
 
     def text_at(self, f: Found) -> str:
         return self.doc.pages[f.page - 1][f.start : f.end]
@@ -242,7 +238,7 @@ class ItemReader:
         if net is None or len(shapes) != 1 or len(used) < 2:
             return None
         (shape,) = shapes
-        table = printed_table(self.doc, self.mark, self.space)
+        table = printed_table(self.doc)
         if not used <= {row.key for row in table}:
             return None
         if sum((row.read.line_amount.value for row in table), Decimal(0)) != net:

@@ -33,7 +33,7 @@ from pipeline.extraction.labels import (
     NET_WORDS,
     NUMBER_WORDS,
 )
-from pipeline.extraction.lines import Document, Line
+from pipeline.extraction.layout import Layout, Line
 from pipeline.extraction.locate import LABEL_WIDTH, Found, fold
 
 #: How far along its line a value's label is looked for (characters; a column layout's
@@ -68,7 +68,7 @@ def own_label(f: Found) -> str:
     return fold(before)[-LABEL_WIDTH:]
 
 
-def label_above(doc: Document, f: Found) -> str:
+def label_above(doc: Layout, f: Found) -> str:
     """The folded words printed over ``f``'s columns on the nearest non-empty line of the
     :data:`ABOVE_REACH` lines above it, where that line prints no value there (a column
     header, not another row of values); "" where there is none."""
@@ -98,7 +98,7 @@ def label_after(f: Found) -> str:
     return fold(after)[:LABEL_WIDTH]
 
 
-def label_below(doc: Document, f: Found) -> str:
+def label_below(doc: Layout, f: Found) -> str:
     """The folded words printed under ``f``'s columns on the next non-empty line (a
     caption under its value), where that line prints no value there; else ""."""
     below = doc.line(f.line.number + 1)
@@ -108,7 +108,7 @@ def label_below(doc: Document, f: Found) -> str:
 
 
 def _labels(
-    doc: Document, f: Found, proves: Callable[[str], bool], names: Callable[[str], bool]
+    doc: Layout, f: Found, proves: Callable[[str], bool], names: Callable[[str], bool]
 ) -> str | None:
     """Which label proves ``f``'s role: its own label, the one above, else the one after
     it or below it; a label after or below counts only where no other label around
@@ -164,7 +164,7 @@ def _number_label(label: str) -> bool:
     return _has(label, INVOICE_WORDS) and bool(words & (NUMBER_WORDS - _JOINERS))
 
 
-def _title_before(doc: Document, f: Found, reach: int = 6) -> bool:
+def _title_before(doc: Layout, f: Found, reach: int = 6) -> bool:
     """Whether a line printing only an invoice word (the document's title, "INVOICE",
     "Rechnung") stands within ``reach`` lines above ``f``."""
     for number in range(max(1, f.line.number - reach), f.line.number):
@@ -177,7 +177,7 @@ def _title_before(doc: Document, f: Found, reach: int = 6) -> bool:
     return False
 
 
-def number_proof(doc: Document, f: Found) -> str | None:
+def number_proof(doc: Layout, f: Found) -> str | None:
     """How the page labels ``f`` as the invoice's number ("label", "label above",
     "title"), or None where nothing does."""
     labelled = _labels(doc, f, _number_label, _names_field)
@@ -207,7 +207,7 @@ def _date_words(label: str, path: str) -> bool:
     return not due and _has(label, LABELS["issue_date"])
 
 
-def date_proof(doc: Document, f: Found, path: str) -> str | None:
+def date_proof(doc: Layout, f: Found, path: str) -> str | None:
     """How the page labels the date at ``f`` as ``path`` ("issue_date" or "due_date"):
     "label", "label above", "letter" (issue date only: a place-and-date line), or None."""
     labelled = _labels(doc, f, lambda label: _date_words(label, path), _names_field)
@@ -228,7 +228,7 @@ _NET_RE = re.compile(
 )
 
 
-def _discount_deadline(doc: Document, f: Found) -> bool:
+def _discount_deadline(doc: Layout, f: Found) -> bool:
     """Whether the date at ``f`` may be a cash discount's deadline rather than the due
     date: its line, or the line before or after it, names a discount ("Zahlbar bis
     15.03. mit 3 % Skonto", "2 % discount if paid by ...") and its own label names no
@@ -260,7 +260,7 @@ def _names_field(label: str) -> bool:
     )
 
 
-def due_label_near(doc: Document, f: Found) -> bool:
+def due_label_near(doc: Layout, f: Found) -> bool:
     """Whether any label beside the date at ``f`` (before, above, after, below) names a
     due date, proven or not: an answer without a due date is then no safe answer."""
     labels = (own_label(f), label_above(doc, f), label_after(f), label_below(doc, f))
@@ -269,7 +269,7 @@ def due_label_near(doc: Document, f: Found) -> bool:
     )
 
 
-def claimed_date(doc: Document, f: Found) -> bool:
+def claimed_date(doc: Layout, f: Found) -> bool:
     """Whether the date at ``f`` is labelled as anything: a due, issue or other date."""
     labels = (own_label(f), label_above(doc, f), label_after(f), label_below(doc, f))
     return any(

@@ -8,10 +8,8 @@ boundaries keep a value from being found inside a longer number or word.
 from __future__ import annotations
 
 import difflib
-import re
 import unicodedata
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Literal
 
 from pipeline.extraction.bounds import spend
@@ -22,7 +20,7 @@ from pipeline.extraction.labels import (
     LABELS,
     REFERENCE_WORDS,
 )
-from pipeline.extraction.lines import Document, Line
+from pipeline.extraction.layout import Layout, Line, per_layout
 from pipeline.validation import MatchKind
 
 #: Smallest similarity (difflib ratio on normalised text) a fuzzy match must reach.
@@ -88,7 +86,7 @@ def _standalone(text: str, start: int, end: int, boundary: Boundary) -> bool:
 
 
 def occurrences(
-    doc: Document, value: str, *, fuzzy: bool, boundary: Boundary = "word"
+    doc: Layout, value: str, *, fuzzy: bool, boundary: Boundary = "word"
 ) -> list[Found]:
     """Every place ``value`` is printed, exact matches first, then normalised, then fuzzy.
 
@@ -108,8 +106,7 @@ def occurrences(
         return exact
     want, _ = _fold(value)
     norm: list[Found] = []
-    for line in doc.lines:
-        folded, index = _fold_line(line.text)
+    for line, (folded, index) in zip(doc.lines, _folded_lines(doc), strict=True):
         at = folded.find(want)
         while at >= 0 and want:
             start, end = index[at], index[at + len(want) - 1] + 1
@@ -134,19 +131,18 @@ def _finds(text: str, value: str) -> list[int]:
     return out
 
 
-@lru_cache(maxsize=8192)
-def _fold_line(text: str) -> tuple[str, tuple[int, ...]]:
-    """:func:`_fold` of a printed line, memoised: grounding folds every line of the
-    document for each value it does not find exactly."""
-    folded, index = _fold(text)
-    return folded, tuple(index)
+@per_layout
+def _folded_lines(doc: Layout) -> tuple[tuple[str, list[int]], ...]:
+    """:func:`_fold` of every line, once per layout: grounding looks in every folded
+    line for each value it does not find exactly."""
+    return tuple(_fold(line.text) for line in doc.lines)
 
 
-def _fuzzy(doc: Document, want: str) -> list[Found]:
+def _fuzzy(doc: Layout, want: str) -> list[Found]:
     """Best approximate match over word-aligned windows of each line (bounded work)."""
     best: tuple[float, Found] | None = None
     for line in doc.lines:
-        words = [m.span() for m in re.finditer(r"\S+", line.text)]
+        words = [(token.start, token.end) for token in doc.tokens(line)]
         for i, (start, _) in enumerate(words):
             for j in range(i, min(len(words), i + 12)):
                 end = words[j][1]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import (
     MAX_EMAX,
@@ -67,7 +68,7 @@ def decimal_mark(text: str) -> str:
     return "," if marks.count(",") > marks.count(".") else "."
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=8)  # compiled patterns, one per (mark, grouping): not text-keyed
 def _number_re(mark: str, space_groups: bool) -> re.Pattern[str]:
     group = ("." if mark == "," else ",") + _SPACE_GROUPS + _APOSTROPHES
     if space_groups:
@@ -101,7 +102,7 @@ def read_number(printed: str, mark: str) -> Decimal | None:
     return value if value.is_finite() else None
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=8)  # a compiled pattern per mark: not text-keyed
 def _not_number_char(mark: str) -> re.Pattern[str]:
     """What :func:`read_number` drops from an ASCII number: all but digits, ``mark``, "-"."""
     return re.compile(rf"[^0-9{re.escape(mark)}\-]")
@@ -114,25 +115,12 @@ def numbers_in(text: str, mark: str, *, space_groups: bool = False) -> list[Prin
     leading quantity ("584 pcs Steel bracket ..."), and :func:`parse_item_row`
     prefers the quantity printed closest to the price.
 
-    Memoised (a pure function of its arguments; :class:`Printed` is frozen): building
-    a call and interpreting its answer read the same lines of one document many
-    times over (candidates, rows, tax lines, grounding), which was most of the
-    driver's CPU per attempt in its profile (docs/history/benchmarks-passes.md).
+    A document's lines are read once, by :class:`~pipeline.extraction.layout.Layout`
+    (``Layout.numbers_on``); this reads any other text (a row's lines together).
     """
     spend()  # every reading of a line passes here: where a document's CPU budget ends
-    if len(text) <= _MEMO_MAX_CHARS:
-        return list(_numbers_in_memo(text, mark, space_groups))
-    return list(_numbers_in(text, mark, space_groups))
-
-
-#: Texts up to this long (lines, rows) are memoised, so the cache stays small
-#: (at most 4096 x this many characters); a whole document is scanned each time.
-_MEMO_MAX_CHARS = 400
-
-
-def _numbers_in(text: str, mark: str, space_groups: bool) -> tuple[Printed, ...]:
     masked = _DATE_RE.sub(lambda m: "#" * len(m.group()), text)
-    out = []
+    out: list[Printed] = []
     for match in _number_re(mark, space_groups).finditer(masked):
         body_end = match.start("pct") if match.group("pct") else match.end()
         body = text[match.start() : body_end]
@@ -150,10 +138,7 @@ def _numbers_in(text: str, mark: str, space_groups: bool) -> tuple[Printed, ...]
                 len(frac),
             )
         )
-    return tuple(out)
-
-
-_numbers_in_memo = lru_cache(maxsize=4096)(_numbers_in)
+    return out
 
 
 def amount_strings(text: str, mark: str, *, space_groups: bool = False) -> list[str]:
@@ -337,7 +322,12 @@ def row_numbers(text: str, mark: str, space: bool) -> list[Printed]:
     and numbers inside words (:func:`_in_word`):
     "20. Papier copie A4, 80 g" read as 20 x 4 = 80 (generated invoice 7123, whose
     stacked row below it then lost its description)."""
-    printed = [p for p in numbers_in(text, mark, space_groups=space) if not _in_word(text, p)]
+    return own_numbers(text, numbers_in(text, mark, space_groups=space))
+
+
+def own_numbers(text: str, printed: Sequence[Printed]) -> list[Printed]:
+    """:func:`row_numbers` of ``text`` whose numbers ``printed`` are already read."""
+    printed = [p for p in printed if not _in_word(text, p)]
     position = _POSITION_WORD.match(text)
     if position and printed and printed[0].start == position.start(1):
         return printed[1:]

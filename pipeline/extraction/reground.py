@@ -28,7 +28,7 @@ from decimal import Decimal, InvalidOperation
 
 from pipeline.extraction.answer import Answer
 from pipeline.extraction.grounding import Grounder
-from pipeline.extraction.lines import Line
+from pipeline.extraction.layout import Line, layout_of
 from pipeline.extraction.locate import Found
 from pipeline.extraction.numbers import numbers_in
 from pipeline.validation import (
@@ -120,7 +120,7 @@ def ground_correction(ocr_text: str, path: str, value: str) -> Evidenced | None:
     """
     if path not in CORRECTABLE_FIELDS:
         raise ValueError(f"{path!r} is not a correctable field")
-    g = Grounder(_empty_answer(), ocr_text)
+    g = Grounder(_empty_answer(), layout_of(ocr_text))
     if path in AMOUNT_FIELDS:
         try:
             wanted = Decimal(value)
@@ -190,7 +190,7 @@ def ground_row_correction(
     above the numbers) counts as one row. A tax line's line shows its base and
     amount and its rate as a percentage.
     """
-    g = Grounder(_empty_answer(), ocr_text)
+    g = Grounder(_empty_answer(), layout_of(ocr_text))
     for line in _nearest_first(g, near):
         page = g.doc.pages[line.page - 1]
         if isinstance(row, TaxLine):

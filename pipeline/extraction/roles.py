@@ -30,19 +30,17 @@ import json
 import re
 from dataclasses import replace
 from enum import StrEnum
-from functools import cache, lru_cache
+from functools import cache
 from importlib import resources
 from typing import NamedTuple
 
 from pipeline.extraction.labels import is_unit
-from pipeline.extraction.lines import Document, Line
+from pipeline.extraction.layout import Layout, Line, per_layout
 from pipeline.extraction.numbers import (
     ItemNumbers,
     Printed,
-    decimal_mark,
     numbers_in,
     to_cents,
-    uses_space_groups,
 )
 from pipeline.extraction.rows import COLUMN_GAP, Row
 from pipeline.validation import CURRENCY_SYMBOLS, ISO_4217
@@ -155,8 +153,8 @@ def header_cells(text: str) -> list[HeaderCell]:
     return cells
 
 
-@lru_cache(maxsize=256)
-def _headers(doc: Document) -> tuple[tuple[int, tuple[HeaderCell, ...]], ...]:
+@per_layout
+def _headers(doc: Layout) -> tuple[tuple[int, tuple[HeaderCell, ...]], ...]:
     """Every header line of the document: (line number, its cells)."""
     out = []
     for line in doc.lines:
@@ -168,7 +166,7 @@ def _headers(doc: Document) -> tuple[tuple[int, tuple[HeaderCell, ...]], ...]:
     return tuple(out)
 
 
-def _header_order(doc: Document, row: Row, read: ItemNumbers) -> Verdict | None:
+def _header_order(doc: Layout, row: Row, read: ItemNumbers) -> Verdict | None:
     """What the nearest header above ``row`` says of its factors: AS_READ or SWAPPED where
     one factor stands under its quantity column and the other under its unit-price
     column, AMBIGUOUS where the header names both columns but the factors stand under
@@ -213,7 +211,7 @@ def _column_role(cells: tuple[HeaderCell, ...], line: Line, start: int, end: int
     return ranked[0].role
 
 
-def _line_of(doc: Document, row: Row, number: Printed) -> tuple[Line, int, int]:
+def _line_of(doc: Layout, row: Row, number: Printed) -> tuple[Line, int, int]:
     """The line a factor is printed on and its offsets there (a stacked row spans lines)."""
     at = row.first.start + number.start
     line = doc.line_at(row.first.page, at)
@@ -270,7 +268,7 @@ def _currency_glued(text: str, start: int, end: int) -> bool:
     return any(n in CURRENCY_SYMBOLS for n in near if n)
 
 
-def _marks_order(doc: Document, row: Row, read: ItemNumbers) -> Verdict | None:
+def _marks_order(doc: Layout, row: Row, read: ItemNumbers) -> Verdict | None:
     """What units, currencies and price words beside the two factors say; None: nothing."""
     q_line, q_start, q_end = _line_of(doc, row, read.quantity)
     p_line, p_start, p_end = _line_of(doc, row, read.unit_price)
@@ -288,22 +286,15 @@ def _marks_order(doc: Document, row: Row, read: ItemNumbers) -> Verdict | None:
 _OFF_COLUMN = "the factors stand under no quantity and price columns"
 
 
-@lru_cache(maxsize=256)
-def _marks_of(doc: Document) -> tuple[str, bool]:
-    mark = decimal_mark(doc.text)
-    return mark, uses_space_groups(doc.text, mark)
-
-
-def _reading_under_columns(doc: Document, row: Row) -> ItemNumbers | None:
+def _reading_under_columns(doc: Layout, row: Row) -> ItemNumbers | None:
     """The one reading of ``row``'s amount whose two factors stand under the header's
     quantity and unit-price columns (either way round), or None."""
     above = [(n, cells) for n, cells in _headers(doc) if n < row.first.number]
     if not above:
         return None
     cells = above[-1][1]
-    mark, space = _marks_of(doc)
     page = doc.pages[row.first.page - 1]
-    printed = numbers_in(page[row.first.start : row.end], mark, space_groups=space)
+    printed = numbers_in(page[row.first.start : row.end], doc.mark, space_groups=doc.space)
     amount = row.read.line_amount
     roles = {QUANTITY, UNIT_PRICE}
     found = []
@@ -320,7 +311,7 @@ def _reading_under_columns(doc: Document, row: Row) -> ItemNumbers | None:
     return found[0] if len(found) == 1 else None
 
 
-def prove_roles(doc: Document, row: Row) -> Proof:
+def prove_roles(doc: Layout, row: Row) -> Proof:
     """Whether ``row``'s reading has its quantity and unit price the right way round."""
     read = row.read
     if read.quantity.value == read.unit_price.value:
@@ -340,7 +331,7 @@ def prove_roles(doc: Document, row: Row) -> Proof:
     return Proof(Verdict.AMBIGUOUS, "no column header, unit or currency says which is which")
 
 
-def proven_numbers(doc: Document, row: Row) -> tuple[ItemNumbers, Proof]:
+def proven_numbers(doc: Layout, row: Row) -> tuple[ItemNumbers, Proof]:
     """``row``'s numbers with quantity and price as proven (exchanged where the proof says
     the price is printed first), and the proof. Where the reading's factors stand under
     other columns than the header's quantity and price (a position number read as the
@@ -370,12 +361,12 @@ _RATE_CELL = re.compile(
 RATE_HEADER_REACH = 8
 
 
-def tax_row_numbers(doc: Document, line: Line, mark: str, space: bool) -> list[Printed]:
+def tax_row_numbers(doc: Layout, line: Line) -> list[Printed]:
     """The numbers of a tax breakdown row, a rate printed without its "%" counted as a
     rate where the column header over it names one ("19" under "Steuersatz [%]"): the
     header proves the role that the sign would (issue 41: every FeRD sample prints its
     breakdown so, and none of its tax lines could be read)."""
-    printed = numbers_in(line.text, mark, space_groups=space)
+    printed = doc.numbers_on(line)
     if any(p.percent for p in printed) or not printed:
         return printed
     header = _header_above(doc, line, printed)
@@ -391,7 +382,7 @@ def tax_row_numbers(doc: Document, line: Line, mark: str, space: bool) -> list[P
     return [replace(p, percent=True) if r else p for p, r in zip(printed, rated, strict=True)]
 
 
-def _header_above(doc: Document, line: Line, printed: list[Printed]) -> Line | None:
+def _header_above(doc: Layout, line: Line, printed: list[Printed]) -> Line | None:
     """The nearest line above ``line`` (same page, within :data:`RATE_HEADER_REACH`) that
     prints words and no number: the column header of the rows under it. A caption whose
     words stand over none of ``printed`` (a tax category printed over its row,

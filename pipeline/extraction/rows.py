@@ -25,19 +25,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from functools import lru_cache
 from typing import NamedTuple
 
 from pipeline.extraction.labels import JOINING_WORDS, is_unit
-from pipeline.extraction.lines import Document, Line
+from pipeline.extraction.layout import Layout, Line, per_layout
 from pipeline.extraction.locate import Found
 from pipeline.extraction.numbers import (
     ItemNumbers,
     Printed,
-    decimal_mark,
+    own_numbers,
     row_numbers,
     row_reading,
-    uses_space_groups,
 )
 from pipeline.validation import CURRENCY_SYMBOLS, ISO_4217
 
@@ -79,15 +77,8 @@ class Row(NamedTuple):
         ]
 
 
-#: Rows and lines memoised per (document, line): building a call reads every line's row
-#: and looks ahead at the next lines of each, and grounding its answer reads the cited
-#: rows of the same document again. Both are pure in their arguments (a Document is
-#: frozen and compares by its text); a few hundred documents' lines stay cached.
-_MEMO_LINES = 8192
-
-
-@lru_cache(maxsize=_MEMO_LINES)
-def read_row(doc: Document, number: int, mark: str, space: bool) -> Row | None:
+@per_layout  # the grammar reads every line's row, grounding the cited ones again
+def read_row(doc: Layout, number: int) -> Row | None:
     """The row starting at line ``number``, extended over the next lines while its
     numbers do not add up (a stacked row prints its description above its numbers);
     None when no reading exists.
@@ -103,7 +94,10 @@ def read_row(doc: Document, number: int, mark: str, space: bool) -> Row | None:
     last = first
     seen = 0  # plain numbers in the lines taken so far
     for _ in range(3):
-        printed = row_numbers(page[first.start : last.end], mark, space)
+        if last is first:
+            printed = own_numbers(first.text, doc.numbers_on(first))
+        else:
+            printed = row_numbers(page[first.start : last.end], doc.mark, doc.space)
         read = row_reading(printed)
         if read is not None and read.exact:
             return Row(first, last.end, read)
@@ -119,7 +113,7 @@ def read_row(doc: Document, number: int, mark: str, space: bool) -> Row | None:
             return Row(first, last.end, read)
         seen = plain
         nxt = doc.line(last.number + 1)
-        if nxt is None or nxt.page != first.page or _describes_itself(doc, nxt, mark, space):
+        if nxt is None or nxt.page != first.page or _describes_itself(doc, nxt):
             break
         last = nxt
     return None
@@ -132,18 +126,18 @@ def _is_quantity(row: Row, start: int, stop: int) -> bool:
     return row.first.start + q.start < stop and row.first.start + q.end > start
 
 
-def _own_row(line: Line, mark: str, space: bool) -> Row | None:
+def _own_row(doc: Layout, line: Line) -> Row | None:
     """The row a line reads as by its own numbers alone."""
-    read = row_reading(row_numbers(line.text, mark, space))
+    read = row_reading(own_numbers(line.text, doc.numbers_on(line)))
     return Row(line, line.end, read) if read is not None else None
 
 
-@lru_cache(maxsize=_MEMO_LINES)
-def _describes_itself(doc: Document, line: Line, mark: str, space: bool) -> bool:
+@per_layout
+def _describes_itself(doc: Layout, line: Line) -> bool:
     """Whether ``line`` is a row by its own numbers and prints a description too: a
     cell with a word of more than four letters that is not a quantity's unit (a stacked
     row's number line, "5 pcs x 211,59 = 1.057,95 (Tax 20%)", has none)."""
-    row = _own_row(line, mark, space)
+    row = _own_row(doc, line)
     if row is None:
         return False
     for start, end in _iter_line_cells(doc, line, row):  # the first such cell decides
@@ -165,7 +159,7 @@ def _long_word(word: str) -> bool:
     return _WORD.fullmatch(core) is not None and len(_LETTER.findall(core)) > _SHORT_WORD
 
 
-def whole_description(doc: Document, f: Found, row: Row) -> bool:
+def whole_description(doc: Layout, f: Found, row: Row) -> bool:
     """Whether ``f`` is a row's whole description, not a part of it ("Service" in
     "1 st Service av värmeanläggning à 421,93") and not more: :func:`_bounded` and
     it does not end among the words its table prints before one of the row's numbers
@@ -177,7 +171,7 @@ def whole_description(doc: Document, f: Found, row: Row) -> bool:
     )
 
 
-def _ends_among_connectives(doc: Document, page: int, end: int, row: Row) -> bool:
+def _ends_among_connectives(doc: Layout, page: int, end: int, row: Row) -> bool:
     runs = connective_runs(doc)
     for start, _ in row.arithmetic():
         run = runs.get((page, start))
@@ -186,7 +180,7 @@ def _ends_among_connectives(doc: Document, page: int, end: int, row: Row) -> boo
     return False
 
 
-def _bounded(doc: Document, f: Found, row: Row) -> bool:
+def _bounded(doc: Layout, f: Found, row: Row) -> bool:
     """Whether between ``f`` and the nearest boundary on each side stand only words that
     join a row's parts (:func:`_joining`: "à", "zu je", "x", a unit, a currency).
 
@@ -252,15 +246,15 @@ def _short_run(text: str, stop: int) -> list[tuple[int, str]]:
     return run
 
 
-def _word_before(doc: Document, page: int, offset: int) -> str:
+def _word_before(doc: Layout, page: int, offset: int) -> str:
     """The word printed right before page offset ``offset`` on its line ("" if none)."""
     text = doc.pages[page - 1]
     words = text[text.rfind("\n", 0, offset) + 1 : offset].split()
     return words[-1].casefold() if words else ""
 
 
-@lru_cache(maxsize=_MEMO_LINES)
-def connective_runs(doc: Document) -> dict[tuple[int, int], int]:
+@per_layout
+def connective_runs(doc: Layout) -> dict[tuple[int, int], int]:
     """Where the table prints the same short words before one of its rows' numbers:
     (page, offset of the number) -> page offset where those words begin.
 
@@ -276,9 +270,8 @@ def connective_runs(doc: Document) -> dict[tuple[int, int], int]:
     from row to row, nor words after which every row prints the same word again (one
     description repeated: "Steel bracket 40 mm at" on three rows).
     """
-    mark = decimal_mark(doc.text)
     # each row as read from the line nearest its amount: the line its numbers are on
-    table = [starts[-1] for starts in rows_by_amount(doc, mark, uses_space_groups(doc.text, mark))]
+    table = [starts[-1] for starts in rows_by_amount(doc)]
     runs: dict[tuple[int, int], int] = {}
     for slot in _SLOTS:
         found: list[tuple[int, int, list[tuple[int, str]]]] = []  # page, number, run
@@ -308,7 +301,7 @@ def connective_runs(doc: Document) -> dict[tuple[int, int], int]:
     return runs
 
 
-def _line_cells(doc: Document, line: Line, row: Row) -> list[tuple[int, int]]:
+def _line_cells(doc: Layout, line: Line, row: Row) -> list[tuple[int, int]]:
     """Page offsets of every cell of ``line`` under ``row``'s arithmetic (see
     :func:`description_cells`); a lone word right after a number is the number's
     unit ("pcs", "words"), never a cell, no cell starts on a known unit
@@ -322,16 +315,15 @@ def _line_cells(doc: Document, line: Line, row: Row) -> list[tuple[int, int]]:
     ]
 
 
-@lru_cache(maxsize=_MEMO_LINES)
-def price_wording(doc: Document) -> dict[tuple[int, int], int]:
+@per_layout
+def price_wording(doc: Layout) -> dict[tuple[int, int], int]:
     """Where every row prints the same words between its price and amount ("à 6,58
     l'unité : 243,46"): :attr:`Row.key` -> page offset where the price ends. Those words
     are the table's, no description (as a cell they made all 78 rows of 10 French
     running-text invoices of seeds 0-599 a choice, shown and asked): only for two rows
     or more, each with price and amount on one line, the same words with a letter, and
     a cell outside them (rows that print nothing else keep them)."""
-    mark = decimal_mark(doc.text)
-    table = [starts[-1] for starts in rows_by_amount(doc, mark, uses_space_groups(doc.text, mark))]
+    table = [starts[-1] for starts in rows_by_amount(doc)]
     spans: dict[tuple[int, int], int] = {}
     wording: set[str] = set()
     for row in table:
@@ -351,14 +343,14 @@ def price_wording(doc: Document) -> dict[tuple[int, int], int]:
     return spans
 
 
-def _in_price_wording(doc: Document, page: int, at: int, to: int, row: Row) -> bool:
+def _in_price_wording(doc: Layout, page: int, at: int, to: int, row: Row) -> bool:
     """Whether page offsets ``at``..``to`` lie in the words ``row``'s table prints
     between every row's price and amount (:func:`price_wording`)."""
     price_end = price_wording(doc).get(row.key)
     return price_end is not None and row.key[0] == page and price_end <= at and to <= row.key[1]
 
 
-def _iter_line_cells(doc: Document, line: Line, row: Row) -> Iterator[tuple[int, int]]:
+def _iter_line_cells(doc: Layout, line: Line, row: Row) -> Iterator[tuple[int, int]]:
     """:func:`_line_cells` one at a time, in order (a caller that needs one stops there).
 
     A cell is a run of words ``i..j``; what decides it is read once per word and per
@@ -414,7 +406,7 @@ def _after_number(before: str) -> bool:
     return bool(last) and last[-1].isdigit() and not COLUMN_GAP.search(before[-2:])
 
 
-def description_cells(doc: Document, mark: str, space: bool) -> list[str]:
+def description_cells(doc: Layout) -> list[str]:
     """Every text a row's description can be, as printed, in document order.
 
     A cell is a run of whole words on a row's first line, inside one column, with a
@@ -423,7 +415,7 @@ def description_cells(doc: Document, mark: str, space: bool) -> list[str]:
     """
     cells: dict[str, None] = {}
     for line in doc.lines:
-        row = read_row(doc, line.number, mark, space)
+        row = read_row(doc, line.number)
         if row is None:
             continue
         for at, to in _line_cells(doc, line, row):
@@ -431,12 +423,12 @@ def description_cells(doc: Document, mark: str, space: bool) -> list[str]:
     return list(cells)
 
 
-def row_cells(doc: Document, row: Row) -> list[tuple[int, int]]:
+def row_cells(doc: Layout, row: Row) -> list[tuple[int, int]]:
     """Page offsets of every description cell of ``row`` (:func:`description_cells`)."""
     return _line_cells(doc, row.first, row)
 
 
-def item_cells(doc: Document, row: Row) -> list[tuple[int, int]]:
+def item_cells(doc: Layout, row: Row) -> list[tuple[int, int]]:
     """The cells ``row``'s description may be when the row is known to be an item
     (:func:`pipeline.extraction.table.whole_table`): a stacked row's description line
     prints its description and at most a position number before it, so that line is
@@ -453,7 +445,7 @@ def item_cells(doc: Document, row: Row) -> list[tuple[int, int]]:
     return [whole] if whole in cells else cells
 
 
-def rows_by_amount(doc: Document, mark: str, space: bool, *, exact: bool = True) -> list[list[Row]]:
+def rows_by_amount(doc: Layout, *, exact: bool = True) -> list[list[Row]]:
     """Every reading of a row that adds up exactly (or, ``exact=False``, within two
     cents) with an amount in cents, grouped by the amount it reads (in document order),
     each group's starts in line order."""
@@ -461,13 +453,13 @@ def rows_by_amount(doc: Document, mark: str, space: bool, *, exact: bool = True)
     for line in doc.lines:
         if not line.text.strip():
             continue
-        row = read_row(doc, line.number, mark, space)
+        row = read_row(doc, line.number)
         if row is not None and (row.read.exact or not exact) and row.read.line_amount.places == 2:
             rows.setdefault(row.key, []).append(row)
     return [rows[key] for key in sorted(rows)]
 
 
-def stacked(doc: Document, row: Row) -> bool:
+def stacked(doc: Layout, row: Row) -> bool:
     """Whether ``row`` is a description line over the line that prints all its numbers
     and opens with the first of them ("     2 pcs x 1,636.69 = 3,273.38"), so that it
     prints no description of its own (a table's rows under its column header do)."""

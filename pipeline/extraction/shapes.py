@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from pipeline.extraction.lines import Document
+from pipeline.extraction.layout import Layout
 from pipeline.extraction.rows import COLUMN_GAP, Row
 
 
@@ -27,7 +27,7 @@ def _token(word: str) -> str:
     return "NUM" if re.match(r"^\W*\d", word) else word.casefold()
 
 
-def cell_shape(doc: Document, row: Row, start: int, end: int) -> CellShape:
+def cell_shape(doc: Layout, row: Row, start: int, end: int) -> CellShape:
     """The :class:`CellShape` of the cell at page offsets ``start:end`` of ``row``'s
     first line."""
     line = row.first

@@ -9,12 +9,11 @@ a row the model left out (:mod:`pipeline.extraction.items`).
 
 from __future__ import annotations
 
-import functools
 from decimal import Decimal
 from typing import NamedTuple
 
-from pipeline.extraction.lines import Document, Line
-from pipeline.extraction.numbers import CENT, decimal_mark, numbers_in, uses_space_groups
+from pipeline.extraction.layout import Layout, Line, per_layout
+from pipeline.extraction.numbers import CENT
 from pipeline.extraction.rows import Row, item_cells, rows_by_amount, stacked
 
 #: Bounds of the grammar's item list: rows, and a description's length.
@@ -22,7 +21,7 @@ MAX_ITEMS = 200
 MAX_DESCRIPTION_CHARS = 80
 
 
-def printed_table(doc: Document, mark: str, space: bool, *, exact: bool = True) -> list[Row]:
+def printed_table(doc: Layout, *, exact: bool = True) -> list[Row]:
     """Every row whose own numbers add up exactly (``exact=False``: within two cents),
     with an amount in cents, once per printed amount and in document order.
 
@@ -32,13 +31,13 @@ def printed_table(doc: Document, mark: str, space: bool, *, exact: bool = True) 
     as a row alone ("1. Software licence, annual" over "2 pcs x 1,636.69 = 3,273.38":
     the number line's only cells are "x" and "(Tax")."""
     table = []
-    for starts in rows_by_amount(doc, mark, space, exact=exact):
+    for starts in rows_by_amount(doc, exact=exact):
         described = [row for row in starts if stacked(doc, row)]
         table.append((described or starts)[-1])
     return table
 
 
-def whole_table(doc: Document, mark: str, space: bool) -> list[Row] | None:
+def whole_table(doc: Layout) -> list[Row] | None:
     """:func:`printed_table` where arithmetic proves it whole, else None: its amounts
     sum, to the cent, to a total printed on a line that is no row and prints no rate
     (the net; a tax breakdown line prints a rate and may repeat one row's amount as
@@ -48,11 +47,11 @@ def whole_table(doc: Document, mark: str, space: bool) -> list[Row] | None:
     Then the table's rows are the invoice's items, each read by code: a row the
     arithmetic cannot read (a flat fee, an amount one cent off) leaves the sum short
     of the net, and a line too many that happens to add up puts it over."""
-    table = printed_table(doc, mark, space)
-    return table if _sums_to_a_total(doc, mark, space, table, Decimal(0)) else None
+    table = printed_table(doc)
+    return table if _sums_to_a_total(doc, table, Decimal(0)) else None
 
 
-def near_whole_table(doc: Document, mark: str, space: bool) -> list[Row] | None:
+def near_whole_table(doc: Layout) -> list[Row] | None:
     """The table where one row or more reads as quantity x price = amount only within
     two cents (a rounding slip, or the off-by-a-cent trap) and its amounts sum to a
     printed total within two cents a slip, else None.
@@ -61,16 +60,14 @@ def near_whole_table(doc: Document, mark: str, space: bool) -> list[Row] | None:
     instead of letting the model cite any line at any position (given that, SmolLM2
     cited the tax line for five of seven items of eval invoice gen-12, French, one row
     a cent off). Grounding reads each row as printed and validation reports the slip."""
-    table = printed_table(doc, mark, space, exact=False)
+    table = printed_table(doc, exact=False)
     slips = sum(not row.read.exact for row in table)
-    if not slips or whole_table(doc, mark, space) is not None:
+    if not slips or whole_table(doc) is not None:
         return None
-    return table if _sums_to_a_total(doc, mark, space, table, CENT * 2 * slips) else None
+    return table if _sums_to_a_total(doc, table, CENT * 2 * slips) else None
 
 
-def _sums_to_a_total(
-    doc: Document, mark: str, space: bool, table: list[Row], slack: Decimal
-) -> bool:
+def _sums_to_a_total(doc: Layout, table: list[Row], slack: Decimal) -> bool:
     """Whether ``table``'s amounts sum, within ``slack``, to a total printed on a line
     that is no row and prints no rate, with no row's amount zero."""
     if not table or any(row.read.line_amount.value == 0 for row in table):
@@ -85,7 +82,7 @@ def _sums_to_a_total(
     for line in doc.lines:
         if line.number in inside:
             continue
-        printed = numbers_in(line.text, mark, space_groups=space)
+        printed = doc.numbers_on(line)
         if not any(n.percent for n in printed) and any(
             abs(n.value - total) <= slack for n in printed
         ):
@@ -103,17 +100,14 @@ class TableRow(NamedTuple):
     lines: tuple[int, ...]
 
 
-@functools.lru_cache(maxsize=64)
-def table_rows(ocr_text: str) -> tuple[TableRow, ...] | None:
+@per_layout
+def table_rows(doc: Layout) -> tuple[TableRow, ...] | None:
     """The item rows where arithmetic proves the table whole
     (:func:`~pipeline.extraction.table.whole_table`) or whole but for rows a cent or
     two off (:func:`~pipeline.extraction.table.near_whole_table`), else None.
 
-    Memoised per text: the grammar, ``max_tokens`` and grounding each ask for them."""
-    doc = Document(ocr_text)
-    mark = decimal_mark(ocr_text)
-    space = uses_space_groups(ocr_text, mark)
-    table = whole_table(doc, mark, space) or near_whole_table(doc, mark, space)
+    Once per layout: the grammar, ``max_tokens`` and grounding each ask for them."""
+    table = whole_table(doc) or near_whole_table(doc)
     if table is None or len(table) > MAX_ITEMS:
         return None
     rows = []
@@ -134,21 +128,16 @@ def table_rows(ocr_text: str) -> tuple[TableRow, ...] | None:
     return tuple(rows)
 
 
-def hidden_lines(ocr_text: str) -> frozenset[int]:
+def hidden_lines(doc: Layout) -> frozenset[int]:
     """The lines the prompt does not show: those of a whole table's rows that print one
     description (code fills them in; the grammar asks nothing about them)."""
-    rows = table_rows(ocr_text)
+    rows = table_rows(doc)
     return frozenset(n for row in rows or () if len(row.cells) == 1 for n in row.lines)
 
 
-def shown_text(ocr_text: str) -> str:
-    """``ocr_text`` with the lines the prompt hides left empty (every line keeps its
-    number): the text the header's candidates are taken from."""
-    hidden = hidden_lines(ocr_text)
-    if not hidden:
-        return ocr_text
-    doc = Document(ocr_text)
-    pages: list[list[str]] = [[] for _ in doc.pages]
-    for line in doc.lines:
-        pages[line.page - 1].append("" if line.number in hidden else line.text)
-    return "\f".join("\n".join(page) for page in pages)
+@per_layout
+def shown_layout(doc: Layout) -> Layout:
+    """``doc`` with the lines the prompt hides left empty (every line keeps its number,
+    numbers read with the document's decimal mark): what the header's candidates are
+    taken from."""
+    return doc.blanked(hidden_lines(doc))

@@ -10,9 +10,8 @@ and no more: a cash-discount line ("2 % Skonto innerhalb 10 Tagen") or a month-e
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
-from pipeline.extraction.lines import Document, Line
+from pipeline.extraction.layout import Layout, Line, per_layout
 from pipeline.extraction.locate import fold
 
 #: A number of days as printed: "30 days", "14 Tagen", "30 gg", "60 dagar".
@@ -37,7 +36,7 @@ _OTHER_RULE = (
 )  # fmt: skip
 
 
-def _term_lines(doc: Document) -> list[tuple[Line, re.Match[str]]]:
+def _term_lines(doc: Layout) -> list[tuple[Line, re.Match[str]]]:
     """Each line that states a number of days in a payment instruction, with its first."""
     out = []
     for line in doc.lines:
@@ -47,8 +46,8 @@ def _term_lines(doc: Document) -> list[tuple[Line, re.Match[str]]]:
     return out
 
 
-@lru_cache(maxsize=256)
-def payment_terms(doc: Document) -> tuple[tuple[str, int, int, int], ...]:
+@per_layout
+def payment_terms(doc: Layout) -> tuple[tuple[str, int, int, int], ...]:
     """The payment terms the page states: (printed, days, page, page offset) each, or ()
     where it states none or more than one reading (several terms, a discount, a
     month-end rule)."""

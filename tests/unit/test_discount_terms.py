@@ -13,14 +13,14 @@ from datetime import date
 import pytest
 
 from pipeline.extraction.label_proof import date_proof
-from pipeline.extraction.lines import Document
+from pipeline.extraction.layout import Layout
 from pipeline.extraction.locate import occurrences
 from pipeline.validation import ReasonCode
 from tests.unit.test_role_proofs import PRICE_FIRST, _doc, _run
 
 
 def _proof(text: str, printed: str) -> list[str | None]:
-    doc = Document(text)
+    doc = Layout.read(text)
     return [
         date_proof(doc, f, "due_date")
         for f in occurrences(doc, printed, fuzzy=False, boundary="number")

@@ -20,7 +20,7 @@ from pipeline.extraction.bounds import (
     spend,
 )
 from pipeline.extraction.extractor import answer_for, interpret, prepare_call
-from pipeline.extraction.lines import Document
+from pipeline.extraction.layout import Layout
 from pipeline.extraction.locate import LABEL_WIDTH, Found, fold, label_before
 from pipeline.settings import Settings
 
@@ -113,7 +113,7 @@ def test_each_limit_is_named_with_its_value_and_the_documents() -> None:
 @given(st.text(alphabet="ab \n\f\r", max_size=40))
 def test_shape_counts_lines_as_the_document_numbers_them(text: str) -> None:
     shape = measure(text)
-    lines = Document(text).lines
+    lines = Layout.read(text).lines
     assert shape.lines == len(lines)
     assert shape.longest_line == max(len(line.text) for line in lines)
     assert len(lines[shape.longest_at - 1].text) == shape.longest_line
@@ -122,7 +122,7 @@ def test_shape_counts_lines_as_the_document_numbers_them(text: str) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="ab \t\u00a0\ufb03É:.1", max_size=400))
 def test_the_label_before_a_value_is_the_end_of_the_whole_line_folded(prefix: str) -> None:
-    line = Document(prefix + "2024-01-02").lines[0]
+    line = Layout.read(prefix + "2024-01-02").lines[0]
     found = Found(1, len(prefix), len(line.text), line, "exact")
     assert label_before(found) == fold(prefix)[-LABEL_WIDTH:]
 

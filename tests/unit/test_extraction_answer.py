@@ -33,7 +33,7 @@ from pipeline.extraction.answer import (
 )
 from pipeline.extraction.grounding import ground
 from pipeline.extraction.labels import is_unit
-from pipeline.extraction.lines import Document
+from pipeline.extraction.layout import Layout
 from pipeline.extraction.locate import Found
 from pipeline.extraction.rows import read_row, whole_description
 from pipeline.extraction.table import table_rows
@@ -110,7 +110,7 @@ def test_the_prompt_numbers_every_line_and_gives_the_document_back(seed: int) ->
     assert shown == shown_document(inv.ocr_text)
     assert "L1: " in messages[1]["content"]
     assert build_messages(inv.ocr_text) == messages
-    rows = table_rows(inv.ocr_text)
+    rows = table_rows(Layout.read(inv.ocr_text))
     hidden = [row for row in rows or () if len(row.cells) == 1]
     assert (shown == inv.ocr_text) == (not hidden)
     body = messages[1]["content"]
@@ -178,7 +178,7 @@ def test_arithmetic_bounds_the_lists_a_model_may_write() -> None:
 def _positions(ocr_text: str) -> list[tuple[list[int], list[str]]] | None:
     """A whole table's rows as code reads them: per row, its line and the descriptions
     it allows. The grammar asks, in order, exactly the rows that allow more than one."""
-    rows = table_rows(ocr_text)
+    rows = table_rows(Layout.read(ocr_text))
     items = answer_schema(ocr_text)["properties"].get("items")
     if rows is None:
         assert items is not None and "prefixItems" not in items
@@ -213,7 +213,7 @@ def test_a_whole_table_is_asked_row_by_row() -> None:
     # rows were asked before, each offering a part of its description too)
     assert len(asked) == 0
     assert len(perfect.get("items", [])) == len(asked)
-    rows = table_rows(inv.ocr_text)
+    rows = table_rows(Layout.read(inv.ocr_text))
     merged = table_items(parse_answer(json.dumps(perfect)).items, rows)
     assert merged is not None
     firsts = [lines[0] for lines, _ in positions]
@@ -513,7 +513,7 @@ def test_the_words_every_row_prints_between_price_and_amount_are_no_description(
     the table's: no cell, and grounding takes no description there. Rows whose wording
     differs, or that print nothing else, keep them."""
     inv = generate_invoice(54, Variant.CURRENCY_MIX)
-    rows = table_rows(inv.ocr_text)
+    rows = table_rows(Layout.read(inv.ocr_text))
     assert rows is not None and len(rows) == 165
     assert inv.ocr_text.count(" l'unité : ") == 165
     assert not [r for r in rows if "l'unité :" in r.cells]
@@ -529,10 +529,10 @@ def test_the_words_every_row_prints_between_price_and_amount_are_no_description(
         "* 2 pce Hébergement cloud à 1 050,64 l'unité : 2 101,28 (TVA 20 %)\n"
     )
     assert set(_item_descriptions(doc)) == {"Colliers", "Hébergement cloud"}
-    document = Document(doc)
+    document = Layout.read(doc, marks=(",", True))
     line = document.line(1)
     assert line is not None
-    row = read_row(document, 1, ",", True)
+    row = read_row(document, 1)
     assert row is not None
     at = doc.index("l'unité :")
     wording = Found(1, at, at + len("l'unité :"), line, "exact")
@@ -554,7 +554,7 @@ def test_a_position_number_is_never_a_rows_quantity() -> None:
     ("line 64 prints no tax rate")."""
     inv = generate_invoice(7123, Variant.CLEAN, max_line_items=40)
     assert "20. Papier copie A4, 80 g\n     47 pce x 9,47 = 445,09" in inv.ocr_text
-    rows = table_rows(inv.ocr_text)
+    rows = table_rows(Layout.read(inv.ocr_text))
     assert rows is not None and len(rows) == len(inv.truth.line_items) == 26
     out = interpret(answer_for(inv.truth, inv.ocr_text), inv.ocr_text, inv.master_data,
                     today=inv.today)  # fmt: skip
@@ -562,13 +562,13 @@ def test_a_position_number_is_never_a_rows_quantity() -> None:
     assert [(i.description, i.line_amount) for i in out.extraction.line_items] == [
         (i.description, i.line_amount) for i in inv.truth.line_items
     ]
-    doc = Document("1. Papier A4, 4 g\n     2 pce x 3,00 = 6,00\n")
-    row = read_row(doc, 1, ",", False)
+    doc = Layout.read("1. Papier A4, 4 g\n     2 pce x 3,00 = 6,00\n", marks=(",", False))
+    row = read_row(doc, 1)
     assert row is not None and row.read.line_amount.text == "6,00"
     assert row.read.quantity.text == "2"
     # the count of printed rows (the items' minimum where the table is not whole) agrees
-    doc = Document("3. Hosting fee  2,50  7,50\n     2 pce x 3,00 = 6,00\n")
-    assert printed_rows(doc, ",") == 1  # 3 x 2,50 = 7,50 is no row: 3 is its position
+    doc = Layout.read("3. Hosting fee  2,50  7,50\n     2 pce x 3,00 = 6,00\n", marks=(",", False))
+    assert printed_rows(doc) == 1  # 3 x 2,50 = 7,50 is no row: 3 is its position
 
 
 @pytest.mark.parametrize("word", ["Stk.", "godz.", "Wörter", "szt.", "m²", "pcs", "uur"])

@@ -11,7 +11,7 @@ from benchmarks.invoices.generator import Variant, generate_invoice
 from pipeline.extraction import answer_for, interpret
 from pipeline.extraction.answer import answer_schema
 from pipeline.extraction.candidates import labelled_numbers
-from pipeline.extraction.lines import Document
+from pipeline.extraction.layout import Layout
 
 
 @pytest.mark.parametrize(
@@ -28,7 +28,7 @@ from pipeline.extraction.lines import Document
     ],
 )
 def test_the_token_after_the_invoice_label_is_the_number(line: str, number: str) -> None:
-    assert labelled_numbers(Document(f"ACME Ltd, 5 Market Street\n{line}\n")) == [number]
+    assert labelled_numbers(Layout.read(f"ACME Ltd, 5 Market Street\n{line}\n")) == [number]
 
 
 @pytest.mark.parametrize(
@@ -43,7 +43,7 @@ def test_the_token_after_the_invoice_label_is_the_number(line: str, number: str)
 )
 def test_no_label_no_labelled_number(line: str) -> None:
     other = frozenset({"24 de mayo de 2024", "12 429,83"})
-    assert labelled_numbers(Document(f"{line}\n"), other) == []
+    assert labelled_numbers(Layout.read(f"{line}\n"), other) == []
 
 
 def test_eval_invoice_9911_the_street_number_is_neither_offered_nor_grounded() -> None:
@@ -74,7 +74,7 @@ def test_without_a_label_every_printed_token_with_a_digit_is_offered() -> None:
     ],
 )
 def test_a_compound_that_names_no_number_labels_none(line: str) -> None:
-    assert labelled_numbers(Document(f"Nordlicht GmbH\n{line}\n")) == []
+    assert labelled_numbers(Layout.read(f"Nordlicht GmbH\n{line}\n")) == []
 
 
 @pytest.mark.parametrize(
@@ -87,7 +87,7 @@ def test_a_compound_that_names_no_number_labels_none(line: str) -> None:
     ],
 )
 def test_a_compound_or_inflected_invoice_word_still_labels(line: str, number: str) -> None:
-    assert labelled_numbers(Document(f"Nordlicht GmbH\n{line}\n")) == [number]
+    assert labelled_numbers(Layout.read(f"Nordlicht GmbH\n{line}\n")) == [number]
 
 
 def test_a_title_number_is_offered_where_a_compound_names_an_address() -> None:

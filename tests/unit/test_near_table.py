@@ -11,8 +11,7 @@ import pytest
 from benchmarks.invoices.generator import Variant, generate_invoice
 from pipeline.extraction import answer_for, interpret
 from pipeline.extraction.answer import answer_schema, parse_answer, table_items
-from pipeline.extraction.lines import Document
-from pipeline.extraction.numbers import decimal_mark, uses_space_groups
+from pipeline.extraction.layout import Layout
 from pipeline.extraction.rows import read_row
 from pipeline.extraction.table import near_whole_table, table_rows, whole_table
 from pipeline.validation import Decision, ReasonCode
@@ -21,7 +20,7 @@ from pipeline.validation import Decision, ReasonCode
 def _positions(ocr_text: str) -> list[tuple[list[int], list[str]]] | None:
     """The table's rows as the grammar and code take them: each row's line and the
     descriptions it allows (the grammar asks the rows that allow more than one)."""
-    rows = table_rows(ocr_text)
+    rows = table_rows(Layout.read(ocr_text))
     return None if rows is None else [([row.line], list(row.cells)) for row in rows]
 
 
@@ -30,7 +29,7 @@ def _perfect_items(ocr_text: str, answer: str) -> list[tuple[int, str]]:
     fills in, in table order."""
     schema = answer_schema(ocr_text)
     jsonschema.validate(json.loads(answer), schema)
-    rows = table_rows(ocr_text)
+    rows = table_rows(Layout.read(ocr_text))
     items = table_items(parse_answer(answer).items, rows)
     assert items is not None
     return [(ref.line, ref.description) for ref in items]
@@ -42,10 +41,9 @@ def test_eval_invoice_12_a_row_a_cent_off_is_asked_row_by_row() -> None:
     five of seven items. The rows sum to the net within the slip's cent."""
     inv = generate_invoice(12, Variant.ARITHMETIC_OFF_BY_CENT)
     text = inv.ocr_text
-    mark = decimal_mark(text)
-    doc, space = Document(text), uses_space_groups(text, mark)
-    assert whole_table(doc, mark, space) is None
-    table = near_whole_table(doc, mark, space)
+    doc = Layout.read(text)
+    assert whole_table(doc) is None
+    table = near_whole_table(doc)
     assert table is not None and [row.first.number for row in table] == list(range(14, 21))
     perfect = answer_for(inv.candidate, text)
     positions = _positions(text)
@@ -69,10 +67,9 @@ def test_seed_5054_the_exact_row_alone_sums_to_a_tax_base_not_the_net() -> None:
 
 def test_a_clean_table_is_no_near_table() -> None:
     inv = generate_invoice(12, max_line_items=8)
-    mark = decimal_mark(inv.ocr_text)
-    doc, space = Document(inv.ocr_text), uses_space_groups(inv.ocr_text, mark)
-    assert whole_table(doc, mark, space) is not None
-    assert near_whole_table(doc, mark, space) is None
+    doc = Layout.read(inv.ocr_text)
+    assert whole_table(doc) is not None
+    assert near_whole_table(doc) is None
 
 
 def test_a_stacked_row_a_cent_off_reads_from_its_description_line() -> None:
@@ -83,9 +80,7 @@ def test_a_stacked_row_a_cent_off_reads_from_its_description_line() -> None:
         "2. Copy paper A4, 80 g\n     37 pcs x 6.20 = 229.41  (VAT 20%)\n"
         "Net total 259.37\nVAT 20% on 259.37: 51.87\nTotal due 311.24\n"
     )
-    mark = decimal_mark(text)
-    doc, space = Document(text), uses_space_groups(text, mark)
-    row = read_row(doc, 3, mark, space)
+    row = read_row(Layout.read(text), 3)
     assert row is not None and not row.read.exact and row.read.line_amount.text == "229.41"
     assert _positions(text) == [([1], ["Cable ties, pack of 100"]), ([3], ["Copy paper A4, 80 g"])]
 
