@@ -128,9 +128,10 @@ class _Grounder:
         self.dates = DateReader(self.doc, (answer.iban, answer.vat_id), self.refuse, self.evidence)
 
     def refuse(
-        self, path: str, detail: str, code: ReasonCode = ReasonCode.UNGROUNDED_VALUE
+        self, path: str, detail: str, code: ReasonCode = ReasonCode.UNGROUNDED_VALUE, *, rule: str
     ) -> None:
-        self.reasons.append(Reason(code, path, detail))
+        """Refuse the value at ``path``: a review reason naming ``rule`` (a registered id)."""
+        self.reasons.append(Reason(code, path, detail, rule=rule))
 
     def evidence(self, f: Found, end: int | None = None) -> Evidence:
         stop = f.end if end is None else end
@@ -161,7 +162,9 @@ class _Grounder:
             return None
         found = occurrences(self.doc, value, fuzzy=fuzzy, boundary=boundary)
         if not found:
-            self.refuse(path, f"{value[:60]!r} is not printed in the document")
+            self.refuse(
+                path, f"{value[:60]!r} is not printed in the document", rule="grounding.not_printed"
+            )
             return None
         return labelled(found, LABELS.get(labels, ()), last=last)
 
@@ -182,17 +185,25 @@ class _Grounder:
         if value is None:
             return None
         if not any(ch.isdigit() for ch in value):
-            self.refuse(path, f"{value[:60]!r} holds no digit: no document number")
+            self.refuse(
+                path,
+                f"{value[:60]!r} holds no digit: no document number",
+                rule="label.invoice_number.no_digit",
+            )
             return None
         found = occurrences(self.doc, value, fuzzy=False)
         if not found:
-            self.refuse(path, f"{value[:60]!r} is not printed in the document")
+            self.refuse(
+                path, f"{value[:60]!r} is not printed in the document", rule="grounding.not_printed"
+            )
             return None
         decoys = [decoy_number_label(f) for f in found]
         plain = [f for f, decoy in zip(found, decoys, strict=True) if decoy is None]
         if not plain:
             self.refuse(
-                path, f"{value[:60]!r} is printed as another number ({decoys[0]!r} before it)"
+                path,
+                f"{value[:60]!r} is printed as another number ({decoys[0]!r} before it)",
+                rule="label.invoice_number.other_document",
             )
             return None
         dated = [
@@ -206,21 +217,36 @@ class _Grounder:
             if not any(d.page == f.page and d.start <= f.start and f.end <= d.end for d in dated)
         ]
         if not plain:  # the "8" of "8 de noviembre de 2024"
-            self.refuse(path, f"{value[:60]!r} is part of a date", ReasonCode.AMBIGUOUS_ROLE)
+            self.refuse(
+                path,
+                f"{value[:60]!r} is part of a date",
+                ReasonCode.AMBIGUOUS_ROLE,
+                rule="label.invoice_number.date_part",
+            )
             return None
         other = amount_strings(self.doc.text, self.mark, space_groups=self.space)
         named = labelled_numbers(self.doc, frozenset(other + date_candidates(self.doc.text)))
         if named and value.strip() not in named:
             shown = ", ".join(repr(n) for n in named[:3])
-            self.refuse(path, f"{value[:60]!r} is not what the invoice's label prints ({shown})")
+            self.refuse(
+                path,
+                f"{value[:60]!r} is not what the invoice's label prints ({shown})",
+                rule="label.invoice_number.not_labelled_value",
+            )
             return None
         if not named:
             plain = [f for f in plain if number_proof(self.doc, f) is not None]
             if not plain or _YEAR.fullmatch(value.strip()):
+                year_or_no_label = (
+                    "label.invoice_number.bare_year"
+                    if _YEAR.fullmatch(value.strip())
+                    else "label.invoice_number.no_label"
+                )
                 self.refuse(
                     path,
                     f"{value[:60]!r} is printed under no invoice-number label",
                     ReasonCode.AMBIGUOUS_ROLE,
+                    rule=year_or_no_label,
                 )
                 return None
         whole = [f for f in plain if not _cut_from_longer(f)]
@@ -229,6 +255,7 @@ class _Grounder:
                 path,
                 f"{value[:60]!r} may be part of a longer number printed with it",
                 ReasonCode.AMBIGUOUS_ROLE,
+                rule="label.invoice_number.part_of_longer",
             )
             return None
         f = labelled(whole, LABELS.get(path, ()), last=False)
@@ -240,7 +267,9 @@ class _Grounder:
             return None
         number = read_number(self.text_at(f), self.mark)
         if number is None:
-            self.refuse(path, f"{value!r} does not read as an amount")
+            self.refuse(
+                path, f"{value!r} does not read as an amount", rule="grounding.amount_unreadable"
+            )
             return None
         return EvidencedAmount(value=number, evidence=self.evidence(f))
 
@@ -269,7 +298,11 @@ class _Grounder:
                 f = Found(f.page, f.start, f.end - 1, f.line, f.match)
         if code is None:
             codes = ", ".join(sorted(CURRENCY_SYMBOLS[printed]))
-            self.refuse("currency", f"{printed!r} may mean {codes}")
+            self.refuse(
+                "currency",
+                f"{printed!r} may mean {codes}",
+                rule="grounding.currency_sign_ambiguous",
+            )
             return None
         found = Found(f.page, f.start, f.end, f.line, "symbol")
         return EvidencedCurrency(value=code, evidence=self.evidence(found))
@@ -300,7 +333,11 @@ class _Grounder:
             return None
         found = occurrences(self.doc, value, fuzzy=False)
         if not found:
-            self.refuse("supplier.vat_id", f"{value[:60]!r} is not printed in the document")
+            self.refuse(
+                "supplier.vat_id",
+                f"{value[:60]!r} is not printed in the document",
+                rule="grounding.not_printed",
+            )
             return None
         if near is not None:
             found.sort(key=lambda f: abs(f.line.number - near.line.number))
@@ -324,7 +361,11 @@ class _Grounder:
             path = f"tax_lines[{j}]"
             spot = self._tax_row(number, used)
             if spot is None:
-                self.refuse(path, f"line {number} prints no rate, base and tax amount")
+                self.refuse(
+                    path,
+                    f"line {number} prints no rate, base and tax amount",
+                    rule="tax_lines.no_tax_row",
+                )
                 continue
             line, read = spot
             used.add(line.number)
@@ -367,7 +408,7 @@ class _Grounder:
         net = self.amount(NET, a.net)
         refs = table_items(a.items, table_rows(self.doc.text))
         if refs is None:
-            self.refuse("line_items", "the answer lists no line items")
+            self.refuse("line_items", "the answer lists no line items", rule="items.none_listed")
         items = ItemReader(self.doc, self.mark, self.space, self.refuse, self.evidence).read(
             refs or (), taxes, net.value if net is not None else None
         )
