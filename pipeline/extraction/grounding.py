@@ -68,8 +68,8 @@ from pipeline.extraction.totals import (
     GROSS,
     NET,
     TAX,
-    copied_totals,
-    swapped_totals,
+    Rows,
+    repair,
 )
 from pipeline.validation import (
     CURRENCY_SYMBOLS,
@@ -110,12 +110,24 @@ def _cut_from_longer(f: Found) -> bool:
     return _CONTINUES.match(text, end) is not None or opens
 
 
+@dataclass(frozen=True)
+class Change:
+    """A value grounding changed from the model's answer, and the rule that proved it
+    (an id of :data:`pipeline.validation.rules.RULES`)."""
+
+    rule: str
+    field: str
+    detail: str
+
+
 @dataclass
 class Grounding:
-    """What grounding made of one answer: the extraction and the values it refused."""
+    """What grounding made of one answer: the extraction, the values it refused and the
+    values it changed."""
 
     extraction: Extraction
     reasons: list[Reason] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
 
 
 class _Grounder:
@@ -125,6 +137,7 @@ class _Grounder:
         self.mark = decimal_mark(ocr_text)
         self.space = uses_space_groups(ocr_text, self.mark)
         self.reasons: list[Reason] = []
+        self.changes: list[Change] = []
         self.dates = DateReader(self.doc, (answer.iban, answer.vat_id), self.refuse, self.evidence)
 
     def refuse(
@@ -437,38 +450,28 @@ class _Grounder:
         taxes: tuple[TaxLine, ...],
     ) -> None:
         """Replace totals the model copied from another total or a part of their own sum,
-        or exchanged, where the line amounts' and tax lines' sums prove it
-        (:mod:`pipeline.extraction.totals`)."""
+        or exchanged, where the constraint step finds one repair certain
+        (:func:`~pipeline.extraction.totals.repair`) and every new value is printed."""
         net_v, tax_v, gross_v = (t.value if t is not None else None for t in totals.values())
-        items_sum = sum((i.line_amount for i in items), Decimal(0)) if items else None
-        tax_lines_sum = sum((t.amount for t in taxes), Decimal(0)) if taxes else None
-        line_amounts = tuple(i.line_amount for i in items)
-        tax_amounts = tuple(t.amount for t in taxes)
-        fixes = copied_totals(
-            net_v, tax_v, gross_v, items_sum=items_sum, tax_lines_sum=tax_lines_sum,
-            line_amounts=line_amounts, tax_amounts=tax_amounts,
+        rows = Rows(
+            items_sum=sum((i.line_amount for i in items), Decimal(0)) if items else None,
+            tax_lines_sum=sum((t.amount for t in taxes), Decimal(0)) if taxes else None,
+            line_amounts=tuple(i.line_amount for i in items),
+            tax_amounts=tuple(t.amount for t in taxes),
             tax_bases=tuple(t.base for t in taxes),
-        )  # fmt: skip
-        pair = swapped_totals(
-            net_v, tax_v, gross_v, items_sum=items_sum, tax_lines_sum=tax_lines_sum
+            rates=tuple(t.rate for t in taxes),
         )
-        placed = {path: self.printed_amount(path, value) for path, value in fixes.items()}
-        if placed:
-            if all(p is not None for p in placed.values()):
-                totals.update(placed)
-        elif pair is not None:
-            self.exchange(totals, *pair)
-
-    def exchange(self, totals: dict[str, EvidencedAmount | None], a: str, b: str) -> None:
-        """Exchange the totals ``a`` and ``b`` the model copied into each other's fields
-        (:func:`~pipeline.extraction.totals.swapped_totals` proved it), each at where its
-        new value is printed."""
-        held_a, held_b = totals[a], totals[b]
-        assert held_a is not None and held_b is not None  # swapped_totals saw all three
-        moved_a = self.printed_amount(a, held_b.value)
-        moved_b = self.printed_amount(b, held_a.value)
-        if moved_a is not None and moved_b is not None:
-            totals[a], totals[b] = moved_a, moved_b
+        fix = repair(net_v, tax_v, gross_v, rows)
+        if fix is None:
+            return
+        placed = {path: self.printed_amount(path, value) for path, value in fix.values.items()}
+        if any(p is None for p in placed.values()):
+            return
+        for path, now in placed.items():
+            before = totals[path]
+            was = before.value if before is not None else None
+            self.changes.append(Change(fix.rule, path, f"{was} -> {now.value if now else None}"))
+        totals.update(placed)
 
     def printed_amount(self, path: str, value: Decimal) -> EvidencedAmount | None:
         """Where ``value`` is printed as an amount (under ``path``'s label first), its
@@ -494,7 +497,7 @@ def ground(answer: Answer, ocr_text: str) -> Grounding:
     """
     g = _Grounder(answer, ocr_text)
     extraction = g.run()
-    return Grounding(extraction, g.reasons)
+    return Grounding(extraction, g.reasons, g.changes)
 
 
 #: The grounder itself, for grounding one value at a time (a reviewer's correction,

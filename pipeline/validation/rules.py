@@ -52,6 +52,14 @@ RULES: Mapping[str, str] = {
     "items.description_shape": "the description is not printed like the table's others",
     "roles.symmetric_factors": "quantity and unit price multiply to the amount either way",
     "tax_lines.no_tax_row": "the cited line prints no rate, base and tax amount",
+    # the totals' constraint step: values changed where certain
+    "totals.copied.net": "the net total copied from another amount, replaced",
+    "totals.copied.tax": "the tax total copied from another amount, replaced",
+    "totals.copied.gross": "the gross total copied from another total, replaced",
+    "totals.copied.net_and_tax": "the net and tax totals copied (from the gross), replaced",
+    "totals.exchanged.net_tax": "the net and tax totals written in each other's fields",
+    "totals.exchanged.net_gross": "the net and gross totals written in each other's fields",
+    "totals.exchanged.tax_gross": "the tax and gross totals written in each other's fields",
     # a reviewer's correction
     "correction.not_printed": "the corrected value is not printed in the document",
     "correction.row_not_printed": "the corrected row is printed on no row of the document",
