@@ -117,6 +117,16 @@ def reason_field_counts(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, i
     }
 
 
+def rule_counts(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """How often each rule id gave a review reason (``rule_counts``) and changed a value
+    (``change_counts``): what each rule of :data:`pipeline.validation.rules.RULES` earns
+    on the dataset."""
+    return {
+        "rule_counts": dict(Counter(x for r in rows for x in r.get("rules", ())).most_common()),
+        "change_counts": dict(Counter(x for r in rows for x in r.get("changes", ())).most_common()),
+    }
+
+
 def _score(rows: Sequence[dict[str, Any]], key: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Per-field and micro-averaged precision/recall from the rows' ``key`` counts."""
     fields: dict[str, dict[str, Any]] = {}
@@ -194,6 +204,7 @@ def summarise(
         },
         "reason_counts": dict(Counter(c for r in rows for c in r["reasons"]).most_common()),
         "reason_field_counts": reason_field_counts(rows),
+        **rule_counts(rows),
         "output_tokens_mean": round(statistics.fmean(tokens), 1) if tokens else None,
         "output_tokens_reported": len(tokens),
         "output_tokens_per_s": round(sum(tokens) / wall_s, 2) if tokens and wall_s else None,
@@ -278,6 +289,11 @@ def _reason_lines(report: dict[str, Any], max_listed: int) -> list[str]:
         lines.append(f"  {code:<26} {_f(rate)} {count:>5}  {where}".rstrip()[:100])
     if len(rates) > max_listed:
         lines.append(f"  ... and {len(rates) - max_listed} more codes (report.json)")
+    for key, what in (("rule_counts", "review rules"), ("change_counts", "changing rules")):
+        counted = list((report.get(key) or {}).items())
+        if counted:
+            shown = ", ".join(f"{rule} {n}" for rule, n in counted[:max_listed])
+            lines.append(f"{what}: {shown}"[:100])
     return lines
 
 

@@ -172,6 +172,8 @@ async def evaluate_one(
         "prompt_version": call.prompt_version,
         "reasons": [],
         "reason_details": [],
+        "rules": [],
+        "changes": [],
         "error": None,
         "completion_tokens": None,
     }
@@ -206,8 +208,11 @@ async def evaluate_one(
             reasons=[r.code.value for r in result.report.reasons],
             reason_details=[
                 {"code": r.code.value, "field": r.field, "detail": r.detail[:200]}
+                | ({"rule": r.rule} if r.rule is not None else {})
                 for r in result.report.reasons
             ],
+            rules=[r.rule for r in result.report.reasons if r.rule is not None],
+            changes=[c.rule for c in result.changes],
         )
     row["latency_s"] = round(time.perf_counter() - started, 4)
     row["answer"] = text  # the engine's raw reply, to read why a field differs

@@ -48,6 +48,9 @@ class Trial:
     wrong: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     decoy_field: str | None = None
     decoy_value: object = None
+    #: The rule id of each review reason that names one, and of each value grounding changed.
+    rules: tuple[str, ...] = ()
+    changes: tuple[str, ...] = ()
 
     @property
     def false_accept(self) -> bool:
@@ -88,6 +91,8 @@ def judge(case: FuzzCase, answer: str, mode: str, decoy: tuple[str, object] | No
         result.report.decision.value,
         reasons,
         wrong,
+        rules=tuple(r.rule for r in result.report.reasons if r.rule is not None),
+        changes=tuple(c.rule for c in result.changes),
         **extra,  # type: ignore[arg-type]
     )
 

@@ -1,5 +1,6 @@
 """What a fuzzing run found, per transformation (and per decoy field): invoices, answers,
-accepted, reviewed (with the reason codes and field paths behind each review, counted),
+accepted, reviewed (with the reason codes and field paths behind each review, counted,
+and the rule ids behind them and behind each value grounding changed),
 false accepts with their one-sided 95 % upper bound, and examples of each false accept.
 
 An invoice counts under every transformation of its family, and under the family
@@ -38,6 +39,9 @@ def _tally(trials: list[Trial]) -> dict[str, Any]:
         "decoys_taken": sum(t.decoy_taken for t in trials),
         "false_accept_fields": dict(Counter(f for t in wrong for f in t.wrong).most_common()),
         "review_reasons": dict(reasons.most_common()),
+        #: the rule ids behind the reviews, and those that changed a value
+        "review_rules": dict(Counter(r for t in trials for r in t.rules).most_common()),
+        "changes": dict(Counter(r for t in trials for r in t.changes).most_common()),
     }
 
 

@@ -253,6 +253,7 @@ class CorrectionService:
                             ReasonCode.UNGROUNDED_VALUE,
                             path,
                             f"the corrected value {after[:60]!r} is not printed in the document",
+                            rule="correction.not_printed",
                         )
                     )
                 _with(result, path, node)
@@ -386,6 +387,7 @@ class CorrectionService:
                         ReasonCode.UNGROUNDED_VALUE,
                         path,
                         "the corrected row is printed on no row of the document",
+                        rule="correction.row_not_printed",
                     )
                 )
             rows[index] = new

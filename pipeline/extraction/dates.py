@@ -49,9 +49,9 @@ class DateReader:
         self.evidence = evidence
 
     def _refuse(
-        self, path: str, detail: str, code: ReasonCode = ReasonCode.UNGROUNDED_VALUE
+        self, path: str, detail: str, code: ReasonCode = ReasonCode.UNGROUNDED_VALUE, *, rule: str
     ) -> None:
-        self.refuse(path, detail, code)
+        self.refuse(path, detail, code, rule=rule)
 
     def text_at(self, f: Found) -> str:
         return self.doc.pages[f.page - 1][f.start : f.end]
@@ -66,35 +66,53 @@ class DateReader:
         found = occurrences(self.doc, value, fuzzy=False, boundary="number")
         plain = [f for f in found if decoy_label(f) is None]
         if not found:
-            self._refuse(path, f"{value[:60]!r} is not printed in the document")
+            self._refuse(
+                path, f"{value[:60]!r} is not printed in the document", rule="grounding.not_printed"
+            )
             return None
         if not plain:
             decoy = decoy_label(found[0])
-            self._refuse(path, f"{value!r} is printed as another date ({decoy!r} before it)")
+            self._refuse(
+                path,
+                f"{value!r} is printed as another date ({decoy!r} before it)",
+                rule="label.date.other_document",
+            )
             return None
         own = [f for f in plain if not other_date_label(path, f)]
         if not own:
             label = label_before(plain[0]).strip()
-            self._refuse(path, f"{value!r} is printed as the invoice's other date ({label!r})")
+            self._refuse(
+                path,
+                f"{value!r} is printed as the invoice's other date ({label!r})",
+                rule="label.date.other_role",
+            )
             return None
         proven = [f for f in own if not prove_role or date_proof(self.doc, f, path) is not None]
         if not proven and path == "issue_date" and self._only_date(value):
             proven = own
         if not proven:
             role = "due-date" if path == "due_date" else "issue-date"
+            no_label = (
+                "label.due_date.no_label" if path == "due_date" else "label.issue_date.no_label"
+            )
             self._refuse(
-                path, f"{value!r} is printed under no {role} label", ReasonCode.AMBIGUOUS_ROLE
+                path,
+                f"{value!r} is printed under no {role} label",
+                ReasonCode.AMBIGUOUS_ROLE,
+                rule=no_label,
             )
             return None
         f = labelled(proven, LABELS.get(path, ()), last=False)
         readings = sorted(date_readings(self.text_at(f)))
         if not readings:
-            self._refuse(path, f"{value!r} does not read as a date")
+            self._refuse(
+                path, f"{value!r} does not read as a date", rule="grounding.date_unreadable"
+            )
             return None
         chosen = self._in_order(readings, self.text_at(f))
         if chosen is None:
             shown = ", ".join(str(d) for d in readings)
-            self._refuse(path, f"{value!r} may mean {shown}")
+            self._refuse(path, f"{value!r} may mean {shown}", rule="grounding.date_ambiguous")
             return None
         return EvidencedDate(value=chosen, evidence=self.evidence(f))
 
@@ -114,6 +132,7 @@ class DateReader:
                 "due_date",
                 f"{value!r} is no payment term the page states alone",
                 ReasonCode.AMBIGUOUS_ROLE,
+                rule="terms.not_stated_alone",
             )
             return None
         if self.labelled_due_date() is not None:
@@ -121,10 +140,15 @@ class DateReader:
                 "due_date",
                 f"the page prints a due date ({self.labelled_due_date()!r}); {value!r} is not it",
                 ReasonCode.AMBIGUOUS_ROLE,
+                rule="terms.due_date_printed",
             )
             return None
         if issue is None:
-            self._refuse("due_date", f"{value!r} counts from an issue date that is not grounded")
+            self._refuse(
+                "due_date",
+                f"{value!r} counts from an issue date that is not grounded",
+                rule="terms.issue_date_ungrounded",
+            )
             return None
         printed, _, page, at = stated[0]
         f = Found(page, at, at + len(printed), self.doc.line_at(page, at), "term")
@@ -155,6 +179,7 @@ class DateReader:
                 "due_date",
                 f"the page prints {printed!r} under a due label; the answer has none",
                 ReasonCode.MISSING_FIELD,
+                rule="label.due_date.left_out",
             )
             return
         terms = payment_terms(self.doc)
@@ -163,6 +188,7 @@ class DateReader:
                 "due_date",
                 f"the page states a payment term ({terms[0][0]!r}); the answer has no due date",
                 ReasonCode.MISSING_FIELD,
+                rule="terms.left_out",
             )
 
     def _only_date(self, value: str) -> bool:

@@ -35,7 +35,7 @@ from typing import Any
 from pipeline.extraction import answer as v2
 from pipeline.extraction import prompts as v1
 from pipeline.extraction.bounds import DEFAULT_LIMITS, DocumentLimits, check_document, cpu_budget
-from pipeline.extraction.grounding import ground_in
+from pipeline.extraction.grounding import Change, ground_in
 from pipeline.extraction.layout import layout_of
 from pipeline.extraction.table import table_rows
 from pipeline.validation import (
@@ -80,6 +80,8 @@ class Interpretation:
     extraction: Extraction
     report: ValidationReport
     contract: str
+    #: The values grounding changed from the answer, each with its rule id (v2 only).
+    changes: tuple[Change, ...] = ()
 
     def result(self) -> dict[str, Any]:
         """The JSON the job stores as its result."""
@@ -190,7 +192,7 @@ def _interpret(
         checked.policy_version,
         CONTRACT_V2,
     )
-    return Interpretation(grounding.extraction, report, CONTRACT_V2)
+    return Interpretation(grounding.extraction, report, CONTRACT_V2, tuple(grounding.changes))
 
 
 def _iban(truth: Extraction) -> str | None:

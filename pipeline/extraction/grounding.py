@@ -65,8 +65,8 @@ from pipeline.extraction.totals import (
     GROSS,
     NET,
     TAX,
-    copied_totals,
-    swapped_totals,
+    Rows,
+    repair,
 )
 from pipeline.validation import (
     CURRENCY_SYMBOLS,
@@ -107,12 +107,24 @@ def _cut_from_longer(f: Found) -> bool:
     return _CONTINUES.match(text, end) is not None or opens
 
 
+@dataclass(frozen=True)
+class Change:
+    """A value grounding changed from the model's answer, and the rule that proved it
+    (an id of :data:`pipeline.validation.rules.RULES`)."""
+
+    rule: str
+    field: str
+    detail: str
+
+
 @dataclass
 class Grounding:
-    """What grounding made of one answer: the extraction and the values it refused."""
+    """What grounding made of one answer: the extraction, the values it refused and the
+    values it changed."""
 
     extraction: Extraction
     reasons: list[Reason] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
 
 
 class _Grounder:
@@ -122,12 +134,14 @@ class _Grounder:
         self.mark = doc.mark
         self.space = doc.space
         self.reasons: list[Reason] = []
+        self.changes: list[Change] = []
         self.dates = DateReader(self.doc, (answer.iban, answer.vat_id), self.refuse, self.evidence)
 
     def refuse(
-        self, path: str, detail: str, code: ReasonCode = ReasonCode.UNGROUNDED_VALUE
+        self, path: str, detail: str, code: ReasonCode = ReasonCode.UNGROUNDED_VALUE, *, rule: str
     ) -> None:
-        self.reasons.append(Reason(code, path, detail))
+        """Refuse the value at ``path``: a review reason naming ``rule`` (a registered id)."""
+        self.reasons.append(Reason(code, path, detail, rule=rule))
 
     def evidence(self, f: Found, end: int | None = None) -> Evidence:
         stop = f.end if end is None else end
@@ -158,7 +172,9 @@ class _Grounder:
             return None
         found = occurrences(self.doc, value, fuzzy=fuzzy, boundary=boundary)
         if not found:
-            self.refuse(path, f"{value[:60]!r} is not printed in the document")
+            self.refuse(
+                path, f"{value[:60]!r} is not printed in the document", rule="grounding.not_printed"
+            )
             return None
         return labelled(found, LABELS.get(labels, ()), last=last)
 
@@ -179,17 +195,25 @@ class _Grounder:
         if value is None:
             return None
         if not any(ch.isdigit() for ch in value):
-            self.refuse(path, f"{value[:60]!r} holds no digit: no document number")
+            self.refuse(
+                path,
+                f"{value[:60]!r} holds no digit: no document number",
+                rule="label.invoice_number.no_digit",
+            )
             return None
         found = occurrences(self.doc, value, fuzzy=False)
         if not found:
-            self.refuse(path, f"{value[:60]!r} is not printed in the document")
+            self.refuse(
+                path, f"{value[:60]!r} is not printed in the document", rule="grounding.not_printed"
+            )
             return None
         decoys = [decoy_number_label(f) for f in found]
         plain = [f for f, decoy in zip(found, decoys, strict=True) if decoy is None]
         if not plain:
             self.refuse(
-                path, f"{value[:60]!r} is printed as another number ({decoys[0]!r} before it)"
+                path,
+                f"{value[:60]!r} is printed as another number ({decoys[0]!r} before it)",
+                rule="label.invoice_number.other_document",
             )
             return None
         dated = [
@@ -203,21 +227,36 @@ class _Grounder:
             if not any(d.page == f.page and d.start <= f.start and f.end <= d.end for d in dated)
         ]
         if not plain:  # the "8" of "8 de noviembre de 2024"
-            self.refuse(path, f"{value[:60]!r} is part of a date", ReasonCode.AMBIGUOUS_ROLE)
+            self.refuse(
+                path,
+                f"{value[:60]!r} is part of a date",
+                ReasonCode.AMBIGUOUS_ROLE,
+                rule="label.invoice_number.date_part",
+            )
             return None
         other = list(amounts(self.doc))
         named = labelled_numbers(self.doc, frozenset(other + date_candidates(self.doc.text)))
         if named and value.strip() not in named:
             shown = ", ".join(repr(n) for n in named[:3])
-            self.refuse(path, f"{value[:60]!r} is not what the invoice's label prints ({shown})")
+            self.refuse(
+                path,
+                f"{value[:60]!r} is not what the invoice's label prints ({shown})",
+                rule="label.invoice_number.not_labelled_value",
+            )
             return None
         if not named:
             plain = [f for f in plain if number_proof(self.doc, f) is not None]
             if not plain or _YEAR.fullmatch(value.strip()):
+                year_or_no_label = (
+                    "label.invoice_number.bare_year"
+                    if _YEAR.fullmatch(value.strip())
+                    else "label.invoice_number.no_label"
+                )
                 self.refuse(
                     path,
                     f"{value[:60]!r} is printed under no invoice-number label",
                     ReasonCode.AMBIGUOUS_ROLE,
+                    rule=year_or_no_label,
                 )
                 return None
         whole = [f for f in plain if not _cut_from_longer(f)]
@@ -226,6 +265,7 @@ class _Grounder:
                 path,
                 f"{value[:60]!r} may be part of a longer number printed with it",
                 ReasonCode.AMBIGUOUS_ROLE,
+                rule="label.invoice_number.part_of_longer",
             )
             return None
         f = labelled(whole, LABELS.get(path, ()), last=False)
@@ -237,7 +277,9 @@ class _Grounder:
             return None
         number = read_number(self.text_at(f), self.mark)
         if number is None:
-            self.refuse(path, f"{value!r} does not read as an amount")
+            self.refuse(
+                path, f"{value!r} does not read as an amount", rule="grounding.amount_unreadable"
+            )
             return None
         return EvidencedAmount(value=number, evidence=self.evidence(f))
 
@@ -266,7 +308,11 @@ class _Grounder:
                 f = Found(f.page, f.start, f.end - 1, f.line, f.match)
         if code is None:
             codes = ", ".join(sorted(CURRENCY_SYMBOLS[printed]))
-            self.refuse("currency", f"{printed!r} may mean {codes}")
+            self.refuse(
+                "currency",
+                f"{printed!r} may mean {codes}",
+                rule="grounding.currency_sign_ambiguous",
+            )
             return None
         found = Found(f.page, f.start, f.end, f.line, "symbol")
         return EvidencedCurrency(value=code, evidence=self.evidence(found))
@@ -297,7 +343,11 @@ class _Grounder:
             return None
         found = occurrences(self.doc, value, fuzzy=False)
         if not found:
-            self.refuse("supplier.vat_id", f"{value[:60]!r} is not printed in the document")
+            self.refuse(
+                "supplier.vat_id",
+                f"{value[:60]!r} is not printed in the document",
+                rule="grounding.not_printed",
+            )
             return None
         if near is not None:
             found.sort(key=lambda f: abs(f.line.number - near.line.number))
@@ -321,7 +371,11 @@ class _Grounder:
             path = f"tax_lines[{j}]"
             spot = self._tax_row(number, used)
             if spot is None:
-                self.refuse(path, f"line {number} prints no rate, base and tax amount")
+                self.refuse(
+                    path,
+                    f"line {number} prints no rate, base and tax amount",
+                    rule="tax_lines.no_tax_row",
+                )
                 continue
             line, read = spot
             used.add(line.number)
@@ -364,7 +418,7 @@ class _Grounder:
         net = self.amount(NET, a.net)
         refs = table_items(a.items, table_rows(self.doc))
         if refs is None:
-            self.refuse("line_items", "the answer lists no line items")
+            self.refuse("line_items", "the answer lists no line items", rule="items.none_listed")
         items = ItemReader(self.doc, self.refuse, self.evidence).read(
             refs or (), taxes, net.value if net is not None else None
         )
@@ -393,38 +447,28 @@ class _Grounder:
         taxes: tuple[TaxLine, ...],
     ) -> None:
         """Replace totals the model copied from another total or a part of their own sum,
-        or exchanged, where the line amounts' and tax lines' sums prove it
-        (:mod:`pipeline.extraction.totals`)."""
+        or exchanged, where the constraint step finds one repair certain
+        (:func:`~pipeline.extraction.totals.repair`) and every new value is printed."""
         net_v, tax_v, gross_v = (t.value if t is not None else None for t in totals.values())
-        items_sum = sum((i.line_amount for i in items), Decimal(0)) if items else None
-        tax_lines_sum = sum((t.amount for t in taxes), Decimal(0)) if taxes else None
-        line_amounts = tuple(i.line_amount for i in items)
-        tax_amounts = tuple(t.amount for t in taxes)
-        fixes = copied_totals(
-            net_v, tax_v, gross_v, items_sum=items_sum, tax_lines_sum=tax_lines_sum,
-            line_amounts=line_amounts, tax_amounts=tax_amounts,
+        rows = Rows(
+            items_sum=sum((i.line_amount for i in items), Decimal(0)) if items else None,
+            tax_lines_sum=sum((t.amount for t in taxes), Decimal(0)) if taxes else None,
+            line_amounts=tuple(i.line_amount for i in items),
+            tax_amounts=tuple(t.amount for t in taxes),
             tax_bases=tuple(t.base for t in taxes),
-        )  # fmt: skip
-        pair = swapped_totals(
-            net_v, tax_v, gross_v, items_sum=items_sum, tax_lines_sum=tax_lines_sum
+            rates=tuple(t.rate for t in taxes),
         )
-        placed = {path: self.printed_amount(path, value) for path, value in fixes.items()}
-        if placed:
-            if all(p is not None for p in placed.values()):
-                totals.update(placed)
-        elif pair is not None:
-            self.exchange(totals, *pair)
-
-    def exchange(self, totals: dict[str, EvidencedAmount | None], a: str, b: str) -> None:
-        """Exchange the totals ``a`` and ``b`` the model copied into each other's fields
-        (:func:`~pipeline.extraction.totals.swapped_totals` proved it), each at where its
-        new value is printed."""
-        held_a, held_b = totals[a], totals[b]
-        assert held_a is not None and held_b is not None  # swapped_totals saw all three
-        moved_a = self.printed_amount(a, held_b.value)
-        moved_b = self.printed_amount(b, held_a.value)
-        if moved_a is not None and moved_b is not None:
-            totals[a], totals[b] = moved_a, moved_b
+        fix = repair(net_v, tax_v, gross_v, rows)
+        if fix is None:
+            return
+        placed = {path: self.printed_amount(path, value) for path, value in fix.values.items()}
+        if any(p is None for p in placed.values()):
+            return
+        for path, now in placed.items():
+            before = totals[path]
+            was = before.value if before is not None else None
+            self.changes.append(Change(fix.rule, path, f"{was} -> {now.value if now else None}"))
+        totals.update(placed)
 
     def printed_amount(self, path: str, value: Decimal) -> EvidencedAmount | None:
         """Where ``value`` is printed as an amount (under ``path``'s label first), its
@@ -455,7 +499,7 @@ def ground_in(answer: Answer, doc: Layout) -> Grounding:
     """
     g = _Grounder(answer, doc)
     extraction = g.run()
-    return Grounding(extraction, g.reasons)
+    return Grounding(extraction, g.reasons, g.changes)
 
 
 #: The grounder itself, for grounding one value at a time (a reviewer's correction,

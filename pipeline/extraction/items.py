@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 from decimal import Decimal
 from functools import cached_property
+from typing import Protocol
 
 from pipeline.extraction.answer import ItemRef, printed_rows
 from pipeline.extraction.layout import Layout
@@ -27,8 +28,12 @@ from pipeline.extraction.shapes import CellShape, cell_shape
 from pipeline.extraction.table import printed_table
 from pipeline.validation import Evidence, LineItem, MatchKind, ReasonCode, TaxLine
 
-#: How grounding records a refusal: (field path, detail, reason code).
-Refuse = Callable[[str, str, ReasonCode], None]
+
+class Refuse(Protocol):
+    """How grounding records a refusal: field path, detail, reason code and the id of the
+    rule that refused (:data:`pipeline.validation.rules.RULES`)."""
+
+    def __call__(self, path: str, detail: str, code: ReasonCode, *, rule: str) -> None: ...
 
 
 def _description(printed: str) -> str:
@@ -96,6 +101,7 @@ class ItemReader:
                     f"line_items[{i}]",
                     f"line {row.first.number} prints no tax rate",
                     ReasonCode.UNGROUNDED_VALUE,
+                    rule="items.no_tax_rate",
                 )
                 continue
             used.add(row.key)
@@ -122,6 +128,7 @@ class ItemReader:
                 f"{ref.description[:60]!r} is on no row that reads as quantity x price = "
                 f"amount (cited line {ref.line})",
                 ReasonCode.UNGROUNDED_VALUE,
+                rule="items.not_on_row",
             )
         return tuple(placed[i] for i in sorted(placed))
 
@@ -143,6 +150,7 @@ class ItemReader:
                 path,
                 f"the description may go on on line {below.number} ({below.text.strip()[:40]!r})",
                 ReasonCode.AMBIGUOUS_ROLE,
+                rule="items.description_continues",
             )
 
     def _table_shape(
@@ -179,6 +187,7 @@ class ItemReader:
                 f"line_items[{i}]",
                 f"{self.text_at(f)[:60]!r} is not printed like the table's other descriptions",
                 ReasonCode.UNGROUNDED_VALUE,
+                rule="items.description_shape",
             )
         return {table}
 
@@ -202,6 +211,7 @@ class ItemReader:
                 path,
                 f"line {first.number}: {q} and {p} multiply to the amount either way; {proof.why}",
                 ReasonCode.AMBIGUOUS_ROLE,
+                rule="roles.symmetric_factors",
             )
         f = trimmed(Found(first.page, first.start, end, first, match))
         return LineItem(

@@ -18,21 +18,242 @@ consistent. Grounding fixes it only when the mistake is certain:
   (``match: "arithmetic"``), the occurrence under the field's label first.
 
 Both the net and the tax total copied from the gross (or each from a part of its own
-sum) are replaced where the gross is both sums' total (:func:`copied_totals`).
-Two totals copied into each other's fields (the tax total as the gross and the gross
-as the tax total: SmolLM2 on generated invoice 6006, 24 items) are exchanged under the
-same conditions (:func:`swapped_totals`).
+sum) are replaced where the gross is both sums' total. Two totals copied into each
+other's fields (the tax total as the gross and the gross as the tax total: SmolLM2 on
+generated invoice 6006, 24 items) are exchanged under the same conditions.
 
-Anything else is left as the model gave it and the arithmetic rules report it: an
-invoice whose own totals disagree (the off-by-a-cent trap) is never "repaired",
-since no total of it holds another total's value.
+One constraint step decides all of these (:func:`repair`). The identities are data
+(:data:`IDENTITIES`: the line amounts sum to the net, the tax lines to the tax,
+net + tax = gross; :data:`LINE_IDENTITY`: base x rate = tax on each tax line), and so
+are the repairs (:data:`REPAIRS`: which fields a repair replaces, from which amounts a
+replaced value may have been copied, and the rule id it reports). A repair is certain
+where every identity holds after it and held not before, every replaced value was a
+copy (or, for an exchange, the other field's value), and no other repair of its rank
+is certain too: two certain copies refuse each other rather than one being picked.
+Grounding then places the new values where they are printed, or changes nothing.
+
+Anything else is left as the model gave it and validation's identities refuse it
+(``validation.net_total_mismatch``, ``validation.tax_total_mismatch``,
+``validation.gross_total_mismatch``): an invoice whose own totals disagree (the
+off-by-a-cent trap) is never "repaired", since no total of it holds another total's
+value.
 """
 
 from __future__ import annotations
 
-from decimal import Decimal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Literal
 
 NET, TAX, GROSS = "net_total", "tax_total", "gross_total"
+#: The sums grounding read from the rows: the line amounts' and the tax lines' amounts.
+ITEMS_SUM, TAX_LINES_SUM = "items_sum", "tax_lines_sum"
+TOTALS = (NET, TAX, GROSS)
+_CENT = Decimal("0.01")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """``sum(left) == sum(right)`` over the totals and the row sums."""
+
+    left: tuple[str, ...]
+    right: tuple[str, ...]
+
+
+#: The identities an invoice's totals satisfy.
+IDENTITIES: tuple[Identity, ...] = (
+    Identity((ITEMS_SUM,), (NET,)),  # the line amounts sum to the net
+    Identity((TAX_LINES_SUM,), (TAX,)),  # the tax lines sum to the tax
+    Identity((NET, TAX), (GROSS,)),  # net + tax = gross
+)
+#: Per tax line: base x rate / 100 = amount, rounded half up to the cent. A tax line
+#: that breaks it confirms no total.
+LINE_IDENTITY = "base x rate / 100 = amount"
+
+#: Where a replaced total may have been copied from: ``totals`` the other two totals,
+#: ``parts`` one of two or more parts of its own sum, ``line_amounts``/``tax_bases``
+#: the amounts the table and the breakdown print beside the tax.
+Source = Literal["totals", "parts", "line_amounts", "tax_bases"]
+COPIED_FROM: Mapping[str, tuple[Source, ...]] = {
+    NET: ("totals", "parts"),
+    TAX: ("totals", "parts", "line_amounts", "tax_bases"),
+    GROSS: ("totals",),
+}
+
+
+@dataclass(frozen=True)
+class Repair:
+    """A change the step may make: ``copied`` replaces ``fields`` by what the identities
+    give; ``exchanged`` exchanges the two ``fields``. ``rank``: repairs of a lower rank
+    are tried first, and one of a rank is taken only where it is the only one certain."""
+
+    rule: str
+    kind: Literal["copied", "exchanged"]
+    fields: tuple[str, ...]
+    rank: int
+
+
+REPAIRS: tuple[Repair, ...] = (
+    Repair("totals.copied.net", "copied", (NET,), 0),
+    Repair("totals.copied.tax", "copied", (TAX,), 0),
+    Repair("totals.copied.gross", "copied", (GROSS,), 0),
+    Repair("totals.copied.net_and_tax", "copied", (NET, TAX), 1),
+    Repair("totals.exchanged.net_tax", "exchanged", (NET, TAX), 2),
+    Repair("totals.exchanged.net_gross", "exchanged", (NET, GROSS), 2),
+    Repair("totals.exchanged.tax_gross", "exchanged", (TAX, GROSS), 2),
+)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """What grounding read from the rows: the sums of the line amounts and of the tax
+    lines' amounts (None where there are none), those amounts one by one (the parts a
+    total may have been copied from: only where there are two or more, one part is the
+    total itself), the tax lines' bases and rates (``rates`` empty: the line identity
+    is not checked)."""
+
+    items_sum: Decimal | None
+    tax_lines_sum: Decimal | None
+    line_amounts: tuple[Decimal, ...] = ()
+    tax_amounts: tuple[Decimal, ...] = ()
+    tax_bases: tuple[Decimal, ...] = ()
+    rates: tuple[Decimal, ...] = ()
+
+    def sums(self) -> dict[str, Decimal] | None:
+        if self.items_sum is None or self.tax_lines_sum is None:
+            return None
+        return {ITEMS_SUM: self.items_sum, TAX_LINES_SUM: self.tax_lines_sum}
+
+    def lines_hold(self) -> bool:
+        """Whether every tax line satisfies :data:`LINE_IDENTITY`."""
+        lines = zip(self.rates, self.tax_bases, self.tax_amounts, strict=False)
+        return all(
+            (base * rate / 100).quantize(_CENT, ROUND_HALF_UP) == amount
+            for rate, base, amount in lines
+        )
+
+    def sources(self, field: str) -> dict[Source, tuple[Decimal, ...]]:
+        parts = self.line_amounts if field == NET else self.tax_amounts
+        return {
+            "parts": parts if len(parts) >= 2 else (),
+            "line_amounts": self.line_amounts,
+            "tax_bases": self.tax_bases,
+        }
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A certain repair: its rule id and the totals' new values."""
+
+    rule: str
+    values: dict[str, Decimal]
+
+
+def _holds(values: Mapping[str, Decimal], identities: tuple[Identity, ...] = IDENTITIES) -> bool:
+    return all(
+        sum((values[s] for s in i.left), Decimal(0))
+        == sum((values[s] for s in i.right), Decimal(0))
+        for i in identities
+    )
+
+
+#: The identities among the totals alone: a copy is looked for only where one fails
+#: (a total holding another's value where the totals agree is their own business).
+_AMONG_TOTALS = tuple(i for i in IDENTITIES if set(i.left + i.right) <= set(TOTALS))
+
+
+def _solve(values: dict[str, Decimal | None]) -> dict[str, Decimal] | None:
+    """The unknowns (None) each identity with one unknown gives, in :data:`IDENTITIES`'
+    order; None where one stays unknown. The identities then check the result."""
+    for _ in IDENTITIES:
+        for i in IDENTITIES:
+            unknown = [s for s in (*i.left, *i.right) if values[s] is None]
+            if len(unknown) != 1:
+                continue
+            (u,) = unknown
+            left = sum((v for s in i.left if (v := values[s]) is not None), Decimal(0))
+            right = sum((v for s in i.right if (v := values[s]) is not None), Decimal(0))
+            values[u] = right - left if u in i.left else left - right
+    if any(v is None for v in values.values()):
+        return None
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _copied(field: str, given: Mapping[str, Decimal], rows: Rows) -> bool:
+    """Whether the model's value of ``field`` is a copy of an amount it may come from."""
+    value = given[field]
+    others = rows.sources(field)
+    for source in COPIED_FROM[field]:
+        pool = (
+            tuple(given[t] for t in TOTALS if t != field) if source == "totals" else others[source]
+        )
+        if value in pool:
+            return True
+    return False
+
+
+def _certain(repair: Repair, given: Mapping[str, Decimal], sums: Mapping[str, Decimal],
+             rows: Rows) -> dict[str, Decimal] | None:  # fmt: skip
+    """The repair's new values where it is certain, else None."""
+    if repair.kind == "exchanged":
+        a, b = repair.fields
+        after: dict[str, Decimal] = {**given, **sums, a: given[b], b: given[a]}
+    else:
+        if _holds(given, _AMONG_TOTALS) or not all(_copied(f, given, rows) for f in repair.fields):
+            return None
+        unknown: dict[str, Decimal | None] = {**given, **sums}
+        unknown.update(dict.fromkeys(repair.fields))
+        solved = _solve(unknown)
+        if solved is None or any(solved[f] == given[f] for f in repair.fields):
+            return None
+        after = solved
+    if not _holds(after):
+        return None
+    return {f: after[f] for f in repair.fields}
+
+
+def repair(
+    net: Decimal | None,
+    tax: Decimal | None,
+    gross: Decimal | None,
+    rows: Rows,
+    *,
+    kinds: tuple[str, ...] = ("copied", "exchanged"),
+) -> Fix | None:
+    """The one certain repair of the model's totals (the module's docstring), or None:
+    nothing is certain and validation's identities report what is wrong."""
+    sums = rows.sums()
+    if net is None or tax is None or gross is None or sums is None or not rows.lines_hold():
+        return None
+    given = {NET: net, TAX: tax, GROSS: gross}
+    if _holds({**given, **sums}):
+        return None
+    for rank in sorted({r.rank for r in REPAIRS}):
+        found = [
+            Fix(r.rule, values)
+            for r in REPAIRS
+            if r.rank == rank and r.kind in kinds
+            if (values := _certain(r, given, sums, rows)) is not None
+        ]
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1 and rank == 0:
+            # Two single copies are certain: the pair is tried only where none is.
+            return _after_copies(given, sums, rows, kinds)
+    return None
+
+
+def _after_copies(given: Mapping[str, Decimal], sums: Mapping[str, Decimal], rows: Rows,
+                  kinds: tuple[str, ...]) -> Fix | None:  # fmt: skip
+    """Where two copies refuse each other, an exchange may still be certain."""
+    found = [
+        Fix(r.rule, values)
+        for r in REPAIRS
+        if r.kind == "exchanged" and r.kind in kinds
+        if (values := _certain(r, given, sums, rows)) is not None
+    ]
+    return found[0] if len(found) == 1 else None
 
 
 def copied_totals(
@@ -46,42 +267,11 @@ def copied_totals(
     tax_amounts: tuple[Decimal, ...] = (),
     tax_bases: tuple[Decimal, ...] = (),
 ) -> dict[str, Decimal]:
-    """The totals to replace and their values; empty when nothing is certain.
-
-    ``items_sum``/``tax_lines_sum``: the sums of the line amounts and of the tax lines'
-    amounts as grounded (None where there are none); ``line_amounts``/``tax_amounts``:
-    those amounts one by one, the parts a total may have been copied from (only where
-    there are two or more: one part is the total itself); ``tax_bases``: the tax lines'
-    bases, which the tax total may have been copied from too (as may a line amount:
-    both are amounts the table and the breakdown print beside the tax).
-
-    One total is replaced where the other two are right; the net and the tax both where
-    the gross is right, i.e. the line amounts' sum plus the tax lines' sum (SmolLM2
-    wrote the gross three times on generated invoice 2, 28 items).
-    """
-    if net is None or tax is None or gross is None or net + tax == gross:
-        return {}
-    if items_sum is None or tax_lines_sum is None:
-        return {}
-    lines = line_amounts if len(line_amounts) >= 2 else ()
-    taxes = tax_amounts if len(tax_amounts) >= 2 else ()
-    # Amounts printed in the table or the breakdown that are no tax: a copy of one of
-    # them as the tax total is a copy, whatever their number.
-    beside = (*line_amounts, *tax_bases)
-    fixes: list[tuple[str, Decimal]] = []
-    if tax in (net, gross, *taxes, *beside) and items_sum == net and tax_lines_sum == gross - net:
-        fixes.append((TAX, gross - net))
-    if gross in (net, tax) and items_sum == net and tax_lines_sum == tax:
-        fixes.append((GROSS, net + tax))
-    if net in (tax, gross, *lines) and items_sum == gross - tax and tax_lines_sum == tax:
-        fixes.append((NET, gross - tax))
-    if len(fixes) == 1:
-        return dict(fixes)
-    net_copied = net != items_sum and net in (tax, gross, *lines)
-    tax_copied = tax != tax_lines_sum and tax in (net, gross, *taxes, *beside)
-    if not fixes and net_copied and tax_copied and items_sum + tax_lines_sum == gross:
-        return {NET: items_sum, TAX: tax_lines_sum}
-    return {}
+    """The totals the step's copy repairs replace and their values; empty when none is
+    certain (:func:`repair` without exchanges)."""
+    rows = Rows(items_sum, tax_lines_sum, line_amounts, tax_amounts, tax_bases)
+    fix = repair(net, tax, gross, rows, kinds=("copied",))
+    return dict(fix.values) if fix is not None else {}
 
 
 def swapped_totals(
@@ -92,24 +282,10 @@ def swapped_totals(
     items_sum: Decimal | None,
     tax_lines_sum: Decimal | None,
 ) -> tuple[str, str] | None:
-    """The two totals the model copied into each other's fields, or None unless that is
-    certain: exchanged, the net is the line amounts' sum, the tax the tax lines' sum and
-    net + tax = gross, for exactly one pair of fields and not as the model gave them
-    (net and tax exchanged still add up to the gross: only the sums tell them apart)."""
-    if net is None or tax is None or gross is None:
+    """The two totals the model wrote into each other's fields where the step's
+    exchange repairs are certain (:func:`repair` without copies), else None."""
+    fix = repair(net, tax, gross, Rows(items_sum, tax_lines_sum), kinds=("exchanged",))
+    if fix is None:
         return None
-    if items_sum is None or tax_lines_sum is None:
-        return None
-
-    def proven(v: dict[str, Decimal]) -> bool:
-        return v[NET] == items_sum and v[TAX] == tax_lines_sum and v[NET] + v[TAX] == v[GROSS]
-
-    given = {NET: net, TAX: tax, GROSS: gross}
-    if proven(given):
-        return None
-    pairs = [
-        (a, b)
-        for a, b in ((NET, TAX), (NET, GROSS), (TAX, GROSS))
-        if proven({**given, a: given[b], b: given[a]})
-    ]
-    return pairs[0] if len(pairs) == 1 else None
+    a, b = fix.values
+    return a, b

@@ -39,6 +39,7 @@ from pipeline.validation.policy import (
     policy_for,
     unvalidated_outcome,
 )
+from pipeline.validation.rules import RULES
 from pipeline.validation.supplier import IBAN_LENGTHS, iban_checksum_ok
 from pipeline.validation.text import compact_id, compact_text, normalise_name, normalise_text
 
@@ -48,6 +49,7 @@ __all__ = [
     "EXTRACTION_SCHEMA_VERSION",
     "IBAN_LENGTHS",
     "ISO_4217",
+    "RULES",
     "SCALAR_FIELDS",
     "VALIDATION_POLICY_VERSION",
     "Decision",

@@ -42,6 +42,7 @@ def check_arithmetic(
                         f"line_items[{i}].line_amount",
                         f"{item.quantity} x {item.unit_price} = {expected}, "
                         f"stated {item.line_amount}",
+                        rule="validation.line_amount_mismatch",
                     )
                 )
             bases[item.tax_rate] += item.line_amount
@@ -53,6 +54,7 @@ def check_arithmetic(
                         ReasonCode.NET_TOTAL_MISMATCH,
                         "net_total",
                         f"sum of line amounts {lines_sum}, stated {extraction.net_total.value}",
+                        rule="validation.net_total_mismatch",
                     )
                 )
         by_rate: dict[Decimal, int] = {}
@@ -60,7 +62,12 @@ def check_arithmetic(
             path = f"tax_lines[{j}]"
             if tax.rate in by_rate:
                 reasons.append(
-                    Reason(ReasonCode.TAX_LINE_MISMATCH, path, f"rate {tax.rate} repeated")
+                    Reason(
+                        ReasonCode.TAX_LINE_MISMATCH,
+                        path,
+                        f"rate {tax.rate} repeated",
+                        rule="validation.tax_rate_repeated",
+                    )
                 )
                 continue
             by_rate[tax.rate] = j
@@ -71,6 +78,7 @@ def check_arithmetic(
                         ReasonCode.TAX_LINE_MISMATCH,
                         f"{path}.amount",
                         f"{tax.base} x {tax.rate}% = {expected}, stated {tax.amount}",
+                        rule="validation.tax_line_mismatch",
                     )
                 )
             if extraction.line_items and off(bases.get(tax.rate, Decimal(0)), tax.base):
@@ -80,6 +88,7 @@ def check_arithmetic(
                         f"{path}.base",
                         f"lines at {tax.rate}% sum to {bases.get(tax.rate, Decimal(0))}, "
                         f"stated {tax.base}",
+                        rule="validation.tax_base_mismatch",
                     )
                 )
         for rate, base in bases.items():
@@ -89,6 +98,7 @@ def check_arithmetic(
                         ReasonCode.TAX_BASE_MISMATCH,
                         "tax_lines",
                         f"no tax line for rate {rate}% (lines sum to {base})",
+                        rule="validation.tax_line_missing",
                     )
                 )
         tax_sum = sum((t.amount for t in extraction.tax_lines), Decimal(0))
@@ -99,6 +109,7 @@ def check_arithmetic(
                         ReasonCode.TAX_TOTAL_MISMATCH,
                         "tax_total",
                         f"sum of tax lines {tax_sum}, stated {extraction.tax_total.value}",
+                        rule="validation.tax_total_mismatch",
                     )
                 )
         net, tax_total, gross = extraction.net_total, extraction.tax_total, extraction.gross_total
@@ -110,6 +121,7 @@ def check_arithmetic(
                         "gross_total",
                         f"{net.value} + {tax_total.value} = {net.value + tax_total.value}, "
                         f"stated {gross.value}",
+                        rule="validation.gross_total_mismatch",
                     )
                 )
     return reasons

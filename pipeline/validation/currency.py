@@ -185,12 +185,22 @@ def check_currency(
     reasons = []
     if code not in ISO_4217:
         reasons.append(
-            Reason(ReasonCode.CURRENCY_NOT_ISO4217, "currency", f"{code} is not ISO 4217")
+            Reason(
+                ReasonCode.CURRENCY_NOT_ISO4217,
+                "currency",
+                f"{code} is not ISO 4217",
+                rule="validation.currency_not_iso4217",
+            )
         )
     elif code not in master_data.permitted_currencies:
         allowed = ", ".join(sorted(master_data.permitted_currencies)) or "none"
         reasons.append(
-            Reason(ReasonCode.CURRENCY_NOT_PERMITTED, "currency", f"{code} not in [{allowed}]")
+            Reason(
+                ReasonCode.CURRENCY_NOT_PERMITTED,
+                "currency",
+                f"{code} not in [{allowed}]",
+                rule="validation.currency_not_permitted",
+            )
         )
     priced = "\n".join(pricing_lines(extraction, ocr_text))
     others = sorted({label for label, codes in currency_mentions(priced) if code not in codes})
@@ -200,6 +210,7 @@ def check_currency(
                 ReasonCode.CURRENCY_MIXED,
                 "currency",
                 f"the invoice is also priced in {', '.join(others)}, extracted {code}",
+                rule="validation.currency_mixed",
             )
         )
     return reasons

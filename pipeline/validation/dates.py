@@ -193,7 +193,12 @@ def check_dates(
     if issue is not None:
         if issue > today + timedelta(days=policy.max_future_days):
             reasons.append(
-                Reason(ReasonCode.DATE_IMPLAUSIBLE, "issue_date", f"{issue} is after {today}")
+                Reason(
+                    ReasonCode.DATE_IMPLAUSIBLE,
+                    "issue_date",
+                    f"{issue} is after {today}",
+                    rule="validation.issue_date_future",
+                )
             )
         elif issue < today - timedelta(days=policy.max_invoice_age_days):
             reasons.append(
@@ -201,13 +206,17 @@ def check_dates(
                     ReasonCode.DATE_IMPLAUSIBLE,
                     "issue_date",
                     f"{issue} is more than {policy.max_invoice_age_days} days before {today}",
+                    rule="validation.issue_date_old",
                 )
             )
     if issue is not None and due is not None:
         if due < issue:
             reasons.append(
                 Reason(
-                    ReasonCode.DATE_IMPLAUSIBLE, "due_date", f"{due} is before issue date {issue}"
+                    ReasonCode.DATE_IMPLAUSIBLE,
+                    "due_date",
+                    f"{due} is before issue date {issue}",
+                    rule="validation.due_before_issue",
                 )
             )
         elif (due - issue).days > policy.max_payment_term_days:
@@ -216,6 +225,7 @@ def check_dates(
                     ReasonCode.DATE_IMPLAUSIBLE,
                     "due_date",
                     f"payment term {(due - issue).days} days > {policy.max_payment_term_days}",
+                    rule="validation.payment_term_long",
                 )
             )
     return reasons

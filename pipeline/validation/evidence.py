@@ -120,6 +120,7 @@ def check_evidence(extraction: Extraction, ocr_text: str) -> list[Reason]:
                     path,
                     f"page {ev.page} [{ev.start}:{ev.end}] is outside the document "
                     f"({len(pages)} page(s))",
+                    rule="validation.evidence_out_of_range",
                 )
             )
             continue
@@ -132,12 +133,18 @@ def check_evidence(extraction: Extraction, ocr_text: str) -> list[Reason]:
                     path,
                     f"quote {ev.quote[:60]!r} is not the text at page {ev.page} "
                     f"[{ev.start}:{ev.end}] ({actual[:60]!r})",
+                    rule="validation.evidence_quote_mismatch",
                 )
             )
             continue
         if any(ch in BIDI_CONTROLS for ch in actual):
             reasons.append(
-                Reason(ReasonCode.BIDI_CONTROL, path, "evidence span hides bidi controls")
+                Reason(
+                    ReasonCode.BIDI_CONTROL,
+                    path,
+                    "evidence span hides bidi controls",
+                    rule="validation.bidi_control",
+                )
             )
         if not shows_value(actual):
             reasons.append(
@@ -145,6 +152,7 @@ def check_evidence(extraction: Extraction, ocr_text: str) -> list[Reason]:
                     ReasonCode.EVIDENCE_VALUE_MISMATCH,
                     path,
                     f"the text at the span ({actual[:60]!r}) does not show the extracted value",
+                    rule="validation.evidence_value_mismatch",
                 )
             )
         if path.startswith("line_items["):
@@ -155,6 +163,7 @@ def check_evidence(extraction: Extraction, ocr_text: str) -> list[Reason]:
                         ReasonCode.EVIDENCE_DUPLICATE,
                         path,
                         f"cites the same row as line_items[{rows[key]}]",
+                        rule="validation.evidence_duplicate",
                     )
                 )
             else:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.states import JobState
 from pipeline.validation.contract import EXTRACTION_SCHEMA_VERSION, SCALAR_FIELDS, Extraction
+from pipeline.validation.rules import RULES
 
 if TYPE_CHECKING:
     from pipeline.settings import Settings
@@ -103,14 +104,27 @@ ARITHMETIC_CODES: frozenset[ReasonCode] = frozenset(
 
 @dataclass(frozen=True)
 class Reason:
-    """Why a result needs review: ``field`` is a path such as ``line_items[3].line_amount``."""
+    """Why a result needs review: ``field`` is a path such as ``line_items[3].line_amount``;
+    ``rule`` the id of the rule that gave it (:data:`pipeline.validation.rules.RULES`).
+
+    A reason stored before rules had ids has none, so ``rule`` is optional and
+    :meth:`as_dict` writes it only when set.
+    """
 
     code: ReasonCode
     field: str
     detail: str
+    rule: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.rule is not None and self.rule not in RULES:
+            raise ValueError(f"unregistered rule id {self.rule!r}")
 
     def as_dict(self) -> dict[str, str]:
-        return {"code": self.code.value, "field": self.field, "detail": self.detail}
+        out = {"code": self.code.value, "field": self.field, "detail": self.detail}
+        if self.rule is not None:
+            out["rule"] = self.rule
+        return out
 
 
 @dataclass(frozen=True)
@@ -277,12 +291,22 @@ def check_presence(
 ) -> list[Reason]:
     """A required field that is null (or an empty list) and every field the model flagged."""
     reasons = [
-        Reason(ReasonCode.MISSING_FIELD, path, "required by policy but null or empty")
+        Reason(
+            ReasonCode.MISSING_FIELD,
+            path,
+            "required by policy but null or empty",
+            rule="validation.missing_field",
+        )
         for path, get in _FIELD_GETTERS.items()
         if path in policy.required_fields and get(extraction) is None
     ]
     reasons += [
-        Reason(ReasonCode.MODEL_UNCERTAIN, path, "the model marked this field as uncertain")
+        Reason(
+            ReasonCode.MODEL_UNCERTAIN,
+            path,
+            "the model marked this field as uncertain",
+            rule="validation.model_uncertain",
+        )
         for path in extraction.uncertain_fields
     ]
     return reasons

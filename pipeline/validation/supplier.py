@@ -48,10 +48,24 @@ def iban_checksum_ok(iban: str) -> bool:
 def _format_characters(value: str, path: str) -> list[Reason]:
     bidi = sorted({f"U+{ord(ch):04X}" for ch in value if ch in BIDI_CONTROLS})
     if bidi:
-        return [Reason(ReasonCode.BIDI_CONTROL, path, f"contains {', '.join(bidi)}")]
+        return [
+            Reason(
+                ReasonCode.BIDI_CONTROL,
+                path,
+                f"contains {', '.join(bidi)}",
+                rule="validation.bidi_control",
+            )
+        ]
     hidden = sorted({f"U+{ord(ch):04X}" for ch in value if unicodedata.category(ch) == "Cf"})
     if hidden:
-        return [Reason(ReasonCode.INVISIBLE_CHARACTER, path, f"contains {', '.join(hidden)}")]
+        return [
+            Reason(
+                ReasonCode.INVISIBLE_CHARACTER,
+                path,
+                f"contains {', '.join(hidden)}",
+                rule="validation.invisible_character",
+            )
+        ]
     return []
 
 
@@ -91,7 +105,12 @@ def check_supplier(extraction: Extraction, master_data: TenantMasterData) -> lis
     mixed = mixed_script_tokens(name)
     if mixed:
         reasons.append(
-            Reason(ReasonCode.SUPPLIER_MIXED_SCRIPT, "supplier.name", f"mixed scripts in {mixed!r}")
+            Reason(
+                ReasonCode.SUPPLIER_MIXED_SCRIPT,
+                "supplier.name",
+                f"mixed scripts in {mixed!r}",
+                rule="validation.supplier_mixed_script",
+            )
         )
     vat = supplier.vat_id.value if supplier.vat_id is not None else None
     record = match_supplier(name, master_data, vat)
@@ -103,11 +122,17 @@ def check_supplier(extraction: Extraction, master_data: TenantMasterData) -> lis
                     ReasonCode.SUPPLIER_CONFUSABLE,
                     "supplier.name",
                     f"{name!r} renders like known supplier {lookalikes[0]!r} but differs",
+                    rule="validation.supplier_confusable",
                 )
             )
         else:
             reasons.append(
-                Reason(ReasonCode.SUPPLIER_UNKNOWN, "supplier.name", f"{name!r} not in master data")
+                Reason(
+                    ReasonCode.SUPPLIER_UNKNOWN,
+                    "supplier.name",
+                    f"{name!r} not in master data",
+                    rule="validation.supplier_unknown",
+                )
             )
         return reasons
     if supplier.vat_id is not None and compact_id(supplier.vat_id.value) != compact_id(
@@ -118,6 +143,7 @@ def check_supplier(extraction: Extraction, master_data: TenantMasterData) -> lis
                 ReasonCode.VAT_ID_MISMATCH,
                 "supplier.vat_id",
                 f"{supplier.vat_id.value!r} is not {record.name!r}'s VAT id on file",
+                rule="validation.vat_id_mismatch",
             )
         )
     return reasons
@@ -132,7 +158,14 @@ def check_iban(
     iban = extraction.iban.value
     reasons = []
     if not iban_checksum_ok(iban):
-        reasons.append(Reason(ReasonCode.IBAN_CHECKSUM_INVALID, "iban", "mod-97 check fails"))
+        reasons.append(
+            Reason(
+                ReasonCode.IBAN_CHECKSUM_INVALID,
+                "iban",
+                "mod-97 check fails",
+                rule="validation.iban_checksum",
+            )
+        )
     expected_len = IBAN_LENGTHS.get(iban[:2])
     if expected_len is not None and len(iban) != expected_len:
         reasons.append(
@@ -140,10 +173,18 @@ def check_iban(
                 ReasonCode.IBAN_LENGTH_INVALID,
                 "iban",
                 f"{iban[:2]} IBANs have {expected_len} characters, got {len(iban)}",
+                rule="validation.iban_length",
             )
         )
     if iban not in compact_text(ocr_text):
-        reasons.append(Reason(ReasonCode.IBAN_NOT_IN_TEXT, "iban", "not printed in the document"))
+        reasons.append(
+            Reason(
+                ReasonCode.IBAN_NOT_IN_TEXT,
+                "iban",
+                "not printed in the document",
+                rule="validation.iban_not_in_text",
+            )
+        )
     name = extraction.supplier.name
     vat = extraction.supplier.vat_id
     record = (
@@ -153,7 +194,12 @@ def check_iban(
     )
     if record is not None and record.ibans and iban not in record.ibans:
         reasons.append(
-            Reason(ReasonCode.IBAN_NOT_REGISTERED, "iban", f"not on file for {record.name!r}")
+            Reason(
+                ReasonCode.IBAN_NOT_REGISTERED,
+                "iban",
+                f"not on file for {record.name!r}",
+                rule="validation.iban_not_registered",
+            )
         )
     return reasons
 
@@ -166,6 +212,11 @@ def check_identifier_characters(extraction: Extraction) -> list[Reason]:
     for i, item in enumerate(extraction.line_items):
         if any(ch in BIDI_CONTROLS for ch in item.description):
             reasons.append(
-                Reason(ReasonCode.BIDI_CONTROL, f"line_items[{i}].description", "bidi control")
+                Reason(
+                    ReasonCode.BIDI_CONTROL,
+                    f"line_items[{i}].description",
+                    "bidi control",
+                    rule="validation.bidi_control",
+                )
             )
     return reasons

@@ -26,6 +26,7 @@ from benchmarks.eval import (
     run_eval,
     summarise,
 )
+from benchmarks.eval_report import render_text
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_corpus
 from pipeline.extraction import (
     CONTRACT_V1,
@@ -35,7 +36,7 @@ from pipeline.extraction import (
     prepare_call,
     shown_document,
 )
-from pipeline.validation import Extraction
+from pipeline.validation import RULES, Extraction
 
 N = 10
 MAX_LINES = 12
@@ -223,6 +224,27 @@ def test_a_total_copied_into_another_field_is_put_right_only_where_the_arithmeti
         if row["variant"] == "clean":
             assert row["outcome"] == "SUCCEEDED" and row["exact_match"], row["id"]
     assert report["fields"]["net_total"]["precision"] == 1.0
+
+
+def test_the_report_counts_the_rule_ids_behind_each_review_and_each_change(
+    provider: Callable[..., Provider], tmp_path: Path
+) -> None:
+    """Each reviewed invoice names the rules that refused it, each repaired one the rule
+    that changed its value, and the report counts both per rule id."""
+    server = provider(_wrong_gross)
+    report, _, _ = _run(server.base_url, tmp_path)
+    reviewed = [r for r in report["rows"] if r["outcome"] == "REVIEW_REQUIRED"]
+    assert reviewed
+    for row in reviewed:
+        assert row["rules"] and set(row["rules"]) <= set(RULES), row["id"]
+        assert [d["rule"] for d in row["reason_details"] if "rule" in d] == row["rules"]
+    off = [r for r in reviewed if r["variant"] == "arithmetic_off_by_cent"]
+    assert off and all(
+        any(rule.startswith("validation.") and "total" in rule for rule in r["rules"]) for r in off
+    )
+    assert sum(report["rule_counts"].values()) == sum(len(r["rules"]) for r in report["rows"])
+    assert report["change_counts"].get("totals.copied.gross", 0) >= 1
+    assert "totals.copied.gross" in render_text(report)
 
 
 def test_malformed_output_and_engine_errors_are_counted_not_fatal(

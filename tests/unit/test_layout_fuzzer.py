@@ -21,6 +21,7 @@ from benchmarks.fuzz.campaign import Trial, families, judge, run
 from benchmarks.fuzz.cases import fuzz_case
 from benchmarks.fuzz.command import main
 from benchmarks.fuzz.facts import facts_of
+from benchmarks.fuzz.report import build
 from benchmarks.fuzz.transforms import (
     COLUMN_ORDERS,
     FAMILY_NAMES,
@@ -32,7 +33,7 @@ from benchmarks.fuzz.transforms import (
 from benchmarks.fuzz.vocabulary import WORDS
 from benchmarks.invoices import generate_invoice
 from pipeline.extraction.extractor import answer_for
-from pipeline.validation import Evidence, Extraction
+from pipeline.validation import RULES, Evidence, Extraction
 
 NAMES = [t.name for t in TRANSFORMS]
 
@@ -137,6 +138,15 @@ def test_a_false_accept_is_a_succeeded_answer_with_a_wrong_field() -> None:
     assert ok.decision == "SUCCEEDED" and not ok.wrong and not ok.false_accept
     wrong = Trial(5, "plain", "perfect", "SUCCEEDED", (), {"invoice_number": {}})
     assert wrong.false_accept
+
+
+def test_the_report_names_the_rule_ids_behind_each_review() -> None:
+    case = fuzz_case(3, ("letter",))
+    trials = [judge(case, d.answer, "decoy", (d.field, d.value)) for d in decoys(case, k=1)]
+    reviewed = [t for t in trials if t.decision == "REVIEW_REQUIRED"]
+    assert reviewed and all(t.rules and set(t.rules) <= set(RULES) for t in reviewed)
+    counted = build(trials)["overall"]["review_rules"]
+    assert counted == dict(Counter(r for t in trials for r in t.rules).most_common())
 
 
 def test_export_writes_eval_dataset_lines_with_their_family(tmp_path) -> None:  # type: ignore[no-untyped-def]

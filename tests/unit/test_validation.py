@@ -738,7 +738,12 @@ def test_report_is_json_ready_and_versioned(inv: GeneratedInvoice) -> None:
     assert data["decision"] == "REVIEW_REQUIRED"
     assert data["policy_version"] == VALIDATION_POLICY_VERSION
     assert data["reasons"] == [
-        {"code": "missing_field", "field": "iban", "detail": data["reasons"][0]["detail"]}
+        {
+            "code": "missing_field",
+            "field": "iban",
+            "detail": data["reasons"][0]["detail"],
+            "rule": "validation.missing_field",
+        }
     ]
     assert report.decision.job_state is JobState.REVIEW_REQUIRED
     assert Decision.SUCCEEDED.job_state is JobState.SUCCEEDED
