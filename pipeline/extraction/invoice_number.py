@@ -1,0 +1,140 @@
+"""The invoice number's proofs: the invoice's own number, proven by its label.
+
+An invoice number is the costliest header field to get wrong (it keys duplicate
+detection and the ERP's posting), and a page prints many numbers that look like one:
+an order, customer or delivery-note number, a year, a postcode, a part of a date, a
+part of a number printed with spaces. The number the model names is kept only where
+the page proves its role (issue 41); otherwise grounding refuses it with the rule that
+failed (:data:`pipeline.validation.rules.RULES`, ``label.invoice_number.*``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pipeline.extraction.candidates import date_candidates, labelled_numbers
+from pipeline.extraction.items import Refuse
+from pipeline.extraction.label_proof import number_proof
+from pipeline.extraction.labels import LABELS, NUMBER_WORDS
+from pipeline.extraction.layout import Layout, amounts
+from pipeline.extraction.locate import Found, decoy_number_label, labelled, occurrences
+from pipeline.validation import ReasonCode
+
+#: A bare year ("2026"): never an invoice number without the invoice's own label.
+_YEAR = re.compile(r"(?:19|20)\d\d")
+
+
+#: What may continue a number past one space ("684 30", "2024 / 17"): a digit or a slash.
+_CONTINUES = re.compile(r" [\d/-]")
+#: What may open a number before one space ("INV 4186", "RE 2024-17"): capitals alone.
+_OPENS = re.compile(r"(?:^|\s)[A-ZÄÖÜÉÈ]{2,6} $")
+
+
+def _cut_from_longer(f: Found) -> bool:
+    """Whether the number at ``f`` may be a part of a longer one printed with it: a digit
+    or a slash one space after it, or a word of capitals one space before it (a number
+    printed with spaces, "INV 2023 10867"; the grammar offers its parts one by one)."""
+    text = f.line.text
+    start, end = f.start - f.line.start, f.end - f.line.start
+    before = text[max(0, start - 8) : start]
+    word = before.split()[-1] if before.split() else ""
+    opens = _OPENS.search(before) is not None and word.casefold().strip(".:#") not in NUMBER_WORDS
+    return _CONTINUES.match(text, end) is not None or opens
+
+
+def invoice_number_at(doc: Layout, path: str, value: str | None, refuse: Refuse) -> Found | None:
+    """Where ``value`` is printed as the invoice's own number, or None (refused through
+    ``refuse`` with its rule id).
+
+    Never one printed only as another document's (an order, the customer, a delivery
+    note: see :func:`~pipeline.extraction.locate.decoy_number_label`), never words
+    without a digit (the customer's name, "Bianchi S.r.l."), only the number printed
+    after the invoice's label where there is one
+    (:func:`~pipeline.extraction.candidates.labelled_numbers`), else one another label
+    proves (:func:`~pipeline.extraction.label_proof.number_proof`), never a bare year,
+    never a part of a date and never a part of a number printed with spaces
+    (``ambiguous_role``)."""
+
+    if value is None:
+        return None
+    if not any(ch.isdigit() for ch in value):
+        refuse(
+            path,
+            f"{value[:60]!r} holds no digit: no document number",
+            ReasonCode.UNGROUNDED_VALUE,
+            rule="label.invoice_number.no_digit",
+        )
+        return None
+    found = occurrences(doc, value, fuzzy=False)
+    if not found:
+        refuse(
+            path,
+            f"{value[:60]!r} is not printed in the document",
+            ReasonCode.UNGROUNDED_VALUE,
+            rule="grounding.not_printed",
+        )
+        return None
+    decoys = [decoy_number_label(f) for f in found]
+    plain = [f for f, decoy in zip(found, decoys, strict=True) if decoy is None]
+    if not plain:
+        refuse(
+            path,
+            f"{value[:60]!r} is printed as another number ({decoys[0]!r} before it)",
+            ReasonCode.UNGROUNDED_VALUE,
+            rule="label.invoice_number.other_document",
+        )
+        return None
+    dated = [
+        d
+        for printed in date_candidates(doc.text)
+        for d in occurrences(doc, printed, fuzzy=False, boundary="number")
+    ]
+    plain = [
+        f
+        for f in plain
+        if not any(d.page == f.page and d.start <= f.start and f.end <= d.end for d in dated)
+    ]
+    if not plain:  # the "8" of "8 de noviembre de 2024"
+        refuse(
+            path,
+            f"{value[:60]!r} is part of a date",
+            ReasonCode.AMBIGUOUS_ROLE,
+            rule="label.invoice_number.date_part",
+        )
+        return None
+    other = list(amounts(doc))
+    named = labelled_numbers(doc, frozenset(other + date_candidates(doc.text)))
+    if named and value.strip() not in named:
+        shown = ", ".join(repr(n) for n in named[:3])
+        refuse(
+            path,
+            f"{value[:60]!r} is not what the invoice's label prints ({shown})",
+            ReasonCode.UNGROUNDED_VALUE,
+            rule="label.invoice_number.not_labelled_value",
+        )
+        return None
+    if not named:
+        plain = [f for f in plain if number_proof(doc, f) is not None]
+        if not plain or _YEAR.fullmatch(value.strip()):
+            year_or_no_label = (
+                "label.invoice_number.bare_year"
+                if _YEAR.fullmatch(value.strip())
+                else "label.invoice_number.no_label"
+            )
+            refuse(
+                path,
+                f"{value[:60]!r} is printed under no invoice-number label",
+                ReasonCode.AMBIGUOUS_ROLE,
+                rule=year_or_no_label,
+            )
+            return None
+    whole = [f for f in plain if not _cut_from_longer(f)]
+    if not whole:
+        refuse(
+            path,
+            f"{value[:60]!r} may be part of a longer number printed with it",
+            ReasonCode.AMBIGUOUS_ROLE,
+            rule="label.invoice_number.part_of_longer",
+        )
+        return None
+    return labelled(whole, LABELS.get(path, ()), last=False)
