@@ -44,7 +44,6 @@ from pipeline.extraction import (
     Engine,
     ExtractionCall,
     Messages,
-    interpret,
     prepare_call,
 )
 from pipeline.jobs import GroupCommit, JobStore, Lease, Settled, Success
@@ -76,6 +75,7 @@ from pipeline.waiting import wait_within
 from pipeline.worker.call_bounds import CallBounds
 from pipeline.worker.call_usage import recorded_usage, spent_usage
 from pipeline.worker.contracts import AdmissionGate, AttemptReport, Unlimited, WorkerConfig
+from pipeline.worker.interpretation import interpret
 
 log = logging.getLogger(__name__)
 
