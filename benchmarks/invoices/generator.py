@@ -55,10 +55,12 @@ from pipeline.invoice import (
     EvidencedIban,
     Extraction,
     ReasonCode,
+    SupplierRecord,
+    TenantMasterData,
     iban_checksum_ok,
     normalise_text,
 )
-from pipeline.validation import Decision, SupplierRecord, TenantMasterData
+from pipeline.validation import Decision
 
 __all__ = [
     "DEFAULT_INJECTION_URL",

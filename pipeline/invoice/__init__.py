@@ -1,6 +1,6 @@
 """The invoice model every stage shares: the extraction result and its evidence, the
 reasons (with the rule ids they name), the number reader, date readings, currencies,
-IBANs and the comparison forms of printed text.
+IBANs, the comparison forms of printed text and a tenant's master data.
 
 It sits above the root foundation and below everything else in ``pipeline``:
 extraction builds these values, validation checks them, the worker stores them, and
@@ -31,6 +31,7 @@ from pipeline.invoice.contract import (
 from pipeline.invoice.currencies import CURRENCY_SYMBOLS, ISO_4217, currency_mentions
 from pipeline.invoice.dates import date_readings, european_locales, locale_data
 from pipeline.invoice.ibans import IBAN_LENGTHS, iban_checksum_ok
+from pipeline.invoice.master_data import SupplierRecord, TenantMasterData
 from pipeline.invoice.numbers import (
     CENT,
     Printed,
@@ -75,7 +76,9 @@ __all__ = [
     "Reason",
     "ReasonCode",
     "Supplier",
+    "SupplierRecord",
     "TaxLine",
+    "TenantMasterData",
     "amount_strings",
     "compact_id",
     "compact_text",

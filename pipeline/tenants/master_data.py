@@ -24,11 +24,17 @@ from collections.abc import Callable, Iterable
 import asyncpg
 
 from pipeline.errors import NotFound
-from pipeline.invoice import IBAN_LENGTHS, ISO_4217, compact_id, iban_checksum_ok
+from pipeline.invoice import (
+    IBAN_LENGTHS,
+    ISO_4217,
+    SupplierRecord,
+    TenantMasterData,
+    compact_id,
+    iban_checksum_ok,
+)
 from pipeline.queries import q
 from pipeline.tenants.accounts import get_tenant
 from pipeline.tenants.admin import resolve_tenant
-from pipeline.validation import SupplierRecord, TenantMasterData
 
 
 async def upsert_supplier(

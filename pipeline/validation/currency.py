@@ -23,10 +23,10 @@ from pipeline.invoice import (
     Extraction,
     Reason,
     ReasonCode,
+    TenantMasterData,
     currency_mentions,
     number_readings,
 )
-from pipeline.validation.policy import TenantMasterData
 
 
 def _amount_evidence(extraction: Extraction) -> list[Evidence]:

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from pipeline.invoice import Extraction, Reason
+from pipeline.invoice import Extraction, Reason, TenantMasterData
 from pipeline.validation.arithmetic import check_arithmetic
 from pipeline.validation.currency import check_currency
 from pipeline.validation.dates import check_dates
@@ -54,7 +54,6 @@ from pipeline.validation.evidence import check_evidence
 from pipeline.validation.policy import (
     DEFAULT_POLICY,
     Decision,
-    TenantMasterData,
     ValidationPolicy,
     ValidationReport,
     check_presence,

@@ -18,7 +18,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -192,23 +192,6 @@ def unvalidated_outcome(
             "schema_valid": False,
         },
     )
-
-
-@dataclass(frozen=True)
-class SupplierRecord:
-    """One supplier in a tenant's master data; ``ibans`` empty means "not on file"."""
-
-    name: str
-    vat_id: str
-    ibans: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class TenantMasterData:
-    """What a tenant knows independently of any document."""
-
-    suppliers: tuple[SupplierRecord, ...]
-    permitted_currencies: frozenset[str] = field(default_factory=frozenset)
 
 
 _FIELD_GETTERS: Mapping[str, Callable[[Extraction], object]] = {

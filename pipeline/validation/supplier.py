@@ -19,6 +19,8 @@ from pipeline.invoice import (
     Extraction,
     Reason,
     ReasonCode,
+    SupplierRecord,
+    TenantMasterData,
     compact_id,
     compact_text,
     iban_checksum_ok,
@@ -26,7 +28,6 @@ from pipeline.invoice import (
     normalise_name,
     skeleton,
 )
-from pipeline.validation.policy import SupplierRecord, TenantMasterData
 
 
 def _format_characters(value: str, path: str) -> list[Reason]:

@@ -46,6 +46,7 @@ from pipeline.extraction import (
     Messages,
     prepare_call,
 )
+from pipeline.invoice import TenantMasterData
 from pipeline.jobs import GroupCommit, JobStore, Lease, Settled, Success
 from pipeline.logs import job_log_context
 from pipeline.queries import q
@@ -64,13 +65,7 @@ from pipeline.tracing import (
     set_timeout,
 )
 from pipeline.usage import AttemptUsage
-from pipeline.validation import (
-    DEFAULT_POLICY,
-    Decision,
-    TenantMasterData,
-    ValidationPolicy,
-    unvalidated_outcome,
-)
+from pipeline.validation import DEFAULT_POLICY, Decision, ValidationPolicy, unvalidated_outcome
 from pipeline.waiting import wait_within
 from pipeline.worker.call_bounds import CallBounds
 from pipeline.worker.call_usage import recorded_usage, spent_usage

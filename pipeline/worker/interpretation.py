@@ -22,11 +22,10 @@ from pipeline.extraction import (
     DocumentLimits,
     read_answer,
 )
-from pipeline.invoice import Extraction
+from pipeline.invoice import Extraction, TenantMasterData
 from pipeline.validation import (
     DEFAULT_POLICY,
     Decision,
-    TenantMasterData,
     ValidationPolicy,
     ValidationReport,
     validate,

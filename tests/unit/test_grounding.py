@@ -24,8 +24,7 @@ from pipeline.extraction.answer import (
     parse_answer,
 )
 from pipeline.extraction.grounding import ground
-from pipeline.invoice import ReasonCode
-from pipeline.validation import SupplierRecord, TenantMasterData
+from pipeline.invoice import ReasonCode, SupplierRecord, TenantMasterData
 from pipeline.worker import interpret
 from tests.support.answers import every_item
 

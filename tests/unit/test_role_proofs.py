@@ -19,8 +19,7 @@ import pytest
 from pipeline.extraction.answer import Answer, ItemRef
 from pipeline.extraction.grounding import ground
 from pipeline.extraction.roles import QUANTITY, UNIT_PRICE, header_cells
-from pipeline.invoice import ReasonCode
-from pipeline.validation import SupplierRecord, TenantMasterData
+from pipeline.invoice import ReasonCode, SupplierRecord, TenantMasterData
 from pipeline.worker import interpret
 
 MASTER = TenantMasterData(

@@ -28,7 +28,9 @@ from pipeline.invoice import (
     LineItem,
     ReasonCode,
     Supplier,
+    SupplierRecord,
     TaxLine,
+    TenantMasterData,
     compact_id,
     date_readings,
     iban_checksum_ok,
@@ -37,14 +39,7 @@ from pipeline.invoice.currencies import currency_mentions
 from pipeline.invoice.numbers import number_readings
 from pipeline.invoice.text import mixed_script_tokens, skeleton
 from pipeline.states import JobState
-from pipeline.validation import (
-    VALIDATION_POLICY_VERSION,
-    Decision,
-    SupplierRecord,
-    TenantMasterData,
-    ValidationPolicy,
-    validate,
-)
+from pipeline.validation import VALIDATION_POLICY_VERSION, Decision, ValidationPolicy, validate
 from pipeline.validation.decide import (
     check_arithmetic,
     check_currency,
