@@ -14,7 +14,7 @@ default); generated invoices are converted to the same record first, so one
 code path scores both. Each invoice is prepared with
 :func:`pipeline.extraction.extractor.prepare_call`, answered by the engine under
 structured output, and parsed, grounded and validated by
-:func:`pipeline.extraction.extractor.interpret`, exactly as a job would be. The report
+:func:`pipeline.worker.interpret`, exactly as a job would be. The report
 (``DIR/report.json`` and ``DIR/report.png``, one screen of text on stdout)
 holds decision accuracy against each invoice's ``expected_decision``, false
 accepts (SUCCEEDED while a value differs from the truth or while review was

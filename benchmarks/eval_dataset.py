@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, ValidationError
 
 from benchmarks.invoices.generator import GeneratedInvoice
-from pipeline.validation import Extraction, SupplierRecord, TenantMasterData
+from pipeline.invoice import Extraction, SupplierRecord, TenantMasterData
 
 _DECIMAL_RE = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 _DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")

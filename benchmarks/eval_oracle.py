@@ -26,13 +26,16 @@ from pipeline.errors import MalformedOutput
 from pipeline.extraction import document_in_prompt, shown_document
 from pipeline.extraction.answer import Answer, ItemRef, dump_answer
 from pipeline.extraction.layout import Layout
-from pipeline.extraction.numbers import decimal_mark, numbers_in, read_number, uses_space_groups
-from pipeline.validation import (
+from pipeline.invoice import (
     CURRENCY_SYMBOLS,
     compact_id,
     compact_text,
     date_readings,
+    decimal_mark,
     normalise_text,
+    numbers_in,
+    read_number,
+    uses_space_groups,
 )
 
 

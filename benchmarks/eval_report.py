@@ -119,7 +119,7 @@ def reason_field_counts(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, i
 
 def rule_counts(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
     """How often each rule id gave a review reason (``rule_counts``) and changed a value
-    (``change_counts``): what each rule of :data:`pipeline.validation.rules.RULES` earns
+    (``change_counts``): what each rule of :data:`pipeline.invoice.rules.RULES` earns
     on the dataset."""
     return {
         "rule_counts": dict(Counter(x for r in rows for x in r.get("rules", ())).most_common()),

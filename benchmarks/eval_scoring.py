@@ -1,14 +1,14 @@
 """One invoice through an engine and the validation policy, scored against its truth.
 
 :func:`evaluate_one` uses only :func:`pipeline.extraction.extractor.prepare_call` (what to
-send) and :func:`pipeline.extraction.extractor.interpret` (what the answer means); the row
+send) and :func:`pipeline.worker.interpret` (what the answer means); the row
 is computed from the returned extraction's *values* and the report's decision
 and reasons, so it stays right whatever contract sits behind those two functions.
 
 Field comparison: values are normalised (amounts as :class:`~decimal.Decimal`
-in plain notation, names through :func:`~pipeline.validation.decide.normalise_name`,
-other text through :func:`~pipeline.validation.decide.normalise_text`, VAT ids through
-:func:`~pipeline.validation.decide.compact_id`); line items and tax lines are compared
+in plain notation, names through :func:`~pipeline.invoice.normalise_name`,
+other text through :func:`~pipeline.invoice.normalise_text`, VAT ids through
+:func:`~pipeline.invoice.compact_id`); line items and tax lines are compared
 per field as multisets, so one skipped row costs one miss rather than shifting
 all the rows after it. A null compares as null, in a list field as in a scalar one:
 it adds nothing to the field's multiset, so the truth's null quantity of an
@@ -35,8 +35,8 @@ from benchmarks.eval_dataset import Case, Truth
 from benchmarks.eval_engines import ExtractFn
 from benchmarks.partial_json import parse_prefix, salvage
 from pipeline.errors import FencelineError, MalformedOutput
-from pipeline.extraction import DEFAULT_CONTRACT, interpret, prepare_call
-from pipeline.validation import (
+from pipeline.extraction import DEFAULT_CONTRACT, prepare_call
+from pipeline.invoice import (
     EXTRACTION_SCHEMA_VERSION,
     SCALAR_FIELDS,
     Extraction,
@@ -44,6 +44,7 @@ from pipeline.validation import (
     normalise_name,
     normalise_text,
 )
+from pipeline.worker import interpret
 
 OUTCOMES = ("SUCCEEDED", "REVIEW_REQUIRED", "MALFORMED", "ENGINE_ERROR")
 ITEM_FIELDS = ("description", "quantity", "unit_price", "line_amount", "tax_rate")

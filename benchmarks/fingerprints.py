@@ -4,7 +4,7 @@ A change meant to alter only how fast extraction runs (issue 41: bounded work pe
 document) must leave every call and every interpretation as they were. This script
 writes, per generated invoice (seed x :class:`~benchmarks.invoices.Variant`), a digest
 of :func:`~pipeline.extraction.extractor.prepare_call` (messages, JSON schema,
-``max_tokens``) and of :func:`~pipeline.extraction.extractor.interpret` on the perfect
+``max_tokens``) and of :func:`~pipeline.worker.interpret` on the perfect
 answer (decision, reasons, extraction); run it on two commits and compare the files::
 
     PYTHONPATH=<checkout> python -m benchmarks.fingerprints write before.json --seeds 0-299
@@ -24,7 +24,8 @@ import time
 from typing import Any
 
 from benchmarks.invoices import Variant, generate_invoice
-from pipeline.extraction.extractor import answer_for, interpret, prepare_call
+from pipeline.extraction.extractor import answer_for, prepare_call
+from pipeline.worker import interpret
 
 
 def _digest(value: Any) -> str:

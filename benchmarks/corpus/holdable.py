@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
 from benchmarks.corpus.cii import CREDIT_NOTE_TYPES, InvoiceFacts
-from pipeline.validation import compact_id, date_readings, iban_checksum_ok
+from pipeline.invoice import compact_id, date_readings, iban_checksum_ok
 
 _CENT = Decimal("0.01")
 _MAX_RATE = Decimal("99.99")

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from pipeline.validation import SCALAR_FIELDS
+from pipeline.invoice import SCALAR_FIELDS
 
 #: Every compared field name (a differing-field list names some of these).
 COMPARED_FIELDS = (*SCALAR_FIELDS, "line_items", "tax_lines")

@@ -21,7 +21,7 @@ from benchmarks.fuzz.answers import ITEM_DESCRIPTION, decoys, perfect
 from benchmarks.fuzz.cases import DEFAULT_MAX_LINE_ITEMS, FuzzCase, fuzz_case
 from benchmarks.fuzz.transforms import FAMILY_NAMES, TRANSFORMS, draw_family
 from pipeline.errors import MalformedOutput
-from pipeline.extraction import interpret
+from pipeline.worker import interpret
 
 #: The families a run cycles through by default: each transformation alone.
 #: The scored field each decoyed answer key fills.

@@ -24,7 +24,7 @@ from benchmarks.fuzz.render import render
 from benchmarks.fuzz.transforms import GENERATOR, apply_family
 from benchmarks.fuzz.truth import located_truth, truth_of
 from benchmarks.invoices import generate_invoice
-from pipeline.validation import Extraction, TenantMasterData
+from pipeline.invoice import Extraction, TenantMasterData
 
 #: Line items per invoice unless asked otherwise: enough for tables to mean something,
 #: few enough that thousands of invoices run in minutes on two cores.

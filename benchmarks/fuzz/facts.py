@@ -17,7 +17,7 @@ from datetime import date
 from decimal import Decimal
 
 from benchmarks.invoices import GeneratedInvoice
-from pipeline.validation import TenantMasterData
+from pipeline.invoice import TenantMasterData
 
 
 @dataclass(frozen=True)

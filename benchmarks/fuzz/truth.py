@@ -16,7 +16,7 @@ from benchmarks.fuzz.facts import Facts
 from benchmarks.fuzz.render import Printed
 from benchmarks.fuzz.sheet import Span
 from benchmarks.invoices import GeneratedInvoice
-from pipeline.validation import (
+from pipeline.invoice import (
     Evidence,
     EvidencedAmount,
     EvidencedCurrency,

@@ -5,7 +5,7 @@ Each :class:`GeneratedInvoice` holds OCR-like text (six layout families,
 drawn per invoice; EUR/USD/GBP/CHF/PLN/SEK/DKK; decimal comma or point;
 thousands separators ``,`` ``.`` ``'``, no-break and narrow no-break space;
 decoy numbers and legal footers; 1 to 200 line items over one or more
-form-feed separated pages), the :class:`~pipeline.validation.contract.Extraction`
+form-feed separated pages), the :class:`~pipeline.invoice.Extraction`
 a perfect model would return (``truth``, every evidence span at its real offsets),
 the tenant master data and the decision validation must reach.
 
@@ -50,8 +50,7 @@ from benchmarks.invoices.variants import (
     TRUTH_NEEDS_REVIEW,
     Variant,
 )
-from pipeline.validation import (
-    Decision,
+from pipeline.invoice import (
     Evidence,
     EvidencedIban,
     Extraction,
@@ -61,6 +60,7 @@ from pipeline.validation import (
     iban_checksum_ok,
     normalise_text,
 )
+from pipeline.validation import Decision
 
 __all__ = [
     "DEFAULT_INJECTION_URL",

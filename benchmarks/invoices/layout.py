@@ -6,7 +6,7 @@ layout families of :data:`~benchmarks.invoices.style.LAYOUTS` (``table``,
 separated pages of at most 48 lines, each continuation page repeating a header.
 The blocks themselves are printed by :mod:`benchmarks.invoices.blocks`. Every printed
 value's position is recorded as it is written, so the returned
-:class:`~pipeline.validation.contract.Extraction` carries evidence spans at their real
+:class:`~pipeline.invoice.Extraction` carries evidence spans at their real
 offsets (the quote is the page text at those offsets). Document-level
 variants are applied while printing. Randomness comes only from the variant
 stream ``vrng`` and the attacker IBAN's own stream (seeded by the supplier's
@@ -23,7 +23,7 @@ from benchmarks.invoices.blocks import Sheet, Span, Writer, meta_values
 from benchmarks.invoices.locales import fmt_date
 from benchmarks.invoices.plan import CENT, Item, Plan
 from benchmarks.invoices.variants import CENT_TARGETS, Variant, attacker_iban, display_name
-from pipeline.validation import (
+from pipeline.invoice import (
     Evidence,
     EvidencedAmount,
     EvidencedCurrency,

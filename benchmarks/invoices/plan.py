@@ -21,7 +21,7 @@ from benchmarks.invoices.catalog import CATALOG, UNITS
 from benchmarks.invoices.lexicon import LANGUAGES, PREFIXES
 from benchmarks.invoices.locales import COUNTRIES, CURRENCIES, SYMBOLS, Country, Numbers, fmt_date
 from benchmarks.invoices.style import LAYOUTS, Style, draw_style
-from pipeline.validation import SupplierRecord
+from pipeline.invoice import SupplierRecord
 
 CENT = Decimal("0.01")
 

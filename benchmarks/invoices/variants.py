@@ -21,7 +21,7 @@ import unicodedata
 from enum import StrEnum
 
 from benchmarks.invoices.plan import Plan, with_check_digits
-from pipeline.validation import ReasonCode
+from pipeline.invoice import ReasonCode
 
 
 class Variant(StrEnum):

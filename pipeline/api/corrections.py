@@ -52,21 +52,13 @@ from pipeline.extraction import (
     ground_row_correction,
     row_field,
 )
+from pipeline.invoice import Evidence, Extraction, LineItem, Reason, ReasonCode, TaxLine
 from pipeline.jobs import JobStore
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from pipeline.tenants import Principal, load_master_data
-from pipeline.validation import (
-    Evidence,
-    Extraction,
-    LineItem,
-    Reason,
-    ReasonCode,
-    TaxLine,
-    policy_for,
-    validate,
-)
+from pipeline.validation import policy_for, validate
 
 #: At most this many values in one correction (header fields plus row values).
 MAX_CORRECTED_VALUES = 2000

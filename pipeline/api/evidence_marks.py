@@ -22,7 +22,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from pipeline.validation import SCALAR_FIELDS
+from pipeline.invoice import SCALAR_FIELDS
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """One extraction: the engine protocol, prompts, the answer contracts, grounding
-(model values → evidence spans) and the extractor that ties them together.
+(model values → evidence spans) and the extractor that ties them together. What
+the answer is worth (validation) is a sibling's question; the worker asks both.
 
 This is the package's surface: other packages import these names from here,
 never from a module inside.
@@ -28,10 +29,11 @@ from pipeline.extraction.extractor import (
     DEFAULT_CONTRACT,
     ExtractionCall,
     answer_for,
-    interpret,
     prepare_call,
     prompt_version,
+    read_answer,
 )
+from pipeline.extraction.grounding import Change, Grounding
 from pipeline.extraction.prompts import build_messages, prompt_budget
 from pipeline.extraction.reground import (
     CORRECTABLE_FIELDS,
@@ -49,11 +51,13 @@ __all__ = [
     "DEFAULT_LIMITS",
     "ROW_FIELDS",
     "SIZE_LIMITS",
+    "Change",
     "ChatMessage",
     "Completion",
     "DocumentLimits",
     "Engine",
     "ExtractionCall",
+    "Grounding",
     "JsonSchema",
     "Messages",
     "OpenAICompatibleEngine",
@@ -63,12 +67,12 @@ __all__ = [
     "document_in_prompt",
     "ground_correction",
     "ground_row_correction",
-    "interpret",
     "over_limit",
     "parse_json_output",
     "prepare_call",
     "prompt_budget",
     "prompt_version",
+    "read_answer",
     "row_field",
     "shown_document",
 ]

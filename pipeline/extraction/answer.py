@@ -45,15 +45,9 @@ from pipeline.extraction.candidates import (
 )
 from pipeline.extraction.layout import Layout, layout_of, per_layout
 from pipeline.extraction.layout import amounts as printed_amounts
-from pipeline.extraction.numbers import (
-    CENT,
-    own_numbers,
-    parse_tax_row,
-    row_reading,
-    tax_gap,
-)
 from pipeline.extraction.prompts import fence_tag
 from pipeline.extraction.roles import tax_row_numbers
+from pipeline.extraction.row_arithmetic import own_numbers, parse_tax_row, row_reading, tax_gap
 from pipeline.extraction.rows import description_cells
 from pipeline.extraction.table import (
     MAX_DESCRIPTION_CHARS,
@@ -64,7 +58,7 @@ from pipeline.extraction.table import (
     table_rows,
 )
 from pipeline.extraction.terms import payment_terms
-from pipeline.validation import parse_contract
+from pipeline.invoice import CENT, parse_contract
 
 CONTRACT_VERSION = "fenceline.extraction/2"
 PROMPT_VERSION = "fenceline.prompt/3"
@@ -223,7 +217,8 @@ def schema_for(doc: Layout) -> dict[str, Any]:
 def printed_rows(doc: Layout) -> int:
     """Lines whose own numbers read exactly as quantity x price = amount, the amount
     printed with cents (so "1 Sep 2024" is no row: 1 x 2024 = 2024), the line's
-    position number never their quantity (:func:`~pipeline.extraction.numbers.row_numbers`)."""
+    position number never their quantity
+    (:func:`~pipeline.extraction.row_arithmetic.row_numbers`)."""
     count = 0
     for line in doc.lines:
         read = row_reading(own_numbers(line.text, doc.numbers_on(line)))

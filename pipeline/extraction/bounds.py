@@ -10,9 +10,10 @@ kept a task driver busy until it was replaced, five times over. So:
   anything is written (413 for size, 422 for shape); a driver checks again before it
   reads a document (one accepted before the limits existed, or under looser ones)
   and fails its job with :class:`~pipeline.errors.DocumentOverLimit`, naming the limit.
-* :func:`cpu_budget` bounds the CPU one preparation or one interpretation spends
-  (this thread's CPU time, so neither a busy machine nor another thread spends it):
-  the hot loops of reading call :func:`spend`, which raises
+* :func:`~pipeline.cpu_budget.cpu_budget` bounds the CPU one preparation or one
+  interpretation spends (this thread's CPU time, so neither a busy machine nor another
+  thread spends it): the hot loops of reading call
+  :func:`~pipeline.cpu_budget.spend`, which raises
   :class:`~pipeline.errors.ExtractionBudgetExceeded` once it is gone. It is the last
   guard, for a document within every limit that still costs too much.
 
@@ -25,13 +26,9 @@ from __future__ import annotations
 
 import math
 import re
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 
-from pipeline.errors import DocumentOverLimit, ExtractionBudgetExceeded
+from pipeline.errors import DocumentOverLimit
 from pipeline.settings import Settings
 
 _LINE_BREAK = re.compile(r"[\n\f]")
@@ -53,7 +50,7 @@ class DocumentLimits:
     max_line_chars: int = 4_000
     bytes_per_token: float = 4.0
     #: CPU seconds one :func:`~pipeline.extraction.extractor.prepare_call` or one
-    #: :func:`~pipeline.extraction.extractor.interpret` may spend (None: unbounded).
+    #: :func:`~pipeline.extraction.extractor.read_answer` may spend (None: unbounded).
     cpu_seconds: float | None = 10.0
 
     @classmethod
@@ -129,36 +126,3 @@ def check_document(text: str, limits: DocumentLimits | None) -> None:
     refusal = over_limit(text, limits)
     if refusal is not None:
         raise refusal
-
-
-#: The running budget of this context: (what to say once it is spent, the thread CPU
-#: time it ends at).
-_BUDGET: ContextVar[tuple[str, float] | None] = ContextVar("extraction_budget", default=None)
-
-
-@contextmanager
-def cpu_budget(seconds: float | None, what: str) -> Iterator[None]:
-    """Let the block spend ``seconds`` of this thread's CPU time (None: unbounded);
-    :func:`spend` inside it raises once they are spent. A budget inside another never
-    outlasts it: the earlier end holds."""
-    outer = _BUDGET.get()
-    if seconds is None:
-        yield
-        return
-    ends = time.thread_time() + seconds
-    running = (f"{what} spent more than {seconds:g} s of CPU", ends)
-    if outer is not None and outer[1] < ends:
-        running = outer
-    token = _BUDGET.set(running)
-    try:
-        yield
-    finally:
-        _BUDGET.reset(token)
-
-
-def spend() -> None:
-    """Called in reading's hot loops: raise
-    :class:`~pipeline.errors.ExtractionBudgetExceeded` once the running budget is spent."""
-    budget = _BUDGET.get()
-    if budget is not None and time.thread_time() > budget[1]:
-        raise ExtractionBudgetExceeded(budget[0])

@@ -21,7 +21,7 @@ from pipeline.extraction.locate import (
     occurrences,
     other_date_label,
 )
-from pipeline.validation import CURRENCY_SYMBOLS, IBAN_LENGTHS, ISO_4217, date_readings
+from pipeline.invoice import CURRENCY_SYMBOLS, IBAN_LENGTHS, ISO_4217, date_readings
 
 #: The longest identifier (invoice number, VAT id, date) the grammar offers or allows.
 MAX_ID_CHARS = 40

@@ -28,7 +28,7 @@ from pipeline.extraction.locate import (
     other_date_label,
 )
 from pipeline.extraction.terms import payment_terms, term_days
-from pipeline.validation import Evidence, EvidencedDate, ReasonCode, date_readings
+from pipeline.invoice import Evidence, EvidencedDate, ReasonCode, date_readings
 
 
 class DateReader:

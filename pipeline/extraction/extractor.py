@@ -7,10 +7,12 @@ cannot drift apart:
 * :func:`prepare_call` turns the OCR text into an :class:`ExtractionCall`: the
   chat messages, the per-document JSON schema the engine constrains decoding
   with, and ``max_tokens`` derived from the document;
-* :func:`interpret` turns the engine's raw answer into an :class:`Interpretation`:
-  the grounded :class:`~pipeline.validation.contract.Extraction` (evidence derived by the
-  system, never by the model), the validation report and the result the job
-  stores;
+* :func:`read_answer` turns the engine's raw answer into a
+  :class:`~pipeline.extraction.grounding.Grounding`: the grounded
+  :class:`~pipeline.invoice.Extraction` (evidence derived by the system, never by
+  the model), the values grounding refused (reasons) and the values it changed
+  (validating it is the worker's step, :func:`pipeline.worker.interpret`, which
+  composes extraction and validation);
 * :func:`answer_for` is the answer a perfect model gives (adapter training
   target, and the ``perfect`` engine that measures validation alone).
 
@@ -18,38 +20,28 @@ Two contracts (:data:`CONTRACTS`): ``fenceline.extraction/2`` (the default:
 printed values and cited lines, grounded by :mod:`pipeline.extraction.grounding`)
 and ``fenceline.extraction/1`` (the model gives values, offsets and quotes;
 kept so stored v1 results stay readable and v1 can be measured side by side).
-Both store the same :class:`~pipeline.validation.contract.Extraction` shape, so every
+Both store the same :class:`~pipeline.invoice.Extraction` shape, so every
 reader of a result (review, delivery, explain) works for either; the report's
 ``schema_version`` records which contract produced it.
 
-:func:`interpret` raises :class:`~pipeline.errors.MalformedOutput` for an answer
+:func:`read_answer` raises :class:`~pipeline.errors.MalformedOutput` for an answer
 that is not the contract (retryable: another attempt may conform).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date
 from typing import Any
 
+from pipeline.cpu_budget import cpu_budget
 from pipeline.extraction import answer as v2
 from pipeline.extraction import prompts as v1
-from pipeline.extraction.bounds import DEFAULT_LIMITS, DocumentLimits, check_document, cpu_budget
-from pipeline.extraction.grounding import Change, ground_in
+from pipeline.extraction.bounds import DEFAULT_LIMITS, DocumentLimits, check_document
+from pipeline.extraction.grounding import Grounding, ground_in
 from pipeline.extraction.layout import layout_of
 from pipeline.extraction.table import table_rows
-from pipeline.validation import (
-    DEFAULT_POLICY,
-    EXTRACTION_SCHEMA_VERSION,
-    Decision,
-    Extraction,
-    TenantMasterData,
-    ValidationPolicy,
-    ValidationReport,
-    extraction_json_schema,
-    validate,
-)
-from pipeline.validation import parse_extraction as parse_v1
+from pipeline.invoice import EXTRACTION_SCHEMA_VERSION, Extraction, extraction_json_schema
+from pipeline.invoice import parse_extraction as parse_v1
 
 CONTRACT_V1 = EXTRACTION_SCHEMA_VERSION
 CONTRACT_V2 = v2.CONTRACT_VERSION
@@ -71,21 +63,6 @@ class ExtractionCall:
         """What admission reserves: the prompt estimate and ``max_tokens`` (capped)."""
         output = self.max_tokens if cap is None else min(cap, self.max_tokens)
         return v1.PromptBudget(v1.count_prompt_tokens(self.messages), output)
-
-
-@dataclass(frozen=True)
-class Interpretation:
-    """A parsed, grounded and validated answer."""
-
-    extraction: Extraction
-    report: ValidationReport
-    contract: str
-    #: The values grounding changed from the answer, each with its rule id (v2 only).
-    changes: tuple[Change, ...] = ()
-
-    def result(self) -> dict[str, Any]:
-        """The JSON the job stores as its result."""
-        return self.extraction.model_dump(mode="json")
 
 
 def _check(contract: str) -> str:
@@ -145,21 +122,17 @@ def _prepare(ocr_text: str, contract: str, include_schema: bool) -> ExtractionCa
     )
 
 
-def interpret(
+def read_answer(
     answer: str,
     ocr_text: str,
-    master_data: TenantMasterData,
     *,
-    today: date,
-    policy: ValidationPolicy = DEFAULT_POLICY,
     contract: str = DEFAULT_CONTRACT,
     limits: DocumentLimits | None = DEFAULT_LIMITS,
-) -> Interpretation:
-    """Parse, ground and validate one raw answer.
+) -> Grounding:
+    """Parse and ground one raw answer: what the document shows for it, evidenced by code.
 
-    Grounding's refusals (``ungrounded_value``) come first in the report's
-    reasons; the decision is SUCCEEDED only when neither grounding nor any
-    validation rule found a reason. ``limits`` as for :func:`prepare_call`.
+    Under contract v1 the model's own evidence is kept (validation checks it) and
+    there are no refusals or changes. ``limits`` as for :func:`prepare_call`.
 
     Raises:
         MalformedOutput: the answer is not the contract.
@@ -168,31 +141,9 @@ def interpret(
     """
     check_document(ocr_text, limits)
     with cpu_budget(limits.cpu_seconds if limits else None, "reading the answer"):
-        return _interpret(answer, ocr_text, master_data, today, policy, contract)
-
-
-def _interpret(
-    answer: str,
-    ocr_text: str,
-    master_data: TenantMasterData,
-    today: date,
-    policy: ValidationPolicy,
-    contract: str,
-) -> Interpretation:
-    if _check(contract) == CONTRACT_V1:
-        extraction = parse_v1(answer)
-        report = validate(extraction, ocr_text, master_data, today=today, policy=policy)
-        return Interpretation(extraction, report, CONTRACT_V1)
-    grounding = ground_in(v2.parse_answer(answer), layout_of(ocr_text))
-    checked = validate(grounding.extraction, ocr_text, master_data, today=today, policy=policy)
-    reasons = (*grounding.reasons, *checked.reasons)
-    report = ValidationReport(
-        Decision.REVIEW_REQUIRED if reasons else Decision.SUCCEEDED,
-        reasons,
-        checked.policy_version,
-        CONTRACT_V2,
-    )
-    return Interpretation(grounding.extraction, report, CONTRACT_V2, tuple(grounding.changes))
+        if _check(contract) == CONTRACT_V1:
+            return Grounding(parse_v1(answer))
+        return ground_in(v2.parse_answer(answer), layout_of(ocr_text))
 
 
 def _iban(truth: Extraction) -> str | None:

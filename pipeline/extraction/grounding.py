@@ -12,8 +12,8 @@ derives the evidence the validator then checks as an invariant
   (the totals box over a header mention), the supplier's VAT id nearest the
   supplier's name, and for line items and tax lines the cited line;
 * **read** amounts with the document's decimal mark, dates with the CLDR-based
-  readers of :mod:`pipeline.validation.decide`, a row's numbers by the arithmetic that
-  ties them (:mod:`pipeline.extraction.numbers`);
+  readers of :mod:`pipeline.invoice.dates`, a row's numbers by the arithmetic that
+  ties them (:mod:`pipeline.extraction.row_arithmetic`);
 * **refuse to guess**: a value that cannot be grounded becomes null with an
   ``ungrounded_value`` reason, so the job goes to review, never to the ERP.
 
@@ -43,15 +43,8 @@ from pipeline.extraction.locate import (
     occurrences,
     trimmed,
 )
-from pipeline.extraction.numbers import (
-    CENT,
-    Printed,
-    TaxNumbers,
-    parse_tax_row,
-    read_number,
-    tax_gap,
-)
 from pipeline.extraction.roles import tax_row_numbers
+from pipeline.extraction.row_arithmetic import TaxNumbers, parse_tax_row, tax_gap
 from pipeline.extraction.rows import (
     Row,
     read_row,
@@ -64,7 +57,8 @@ from pipeline.extraction.totals import (
     Rows,
     repair,
 )
-from pipeline.validation import (
+from pipeline.invoice import (
+    CENT,
     CURRENCY_SYMBOLS,
     Evidence,
     EvidencedAmount,
@@ -74,18 +68,20 @@ from pipeline.validation import (
     EvidencedText,
     Extraction,
     LineItem,
+    Printed,
     Reason,
     ReasonCode,
     Supplier,
     TaxLine,
     compact_text,
+    read_number,
 )
 
 
 @dataclass(frozen=True)
 class Change:
     """A value grounding changed from the model's answer, and the rule that proved it
-    (an id of :data:`pipeline.validation.rules.RULES`)."""
+    (an id of :data:`pipeline.invoice.rules.RULES`)."""
 
     rule: str
     field: str

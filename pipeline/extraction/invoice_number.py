@@ -5,7 +5,7 @@ detection and the ERP's posting), and a page prints many numbers that look like 
 an order, customer or delivery-note number, a year, a postcode, a part of a date, a
 part of a number printed with spaces. The number the model names is kept only where
 the page proves its role (issue 41); otherwise grounding refuses it with the rule that
-failed (:data:`pipeline.validation.rules.RULES`, ``label.invoice_number.*``).
+failed (:data:`pipeline.invoice.rules.RULES`, ``label.invoice_number.*``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pipeline.extraction.label_proof import number_proof
 from pipeline.extraction.labels import LABELS, NUMBER_WORDS
 from pipeline.extraction.layout import Layout, amounts
 from pipeline.extraction.locate import Found, decoy_number_label, labelled, occurrences
-from pipeline.validation import ReasonCode
+from pipeline.invoice import ReasonCode
 
 #: A bare year ("2026"): never an invoice number without the invoice's own label.
 _YEAR = re.compile(r"(?:19|20)\d\d")

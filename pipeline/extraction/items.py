@@ -26,12 +26,12 @@ from pipeline.extraction.roles import Verdict, proven_numbers
 from pipeline.extraction.rows import Row, read_row, row_cells, whole_description
 from pipeline.extraction.shapes import CellShape, cell_shape
 from pipeline.extraction.table import printed_table
-from pipeline.validation import Evidence, LineItem, MatchKind, ReasonCode, TaxLine
+from pipeline.invoice import Evidence, LineItem, MatchKind, ReasonCode, TaxLine
 
 
 class Refuse(Protocol):
     """How grounding records a refusal: field path, detail, reason code and the id of the
-    rule that refused (:data:`pipeline.validation.rules.RULES`)."""
+    rule that refused (:data:`pipeline.invoice.rules.RULES`)."""
 
     def __call__(self, path: str, detail: str, code: ReasonCode, *, rule: str) -> None: ...
 

@@ -25,13 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
 
-from pipeline.extraction.numbers import (
-    Printed,
-    amount_strings,
-    decimal_mark,
-    numbers_in,
-    uses_space_groups,
-)
+from pipeline.invoice import Printed, amount_strings, decimal_mark, numbers_in, uses_space_groups
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -188,6 +182,6 @@ def per_layout(
 @per_layout
 def amounts(doc: Layout) -> tuple[str, ...]:
     """The distinct amount-like strings of the whole text, in order of first appearance
-    (:func:`~pipeline.extraction.numbers.amount_strings`: the text read as one, as the
+    (:func:`~pipeline.invoice.numbers.amount_strings`: the text read as one, as the
     grammar's and grounding's lists of totals read it)."""
     return tuple(amount_strings(doc.text, doc.mark, space_groups=doc.space))

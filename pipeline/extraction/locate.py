@@ -12,7 +12,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.extraction.bounds import spend
+from pipeline.cpu_budget import spend
 from pipeline.extraction.labels import (
     DECOY_DATE_LABELS,
     DECOY_NUMBER_LABELS,
@@ -21,7 +21,7 @@ from pipeline.extraction.labels import (
     REFERENCE_WORDS,
 )
 from pipeline.extraction.layout import Layout, Line, per_layout
-from pipeline.validation import MatchKind
+from pipeline.invoice import MatchKind
 
 #: Smallest similarity (difflib ratio on normalised text) a fuzzy match must reach.
 FUZZY_MIN_RATIO = 0.85

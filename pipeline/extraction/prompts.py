@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.validation import EXTRACTION_SCHEMA_VERSION, extraction_json_schema
+from pipeline.invoice import EXTRACTION_SCHEMA_VERSION, extraction_json_schema
 
 #: Version of the prompt text; recorded on the attempt with the schema version.
 PROMPT_VERSION = "fenceline.prompt/1"

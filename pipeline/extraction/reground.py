@@ -30,8 +30,7 @@ from pipeline.extraction.answer import Answer
 from pipeline.extraction.grounding import Grounder
 from pipeline.extraction.layout import Line, layout_of
 from pipeline.extraction.locate import Found
-from pipeline.extraction.numbers import numbers_in
-from pipeline.validation import (
+from pipeline.invoice import (
     SCALAR_FIELDS,
     Evidence,
     EvidencedAmount,
@@ -42,6 +41,7 @@ from pipeline.validation import (
     LineItem,
     TaxLine,
     normalise_text,
+    numbers_in,
 )
 
 Evidenced = EvidencedAmount | EvidencedCurrency | EvidencedDate | EvidencedIban | EvidencedText

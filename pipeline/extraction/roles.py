@@ -36,14 +36,9 @@ from typing import NamedTuple
 
 from pipeline.extraction.labels import is_unit
 from pipeline.extraction.layout import Layout, Line, per_layout
-from pipeline.extraction.numbers import (
-    ItemNumbers,
-    Printed,
-    numbers_in,
-    to_cents,
-)
+from pipeline.extraction.row_arithmetic import ItemNumbers, to_cents
 from pipeline.extraction.rows import COLUMN_GAP, Row
-from pipeline.validation import CURRENCY_SYMBOLS, ISO_4217
+from pipeline.invoice import CURRENCY_SYMBOLS, ISO_4217, Printed, numbers_in
 
 #: Roles a column header names (the lexicon's keys).
 QUANTITY, UNIT_PRICE = "quantity", "unit_price"

@@ -30,14 +30,8 @@ from typing import NamedTuple
 from pipeline.extraction.labels import JOINING_WORDS, is_unit
 from pipeline.extraction.layout import Layout, Line, per_layout
 from pipeline.extraction.locate import Found
-from pipeline.extraction.numbers import (
-    ItemNumbers,
-    Printed,
-    own_numbers,
-    row_numbers,
-    row_reading,
-)
-from pipeline.validation import CURRENCY_SYMBOLS, ISO_4217
+from pipeline.extraction.row_arithmetic import ItemNumbers, own_numbers, row_numbers, row_reading
+from pipeline.invoice import CURRENCY_SYMBOLS, ISO_4217, Printed
 
 #: Column separators: two spaces or more, a tab, a bar.
 COLUMN_GAP = re.compile(r"\s{2,}|\t|\|")

@@ -13,8 +13,8 @@ from decimal import Decimal
 from typing import NamedTuple
 
 from pipeline.extraction.layout import Layout, Line, per_layout
-from pipeline.extraction.numbers import CENT
 from pipeline.extraction.rows import Row, item_cells, rows_by_amount, stacked
+from pipeline.invoice import CENT
 
 #: Bounds of the grammar's item list: rows, and a description's length.
 MAX_ITEMS = 200

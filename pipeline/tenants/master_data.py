@@ -24,10 +24,7 @@ from collections.abc import Callable, Iterable
 import asyncpg
 
 from pipeline.errors import NotFound
-from pipeline.queries import q
-from pipeline.tenants.accounts import get_tenant
-from pipeline.tenants.admin import resolve_tenant
-from pipeline.validation import (
+from pipeline.invoice import (
     IBAN_LENGTHS,
     ISO_4217,
     SupplierRecord,
@@ -35,6 +32,9 @@ from pipeline.validation import (
     compact_id,
     iban_checksum_ok,
 )
+from pipeline.queries import q
+from pipeline.tenants.accounts import get_tenant
+from pipeline.tenants.admin import resolve_tenant
 
 
 async def upsert_supplier(

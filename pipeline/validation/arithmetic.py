@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from decimal import Decimal, localcontext
 
-from pipeline.validation.contract import Extraction
-from pipeline.validation.policy import DEFAULT_POLICY, Reason, ReasonCode, ValidationPolicy
+from pipeline.invoice import Extraction, Reason, ReasonCode
+from pipeline.validation.policy import DEFAULT_POLICY, ValidationPolicy
 
 
 def check_arithmetic(

@@ -1,7 +1,7 @@
 """The validation policy: decides SUCCEEDED or REVIEW_REQUIRED for a parsed extraction.
 
 Spec section 4: JSON that parses is not a correct invoice. A schema-valid
-:class:`~pipeline.validation.contract.Extraction` is checked here against the OCR text
+:class:`~pipeline.invoice.Extraction` is checked here against the OCR text
 the job holds and the tenant's master data. The outcome is a
 :class:`ValidationReport`: a decision, machine-readable reasons and the policy
 version, all stored on the job.
@@ -31,9 +31,11 @@ Rules (one function each, composed by :func:`validate`), by module:
   in the OCR text, registration);
 * :mod:`pipeline.validation.evidence`: each span resolved against the OCR text
   and showing its value;
-* :mod:`pipeline.validation.dates`: date plausibility and CLDR date reading;
-* :mod:`pipeline.validation.numbers`: number reading in any European locale;
-* :mod:`pipeline.validation.text`: the comparison forms all of them use.
+* :mod:`pipeline.validation.dates`: date plausibility.
+
+The readings every rule uses (numbers and dates in any European locale, currency
+mentions, the comparison forms of text) are the invoice model's
+(:mod:`pipeline.invoice`).
 
 This module is the public surface: it re-exports every public name of those
 modules, so callers import from ``pipeline.validation.decide`` only. Changing what any
@@ -44,29 +46,19 @@ from __future__ import annotations
 
 from datetime import date
 
+from pipeline.invoice import Extraction, Reason, TenantMasterData
 from pipeline.validation.arithmetic import check_arithmetic
-from pipeline.validation.contract import Extraction
-from pipeline.validation.currency import (
-    check_currency,
-)
+from pipeline.validation.currency import check_currency
 from pipeline.validation.dates import check_dates
-from pipeline.validation.evidence import (
-    check_evidence,
-)
+from pipeline.validation.evidence import check_evidence
 from pipeline.validation.policy import (
     DEFAULT_POLICY,
     Decision,
-    Reason,
-    TenantMasterData,
     ValidationPolicy,
     ValidationReport,
     check_presence,
 )
-from pipeline.validation.supplier import (
-    check_iban,
-    check_identifier_characters,
-    check_supplier,
-)
+from pipeline.validation.supplier import check_iban, check_identifier_characters, check_supplier
 
 
 def validate(
@@ -81,7 +73,7 @@ def validate(
 
     Args:
         extraction: the parsed model output (see
-            :func:`pipeline.validation.contract.parse_extraction`).
+            :func:`pipeline.invoice.parse_extraction`).
         ocr_text: the OCR text the job holds; pages separated by form feed.
         master_data: the tenant's suppliers and permitted currencies.
         today: the validation date (from the injected clock), for date plausibility.

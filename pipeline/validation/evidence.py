@@ -14,12 +14,19 @@ from collections.abc import Callable, Iterator
 from datetime import date
 from decimal import Decimal
 
-from pipeline.validation.contract import Evidence, Extraction
-from pipeline.validation.currency import CURRENCY_SYMBOLS
-from pipeline.validation.dates import date_readings
-from pipeline.validation.numbers import number_readings
-from pipeline.validation.policy import Reason, ReasonCode
-from pipeline.validation.text import BIDI_CONTROLS, compact_id, compact_text, normalise_text
+from pipeline.invoice import (
+    BIDI_CONTROLS,
+    CURRENCY_SYMBOLS,
+    Evidence,
+    Extraction,
+    Reason,
+    ReasonCode,
+    compact_id,
+    compact_text,
+    date_readings,
+    normalise_text,
+    number_readings,
+)
 
 ValueCheck = Callable[[str], bool]
 

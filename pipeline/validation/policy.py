@@ -18,14 +18,19 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from pipeline.invoice import (
+    EXTRACTION_SCHEMA_VERSION,
+    SCALAR_FIELDS,
+    Extraction,
+    Reason,
+    ReasonCode,
+)
 from pipeline.states import JobState
-from pipeline.validation.contract import EXTRACTION_SCHEMA_VERSION, SCALAR_FIELDS, Extraction
-from pipeline.validation.rules import RULES
 
 if TYPE_CHECKING:
     from pipeline.settings import Settings
@@ -50,45 +55,6 @@ class Decision(StrEnum):
         return JobState(self.value)
 
 
-class ReasonCode(StrEnum):
-    MISSING_FIELD = "missing_field"
-    MODEL_UNCERTAIN = "model_uncertain"
-    LINE_AMOUNT_MISMATCH = "line_amount_mismatch"
-    NET_TOTAL_MISMATCH = "net_total_mismatch"
-    TAX_BASE_MISMATCH = "tax_base_mismatch"
-    TAX_LINE_MISMATCH = "tax_line_mismatch"
-    TAX_TOTAL_MISMATCH = "tax_total_mismatch"
-    GROSS_TOTAL_MISMATCH = "gross_total_mismatch"
-    CURRENCY_NOT_ISO4217 = "currency_not_iso4217"
-    CURRENCY_NOT_PERMITTED = "currency_not_permitted"
-    CURRENCY_MIXED = "currency_mixed"
-    SUPPLIER_UNKNOWN = "supplier_unknown"
-    SUPPLIER_CONFUSABLE = "supplier_confusable"
-    SUPPLIER_MIXED_SCRIPT = "supplier_mixed_script"
-    VAT_ID_MISMATCH = "vat_id_mismatch"
-    BIDI_CONTROL = "bidi_control"
-    INVISIBLE_CHARACTER = "invisible_character"
-    IBAN_CHECKSUM_INVALID = "iban_checksum_invalid"
-    IBAN_LENGTH_INVALID = "iban_length_invalid"
-    IBAN_NOT_IN_TEXT = "iban_not_in_text"
-    IBAN_NOT_REGISTERED = "iban_not_registered"
-    EVIDENCE_OUT_OF_RANGE = "evidence_out_of_range"
-    EVIDENCE_QUOTE_MISMATCH = "evidence_quote_mismatch"
-    EVIDENCE_VALUE_MISMATCH = "evidence_value_mismatch"
-    EVIDENCE_DUPLICATE = "evidence_duplicate"
-    DATE_IMPLAUSIBLE = "date_implausible"
-    #: Contract v2: a value the model gave that grounding could not find in the text.
-    UNGROUNDED_VALUE = "ungrounded_value"
-    #: Contract v2: two readings pass the same checks and nothing printed (a column
-    #: header, a unit, a currency, a label) proves which one the document means: the
-    #: quantity and unit price of a row, an invoice number or a date without its label.
-    AMBIGUOUS_ROLE = "ambiguous_role"
-    #: Another job of the tenant already holds this supplier invoice (same supplier,
-    #: number and gross total); set by the job store when it commits the result,
-    #: never by the rules here (``pipeline.jobs.duplicates``).
-    DUPLICATE_INVOICE = "duplicate_invoice"
-
-
 #: Arithmetic reason codes; a perturbed amount must produce at least one of them.
 ARITHMETIC_CODES: frozenset[ReasonCode] = frozenset(
     {
@@ -100,31 +66,6 @@ ARITHMETIC_CODES: frozenset[ReasonCode] = frozenset(
         ReasonCode.GROSS_TOTAL_MISMATCH,
     }
 )
-
-
-@dataclass(frozen=True)
-class Reason:
-    """Why a result needs review: ``field`` is a path such as ``line_items[3].line_amount``;
-    ``rule`` the id of the rule that gave it (:data:`pipeline.validation.rules.RULES`).
-
-    A reason stored before rules had ids has none, so ``rule`` is optional and
-    :meth:`as_dict` writes it only when set.
-    """
-
-    code: ReasonCode
-    field: str
-    detail: str
-    rule: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.rule is not None and self.rule not in RULES:
-            raise ValueError(f"unregistered rule id {self.rule!r}")
-
-    def as_dict(self) -> dict[str, str]:
-        out = {"code": self.code.value, "field": self.field, "detail": self.detail}
-        if self.rule is not None:
-            out["rule"] = self.rule
-        return out
 
 
 @dataclass(frozen=True)
@@ -251,23 +192,6 @@ def unvalidated_outcome(
             "schema_valid": False,
         },
     )
-
-
-@dataclass(frozen=True)
-class SupplierRecord:
-    """One supplier in a tenant's master data; ``ibans`` empty means "not on file"."""
-
-    name: str
-    vat_id: str
-    ibans: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class TenantMasterData:
-    """What a tenant knows independently of any document."""
-
-    suppliers: tuple[SupplierRecord, ...]
-    permitted_currencies: frozenset[str] = field(default_factory=frozenset)
 
 
 _FIELD_GETTERS: Mapping[str, Callable[[Extraction], object]] = {

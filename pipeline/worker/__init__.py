@@ -1,5 +1,6 @@
-"""The worker: one attempt of one job end to end, the loop that keeps a driver busy,
-and the autoscaler that decides how many drivers run.
+"""The worker: one attempt of one job end to end (what an answer means: extraction
+grounds it, validation checks it), the loop that keeps a driver busy, and the
+autoscaler that decides how many drivers run.
 
 This is the package's surface: other packages import these names from here,
 never from a module inside.
@@ -8,6 +9,7 @@ never from a module inside.
 from pipeline.worker.attempt import AttemptRunner
 from pipeline.worker.contracts import WorkerConfig
 from pipeline.worker.fleet import DriverAutoscaler, DriverFleet, LocalDriverFleet
+from pipeline.worker.interpretation import Interpretation, interpret
 from pipeline.worker.loop import DrainReport, DriverLoop
 from pipeline.worker.scaling import (
     ScalingConfig,
@@ -25,6 +27,7 @@ __all__ = [
     "DriverAutoscaler",
     "DriverFleet",
     "DriverLoop",
+    "Interpretation",
     "LocalDriverFleet",
     "ScalingConfig",
     "ScalingDecision",
@@ -34,4 +37,5 @@ __all__ = [
     "best_headroom",
     "decide",
     "headroom",
+    "interpret",
 ]

@@ -44,9 +44,9 @@ from pipeline.extraction import (
     Engine,
     ExtractionCall,
     Messages,
-    interpret,
     prepare_call,
 )
+from pipeline.invoice import TenantMasterData
 from pipeline.jobs import GroupCommit, JobStore, Lease, Settled, Success
 from pipeline.logs import job_log_context
 from pipeline.queries import q
@@ -65,17 +65,12 @@ from pipeline.tracing import (
     set_timeout,
 )
 from pipeline.usage import AttemptUsage
-from pipeline.validation import (
-    DEFAULT_POLICY,
-    Decision,
-    TenantMasterData,
-    ValidationPolicy,
-    unvalidated_outcome,
-)
+from pipeline.validation import DEFAULT_POLICY, Decision, ValidationPolicy, unvalidated_outcome
 from pipeline.waiting import wait_within
 from pipeline.worker.call_bounds import CallBounds
 from pipeline.worker.call_usage import recorded_usage, spent_usage
 from pipeline.worker.contracts import AdmissionGate, AttemptReport, Unlimited, WorkerConfig
+from pipeline.worker.interpretation import interpret
 
 log = logging.getLogger(__name__)
 

@@ -27,10 +27,11 @@ from benchmarks.demo.run import (
     review_key_name,
 )
 from pipeline.api import create_app
-from pipeline.extraction import answer_for, interpret
+from pipeline.extraction import answer_for
 from pipeline.jobs import JobStore
 from pipeline.states import JobState
 from pipeline.tenants import authenticate, get_tenant_by_name, load_master_data
+from pipeline.worker import interpret
 from tests.support.api import TenantKey, loopback_server, settings_for
 from tests.support.console import console_login
 

@@ -18,8 +18,9 @@ import pytest
 
 from benchmarks.invoices.generator import GeneratedInvoice, generate_invoice
 from cluster.cli import main
+from pipeline.invoice import ReasonCode
 from pipeline.tenants.master_data import load_master_data
-from pipeline.validation import Decision, ReasonCode, ValidationReport, validate
+from pipeline.validation import Decision, ValidationReport, validate
 from tests.support.jobs import new_tenant
 
 pytestmark = pytest.mark.integration

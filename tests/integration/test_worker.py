@@ -25,11 +25,12 @@ from pipeline.extraction import (
     document_in_prompt,
     shown_document,
 )
+from pipeline.invoice import ReasonCode
 from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
 from pipeline.tenants import MasterDataCache, create_api_key, upsert_supplier
-from pipeline.validation import VALIDATION_POLICY_VERSION, ReasonCode
+from pipeline.validation import VALIDATION_POLICY_VERSION
 from pipeline.validation.policy import MALFORMED_OUTPUT
 from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 from tests.support.drivers import answer_from_corpus, submit_corpus, wait_settled

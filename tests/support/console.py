@@ -16,12 +16,19 @@ import httpx
 
 from benchmarks.invoices.generator import GeneratedInvoice, generate_invoice
 from benchmarks.invoices.variants import Variant
-from pipeline.extraction import answer_for, interpret
-from pipeline.extraction.numbers import amount_strings, decimal_mark, read_number, uses_space_groups
+from pipeline.extraction import answer_for
+from pipeline.invoice import (
+    Extraction,
+    amount_strings,
+    decimal_mark,
+    read_number,
+    uses_space_groups,
+)
 from pipeline.jobs import JobStore
 from pipeline.states import JobState
 from pipeline.tenants import upsert_supplier
-from pipeline.validation import Extraction, validate
+from pipeline.validation import validate
+from pipeline.worker import interpret
 from tests.support.api import TenantKey
 
 

@@ -1,6 +1,6 @@
 """Row reading is quadratic and capped, and reads every row as the cubic search did.
 
-:func:`~pipeline.extraction.numbers.parse_item_row` once tried every triple of a line's
+:func:`~pipeline.extraction.row_arithmetic.parse_item_row` once tried every triple of a line's
 numbers, sorted: a table flattened onto one line (PDF text read without layout) took
 19 s of CPU for 60 items. The oracle below is that search, kept verbatim: the indexed
 search must pick the same triple on any row it reads.
@@ -16,16 +16,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.invoices import Variant, generate_invoice
-from pipeline.extraction.extractor import answer_for, interpret, prepare_call
-from pipeline.extraction.numbers import (
-    CENT,
+from pipeline.extraction.extractor import answer_for, prepare_call
+from pipeline.extraction.row_arithmetic import (
     ROW_NUMBERS_MAX,
     ItemNumbers,
-    Printed,
     _money,
     parse_item_row,
     parse_tax_row,
 )
+from pipeline.invoice import CENT, Printed
+from pipeline.worker import interpret
 
 
 def cubic_parse_item_row(numbers: list[Printed]) -> ItemNumbers | None:

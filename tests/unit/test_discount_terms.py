@@ -15,7 +15,7 @@ import pytest
 from pipeline.extraction.label_proof import date_proof
 from pipeline.extraction.layout import Layout
 from pipeline.extraction.locate import occurrences
-from pipeline.validation import ReasonCode
+from pipeline.invoice import ReasonCode
 from tests.unit.test_role_proofs import PRICE_FIRST, _doc, _run
 
 

@@ -10,19 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.invoices import Variant, generate_invoice
+from pipeline.cpu_budget import cpu_budget, spend
 from pipeline.errors import DocumentOverLimit, ExtractionBudgetExceeded, TerminalError
-from pipeline.extraction.bounds import (
-    DEFAULT_LIMITS,
-    DocumentLimits,
-    cpu_budget,
-    measure,
-    over_limit,
-    spend,
-)
-from pipeline.extraction.extractor import answer_for, interpret, prepare_call
+from pipeline.extraction.bounds import DEFAULT_LIMITS, DocumentLimits, measure, over_limit
+from pipeline.extraction.extractor import answer_for, prepare_call
 from pipeline.extraction.layout import Layout
 from pipeline.extraction.locate import LABEL_WIDTH, Found, fold, label_before
 from pipeline.settings import Settings
+from pipeline.worker import interpret
 
 ONE_MB = "12,50 Widget 3 x 4,17 am 01.02.2024 " * (1_000_000 // 36)
 LINE = ("Zahlbar bis 01.02.2024, Rechnung 2024/17, 19 % MwSt 12,50 EUR. " * 1600)[:100_000]

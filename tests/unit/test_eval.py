@@ -36,7 +36,7 @@ from pipeline.extraction import (
     prepare_call,
     shown_document,
 )
-from pipeline.validation import RULES, Extraction
+from pipeline.invoice import RULES, Extraction
 
 N = 10
 MAX_LINES = 12

@@ -12,13 +12,13 @@ import pytest
 
 from benchmarks.invoices.generator import generate_invoice
 from pipeline.errors import MalformedOutput, RetryableError
-from pipeline.validation import (
+from pipeline.invoice import (
     EXTRACTION_SCHEMA_VERSION,
     Extraction,
     extraction_json_schema,
     parse_extraction,
 )
-from pipeline.validation.contract import MAX_OUTPUT_CHARS
+from pipeline.invoice.contract import MAX_OUTPUT_CHARS
 
 
 @pytest.fixture(scope="module")

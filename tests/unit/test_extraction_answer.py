@@ -10,13 +10,7 @@ import pytest
 
 from benchmarks.invoices.generator import Variant, generate_invoice
 from pipeline.errors import MalformedOutput
-from pipeline.extraction import (
-    answer_for,
-    document_in_prompt,
-    interpret,
-    prepare_call,
-    shown_document,
-)
+from pipeline.extraction import answer_for, document_in_prompt, prepare_call, shown_document
 from pipeline.extraction.answer import (
     ANSWER_KEYS,
     MAX_TAX_LINES,
@@ -37,6 +31,7 @@ from pipeline.extraction.layout import Layout
 from pipeline.extraction.locate import Found
 from pipeline.extraction.rows import read_row, whole_description
 from pipeline.extraction.table import table_rows
+from pipeline.worker import interpret
 
 
 def _nodes(node: Any) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from decimal import Decimal
 import pytest
 
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
-from pipeline.extraction import answer_for, interpret
+from pipeline.extraction import answer_for
 from pipeline.extraction.answer import (
     Answer,
     ItemRef,
@@ -24,7 +24,8 @@ from pipeline.extraction.answer import (
     parse_answer,
 )
 from pipeline.extraction.grounding import ground
-from pipeline.validation import ReasonCode, SupplierRecord, TenantMasterData
+from pipeline.invoice import ReasonCode, SupplierRecord, TenantMasterData
+from pipeline.worker import interpret
 from tests.support.answers import every_item
 
 DOC = """\

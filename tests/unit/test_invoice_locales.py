@@ -22,16 +22,8 @@ from benchmarks.invoices.generator import (
 from benchmarks.invoices.lexicon import LEXICON, PREFIXES
 from benchmarks.invoices.locales import COUNTRIES, Country, fmt_date
 from benchmarks.invoices.plan import make_iban
-from pipeline.validation import (
-    IBAN_LENGTHS,
-    Decision,
-    Extraction,
-    ReasonCode,
-    ValidationReport,
-    date_readings,
-    iban_checksum_ok,
-    validate,
-)
+from pipeline.invoice import IBAN_LENGTHS, Extraction, ReasonCode, date_readings, iban_checksum_ok
+from pipeline.validation import Decision, ValidationReport, validate
 
 CLEAN_SEEDS = range(300)
 

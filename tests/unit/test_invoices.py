@@ -20,9 +20,10 @@ from benchmarks.invoices.generator import (
     generate_corpus,
     generate_invoice,
 )
-from pipeline.validation import IBAN_LENGTHS, Decision, Extraction, iban_checksum_ok, validate
+from pipeline.invoice import IBAN_LENGTHS, Extraction, iban_checksum_ok
+from pipeline.invoice.text import BIDI_CONTROLS, mixed_script_tokens
+from pipeline.validation import Decision, validate
 from pipeline.validation.evidence import evidenced_fields
-from pipeline.validation.text import BIDI_CONTROLS, mixed_script_tokens
 
 PROPERTY = settings(
     max_examples=60,

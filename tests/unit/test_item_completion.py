@@ -9,8 +9,9 @@ import random
 import pytest
 
 from benchmarks.invoices.generator import Variant, generate_invoice
-from pipeline.extraction import answer_for, interpret
+from pipeline.extraction import answer_for
 from pipeline.extraction.answer import ItemRef, dump_answer
+from pipeline.worker import interpret
 from tests.support.answers import every_item
 
 

@@ -8,10 +8,11 @@ import json
 import pytest
 
 from benchmarks.invoices.generator import Variant, generate_invoice
-from pipeline.extraction import answer_for, interpret
+from pipeline.extraction import answer_for
 from pipeline.extraction.answer import answer_schema
 from pipeline.extraction.candidates import labelled_numbers
 from pipeline.extraction.layout import Layout
+from pipeline.worker import interpret
 
 
 @pytest.mark.parametrize(

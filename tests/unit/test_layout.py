@@ -8,10 +8,11 @@ from decimal import Decimal
 import pytest
 
 from benchmarks.invoices import generate_invoice
-from pipeline.extraction import interpret, prepare_call
 from pipeline.extraction import layout as layout_module
+from pipeline.extraction import prepare_call
 from pipeline.extraction.extractor import answer_for
 from pipeline.extraction.layout import Layout, Token, layout_of, per_layout
+from pipeline.worker import interpret
 
 TEXT = "Rechnung 2024/17\nBetrag  1.234,56 EUR\f  Seite 2\n19 % MwSt  234,56\n"
 

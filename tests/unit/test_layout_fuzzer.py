@@ -33,7 +33,7 @@ from benchmarks.fuzz.transforms import (
 from benchmarks.fuzz.vocabulary import WORDS
 from benchmarks.invoices import generate_invoice
 from pipeline.extraction.extractor import answer_for
-from pipeline.validation import RULES, Evidence, Extraction
+from pipeline.invoice import RULES, Evidence, Extraction
 
 NAMES = [t.name for t in TRANSFORMS]
 

@@ -9,12 +9,14 @@ import jsonschema
 import pytest
 
 from benchmarks.invoices.generator import Variant, generate_invoice
-from pipeline.extraction import answer_for, interpret
+from pipeline.extraction import answer_for
 from pipeline.extraction.answer import answer_schema, parse_answer, table_items
 from pipeline.extraction.layout import Layout
 from pipeline.extraction.rows import read_row
 from pipeline.extraction.table import near_whole_table, table_rows, whole_table
-from pipeline.validation import Decision, ReasonCode
+from pipeline.invoice import ReasonCode
+from pipeline.validation import Decision
+from pipeline.worker import interpret
 
 
 def _positions(ocr_text: str) -> list[tuple[list[int], list[str]]] | None:

@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks.invoices.generator import Variant, generate_invoice
 from benchmarks.partial_json import parse_prefix, salvage
-from pipeline.validation import Extraction
+from pipeline.invoice import Extraction
 
 
 @pytest.mark.parametrize(

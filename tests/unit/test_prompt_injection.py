@@ -41,7 +41,8 @@ from pipeline.extraction.prompts import (
     estimate_tokens,
     fence_tag,
 )
-from pipeline.validation import Decision, ReasonCode, ValidationReport, parse_extraction, validate
+from pipeline.invoice import ReasonCode, parse_extraction
+from pipeline.validation import Decision, ValidationReport, validate
 from tests.support.outbound import Listener, connects_to, outbound
 
 # --- observation tools -------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from pipeline.extraction import ground_row_correction, row_field
-from pipeline.validation import Evidence, LineItem, TaxLine
+from pipeline.invoice import Evidence, LineItem, TaxLine
 
 TEXT = (
     "INVOICE 42\n"

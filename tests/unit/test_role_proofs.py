@@ -16,11 +16,11 @@ from decimal import Decimal
 
 import pytest
 
-from pipeline.extraction import interpret
 from pipeline.extraction.answer import Answer, ItemRef
 from pipeline.extraction.grounding import ground
 from pipeline.extraction.roles import QUANTITY, UNIT_PRICE, header_cells
-from pipeline.validation import ReasonCode, SupplierRecord, TenantMasterData
+from pipeline.invoice import ReasonCode, SupplierRecord, TenantMasterData
+from pipeline.worker import interpret
 
 MASTER = TenantMasterData(
     (SupplierRecord("Fjord Parts AS", "NO923456783", frozenset({"NO9386011117947"})),),

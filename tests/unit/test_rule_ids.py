@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.validation import RULES, Reason, ReasonCode
+from pipeline.invoice import RULES, Reason, ReasonCode
 
 ROOT = Path(__file__).resolve().parents[2] / "pipeline"
 GROUPS = tuple(sorted({rule.split(".")[0] + "." for rule in RULES}))

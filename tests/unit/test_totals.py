@@ -9,9 +9,8 @@ from decimal import Decimal as D
 import pytest
 
 from benchmarks.invoices.generator import Variant, generate_invoice
-from pipeline.extraction import answer_for, interpret
+from pipeline.extraction import answer_for
 from pipeline.extraction.answer import dump_answer, parse_answer
-from pipeline.extraction.numbers import decimal_mark, numbers_in, uses_space_groups
 from pipeline.extraction.totals import (
     GROSS,
     NET,
@@ -19,7 +18,8 @@ from pipeline.extraction.totals import (
     copied_totals,
     swapped_totals,
 )
-from pipeline.validation import Extraction, TaxLine
+from pipeline.invoice import Extraction, TaxLine, decimal_mark, numbers_in, uses_space_groups
+from pipeline.worker import interpret
 
 
 def test_a_copied_total_is_replaced_when_both_sums_confirm_it() -> None:

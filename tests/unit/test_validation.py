@@ -20,10 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
-from pipeline.states import JobState
-from pipeline.validation import (
-    VALIDATION_POLICY_VERSION,
-    Decision,
+from pipeline.invoice import (
     Evidence,
     EvidencedAmount,
     EvidencedText,
@@ -34,22 +31,22 @@ from pipeline.validation import (
     SupplierRecord,
     TaxLine,
     TenantMasterData,
-    ValidationPolicy,
     compact_id,
     date_readings,
     iban_checksum_ok,
-    validate,
 )
-from pipeline.validation.currency import currency_mentions
+from pipeline.invoice.currencies import currency_mentions
+from pipeline.invoice.numbers import number_readings
+from pipeline.invoice.text import mixed_script_tokens, skeleton
+from pipeline.states import JobState
+from pipeline.validation import VALIDATION_POLICY_VERSION, Decision, ValidationPolicy, validate
 from pipeline.validation.decide import (
     check_arithmetic,
     check_currency,
     check_evidence,
     check_supplier,
 )
-from pipeline.validation.numbers import number_readings
 from pipeline.validation.policy import _FIELD_GETTERS, ARITHMETIC_CODES, REQUIRABLE_FIELDS
-from pipeline.validation.text import mixed_script_tokens, skeleton
 
 PROPERTY = settings(
     max_examples=60,

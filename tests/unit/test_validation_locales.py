@@ -9,17 +9,12 @@ from decimal import Decimal
 import pytest
 
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
-from pipeline.validation import (
-    CURRENCY_SYMBOLS,
-    Evidence,
-    EvidencedAmount,
-    ReasonCode,
-    date_readings,
-)
-from pipeline.validation.currency import currency_mentions, pricing_lines
-from pipeline.validation.dates import european_locales, month_names, month_table
+from pipeline.invoice import CURRENCY_SYMBOLS, Evidence, EvidencedAmount, ReasonCode, date_readings
+from pipeline.invoice.currencies import currency_mentions
+from pipeline.invoice.dates import european_locales, month_names, month_table
+from pipeline.invoice.numbers import number_readings
+from pipeline.validation.currency import pricing_lines
 from pipeline.validation.decide import check_currency
-from pipeline.validation.numbers import number_readings
 
 MARCH_5 = date(2025, 3, 5)
 

@@ -1,6 +1,6 @@
 """The rule ids: every rule that changes a value or refuses one, named and described.
 
-A :class:`~pipeline.validation.policy.Reason` names the rule that gave it
+A :class:`~pipeline.invoice.reasons.Reason` names the rule that gave it
 (``Reason.rule``), and grounding names the rule behind each value it changed
 (:class:`pipeline.extraction.grounding.Change`), so ``fenceline eval`` and
 ``fenceline fuzz`` count each rule on a dataset: a rule that never fires, or fires

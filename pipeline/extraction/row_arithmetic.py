@@ -1,19 +1,13 @@
-"""Printed numbers read by code: the document's decimal mark, number tokens, row parsing.
+"""A row's numbers by the arithmetic that ties them: which is quantity, price, amount, rate.
 
 Under contract v2 a model copies amounts as printed ("1.234,56") and cites the
-lines of line items and tax lines; it never converts a number. This module does:
-
-* :func:`decimal_mark` decides a document's decimal mark once, by majority over
-  its amount-like numbers (two digits after the last separator), so "1,234" is
-  one thousand two hundred thirty-four in an English invoice and 1.234 in a
-  German one;
-* :func:`numbers_in` lists every printed number of a text with its offsets and
-  value, percentages marked, dates and leading row positions excluded;
-* :func:`parse_item_row` and :func:`parse_tax_row` assign a row's numbers to
-  quantity, unit price, amount and rate by the arithmetic that ties them
-  (quantity x price = amount, base x rate = tax), preferring print order. A row
-  whose numbers do not add up is still read, by the nearest reading, so the
-  arithmetic rules of validation can say what is wrong; nothing is corrected.
+lines of line items and tax lines; it never converts a number. The invoice's number
+reader (:mod:`pipeline.invoice.numbers`) reads a row's numbers; this module assigns
+them: :func:`parse_item_row` and :func:`parse_tax_row` give a row's numbers to
+quantity, unit price, amount and rate by the arithmetic that ties them (quantity x
+price = amount, base x rate = tax), preferring print order. A row whose numbers do
+not add up is still read, by the nearest reading, so the arithmetic rules of
+validation can say what is wrong; nothing is corrected.
 """
 
 from __future__ import annotations
@@ -31,123 +25,10 @@ from decimal import (
     Decimal,
     InvalidOperation,
 )
-from functools import lru_cache
 from itertools import combinations
 
-from pipeline.extraction.bounds import spend
-from pipeline.validation import CURRENCY_SYMBOLS, ISO_4217
-
-CENT = Decimal("0.01")
-#: Group separators besides the other of "." and ",": apostrophes, no-break and thin spaces.
-_SPACE_GROUPS = "\u00a0\u202f\u2009"
-_APOSTROPHES = "'’"
-_DATE_RE = re.compile(
-    r"\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[./-]\d{1,2}[./-]\d{2,4}(?!\d)|\d{1,2}\.\s?\d{1,2}\.\s?\d{4}"
-)
-_AMOUNT_SHAPE_RE = re.compile(r"\d[.,]\d{2}(?!\d)")
-
-
-@dataclass(frozen=True)
-class Printed:
-    """One number as printed: ``text[start:end]`` of the scanned text, read as ``value``."""
-
-    start: int
-    end: int
-    text: str
-    value: Decimal
-    percent: bool
-    places: int
-
-
-def decimal_mark(text: str) -> str:
-    """ "," or ".": the mark most amount-like numbers of ``text`` put before their cents,
-    dates left out (a real invoice listing twenty treatment dates, "11.09.2018;
-    14.09.2018; ...", outvoted its four amounts "380,00" and none could be read)."""
-    masked = _DATE_RE.sub(lambda m: "#" * len(m.group()), text)
-    marks = [m.group()[1] for m in _AMOUNT_SHAPE_RE.finditer(masked)]
-    return "," if marks.count(",") > marks.count(".") else "."
-
-
-@lru_cache(maxsize=8)  # compiled patterns, one per (mark, grouping): not text-keyed
-def _number_re(mark: str, space_groups: bool) -> re.Pattern[str]:
-    group = ("." if mark == "," else ",") + _SPACE_GROUPS + _APOSTROPHES
-    if space_groups:
-        group += " "
-    g = re.escape(group)
-    m = re.escape(mark)
-    before = re.escape(".," + _APOSTROPHES)
-    return re.compile(  # not inside a number; "kr.13958,56" still shows 13958,56
-        rf"(?<!\d)(?<!\d[{before}])(?:\d{{1,3}}(?:[{g}]\d{{3}})+|\d+)(?:{m}\d+)?(?![\d])"
-        rf"(?P<pct>\s?%)?"
-    )
-
-
-def uses_space_groups(text: str, mark: str) -> bool:
-    """Whether the document groups thousands with a plain space ("1 234,56")."""
-    return re.search(rf"\d \d{{3}}{re.escape(mark)}\d{{2}}(?!\d)", text) is not None
-
-
-def read_number(printed: str, mark: str) -> Decimal | None:
-    """The value of one printed number under decimal mark ``mark`` (None if unreadable)."""
-    text = printed.strip().rstrip("%").strip()
-    if text.isascii():  # the common case, in one pass: ASCII digits are all isdigit() has
-        digits = _not_number_char(mark).sub("", text)
-    else:
-        digits = "".join(ch for ch in text if ch.isdigit() or ch == mark or ch in "-−")
-    digits = digits.replace("−", "-").replace(mark, ".")
-    try:
-        value = Decimal(digits)
-    except InvalidOperation:
-        return None
-    return value if value.is_finite() else None
-
-
-@lru_cache(maxsize=8)  # a compiled pattern per mark: not text-keyed
-def _not_number_char(mark: str) -> re.Pattern[str]:
-    """What :func:`read_number` drops from an ASCII number: all but digits, ``mark``, "-"."""
-    return re.compile(rf"[^0-9{re.escape(mark)}\-]")
-
-
-def numbers_in(text: str, mark: str, *, space_groups: bool = False) -> list[Printed]:
-    """Every printed number of ``text`` (dates masked).
-
-    A row's position number ("1  Widget ...") is kept: it cannot be told from a
-    leading quantity ("584 pcs Steel bracket ..."), and :func:`parse_item_row`
-    prefers the quantity printed closest to the price.
-
-    A document's lines are read once, by :class:`~pipeline.extraction.layout.Layout`
-    (``Layout.numbers_on``); this reads any other text (a row's lines together).
-    """
-    spend()  # every reading of a line passes here: where a document's CPU budget ends
-    masked = _DATE_RE.sub(lambda m: "#" * len(m.group()), text)
-    out: list[Printed] = []
-    for match in _number_re(mark, space_groups).finditer(masked):
-        body_end = match.start("pct") if match.group("pct") else match.end()
-        body = text[match.start() : body_end]
-        value = read_number(body, mark)
-        if value is None:
-            continue
-        _, _, frac = body.partition(mark)
-        out.append(
-            Printed(
-                match.start(),
-                body_end,
-                body,
-                value,
-                bool(match.group("pct")),
-                len(frac),
-            )
-        )
-    return out
-
-
-def amount_strings(text: str, mark: str, *, space_groups: bool = False) -> list[str]:
-    """Distinct amount-like strings (two or three decimals) in order of first appearance."""
-    seen: dict[str, None] = {}
-    for p in numbers_in(text, mark, space_groups=space_groups):
-        if not p.percent and p.places in (2, 3):
-            seen.setdefault(p.text, None)
-    return list(seen)
+from pipeline.cpu_budget import spend
+from pipeline.invoice import CENT, CURRENCY_SYMBOLS, ISO_4217, Printed, numbers_in
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,102 @@
+"""The invoice model every stage shares: the extraction result and its evidence, the
+reasons (with the rule ids they name), the number reader, date readings, currencies,
+IBANs, the comparison forms of printed text and a tenant's master data.
+
+It sits above the root foundation and below everything else in ``pipeline``:
+extraction builds these values, validation checks them, the worker stores them, and
+none of that is known here.
+
+This is the package's surface: other packages import these names from here,
+never from a module inside.
+"""
+
+from pipeline.invoice.contract import (
+    EXTRACTION_SCHEMA_VERSION,
+    SCALAR_FIELDS,
+    Evidence,
+    EvidencedAmount,
+    EvidencedCurrency,
+    EvidencedDate,
+    EvidencedIban,
+    EvidencedText,
+    Extraction,
+    LineItem,
+    MatchKind,
+    Supplier,
+    TaxLine,
+    extraction_json_schema,
+    parse_contract,
+    parse_extraction,
+)
+from pipeline.invoice.currencies import CURRENCY_SYMBOLS, ISO_4217, currency_mentions
+from pipeline.invoice.dates import date_readings, european_locales, locale_data
+from pipeline.invoice.ibans import IBAN_LENGTHS, iban_checksum_ok
+from pipeline.invoice.master_data import SupplierRecord, TenantMasterData
+from pipeline.invoice.numbers import (
+    CENT,
+    Printed,
+    amount_strings,
+    decimal_mark,
+    number_readings,
+    numbers_in,
+    read_number,
+    uses_space_groups,
+)
+from pipeline.invoice.reasons import Reason, ReasonCode
+from pipeline.invoice.rules import RULES
+from pipeline.invoice.text import (
+    BIDI_CONTROLS,
+    compact_id,
+    compact_text,
+    mixed_script_tokens,
+    normalise_name,
+    normalise_text,
+    skeleton,
+)
+
+__all__ = [
+    "BIDI_CONTROLS",
+    "CENT",
+    "CURRENCY_SYMBOLS",
+    "EXTRACTION_SCHEMA_VERSION",
+    "IBAN_LENGTHS",
+    "ISO_4217",
+    "RULES",
+    "SCALAR_FIELDS",
+    "Evidence",
+    "EvidencedAmount",
+    "EvidencedCurrency",
+    "EvidencedDate",
+    "EvidencedIban",
+    "EvidencedText",
+    "Extraction",
+    "LineItem",
+    "MatchKind",
+    "Printed",
+    "Reason",
+    "ReasonCode",
+    "Supplier",
+    "SupplierRecord",
+    "TaxLine",
+    "TenantMasterData",
+    "amount_strings",
+    "compact_id",
+    "compact_text",
+    "currency_mentions",
+    "date_readings",
+    "decimal_mark",
+    "european_locales",
+    "extraction_json_schema",
+    "iban_checksum_ok",
+    "locale_data",
+    "mixed_script_tokens",
+    "normalise_name",
+    "normalise_text",
+    "number_readings",
+    "numbers_in",
+    "parse_contract",
+    "parse_extraction",
+    "read_number",
+    "skeleton",
+    "uses_space_groups",
+]

@@ -1,0 +1,78 @@
+"""Reasons: why a value was refused or a result needs review, each naming its rule.
+
+Reasons are part of the result: grounding gives them for what it cannot prove,
+validation for what fails a check, and both store them with the job in the same
+shape. :class:`ReasonCode` says what kind of problem it is; ``Reason.rule`` names
+the rule that found it (:data:`~pipeline.invoice.rules.RULES`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from pipeline.invoice.rules import RULES
+
+
+class ReasonCode(StrEnum):
+    MISSING_FIELD = "missing_field"
+    MODEL_UNCERTAIN = "model_uncertain"
+    LINE_AMOUNT_MISMATCH = "line_amount_mismatch"
+    NET_TOTAL_MISMATCH = "net_total_mismatch"
+    TAX_BASE_MISMATCH = "tax_base_mismatch"
+    TAX_LINE_MISMATCH = "tax_line_mismatch"
+    TAX_TOTAL_MISMATCH = "tax_total_mismatch"
+    GROSS_TOTAL_MISMATCH = "gross_total_mismatch"
+    CURRENCY_NOT_ISO4217 = "currency_not_iso4217"
+    CURRENCY_NOT_PERMITTED = "currency_not_permitted"
+    CURRENCY_MIXED = "currency_mixed"
+    SUPPLIER_UNKNOWN = "supplier_unknown"
+    SUPPLIER_CONFUSABLE = "supplier_confusable"
+    SUPPLIER_MIXED_SCRIPT = "supplier_mixed_script"
+    VAT_ID_MISMATCH = "vat_id_mismatch"
+    BIDI_CONTROL = "bidi_control"
+    INVISIBLE_CHARACTER = "invisible_character"
+    IBAN_CHECKSUM_INVALID = "iban_checksum_invalid"
+    IBAN_LENGTH_INVALID = "iban_length_invalid"
+    IBAN_NOT_IN_TEXT = "iban_not_in_text"
+    IBAN_NOT_REGISTERED = "iban_not_registered"
+    EVIDENCE_OUT_OF_RANGE = "evidence_out_of_range"
+    EVIDENCE_QUOTE_MISMATCH = "evidence_quote_mismatch"
+    EVIDENCE_VALUE_MISMATCH = "evidence_value_mismatch"
+    EVIDENCE_DUPLICATE = "evidence_duplicate"
+    DATE_IMPLAUSIBLE = "date_implausible"
+    #: Contract v2: a value the model gave that grounding could not find in the text.
+    UNGROUNDED_VALUE = "ungrounded_value"
+    #: Contract v2: two readings pass the same checks and nothing printed (a column
+    #: header, a unit, a currency, a label) proves which one the document means: the
+    #: quantity and unit price of a row, an invoice number or a date without its label.
+    AMBIGUOUS_ROLE = "ambiguous_role"
+    #: Another job of the tenant already holds this supplier invoice (same supplier,
+    #: number and gross total); set by the job store when it commits the result,
+    #: never by the rules here (``pipeline.jobs.duplicates``).
+    DUPLICATE_INVOICE = "duplicate_invoice"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a result needs review: ``field`` is a path such as ``line_items[3].line_amount``;
+    ``rule`` the id of the rule that gave it (:data:`pipeline.invoice.rules.RULES`).
+
+    A reason stored before rules had ids has none, so ``rule`` is optional and
+    :meth:`as_dict` writes it only when set.
+    """
+
+    code: ReasonCode
+    field: str
+    detail: str
+    rule: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.rule is not None and self.rule not in RULES:
+            raise ValueError(f"unregistered rule id {self.rule!r}")
+
+    def as_dict(self) -> dict[str, str]:
+        out = {"code": self.code.value, "field": self.field, "detail": self.detail}
+        if self.rule is not None:
+            out["rule"] = self.rule
+        return out

@@ -1,0 +1,83 @@
+"""What one raw answer means: grounded by extraction, then checked by validation.
+
+Extraction and validation are siblings above the invoice model and know nothing of
+each other; the worker composes them. Every caller that turns an answer into a
+result (the attempt, ``fenceline eval``, the layout fuzzer, the demo) goes through
+:func:`interpret`, so what a job stores and what a measurement scores cannot drift
+apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from pipeline.extraction import (
+    CONTRACT_V1,
+    CONTRACT_V2,
+    DEFAULT_CONTRACT,
+    DEFAULT_LIMITS,
+    Change,
+    DocumentLimits,
+    read_answer,
+)
+from pipeline.invoice import Extraction, TenantMasterData
+from pipeline.validation import (
+    DEFAULT_POLICY,
+    Decision,
+    ValidationPolicy,
+    ValidationReport,
+    validate,
+)
+
+
+@dataclass(frozen=True)
+class Interpretation:
+    """A parsed, grounded and validated answer."""
+
+    extraction: Extraction
+    report: ValidationReport
+    contract: str
+    #: The values grounding changed from the answer, each with its rule id (v2 only).
+    changes: tuple[Change, ...] = ()
+
+    def result(self) -> dict[str, Any]:
+        """The JSON the job stores as its result."""
+        return self.extraction.model_dump(mode="json")
+
+
+def interpret(
+    answer: str,
+    ocr_text: str,
+    master_data: TenantMasterData,
+    *,
+    today: date,
+    policy: ValidationPolicy = DEFAULT_POLICY,
+    contract: str = DEFAULT_CONTRACT,
+    limits: DocumentLimits | None = DEFAULT_LIMITS,
+) -> Interpretation:
+    """Parse, ground and validate one raw answer.
+
+    Grounding's refusals (``ungrounded_value``) come first in the report's
+    reasons; the decision is SUCCEEDED only when neither grounding nor any
+    validation rule found a reason. ``limits`` as for
+    :func:`~pipeline.extraction.prepare_call`.
+
+    Raises:
+        MalformedOutput: the answer is not the contract.
+        DocumentOverLimit: the document is over one of ``limits``.
+        ExtractionBudgetExceeded: reading the answer spent ``limits.cpu_seconds``.
+    """
+    grounding = read_answer(answer, ocr_text, contract=contract, limits=limits)
+    checked = validate(grounding.extraction, ocr_text, master_data, today=today, policy=policy)
+    if contract == CONTRACT_V1:
+        return Interpretation(grounding.extraction, checked, CONTRACT_V1)
+    reasons = (*grounding.reasons, *checked.reasons)
+    report = ValidationReport(
+        Decision.REVIEW_REQUIRED if reasons else Decision.SUCCEEDED,
+        reasons,
+        checked.policy_version,
+        CONTRACT_V2,
+    )
+    return Interpretation(grounding.extraction, report, CONTRACT_V2, tuple(grounding.changes))
