@@ -52,8 +52,8 @@ from pipeline.admission import (
     AdmissionConfig,
     AdmissionLedger,
     AdmissionPolicy,
+    AdmissionRequest,
     Grant,
-    PriorityClass,
     Reconciliation,
     ReportedUsage,
     UnknownGrant,
@@ -203,29 +203,15 @@ class AdmissionActor:
     # ---- the protocol ----------------------------------------------------------
 
     async def acquire(
-        self,
-        tenant: str,
-        est_prompt_tokens: int,
-        max_output_tokens: int,
-        *,
-        priority: PriorityClass | str = PriorityClass.STANDARD,
-        job_id: str | None = None,
-        fence: int | None = None,
-        timeout: float | None = None,
-        holder: str | None = None,
-        holder_run: str | None = None,
+        self, request: AdmissionRequest, *, timeout: float | None = None
     ) -> Grant | Wait:
         """Wait, in fair order, until every dimension grants at once.
 
         Args:
-            tenant: the tenant id (a UUID string when the ledger is on).
-            est_prompt_tokens: estimated prompt tokens of the attempt.
-            max_output_tokens: the attempt's ``max_tokens``.
-            priority: the job's priority class.
-            job_id, fence: recorded on the grant and in the ledger.
+            request: the attempt's ask (tenant as a UUID string when the ledger
+                is on; job and fence are recorded on the grant and in the ledger;
+                holder and run for :meth:`abandon`).
             timeout: seconds to wait; 0 tries once; None waits until granted.
-            holder, holder_run: the driver's stable name and its process's run id
-                (:meth:`abandon`).
 
         Returns:
             The grant, or a :class:`Wait` saying which limit still blocks.
@@ -234,10 +220,7 @@ class AdmissionActor:
             ReservationTooLarge: no amount of waiting can admit this reservation.
         """
         await self._ensure_started()
-        ticket = self._policy.submit(
-            tenant, est_prompt_tokens, max_output_tokens, priority,
-            job_id=job_id, fence=fence, holder=holder, holder_run=holder_run,
-        )  # fmt: skip
+        ticket = self._policy.submit(request)
         fut: asyncio.Future[Grant | None] = asyncio.get_running_loop().create_future()
         self._waiters[ticket.id] = fut
         self._dispatch()

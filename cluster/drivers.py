@@ -18,16 +18,18 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import asyncpg
 from prometheus_client import REGISTRY
 
+from cluster.admission_client import AdmissionClient, AdmissionClientMetrics
 from cluster.crash_points import CrashPoints
 from cluster.engine_scopes import PoolRoute, RoutedGate
 from deployments.observability import start_observability
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
+from pipeline.admission import AdmissionRequest, GateUsage, Grant, Reconciliation, Wait
 from pipeline.database import create_pool
 from pipeline.delivery import job_store
 from pipeline.extraction import Engine, OpenAICompatibleEngine
@@ -74,84 +76,43 @@ class EngineSpec:
         raise ValueError(f"unknown engine kind {self.kind!r}")
 
 
-@dataclass(frozen=True)
-class _Counted:
-    """Usage as the admission ledger reads it (unknown counts as zero)."""
-
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int
-
-
 class ActorGate:
-    """The driver's :class:`AdmissionGate` over an :class:`AdmissionClient`.
+    """The driver's :class:`~pipeline.admission.AdmissionGate` over an :class:`AdmissionClient`.
 
-    A ``Wait`` answer (no budget within the timeout) becomes a retryable
-    ``AdmissionDeferred`` carrying the actor's wait hint, so the job store
-    persists a retry no sooner than the budget can admit it.
-
-    Grants are asked for under ``holder`` (the driver's stable name) and
+    Requests are asked for under ``holder`` (the driver's stable name) and
     ``holder_run`` (this process's run), so a restarted driver can give up
-    what its dead run held (:meth:`abandon_earlier_runs`).
+    what its dead run held (:meth:`abandon_earlier_runs`). A ``Wait`` comes
+    back as a value; the attempt decides how to wait
+    (:func:`~pipeline.admission.acquire_within`).
     """
 
     def __init__(
-        self, client: Any, *, holder: str | None = None, holder_run: str | None = None
+        self, client: AdmissionClient, *, holder: str | None = None, holder_run: str | None = None
     ) -> None:
         self.client = client
         self.holder = holder
         self.holder_run = holder_run
 
-    async def acquire(
-        self,
-        *,
-        tenant: str,
-        prompt_tokens: int,
-        max_output_tokens: int,
-        priority: int,
-        timeout: float,
-        job_id: str | None = None,
-        fence: int | None = None,
-    ) -> Any:
-        from pipeline.admission import Wait, priority_class_for
-        from pipeline.errors import AdmissionDeferred
-
-        got = await self.client.acquire(
-            tenant,
-            prompt_tokens,
-            max_output_tokens,
-            priority=priority_class_for(priority),
-            job_id=job_id,
-            fence=fence,
-            timeout=timeout,
-            holder=self.holder,
-            holder_run=self.holder_run,
+    async def acquire(self, request: AdmissionRequest, *, timeout: float | None) -> Grant | Wait:
+        return await self.client.acquire(
+            replace(request, holder=self.holder, holder_run=self.holder_run), timeout=timeout
         )
-        if isinstance(got, Wait):
-            raise AdmissionDeferred(
-                f"no admission budget within {timeout:.0f} s ({got.reason})",
-                retry_after=got.seconds,
-            )
-        return got
 
-    async def release(self, grant: Any, *, usage: Any, uncertain: bool) -> None:
-        counted = None
-        if usage is not None and not uncertain:
-            counted = _Counted(
-                usage.prompt_tokens or 0, usage.completion_tokens or 0, usage.cached_tokens or 0
-            )
-        await self.client.release(grant, counted, uncertain=uncertain)
+    async def release(
+        self, grant: Grant, *, usage: GateUsage | None, uncertain: bool
+    ) -> Reconciliation | None:
+        # An uncertain outcome stays fully charged: its partial usage is not counted.
+        return await self.client.release(grant, None if uncertain else usage, uncertain=uncertain)
 
-    async def cooldown(self, seconds: float) -> None:
-        await self.client.cooldown(seconds)
+    async def cooldown(self, seconds: float) -> float:
+        return await self.client.cooldown(seconds)
 
     async def abandon_earlier_runs(self, call_bound_seconds: float) -> int:
         """Expire this holder's grants from earlier runs once their attempt could
         no longer be calling (:meth:`AdmissionActor.abandon`); returns how many."""
         if self.holder is None or self.holder_run is None:
             return 0
-        moved: int = await self.client.abandon(self.holder, self.holder_run, call_bound_seconds)
-        return moved
+        return await self.client.abandon(self.holder, self.holder_run, call_bound_seconds)
 
 
 class TaskDriver(CrashPoints):
@@ -178,7 +139,7 @@ class TaskDriver(CrashPoints):
         self._loop: DriverLoop | None = None
         self._scheduler: Scheduler | None = None
         self._bridges: list[RegistryBridge] = []
-        self._client_metrics: Any = None  # AdmissionClientMetrics, set by _admission
+        self._client_metrics: AdmissionClientMetrics | None = None  # set by _admission
         #: This process's run: a Ray restart of the actor builds a new TaskDriver.
         self.run_id = uuid.uuid4().hex
 
@@ -209,7 +170,8 @@ class TaskDriver(CrashPoints):
         self._loop = DriverLoop(runner, signal=self._scheduler.signal)
         await self._loop.start()
         # Scheduler metrics (default registry) and the admission client's, to Ray's agent.
-        registries = [REGISTRY] + ([self._client_metrics.registry] if gate is not None else [])
+        clients = self._client_metrics
+        registries = [REGISTRY] + ([clients.registry] if gate is not None and clients else [])
         self._bridges = [b for b in map(bridge_to_ray, registries) if b is not None]
         freeze_startup_heap()
         log.info("driver %s started (pid %d)", self.worker.worker_id, os.getpid())
@@ -240,8 +202,6 @@ class TaskDriver(CrashPoints):
 
         The clients share one metrics registry, so one bridge carries them to Ray.
         """
-        from cluster.admission_client import AdmissionClient, AdmissionClientMetrics
-
         self._client_metrics = AdmissionClientMetrics()
         holder = {"holder": self.worker.worker_id, "holder_run": self.run_id}
         if self.admission_routes:

@@ -21,6 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipeline.admission import (
+    AdmissionGate,
+    AdmissionRequest,
+    GateUsage,
+    Grant,
+    Reconciliation,
+    Wait,
+)
+
 if TYPE_CHECKING:
     from deployments.pools import PoolConfig, PoolsConfig
 
@@ -117,47 +126,27 @@ class RoutedGate:
     that gave it; a provider cooldown (429) is shared with every scope.
     """
 
-    def __init__(self, gates: Mapping[str, Any], routes: Sequence[PoolRoute]) -> None:
+    def __init__(self, gates: Mapping[str, AdmissionGate], routes: Sequence[PoolRoute]) -> None:
         missing = sorted({r.scope for r in routes} - set(gates))
         if missing:
             raise ValueError(f"routes name scopes without a gate: {missing}")
         self.gates = dict(gates)
         self.routes = list(routes)
-        self._given: dict[object, Any] = {}
+        self._given: dict[str, AdmissionGate] = {}
 
-    async def acquire(
-        self,
-        *,
-        tenant: str,
-        prompt_tokens: int,
-        max_output_tokens: int,
-        priority: int,
-        timeout: float,
-        job_id: str | None = None,
-        fence: int | None = None,
-    ) -> Any:
-        gate = self.gates[route_scope(self.routes, prompt_tokens + max_output_tokens)]
-        grant = await gate.acquire(
-            tenant=tenant,
-            prompt_tokens=prompt_tokens,
-            max_output_tokens=max_output_tokens,
-            priority=priority,
-            timeout=timeout,
-            job_id=job_id,
-            fence=fence,
-        )
-        self._given[_key(grant)] = gate
-        return grant
+    async def acquire(self, request: AdmissionRequest, *, timeout: float | None) -> Grant | Wait:
+        gate = self.gates[route_scope(self.routes, request.reserved_tokens)]
+        got = await gate.acquire(request, timeout=timeout)
+        if isinstance(got, Grant):
+            self._given[got.grant_id] = gate
+        return got
 
-    async def release(self, grant: Any, *, usage: Any, uncertain: bool) -> None:
-        gate = self._given.pop(_key(grant))
-        await gate.release(grant, usage=usage, uncertain=uncertain)
+    async def release(
+        self, grant: Grant, *, usage: GateUsage | None, uncertain: bool
+    ) -> Reconciliation | None:
+        gate = self._given.pop(grant.grant_id)
+        return await gate.release(grant, usage=usage, uncertain=uncertain)
 
     async def cooldown(self, seconds: float) -> None:
         for gate in self.gates.values():
             await gate.cooldown(seconds)
-
-
-def _key(grant: Any) -> object:
-    """A grant's identity: its id where it has one (ledger grants), else the object."""
-    return getattr(grant, "grant_id", None) or id(grant)
