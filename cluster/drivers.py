@@ -18,18 +18,22 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import asyncpg
 from prometheus_client import REGISTRY
 
-from cluster.admission_client import AdmissionClient, AdmissionClientMetrics
+from cluster.admission import (
+    ActorGate,
+    AdmissionClient,
+    AdmissionClientMetrics,
+    PoolRoute,
+    RoutedGate,
+)
 from cluster.crash_points import CrashPoints
-from cluster.engine_scopes import PoolRoute, RoutedGate
 from deployments.observability import start_observability
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
-from pipeline.admission import AdmissionRequest, GateUsage, Grant, Reconciliation, Wait
 from pipeline.database import create_pool
 from pipeline.delivery import job_store
 from pipeline.extraction import Engine, OpenAICompatibleEngine
@@ -74,45 +78,6 @@ class EngineSpec:
         if self.kind == "openai":
             return OpenAICompatibleEngine(self.base_url, self.model, api_key=self.api_key)
         raise ValueError(f"unknown engine kind {self.kind!r}")
-
-
-class ActorGate:
-    """The driver's :class:`~pipeline.admission.AdmissionGate` over an :class:`AdmissionClient`.
-
-    Requests are asked for under ``holder`` (the driver's stable name) and
-    ``holder_run`` (this process's run), so a restarted driver can give up
-    what its dead run held (:meth:`abandon_earlier_runs`). A ``Wait`` comes
-    back as a value; the attempt decides how to wait
-    (:func:`~pipeline.admission.acquire_within`).
-    """
-
-    def __init__(
-        self, client: AdmissionClient, *, holder: str | None = None, holder_run: str | None = None
-    ) -> None:
-        self.client = client
-        self.holder = holder
-        self.holder_run = holder_run
-
-    async def acquire(self, request: AdmissionRequest, *, timeout: float | None) -> Grant | Wait:
-        return await self.client.acquire(
-            replace(request, holder=self.holder, holder_run=self.holder_run), timeout=timeout
-        )
-
-    async def release(
-        self, grant: Grant, *, usage: GateUsage | None, uncertain: bool
-    ) -> Reconciliation | None:
-        # An uncertain outcome stays fully charged: its partial usage is not counted.
-        return await self.client.release(grant, None if uncertain else usage, uncertain=uncertain)
-
-    async def cooldown(self, seconds: float) -> float:
-        return await self.client.cooldown(seconds)
-
-    async def abandon_earlier_runs(self, call_bound_seconds: float) -> int:
-        """Expire this holder's grants from earlier runs once their attempt could
-        no longer be calling (:meth:`AdmissionActor.abandon`); returns how many."""
-        if self.holder is None or self.holder_run is None:
-            return 0
-        return await self.client.abandon(self.holder, self.holder_run, call_bound_seconds)
 
 
 class TaskDriver(CrashPoints):

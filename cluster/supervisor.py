@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cluster.actor_kill import kill_actor
-from cluster.engine_scopes import EngineScope, PoolRoute, engine_scopes_for
+from cluster.admission import EngineScope, PoolRoute, engine_scopes_for
 from pipeline.settings import Settings
 from pipeline.waiting import wait_within
 
@@ -87,10 +87,10 @@ class RuntimeConfig(BaseModel):
     #: (the one scope used when ``engine_scopes`` is empty, e.g. a hosted provider).
     admission: dict[str, Any] = Field(default_factory=dict)
     #: One admission scope per inference engine, each with its token budget
-    #: (:func:`cluster.engine_scopes.engine_scopes_for`); empty: the one scope above.
+    #: (:func:`cluster.admission.engine_scopes_for`); empty: the one scope above.
     engine_scopes: list[EngineScope] = Field(default_factory=list)
     #: Every pool's context length and its engine's scope: an attempt asks the scope
-    #: of the pool the router will pick (:class:`cluster.engine_scopes.RoutedGate`).
+    #: of the pool the router will pick (:class:`cluster.admission.RoutedGate`).
     pool_routes: list[PoolRoute] = Field(default_factory=list)
     #: Prefix of the actor names (``<prefix>-driver-0`` ...).
     actor_prefix: str = Field("fenceline", pattern=r"^[a-z][a-z0-9-]*$")

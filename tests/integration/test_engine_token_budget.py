@@ -17,10 +17,13 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from cluster.admission import AdmissionActor
-from cluster.admission_client import AdmissionClient, LocalActorHandle
-from cluster.drivers import ActorGate
-from cluster.engine_scopes import RoutedGate
+from cluster.admission import (
+    ActorGate,
+    AdmissionActor,
+    AdmissionClient,
+    LocalActorHandle,
+    RoutedGate,
+)
 from cluster.supervisor import runtime_config_for
 from deployments.pools import DEFAULT_POOLS_PATH, load_pools
 from pipeline.admission import AdmissionConfig, AdmissionRequest, Grant

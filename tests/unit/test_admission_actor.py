@@ -183,7 +183,8 @@ async def test_run_once_serves_waiters_when_the_window_slides() -> None:
 
 async def test_a_restarted_driver_gets_its_dead_runs_permits_back_after_the_attempt_bound() -> None:
     """A killed driver's grants expire at granted_at + attempt timeout, not the TTL."""
-    from cluster.drivers import ActorGate, TaskDriver
+    from cluster.admission import ActorGate
+    from cluster.drivers import TaskDriver
     from pipeline.settings import Settings
     from pipeline.worker import WorkerConfig
 

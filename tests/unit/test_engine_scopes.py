@@ -7,10 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from cluster.admission import AdmissionActor
-from cluster.admission_client import AdmissionClient, LocalActorHandle
-from cluster.drivers import ActorGate, EngineSpec
-from cluster.engine_scopes import PoolRoute, RoutedGate, engine_scopes_for, route_scope
+from cluster.admission import (
+    ActorGate,
+    AdmissionActor,
+    AdmissionClient,
+    LocalActorHandle,
+    PoolRoute,
+    RoutedGate,
+    engine_scopes_for,
+    route_scope,
+)
+from cluster.drivers import EngineSpec
 from cluster.runtime import ClusterConfig
 from cluster.supervisor import RuntimeConfig, runtime_config_for
 from deployments.kv_cache import (

@@ -73,8 +73,8 @@ class LocalActorHandle:
     """``handle.method.remote(...)`` over an in-process AdmissionActor: the
     embedded single-process mode (no Ray) and tests share the client code.
 
-    ``actor`` is a :class:`cluster.admission.AdmissionActor` (typed loosely, so the
-    client never imports the actor's module: the actor imports the client).
+    ``actor`` is a :class:`cluster.admission.actor.AdmissionActor` (typed loosely:
+    the client never imports the actor's module).
     """
 
     def __init__(self, actor: Any) -> None:

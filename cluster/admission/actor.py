@@ -1,5 +1,4 @@
-"""AdmissionActor: one admission scope as one named Ray actor, and the client
-drivers use to reach it.
+"""AdmissionActor: one admission scope as one named Ray actor.
 
 The limiter's scope is the provider project or engine pool, never the pod
 (spec section 3), so there is exactly one actor per scope:
@@ -20,9 +19,9 @@ and open grants can still be released. A ledger write that fails is logged and
 counted (``snapshot()['ledger_errors']``) but never blocks admission: the
 in-memory limits are the safety property, the ledger is the accounting.
 
-Drivers hold an :class:`~cluster.admission_client.AdmissionClient` (re-exported
-here), which implements the documented behaviour when this actor is
-unreachable: fail closed (default) or a bounded local emergency allowance.
+Drivers reach it through an :class:`~cluster.admission.client.AdmissionClient`,
+which implements the documented behaviour when this actor is unreachable: fail
+closed (default) or a bounded local emergency allowance.
 """
 
 from __future__ import annotations
@@ -39,14 +38,6 @@ from typing import Any
 
 import asyncpg
 
-from cluster.admission_client import (
-    ACTOR_PREFIX,
-    AdmissionClient,
-    AdmissionClientMetrics,
-    EmergencyAllowance,
-    LocalActorHandle,
-    actor_name,
-)
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.admission import (
     AdmissionConfig,
@@ -66,17 +57,6 @@ from pipeline.database import create_pool
 from pipeline.errors import OwnershipError
 from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS
 from pipeline.waiting import wait_within
-
-__all__ = [
-    "ACTOR_PREFIX",
-    "AdmissionActor",
-    "AdmissionClient",
-    "AdmissionClientMetrics",
-    "EmergencyAllowance",
-    "LocalActorHandle",
-    "actor_name",
-    "admission_actor",
-]
 
 log = logging.getLogger(__name__)
 
