@@ -142,7 +142,7 @@ class TaskDriver(CrashPoints):
         log.info("driver %s started (pid %d)", self.worker.worker_id, os.getpid())
         return os.getpid()
 
-    async def _abandon_earlier_runs(self, gate: ActorGate | RoutedGate | None) -> None:
+    async def _abandon_earlier_runs(self, gate: ActorGate | RoutedGate[ActorGate] | None) -> None:
         """After a crash, the dead run's grants come back once its attempts timed out.
 
         The dead process can no longer release them; without this they would hold
@@ -162,7 +162,7 @@ class TaskDriver(CrashPoints):
                     "driver %s: %d grants of an earlier run abandoned", self.worker.worker_id, moved
                 )
 
-    def _admission(self) -> ActorGate | RoutedGate | None:
+    def _admission(self) -> ActorGate | RoutedGate[ActorGate] | None:
         """One gate per admission scope, routed by pool when the runtime has engine scopes.
 
         The clients share one metrics registry, so one bridge carries them to Ray.

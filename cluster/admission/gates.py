@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Generic, TypeVar
 
 from cluster.admission.client import AdmissionClient
 from cluster.admission.engine_scopes import PoolRoute, route_scope
@@ -62,7 +63,10 @@ class ActorGate:
         return await self.client.abandon(self.holder, self.holder_run, call_bound_seconds)
 
 
-class RoutedGate:
+G = TypeVar("G", bound=AdmissionGate)
+
+
+class RoutedGate(Generic[G]):
     """An ``AdmissionGate`` over one gate per engine scope.
 
     ``acquire`` asks the scope of the engine the router will pick for the
@@ -70,13 +74,13 @@ class RoutedGate:
     that gave it; a provider cooldown (429) is shared with every scope.
     """
 
-    def __init__(self, gates: Mapping[str, AdmissionGate], routes: Sequence[PoolRoute]) -> None:
+    def __init__(self, gates: Mapping[str, G], routes: Sequence[PoolRoute]) -> None:
         missing = sorted({r.scope for r in routes} - set(gates))
         if missing:
             raise ValueError(f"routes name scopes without a gate: {missing}")
         self.gates = dict(gates)
         self.routes = list(routes)
-        self._given: dict[str, AdmissionGate] = {}
+        self._given: dict[str, G] = {}
 
     async def acquire(self, request: AdmissionRequest, *, timeout: float | None) -> Grant | Wait:
         gate = self.gates[route_scope(self.routes, request.reserved_tokens)]
