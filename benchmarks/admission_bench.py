@@ -25,7 +25,7 @@ import time
 import uuid
 from typing import Any
 
-from pipeline.admission import AdmissionConfig, AdmissionPolicy, Grant
+from pipeline.admission import AdmissionConfig, AdmissionPolicy, AdmissionRequest, Grant
 from pipeline.usage import Usage
 
 
@@ -41,7 +41,7 @@ def bench_policy(cycles: int) -> dict[str, Any]:
     policy = AdmissionPolicy(cfg)
     started = time.perf_counter()
     for i in range(cycles):
-        grant = policy.try_acquire(f"t{i % 8}", 1000, 500)
+        grant = policy.try_acquire(AdmissionRequest(f"t{i % 8}", 1000, 500))
         assert isinstance(grant, Grant)
         policy.release(grant, Usage(900, 300))
     elapsed = time.perf_counter() - started
@@ -52,8 +52,8 @@ def bench_policy(cycles: int) -> dict[str, Any]:
 def bench_drr(backlog: int = 10_000, permits: int = 50) -> dict[str, Any]:
     policy = AdmissionPolicy(AdmissionConfig(scope="bench", max_in_flight=permits))
     for _ in range(backlog):
-        policy.submit("A", 600, 400)
-    policy.submit("B", 600, 400)
+        policy.submit(AdmissionRequest("A", 600, 400))
+    policy.submit(AdmissionRequest("B", 600, 400))
     order: list[str] = []
     held: list[Grant] = []
     started = time.perf_counter()
@@ -84,7 +84,7 @@ async def _bench_ray_async(sequential: int) -> dict[str, Any]:
     release_s: list[float] = []
     for _ in range(sequential):
         t0 = time.perf_counter()
-        grant = await client.acquire("t", 100, 100, timeout=5)
+        grant = await client.acquire(AdmissionRequest("t", 100, 100), timeout=5)
         t1 = time.perf_counter()
         assert isinstance(grant, Grant)
         await client.release(grant, Usage(50, 50))
@@ -93,7 +93,7 @@ async def _bench_ray_async(sequential: int) -> dict[str, Any]:
 
     async def caller() -> None:
         for _ in range(20):
-            grant = await client.acquire("t", 100, 100, timeout=30)
+            grant = await client.acquire(AdmissionRequest("t", 100, 100), timeout=30)
             assert isinstance(grant, Grant)
             await asyncio.sleep(0.005)
             await client.release(grant, Usage(50, 50))

@@ -7,7 +7,7 @@ One run stands up, on loopback:
 * ``drivers.count`` :class:`pipeline.worker.loop.DriverLoop` s woken by one
   :class:`pipeline.messaging.scheduler.Scheduler`, all asking one in-process
   :class:`cluster.admission.AdmissionActor` (through the
-  :class:`cluster.drivers.ActorGate` Ray drivers use) for RPM/TPM/concurrency;
+  :class:`cluster.admission.ActorGate` Ray drivers use) for RPM/TPM/concurrency;
 * the engine (:class:`benchmarks.engine_setup.BenchEngine`: the fake provider
   in its own process, or vLLM pools behind Ray Serve);
 * with delivery on, one webhook endpoint per tenant, the reference ERP
@@ -38,8 +38,7 @@ from benchmarks.infra import ErpProcess, free_port, fresh_database, intake_serve
 from benchmarks.invoices.generator import GeneratedInvoice
 from benchmarks.loadgen import OpenLoopGenerator, schedule
 from benchmarks.scenario import Scenario, scenario_corpus
-from cluster.admission import AdmissionActor, AdmissionClient, LocalActorHandle
-from cluster.drivers import ActorGate
+from cluster.admission import ActorGate, AdmissionActor, AdmissionClient, LocalActorHandle
 from pipeline.admission import AdmissionConfig
 from pipeline.database import create_pool
 from pipeline.delivery import job_store

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from cluster.actor_kill import kill_actor
 from pipeline.database import create_pool
 from pipeline.jobs import JobStore
 from pipeline.waiting import wait_within
@@ -33,7 +35,7 @@ from pipeline.worker import (
 if TYPE_CHECKING:
     import asyncpg
 
-    from cluster.supervisor import RuntimeSupervisor
+    from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -45,41 +47,63 @@ def _index(name: str) -> int:
     return int(name.rsplit("-", 1)[1])
 
 
-class RayDriverFleet:
-    """Adds and drains ``<prefix>-driver-<i>`` members of a supervisor."""
+class Member(Protocol):
+    """A supervised actor as the fleet sees it: its name and its handle (None: gone)."""
 
-    def __init__(self, supervisor: RuntimeSupervisor, *, grace_seconds: float) -> None:
-        self.supervisor = supervisor
+    name: str
+    handle: Any
+
+
+M = TypeVar("M", bound=Member)
+
+
+class RayDriverFleet(Generic[M]):
+    """Adds and drains the ``<prefix>-driver-<i>`` members of a supervisor.
+
+    The supervisor hands over its member list, the lock its health checks hold,
+    and two callbacks: ``new_driver`` (the member for driver ``i``) and
+    ``ensure`` (create and start a member), so the fleet never imports it back.
+    """
+
+    def __init__(
+        self,
+        members: list[M],
+        lock: asyncio.Lock,
+        *,
+        new_driver: Callable[[int], M],
+        ensure: Callable[[M], Awaitable[None]],
+        grace_seconds: float,
+    ) -> None:
+        self.members = members
+        self.lock = lock
+        self.new_driver = new_driver
+        self.ensure = ensure
         self.grace_seconds = grace_seconds
         # Never reuse a name in this replica's life: a just-killed actor may still hold it.
         self._next = 1 + max((_index(m.name) for m in self._drivers()), default=-1)
 
-    def _drivers(self) -> list[Any]:
-        return [m for m in self.supervisor._members if "-driver-" in m.name]
+    def _drivers(self) -> list[M]:
+        return [m for m in self.members if "-driver-" in m.name]
 
     def size(self) -> int:
         return len(self._drivers())
 
     async def add(self, n: int) -> None:
-        sup = self.supervisor
-        async with sup._lock:
+        async with self.lock:
             for _ in range(n):
-                member = sup.driver_member(self._next)
+                member = self.new_driver(self._next)
                 self._next += 1
-                sup._members.append(member)
-                await sup._ensure(member)
+                self.members.append(member)
+                await self.ensure(member)
 
     async def drain(self, n: int) -> list[DrainReport]:
-        sup = self.supervisor
-        async with sup._lock:  # out of the member list first: no health check revives them
+        async with self.lock:  # out of the member list first: no health check revives them
             chosen = sorted(self._drivers(), key=lambda m: _index(m.name))[-n:]
             for member in chosen:
-                sup._members.remove(member)
+                self.members.remove(member)
         return list(await asyncio.gather(*(self._drain_one(m) for m in chosen)))
 
-    async def _drain_one(self, member: Any) -> DrainReport:
-        from cluster.supervisor import _kill
-
+    async def _drain_one(self, member: M) -> DrainReport:
         report = DrainReport()
         try:
             if member.handle is not None:
@@ -92,7 +116,7 @@ class RayDriverFleet:
             log.warning("draining %s failed: %r", member.name, exc)
         finally:
             if member.handle is not None:
-                _kill(member.handle)
+                kill_actor(member.handle)
                 member.handle = None
         log.info("driver %s drained and stopped: %s", member.name, report)
         return report
@@ -100,14 +124,14 @@ class RayDriverFleet:
     async def headroom(self) -> float | None:
         """The best headroom over the supervisor's admission scopes."""
 
-        async def one(member: Any) -> float | None:
+        async def one(member: M) -> float | None:
             if member.handle is None:
                 return None
             ref = member.handle.snapshot.remote()
             snap = await wait_within(asyncio.wrap_future(ref.future()), SNAPSHOT_TIMEOUT_S)
             return headroom(snap)
 
-        scopes = [m for m in self.supervisor._members if m.name.startswith("admission")]
+        scopes = [m for m in self.members if m.name.startswith("admission")]
         got = await asyncio.gather(*(one(m) for m in scopes), return_exceptions=True)
         return best_headroom([g if isinstance(g, float) else None for g in got])
 
@@ -124,19 +148,23 @@ class RunningAutoscaler:
         await self.pool.close()
 
 
-async def start_autoscaler(supervisor: RuntimeSupervisor) -> RunningAutoscaler | None:
-    """Start driver autoscaling for ``supervisor`` (None when the settings turn it off)."""
-    settings = supervisor.settings
+async def start_autoscaler(
+    fleet: RayDriverFleet[Any], settings: Settings, *, drivers: int, concurrency: int
+) -> RunningAutoscaler | None:
+    """Start driver autoscaling over ``fleet`` (None when the settings turn it off).
+
+    ``drivers`` is the configured count (the default maximum), ``concurrency``
+    each driver's attempts at once.
+    """
     if not settings.driver_autoscaling:
         return None
-    config = ScalingConfig.from_settings(settings, default_max=supervisor.config.drivers)
-    fleet = RayDriverFleet(supervisor, grace_seconds=settings.driver_drain_grace_seconds)
+    config = ScalingConfig.from_settings(settings, default_max=drivers)
     pool = await create_pool(settings.database_url, min_size=1, max_size=2)
     autoscaler = DriverAutoscaler(
         JobStore(pool, settings),
         fleet,
         config,
-        concurrency=supervisor.config.concurrency,
+        concurrency=concurrency,
         headroom=fleet.headroom,
         interval_seconds=settings.driver_scale_interval_seconds,
     )

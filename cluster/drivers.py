@@ -24,8 +24,14 @@ from typing import Any
 import asyncpg
 from prometheus_client import REGISTRY
 
+from cluster.admission import (
+    ActorGate,
+    AdmissionClient,
+    AdmissionClientMetrics,
+    PoolRoute,
+    RoutedGate,
+)
 from cluster.crash_points import CrashPoints
-from cluster.engine_scopes import PoolRoute, RoutedGate
 from deployments.observability import start_observability
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.database import create_pool
@@ -74,86 +80,6 @@ class EngineSpec:
         raise ValueError(f"unknown engine kind {self.kind!r}")
 
 
-@dataclass(frozen=True)
-class _Counted:
-    """Usage as the admission ledger reads it (unknown counts as zero)."""
-
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int
-
-
-class ActorGate:
-    """The driver's :class:`AdmissionGate` over an :class:`AdmissionClient`.
-
-    A ``Wait`` answer (no budget within the timeout) becomes a retryable
-    ``AdmissionDeferred`` carrying the actor's wait hint, so the job store
-    persists a retry no sooner than the budget can admit it.
-
-    Grants are asked for under ``holder`` (the driver's stable name) and
-    ``holder_run`` (this process's run), so a restarted driver can give up
-    what its dead run held (:meth:`abandon_earlier_runs`).
-    """
-
-    def __init__(
-        self, client: Any, *, holder: str | None = None, holder_run: str | None = None
-    ) -> None:
-        self.client = client
-        self.holder = holder
-        self.holder_run = holder_run
-
-    async def acquire(
-        self,
-        *,
-        tenant: str,
-        prompt_tokens: int,
-        max_output_tokens: int,
-        priority: int,
-        timeout: float,
-        job_id: str | None = None,
-        fence: int | None = None,
-    ) -> Any:
-        from pipeline.admission import Wait, priority_class_for
-        from pipeline.errors import AdmissionDeferred
-
-        got = await self.client.acquire(
-            tenant,
-            prompt_tokens,
-            max_output_tokens,
-            priority=priority_class_for(priority),
-            job_id=job_id,
-            fence=fence,
-            timeout=timeout,
-            holder=self.holder,
-            holder_run=self.holder_run,
-        )
-        if isinstance(got, Wait):
-            raise AdmissionDeferred(
-                f"no admission budget within {timeout:.0f} s ({got.reason})",
-                retry_after=got.seconds,
-            )
-        return got
-
-    async def release(self, grant: Any, *, usage: Any, uncertain: bool) -> None:
-        counted = None
-        if usage is not None and not uncertain:
-            counted = _Counted(
-                usage.prompt_tokens or 0, usage.completion_tokens or 0, usage.cached_tokens or 0
-            )
-        await self.client.release(grant, counted, uncertain=uncertain)
-
-    async def cooldown(self, seconds: float) -> None:
-        await self.client.cooldown(seconds)
-
-    async def abandon_earlier_runs(self, call_bound_seconds: float) -> int:
-        """Expire this holder's grants from earlier runs once their attempt could
-        no longer be calling (:meth:`AdmissionActor.abandon`); returns how many."""
-        if self.holder is None or self.holder_run is None:
-            return 0
-        moved: int = await self.client.abandon(self.holder, self.holder_run, call_bound_seconds)
-        return moved
-
-
 class TaskDriver(CrashPoints):
     """One driver process: claims, heartbeats, admission, engine call, fenced commit."""
 
@@ -178,7 +104,7 @@ class TaskDriver(CrashPoints):
         self._loop: DriverLoop | None = None
         self._scheduler: Scheduler | None = None
         self._bridges: list[RegistryBridge] = []
-        self._client_metrics: Any = None  # AdmissionClientMetrics, set by _admission
+        self._client_metrics: AdmissionClientMetrics | None = None  # set by _admission
         #: This process's run: a Ray restart of the actor builds a new TaskDriver.
         self.run_id = uuid.uuid4().hex
 
@@ -209,13 +135,14 @@ class TaskDriver(CrashPoints):
         self._loop = DriverLoop(runner, signal=self._scheduler.signal)
         await self._loop.start()
         # Scheduler metrics (default registry) and the admission client's, to Ray's agent.
-        registries = [REGISTRY] + ([self._client_metrics.registry] if gate is not None else [])
+        clients = self._client_metrics
+        registries = [REGISTRY] + ([clients.registry] if gate is not None and clients else [])
         self._bridges = [b for b in map(bridge_to_ray, registries) if b is not None]
         freeze_startup_heap()
         log.info("driver %s started (pid %d)", self.worker.worker_id, os.getpid())
         return os.getpid()
 
-    async def _abandon_earlier_runs(self, gate: ActorGate | RoutedGate | None) -> None:
+    async def _abandon_earlier_runs(self, gate: ActorGate | RoutedGate[ActorGate] | None) -> None:
         """After a crash, the dead run's grants come back once its attempts timed out.
 
         The dead process can no longer release them; without this they would hold
@@ -235,13 +162,11 @@ class TaskDriver(CrashPoints):
                     "driver %s: %d grants of an earlier run abandoned", self.worker.worker_id, moved
                 )
 
-    def _admission(self) -> ActorGate | RoutedGate | None:
+    def _admission(self) -> ActorGate | RoutedGate[ActorGate] | None:
         """One gate per admission scope, routed by pool when the runtime has engine scopes.
 
         The clients share one metrics registry, so one bridge carries them to Ray.
         """
-        from cluster.admission_client import AdmissionClient, AdmissionClientMetrics
-
         self._client_metrics = AdmissionClientMetrics()
         holder = {"holder": self.worker.worker_id, "holder_run": self.run_id}
         if self.admission_routes:

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cluster.admission import engine_scopes_for
 from cluster.drivers import EngineSpec
-from cluster.engine_scopes import engine_scopes_for
 from cluster.supervisor import RuntimeConfig
 from pipeline.settings import Settings
 from pipeline.worker import WorkerConfig

@@ -45,7 +45,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from cluster.engine_scopes import EngineScope, PoolRoute, engine_scopes_for
+from cluster.actor_kill import kill_actor
+from cluster.admission import EngineScope, PoolRoute, engine_scopes_for
 from pipeline.settings import Settings
 from pipeline.waiting import wait_within
 
@@ -86,10 +87,10 @@ class RuntimeConfig(BaseModel):
     #: (the one scope used when ``engine_scopes`` is empty, e.g. a hosted provider).
     admission: dict[str, Any] = Field(default_factory=dict)
     #: One admission scope per inference engine, each with its token budget
-    #: (:func:`cluster.engine_scopes.engine_scopes_for`); empty: the one scope above.
+    #: (:func:`cluster.admission.engine_scopes_for`); empty: the one scope above.
     engine_scopes: list[EngineScope] = Field(default_factory=list)
     #: Every pool's context length and its engine's scope: an attempt asks the scope
-    #: of the pool the router will pick (:class:`cluster.engine_scopes.RoutedGate`).
+    #: of the pool the router will pick (:class:`cluster.admission.RoutedGate`).
     pool_routes: list[PoolRoute] = Field(default_factory=list)
     #: Prefix of the actor names (``<prefix>-driver-0`` ...).
     actor_prefix: str = Field("fenceline", pattern=r"^[a-z][a-z0-9-]*$")
@@ -186,9 +187,18 @@ class RuntimeSupervisor:
         self._members = self._plan()
         self._lock = asyncio.Lock()
         await self.reconcile()  # the replica (and the app) is only RUNNING once all started
-        from cluster.driver_fleet import start_autoscaler
+        from cluster.driver_fleet import RayDriverFleet, start_autoscaler
 
-        self._autoscaler = await start_autoscaler(self)
+        fleet = RayDriverFleet(
+            self._members,
+            self._lock,
+            new_driver=self.driver_member,
+            ensure=self._ensure,
+            grace_seconds=self.settings.driver_drain_grace_seconds,
+        )
+        self._autoscaler = await start_autoscaler(
+            fleet, self.settings, drivers=self.config.drivers, concurrency=self.config.concurrency
+        )
 
     def _plan(self) -> list[_Member]:
         from cluster.delivery import ACTOR_NAME, build_delivery_actor
@@ -282,7 +292,7 @@ class RuntimeSupervisor:
             for member, ok in zip(with_handles, alive, strict=True):
                 if not ok:
                     log.warning("runtime actor %s is not answering; replacing it", member.name)
-                    _kill(member.handle)
+                    kill_actor(member.handle)
                     member.handle = None
                     report[member.name] = "replaced"
             for member in self._members:
@@ -364,7 +374,7 @@ class RuntimeSupervisor:
                     )
                 except Exception as exc:  # a dead actor cannot answer; leases expire
                     log.warning("stopping %s failed: %r", member.name, exc)
-            _kill(member.handle)
+            kill_actor(member.handle)
             member.handle = None
 
 
@@ -439,15 +449,6 @@ def _admission_actor(scope: str, limits: Mapping[str, Any], settings: Settings) 
         database_url=settings.database_url,
         detached=True,
     )
-
-
-def _kill(handle: Any) -> None:
-    import ray
-
-    try:
-        ray.kill(handle, no_restart=True)
-    except Exception as exc:  # already gone
-        log.debug("kill failed: %r", exc)
 
 
 #: How often Serve health-checks the supervisor, i.e. how soon it starts an actor Ray

@@ -45,6 +45,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+from pipeline.admission.gate import AdmissionRequest
 from pipeline.admission.grants import (
     Grant,
     GrantOutcome,
@@ -101,30 +102,20 @@ class AdmissionPolicy:
 
     # ---- acquiring -------------------------------------------------------------
 
-    def submit(
-        self,
-        tenant: str,
-        est_prompt_tokens: int,
-        max_output_tokens: int,
-        priority: PriorityClass | str = PriorityClass.STANDARD,
-        *,
-        job_id: str | None = None,
-        fence: int | None = None,
-        holder: str | None = None,
-        holder_run: str | None = None,
-    ) -> Ticket:
+    def submit(self, request: AdmissionRequest) -> Ticket:
         """Queue a request in its tenant's flow; :meth:`dispatch` grants it.
 
         Raises:
             ReservationTooLarge: the reservation exceeds TPM or the concurrent-token
                 budget, so it could never be granted.
         """
-        if est_prompt_tokens < 0 or max_output_tokens < 0:
+        if request.prompt_tokens < 0 or request.max_output_tokens < 0:
             raise ValueError("token counts must be non-negative")
-        cls = PriorityClass(priority)
+        tenant, cls = request.tenant, PriorityClass(request.priority)
         ticket = Ticket(
-            self._next_ticket, tenant, cls, int(est_prompt_tokens), int(max_output_tokens),
-            self._clock(), job_id, fence, holder=holder, holder_run=holder_run,
+            self._next_ticket, tenant, cls, int(request.prompt_tokens),
+            int(request.max_output_tokens), self._clock(), request.job_id, request.fence,
+            holder=request.holder, holder_run=request.holder_run,
         )  # fmt: skip
         for limit, name in (
             (self.config.tpm, "TPM"),
@@ -193,23 +184,12 @@ class AdmissionPolicy:
                 self._retire(key)
         return granted
 
-    def try_acquire(
-        self,
-        tenant: str,
-        est_prompt_tokens: int,
-        max_output_tokens: int,
-        priority: PriorityClass | str = PriorityClass.STANDARD,
-        *,
-        job_id: str | None = None,
-        fence: int | None = None,
-    ) -> Grant | Wait:
+    def try_acquire(self, request: AdmissionRequest) -> Grant | Wait:
         """Acquire now or say why not: :meth:`submit` + :meth:`dispatch`, withdrawn
         if not granted. Fair: it is served in its DRR turn like any waiter (a
         dispatch may also grant queued tickets; their holders see ``ticket.grant``).
         """
-        ticket = self.submit(
-            tenant, est_prompt_tokens, max_output_tokens, priority, job_id=job_id, fence=fence
-        )
+        ticket = self.submit(request)
         self.dispatch()
         if ticket.grant is not None:
             return ticket.grant

@@ -29,8 +29,8 @@ from typing import Any, cast
 from opentelemetry import trace as trace_api
 
 from pipeline import checkpoints
+from pipeline.admission import AdmissionGate, Grant
 from pipeline.errors import (
-    AdmissionDeferred,
     FencelineError,
     LeaseLost,
     MalformedOutput,
@@ -66,19 +66,16 @@ from pipeline.tracing import (
 )
 from pipeline.usage import AttemptUsage
 from pipeline.validation import DEFAULT_POLICY, Decision, ValidationPolicy, unvalidated_outcome
-from pipeline.waiting import wait_within
+from pipeline.worker.admitting import admission_request, admit
 from pipeline.worker.call_bounds import CallBounds
 from pipeline.worker.call_usage import recorded_usage, spent_usage
-from pipeline.worker.contracts import AdmissionGate, AttemptReport, Unlimited, WorkerConfig
+from pipeline.worker.contracts import AttemptReport, Unlimited, WorkerConfig
 from pipeline.worker.interpretation import interpret
 
 log = logging.getLogger(__name__)
 
 
 CompletedCallback = Callable[[Settled], Awaitable[None]]
-
-#: Sentinel: the lease was lost while waiting for admission.
-_LOST = object()
 
 
 class AttemptRunner:
@@ -182,8 +179,13 @@ class AttemptRunner:
                 },
             ) as admission_span:
                 try:
-                    grant = await self._admit(
-                        lease, budget.prompt_tokens, budget.max_output_tokens, lost
+                    grant = await admit(
+                        self.admission,
+                        admission_request(lease, budget.prompt_tokens, budget.max_output_tokens),
+                        lease,
+                        self.bounds,
+                        call_timeout=self.config.admission_timeout_seconds,
+                        lost=lost,
                     )
                 except FencelineError as exc:
                     set_error(admission_span, exc.error_class, str(exc))
@@ -192,7 +194,7 @@ class AttemptRunner:
             return await self._retry(lease, exc, None)
         except TerminalError as exc:  # e.g. a reservation no budget can ever admit
             return await self._fail(lease, exc)
-        if grant is _LOST:
+        if grant is None:  # the lease was lost while waiting for admission
             await self.store.record_late_result(lease, None)
             return AttemptReport(lease.job_id, lease.fence, "lease_lost")
         timeout, bound = self.bounds.bound(lease)
@@ -255,45 +257,11 @@ class AttemptRunner:
         await self.admission.release(grant, usage=usage, uncertain=False)
         return await self._commit(lease, text, master, completion, usage, request)
 
-    async def _release_uncertain(self, grant: Any) -> None:
+    async def _release_uncertain(self, grant: Grant) -> None:
         try:
             await self.admission.release(grant, usage=None, uncertain=True)
         except Exception:  # the grant's TTL frees it in the end
             log.exception("admission release failed")
-
-    async def _admit(
-        self, lease: Lease, prompt_tokens: int, max_output_tokens: int, lost: asyncio.Event
-    ) -> Any:
-        """Wait for admission while the lease lives, without spending the job's attempts.
-
-        A ``Wait`` from the budget (surfaced as :class:`AdmissionDeferred`) is not a
-        failed attempt: the driver keeps the lease (heartbeats continue) and asks
-        again after the hint, until the attempt's time runs out; only then is a
-        retry persisted. Returns ``_LOST`` if the lease is lost while waiting.
-        """
-        while True:
-            left = self.bounds.time_left(lease)
-            if left <= 1:
-                raise AdmissionDeferred("no admission budget before the attempt's time ran out")
-            try:
-                return await self.admission.acquire(
-                    tenant=str(lease.tenant_id),
-                    prompt_tokens=prompt_tokens,
-                    max_output_tokens=max_output_tokens,
-                    priority=lease.priority,
-                    timeout=min(self.config.admission_timeout_seconds, left),
-                    job_id=str(lease.job_id),
-                    fence=lease.fence,
-                )
-            except AdmissionDeferred as exc:
-                pause = min(max(exc.retry_after or 1.0, 0.1), max(left - 1, 0.1))
-                span = trace_api.get_current_span()
-                span.add_event("admission.deferred", {"reason": str(exc)[:200], "pause": pause})
-                span.set_attribute("fenceline.admission.wait_reason", str(exc)[:200])
-                with contextlib.suppress(TimeoutError):
-                    await wait_within(lost.wait(), pause)
-                if lost.is_set():
-                    return _LOST
 
     async def _commit(
         self,

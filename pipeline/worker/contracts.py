@@ -1,47 +1,42 @@
-"""What an attempt needs and returns: the admission gate it asks, the driver's
-knobs, and the report of one attempt (:class:`~pipeline.worker.attempt.AttemptRunner`)."""
+"""What an attempt needs and returns: the gate it asks when no budget applies,
+the driver's knobs, and the report of one attempt
+(:class:`~pipeline.worker.attempt.AttemptRunner`)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
 
+from pipeline.admission import AdmissionRequest, GateUsage, Grant, Reconciliation, Wait
 from pipeline.extraction import DEFAULT_CONTRACT, DEFAULT_LIMITS, Completion, DocumentLimits
-from pipeline.usage import AttemptUsage
-
-
-class AdmissionGate(Protocol):
-    """The slice of the admission budget a driver needs (see ``cluster/admission.py``)."""
-
-    async def acquire(
-        self,
-        *,
-        tenant: str,
-        prompt_tokens: int,
-        max_output_tokens: int,
-        priority: int,
-        timeout: float,
-        job_id: str | None = None,
-        fence: int | None = None,
-    ) -> Any:
-        """Block until granted; raise :class:`RetryableError` if not granted in time."""
-        ...
-
-    async def release(self, grant: Any, *, usage: AttemptUsage | None, uncertain: bool) -> None: ...
-
-    async def cooldown(self, seconds: float) -> None: ...
 
 
 class Unlimited:
-    """No admission budget (tests of the job protocol alone; never the default run)."""
+    """No admission budget (tests of the job protocol alone; never the default run):
+    every request is granted at once, and nothing is counted."""
 
-    async def acquire(self, **_: Any) -> Any:
+    async def acquire(self, request: AdmissionRequest, *, timeout: float | None) -> Grant | Wait:
+        del timeout
+        return Grant(
+            grant_id=str(uuid.uuid4()),
+            scope="unlimited",
+            tenant=request.tenant,
+            priority=request.priority,
+            prompt_tokens=request.prompt_tokens,
+            max_output_tokens=request.max_output_tokens,
+            reserved_tokens=request.reserved_tokens,
+            granted_at=time.monotonic(),
+            job_id=request.job_id,
+            fence=request.fence,
+        )
+
+    async def release(
+        self, grant: Grant, *, usage: GateUsage | None, uncertain: bool
+    ) -> Reconciliation | None:
+        del grant, usage, uncertain
         return None
-
-    async def release(self, grant: Any, **_: Any) -> None:
-        del grant
 
     async def cooldown(self, seconds: float) -> None:
         del seconds

@@ -26,7 +26,7 @@ from cluster.admission import (
     actor_name,
     admission_actor,
 )
-from pipeline.admission import AdmissionConfig, Grant, Wait, WaitReason
+from pipeline.admission import AdmissionConfig, AdmissionRequest, Grant, Wait, WaitReason
 from pipeline.errors import ReservationTooLarge
 from pipeline.usage import Usage
 
@@ -85,7 +85,7 @@ def run_callers(scope: str, namespace: str, tenants: list[str], rounds: int) -> 
 
         async def caller(tenant: str) -> None:
             for _ in range(rounds):
-                g = await client.acquire(tenant, 400, 200, timeout=60)
+                g = await client.acquire(AdmissionRequest(tenant, 400, 200), timeout=60)
                 assert isinstance(g, Grant), g
                 start = time.time()
                 await asyncio.sleep(random.uniform(0.01, 0.04))
@@ -135,7 +135,7 @@ async def test_callers_in_several_processes_never_exceed_the_permits(ray_namespa
 
     client = AdmissionClient(handle, scope=scope, call_margin_seconds=MARGIN)
     with pytest.raises(ReservationTooLarge):  # the actor's own error crosses Ray unchanged
-        await client.acquire("t-a", 10_000_000, 1)
+        await client.acquire(AdmissionRequest("t-a", 10_000_000, 1))
     assert not client.unreachable
     ray.kill(handle, no_restart=True)
 
@@ -165,35 +165,41 @@ async def test_dead_actor_fails_closed_or_uses_the_bounded_emergency_allowance(
             max_in_flight=1, tokens_per_minute=1000, requests_per_minute=5
         ),
     )
-    live = await closed.acquire("t", 100, 100, timeout=5)
+    live = await closed.acquire(AdmissionRequest("t", 100, 100), timeout=5)
     assert isinstance(live, Grant) and not live.emergency
 
     ray.kill(handle, no_restart=True)
 
-    refused = await closed.acquire("t", 100, 100, timeout=1)
+    refused = await closed.acquire(AdmissionRequest("t", 100, 100), timeout=1)
     assert refused == Wait(30, WaitReason.LIMITER_UNREACHABLE)
     assert closed.unreachable
     assert sample(closed, "fenceline_admission_limiter_unreachable_total", operation="acquire") == 1
     assert sample(closed, "fenceline_admission_fail_closed_total") == 1
     assert sample(closed, "fenceline_admission_limiter_up") == 0
     # Within retry_seconds the dead actor is not called again (no pile-up of failures).
-    await closed.acquire("t", 100, 100, timeout=1)
+    await closed.acquire(AdmissionRequest("t", 100, 100), timeout=1)
     assert sample(closed, "fenceline_admission_limiter_unreachable_total", operation="acquire") == 1
     assert sample(closed, "fenceline_admission_fail_closed_total") == 2
     assert await closed.release(live, Usage(10, 10)) is None  # the actor's TTL settles it
 
-    first = await emergency.acquire("t", 300, 200, timeout=0)
+    first = await emergency.acquire(AdmissionRequest("t", 300, 200), timeout=0)
     assert isinstance(first, Grant) and first.emergency
-    blocked = await emergency.acquire("u", 100, 100, timeout=0)  # 1 in flight locally
+    blocked = await emergency.acquire(
+        AdmissionRequest("u", 100, 100), timeout=0
+    )  # 1 in flight locally
     assert isinstance(blocked, Wait) and blocked.reason is WaitReason.LIMITER_UNREACHABLE
     rec = await emergency.release(first, Usage(250, 100))
     assert rec is not None and rec.charged_tokens == 350
-    second = await emergency.acquire("u", 300, 300, timeout=0)
+    second = await emergency.acquire(AdmissionRequest("u", 300, 300), timeout=0)
     assert isinstance(second, Grant) and second.emergency
     await emergency.release(second, Usage(100, 100))
-    over_tpm = await emergency.acquire("u", 300, 300, timeout=0)  # 350 + 200 + 600 > 1000
+    over_tpm = await emergency.acquire(
+        AdmissionRequest("u", 300, 300), timeout=0
+    )  # 350 + 200 + 600 > 1000
     assert isinstance(over_tpm, Wait) and over_tpm.reason is WaitReason.LIMITER_UNREACHABLE
-    too_big = await emergency.acquire("u", 2000, 0, timeout=0)  # never fits the allowance
+    too_big = await emergency.acquire(
+        AdmissionRequest("u", 2000, 0), timeout=0
+    )  # never fits the allowance
     assert isinstance(too_big, Wait) and too_big.reason is WaitReason.LIMITER_UNREACHABLE
     assert sample(emergency, "fenceline_admission_emergency_grants_total") == 2
 
@@ -208,7 +214,7 @@ async def test_restarted_actor_is_reached_again_by_name(ray_namespace: str) -> N
     client = AdmissionClient.for_scope(
         scope, namespace=ray_namespace, retry_seconds=0.2, call_margin_seconds=MARGIN
     )
-    g = await client.acquire("t", 10, 10, timeout=5)
+    g = await client.acquire(AdmissionRequest("t", 10, 10), timeout=5)
     assert isinstance(g, Grant)
     before = (await client.snapshot())["incarnation"]
     ray.kill(handle, no_restart=False)  # Ray restarts it (max_restarts=-1)
@@ -226,7 +232,7 @@ async def test_restarted_actor_is_reached_again_by_name(ray_namespace: str) -> N
         raise AssertionError("the admission actor was not restarted within 60 s")
     result: Any = None
     while time.monotonic() < deadline:
-        result = await client.acquire("t", 10, 10, timeout=2)
+        result = await client.acquire(AdmissionRequest("t", 10, 10), timeout=2)
         if isinstance(result, Grant):
             break
         assert result.reason is WaitReason.LIMITER_UNREACHABLE

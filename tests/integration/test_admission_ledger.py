@@ -16,6 +16,7 @@ from pipeline.admission import (
     AdmissionConfig,
     AdmissionLedger,
     AdmissionPolicy,
+    AdmissionRequest,
     Grant,
     PriorityClass,
     Wait,
@@ -62,7 +63,9 @@ async def test_grant_settles_once_with_the_reconciled_charge(pool: asyncpg.Pool)
     [job_id] = await accept_many(JobStore(pool), tenant, 1)
     policy, clock = setup(tpm=10_000)
     ledger = AdmissionLedger(pool, clock)
-    g = grant_of(policy.try_acquire(str(tenant.id), 1200, 800, job_id=str(job_id), fence=3))
+    g = grant_of(
+        policy.try_acquire(AdmissionRequest(str(tenant.id), 1200, 800, job_id=str(job_id), fence=3))
+    )
     await ledger.record_grant(g)
     clock.advance(4.0)
     rec = policy.release(g, Usage(prompt_tokens=1100, completion_tokens=300, cached_tokens=200))
@@ -94,9 +97,9 @@ async def test_uncertain_attempts_stay_charged_across_a_restart(pool: asyncpg.Po
     tenant = str((await new_tenant(pool)).id)
     policy, clock = setup(rpm=10, tpm=5_000, max_in_flight=4)
     ledger = AdmissionLedger(pool, clock)
-    reconciled = grant_of(policy.try_acquire(tenant, 1000, 1000))
-    uncertain = grant_of(policy.try_acquire(tenant, 1000, 500))
-    still_open = grant_of(policy.try_acquire(tenant, 500, 500))
+    reconciled = grant_of(policy.try_acquire(AdmissionRequest(tenant, 1000, 1000)))
+    uncertain = grant_of(policy.try_acquire(AdmissionRequest(tenant, 1000, 500)))
+    still_open = grant_of(policy.try_acquire(AdmissionRequest(tenant, 500, 500)))
     for g in (reconciled, uncertain, still_open):
         await ledger.record_grant(g)
     clock.advance(20.0)
@@ -110,7 +113,7 @@ async def test_uncertain_attempts_stay_charged_across_a_restart(pool: asyncpg.Po
     assert restarted.restore(await ledger.window("provider-a")) == 3
     after = restarted.snapshot()
     assert (after.window_requests, after.window_tokens, after.in_flight) == (3, 3000, 1)
-    wait = restarted.try_acquire(tenant, 1500, 501)  # 3000 + 2001 > 5000
+    wait = restarted.try_acquire(AdmissionRequest(tenant, 1500, 501))  # 3000 + 2001 > 5000
     assert isinstance(wait, Wait) and wait.reason is WaitReason.TPM
     assert wait.seconds == pytest.approx(40.0, abs=1e-3)  # the oldest grants leave at 60 s
     # The open grant's driver can still release it through the restarted policy.
@@ -120,9 +123,9 @@ async def test_uncertain_attempts_stay_charged_across_a_restart(pool: asyncpg.Po
     clock.advance(40.0)
     # The replayed settled grants left the window; the one released at the restart
     # stays 60 s after its release (the provider may have seen it that late).
-    late = restarted.try_acquire(tenant, 2500, 2500)
+    late = restarted.try_acquire(AdmissionRequest(tenant, 2500, 2500))
     assert isinstance(late, Wait) and late.seconds == pytest.approx(20.0, abs=1e-3)
-    assert isinstance(restarted.try_acquire(tenant, 2500, 2000), Grant)
+    assert isinstance(restarted.try_acquire(AdmissionRequest(tenant, 2500, 2000)), Grant)
     # Another scope replays nothing of this one.
     assert await ledger.window("provider-b") == []
 
@@ -133,10 +136,10 @@ async def test_expiry_charges_the_full_reservation_and_wins_over_a_late_release(
     tenant = str((await new_tenant(pool)).id)
     policy, clock = setup(tpm=5_000, grant_ttl_seconds=120.0)
     ledger = AdmissionLedger(pool, clock)
-    crashed = grant_of(policy.try_acquire(tenant, 700, 300))
+    crashed = grant_of(policy.try_acquire(AdmissionRequest(tenant, 700, 300)))
     await ledger.record_grant(crashed)
     clock.advance(100.0)
-    await ledger.record_grant(grant_of(policy.try_acquire(tenant, 1, 1)))
+    await ledger.record_grant(grant_of(policy.try_acquire(AdmissionRequest(tenant, 1, 1))))
     clock.advance(19.0)
     assert await ledger.expire_stale("provider-a", 120.0) == []
     clock.advance(1.0)
@@ -159,7 +162,7 @@ async def test_database_refuses_an_undercharged_uncertain_attempt(pool: asyncpg.
     tenant = str((await new_tenant(pool)).id)
     policy, clock = setup()
     ledger = AdmissionLedger(pool, clock)
-    g = grant_of(policy.try_acquire(tenant, 100, 100))
+    g = grant_of(policy.try_acquire(AdmissionRequest(tenant, 100, 100)))
     await ledger.record_grant(g)
     rec = policy.release(g, None, uncertain=True)
     with pytest.raises(asyncpg.CheckViolationError):
@@ -172,7 +175,7 @@ async def test_report_per_tenant_reserved_vs_used_and_cost(pool: asyncpg.Pool) -
     ledger = AdmissionLedger(pool, clock)
 
     async def attempt(tenant: str, scope_policy: AdmissionPolicy, **release: object) -> None:
-        g = grant_of(scope_policy.try_acquire(tenant, 1000, 500))
+        g = grant_of(scope_policy.try_acquire(AdmissionRequest(tenant, 1000, 500)))
         await ledger.record_grant(g)
         await ledger.record_settlement(scope_policy.release(g, **release))  # type: ignore[arg-type]
 
@@ -217,18 +220,20 @@ async def test_restarted_actor_keeps_uncertain_attempts_charged(
     tenant = str((await new_tenant(pool)).id)
     cfg = actor_config(tpm=5_000, max_in_flight=4)
     first = AdmissionActor(cfg, database_url=dsn)
-    g1 = grant_of(await first.acquire(tenant, 1000, 1000))
+    g1 = grant_of(await first.acquire(AdmissionRequest(tenant, 1000, 1000)))
     await first.release(g1, None, uncertain=True)  # timed out: stays charged (2000)
-    g2 = grant_of(await first.acquire(tenant, 500, 500))
+    g2 = grant_of(await first.acquire(AdmissionRequest(tenant, 500, 500)))
     await first.release(g2, Usage(300, 100))  # reconciled to 400
-    g3 = grant_of(await first.acquire(tenant, 500, 500))  # still in flight at the restart
+    g3 = grant_of(
+        await first.acquire(AdmissionRequest(tenant, 500, 500))
+    )  # still in flight at the restart
     await first.stop()
 
     second = AdmissionActor(cfg, database_url=dsn)
     snap = await second.start()
     assert (snap["restored"], snap["ledger"], snap["ledger_errors"]) == (3, True, 0)
     assert (snap["window_tokens"], snap["window_requests"], snap["in_flight"]) == (3400, 3, 1)
-    blocked = await second.acquire(tenant, 1000, 601, timeout=0)
+    blocked = await second.acquire(AdmissionRequest(tenant, 1000, 601), timeout=0)
     assert isinstance(blocked, Wait) and blocked.reason is WaitReason.TPM
     rec = await second.release(g3, Usage(200, 100))  # its driver survived the restart
     assert rec is not None and rec.charged_tokens == 300
@@ -243,8 +248,14 @@ async def test_actor_expiry_is_recorded_and_frees_the_permit(dsn: str, pool: asy
     tenant = str((await new_tenant(pool)).id)
     [job_id] = await accept_many(JobStore(pool), await _tenant(pool, tenant), 1)
     actor = AdmissionActor(actor_config(max_in_flight=1, grant_ttl_seconds=0.2), database_url=dsn)
-    crashed = grant_of(await actor.acquire(tenant, 100, 50, job_id=str(job_id), fence=1))
-    after = grant_of(await actor.acquire(tenant, 100, 50, job_id=str(job_id), fence=2, timeout=5))
+    crashed = grant_of(
+        await actor.acquire(AdmissionRequest(tenant, 100, 50, job_id=str(job_id), fence=1))
+    )
+    after = grant_of(
+        await actor.acquire(
+            AdmissionRequest(tenant, 100, 50, job_id=str(job_id), fence=2), timeout=5
+        )
+    )
     await actor.release(after, Usage(90, 10))
     await actor.stop()  # waits for the background ledger writes
     rows = await AdmissionLedger(pool).grants_for_job(tenant, job_id)
@@ -261,7 +272,7 @@ async def test_unreachable_ledger_never_blocks_admission() -> None:
     actor = AdmissionActor(actor_config(max_in_flight=2), database_url=dsn_for("fl_no_such_db"))
     snap = await actor.start()
     assert (snap["ledger"], snap["ledger_errors"]) == (False, 1)
-    g = grant_of(await actor.acquire(str(uuid.uuid4()), 10, 10, timeout=0))
+    g = grant_of(await actor.acquire(AdmissionRequest(str(uuid.uuid4()), 10, 10), timeout=0))
     assert (await actor.release(g, Usage(5, 5))) is not None
     await actor.stop()
 
@@ -280,7 +291,9 @@ async def test_an_expiry_is_settled_at_the_time_it_freed_the_permit(pool: asyncp
     [job_id] = await accept_many(JobStore(pool), tenant, 1)
     policy, clock = setup(tpm=10_000, grant_ttl_seconds=5)
     ledger = AdmissionLedger(pool, clock)
-    g = grant_of(policy.try_acquire(str(tenant.id), 1200, 800, job_id=str(job_id), fence=1))
+    g = grant_of(
+        policy.try_acquire(AdmissionRequest(str(tenant.id), 1200, 800, job_id=str(job_id), fence=1))
+    )
     await ledger.record_grant(g)
     clock.advance(6.0)
     [rec] = policy.expire_overdue()
@@ -299,7 +312,9 @@ async def test_a_settlement_lost_to_a_database_outage_is_retried(
     tenant = str((await new_tenant(pool)).id)
     [job_id] = await accept_many(JobStore(pool), await _tenant(pool, tenant), 1)
     actor = AdmissionActor(actor_config(max_in_flight=1), database_url=dsn)
-    g = grant_of(await actor.acquire(tenant, 100, 50, job_id=str(job_id), fence=1))
+    g = grant_of(
+        await actor.acquire(AdmissionRequest(tenant, 100, 50, job_id=str(job_id), fence=1))
+    )
     assert actor._ledger is not None
     ledger = actor._ledger
     real = ledger.record_settlement

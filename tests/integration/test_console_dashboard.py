@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from cluster.admission import AdmissionActor
-from pipeline.admission import AdmissionConfig, Grant, Wait
+from pipeline.admission import AdmissionConfig, AdmissionRequest, Grant, Wait
 from pipeline.api import create_app
 from pipeline.usage import Usage
 from tests.support.api import loopback_server, settings_for, tenant_with_key
@@ -52,10 +52,12 @@ async def test_dashboard_shows_each_tenants_usage_against_the_recorded_limits(
     actor = AdmissionActor(config, database_url=dsn)
     unused = AdmissionActor(AdmissionConfig(scope=idle, max_in_flight=2), database_url=dsn)
     await unused.start()
-    done = granted(await actor.acquire(str(a.tenant.id), 1000, 200))
+    done = granted(await actor.acquire(AdmissionRequest(str(a.tenant.id), 1000, 200)))
     await actor.release(done, Usage(900, 100))  # reconciled: 1,000 tokens charged
-    granted(await actor.acquire(str(a.tenant.id), 500, 300))  # open: 800 reserved
-    granted(await actor.acquire(str(b.tenant.id), 2000, 1000))  # b's, open: 3,000 reserved
+    granted(await actor.acquire(AdmissionRequest(str(a.tenant.id), 500, 300)))  # open: 800 reserved
+    granted(
+        await actor.acquire(AdmissionRequest(str(b.tenant.id), 2000, 1000))
+    )  # b's, open: 3,000 reserved
     app = create_app(settings_for(dsn), pool=pool)
     try:
         async with loopback_server(app) as base, httpx.AsyncClient(base_url=base, timeout=10) as c:

@@ -17,13 +17,16 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from cluster.admission import AdmissionActor
-from cluster.admission_client import AdmissionClient, LocalActorHandle
-from cluster.drivers import ActorGate
-from cluster.engine_scopes import RoutedGate
+from cluster.admission import (
+    ActorGate,
+    AdmissionActor,
+    AdmissionClient,
+    LocalActorHandle,
+    RoutedGate,
+)
 from cluster.supervisor import runtime_config_for
 from deployments.pools import DEFAULT_POOLS_PATH, load_pools
-from pipeline.admission import AdmissionConfig, Grant
+from pipeline.admission import AdmissionConfig, AdmissionRequest, Grant
 from pipeline.jobs import JobStore
 from pipeline.usage import Usage
 from tests.support.jobs import accept_many, new_tenant
@@ -58,9 +61,8 @@ async def test_long_and_short_jobs_share_one_engine_budget_and_shorts_flow(
 
     async def attempt(tenant: str, job: str, tokens: tuple[int, int]) -> Grant:
         grant = await gate.acquire(
-            tenant=tenant, prompt_tokens=tokens[0], max_output_tokens=tokens[1],
-            priority=0, timeout=30.0, job_id=job, fence=1,
-        )  # fmt: skip
+            AdmissionRequest(tenant, tokens[0], tokens[1], job_id=job, fence=1), timeout=30.0
+        )
         assert isinstance(grant, Grant)
         return grant
 

@@ -23,6 +23,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.infra import free_port
+from pipeline.admission import AdmissionRequest
 from pipeline.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -249,7 +250,7 @@ async def test_the_admission_actor_exports_usage_against_its_limits(metrics_port
         detached=False,
     )
     try:
-        grant = await actor.acquire.remote("tenant-a", 1_200, 300, timeout=5)
+        grant = await actor.acquire.remote(AdmissionRequest("tenant-a", 1_200, 300), timeout=5)
         assert grant.reserved_tokens == 1_500
         assert (await actor.snapshot.remote())["metrics_bridged"] is True
         scope = "metrics-test"

@@ -353,9 +353,7 @@ async def test_truncated_answers_are_charged_and_recorded_not_refunded(
     """A truncated answer failed the attempt, but the provider did (and billed) the
     work: admission settles the grant with the reported usage, and the attempt
     row records it, so TPM windows and cost reports count those tokens."""
-    from cluster.admission import AdmissionActor
-    from cluster.admission_client import AdmissionClient, LocalActorHandle
-    from cluster.drivers import ActorGate
+    from cluster.admission import ActorGate, AdmissionActor, AdmissionClient, LocalActorHandle
 
     corpus = generate_corpus(2, seed=5, max_line_items=2, anchor=TODAY)
     store = fast_store(pool)
@@ -404,9 +402,7 @@ async def test_a_call_after_a_long_admission_wait_keeps_its_full_timeout(
     Its call was bounded by that first ``lease_until`` (the heartbeats' renewals were
     never seen), so it got a 1 s timeout, timed out and was retried; now it runs under
     the attempt timeout and both jobs succeed at their first call."""
-    from cluster.admission import AdmissionActor
-    from cluster.admission_client import AdmissionClient, LocalActorHandle
-    from cluster.drivers import ActorGate
+    from cluster.admission import ActorGate, AdmissionActor, AdmissionClient, LocalActorHandle
 
     corpus = generate_corpus(2, seed=11, max_line_items=2, anchor=TODAY)
     policy = RetryPolicy(

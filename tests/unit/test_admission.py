@@ -25,6 +25,7 @@ from hypothesis.stateful import (
 from pipeline.admission import (
     AdmissionConfig,
     AdmissionPolicy,
+    AdmissionRequest,
     Grant,
     PriorityClass,
     UnknownGrant,
@@ -144,7 +145,7 @@ class AdmissionMachine(RuleBasedStateMachine):
 
     @rule(target=queued, tenant=tenants, prompt=token_counts, out=token_counts, prio=priorities)
     def submit(self, tenant: str, prompt: int, out: int, prio: PriorityClass) -> int:
-        ticket = self.policy.submit(tenant, prompt, out, prio)
+        ticket = self.policy.submit(AdmissionRequest(tenant, prompt, out, prio))
         self.tickets[ticket.id] = ticket
         return ticket.id
 
@@ -155,7 +156,7 @@ class AdmissionMachine(RuleBasedStateMachine):
 
     @rule(target=open_grants, tenant=tenants, prompt=token_counts, out=token_counts)
     def try_acquire(self, tenant: str, prompt: int, out: int) -> object:
-        result = self.policy.try_acquire(tenant, prompt, out)
+        result = self.policy.try_acquire(AdmissionRequest(tenant, prompt, out))
         others = self._collect()
         if isinstance(result, Wait):
             assert result.seconds > 0
@@ -329,49 +330,49 @@ def test_unattempted_call_cannot_be_uncertain() -> None:
 
 def test_reconciliation_refunds_exactly_the_unused_reservation() -> None:
     p, _ = policy(tpm=1000)
-    g = granted(p.try_acquire("a", 600, 400))
-    waiting(p.try_acquire("a", 1, 0), WaitReason.TPM)
+    g = granted(p.try_acquire(AdmissionRequest("a", 600, 400)))
+    waiting(p.try_acquire(AdmissionRequest("a", 1, 0)), WaitReason.TPM)
     p.release(g, Usage(prompt_tokens=250, completion_tokens=50))
-    granted(p.try_acquire("a", 500, 200))  # 300 used + 700 = 1000: fits exactly
-    waiting(p.try_acquire("a", 1, 0), WaitReason.TPM)
+    granted(p.try_acquire(AdmissionRequest("a", 500, 200)))  # 300 used + 700 = 1000: fits exactly
+    waiting(p.try_acquire(AdmissionRequest("a", 1, 0)), WaitReason.TPM)
     assert p.snapshot().window_tokens == 1000
 
 
 def test_uncertain_attempt_stays_charged_for_the_whole_window() -> None:
     p, clock = policy(tpm=1000)
-    g = granted(p.try_acquire("a", 600, 400))
+    g = granted(p.try_acquire(AdmissionRequest("a", 600, 400)))
     p.release(g, None, uncertain=True)
-    w = waiting(p.try_acquire("a", 1, 0), WaitReason.TPM)
+    w = waiting(p.try_acquire(AdmissionRequest("a", 1, 0)), WaitReason.TPM)
     assert w.seconds == pytest.approx(60.0)
     clock.advance(59.9)
-    waiting(p.try_acquire("a", 1, 0), WaitReason.TPM)
+    waiting(p.try_acquire(AdmissionRequest("a", 1, 0)), WaitReason.TPM)
     clock.advance(0.1)
-    granted(p.try_acquire("a", 600, 400))
+    granted(p.try_acquire(AdmissionRequest("a", 600, 400)))
 
 
 def test_request_slot_is_kept_once_attempted_and_refunded_otherwise() -> None:
     p, clock = policy(rpm=1)
-    g = granted(p.try_acquire("a", 10, 10))
+    g = granted(p.try_acquire(AdmissionRequest("a", 10, 10)))
     p.release(g, None, attempted=False)  # lease lost before the call
-    g = granted(p.try_acquire("a", 10, 10))
+    g = granted(p.try_acquire(AdmissionRequest("a", 10, 10)))
     p.release(g, None)  # provider refused without usage: slot stays spent
-    w = waiting(p.try_acquire("a", 10, 10), WaitReason.RPM)
+    w = waiting(p.try_acquire(AdmissionRequest("a", 10, 10)), WaitReason.RPM)
     clock.advance(w.seconds)
-    granted(p.try_acquire("a", 10, 10))
+    granted(p.try_acquire(AdmissionRequest("a", 10, 10)))
 
 
 def test_usage_above_the_reservation_is_charged_in_full() -> None:
     p, _ = policy(tpm=1000)
-    g = granted(p.try_acquire("a", 100, 100))
+    g = granted(p.try_acquire(AdmissionRequest("a", 100, 100)))
     rec = p.release(g, Usage(prompt_tokens=700, completion_tokens=100))
     assert rec.charged_tokens == 800 and rec.refunded_tokens == -600
-    waiting(p.try_acquire("a", 201, 0), WaitReason.TPM)
-    granted(p.try_acquire("a", 200, 0))
+    waiting(p.try_acquire(AdmissionRequest("a", 201, 0)), WaitReason.TPM)
+    granted(p.try_acquire(AdmissionRequest("a", 200, 0)))
 
 
 def test_expired_grant_returns_its_permit_but_stays_charged() -> None:
     p, clock = policy(max_in_flight=1, tpm=1000, grant_ttl_seconds=120.0)
-    g = granted(p.try_acquire("a", 500, 0))
+    g = granted(p.try_acquire(AdmissionRequest("a", 500, 0)))
     clock.advance(119.0)
     assert p.expire_overdue() == []
     assert p.next_wakeup() == pytest.approx(1.0)
@@ -391,10 +392,10 @@ def test_expired_grant_returns_its_permit_but_stays_charged() -> None:
 def test_reservation_larger_than_any_budget_is_terminal() -> None:
     p, _ = policy(tpm=1000)
     with pytest.raises(ReservationTooLarge):
-        p.try_acquire("a", 900, 101)
+        p.try_acquire(AdmissionRequest("a", 900, 101))
     pool = AdmissionPolicy(AdmissionConfig.for_local_pool("pool", 1000))
     with pytest.raises(ReservationTooLarge):
-        pool.submit("a", 800, 101)  # 90 % headroom of 1000 = 900
+        pool.submit(AdmissionRequest("a", 800, 101))  # 90 % headroom of 1000 = 900
     assert pool.queued == 0
 
 
@@ -403,14 +404,14 @@ def test_reservation_larger_than_any_budget_is_terminal() -> None:
 
 def test_cooldown_honours_the_provider_hint_for_everyone() -> None:
     p, clock = policy(rpm=100)
-    g = granted(p.try_acquire("a", 10, 10))
+    g = granted(p.try_acquire(AdmissionRequest("a", 10, 10)))
     p.release(g, None)
     assert p.cooldown(7.5) == pytest.approx(7.5)
     for tenant in ("a", "b"):
-        w = waiting(p.try_acquire(tenant, 1, 1), WaitReason.COOLDOWN)
+        w = waiting(p.try_acquire(AdmissionRequest(tenant, 1, 1)), WaitReason.COOLDOWN)
         assert w.seconds == pytest.approx(7.5)
     assert p.next_wakeup() is None  # nobody queued
-    ticket = p.submit("b", 1, 1)
+    ticket = p.submit(AdmissionRequest("b", 1, 1))
     assert p.dispatch() == []
     assert p.next_wakeup() == pytest.approx(7.5)
     clock.advance(7.5)
@@ -428,7 +429,9 @@ def test_cooldown_without_valid_hint_backs_off_until_usage_is_reported() -> None
     assert lengths == pytest.approx([5.0, 10.0, 20.0, 30.0, 30.0], abs=1e-6)
     assert p.cooldown(10**6) == pytest.approx(30.0)  # clamped hint
     clock.advance(30.0)
-    p.release(granted(p.try_acquire("a", 5, 5)), Usage(5, 5))  # success resets the streak
+    p.release(
+        granted(p.try_acquire(AdmissionRequest("a", 5, 5))), Usage(5, 5)
+    )  # success resets the streak
     assert p.cooldown(None) == pytest.approx(5.0)
     assert p.cooldown(0.0) == pytest.approx(5.0)  # min clamp is 0.5, existing 5.0 stands
 
@@ -454,8 +457,8 @@ def run_to(p: AdmissionPolicy, stop: int, *, release_oldest: bool = True) -> lis
 def test_single_job_of_b_is_not_stuck_behind_a_thousand_of_a() -> None:
     p, _ = policy(max_in_flight=4, quantum_tokens=4096)
     for _ in range(1000):
-        p.submit("A", 600, 400)
-    p.submit("B", 600, 400)
+        p.submit(AdmissionRequest("A", 600, 400))
+    p.submit(AdmissionRequest("B", 600, 400))
     order = run_to(p, 1001)
     position = next(i for i, g in enumerate(order) if g.tenant == "B")
     assert position < 100
@@ -477,7 +480,7 @@ def test_backlogged_tenants_share_tokens_in_proportion_to_weight(
     )
     for name in names:
         for i in range(400):
-            p.submit(name, costs[i % len(costs)], 0)
+            p.submit(AdmissionRequest(name, costs[i % len(costs)], 0))
     served = dict.fromkeys(names, 0)
     for g in run_to(p, 150):
         served[g.tenant] += g.reserved_tokens
@@ -489,8 +492,8 @@ def test_backlogged_tenants_share_tokens_in_proportion_to_weight(
 def test_priority_classes_weight_the_share_without_starving_batch() -> None:
     p, _ = policy(max_in_flight=1, quantum_tokens=1000)
     for _ in range(200):
-        p.submit("a", 500, 0, PriorityClass.BATCH)
-        p.submit("a", 500, 0, PriorityClass.INTERACTIVE)
+        p.submit(AdmissionRequest("a", 500, 0, PriorityClass.BATCH))
+        p.submit(AdmissionRequest("a", 500, 0, PriorityClass.INTERACTIVE))
     order = run_to(p, 100)
     interactive = sum(g.priority is PriorityClass.INTERACTIVE for g in order)
     batch = sum(g.priority is PriorityClass.BATCH for g in order)
@@ -505,15 +508,15 @@ def test_priority_classes_weight_the_share_without_starving_batch() -> None:
 
 def test_tenant_in_flight_limit_lets_other_tenants_through() -> None:
     p, _ = policy(max_in_flight=5, tenant_max_in_flight=1, tenant_in_flight={"big": 2})
-    a = [p.submit("a", 10, 10) for _ in range(5)]
-    big = [p.submit("big", 10, 10) for _ in range(5)]
-    b = p.submit("b", 10, 10)
+    a = [p.submit(AdmissionRequest("a", 10, 10)) for _ in range(5)]
+    big = [p.submit(AdmissionRequest("big", 10, 10)) for _ in range(5)]
+    b = p.submit(AdmissionRequest("b", 10, 10))
     granted_now = p.dispatch()
     assert granted_now == [a[0], big[0], big[1], b]  # round-robin order, limits per tenant
     assert p.wait_hint(a[1].id).reason is WaitReason.TENANT_IN_FLIGHT
     assert p.next_wakeup() == pytest.approx(120.0)  # only the grant TTL: no busy retry
-    granted(p.try_acquire("c", 10, 10))
-    waiting(p.try_acquire("d", 10, 10), WaitReason.IN_FLIGHT)
+    granted(p.try_acquire(AdmissionRequest("c", 10, 10)))
+    waiting(p.try_acquire(AdmissionRequest("d", 10, 10)), WaitReason.IN_FLIGHT)
 
 
 # ---- local pools and restarts ------------------------------------------------------
@@ -524,12 +527,14 @@ def test_local_pool_budgets_concurrent_tokens_not_requests() -> None:
     assert cfg.max_concurrent_tokens == 8000 and cfg.rpm is None and cfg.tpm is None
     clock = FakeClock()
     p = AdmissionPolicy(cfg, clock=clock)
-    big = granted(p.try_acquire("a", 3500, 500))
-    granted(p.try_acquire("b", 3500, 500))
-    waiting(p.try_acquire("c", 100, 10), WaitReason.CONCURRENT_TOKENS)
-    small = [granted(p.try_acquire("c", 0, 0)) for _ in range(20)]  # no request-count limit
+    big = granted(p.try_acquire(AdmissionRequest("a", 3500, 500)))
+    granted(p.try_acquire(AdmissionRequest("b", 3500, 500)))
+    waiting(p.try_acquire(AdmissionRequest("c", 100, 10)), WaitReason.CONCURRENT_TOKENS)
+    small = [
+        granted(p.try_acquire(AdmissionRequest("c", 0, 0))) for _ in range(20)
+    ]  # no request-count limit
     assert len(small) == 20
-    ticket = p.submit("c", 2000, 100)
+    ticket = p.submit(AdmissionRequest("c", 2000, 100))
     assert p.dispatch() == []
     assert p.next_wakeup() == pytest.approx(120.0)  # TTL only: a release wakes it, not a poll
     p.release(big, Usage(3500, 120))
@@ -538,9 +543,9 @@ def test_local_pool_budgets_concurrent_tokens_not_requests() -> None:
 
 def test_restore_rebuilds_the_window_and_open_grants_after_restart() -> None:
     p, clock = policy(rpm=3, tpm=3000, max_in_flight=2)
-    g1 = granted(p.try_acquire("a", 500, 500))
+    g1 = granted(p.try_acquire(AdmissionRequest("a", 500, 500)))
     clock.advance(10)
-    g2 = granted(p.try_acquire("b", 400, 100))
+    g2 = granted(p.try_acquire(AdmissionRequest("b", 400, 100)))
     p.release(g1, None, uncertain=True)
     clock.advance(5)
     rows = [
@@ -560,10 +565,10 @@ def test_restore_rebuilds_the_window_and_open_grants_after_restart() -> None:
     )
     rec = fresh.release(g2.grant_id, Usage(100, 50))
     assert rec.charged_tokens == 150
-    granted(fresh.try_acquire("c", 1000, 0))
-    waiting(fresh.try_acquire("c", 1, 0), WaitReason.RPM)
+    granted(fresh.try_acquire(AdmissionRequest("c", 1000, 0)))
+    waiting(fresh.try_acquire(AdmissionRequest("c", 1, 0)), WaitReason.RPM)
     clock.advance(45.0)  # g1's slot (age 60 now) leaves the window
-    granted(fresh.try_acquire("c", 1, 0))
+    granted(fresh.try_acquire(AdmissionRequest("c", 1, 0)))
 
 
 # ---- capacity planning (the spec's worked numbers) ----------------------------------

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from cluster.admission import AdmissionActor, AdmissionClient, LocalActorHandle
-from pipeline.admission import AdmissionConfig, Grant, Wait, WaitReason
+from pipeline.admission import AdmissionConfig, AdmissionRequest, Grant, Wait, WaitReason
 from pipeline.errors import ReservationTooLarge
 from pipeline.usage import Usage
 
@@ -27,7 +27,7 @@ async def test_concurrent_acquirers_never_exceed_permits() -> None:
     async def caller(n: int) -> None:
         tenant = f"t{n % 3}"
         for _ in range(5):
-            g = await a.acquire(tenant, 100, 50, timeout=10)
+            g = await a.acquire(AdmissionRequest(tenant, 100, 50), timeout=10)
             assert isinstance(g, Grant)
             for key in ("all", tenant):
                 in_flight[key] += 1
@@ -52,7 +52,7 @@ async def test_b_is_served_before_a_hundredth_grant_of_a() -> None:
     gate = asyncio.Event()
 
     async def job(tenant: str) -> None:
-        g = await a.acquire(tenant, 600, 400)
+        g = await a.acquire(AdmissionRequest(tenant, 600, 400))
         assert isinstance(g, Grant)
         order.append(tenant)
         await gate.wait()
@@ -74,31 +74,31 @@ async def test_b_is_served_before_a_hundredth_grant_of_a() -> None:
 
 async def test_timeout_returns_the_blocking_reason_and_leaks_nothing() -> None:
     a = actor(max_in_flight=1, rpm=1)
-    g = await a.acquire("t", 10, 10)
+    g = await a.acquire(AdmissionRequest("t", 10, 10))
     assert isinstance(g, Grant)
-    wait = await a.acquire("t", 10, 10, timeout=0)
+    wait = await a.acquire(AdmissionRequest("t", 10, 10), timeout=0)
     assert wait == Wait(1.0, WaitReason.IN_FLIGHT)
     started = time.monotonic()
-    wait = await a.acquire("u", 10, 10, timeout=0.05)
+    wait = await a.acquire(AdmissionRequest("u", 10, 10), timeout=0.05)
     assert isinstance(wait, Wait) and wait.reason is WaitReason.IN_FLIGHT
     assert time.monotonic() - started >= 0.05
     # A cancelled acquirer leaves no ticket and no permit behind.
-    pending = asyncio.create_task(a.acquire("v", 10, 10))
+    pending = asyncio.create_task(a.acquire(AdmissionRequest("v", 10, 10)))
     await asyncio.sleep(0.01)
     pending.cancel()
     with pytest.raises(asyncio.CancelledError):
         await pending
     assert (await a.snapshot())["queued"] == {}
     await a.release(g, None, attempted=False)  # never called: the request slot comes back
-    g2 = await a.acquire("t", 10, 10, timeout=0)
+    g2 = await a.acquire(AdmissionRequest("t", 10, 10), timeout=0)
     assert isinstance(g2, Grant)
     await a.release(g2, Usage(5, 5))
-    wait = await a.acquire("t", 10, 10, timeout=0)
+    wait = await a.acquire(AdmissionRequest("t", 10, 10), timeout=0)
     assert isinstance(wait, Wait) and wait.reason is WaitReason.RPM
     assert 59.0 < wait.seconds <= 60.0
     assert await a.release(g2) is None  # a second release is refused, not double-counted
     with pytest.raises(ReservationTooLarge):
-        await actor(tpm=100).acquire("t", 90, 11)
+        await actor(tpm=100).acquire(AdmissionRequest("t", 90, 11))
     await a.stop()
 
 
@@ -106,7 +106,9 @@ async def test_cooldown_holds_every_waiter_until_it_ends() -> None:
     a = actor(max_in_flight=10, cooldown_min_seconds=0.0)
     assert await a.cooldown(0.3) == pytest.approx(0.3, abs=0.01)
     started = time.monotonic()
-    grants = await asyncio.gather(*(a.acquire(t, 10, 10, timeout=5) for t in "abcd"))
+    grants = await asyncio.gather(
+        *(a.acquire(AdmissionRequest(t, 10, 10), timeout=5) for t in "abcd")
+    )
     elapsed = time.monotonic() - started
     assert all(isinstance(g, Grant) for g in grants)
     assert elapsed >= 0.29
@@ -116,9 +118,11 @@ async def test_cooldown_holds_every_waiter_until_it_ends() -> None:
 
 async def test_expired_grant_frees_its_permit_for_waiters() -> None:
     a = actor(max_in_flight=1, grant_ttl_seconds=0.2)
-    crashed = await a.acquire("t", 10, 10)
+    crashed = await a.acquire(AdmissionRequest("t", 10, 10))
     assert isinstance(crashed, Grant)
-    g = await a.acquire("u", 10, 10, timeout=5)  # the pump expires the holder, then grants
+    g = await a.acquire(
+        AdmissionRequest("u", 10, 10), timeout=5
+    )  # the pump expires the holder, then grants
     assert isinstance(g, Grant)
     snap = await a.snapshot()
     assert (snap["expired_total"], snap["in_flight"]) == (1, 1)
@@ -130,8 +134,8 @@ async def test_expired_grant_frees_its_permit_for_waiters() -> None:
 
 async def test_stop_answers_waiters_with_limiter_unreachable() -> None:
     a = actor(max_in_flight=1)
-    await a.acquire("t", 1, 1)
-    waiter = asyncio.create_task(a.acquire("u", 1, 1))
+    await a.acquire(AdmissionRequest("t", 1, 1))
+    waiter = asyncio.create_task(a.acquire(AdmissionRequest("u", 1, 1)))
     await asyncio.sleep(0.01)
     await a.stop()
     assert await waiter == Wait(1.0, WaitReason.LIMITER_UNREACHABLE)
@@ -140,16 +144,18 @@ async def test_stop_answers_waiters_with_limiter_unreachable() -> None:
 async def test_client_over_local_handle_passes_through() -> None:
     a = actor(max_in_flight=1)
     client = AdmissionClient(LocalActorHandle(a), scope="unit")
-    g = await client.acquire("t", 10, 10, timeout=0)
+    g = await client.acquire(AdmissionRequest("t", 10, 10), timeout=0)
     assert isinstance(g, Grant) and not g.emergency
-    blocked = await client.acquire("t", 10, 10, timeout=0)
+    blocked = await client.acquire(AdmissionRequest("t", 10, 10), timeout=0)
     assert isinstance(blocked, Wait) and blocked.reason is WaitReason.IN_FLIGHT
     rec = await client.release(g, Usage(3, 4))
     assert rec is not None and rec.charged_tokens == 7
     assert await client.cooldown(0.5) == pytest.approx(0.5, abs=0.01)
     assert (await client.snapshot())["cooldowns_total"] == 1
     with pytest.raises(ReservationTooLarge):  # the actor's own error is not "unreachable"
-        await AdmissionClient(LocalActorHandle(actor(tpm=10)), scope="u").acquire("t", 9, 2)
+        await AdmissionClient(LocalActorHandle(actor(tpm=10)), scope="u").acquire(
+            AdmissionRequest("t", 9, 2)
+        )
     assert not client.unreachable
     await a.stop()
 
@@ -157,12 +163,12 @@ async def test_client_over_local_handle_passes_through() -> None:
 async def test_run_once_serves_waiters_when_the_window_slides() -> None:
     now = [1000.0]
     a = AdmissionActor(AdmissionConfig(scope="unit", rpm=1), clock=lambda: now[0])
-    first = await a.acquire("t", 1, 1)
+    first = await a.acquire(AdmissionRequest("t", 1, 1))
     assert isinstance(first, Grant)
     # Settled at once: its slot then stays in the window 60 s after the release
     # (an open grant would stay until released).
     await a.release(first, None)
-    waiter = asyncio.create_task(a.acquire("u", 1, 1, timeout=30))
+    waiter = asyncio.create_task(a.acquire(AdmissionRequest("u", 1, 1), timeout=30))
     while (await a.snapshot())["waiters"] < 1:
         await asyncio.sleep(0)
     assert await a.run_once() == 0
@@ -177,8 +183,8 @@ async def test_run_once_serves_waiters_when_the_window_slides() -> None:
 
 async def test_a_restarted_driver_gets_its_dead_runs_permits_back_after_the_attempt_bound() -> None:
     """A killed driver's grants expire at granted_at + attempt timeout, not the TTL."""
-    from cluster.drivers import ActorGate, TaskDriver
-    from pipeline.errors import AdmissionDeferred
+    from cluster.admission import ActorGate
+    from cluster.drivers import TaskDriver
     from pipeline.settings import Settings
     from pipeline.worker import WorkerConfig
 
@@ -188,9 +194,9 @@ async def test_a_restarted_driver_gets_its_dead_runs_permits_back_after_the_atte
     def gate(holder: str, run: str) -> ActorGate:
         return ActorGate(client, holder=holder, holder_run=run)
 
-    ask = dict(tenant="t", prompt_tokens=10, max_output_tokens=10, priority=0, timeout=0)
-    dead = [await gate("driver-0", "run-1").acquire(**ask) for _ in range(2)]
-    other = await gate("driver-1", "run-1").acquire(**ask)  # another driver, alive
+    ask = AdmissionRequest("t", 10, 10)
+    dead = [await gate("driver-0", "run-1").acquire(ask, timeout=0) for _ in range(2)]
+    other = await gate("driver-1", "run-1").acquire(ask, timeout=0)  # another driver, alive
     assert all(isinstance(g, Grant) and g.holder == "driver-0" for g in dead)
     worker = WorkerConfig(worker_id="driver-0", attempt_timeout_seconds=0.3)
     restarted = TaskDriver(Settings(), worker, engine=None)  # type: ignore[arg-type]
@@ -198,9 +204,8 @@ async def test_a_restarted_driver_gets_its_dead_runs_permits_back_after_the_atte
     started = time.monotonic()
     await restarted._abandon_earlier_runs(new_gate)
     # Not before the dead run's attempts could have timed out: the budget holds.
-    with pytest.raises(AdmissionDeferred):
-        await new_gate.acquire(**ask)
-    mine = await new_gate.acquire(**{**ask, "timeout": 5})
+    assert isinstance(await new_gate.acquire(ask, timeout=0), Wait)
+    mine = await new_gate.acquire(ask, timeout=5)
     waited = time.monotonic() - started
     assert isinstance(mine, Grant) and mine.holder_run == restarted.run_id
     assert 0.1 < waited < 5  # the attempt bound (0.3 s after the grants), not the 60 s TTL
@@ -215,7 +220,7 @@ async def test_a_restarted_driver_gets_its_dead_runs_permits_back_after_the_atte
 
 async def test_abandon_expires_at_once_when_the_attempt_bound_has_passed() -> None:
     a = actor(max_in_flight=1, grant_ttl_seconds=60)
-    g = await a.acquire("t", 10, 10, holder="d", holder_run="old")
+    g = await a.acquire(AdmissionRequest("t", 10, 10, holder="d", holder_run="old"))
     assert isinstance(g, Grant)
     await asyncio.sleep(0.05)
     assert await a.abandon("d", "new", call_bound_seconds=0.01) == 1

@@ -8,7 +8,7 @@ import contextlib
 from prometheus_client import CollectorRegistry
 
 from cluster.admission import AdmissionActor
-from pipeline.admission import AdmissionConfig
+from pipeline.admission import AdmissionConfig, AdmissionRequest
 from pipeline.usage import Usage
 
 
@@ -25,8 +25,8 @@ async def test_usage_and_limits_follow_grants_and_their_settlement() -> None:
         clock=lambda: now[0],
     )
     r = actor.metrics_registry
-    first = await actor.acquire("t1", 2_000, 1_000, timeout=0)
-    second = await actor.acquire("t2", 1_500, 500, timeout=0)
+    first = await actor.acquire(AdmissionRequest("t1", 2_000, 1_000), timeout=0)
+    second = await actor.acquire(AdmissionRequest("t2", 1_500, 500), timeout=0)
     assert not hasattr(first, "reason") and not hasattr(second, "reason")
     usage = {d: sample(r, "fenceline_admission_usage", scope="provider-a", dimension=d) for d in
              ("rpm", "tpm", "permits", "concurrent_tokens")}  # fmt: skip
@@ -36,7 +36,7 @@ async def test_usage_and_limits_follow_grants_and_their_settlement() -> None:
     assert limits == {"rpm": 10, "tpm": 10_000, "permits": 2, "concurrent_tokens": 6_000}
 
     # A third acquirer waits on permits: it is counted as queued while it waits.
-    waiting = asyncio.create_task(actor.acquire("t3", 10, 10, timeout=30))
+    waiting = asyncio.create_task(actor.acquire(AdmissionRequest("t3", 10, 10), timeout=30))
     await asyncio.sleep(0.01)
     assert sample(r, "fenceline_admission_queued", scope="provider-a") == 1
     waiting.cancel()
@@ -68,7 +68,7 @@ async def test_usage_and_limits_follow_grants_and_their_settlement() -> None:
 async def test_an_unenforced_dimension_has_usage_but_no_limit() -> None:
     actor = AdmissionActor(AdmissionConfig(scope="engine-short", max_concurrent_tokens=20_970))
     r = actor.metrics_registry
-    await actor.acquire("t", 100, 50, timeout=0)
+    await actor.acquire(AdmissionRequest("t", 100, 50), timeout=0)
     assert sample(r, "fenceline_admission_usage", scope="engine-short", dimension="tpm") == 150
     assert sample(r, "fenceline_admission_limit", scope="engine-short", dimension="tpm") is None
     assert (

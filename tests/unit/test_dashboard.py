@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 from prometheus_client import CollectorRegistry
 
-from cluster.admission_client import AdmissionClientMetrics
+from cluster.admission import AdmissionClientMetrics
 from deployments.engine_metrics import EngineMetrics
 from kuberay.monitoring.dashboard import OUT, dashboard
 from pipeline.admission import AdmissionConfig, AdmissionPolicy, admission_registry

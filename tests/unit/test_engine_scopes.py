@@ -7,10 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from cluster.admission import AdmissionActor
-from cluster.admission_client import AdmissionClient, LocalActorHandle
-from cluster.drivers import ActorGate, EngineSpec
-from cluster.engine_scopes import PoolRoute, RoutedGate, engine_scopes_for, route_scope
+from cluster.admission import (
+    ActorGate,
+    AdmissionActor,
+    AdmissionClient,
+    LocalActorHandle,
+    PoolRoute,
+    RoutedGate,
+    engine_scopes_for,
+    route_scope,
+)
+from cluster.drivers import EngineSpec
 from cluster.runtime import ClusterConfig
 from cluster.supervisor import RuntimeConfig, runtime_config_for
 from deployments.kv_cache import (
@@ -22,7 +29,7 @@ from deployments.kv_cache import (
     model_kv_bytes_per_token,
 )
 from deployments.pools import GPU_POOLS_PATH, load_pools, parse_pools
-from pipeline.admission import AdmissionConfig, Grant
+from pipeline.admission import AdmissionConfig, AdmissionRequest, Grant
 from pipeline.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,9 +204,8 @@ async def test_routed_gate_asks_and_releases_the_engines_scope() -> None:
         for scope, actor in actors.items()
     }
     gate = RoutedGate(gates, ROUTES)
-    ask = {"tenant": "t", "priority": 0, "timeout": 0.0}
-    short = await gate.acquire(prompt_tokens=2000, max_output_tokens=1000, **ask)
-    long = await gate.acquire(prompt_tokens=12_000, max_output_tokens=2000, **ask)
+    short = await gate.acquire(AdmissionRequest("t", 2000, 1000), timeout=0.0)
+    long = await gate.acquire(AdmissionRequest("t", 12_000, 2000), timeout=0.0)
     assert isinstance(short, Grant) and isinstance(long, Grant)
     assert (short.scope, long.scope) == ("eng-short", "eng-long")
     snaps = {s: await a.snapshot() for s, a in actors.items()}

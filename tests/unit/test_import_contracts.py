@@ -3,8 +3,8 @@
 ``make lint`` runs ``lint-imports`` with the contracts in ``pyproject.toml``
 (``[tool.importlinter]``). These tests show the contracts hold for the tree, that
 they *fail* when a module imports against the direction (on a copy of
-``pipeline/`` with one wrong import planted), and that ``pipeline`` has no import
-cycle, including ones hidden in function-level (lazy) imports.
+``pipeline/`` or ``cluster/`` with one wrong import planted), and that neither
+has an import cycle, including ones hidden in function-level (lazy) imports.
 """
 
 from __future__ import annotations
@@ -23,17 +23,17 @@ ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
-def _pipeline_only_config() -> str:
-    """The pipeline contracts of pyproject.toml, for a tree that holds only ``pipeline``."""
+def _only_config(package: str = "pipeline") -> str:
+    """The contracts of pyproject.toml on ``package`` alone, for a tree that holds only it."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
     lines = [
         "[tool.importlinter]",
-        'root_packages = ["pipeline"]',
+        f'root_packages = ["{package}"]',
         "include_external_packages = true",
     ]
     for contract in config["contracts"]:
         modules = contract.get("source_modules", []) + contract.get("containers", [])
-        if not all(m.split(".")[0] == "pipeline" for m in modules):
+        if not all(m.split(".")[0] == package for m in modules):
             continue
         lines.append("\n[[tool.importlinter.contracts]]")
         for key, value in contract.items():
@@ -63,7 +63,16 @@ def tree(tmp_path: Path) -> Path:
     shutil.copytree(
         ROOT / "pipeline", tmp_path / "pipeline", ignore=shutil.ignore_patterns("__pycache__")
     )
-    (tmp_path / "pyproject.toml").write_text(_pipeline_only_config())
+    (tmp_path / "pyproject.toml").write_text(_only_config())
+    return tmp_path
+
+
+@pytest.fixture
+def cluster_tree(tmp_path: Path) -> Path:
+    shutil.copytree(
+        ROOT / "cluster", tmp_path / "cluster", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (tmp_path / "pyproject.toml").write_text(_only_config("cluster"))
     return tmp_path
 
 
@@ -115,6 +124,30 @@ def test_every_root_module_is_named_in_the_foundation_contract() -> None:
     assert roots == set(foundation["source_modules"])
 
 
+@pytest.mark.parametrize(
+    ("module", "wrong_import", "broken"),
+    [
+        # an actor module reaching up to the supervisor, admission up to the drivers
+        ("cluster.drivers", "import cluster.supervisor", "cluster layers"),
+        ("cluster.admission.client", "import cluster.drivers", "cluster layers"),
+        # the client reaching up to the gates over it
+        ("cluster.admission.client", "import cluster.admission.gates", "cluster.admission layers"),
+        # past cluster.admission's surface, and into the CLI from below
+        ("cluster.supervisor", "import cluster.admission.actor", "surface"),
+        ("cluster.runtime", "import cluster.cli.base", "cluster layers"),
+    ],
+)
+def test_a_wrong_import_breaks_a_cluster_contract(
+    cluster_tree: Path, module: str, wrong_import: str, broken: str
+) -> None:
+    assert _lint(cluster_tree).returncode == 0  # the copy alone keeps them
+    _plant(cluster_tree, module, wrong_import)
+    result = _lint(cluster_tree)
+    assert result.returncode != 0
+    assert "Broken contracts" in result.stdout, result.stdout
+    assert broken in result.stdout.split("Broken contracts", 1)[1], result.stdout
+
+
 _FIND_CYCLES = """
 import json, sys
 import grimp
@@ -153,11 +186,11 @@ print(json.dumps(found))
 """
 
 
-def _cycles(tree: Path) -> list[list[str]]:
-    """Import cycles in ``pipeline`` (function-level imports included), in a fresh
+def _cycles(tree: Path, package: str = "pipeline") -> list[list[str]]:
+    """Import cycles in ``package`` (function-level imports included), in a fresh
     interpreter so that the tree analysed is ``tree``'s, not an imported one."""
     result = subprocess.run(
-        [sys.executable, "-c", _FIND_CYCLES, "pipeline"],
+        [sys.executable, "-c", _FIND_CYCLES, package],
         cwd=tree,
         env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"},
         capture_output=True,
@@ -171,6 +204,10 @@ def _cycles(tree: Path) -> list[list[str]]:
 
 def test_pipeline_has_no_import_cycle() -> None:
     assert _cycles(ROOT) == []
+
+
+def test_cluster_has_no_import_cycle() -> None:
+    assert _cycles(ROOT, "cluster") == []
 
 
 def test_a_lazy_import_cycle_is_found(tree: Path) -> None:

@@ -26,8 +26,6 @@ named actor if it can, and then probes it again.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import logging
 import time
@@ -40,13 +38,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from pipeline.admission import (
     AdmissionConfig,
     AdmissionPolicy,
+    AdmissionRequest,
+    GateUsage,
     Grant,
-    PriorityClass,
+    LocalGate,
     Reconciliation,
-    ReportedUsage,
-    UnknownGrant,
     Wait,
     WaitReason,
+    acquire_within,
+    counted_usage,
 )
 from pipeline.errors import FencelineError, ReservationTooLarge
 from pipeline.waiting import wait_within
@@ -73,8 +73,8 @@ class LocalActorHandle:
     """``handle.method.remote(...)`` over an in-process AdmissionActor: the
     embedded single-process mode (no Ray) and tests share the client code.
 
-    ``actor`` is a :class:`cluster.admission.AdmissionActor` (typed loosely, so the
-    client never imports the actor's module: the actor imports the client).
+    ``actor`` is a :class:`cluster.admission.actor.AdmissionActor` (typed loosely:
+    the client never imports the actor's module).
     """
 
     def __init__(self, actor: Any) -> None:
@@ -166,14 +166,16 @@ class AdmissionClient:
         self._clock = clock
         self._down_until = -float("inf")
         self._down = False
-        self._local = AdmissionPolicy(
-            AdmissionConfig(
-                scope=f"{scope}#emergency",
-                max_in_flight=self.allowance.max_in_flight,
-                tpm=self.allowance.tokens_per_minute,
-                rpm=self.allowance.requests_per_minute,
-            ),
-            clock=clock,
+        self._local = LocalGate(
+            AdmissionPolicy(
+                AdmissionConfig(
+                    scope=f"{scope}#emergency",
+                    max_in_flight=self.allowance.max_in_flight,
+                    tpm=self.allowance.tokens_per_minute,
+                    rpm=self.allowance.requests_per_minute,
+                ),
+                clock=clock,
+            )
         )
 
     @classmethod
@@ -191,45 +193,29 @@ class AdmissionClient:
         return self._down
 
     async def acquire(
-        self,
-        tenant: str,
-        est_prompt_tokens: int,
-        max_output_tokens: int,
-        *,
-        priority: PriorityClass | str = PriorityClass.STANDARD,
-        job_id: str | None = None,
-        fence: int | None = None,
-        timeout: float | None = 30.0,
-        holder: str | None = None,
-        holder_run: str | None = None,
+        self, request: AdmissionRequest, *, timeout: float | None = 30.0
     ) -> Grant | Wait:
         """:meth:`AdmissionActor.acquire`, or the unreachable behaviour.
 
         Raises:
             ReservationTooLarge: from the actor; no wait can admit the attempt.
         """
-        kwargs = dict(
-            priority=str(priority), job_id=job_id, fence=fence, timeout=timeout,
-            holder=holder, holder_run=holder_run,
-        )  # fmt: skip
         if self._clock() >= self._down_until:
             limit = None if timeout is None else timeout + self.call_margin_seconds
             try:
-                call = self.handle.acquire.remote(
-                    tenant, est_prompt_tokens, max_output_tokens, **kwargs
-                )
+                call = self.handle.acquire.remote(request, timeout=timeout)
                 result: Grant | Wait = await wait_within(call, limit)
             except Exception as exc:  # classified below; application errors re-raise
                 self._failed("acquire", exc)
             else:
                 self._recovered()
                 return result
-        return await self._fallback(tenant, est_prompt_tokens, max_output_tokens, priority, timeout)
+        return await self._fallback(request, timeout)
 
     async def release(
         self,
         grant: Grant,
-        usage: ReportedUsage | None = None,
+        usage: GateUsage | None = None,
         *,
         uncertain: bool = False,
         attempted: bool = True,
@@ -237,14 +223,12 @@ class AdmissionClient:
         """Settle a grant where it came from; None if the actor cannot be told
         (its TTL then expires the grant, fully charged)."""
         if grant.emergency:
-            with contextlib.suppress(UnknownGrant):
-                return self._local.release(
-                    grant.grant_id, usage, uncertain=uncertain, attempted=attempted
-                )
-            return None
+            return await self._local.release(
+                grant, usage=usage, uncertain=uncertain, attempted=attempted
+            )
         try:
             call = self.handle.release.remote(
-                grant, usage, uncertain=uncertain, attempted=attempted
+                grant, counted_usage(usage), uncertain=uncertain, attempted=attempted
             )
             rec: Reconciliation | None = await wait_within(call, self.call_margin_seconds)
         except Exception as exc:
@@ -267,7 +251,7 @@ class AdmissionClient:
 
     async def cooldown(self, seconds: float | None = None) -> float:
         """Share a 429 cooldown; the local allowance honours it too."""
-        local = self._local.cooldown(seconds)
+        local = self._local.policy.cooldown(seconds)
         try:
             remaining: float = await wait_within(
                 self.handle.cooldown.remote(seconds), self.call_margin_seconds
@@ -286,33 +270,28 @@ class AdmissionClient:
 
     # ---- unreachable handling --------------------------------------------------
 
-    async def _fallback(
-        self,
-        tenant: str,
-        prompt: int,
-        output: int,
-        priority: PriorityClass | str,
-        timeout: float | None,
-    ) -> Grant | Wait:
+    async def _fallback(self, request: AdmissionRequest, timeout: float | None) -> Grant | Wait:
         if self.mode == "fail_closed":
             self.metrics.fail_closed.inc()
             return Wait(self.retry_seconds, WaitReason.LIMITER_UNREACHABLE)
         deadline = self._clock() + (timeout if timeout is not None else self.retry_seconds)
-        while True:
-            try:
-                result = self._local.try_acquire(tenant, prompt, output, priority)
-            except ReservationTooLarge:
-                return Wait(self.retry_seconds, WaitReason.LIMITER_UNREACHABLE)
-            if isinstance(result, Grant):
-                self.metrics.emergency_grants.inc()
-                log.warning(
-                    "admission %s: emergency grant for %s (limiter down)", self.scope, tenant
-                )
-                return dataclasses.replace(result, emergency=True)
-            remaining = deadline - self._clock()
-            if remaining <= 0:
-                return Wait(min(result.seconds, self.retry_seconds), WaitReason.LIMITER_UNREACHABLE)
-            await asyncio.sleep(min(result.seconds, remaining, 0.25))
+        try:
+            result = await acquire_within(
+                self._local,
+                request,
+                seconds_left=lambda: deadline - self._clock(),
+                call_timeout=0,
+                max_pause=0.25,
+            )
+        except ReservationTooLarge:
+            return Wait(self.retry_seconds, WaitReason.LIMITER_UNREACHABLE)
+        if isinstance(result, Wait):
+            return Wait(min(result.seconds, self.retry_seconds), WaitReason.LIMITER_UNREACHABLE)
+        self.metrics.emergency_grants.inc()
+        log.warning(
+            "admission %s: emergency grant for %s (limiter down)", self.scope, request.tenant
+        )
+        return dataclasses.replace(result, emergency=True)
 
     def _failed(self, operation: str, exc: Exception) -> None:
         """Classify a failed call: the actor's own errors re-raise, the rest mean

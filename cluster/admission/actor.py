@@ -1,5 +1,4 @@
-"""AdmissionActor: one admission scope as one named Ray actor, and the client
-drivers use to reach it.
+"""AdmissionActor: one admission scope as one named Ray actor.
 
 The limiter's scope is the provider project or engine pool, never the pod
 (spec section 3), so there is exactly one actor per scope:
@@ -20,9 +19,9 @@ and open grants can still be released. A ledger write that fails is logged and
 counted (``snapshot()['ledger_errors']``) but never blocks admission: the
 in-memory limits are the safety property, the ledger is the accounting.
 
-Drivers hold an :class:`~cluster.admission_client.AdmissionClient` (re-exported
-here), which implements the documented behaviour when this actor is
-unreachable: fail closed (default) or a bounded local emergency allowance.
+Drivers reach it through an :class:`~cluster.admission.client.AdmissionClient`,
+which implements the documented behaviour when this actor is unreachable: fail
+closed (default) or a bounded local emergency allowance.
 """
 
 from __future__ import annotations
@@ -39,21 +38,13 @@ from typing import Any
 
 import asyncpg
 
-from cluster.admission_client import (
-    ACTOR_PREFIX,
-    AdmissionClient,
-    AdmissionClientMetrics,
-    EmergencyAllowance,
-    LocalActorHandle,
-    actor_name,
-)
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.admission import (
     AdmissionConfig,
     AdmissionLedger,
     AdmissionPolicy,
+    AdmissionRequest,
     Grant,
-    PriorityClass,
     Reconciliation,
     ReportedUsage,
     UnknownGrant,
@@ -66,17 +57,6 @@ from pipeline.database import create_pool
 from pipeline.errors import OwnershipError
 from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS
 from pipeline.waiting import wait_within
-
-__all__ = [
-    "ACTOR_PREFIX",
-    "AdmissionActor",
-    "AdmissionClient",
-    "AdmissionClientMetrics",
-    "EmergencyAllowance",
-    "LocalActorHandle",
-    "actor_name",
-    "admission_actor",
-]
 
 log = logging.getLogger(__name__)
 
@@ -203,29 +183,15 @@ class AdmissionActor:
     # ---- the protocol ----------------------------------------------------------
 
     async def acquire(
-        self,
-        tenant: str,
-        est_prompt_tokens: int,
-        max_output_tokens: int,
-        *,
-        priority: PriorityClass | str = PriorityClass.STANDARD,
-        job_id: str | None = None,
-        fence: int | None = None,
-        timeout: float | None = None,
-        holder: str | None = None,
-        holder_run: str | None = None,
+        self, request: AdmissionRequest, *, timeout: float | None = None
     ) -> Grant | Wait:
         """Wait, in fair order, until every dimension grants at once.
 
         Args:
-            tenant: the tenant id (a UUID string when the ledger is on).
-            est_prompt_tokens: estimated prompt tokens of the attempt.
-            max_output_tokens: the attempt's ``max_tokens``.
-            priority: the job's priority class.
-            job_id, fence: recorded on the grant and in the ledger.
+            request: the attempt's ask (tenant as a UUID string when the ledger
+                is on; job and fence are recorded on the grant and in the ledger;
+                holder and run for :meth:`abandon`).
             timeout: seconds to wait; 0 tries once; None waits until granted.
-            holder, holder_run: the driver's stable name and its process's run id
-                (:meth:`abandon`).
 
         Returns:
             The grant, or a :class:`Wait` saying which limit still blocks.
@@ -234,10 +200,7 @@ class AdmissionActor:
             ReservationTooLarge: no amount of waiting can admit this reservation.
         """
         await self._ensure_started()
-        ticket = self._policy.submit(
-            tenant, est_prompt_tokens, max_output_tokens, priority,
-            job_id=job_id, fence=fence, holder=holder, holder_run=holder_run,
-        )  # fmt: skip
+        ticket = self._policy.submit(request)
         fut: asyncio.Future[Grant | None] = asyncio.get_running_loop().create_future()
         self._waiters[ticket.id] = fut
         self._dispatch()

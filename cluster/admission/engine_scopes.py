@@ -1,4 +1,4 @@
-"""Admission scopes per inference engine, and the gate that picks an attempt's scope.
+"""Admission scopes per inference engine, and the rule that picks an attempt's scope.
 
 The KV cache that limits concurrent work belongs to an **engine** (a Serve
 deployment of vLLM replicas), not to a pool: pools ``served_by`` another share
@@ -10,8 +10,8 @@ engine's sequence slots as ``max_in_flight``.
 
 An attempt asks the scope of the engine that will run it: the router sends a
 request to the smallest pool whose ``max_model_len`` fits prompt + ``max_tokens``
-(``deployments/router.py``), so :class:`RoutedGate` applies the same rule to the
-attempt's estimate and asks that pool's engine scope.
+(``deployments/router.py``), so :func:`route_scope` applies the same rule to the
+attempt's estimate (:class:`~cluster.admission.gates.RoutedGate` asks that scope).
 """
 
 from __future__ import annotations
@@ -107,57 +107,3 @@ def route_scope(routes: Sequence[PoolRoute], tokens: int) -> str:
         if tokens <= route.max_model_len:
             return route.scope
     return ordered[-1].scope
-
-
-class RoutedGate:
-    """An ``AdmissionGate`` over one gate per engine scope.
-
-    ``acquire`` asks the scope of the engine the router will pick for the
-    attempt's prompt + output estimate; ``release`` returns the grant to the gate
-    that gave it; a provider cooldown (429) is shared with every scope.
-    """
-
-    def __init__(self, gates: Mapping[str, Any], routes: Sequence[PoolRoute]) -> None:
-        missing = sorted({r.scope for r in routes} - set(gates))
-        if missing:
-            raise ValueError(f"routes name scopes without a gate: {missing}")
-        self.gates = dict(gates)
-        self.routes = list(routes)
-        self._given: dict[object, Any] = {}
-
-    async def acquire(
-        self,
-        *,
-        tenant: str,
-        prompt_tokens: int,
-        max_output_tokens: int,
-        priority: int,
-        timeout: float,
-        job_id: str | None = None,
-        fence: int | None = None,
-    ) -> Any:
-        gate = self.gates[route_scope(self.routes, prompt_tokens + max_output_tokens)]
-        grant = await gate.acquire(
-            tenant=tenant,
-            prompt_tokens=prompt_tokens,
-            max_output_tokens=max_output_tokens,
-            priority=priority,
-            timeout=timeout,
-            job_id=job_id,
-            fence=fence,
-        )
-        self._given[_key(grant)] = gate
-        return grant
-
-    async def release(self, grant: Any, *, usage: Any, uncertain: bool) -> None:
-        gate = self._given.pop(_key(grant))
-        await gate.release(grant, usage=usage, uncertain=uncertain)
-
-    async def cooldown(self, seconds: float) -> None:
-        for gate in self.gates.values():
-            await gate.cooldown(seconds)
-
-
-def _key(grant: Any) -> object:
-    """A grant's identity: its id where it has one (ledger grants), else the object."""
-    return getattr(grant, "grant_id", None) or id(grant)
