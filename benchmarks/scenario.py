@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from benchmarks.fake_provider import Latency
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
-from benchmarks.loadgen import ArrivalSpec
+from benchmarks.load.generator import ArrivalSpec
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 ROOT = Path(__file__).resolve().parent.parent
