@@ -41,10 +41,15 @@ from benchmarks.engines.bench_engine import (
     timing_summary,
 )
 from benchmarks.engines.metrics import side_summary
-from benchmarks.load.generator import ArrivalSpec
 from benchmarks.load.runner import run_pipeline
 from benchmarks.report import percentile
-from benchmarks.scenario import BaselineSpec, DeliverySpec, Scenario, scenario_corpus
+from benchmarks.scenario import (
+    ArrivalSpec,
+    BaselineSpec,
+    DeliverySpec,
+    Scenario,
+    scenario_corpus,
+)
 from pipeline.extraction import Messages
 from pipeline.extraction.extractor import prepare_call
 from pipeline.worker import WorkerConfig

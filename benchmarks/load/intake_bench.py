@@ -78,9 +78,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from benchmarks.infra import free_port
-from benchmarks.load.generator import ArrivalSpec, OpenLoopGenerator, lag_stats, schedule
+from benchmarks.load.generator import OpenLoopGenerator, lag_stats, schedule
 from benchmarks.load.raw_http import RawPool
 from benchmarks.report import percentile, write_json
+from benchmarks.scenario import ArrivalSpec
 from benchmarks.settings import admin_dsn
 from pipeline.database import connect, create_database, drop_database
 from pipeline.process_heap import freeze_startup_heap

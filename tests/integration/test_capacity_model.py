@@ -16,10 +16,10 @@ import pytest
 from benchmarks.capacity import CapacityInputs, predict
 from benchmarks.fake_provider import Latency
 from benchmarks.load.collect import jain_index
-from benchmarks.load.generator import ArrivalSpec
 from benchmarks.load.suite import run_scenario
 from benchmarks.scenario import (
     AdmissionSpec,
+    ArrivalSpec,
     DocumentSpec,
     DriverSpec,
     EngineSpec,
