@@ -1,0 +1,97 @@
+"""The benchmarks' walls are enforced: a wrong import in ``benchmarks/`` breaks a contract.
+
+The ``benchmarks`` contracts of ``pyproject.toml`` run on a copy of ``benchmarks/``
+alone (``pipeline`` is then an outside package), first as it is, then with one import
+planted against the direction.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+MODULE_KEYS = ("source_modules", "containers", "ancestors", "protected_modules")
+
+
+def _quoted(value: object) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_quoted(v) for v in value) + "]"
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _benchmarks_only_config() -> str:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    lines = [
+        "[tool.importlinter]",
+        'root_packages = ["benchmarks"]',
+        "include_external_packages = true",
+    ]
+    for contract in config["contracts"]:
+        modules = [m for key in MODULE_KEYS for m in contract.get(key, [])]
+        if not modules or not all(m.split(".")[0] == "benchmarks" for m in modules):
+            continue
+        lines.append("\n[[tool.importlinter.contracts]]")
+        lines += [f"{key} = {_quoted(value)}" for key, value in contract.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _lint(tree: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"],
+        cwd=tree,
+        env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("benchmarks-contracts")
+    shutil.copytree(
+        ROOT / "benchmarks", root / "benchmarks", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (root / "pyproject.toml").write_text(_benchmarks_only_config())
+    return root
+
+
+def test_the_copy_keeps_every_benchmarks_contract(tree: Path) -> None:
+    result = _lint(tree)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "benchmarks layers" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "wrong_import", "broken"),
+    [
+        # what every benchmark shares reaching up into a kind of benchmark
+        ("benchmarks.scenario", "import benchmarks.load.runner", "benchmarks layers"),
+        # a kind of benchmark importing the commands on top
+        ("benchmarks.eval.scoring", "import benchmarks.cli", "benchmarks layers"),
+        # the generator reaching up into the scenario run
+        ("benchmarks.load.generator", "import benchmarks.load.suite", "benchmarks.load layers"),
+        # the dataset reaching up into scoring
+        ("benchmarks.eval.dataset", "import benchmarks.eval.scoring", "benchmarks.eval layers"),
+    ],
+)
+def test_a_wrong_import_breaks_a_benchmarks_contract(
+    tree: Path, module: str, wrong_import: str, broken: str
+) -> None:
+    path = tree / (module.replace(".", "/") + ".py")
+    original = path.read_text()
+    path.write_text(original + f"\n{wrong_import}\n")
+    try:
+        result = _lint(tree)
+    finally:
+        path.write_text(original)
+    assert result.returncode != 0
+    assert "Broken contracts" in result.stdout, result.stdout
+    assert broken in result.stdout.split("Broken contracts", 1)[1], result.stdout
