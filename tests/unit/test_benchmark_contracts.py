@@ -2,11 +2,12 @@
 
 The ``benchmarks`` contracts of ``pyproject.toml`` run on a copy of ``benchmarks/``
 alone (``pipeline`` is then an outside package), first as it is, then with one import
-planted against the direction.
+planted against the direction; and no module takes another's private name.
 """
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+PROJECT_PACKAGES = {"benchmarks", "pipeline", "cluster", "deployments"}
 MODULE_KEYS = ("source_modules", "containers", "ancestors", "protected_modules")
 
 
@@ -95,3 +97,19 @@ def test_a_wrong_import_breaks_a_benchmarks_contract(
     assert result.returncode != 0
     assert "Broken contracts" in result.stdout, result.stdout
     assert broken in result.stdout.split("Broken contracts", 1)[1], result.stdout
+
+
+def test_no_benchmarks_module_imports_another_modules_private_name() -> None:
+    """``from benchmarks.x import _name`` reaches past a module's surface; none may."""
+    wrong = []
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            if node.module.split(".")[0] not in PROJECT_PACKAGES:
+                continue
+            private = [
+                a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")
+            ]
+            wrong += [f"{path.relative_to(ROOT)}:{node.lineno} {node.module}.{n}" for n in private]
+    assert wrong == []
