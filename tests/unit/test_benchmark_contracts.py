@@ -8,6 +8,7 @@ planted against the direction; and no module takes another's private name.
 from __future__ import annotations
 
 import ast
+import json
 import shutil
 import subprocess
 import sys
@@ -112,4 +113,55 @@ def test_no_benchmarks_module_imports_another_modules_private_name() -> None:
                 a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")
             ]
             wrong += [f"{path.relative_to(ROOT)}:{node.lineno} {node.module}.{n}" for n in private]
+    assert wrong == []
+
+
+_FIND_CYCLES = """
+import json, grimp
+graph = grimp.build_graph("benchmarks", cache_dir=None)
+on_a_cycle = {
+    tuple(sorted((module, imported)))
+    for module in graph.modules
+    for imported in graph.find_modules_directly_imported_by(module)
+    if graph.find_shortest_chain(importer=imported, imported=module)
+}
+print(json.dumps(sorted(on_a_cycle)))
+"""
+
+
+def test_benchmarks_has_no_import_cycle() -> None:
+    """No two modules of ``benchmarks`` import each other, directly or through others,
+    function-level (lazy) imports included."""
+    result = subprocess.run(
+        [sys.executable, "-c", _FIND_CYCLES],
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert json.loads(result.stdout) == []
+
+
+#: The review console is an edge of the API: the app installs its pages, the context
+#: holds its session signer and views; nothing else reaches into it.
+CONSOLE_IMPORTERS = {"pipeline.api.app", "pipeline.api.context"}
+
+
+def test_only_the_app_and_the_context_import_the_console() -> None:
+    wrong = []
+    for package in sorted(PROJECT_PACKAGES):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            if module.startswith("pipeline.api.console") or module in CONSOLE_IMPORTERS:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                targets = []
+                if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                elif isinstance(node, ast.Import):
+                    targets = [a.name for a in node.names]
+                if any(t.startswith("pipeline.api.console") for t in targets):
+                    wrong.append(f"{module}:{node.lineno}")
     assert wrong == []

@@ -32,11 +32,7 @@ def _pipeline_only_config() -> str:
         "include_external_packages = true",
     ]
     for contract in config["contracts"]:
-        modules = [
-            m
-            for key in ("source_modules", "containers", "ancestors", "protected_modules")
-            for m in contract.get(key, [])
-        ]
+        modules = contract.get("source_modules", []) + contract.get("containers", [])
         if not all(m.split(".")[0] == "pipeline" for m in modules):
             continue
         lines.append("\n[[tool.importlinter.contracts]]")
