@@ -35,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.no_baselines:
         scenario = scenario.model_copy(update={"baselines": BaselineSpec()})
-    from benchmarks.suite import run_scenario
-    from benchmarks.summary import summary
+    from benchmarks.load.suite import run_scenario
+    from benchmarks.load.summary import summary
 
     out = args.out or Path("results") / scenario.name
     result = asyncio.run(run_scenario(scenario, out, progress=not args.quiet))

@@ -79,7 +79,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 
 @TABLE.passthrough("eval", "extraction accuracy over generated invoices or a dataset")
 def _eval(argv: list[str], _settings: Settings) -> int:
-    from benchmarks.eval import main
+    from benchmarks.eval.run import main
 
     return main(argv)
 
@@ -172,7 +172,7 @@ def _bench(args: argparse.Namespace, _settings: Settings) -> int:
     from benchmarks.__main__ import main
 
     if args.scenario == "autoscale":
-        from benchmarks.autoscale_bench import main as autoscale
+        from benchmarks.load.autoscale_bench import main as autoscale
 
         return autoscale(args)
     if args.scenario == "chaos":

@@ -20,15 +20,42 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from benchmarks.fake_provider import Latency
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
-from benchmarks.loadgen import ArrivalSpec
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 ROOT = Path(__file__).resolve().parent.parent
 #: Engine kinds a scenario may name.
 EngineKind = Literal["fake", "vllm-cpu", "vllm-gpu"]
 ENGINE_KINDS: tuple[str, ...] = get_args(EngineKind)
+#: Arrival processes the load generator draws (:func:`benchmarks.load.generator.schedule`).
+ArrivalProcess = Literal["poisson", "gamma", "ramp", "burst"]
 #: Baselines the runner knows (run after the main run, side by side).
 BASELINES = ("pipeline_vs_direct", "store_vs_raw", "serve_vs_starlette")
+
+
+class ArrivalSpec(BaseModel):
+    """The arrival process of a scenario (the ``arrival:`` block of its YAML)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    process: ArrivalProcess = "poisson"
+    #: Mean arrivals per second (start rate for ``ramp``).
+    rate: float = Field(1.0, gt=0)
+    #: ``ramp`` only: the rate reached at the end of the duration.
+    rate_end: float | None = Field(None, gt=0)
+    #: ``gamma`` only: coefficient of variation of the gaps.
+    cv: float = Field(1.0, gt=0)
+    #: ``burst`` only: how many requests at t = 0.
+    count: int = Field(0, ge=0)
+    #: Seconds of arrivals (ignored for ``burst``).
+    duration_s: float = Field(10.0, gt=0)
+
+    @model_validator(mode="after")
+    def _complete(self) -> ArrivalSpec:
+        if self.process == "burst" and self.count <= 0:
+            raise ValueError("a burst needs count > 0")
+        if self.process == "ramp" and self.rate_end is None:
+            raise ValueError("a ramp needs rate_end")
+        return self
 
 
 class ScenarioError(ValueError):

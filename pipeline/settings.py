@@ -176,7 +176,7 @@ class Settings(BaseSettings):
     #: Duplicate supplier invoices across jobs (issue 20): a result whose supplier,
     #: invoice number and gross total another job of the tenant already holds is
     #: settled REVIEW_REQUIRED ``duplicate_invoice``. Off only for load tests that
-    #: replay one corpus many times (``benchmarks/runner.py``), never in production.
+    #: replay one corpus many times (``benchmarks/load/runner.py``), never in production.
     duplicate_invoice_check: bool = True
 
     # Re-drive of FAILED_TERMINAL jobs (issue 20): the fresh budget an operator's
@@ -214,7 +214,7 @@ class Settings(BaseSettings):
     #: How long a rotated-out endpoint secret keeps signing alongside the new one.
     webhook_rotation_grace_seconds: float = Field(86400.0, ge=0)
 
-    # The review console (pipeline/api/console_session.py).
+    # The review console (pipeline/api/console/session.py).
     #: Signs console session cookies and CSRF tokens (any string of 32+ characters).
     #: Unset: a random key per process, so sessions end when it restarts and do not
     #: carry across replicas; set it wherever more than one intake replica runs.

@@ -29,8 +29,9 @@ from benchmarks.chaos.report import recovery_times, summarise, within, write_tim
 from benchmarks.chaos.schedule import CI_KINDS, FaultKind, fault_schedule, span
 from benchmarks.chaos.serve_stack import ServeOptions, running_serve_stack, supervised_delay
 from benchmarks.chaos.stack import Stack, StackConfig, running_stack
-from benchmarks.loadgen import ArrivalSpec, OpenLoopGenerator, schedule
+from benchmarks.load.generator import OpenLoopGenerator, schedule
 from benchmarks.report import percentile
+from benchmarks.scenario import ArrivalSpec
 from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS
 from pipeline.queries import q
 

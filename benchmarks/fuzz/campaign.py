@@ -1,7 +1,7 @@
 """A fuzzing run: which invoices, which answers, and each answer judged.
 
 Judging uses the comparison ``fenceline eval`` scores with
-(:func:`benchmarks.eval_scoring.truth_values` / :func:`~benchmarks.eval_scoring.extraction_values`),
+(:func:`benchmarks.eval.scoring.truth_values` / :func:`~benchmarks.eval.scoring.extraction_values`),
 so a false accept here is one there: the pipeline decided SUCCEEDED while a field
 differs from the truth. The property the fuzzer tests is that this never happens.
 """
@@ -15,8 +15,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from benchmarks.eval_dataset import truth_from_extraction
-from benchmarks.eval_scoring import FIELDS, extraction_values, truth_values
+from benchmarks.eval.dataset import truth_from_extraction
+from benchmarks.eval.scoring import FIELDS, extraction_values, truth_values
 from benchmarks.fuzz.answers import ITEM_DESCRIPTION, decoys, perfect
 from benchmarks.fuzz.cases import DEFAULT_MAX_LINE_ITEMS, FuzzCase, fuzz_case
 from benchmarks.fuzz.transforms import FAMILY_NAMES, TRANSFORMS, draw_family

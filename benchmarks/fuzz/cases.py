@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from benchmarks.eval_dataset import (
+from benchmarks.eval.dataset import (
     EvalRecord,
     MasterData,
     MasterSupplier,

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.eval_bounds import false_accept_bound
+from benchmarks.eval.bounds import false_accept_bound
 from benchmarks.fuzz.campaign import Trial
 
 #: False-accept examples kept in the JSON report (the text summary shows a few).

@@ -40,7 +40,7 @@ from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from pipeline.api import problems as api_errors
-from pipeline.api.console import install_console
+from pipeline.api.console.routes import install_console
 from pipeline.api.context import ApiContext, known_query_only
 from pipeline.api.endpoints import router as endpoints_router
 from pipeline.api.headers import SingleValuedHeadersMiddleware

@@ -15,8 +15,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from pipeline.api import problems as api_errors
-from pipeline.api.console_session import SessionSigner
-from pipeline.api.console_views import ConsoleViews
+from pipeline.api.console.session import SessionSigner
+from pipeline.api.console.views import ConsoleViews
 from pipeline.api.corrections import CorrectionService
 from pipeline.api.intake import (
     AcceptHook,

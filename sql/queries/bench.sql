@@ -1,5 +1,5 @@
--- Queries of the benchmarks: read-only reporting (benchmarks/collect.py,
--- benchmarks/runner.py) and the broker benchmark's bulk set-up (benchmarks/broker_bench.py);
+-- Queries of the benchmarks: read-only reporting (benchmarks/load/collect.py,
+-- benchmarks/load/runner.py) and the broker benchmark's bulk set-up (benchmarks/load/broker_bench.py);
 -- loaded with the other named queries by pipeline.queries.
 
 -- name: bench_settled_count

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from pipeline.api import create_app
-from pipeline.api.console_headers import CONTENT_SECURITY_POLICY
-from pipeline.api.console_session import SESSION_COOKIE
+from pipeline.api.console.headers import CONTENT_SECURITY_POLICY
+from pipeline.api.console.session import SESSION_COOKIE
 from pipeline.jobs import JobStore, render_explain
 from tests.support.api import add_key, loopback_server, settings_for, tenant_with_key
 from tests.support.console import (

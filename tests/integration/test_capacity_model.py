@@ -14,18 +14,18 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.capacity import CapacityInputs, predict
-from benchmarks.collect import jain_index
 from benchmarks.fake_provider import Latency
-from benchmarks.loadgen import ArrivalSpec
+from benchmarks.load.collect import jain_index
+from benchmarks.load.suite import run_scenario
 from benchmarks.scenario import (
     AdmissionSpec,
+    ArrivalSpec,
     DocumentSpec,
     DriverSpec,
     EngineSpec,
     Scenario,
     TenantSpec,
 )
-from benchmarks.suite import run_scenario
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -90,6 +90,6 @@ def test_model_and_fairness_formulas() -> None:
 
 
 def test_vllm_engine_kinds_need_a_pools_file() -> None:
-    # vLLM kinds run (benchmarks/engine_setup.py); without a pools file they cannot start.
+    # vLLM kinds run (benchmarks/engines/bench_engine.py); without a pools file they cannot start.
     with pytest.raises(ValueError, match=r"vllm-gpu.*needs pools_file"):
         EngineSpec(kind="vllm-gpu")

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from benchmarks.engine_metrics import ITL, TTFT, Histogram, combine, side_summary
+from benchmarks.engines.metrics import ITL, TTFT, Histogram, combine, side_summary
 
 
 def _text(ttft: list[float], itl: list[float], generated: float) -> str:
@@ -62,7 +62,7 @@ def _replica_text(pool: str, kv: float, preempted: int) -> str:
 
 
 def test_kv_cache_usage_and_preemptions_are_reported_per_pool() -> None:
-    from benchmarks.engine_metrics import note_peaks, pool_summary
+    from benchmarks.engines.metrics import note_peaks, pool_summary
 
     before = combine([_replica_text("short", 0.1, 2), _replica_text("long", 0.0, 0)])
     peaks: dict[str, float] = {}
@@ -76,7 +76,7 @@ def test_kv_cache_usage_and_preemptions_are_reported_per_pool() -> None:
 
 
 def test_the_fake_provider_reports_them_absent_not_zero() -> None:
-    from benchmarks.engine_metrics import ABSENT
+    from benchmarks.engines.metrics import ABSENT
 
     assert ABSENT["preemptions"] is None and ABSENT["kv_cache_usage_peak"] is None
     assert "absent" in str(ABSENT["source"])

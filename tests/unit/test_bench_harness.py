@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from benchmarks.baselines import direct_concurrency, headline, ratio, round_ratios
-from benchmarks.collect import InconsistentRun, buckets, check_consistency, cost_report
-from benchmarks.engine_setup import CallTiming, timing_summary
+from benchmarks.engines.bench_engine import CallTiming, timing_summary
+from benchmarks.engines.roofline import roofline_report, roofline_tokens_per_s, step_bytes
 from benchmarks.invoices.generator import Variant, generate_invoice
-from benchmarks.roofline import roofline_report, roofline_tokens_per_s, step_bytes
+from benchmarks.load.baselines import direct_concurrency, headline, ratio, round_ratios
+from benchmarks.load.collect import InconsistentRun, buckets, check_consistency, cost_report
 from benchmarks.scenario import (
     PricingSpec,
     RooflineSpec,

@@ -1,4 +1,4 @@
-"""benchmarks.client_process: the load generator's client in its own process."""
+"""benchmarks.load.client_process: the load generator's client in its own process."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from benchmarks.client_process import Answer, ClientPlan, ClientProcess, Post
+from benchmarks.load.client_process import Answer, ClientPlan, ClientProcess, Post
 from tests.support.delivery import ServerThread
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from pipeline.api.console_session import SessionSigner
+from pipeline.api.console.session import SessionSigner
 from pipeline.api.evidence_marks import Span, marked_pages, reveal
 from pipeline.settings import Settings
 

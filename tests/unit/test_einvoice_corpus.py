@@ -22,7 +22,7 @@ from benchmarks.corpus.command import run
 from benchmarks.corpus.holdable import obstacles, printed_amount
 from benchmarks.corpus.records import CorpusRecord, deduplicate, record_from_pdf, source_of
 from benchmarks.corpus.tree import CorpusTree, is_corpus_document
-from benchmarks.eval_dataset import parse_line
+from benchmarks.eval.dataset import parse_line
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "einvoices"
 SOURCES: dict[str, str] = json.loads((DATA / "sources.json").read_text())

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.corpus.records import record_from_pdf
-from benchmarks.eval import main as eval_main
+from benchmarks.eval.run import main as eval_main
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "einvoices"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.engine_compare import SideResult, ratios
+from benchmarks.engines.compare import SideResult, ratios
 from pipeline.extraction import Completion, Timings
 from pipeline.usage import Usage
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks.eval import (
+from benchmarks.eval.report import render_text
+from benchmarks.eval.run import (
     DEFAULT_VARIANTS,
     FIELDS,
     generated,
@@ -26,7 +27,6 @@ from benchmarks.eval import (
     run_eval,
     summarise,
 )
-from benchmarks.eval_report import render_text
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_corpus
 from pipeline.extraction import (
     CONTRACT_V1,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from benchmarks.eval_bounds import _binomial_cdf, false_accept_bound
+from benchmarks.eval.bounds import _binomial_cdf, false_accept_bound
 
 
 def test_zero_events_has_the_closed_form() -> None:

@@ -1,6 +1,6 @@
 """``fenceline eval --dataset FILE.jsonl`` and ``--export``: the file format end to end.
 
-The engine is an in-process :data:`~benchmarks.eval_engines.ExtractFn` that
+The engine is an in-process :data:`~benchmarks.eval.engines.ExtractFn` that
 answers each invoice with the generator's ground truth (its answer format is
 the one place here that knows the extraction contract: :func:`_answer`), so
 every number in the report is known in advance.
@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-import benchmarks.eval as eval_cli
-from benchmarks.eval_bounds import false_accept_bound
-from benchmarks.eval_dataset import Case, load_dataset, parse_line, record_from_generated
-from benchmarks.eval_engines import EngineAnswer, ExtractFn
-from benchmarks.eval_scoring import evaluate_one, truth_values
+import benchmarks.eval.run as eval_cli
+from benchmarks.eval.bounds import false_accept_bound
+from benchmarks.eval.dataset import Case, load_dataset, parse_line, record_from_generated
+from benchmarks.eval.engines import EngineAnswer, ExtractFn
+from benchmarks.eval.scoring import evaluate_one, truth_values
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_corpus
 from pipeline.extraction import answer_for, document_in_prompt, shown_document
 

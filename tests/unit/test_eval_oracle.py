@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 
-from benchmarks.eval_dataset import generated_cases
-from benchmarks.eval_oracle import oracle_answer, oracle_extract
-from benchmarks.eval_scoring import evaluate_one
+from benchmarks.eval.dataset import generated_cases
+from benchmarks.eval.oracle import oracle_answer, oracle_extract
+from benchmarks.eval.scoring import evaluate_one
 from benchmarks.invoices.generator import Variant, generate_invoice
 from pipeline.extraction import prepare_call
 

@@ -1,6 +1,6 @@
 """The report's false accepts per family with their bound, and the reasons behind reviews.
 
-Rows are written by hand (the keys :func:`benchmarks.eval_scoring.evaluate_one` gives a
+Rows are written by hand (the keys :func:`benchmarks.eval.scoring.evaluate_one` gives a
 row), so every count, group and bound below is known in advance.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.eval_bounds import false_accept_bound
-from benchmarks.eval_report import by_family, reason_field_counts, render_text, summarise
-from benchmarks.eval_scoring import FIELDS
+from benchmarks.eval.bounds import false_accept_bound
+from benchmarks.eval.report import by_family, reason_field_counts, render_text, summarise
+from benchmarks.eval.scoring import FIELDS
 
 
 def _row(

@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from benchmarks.eval_dataset import parse_line
+from benchmarks.eval.dataset import parse_line
 from benchmarks.fuzz.answers import decoys, perfect
 from benchmarks.fuzz.campaign import Trial, families, judge, run
 from benchmarks.fuzz.cases import fuzz_case

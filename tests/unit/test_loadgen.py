@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from benchmarks.loadgen import ArrivalSpec, OpenLoopGenerator, expected_count, lag_stats, schedule
+from benchmarks.load.generator import OpenLoopGenerator, expected_count, lag_stats, schedule
+from benchmarks.scenario import ArrivalSpec
 
 
 class PausedTarget:

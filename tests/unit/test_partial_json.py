@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from benchmarks.eval.partial_json import parse_prefix, salvage
 from benchmarks.invoices.generator import Variant, generate_invoice
-from benchmarks.partial_json import parse_prefix, salvage
 from pipeline.invoice import Extraction
 
 

@@ -18,8 +18,8 @@ import pytest
 import uvicorn
 
 from benchmarks.infra import free_port
-from benchmarks.intake_bench import bare_app
-from benchmarks.raw_http import RawHTTPError, RawPool
+from benchmarks.load.intake_bench import bare_app
+from benchmarks.load.raw_http import RawHTTPError, RawPool
 
 Answer = Callable[[int, bytes], bytes]
 
@@ -205,7 +205,7 @@ async def test_the_bare_endpoint_under_uvicorn_answers_the_raw_client() -> None:
 def test_open_rates_parse_and_refuse_what_is_not_a_rate() -> None:
     from argparse import ArgumentTypeError
 
-    from benchmarks.intake_bench import open_rates
+    from benchmarks.load.intake_bench import open_rates
 
     assert open_rates("50,100, 200") == [50.0, 100.0, 200.0]
     assert open_rates("12.5") == [12.5]

@@ -20,11 +20,11 @@ ALLOWED = {
     "pipeline/jobs/admin.py": "explain: reads only",
     "cluster/cli/admin.py": "status: reads the backlog only",
     "cluster/drivers.py": "the reaper: expires leases, never settles a success",
-    "benchmarks/store_bench.py": "claim/complete timing without deliveries",
-    "benchmarks/broker_bench.py": "broker path timing without deliveries",
-    "benchmarks/runner.py": "uses job_store() when the scenario delivers",
+    "benchmarks/load/store_bench.py": "claim/complete timing without deliveries",
+    "benchmarks/load/broker_bench.py": "broker path timing without deliveries",
+    "benchmarks/load/runner.py": "uses job_store() when the scenario delivers",
     "cluster/driver_fleet.py": "the autoscaler: reads the runnable backlog only",
-    "benchmarks/autoscale_bench.py": "driver scaling timing without deliveries",
+    "benchmarks/load/autoscale_bench.py": "driver scaling timing without deliveries",
 }
 
 

@@ -20,10 +20,10 @@ from typing import Any
 import asyncpg
 
 from benchmarks.capacity import CapacityInputs, predict
-from benchmarks.engine_setup import CallTiming, timing_summary
+from benchmarks.engines.bench_engine import CallTiming, timing_summary
 from benchmarks.fake_provider import CallRecord
 from benchmarks.invoices.generator import GeneratedInvoice
-from benchmarks.loadgen import OpenLoopGenerator, lag_stats
+from benchmarks.load.generator import OpenLoopGenerator, lag_stats
 from benchmarks.report import percentile
 from benchmarks.scenario import PricingSpec, Scenario
 from pipeline.extraction import prompt_budget

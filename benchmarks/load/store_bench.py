@@ -1,6 +1,6 @@
 """Job store claim+complete throughput vs a minimal raw asyncpg SKIP LOCKED loop.
 
-Run: ``python -m benchmarks.store_bench [--jobs 2000] [--workers 8] [--rounds 2]``
+Run: ``python -m benchmarks.load.store_bench [--jobs 2000] [--workers 8] [--rounds 2]``
 
 Each variant gets a fresh migrated database with the same jobs and the same
 number of workers (one connection each); variants alternate within the run so

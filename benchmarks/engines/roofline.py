@@ -46,7 +46,7 @@ def roofline_report(spec: RooflineSpec, result: dict[str, Any]) -> dict[str, Any
     Per sequence: 1 / mean TPOT (decode only). Total: output tokens over the
     run's elapsed time, against the bound at the mean batch the engine saw
     (output tokens x TPOT / elapsed, i.e. sequences decoding on average).
-    Engine-core histograms (:mod:`benchmarks.engine_metrics`) are used when the
+    Engine-core histograms (:mod:`benchmarks.engines.metrics`) are used when the
     result has them, since they also time answers cut at the output cap.
     Context per sequence is the mean prompt plus half the mean output.
     """

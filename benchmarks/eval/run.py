@@ -29,7 +29,7 @@ Exit status: 0 when at least one invoice was evaluated (even if dataset lines
 were skipped), 1 when nothing could be evaluated (missing or empty file, every
 line refused), 2 for a usage error.
 
-The engine is one async function, :data:`~benchmarks.eval_engines.ExtractFn`;
+The engine is one async function, :data:`~benchmarks.eval.engines.ExtractFn`;
 ``--engine openai`` speaks OpenAI-compatible HTTP, and ``--engine vllm`` runs
 one pool of the pools file (default: the one with the longest context) as
 :class:`deployments.engine.PoolEngine` in this process: the same engine code,
@@ -50,17 +50,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.eval_dataset import Case, export_dataset, generated_cases, load_dataset
-from benchmarks.eval_engines import (
+from benchmarks.eval.dataset import Case, export_dataset, generated_cases, load_dataset
+from benchmarks.eval.engines import (
     EngineAnswer,
     ExtractFn,
     engine_extract,
     openai_extract,
     replay_extract,
 )
-from benchmarks.eval_oracle import oracle_extract
-from benchmarks.eval_report import Progress, plot, render_text, summarise
-from benchmarks.eval_scoring import FIELDS, OUTCOMES, evaluate_one
+from benchmarks.eval.oracle import oracle_extract
+from benchmarks.eval.report import Progress, plot, render_text, summarise
+from benchmarks.eval.scoring import FIELDS, OUTCOMES, evaluate_one
 from benchmarks.invoices.generator import Variant, generate_corpus
 from pipeline.extraction import CONTRACT_V1, CONTRACT_V2, DEFAULT_CONTRACT
 from pipeline.validation import VALIDATION_POLICY_VERSION

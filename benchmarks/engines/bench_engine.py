@@ -199,7 +199,7 @@ class BenchEngine:
             return None
         from ray import serve
 
-        from benchmarks.engine_metrics import combine
+        from benchmarks.engines.metrics import combine
 
         texts = [
             await serve.get_deployment_handle(name, self._app).metrics_text.remote()

@@ -1,7 +1,7 @@
 """Admission cost: the pure policy, DRR with a 10,000-request backlog, and the
 actor through Ray.
 
-Run: ``python -m benchmarks.admission_bench [--cycles 100000] [--ray]``
+Run: ``python -m benchmarks.load.admission_bench [--cycles 100000] [--ray]``
 
 * ``policy``: try_acquire + release cycles per second of one in-process
   :class:`~pipeline.admission.policy.AdmissionPolicy` (8 tenants, usage reconciled).

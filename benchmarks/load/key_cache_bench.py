@@ -1,6 +1,6 @@
 """The accept path with and without the API-key cache, side by side in one process.
 
-Run: ``python -m benchmarks.key_cache_bench [--blocks 10] [--requests 50] [--concurrency 4]``
+Run: ``python -m benchmarks.load.key_cache_bench [--blocks 10] [--requests 50] [--concurrency 4]``
 
 Two copies of the Fenceline app (``pipeline.api.app``) run in this process on one
 migrated database, each with its lifespan (so the cache's LISTEN connection is up):
@@ -32,7 +32,7 @@ from pipeline.database import connect, create_database, drop_database
 from pipeline.settings import Settings
 from pipeline.tenants import create_api_key, create_tenant
 
-OUT = Path(__file__).resolve().parent.parent / "results" / "intake"
+OUT = Path(__file__).resolve().parents[2] / "results" / "intake"
 
 
 async def _block(
@@ -129,7 +129,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.key_cache_bench")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.load.key_cache_bench")
     parser.add_argument("--blocks", type=int, default=10)
     parser.add_argument("--requests", type=int, default=50)
     parser.add_argument("--concurrency", type=int, default=4)

@@ -1,7 +1,7 @@
 """One benchmark scenario end to end: the main run, then its side-by-side baselines.
 
-The main run is :func:`benchmarks.runner.run_pipeline`; the baselines
-(:mod:`benchmarks.baselines`) run against the same engine while it is up, then
+The main run is :func:`benchmarks.load.runner.run_pipeline`; the baselines
+(:mod:`benchmarks.load.baselines`) run against the same engine while it is up, then
 the local ones; their ratios join the result.
 """
 
@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.baselines import headline, run_engine_baselines, run_local_baselines
-from benchmarks.engine_setup import BenchEngine
-from benchmarks.plots import write_plots
+from benchmarks.engines.bench_engine import BenchEngine
+from benchmarks.engines.roofline import roofline_report
+from benchmarks.load.baselines import headline, run_engine_baselines, run_local_baselines
+from benchmarks.load.plots import write_plots
+from benchmarks.load.runner import log, run_pipeline
 from benchmarks.report import write_json
-from benchmarks.roofline import roofline_report
-from benchmarks.runner import log, run_pipeline
 from benchmarks.scenario import Scenario
 
 

@@ -2,12 +2,12 @@
 
 The intake's clients are outside the system. In the drivers' process, a burst's
 client work (httpx: about 13 ms of CPU per POST on a 2-core machine, profiled
-with py-spy in ``benchmarks.overhead_bench``) ran on the drivers' event loop,
+with py-spy in ``benchmarks.load.overhead_bench``) ran on the drivers' event loop,
 and the measured drain included that contention; intake and the fake provider
 run in their own processes for the same reason (:mod:`benchmarks.infra`).
 
 The parent hands the child a :class:`ClientPlan` on stdin; the child fires it
-open loop (:class:`benchmarks.loadgen.OpenLoopGenerator`, the same schedule and
+open loop (:class:`benchmarks.load.generator.OpenLoopGenerator`, the same schedule and
 semantics as in process) and writes one JSON line per event to stdout: ``start``
 with its wall clock as the schedule starts (the run's time zero: the child's own
 start-up is not the pipeline's), ``sent`` when a request leaves, ``done`` with its
@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.loadgen import OpenLoopGenerator
+from benchmarks.load.generator import OpenLoopGenerator
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ class ClientProcess:
         self._proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "benchmarks.client_process",
+            "benchmarks.load.client_process",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=1 << 20,

@@ -2,7 +2,7 @@
 (:func:`render_text`), a PNG (:func:`plot`) and the progress line (:class:`Progress`).
 
 Every false-accept count is reported with its one-sided 95 % Clopper-Pearson upper
-bound (:func:`benchmarks.eval_bounds.false_accept_bound`), overall and per family
+bound (:func:`benchmarks.eval.bounds.false_accept_bound`), overall and per family
 (:func:`by_family`), so a small sample cannot pass for a proof; every review is
 counted by the reason code and the field path behind it. The report's keys are
 listed in ``docs/eval-dataset.md``.
@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from benchmarks.eval_bounds import false_accept_bound
-from benchmarks.eval_scoring import FIELDS, OUTCOMES
+from benchmarks.eval.bounds import false_accept_bound
+from benchmarks.eval.scoring import FIELDS, OUTCOMES
 
 #: How rows are grouped, in report order: the dataset's ``family`` (a fuzzer's
 #: transformations joined by "+"), each of those transformations alone, and a

@@ -1,6 +1,6 @@
 """Broker path: relay confirmed-publish rate and relay → inbox latency vs intake rate.
 
-Run: ``python -m benchmarks.broker_bench [--rates 50,100,200,400] [--seconds 6]
+Run: ``python -m benchmarks.load.broker_bench [--rates 50,100,200,400] [--seconds 6]
 [--drain 5000] [--out results/broker]``
 
 One run, one fresh migrated database, one topology on the local RabbitMQ, the

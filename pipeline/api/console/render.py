@@ -14,7 +14,7 @@ from typing import Any
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from pipeline.api.console_views import ReviewSubject, age_text
+from pipeline.api.console.views import ReviewSubject, age_text
 from pipeline.api.evidence_marks import (
     anchor_id,
     evidence_spans,
@@ -24,7 +24,7 @@ from pipeline.api.evidence_marks import (
 )
 from pipeline.extraction import CORRECTABLE_FIELDS, ROW_FIELDS
 
-TEMPLATES = Path(__file__).resolve().parent / "templates" / "console"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 STATIC = Path(__file__).resolve().parent / "static"
 
 

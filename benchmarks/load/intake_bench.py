@@ -1,6 +1,6 @@
 """Acceptance throughput and latency: Serve vs plain uvicorn vs a bare Starlette endpoint.
 
-Run: ``python -m benchmarks.intake_bench [--seconds 10] [--concurrency 16] [--tenants 4]``
+Run: ``python -m benchmarks.load.intake_bench [--seconds 10] [--concurrency 16] [--tenants 4]``
 
 Three targets answer the same ``POST /v1/extraction-jobs`` with the same bodies,
 one after the other on this machine, from the same closed-loop load generator
@@ -28,7 +28,7 @@ and reports its acceptance latency from each scheduled arrival (p50, p99).
 such window at each fixed rate (``open_rates`` in the results): the tail by
 offered rate, which does not move with a noisy knee.
 
-The load generator (``--client``) is :mod:`benchmarks.raw_http` by default: keep-alive
+The load generator (``--client``) is :mod:`benchmarks.load.raw_http` by default: keep-alive
 sockets opened before the load, about 0.1-0.3 ms of CPU per request here, where
 ``httpx`` (``--client httpx``, the client before the seventh pass) spends 2.2-3.3 ms
 and so took more of the two shared cores than the server it measured (the bare
@@ -78,15 +78,16 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from benchmarks.infra import free_port
-from benchmarks.loadgen import ArrivalSpec, OpenLoopGenerator, lag_stats, schedule
-from benchmarks.raw_http import RawPool
+from benchmarks.load.generator import OpenLoopGenerator, lag_stats, schedule
+from benchmarks.load.raw_http import RawPool
 from benchmarks.report import percentile, write_json
+from benchmarks.scenario import ArrivalSpec
 from benchmarks.settings import admin_dsn
 from pipeline.database import connect, create_database, drop_database
 from pipeline.process_heap import freeze_startup_heap
 from pipeline.tenants import create_api_key, create_tenant
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "results" / "intake"
 #: Keep-alive connections the open loop may hold, and how many the raw client opens first.
 OPEN_LOOP_CONNECTIONS = 256
@@ -112,7 +113,7 @@ async def _bare_accept(request: Request) -> JSONResponse:
 
 
 def bare_app() -> Starlette:
-    """``uvicorn --factory benchmarks.intake_bench:bare_app``: JSON in, 202 out."""
+    """``uvicorn --factory benchmarks.load.intake_bench:bare_app``: JSON in, 202 out."""
     return Starlette(routes=[Route("/v1/extraction-jobs", _bare_accept, methods=["POST"])])
 
 
@@ -261,7 +262,7 @@ Post = Callable[[str, dict[str, Any], dict[str, str]], Awaitable[int]]
 async def _client(url: str, kind: str, connections: int, warm: int) -> AsyncIterator[Post]:
     """A ``post(path, json, headers) -> status`` over ``kind``'s keep-alive pool.
 
-    ``raw`` (:mod:`benchmarks.raw_http`) opens ``warm`` connections before the
+    ``raw`` (:mod:`benchmarks.load.raw_http`) opens ``warm`` connections before the
     first request and costs the shared cores a fraction of ``httpx``'s CPU per
     request; ``httpx`` opens connections as requests need them (the bench's
     client before the seventh pass).
@@ -409,7 +410,7 @@ def _check_durable(result: dict[str, Any], jobs: int, events: int) -> None:
 # ------------------------------------------------------------------- targets
 async def run_starlette(args: argparse.Namespace) -> dict[str, Any]:
     port = free_port()
-    proc = _uvicorn("benchmarks.intake_bench:bare_app", port, {})
+    proc = _uvicorn("benchmarks.load.intake_bench:bare_app", port, {})
     try:
         url = f"http://127.0.0.1:{port}"
         await _wait_up(url, "/nope")
@@ -646,7 +647,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.intake_bench")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.load.intake_bench")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--concurrency", type=int, default=16)

@@ -294,6 +294,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.autoscale_bench")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.load.autoscale_bench")
     add_arguments(parser)
     raise SystemExit(main(parser.parse_args()))

@@ -1,14 +1,14 @@
 """Pipeline overhead over the engine: ``pipeline_vs_direct`` on its own.
 
-Run: ``python -m benchmarks.overhead_bench [--documents 40] [--scenario smoke]
+Run: ``python -m benchmarks.load.overhead_bench [--documents 40] [--scenario smoke]
 [--engine vllm-cpu] [--rounds 3]``
 
 Starts the scenario's engine (the fake provider for ``smoke``), then runs
-:func:`benchmarks.baselines.pipeline_vs_direct` — direct, pipeline, direct
+:func:`benchmarks.load.baselines.pipeline_vs_direct` — direct, pipeline, direct
 again, the ratio against the second (warm) direct pass — without the main run
 and the other baselines, so the drain-time ratio can be measured (and
 profiled: ``py-spy record -o results/profiles/driver.svg -- python -m
-benchmarks.overhead_bench``) in well under a minute. Prints the ratios and
+benchmarks.load.overhead_bench``) in well under a minute. Prints the ratios and
 writes ``results/overhead/overhead_bench.json``.
 
 ``--engine vllm-cpu`` runs it on CPU vLLM with the scenario's ``profiles.vllm-cpu``
@@ -25,12 +25,12 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from benchmarks.baselines import pipeline_vs_direct
-from benchmarks.engine_setup import BenchEngine
+from benchmarks.engines.bench_engine import BenchEngine
+from benchmarks.load.baselines import pipeline_vs_direct
 from benchmarks.report import write_json
 from benchmarks.scenario import ENGINE_KINDS, load_scenario, with_engine
 
-OUT = Path(__file__).resolve().parent.parent / "results" / "overhead"
+OUT = Path(__file__).resolve().parents[2] / "results" / "overhead"
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
@@ -64,7 +64,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.overhead_bench")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.load.overhead_bench")
     parser.add_argument(
         "--documents", type=int, default=None, help="documents per pass (the scenario's)"
     )

@@ -28,7 +28,7 @@ the CPU defaults in ``docs/inference.md``; ``--mode direct`` runs one side.
 
 Usage::
 
-    python -m benchmarks.engine_compare --pool short --concurrency 8 --requests 24
+    python -m benchmarks.engines.compare --pool short --concurrency 8 --requests 24
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ def run_serve(
         num_cpus=2,
         include_dashboard=False,
         object_store_memory=256 * 1024**2,
-        runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)}},
+        runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}},
         log_to_driver=False,
     )
     try:

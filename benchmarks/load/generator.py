@@ -3,7 +3,8 @@
 The spec's production-acceptance section asks for open-loop traffic, because a
 closed loop (send the next request only after a response) slows down exactly
 when the system saturates and so hides backlog growth. Here every arrival time
-is computed up front from the scenario (:func:`schedule`), and each request is
+is computed up front from the scenario's
+:class:`~benchmarks.scenario.ArrivalSpec` (:func:`schedule`), and each request is
 fired at its time as an independent task (:class:`OpenLoopGenerator`): a slow or
 paused target delays responses, never sends. Each send records its scheduled
 and actual time, so a report can show that the generator itself kept up
@@ -27,37 +28,9 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-Process = Literal["poisson", "gamma", "ramp", "burst"]
-
-
-class ArrivalSpec(BaseModel):
-    """The arrival process of a scenario (the ``arrival:`` block of its YAML)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    process: Process = "poisson"
-    #: Mean arrivals per second (start rate for ``ramp``).
-    rate: float = Field(1.0, gt=0)
-    #: ``ramp`` only: the rate reached at the end of the duration.
-    rate_end: float | None = Field(None, gt=0)
-    #: ``gamma`` only: coefficient of variation of the gaps.
-    cv: float = Field(1.0, gt=0)
-    #: ``burst`` only: how many requests at t = 0.
-    count: int = Field(0, ge=0)
-    #: Seconds of arrivals (ignored for ``burst``).
-    duration_s: float = Field(10.0, gt=0)
-
-    @model_validator(mode="after")
-    def _complete(self) -> ArrivalSpec:
-        if self.process == "burst" and self.count <= 0:
-            raise ValueError("a burst needs count > 0")
-        if self.process == "ramp" and self.rate_end is None:
-            raise ValueError("a ramp needs rate_end")
-        return self
+from benchmarks.scenario import ArrivalSpec
 
 
 def schedule(spec: ArrivalSpec, seed: int) -> list[float]:

@@ -3,7 +3,7 @@
 Seeds 6000–6008 (disjoint from training, eval and demo seeds); six of the nine
 span two pages. Writes the eval dataset format (docs/eval-dataset.md)::
 
-    python -m benchmarks.long_invoices long.jsonl
+    python -m benchmarks.eval.long_invoices long.jsonl
     fenceline eval --engine vllm --pool long --dataset long.jsonl --concurrency 3 --timeout 3000
 """
 
@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from benchmarks.eval_dataset import export_dataset
+from benchmarks.eval.dataset import export_dataset
 from benchmarks.invoices.generator import GeneratedInvoice, generate_invoice
 
 FIRST_SEED = 6000

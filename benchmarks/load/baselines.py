@@ -15,10 +15,10 @@ measured back to back, never absolute rates:
   for vLLM the direct side calls the inference app's handle, i.e. vLLM
   without intake, store, admission and drivers). Ratio: pipeline drain time
   over direct wall time, and the p50 of time-since-submission.
-* ``store_vs_raw``: :mod:`benchmarks.store_bench`: claim+complete through
+* ``store_vs_raw``: :mod:`benchmarks.load.store_bench`: claim+complete through
   :class:`pipeline.jobs.store.JobStore` vs a raw ``SKIP LOCKED`` loop doing the same
   SQL work (fresh database per variant, same jobs and workers).
-* ``serve_vs_starlette``: :mod:`benchmarks.intake_bench`: the intake API as a
+* ``serve_vs_starlette``: :mod:`benchmarks.load.intake_bench`: the intake API as a
   Ray Serve ingress, under plain uvicorn, and a bare Starlette endpoint, each
   under the same closed-loop load.
 """
@@ -34,12 +34,22 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from benchmarks.engine_metrics import side_summary
-from benchmarks.engine_setup import BenchEngine, RecordingEngine, close_engine, timing_summary
-from benchmarks.loadgen import ArrivalSpec
+from benchmarks.engines.bench_engine import (
+    BenchEngine,
+    RecordingEngine,
+    close_engine,
+    timing_summary,
+)
+from benchmarks.engines.metrics import side_summary
+from benchmarks.load.runner import run_pipeline
 from benchmarks.report import percentile
-from benchmarks.runner import run_pipeline
-from benchmarks.scenario import BaselineSpec, DeliverySpec, Scenario, scenario_corpus
+from benchmarks.scenario import (
+    ArrivalSpec,
+    BaselineSpec,
+    DeliverySpec,
+    Scenario,
+    scenario_corpus,
+)
 from pipeline.extraction import Messages
 from pipeline.extraction.extractor import prepare_call
 from pipeline.worker import WorkerConfig
@@ -214,7 +224,7 @@ async def pipeline_vs_direct(
 
 
 async def store_vs_raw(spec: BaselineSpec) -> dict[str, Any]:
-    from benchmarks import store_bench
+    from benchmarks.load import store_bench
 
     out: dict[str, float] = {}
     variants: dict[str, Callable[[str], Awaitable[tuple[int, float]]]] = {
@@ -250,7 +260,7 @@ async def store_vs_raw(spec: BaselineSpec) -> dict[str, Any]:
 
 
 async def serve_vs_starlette(spec: BaselineSpec) -> dict[str, Any]:
-    from benchmarks import intake_bench
+    from benchmarks.load import intake_bench
 
     args = argparse.Namespace(
         seconds=spec.intake_seconds,

@@ -31,9 +31,9 @@ from typing import Any
 
 import httpx
 
-from benchmarks.eval_dataset import Case, Truth
-from benchmarks.eval_engines import ExtractFn
-from benchmarks.partial_json import parse_prefix, salvage
+from benchmarks.eval.dataset import Case, Truth
+from benchmarks.eval.engines import ExtractFn
+from benchmarks.eval.partial_json import parse_prefix, salvage
 from pipeline.errors import FencelineError, MalformedOutput
 from pipeline.extraction import DEFAULT_CONTRACT, prepare_call
 from pipeline.invoice import (

@@ -10,8 +10,8 @@ updates from the SSE stream. Invariants:
 * **Scopes**: any key of the tenant may read the queue and a job; correcting and
   deciding need ``review`` (or ``operator``); the dashboard and timelines need
   ``operator``.
-* **Sessions, CSRF, headers**: see :mod:`pipeline.api.console_session` and
-  :mod:`pipeline.api.console_headers`. Every POST made with the session cookie
+* **Sessions, CSRF, headers**: see :mod:`pipeline.api.console.session` and
+  :mod:`pipeline.api.console.headers`. Every POST made with the session cookie
   must carry the session's CSRF token.
 """
 
@@ -25,9 +25,9 @@ from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response, StreamingResponse
 from pydantic import ValidationError
 
-from pipeline.api.console_headers import ConsoleHeadersMiddleware
-from pipeline.api.console_render import STATIC, render, render_fragment, review_page_model
-from pipeline.api.console_session import (
+from pipeline.api.console.headers import ConsoleHeadersMiddleware
+from pipeline.api.console.render import STATIC, render, render_fragment, review_page_model
+from pipeline.api.console.session import (
     LOGIN_COOKIE,
     LOGIN_SECONDS,
     SESSION_COOKIE,

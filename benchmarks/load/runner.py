@@ -8,14 +8,14 @@ One run stands up, on loopback:
   :class:`pipeline.messaging.scheduler.Scheduler`, all asking one in-process
   :class:`cluster.admission.AdmissionActor` (through the
   :class:`cluster.admission.ActorGate` Ray drivers use) for RPM/TPM/concurrency;
-* the engine (:class:`benchmarks.engine_setup.BenchEngine`: the fake provider
+* the engine (:class:`benchmarks.engines.bench_engine.BenchEngine`: the fake provider
   in its own process, or vLLM pools behind Ray Serve);
 * with delivery on, one webhook endpoint per tenant, the reference ERP
   receiver (``benchmarks.erp_receiver``) and the delivery dispatcher.
 
-Load comes from :class:`benchmarks.loadgen.OpenLoopGenerator`, so a saturated
+Load comes from :class:`benchmarks.load.generator.OpenLoopGenerator`, so a saturated
 pipeline shows up as backlog growth, not as a slower client. A whole scenario
-(this main run, then its baselines) is :func:`benchmarks.suite.run_scenario`.
+(this main run, then its baselines) is :func:`benchmarks.load.suite.run_scenario`.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from typing import Any
 
 import asyncpg
 
-from benchmarks.client_process import Answer, ClientPlan, ClientProcess, Post
-from benchmarks.collect import RunRecord, RunState, collect, merge_counts, sampler
-from benchmarks.engine_metrics import ABSENT, note_peaks, pool_summary, side_summary
-from benchmarks.engine_setup import BenchEngine, RecordingEngine, close_engine
+from benchmarks.engines.bench_engine import BenchEngine, RecordingEngine, close_engine
+from benchmarks.engines.metrics import ABSENT, note_peaks, pool_summary, side_summary
 from benchmarks.infra import ErpProcess, free_port, fresh_database, intake_server
 from benchmarks.invoices.generator import GeneratedInvoice
-from benchmarks.loadgen import OpenLoopGenerator, schedule
+from benchmarks.load.client_process import Answer, ClientPlan, ClientProcess, Post
+from benchmarks.load.collect import RunRecord, RunState, collect, merge_counts, sampler
+from benchmarks.load.generator import OpenLoopGenerator, schedule
 from benchmarks.scenario import Scenario, scenario_corpus
 from cluster.admission import ActorGate, AdmissionActor, AdmissionClient, LocalActorHandle
 from pipeline.admission import AdmissionConfig
@@ -263,7 +263,7 @@ async def _drive(
     loops = _drivers(scenario, settings, store, engine, gate, signal)
     stop_sampling = asyncio.Event()
 
-    # The client runs in its own process (benchmarks.client_process): it is outside
+    # The client runs in its own process (benchmarks.load.client_process): it is outside
     # the system, and in this one its HTTP work would share the drivers' event loop.
     def on_answer(answer: Answer) -> None:
         if answer.outcome == "accepted" and answer.job_id is not None:

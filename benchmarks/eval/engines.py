@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.eval_dataset import Case
+from benchmarks.eval.dataset import Case
 from pipeline.errors import FencelineError, MalformedOutput
 from pipeline.extraction import ChatMessage, Engine, document_in_prompt, shown_document
 
