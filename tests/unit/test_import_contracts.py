@@ -32,8 +32,12 @@ def _only_config(package: str = "pipeline") -> str:
         "include_external_packages = true",
     ]
     for contract in config["contracts"]:
-        modules = contract.get("source_modules", []) + contract.get("containers", [])
-        if not all(m.split(".")[0] == package for m in modules):
+        modules = [
+            *contract.get("source_modules", []),
+            *contract.get("containers", []),
+            *contract.get("modules", []),  # an independence contract's
+        ]
+        if not modules or not all(m.split(".")[0] == package for m in modules):
             continue
         lines.append("\n[[tool.importlinter.contracts]]")
         for key, value in contract.items():
