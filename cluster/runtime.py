@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from cluster.admission import engine_scopes_for
 from cluster.drivers import EngineSpec
-from cluster.supervisor import RuntimeConfig
+from cluster.runtime_config import RuntimeConfig
 from pipeline.settings import Settings
 from pipeline.worker import WorkerConfig
 

@@ -20,7 +20,7 @@ The Serve config has three applications:
   else in the config);
 * ``fenceline-runtime`` (``cluster.supervisor:runtime_app``): drivers,
   admission, delivery and maintenance actors, sized by
-  :func:`cluster.supervisor.runtime_config_for`.
+  :func:`cluster.runtime_config.runtime_config_for`.
 
 Each application also lists its ``deployments`` with their options
 (replicas or autoscaling, ``ray_actor_options`` with ``num_gpus``, placement
@@ -67,7 +67,7 @@ def serve_config(pools_file: str | Path) -> dict[str, Any]:
     """
     from ray.serve.schema import ServeDeploySchema
 
-    from cluster.supervisor import runtime_config_for
+    from cluster.runtime_config import runtime_config_for
     from deployments.app import serve_config as inference_serve_config
     from deployments.pools import load_pools
 

@@ -22,6 +22,9 @@ in-memory limits are the safety property, the ledger is the accounting.
 Drivers reach it through an :class:`~cluster.admission.client.AdmissionClient`,
 which implements the documented behaviour when this actor is unreachable: fail
 closed (default) or a bounded local emergency allowance.
+
+One concept over 450 lines: waiters, pump and ledger writes order themselves around
+each policy decision on one event loop (ledger first, budget second), so they stay together.
 """
 
 from __future__ import annotations

@@ -24,13 +24,14 @@ Invariants a grant keeps (checked by the property tests):
 * **Shared cooldown.** After a 429 nobody is granted until the cooldown ends;
   a valid provider delay hint sets its length.
 * **Fairness.** Waiters queue per (tenant, priority class) flow and are served
-  by deficit round robin in tokens: each visit adds ``quantum_tokens × tenant
-  weight × class weight`` to the flow's deficit, and a request is granted when
-  its reservation fits the deficit. A tenant with 10,000 queued requests gets
-  one quantum per round, so another tenant's single request waits at most one
-  round. Priority classes are weights, not strict precedence, so batch work
-  cannot starve. Global limits block at the head of the round (no bypass by
-  smaller requests), so large requests are not starved either.
+  by deficit round robin in tokens (:mod:`pipeline.admission.fair_queue`): each
+  visit adds ``quantum_tokens × tenant weight × class weight`` to the flow's
+  deficit, and a request is granted when its reservation fits the deficit. A
+  tenant with 10,000 queued requests gets one quantum per round, so another
+  tenant's single request waits at most one round. Priority classes are
+  weights, not strict precedence, so batch work cannot starve. Global limits
+  block at the head of the round (no bypass by smaller requests), so large
+  requests are not starved either.
 * **Crashed holders.** A grant not released within ``grant_ttl_seconds``
   expires (permit back, tokens charged as uncertain); a restarted driver's dead
   run's grants expire sooner (:meth:`AdmissionPolicy.abandon`).
@@ -41,10 +42,11 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+from pipeline.admission.fair_queue import FairQueue
 from pipeline.admission.gate import AdmissionRequest
 from pipeline.admission.grants import (
     Grant,
@@ -58,7 +60,7 @@ from pipeline.admission.grants import (
     reconcile,
 )
 from pipeline.admission.limits import AdmissionConfig
-from pipeline.admission.state import AdmissionSnapshot, Charge, FlowKey, OpenGrant, Ticket
+from pipeline.admission.state import AdmissionSnapshot, Charge, OpenGrant, Ticket
 from pipeline.admission.window import ChargeWindow, Dimension
 from pipeline.errors import ReservationTooLarge
 from pipeline.usage import ReportedUsage
@@ -89,12 +91,7 @@ class AdmissionPolicy:
         self._tenant_open: Counter[str] = Counter()
         self._cooldown_until = -math.inf
         self._streak = 0
-        self._flows: dict[FlowKey, deque[Ticket]] = {}
-        self._active: deque[FlowKey] = deque()
-        self._deficit: dict[FlowKey, float] = {}
-        self._head_charged = False
-        self._tickets: dict[int, Ticket] = {}
-        self._next_ticket = 0
+        self._queue = FairQueue(lambda tenant, cls: self.config.quantum(tenant, cls))
         self._granted_total = 0
         self._expired_total = 0
         self._cooldowns_total = 0
@@ -113,7 +110,7 @@ class AdmissionPolicy:
             raise ValueError("token counts must be non-negative")
         tenant, cls = request.tenant, PriorityClass(request.priority)
         ticket = Ticket(
-            self._next_ticket, tenant, cls, int(request.prompt_tokens),
+            self._queue.next_id, tenant, cls, int(request.prompt_tokens),
             int(request.max_output_tokens), self._clock(), request.job_id, request.fence,
             holder=request.holder, holder_run=request.holder_run,
         )  # fmt: skip
@@ -126,28 +123,12 @@ class AdmissionPolicy:
                     f"reservation of {ticket.cost} tokens exceeds the {name} of "
                     f"{limit} in scope {self.config.scope}"
                 )
-        self._next_ticket += 1
-        self._tickets[ticket.id] = ticket
-        key = (tenant, cls)
-        queue = self._flows.get(key)
-        if queue is None:
-            queue = self._flows[key] = deque()
-            self._deficit[key] = 0.0
-            self._active.append(key)
-        queue.append(ticket)
+        self._queue.push(ticket)
         return ticket
 
     def cancel(self, ticket_id: int) -> bool:
         """Withdraw a queued request; False if it was granted or is unknown."""
-        ticket = self._tickets.pop(ticket_id, None)
-        if ticket is None:
-            return False
-        key = (ticket.tenant, ticket.priority)
-        queue = self._flows[key]
-        queue.remove(ticket)
-        if not queue:
-            self._retire(key)
-        return True
+        return self._queue.cancel(ticket_id)
 
     def dispatch(self) -> list[Ticket]:
         """Grant queued requests in deficit-round-robin order while all limits allow.
@@ -156,32 +137,13 @@ class AdmissionPolicy:
         """
         now = self._clock()
         granted: list[Ticket] = []
-        skipped = 0
-        while self._active and skipped < len(self._active):
-            key = self._active[0]
-            queue = self._flows[key]
-            ticket = queue[0]
-            if self._tenant_full(key[0]):
-                self._rotate()
-                skipped += 1
-                continue
-            if not self._head_charged:
-                self._deficit[key] += self.config.quantum(*key)
-                self._head_charged = True
-            if ticket.cost > self._deficit[key]:
-                self._rotate()
-                skipped = 0
-                continue
-            if self._global_block(ticket.cost, now) is not None:
-                break
-            queue.popleft()
-            del self._tickets[ticket.id]
-            self._deficit[key] -= ticket.cost
+
+        def blocked(cost: int) -> bool:
+            return self._global_block(cost, now) is not None
+
+        for ticket in self._queue.serve(self._tenant_full, blocked):
             ticket.grant = self._grant(ticket, now)
             granted.append(ticket)
-            skipped = 0
-            if not queue:
-                self._retire(key)
         return granted
 
     def try_acquire(self, request: AdmissionRequest) -> Grant | Wait:
@@ -199,7 +161,7 @@ class AdmissionPolicy:
 
     def wait_hint(self, ticket_id: int) -> Wait:
         """Why queued ticket ``ticket_id`` is not granted, and a retry delay."""
-        ticket = self._tickets.get(ticket_id)
+        ticket = self._queue.get(ticket_id)
         if ticket is None:
             raise KeyError(ticket_id)
         if self._tenant_full(ticket.tenant):
@@ -219,10 +181,10 @@ class AdmissionPolicy:
         deadlines = [o.deadline for o in self._open.values() if o.deadline is not None]
         if deadlines:
             candidates.append(max(0.0, min(deadlines) - now))
-        for key in self._active:
-            if self._tenant_full(key[0]):
+        for head in self._queue.heads():
+            if self._tenant_full(head.tenant):
                 continue
-            block = self._global_block(self._flows[key][0].cost, now)
+            block = self._global_block(head.cost, now)
             if block is None:
                 candidates.append(0.0)
             elif block[0] in (WaitReason.COOLDOWN, WaitReason.RPM, WaitReason.TPM):
@@ -371,13 +333,12 @@ class AdmissionPolicy:
     def snapshot(self) -> AdmissionSnapshot:
         now = self._clock()
         self._window.prune(now)
-        queued = Counter(t.tenant for t in self._tickets.values())
         return AdmissionSnapshot(
             scope=self.config.scope,
             in_flight=len(self._open),
             in_flight_tokens=self._open_tokens,
             tenant_in_flight={k: v for k, v in self._tenant_open.items() if v},
-            queued=dict(queued),
+            queued=self._queue.by_tenant(),
             window_requests=self._window.requests,
             window_tokens=self._window.tokens,
             cooldown_remaining=max(0.0, self._cooldown_until - now),
@@ -393,25 +354,13 @@ class AdmissionPolicy:
 
     @property
     def queued(self) -> int:
-        return len(self._tickets)
+        return len(self._queue)
 
     # ---- internals -------------------------------------------------------------
 
     def _tenant_full(self, tenant: str) -> bool:
         limit = self.config.tenant_limit(tenant)
         return limit is not None and self._tenant_open[tenant] >= limit
-
-    def _rotate(self) -> None:
-        self._active.rotate(-1)
-        self._head_charged = False
-
-    def _retire(self, key: FlowKey) -> None:
-        """An emptied flow leaves the round and forfeits its deficit (DRR rule)."""
-        if self._active and self._active[0] == key:
-            self._head_charged = False
-        self._active.remove(key)
-        del self._flows[key]
-        del self._deficit[key]
 
     def _global_block(self, cost: int, now: float) -> tuple[WaitReason, float] | None:
         cfg = self.config

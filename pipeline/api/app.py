@@ -6,6 +6,7 @@
 the services that hold the invariants:
 
 * :mod:`pipeline.api.intake` — durable, idempotent acceptance (202 after commit);
+  :mod:`pipeline.api.submission` — the request models and how a body becomes one;
 * :mod:`pipeline.tenants.quotas` — admission before acceptance (429 / 503);
 * :mod:`pipeline.api.job_views` — tenant-scoped reads (another tenant's job is 404);
 * :mod:`pipeline.api.status_stream` — SSE status streams;
@@ -45,11 +46,7 @@ from pipeline.api.context import ApiContext, known_query_only
 from pipeline.api.endpoints import router as endpoints_router
 from pipeline.api.headers import SingleValuedHeadersMiddleware
 from pipeline.api.heap import with_frozen_heap
-from pipeline.api.intake import (
-    AcceptHook,
-    JobOptions,
-    JobSubmission,
-)
+from pipeline.api.intake import AcceptHook
 from pipeline.api.metrics import AcceptanceMiddleware
 from pipeline.api.problems import (
     BodyLimitMiddleware,
@@ -58,6 +55,7 @@ from pipeline.api.problems import (
 )
 from pipeline.api.redrive import router as redrive_router
 from pipeline.api.routes import register_routes
+from pipeline.api.submission import JobOptions, JobSubmission
 from pipeline.clock import Clock
 from pipeline.jobs import SettleHook
 from pipeline.settings import Settings

@@ -40,9 +40,9 @@ from typing import Annotated, Any
 import asyncpg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pipeline.api.intake import JsonInt
 from pipeline.api.problems import ApiProblem
 from pipeline.api.review import REVIEW_SCOPES
+from pipeline.api.submission import JsonInt
 from pipeline.clock import Clock
 from pipeline.errors import NotFound
 from pipeline.extraction import (

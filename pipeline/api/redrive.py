@@ -23,8 +23,8 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from pipeline.api.context import ApiContext, Caller
-from pipeline.api.intake import JsonInt
 from pipeline.api.problems import ApiProblem, problem_responses
+from pipeline.api.submission import JsonInt
 from pipeline.errors import RedriveRefused
 from pipeline.jobs import (
     RedriveFilter,

@@ -31,8 +31,8 @@ from typing import Annotated, Literal, NoReturn
 import asyncpg
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.api.intake import JsonInt
 from pipeline.api.problems import ApiProblem
+from pipeline.api.submission import JsonInt
 from pipeline.errors import NotFound
 from pipeline.jobs import JobStore
 from pipeline.queries import q

@@ -16,11 +16,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pipeline.api.context import Caller, api_context
-from pipeline.api.intake import (
-    IDEMPOTENCY_KEY_PATTERN,
-    JobAccepted,
-    read_submission,
-)
+from pipeline.api.intake import JobAccepted
 from pipeline.api.job_views import JobPage, JobResult, JobStatus
 from pipeline.api.metrics import acceptance_timer
 from pipeline.api.problems import (
@@ -30,6 +26,7 @@ from pipeline.api.problems import (
 )
 from pipeline.api.review import ReviewDecisionIn, ReviewDecisionOut
 from pipeline.api.status_stream import SSE_EVENTS, StatusStream, parse_last_event_id
+from pipeline.api.submission import IDEMPOTENCY_KEY_PATTERN, read_submission
 from pipeline.errors import AdmissionRejected, IdempotencyConflict
 from pipeline.queries import q
 from pipeline.states import JobState
@@ -62,7 +59,7 @@ _IDEMPOTENCY_KEY_DOC = (
 )
 #: The Idempotency-Key header as documented. The route reads the header itself
 #: (``SingleValuedHeadersMiddleware`` refuses a repeated one, and
-#: :func:`pipeline.api.intake.resolve_idempotency_key` answers a malformed one with its
+#: :func:`pipeline.api.submission.resolve_idempotency_key` answers a malformed one with its
 #: 400 problem, where a FastAPI pattern would make it a 422): a declared header
 #: parameter cost FastAPI's parameter solving on every accept.
 _IDEMPOTENCY_KEY_PARAMETER: dict[str, Any] = {

@@ -24,7 +24,7 @@ from cluster.admission import (
     LocalActorHandle,
     RoutedGate,
 )
-from cluster.supervisor import runtime_config_for
+from cluster.runtime_config import runtime_config_for
 from deployments.pools import DEFAULT_POOLS_PATH, load_pools
 from pipeline.admission import AdmissionConfig, AdmissionRequest, Grant
 from pipeline.jobs import JobStore

@@ -19,7 +19,7 @@ from cluster.admission import (
 )
 from cluster.drivers import EngineSpec
 from cluster.runtime import ClusterConfig
-from cluster.supervisor import RuntimeConfig, runtime_config_for
+from cluster.runtime_config import RuntimeConfig, runtime_config_for
 from deployments.kv_cache import (
     BUNDLED_MODEL_GEOMETRY,
     FALLBACK_KV_BYTES_PER_TOKEN,

@@ -28,12 +28,8 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from cluster.supervisor import (
-    MAX_DRIVER_CONCURRENCY,
-    EnvironmentSettings,
-    RuntimeConfig,
-    runtime_config_for,
-)
+from cluster.runtime_config import MAX_DRIVER_CONCURRENCY, RuntimeConfig, runtime_config_for
+from cluster.supervisor import EnvironmentSettings
 from deployments.kv_cache import engine_kv_cache_tokens
 from deployments.pools import PoolsConfig, load_pools
 from kuberay import generate

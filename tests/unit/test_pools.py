@@ -12,11 +12,10 @@ from pydantic import ValidationError
 
 from deployments import model_prepare
 from deployments.app import IMPORT_PATH, serve_config, write_serve_config
+from deployments.lora import PROJECT_ROOT, LoraAdapter
 from deployments.pools import (
     DEFAULT_POOLS_PATH,
     GPU_POOLS_PATH,
-    PROJECT_ROOT,
-    LoraAdapter,
     PoolConfig,
     load_pools,
     parse_pools,

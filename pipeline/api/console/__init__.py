@@ -1,6 +1,7 @@
 """The review console and operator dashboard: server-rendered pages under ``/console``.
 
 :mod:`~pipeline.api.console.routes` holds the pages and ``install_console``;
+:mod:`~pipeline.api.console.caller` resolves who calls them and checks their forms;
 :mod:`~pipeline.api.console.session` signs sessions and CSRF tokens,
 :mod:`~pipeline.api.console.views` reads what the pages show,
 :mod:`~pipeline.api.console.render` renders ``templates/`` (Jinja2, autoescaped) and

@@ -5,8 +5,8 @@ HTML forms. ``/console/static/console.js`` only adds keyboard shortcuts and live
 updates from the SSE stream. Invariants:
 
 * **Tenant scoping on every page and fragment**: each route resolves the caller
-  (:func:`console_caller`) and reads through tenant-scoped queries; another
-  tenant's job renders the same 404 page as a missing one.
+  (:mod:`pipeline.api.console.caller`) and reads through tenant-scoped queries;
+  another tenant's job renders the same 404 page as a missing one.
 * **Scopes**: any key of the tenant may read the queue and a job; correcting and
   deciding need ``review`` (or ``operator``); the dashboard and timelines need
   ``operator``.
@@ -25,20 +25,27 @@ from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response, StreamingResponse
 from pydantic import ValidationError
 
+from pipeline.api.console.caller import (
+    ConsoleRefusal,
+    checked_form,
+    console_caller,
+    csrf_for,
+    login_limiter,
+    need,
+    signer,
+)
 from pipeline.api.console.headers import ConsoleHeadersMiddleware
 from pipeline.api.console.render import STATIC, render, render_fragment, review_page_model
 from pipeline.api.console.session import (
     LOGIN_COOKIE,
     LOGIN_SECONDS,
     SESSION_COOKIE,
-    SessionSigner,
     clear_cookie,
     same_origin,
     set_cookie,
 )
 from pipeline.api.context import api_context
 from pipeline.api.corrections import CorrectionIn
-from pipeline.api.login_limit import LoginLimiter, LoginLimits
 from pipeline.api.problems import ApiProblem
 from pipeline.api.review import REVIEW_SCOPES, ReviewDecisionIn
 from pipeline.api.status_stream import StatusStream, parse_last_event_id
@@ -52,84 +59,9 @@ _Reason = Annotated[str | None, Query(max_length=64, pattern=r"^[a-z0-9_]*$")]
 _Supplier = Annotated[str | None, Query(max_length=200)]
 
 
-class ConsoleRefusal(Exception):
-    """Ends a console request with an HTML page (401 → login, 403, 404)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-def signer(request: Request) -> SessionSigner:
-    ctx = api_context(request)
-    if ctx.console_signer is None:
-        ctx.console_signer = SessionSigner(ctx.settings)
-    return ctx.console_signer
-
-
-def login_limiter(request: Request) -> LoginLimiter:
-    ctx = api_context(request)
-    if ctx.console_login_limiter is None:
-        s = ctx.settings
-        ctx.console_login_limiter = LoginLimiter(
-            LoginLimits(
-                failures_per_address=s.console_login_failures_per_address,
-                attempts_per_key=s.console_login_attempts_per_key,
-                window_seconds=s.console_login_window_seconds,
-            )
-        )
-    return ctx.console_login_limiter
-
-
-async def console_caller(request: Request) -> Principal:
-    """The caller: a Bearer key, or the key a valid session cookie names (read again)."""
-    ctx = api_context(request)
-    pool = ctx.services.pool
-    auth = request.headers.get("authorization", "")
-    principal = None
-    async with pool.acquire(timeout=ctx.settings.db_acquire_timeout_seconds) as conn:
-        if auth.lower().startswith("bearer "):
-            principal = await authenticate(conn, auth[7:].strip())
-            request.state.console_bearer = principal is not None
-        else:
-            session = signer(request).verify(request.cookies.get(SESSION_COOKIE))
-            if session is not None:
-                principal = await principal_for_key_id(conn, session.key_id)
-                if principal is not None and principal.tenant_id != session.tenant_id:
-                    principal = None
-                request.state.console_session = session
-    if principal is None:
-        raise ConsoleRefusal(401, "Sign in with an API key of your tenant.")
-    return principal
-
-
-def csrf_for(request: Request) -> str | None:
-    session = getattr(request.state, "console_session", None)
-    return None if session is None else signer(request).csrf_token(session)
-
-
-async def checked_form(request: Request) -> dict[str, Any]:
-    """The POSTed form, after the CSRF check a cookie-authenticated request needs."""
-    form = await request.form()
-    data: dict[str, Any] = {k: form.getlist(k) for k in form}
-    if getattr(request.state, "console_bearer", False):
-        return data
-    session = getattr(request.state, "console_session", None)
-    token = (data.get("csrf_token") or [None])[0]
-    if session is None or not same_origin(request) or not signer(request).csrf_ok(session, token):
-        raise ConsoleRefusal(403, "This form expired or did not come from this console.")
-    return data
-
-
 def _first(data: dict[str, Any], name: str) -> str | None:
     values = data.get(name) or []
     return str(values[0]) if values else None
-
-
-def _need(principal: Principal, scopes: frozenset[str], what: str) -> None:
-    if not scopes & principal.scopes:
-        raise ConsoleRefusal(403, f"Your API key has no scope to {what}.")
 
 
 def _page(request: Request, principal: Principal, **context: Any) -> dict[str, Any]:
@@ -322,7 +254,7 @@ async def correct(request: Request, job_id: uuid.UUID) -> Response:
         await ctx.services.console.subject(principal, job_id)
     except NotFound:
         raise _NOT_FOUND from None
-    _need(principal, REVIEW_SCOPES, "correct or decide reviews")
+    need(principal, REVIEW_SCOPES, "correct or decide reviews")
     overrides = []
     for raw in form.get("override", []):
         code, _, field = str(raw).partition("|")
@@ -371,7 +303,7 @@ async def reject(request: Request, job_id: uuid.UUID) -> Response:
         await ctx.services.console.subject(principal, job_id)
     except NotFound:
         raise _NOT_FOUND from None
-    _need(principal, REVIEW_SCOPES, "correct or decide reviews")
+    need(principal, REVIEW_SCOPES, "correct or decide reviews")
     try:
         body = ReviewDecisionIn(
             decision="reject",
@@ -390,7 +322,7 @@ async def reject(request: Request, job_id: uuid.UUID) -> Response:
 @router.get("/dashboard")
 async def dashboard(request: Request) -> Response:
     principal = await console_caller(request)
-    _need(principal, frozenset({"operator"}), "see the operator dashboard")
+    need(principal, frozenset({"operator"}), "see the operator dashboard")
     data = await api_context(request).services.console.dashboard(principal)
     return render(
         "dashboard.html", **_page(request, principal), title="Dashboard", page="dashboard", d=data
@@ -404,7 +336,7 @@ async def job_timeline(request: Request, job_id: uuid.UUID) -> Response:
         data = await api_context(request).services.console.timeline(principal, job_id)
     except NotFound:
         raise _NOT_FOUND from None
-    _need(principal, frozenset({"operator"}), "see job timelines")
+    need(principal, frozenset({"operator"}), "see job timelines")
     return render(
         "timeline.html",
         **_page(request, principal),

@@ -1,0 +1,96 @@
+"""Who calls a console page: a Bearer key or a signed session, and whether the
+form it POSTs is its own.
+
+Every console route starts here: :func:`console_caller` resolves the caller (the
+key a session names is read again on every request, so a revoked key ends its
+sessions), :func:`checked_form` refuses a cookie-authenticated POST without the
+session's CSRF token or from another origin, and :class:`ConsoleRefusal` ends a
+request with an HTML page (401 → login, 403, 404). Signing is
+:mod:`pipeline.api.console.session`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+
+from pipeline.api.console.session import SESSION_COOKIE, SessionSigner, same_origin
+from pipeline.api.context import api_context
+from pipeline.api.login_limit import LoginLimiter, LoginLimits
+from pipeline.tenants import Principal, authenticate, principal_for_key_id
+
+
+class ConsoleRefusal(Exception):
+    """Ends a console request with an HTML page (401 → login, 403, 404)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def signer(request: Request) -> SessionSigner:
+    ctx = api_context(request)
+    if ctx.console_signer is None:
+        ctx.console_signer = SessionSigner(ctx.settings)
+    return ctx.console_signer
+
+
+def login_limiter(request: Request) -> LoginLimiter:
+    ctx = api_context(request)
+    if ctx.console_login_limiter is None:
+        s = ctx.settings
+        ctx.console_login_limiter = LoginLimiter(
+            LoginLimits(
+                failures_per_address=s.console_login_failures_per_address,
+                attempts_per_key=s.console_login_attempts_per_key,
+                window_seconds=s.console_login_window_seconds,
+            )
+        )
+    return ctx.console_login_limiter
+
+
+async def console_caller(request: Request) -> Principal:
+    """The caller: a Bearer key, or the key a valid session cookie names (read again)."""
+    ctx = api_context(request)
+    pool = ctx.services.pool
+    auth = request.headers.get("authorization", "")
+    principal = None
+    async with pool.acquire(timeout=ctx.settings.db_acquire_timeout_seconds) as conn:
+        if auth.lower().startswith("bearer "):
+            principal = await authenticate(conn, auth[7:].strip())
+            request.state.console_bearer = principal is not None
+        else:
+            session = signer(request).verify(request.cookies.get(SESSION_COOKIE))
+            if session is not None:
+                principal = await principal_for_key_id(conn, session.key_id)
+                if principal is not None and principal.tenant_id != session.tenant_id:
+                    principal = None
+                request.state.console_session = session
+    if principal is None:
+        raise ConsoleRefusal(401, "Sign in with an API key of your tenant.")
+    return principal
+
+
+def csrf_for(request: Request) -> str | None:
+    session = getattr(request.state, "console_session", None)
+    return None if session is None else signer(request).csrf_token(session)
+
+
+async def checked_form(request: Request) -> dict[str, Any]:
+    """The POSTed form, after the CSRF check a cookie-authenticated request needs."""
+    form = await request.form()
+    data: dict[str, Any] = {k: form.getlist(k) for k in form}
+    if getattr(request.state, "console_bearer", False):
+        return data
+    session = getattr(request.state, "console_session", None)
+    token = (data.get("csrf_token") or [None])[0]
+    if session is None or not same_origin(request) or not signer(request).csrf_ok(session, token):
+        raise ConsoleRefusal(403, "This form expired or did not come from this console.")
+    return data
+
+
+def need(principal: Principal, scopes: frozenset[str], what: str) -> None:
+    if not scopes & principal.scopes:
+        raise ConsoleRefusal(403, f"Your API key has no scope to {what}.")
