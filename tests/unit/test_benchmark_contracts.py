@@ -12,48 +12,13 @@ import json
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+from tests.unit.test_import_contracts import ROOT, _lint, _only_config
+
 PROJECT_PACKAGES = {"benchmarks", "pipeline", "cluster", "deployments"}
-MODULE_KEYS = ("source_modules", "containers", "ancestors", "protected_modules")
-
-
-def _quoted(value: object) -> str:
-    if isinstance(value, list):
-        return "[" + ", ".join(_quoted(v) for v in value) + "]"
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _benchmarks_only_config() -> str:
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    lines = [
-        "[tool.importlinter]",
-        'root_packages = ["benchmarks"]',
-        "include_external_packages = true",
-    ]
-    for contract in config["contracts"]:
-        modules = [m for key in MODULE_KEYS for m in contract.get(key, [])]
-        if not modules or not all(m.split(".")[0] == "benchmarks" for m in modules):
-            continue
-        lines.append("\n[[tool.importlinter.contracts]]")
-        lines += [f"{key} = {_quoted(value)}" for key, value in contract.items()]
-    return "\n".join(lines) + "\n"
-
-
-def _lint(tree: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(LINT_IMPORTS), "--no-cache"],
-        cwd=tree,
-        env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +27,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(
         ROOT / "benchmarks", root / "benchmarks", ignore=shutil.ignore_patterns("__pycache__")
     )
-    (root / "pyproject.toml").write_text(_benchmarks_only_config())
+    (root / "pyproject.toml").write_text(_only_config("benchmarks"))
     return root
 
 

@@ -23,6 +23,10 @@ ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
+#: The keys whose modules say which package a contract is about.
+MODULE_KEYS = ("source_modules", "containers", "modules", "ancestors", "protected_modules")
+
+
 def _only_config(package: str = "pipeline") -> str:
     """The contracts of pyproject.toml on ``package`` alone, for a tree that holds only it."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
@@ -32,11 +36,7 @@ def _only_config(package: str = "pipeline") -> str:
         "include_external_packages = true",
     ]
     for contract in config["contracts"]:
-        modules = [
-            *contract.get("source_modules", []),
-            *contract.get("containers", []),
-            *contract.get("modules", []),  # an independence contract's
-        ]
+        modules = [m for key in MODULE_KEYS for m in contract.get(key, [])]
         if not modules or not all(m.split(".")[0] == package for m in modules):
             continue
         lines.append("\n[[tool.importlinter.contracts]]")
