@@ -28,6 +28,7 @@ from decimal import ROUND_CEILING, Decimal
 import asyncpg
 
 from pipeline.queries import q
+from pipeline.records import from_record
 
 MICRO = Decimal("0.000001")
 
@@ -92,13 +93,16 @@ async def spend_for_tenant(
 ) -> TenantSpend:
     """The tenant's spend in the period containing ``now`` (the database's now if None)."""
     row = await conn.fetchrow(q("spend_get_for_tenant"), tenant_id, period, now)
-    return TenantSpend(
-        period_start=row["period_start"],
-        reserved=Decimal(row["reserved"]),
-        reconciled=Decimal(row["reconciled"]),
-        reserved_total=Decimal(row["reserved_total"]),
-        released_total=Decimal(row["released_total"]),
-        open_reservations=int(row["open_reservations"]),
-        charged_tokens=int(row["charged_tokens"]),
-        charges=int(row["charges"]),
+    return from_record(
+        TenantSpend,
+        row,
+        convert={
+            "reserved": Decimal,
+            "reconciled": Decimal,
+            "reserved_total": Decimal,
+            "released_total": Decimal,
+            "open_reservations": int,
+            "charged_tokens": int,
+            "charges": int,
+        },
     )

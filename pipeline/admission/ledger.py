@@ -38,6 +38,7 @@ from pipeline.admission.limits import AdmissionConfig
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.errors import OwnershipError
 from pipeline.queries import q
+from pipeline.records import from_record
 
 SettledBy = Literal["driver", "expiry"]
 
@@ -116,28 +117,15 @@ def _uuid(value: str | uuid.UUID | None) -> uuid.UUID | None:
 
 
 def _record(row: Any) -> GrantRecord:
-    return GrantRecord(
-        id=row["id"],
-        scope=row["scope"],
-        tenant_id=row["tenant_id"],
-        job_id=row["job_id"],
-        fence=row["fence"],
-        priority_class=PriorityClass(row["priority_class"]),
-        reserved_tokens=row["reserved_tokens"],
-        prompt_tokens=row["prompt_tokens"],
-        completion_tokens=row["completion_tokens"],
-        cached_tokens=row["cached_tokens"],
-        charged_tokens=row["charged_tokens"],
-        request_charged=row["request_charged"],
-        outcome=GrantOutcome(row["outcome"]),
-        settled_by=row["settled_by"],
-        granted_at=row["granted_at"],
-        settled_at=row["settled_at"],
+    return from_record(
+        GrantRecord,
+        row,
+        convert={"priority_class": PriorityClass, "outcome": GrantOutcome},
     )
 
 
 def _usage(row: Any) -> AdmissionUsage:
-    return AdmissionUsage(**{k: row[k] for k in AdmissionUsage.__dataclass_fields__})
+    return from_record(AdmissionUsage, row)
 
 
 class AdmissionLedger:

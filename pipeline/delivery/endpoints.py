@@ -38,6 +38,7 @@ from pipeline.delivery.egress import EgressGuard, EgressPolicy
 from pipeline.delivery.signing import decode_secret, generate_secret
 from pipeline.errors import NotFound
 from pipeline.queries import q
+from pipeline.records import from_record
 from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -159,19 +160,7 @@ class SigningKey:
 
 
 def _endpoint(row: Any) -> Endpoint:
-    return Endpoint(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        url=row["url"],
-        description=row["description"],
-        event_types=tuple(row["event_types"]),
-        state=row["state"],
-        disabled_reason=row["disabled_reason"],
-        breaker_state=row["breaker_state"],
-        consecutive_failures=row["consecutive_failures"],
-        failing_since=row["failing_since"],
-        created_at=row["created_at"],
-    )
+    return from_record(Endpoint, row, convert={"event_types": tuple})
 
 
 def guard_from_settings(settings: Settings) -> EgressGuard:

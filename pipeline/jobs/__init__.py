@@ -4,6 +4,7 @@ This is the package's surface: other packages import these names from here,
 never from a module inside.
 """
 
+from pipeline.jobs.acceptance import replay_of, request_hash_of
 from pipeline.jobs.admin import DatabaseSetup, admin_dsn, explain_job, setup_database
 from pipeline.jobs.explain import SECTIONS, render_explain
 from pipeline.jobs.group_commit import GroupCommit
@@ -36,7 +37,7 @@ from pipeline.jobs.redrive import (
     redrives_for_job,
 )
 from pipeline.jobs.slis import JobMetrics, default_job_metrics
-from pipeline.jobs.store import JobStore, replay_of, request_hash_of
+from pipeline.jobs.store import JobStore
 
 __all__ = [
     "EVENT_COMPLETED",

@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 import asyncpg
 
 from pipeline.identity import content_digest
+from pipeline.records import from_record
 from pipeline.states import JobState
 from pipeline.usage import AttemptUsage
 
@@ -91,12 +92,12 @@ def accepted_from_row(
     """The receipt a row with ``job_id``, ``accepted_state``, ``accepted_state_version``,
     ``deadline_at`` and ``document_id`` stands for (``job_accept_if_new``,
     ``job_get_by_idempotency_key``, ``intake_accept``)."""
-    return Accepted(
-        job_id=row["job_id"],
+    return from_record(
+        Accepted,
+        row,
+        rename={"state": "accepted_state", "state_version": "accepted_state_version"},
+        convert={"state": JobState},
         created=created,
-        state=JobState(row["accepted_state"]),
-        state_version=row["accepted_state_version"],
-        deadline_at=row["deadline_at"],
         document_id=document_id if document_id is not None else row["document_id"],
     )
 
@@ -203,35 +204,23 @@ class BatchSettleHook(Protocol):
 
 def lease_from_row(row: Any, worker_id: str) -> Lease:
     """The lease a claim row grants ``worker_id``."""
-    return Lease(
-        job_id=row["id"],
-        tenant_id=row["tenant_id"],
-        attempt=row["attempt"],
-        fence=row["fence"],
-        lease_until=row["lease_until"],
-        deadline_at=row["deadline_at"],
+    return from_record(
+        Lease,
+        row,
+        rename={"job_id": "id"},
+        optional={"traceparent"},
         worker_id=worker_id,
-        document_id=row["document_id"],
-        object_version=row["object_version"],
-        schema_version=row["schema_version"],
-        model_policy=row["model_policy"],
-        priority=row["priority"],
-        estimated_tokens=row["estimated_tokens"],
-        max_attempts=row["max_attempts"],
-        traceparent=row.get("traceparent"),
     )
 
 
 def settled_from_row(row: Any, **extra: Any) -> Settled:
     """The outcome a transition's ``RETURNING`` row describes."""
-    return Settled(
-        job_id=row["id"],
-        tenant_id=row["tenant_id"],
-        state=JobState(row["state"]),
-        state_version=row["state_version"],
-        attempt=row["attempt"],
-        fence=row["fence"],
-        created_at=row.get("created_at"),
-        finished_at=row.get("finished_at"),
-        **extra,
+    return from_record(
+        Settled,
+        row,
+        rename={"job_id": "id"},
+        convert={"state": JobState},
+        optional={"created_at", "finished_at"},
+        # Never read from the row, even where it has such a column: only the caller says.
+        **{"retry_at": None, "reason": None, "decided_at": None, **extra},
     )

@@ -22,7 +22,8 @@ Invariants (checked by ``tests/integration/test_outbox.py`` and
   ends the loop but :meth:`OutboxRelay.stop`; :attr:`OutboxRelay.progress` says
   when it last finished a round, so a health check can replace a stuck relay.
 * Messages carry event id, type, version and job id only (never document text);
-  the relay's send time travels in a header for the broker-lag metric.
+  the relay's send time travels in a header for the broker-lag metric. Where an event
+  goes and what it looks like on the wire is :mod:`pipeline.messaging.routes`.
 """
 
 from __future__ import annotations
@@ -42,58 +43,22 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pipeline import checkpoints
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.errors import BrokerUnavailable
-from pipeline.jobs import EVENT_DEAD_LETTERED, EVENT_REQUESTED
-from pipeline.messaging.broker import (
-    HEADER_DETAIL,
-    HEADER_REASON,
-    HEADER_SENT_AT,
-    HEADER_SOURCE,
-    BrokerConfig,
-    EventMessage,
-    declare_topology,
-)
+from pipeline.jobs import EVENT_DEAD_LETTERED
+from pipeline.messaging.broker import BrokerConfig, declare_topology
 from pipeline.messaging.dlq import archive_outbox_event
 from pipeline.messaging.metrics import BrokerMetrics, default_metrics
-from pipeline.messaging.publisher import ConfirmingPublisher, Outgoing, PublishResult, PublishStatus
+from pipeline.messaging.publisher import ConfirmingPublisher, PublishResult, PublishStatus
 from pipeline.messaging.relay_progress import RelayProgress
+from pipeline.messaging.routes import Route, default_routes, event_message, outgoing, publish_span
 from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS, NotificationListener
 from pipeline.queries import q
 from pipeline.settings import Settings
-from pipeline.tracing import (
-    SPAN_PUBLISH,
-    Span,
-    SpanKind,
-    context_of,
-    headers_with_context,
-    set_error,
-    traceparent_of,
-    tracer,
-)
+from pipeline.tracing import set_error, traceparent_of
 from pipeline.waiting import wait_within
 
 log = logging.getLogger(__name__)
 
 OUTBOX_CHANNEL = "fenceline_outbox"
-
-
-@dataclass(frozen=True)
-class Route:
-    """Where an event type is published."""
-
-    exchange: str
-    routing_key: str
-
-
-def default_routes(cfg: BrokerConfig) -> dict[str, Route]:
-    """Execution requests go to the work queue; terminal dead-letter events to the DLQ.
-
-    Other event types (completed, review, failed) have no broker consumer: the
-    delivery and status paths read PostgreSQL. They are handled locally.
-    """
-    return {
-        EVENT_REQUESTED: Route(cfg.exchange, cfg.work_routing_key),
-        EVENT_DEAD_LETTERED: Route(cfg.dead_letter_exchange, EVENT_DEAD_LETTERED),
-    }
 
 
 class RelayConfig(BaseModel):
@@ -343,14 +308,14 @@ class OutboxRelay:
                         job_id=row["job_id"],
                         event_type=row["event_type"],
                         payload=row["payload"],
-                        body=_message(row).body(),
+                        body=event_message(row).body(),
                         now=now,
                     )
             done = await conn.fetch(
                 q("outbox_mark_published"), [r["event_id"] for r in rows], "local", now
             )
         for row in rows:  # a zero-length span: the event's publication, done locally
-            _publish_span(row, "local").end()
+            publish_span(row, "local").end()
         report.local = len(done)
         self.metrics.outbox_published.labels(via="local").inc(len(done))
         if len(done) != len(rows):
@@ -358,9 +323,9 @@ class OutboxRelay:
 
     async def _publish(self, items: Sequence[tuple[Any, Route]], report: RelayReport) -> None:
         assert self.publisher is not None
-        spans = [_publish_span(row, "broker") for row, _route in items]
+        spans = [publish_span(row, "broker") for row, _route in items]
         messages = [
-            _outgoing(row, route, traceparent_of(span))
+            outgoing(row, route, traceparent_of(span))
             for (row, route), span in zip(items, spans, strict=True)
         ]
         started = time.perf_counter()
@@ -452,48 +417,3 @@ def _log_death(task: asyncio.Task[None]) -> None:
     """The loop only ends on stop(); if it ever dies, say so at once."""
     if not task.cancelled() and task.exception() is not None:
         log.error("outbox relay: the loop died", exc_info=task.exception())
-
-
-def _message(row: Any) -> EventMessage:
-    payload = row["payload"] or {}
-    return EventMessage(
-        event_id=row["event_id"],
-        event_type=row["event_type"],
-        version=int(payload.get("v", 1)),
-        job_id=row["job_id"],
-    )
-
-
-def _publish_span(row: Any, via: str) -> Span:
-    """The span of one event's publication, in its job's trace (ended by the caller)."""
-    return tracer().start_span(
-        SPAN_PUBLISH,
-        context=context_of(row.get("traceparent")),
-        kind=SpanKind.PRODUCER,
-        attributes={
-            "fenceline.job_id": str(row["job_id"]),
-            "fenceline.event_id": str(row["event_id"]),
-            "fenceline.event_type": row["event_type"],
-            "fenceline.publish_attempt": row["publish_attempts"],
-            "fenceline.via": via,
-        },
-    )
-
-
-def _outgoing(row: Any, route: Route, traceparent: str | None = None) -> Outgoing:
-    headers: dict[str, Any] = headers_with_context(
-        {HEADER_SENT_AT: time.time_ns() // 1000}, traceparent or row.get("traceparent")
-    )
-    if row["event_type"] == EVENT_DEAD_LETTERED:
-        payload = row["payload"] or {}
-        headers[HEADER_REASON] = str(payload.get("reason") or "terminal")
-        headers[HEADER_DETAIL] = str(payload.get("error_class") or "")
-        headers[HEADER_SOURCE] = "outbox"
-    return Outgoing(
-        exchange=route.exchange,
-        routing_key=route.routing_key,
-        body=_message(row).body(),
-        message_id=str(row["event_id"]),
-        message_type=row["event_type"],
-        headers=headers,
-    )

@@ -37,6 +37,7 @@ from pipeline.clock import Clock, DatabaseClock
 from pipeline.database import connect
 from pipeline.messaging.metrics import BrokerMetrics, default_metrics
 from pipeline.queries import q
+from pipeline.records import from_record
 from pipeline.settings import Settings
 from pipeline.waiting import wait_within
 
@@ -206,6 +207,10 @@ class SchedulerConfig(BaseModel):
         return cls(scan_interval_seconds=settings.scan_interval_seconds)
 
 
+def _seconds_or_none(value: Any) -> float | None:
+    return float(value) if value is not None else None
+
+
 @dataclass(frozen=True)
 class ScanReport:
     due: int
@@ -272,15 +277,15 @@ class Scheduler:
         """Scan once; raise the signal if any runnable job is due now."""
         async with self.pool.acquire() as conn:
             row = await conn.fetchrow(q("job_scan_due"), self.clock.now())
-        report = ScanReport(
-            due=int(row["due"]),
-            next_due_in_seconds=(
-                float(row["next_due_in_seconds"])
-                if row["next_due_in_seconds"] is not None
-                else None
-            ),
-            inbox_backlog=int(row["inbox_backlog"]),
-            inbox_oldest_seconds=float(row["inbox_oldest_seconds"]),
+        report = from_record(
+            ScanReport,
+            row,
+            convert={
+                "due": int,
+                "next_due_in_seconds": _seconds_or_none,
+                "inbox_backlog": int,
+                "inbox_oldest_seconds": float,
+            },
         )
         self.metrics.scheduler_due_jobs.set(report.due)
         self.metrics.inbox_backlog.set(report.inbox_backlog)

@@ -23,6 +23,7 @@ import asyncpg
 
 from pipeline.errors import KeyExpired
 from pipeline.queries import q
+from pipeline.records import from_record
 
 KEY_PREFIX = "flk_"
 
@@ -59,17 +60,11 @@ def hash_key(key: str) -> str:
 
 
 def _tenant(row: Any) -> Tenant:
-    return Tenant(
-        id=row["id"],
-        name=row["name"],
-        weight=row["weight"],
-        max_in_flight=row["max_in_flight"],
-        max_pending_jobs=row["max_pending_jobs"],
-        max_pending_bytes=row["max_pending_bytes"],
-        max_pending_tokens=row["max_pending_tokens"],
-        spend_budget=Decimal(row["spend_budget"]),
-        allowed_currencies=tuple(row["allowed_currencies"]),
-    )
+    return from_record(Tenant, row, convert={"spend_budget": Decimal, "allowed_currencies": tuple})
+
+
+def _principal(row: Any) -> Principal:
+    return from_record(Principal, row, rename={"key_id": "id"}, convert={"scopes": frozenset})
 
 
 async def create_tenant(
@@ -176,12 +171,7 @@ async def verify_key(
         return None
     if row["expired"]:
         raise KeyExpired(f"API key {row['id']} expired at {row['expires_at'].isoformat()}")
-    principal = Principal(
-        key_id=row["id"],
-        tenant_id=row["tenant_id"],
-        tenant_name=row["tenant_name"],
-        scopes=frozenset(row["scopes"]),
-    )
+    principal = _principal(row)
     return VerifiedKey(principal, row["expires_at"])
 
 
@@ -206,12 +196,7 @@ async def principal_for_key_id(
     row = await conn.fetchrow(q("api_key_get_by_id"), key_id, now)
     if row is None or row["revoked_at"] is not None or row["expired"]:
         return None
-    return Principal(
-        key_id=row["id"],
-        tenant_id=row["tenant_id"],
-        tenant_name=row["tenant_name"],
-        scopes=frozenset(row["scopes"]),
-    )
+    return _principal(row)
 
 
 async def revoke_api_key(conn: asyncpg.Connection, tenant_id: uuid.UUID, key_id: uuid.UUID) -> bool:

@@ -25,6 +25,7 @@ import asyncpg
 
 from pipeline.errors import NotFound
 from pipeline.queries import q
+from pipeline.records import from_record
 from pipeline.settings import Settings
 from pipeline.spend import TenantSpend, spend_for_tenant
 from pipeline.tenants.accounts import (
@@ -159,13 +160,8 @@ async def list_keys(conn: asyncpg.Connection, tenant: str | uuid.UUID) -> list[K
     t = await resolve_tenant(conn, tenant)
     rows = await conn.fetch(q("api_key_list_for_tenant"), t.id)
     return [
-        KeyInfo(
-            key_id=r["id"],
-            prefix=r["key_prefix"],
-            scopes=tuple(r["scopes"]),
-            created_at=r["created_at"],
-            revoked_at=r["revoked_at"],
-            expires_at=r["expires_at"],
+        from_record(
+            KeyInfo, r, rename={"key_id": "id", "prefix": "key_prefix"}, convert={"scopes": tuple}
         )
         for r in rows
     ]

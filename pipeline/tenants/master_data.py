@@ -33,6 +33,7 @@ from pipeline.invoice import (
     iban_checksum_ok,
 )
 from pipeline.queries import q
+from pipeline.records import from_record
 from pipeline.tenants.accounts import get_tenant
 from pipeline.tenants.admin import resolve_tenant
 
@@ -158,10 +159,7 @@ async def load_master_data(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> Te
     tenant = await get_tenant(conn, tenant_id)
     currencies = frozenset(tenant.allowed_currencies) if tenant is not None else frozenset()
     rows = await conn.fetch(q("supplier_list_for_tenant"), tenant_id)
-    suppliers = tuple(
-        SupplierRecord(name=r["name"], vat_id=r["vat_id"], ibans=frozenset(r["ibans"]))
-        for r in rows
-    )
+    suppliers = tuple(from_record(SupplierRecord, r, convert={"ibans": frozenset}) for r in rows)
     return TenantMasterData(suppliers=suppliers, permitted_currencies=currencies)
 
 

@@ -15,6 +15,7 @@ import asyncpg
 from pipeline.errors import NotFound
 from pipeline.jobs import JobStore
 from pipeline.queries import q
+from pipeline.records import from_record
 from pipeline.settings import Settings
 from pipeline.tenants import Principal
 
@@ -62,6 +63,11 @@ class Dashboard:
     admission: list[dict[str, Any]]
 
 
+def _dicts(values: list[Any]) -> list[dict[str, Any]]:
+    """A JSON array's objects (anything else in it is not a reason)."""
+    return [x for x in values if isinstance(x, dict)]
+
+
 def age_text(seconds: float | None) -> str:
     """``3d 4h``, ``12m 5s``: an age a person reads at a glance."""
     if seconds is None:
@@ -94,16 +100,11 @@ class ConsoleViews:
             )
             codes = await conn.fetch(q("review_queue_reason_codes_for_tenant"), principal.tenant_id)
         items = [
-            QueueItem(
-                job_id=r["id"],
-                state_version=r["state_version"],
-                created_at=r["created_at"],
-                in_review_since=r["finished_at"],
-                reasons=[x for x in r["reasons"] if isinstance(x, dict)],
-                supplier=r["supplier"],
-                invoice_number=r["invoice_number"],
-                gross_total=r["gross_total"],
-                currency=r["currency"],
+            from_record(
+                QueueItem,
+                r,
+                rename={"job_id": "id", "in_review_since": "finished_at"},
+                convert={"reasons": _dicts},
             )
             for r in rows
         ]
@@ -120,18 +121,15 @@ class ConsoleViews:
             tenant = principal.tenant_id
             decisions = await conn.fetch(q("review_decision_list_for_job"), job_id, tenant)
             corrections = await conn.fetch(q("review_correction_list_for_job"), job_id, tenant)
-        result = row["result"] if isinstance(row["result"], dict) else None
-        return ReviewSubject(
-            job_id=row["id"],
-            state=row["state"],
-            state_version=row["state_version"],
-            created_at=row["created_at"],
-            finished_at=row["finished_at"],
-            terminal_reason=row["terminal_reason"],
-            filename=row["filename"],
-            ocr_text=str(row["ocr_text"] or ""),
-            result=result,
-            validation=row["validation"] if isinstance(row["validation"], dict) else {},
+        return from_record(
+            ReviewSubject,
+            row,
+            rename={"job_id": "id"},
+            convert={
+                "ocr_text": lambda text: str(text or ""),
+                "result": lambda result: result if isinstance(result, dict) else None,
+                "validation": lambda found: found if isinstance(found, dict) else {},
+            },
             next_job=nxt,
             decisions=[dict(d.items()) for d in decisions],
             corrections=[dict(c.items()) for c in corrections],
