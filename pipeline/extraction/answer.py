@@ -46,7 +46,6 @@ from pipeline.extraction.candidates import (
 from pipeline.extraction.layout import Layout, layout_of, per_layout
 from pipeline.extraction.layout import amounts as printed_amounts
 from pipeline.extraction.prompts import fence_tag
-from pipeline.extraction.roles import tax_row_numbers
 from pipeline.extraction.row_arithmetic import own_numbers, parse_tax_row, row_reading, tax_gap
 from pipeline.extraction.rows import description_cells
 from pipeline.extraction.table import (
@@ -57,6 +56,7 @@ from pipeline.extraction.table import (
     shown_layout,
     table_rows,
 )
+from pipeline.extraction.tax_columns import tax_row_numbers
 from pipeline.extraction.terms import payment_terms
 from pipeline.invoice import CENT, parse_contract
 

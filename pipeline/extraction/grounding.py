@@ -43,13 +43,13 @@ from pipeline.extraction.locate import (
     occurrences,
     trimmed,
 )
-from pipeline.extraction.roles import tax_row_numbers
 from pipeline.extraction.row_arithmetic import TaxNumbers, parse_tax_row, tax_gap
 from pipeline.extraction.rows import (
     Row,
     read_row,
 )
 from pipeline.extraction.table import table_rows
+from pipeline.extraction.tax_columns import tax_row_numbers
 from pipeline.extraction.totals import (
     GROSS,
     NET,

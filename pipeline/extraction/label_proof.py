@@ -69,9 +69,12 @@ def own_label(f: Found) -> str:
 
 
 def label_above(doc: Layout, f: Found) -> str:
-    """The folded words printed over ``f``'s columns on the nearest non-empty line of the
-    :data:`ABOVE_REACH` lines above it, where that line prints no value there (a column
-    header, not another row of values); "" where there is none."""
+    """The folded words printed over ``f``'s columns on the nearest line of the
+    :data:`ABOVE_REACH` lines above it that prints anything over those columns, where
+    that line prints no value there (a column header, not another row of values); ""
+    where there is none. A line that prints nothing over the columns is passed over: a
+    sentence in another column between a header and its value ("Fälligkeit" over "bitte
+    bis zum" printed left of it, over "21.11.2018", in the FeRD samples)."""
     col_start = f.start - f.line.start
     col_end = f.end - f.line.start
     number = f.line.number
@@ -80,7 +83,7 @@ def label_above(doc: Layout, f: Found) -> str:
         above = doc.line(number)
         if above is None or above.page != f.line.page:
             return ""
-        if not above.text.strip():
+        if not _cells_over(above, col_start, col_end):
             continue
         return _over(above, col_start, col_end)
     return ""
@@ -129,13 +132,15 @@ def _labels(
     return None
 
 
+def _cells_over(above: Line, col_start: int, col_end: int) -> list[str]:
+    """The cells of ``above`` (runs split by two spaces or more) over the columns."""
+    cells = [(m.start(), m.end(), m.group()) for m in re.finditer(r"\S+(?: \S+)*", above.text)]
+    return [text for a, b, text in cells if a < col_end and b > col_start]
+
+
 def _over(above: Line, col_start: int, col_end: int) -> str:
     """The words of ``above`` that overlap columns ``col_start..col_end`` (whole cells)."""
-    cells = [
-        (m.start(), m.end(), m.group())
-        for m in re.finditer(r"\S+(?: \S+)*", above.text)  # cells: runs split by 2+ spaces
-    ]
-    over = [text for a, b, text in cells if a < col_end and b > col_start]
+    over = _cells_over(above, col_start, col_end)
     if not over or any(re.search(r"\d", text) for text in over):
         return ""
     return fold(" ".join(over))

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 from enum import StrEnum
 from functools import cache
 from importlib import resources
@@ -344,57 +343,3 @@ def proven_numbers(doc: Layout, row: Row) -> tuple[ItemNumbers, Proof]:
     if proof.verdict is Verdict.SWAPPED:
         read = ItemNumbers(read.unit_price, read.quantity, read.line_amount, read.rate, read.exact)
     return read, proof
-
-
-#: A column header cell that names a rate in percent ("Steuersatz [%]", "VAT rate", "Taux").
-_RATE_CELL = re.compile(
-    r"%|satz|\brate\b|taux|aliquot|stawk|sats\b|tarief|sazba|kulcs|\btasa|prozent|procent"
-    r"|percent",
-    re.IGNORECASE,
-)
-#: How far above a tax row its column header may stand (other tax rows between).
-RATE_HEADER_REACH = 8
-
-
-def tax_row_numbers(doc: Layout, line: Line) -> list[Printed]:
-    """The numbers of a tax breakdown row, a rate printed without its "%" counted as a
-    rate where the column header over it names one ("19" under "Steuersatz [%]"): the
-    header proves the role that the sign would (issue 41: every FeRD sample prints its
-    breakdown so, and none of its tax lines could be read)."""
-    printed = doc.numbers_on(line)
-    if any(p.percent for p in printed) or not printed:
-        return printed
-    header = _header_above(doc, line, printed)
-    if header is None:
-        return printed
-    cells = [(m.start(), m.end(), m.group()) for m in re.finditer(r"\S+(?: \S+)*", header.text)]
-    rated = []
-    for p in printed:
-        over = [text for a, b, text in cells if a < p.end and b > p.start]
-        rated.append(len(over) == 1 and _RATE_CELL.search(over[0]) is not None)
-    if sum(rated) != 1:
-        return printed
-    return [replace(p, percent=True) if r else p for p, r in zip(printed, rated, strict=True)]
-
-
-def _header_above(doc: Layout, line: Line, printed: list[Printed]) -> Line | None:
-    """The nearest line above ``line`` (same page, within :data:`RATE_HEADER_REACH`) that
-    prints words and no number: the column header of the rows under it. A caption whose
-    words stand over none of ``printed`` (a tax category printed over its row,
-    "Umsatzsteuer (E)" left of the numbers) heads no column and is passed over."""
-    for number in range(line.number - 1, max(0, line.number - RATE_HEADER_REACH) - 1, -1):
-        above = doc.line(number)
-        if above is None or above.page != line.page:
-            return None
-        if not above.text.strip() or re.search(r"\d", above.text):
-            continue
-        if not _over_any(above, printed):
-            continue
-        return above
-    return None
-
-
-def _over_any(above: Line, printed: list[Printed]) -> bool:
-    """Whether a cell of ``above`` (runs split by two spaces) stands over one of ``printed``."""
-    cells = [m.span() for m in re.finditer(r"\S+(?: \S+)*", above.text)]
-    return any(a < p.end and b > p.start for a, b in cells for p in printed)

@@ -394,3 +394,29 @@ def test_a_date_part_under_a_date_label_is_no_invoice_number() -> None:
     assert out.extraction.invoice_number is None
     assert ReasonCode.AMBIGUOUS_ROLE in out.report.codes
     assert _run(doc, issue_date="3 de marzo de 2026").extraction.invoice_number is not None
+
+
+def test_a_due_column_header_over_a_sentence_in_another_column_proves_the_date() -> None:
+    """The FeRD samples: "Fälligkeit" heads the column of the date two lines below it,
+    with the payment sentence printed left of the column between them."""
+    terms = (
+        "Terms                                      Due date        Part\n"
+        "Please transfer the amount by\n"
+        "                                           02.04.2026\n\n"
+    )
+    doc = _doc(PRICE_FIRST, due=terms)
+    out = _run(doc, due_date="02.04.2026")
+    assert out.extraction.due_date is not None
+    assert out.extraction.due_date.value == date(2026, 4, 2)
+
+
+def test_a_value_row_between_a_header_and_a_date_hides_the_header() -> None:
+    terms = (
+        "Terms                                      Due date        Part\n"
+        "                                           10.03.2026\n"
+        "                                           02.04.2026\n\n"
+    )
+    doc = _doc(PRICE_FIRST, due=terms)
+    out = _run(doc, due_date="02.04.2026")
+    assert out.extraction.due_date is None
+    assert any(r.field == "due_date" for r in out.report.reasons)
