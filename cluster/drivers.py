@@ -185,7 +185,7 @@ class TaskDriver(CrashPoints):
             **holder,
         )
 
-    async def _hand_off(self, settled: Settled) -> None:
+    async def _hand_off(self, _conn: None, settled: Settled) -> None:
         """Wake the delivery actor; the durable delivery rows are the source of truth."""
         if self.delivery_actor is None or settled.state.value != "SUCCEEDED":
             return
