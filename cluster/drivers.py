@@ -185,7 +185,7 @@ class TaskDriver(CrashPoints):
             **holder,
         )
 
-    async def _hand_off(self, settled: Settled) -> None:
+    async def _hand_off(self, _conn: None, settled: Settled) -> None:
         """Wake the delivery actor; the durable delivery rows are the source of truth."""
         if self.delivery_actor is None or settled.state.value != "SUCCEEDED":
             return
@@ -303,7 +303,7 @@ class Maintenance(CrashPoints):
         relay = self._relay
         if relay is None or self._pool is None or not relay.stalled():
             return
-        log.error("outbox relay stalled (%s); starting a new one", relay.health())
+        log.error("outbox relay stalled (%s); starting a new one", relay.health().as_dict())
         await relay.stop()
         self._relay = OutboxRelay(self._pool, self.settings)
         await self._relay.start()
@@ -315,7 +315,7 @@ class Maintenance(CrashPoints):
             if not consumer.stalled():
                 continue
             name = type(consumer).__name__
-            log.error("%s stalled (%s); starting a new one", name, consumer.health())
+            log.error("%s stalled (%s); starting a new one", name, consumer.health().as_dict())
             await consumer.stop()
             fresh = type(consumer)(self._pool, self.settings)
             await fresh.start()
@@ -325,9 +325,9 @@ class Maintenance(CrashPoints):
         """Each loop's liveness (relay, inbox consumer, DLQ archiver); empty before start()."""
         out: dict[str, Any] = {}
         if self._relay is not None:
-            out["relay"] = self._relay.health()
+            out["relay"] = self._relay.health().as_dict()
         for consumer in self._consumers:
-            out[type(consumer).__name__] = consumer.health()
+            out[type(consumer).__name__] = consumer.health().as_dict()
         return out
 
     async def stop(self) -> None:

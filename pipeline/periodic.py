@@ -1,5 +1,6 @@
 """A pass repeated every interval in one task until stopped (the reaper, DLQ retention,
-spend reconciliation): one loop, so a failed pass is handled the same everywhere."""
+spend reconciliation, the driver autoscaler): one loop, so a failed pass is handled
+the same everywhere, and the base of the :class:`~pipeline.service.Service` shape."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import logging
 from typing import Any
 
+from pipeline.service import LoopProgress, ServiceHealth
 from pipeline.waiting import wait_within
 
 log = logging.getLogger(__name__)
@@ -16,12 +18,19 @@ class PeriodicPass:
     """Runs :meth:`run_once` every :meth:`pass_interval` seconds between :meth:`start`
     and :meth:`stop`. A failed pass is logged and the next one runs: nothing but
     ``stop()`` ends the loop (the outbox relay once died silently on an error its
-    loop did not expect, issue 17)."""
+    loop did not expect, issue 17). Each pass the loop runs is counted
+    (:attr:`progress`), and :meth:`health` reports it; a pass a test calls directly
+    through :meth:`run_once` is not the loop's and is not counted.
+    """
 
     #: The task's name and the log's word for a pass.
     pass_name = "periodic pass"
+    #: No pass finished for this long: the loop is stuck (None: only a gone loop is).
+    stall_seconds: float | None = None
     _task: asyncio.Task[None] | None = None
     _stopping: asyncio.Event | None = None
+    #: The loop's counters since the last start (None: never started).
+    progress: LoopProgress | None = None
 
     async def run_once(self) -> Any:
         raise NotImplementedError
@@ -33,7 +42,10 @@ class PeriodicPass:
         if self._task is not None:
             raise RuntimeError(f"{self.pass_name} already started")
         self._stopping = asyncio.Event()
-        self._task = asyncio.create_task(self._run(self._stopping), name=self.pass_name)
+        self.progress = LoopProgress.begin()
+        self._task = asyncio.create_task(
+            self._run(self._stopping, self.progress), name=self.pass_name
+        )
 
     async def stop(self) -> None:
         if self._stopping is not None:
@@ -42,14 +54,28 @@ class PeriodicPass:
             await self._task
             self._task = None
 
-    async def _run(self, stopping: asyncio.Event) -> None:
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def health(self) -> ServiceHealth:
+        """The loop's passes since the last start; before any start, not running."""
+        progress = self.progress or LoopProgress.begin()
+        return progress.health(
+            self.pass_name, running=self.running, stall_seconds=self.stall_seconds
+        )
+
+    async def _run(self, stopping: asyncio.Event, progress: LoopProgress) -> None:
         while not stopping.is_set():
             try:
                 await self.run_once()
-            except Exception:  # a transient database error must not end the loop
+            except Exception as exc:  # a transient database error must not end the loop
+                progress.failed(exc)
                 log.exception(
                     "%s failed; the next runs in %.1fs", self.pass_name, self.pass_interval()
                 )
+            else:
+                progress.succeeded()
             try:
                 await wait_within(stopping.wait(), self.pass_interval())
             except TimeoutError:

@@ -37,7 +37,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -48,6 +47,7 @@ from pipeline.api.problems import ApiProblem
 from pipeline.api.submission import JobSubmission, resolve_idempotency_key
 from pipeline.errors import AdmissionRejected
 from pipeline.extraction import SIZE_LIMITS, DocumentLimits, over_limit
+from pipeline.hooks import Hook, Hooks
 from pipeline.jobs import (
     Accepted,
     AcceptRequest,
@@ -65,7 +65,7 @@ from pipeline.tenants import ADMISSION_LOCK_NAMESPACE, Demand, TenantQuota, dema
 #: Called inside the accept transaction after the job and outbox rows are written
 #: and before the commit. A documented test seam for crash injection: raising (or
 #: killing the process) here must leave no job, event or document behind.
-AcceptHook = Callable[[asyncpg.Connection, Accepted], Awaitable[None]]
+AcceptHook = Hook[asyncpg.Connection, Accepted]
 
 
 class JobAccepted(BaseModel):
@@ -144,7 +144,10 @@ class IntakeService:
         self.store = store
         self.admission = admission
         self.settings = settings
-        self.accept_hook = accept_hook
+        #: Run in the accept transaction of each new job (see :data:`AcceptHook`).
+        self.accept_hooks: Hooks[asyncpg.Connection, Accepted] = Hooks(
+            [accept_hook] if accept_hook is not None else []
+        )
         self.limits = DocumentLimits.from_settings(settings)
 
     async def submit(
@@ -188,7 +191,7 @@ class IntakeService:
         )
         async with self.pool.acquire(timeout=self.settings.db_acquire_timeout_seconds) as conn:
             capacity, check = await self.admission_check(conn, api_key_id, demand)
-            if self.accept_hook is None:
+            if not self.accept_hooks:
                 # One statement, its own transaction: lock, read, decide, write.
                 row = await self.store.admit_and_accept(req, check, conn=conn)
                 accepted = self._answer(row, req, demand, capacity)
@@ -197,7 +200,7 @@ class IntakeService:
                     row = await self.store.admit_and_accept(req, check, conn=conn)
                     accepted = self._answer(row, req, demand, capacity)
                     if accepted.created:
-                        await self.accept_hook(conn, accepted)
+                        await self.accept_hooks.run(conn, accepted)
         return Receipt(accepted=accepted, idempotency_key=key, generated_key=generated)
 
     async def admission_check(

@@ -46,10 +46,11 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from pipeline.messaging import NotificationListener
+from pipeline.service import ServiceHealth
 from pipeline.tenants import Principal, VerifiedKey
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,18 @@ class KeyCache:
     async def stop(self) -> None:
         await self.listener.stop()
         self._clear()
+
+    async def run_once(self) -> bool:
+        """Resubscribe now if LISTEN is down; whether the cache is live afterwards."""
+        return await self.listener.run_once()
+
+    def health(self) -> ServiceHealth:
+        """The listener's health: a cache that is not live answers nothing from memory."""
+        return replace(
+            self.listener.health(),
+            name="key cache",
+            details={"live": self.live, "entries": len(self._entries)},
+        )
 
     @property
     def live(self) -> bool:

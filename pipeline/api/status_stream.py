@@ -52,6 +52,7 @@ import asyncpg
 from pipeline.api.problems import DATABASE_UNAVAILABLE
 from pipeline.errors import KeyExpired
 from pipeline.queries import q
+from pipeline.service import LoopProgress, ServiceHealth
 from pipeline.settings import Settings
 from pipeline.states import FINAL, JobState
 from pipeline.tenants import authenticate
@@ -84,6 +85,9 @@ class EventHub:
         self._conn: asyncpg.Connection | None = None
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._subscribing = asyncio.Lock()
+        #: Each check of the LISTEN connection since the last start.
+        self.progress = LoopProgress.begin()
 
     @property
     def listening(self) -> bool:
@@ -92,7 +96,15 @@ class EventHub:
     async def start(self) -> None:
         """Start listening; keeps retrying in the background if the database is down."""
         self._closing = False
+        self.progress = LoopProgress.begin()
         self._task = asyncio.create_task(self._keep_listening(), name="fenceline-event-hub")
+
+    def health(self) -> ServiceHealth:
+        """Each check of the connection is a pass; one that could not listen failed."""
+        running = self._task is not None and not self._task.done()
+        return self.progress.health(
+            "event hub", running=running, details={"listening": self.listening}
+        )
 
     async def stop(self) -> None:
         self._closing = True
@@ -108,6 +120,12 @@ class EventHub:
 
     async def _keep_listening(self) -> None:
         while not self._closing:
+            await self.run_once()
+            await asyncio.sleep(self.settings.sse_poll_seconds)
+
+    async def run_once(self) -> bool:
+        """Listen now unless already listening; whether the hub listens afterwards."""
+        async with self._subscribing:  # the loop and a caller never both subscribe
             if not self.listening:
                 await self._release()
                 try:
@@ -116,8 +134,11 @@ class EventHub:
                     self._conn = conn
                     self._wake_all()  # anything may have changed while we were deaf
                 except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                    self.progress.failed(exc)
                     log.warning("event hub cannot listen yet: %s", exc)
-            await asyncio.sleep(self.settings.sse_poll_seconds)
+                    return False
+            self.progress.succeeded()
+            return True
 
     async def _release(self) -> None:
         conn, self._conn = self._conn, None

@@ -110,7 +110,7 @@ def job_store(
     :class:`~pipeline.jobs.JobStore` has no settle hooks (tests, read-only uses).
     """
     store = JobStore(pool, settings, clock=clock)
-    store.settle_hooks.append(delivery_settle_hook)
+    store.settle_hooks.add(delivery_settle_hook)
     return store
 
 

@@ -36,6 +36,7 @@ from pipeline.delivery.signing import webhook_headers
 from pipeline.errors import LeaseLost
 from pipeline.logs import bind_job
 from pipeline.queries import q
+from pipeline.service import LoopProgress, ServiceHealth
 from pipeline.tracing import SPAN_DELIVERY, Span, SpanKind, job_span, set_error
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,8 @@ class DeliveryDispatcher:
         self._stopping = False
         self._loop_task: asyncio.Task[None] | None = None
         self._listener: Any = None
+        #: The loop's rounds since the last start.
+        self.progress = LoopProgress.begin()
 
     # ---------------------------------------------------------------- service
     async def start(self) -> None:
@@ -101,7 +104,15 @@ class DeliveryDispatcher:
         self._stopping = False
         self._listener = await self.pool.acquire()
         await self._listener.add_listener(NOTIFY_CHANNEL, self._on_notify)
+        self.progress = LoopProgress.begin()
         self._loop_task = asyncio.create_task(self._loop(), name=f"{self.worker_id}-loop")
+
+    def health(self) -> ServiceHealth:
+        """The dispatch loop's rounds (each: reap, claim, start the attempts)."""
+        running = self._loop_task is not None and not self._loop_task.done()
+        return self.progress.health(
+            self.worker_id, running=running, details={"in_flight": len(self._tasks)}
+        )
 
     async def stop(self) -> None:
         """Stop claiming; let in-flight attempts finish (they are bounded by the timeout)."""
@@ -146,8 +157,11 @@ class DeliveryDispatcher:
                 if time.monotonic() - sampled >= LAG_SAMPLE_SECONDS:
                     sampled = time.monotonic()
                     await self.sample_metrics()
-            except Exception:  # a service loop outlives one bad round; leases recover its work
+            except Exception as exc:  # a service loop outlives one bad round; leases recover it
+                self.progress.failed(exc)
                 log.exception("delivery dispatcher: pump failed; retrying after the poll interval")
+            else:
+                self.progress.succeeded()
             waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._wake.wait())}
             waiters |= set(self._tasks)
             _done, pending = await asyncio.wait(

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import asyncpg
 
+from pipeline.hooks import Hook, Hooks
 from pipeline.identity import content_digest
 from pipeline.records import from_record
 from pipeline.states import JobState
@@ -188,7 +189,9 @@ class ReapReport:
 
 
 #: Called inside the outcome transaction; raising rolls the outcome back.
-SettleHook = Callable[[asyncpg.Connection, Settled], Awaitable[None]]
+SettleHook = Hook[asyncpg.Connection, Settled]
+#: The job store's settle hooks (:class:`~pipeline.hooks.Hooks`, in the transaction).
+SettleHooks = Hooks[asyncpg.Connection, Settled]
 
 
 @runtime_checkable

@@ -23,7 +23,7 @@ from pipeline.jobs.records import (
     BatchSettleHook,
     Lease,
     Settled,
-    SettleHook,
+    SettleHooks,
     settled_from_row,
 )
 from pipeline.jobs.slis import JobMetrics, default_job_metrics
@@ -61,7 +61,8 @@ class Settling:
             beyond_deadline=s.retry_beyond_deadline,
         )
         self.rng = rng or random.Random()
-        self.settle_hooks: list[SettleHook] = []
+        #: Run in the transaction of every outcome, in order; raising rolls it back.
+        self.settle_hooks = SettleHooks()
 
     async def _fail_locked(
         self,
@@ -146,8 +147,7 @@ class Settling:
         await self._event(conn, s, EVENT_DEAD_LETTERED, extra)
 
     async def _run_hooks(self, conn: asyncpg.Connection, s: Settled) -> None:
-        for hook in self.settle_hooks:
-            await hook(conn, s)
+        await self.settle_hooks.run(conn, s)
         self.metrics.settled(s)
 
     async def _run_hooks_many(self, conn: asyncpg.Connection, settled: Sequence[Settled]) -> None:

@@ -48,7 +48,7 @@ from pipeline.messaging.broker import (
     declare_topology,
 )
 from pipeline.messaging.publisher import ConfirmingPublisher, Outgoing, PublishStatus
-from pipeline.messaging.relay_progress import LoopProgress
+from pipeline.service import LoopProgress, ServiceHealth
 from pipeline.waiting import wait_within
 
 log = logging.getLogger(__name__)
@@ -214,11 +214,14 @@ class QueueConsumer:
         """Whether the loop is gone or finished no cycle or wait in ``stall_seconds``."""
         return self.progress.stalled(self.stall_seconds, running=self.running)
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> ServiceHealth:
         """Liveness for health checks and operators (see :class:`LoopProgress`)."""
-        out = self.progress.as_dict(self.stall_seconds, running=self.running)
-        out.update(consuming=self.consuming.is_set(), in_flight=len(self._inflight))
-        return out
+        return self.progress.health(
+            f"consumer {self.name}",
+            running=self.running,
+            stall_seconds=self.stall_seconds,
+            details={"consuming": self.consuming.is_set(), "in_flight": len(self._inflight)},
+        )
 
     async def stop(self, drain_timeout: float = 5.0) -> None:
         """Stop taking deliveries, let in-flight handlers settle, then disconnect.

@@ -24,7 +24,7 @@ import hashlib
 import json
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -45,6 +45,7 @@ from pipeline.messaging.consumer import ACK, Delivery, Disposition, QueueConsume
 from pipeline.messaging.metrics import BrokerMetrics, default_metrics
 from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS
 from pipeline.queries import q
+from pipeline.service import ServiceHealth
 from pipeline.settings import Settings
 from pipeline.states import RUNNABLE, JobState
 
@@ -234,11 +235,16 @@ class DeadLetterArchiver:
         """The consumer loop or the depth monitor is gone, or the consumer is stuck."""
         return not self.running or self.consumer.stalled()
 
-    def health(self) -> dict[str, Any]:
-        out = self.consumer.health()
-        out["depth_monitor"] = self._monitor is not None and not self._monitor.done()
-        out["stalled"] = self.stalled()
-        return out
+    def health(self) -> ServiceHealth:
+        """The consumer's health, stalled too when the depth monitor is gone."""
+        consumer = self.consumer.health()
+        monitor = self._monitor is not None and not self._monitor.done()
+        return replace(
+            consumer,
+            running=self.running,
+            stalled=self.stalled(),
+            details={**consumer.details, "depth_monitor": monitor},
+        )
 
     async def stop(self) -> None:
         if self._monitor is not None:

@@ -28,7 +28,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any
 
 import asyncpg
 
@@ -40,6 +39,7 @@ from pipeline.messaging.consumer import Delivery, Disposition, QueueConsumer
 from pipeline.messaging.metrics import BrokerMetrics, default_metrics
 from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS
 from pipeline.queries import q
+from pipeline.service import ServiceHealth
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from pipeline.tracing import SPAN_INBOX, SpanKind, context_from_headers, job_span, set_error
@@ -159,7 +159,7 @@ class InboxConsumer:
         """The consumer loop is gone or stuck (:meth:`QueueConsumer.stalled`)."""
         return self.consumer.stalled()
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> ServiceHealth:
         return self.consumer.health()
 
     async def stop(self) -> None:

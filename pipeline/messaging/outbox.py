@@ -48,10 +48,10 @@ from pipeline.messaging.broker import BrokerConfig, declare_topology
 from pipeline.messaging.dlq import archive_outbox_event
 from pipeline.messaging.metrics import BrokerMetrics, default_metrics
 from pipeline.messaging.publisher import ConfirmingPublisher, PublishResult, PublishStatus
-from pipeline.messaging.relay_progress import RelayProgress
 from pipeline.messaging.routes import Route, default_routes, event_message, outgoing, publish_span
 from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS, NotificationListener
 from pipeline.queries import q
+from pipeline.service import LoopProgress, ServiceHealth
 from pipeline.settings import Settings
 from pipeline.tracing import set_error, traceparent_of
 from pipeline.waiting import wait_within
@@ -155,7 +155,7 @@ class OutboxRelay:
         self._drained: list[asyncio.Future[None]] = []
         self._declared = False
         self._measured_at = 0.0
-        self.progress = RelayProgress.begin()
+        self.progress = LoopProgress.begin()
 
     # ------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -165,7 +165,7 @@ class OutboxRelay:
         await self._declare()  # a broker that is down now is retried by the loop
         if self.config.listen:
             await self.listener.start()
-        self.progress = RelayProgress.begin()
+        self.progress = LoopProgress.begin()
         self._task = asyncio.create_task(self._run(), name="outbox-relay")
         self._task.add_done_callback(_log_death)
 
@@ -177,9 +177,11 @@ class OutboxRelay:
         """Whether the loop is gone or finished no round within ``stall_seconds``."""
         return self.progress.stalled(self.config.stall_seconds, running=self.running)
 
-    def health(self) -> dict[str, Any]:
-        """Liveness for health checks and operators (see :class:`RelayProgress`)."""
-        return self.progress.as_dict(self.config.stall_seconds, running=self.running)
+    def health(self) -> ServiceHealth:
+        """Liveness for health checks and operators (see :class:`LoopProgress`)."""
+        return self.progress.health(
+            "outbox relay", running=self.running, stall_seconds=self.config.stall_seconds
+        )
 
     async def stop(self, timeout: float | None = None) -> None:
         """Stop the loop; after ``timeout`` seconds (default: one round) cancel it."""

@@ -38,6 +38,7 @@ from pipeline.database import connect
 from pipeline.messaging.metrics import BrokerMetrics, default_metrics
 from pipeline.queries import q
 from pipeline.records import from_record
+from pipeline.service import LoopProgress, ServiceHealth
 from pipeline.settings import Settings
 from pipeline.waiting import wait_within
 
@@ -124,6 +125,7 @@ class NotificationListener:
         #: Successful (re)connects so far.
         self.connections = 0
         self._connected = asyncio.Condition()
+        self._reconnecting = asyncio.Lock()
 
     @property
     def live(self) -> bool:
@@ -174,6 +176,28 @@ class NotificationListener:
             self._connected.notify_all()
         self.callback(None)
 
+    async def run_once(self) -> bool:
+        """Reconnect now if LISTEN is not live (the loop does so after
+        ``reconnect_seconds``); whether it is live afterwards."""
+        await self._reconnect()
+        return self.live
+
+    def health(self) -> ServiceHealth:
+        """Running while the reconnect task lives; ``last_error`` while LISTEN is down.
+
+        Each (re)connect is a pass; a listener has no stall bound (it waits, by
+        design, for as long as no connection is lost).
+        """
+        running = self._task is not None and not self._task.done()
+        return ServiceHealth(
+            name=f"listen {self.channel}",
+            running=running,
+            stalled=not running,
+            passes=self.connections,
+            last_error="" if self.live or not running else "LISTEN connection lost",
+            details={"live": self.live},
+        )
+
     async def wait_connections(self, n: int) -> None:
         """Wait until the listener has connected ``n`` times (initial + reconnects)."""
         async with self._connected:
@@ -184,7 +208,13 @@ class NotificationListener:
             await self._lost.wait()
             self.listening.clear()
             await asyncio.sleep(self.reconnect_seconds)
-            await self._connect()
+            await self._reconnect()
+
+    async def _reconnect(self) -> None:
+        """Connect if the connection is lost; one at a time (the loop and run_once)."""
+        async with self._reconnecting:
+            if self._lost.is_set():
+                await self._connect()
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         self.callback(payload)
@@ -248,6 +278,8 @@ class Scheduler:
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._rescan = asyncio.Event()
+        #: The loop's scans since the last start.
+        self.progress = LoopProgress.begin()
 
     async def start(self) -> None:
         if self._task is not None:
@@ -255,7 +287,14 @@ class Scheduler:
         self._stopping.clear()
         if self.config.listen:
             await self.listener.start()
+        self.progress = LoopProgress.begin()
         self._task = asyncio.create_task(self._run(), name="scheduler")
+
+    def health(self) -> ServiceHealth:
+        """The scan loop's passes; no stall bound (a scan is one bounded statement)."""
+        running = self._task is not None and not self._task.done()
+        details = {"listening": self.listener.live} if self.config.listen else {}
+        return self.progress.health("scheduler", running=running, details=details)
 
     async def stop(self) -> None:
         self._stopping.set()
@@ -302,11 +341,14 @@ class Scheduler:
             try:
                 report = await self.run_once()
             except TRANSIENT_DB_ERRORS as exc:
+                self.progress.failed(exc)
                 log.warning("scheduler scan failed: %s", exc)
-            except Exception:  # any failed scan is retried; it never ends the loop (the
-                # outbox relay died silently this way after a killed backend, issue 17)
+            except Exception as exc:  # any failed scan is retried; it never ends the loop
+                # (the outbox relay died silently this way after a killed backend, issue 17)
+                self.progress.failed(exc)
                 log.exception("scheduler scan failed; retrying")
             else:
+                self.progress.succeeded()
                 if report.next_due_in_seconds is not None:
                     sleep = max(
                         self.config.min_sleep_seconds, min(sleep, report.next_due_in_seconds)

@@ -46,6 +46,7 @@ from pipeline.extraction import (
     Messages,
     prepare_call,
 )
+from pipeline.hooks import Hook, Hooks
 from pipeline.invoice import TenantMasterData
 from pipeline.jobs import GroupCommit, JobStore, Lease, Settled, Success
 from pipeline.logs import job_log_context
@@ -75,7 +76,8 @@ from pipeline.worker.interpretation import interpret
 log = logging.getLogger(__name__)
 
 
-CompletedCallback = Callable[[Settled], Awaitable[None]]
+#: Run after an attempt's outcome committed (no connection: nothing to write with).
+CompletedCallback = Hook[None, Settled]
 
 
 class AttemptRunner:
@@ -98,7 +100,7 @@ class AttemptRunner:
         self.config = config
         self.admission: AdmissionGate = admission or Unlimited()
         self.policy = policy
-        self.on_settled = on_settled
+        self.on_settled: Hooks[None, Settled] = Hooks([on_settled] if on_settled else [])
         self.today = today or (lambda: datetime.now(UTC))
         #: Suppliers and currencies per tenant, re-read after the cache's TTL.
         self.master_data = master_data or MasterDataCache()
@@ -404,11 +406,10 @@ class AttemptRunner:
                     s.set_attribute("fenceline.retry.decision", settled.state.value)
                     s.set_attribute("fenceline.retry.at", settled.retry_at.isoformat())
                     s.set_attribute("fenceline.retry.reason", settled.reason or "")
-        if self.on_settled is not None:
-            try:
-                await self.on_settled(settled)
-            except Exception:  # the durable outbox event is the source of truth
-                log.exception("settle hand-off failed for job %s", settled.job_id)
+        try:
+            await self.on_settled.run(None, settled)
+        except Exception:  # the durable outbox event is the source of truth
+            log.exception("settle hand-off failed for job %s", settled.job_id)
         return settled
 
 

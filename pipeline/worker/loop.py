@@ -16,6 +16,7 @@ from typing import Any
 from pipeline.extraction import prepare_call
 from pipeline.jobs import Lease
 from pipeline.messaging import WorkSignal
+from pipeline.service import LoopProgress, ServiceHealth
 from pipeline.worker.attempt import AttemptRunner
 from pipeline.worker.contracts import AttemptReport
 
@@ -57,6 +58,8 @@ class DriverLoop:
         self._leases: dict[asyncio.Task[AttemptReport], Lease] = {}
         self._main: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
+        #: The loop's claim rounds since the last start.
+        self.progress = LoopProgress.begin()
 
     @property
     def in_flight(self) -> int:
@@ -114,16 +117,26 @@ class DriverLoop:
             raise RuntimeError("driver loop already started")
         self._stopping.clear()
         await asyncio.to_thread(self._warm)
+        self.progress = LoopProgress.begin()
         self._main = asyncio.create_task(self._loop(), name=f"driver-{self.config.worker_id}")
+
+    def health(self) -> ServiceHealth:
+        """The claim loop's rounds; attempts in flight are the driver's work, not its loop's."""
+        running = self._main is not None and not self._main.done()
+        name = f"driver {self.config.worker_id}"
+        return self.progress.health(name, running=running, details={"in_flight": self.in_flight})
 
     async def _loop(self) -> None:
         while not self._stopping.is_set():
             token = self.signal.token()
             try:
                 started = await self.run_once()
-            except Exception:
+            except Exception as exc:
+                self.progress.failed(exc)
                 log.exception("claim failed; retrying")
                 started = 0
+            else:
+                self.progress.succeeded()
             if started and len(self._tasks) < self.config.concurrency:
                 continue
             waiters: set[asyncio.Future[Any]] = {

@@ -93,7 +93,7 @@ async def test_a_batch_settle_reads_its_own_jobs_not_every_live_lease(
 ) -> None:
     store = JobStore(generic_pool, Settings())
     rows_read = RowsRead()
-    store.settle_hooks.append(rows_read)
+    store.settle_hooks.add(rows_read)
     await settle_batch(store, 2)  # the plan, cached while the table is empty
     await grow(generic_pool, "RUNNING")  # another driver's live leases
 
@@ -110,7 +110,7 @@ async def test_a_batch_creates_its_deliveries_without_reading_every_success(
 ) -> None:
     store = job_store(generic_pool, Settings())  # the delivery hook runs first
     rows_read = RowsRead()
-    store.settle_hooks.append(rows_read)
+    store.settle_hooks.add(rows_read)
     await settle_batch(store, 2)
     await grow(generic_pool, "SUCCEEDED")  # every tenant's history
     # No endpoint anywhere: the statement reads the batch's jobs all the same.

@@ -127,7 +127,7 @@ async def test_deliveries_commit_with_the_completion_and_only_for_success(
     async def explode(conn: asyncpg.Connection, settled: Settled) -> None:
         raise RuntimeError("after the delivery insert")
 
-    store.settle_hooks.append(explode)
+    store.settle_hooks.add(explode)
     await store.accept(request(tenant))
     [lease] = await store.claim("w")
     with pytest.raises(RuntimeError):

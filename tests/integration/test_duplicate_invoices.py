@@ -56,7 +56,7 @@ async def test_a_resubmitted_invoice_goes_to_review_and_the_erp_posts_it_once(
 ) -> None:
     corpus = generate_corpus(2, seed=77, variants=(Variant.CLEAN,), max_line_items=3, anchor=TODAY)
     store = JobStore(pool, Settings(lease_seconds=30))
-    store.settle_hooks.append(delivery_settle_hook)
+    store.settle_hooks.add(delivery_settle_hook)
     tenant = await new_tenant(pool)
     receiver, _ = await reserve_receiver(dsn, registry_for(pool), tenant)
     jobs = await submit_corpus(store, tenant, corpus)

@@ -74,7 +74,7 @@ async def test_a_batch_with_one_stale_fence_commits_the_others_and_reports_the_s
     async def hook(_conn: asyncpg.Connection, s: Settled) -> None:
         hooked.append(s.job_id)
 
-    store.settle_hooks.append(hook)
+    store.settle_hooks.add(hook)
     usage = AttemptUsage(prompt_tokens=100, completion_tokens=7, engine="vllm:short")
     batch = [
         Success(a, result={"n": "a"}, usage=usage),
@@ -163,7 +163,7 @@ async def test_an_attempt_row_no_longer_running_rolls_the_whole_batch_back(
         ran.append(s.job_id)
 
     if hooked:
-        store.settle_hooks.append(hook)
+        store.settle_hooks.add(hook)
     tenant = await new_tenant(pool)
     for _ in range(2):
         await store.accept(request(tenant))
@@ -230,7 +230,7 @@ async def test_a_failing_hook_rolls_the_whole_batch_back(pool: asyncpg.Pool) -> 
         if s.job_id == bad:
             raise RuntimeError("delivery hook failed")
 
-    store.settle_hooks.append(hook)
+    store.settle_hooks.add(hook)
     with pytest.raises(RuntimeError, match="delivery hook failed"):
         await store.succeed_many([Success(lease, result={}) for lease in leases])
     rows = await job_rows(pool, [lease.job_id for lease in leases])
@@ -271,7 +271,7 @@ async def test_group_commit_settles_a_failed_batch_one_by_one(pool: asyncpg.Pool
         if s.job_id == bad:
             raise RuntimeError("hook failed")
 
-    store.settle_hooks.append(hook)
+    store.settle_hooks.add(hook)
     commits = GroupCommit(store)
     answers = await asyncio.gather(
         *(commits.succeed(Success(lease, result={})) for lease in leases), return_exceptions=True

@@ -59,7 +59,7 @@ def storm_store(pool: asyncpg.Pool) -> JobStore:
         max_attempts=2, base_seconds=0.05, cap_seconds=0.1, next_attempt_margin_seconds=1
     )
     store = JobStore(pool, Settings(lease_seconds=30), policy=policy)
-    store.settle_hooks.append(delivery_settle_hook)
+    store.settle_hooks.add(delivery_settle_hook)
     return store
 
 
@@ -171,7 +171,7 @@ async def test_a_failed_job_with_a_delivery_is_refused_by_the_sql_guard_too(
 ) -> None:
     """Whatever state the job is in, a delivery means its result may be in the ERP."""
     store = JobStore(pool, Settings())
-    store.settle_hooks.append(delivery_settle_hook)
+    store.settle_hooks.add(delivery_settle_hook)
     tenant = await new_tenant(pool)
     await registry_for(pool).register(tenant.id, "http://127.0.0.1:9/hook")
     [delivered] = await succeed_jobs(store, tenant, 1)
@@ -253,7 +253,7 @@ async def test_the_api_route_needs_operator_scope_and_answers_409_for_a_delivere
     failed = await fail_one(pool, operator.tenant)
     again = await fail_one(pool, operator.tenant)
     store = JobStore(pool, Settings())
-    store.settle_hooks.append(delivery_settle_hook)
+    store.settle_hooks.add(delivery_settle_hook)
     await registry_for(pool).register(operator.tenant.id, "http://127.0.0.1:9/hook")
     [delivered] = await succeed_jobs(store, operator.tenant, 1)
     async with asgi_client(app) as c:

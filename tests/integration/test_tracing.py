@@ -84,7 +84,7 @@ async def test_one_trace_from_acceptance_to_erp_across_a_crash_and_a_429(
         max_attempts=4, base_seconds=0.05, cap_seconds=0.2, next_attempt_margin_seconds=1
     )
     store = JobStore(pool, Settings(lease_seconds=30), policy=policy)
-    store.settle_hooks.append(delivery_settle_hook)
+    store.settle_hooks.add(delivery_settle_hook)
     tenant = await new_tenant(pool)
     inv = generate_invoice(11, max_line_items=2, anchor=datetime.now(UTC).date())
     registry = registry_for(pool)

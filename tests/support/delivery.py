@@ -144,7 +144,7 @@ def dispatcher_for(
 
 def job_store(pool: asyncpg.Pool, clock: Clock | None = None) -> JobStore:
     store = JobStore(pool, Settings(), clock=clock)
-    store.settle_hooks.append(delivery_settle_hook)
+    store.settle_hooks.add(delivery_settle_hook)
     return store
 
 
