@@ -11,6 +11,7 @@ packages import these names from here, never from a module inside.
 
 from pipeline.documents.folder_store import FolderStore
 from pipeline.documents.s3_store import S3Store
+from pipeline.documents.sniff import MediaType, sniff_media_type
 from pipeline.documents.store import (
     DocumentRef,
     DocumentStore,
@@ -24,9 +25,11 @@ __all__ = [
     "DocumentRef",
     "DocumentStore",
     "FolderStore",
+    "MediaType",
     "S3Store",
     "StoredObject",
     "is_sha256_hex",
     "open_document_store",
     "sha256_hex",
+    "sniff_media_type",
 ]
