@@ -10,6 +10,7 @@ packages import these names from here, never from a module inside.
 """
 
 from pipeline.documents.folder_store import FolderStore
+from pipeline.documents.pdf_text import Box, PdfPage, PdfText, PdfWord, read_pdf_text
 from pipeline.documents.s3_store import S3Store
 from pipeline.documents.sniff import MediaType, sniff_media_type
 from pipeline.documents.store import (
@@ -22,14 +23,19 @@ from pipeline.documents.store import (
 from pipeline.documents.stores import open_document_store
 
 __all__ = [
+    "Box",
     "DocumentRef",
     "DocumentStore",
     "FolderStore",
     "MediaType",
+    "PdfPage",
+    "PdfText",
+    "PdfWord",
     "S3Store",
     "StoredObject",
     "is_sha256_hex",
     "open_document_store",
+    "read_pdf_text",
     "sha256_hex",
     "sniff_media_type",
 ]
