@@ -8,12 +8,17 @@ Hierarchy::
     │   ├── ProviderUnavailable   5xx, connection errors
     │   ├── ProviderTimeout       the attempt deadline fired (outcome uncertain: still billable)
     │   ├── MalformedOutput       unparseable or schema-invalid model output
-    │   └── AdmissionDeferred     no admission budget in time; no call was made
+    │   ├── AdmissionDeferred     no admission budget in time; no call was made
+    │   └── DocumentStoreUnavailable  the object store did not answer; the bytes may be there
     ├── TerminalError             no further attempt can succeed
     │   ├── ContextTooLong        the prompt fits no engine pool
     │   ├── DeadlineExceeded      the job's deadline leaves no room for an attempt
     │   ├── ReservationTooLarge   one attempt's token reservation exceeds an admission limit
     │   ├── DocumentOverLimit     the document is over a size or shape limit; names it
+    │   ├── DocumentMissing       no object behind a document reference (or that version)
+    │   ├── DocumentChanged       the bytes behind a reference no longer have its SHA-256
+    │   ├── DocumentRefused       bytes no stage can read; carries a reason
+    │   │   └── NoTextLayer       a PDF without text on any page (OCR's work, not the reader's)
     │   └── ExtractionBudgetExceeded  reading the document spent its CPU budget
     ├── OwnershipError            a conditional write matched zero rows
     │   └── LeaseLost             fence moved on, lease expired or state changed
@@ -150,6 +155,71 @@ class ExtractionBudgetExceeded(TerminalError):
     The same document would spend it again, so no further attempt is made."""
 
     error_class = "extraction_budget_exceeded"
+
+
+class DocumentStoreUnavailable(RetryableError):
+    """The object store did not answer (connection, timeout, 5xx): the document may be
+    there, so another attempt may read it."""
+
+    error_class = "document_store_unavailable"
+
+
+class DocumentMissing(TerminalError):
+    """No object behind a document reference: never stored, deleted, a version the
+    store does not hold, a reference of a form the store cannot hold, or one the
+    store's credentials may not read (S3 answers 403 for a missing key without
+    ``ListBucket``; the two are not told apart)."""
+
+    error_class = "document_missing"
+
+
+class DocumentChanged(TerminalError):
+    """The bytes read for a reference do not have the SHA-256 it was accepted with.
+
+    A reference names one immutable version; different bytes behind it mean the
+    object was replaced or damaged, and no attempt may read the new bytes as the
+    accepted document.
+
+    Attributes:
+        expected: the reference's SHA-256 (hex).
+        actual: the digest of what was read, or None where the store refused the
+            read because the version no longer matches (an ETag precondition).
+    """
+
+    error_class = "document_changed"
+
+    def __init__(self, uri: str, *, expected: str, actual: str | None) -> None:
+        found = f"bytes with sha256 {actual}" if actual else "another version"
+        super().__init__(f"document changed: {uri} holds {found}, not sha256 {expected}")
+        self.uri = uri
+        self.expected = expected
+        self.actual = actual
+
+
+class DocumentRefused(TerminalError):
+    """Bytes no document stage can read, named by ``reason`` (also the error class):
+    ``empty_document``, ``unsupported_media_type``, ``encrypted_document``,
+    ``unreadable_document``, ``no_text_layer``.
+    """
+
+    error_class = "document_refused"
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.error_class = reason
+
+
+class NoTextLayer(DocumentRefused):
+    """A readable PDF with no text on any page: a scan, for OCR to read.
+
+    Attributes:
+        page_count: the document's pages.
+    """
+
+    def __init__(self, page_count: int) -> None:
+        super().__init__("no_text_layer", f"no text on any of {page_count} pages")
+        self.page_count = page_count
 
 
 class OwnershipError(FencelineError):

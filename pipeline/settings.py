@@ -100,6 +100,17 @@ class Settings(BaseSettings):
     max_document_tokens: int = Field(65_536, gt=0)
     max_document_lines: int = Field(10_000, gt=0)
     max_line_chars: int = Field(4_000, gt=0)
+    #: Document files (issue 43, ``pipeline.documents``): uploaded bytes over this are
+    #: refused before they are sniffed or stored; a PDF of more pages is not read.
+    max_document_file_bytes: int = Field(20 << 20, gt=0)
+    max_document_pages: int = Field(200, gt=0)
+    #: Where document bytes live: ``s3://bucket/prefix`` (the S3 API; credentials come
+    #: from boto's own chain: environment, shared files, instance or pod role) or unset
+    #: for the embedded default, a content-addressed folder ``<state_dir>/documents``.
+    document_store: str | None = None
+    #: The S3 API's endpoint (MinIO, Ceph, a local test server); unset: AWS's own.
+    document_store_endpoint_url: str | None = None
+    document_store_region: str | None = None
     #: CPU seconds one call's preparation or one answer's reading may spend before the
     #: job fails (``extraction_budget_exceeded``, terminal); unset: unbounded. Generated
     #: invoices of 200 items need about 0.25 s each.

@@ -105,6 +105,12 @@ def _plant(tree: Path, module: str, line: str) -> None:
         # the web framework outside pipeline.api, Ray inside pipeline
         ("pipeline.tenants.quotas", "import fastapi", "fastapi and starlette"),
         ("pipeline.extraction.prompts", "import ray", "Ray-free"),
+        # documents over the invoice model, under extraction; its clients stay inside it
+        ("pipeline.documents.sniff", "import pipeline.extraction", "pipeline.documents imports"),
+        ("pipeline.invoice.numbers", "import pipeline.documents", "pipeline.invoice imports only"),
+        ("pipeline.validation.dates", "import pipeline.documents", "pipeline.validation imports"),
+        ("pipeline.extraction.prompts", "import pypdfium2", "S3 client and PDFium"),
+        ("pipeline.worker.attempt", "import boto3", "S3 client and PDFium"),
     ],
 )
 def test_a_wrong_import_breaks_a_contract(
@@ -116,6 +122,14 @@ def test_a_wrong_import_breaks_a_contract(
     assert result.returncode != 0
     assert "Broken contracts" in result.stdout, result.stdout
     assert broken in result.stdout.split("Broken contracts", 1)[1], result.stdout
+
+
+def test_extraction_and_the_worker_may_read_documents(tree: Path) -> None:
+    """The allowed direction stays allowed: stages over a layout read ``pipeline.documents``."""
+    _plant(tree, "pipeline.extraction.layout", "import pipeline.documents")
+    _plant(tree, "pipeline.worker.attempt", "import pipeline.documents")
+    result = _lint(tree)
+    assert result.returncode == 0, result.stdout
 
 
 def test_every_root_module_is_named_in_the_foundation_contract() -> None:
