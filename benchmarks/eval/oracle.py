@@ -32,6 +32,7 @@ from pipeline.invoice import (
     compact_text,
     date_readings,
     decimal_mark,
+    normalise_name,
     normalise_text,
     numbers_in,
     read_number,
@@ -90,7 +91,13 @@ def oracle_answer(truth: Truth, ocr_text: str, schema: dict[str, Any]) -> str:
     )
     vat = truth.supplier.vat_id
     answer = Answer(
-        supplier=truth.supplier.name,
+        supplier=_pick(
+            _enum(schema, "supplier"),
+            truth.supplier.name,
+            lambda s: normalise_name(s) == normalise_name(truth.supplier.name or ""),
+        )
+        if truth.supplier.name
+        else None,
         vat_id=_pick(_enum(schema, "vat_id"), vat, lambda s: compact_id(s) == compact_id(vat))
         if vat
         else None,

@@ -22,7 +22,8 @@ from pipeline.extraction.extractor import answer_for
 MODES = ("perfect", "decoy")
 #: Answer keys whose grammar is a list of printed candidates.
 DECOY_FIELDS = (
-    "vat_id", "number", "issue_date", "due_date", "currency", "iban", "net", "tax", "gross",
+    "supplier", "vat_id", "number", "issue_date", "due_date", "currency", "iban", "net", "tax",
+    "gross",
 )  # fmt: skip
 ITEM_DESCRIPTION = "items.description"
 

@@ -26,7 +26,8 @@ from pipeline.worker import interpret
 #: The families a run cycles through by default: each transformation alone.
 #: The scored field each decoyed answer key fills.
 DECOY_TARGETS = {
-    "vat_id": "supplier.vat_id", "number": "invoice_number", "issue_date": "issue_date",
+    "supplier": "supplier.name", "vat_id": "supplier.vat_id", "number": "invoice_number",
+    "issue_date": "issue_date",
     "due_date": "due_date", "currency": "currency", "iban": "iban", "net": "net_total",
     "tax": "tax_total", "gross": "gross_total", ITEM_DESCRIPTION: "line_items[].description",
 }  # fmt: skip

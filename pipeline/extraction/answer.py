@@ -48,6 +48,7 @@ from pipeline.extraction.layout import amounts as printed_amounts
 from pipeline.extraction.prompts import fence_tag
 from pipeline.extraction.row_arithmetic import own_numbers, parse_tax_row, row_reading, tax_gap
 from pipeline.extraction.rows import description_cells
+from pipeline.extraction.supplier_names import supplier_candidates
 from pipeline.extraction.table import (
     MAX_DESCRIPTION_CHARS,
     MAX_ITEMS,
@@ -185,9 +186,10 @@ def schema_for(doc: Layout) -> dict[str, Any]:
         "maxItems": 2,
     }
     ibans = iban_candidates(seen)
+    names = [c.text for c in supplier_candidates(seen_doc)]
     vat_ids = vat_id_candidates(seen, frozenset(ibans + amounts + dates))
     properties: dict[str, Any] = {
-        "supplier": _nullable_text(MAX_NAME_CHARS),
+        "supplier": _nullable_enum(names) if names else _nullable_text(MAX_NAME_CHARS),
         "vat_id": _nullable_enum(vat_ids) if vat_ids else _nullable_text(MAX_ID_CHARS),
         "number": _nullable_enum(reference_candidates(seen_doc, frozenset(amounts + dates))),
         "issue_date": date_field("issue_date"),
