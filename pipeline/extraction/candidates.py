@@ -201,6 +201,10 @@ _VAT_RE = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2,3} ?-?[0-9][0-9A-Z.\-]*(?: [0-9A-
 _BARE_ID_RE = re.compile(r"(?<![\w.,/+-])\d{2,}(?:[ .\-]\d{2,})*(?![\w,/])")
 #: The fewest digits a VAT id printed without its prefix has (postal codes have fewer).
 _BARE_ID_DIGITS = 8
+#: The fewest characters after its country code a VAT id has: eight in Denmark,
+#: Finland, Hungary, Luxembourg, Malta, Slovenia and Ireland, more elsewhere in the EU,
+#: Norway, Switzerland and the UK; only Romania's (2 to 10 digits) may be shorter.
+_VAT_BODY_MIN = 8
 
 
 def vat_id_candidates(text: str, other: frozenset[str] = frozenset()) -> list[str]:
@@ -219,7 +223,11 @@ def vat_id_candidates(text: str, other: frozenset[str] = frozenset()) -> list[st
         groups = m.group().split(" ")
         while groups and not any(ch.isdigit() for ch in groups[-1]):
             groups.pop()
-        found.append((m.start(), " ".join(groups).rstrip(".-")))
+        printed = " ".join(groups).rstrip(".-")
+        body = sum(ch.isalnum() for ch in printed) - 2
+        if body < _VAT_BODY_MIN and not printed.startswith("RO"):
+            continue  # a postcode after its country ("DE 80333 München"), no VAT id
+        found.append((m.start(), printed))
     prefixed = [m.span() for m in _VAT_RE.finditer(text)]
     for m in _BARE_ID_RE.finditer(text):
         bare = m.group()

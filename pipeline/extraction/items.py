@@ -136,15 +136,25 @@ class ItemReader:
         """Refuse a description that may go on below its row: the next line prints words
         only, starting in the description's column ("Design (hours): Of a sample" over
         "invoice"). A second line is the description's own on one layout and a note on
-        another; nothing printed tells which (ARCHITECTURE rule 18)."""
+        another; nothing printed tells which (ARCHITECTURE rule 18): the FeRD corpus
+        prints "Design (hours): Of a sample" over "invoice" in two samples whose XML
+        names the item "Design (hours): Of a sample invoice" in one and "Design (hours)"
+        in the other. Words with a number count ("Ballons: various colors," over
+        "~2000ml"); an amount, a rate, or a line that runs into the numbers' columns
+        does not."""
         last = self.doc.line_at(row.first.page, max(row.first.start, row.end - 1))
         below = self.doc.line(last.number + 1)
         if below is None or below.page != last.page or not below.text.strip():
             return
-        if any(ch.isdigit() for ch in below.text) or not any(ch.isalpha() for ch in below.text):
-            return  # numbers (the next row, a stacked row's numbers) or a rule ("-----")
+        if not any(ch.isalpha() for ch in below.text):
+            return  # numbers only (the next row, a stacked row's numbers) or a rule ("-----")
+        if any(p.percent or p.places >= 2 for p in self.doc.numbers_on(below)):
+            return  # an amount or a rate: a stacked row's numbers, a gross price
         column = start - row.first.start
         indent = len(below.text) - len(below.text.lstrip())
+        numbers = [n.start for n in self.doc.numbers_on(row.first) if n.start > column]
+        if numbers and indent + len(below.text.strip()) > min(numbers):
+            return  # runs into the numbers' columns: a row or a total, not a description
         if abs(indent - column) <= 2:
             self.refuse(
                 path,
