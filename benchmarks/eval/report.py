@@ -61,6 +61,8 @@ def _tally(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "false_accept_rate": _ratio(k, n),
         "false_accept_upper_95": false_accept_bound(k, n),
         "reason_counts": dict(Counter(c for r in rows for c in r["reasons"]).most_common()),
+        # the rule ids behind the group's reviews: which rule to read (or retire) per family
+        "rule_counts": dict(Counter(x for r in rows for x in r.get("rules", ())).most_common()),
     }
 
 

@@ -29,6 +29,7 @@ def _row(
         "outcome": outcome,
         "reasons": [code for code, _ in reasons],
         "reason_details": [{"code": c, "field": f, "detail": ""} for c, f in reasons],
+        "rules": [f"rule.{code}" for code, _ in reasons],
         "fields": counts,
         "fields_before_cap": counts,
         "latency_s": 0.1,
@@ -72,6 +73,7 @@ def test_false_accepts_are_counted_per_family_and_per_transformation_with_their_
         "false_accept_rate": 0.0,
         "false_accept_upper_95": false_accept_bound(0, 2),
         "reason_counts": {"ungrounded_value": 2, "missing_field": 1},
+        "rule_counts": {"rule.ungrounded_value": 2, "rule.missing_field": 1},
     }
     # A combination counts in its family and once in each transformation it combines.
     swap, noise = groups["transformation"]["swap_columns"], groups["transformation"]["noise_year"]
