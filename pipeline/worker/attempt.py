@@ -30,6 +30,7 @@ from opentelemetry import trace as trace_api
 
 from pipeline import checkpoints
 from pipeline.admission import AdmissionGate, Grant
+from pipeline.documents import DocumentStore
 from pipeline.errors import (
     FencelineError,
     LeaseLost,
@@ -70,6 +71,7 @@ from pipeline.worker.admitting import admission_request, admit
 from pipeline.worker.call_bounds import CallBounds
 from pipeline.worker.call_usage import recorded_usage, spent_usage
 from pipeline.worker.contracts import AttemptReport, Unlimited, WorkerConfig
+from pipeline.worker.document_stage import DocumentStage
 from pipeline.worker.interpretation import interpret
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,7 @@ class AttemptRunner:
         on_settled: CompletedCallback | None = None,
         today: Callable[[], datetime] | None = None,
         master_data: MasterDataCache | None = None,
+        documents: DocumentStore | None = None,
     ) -> None:
         self.store = store
         self.engine = engine
@@ -103,6 +106,9 @@ class AttemptRunner:
         #: Suppliers and currencies per tenant, re-read after the cache's TTL.
         self.master_data = master_data or MasterDataCache()
         self.commits = GroupCommit(store, max_batch=config.settle_batch)
+        #: Files are read from ``documents`` (pasted texts need none; a driver without
+        #: a store retries a file's job, for a driver with one).
+        self.documents = DocumentStage(documents, max_pages=config.max_document_pages)
         self.bounds = CallBounds(config)
 
     async def run(self, lease: Lease) -> AttemptReport:
@@ -150,13 +156,16 @@ class AttemptRunner:
             master = await self.master_data.get(conn, lease.tenant_id)
         if doc is None:
             raise TerminalError(f"document {lease.document_id} missing for job {lease.job_id}")
-        return str(doc["content"]), master
+        read = await self.documents.read(doc)
+        return read.text, master
 
     async def _attempt(self, lease: Lease, lost: asyncio.Event) -> AttemptReport:
         try:
             text, master = await self._load(lease)
-        except TerminalError as exc:
+        except TerminalError as exc:  # no document, a changed or unreadable file
             return await self._fail(lease, exc)
+        except RetryableError as exc:  # the document store did not answer
+            return await self._retry(lease, exc, None)
         try:
             request = prepare_call(
                 text,
