@@ -31,7 +31,7 @@ from pipeline.extraction import (
     document_in_prompt,
     shown_document,
 )
-from pipeline.jobs import JobStore
+from pipeline.jobs import JobStore, render_explain
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
 from pipeline.tenants import permit_currencies, upsert_supplier
@@ -142,6 +142,9 @@ async def test_a_text_layer_pdf_reaches_the_decision_of_its_pasted_text(
         }
     for field in ("invoice_number", "gross_total", "currency"):
         assert results[pdf_job][field]["value"] == results[text_job][field]["value"], field
+    # The operator's explain names the file the job was accepted with.
+    trail = render_explain(await JobStore(pool, settings).explain(pdf_job))
+    assert f"application/pdf, {len(pdf)} bytes, 1 page(s); fenceline-store://" in trail
     read = [s for s in spans.get_finished_spans() if s.name == SPAN_DOCUMENT]
     assert len(read) == 1
     attributes = read[0].attributes or {}
