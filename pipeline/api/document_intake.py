@@ -11,6 +11,10 @@ the configured store, so its digest is the bytes' own (checked against the one t
 client gave), its version is pinned and its media type sniffed; a reference the
 store does not hold, of another store or another scheme is 422 and nothing is
 written. No URL from a payload is ever fetched: the store only reads its own scheme.
+Tenant scoping: a reference into the store's upload area (``fenceline-store://``, or
+``<prefix>/<tenant>/<sha256>`` in the bucket) must name a document the tenant already
+has, checked before the store is asked; keys elsewhere in the bucket are the
+deployment's to hand out.
 
 The result is a :class:`~pipeline.jobs.DocumentIn` carrying an
 :class:`~pipeline.jobs.ObjectReference` (uri, version, SHA-256, size, page count),
@@ -22,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+
+import asyncpg
 
 from pipeline.api.problems import ApiProblem, retry_after_seconds
 from pipeline.api.submission import DocumentReferenceBody, FileUpload, sniff_upload
@@ -40,6 +46,7 @@ from pipeline.errors import (
     DocumentStoreUnavailable,
 )
 from pipeline.jobs import DocumentIn, ObjectReference
+from pipeline.queries import q
 
 #: Seconds a client waits before retrying a request the store could not serve.
 STORE_RETRY_AFTER_SECONDS = 5.0
@@ -48,10 +55,20 @@ STORE_RETRY_AFTER_SECONDS = 5.0
 class DocumentIntake:
     """Stores uploads and resolves references for one intake, in its configured store."""
 
-    def __init__(self, store: DocumentStore, *, max_file_bytes: int, max_pages: int) -> None:
+    def __init__(
+        self,
+        store: DocumentStore,
+        pool: asyncpg.Pool,
+        *,
+        max_file_bytes: int,
+        max_pages: int,
+        acquire_timeout: float | None = None,
+    ) -> None:
         self.store = store
+        self.pool = pool
         self.max_file_bytes = max_file_bytes
         self.max_pages = max_pages
+        self.acquire_timeout = acquire_timeout
 
     async def upload(self, tenant: uuid.UUID, upload: FileUpload) -> DocumentIn:
         """Count ``upload``'s pages (a PDF), put its bytes, and name them.
@@ -67,22 +84,24 @@ class DocumentIntake:
             raise _unavailable(exc) from None
         return _document(stored, upload.media_type, pages, upload.filename)
 
-    async def reference(self, body: DocumentReferenceBody) -> DocumentIn:
+    async def reference(self, tenant: uuid.UUID, body: DocumentReferenceBody) -> DocumentIn:
         """Head and read the object ``body`` names, check its digest, and name it.
 
+        A reference into the store's own upload area must name a document ``tenant``
+        already has; any other is answered as a missing object before the store is
+        asked, so a tenant can neither read nor probe another's uploads.
+
         Raises:
-            ApiProblem: 422 ``document_missing`` (no such object or version, or not
-                an object of the configured store) or ``document_changed`` (another
-                digest than ``body.sha256``); 413 over the file or page limit; 415 a
-                media type no stage reads; 503 the store did not answer.
+            ApiProblem: 422 ``document_missing`` (no such object or version, not an
+                object of the configured store, or another tenant's upload) or
+                ``document_changed`` (another digest than ``body.sha256``); 413 over
+                the file or page limit; 415 a media type no stage reads; 503 the
+                store did not answer.
         """
         ref = DocumentRef(body.uri, body.version, body.sha256)
         try:
-            head = await self.store.head(ref)
-            if head.size > self.max_file_bytes:
-                raise DocumentOverLimit(
-                    "document_file_bytes", allowed=self.max_file_bytes, actual=head.size
-                )
+            await self._check_owner(tenant, body.uri)
+            head = await self.store.head(ref, max_bytes=self.max_file_bytes)
             data = await self.store.get(head.ref)
         except DocumentMissing as exc:
             raise ApiProblem(422, str(exc), reason="document_missing") from None
@@ -100,6 +119,16 @@ class DocumentIntake:
             return DocumentIn(content=text, filename=body.filename)
         pages = await self._page_count(data, media)
         return _document(head, media, pages, body.filename)
+
+    async def _check_owner(self, tenant: uuid.UUID, uri: str) -> None:
+        """DocumentMissing for an upload-area reference ``tenant`` holds no document of."""
+        digest = self.store.upload_digest(uri)
+        if digest is None:
+            return
+        async with self.pool.acquire(timeout=self.acquire_timeout) as conn:
+            held = await conn.fetchval(q("document_exists_for_tenant"), tenant, digest)
+        if not held:
+            raise DocumentMissing(f"no object {uri}")
 
     async def _page_count(self, data: bytes, media: MediaType) -> int | None:
         """A PDF's pages (opened, not read, in a worker thread); None for other types."""

@@ -163,8 +163,10 @@ class IntakeService:
         self.limits = DocumentLimits.from_settings(settings)
         self.documents = DocumentIntake(
             documents,
+            pool,
             max_file_bytes=settings.max_document_file_bytes,
             max_pages=settings.max_document_pages,
+            acquire_timeout=settings.db_acquire_timeout_seconds,
         )
 
     async def submit(
@@ -234,7 +236,7 @@ class IntakeService:
                 filename=document.filename,
             )
         else:
-            text_doc = await self.documents.reference(document)
+            text_doc = await self.documents.reference(tenant_id, document)
             if text_doc.reference is not None:
                 return text_doc
         check_document_limits(text_doc.content, self.limits)

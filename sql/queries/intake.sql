@@ -45,3 +45,9 @@ RETURNING id, name, weight, max_in_flight, max_pending_jobs, max_pending_bytes,
 -- name: api_key_list_for_tenant
 SELECT id, key_prefix, scopes, created_at, revoked_at, expires_at
 FROM api_keys WHERE tenant_id = $1 ORDER BY created_at, id;
+
+-- name: document_exists_for_tenant
+-- Whether tenant $1 has a document with SHA-256 $2 (the unique (tenant_id, sha256)
+-- index): a reference into the document store's own upload area must name one of
+-- the tenant's documents, so no tenant reads or probes what another stored.
+SELECT EXISTS (SELECT 1 FROM documents WHERE tenant_id = $1 AND sha256 = $2);

@@ -20,7 +20,7 @@ import pytest
 from pypdf import PdfReader, PdfWriter
 
 from pipeline.api import create_app
-from pipeline.documents import FolderStore
+from pipeline.documents import DocumentRef, FolderStore
 from pipeline.settings import Settings
 from tests.support.api import (
     WRITTEN_TABLES,
@@ -196,9 +196,16 @@ async def test_the_same_file_again_is_a_replay_and_another_file_a_conflict(
 async def test_a_reference_to_the_embedded_store_is_checked_and_pinned(
     pool: asyncpg.Pool, dsn: str, state: Path
 ) -> None:
-    tk = await tenant_with_key(pool)
-    stored = await FolderStore(state / "documents").put(tk.tenant.id, PDF, "application/pdf")
+    tk, other = await tenant_with_key(pool), await tenant_with_key(pool)
     app = create_app(_settings(dsn, state), pool=pool)
+    async with asgi_client(app) as client:
+        uploaded = await _post_file(client, tk, PDF)
+    assert uploaded.status_code == 202, uploaded.text
+    # Stored behind the intake's back (the bytes are there) but no tenant's document.
+    orphan = await FolderStore(state / "documents").put(tk.tenant.id, b"%PDF-1.4\n", "x")
+    stored = await FolderStore(state / "documents").head(
+        DocumentRef(f"fenceline-store://{hashlib.sha256(PDF).hexdigest()}")
+    )
     before = await count_rows(pool, *WRITTEN_TABLES)
     async with asgi_client(app) as client:
         ok = await client.post(
@@ -219,6 +226,16 @@ async def test_a_reference_to_the_embedded_store_is_checked_and_pinned(
         other_store = await client.post(
             JOBS, json={"document": {"uri": "s3://some-bucket/invoice.pdf"}}, headers=tk.headers
         )
+        # Another tenant's upload, and bytes no document of this tenant has, read as
+        # missing objects, with the same answer as one that is not there at all.
+        others = await client.post(
+            JOBS,
+            json={"document": {"uri": stored.uri, "sha256": "0" * 64}},
+            headers=other.headers,
+        )
+        not_a_document = await client.post(
+            JOBS, json={"document": {"uri": orphan.uri}}, headers=tk.headers
+        )
     assert ok.status_code == 202, ok.text
     doc = await _document_of(pool, ok.json()["job_id"])
     assert (doc["uri"], doc["version"], doc["sha256"]) == (
@@ -230,6 +247,12 @@ async def test_a_reference_to_the_embedded_store_is_checked_and_pinned(
     assert (wrong_digest.status_code, wrong_digest.json()["reason"]) == (422, "document_changed")
     assert (unknown.status_code, unknown.json()["reason"]) == (422, "document_missing")
     assert (other_store.status_code, other_store.json()["reason"]) == (422, "document_missing")
+    assert (others.status_code, others.json()["reason"]) == (422, "document_missing")
+    assert others.json()["detail"] == f"no object {stored.uri}"
+    assert (not_a_document.status_code, not_a_document.json()["reason"]) == (
+        422,
+        "document_missing",
+    )
     after = await count_rows(pool, *WRITTEN_TABLES)
     assert after["extraction_jobs"] - before["extraction_jobs"] == 1
 
@@ -278,12 +301,18 @@ async def test_uploads_and_references_through_the_s3_api(
         document_store=f"s3://{bucket}/docs",
         document_store_endpoint_url=s3_endpoint,
         document_store_region="us-east-1",
+        max_document_file_bytes=len(PDF) + 1000,
     )
     # A client's own object, written before the request, then replaced by a newer version.
     first = raw.put_object(Bucket=bucket, Key="inbox/a.pdf", Body=PDF)
     raw.put_object(Bucket=bucket, Key="inbox/a.pdf", Body=text_pdf("replaced"))
-    tk = await tenant_with_key(pool)
+    raw.put_object(Bucket=bucket, Key="inbox/big.pdf", Body=PDF + b"%" * 4000)
+    tk, other = await tenant_with_key(pool), await tenant_with_key(pool)
     app = create_app(settings, pool=pool)
+
+    def upload_uri(owner: TenantKey) -> str:
+        return f"s3://{bucket}/docs/{owner.tenant.id}/{hashlib.sha256(PDF).hexdigest()}"
+
     async with asgi_client(app) as client:
         upload = await _post_file(client, tk, PDF, key="s3-upload")
         pinned = await client.post(
@@ -303,6 +332,14 @@ async def test_uploads_and_references_through_the_s3_api(
         other_bucket = await client.post(
             JOBS, json={"document": {"uri": "s3://another-bucket/a.pdf"}}, headers=tk.headers
         )
+        big = await client.post(
+            JOBS, json={"document": {"uri": f"s3://{bucket}/inbox/big.pdf"}}, headers=tk.headers
+        )
+        others_upload = await client.post(
+            JOBS,
+            json={"document": {"uri": upload_uri(tk)}},
+            headers=other.headers,
+        )
     assert upload.status_code == 202, upload.text
     digest = hashlib.sha256(PDF).hexdigest()
     doc = await _document_of(pool, upload.json()["job_id"])
@@ -315,6 +352,13 @@ async def test_uploads_and_references_through_the_s3_api(
     assert (await _document_of(pool, pinned.json()["job_id"]))["sha256"] == digest
     assert (missing.status_code, missing.json()["reason"]) == (422, "document_missing")
     assert (other_bucket.status_code, other_bucket.json()["reason"]) == (422, "document_missing")
+    # Over the file limit by its head, before a byte of it is read.
+    assert (big.status_code, big.json()["reason"]) == (413, "document_over_limit")
+    # Another tenant's upload-area key: missing, before the store is asked.
+    assert (others_upload.status_code, others_upload.json()["reason"]) == (
+        422,
+        "document_missing",
+    )
 
 
 async def test_a_reference_to_another_tenants_new_object_is_its_own_row(
