@@ -300,8 +300,8 @@ def parse_multipart_submission(
 ) -> Submission:
     """``multipart/form-data`` parts → :class:`Submission`.
 
-    ``document`` is the uploaded file: UTF-8 text becomes a pasted text (its part's
-    content type kept as the document's), any other supported type a
+    ``document`` is the uploaded file: UTF-8 text becomes a pasted text
+    (``text/plain``, whatever the part's ``content_type`` says), any other supported type a
     :class:`FileUpload`; ``metadata`` an optional JSON object with the
     :class:`JobOptions` fields.
     """
@@ -317,10 +317,9 @@ def parse_multipart_submission(
         job_options = _validate(JobOptions, options, "body")
         check_display_text(job_options, filename or None)
         return Submission(job_options, FileUpload(document, media, filename or None))
+    del content_type  # the part's header says what the client thinks; the bytes decide
     text = decode_text(document, "the uploaded document")
     doc: dict[str, Any] = {"text": text}
-    if content_type:
-        doc["content_type"] = content_type.split(";")[0].strip().lower()
     if filename:
         doc["filename"] = filename
     _check_text(doc)

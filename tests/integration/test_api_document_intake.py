@@ -129,6 +129,7 @@ async def test_the_media_type_comes_from_the_bytes_not_the_name_or_header(
     assert png_doc["uri"].startswith("fenceline-store://") and png_doc["content"] is None
     # UTF-8 text stays a pasted text, in the row, whatever it is called.
     assert text_doc["content"] == INVOICE_TEXT and text_doc["uri"] is None
+    assert text_doc["content_type"] == "text/plain"  # not the part's application/pdf
 
 
 @pytest.mark.parametrize(
