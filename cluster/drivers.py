@@ -36,6 +36,7 @@ from deployments.observability import start_observability
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.database import create_pool
 from pipeline.delivery import job_store
+from pipeline.documents import open_document_store
 from pipeline.extraction import Engine, OpenAICompatibleEngine
 from pipeline.jobs import JobStore, Reaper, Settled
 from pipeline.messaging import (
@@ -129,6 +130,7 @@ class TaskDriver(CrashPoints):
             policy=policy_for(self.settings),
             on_settled=self._hand_off,
             master_data=MasterDataCache(self.settings.master_data_ttl_seconds),
+            documents=open_document_store(self.settings),
         )
         self._scheduler = Scheduler(self._pool, self.settings)
         await self._scheduler.start()

@@ -163,6 +163,7 @@ class RuntimeSupervisor:
                 "heartbeat_seconds": self.settings.heartbeat_seconds,
                 "contract": self.settings.extraction_contract,
                 "limits": DocumentLimits.from_settings(self.settings),
+                "max_document_pages": self.settings.max_document_pages,
                 **cfg.worker,
             },
         )

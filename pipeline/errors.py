@@ -199,7 +199,9 @@ class DocumentChanged(TerminalError):
 class DocumentRefused(TerminalError):
     """Bytes no document stage can read, named by ``reason`` (also the error class):
     ``empty_document``, ``unsupported_media_type``, ``encrypted_document``,
-    ``unreadable_document``, ``no_text_layer``.
+    ``unreadable_document``, ``no_text_layer``; and the document stage's
+    ``ocr_not_available`` (a scan or photo, until OCR is there) and
+    ``einvoice_not_supported`` (e-invoice XML, until its readers are there).
     """
 
     error_class = "document_refused"

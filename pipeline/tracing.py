@@ -55,6 +55,7 @@ SPAN_PUBLISH = "outbox.publish"
 SPAN_INBOX = "inbox.record"
 SPAN_ATTEMPT = "job.attempt"
 SPAN_ADMISSION = "admission.wait"
+SPAN_DOCUMENT = "document.read"
 SPAN_ROUTE = "router.choose"
 SPAN_ENGINE = "engine.call"
 SPAN_VALIDATE = "extraction.validate"
@@ -288,6 +289,7 @@ __all__ = [
     "SPAN_ADMISSION",
     "SPAN_ATTEMPT",
     "SPAN_DELIVERY",
+    "SPAN_DOCUMENT",
     "SPAN_ENGINE",
     "SPAN_INBOX",
     "SPAN_PUBLISH",

@@ -128,6 +128,7 @@ def _up_on(args: argparse.Namespace, settings: Settings) -> int:
                 heartbeat_seconds=settings.heartbeat_seconds,
                 contract=settings.extraction_contract,
                 limits=DocumentLimits.from_settings(settings),
+                max_document_pages=settings.max_document_pages,
             ),
             eager=args.eager,
         )

@@ -62,6 +62,8 @@ from pipeline.settings import Settings
 
 API_VERSION = "1.0.0"
 OPENAPI_PATH = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
+#: Room for the form around an uploaded file: boundaries, part headers, the metadata part.
+MULTIPART_OVERHEAD_BYTES = 64 * 1024
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -137,6 +139,8 @@ def create_app(
         max_bytes=settings.max_body_bytes,
         drain_bytes=settings.max_body_drain_bytes,
         drain_seconds=settings.body_drain_seconds,
+        # A file upload: the file's own limit plus the form around it.
+        upload_max_bytes=settings.max_document_file_bytes + MULTIPART_OVERHEAD_BYTES,
     )
     # Outside the body limit: an ambiguous request is refused before anything is read.
     app.add_middleware(SingleValuedHeadersMiddleware)

@@ -35,6 +35,7 @@ from pipeline.api.warm_up import warm_pool
 from pipeline.clock import Clock
 from pipeline.database import create_pool
 from pipeline.delivery import job_store
+from pipeline.documents import open_document_store
 from pipeline.errors import KeyExpired
 from pipeline.jobs import JobStore, SettleHook
 from pipeline.settings import Settings
@@ -119,7 +120,14 @@ class ApiContext:
             pool=pool,
             store=store,
             admission=admission,
-            intake=IntakeService(pool, store, admission, s, accept_hook=self.accept_hook),
+            intake=IntakeService(
+                pool,
+                store,
+                admission,
+                s,
+                documents=open_document_store(s),
+                accept_hook=self.accept_hook,
+            ),
             views=JobViews(pool, s),
             review=ReviewService(pool, store, s),
             corrections=CorrectionService(pool, store, s, clock=self.clock),

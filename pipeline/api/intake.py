@@ -20,8 +20,14 @@
   (``intake_accept``, migration 018): one round trip, its own transaction. A
   refusal (:mod:`pipeline.tenants.quotas` words it) writes nothing. A replay of an accepted
   request is never refused by admission: that work is already accepted.
-* **Input is text, checked before it reaches PostgreSQL.** The body becomes a
-  :class:`~pipeline.api.submission.JobSubmission` there (400 or 422, never a 500).
+* **Input is checked before it reaches PostgreSQL.** The body becomes a
+  :class:`~pipeline.api.submission.Submission` there (400, 413, 415 or 422, never a
+  500): a pasted text, an uploaded file or a reference to a stored object.
+* **Bytes never enter PostgreSQL.** A file's bytes are put into the document store
+  before the accept statement, a reference's object is headed and read there
+  (:mod:`pipeline.api.document_intake`); the row keeps uri, version, SHA-256, media
+  type, size and page count. The request hash covers the digest (the document
+  version), so the same file again under the same key is a replay.
 * **Bounded documents.** A document over a size limit (bytes, estimated tokens) is
   413, over a shape limit (lines, characters on one line) 422, both
   ``document_over_limit`` naming the limit, its value and the document's
@@ -43,8 +49,16 @@ from datetime import datetime
 import asyncpg
 from pydantic import BaseModel
 
+from pipeline.api.document_intake import DocumentIntake
 from pipeline.api.problems import ApiProblem
-from pipeline.api.submission import JobSubmission, resolve_idempotency_key
+from pipeline.api.submission import (
+    DocumentBody,
+    DocumentReferenceBody,
+    FileUpload,
+    Submission,
+    resolve_idempotency_key,
+)
+from pipeline.documents import DocumentStore
 from pipeline.errors import AdmissionRejected
 from pipeline.extraction import SIZE_LIMITS, DocumentLimits, over_limit
 from pipeline.hooks import Hook, Hooks
@@ -138,6 +152,7 @@ class IntakeService:
         admission: TenantQuota,
         settings: Settings,
         *,
+        documents: DocumentStore,
         accept_hook: AcceptHook | None = None,
     ) -> None:
         self.pool = pool
@@ -149,11 +164,18 @@ class IntakeService:
             [accept_hook] if accept_hook is not None else []
         )
         self.limits = DocumentLimits.from_settings(settings)
+        self.documents = DocumentIntake(
+            documents,
+            pool,
+            max_file_bytes=settings.max_document_file_bytes,
+            max_pages=settings.max_document_pages,
+            acquire_timeout=settings.db_acquire_timeout_seconds,
+        )
 
     async def submit(
         self,
         tenant_id: uuid.UUID,
-        submission: JobSubmission,
+        submission: Submission,
         idempotency_key: str | None,
         *,
         api_key_id: uuid.UUID | None = None,
@@ -164,30 +186,30 @@ class IntakeService:
         read it runs anyway), so a key revoked or expired before the commit cannot
         get a job accepted even when the request was authenticated from the key cache.
 
+        A file's bytes are stored (a reference's object read) before the accept
+        statement; a refusal after that leaves an object no row names, which is harmless.
+
         Raises:
             ApiProblem: 400 for a malformed Idempotency-Key; 401 for a key no longer
-                active; 413/422 for a document over its limits.
+                active; 413/422 for a document over its limits; 422 for a reference
+                the store does not hold; 503 when the store does not answer.
             IdempotencyConflict: the key was used for a different request (409).
             AdmissionRejected: quota (429) or capacity (503); nothing written.
         """
         key, generated = resolve_idempotency_key(idempotency_key)
-        check_document_limits(submission.document.text, self.limits)
-        doc = DocumentIn(
-            content=submission.document.text,
-            content_type=submission.document.content_type,
-            filename=submission.document.filename,
-        )
-        demand = demand_for(len(doc.raw), self.settings)
+        doc = await self.document_in(tenant_id, submission.document)
+        demand = demand_for(doc.size, self.settings)
+        options = submission.options
         req = AcceptRequest(
             tenant_id=tenant_id,
             idempotency_key=key,
             document=doc,
-            schema_version=submission.schema_version,
-            model_policy=submission.model_policy,
-            options=dict(submission.options),
-            priority=submission.priority,
+            schema_version=options.schema_version,
+            model_policy=options.model_policy,
+            options=dict(options.options),
+            priority=options.priority,
             estimated_tokens=demand.tokens,
-            deadline_seconds=submission.deadline_seconds,
+            deadline_seconds=options.deadline_seconds,
         )
         async with self.pool.acquire(timeout=self.settings.db_acquire_timeout_seconds) as conn:
             capacity, check = await self.admission_check(conn, api_key_id, demand)
@@ -202,6 +224,26 @@ class IntakeService:
                     if accepted.created:
                         await self.accept_hooks.run(conn, accepted)
         return Receipt(accepted=accepted, idempotency_key=key, generated_key=generated)
+
+    async def document_in(
+        self, tenant_id: uuid.UUID, document: DocumentBody | DocumentReferenceBody | FileUpload
+    ) -> DocumentIn:
+        """The document as the accept statement writes it: a text within its limits, or
+        a stored object's reference (:class:`DocumentIntake`)."""
+        if isinstance(document, FileUpload):
+            return await self.documents.upload(tenant_id, document)
+        if isinstance(document, DocumentBody):
+            text_doc = DocumentIn(
+                content=document.text,
+                content_type=document.content_type,
+                filename=document.filename,
+            )
+        else:
+            text_doc = await self.documents.reference(tenant_id, document)
+            if text_doc.reference is not None:
+                return text_doc
+        check_document_limits(text_doc.content, self.limits)
+        return text_doc
 
     async def admission_check(
         self, conn: asyncpg.Connection, api_key_id: uuid.UUID | None, demand: Demand

@@ -305,6 +305,10 @@ class BodyLimitMiddleware:
     413 with ``Connection: close`` (bounded work: the server never reads an
     unbounded body to be polite). A client that sent ``Expect: 100-continue``
     has sent no body yet and gets the 413 at once.
+
+    A file upload (``multipart/form-data`` to ``upload_path``) may be larger: up to
+    ``upload_max_bytes`` (the file limit and the form's overhead); the file itself is
+    then held to its own limit by the intake.
     """
 
     def __init__(
@@ -313,28 +317,45 @@ class BodyLimitMiddleware:
         max_bytes: int,
         drain_bytes: int = 8 << 20,
         drain_seconds: float = 10.0,
+        *,
+        upload_max_bytes: int | None = None,
+        upload_path: str = "/v1/extraction-jobs",
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.drain_bytes = drain_bytes
         self.drain_seconds = drain_seconds
+        self.upload_max_bytes = max(upload_max_bytes or 0, max_bytes)
+        self.upload_path = upload_path
+
+    def limit_for(self, scope: Scope) -> int:
+        """The body limit of this request: larger for a file upload to ``upload_path``."""
+        media = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
+        if (
+            scope.get("method") == "POST"
+            and scope.get("path") == self.upload_path
+            and media == "multipart/form-data"
+        ):
+            return self.upload_max_bytes
+        return self.max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.limit_for(scope)
         declared = _header(scope, b"content-length")
         if declared is not None:
             if not declared.isdigit():
                 bad = problem(400, "invalid Content-Length", reason="invalid_content_length")
                 await bad(scope, receive, send)
                 return
-            if int(declared) > self.max_bytes:
+            if int(declared) > limit:
                 expects = (_header(scope, b"expect") or "").lower() == "100-continue"
                 drained = False
                 if not expects and int(declared) <= self.drain_bytes:
                     drained = await self._drain(receive, 0)
-                await self._too_large(scope, receive, send, drained=drained)
+                await self._too_large(scope, receive, send, limit, drained=drained)
                 return
         seen = 0
         ended = False
@@ -346,8 +367,8 @@ class BodyLimitMiddleware:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 ended = not message.get("more_body", False)
-                if seen > self.max_bytes:
-                    raise BodyTooLarge(self.max_bytes)
+                if seen > limit:
+                    raise BodyTooLarge(limit)
             return message
 
         async def tracked(message: Message) -> None:
@@ -371,7 +392,7 @@ class BodyLimitMiddleware:
             if started:
                 raise
             drained = ended or await self._drain(receive, seen)
-            await self._too_large(scope, receive, send, drained=drained)
+            await self._too_large(scope, receive, send, limit, drained=drained)
 
     async def _drain(self, receive: Receive, already: int) -> bool:
         """Read and drop the rest of the body; True if it ended within the bounds."""
@@ -390,11 +411,11 @@ class BodyLimitMiddleware:
         return False
 
     async def _too_large(
-        self, scope: Scope, receive: Receive, send: Send, *, drained: bool
+        self, scope: Scope, receive: Receive, send: Send, limit: int, *, drained: bool
     ) -> None:
         response = problem(
             413,
-            f"the request body is larger than {self.max_bytes} bytes",
+            f"the request body is larger than {limit} bytes",
             reason="body_too_large",
             headers=None if drained else {"Connection": "close"},
         )

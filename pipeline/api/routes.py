@@ -89,8 +89,12 @@ _SUBMISSION_BODY: dict[str, Any] = {
                     "document": {
                         "type": "string",
                         "minLength": 1,
-                        "contentMediaType": "text/plain",
-                        "description": "The OCR text as a file part (or text field), UTF-8.",
+                        "contentMediaType": "application/octet-stream",
+                        "description": "The invoice as a file part: PDF, PNG, JPEG, TIFF or "
+                        "XML (stored in the document store; the type is read from the bytes, "
+                        "never the file name or part header: anything else is 415), or UTF-8 "
+                        "OCR text (kept as a pasted text; also as a plain text field). At most "
+                        "max_document_file_bytes (413).",
                     },
                     "metadata": {
                         "$ref": "#/components/schemas/JobOptions",
@@ -133,7 +137,9 @@ def register_routes(app: FastAPI) -> None:
         # before this route runs (401, 413, 422, 503) are classified there.
         timer = acceptance_timer(request.state)
         try:
-            submission = await read_submission(request, ctx.settings.max_body_bytes)
+            submission = await read_submission(
+                request, ctx.settings.max_body_bytes, ctx.settings.max_document_file_bytes
+            )
             receipt = await ctx.services.intake.submit(
                 principal.tenant_id, submission, idempotency_key, api_key_id=principal.key_id
             )

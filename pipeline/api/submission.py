@@ -1,11 +1,20 @@
 """A job submission: the request models and how a body and its headers become one.
 
 ``POST /v1/extraction-jobs`` arrives as JSON or as ``multipart/form-data``; both
-end as one :class:`JobSubmission`, checked before anything reaches PostgreSQL
-(:mod:`pipeline.api.intake` then admits and accepts it):
+end as one :class:`Submission`, checked before anything reaches PostgreSQL
+(:mod:`pipeline.api.intake` then admits and accepts it). Its document is one of three:
 
-* **Input is text.** Invalid UTF-8 and malformed JSON are 400; NUL characters,
-  lone surrogates and schema violations are 422 — never a 500.
+* **a pasted text** (JSON ``document.text``, or an uploaded file whose bytes are UTF-8
+  text): kept in the documents row, as always;
+* **an uploaded file** (:class:`FileUpload`): its media type sniffed from its bytes,
+  never from the file name or the part's header (PDF, PNG, JPEG, TIFF, XML; anything
+  else is 415 ``unsupported_media_type``; over ``max_document_file_bytes`` is 413);
+* **a reference** (JSON ``document.uri``, :class:`DocumentReferenceBody`) to an object
+  in the configured document store: ``s3://`` or ``fenceline-store://`` only, so no
+  URL from a payload is ever fetched.
+
+* **Text is checked.** Malformed JSON is 400; NUL characters, lone surrogates and
+  schema violations are 422 — never a 500.
 * **Nothing invisible where a person reads a name.** A file name or an option
   name (a key of ``options``) with a bidi control, zero-width or other invisible
   character (:mod:`pipeline.text_safety`) is 422 ``unsafe_text``.
@@ -18,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 from fastapi.exceptions import RequestValidationError
@@ -27,12 +37,19 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 
 from pipeline.api.problems import ApiProblem
+from pipeline.documents import MediaType, sniff_media_type
+from pipeline.errors import DocumentOverLimit, DocumentRefused
 from pipeline.text_safety import describe, first_invisible, safe_text_pattern
 
 #: Printable ASCII without spaces, 1–200 characters.
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,200}$"
 _IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
 _NO_NUL = r"^[^\x00]*$"
+#: The schemes of the document stores: a reference names an object in the configured
+#: store, never a URL to fetch (an ``https://`` reference is a 422, not a request).
+REFERENCE_URI_PATTERN = (
+    r"^(s3://[a-z0-9][a-z0-9.-]{1,62}/[^\s]{1,1000}|fenceline-store://[0-9a-f]{64})$"
+)
 
 
 def _integral(value: Any) -> Any:
@@ -61,6 +78,35 @@ class DocumentBody(BaseModel):
     )
 
 
+class DocumentReferenceBody(BaseModel):
+    """A document already in the configured store, named by its object, not its bytes.
+
+    The intake heads the object (and reads it once to check its digest and media
+    type); an object that is not there, not of this store, or not the digest given is
+    422 and nothing is written.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    uri: Annotated[str, Field(pattern=REFERENCE_URI_PATTERN)] = Field(
+        description="s3://bucket/key (the configured S3 store) or fenceline-store://<sha256> "
+        "(the embedded store). No other scheme: nothing is fetched from a URL."
+    )
+    version: Annotated[str, Field(min_length=1, max_length=1024)] | None = Field(
+        None,
+        description="The object version to pin (an S3 version id or quoted ETag); "
+        "the current one when absent, resolved once at intake.",
+    )
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = Field(
+        None, description="The digest the bytes must have (64 lowercase hex); checked at intake."
+    )
+    filename: Annotated[str, Field(max_length=255)] | None = Field(
+        None,
+        description="Informational only: never part of the document's identity.",
+        json_schema_extra={"pattern": safe_text_pattern()},
+    )
+
+
 class JobOptions(BaseModel):
     """What decides the result (hashed) and how the job is scheduled (not hashed)."""
 
@@ -80,9 +126,26 @@ class JobOptions(BaseModel):
 
 
 class JobSubmission(JobOptions):
-    """``POST /v1/extraction-jobs`` as JSON."""
+    """``POST /v1/extraction-jobs`` as JSON: a pasted text or a stored object's reference."""
 
-    document: DocumentBody
+    document: DocumentBody | DocumentReferenceBody
+
+
+@dataclass(frozen=True)
+class FileUpload:
+    """An uploaded file that is not text: its bytes and the media type they show."""
+
+    data: bytes
+    media_type: MediaType
+    filename: str | None
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One request, as the intake accepts it: its options and its document."""
+
+    options: JobOptions
+    document: DocumentBody | DocumentReferenceBody | FileUpload
 
 
 def resolve_idempotency_key(header: str | None) -> tuple[str, bool]:
@@ -157,7 +220,7 @@ def _validate(model: type[_M], value: Any, loc: str) -> _M:
         raise RequestValidationError(errors) from None
 
 
-def check_display_text(submission: JobSubmission) -> JobSubmission:
+def check_display_text(options: JobOptions, filename: str | None) -> None:
     """Refuse invisible characters in the names a person reads (file name, option keys).
 
     Option *keys* are names (the schema's ``propertyNames``); what an option holds,
@@ -167,9 +230,9 @@ def check_display_text(submission: JobSubmission) -> JobSubmission:
         ApiProblem: 422 ``unsafe_text``, naming the field and the code point
             (never echoing the text itself).
     """
-    found = [("a key of options", key) for key in submission.options]
-    if submission.document.filename is not None:
-        found.append(("document.filename", submission.document.filename))
+    found = [("a key of options", key) for key in options.options]
+    if filename is not None:
+        found.append(("document.filename", filename))
     for where, text in found:
         char = first_invisible(text)
         if char is not None:
@@ -178,39 +241,99 @@ def check_display_text(submission: JobSubmission) -> JobSubmission:
                 f"{where} contains an invisible or bidi control character ({describe(char)})",
                 reason="unsafe_text",
             )
-    return submission
 
 
-def parse_json_submission(raw: bytes) -> JobSubmission:
-    """``application/json`` body → :class:`JobSubmission`."""
-    return check_display_text(_validate(JobSubmission, parse_json(raw), "body"))
+def parse_json_submission(raw: bytes) -> Submission:
+    """``application/json`` body → :class:`Submission` (a pasted text or a reference)."""
+    submission = _validate(JobSubmission, parse_json(raw), "body")
+    check_display_text(submission, submission.document.filename)
+    return Submission(submission, submission.document)
+
+
+def sniff_upload(document: bytes, max_file_bytes: int) -> MediaType | None:
+    """The media type of an uploaded file from its bytes; None for UTF-8 text.
+
+    A file that decodes as UTF-8 is text, as it always was (the text checks then
+    apply: a NUL is 422), unless its bytes start as a PDF or an image or read as XML.
+
+    Raises:
+        ApiProblem: 413 ``document_over_limit`` over ``max_file_bytes``; 415
+            ``unsupported_media_type`` for bytes of no supported type; 422
+            ``empty_document`` for no bytes.
+    """
+    try:
+        media = sniff_media_type(document, max_bytes=max_file_bytes)
+    except DocumentOverLimit as exc:
+        raise ApiProblem(
+            413,
+            str(exc),
+            reason="document_over_limit",
+            limit=exc.limit,
+            allowed=exc.allowed,
+            actual=exc.actual,
+        ) from None
+    except DocumentRefused as exc:
+        if exc.reason == "empty_document":
+            raise ApiProblem(
+                422, "the uploaded document is empty", reason="empty_document"
+            ) from None
+        try:
+            document.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ApiProblem(
+                415,
+                "the uploaded file is not PDF, PNG, JPEG, TIFF, XML or UTF-8 text "
+                "(the type is read from its bytes, not its name or header)",
+                reason="unsupported_media_type",
+            ) from None
+        return None  # text with control characters: the text checks decide
+    return None if media is MediaType.TEXT else media
 
 
 def parse_multipart_submission(
-    document: bytes, content_type: str | None, filename: str | None, metadata: str | None
-) -> JobSubmission:
-    """``multipart/form-data`` parts → :class:`JobSubmission`.
+    document: bytes,
+    content_type: str | None,
+    filename: str | None,
+    metadata: str | None,
+    *,
+    max_file_bytes: int,
+) -> Submission:
+    """``multipart/form-data`` parts → :class:`Submission`.
 
-    ``document`` is the uploaded OCR text (UTF-8); ``metadata`` an optional JSON
-    object with the :class:`JobOptions` fields.
+    ``document`` is the uploaded file: UTF-8 text becomes a pasted text
+    (``text/plain``, whatever the part's ``content_type`` says), any other supported type a
+    :class:`FileUpload`; ``metadata`` an optional JSON object with the
+    :class:`JobOptions` fields.
     """
-    text = decode_text(document, "the uploaded document")
+    media = sniff_upload(document, max_file_bytes)
     options = parse_json(metadata.encode("utf-8"), "metadata") if metadata else {}
     if not isinstance(options, dict):
         raise RequestValidationError(
             [{"loc": ("body", "metadata"), "msg": "must be a JSON object", "type": "dict_type"}]
         )
+    if media is not None:
+        if filename is not None:
+            _check_text(filename)
+        job_options = _validate(JobOptions, options, "body")
+        check_display_text(job_options, filename or None)
+        return Submission(job_options, FileUpload(document, media, filename or None))
+    del content_type  # the part's header says what the client thinks; the bytes decide
+    text = decode_text(document, "the uploaded document")
     doc: dict[str, Any] = {"text": text}
-    if content_type:
-        doc["content_type"] = content_type.split(";")[0].strip().lower()
     if filename:
         doc["filename"] = filename
     _check_text(doc)
-    return check_display_text(_validate(JobSubmission, {**options, "document": doc}, "body"))
+    submission = _validate(JobSubmission, {**options, "document": doc}, "body")
+    check_display_text(submission, submission.document.filename)
+    return Submission(submission, submission.document)
 
 
-async def read_submission(request: Request, max_part_bytes: int) -> JobSubmission:
-    """The submission from a JSON or multipart body; 415 for any other media type."""
+async def read_submission(request: Request, max_part_bytes: int, max_file_bytes: int) -> Submission:
+    """The submission from a JSON or multipart body; 415 for any other media type.
+
+    ``max_part_bytes`` bounds the text parts, ``max_file_bytes`` the uploaded file
+    (the body's own limit, :class:`~pipeline.api.problems.BodyLimitMiddleware`, is
+    above it for uploads)."""
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media == "application/json" or media.endswith("+json"):
         return parse_json_submission(await request.body())
@@ -240,10 +363,16 @@ async def read_submission(request: Request, max_part_bytes: int) -> JobSubmissio
         if isinstance(document, UploadFile):
             raw = await document.read()
             return parse_multipart_submission(
-                raw, document.content_type, document.filename, metadata
+                raw,
+                document.content_type,
+                document.filename,
+                metadata,
+                max_file_bytes=max_file_bytes,
             )
         if isinstance(document, str):  # a plain form field instead of a file part
-            return parse_multipart_submission(document.encode("utf-8"), None, None, metadata)
+            return parse_multipart_submission(
+                document.encode("utf-8"), None, None, metadata, max_file_bytes=max_file_bytes
+            )
         raise RequestValidationError(
             [{"loc": ("body", "document"), "msg": "a document part is required", "type": "missing"}]
         )

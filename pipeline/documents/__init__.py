@@ -10,7 +10,14 @@ packages import these names from here, never from a module inside.
 """
 
 from pipeline.documents.folder_store import FolderStore
-from pipeline.documents.pdf_text import Box, PdfPage, PdfText, PdfWord, read_pdf_text
+from pipeline.documents.pdf_text import (
+    Box,
+    PdfPage,
+    PdfText,
+    PdfWord,
+    pdf_page_count,
+    read_pdf_text,
+)
 from pipeline.documents.s3_store import S3Store
 from pipeline.documents.sniff import MediaType, sniff_media_type
 from pipeline.documents.store import (
@@ -35,6 +42,7 @@ __all__ = [
     "StoredObject",
     "is_sha256_hex",
     "open_document_store",
+    "pdf_page_count",
     "read_pdf_text",
     "sha256_hex",
     "sniff_media_type",

@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 
 from pipeline.documents.store import DocumentRef, StoredObject, is_sha256_hex, sha256_hex
-from pipeline.errors import DocumentChanged, DocumentMissing
+from pipeline.errors import DocumentChanged, DocumentMissing, DocumentOverLimit
 
 SCHEME = "fenceline-store://"
 
@@ -55,8 +55,16 @@ class FolderStore:
     async def get(self, ref: DocumentRef) -> bytes:
         return await asyncio.to_thread(self._get, ref)
 
-    async def head(self, ref: DocumentRef) -> StoredObject:
-        return await asyncio.to_thread(self._head, ref)
+    async def head(self, ref: DocumentRef, *, max_bytes: int | None = None) -> StoredObject:
+        stored = await asyncio.to_thread(self._head, ref)
+        if max_bytes is not None and stored.size > max_bytes:
+            raise DocumentOverLimit("document_file_bytes", allowed=max_bytes, actual=stored.size)
+        return stored
+
+    def upload_digest(self, uri: str) -> str | None:
+        """Every object here is an upload, shared by the tenants that put the same bytes."""
+        digest = uri[len(SCHEME) :]
+        return digest if uri.startswith(SCHEME) and is_sha256_hex(digest) else None
 
     def _digest_of(self, ref: DocumentRef) -> str:
         """The digest ``ref`` addresses, or DocumentMissing for a reference not of this store."""

@@ -96,18 +96,9 @@ def read_pdf_text(data: bytes, *, max_pages: int) -> PdfText:
         DocumentOverLimit: more pages than ``max_pages`` (limit ``pages``).
     """
     with _PDFIUM:
+        pdf = _open(data)
         try:
-            pdf = pdfium.PdfDocument(data)
-        except pdfium.PdfiumError as exc:
-            if exc.err_code in _ENCRYPTED:
-                raise DocumentRefused("encrypted_document", "a password is needed") from exc
-            raise DocumentRefused("unreadable_document", str(exc)) from exc
-        try:
-            count = len(pdf)
-            if count == 0:
-                raise DocumentRefused("unreadable_document", "no pages")
-            if count > max_pages:
-                raise DocumentOverLimit("pages", allowed=max_pages, actual=count)
+            count = _count(pdf, max_pages)
             pages = tuple(_read_page(pdf, index) for index in range(count))
         except pdfium.PdfiumError as exc:
             raise DocumentRefused("unreadable_document", str(exc)) from exc
@@ -116,6 +107,43 @@ def read_pdf_text(data: bytes, *, max_pages: int) -> PdfText:
     if all(not page.words for page in pages):
         raise NoTextLayer(count)
     return PdfText(pages)
+
+
+def pdf_page_count(data: bytes, *, max_pages: int) -> int:
+    """The number of pages of the PDF in ``data``, opening it without reading a page:
+    what the intake records (and refuses) before the bytes are stored.
+
+    Raises:
+        DocumentRefused: ``encrypted_document`` or ``unreadable_document``.
+        DocumentOverLimit: more pages than ``max_pages`` (limit ``pages``).
+    """
+    with _PDFIUM:
+        pdf = _open(data)
+        try:
+            return _count(pdf, max_pages)
+        except pdfium.PdfiumError as exc:
+            raise DocumentRefused("unreadable_document", str(exc)) from exc
+        finally:
+            pdf.close()
+
+
+def _open(data: bytes) -> pdfium.PdfDocument:
+    """The opened PDF, or the named refusal (called holding the lock)."""
+    try:
+        return pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        if exc.err_code in _ENCRYPTED:
+            raise DocumentRefused("encrypted_document", "a password is needed") from exc
+        raise DocumentRefused("unreadable_document", str(exc)) from exc
+
+
+def _count(pdf: pdfium.PdfDocument, max_pages: int) -> int:
+    count = len(pdf)
+    if count == 0:
+        raise DocumentRefused("unreadable_document", "no pages")
+    if count > max_pages:
+        raise DocumentOverLimit("pages", allowed=max_pages, actual=count)
+    return count
 
 
 def _read_page(pdf: pdfium.PdfDocument, index: int) -> PdfPage:

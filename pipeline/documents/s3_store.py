@@ -33,8 +33,13 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from pipeline.documents.store import DocumentRef, StoredObject, sha256_hex
-from pipeline.errors import DocumentChanged, DocumentMissing, DocumentStoreUnavailable
+from pipeline.documents.store import DocumentRef, StoredObject, is_sha256_hex, sha256_hex
+from pipeline.errors import (
+    DocumentChanged,
+    DocumentMissing,
+    DocumentOverLimit,
+    DocumentStoreUnavailable,
+)
 
 #: S3 error codes that mean "nothing there for you" (403: a missing key without ListBucket).
 _MISSING = {"404", "NoSuchKey", "NoSuchVersion", "NoSuchBucket", "403", "AccessDenied"}
@@ -83,8 +88,28 @@ class S3Store:
     async def get(self, ref: DocumentRef) -> bytes:
         return await asyncio.to_thread(self._get, ref)
 
-    async def head(self, ref: DocumentRef) -> StoredObject:
-        return await asyncio.to_thread(self._head, ref)
+    async def head(self, ref: DocumentRef, *, max_bytes: int | None = None) -> StoredObject:
+        return await asyncio.to_thread(self._head, ref, max_bytes)
+
+    def upload_digest(self, uri: str) -> str | None:
+        """The digest of an upload-area key (``<prefix>/<tenant uuid>/<sha256>`` in this
+        bucket), else None (an object the client wrote elsewhere in the bucket)."""
+        parts = urlsplit(uri)
+        if parts.scheme != "s3" or parts.netloc != self.bucket:
+            return None
+        key = parts.path.lstrip("/")
+        if self.prefix:
+            if not key.startswith(self.prefix + "/"):
+                return None
+            key = key[len(self.prefix) + 1 :]
+        segments = key.split("/")
+        if len(segments) != 2 or not is_sha256_hex(segments[1]):
+            return None
+        try:
+            uuid.UUID(segments[0])
+        except ValueError:
+            return None
+        return segments[1]
 
     def _put(self, tenant: uuid.UUID, data: bytes, media_type: str) -> StoredObject:
         digest = sha256_hex(data)
@@ -131,7 +156,7 @@ class S3Store:
                 raise DocumentChanged(ref.uri, expected=expected, actual=actual)
         return data
 
-    def _head(self, ref: DocumentRef) -> StoredObject:
+    def _head(self, ref: DocumentRef, max_bytes: int | None = None) -> StoredObject:
         key = self._key_of(ref.uri)
         answer = self._call(
             "head_object",
@@ -145,10 +170,13 @@ class S3Store:
         if ref.sha256 is not None and recorded is not None and recorded != ref.sha256:
             raise DocumentChanged(ref.uri, expected=ref.sha256, actual=recorded)
         version = _version(answer)
+        size = int(answer["ContentLength"])
+        if max_bytes is not None and size > max_bytes:
+            raise DocumentOverLimit("document_file_bytes", allowed=max_bytes, actual=size)
         digest = recorded or ref.sha256
         if digest is None:  # written by someone else: read it once to learn its digest
             digest = sha256_hex(self._get(DocumentRef(ref.uri, version)))
-        return StoredObject(ref.uri, version, digest, int(answer["ContentLength"]))
+        return StoredObject(ref.uri, version, digest, size)
 
     def _key_of(self, uri: str) -> str:
         parts = urlsplit(uri)

@@ -80,14 +80,27 @@ class DocumentStore(Protocol):
         """
         ...
 
-    async def head(self, ref: DocumentRef) -> StoredObject:
+    async def head(self, ref: DocumentRef, *, max_bytes: int | None = None) -> StoredObject:
         """What the store holds for ``ref`` (its version resolved), without returning the bytes.
+
+        ``max_bytes``: an object larger than this is refused before any of it is read
+        (a store that must read an object to learn its digest reads none then).
 
         Raises:
             DocumentMissing: no object (or no such version) behind ``ref``.
             DocumentChanged: the store records another SHA-256 than ``ref`` names.
+            DocumentOverLimit: the object is over ``max_bytes`` (``document_file_bytes``).
             DocumentStoreUnavailable: the store did not answer.
         """
+        ...
+
+    def upload_digest(self, uri: str) -> str | None:
+        """The SHA-256 in ``uri`` when it names an object :meth:`put` writes (the
+        store's own upload area, shared by tenants or keyed by one), else None.
+
+        Such a reference must name a document its tenant already has: the intake
+        checks that before it asks the store anything, so no tenant learns what
+        another stored."""
         ...
 
 

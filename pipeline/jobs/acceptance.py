@@ -162,8 +162,9 @@ class Accepting(Settling):
     def _accept_args(
         self, req: AcceptRequest, version: str, rhash: str, traceparent: str
     ) -> tuple[Any, ...]:
-        """``job_accept_if_new``'s 22 parameters (the tail of ``intake_accept``'s)."""
+        """``job_accept_if_new``'s 25 parameters (the tail of ``intake_accept``'s)."""
         doc = req.document
+        ref = doc.reference
         deadline = req.deadline_seconds or self.settings.default_deadline_seconds
         max_attempts = req.max_attempts or self.policy.max_attempts
         job_id = uuid.uuid4()
@@ -172,8 +173,8 @@ class Accepting(Settling):
             req.tenant_id,
             doc.sha256,
             version,
-            doc.content,
-            len(doc.raw),
+            doc.content if ref is None else None,
+            doc.size,
             doc.content_type,
             doc.filename,
             job_id,
@@ -190,4 +191,7 @@ class Accepting(Settling):
             uuid.uuid4(),
             {"job_id": str(job_id), "schema_version": req.schema_version, "v": 1},
             EVENT_REQUESTED,
+            None if ref is None else ref.uri,
+            None if ref is None else ref.version,
+            None if ref is None else ref.page_count,
         )

@@ -65,8 +65,14 @@ async def explain(conn: asyncpg.Connection, job_id: uuid.UUID) -> dict[str, Any]
         d["attempt_history"] = await _rows(
             conn, "delivery_attempt_list_for_tenant", d["id"], tenant
         )
+    document = None
+    if job["document_id"] is not None:
+        row = await conn.fetchrow(q("document_get"), job["document_id"], tenant)
+        if row is not None:
+            document = {k: v for k, v in row.items() if k != "content"}
     return {
         "job": dict(job.items()),
+        "document": document,
         "events": await _rows(conn, "job_event_list_for_job", job_id),
         "attempts": await _rows(conn, "attempt_list_for_job", job_id),
         "admission": await _rows(conn, "admission_grant_list_by_job", tenant, job_id),
@@ -90,6 +96,8 @@ def render_explain(data: dict[str, Any]) -> str:
         f"{job['finished_at']}",
         f"  trace {trace_id_of(job.get('traceparent')) or '- (accepted before tracing)'}",
     ]
+    if data.get("document"):
+        lines.append(f"  document {_document(data['document'])}")
     if job.get("terminal_reason"):
         lines.append(f"  terminal reason: {job['terminal_reason']}")
     if job.get("last_error_class") or job.get("last_error"):
@@ -99,6 +107,18 @@ def render_explain(data: dict[str, Any]) -> str:
         for row in data.get(name) or []:
             lines.extend(f"  {line}" for line in _LINES[name](row))
     return "\n".join(visible(line) for line in lines)
+
+
+def _document(d: dict[str, Any]) -> str:
+    """The accepted document: a pasted text, or a file's media type, size, pages and
+    where its bytes are (the document stage's reading is on the attempt's trace)."""
+    pages = f", {d['page_count']} page(s)" if d.get("page_count") else ""
+    where = d.get("uri") or "pasted text"
+    version = f" version {d['version']}" if d.get("version") else ""
+    return (
+        f"{d['id']}: {d['content_type']}, {d['byte_size']} bytes{pages}; {where}{version};"
+        f" sha256 {d['sha256']}"
+    )
 
 
 def _event(e: dict[str, Any]) -> list[str]:

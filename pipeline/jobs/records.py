@@ -28,12 +28,37 @@ EVENT_DEAD_LETTERED = "extraction.dead_lettered.v1"
 
 
 @dataclass(frozen=True)
-class DocumentIn:
-    """A document as received: the bytes decide its identity, not its name."""
+class ObjectReference:
+    """Where a file's bytes live in the document store (migration 023): the row keeps
+    this, never the bytes.
 
-    content: str
+    Attributes:
+        uri: ``fenceline-store://<sha256>`` or ``s3://bucket/key``.
+        version: the store's immutable version of the object.
+        sha256: the bytes' digest (64 lowercase hex), checked at every read.
+        size: the bytes' length.
+        page_count: a PDF's pages; None for other media types.
+    """
+
+    uri: str
+    version: str
+    sha256: str
+    size: int
+    page_count: int | None = None
+
+
+@dataclass(frozen=True)
+class DocumentIn:
+    """A document as received: the bytes decide its identity, not its name.
+
+    A pasted text carries its ``content``; a file carries its ``reference`` (and an
+    empty ``content``): its identity is then the reference's digest.
+    """
+
+    content: str = ""
     content_type: str = "text/plain"
     filename: str | None = None
+    reference: ObjectReference | None = None
 
     @property
     def raw(self) -> bytes:
@@ -41,7 +66,14 @@ class DocumentIn:
 
     @property
     def sha256(self) -> str:
+        if self.reference is not None:
+            return self.reference.sha256
         return content_digest(self.raw)
+
+    @property
+    def size(self) -> int:
+        """The document's bytes: the file's, or the text's in UTF-8."""
+        return self.reference.size if self.reference is not None else len(self.raw)
 
 
 @dataclass(frozen=True)

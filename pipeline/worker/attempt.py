@@ -30,12 +30,12 @@ from opentelemetry import trace as trace_api
 
 from pipeline import checkpoints
 from pipeline.admission import AdmissionGate, Grant
+from pipeline.documents import DocumentStore
 from pipeline.errors import (
     FencelineError,
     LeaseLost,
     MalformedOutput,
     ProviderRateLimited,
-    ProviderTimeout,
     RetryableError,
     TerminalError,
 )
@@ -59,7 +59,6 @@ from pipeline.tracing import (
     SPAN_ENGINE,
     SPAN_SETTLE,
     SPAN_VALIDATE,
-    Span,
     child_span,
     job_span,
     set_error,
@@ -69,8 +68,10 @@ from pipeline.usage import AttemptUsage
 from pipeline.validation import DEFAULT_POLICY, Decision, ValidationPolicy, unvalidated_outcome
 from pipeline.worker.admitting import admission_request, admit
 from pipeline.worker.call_bounds import CallBounds
+from pipeline.worker.call_spans import describe_call
 from pipeline.worker.call_usage import recorded_usage, spent_usage
 from pipeline.worker.contracts import AttemptReport, Unlimited, WorkerConfig
+from pipeline.worker.document_stage import DocumentStage
 from pipeline.worker.interpretation import interpret
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,7 @@ class AttemptRunner:
         on_settled: CompletedCallback | None = None,
         today: Callable[[], datetime] | None = None,
         master_data: MasterDataCache | None = None,
+        documents: DocumentStore | None = None,
     ) -> None:
         self.store = store
         self.engine = engine
@@ -105,6 +107,8 @@ class AttemptRunner:
         #: Suppliers and currencies per tenant, re-read after the cache's TTL.
         self.master_data = master_data or MasterDataCache()
         self.commits = GroupCommit(store, max_batch=config.settle_batch)
+        #: Files come from ``documents``; a driver without one retries a file's job.
+        self.documents = DocumentStage(documents, max_pages=config.max_document_pages)
         self.bounds = CallBounds(config)
 
     async def run(self, lease: Lease) -> AttemptReport:
@@ -152,13 +156,15 @@ class AttemptRunner:
             master = await self.master_data.get(conn, lease.tenant_id)
         if doc is None:
             raise TerminalError(f"document {lease.document_id} missing for job {lease.job_id}")
-        return str(doc["content"]), master
+        return (await self.documents.read(doc)).text, master
 
     async def _attempt(self, lease: Lease, lost: asyncio.Event) -> AttemptReport:
         try:
             text, master = await self._load(lease)
-        except TerminalError as exc:
+        except TerminalError as exc:  # no document, a changed or unreadable file
             return await self._fail(lease, exc)
+        except RetryableError as exc:  # the document store did not answer
+            return await self._retry(lease, exc, None)
         try:
             request = prepare_call(
                 text,
@@ -235,7 +241,7 @@ class AttemptRunner:
                     await call
                 set_timeout(engine_span, "lease", "lease lost during the call")
             else:
-                _describe_call(engine_span, call, bound)
+                describe_call(engine_span, call, bound)
         if call not in done:
             await self.admission.release(grant, usage=None, uncertain=True)
             await self.store.record_late_result(lease, None)
@@ -411,38 +417,3 @@ class AttemptRunner:
         except Exception:  # the durable outbox event is the source of truth
             log.exception("settle hand-off failed for job %s", settled.job_id)
         return settled
-
-
-def _describe_call(span: Span, call: asyncio.Task[Completion], bound: str) -> None:
-    """Tokens, TTFT and finish reason of an answered call, or which timeout ended it.
-
-    A :class:`ProviderTimeout` raised by the engine's own clock (its cause is a
-    local timeout) fired at ``bound``; one the provider answered (HTTP 408) is the
-    provider's.
-    """
-    exc = call.exception()
-    if exc is None:
-        c = call.result()
-        span.set_attribute("gen_ai.usage.input_tokens", c.usage.prompt_tokens)
-        span.set_attribute("gen_ai.usage.output_tokens", c.usage.completion_tokens)
-        span.set_attribute("gen_ai.response.model", c.model)
-        if c.pool:
-            span.set_attribute("fenceline.pool", c.pool)
-        if c.finish_reason:
-            span.set_attribute("gen_ai.response.finish_reasons", [c.finish_reason])
-        if c.timings.ttft_s is not None:
-            span.set_attribute("fenceline.ttft_seconds", c.timings.ttft_s)
-        span.set_attribute("fenceline.e2e_seconds", c.timings.e2e_s)
-        return
-    if isinstance(exc, ProviderTimeout):
-        local = (
-            isinstance(exc.__cause__, TimeoutError)
-            or "TimeoutException" in type(exc.__cause__).__name__
-        )
-        set_timeout(span, bound if local else "provider", str(exc))
-    elif isinstance(exc, FencelineError):
-        set_error(span, exc.error_class, str(exc))
-        if isinstance(exc, ProviderRateLimited) and exc.retry_after is not None:
-            span.set_attribute("fenceline.retry_after_seconds", exc.retry_after)
-    else:
-        set_error(span, type(exc).__name__, str(exc))

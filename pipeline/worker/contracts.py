@@ -62,6 +62,8 @@ class WorkerConfig:
     #: ``max_document_*``, ``max_line_chars``, ``extraction_cpu_seconds``): a job whose
     #: document is over them fails terminally before the engine is called.
     limits: DocumentLimits = DEFAULT_LIMITS
+    #: PDFs of more pages fail their job before a page is read (``max_document_pages``).
+    max_document_pages: int = 200
     idle_poll_seconds: float = 2.0
     #: Most successes one transaction commits (group commit: those that finish while
     #: a commit is in flight go together in the next, each under its own fence;

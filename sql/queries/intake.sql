@@ -3,7 +3,7 @@
 
 -- name: intake_accept
 -- The whole acceptance in one statement, so one round trip and its own
--- transaction (function intake_accept, migration 018): the tenant's admission
+-- transaction (function intake_accept, migrations 018 and 023): the tenant's admission
 -- lock, the quota and idempotency read, the decision, and for an accepted job the
 -- document, the job, its outbox event and its spend reservation. Nothing is
 -- written unless outcome is 'accepted'. A known key is answered from the row
@@ -11,10 +11,10 @@
 -- capacity refusal the caller passes in ($4, 'capacity') and the four quotas
 -- ('quota_*') are refusals. $1 lock namespace, $2 'day' | 'month', $3 API key id
 -- or NULL, $4 capacity refused, $5 spend to reserve, $6 reservation id, then
--- job_accept_if_new's 22 parameters as $7..$28.
+-- job_accept_if_new's 25 parameters as $7..$31 (migration 023).
 SELECT * FROM intake_accept($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
                             $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26,
-                            $27, $28);
+                            $27, $28, $29, $30, $31);
 
 -- name: tenant_admission_get
 -- One read for every quota of one tenant: its limits, its unsettled work
@@ -45,3 +45,9 @@ RETURNING id, name, weight, max_in_flight, max_pending_jobs, max_pending_bytes,
 -- name: api_key_list_for_tenant
 SELECT id, key_prefix, scopes, created_at, revoked_at, expires_at
 FROM api_keys WHERE tenant_id = $1 ORDER BY created_at, id;
+
+-- name: document_exists_for_tenant
+-- Whether tenant $1 has a document with SHA-256 $2 (the unique (tenant_id, sha256)
+-- index): a reference into the document store's own upload area must name one of
+-- the tenant's documents, so no tenant reads or probes what another stored.
+SELECT EXISTS (SELECT 1 FROM documents WHERE tenant_id = $1 AND sha256 = $2);

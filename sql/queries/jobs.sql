@@ -17,8 +17,10 @@ ON CONFLICT (tenant_id, sha256) DO UPDATE SET sha256 = EXCLUDED.sha256
 RETURNING id, object_version;
 
 -- name: document_get
+-- content is NULL for a file: uri and version name its bytes in the object store
+-- (migration 023), which the worker's document stage reads and checks against sha256.
 SELECT id, tenant_id, sha256, object_version, content, byte_size, content_type, filename,
-       created_at
+       uri, version, page_count, created_at
 FROM documents WHERE id = $1 AND tenant_id = $2;
 
 -- name: job_accept_if_new
@@ -32,9 +34,11 @@ FROM documents WHERE id = $1 AND tenant_id = $2;
 -- $7 content type, $8 filename, $9 job id, $10 idempotency key, $11 request hash,
 -- $12 schema version, $13 model policy, $14 traceparent, $15 priority,
 -- $16 estimated tokens, $17 max attempts, $18 deadline seconds, $19 now (nullable),
--- $20 outbox event id, $21 event payload, $22 event type.
+-- $20 outbox event id, $21 event payload, $22 event type, $23 the object's uri,
+-- $24 its store version, $25 its page count (the last three NULL for a pasted text,
+-- whose $5 content is then set; a file's $5 is NULL: migration 023).
 SELECT * FROM job_accept($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-                         $16, $17, $18, $19, $20, $21, $22);
+                         $16, $17, $18, $19, $20, $21, $22, $23, $24, $25);
 
 -- name: job_get_by_idempotency_key
 -- The job a key names, with its state as accepted (function job_by_key of

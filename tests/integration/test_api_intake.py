@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from pipeline.api import create_app
+from pipeline.api.app import MULTIPART_OVERHEAD_BYTES
 from pipeline.database import create_pool
 from pipeline.jobs import EVENT_REQUESTED, Accepted, JobStore
 from tests.support.api import (
@@ -374,6 +375,8 @@ async def test_bad_input_is_a_problem_never_a_500(
 
 
 async def test_multipart_with_invalid_utf8_or_nul_is_rejected(pool: asyncpg.Pool, dsn: str) -> None:
+    # Bytes that are neither UTF-8 text nor a supported file type (read from the bytes,
+    # issue 43) are 415; a UTF-8 text upload keeps the text checks (NUL is 422).
     tk = await tenant_with_key(pool)
     app = create_app(settings_for(dsn), pool=pool)
     async with asgi_client(app) as client:
@@ -389,7 +392,7 @@ async def test_multipart_with_invalid_utf8_or_nul_is_rejected(pool: asyncpg.Pool
             data={"metadata": "{nope"},
             headers=tk.headers,
         )
-    assert (bad_utf8.status_code, bad_utf8.json()["reason"]) == (400, "invalid_utf8")
+    assert (bad_utf8.status_code, bad_utf8.json()["reason"]) == (415, "unsupported_media_type")
     assert (nul.status_code, nul.json()["reason"]) == (422, "nul_character")
     assert (bad_meta.status_code, bad_meta.json()["reason"]) == (400, "malformed_json")
 
@@ -398,7 +401,12 @@ async def test_body_over_the_limit_is_413_before_it_is_read(pool: asyncpg.Pool, 
     tk = await tenant_with_key(pool)
     # A refused body is drained (so a client still uploading reads its 413) only up
     # to max_body_drain_bytes in all; the rest is never read.
-    app = create_app(settings_for(dsn, max_body_bytes=1000, max_body_drain_bytes=1500), pool=pool)
+    # A file upload's body may be as large as the file limit and the form around it
+    # (MULTIPART_OVERHEAD_BYTES); past that it is refused the same way.
+    settings = settings_for(
+        dsn, max_body_bytes=1000, max_body_drain_bytes=1500, max_document_file_bytes=1000
+    )
+    app = create_app(settings, pool=pool)
     big = json.dumps(submission("x" * 2000)).encode()
     reads = 0
     before = await count_rows(pool, "extraction_jobs")
@@ -421,7 +429,9 @@ async def test_body_over_the_limit_is_413_before_it_is_read(pool: asyncpg.Pool, 
             headers={**tk.headers, "Content-Type": "application/json"},
         )
         multipart = await client.post(
-            "/v1/extraction-jobs", files={"document": ("a.txt", b"y" * 5000)}, headers=tk.headers
+            "/v1/extraction-jobs",
+            files={"document": ("a.txt", b"y" * (MULTIPART_OVERHEAD_BYTES + 2000))},
+            headers=tk.headers,
         )
         fits = await client.post(
             "/v1/extraction-jobs", json=submission("small"), headers=tk.headers

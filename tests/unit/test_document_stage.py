@@ -1,0 +1,92 @@
+"""The document stage on its own: a documents row in, the text extraction's input out,
+against a real folder store in a temporary folder."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.documents import FolderStore, StoredObject
+from pipeline.errors import (
+    DocumentChanged,
+    DocumentMissing,
+    DocumentOverLimit,
+    DocumentRefused,
+    DocumentStoreUnavailable,
+)
+from pipeline.worker.document_stage import DocumentStage
+from tests.support.pdfs import blank_pdf, text_pdf, tiny_png
+
+TENANT = uuid.UUID(int=1)
+
+
+def _row(stored: StoredObject | None, media: str, content: str | None = None) -> dict[str, Any]:
+    return {
+        "content": content,
+        "content_type": media,
+        "uri": stored.uri if stored else None,
+        "version": stored.version if stored else None,
+        "sha256": stored.sha256 if stored else "0" * 64,
+    }
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> FolderStore:
+    return FolderStore(tmp_path / "documents")
+
+
+async def test_a_pasted_text_is_read_from_its_row_without_a_store() -> None:
+    read = await DocumentStage(None, max_pages=10).read(_row(None, "text/plain", "INVOICE 1"))
+    assert (read.text, read.media_type, read.pages) == ("INVOICE 1", "text/plain", None)
+
+
+async def test_a_pdf_becomes_its_pages_joined_by_form_feeds(store: FolderStore) -> None:
+    stored = await store.put(TENANT, text_pdf("Invoice 42\nTotal 10.00 EUR\fPage two"), "pdf")
+    read = await DocumentStage(store, max_pages=10).read(_row(stored, "application/pdf"))
+    assert read.text == "Invoice 42\nTotal 10.00 EUR\fPage two"
+    assert (read.pages, read.pages_without_text) == (2, ())
+
+
+@pytest.mark.parametrize(
+    ("data", "media", "reason"),
+    [
+        (tiny_png(), "image/png", "ocr_not_available"),
+        (blank_pdf(2), "application/pdf", "ocr_not_available"),
+        (b'<?xml version="1.0"?><Invoice/>', "application/xml", "einvoice_not_supported"),
+        (b"%PDF-1.7\n" + b"\x00" * 64, "application/pdf", "unreadable_document"),
+    ],
+    ids=["png", "pdf-without-text", "xml", "broken-pdf"],
+)
+async def test_what_no_stage_reads_yet_is_refused_by_name(
+    store: FolderStore, data: bytes, media: str, reason: str
+) -> None:
+    stored = await store.put(TENANT, data, media)
+    with pytest.raises(DocumentRefused) as refused:
+        await DocumentStage(store, max_pages=10).read(_row(stored, media))
+    assert refused.value.error_class == reason
+
+
+async def test_a_pdf_over_the_page_limit_is_refused(store: FolderStore) -> None:
+    stored = await store.put(TENANT, text_pdf("one\ftwo\fthree"), "application/pdf")
+    with pytest.raises(DocumentOverLimit) as over:
+        await DocumentStage(store, max_pages=2).read(_row(stored, "application/pdf"))
+    assert (over.value.limit, over.value.actual) == ("pages", 3)
+
+
+async def test_changed_missing_and_unavailable_bytes(store: FolderStore) -> None:
+    data = text_pdf("Invoice 7")
+    stored = await store.put(TENANT, data, "application/pdf")
+    path = store.path_for(stored.sha256)
+    path.chmod(0o644)
+    path.write_bytes(data + b"%")
+    stage = DocumentStage(store, max_pages=10)
+    with pytest.raises(DocumentChanged):
+        await stage.read(_row(stored, "application/pdf"))
+    path.unlink()
+    with pytest.raises(DocumentMissing):
+        await stage.read(_row(stored, "application/pdf"))
+    with pytest.raises(DocumentStoreUnavailable):
+        await DocumentStage(None, max_pages=10).read(_row(stored, "application/pdf"))
