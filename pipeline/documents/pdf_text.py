@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+from pipeline.documents.grid import GridPage, Placed, layout_page
 from pipeline.errors import DocumentOverLimit, DocumentRefused, NoTextLayer
 
 _PDFIUM = threading.Lock()
@@ -65,6 +66,14 @@ class PdfPage:
     height: float
     text: str
     words: tuple[PdfWord, ...]
+
+    def laid_out(self) -> GridPage:
+        """The page's words on a character grid, columns and blank lines kept
+        (:mod:`pipeline.documents.grid`): the text extraction reads. PDFium's own
+        :attr:`text` runs a table's columns together with one space."""
+        return layout_page(
+            [Placed(w.text, w.box.left, w.box.top, w.box.right, w.box.bottom) for w in self.words]
+        )
 
 
 @dataclass(frozen=True, slots=True)

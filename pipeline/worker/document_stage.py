@@ -99,8 +99,8 @@ class DocumentStage:
                     "ocr_not_available", f"a PDF without a text layer needs OCR ({exc})"
                 ) from exc
             # Every page keeps its place (an empty one stays empty), so page numbers
-            # in evidence are the PDF's own.
-            text = "\f".join(page.text for page in pdf.pages)
+            # in evidence are the PDF's own; each laid out on a grid, its columns kept.
+            text = "\f".join(page.laid_out().text for page in pdf.pages)
             return DocumentText(text, media, pdf.page_count, pdf.pages_without_text)
         if media in _IMAGES:
             raise DocumentRefused("ocr_not_available", f"{media} needs OCR, not available yet")
