@@ -71,7 +71,7 @@ from pipeline.worker.call_bounds import CallBounds
 from pipeline.worker.call_spans import describe_call
 from pipeline.worker.call_usage import recorded_usage, spent_usage
 from pipeline.worker.contracts import AttemptReport, Unlimited, WorkerConfig
-from pipeline.worker.document_stage import DocumentStage
+from pipeline.worker.document_stage import DocumentStage, keep_text
 from pipeline.worker.interpretation import interpret
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,10 @@ class AttemptRunner:
             master = await self.master_data.get(conn, lease.tenant_id)
         if doc is None:
             raise TerminalError(f"document {lease.document_id} missing for job {lease.job_id}")
-        return (await self.documents.read(doc)).text, master
+        read = await self.documents.read(doc)
+        if read.derived_by is None:
+            return read.text, master
+        return await keep_text(self.store.pool, doc, read.text, read.derived_by), master
 
     async def _attempt(self, lease: Lease, lost: asyncio.Event) -> AttemptReport:
         try:

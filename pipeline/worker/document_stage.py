@@ -20,20 +20,31 @@ Reading errors keep the store's split: :class:`~pipeline.errors.DocumentChanged`
 (``document_missing``) are terminal, :class:`~pipeline.errors.DocumentStoreUnavailable`
 retryable. What was read (media type, pages, characters, pages without text) goes on
 the attempt's ``document.read`` span.
+
+A file's text is derived once: the first attempt keeps it (``document_texts``,
+migration 024, first writer wins) and every later attempt, the review console and
+corrections read that text, so evidence offsets always point into the text they were
+found in and a retry does not read the file again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
+
 from pipeline.documents import DocumentRef, DocumentStore, MediaType, read_pdf_text
 from pipeline.errors import DocumentRefused, DocumentStoreUnavailable, NoTextLayer
+from pipeline.queries import q
 from pipeline.tracing import SPAN_DOCUMENT, child_span, set_error
 
 _IMAGES = frozenset({MediaType.PNG.value, MediaType.JPEG.value, MediaType.TIFF.value})
+#: The reader a PDF's text layer is derived with, recorded beside the text it gave.
+PDF_READER = "pdf-text-grid/1"
 
 
 @dataclass(frozen=True)
@@ -51,6 +62,9 @@ class DocumentText:
     media_type: str
     pages: int | None = None
     pages_without_text: tuple[int, ...] = ()
+    #: The reader that derived ``text`` from a file's bytes now (``pdf-text-grid``);
+    #: None for a pasted text or a file's text kept by an earlier attempt.
+    derived_by: str | None = None
 
 
 class DocumentStage:
@@ -75,6 +89,8 @@ class DocumentStage:
         media = str(row["content_type"])
         if row["uri"] is None:
             return DocumentText(str(row["content"]), media)
+        if row.get("derived_text") is not None:  # read once before: the same text again
+            return DocumentText(str(row["derived_text"]), media, row["page_count"])
         with child_span(SPAN_DOCUMENT, {"fenceline.document.media_type": media}) as span:
             try:
                 read = await self._read_file(row, media)
@@ -101,7 +117,9 @@ class DocumentStage:
             # Every page keeps its place (an empty one stays empty), so page numbers
             # in evidence are the PDF's own; each laid out on a grid, its columns kept.
             text = "\f".join(page.laid_out().text for page in pdf.pages)
-            return DocumentText(text, media, pdf.page_count, pdf.pages_without_text)
+            return DocumentText(
+                text, media, pdf.page_count, pdf.pages_without_text, derived_by=PDF_READER
+            )
         if media in _IMAGES:
             raise DocumentRefused("ocr_not_available", f"{media} needs OCR, not available yet")
         if media == MediaType.XML.value:
@@ -114,3 +132,17 @@ class DocumentStage:
             except UnicodeDecodeError as exc:
                 raise DocumentRefused("unreadable_document", "not UTF-8 text") from exc
         raise DocumentRefused("unsupported_media_type", media)
+
+
+async def keep_text(pool: asyncpg.Pool, doc: Mapping[str, Any], text: str, reader: str) -> str:
+    """``text``, derived now from the file ``doc`` names, kept as the document's text
+    unless an attempt kept one first; returns the text kept (the first one's)."""
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    async with pool.acquire() as conn:
+        await conn.execute(
+            q("document_text_keep"), doc["id"], doc["tenant_id"], text, digest, reader
+        )
+        kept = await conn.fetchval(q("document_text_get"), doc["id"], doc["tenant_id"])
+    if kept is None:  # the row went away between the two statements: read what we have
+        return text
+    return str(kept)

@@ -31,10 +31,11 @@ ORDER BY 1;
 
 -- name: review_page_get_for_tenant
 SELECT j.id, j.state, j.state_version, j.created_at, j.finished_at, j.terminal_reason,
-       j.validation_policy, d.content AS ocr_text, d.filename,
+       j.validation_policy, coalesce(d.content, t.content) AS ocr_text, d.filename,
        r.result, r.validation
 FROM extraction_jobs j
 LEFT JOIN documents d ON d.id = j.document_id
+LEFT JOIN document_texts t ON t.document_id = d.id AND t.tenant_id = d.tenant_id
 LEFT JOIN extraction_results r ON r.job_id = j.id
 WHERE j.id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2;
 

@@ -36,10 +36,11 @@ RETURNING id, created_at;
 -- name: review_subject_get_for_tenant_for_update
 -- What a correction works on, locked: the job (if the tenant may see it), its OCR
 -- text and its result. Another tenant's job reads as a missing one.
-SELECT j.id, j.tenant_id, j.state, j.state_version, d.content AS ocr_text,
-       r.result, r.validation
+SELECT j.id, j.tenant_id, j.state, j.state_version,
+       coalesce(d.content, t.content) AS ocr_text, r.result, r.validation
 FROM extraction_jobs j
 LEFT JOIN documents d ON d.id = j.document_id
+LEFT JOIN document_texts t ON t.document_id = d.id AND t.tenant_id = d.tenant_id
 LEFT JOIN extraction_results r ON r.job_id = j.id
 WHERE j.id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2
 FOR UPDATE OF j;

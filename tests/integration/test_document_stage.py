@@ -9,6 +9,7 @@ there yet must end with its named reason, without a provider call.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Callable
@@ -32,11 +33,13 @@ from pipeline.extraction import (
     shown_document,
 )
 from pipeline.jobs import JobStore, render_explain
+from pipeline.queries import q
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
 from pipeline.tenants import permit_currencies, upsert_supplier
 from pipeline.tracing import SPAN_DOCUMENT
 from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
+from pipeline.worker.document_stage import PDF_READER, DocumentStage, keep_text
 from tests.support.api import TenantKey, asgi_client, settings_for, tenant_with_key
 from tests.support.drivers import wait_settled
 from tests.support.pdfs import blank_pdf, text_pdf, tiny_png
@@ -210,3 +213,50 @@ async def test_a_driver_without_a_document_store_leaves_a_file_for_another(
         "RETRY_SCHEDULED",
         "document_store_unavailable",
     )
+
+
+async def test_a_files_text_is_kept_once_and_read_by_review_and_later_attempts(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    """The text an attempt derived from a file is the document's text from then on:
+    the review console reads it, and a later attempt reads it without the file."""
+    inv = generate_invoice(9, languages=("en",), max_line_items=3, anchor=TODAY)
+    pdf = text_pdf(inv.ocr_text)
+    layer = "\f".join(page.laid_out().text for page in read_pdf_text(pdf, max_pages=10).pages)
+    settings = _settings(dsn, tmp_path)
+    tk = await tenant_with_key(pool)
+    await _with_master_data(pool, tk, inv)
+    async with asgi_client(create_app(settings, pool=pool)) as client:
+        job = await _upload(client, tk, pdf, "invoice.pdf")
+    # An answer without the totals: the job goes to review, where the page must be shown.
+    wrong = json.dumps({**json.loads(answer_for(inv.candidate, inv.ocr_text)), "gross": None})
+    rows, _ = await _run_driver(pool, settings, lambda _: wrong, 1)
+    assert rows[job]["state"] == "REVIEW_REQUIRED"
+    async with pool.acquire() as conn:
+        kept = await conn.fetchrow(
+            "SELECT t.content, t.reader FROM document_texts t "
+            "JOIN extraction_jobs j ON j.document_id = t.document_id WHERE j.id = $1",
+            job,
+        )
+        subject = await conn.fetchrow(
+            "SELECT coalesce(d.content, t.content) AS ocr_text FROM extraction_jobs j "
+            "JOIN documents d ON d.id = j.document_id "
+            "LEFT JOIN document_texts t ON t.document_id = d.id WHERE j.id = $1",
+            job,
+        )
+        doc = await conn.fetchrow(
+            "SELECT d.* FROM documents d JOIN extraction_jobs j ON j.document_id = d.id "
+            "WHERE j.id = $1",
+            job,
+        )
+    assert kept is not None and kept["content"] == layer and kept["reader"] == PDF_READER
+    assert subject["ocr_text"] == layer
+    # The file gone, a later attempt still reads the kept text: it never reads it again.
+    FolderStore(tmp_path / "documents").path_for(sha256_hex(pdf)).unlink()
+    stage = DocumentStage(open_document_store(settings), max_pages=10)
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(q("document_get"), doc["id"], doc["tenant_id"])
+    read = await stage.read(row)
+    assert (read.text, read.derived_by) == (layer, None)
+    # A second writer keeps nothing: the first text stays the document's.
+    assert await keep_text(pool, row, "another reading", PDF_READER) == layer
