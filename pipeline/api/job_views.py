@@ -118,6 +118,18 @@ def _url(job_id: uuid.UUID) -> str:
     return f"/v1/extraction-jobs/{job_id}"
 
 
+def _job_columns(job: asyncpg.Record) -> dict[str, Any]:
+    """A job row as the views read it: its columns under their own names (each view
+    takes the ones it has fields for; pydantic ignores the rest and refuses a missing
+    one), plus ``id`` as ``job_id``, the attempt counters and the job's URL."""
+    return {
+        **job,
+        "job_id": job["id"],
+        "attempts": AttemptsSummary(count=job["attempt"], max_attempts=job["max_attempts"]),
+        "status_url": _url(job["id"]),
+    }
+
+
 def encode_cursor(created_at: datetime, job_id: uuid.UUID) -> str:
     raw = json.dumps([created_at.isoformat(), str(job_id)], separators=(",", ":"))
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
@@ -157,34 +169,17 @@ class JobViews:
         state = JobState(job["state"])
         operational = None
         if principal.is_operator:
-            operational = OperationalDetails(
-                fence=job["fence"],
-                lease_until=job["lease_until"],
-                lease_owner=job["lease_owner"],
-                available_at=job["available_at"],
-                last_error_class=job["last_error_class"],
-                last_error=job["last_error"],
-                attempts=[AttemptDetail(**dict(a.items())) for a in attempts],
+            operational = OperationalDetails.model_validate(
+                {**job, "attempts": [AttemptDetail.model_validate(dict(a)) for a in attempts]}
             )
-        return JobStatus(
-            job_id=job["id"],
-            state=state,
-            state_version=job["state_version"],
-            created_at=job["created_at"],
-            updated_at=job["updated_at"],
-            finished_at=job["finished_at"],
-            deadline_at=job["deadline_at"],
-            schema_version=job["schema_version"],
-            model_policy=job["model_policy"],
-            object_version=job["object_version"],
-            validation_policy=job["validation_policy"],
-            attempts=AttemptsSummary(count=job["attempt"], max_attempts=job["max_attempts"]),
-            terminal_reason=job["terminal_reason"],
-            review_reasons=job["last_error"] if state is JobState.REVIEW_REQUIRED else None,
-            status_url=_url(job["id"]),
-            events_url=_url(job["id"]) + "/events",
-            result_url=_url(job["id"]) + "/result" if job["result_ref"] else None,
-            operational=operational,
+        return JobStatus.model_validate(
+            {
+                **_job_columns(job),
+                "review_reasons": job["last_error"] if state is JobState.REVIEW_REQUIRED else None,
+                "events_url": _url(job["id"]) + "/events",
+                "result_url": _url(job["id"]) + "/result" if job["result_ref"] else None,
+                "operational": operational,
+            }
         )
 
     async def result(self, principal: Principal, job_id: uuid.UUID) -> JobResult:
@@ -202,14 +197,7 @@ class JobViews:
                 state=job["state"],
                 state_version=job["state_version"],
             )
-        return JobResult(
-            job_id=job_id,
-            state=JobState(job["state"]),
-            decision=JobState(row["decision"]),
-            result=row["result"],
-            validation=row["validation"],
-            created_at=row["created_at"],
-        )
+        return JobResult.model_validate({**row, "job_id": job_id, "state": job["state"]})
 
     async def page(
         self,
@@ -232,20 +220,7 @@ class JobViews:
             )
         more = len(rows) > size
         rows = rows[:size]
-        items = [
-            JobSummary(
-                job_id=r["id"],
-                state=JobState(r["state"]),
-                state_version=r["state_version"],
-                attempts=AttemptsSummary(count=r["attempt"], max_attempts=r["max_attempts"]),
-                created_at=r["created_at"],
-                updated_at=r["updated_at"],
-                finished_at=r["finished_at"],
-                terminal_reason=r["terminal_reason"],
-                status_url=_url(r["id"]),
-            )
-            for r in rows
-        ]
+        items = [JobSummary.model_validate(_job_columns(r)) for r in rows]
         last = rows[-1] if rows else None
         next_cursor = encode_cursor(last["created_at"], last["id"]) if more and last else None
         return JobPage(items=items, next_cursor=next_cursor)

@@ -218,8 +218,6 @@ def repair(
     tax: Decimal | None,
     gross: Decimal | None,
     rows: Rows,
-    *,
-    kinds: tuple[str, ...] = ("copied", "exchanged"),
 ) -> Fix | None:
     """The one certain repair of the model's totals (the module's docstring), or None:
     nothing is certain and validation's identities report what is wrong."""
@@ -233,59 +231,25 @@ def repair(
         found = [
             Fix(r.rule, values)
             for r in REPAIRS
-            if r.rank == rank and r.kind in kinds
+            if r.rank == rank
             if (values := _certain(r, given, sums, rows)) is not None
         ]
         if len(found) == 1:
             return found[0]
         if len(found) > 1 and rank == 0:
             # Two single copies are certain: the pair is tried only where none is.
-            return _after_copies(given, sums, rows, kinds)
+            return _after_copies(given, sums, rows)
     return None
 
 
-def _after_copies(given: Mapping[str, Decimal], sums: Mapping[str, Decimal], rows: Rows,
-                  kinds: tuple[str, ...]) -> Fix | None:  # fmt: skip
+def _after_copies(
+    given: Mapping[str, Decimal], sums: Mapping[str, Decimal], rows: Rows
+) -> Fix | None:
     """Where two copies refuse each other, an exchange may still be certain."""
     found = [
         Fix(r.rule, values)
         for r in REPAIRS
-        if r.kind == "exchanged" and r.kind in kinds
+        if r.kind == "exchanged"
         if (values := _certain(r, given, sums, rows)) is not None
     ]
     return found[0] if len(found) == 1 else None
-
-
-def copied_totals(
-    net: Decimal | None,
-    tax: Decimal | None,
-    gross: Decimal | None,
-    *,
-    items_sum: Decimal | None,
-    tax_lines_sum: Decimal | None,
-    line_amounts: tuple[Decimal, ...] = (),
-    tax_amounts: tuple[Decimal, ...] = (),
-    tax_bases: tuple[Decimal, ...] = (),
-) -> dict[str, Decimal]:
-    """The totals the step's copy repairs replace and their values; empty when none is
-    certain (:func:`repair` without exchanges)."""
-    rows = Rows(items_sum, tax_lines_sum, line_amounts, tax_amounts, tax_bases)
-    fix = repair(net, tax, gross, rows, kinds=("copied",))
-    return dict(fix.values) if fix is not None else {}
-
-
-def swapped_totals(
-    net: Decimal | None,
-    tax: Decimal | None,
-    gross: Decimal | None,
-    *,
-    items_sum: Decimal | None,
-    tax_lines_sum: Decimal | None,
-) -> tuple[str, str] | None:
-    """The two totals the model wrote into each other's fields where the step's
-    exchange repairs are certain (:func:`repair` without copies), else None."""
-    fix = repair(net, tax, gross, Rows(items_sum, tax_lines_sum), kinds=("exchanged",))
-    if fix is None:
-        return None
-    a, b = fix.values
-    return a, b

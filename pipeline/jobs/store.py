@@ -17,6 +17,18 @@ and the stateful model check them):
   never commit; attempts never reset.
 * Terminal failures write ``extraction.failed.v1`` and a dead-letter event in
   the same transaction, so a failed DLQ publication is retried from durable state.
+
+Why one class over four modules, not composed collaborators (weighed in issue 42):
+the concepts split by module — :class:`~pipeline.jobs.settling.Settling` holds the
+shared state (pool, settings, clock, retry policy, rng, metrics, settle hooks) and the
+writes every outcome makes in its transaction (attempt row, events, hooks); acceptance,
+reaping and batched settling each add their own methods; this module adds leases,
+single outcomes and review. The three bases share no method name and override nothing,
+so the MRO only gathers them. Each of them needs nearly the whole shared state and its
+in-transaction writes, so a collaborator would take the whole store anyway, while
+``JobStore`` would have to forward five public signatures (``accept``,
+``admit_and_accept``, ``warm_accept``, ``reap``, ``succeed_many``) that its callers in
+``api/``, ``worker/`` and ``cluster/`` use, and expose or reach into those private writes.
 """
 
 from __future__ import annotations

@@ -11,49 +11,53 @@ import pytest
 from benchmarks.invoices.generator import Variant, generate_invoice
 from pipeline.extraction import answer_for
 from pipeline.extraction.answer import dump_answer, parse_answer
-from pipeline.extraction.totals import (
-    GROSS,
-    NET,
-    TAX,
-    copied_totals,
-    swapped_totals,
-)
+from pipeline.extraction.totals import GROSS, NET, TAX, Fix, Rows, repair
 from pipeline.invoice import Extraction, TaxLine, decimal_mark, numbers_in, uses_space_groups
 from pipeline.worker import interpret
 
+#: The row sums of most cases: the line amounts sum to 100.00, the tax lines to 19.00.
+SUMS = Rows(items_sum=D("100.00"), tax_lines_sum=D("19.00"))
+
 
 def test_a_copied_total_is_replaced_when_both_sums_confirm_it() -> None:
-    sums = {"items_sum": D("100.00"), "tax_lines_sum": D("19.00")}
-    assert copied_totals(D("100.00"), D("119.00"), D("119.00"), **sums) == {TAX: D("19.00")}
-    assert copied_totals(D("100.00"), D("19.00"), D("100.00"), **sums) == {GROSS: D("119.00")}
-    assert copied_totals(D("119.00"), D("19.00"), D("119.00"), **sums) == {NET: D("100.00")}
+    assert repair(D("100.00"), D("119.00"), D("119.00"), SUMS) == Fix(
+        "totals.copied.tax", {TAX: D("19.00")}
+    )
+    assert repair(D("100.00"), D("19.00"), D("100.00"), SUMS) == Fix(
+        "totals.copied.gross", {GROSS: D("119.00")}
+    )
+    assert repair(D("119.00"), D("19.00"), D("119.00"), SUMS) == Fix(
+        "totals.copied.net", {NET: D("100.00")}
+    )
 
 
 def test_nothing_is_replaced_without_a_copy_or_a_second_confirmation() -> None:
-    sums = {"items_sum": D("100.00"), "tax_lines_sum": D("19.00")}
-    assert copied_totals(D("100.00"), D("19.00"), D("119.00"), **sums) == {}  # consistent
-    assert copied_totals(D("100.00"), D("19.01"), D("119.00"), **sums) == {}  # no copy
-    assert copied_totals(D("100.00"), D("119.00"), D("119.00"), items_sum=D("100.00"),
-                           tax_lines_sum=None) == {}  # fmt: skip
-    assert copied_totals(D("100.00"), D("119.00"), D("119.00"), items_sum=D("99.00"),
-                           tax_lines_sum=D("19.00")) == {}  # fmt: skip
-    assert copied_totals(None, D("19.00"), D("119.00"), **sums) == {}
+    assert repair(D("100.00"), D("19.00"), D("119.00"), SUMS) is None  # consistent
+    assert repair(D("100.00"), D("19.01"), D("119.00"), SUMS) is None  # no copy
+    no_tax_lines = Rows(items_sum=D("100.00"), tax_lines_sum=None)
+    assert repair(D("100.00"), D("119.00"), D("119.00"), no_tax_lines) is None
+    a_row_off = Rows(items_sum=D("99.00"), tax_lines_sum=D("19.00"))
+    assert repair(D("100.00"), D("119.00"), D("119.00"), a_row_off) is None
+    assert repair(None, D("19.00"), D("119.00"), SUMS) is None
 
 
 def test_a_total_copied_from_one_of_its_parts_is_replaced_when_both_sums_confirm_it() -> None:
-    sums = {"items_sum": D("100.00"), "tax_lines_sum": D("19.00")}
     taxes = (D("15.00"), D("4.00"))
     lines = (D("60.00"), D("40.00"))
-    assert copied_totals(D("100.00"), D("15.00"), D("119.00"), **sums,
-                           tax_amounts=taxes) == {TAX: D("19.00")}  # fmt: skip
-    assert copied_totals(D("60.00"), D("19.00"), D("119.00"), **sums,
-                           line_amounts=lines) == {NET: D("100.00")}  # fmt: skip
+    with_taxes = Rows(D("100.00"), D("19.00"), tax_amounts=taxes)
+    with_lines = Rows(D("100.00"), D("19.00"), line_amounts=lines)
+    assert repair(D("100.00"), D("15.00"), D("119.00"), with_taxes) == Fix(
+        "totals.copied.tax", {TAX: D("19.00")}
+    )
+    assert repair(D("60.00"), D("19.00"), D("119.00"), with_lines) == Fix(
+        "totals.copied.net", {NET: D("100.00")}
+    )
     # one tax line is the total itself; a part that sums do not confirm is left alone
-    assert copied_totals(D("100.00"), D("15.00"), D("119.00"), items_sum=D("100.00"),
-                           tax_lines_sum=D("15.00"), tax_amounts=(D("15.00"),)) == {}  # fmt: skip
-    assert copied_totals(D("100.00"), D("15.00"), D("119.00"), items_sum=D("100.00"),
-                           tax_lines_sum=D("19.01"), tax_amounts=taxes) == {}  # fmt: skip
-    assert copied_totals(D("100.00"), D("15.00"), D("119.00"), **sums) == {}  # no parts
+    one_line = Rows(D("100.00"), D("15.00"), tax_amounts=(D("15.00"),))
+    assert repair(D("100.00"), D("15.00"), D("119.00"), one_line) is None
+    unconfirmed = Rows(D("100.00"), D("19.01"), tax_amounts=taxes)
+    assert repair(D("100.00"), D("15.00"), D("119.00"), unconfirmed) is None
+    assert repair(D("100.00"), D("15.00"), D("119.00"), SUMS) is None  # no parts
 
 
 def _printed_tax(inv_text: str, quote: str, amount: D) -> str:
@@ -113,16 +117,17 @@ def test_one_tax_lines_amount_as_the_tax_total_is_put_right_and_never_hides_a_tr
 
 
 def test_a_tax_total_copied_from_a_base_or_a_row_is_replaced_when_both_sums_confirm_it() -> None:
-    sums = {"items_sum": D("100.00"), "tax_lines_sum": D("19.00")}
-    parts = {"line_amounts": (D("60.00"), D("40.00")), "tax_bases": (D("60.00"), D("40.00"))}
-    assert copied_totals(D("100.00"), D("40.00"), D("119.00"), **sums, **parts) == {TAX: D("19.00")}
-    assert copied_totals(D("100.00"), D("60.00"), D("119.00"), **sums,
-                           tax_bases=(D("60.00"),)) == {TAX: D("19.00")}  # fmt: skip
+    amounts = (D("60.00"), D("40.00"))
+    parts = Rows(D("100.00"), D("19.00"), line_amounts=amounts, tax_bases=amounts)
+    one_base = Rows(D("100.00"), D("19.00"), tax_bases=(D("60.00"),))
+    tax = Fix("totals.copied.tax", {TAX: D("19.00")})
+    assert repair(D("100.00"), D("40.00"), D("119.00"), parts) == tax
+    assert repair(D("100.00"), D("60.00"), D("119.00"), one_base) == tax
     # not a base nor a row: an amount the model did not copy from the table is left
-    assert copied_totals(D("100.00"), D("41.00"), D("119.00"), **sums, **parts) == {}
+    assert repair(D("100.00"), D("41.00"), D("119.00"), parts) is None
     # a base whose sums do not confirm the tax (a row a cent off) is left alone
-    assert copied_totals(D("100.00"), D("40.00"), D("119.00"), items_sum=D("100.01"),
-                           tax_lines_sum=D("19.00"), **parts) == {}  # fmt: skip
+    a_cent_off = Rows(D("100.01"), D("19.00"), line_amounts=amounts, tax_bases=amounts)
+    assert repair(D("100.00"), D("40.00"), D("119.00"), a_cent_off) is None
 
 
 #: SmolLM2's answer to eval invoice gen-13011 (2026-12-05, prompt/3, the committed
@@ -166,23 +171,22 @@ def test_a_tax_lines_base_as_the_tax_total_is_put_right_and_never_hides_a_trap(
 
 
 def test_net_and_tax_both_copied_are_replaced_only_where_the_gross_is_both_sums() -> None:
-    sums = {"items_sum": D("100.00"), "tax_lines_sum": D("19.00")}
-    assert copied_totals(D("119.00"), D("119.00"), D("119.00"), **sums) == {
-        NET: D("100.00"),
-        TAX: D("19.00"),
-    }
-    parts = {"line_amounts": (D("60.00"), D("40.00")), "tax_amounts": (D("15.00"), D("4.00"))}
-    assert copied_totals(D("60.00"), D("15.00"), D("119.00"), **sums, **parts) == {
-        NET: D("100.00"),
-        TAX: D("19.00"),
-    }
-    assert copied_totals(D("119.00"), D("119.00"), D("119.01"), **sums) == {}  # a cent
-    assert copied_totals(D("100.00"), D("119.00"), D("119.00"), **sums) == {
-        TAX: D("19.00")
-    }  # one copy: that one
-    assert copied_totals(D("119.00"), D("18.00"), D("119.00"), **sums) == {}  # no copy
-    assert copied_totals(D("119.00"), D("119.00"), D("119.00"), items_sum=D("100.00"),
-                              tax_lines_sum=None) == {}  # fmt: skip
+    both = Fix("totals.copied.net_and_tax", {NET: D("100.00"), TAX: D("19.00")})
+    assert repair(D("119.00"), D("119.00"), D("119.00"), SUMS) == both
+    parts = Rows(
+        D("100.00"),
+        D("19.00"),
+        line_amounts=(D("60.00"), D("40.00")),
+        tax_amounts=(D("15.00"), D("4.00")),
+    )
+    assert repair(D("60.00"), D("15.00"), D("119.00"), parts) == both
+    assert repair(D("119.00"), D("119.00"), D("119.01"), SUMS) is None  # a cent
+    assert repair(D("100.00"), D("119.00"), D("119.00"), SUMS) == Fix(
+        "totals.copied.tax", {TAX: D("19.00")}
+    )  # one copy: that one
+    assert repair(D("119.00"), D("18.00"), D("119.00"), SUMS) is None  # no copy
+    no_tax_lines = Rows(items_sum=D("100.00"), tax_lines_sum=None)
+    assert repair(D("119.00"), D("119.00"), D("119.00"), no_tax_lines) is None
 
 
 @pytest.mark.parametrize("variant", [Variant.CLEAN, Variant.ARITHMETIC_OFF_BY_CENT])
@@ -211,23 +215,28 @@ def test_the_gross_written_three_times_is_put_right_and_never_hides_a_trap(
     assert outcomes == [want] * 30
 
 
+def _exchanged(a: str, b: str) -> Fix:
+    """The exchange of totals ``a`` and ``b`` back to the :data:`SUMS` invoice's."""
+    right = {NET: D("100.00"), TAX: D("19.00"), GROSS: D("119.00")}
+    pair = f"{a.removesuffix('_total')}_{b.removesuffix('_total')}"
+    return Fix(f"totals.exchanged.{pair}", {a: right[a], b: right[b]})
+
+
 def test_two_totals_copied_into_each_others_fields_are_exchanged() -> None:
-    sums = {"items_sum": D("100.00"), "tax_lines_sum": D("19.00")}
-    assert swapped_totals(D("100.00"), D("119.00"), D("19.00"), **sums) == (TAX, GROSS)
-    assert swapped_totals(D("119.00"), D("19.00"), D("100.00"), **sums) == (NET, GROSS)
+    assert repair(D("100.00"), D("119.00"), D("19.00"), SUMS) == _exchanged(TAX, GROSS)
+    assert repair(D("119.00"), D("19.00"), D("100.00"), SUMS) == _exchanged(NET, GROSS)
     # net and tax exchanged still add up to the gross: only the sums tell them apart
-    assert swapped_totals(D("19.00"), D("100.00"), D("119.00"), **sums) == (NET, TAX)
+    assert repair(D("19.00"), D("100.00"), D("119.00"), SUMS) == _exchanged(NET, TAX)
 
 
 def test_nothing_is_exchanged_unless_both_sums_prove_it() -> None:
-    sums = {"items_sum": D("100.00"), "tax_lines_sum": D("19.00")}
-    assert swapped_totals(D("100.00"), D("19.00"), D("119.00"), **sums) is None  # as printed
-    assert swapped_totals(D("100.00"), D("119.01"), D("19.00"), **sums) is None  # a cent off
-    off = {"items_sum": D("100.01"), "tax_lines_sum": D("19.00")}  # a row a cent off
-    assert swapped_totals(D("100.00"), D("119.00"), D("19.00"), **off) is None
-    assert swapped_totals(D("100.00"), D("119.00"), D("19.00"), items_sum=D("100.00"),
-                          tax_lines_sum=None) is None  # fmt: skip
-    assert swapped_totals(D("100.00"), None, D("19.00"), **sums) is None
+    assert repair(D("100.00"), D("19.00"), D("119.00"), SUMS) is None  # as printed
+    assert repair(D("100.00"), D("119.01"), D("19.00"), SUMS) is None  # a cent off
+    off = Rows(items_sum=D("100.01"), tax_lines_sum=D("19.00"))  # a row a cent off
+    assert repair(D("100.00"), D("119.00"), D("19.00"), off) is None
+    no_tax_lines = Rows(items_sum=D("100.00"), tax_lines_sum=None)
+    assert repair(D("100.00"), D("119.00"), D("19.00"), no_tax_lines) is None
+    assert repair(D("100.00"), None, D("19.00"), SUMS) is None
 
 
 _PAIRS = (("tax", "gross"), ("net", "gross"), ("net", "tax"))

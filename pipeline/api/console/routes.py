@@ -44,6 +44,7 @@ from pipeline.api.console.session import (
     same_origin,
     set_cookie,
 )
+from pipeline.api.console.views import ReviewSubject
 from pipeline.api.context import api_context
 from pipeline.api.corrections import CorrectionIn
 from pipeline.api.problems import ApiProblem
@@ -83,6 +84,26 @@ async def _refused(request: Request, exc: Exception) -> Response:
 
 
 _NOT_FOUND = ConsoleRefusal(404, "There is no such job.")
+
+
+async def _subject(request: Request, principal: Principal, job_id: uuid.UUID) -> ReviewSubject:
+    """The job as the caller's tenant sees it; another tenant's job is a 404 like a missing one."""
+    try:
+        return await api_context(request).services.console.subject(principal, job_id)
+    except NotFound:
+        raise _NOT_FOUND from None
+
+
+async def _review_action(request: Request, job_id: uuid.UUID) -> tuple[Principal, dict[str, Any]]:
+    """The prologue every review action (correct, reject) shares, in the order its
+    refusals are answered: the caller (401), the form with its CSRF check (403), the job
+    within the caller's tenant (404), then a scope to review (403).
+    """
+    principal = await console_caller(request)
+    form = await checked_form(request)
+    await _subject(request, principal, job_id)
+    need(principal, REVIEW_SCOPES, "correct or decide reviews")
+    return principal, form
 
 
 @router.get("")
@@ -212,10 +233,7 @@ async def job_page(
     flash: Annotated[str | None, Query(max_length=200)] = None,
 ) -> Response:
     principal = await console_caller(request)
-    try:
-        subject = await api_context(request).services.console.subject(principal, job_id)
-    except NotFound:
-        raise _NOT_FOUND from None
+    subject = await _subject(request, principal, job_id)
     model = review_page_model(subject)
     can_decide = subject.state == JobState.REVIEW_REQUIRED.value and bool(
         REVIEW_SCOPES & principal.scopes
@@ -238,23 +256,14 @@ async def job_page(
 @router.get("/jobs/{job_id}/state")
 async def job_state(request: Request, job_id: uuid.UUID) -> Response:
     principal = await console_caller(request)
-    try:
-        subject = await api_context(request).services.console.subject(principal, job_id)
-    except NotFound:
-        raise _NOT_FOUND from None
+    subject = await _subject(request, principal, job_id)
     return render_fragment("state.html", subject=subject)
 
 
 @router.post("/jobs/{job_id}/correct")
 async def correct(request: Request, job_id: uuid.UUID) -> Response:
-    principal = await console_caller(request)
-    form = await checked_form(request)
+    principal, form = await _review_action(request, job_id)
     ctx = api_context(request)
-    try:
-        await ctx.services.console.subject(principal, job_id)
-    except NotFound:
-        raise _NOT_FOUND from None
-    need(principal, REVIEW_SCOPES, "correct or decide reviews")
     overrides = []
     for raw in form.get("override", []):
         code, _, field = str(raw).partition("|")
@@ -296,14 +305,8 @@ async def correct(request: Request, job_id: uuid.UUID) -> Response:
 
 @router.post("/jobs/{job_id}/reject")
 async def reject(request: Request, job_id: uuid.UUID) -> Response:
-    principal = await console_caller(request)
-    form = await checked_form(request)
+    principal, form = await _review_action(request, job_id)
     ctx = api_context(request)
-    try:
-        await ctx.services.console.subject(principal, job_id)
-    except NotFound:
-        raise _NOT_FOUND from None
-    need(principal, REVIEW_SCOPES, "correct or decide reviews")
     try:
         body = ReviewDecisionIn(
             decision="reject",
