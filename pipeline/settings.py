@@ -116,6 +116,9 @@ class Settings(BaseSettings):
     #: Wall-clock seconds tesseract may spend on one page before the job fails
     #: (``ocr_page_timeout``, terminal: the same page would take as long again).
     ocr_page_seconds: float = Field(60.0, gt=0)
+    #: Turn pages scanned sideways or upside down by tesseract's orientation detection
+    #: (``--psm 0``, the ``osd`` data; about 0.6 s a page) before reading them.
+    ocr_detect_orientation: bool = True
     #: The tesseract binary, a name on ``PATH`` or a path.
     ocr_tesseract: str = "tesseract"
     #: Where document bytes live: ``s3://bucket/prefix`` (the S3 API; credentials come

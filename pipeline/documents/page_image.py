@@ -7,7 +7,9 @@ decompression bomb), and the check must come before the decoder allocates them.
 
 Normalisation, in order: the EXIF orientation is applied (phones store photos sideways
 with a tag), the page becomes 8-bit grayscale, a page below the target resolution is
-upscaled (at most 4x; tesseract reads text of 20–30 px x-height best) and a skew within
+upscaled (at most 4x; tesseract reads text of 20–30 px x-height best), a page scanned
+sideways or upside down is turned by quarter turns (tesseract's orientation detection,
+passed in) and a skew within
 ±5° is measured by a projection profile (the angle whose rows of ink are sharpest) and
 rotated away.
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import io
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,11 +40,14 @@ _PROFILE_WIDTH = 800
 
 @dataclass(frozen=True, slots=True)
 class PageImage:
-    """One page ready for tesseract. ``dpi`` is None where the file declared none."""
+    """One page ready for tesseract. ``dpi`` is None where the file declared none;
+    ``rotation`` the clockwise quarter turns and ``skew`` the degrees (counter-clockwise)
+    it was turned by."""
 
     number: int
     image: Image.Image
     dpi: float | None
+    rotation: int
     skew: float
 
     def png(self) -> bytes:
@@ -101,6 +106,10 @@ def declared_dpi(image: Image.Image) -> float | None:
     return None
 
 
+#: Given the gray, upscaled page: the degrees (0, 90, 180, 270) to turn it clockwise.
+Orient = Callable[[Image.Image], int]
+
+
 def normalise(
     image: Image.Image,
     *,
@@ -108,11 +117,14 @@ def normalise(
     dpi: float | None,
     target_dpi: int,
     max_pixels: int,
+    orient: Orient | None = None,
 ) -> PageImage:
     """Upright, grayscale, upscaled to about ``target_dpi`` and deskewed.
 
     ``dpi`` is the page's known resolution (declared by the file, or the render's), or
     None: then the page is assumed to be A4 wide for the upscaling decision only.
+    ``orient`` (tesseract's orientation detection) turns a page scanned sideways or
+    upside down by quarter turns, after the EXIF orientation and before the deskew.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a damaged EXIF block: the image stays as it is
@@ -128,10 +140,13 @@ def normalise(
         gray = gray.resize(size, Image.Resampling.LANCZOS)
     else:
         scale = 1.0
+    rotation = orient(gray) % 360 if orient is not None else 0
+    if rotation:
+        gray = gray.rotate(-rotation, expand=True)  # Image.rotate turns counter-clockwise
     skew = estimate_skew(gray)
     if skew:
         gray = gray.rotate(skew, resample=Image.Resampling.BICUBIC, fillcolor=255)
-    return PageImage(number, gray, dpi * scale if dpi is not None else None, skew)
+    return PageImage(number, gray, dpi * scale if dpi is not None else None, rotation, skew)
 
 
 def estimate_skew(gray: Image.Image) -> float:

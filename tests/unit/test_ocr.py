@@ -71,11 +71,25 @@ def test_a_scan_skewed_by_three_degrees_is_levelled_and_read() -> None:
     document = _read(encode(render_text(invoice.ocr_text, angle=3.0)))
     page = document.pages[0]
     assert page.ocr is not None and page.ocr.skew == pytest.approx(-3.0, abs=0.5)
+    assert page.ocr.rotation == 0
     accuracy = char_accuracy(invoice.ocr_text, document.text)
     print(f"skewed 3 degrees: characters {accuracy:.3f}")
     assert accuracy >= 0.9
     assert "RE/2023/663" in document.text
     assert "4'976.87" in document.text
+
+
+@pytest.mark.parametrize("turned", [90, 180])
+def test_a_page_scanned_sideways_or_upside_down_is_turned_upright(turned: int) -> None:
+    """No EXIF tag says so: tesseract's orientation detection finds the quarter turn."""
+    invoice = generate_invoice(7, max_line_items=6)
+    image = render_text(invoice.ocr_text).rotate(turned, expand=True)  # counter-clockwise
+    document = _read(encode(image))
+    page = document.pages[0]
+    assert page.ocr is not None and page.ocr.rotation == turned
+    assert page.ocr.skew == 0.0
+    assert "RE/2023/663" in document.text
+    assert char_accuracy(invoice.ocr_text, document.text) >= 0.93
 
 
 def test_a_photo_at_low_resolution_is_upscaled() -> None:

@@ -97,3 +97,18 @@ def test_upscaling_stays_within_the_pixel_limit() -> None:
     page = normalise(image, number=1, dpi=75.0, target_dpi=300, max_pixels=4_000_000)
     assert page.image.width * page.image.height <= 4_000_000
     assert page.dpi == pytest.approx(150)
+
+
+def test_the_orientation_callback_turns_the_page_clockwise() -> None:
+    image = Image.new("L", (400, 300), 255)
+    image.putpixel((0, 0), 0)  # top-left ink ends top-right after a clockwise quarter turn
+    seen: list[tuple[int, int]] = []
+
+    def orient(gray: Image.Image) -> int:
+        seen.append(gray.size)
+        return 90
+
+    page = normalise(image, number=1, dpi=300.0, target_dpi=300, max_pixels=10**7, orient=orient)
+    assert seen == [(400, 300)]
+    assert page.rotation == 90 and page.image.size == (300, 400)
+    assert page.image.getpixel((299, 0)) == 0
