@@ -20,6 +20,7 @@ declared none (its boxes cannot be given in points then).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import warnings
 from collections.abc import Callable, Iterator
@@ -57,28 +58,43 @@ class PageImage:
 
 
 def open_pages(data: bytes, *, max_pages: int, max_pixels: int) -> Iterator[Image.Image]:
-    """The frames of the image file in ``data``, each checked before it is decoded.
+    """The frames of the image file in ``data``: every frame's header is checked before
+    the first is decoded; frames are then decoded one at a time, as they are taken.
 
     Raises:
         DocumentRefused: ``unreadable_document`` (no image, a broken one) or
             ``image_too_large`` (a frame over ``max_pixels``).
         DocumentOverLimit: more frames than ``max_pages`` (limit ``pages``).
     """
+    with _decoding():
+        image = Image.open(io.BytesIO(data))
+        frames = getattr(image, "n_frames", 1)
+        if frames > max_pages:
+            raise DocumentOverLimit("pages", allowed=max_pages, actual=frames)
+        for index in range(frames):
+            image.seek(index)
+            check_pixels(image.size, max_pixels)
+    return _decode(image, frames)
+
+
+def _decode(image: Image.Image, frames: int) -> Iterator[Image.Image]:
+    for index in range(frames):
+        with _decoding():
+            image.seek(index)
+            image.load()
+            frame = image.copy()
+        yield frame
+
+
+@contextlib.contextmanager
+def _decoding() -> Iterator[None]:
+    """Pillow's errors as refusals. Our own pixel limit decides: Pillow's global one (a
+    warning, then an error at twice it) is not consulted before ours. Pillow also warns
+    of damage it reads past (corrupt EXIF or TIFF tags): a frame decodes or raises."""
     try:
         with warnings.catch_warnings():
-            # Our own limit decides; Pillow's global one (a warning, then an error at
-            # twice it) is not consulted. Pillow also warns of damage it reads past
-            # (corrupt EXIF or TIFF tags): a frame decodes or raises, warnings say nothing.
             warnings.simplefilter("ignore")
-            image = Image.open(io.BytesIO(data))
-            frames = getattr(image, "n_frames", 1)
-            if frames > max_pages:
-                raise DocumentOverLimit("pages", allowed=max_pages, actual=frames)
-            for index in range(frames):
-                image.seek(index)
-                check_pixels(image.size, max_pixels)
-                image.load()
-                yield image.copy()
+            yield
     except Image.DecompressionBombError as exc:
         raise DocumentRefused("image_too_large", str(exc)) from exc
     except (UnidentifiedImageError, OSError, ValueError, EOFError, SyntaxError) as exc:

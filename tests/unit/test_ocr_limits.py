@@ -13,6 +13,7 @@ import time
 import zlib
 
 import pytest
+from PIL import Image
 from reportlab.lib.pagesizes import A4
 from reportlab.pdfgen.canvas import Canvas
 
@@ -93,6 +94,25 @@ def test_a_tiff_of_more_pages_than_the_limit_is_refused_before_reading() -> None
     with pytest.raises(DocumentOverLimit) as raised:
         read_document(out.getvalue(), MediaType.TIFF, Settings(max_document_pages=2))
     assert (raised.value.limit, raised.value.allowed, raised.value.actual) == ("pages", 2, 3)
+
+
+def test_every_frame_is_checked_before_any_is_read() -> None:
+    """The third frame is over the pixel limit: it is refused before the first frame is
+    recognised (and before tesseract is even looked for: this one does not exist)."""
+    frames = [Image.new("L", (100, 100), 255), Image.new("L", (100, 100), 255)]
+    out = io.BytesIO()
+    big = Image.new("L", (3000, 3000), 255)
+    frames[0].save(
+        out,
+        format="TIFF",
+        save_all=True,
+        append_images=[frames[1], big],
+        compression="tiff_deflate",
+    )
+    settings = Settings(max_document_page_pixels=4_000_000, ocr_tesseract="/nonexistent/tesseract")
+    with pytest.raises(DocumentRefused) as raised:
+        read_document(out.getvalue(), MediaType.TIFF, settings)
+    assert raised.value.reason == "image_too_large"
 
 
 def test_a_pdf_page_too_large_to_render_is_refused() -> None:
