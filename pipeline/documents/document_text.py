@@ -96,7 +96,11 @@ def read_document(data: bytes, media_type: MediaType, settings: Settings) -> Doc
         )
         return DocumentText(tuple(_from_ocr(page) for page in pages))
     if media_type is MediaType.TEXT:
-        return DocumentText((DocumentPage(1, None, None, data.decode("utf-8"), ()),))
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DocumentRefused("unreadable_document", f"not UTF-8: {exc}") from exc
+        return DocumentText((DocumentPage(1, None, None, text, ()),))
     raise DocumentRefused("unsupported_media_type", f"{media_type} is not read as pages")
 
 

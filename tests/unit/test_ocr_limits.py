@@ -164,3 +164,6 @@ def test_text_is_one_page_and_xml_is_not_read_here() -> None:
     with pytest.raises(DocumentRefused) as raised:
         read_document(b"<Invoice/>", MediaType.XML, Settings())
     assert raised.value.reason == "unsupported_media_type"
+    with pytest.raises(DocumentRefused) as raised:
+        read_document(b"Total \xff", MediaType.TEXT, Settings())
+    assert raised.value.reason == "unreadable_document"
