@@ -30,8 +30,13 @@ USER root
 # tcmalloc: the pools' `allocator: auto` preloads it into CPU engines when present
 # (+4 % decode measured, docs/inference.md); deployments/engine.py looks for
 # libtcmalloc_minimal.so.4 in /usr/lib/x86_64-linux-gnu, where this package puts it.
+# tesseract: OCR of scans and PDF pages without text (pipeline/documents/ocr.py), with the
+# language data `make ocr-tools` installs (the generated invoices' languages and osd).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libtcmalloc-minimal4 \
+      tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-ita \
+      tesseract-ocr-spa tesseract-ocr-nld tesseract-ocr-pol tesseract-ocr-swe tesseract-ocr-por \
+      tesseract-ocr-dan tesseract-ocr-osd \
  && rm -rf /var/lib/apt/lists/* \
  && mkdir -p /app /opt/fenceline/models && chown -R ray:users /app /opt/fenceline
 USER ray

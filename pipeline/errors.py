@@ -9,7 +9,8 @@ Hierarchy::
     │   ├── ProviderTimeout       the attempt deadline fired (outcome uncertain: still billable)
     │   ├── MalformedOutput       unparseable or schema-invalid model output
     │   ├── AdmissionDeferred     no admission budget in time; no call was made
-    │   └── DocumentStoreUnavailable  the object store did not answer; the bytes may be there
+    │   ├── DocumentStoreUnavailable  the object store did not answer; the bytes may be there
+    │   └── OcrUnavailable    this worker cannot run tesseract (not installed, a language missing)
     ├── TerminalError             no further attempt can succeed
     │   ├── ContextTooLong        the prompt fits no engine pool
     │   ├── DeadlineExceeded      the job's deadline leaves no room for an attempt
@@ -19,6 +20,7 @@ Hierarchy::
     │   ├── DocumentChanged       the bytes behind a reference no longer have its SHA-256
     │   ├── DocumentRefused       bytes no stage can read; carries a reason
     │   │   └── NoTextLayer       a PDF without text on any page (OCR's work, not the reader's)
+    │   ├── OcrPageTimeout        tesseract ran past the time limit of one page
     │   └── ExtractionBudgetExceeded  reading the document spent its CPU budget
     ├── OwnershipError            a conditional write matched zero rows
     │   └── LeaseLost             fence moved on, lease expired or state changed
@@ -199,9 +201,10 @@ class DocumentChanged(TerminalError):
 class DocumentRefused(TerminalError):
     """Bytes no document stage can read, named by ``reason`` (also the error class):
     ``empty_document``, ``unsupported_media_type``, ``encrypted_document``,
-    ``unreadable_document``, ``no_text_layer``; and the document stage's
-    ``ocr_not_available`` (a scan or photo, until OCR is there) and
-    ``einvoice_not_supported`` (e-invoice XML, until its readers are there).
+    ``unreadable_document``, ``no_text_layer``, ``image_too_large`` (more pixels on a
+    page than ``max_document_page_pixels``, refused from the header before decoding);
+    and the document stage's ``einvoice_not_supported`` (e-invoice XML, until its
+    readers are there).
     """
 
     error_class = "document_refused"
@@ -222,6 +225,35 @@ class NoTextLayer(DocumentRefused):
     def __init__(self, page_count: int) -> None:
         super().__init__("no_text_layer", f"no text on any of {page_count} pages")
         self.page_count = page_count
+
+
+class OcrUnavailable(RetryableError):
+    """This worker cannot run OCR: no ``tesseract`` binary (``make ocr-tools`` installs
+    it) or none of the configured languages installed. Retryable: the document is fine,
+    and another worker, or this one once repaired, can read it."""
+
+    error_class = "ocr_unavailable"
+
+
+class OcrPageTimeout(TerminalError):
+    """Tesseract did not finish one page within ``ocr_page_seconds``.
+
+    Terminal, like :class:`ExtractionBudgetExceeded`: recognition is deterministic, so
+    the same page at the same settings would spend the same time again, and every
+    retry would hold an OCR worker for the whole limit. The limit is set far above a
+    normal page (about 2 s on one core) so that only a hostile or absurd page meets it.
+
+    Attributes:
+        page: the page (1-based).
+        seconds: the limit.
+    """
+
+    error_class = "ocr_page_timeout"
+
+    def __init__(self, page: int, *, seconds: float) -> None:
+        super().__init__(f"OCR of page {page} took more than {seconds:g} s")
+        self.page = page
+        self.seconds = seconds
 
 
 class OwnershipError(FencelineError):

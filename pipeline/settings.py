@@ -104,6 +104,23 @@ class Settings(BaseSettings):
     #: refused before they are sniffed or stored; a PDF of more pages is not read.
     max_document_file_bytes: int = Field(20 << 20, gt=0)
     max_document_pages: int = Field(200, gt=0)
+    #: Pixels on one page image (a scan, a photo, a TIFF frame, a rendered PDF page),
+    #: checked from the header before decoding (decompression bombs): about A4 at 600 dpi.
+    max_document_page_pixels: int = Field(40_000_000, gt=0)
+    #: OCR (``pipeline.documents.ocr``, Debian's tesseract: ``make ocr-tools``): the
+    #: languages tried, ``+``-joined, limited to those installed (``tesseract --list-langs``).
+    ocr_languages: str = "eng+deu+fra+ita+spa+nld+pol+swe+por+dan"
+    #: The resolution pages are read at: PDF pages are rendered at it, images declaring
+    #: less (or, with no declaration, narrower than A4 at it) are upscaled, at most 4x.
+    ocr_dpi: int = Field(300, ge=72, le=600)
+    #: Wall-clock seconds tesseract may spend on one page before the job fails
+    #: (``ocr_page_timeout``, terminal: the same page would take as long again).
+    ocr_page_seconds: float = Field(60.0, gt=0)
+    #: Turn pages scanned sideways or upside down by tesseract's orientation detection
+    #: (``--psm 0``, the ``osd`` data; about 0.6 s a page) before reading them.
+    ocr_detect_orientation: bool = True
+    #: The tesseract binary, a name on ``PATH`` or a path.
+    ocr_tesseract: str = "tesseract"
     #: Where document bytes live: ``s3://bucket/prefix`` (the S3 API; credentials come
     #: from boto's own chain: environment, shared files, instance or pod role) or unset
     #: for the embedded default, a content-addressed folder ``<state_dir>/documents``.

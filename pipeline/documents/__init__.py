@@ -2,14 +2,23 @@
 
 Object references and the stores behind them (the embedded content-addressed folder,
 the S3 API), media-type sniffing from the bytes with its limits, and the text layer
-of PDFs. Later here: the ``Layout`` type, the OCR client, the e-invoice XML readers.
+of PDFs, OCR of scans, photos and PDF pages without text (tesseract), and
+:func:`read_document`, which reads any of them into pages of text and words. Later
+here: the ``Layout`` type, the e-invoice XML readers.
 
 It sits above the root foundation and ``pipeline.invoice`` and below extraction,
 which reads what this package produces. This is the package's surface: other
 packages import these names from here, never from a module inside.
 """
 
+from pipeline.documents.document_text import (
+    DocumentPage,
+    DocumentText,
+    DocumentWord,
+    read_document,
+)
 from pipeline.documents.folder_store import FolderStore
+from pipeline.documents.ocr import OcrLine, OcrPage, OcrWord, PixelBox, ocr_languages
 from pipeline.documents.pdf_text import (
     Box,
     PdfPage,
@@ -31,18 +40,27 @@ from pipeline.documents.stores import open_document_store
 
 __all__ = [
     "Box",
+    "DocumentPage",
     "DocumentRef",
     "DocumentStore",
+    "DocumentText",
+    "DocumentWord",
     "FolderStore",
     "MediaType",
+    "OcrLine",
+    "OcrPage",
+    "OcrWord",
     "PdfPage",
     "PdfText",
     "PdfWord",
+    "PixelBox",
     "S3Store",
     "StoredObject",
     "is_sha256_hex",
+    "ocr_languages",
     "open_document_store",
     "pdf_page_count",
+    "read_document",
     "read_pdf_text",
     "sha256_hex",
     "sniff_media_type",

@@ -24,16 +24,15 @@ callers may use threads; parallel reading needs processes.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from pipeline.documents.grid import GridPage, Placed, layout_page
+from pipeline.documents.pdfium_lock import PDFIUM_LOCK
 from pipeline.errors import DocumentOverLimit, DocumentRefused, NoTextLayer
 
-_PDFIUM = threading.Lock()
 _ENCRYPTED = {pdfium_c.FPDF_ERR_PASSWORD, pdfium_c.FPDF_ERR_SECURITY}
 
 
@@ -104,7 +103,7 @@ def read_pdf_text(data: bytes, *, max_pages: int) -> PdfText:
         NoTextLayer: the PDF opens, but no page holds any text.
         DocumentOverLimit: more pages than ``max_pages`` (limit ``pages``).
     """
-    with _PDFIUM:
+    with PDFIUM_LOCK:
         pdf = _open(data)
         try:
             count = _count(pdf, max_pages)
@@ -126,7 +125,7 @@ def pdf_page_count(data: bytes, *, max_pages: int) -> int:
         DocumentRefused: ``encrypted_document`` or ``unreadable_document``.
         DocumentOverLimit: more pages than ``max_pages`` (limit ``pages``).
     """
-    with _PDFIUM:
+    with PDFIUM_LOCK:
         pdf = _open(data)
         try:
             return _count(pdf, max_pages)

@@ -4,12 +4,13 @@ A pasted text is read from its documents row, as always. A file (a row with a
 ``uri``, migration 023) is read from the document store, checked against the
 SHA-256 it was accepted with, and turned into text by its media type:
 
-* **PDF with a text layer**: :func:`~pipeline.documents.read_pdf_text`, the pages'
-  texts joined with form feeds (``\\f``, the page break every extraction stage
-  reads), then the text extraction exactly as for a pasted text;
-* **PDF without a text layer, PNG, JPEG, TIFF**: no OCR yet, so the job fails
-  terminally with reason ``ocr_not_available`` (a re-drive reads it once OCR is
-  there); a job cannot go to review without a result to review;
+* **PDF with a text layer**: :func:`~pipeline.documents.read_document`, each page's
+  words laid out on a grid, the pages joined with form feeds (``\\f``, the page
+  break every extraction stage reads), then the text extraction as for a pasted text;
+* **PDF pages without a text layer, PNG, JPEG, TIFF**: OCR with Debian's tesseract
+  (``make ocr-tools``), within the pixel, page and time limits; tesseract missing is
+  ``ocr_unavailable`` (retryable), a page past its time ``ocr_page_timeout``, a
+  file on whose pages neither the text layer nor OCR finds a word ``no_text_found``;
 * **XML** (an e-invoice): ``einvoice_not_supported``, the same way;
 * an encrypted or unreadable PDF, or one over the page limit: terminal with the
   named reason (``encrypted_document``, ``unreadable_document``,
@@ -37,14 +38,16 @@ from typing import Any
 
 import asyncpg
 
-from pipeline.documents import DocumentRef, DocumentStore, MediaType, read_pdf_text
-from pipeline.errors import DocumentRefused, DocumentStoreUnavailable, NoTextLayer
+from pipeline.documents import DocumentRef, DocumentStore, MediaType, read_document
+from pipeline.errors import DocumentRefused, DocumentStoreUnavailable
 from pipeline.queries import q
+from pipeline.settings import Settings
 from pipeline.tracing import SPAN_DOCUMENT, child_span, set_error
 
 _IMAGES = frozenset({MediaType.PNG.value, MediaType.JPEG.value, MediaType.TIFF.value})
-#: The reader a PDF's text layer is derived with, recorded beside the text it gave.
+#: The readers a file's text is derived with, recorded beside the text they gave.
 PDF_READER = "pdf-text-grid/1"
+OCR_READER = "tesseract/5"
 
 
 @dataclass(frozen=True)
@@ -62,17 +65,27 @@ class DocumentText:
     media_type: str
     pages: int | None = None
     pages_without_text: tuple[int, ...] = ()
-    #: The reader that derived ``text`` from a file's bytes now (``pdf-text-grid``);
-    #: None for a pasted text or a file's text kept by an earlier attempt.
+    #: The reader that derived ``text`` from a file's bytes now (``pdf-text-grid/1``,
+    #: ``tesseract/5``, or both); None for a pasted text or a file's text kept by an
+    #: earlier attempt.
     derived_by: str | None = None
+    #: The pages whose text came from OCR.
+    ocr_pages: tuple[int, ...] = ()
 
 
 class DocumentStage:
     """Reads a job's document (a ``document_get`` row) as text."""
 
-    def __init__(self, store: DocumentStore | None, *, max_pages: int) -> None:
+    def __init__(
+        self, store: DocumentStore | None, *, max_pages: int, settings: Settings | None = None
+    ) -> None:
         self.store = store
         self.max_pages = max_pages
+        #: What reading a file may spend: pages, pixels, OCR languages, resolution and
+        #: time per page (the process's FENCELINE_* settings unless given).
+        self.settings = (settings or Settings()).model_copy(
+            update={"max_document_pages": max_pages}
+        )
 
     async def read(self, row: Mapping[str, Any]) -> DocumentText:
         """The text of the document ``row`` names.
@@ -82,7 +95,8 @@ class DocumentStage:
             DocumentMissing: no object behind the reference (terminal).
             DocumentStoreUnavailable: the store did not answer, or this driver has
                 none (retryable).
-            DocumentRefused: ``ocr_not_available``, ``einvoice_not_supported``,
+            DocumentRefused: ``image_too_large``, ``no_text_found``,
+                ``einvoice_not_supported``,
                 ``encrypted_document``, ``unreadable_document`` (terminal).
             DocumentOverLimit: a PDF over the page limit (terminal).
         """
@@ -101,27 +115,30 @@ class DocumentStage:
             if read.pages is not None:
                 span.set_attribute("fenceline.document.pages", read.pages)
                 span.set_attribute("fenceline.document.pages_without_text", read.pages_without_text)
+                span.set_attribute("fenceline.document.ocr_pages", read.ocr_pages)
         return read
 
     async def _read_file(self, row: Mapping[str, Any], media: str) -> DocumentText:
         if self.store is None:
             raise DocumentStoreUnavailable("this driver has no document store configured")
         data = await self.store.get(DocumentRef(row["uri"], row["version"], row["sha256"]))
-        if media == MediaType.PDF.value:
-            try:
-                pdf = await asyncio.to_thread(read_pdf_text, data, max_pages=self.max_pages)
-            except NoTextLayer as exc:
+        if media == MediaType.PDF.value or media in _IMAGES:
+            # A PDF's text layer laid out on a grid, OCR for its pages without text; a
+            # scan or photo by OCR (pipeline/documents/document_text.py). Every page
+            # keeps its place, so page numbers in evidence are the file's own.
+            read = await asyncio.to_thread(read_document, data, MediaType(media), self.settings)
+            ocr = read.ocr_pages
+            reader = PDF_READER if media == MediaType.PDF.value else OCR_READER
+            if ocr and media == MediaType.PDF.value:
+                reader = f"{PDF_READER}+{OCR_READER}"
+            empty = tuple(p.number for p in read.pages if not p.text.strip())
+            if len(empty) == len(read.pages):
                 raise DocumentRefused(
-                    "ocr_not_available", f"a PDF without a text layer needs OCR ({exc})"
-                ) from exc
-            # Every page keeps its place (an empty one stays empty), so page numbers
-            # in evidence are the PDF's own; each laid out on a grid, its columns kept.
-            text = "\f".join(page.laid_out().text for page in pdf.pages)
+                    "no_text_found", f"no text on any of {len(read.pages)} page(s), OCR included"
+                )
             return DocumentText(
-                text, media, pdf.page_count, pdf.pages_without_text, derived_by=PDF_READER
+                read.text, media, len(read.pages), empty, derived_by=reader, ocr_pages=ocr
             )
-        if media in _IMAGES:
-            raise DocumentRefused("ocr_not_available", f"{media} needs OCR, not available yet")
         if media == MediaType.XML.value:
             raise DocumentRefused(
                 "einvoice_not_supported", "e-invoice XML is not read yet (issue 44)"

@@ -166,8 +166,8 @@ async def test_files_that_cannot_be_read_end_with_their_reason_and_no_call(
         jobs = {
             await _upload(client, tk, tampered, "a.pdf"): "document_changed",
             await _upload(client, tk, vanished, "b.pdf"): "document_missing",
-            await _upload(client, tk, tiny_png(), "c.png"): "ocr_not_available",
-            await _upload(client, tk, blank_pdf(2), "d.pdf"): "ocr_not_available",
+            await _upload(client, tk, tiny_png(), "c.png"): "no_text_found",
+            await _upload(client, tk, blank_pdf(2), "d.pdf"): "no_text_found",
             await _upload(
                 client, tk, b'<?xml version="1.0"?><Invoice xmlns="urn:x"/>', "e.xml"
             ): "einvoice_not_supported",

@@ -17,8 +17,9 @@ from pipeline.errors import (
     DocumentRefused,
     DocumentStoreUnavailable,
 )
-from pipeline.worker.document_stage import DocumentStage
+from pipeline.worker.document_stage import OCR_READER, DocumentStage
 from tests.support.pdfs import blank_pdf, text_pdf, tiny_png
+from tests.support.scans import encode, render_text, word_recall
 
 TENANT = uuid.UUID(int=1)
 
@@ -53,14 +54,14 @@ async def test_a_pdf_becomes_its_pages_joined_by_form_feeds(store: FolderStore) 
 @pytest.mark.parametrize(
     ("data", "media", "reason"),
     [
-        (tiny_png(), "image/png", "ocr_not_available"),
-        (blank_pdf(2), "application/pdf", "ocr_not_available"),
+        (tiny_png(), "image/png", "no_text_found"),
+        (blank_pdf(2), "application/pdf", "no_text_found"),
         (b'<?xml version="1.0"?><Invoice/>', "application/xml", "einvoice_not_supported"),
         (b"%PDF-1.7\n" + b"\x00" * 64, "application/pdf", "unreadable_document"),
     ],
     ids=["png", "pdf-without-text", "xml", "broken-pdf"],
 )
-async def test_what_no_stage_reads_yet_is_refused_by_name(
+async def test_what_no_stage_can_read_is_refused_by_name(
     store: FolderStore, data: bytes, media: str, reason: str
 ) -> None:
     stored = await store.put(TENANT, data, media)
@@ -90,3 +91,13 @@ async def test_changed_missing_and_unavailable_bytes(store: FolderStore) -> None
         await stage.read(_row(stored, "application/pdf"))
     with pytest.raises(DocumentStoreUnavailable):
         await DocumentStage(None, max_pages=10).read(_row(stored, "application/pdf"))
+
+
+@pytest.mark.ocr
+async def test_a_scan_is_read_by_ocr_and_says_so(store: FolderStore) -> None:
+    page = "RECHNUNG Nr. RE-2024-0815\n\nNettobetrag       100,00 EUR\nGesamtbetrag      119,00 EUR"
+    stored = await store.put(TENANT, encode(render_text(page)), "image/png")
+    read = await DocumentStage(store, max_pages=10).read(_row(stored, "image/png"))
+    assert "RE-2024-0815" in read.text and "119,00" in read.text
+    assert (read.pages, read.ocr_pages, read.derived_by) == (1, (1,), OCR_READER)
+    assert word_recall(page, read.text) >= 0.8

@@ -111,6 +111,7 @@ def _plant(tree: Path, module: str, line: str) -> None:
         ("pipeline.validation.dates", "import pipeline.documents", "pipeline.validation imports"),
         ("pipeline.extraction.prompts", "import pypdfium2", "S3 client and PDFium"),
         ("pipeline.worker.attempt", "import boto3", "S3 client and PDFium"),
+        ("pipeline.worker.attempt", "from PIL import Image", "and Pillow, only"),
     ],
 )
 def test_a_wrong_import_breaks_a_contract(

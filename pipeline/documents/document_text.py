@@ -1,0 +1,152 @@
+"""A document's text, a page at a time, however it was read: text layer or OCR.
+
+:func:`read_document` is the one call the document stage makes for a file's bytes: a
+PDF's text layer first and OCR for its pages without text (all of them for a scan
+saved as PDF); PNG, JPEG and TIFF (every frame a page) by OCR; UTF-8 text as one page.
+E-invoice XML is not read here (its own readers take it).
+
+Invariants: ``page.text[w.start:w.end] == w.text`` for every word; boxes are in PDF
+points from the page's top-left corner, or None for an image that declares no
+resolution; ``ocr_pages`` names exactly the pages whose text came from OCR.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from pipeline.documents.ocr import OcrPage, PixelBox, ocr_images
+from pipeline.documents.page_image import declared_dpi, open_pages
+from pipeline.documents.pdf_render import render_pdf_pages
+from pipeline.documents.pdf_text import Box, PdfPage, read_pdf_text
+from pipeline.documents.sniff import MediaType
+from pipeline.errors import DocumentRefused, NoTextLayer
+from pipeline.settings import Settings
+
+_IMAGES = (MediaType.PNG, MediaType.JPEG, MediaType.TIFF)
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentWord:
+    """A word: ``text`` is ``page.text[start:end]``; ``confidence`` (0–100) for OCR."""
+
+    text: str
+    start: int
+    end: int
+    box: Box | None
+    confidence: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentPage:
+    """One page. ``width``/``height`` in points (None where the resolution is unknown);
+    ``ocr`` holds tesseract's reading (pixels, lines, skew) for an OCR'd page."""
+
+    number: int
+    width: float | None
+    height: float | None
+    text: str
+    words: tuple[DocumentWord, ...]
+    ocr: OcrPage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentText:
+    """Every page of a document, in order."""
+
+    pages: tuple[DocumentPage, ...]
+
+    @property
+    def text(self) -> str:
+        """The pages' texts joined by form feeds (one page break each)."""
+        return "\f".join(page.text for page in self.pages)
+
+    @property
+    def ocr_pages(self) -> tuple[int, ...]:
+        return tuple(page.number for page in self.pages if page.ocr is not None)
+
+    @property
+    def mean_confidence(self) -> float | None:
+        """The mean confidence (0–100) of the OCR'd words, None where none was OCR'd."""
+        scores = [w.confidence for p in self.pages for w in p.words if w.confidence is not None]
+        return statistics.fmean(scores) if scores else None
+
+
+def read_document(data: bytes, media_type: MediaType, settings: Settings) -> DocumentText:
+    """Read the text of a document whose media type was sniffed from ``data``.
+
+    Raises:
+        DocumentRefused: ``unsupported_media_type`` (XML), ``encrypted_document``,
+            ``unreadable_document``, ``image_too_large``.
+        DocumentOverLimit: more pages than ``settings.max_document_pages``.
+        OcrUnavailable: a page needs OCR and tesseract is missing (retryable).
+        OcrPageTimeout: a page's OCR ran past ``settings.ocr_page_seconds``.
+    """
+    if media_type is MediaType.PDF:
+        return _read_pdf(data, settings)
+    if media_type in _IMAGES:
+        frames = open_pages(
+            data,
+            max_pages=settings.max_document_pages,
+            max_pixels=settings.max_document_page_pixels,
+        )
+        pages = ocr_images(
+            ((number, frame, declared_dpi(frame)) for number, frame in enumerate(frames, 1)),
+            settings,
+        )
+        return DocumentText(tuple(_from_ocr(page) for page in pages))
+    if media_type is MediaType.TEXT:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DocumentRefused("unreadable_document", f"not UTF-8: {exc}") from exc
+        return DocumentText((DocumentPage(1, None, None, text, ()),))
+    raise DocumentRefused("unsupported_media_type", f"{media_type} is not read as pages")
+
+
+def _read_pdf(data: bytes, settings: Settings) -> DocumentText:
+    try:
+        layer = read_pdf_text(data, max_pages=settings.max_document_pages)
+    except NoTextLayer as scan:
+        pages: dict[int, DocumentPage] = {}
+        missing = tuple(range(1, scan.page_count + 1))
+    else:
+        pages = {page.number: _from_pdf(page) for page in layer.pages}
+        missing = layer.pages_without_text
+    if missing:
+        rendered = render_pdf_pages(
+            data, missing, dpi=settings.ocr_dpi, max_pixels=settings.max_document_page_pixels
+        )
+        ocr_pages = ocr_images(
+            ((number, image, float(settings.ocr_dpi)) for number, image in rendered), settings
+        )
+        pages.update((page.number, _from_ocr(page)) for page in ocr_pages)
+    return DocumentText(tuple(pages[number] for number in sorted(pages)))
+
+
+def _from_pdf(page: PdfPage) -> DocumentPage:
+    """A text-layer page laid out on a grid (:mod:`pipeline.documents.grid`): the
+    extraction reads columns, which PDFium's own text runs together."""
+    grid = page.laid_out()
+    words = tuple(
+        DocumentWord(
+            w.text, w.start, w.end, Box(w.box.left, w.box.top, w.box.right, w.box.bottom), None
+        )
+        for w in grid.words
+    )
+    return DocumentPage(page.number, page.width, page.height, grid.text, words)
+
+
+def _from_ocr(page: OcrPage) -> DocumentPage:
+    words = []
+    for word in page.words:
+        edges = page.points(word.box)
+        box = Box(*edges) if edges is not None else None
+        words.append(DocumentWord(word.text, word.start, word.end, box, word.confidence))
+    size = page.points(_whole(page))
+    width, height = (size[2], size[3]) if size is not None else (None, None)
+    return DocumentPage(page.number, width, height, page.text, tuple(words), page)
+
+
+def _whole(page: OcrPage) -> PixelBox:
+    return PixelBox(0, 0, page.width, page.height)
