@@ -29,7 +29,7 @@ import uuid
 
 import asyncpg
 
-from pipeline.api.problems import ApiProblem, retry_after_seconds
+from pipeline.api.problems import ApiProblem, over_limit_problem, retry_after_seconds
 from pipeline.api.submission import DocumentReferenceBody, FileUpload, sniff_upload
 from pipeline.documents import (
     DocumentRef,
@@ -108,7 +108,7 @@ class DocumentIntake:
         except DocumentChanged as exc:
             raise ApiProblem(422, str(exc), reason="document_changed") from None
         except DocumentOverLimit as exc:
-            raise _over_limit(exc) from None
+            raise over_limit_problem(exc) from None
         except DocumentStoreUnavailable as exc:
             raise _unavailable(exc) from None
         media = sniff_upload(data, self.max_file_bytes)
@@ -137,7 +137,7 @@ class DocumentIntake:
         try:
             return await asyncio.to_thread(pdf_page_count, data, max_pages=self.max_pages)
         except DocumentOverLimit as exc:
-            raise _over_limit(exc) from None
+            raise over_limit_problem(exc) from None
         except DocumentRefused as exc:
             raise ApiProblem(422, str(exc), reason=exc.reason) from None
 
@@ -155,17 +155,6 @@ def _document(
             size=stored.size,
             page_count=pages,
         ),
-    )
-
-
-def _over_limit(exc: DocumentOverLimit) -> ApiProblem:
-    return ApiProblem(
-        413,
-        str(exc),
-        reason="document_over_limit",
-        limit=exc.limit,
-        allowed=exc.allowed,
-        actual=exc.actual,
     )
 
 

@@ -50,7 +50,7 @@ import asyncpg
 from pydantic import BaseModel
 
 from pipeline.api.document_intake import DocumentIntake
-from pipeline.api.problems import ApiProblem
+from pipeline.api.problems import ApiProblem, over_limit_problem
 from pipeline.api.submission import (
     DocumentBody,
     DocumentReferenceBody,
@@ -130,15 +130,7 @@ def check_document_limits(text: str, limits: DocumentLimits) -> None:
     refusal = over_limit(text, limits)
     if refusal is None:
         return
-    raise ApiProblem(
-        413 if refusal.limit in SIZE_LIMITS else 422,
-        str(refusal),
-        reason="document_over_limit",
-        limit=refusal.limit,
-        allowed=refusal.allowed,
-        actual=refusal.actual,
-        line=refusal.line,
-    )
+    raise over_limit_problem(refusal, 413 if refusal.limit in SIZE_LIMITS else 422)
 
 
 # ------------------------------------------------------------------ the service

@@ -31,7 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pipeline.errors import AdmissionRejected, IdempotencyConflict, NotFound
+from pipeline.errors import AdmissionRejected, DocumentOverLimit, IdempotencyConflict, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -427,3 +427,16 @@ def _header(scope: Scope, name: bytes) -> str | None:
         if key.lower() == name:
             return bytes(value).decode("latin-1").strip()
     return None
+
+
+def over_limit_problem(exc: DocumentOverLimit, status: int = 413) -> ApiProblem:
+    """A document over one of its limits, as every intake path answers it: reason
+    ``document_over_limit`` with ``limit``, ``allowed``, ``actual`` (and ``line``)."""
+    extensions: dict[str, Any] = {
+        "limit": exc.limit,
+        "allowed": exc.allowed,
+        "actual": exc.actual,
+    }
+    if exc.line is not None:
+        extensions["line"] = exc.line
+    return ApiProblem(status, str(exc), reason="document_over_limit", **extensions)

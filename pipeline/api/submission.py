@@ -36,7 +36,7 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 
-from pipeline.api.problems import ApiProblem
+from pipeline.api.problems import ApiProblem, over_limit_problem
 from pipeline.documents import MediaType, sniff_media_type
 from pipeline.errors import DocumentOverLimit, DocumentRefused
 from pipeline.text_safety import describe, first_invisible, safe_text_pattern
@@ -264,14 +264,7 @@ def sniff_upload(document: bytes, max_file_bytes: int) -> MediaType | None:
     try:
         media = sniff_media_type(document, max_bytes=max_file_bytes)
     except DocumentOverLimit as exc:
-        raise ApiProblem(
-            413,
-            str(exc),
-            reason="document_over_limit",
-            limit=exc.limit,
-            allowed=exc.allowed,
-            actual=exc.actual,
-        ) from None
+        raise over_limit_problem(exc) from None
     except DocumentRefused as exc:
         if exc.reason == "empty_document":
             raise ApiProblem(
