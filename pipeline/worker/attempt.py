@@ -150,7 +150,8 @@ class AttemptRunner:
             except Exception:  # a transient DB error: the next beat retries
                 log.exception("heartbeat failed for job %s", lease.job_id)
 
-    async def _load(self, lease: Lease) -> tuple[str, TenantMasterData]:
+    async def _load(self, lease: Lease) -> tuple[str, TenantMasterData, bool]:
+        """The document's text, the tenant's master data, and whether OCR read the text."""
         async with self.store.pool.acquire() as conn:
             doc = await conn.fetchrow(q("document_get"), lease.document_id, lease.tenant_id)
             master = await self.master_data.get(conn, lease.tenant_id)
@@ -158,12 +159,13 @@ class AttemptRunner:
             raise TerminalError(f"document {lease.document_id} missing for job {lease.job_id}")
         read = await self.documents.read(doc)
         if read.derived_by is None:
-            return read.text, master
-        return await keep_text(self.store.pool, doc, read.text, read.derived_by), master
+            return read.text, master, read.by_ocr
+        kept = await keep_text(self.store.pool, doc, read.text, read.derived_by)
+        return kept, master, read.by_ocr
 
     async def _attempt(self, lease: Lease, lost: asyncio.Event) -> AttemptReport:
         try:
-            text, master = await self._load(lease)
+            text, master, by_ocr = await self._load(lease)
         except TerminalError as exc:  # no document, a changed or unreadable file
             return await self._fail(lease, exc)
         except RetryableError as exc:  # the document store did not answer
@@ -266,7 +268,7 @@ class AttemptRunner:
         checkpoints.reached(checkpoints.ATTEMPT_ANSWERED)  # answered, nothing committed
         usage = recorded_usage(completion.usage, completion.pool or completion.engine)
         await self.admission.release(grant, usage=usage, uncertain=False)
-        return await self._commit(lease, text, master, completion, usage, request)
+        return await self._commit(lease, text, master, completion, usage, request, by_ocr)
 
     async def _release_uncertain(self, grant: Grant) -> None:
         try:
@@ -282,6 +284,7 @@ class AttemptRunner:
         completion: Completion,
         usage: AttemptUsage,
         request: ExtractionCall,
+        by_ocr: bool = False,
     ) -> AttemptReport:
         try:
             with child_span(SPAN_VALIDATE, {"fenceline.contract": request.contract}) as vspan:
@@ -294,6 +297,7 @@ class AttemptRunner:
                         policy=self.policy,
                         contract=request.contract,
                         limits=self.config.limits,
+                        read_by_ocr=by_ocr,
                     )
                 except (MalformedOutput, TerminalError) as exc:
                     vspan.set_attribute("fenceline.decision", exc.error_class)

@@ -71,6 +71,8 @@ class DocumentText:
     derived_by: str | None = None
     #: The pages whose text came from OCR.
     ocr_pages: tuple[int, ...] = ()
+    #: Whether OCR read any of the text (now, or when it was kept).
+    by_ocr: bool = False
 
 
 class DocumentStage:
@@ -104,7 +106,8 @@ class DocumentStage:
         if row["uri"] is None:
             return DocumentText(str(row["content"]), media)
         if row.get("derived_text") is not None:  # read once before: the same text again
-            return DocumentText(str(row["derived_text"]), media, row["page_count"])
+            by_ocr = OCR_READER in str(row.get("derived_reader") or "")
+            return DocumentText(str(row["derived_text"]), media, row["page_count"], by_ocr=by_ocr)
         with child_span(SPAN_DOCUMENT, {"fenceline.document.media_type": media}) as span:
             try:
                 read = await self._read_file(row, media)
@@ -137,7 +140,13 @@ class DocumentStage:
                     "no_text_found", f"no text on any of {len(read.pages)} page(s), OCR included"
                 )
             return DocumentText(
-                read.text, media, len(read.pages), empty, derived_by=reader, ocr_pages=ocr
+                read.text,
+                media,
+                len(read.pages),
+                empty,
+                derived_by=reader,
+                ocr_pages=ocr,
+                by_ocr=bool(ocr),
             )
         if media == MediaType.XML.value:
             raise DocumentRefused(

@@ -22,7 +22,7 @@ from pipeline.extraction import (
     DocumentLimits,
     read_answer,
 )
-from pipeline.invoice import Extraction, TenantMasterData
+from pipeline.invoice import Extraction, Reason, ReasonCode, TenantMasterData
 from pipeline.validation import (
     DEFAULT_POLICY,
     Decision,
@@ -56,13 +56,17 @@ def interpret(
     policy: ValidationPolicy = DEFAULT_POLICY,
     contract: str = DEFAULT_CONTRACT,
     limits: DocumentLimits | None = DEFAULT_LIMITS,
+    read_by_ocr: bool = False,
 ) -> Interpretation:
     """Parse, ground and validate one raw answer.
 
     Grounding's refusals (``ungrounded_value``) come first in the report's
     reasons; the decision is SUCCEEDED only when neither grounding nor any
     validation rule found a reason. ``limits`` as for
-    :func:`~pipeline.extraction.prepare_call`.
+    :func:`~pipeline.extraction.prepare_call`. ``read_by_ocr``: the text came from
+    OCR, whose misread characters grounding cannot see (a lost accent, a 5 read as
+    an S is printed in the text it grounds in): such a job goes to review with
+    ``ocr_unverified`` until values are checked against the words' confidence.
 
     Raises:
         MalformedOutput: the answer is not the contract.
@@ -73,7 +77,7 @@ def interpret(
     checked = validate(grounding.extraction, ocr_text, master_data, today=today, policy=policy)
     if contract == CONTRACT_V1:
         return Interpretation(grounding.extraction, checked, CONTRACT_V1)
-    reasons = (*grounding.reasons, *checked.reasons)
+    reasons = (*grounding.reasons, *checked.reasons, *_ocr_reasons(read_by_ocr))
     report = ValidationReport(
         Decision.REVIEW_REQUIRED if reasons else Decision.SUCCEEDED,
         reasons,
@@ -81,3 +85,16 @@ def interpret(
         CONTRACT_V2,
     )
     return Interpretation(grounding.extraction, report, CONTRACT_V2, tuple(grounding.changes))
+
+
+def _ocr_reasons(read_by_ocr: bool) -> tuple[Reason, ...]:
+    if not read_by_ocr:
+        return ()
+    return (
+        Reason(
+            ReasonCode.OCR_UNVERIFIED,
+            "document",
+            "read by OCR: a misread character grounds as printed; a reviewer compares the page",
+            rule="documents.ocr_unverified",
+        ),
+    )

@@ -22,7 +22,7 @@ RETURNING id, object_version;
 -- derived_text: the text a file was first read as (migration 024), NULL until then.
 SELECT d.id, d.tenant_id, d.sha256, d.object_version, d.content, d.byte_size,
        d.content_type, d.filename, d.uri, d.version, d.page_count, d.created_at,
-       t.content AS derived_text
+       t.content AS derived_text, t.reader AS derived_reader
 FROM documents d
 LEFT JOIN document_texts t ON t.document_id = d.id AND t.tenant_id = d.tenant_id
 WHERE d.id = $1 AND d.tenant_id = $2;

@@ -430,8 +430,10 @@ def test_table_covers_every_reason_code() -> None:
     covered = {code for _, _, code, _ in CASES}
     # ungrounded_value and ambiguous_role come from grounding, not a rule here:
     # tests/unit/test_grounding.py and tests/unit/test_role_proofs.py;
-    # duplicate_invoice from the job store: tests/integration/test_duplicate_invoices.py.
+    # duplicate_invoice from the job store: tests/integration/test_duplicate_invoices.py;
+    # ocr_unverified from the worker's interpretation: tests/unit/test_document_stage.py.
     elsewhere = {
+        ReasonCode.OCR_UNVERIFIED,
         ReasonCode.IBAN_LENGTH_INVALID,
         ReasonCode.UNGROUNDED_VALUE,
         ReasonCode.AMBIGUOUS_ROLE,
