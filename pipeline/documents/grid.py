@@ -5,17 +5,19 @@ Extraction reads a page as lines of text whose columns are runs of two spaces or
 own text, and any OCR engine's word list, keeps the words and their boxes but not the
 spacing between them: ``Qty  Unit price`` and a row's numbers run together with one
 space, blank lines vanish, and a table can no longer be read (issue 43: 8 of 9
-generated invoices printed to PDF went to review from PDFium's text, 0 from the same
-page laid out here).
+clean generated invoices printed to PDF went to review from PDFium's text where 24 of
+30 succeed from the same pages laid out here, and the public ZUGFeRD samples read
+this way decide as their ``pdftotext -layout`` text does).
 
 The layout: words are grouped into lines by their vertical centres (a word joins the
 line whose centre is within half a line height of its own), each line's words sorted
 left to right and placed at the column ``round(left / character width)`` (the median
-width of one character over the page's words), with at least one space between words
-and at least two where the gap between their boxes is wider than one character and a
-half (so a column gap stays a column gap); a vertical gap of *n* line pitches (the
-median distance between neighbouring lines) leaves *n* - 1 empty lines, at most three
-(a block's end).
+width of one character over the page's words); two words whose boxes are at most two
+characters apart are one space apart (a word gap, however wide the capitals before it
+ran: "ELEKTRON Industrieservice GmbH" stays one cell), farther apart at least two (a
+column gap stays a column gap); a vertical gap of *n* line pitches (the median
+distance between neighbouring lines) leaves *n* - 1 empty lines, at most three (a
+block's end).
 
 Every placed word keeps its box: :attr:`GridPage.words` gives its offsets into
 :attr:`GridPage.text` (``text[w.start:w.end] == w.text``).
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 #: How far right a page may reach, in characters (a wide landscape table).
 MAX_COLUMNS = 400
 #: A gap wider than this many characters between two boxes is a column gap.
-COLUMN_GAP = 1.5
+COLUMN_GAP = 2.0
 #: Lines closer than this many line heights (times two) set the page's line pitch.
 BLOCK_GAP = 1.5
 #: The most empty lines one vertical gap leaves.
@@ -109,13 +111,10 @@ def layout_page(words: Sequence[Placed]) -> GridPage:
         last_right: float | None = None
         for word in line:
             column = min(MAX_COLUMNS, round((word.left - origin) / char))
-            if text:
-                gap = (
-                    2
-                    if last_right is not None and word.left - last_right > COLUMN_GAP * char
-                    else 1
-                )
-                column = max(column, len(text) + gap)
+            if text and last_right is not None and word.left - last_right <= COLUMN_GAP * char:
+                column = len(text) + 1  # a word gap: one space, wherever wide capitals end
+            elif text:
+                column = max(column, len(text) + 2)  # a column gap stays a column gap
             text = text.ljust(column)
             placed.append(
                 GridWord(word.text, offset + len(text), offset + len(text) + len(word.text), word)

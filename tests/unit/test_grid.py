@@ -34,9 +34,20 @@ def test_columns_keep_a_gap_of_two_spaces_or_more() -> None:
 
 
 def test_a_neighbouring_column_closer_than_its_place_still_gets_two_spaces() -> None:
-    # "Cena" starts one character after "Ilość" ends: a column gap, not a word gap
-    words = [_word("Ilość", 0, 0), Placed("Cena", 5 * CHAR + 9.5, 0, 5 * CHAR + 9.5 + 24, 7)]
+    # "Cena" starts two characters and a bit after "Ilość" ends: a column gap
+    words = [_word("Ilość", 0, 0), Placed("Cena", 5 * CHAR + 13, 0, 5 * CHAR + 13 + 24, 7)]
     assert layout_page(words).text == "Ilość  Cena"
+
+
+def test_a_word_gap_after_wide_capitals_is_one_space() -> None:
+    # a proportional font: "ELEKTRON" runs wider than eight median characters, and the
+    # next word, 2.3 pt after it, would land two columns on by its own place
+    words = [
+        _word("Name:", 0, 0),
+        Placed("ELEKTRON", 20 * CHAR, 0, 20 * CHAR + 8 * CHAR * 1.35, 7),
+        Placed("GmbH", 20 * CHAR + 8 * CHAR * 1.35 + 2.3, 0, 20 * CHAR + 8 * CHAR * 1.35 + 26.3, 7),
+    ]
+    assert layout_page(words).text == "Name:               ELEKTRON GmbH"
 
 
 def test_a_vertical_gap_leaves_empty_lines() -> None:
