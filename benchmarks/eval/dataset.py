@@ -26,10 +26,20 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PlainSerializer,
+    PlainValidator,
+    ValidationError,
+    model_validator,
+)
 
 from benchmarks.invoices.generator import GeneratedInvoice
+from pipeline.documents import read_document, sniff_media_type
+from pipeline.errors import FencelineError
 from pipeline.invoice import Extraction, SupplierRecord, TenantMasterData
+from pipeline.settings import Settings
 
 _DECIMAL_RE = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 _DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
@@ -161,7 +171,11 @@ class EvalRecord(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     id: Text
-    ocr_text: Text
+    #: The document's text; or, instead, ``document``: a file read as the worker reads it.
+    ocr_text: Text | None = None
+    #: A PDF, scan, photo or text file, its path relative to the dataset file: read by
+    #: the document stage's reader (a PDF's text layer on a grid, OCR for what has none).
+    document: Text | None = None
     truth: Truth
     master_data: MasterData | None = None
     expected_decision: Literal["SUCCEEDED", "REVIEW_REQUIRED"] | None = None
@@ -171,6 +185,19 @@ class EvalRecord(BaseModel):
     family: Family | None = None
     #: Free text for the dataset's author (where the invoice came from, what it tests).
     notes: Text | None = None
+
+    @model_validator(mode="after")
+    def _text_or_document(self) -> EvalRecord:
+        if (self.ocr_text is None) == (self.document is None):
+            raise ValueError("give exactly one of ocr_text and document")
+        return self
+
+    @property
+    def text(self) -> str:
+        """The text the invoice is read from (``ocr_text``, or the file's once read)."""
+        if self.ocr_text is None:
+            raise ValueError(f"{self.id}: its document has not been read")
+        return self.ocr_text
 
     def validation_date(self) -> date:
         return self.today if self.today is not None else self.truth.issue_date
@@ -289,11 +316,38 @@ def load_dataset(path: Path) -> Dataset:
             except ValueError as exc:
                 dataset.skipped.append({"line": number, "error": str(exc)})
                 continue
+            tags: dict[str, Any] = {}
+            if record.document is not None:
+                try:
+                    record, tags = read_record_document(record, path.parent)
+                except (OSError, FencelineError) as exc:
+                    dataset.skipped.append(
+                        {"line": number, "error": f"document {record.document!r}: {exc}"}
+                    )
+                    continue
             seen[record.id] = number
             ignored.update(extra)
-            dataset.cases.append(Case(record, line=number))
+            dataset.cases.append(Case(record, line=number, tags=tags))
     dataset.ignored_keys = sorted(ignored)
     return dataset
+
+
+def read_record_document(record: EvalRecord, folder: Path) -> tuple[EvalRecord, dict[str, Any]]:
+    """``record`` with its ``document`` file read into ``ocr_text`` as the worker's
+    document stage reads it (media type sniffed from the bytes, limits of the process's
+    settings), and the tags its row gets: the media type and the pages OCR read.
+
+    Raises:
+        OSError: the file cannot be read.
+        FencelineError: the document stage refuses it (type, size, pages, no text).
+    """
+    assert record.document is not None
+    data = (folder / record.document).read_bytes()
+    settings = Settings()
+    media = sniff_media_type(data, max_bytes=settings.max_document_file_bytes)
+    read = read_document(data, media, settings)
+    tags = {"media_type": media.value, "ocr_pages": len(read.ocr_pages)}
+    return record.model_copy(update={"ocr_text": read.text}), tags
 
 
 # --- generated invoices --------------------------------------------------------------------------

@@ -124,7 +124,7 @@ def replay_extract(report: dict[str, Any], cases: Sequence[Case]) -> ExtractFn:
         row = recorded.get(str(case.record.id))
         if row is None or not (isinstance(row.get("answer"), str) or row.get("error")):
             raise ValueError(f"the report has no answer for invoice {case.record.id!r}")
-        by_text[shown_document(case.record.ocr_text)] = row
+        by_text[shown_document(case.record.text)] = row
 
     async def extract(
         messages: list[dict[str, str]],

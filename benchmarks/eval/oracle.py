@@ -177,7 +177,7 @@ def _taxes(
 
 def oracle_extract(cases: Sequence[Case]) -> ExtractFn:
     """An engine that answers each of ``cases`` as :func:`oracle_answer` does."""
-    by_text = {shown_document(case.record.ocr_text): case for case in cases}
+    by_text = {shown_document(case.record.text): case for case in cases}
 
     async def extract(
         messages: list[dict[str, str]],
@@ -189,6 +189,6 @@ def oracle_extract(cases: Sequence[Case]) -> ExtractFn:
         if case is None:
             raise MalformedOutput("oracle: the prompt shows no invoice of the dataset")
         record = case.record
-        return EngineAnswer(oracle_answer(record.truth, record.ocr_text, schema), None)
+        return EngineAnswer(oracle_answer(record.truth, record.text, schema), None)
 
     return extract

@@ -159,7 +159,7 @@ async def evaluate_one(
     hold the full estimate); ``include_schema`` also prints the schema in the prompt.
     """
     record = case.record
-    call = prepare_call(record.ocr_text, contract=contract, include_schema=include_schema)
+    call = prepare_call(record.text, contract=contract, include_schema=include_schema)
     budget = call.max_tokens if max_tokens is None else min(call.max_tokens, max_tokens)
     row: dict[str, Any] = {
         "id": record.id,
@@ -189,7 +189,12 @@ async def evaluate_one(
         row["completion_tokens"] = answer.completion_tokens
         master_data, today = record.tenant_master_data(), record.validation_date()
         result = interpret(
-            answer.text, record.ocr_text, master_data, today=today, contract=call.contract
+            answer.text,
+            record.text,
+            master_data,
+            today=today,
+            contract=call.contract,
+            read_by_ocr=bool(case.tags.get("ocr_pages")),  # as the worker decides a scan
         )
     except MalformedOutput as exc:
         row.update(outcome="MALFORMED", error=str(exc)[:300])
