@@ -188,8 +188,10 @@ class EvalRecord(BaseModel):
 
     @model_validator(mode="after")
     def _text_or_document(self) -> EvalRecord:
-        if (self.ocr_text is None) == (self.document is None):
-            raise ValueError("give exactly one of ocr_text and document")
+        if self.ocr_text is None and self.document is None:
+            raise ValueError("missing required key 'ocr_text' (or a 'document' file)")
+        if self.ocr_text is not None and self.document is not None:
+            raise ValueError("give 'ocr_text' or 'document', not both")
         return self
 
     @property
@@ -269,7 +271,7 @@ def describe_errors(exc: ValidationError) -> str:
             parts.append(f"missing required key {where!r}")
         else:
             msg = str(err["msg"]).removeprefix("Value error, ")
-            parts.append(f"{where}: {msg}")
+            parts.append(f"{where}: {msg}" if err["loc"] else msg)  # the line as a whole
     shown = parts[:4]
     more = f" (and {len(parts) - 4} more)" if len(parts) > 4 else ""
     return "; ".join(shown) + more

@@ -194,7 +194,7 @@ def test_bad_lines_are_reported_with_their_number_and_skipped(
     assert errors[3] == "unknown key 'truth.line_items.0.sku'"
     assert errors[4] == "unknown key 'master_data.suppliers.0.country'"
     assert errors[5].startswith("truth.net_total: must be a decimal string")
-    assert errors[6] == "missing required key 'ocr_text'"
+    assert errors[6] == "missing required key 'ocr_text' (or a 'document' file)"
     assert errors[7] == "must be a JSON object, got list"
     assert report["ignored_keys"] == ["comment", "source"]
     assert f"{path}: line 3: unknown key 'truth.line_items.0.sku'" in err

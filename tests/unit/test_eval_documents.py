@@ -81,6 +81,6 @@ def test_a_line_with_both_or_neither_is_refused_and_a_missing_file_named(tmp_pat
     dataset = load_dataset(_write(tmp_path / "d.jsonl", lines))
     assert dataset.cases == []
     errors = [s["error"] for s in dataset.skipped]
-    assert "exactly one of ocr_text and document" in errors[0]
-    assert "exactly one of ocr_text and document" in errors[1]
+    assert errors[0] == "give 'ocr_text' or 'document', not both"
+    assert errors[1] == "missing required key 'ocr_text' (or a 'document' file)"
     assert errors[2].startswith("document 'missing.pdf':")

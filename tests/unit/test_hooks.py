@@ -76,8 +76,8 @@ async def test_the_three_sites_hold_one_registry_each() -> None:
 
     store = JobStore(POOL, settings)
     assert isinstance(store.settle_hooks, Hooks) and not store.settle_hooks
-    intake = IntakeService(POOL, store, POOL, settings, accept_hook=hook)
+    intake = IntakeService(POOL, store, POOL, settings, documents=POOL, accept_hook=hook)
     assert isinstance(intake.accept_hooks, Hooks) and list(intake.accept_hooks) == [hook]
-    assert not IntakeService(POOL, store, POOL, settings).accept_hooks
+    assert not IntakeService(POOL, store, POOL, settings, documents=POOL).accept_hooks
     runner = AttemptRunner(store, POOL, WorkerConfig(worker_id="w"), on_settled=hook)
     assert list(runner.on_settled) == [hook]
