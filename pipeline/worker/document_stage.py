@@ -82,7 +82,6 @@ class DocumentStage:
         self, store: DocumentStore | None, *, max_pages: int, settings: Settings | None = None
     ) -> None:
         self.store = store
-        self.max_pages = max_pages
         #: What reading a file may spend: pages, pixels, OCR languages, resolution and
         #: time per page (the process's FENCELINE_* settings unless given).
         self.settings = (settings or Settings()).model_copy(
