@@ -37,6 +37,7 @@ from pipeline.extraction.candidates import (
     MAX_ID_CHARS,
     currency_candidates,
     date_candidates,
+    due_date_candidates,
     iban_candidates,
     invoice_dates,
     printed_due_date,
@@ -170,9 +171,15 @@ def schema_for(doc: Layout) -> dict[str, Any]:
     terms = list(dict.fromkeys(t[0] for t in payment_terms(seen_doc)))
 
     def date_field(path: str) -> dict[str, Any]:
+        if path == "due_date":
+            # Only what grounding can keep: a date under a due label, or a term in days
+            # (counted from the issue date) where the page prints no due date; else null,
+            # which grounding keeps only where the page prints no due date at all.
+            offered = due_date_candidates(seen_doc, dates)
+            if not printed_due_date(seen_doc, dates):
+                offered += terms
+            return _nullable_enum(offered)
         offered = invoice_dates(seen_doc, dates, path) if dates else []
-        if path == "due_date" and not printed_due_date(seen_doc, dates):
-            offered += terms  # a term in days: grounding counts it from the issue date
         return _nullable_enum(offered) if offered else _nullable_text(MAX_ID_CHARS)
 
     item: dict[str, Any] = {

@@ -283,6 +283,24 @@ def printed_due_date(doc: Layout, dates: list[str]) -> bool:
     )
 
 
+def due_date_candidates(doc: Layout, dates: list[str]) -> list[str]:
+    """The dates the page labels as the due date
+    (:func:`~pipeline.extraction.label_proof.date_proof`), printed at least once under no
+    delivery, order or service label: the only dates grounding keeps as a due date.
+
+    Offered every date where none was labelled, the adapter wrote a date on 10 of 10
+    fuzzed invoices that print no due date (``no_due_date``) and on both FeRD renderings
+    of `Elektron` (a work report's date), each refused; only null could be kept."""
+    return [
+        d
+        for d in dates
+        if any(
+            decoy_label(f) is None and date_proof(doc, f, "due_date") is not None
+            for f in occurrences(doc, d, fuzzy=False, boundary="number")
+        )
+    ]
+
+
 def invoice_dates(doc: Layout, dates: list[str], path: str) -> list[str]:
     """The dates ``path`` (issue_date or due_date) may be: those grounding accepts for
     it, i.e. printed at least once without a delivery, order or service label before

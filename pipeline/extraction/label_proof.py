@@ -32,6 +32,7 @@ from pipeline.extraction.labels import (
     LABELS,
     NET_WORDS,
     NUMBER_WORDS,
+    PROSE_DATE_WORDS,
 )
 from pipeline.extraction.layout import Layout, Line
 from pipeline.extraction.locate import LABEL_WIDTH, Found, fold
@@ -203,19 +204,33 @@ def number_proof(doc: Layout, f: Found) -> str | None:
     return None
 
 
-def _date_words(label: str, path: str) -> bool:
+def _date_words(label: str, path: str, names_invoice: bool = True) -> bool:
+    """Whether ``label`` names a date as ``path``'s; an issue date's label made of prose
+    words only ("vom") only where the line names the invoice before the date
+    (``names_invoice``)."""
     if not label or _has(label, DECOY_DATE_LABELS):
         return False
     due = _has(label, LABELS["due_date"])
     if path == "due_date":
         return due
-    return not due and _has(label, LABELS["issue_date"])
+    generic = tuple(w for w in LABELS["issue_date"] if w not in PROSE_DATE_WORDS)
+    if due:
+        return False
+    return _has(label, generic) or (names_invoice and _has(label, PROSE_DATE_WORDS))
+
+
+def _invoice_named_before(f: Found) -> bool:
+    """Whether the words before ``f`` on its line name the invoice ("Baurechnung (204)
+    Nr. 181301674 vom"), so a prose date word there dates the invoice, not a report."""
+    at = f.start - f.line.start
+    return _has(fold(f.line.text[max(0, at - _REACH) : at]), INVOICE_WORDS)
 
 
 def date_proof(doc: Layout, f: Found, path: str) -> str | None:
     """How the page labels the date at ``f`` as ``path`` ("issue_date" or "due_date"):
     "label", "label above", "letter" (issue date only: a place-and-date line), or None."""
-    labelled = _labels(doc, f, lambda label: _date_words(label, path), _names_field)
+    names_invoice = path != "issue_date" or _invoice_named_before(f)
+    labelled = _labels(doc, f, lambda label: _date_words(label, path, names_invoice), _names_field)
     if labelled is not None and path == "due_date" and _discount_deadline(doc, f):
         return None
     if labelled is not None:

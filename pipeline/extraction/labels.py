@@ -57,6 +57,15 @@ LABELS: Mapping[str, tuple[str, ...]] = {
     "supplier.name": (),
 }  # fmt: skip
 
+#: Issue-date words of prose that date whatever document the words before them name
+#: ("Rechnung RE-17 vom", "Rapport-Nr.: 42389 vom", "Report 7 dated"): an issue date
+#: only where that document is the invoice (:func:`pipeline.extraction.label_proof.
+#: date_proof`). SmolLM2 took "Rapport-Nr.: 42389 vom 08.03.2018", a work report's
+#: date, as the issue date of a FeRD sample (`EN16931_Elektron`), and grounding kept it.
+PROSE_DATE_WORDS: tuple[str, ...] = (
+    "vom", "von", "dated", "emiti", "opgemaakt", "wystawi", "emess", "utfärda", "udstedt",
+)  # fmt: skip
+
 #: Words that label a date which is not the invoice's issue or due date (delivery,
 #: shipping, service, sale or order dates: decoys a model may take). A date whose
 #: nearest label carries one of these is refused for issue_date and due_date.

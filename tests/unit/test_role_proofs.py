@@ -420,3 +420,30 @@ def test_a_value_row_between_a_header_and_a_date_hides_the_header() -> None:
     out = _run(doc, due_date="02.04.2026")
     assert out.extraction.due_date is None
     assert any(r.field == "due_date" for r in out.report.reasons)
+
+
+def test_a_prose_date_word_dates_the_document_its_line_names() -> None:
+    # FeRD's `EN16931_Elektron`: "Rapport-Nr.: 42389 vom 08.03.2018" dates a work report;
+    # SmolLM2 took it for the issue date and grounding kept it (2026-12-06).
+    doc = _doc(PRICE_FIRST).replace(
+        "Invoice date: 03.03.2026\n",
+        "Rechnung Nr. 7 vom 03.03.2026\nRapport-Nr.: 42389 vom 01.03.2026\n",
+    )
+    report = _run(doc, issue_date="01.03.2026")
+    assert report.extraction.issue_date is None
+    assert any(r.field == "issue_date" for r in report.report.reasons)
+    invoice = _run(doc, issue_date="03.03.2026")
+    assert invoice.extraction.issue_date is not None
+    assert invoice.extraction.issue_date.value == date(2026, 3, 3)
+    assert not any(r.field == "issue_date" for r in invoice.report.reasons)
+
+
+def test_the_grammar_offers_no_due_date_where_the_page_labels_none() -> None:
+    from pipeline.extraction.answer import answer_schema
+
+    bare = answer_schema(_doc(PRICE_FIRST, due="Delivered on 05.03.2026\n"))
+    assert bare["properties"]["due_date"] == {"type": "null"}
+    labelled = answer_schema(_doc(PRICE_FIRST, due="Due date: 02.04.2026\n"))
+    assert labelled["properties"]["due_date"] == {
+        "anyOf": [{"enum": ["02.04.2026"]}, {"type": "null"}]
+    }

@@ -269,3 +269,24 @@ def test_a_swap_of_two_totals_is_put_right_and_never_hides_a_trap(variant: Varia
         outcomes.append("exact")
     want = "exact" if variant is Variant.CLEAN else "REVIEW_REQUIRED"
     assert outcomes == [want] * 30
+
+
+def test_net_from_a_tax_base_and_tax_from_another_are_replaced_where_the_gross_is_both() -> None:
+    # SmolLM2 on FeRD's `XRECHNUNG_Reisekostenabrechnung` (2026-12-06): the 7 % line's
+    # base 202,33 as the net and the 19 % line's base 11,76 as the tax; the page prints
+    # net 214,09, tax 16,39, gross 230,48.
+    rows = Rows(
+        D("214.09"),
+        D("16.39"),
+        line_amounts=(D("158.88"), D("11.76"), D("23.36"), D("20.09")),
+        tax_amounts=(D("14.16"), D("2.23")),
+        tax_bases=(D("202.33"), D("11.76")),
+        rates=(D("7"), D("19")),
+    )
+    assert repair(D("202.33"), D("11.76"), D("230.48"), rows) == Fix(
+        "totals.copied.net_and_tax", {NET: D("214.09"), TAX: D("16.39")}
+    )
+    # the same picks beside a gross a cent off (a trap): nothing is replaced
+    assert repair(D("202.33"), D("11.76"), D("230.49"), rows) is None
+    # a net that is no base nor a part is left as the model gave it
+    assert repair(D("202.34"), D("11.76"), D("230.48"), rows) is None
