@@ -37,6 +37,7 @@ from typing import Any, Literal
 import pika
 
 from pipeline.errors import BrokerUnavailable
+from pipeline.hooks import Hooks
 from pipeline.messaging.broker import (
     HEADER_DETAIL,
     HEADER_ORIGIN_QUEUE,
@@ -79,6 +80,15 @@ class Disposition:
 
 ACK = Disposition("ack")
 REQUEUE = Disposition("requeue")
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """A delivery the consumer acked or requeued, and what decided it (the event of
+    :attr:`QueueConsumer.on_settled`)."""
+
+    delivery: Delivery
+    disposition: Disposition
 
 Handler = Callable[[Delivery], Awaitable[Disposition]]
 
@@ -184,8 +194,10 @@ class QueueConsumer:
         self._task: asyncio.Task[None] | None = None
         self._pull: AmqpLink | None = None
         self._inflight: set[asyncio.Task[Disposition]] = set()
-        #: Called after each delivery was acked or requeued (tests wait on these).
-        self.on_settled: list[Callable[[Delivery, Disposition], None]] = []
+        #: Run after each delivery was acked or requeued (tests wait on these): after
+        #: the ack, so a hook that raises cannot undo it (it fails that delivery's
+        #: handling: its task in push mode, ``run_once`` in pull mode).
+        self.on_settled: Hooks[None, Settlement] = Hooks()
 
     # ------------------------------------------------------------- lifecycle
     async def open(self) -> None:
@@ -361,8 +373,7 @@ class QueueConsumer:
             settled = await self._dead_letter(d, disposition)
             disposition = replace(settled, reason=disposition.reason, result=disposition.result)
         self._settle(link, d, disposition)
-        for hook in self.on_settled:
-            hook(d, disposition)
+        await self.on_settled.run(None, Settlement(d, disposition))
         return disposition
 
     async def _dead_letter(self, d: Delivery, why: Disposition) -> Disposition:

@@ -33,7 +33,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pipeline import checkpoints
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.errors import BrokerUnavailable
+from pipeline.hooks import Hooks
 from pipeline.jobs import EVENT_DEAD_LETTERED
 from pipeline.messaging.broker import BrokerConfig, declare_topology
 from pipeline.messaging.dlq import archive_outbox_event
@@ -144,8 +145,9 @@ class OutboxRelay:
             self.routes: dict[str, Route] = dict(routes)
         else:
             self.routes = default_routes(self.broker) if self.broker else {}
-        #: Called with every report (tests wait on these instead of sleeping).
-        self.on_batch: list[Callable[[RelayReport], None]] = []
+        #: Run with every report, no connection (tests wait on these instead of
+        #: sleeping); one that raises fails the round, which the loop retries.
+        self.on_batch: Hooks[None, RelayReport] = Hooks()
         self.listener = NotificationListener(
             settings.database_url, OUTBOX_CHANNEL, lambda _p: self._wake.set()
         )
@@ -295,8 +297,7 @@ class OutboxRelay:
             or time.monotonic() - self._measured_at >= 1.0
         ):
             await self._measure(report)
-        for hook in self.on_batch:
-            hook(report)
+        await self.on_batch.run(None, report)
         return report
 
     async def _handle_locally(self, rows: Sequence[Any], report: RelayReport) -> None:
