@@ -90,6 +90,7 @@ class Settlement:
     delivery: Delivery
     disposition: Disposition
 
+
 Handler = Callable[[Delivery], Awaitable[Disposition]]
 
 
