@@ -50,6 +50,7 @@ from pipeline.messaging import (
     Scheduler,
 )
 from pipeline.process_heap import freeze_startup_heap
+from pipeline.service import health_report
 from pipeline.service_group import ServiceGroup
 from pipeline.settings import Settings
 from pipeline.tenants import MasterDataCache, SpendReconciler
@@ -213,6 +214,14 @@ class TaskDriver(CrashPoints):
             await self._pool.close()
             self._pool = None
         return stats
+
+    async def run_once(self) -> int:
+        """One claim round now (operators, tests): attempts started, 0 before start()."""
+        return await self._loop.run_once() if self._loop is not None else 0
+
+    def health(self) -> dict[str, Any]:
+        """The scheduler's and the claim loop's liveness by name; empty before start()."""
+        return health_report((("scheduler", self._scheduler), ("driver", self._loop)))
 
     async def stats(self) -> dict[str, Any]:
         if self._loop is None:

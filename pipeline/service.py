@@ -20,7 +20,7 @@ stalled relay or consumer).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -159,3 +159,9 @@ class Service(Protocol):
     async def run_once(self) -> object: ...
 
     def health(self) -> ServiceHealth: ...
+
+
+def health_report(services: Iterable[tuple[str, Service | None]]) -> dict[str, dict[str, Any]]:
+    """Each present service's health by name, as plain values (what an actor's
+    ``health()`` answers; a service not started yet is left out)."""
+    return {name: s.health().as_dict() for name, s in services if s is not None}

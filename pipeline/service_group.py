@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pipeline.service import Service
+from pipeline.service import Service, health_report
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class ServiceGroup:
 
     def health(self) -> dict[str, dict[str, Any]]:
         """Every member's :class:`~pipeline.service.ServiceHealth`, as plain values."""
-        return {name: m.service.health().as_dict() for name, m in self._members.items()}
+        return health_report(self)
 
     async def replace_stalled(self) -> list[str]:
         """Replace each replaceable member whose health says stalled; their names."""
