@@ -17,7 +17,6 @@ import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,6 +35,7 @@ from pipeline.delivery.signing import webhook_headers
 from pipeline.errors import LeaseLost
 from pipeline.logs import bind_job
 from pipeline.queries import q
+from pipeline.records import from_record
 from pipeline.service import LoopProgress, ServiceHealth
 from pipeline.tracing import SPAN_DELIVERY, Span, SpanKind, job_span, set_error
 
@@ -230,8 +230,7 @@ class DeliveryDispatcher:
                 float(self.config.lease_seconds),
                 self.worker_id,
             )
-        names = [f.name for f in fields(Claim)]
-        return [Claim(**{n: r[n] for n in names}) for r in rows]
+        return [from_record(Claim, r) for r in rows]
 
     def _wall_now(self) -> datetime:
         return self.clock.now() or datetime.now(UTC)
