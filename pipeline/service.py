@@ -12,9 +12,11 @@ Liveness is the same question everywhere: has the loop died, or has it not
 finished a pass for longer than any pass may take? A loop that has stopped doing
 anything still answers calls, so a health check cannot tell from the outside.
 :class:`LoopProgress` counts a loop's passes; :class:`ServiceHealth` is one
-snapshot of it (``cluster.drivers.Maintenance.health`` and its idempotent
-``start()``, which the runtime supervisor calls on every health check, replace a
-stalled relay or consumer).
+snapshot of it. An actor answers its loops' snapshots by name
+(:func:`health_report`); the maintenance actor keeps its loops in a
+:class:`~pipeline.service_group.ServiceGroup`, and its idempotent ``start()``,
+which the runtime supervisor calls on every health check, replaces a stalled
+relay or consumer.
 """
 
 from __future__ import annotations
