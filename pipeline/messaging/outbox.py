@@ -52,7 +52,7 @@ from pipeline.messaging.publisher import ConfirmingPublisher, PublishResult, Pub
 from pipeline.messaging.routes import Route, default_routes, event_message, outgoing, publish_span
 from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS, NotificationListener
 from pipeline.queries import q
-from pipeline.service import LoopProgress, ServiceHealth
+from pipeline.service import LoopService
 from pipeline.settings import Settings
 from pipeline.tracing import set_error, traceparent_of
 from pipeline.waiting import wait_within
@@ -114,7 +114,7 @@ class RelayReport:
         return self.returned + self.nacked + self.unknown
 
 
-class OutboxRelay:
+class OutboxRelay(LoopService):
     """Publishes committed outbox events; one service per process is enough.
 
     Several relays may run at once (SKIP LOCKED keeps them apart). Without a
@@ -153,11 +153,11 @@ class OutboxRelay:
         )
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._drained: list[asyncio.Future[None]] = []
         self._declared = False
         self._measured_at = 0.0
-        self.progress = LoopProgress.begin()
+        #: A round finishes within its lease; none for this long: the loop is stuck.
+        self.stall_seconds = self.config.stall_seconds
 
     # ------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -167,23 +167,10 @@ class OutboxRelay:
         await self._declare()  # a broker that is down now is retried by the loop
         if self.config.listen:
             await self.listener.start()
-        self.progress = LoopProgress.begin()
-        self._task = asyncio.create_task(self._run(), name="outbox-relay")
-        self._task.add_done_callback(_log_death)
+        self._launch(self._run(), "outbox-relay").add_done_callback(_log_death)
 
-    @property
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
-
-    def stalled(self) -> bool:
-        """Whether the loop is gone or finished no round within ``stall_seconds``."""
-        return self.progress.stalled(self.config.stall_seconds, running=self.running)
-
-    def health(self) -> ServiceHealth:
-        """Liveness for health checks and operators (see :class:`LoopProgress`)."""
-        return self.progress.health(
-            "outbox relay", running=self.running, stall_seconds=self.config.stall_seconds
-        )
+    def health_name(self) -> str:
+        return "outbox relay"
 
     async def stop(self, timeout: float | None = None) -> None:
         """Stop the loop; after ``timeout`` seconds (default: one round) cancel it."""
