@@ -32,6 +32,7 @@ from pipeline.delivery import (
     SecretBox,
     guard_from_settings,
 )
+from pipeline.service import health_report
 from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,10 @@ class DeliveryActor(CrashPoints):
             raise RuntimeError("DeliveryActor.start() was not called")
         report = await self._dispatcher.run_once()
         return {"claimed": report.claimed, "reaped": report.reaped, **report.outcomes}
+
+    def health(self) -> dict[str, Any]:
+        """The dispatch loop's liveness by name; empty before start()."""
+        return health_report([("dispatcher", self._dispatcher)])
 
     async def backlog(self) -> dict[str, Any]:
         """Delivery counts per state and the oldest due delivery's age."""

@@ -19,6 +19,7 @@ import logging
 import os
 import uuid
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 import asyncpg
@@ -49,6 +50,8 @@ from pipeline.messaging import (
     Scheduler,
 )
 from pipeline.process_heap import freeze_startup_heap
+from pipeline.service import health_report
+from pipeline.service_group import ServiceGroup
 from pipeline.settings import Settings
 from pipeline.tenants import MasterDataCache, SpendReconciler
 from pipeline.validation import policy_for
@@ -212,6 +215,14 @@ class TaskDriver(CrashPoints):
             self._pool = None
         return stats
 
+    async def run_once(self) -> int:
+        """One claim round now (operators, tests): attempts started, 0 before start()."""
+        return await self._loop.run_once() if self._loop is not None else 0
+
+    def health(self) -> dict[str, Any]:
+        """The scheduler's and the claim loop's liveness by name; empty before start()."""
+        return health_report((("scheduler", self._scheduler), ("driver", self._loop)))
+
     async def stats(self) -> dict[str, Any]:
         if self._loop is None:
             return {"worker_id": self.worker.worker_id, "running": False}
@@ -251,11 +262,8 @@ class Maintenance(CrashPoints):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._pool: asyncpg.Pool | None = None
-        self._reaper: Reaper | None = None
-        self._relay: OutboxRelay | None = None
-        self._retention: DeadLetterRetention | None = None
-        self._spend: SpendReconciler | None = None
-        self._consumers: list[InboxConsumer | DeadLetterArchiver] = []
+        #: Every loop of the actor, by the name :meth:`services` and :meth:`health` use.
+        self._services = ServiceGroup()
         self._metrics_bridge: RegistryBridge | None = None
 
     async def start(self) -> None:
@@ -265,115 +273,77 @@ class Maintenance(CrashPoints):
         loop died or stopped finishing rounds (:meth:`OutboxRelay.stalled`), or an
         inbox consumer or DLQ archiver whose loop died or hangs
         (:meth:`QueueConsumer.stalled`), is replaced within one health-check
-        period, although the actor still answers.
+        period, although the actor still answers. The periodic passes are only
+        reported: nothing but ``stop()`` ends their loops.
         """
         if self._pool is not None:
-            await self._replace_stalled_relay()
-            await self._replace_stalled_consumers()
+            await self._services.replace_stalled()
             return
         start_observability(self.settings, "fenceline-maintenance")
-        self._pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
-        self._reaper = Reaper(
-            JobStore(self._pool, self.settings),
-            interval_seconds=self.settings.reaper_interval_seconds,
+        pool = self._pool = await create_pool(self.settings.database_url, min_size=1, max_size=4)
+        settings = self.settings
+        services = self._services
+        await services.start(
+            "reaper",
+            lambda: Reaper(
+                JobStore(pool, settings), interval_seconds=settings.reaper_interval_seconds
+            ),
         )
-        await self._reaper.start()
-        self._relay = OutboxRelay(self._pool, self.settings)
-        await self._relay.start()
+        await services.start("relay", lambda: OutboxRelay(pool, settings), replace=True)
         # Broker or not, the archive exists (broker-less mode archives terminal
         # events directly), so its retention runs here either way.
-        self._retention = DeadLetterRetention(
-            self._pool, RetentionConfig.from_settings(self.settings)
+        await services.start(
+            "dlq_retention",
+            lambda: DeadLetterRetention(pool, RetentionConfig.from_settings(settings)),
         )
-        await self._retention.start()
-        self._spend = SpendReconciler(
-            self._pool,
-            self.settings,
-            interval_seconds=self.settings.spend_reconcile_interval_seconds,
+        await services.start(
+            "spend_reconciler",
+            lambda: SpendReconciler(
+                pool, settings, interval_seconds=settings.spend_reconcile_interval_seconds
+            ),
         )
-        await self._spend.start()
-        if BrokerConfig.from_settings(self.settings) is not None:
-            for consumer in (
-                InboxConsumer(self._pool, self.settings),
-                DeadLetterArchiver(self._pool, self.settings),
-            ):
-                await consumer.start()
-                self._consumers.append(consumer)
+        if BrokerConfig.from_settings(settings) is not None:
+            for consumer in (InboxConsumer, DeadLetterArchiver):
+                await services.start(
+                    consumer.__name__, partial(consumer, pool, settings), replace=True
+                )
         self._metrics_bridge = bridge_to_ray(REGISTRY)  # None outside Ray
 
-    async def _replace_stalled_relay(self) -> None:
-        relay = self._relay
-        if relay is None or self._pool is None or not relay.stalled():
-            return
-        log.error("outbox relay stalled (%s); starting a new one", relay.health().as_dict())
-        await relay.stop()
-        self._relay = OutboxRelay(self._pool, self.settings)
-        await self._relay.start()
+    @property
+    def _relay(self) -> OutboxRelay | None:
+        relay = self._services.get("relay")
+        return relay if isinstance(relay, OutboxRelay) else None
 
-    async def _replace_stalled_consumers(self) -> None:
-        if self._pool is None:
-            return
-        for i, consumer in enumerate(self._consumers):
-            if not consumer.stalled():
-                continue
-            name = type(consumer).__name__
-            log.error("%s stalled (%s); starting a new one", name, consumer.health().as_dict())
-            await consumer.stop()
-            fresh = type(consumer)(self._pool, self.settings)
-            await fresh.start()
-            self._consumers[i] = fresh
+    @property
+    def _consumers(self) -> list[InboxConsumer | DeadLetterArchiver]:
+        return [s for _, s in self._services if isinstance(s, InboxConsumer | DeadLetterArchiver)]
 
     def health(self) -> dict[str, Any]:
-        """Each loop's liveness (relay, inbox consumer, DLQ archiver); empty before start()."""
-        out: dict[str, Any] = {}
-        if self._relay is not None:
-            out["relay"] = self._relay.health().as_dict()
-        for consumer in self._consumers:
-            out[type(consumer).__name__] = consumer.health().as_dict()
-        return out
+        """Each loop's liveness by name (the relay, the consumers by class, the
+        periodic passes); empty before start()."""
+        return self._services.health()
 
     async def stop(self) -> None:
         if self._metrics_bridge is not None:
             self._metrics_bridge.stop()
             self._metrics_bridge = None
         # Producers first, so the consumers drain what was already sent.
-        if self._relay is not None:
-            await self._relay.stop()
-            self._relay = None
-        while self._consumers:
-            await self._consumers.pop().stop()
-        if self._spend is not None:
-            await self._spend.stop()
-            self._spend = None
-        if self._retention is not None:
-            await self._retention.stop()
-            self._retention = None
-        if self._reaper is not None:
-            await self._reaper.stop()
-            self._reaper = None
+        await self._services.stop("relay")
+        await self._services.stop()
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
 
     def services(self) -> list[str]:
         """What runs in this actor now (operators, tests)."""
-        running = [
-            name
-            for name, s in (
-                ("reaper", self._reaper),
-                ("relay", self._relay),
-                ("dlq_retention", self._retention),
-                ("spend_reconciler", self._spend),
-            )
-            if s
-        ]
         bridged = ["RegistryBridge"] if self._metrics_bridge is not None else []
-        return running + [type(c).__name__ for c in self._consumers] + bridged
+        return self._services.names() + bridged
 
     async def reaped(self) -> dict[str, int]:
-        if self._reaper is None:
+        reaper = self._services.get("reaper")
+        if not isinstance(reaper, Reaper):
             return {}
-        t = self._reaper.total
+        t = reaper.total
         return {
             "rescheduled": len(t.rescheduled),
             "failed": len(t.failed),

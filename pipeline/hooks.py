@@ -11,9 +11,11 @@ hooks in the order they were added. The first type parameter says *when* they ru
   delivery actor). There is no connection to write with, and a hook that raises
   cannot undo the event; the caller decides whether to log or propagate.
 
-The three sites: :attr:`pipeline.jobs.JobStore.settle_hooks`,
-``pipeline.api.intake.IntakeService.accept_hooks`` and
-``pipeline.worker.attempt.AttemptRunner.on_settled``.
+The sites: :attr:`pipeline.jobs.JobStore.settle_hooks`,
+``pipeline.api.intake.IntakeService.accept_hooks``,
+``pipeline.worker.attempt.AttemptRunner.on_settled``, and after the fact
+``pipeline.messaging.consumer.QueueConsumer.on_settled`` (a delivery acked or
+requeued) and ``pipeline.messaging.outbox.OutboxRelay.on_batch`` (a relay round).
 """
 
 from __future__ import annotations

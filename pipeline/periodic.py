@@ -8,13 +8,13 @@ import asyncio
 import logging
 from typing import Any
 
-from pipeline.service import LoopProgress, ServiceHealth
+from pipeline.service import LoopProgress, LoopService
 from pipeline.waiting import wait_within
 
 log = logging.getLogger(__name__)
 
 
-class PeriodicPass:
+class PeriodicPass(LoopService):
     """Runs :meth:`run_once` every :meth:`pass_interval` seconds between :meth:`start`
     and :meth:`stop`. A failed pass is logged and the next one runs: nothing but
     ``stop()`` ends the loop (the outbox relay once died silently on an error its
@@ -25,12 +25,7 @@ class PeriodicPass:
 
     #: The task's name and the log's word for a pass.
     pass_name = "periodic pass"
-    #: No pass finished for this long: the loop is stuck (None: only a gone loop is).
-    stall_seconds: float | None = None
-    _task: asyncio.Task[None] | None = None
     _stopping: asyncio.Event | None = None
-    #: The loop's counters since the last start (None: never started).
-    progress: LoopProgress | None = None
 
     async def run_once(self) -> Any:
         raise NotImplementedError
@@ -38,14 +33,15 @@ class PeriodicPass:
     def pass_interval(self) -> float:
         raise NotImplementedError
 
+    def health_name(self) -> str:
+        return self.pass_name
+
     async def start(self) -> None:
         if self._task is not None:
             raise RuntimeError(f"{self.pass_name} already started")
         self._stopping = asyncio.Event()
-        self.progress = LoopProgress.begin()
-        self._task = asyncio.create_task(
-            self._run(self._stopping, self.progress), name=self.pass_name
-        )
+        self._progress = progress = LoopProgress.begin()
+        self._task = asyncio.create_task(self._run(self._stopping, progress), name=self.pass_name)
 
     async def stop(self) -> None:
         if self._stopping is not None:
@@ -53,17 +49,6 @@ class PeriodicPass:
         if self._task is not None:
             await self._task
             self._task = None
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
-
-    def health(self) -> ServiceHealth:
-        """The loop's passes since the last start; before any start, not running."""
-        progress = self.progress or LoopProgress.begin()
-        return progress.health(
-            self.pass_name, running=self.running, stall_seconds=self.stall_seconds
-        )
 
     async def _run(self, stopping: asyncio.Event, progress: LoopProgress) -> None:
         while not stopping.is_set():

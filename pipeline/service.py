@@ -3,24 +3,29 @@
 The reaper, the scheduler, the outbox relay, the queue consumers, the delivery
 dispatcher, the driver loop and the listeners all run one task between
 ``start()`` and ``stop()``; tests drive one pass with ``run_once()``, and a health
-check reads ``health()``. :class:`Service` is that shape, checked structurally;
-:class:`~pipeline.periodic.PeriodicPass` is the base of the loops that are a plain
-pass repeated every interval, and the others implement the four methods over the
-loop they have (a LISTEN connection, a broker consumer, a pool of attempts).
+check reads ``health()``. :class:`Service` is that shape, checked structurally.
+:class:`LoopService` is the base of the loops run as one task (their task, counters
+and health); :class:`~pipeline.periodic.PeriodicPass` builds on it for the loops
+that are a plain pass repeated every interval, and the others implement start,
+stop and run_once over the loop they have (a LISTEN connection, a broker
+consumer, a pool of attempts).
 
 Liveness is the same question everywhere: has the loop died, or has it not
 finished a pass for longer than any pass may take? A loop that has stopped doing
 anything still answers calls, so a health check cannot tell from the outside.
 :class:`LoopProgress` counts a loop's passes; :class:`ServiceHealth` is one
-snapshot of it (``cluster.drivers.Maintenance.health`` and its idempotent
-``start()``, which the runtime supervisor calls on every health check, replace a
-stalled relay or consumer).
+snapshot of it. An actor answers its loops' snapshots by name
+(:func:`health_report`); the maintenance actor keeps its loops in a
+:class:`~pipeline.service_group.ServiceGroup`, and its idempotent ``start()``,
+which the runtime supervisor calls on every health check, replaces a stalled
+relay or consumer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -143,6 +148,60 @@ class LoopProgress:
         )
 
 
+class LoopService:
+    """What every loop run as one task shares: the task, its counters, its health.
+
+    A subclass starts its loop with :meth:`_launch` in ``start()``, records each
+    pass on :attr:`progress`, and says what its health is called
+    (:meth:`health_name`), how long a pass may take (:attr:`stall_seconds`) and
+    what only it knows (:meth:`health_details`). How it starts, loops and stops
+    is its own (a LISTEN connection, a broker consumer, a pool of attempts).
+    """
+
+    #: No pass finished for this long: the loop is stuck (None: only a gone loop is).
+    stall_seconds: float | None = None
+    _task: asyncio.Task[None] | None = None
+    _progress: LoopProgress | None = None
+
+    @property
+    def progress(self) -> LoopProgress:
+        """The loop's counters since the last start (fresh ones before any start)."""
+        if self._progress is None:
+            self._progress = LoopProgress.begin()
+        return self._progress
+
+    @property
+    def running(self) -> bool:
+        """The loop's task exists and has not ended."""
+        return self._task is not None and not self._task.done()
+
+    def stalled(self) -> bool:
+        """Whether the loop is gone or finished no pass within :attr:`stall_seconds`."""
+        return self.progress.stalled(self.stall_seconds, running=self.running)
+
+    def health_name(self) -> str:
+        raise NotImplementedError
+
+    def health_details(self) -> Mapping[str, Any]:
+        """What only this kind of loop knows (a consumer's deliveries in flight)."""
+        return {}
+
+    def health(self) -> ServiceHealth:
+        """Liveness for health checks and operators (see :class:`LoopProgress`)."""
+        return self.progress.health(
+            self.health_name(),
+            running=self.running,
+            stall_seconds=self.stall_seconds,
+            details=self.health_details(),
+        )
+
+    def _launch(self, loop: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """Count from zero again and run ``loop`` as the service's task."""
+        self._progress = LoopProgress.begin()
+        self._task = asyncio.create_task(loop, name=name)
+        return self._task
+
+
 @runtime_checkable
 class Service(Protocol):
     """A long-running loop: what starts it, stops it, runs one pass, and says how it is.
@@ -159,3 +218,9 @@ class Service(Protocol):
     async def run_once(self) -> object: ...
 
     def health(self) -> ServiceHealth: ...
+
+
+def health_report(services: Iterable[tuple[str, Service | None]]) -> dict[str, dict[str, Any]]:
+    """Each present service's health by name, as plain values (what an actor's
+    ``health()`` answers; a service not started yet is left out)."""
+    return {name: s.health().as_dict() for name, s in services if s is not None}

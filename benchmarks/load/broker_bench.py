@@ -49,12 +49,11 @@ from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
 from pipeline.messaging import (
     BrokerConfig,
     BrokerMetrics,
-    Delivery,
-    Disposition,
     InboxConsumer,
     IngestResult,
     OutboxRelay,
     RelayConfig,
+    Settlement,
     declare_topology,
 )
 from pipeline.queries import q
@@ -245,12 +244,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         inbox = InboxConsumer(inbox_pool, settings, metrics=BrokerMetrics(CollectorRegistry()))
         lags: list[float] = []
 
-        def record(_d: Delivery, disposition: Disposition) -> None:
-            result = disposition.result
+        async def record(_c: None, settled: Settlement) -> None:
+            result = settled.disposition.result
             if isinstance(result, IngestResult) and result.lag_seconds is not None:
                 lags.append(result.lag_seconds)
 
-        inbox.consumer.on_settled.append(record)
+        inbox.consumer.on_settled.add(record)
         await relay.start()
         await inbox.start()
         rows = []

@@ -52,7 +52,7 @@ import asyncpg
 from pipeline.api.problems import DATABASE_UNAVAILABLE
 from pipeline.errors import KeyExpired
 from pipeline.queries import q
-from pipeline.service import LoopProgress, ServiceHealth
+from pipeline.service import LoopService
 from pipeline.settings import Settings
 from pipeline.states import FINAL, JobState
 from pipeline.tenants import authenticate
@@ -75,7 +75,7 @@ class _Waiter:
         self.event = asyncio.Event()
 
 
-class EventHub:
+class EventHub(LoopService):
     """One ``LISTEN fenceline_job_events`` connection fanned out to open streams."""
 
     def __init__(self, pool: asyncpg.Pool, settings: Settings) -> None:
@@ -83,11 +83,8 @@ class EventHub:
         self.settings = settings
         self._waiters: dict[uuid.UUID, set[_Waiter]] = defaultdict(set)
         self._conn: asyncpg.Connection | None = None
-        self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._subscribing = asyncio.Lock()
-        #: Each check of the LISTEN connection since the last start.
-        self.progress = LoopProgress.begin()
 
     @property
     def listening(self) -> bool:
@@ -96,15 +93,14 @@ class EventHub:
     async def start(self) -> None:
         """Start listening; keeps retrying in the background if the database is down."""
         self._closing = False
-        self.progress = LoopProgress.begin()
-        self._task = asyncio.create_task(self._keep_listening(), name="fenceline-event-hub")
+        self._launch(self._keep_listening(), "fenceline-event-hub")
 
-    def health(self) -> ServiceHealth:
+    def health_name(self) -> str:
         """Each check of the connection is a pass; one that could not listen failed."""
-        running = self._task is not None and not self._task.done()
-        return self.progress.health(
-            "event hub", running=running, details={"listening": self.listening}
-        )
+        return "event hub"
+
+    def health_details(self) -> dict[str, Any]:
+        return {"listening": self.listening}
 
     async def stop(self) -> None:
         self._closing = True

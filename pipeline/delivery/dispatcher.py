@@ -17,7 +17,6 @@ import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,7 +35,8 @@ from pipeline.delivery.signing import webhook_headers
 from pipeline.errors import LeaseLost
 from pipeline.logs import bind_job
 from pipeline.queries import q
-from pipeline.service import LoopProgress, ServiceHealth
+from pipeline.records import from_record
+from pipeline.service import LoopService
 from pipeline.tracing import SPAN_DELIVERY, Span, SpanKind, job_span, set_error
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ LAG_SAMPLE_SECONDS = 10.0
 AfterResponse = Callable[[Claim, HttpOutcome], Awaitable[None]]
 
 
-class DeliveryDispatcher:
+class DeliveryDispatcher(LoopService):
     """Claims due deliveries, signs and POSTs them, and records outcomes under the fence.
 
     Args:
@@ -91,38 +91,34 @@ class DeliveryDispatcher:
         self._tasks: set[asyncio.Task[str]] = set()
         self._wake = asyncio.Event()
         self._stopping = False
-        self._loop_task: asyncio.Task[None] | None = None
         self._listener: Any = None
-        #: The loop's rounds since the last start.
-        self.progress = LoopProgress.begin()
 
     # ---------------------------------------------------------------- service
     async def start(self) -> None:
         """Listen for new deliveries and run the dispatch loop in the background."""
-        if self._loop_task is not None:
+        if self._task is not None:
             return
         self._stopping = False
         self._listener = await self.pool.acquire()
         await self._listener.add_listener(NOTIFY_CHANNEL, self._on_notify)
-        self.progress = LoopProgress.begin()
-        self._loop_task = asyncio.create_task(self._loop(), name=f"{self.worker_id}-loop")
+        self._launch(self._loop(), f"{self.worker_id}-loop")
 
-    def health(self) -> ServiceHealth:
-        """The dispatch loop's rounds (each: reap, claim, start the attempts)."""
-        running = self._loop_task is not None and not self._loop_task.done()
-        return self.progress.health(
-            self.worker_id, running=running, details={"in_flight": len(self._tasks)}
-        )
+    def health_name(self) -> str:
+        """Each round of the loop (reap, claim, start the attempts) is a pass."""
+        return self.worker_id
+
+    def health_details(self) -> dict[str, Any]:
+        return {"in_flight": len(self._tasks)}
 
     async def stop(self) -> None:
         """Stop claiming; let in-flight attempts finish (they are bounded by the timeout)."""
         self._stopping = True
         self._wake.set()
-        if self._loop_task is not None:
-            self._loop_task.cancel()
+        if self._task is not None:
+            self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
-            self._loop_task = None
+                await self._task
+            self._task = None
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._listener is not None:
@@ -230,8 +226,7 @@ class DeliveryDispatcher:
                 float(self.config.lease_seconds),
                 self.worker_id,
             )
-        names = [f.name for f in fields(Claim)]
-        return [Claim(**{n: r[n] for n in names}) for r in rows]
+        return [from_record(Claim, r) for r in rows]
 
     def _wall_now(self) -> datetime:
         return self.clock.now() or datetime.now(UTC)

@@ -6,7 +6,7 @@ never from a module inside.
 """
 
 from pipeline.messaging.broker import BrokerConfig, declare_topology
-from pipeline.messaging.consumer import Delivery, Disposition
+from pipeline.messaging.consumer import Delivery, Disposition, Settlement
 from pipeline.messaging.dlq import DeadLetterArchiver
 from pipeline.messaging.dlq_retention import DeadLetterRetention, RetentionConfig
 from pipeline.messaging.inbox import InboxConsumer, IngestResult
@@ -34,6 +34,7 @@ __all__ = [
     "RetentionConfig",
     "Scheduler",
     "SchedulerConfig",
+    "Settlement",
     "WorkSignal",
     "declare_topology",
 ]

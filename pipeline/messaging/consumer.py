@@ -37,6 +37,7 @@ from typing import Any, Literal
 import pika
 
 from pipeline.errors import BrokerUnavailable
+from pipeline.hooks import Hooks
 from pipeline.messaging.broker import (
     HEADER_DETAIL,
     HEADER_ORIGIN_QUEUE,
@@ -48,7 +49,7 @@ from pipeline.messaging.broker import (
     declare_topology,
 )
 from pipeline.messaging.publisher import ConfirmingPublisher, Outgoing, PublishStatus
-from pipeline.service import LoopProgress, ServiceHealth
+from pipeline.service import LoopService
 from pipeline.waiting import wait_within
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,16 @@ class Disposition:
 
 ACK = Disposition("ack")
 REQUEUE = Disposition("requeue")
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """A delivery the consumer acked or requeued, and what decided it (the event of
+    :attr:`QueueConsumer.on_settled`)."""
+
+    delivery: Delivery
+    disposition: Disposition
+
 
 Handler = Callable[[Delivery], Awaitable[Disposition]]
 
@@ -128,7 +139,7 @@ def _delivery(method: Any, props: Any, body: bytes) -> Delivery:
     )
 
 
-class QueueConsumer:
+class QueueConsumer(LoopService):
     """Consumes ``queue`` and settles each delivery after ``handler`` returns.
 
     Args:
@@ -173,7 +184,6 @@ class QueueConsumer:
         self.handler_timeout = handler_timeout
         self.stall_seconds = stall_seconds
         self.beat_seconds = beat_seconds
-        self.progress = LoopProgress.begin()
         #: Handlers that failed in a row (the requeue backoff); 0 after a success.
         self._failures = 0
         self._delay = backoff[0]
@@ -181,11 +191,12 @@ class QueueConsumer:
         #: Set while a consumer is registered with the broker (tests wait on it).
         self.consuming = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._pull: AmqpLink | None = None
         self._inflight: set[asyncio.Task[Disposition]] = set()
-        #: Called after each delivery was acked or requeued (tests wait on these).
-        self.on_settled: list[Callable[[Delivery, Disposition], None]] = []
+        #: Run after each delivery was acked or requeued (tests wait on these): after
+        #: the ack, so a hook that raises cannot undo it (it fails that delivery's
+        #: handling: its task in push mode, ``run_once`` in pull mode).
+        self.on_settled: Hooks[None, Settlement] = Hooks()
 
     # ------------------------------------------------------------- lifecycle
     async def open(self) -> None:
@@ -202,26 +213,15 @@ class QueueConsumer:
         if self._task is not None:
             raise RuntimeError(f"consumer {self.name} already started")
         self._stopping.clear()
-        self.progress = LoopProgress.begin()
-        self._task = asyncio.create_task(self._supervise(), name=f"consumer-{self.name}")
-        self._task.add_done_callback(partial(_log_death, self.name))
+        task = self._launch(self._supervise(), f"consumer-{self.name}")
+        task.add_done_callback(partial(_log_death, self.name))
 
-    @property
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
+    def health_name(self) -> str:
+        """Each connection cycle and each bounded wait while connected is a pass."""
+        return f"consumer {self.name}"
 
-    def stalled(self) -> bool:
-        """Whether the loop is gone or finished no cycle or wait in ``stall_seconds``."""
-        return self.progress.stalled(self.stall_seconds, running=self.running)
-
-    def health(self) -> ServiceHealth:
-        """Liveness for health checks and operators (see :class:`LoopProgress`)."""
-        return self.progress.health(
-            f"consumer {self.name}",
-            running=self.running,
-            stall_seconds=self.stall_seconds,
-            details={"consuming": self.consuming.is_set(), "in_flight": len(self._inflight)},
-        )
+    def health_details(self) -> dict[str, Any]:
+        return {"consuming": self.consuming.is_set(), "in_flight": len(self._inflight)}
 
     async def stop(self, drain_timeout: float = 5.0) -> None:
         """Stop taking deliveries, let in-flight handlers settle, then disconnect.
@@ -361,8 +361,7 @@ class QueueConsumer:
             settled = await self._dead_letter(d, disposition)
             disposition = replace(settled, reason=disposition.reason, result=disposition.result)
         self._settle(link, d, disposition)
-        for hook in self.on_settled:
-            hook(d, disposition)
+        await self.on_settled.run(None, Settlement(d, disposition))
         return disposition
 
     async def _dead_letter(self, d: Delivery, why: Disposition) -> Disposition:

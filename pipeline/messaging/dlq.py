@@ -41,8 +41,9 @@ from pipeline.messaging.broker import (
     BrokerConfig,
     queue_depths,
 )
-from pipeline.messaging.consumer import ACK, Delivery, Disposition, QueueConsumer
+from pipeline.messaging.consumer import ACK, Delivery, Disposition
 from pipeline.messaging.metrics import BrokerMetrics, default_metrics
+from pipeline.messaging.queue_service import QueueService
 from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS
 from pipeline.queries import q
 from pipeline.service import ServiceHealth
@@ -187,7 +188,7 @@ async def archive_outbox_event(
     )
 
 
-class DeadLetterArchiver:
+class DeadLetterArchiver(QueueService):
     """Consumes the DLQ into ``dead_letters``; acks each message after its insert commits."""
 
     def __init__(
@@ -203,7 +204,6 @@ class DeadLetterArchiver:
         backoff: tuple[float, float] = (0.1, 5.0),
     ) -> None:
         cfg = BrokerConfig.required(settings, "DLQ archiver")
-        self.cfg = cfg
         self.settings = settings
         self.depth_interval = depth_interval
         self._monitor: asyncio.Task[None] | None = None
@@ -211,10 +211,9 @@ class DeadLetterArchiver:
         self.clock = clock or DatabaseClock()
         self.metrics = metrics or default_metrics()
         self.retry_seconds = retry_seconds
-        self.consumer = QueueConsumer(
+        super().__init__(
             cfg,
             cfg.dead_letter_queue,
-            self.handle,
             prefetch=cfg.prefetch,
             name="dlq-archiver",
             source="archiver",
@@ -223,7 +222,7 @@ class DeadLetterArchiver:
         )
 
     async def start(self) -> None:
-        await self.consumer.open()
+        await super().start()
         self._monitor = asyncio.create_task(self._watch_depth(), name="dlq-depth")
 
     @property
@@ -252,7 +251,7 @@ class DeadLetterArchiver:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._monitor
             self._monitor = None
-        await self.consumer.stop()
+        await super().stop()
 
     async def _watch_depth(self) -> None:
         """Refresh the DLQ-depth and queue gauges every ``depth_interval`` seconds."""

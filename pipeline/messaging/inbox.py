@@ -35,11 +35,11 @@ from pipeline.clock import Clock, DatabaseClock
 from pipeline.errors import PoisonMessage
 from pipeline.jobs import EVENT_REQUESTED
 from pipeline.messaging.broker import HEADER_SENT_AT, BrokerConfig, EventMessage
-from pipeline.messaging.consumer import Delivery, Disposition, QueueConsumer
+from pipeline.messaging.consumer import Delivery, Disposition
 from pipeline.messaging.metrics import BrokerMetrics, default_metrics
+from pipeline.messaging.queue_service import QueueService
 from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS
 from pipeline.queries import q
-from pipeline.service import ServiceHealth
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from pipeline.tracing import SPAN_INBOX, SpanKind, context_from_headers, job_span, set_error
@@ -115,7 +115,7 @@ class Inbox:
 AfterCommit = Callable[[IngestResult], Awaitable[None]]
 
 
-class InboxConsumer:
+class InboxConsumer(QueueService):
     """The ingress consumer service: the work queue → :class:`Inbox` → ack."""
 
     def __init__(
@@ -132,38 +132,19 @@ class InboxConsumer:
         backoff: tuple[float, float] = (0.1, 5.0),
     ) -> None:
         cfg = BrokerConfig.required(settings, "ingress consumer")
-        self.cfg = cfg
         self.inbox = Inbox(pool, clock=clock)
         self.metrics = metrics or default_metrics()
         self.after_commit = after_commit
         self.retry_seconds = retry_seconds
-        self.consumer = QueueConsumer(
+        super().__init__(
             cfg,
             cfg.work_queue,
-            self.handle,
             prefetch=prefetch or cfg.prefetch,
             name="inbox",
             source="inbox",
             handler_timeout=handler_timeout,
             backoff=backoff,
         )
-
-    async def start(self) -> None:
-        await self.consumer.open()
-
-    @property
-    def running(self) -> bool:
-        return self.consumer.running
-
-    def stalled(self) -> bool:
-        """The consumer loop is gone or stuck (:meth:`QueueConsumer.stalled`)."""
-        return self.consumer.stalled()
-
-    def health(self) -> ServiceHealth:
-        return self.consumer.health()
-
-    async def stop(self) -> None:
-        await self.consumer.stop()
 
     async def run_once(self, limit: int = 100) -> list[IngestResult]:
         """Ingest up to ``limit`` ready messages now (pull mode)."""

@@ -33,7 +33,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pipeline import checkpoints
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.errors import BrokerUnavailable
+from pipeline.hooks import Hooks
 from pipeline.jobs import EVENT_DEAD_LETTERED
 from pipeline.messaging.broker import BrokerConfig, declare_topology
 from pipeline.messaging.dlq import archive_outbox_event
@@ -51,7 +52,7 @@ from pipeline.messaging.publisher import ConfirmingPublisher, PublishResult, Pub
 from pipeline.messaging.routes import Route, default_routes, event_message, outgoing, publish_span
 from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS, NotificationListener
 from pipeline.queries import q
-from pipeline.service import LoopProgress, ServiceHealth
+from pipeline.service import LoopService
 from pipeline.settings import Settings
 from pipeline.tracing import set_error, traceparent_of
 from pipeline.waiting import wait_within
@@ -113,7 +114,7 @@ class RelayReport:
         return self.returned + self.nacked + self.unknown
 
 
-class OutboxRelay:
+class OutboxRelay(LoopService):
     """Publishes committed outbox events; one service per process is enough.
 
     Several relays may run at once (SKIP LOCKED keeps them apart). Without a
@@ -144,18 +145,19 @@ class OutboxRelay:
             self.routes: dict[str, Route] = dict(routes)
         else:
             self.routes = default_routes(self.broker) if self.broker else {}
-        #: Called with every report (tests wait on these instead of sleeping).
-        self.on_batch: list[Callable[[RelayReport], None]] = []
+        #: Run with every report, no connection (tests wait on these instead of
+        #: sleeping); one that raises fails the round, which the loop retries.
+        self.on_batch: Hooks[None, RelayReport] = Hooks()
         self.listener = NotificationListener(
             settings.database_url, OUTBOX_CHANNEL, lambda _p: self._wake.set()
         )
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._drained: list[asyncio.Future[None]] = []
         self._declared = False
         self._measured_at = 0.0
-        self.progress = LoopProgress.begin()
+        #: A round finishes within its lease; none for this long: the loop is stuck.
+        self.stall_seconds = self.config.stall_seconds
 
     # ------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -165,23 +167,10 @@ class OutboxRelay:
         await self._declare()  # a broker that is down now is retried by the loop
         if self.config.listen:
             await self.listener.start()
-        self.progress = LoopProgress.begin()
-        self._task = asyncio.create_task(self._run(), name="outbox-relay")
-        self._task.add_done_callback(_log_death)
+        self._launch(self._run(), "outbox-relay").add_done_callback(_log_death)
 
-    @property
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
-
-    def stalled(self) -> bool:
-        """Whether the loop is gone or finished no round within ``stall_seconds``."""
-        return self.progress.stalled(self.config.stall_seconds, running=self.running)
-
-    def health(self) -> ServiceHealth:
-        """Liveness for health checks and operators (see :class:`LoopProgress`)."""
-        return self.progress.health(
-            "outbox relay", running=self.running, stall_seconds=self.config.stall_seconds
-        )
+    def health_name(self) -> str:
+        return "outbox relay"
 
     async def stop(self, timeout: float | None = None) -> None:
         """Stop the loop; after ``timeout`` seconds (default: one round) cancel it."""
@@ -295,8 +284,7 @@ class OutboxRelay:
             or time.monotonic() - self._measured_at >= 1.0
         ):
             await self._measure(report)
-        for hook in self.on_batch:
-            hook(report)
+        await self.on_batch.run(None, report)
         return report
 
     async def _handle_locally(self, rows: Sequence[Any], report: RelayReport) -> None:

@@ -38,7 +38,7 @@ from pipeline.database import connect
 from pipeline.messaging.metrics import BrokerMetrics, default_metrics
 from pipeline.queries import q
 from pipeline.records import from_record
-from pipeline.service import LoopProgress, ServiceHealth
+from pipeline.service import LoopService, ServiceHealth
 from pipeline.settings import Settings
 from pipeline.waiting import wait_within
 
@@ -249,7 +249,7 @@ class ScanReport:
     inbox_oldest_seconds: float
 
 
-class Scheduler:
+class Scheduler(LoopService):
     """Feeds a :class:`WorkSignal` from LISTEN/NOTIFY plus a periodic scan.
 
     Runs the same way with or without a broker: with RabbitMQ the inbox's
@@ -275,11 +275,8 @@ class Scheduler:
         self.listener = NotificationListener(
             settings.database_url, RUNNABLE_CHANNEL, self._on_notify
         )
-        self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._rescan = asyncio.Event()
-        #: The loop's scans since the last start.
-        self.progress = LoopProgress.begin()
 
     async def start(self) -> None:
         if self._task is not None:
@@ -287,14 +284,14 @@ class Scheduler:
         self._stopping.clear()
         if self.config.listen:
             await self.listener.start()
-        self.progress = LoopProgress.begin()
-        self._task = asyncio.create_task(self._run(), name="scheduler")
+        self._launch(self._run(), "scheduler")
 
-    def health(self) -> ServiceHealth:
-        """The scan loop's passes; no stall bound (a scan is one bounded statement)."""
-        running = self._task is not None and not self._task.done()
-        details = {"listening": self.listener.live} if self.config.listen else {}
-        return self.progress.health("scheduler", running=running, details=details)
+    def health_name(self) -> str:
+        """Each scan is a pass; no stall bound (a scan is one bounded statement)."""
+        return "scheduler"
+
+    def health_details(self) -> dict[str, Any]:
+        return {"listening": self.listener.live} if self.config.listen else {}
 
     async def stop(self) -> None:
         self._stopping.set()

@@ -16,7 +16,7 @@ from typing import Any
 from pipeline.extraction import prepare_call
 from pipeline.jobs import Lease
 from pipeline.messaging import WorkSignal
-from pipeline.service import LoopProgress, ServiceHealth
+from pipeline.service import LoopService
 from pipeline.worker.attempt import AttemptRunner
 from pipeline.worker.contracts import AttemptReport
 
@@ -45,7 +45,7 @@ class DrainReport:
     unreleased: int = 0
 
 
-class DriverLoop:
+class DriverLoop(LoopService):
     """Keeps up to ``concurrency`` attempts running; start()/stop()/run_once()."""
 
     def __init__(self, runner: AttemptRunner, *, signal: WorkSignal | None = None) -> None:
@@ -56,10 +56,7 @@ class DriverLoop:
         self._slots = asyncio.Semaphore(self.config.concurrency)
         self._tasks: set[asyncio.Task[AttemptReport]] = set()
         self._leases: dict[asyncio.Task[AttemptReport], Lease] = {}
-        self._main: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
-        #: The loop's claim rounds since the last start.
-        self.progress = LoopProgress.begin()
 
     @property
     def in_flight(self) -> int:
@@ -113,18 +110,18 @@ class DriverLoop:
         )
 
     async def start(self) -> None:
-        if self._main is not None:
+        if self._task is not None:
             raise RuntimeError("driver loop already started")
         self._stopping.clear()
         await asyncio.to_thread(self._warm)
-        self.progress = LoopProgress.begin()
-        self._main = asyncio.create_task(self._loop(), name=f"driver-{self.config.worker_id}")
+        self._launch(self._loop(), f"driver-{self.config.worker_id}")
 
-    def health(self) -> ServiceHealth:
-        """The claim loop's rounds; attempts in flight are the driver's work, not its loop's."""
-        running = self._main is not None and not self._main.done()
-        name = f"driver {self.config.worker_id}"
-        return self.progress.health(name, running=running, details={"in_flight": self.in_flight})
+    def health_name(self) -> str:
+        """Each claim round is a pass; attempts in flight are the driver's work, not its loop's."""
+        return f"driver {self.config.worker_id}"
+
+    def health_details(self) -> dict[str, Any]:
+        return {"in_flight": self.in_flight}
 
     async def _loop(self) -> None:
         while not self._stopping.is_set():
@@ -163,9 +160,9 @@ class DriverLoop:
         changes nothing for an attempt that settled while being cancelled.
         """
         self._stopping.set()
-        if self._main is not None:
-            await self._main
-            self._main = None
+        if self._task is not None:
+            await self._task
+            self._task = None
         report = DrainReport()
         if not self._tasks:
             return report

@@ -25,10 +25,10 @@ from pipeline.jobs import JobStore
 from pipeline.messaging import (
     BrokerMetrics,
     Delivery,
-    Disposition,
     InboxConsumer,
     OutboxRelay,
     RelayConfig,
+    Settlement,
 )
 from pipeline.messaging.inbox import InboxOutcome
 from pipeline.messaging.outbox import RelayReport
@@ -78,13 +78,13 @@ async def consume_all(pool: asyncpg.Pool, settings: Settings, expected: int) -> 
     outcomes: Counter[str] = Counter()
     enough = asyncio.Event()
 
-    def count(_d: Delivery, disposition: Disposition) -> None:
-        outcomes[disposition.result.outcome.value] += 1
+    async def count(_c: None, settled: Settlement) -> None:
+        outcomes[settled.disposition.result.outcome.value] += 1
         if sum(outcomes.values()) >= expected:
             enough.set()
 
     inbox = InboxConsumer(pool, settings, metrics=BrokerMetrics(CollectorRegistry()))
-    inbox.consumer.on_settled.append(count)
+    inbox.consumer.on_settled.add(count)
     await inbox.start()
     await asyncio.wait_for(enough.wait(), 60)
     await inbox.stop()
@@ -124,7 +124,11 @@ async def test_consumer_sigkilled_after_commit_before_ack_executes_the_job_once(
     assert lease.job_id == job
     seen: list[Delivery] = []
     inbox = InboxConsumer(pool, broker, metrics=BrokerMetrics(CollectorRegistry()))
-    inbox.consumer.on_settled.append(lambda d, _disp: seen.append(d))
+
+    async def see(_c: None, settled: Settlement) -> None:
+        seen.append(settled.delivery)
+
+    inbox.consumer.on_settled.add(see)
     [again] = await inbox.run_once()
     await inbox.stop()
 
@@ -158,14 +162,14 @@ async def test_cut_connection_while_relaying_1000_events_loses_none(
     cut_seen = asyncio.Event()
     refused_while_cut = asyncio.Event()
 
-    def watch(report: RelayReport) -> None:
+    async def watch(_c: None, report: RelayReport) -> None:
         reports.append(report)
         if report.unknown:
             cut_seen.set()
         if cut_seen.is_set() and report.broker_unavailable:
             refused_while_cut.set()
 
-    relay.on_batch.append(watch)
+    relay.on_batch.add(watch)
     proxy.sever_after(upstream_bytes=150_000)  # mid-stream, a few hundred events in
     await relay.start()
     await asyncio.wait_for(cut_seen.wait(), 30)
@@ -266,15 +270,17 @@ async def test_services_started_while_the_broker_is_unreachable_catch_up(
     relay = OutboxRelay(pool, cut, config=RelayConfig(retry_seconds=0.1), metrics=metrics)
     inbox = InboxConsumer(pool, cut, metrics=metrics)
     ingested = asyncio.Event()
-    inbox.consumer.on_settled.append(
-        lambda *_: (
+
+    async def count(_c: None, _settled: Settlement) -> None:
+        if (
             metrics.registry.get_sample_value(
                 "fenceline_inbox_messages_total", {"outcome": "ingested"}
             )
             == 10
-            and ingested.set()
-        )
-    )
+        ):
+            ingested.set()
+
+    inbox.consumer.on_settled.add(count)
     proxy.sever()
     await relay.start()  # neither raises: both keep retrying
     await inbox.start()

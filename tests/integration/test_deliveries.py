@@ -582,8 +582,10 @@ async def test_delivery_actor_delivers_in_the_background(dsn: str, pool: asyncpg
     )
     actor = DeliveryActor(settings, worker_id="actor-test")
     assert await actor.notify("nothing yet") is False
+    assert actor.health() == {}
     with receiver as erp:
         await actor.start()
+        assert actor.health()["dispatcher"]["running"] is True
         [job] = await succeed_jobs(job_store(pool), tenant, 1)
         assert await actor.notify(str(job)) is True
         assert await asyncio.to_thread(erp.stats.wait_for, "accepted", 1, 10.0)

@@ -22,6 +22,7 @@ from pipeline.messaging import (
     InboxConsumer,
     IngestResult,
     OutboxRelay,
+    Settlement,
 )
 from pipeline.messaging.broker import HEADER_REASON, HEADER_SOURCE, EventMessage
 from pipeline.messaging.dlq import dlq_depth, dlq_list, dlq_replay, dlq_show
@@ -186,11 +187,11 @@ async def test_poison_goes_to_the_dlq_with_a_reason_after_one_delivery(
     seen: list[tuple[Delivery, Disposition]] = []
     settled = asyncio.Event()
 
-    def on_settled(d: Delivery, disposition: Disposition) -> None:
-        seen.append((d, disposition))
+    async def on_settled(_c: None, s: Settlement) -> None:
+        seen.append((s.delivery, s.disposition))
         settled.set()
 
-    inbox.consumer.on_settled.append(on_settled)
+    inbox.consumer.on_settled.add(on_settled)
     await publish_raw(broker, body, headers={"x-trace": "t-1"})
 
     await inbox.start()
@@ -274,7 +275,12 @@ async def test_prefetch_bounds_concurrent_ingestion(pool: asyncpg.Pool, broker: 
     await asyncio.sleep(0.3)  # give the broker the chance to (wrongly) deliver a third
     assert peak == 2 and await ready_count(config(broker).work_queue) == 10
     all_done = asyncio.Event()
-    inbox.consumer.on_settled.append(lambda *_: len(done) == 12 and all_done.set())
+
+    async def count(_c: None, _s: Settlement) -> None:
+        if len(done) == 12:
+            all_done.set()
+
+    inbox.consumer.on_settled.add(count)
     release.set()
     await asyncio.wait_for(all_done.wait(), 10)
     await inbox.stop()

@@ -171,8 +171,12 @@ async def test_malformed_output_exhausted_goes_to_review_when_settings_say_so(
             WorkerConfig(worker_id="r0", concurrency=2, idle_poll_seconds=0.1, heartbeat_seconds=5),
             EngineSpec(kind="openai", base_url=fake.base_url, model="fake-model"),
         )
+        assert driver.health() == {}
         await driver.start()
         try:
+            health = driver.health()
+            assert list(health) == ["scheduler", "driver"]
+            assert all(h["running"] for h in health.values())
             rows = await wait_settled(pool, len(jobs), timeout=90)
         finally:
             await driver.stop(grace_seconds=5)
