@@ -18,7 +18,7 @@ from PIL import Image, ImageOps
 from pipeline.documents.page_image import open_pages
 from pipeline.documents.pdf_render import render_pdf_page
 from pipeline.documents.sniff import MediaType
-from pipeline.errors import NotFound
+from pipeline.errors import DocumentRefused, NotFound
 
 #: The longer side of a page image, in pixels: A4 at about 190 dpi.
 MAX_SIDE = 1600
@@ -54,10 +54,13 @@ def _frame(data: bytes, number: int, *, max_pages: int, max_pixels: int) -> Imag
     frame = next(itertools.islice(frames, number - 1, None), None)
     if frame is None:
         raise NotFound(f"page {number}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a damaged EXIF block: the frame stays as it is
-        frame = ImageOps.exif_transpose(frame) or frame
-    if frame.mode not in ("1", "L", "RGB", "RGBA"):
-        frame = frame.convert("RGB")
-    frame.thumbnail((MAX_SIDE, MAX_SIDE))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a damaged EXIF block: the frame stays as it is
+            frame = ImageOps.exif_transpose(frame) or frame
+        if frame.mode not in ("1", "L", "P", "RGB", "RGBA"):
+            frame = frame.convert("RGB")
+        frame.thumbnail((MAX_SIDE, MAX_SIDE))
+    except (OSError, ValueError) as exc:  # a mode Pillow cannot convert, a broken frame
+        raise DocumentRefused("unreadable_document", f"image: {exc}") from exc
     return frame

@@ -122,3 +122,18 @@ def test_a_page_past_the_last_or_of_a_text_is_not_found() -> None:
         io.BytesIO(page_png(tiny_png(), MediaType.PNG, 1, max_pages=10, max_pixels=100))
     )
     assert image.size == (1, 1)
+
+
+def test_a_tiff_frame_is_its_page_and_a_big_scan_is_shrunk_to_fit() -> None:
+    frames = [Image.new("L", (100 + 10 * n, 50), 255) for n in range(3)]
+    frames[1] = Image.new("L", (2400, 3200), 255)
+    out = io.BytesIO()
+    frames[0].save(out, format="TIFF", save_all=True, append_images=frames[1:])
+    tiff = out.getvalue()
+    pages = [
+        Image.open(io.BytesIO(page_png(tiff, MediaType.TIFF, n, max_pages=10, max_pixels=10**8)))
+        for n in (1, 2, 3)
+    ]
+    assert [p.size for p in pages] == [(100, 50), (1200, MAX_SIDE), (120, 50)]
+    with pytest.raises(NotFound):
+        page_png(tiff, MediaType.TIFF, 4, max_pages=10, max_pixels=10**8)
