@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from pipeline.api import problems as api_errors
+from pipeline.api.console.page_view import PageFiles
 from pipeline.api.console.session import SessionSigner
 from pipeline.api.console.views import ConsoleViews
 from pipeline.api.corrections import CorrectionService
@@ -77,6 +78,7 @@ class Services:
     review: ReviewService
     corrections: CorrectionService
     console: ConsoleViews
+    pages: PageFiles
     hub: EventHub
 
 
@@ -116,6 +118,7 @@ class ApiContext:
             store = JobStore(pool, s, clock=self.clock)
             store.settle_hooks.extend(self.settle_hooks)
         admission = TenantQuota(s, clock=self.clock)
+        documents = open_document_store(s)
         return Services(
             pool=pool,
             store=store,
@@ -125,13 +128,14 @@ class ApiContext:
                 store,
                 admission,
                 s,
-                documents=open_document_store(s),
+                documents=documents,
                 accept_hook=self.accept_hook,
             ),
             views=JobViews(pool, s),
             review=ReviewService(pool, store, s),
             corrections=CorrectionService(pool, store, s, clock=self.clock),
             console=ConsoleViews(pool, store, s),
+            pages=PageFiles(pool, documents, s),
             hub=EventHub(pool, s),
         )
 

@@ -3,8 +3,9 @@
 Object references and the stores behind them (the embedded content-addressed folder,
 the S3 API), media-type sniffing from the bytes with its limits, and the text layer
 of PDFs, OCR of scans, photos and PDF pages without text (tesseract), and
-:func:`read_document`, which reads any of them into pages of text and words. Later
-here: the ``Layout`` type, the e-invoice XML readers.
+:func:`read_document`, which reads any of them into pages of text and words. For the
+review console: a page as a PNG, its words at the kept text's offsets, and a span's
+rectangles on the page. Later here: the ``Layout`` type, the e-invoice XML readers.
 
 It sits above the root foundation and ``pipeline.invoice`` and below extraction,
 which reads what this package produces. This is the package's surface: other
@@ -17,8 +18,11 @@ from pipeline.documents.document_text import (
     DocumentWord,
     read_document,
 )
+from pipeline.documents.evidence_boxes import Rect, span_rects
 from pipeline.documents.folder_store import FolderStore
 from pipeline.documents.ocr import OcrLine, OcrPage, OcrWord, PixelBox, ocr_languages
+from pipeline.documents.page_png import page_png
+from pipeline.documents.page_words import kept_page_words
 from pipeline.documents.pdf_text import (
     Box,
     PdfPage,
@@ -54,14 +58,18 @@ __all__ = [
     "PdfText",
     "PdfWord",
     "PixelBox",
+    "Rect",
     "S3Store",
     "StoredObject",
     "is_sha256_hex",
+    "kept_page_words",
     "ocr_languages",
     "open_document_store",
+    "page_png",
     "pdf_page_count",
     "read_document",
     "read_pdf_text",
     "sha256_hex",
     "sniff_media_type",
+    "span_rects",
 ]

@@ -111,7 +111,7 @@ def _read_pdf(data: bytes, settings: Settings) -> DocumentText:
         pages: dict[int, DocumentPage] = {}
         missing = tuple(range(1, scan.page_count + 1))
     else:
-        pages = {page.number: _from_pdf(page) for page in layer.pages}
+        pages = {page.number: text_layer_page(page) for page in layer.pages}
         missing = layer.pages_without_text
     if missing:
         rendered = render_pdf_pages(
@@ -124,9 +124,11 @@ def _read_pdf(data: bytes, settings: Settings) -> DocumentText:
     return DocumentText(tuple(pages[number] for number in sorted(pages)))
 
 
-def _from_pdf(page: PdfPage) -> DocumentPage:
+def text_layer_page(page: PdfPage) -> DocumentPage:
     """A text-layer page laid out on a grid (:mod:`pipeline.documents.grid`): the
-    extraction reads columns, which PDFium's own text runs together."""
+    extraction reads columns, which PDFium's own text runs together. The page view
+    lays a page out again with this same call, so its words' offsets are the kept
+    text's."""
     grid = page.laid_out()
     words = tuple(
         DocumentWord(

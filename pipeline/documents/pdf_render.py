@@ -1,4 +1,5 @@
-"""PDF pages as images, rendered with PDFium for OCR (pages that carry no text).
+"""PDF pages as images, rendered with PDFium: for OCR (pages that carry no text) and
+for the review console's page view.
 
 Each page's pixel size is computed from its size in points before any is rendered and
 refused over ``max_pixels`` (``image_too_large``): a PDF page can declare any size, and
@@ -15,7 +16,7 @@ from PIL import Image
 
 from pipeline.documents.page_image import check_pixels
 from pipeline.documents.pdfium_lock import PDFIUM_LOCK
-from pipeline.errors import DocumentRefused
+from pipeline.errors import DocumentOverLimit, DocumentRefused, NotFound
 
 
 def render_pdf_pages(
@@ -64,3 +65,28 @@ def _pdf(data: bytes) -> Iterator[pdfium.PdfDocument]:
                 pdf.close()
         except pdfium.PdfiumError as exc:
             raise DocumentRefused("unreadable_document", str(exc)) from exc
+
+
+def render_pdf_page(data: bytes, number: int, *, max_side: int, max_pages: int) -> Image.Image:
+    """Page ``number`` (1-based) of the PDF in ``data``, in colour, scaled so that its
+    longer side is ``max_side`` pixels (its pixels are bounded whatever size it declares).
+
+    Raises:
+        NotFound: the PDF has no page ``number``.
+        DocumentOverLimit: more pages than ``max_pages`` (limit ``pages``).
+        DocumentRefused: ``unreadable_document`` (PDFium fails on it).
+    """
+    with _pdf(data) as pdf:
+        count = len(pdf)
+        if count > max_pages:
+            raise DocumentOverLimit("pages", allowed=max_pages, actual=count)
+        if not 1 <= number <= count:
+            raise NotFound(f"page {number} of {count}")
+        width, height = pdf.get_page_size(number - 1)
+        scale = max_side / max(width, height, 1.0)
+        page = pdf[number - 1]
+        try:
+            image: Image.Image = page.render(scale=scale).to_pil()
+        finally:
+            page.close()
+    return image.convert("RGB")

@@ -32,7 +32,7 @@ ORDER BY 1;
 -- name: review_page_get_for_tenant
 SELECT j.id, j.state, j.state_version, j.created_at, j.finished_at, j.terminal_reason,
        j.validation_policy, coalesce(d.content, t.content) AS ocr_text, d.filename,
-       r.result, r.validation
+       d.uri IS NOT NULL AS from_file, r.result, r.validation
 FROM extraction_jobs j
 LEFT JOIN documents d ON d.id = j.document_id
 LEFT JOIN document_texts t ON t.document_id = d.id AND t.tenant_id = d.tenant_id
@@ -111,3 +111,14 @@ SELECT coalesce(s.scope, u.scope) AS scope,
        s.scope IS NOT NULL AS limits_known
 FROM admission_scopes s FULL JOIN tenant_use u ON u.scope = s.scope
 ORDER BY 1;
+
+-- name: console_document_get_for_tenant
+-- The file behind one of the tenant's jobs, for the page view (issue 43): where its
+-- bytes are and the text it was read as (derived_text NULL until an attempt read it).
+-- uri NULL: a pasted text, which has no pages to show. No row for another tenant's job.
+SELECT d.uri, d.version, d.sha256, d.content_type, d.page_count, t.content AS derived_text
+FROM extraction_jobs j
+JOIN documents d ON d.id = j.document_id
+LEFT JOIN document_texts t ON t.document_id = d.id AND t.tenant_id = d.tenant_id
+WHERE j.id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2
+  AND d.tenant_id IS NOT DISTINCT FROM $2;

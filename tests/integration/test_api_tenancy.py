@@ -142,7 +142,9 @@ async def cross_tenant_violations(
     app: FastAPI, client: httpx.AsyncClient, attacker: TenantKey, victim: Victim
 ) -> tuple[list[str], set[tuple[str, str]]]:
     """Try every route of ``app`` as ``attacker`` on ``victim``'s resources."""
-    path_values = {"job_id": str(victim.job_id), "endpoint_id": victim.endpoint_id}
+    # A page that exists in any paged file: page 1 (tests/integration/
+    # test_console_page_view.py tries another tenant's uploaded PDF as well).
+    path_values = {"job_id": str(victim.job_id), "endpoint_id": victim.endpoint_id, "number": "1"}
     endpoint = "/v1/webhook-endpoints/{endpoint_id}"
     bodies: dict[tuple[str, str], dict[str, Any] | None] = {
         # A's own endpoint; B's URL must never show up in A's reads.
@@ -253,6 +255,7 @@ async def test_tenant_a_sees_nothing_of_tenant_b_on_any_route(pool: asyncpg.Pool
         ("GET", "/console/jobs/{job_id}/state"),
         ("GET", "/console/jobs/{job_id}/timeline"),
         ("GET", "/console/jobs/{job_id}/events"),
+        ("GET", "/console/jobs/{job_id}/pages/{number}.png"),
         ("POST", "/console/jobs/{job_id}/correct"),
         ("POST", "/console/jobs/{job_id}/reject"),
         ("GET", "/console/dashboard"),

@@ -35,6 +35,7 @@ from pipeline.api.console.caller import (
     signer,
 )
 from pipeline.api.console.headers import ConsoleHeadersMiddleware
+from pipeline.api.console.page_view import PageView
 from pipeline.api.console.render import STATIC, render, render_fragment, review_page_model
 from pipeline.api.console.session import (
     LOGIN_COOKIE,
@@ -47,10 +48,11 @@ from pipeline.api.console.session import (
 from pipeline.api.console.views import ReviewSubject
 from pipeline.api.context import api_context
 from pipeline.api.corrections import CorrectionIn
+from pipeline.api.evidence_marks import evidence_spans
 from pipeline.api.problems import ApiProblem
 from pipeline.api.review import REVIEW_SCOPES, ReviewDecisionIn
 from pipeline.api.status_stream import StatusStream, parse_last_event_id
-from pipeline.errors import KeyExpired, NotFound
+from pipeline.errors import DocumentStoreUnavailable, KeyExpired, NotFound
 from pipeline.states import JobState
 from pipeline.tenants import Principal, authenticate, hash_key, principal_for_key_id
 
@@ -92,6 +94,23 @@ async def _subject(request: Request, principal: Principal, job_id: uuid.UUID) ->
         return await api_context(request).services.console.subject(principal, job_id)
     except NotFound:
         raise _NOT_FOUND from None
+
+
+async def _page_view(
+    request: Request, principal: Principal, subject: ReviewSubject
+) -> tuple[list[PageView] | None, str | None]:
+    """A file's pages with the result's evidence boxed, or None and why (a pasted text
+    has no pages: None and no reason); the page then shows the text view alone."""
+    if not subject.from_file:
+        return None, None
+    pages = api_context(request).services.pages
+    try:
+        spans = evidence_spans(subject.result or {})
+        return await pages.view(principal, subject.job_id, spans), None
+    except NotFound:
+        return None, "The file's pages cannot be shown; its text is."
+    except DocumentStoreUnavailable:
+        return None, "The document store did not answer; the file's text is shown."
 
 
 async def _review_action(request: Request, job_id: uuid.UUID) -> tuple[Principal, dict[str, Any]]:
@@ -235,6 +254,7 @@ async def job_page(
     principal = await console_caller(request)
     subject = await _subject(request, principal, job_id)
     model = review_page_model(subject)
+    page_view, page_note = await _page_view(request, principal, subject)
     can_decide = subject.state == JobState.REVIEW_REQUIRED.value and bool(
         REVIEW_SCOPES & principal.scopes
     )
@@ -249,8 +269,24 @@ async def job_page(
         flash=flash,
         events_url=f"/console/jobs/{job_id}/events",
         state_version=subject.state_version,
+        page_view=page_view,
+        page_note=page_note,
         **model,
     )
+
+
+@router.get("/jobs/{job_id}/pages/{number}.png")
+async def page_image(request: Request, job_id: uuid.UUID, number: int) -> Response:
+    """Page ``number`` of the job's file as PNG: 404 for another tenant's job, a pasted
+    text or a page the file does not have."""
+    principal = await console_caller(request)
+    try:
+        data = await api_context(request).services.pages.png(principal, job_id, number)
+    except NotFound:
+        raise ConsoleRefusal(404, "There is no such page.") from None
+    except DocumentStoreUnavailable:
+        raise ConsoleRefusal(503, "The document store did not answer; try again.") from None
+    return Response(data, media_type="image/png")
 
 
 @router.get("/jobs/{job_id}/state")

@@ -42,6 +42,8 @@ class ReviewSubject:
     finished_at: datetime | None
     terminal_reason: str | None
     filename: str | None
+    #: The document is a file (its pages can be shown), not a pasted text.
+    from_file: bool
     ocr_text: str
     result: dict[str, Any] | None
     validation: dict[str, Any]
@@ -129,6 +131,7 @@ class ConsoleViews:
                 "ocr_text": lambda text: str(text or ""),
                 "result": lambda result: result if isinstance(result, dict) else None,
                 "validation": lambda found: found if isinstance(found, dict) else {},
+                "from_file": bool,
             },
             next_job=nxt,
             decisions=[dict(d.items()) for d in decisions],

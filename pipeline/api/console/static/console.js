@@ -23,15 +23,55 @@
     if (el) { ev.preventDefault(); el.click(); }
   });
 
-  // Evidence links: flash the marked span they point at.
+  // Evidence links: flash the boxes on the page image (the page view) or else the
+  // marked span in the text they point at.
   document.addEventListener("click", function (ev) {
     var link = ev.target.closest ? ev.target.closest("a.evidence-link") : null;
     if (!link) { return; }
+    var tr = link.closest("tr");
+    var box = tr ? document.querySelector('rect.evbox[data-row="' + tr.id + '"]') : null;
+    if (box) {
+      ev.preventDefault();
+      box.scrollIntoView({ block: "center" });
+      linked(tr.id, true);
+      window.setTimeout(function () { linked(tr.id, false); }, 1500);
+      return;
+    }
     var target = document.getElementById(link.getAttribute("href").slice(1));
     if (target) {
       target.classList.add("focus");
       window.setTimeout(function () { target.classList.remove("focus"); }, 1500);
     }
+  });
+
+  // The page view: a box and its field's row light up together, either way hovered.
+  function linked(row, on) {
+    if (!row) { return; }
+    var tr = document.getElementById(row);
+    if (tr) { tr.classList.toggle("linked", on); }
+    var boxes = document.querySelectorAll('rect.evbox[data-row="' + row + '"]');
+    for (var i = 0; i < boxes.length; i++) { boxes[i].classList.toggle("linked", on); }
+  }
+  function rowOf(el) {
+    if (!el || !el.closest) { return null; }
+    var box = el.closest("rect.evbox");
+    if (box) { return box.getAttribute("data-row"); }
+    var tr = el.closest('tr[id^="field-"]');
+    return tr ? tr.id : null;
+  }
+  document.addEventListener("mouseover", function (ev) { linked(rowOf(ev.target), true); });
+  document.addEventListener("mouseout", function (ev) { linked(rowOf(ev.target), false); });
+
+  // Zoom: the pages' width, a quarter step at a time (50 % to 400 %).
+  var pages = document.getElementById("pages");
+  var zoom = 1;
+  document.addEventListener("click", function (ev) {
+    var button = ev.target.closest ? ev.target.closest("button[data-zoom]") : null;
+    if (!button || !pages) { return; }
+    zoom = Math.min(4, Math.max(0.5, zoom + 0.25 * Number(button.getAttribute("data-zoom"))));
+    pages.style.width = (zoom * 100) + "%";
+    var level = document.getElementById("zoom-level");
+    if (level) { level.textContent = Math.round(zoom * 100) + "%"; }
   });
 
   var events = body.getAttribute("data-events");
