@@ -47,7 +47,7 @@ from pipeline.extraction.candidates import (
 from pipeline.extraction.layout import Layout, layout_of, per_layout
 from pipeline.extraction.layout import amounts as printed_amounts
 from pipeline.extraction.prompts import fence_tag
-from pipeline.extraction.row_arithmetic import own_numbers, parse_tax_row, row_reading, tax_gap
+from pipeline.extraction.row_arithmetic import own_numbers, row_reading
 from pipeline.extraction.rows import description_cells
 from pipeline.extraction.supplier_names import supplier_candidates
 from pipeline.extraction.table import (
@@ -58,9 +58,9 @@ from pipeline.extraction.table import (
     shown_layout,
     table_rows,
 )
-from pipeline.extraction.tax_columns import tax_row_numbers
+from pipeline.extraction.tax_columns import tax_rows
 from pipeline.extraction.terms import payment_terms
-from pipeline.invoice import CENT, parse_contract
+from pipeline.invoice import parse_contract
 
 CONTRACT_VERSION = "fenceline.extraction/2"
 PROMPT_VERSION = "fenceline.prompt/3"
@@ -229,24 +229,13 @@ def printed_rows(doc: Layout) -> int:
     position number never their quantity
     (:func:`~pipeline.extraction.row_arithmetic.row_numbers`)."""
     count = 0
+    breakdown = set(tax_rows(doc))
     for line in doc.lines:
+        if line.number in breakdown:
+            continue  # "380,00  0  0,00": base x 0 % = 0,00 reads as a row too
         read = row_reading(own_numbers(line.text, doc.numbers_on(line)))
         count += read is not None and read.exact and read.line_amount.places == 2
     return count
-
-
-def tax_rows(doc: Layout) -> list[int]:
-    """Lines that read as a tax breakdown row: a rate and exactly two other numbers, with
-    base x rate = amount (within two cents). Item rows print three numbers and more."""
-    out = []
-    for line in doc.lines:
-        printed = tax_row_numbers(doc, line)
-        if sum(1 for p in printed if not p.percent) != 2:
-            continue
-        read = parse_tax_row(printed)
-        if read is not None and tax_gap(read) <= CENT * 2:
-            out.append(line.number)
-    return out
 
 
 def _item_array(item: dict[str, Any], candidates: int, rows: int) -> dict[str, Any]:
@@ -333,7 +322,7 @@ def known_tax_lines(doc: Layout) -> list[int] | None:
     cannot count lines (given these rows to choose from, it wrote one twice in 4 of 24
     answers), the code knows them, and validation still checks them against the totals;
     the answer is shorter by the list (about ten tokens)."""
-    rows = tax_rows(doc)
+    rows = list(tax_rows(doc))
     return rows if 0 < len(rows) <= MAX_TAX_LINES else None
 
 

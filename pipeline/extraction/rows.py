@@ -34,6 +34,7 @@ from pipeline.extraction.labels import JOINING_WORDS, is_unit
 from pipeline.extraction.layout import Layout, Line, per_layout
 from pipeline.extraction.locate import Found
 from pipeline.extraction.row_arithmetic import ItemNumbers, own_numbers, row_numbers, row_reading
+from pipeline.extraction.tax_columns import tax_rows
 from pipeline.invoice import CURRENCY_SYMBOLS, ISO_4217, Printed
 
 #: Column separators: two spaces or more, a tab, a bar.
@@ -411,7 +412,10 @@ def description_cells(doc: Layout) -> list[str]:
     :func:`whole_description` accepts. (A number inside is kept: "Copy paper A4, 80 g".)
     """
     cells: dict[str, None] = {}
+    breakdown = set(tax_rows(doc))
     for line in doc.lines:
+        if line.number in breakdown:
+            continue  # a tax breakdown's row ("Steuerfreie Leistungen  380,00  0  0,00")
         row = read_row(doc, line.number)
         if row is None:
             continue

@@ -16,8 +16,9 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from pipeline.extraction.layout import Layout, Line
-from pipeline.invoice import Printed
+from pipeline.extraction.layout import Layout, Line, per_layout
+from pipeline.extraction.row_arithmetic import parse_tax_row, tax_gap
+from pipeline.invoice import CENT, Printed
 
 #: A column header cell that names a rate in percent ("Steuersatz [%]", "VAT rate", "Taux").
 RATE_CELL = re.compile(
@@ -119,3 +120,18 @@ def _in_order(cells: list[Cell], printed: list[Printed]) -> list[int] | None:
         out.append(j - 1)
         i, j = i - 1, j - 1
     return out[::-1]
+
+
+@per_layout
+def tax_rows(doc: Layout) -> list[int]:
+    """Lines that read as a tax breakdown row: a rate and exactly two other numbers, with
+    base x rate = amount (within two cents). Item rows print three numbers and more."""
+    out = []
+    for line in doc.lines:
+        printed = tax_row_numbers(doc, line)
+        if sum(1 for p in printed if not p.percent) != 2:
+            continue
+        read = parse_tax_row(printed)
+        if read is not None and tax_gap(read) <= CENT * 2:
+            out.append(line.number)
+    return out

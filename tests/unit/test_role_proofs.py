@@ -447,3 +447,27 @@ def test_the_grammar_offers_no_due_date_where_the_page_labels_none() -> None:
     assert labelled["properties"]["due_date"] == {
         "anyOf": [{"enum": ["02.04.2026"]}, {"type": "null"}]
     }
+
+
+def test_a_zero_rate_breakdown_row_is_no_item_to_offer_or_count() -> None:
+    # FeRD's Physiotherapeut: "Steuerfreie Leistungen  380,00  0  0,00" reads as
+    # 380,00 x 0 = 0,00; SmolLM2 cited it as an item (2026-12-06), and counted as a row
+    # it kept a repeated item from being dropped.
+    from pipeline.extraction.answer import answer_schema, printed_rows
+    from pipeline.extraction.layout import layout_of
+    from pipeline.extraction.rows import description_cells
+
+    doc = (
+        "Physio GmbH\nRechnung Nr. R18-31 vom 03.10.2018\n\n"
+        "Pos   Beschreibung      Nettopreis    Menge   Steuer   Entgelt\n"
+        " 0    Physiotherapie         26,00    10 Stk     0 %    260,00\n"
+        " 1    Hausbesuch             12,00    10 Stk     0 %    120,00\n\n"
+        "Art                        Basisbetrag    USt. %    USt.-Betrag\n"
+        "Steuerfreie Leistungen          380,00         0           0,00\n\n"
+        "Bruttosumme 380,00\n"
+    )
+    layout = layout_of(doc)
+    assert printed_rows(layout) == 2
+    assert "Steuerfreie Leistungen" not in description_cells(layout)
+    offered = answer_schema(doc)["properties"]["items"]
+    assert "Steuerfreie Leistungen" not in json.dumps(offered)
