@@ -24,6 +24,7 @@ font is an error here, never a fallback to a font that cannot print "ł" or "ø"
 from __future__ import annotations
 
 import io
+import math
 import random
 from dataclasses import dataclass, replace
 from functools import cache
@@ -135,9 +136,10 @@ class ScanSettings:
         return SCAN_SUFFIX[self.format]
 
     def page_size(self) -> tuple[int, int]:
-        """An A4 page's size in pixels at :attr:`dpi` (what every frame measures)."""
+        """An A4 page's size in pixels at :attr:`dpi` (what every frame measures: PDFium
+        renders a part pixel as a whole one)."""
         width, height = A4
-        return round(width * self.dpi / 72), round(height * self.dpi / 72)
+        return math.ceil(width * self.dpi / 72), math.ceil(height * self.dpi / 72)
 
 
 def draw_scan_settings(seed: int, *, pages: int = 1, format: str | None = None) -> ScanSettings:
