@@ -1,5 +1,5 @@
 """``fenceline`` sub-commands that belong to the benchmarks: ``demo``, ``eval``, ``fuzz``,
-``bench``, ``capacity``, ``erp-receiver``, ``adapter train``, ``corpus einvoices``.
+``generate``, ``bench``, ``capacity``, ``erp-receiver``, ``adapter train``, ``corpus einvoices``.
 
 The product never imports :mod:`benchmarks`; this package adds its commands as a
 plugin instead: ``pyproject.toml`` names :func:`register` in the
@@ -89,6 +89,23 @@ def _fuzz(argv: list[str], _settings: Settings) -> int:
     from benchmarks.fuzz.command import main
 
     return main(argv)
+
+
+def _generate_args(p: argparse.ArgumentParser) -> None:
+    from benchmarks.generate import add_arguments
+
+    add_arguments(p)
+
+
+@command(
+    "generate",
+    "write generated invoices as PDFs or scans, with a dataset for fenceline eval --dataset",
+    _generate_args,
+)
+def _generate(args: argparse.Namespace, _settings: Settings) -> int:
+    from benchmarks.generate import run
+
+    return run(args)
 
 
 @TABLE.passthrough("erp-receiver", "run the reference ERP webhook receiver")

@@ -188,7 +188,7 @@ async def watch(
 ) -> dict[str, int]:
     """Poll until every job in ``jobs`` settled (or ``timeout``); the final state counts.
 
-    ``jobs`` are the demo's submissions (``job_id``, ``seed``, ``variant``).
+    ``jobs`` are the demo's submissions (``job_id``, ``seed``, ``variant``, ``document``).
     """
     printer = printer or ProgressPrinter()
     meta = {str(j["job_id"]): j for j in jobs}
@@ -207,10 +207,10 @@ async def watch(
             for job_id, state in states.items():
                 if job_id in meta and known.get(job_id) != state:
                     m = meta[job_id]
+                    sent = m.get("document", "text")
+                    variant = m["variant"] + ("" if sent == "text" else f" ({sent})")
                     printer.change(
-                        format_change(
-                            elapsed, job_id, m["seed"], m["variant"], known.get(job_id), state
-                        )
+                        format_change(elapsed, job_id, m["seed"], variant, known.get(job_id), state)
                     )
                     known[job_id] = state
             counts: dict[str, int] = {}

@@ -149,6 +149,8 @@ class InvoiceRow:
     completion_tokens: int = 0
     attempts: int = 0
     error_detail: str | None = None
+    #: How the invoice was sent: ``text`` (pasted), ``pdf`` or ``scan`` (uploaded files).
+    document: str = "text"
 
     @property
     def matches_truth(self) -> bool | None:
@@ -199,7 +201,8 @@ def build_row(
 ) -> InvoiceRow:
     """One row from what the demo submitted, the job's report row and the truth's JSON.
 
-    ``submitted`` has ``job_id``, ``tenant``, ``seed``, ``variant`` and ``expected``;
+    ``submitted`` has ``job_id``, ``tenant``, ``seed``, ``variant`` and ``expected``, and
+    ``document`` (``text`` where absent);
     ``job`` is a ``report_invoice_rows`` row (``result``/``validation`` None when
     the job stored no result).
     """
@@ -228,6 +231,7 @@ def build_row(
         completion_tokens=int(job.get("completion_tokens") or 0),
         attempts=int(job.get("attempt") or 0),
         error_detail=None if not job.get("last_error") else str(job["last_error"])[:200],
+        document=str(submitted.get("document") or "text"),
     )
 
 

@@ -1,6 +1,7 @@
 """``fenceline demo``: the main job end to end on the embedded default.
 
-Synthetic invoices from several tenants (mostly clean, two adversarial) go
+Synthetic invoices from several tenants (mostly clean, two adversarial; one sent as
+a PDF and one as a scan, uploaded as files, :mod:`benchmarks.demo.documents`) go
 through REST intake → job store → task drivers → admission → vLLM (Serve,
 context-length routed) → validation → signed delivery to a local reference ERP
 receiver. While jobs run, each state change prints as it happens and a progress
@@ -39,6 +40,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks.demo.documents import DemoDocument, demo_documents
 from benchmarks.demo.progress import engine_token_reader, watch
 from benchmarks.demo.rows import InvoiceRow, build_row, summarise_rows
 from benchmarks.demo.view import format_summary, format_table, plot_invoices
@@ -47,6 +49,8 @@ from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_in
 from cluster.embedded_postgres import local_database
 from cluster.runtime import ClusterConfig, LocalCluster
 from pipeline.database import connect, create_database, dsn_for, server_warnings
+from pipeline.documents import ocr_languages
+from pipeline.errors import OcrUnavailable
 from pipeline.jobs import admin_dsn
 from pipeline.queries import q
 from pipeline.settings import Settings
@@ -117,7 +121,8 @@ def corpus(opts: DemoOptions, anchor: date | None = None) -> list[tuple[str, Gen
     """Invoices assigned to tenants: the first tenant gets a backlog, the others a few each.
 
     Six of the default eight are clean; invoices 4 and 8 (seeds 2029, 2033) are
-    an arithmetic off by a cent and a homoglyph supplier name. Dated before
+    an arithmetic off by a cent and a homoglyph supplier name (invoice 4 is sent as a
+    scan and invoice 5 as a PDF: :mod:`benchmarks.demo.documents`). Dated before
     ``anchor``, by default :func:`demo_anchor`'s day for today.
     """
     if opts.seed < 0 or opts.seed + opts.invoices > TRAINING_SEEDS_FROM:
@@ -203,17 +208,30 @@ async def provision(
 
 
 async def _submit(
-    intake: str, keys: dict[str, str], work: list[tuple[str, GeneratedInvoice]]
+    intake: str,
+    keys: dict[str, str],
+    work: list[tuple[str, GeneratedInvoice]],
+    documents: list[DemoDocument],
 ) -> list[dict[str, Any]]:
+    """Submit every invoice: its text as JSON, or its file as a ``multipart/form-data``
+    upload, as a user's client would send a PDF or a scan."""
     accepted = []
     async with httpx.AsyncClient(base_url=intake, timeout=30) as client:
-        for i, (tenant, inv) in enumerate(work):
+        for i, ((tenant, inv), doc) in enumerate(zip(work, documents, strict=True)):
+            headers = {"Authorization": f"Bearer {keys[tenant]}", "Idempotency-Key": f"demo-{i}"}
             t0 = time.perf_counter()
-            r = await client.post(
-                "/v1/extraction-jobs",
-                headers={"Authorization": f"Bearer {keys[tenant]}", "Idempotency-Key": f"demo-{i}"},
-                json={"document": {"text": inv.ocr_text, "filename": f"invoice-{i}.txt"}},
-            )
+            if doc.data is None:
+                r = await client.post(
+                    "/v1/extraction-jobs",
+                    headers=headers,
+                    json={"document": {"text": inv.ocr_text, "filename": doc.filename}},
+                )
+            else:
+                r = await client.post(
+                    "/v1/extraction-jobs",
+                    headers=headers,
+                    files={"document": (doc.filename, doc.data, doc.content_type)},
+                )
             latency = time.perf_counter() - t0
             if r.status_code not in (200, 202):
                 raise RuntimeError(f"intake refused invoice {i}: {r.status_code} {r.text}")
@@ -224,6 +242,8 @@ async def _submit(
                     "tenant": tenant,
                     "seed": inv.seed,
                     "variant": inv.variant.value,
+                    "document": doc.kind,
+                    "filename": doc.filename,
                     # What validation must decide for a faithful reading of the page.
                     "expected": inv.truth_decision.value,
                     "accept_ms": latency * 1000,
@@ -294,6 +314,17 @@ def _run_demo(opts: DemoOptions, base: Settings) -> int:
     anchor, moved = demo_anchor(opts, datetime.now(UTC).date())
     print(f"demo: invoices dated shortly before {anchor}" + (f" ({moved})" if moved else ""))
     work = corpus(opts, anchor)
+    documents = demo_documents(work)
+    for i, doc in enumerate(documents, start=1):
+        if doc.data is not None:
+            inv = work[i - 1][1]
+            print(f"demo: invoice {i} (seed {inv.seed} {inv.variant.value}) goes as {doc.detail}")
+    if any(doc.kind == "scan" for doc in documents):
+        try:
+            ocr_languages(settings)
+        except OcrUnavailable as exc:
+            print(f"demo: a scan is among the invoices and OCR is unavailable: {exc}")
+            return 1
     erp_port = free_port()
     erp_url = f"http://127.0.0.1:{erp_port}/webhooks/fenceline"
     settings = settings.model_copy(update={"delivery_allowed_ports": (443, erp_port)})
@@ -349,7 +380,7 @@ def _run_demo(opts: DemoOptions, base: Settings) -> int:
         review_keys = {name: keys.pop(review_key_name(name)) for name, _ in TENANTS}
         console = console_lines(cluster.intake_url, review_keys, work)
         print("\n".join(console))
-        accepted = asyncio.run(_submit(cluster.intake_url, keys, work))
+        accepted = asyncio.run(_submit(cluster.intake_url, keys, work, documents))
         print(
             f"intake: {len(accepted)} invoices accepted (202) in "
             f"{time.monotonic() - t_submit:.2f} s"

@@ -22,6 +22,7 @@ TRUTH_WIDTH = 48
 COLUMNS = (
     ("#", 2),
     ("seed variant", 27),
+    ("sent as", 7),
     ("expected", 15),
     ("decision", 15),
     ("supplier", 32),
@@ -58,6 +59,11 @@ def invoice_label(row: InvoiceRow) -> str:
     return f"{row.seed} {row.variant}"
 
 
+def document_label(row: InvoiceRow) -> str:
+    """``text``, ``PDF`` or ``scan``: whether the invoice was pasted or uploaded as a file."""
+    return "PDF" if row.document == "pdf" else row.document
+
+
 def gross_label(row: InvoiceRow) -> str:
     if row.gross_total is None:
         return NOTHING
@@ -82,6 +88,7 @@ def cells(row: InvoiceRow) -> list[str]:
     return [
         str(row.index),
         invoice_label(row),
+        document_label(row),
         row.expected,
         row.decision,
         row.supplier or NOTHING,
@@ -150,12 +157,13 @@ def plot_invoices(rows: Sequence[InvoiceRow], summary: Mapping[str, Any], path: 
     table.auto_set_font_size(False)
     table.set_fontsize(9)
     table.auto_set_column_width(list(range(len(headers))))
+    decision, truth, erp = (headers.index(h) for h in ("decision", "= truth", "ERP"))
     for i, r in enumerate(rows, start=1):
-        table[i, 3].set_facecolor(DECISION_COLOURS.get(r.decision, UNSETTLED_COLOUR))
+        table[i, decision].set_facecolor(DECISION_COLOURS.get(r.decision, UNSETTLED_COLOUR))
         if r.matches_truth is not None:
-            table[i, 9].set_facecolor("#8fd19e" if r.matches_truth else "#f4a3a3")
+            table[i, truth].set_facecolor("#8fd19e" if r.matches_truth else "#f4a3a3")
         if r.erp_applications > 1 or r.false_accept:
-            table[i, 7].set_facecolor("#f4a3a3")
+            table[i, erp].set_facecolor("#f4a3a3")
     for j in range(len(headers)):
         table[0, j].set_facecolor("#e6e6e6")
     ax.set_title(

@@ -238,3 +238,14 @@ def test_many_reasons_and_fields_are_counted_not_cut_mid_word() -> None:
     line = format_table([row])[2]
     assert "line_amount_mismatch +2 more" in line
     assert line.endswith("✗ 12/12: supplier.name, supplier.vat_id +10 more")
+
+
+def test_the_table_says_which_invoices_were_sent_as_files() -> None:
+    job = {"state": "REVIEW_REQUIRED", "result": TRUTH, "validation": {"reasons": []}}
+    scan = build_row(4, {**submitted(4, "arithmetic_off_by_cent"), "document": "scan"}, job, TRUTH)
+    pdf = build_row(5, {**submitted(5), "document": "pdf"}, job, TRUTH)
+    text = build_row(6, submitted(6), job, TRUTH)  # no "document": pasted text
+    header, _, *lines = format_table([scan, pdf, text])
+    col = header.index("sent as")
+    assert [line[col:].split()[0] for line in lines] == ["scan", "PDF", "text"]
+    assert scan.as_dict()["document"] == "scan" and text.document == "text"
