@@ -40,6 +40,7 @@ from pipeline.documents import read_document, sniff_media_type
 from pipeline.errors import FencelineError
 from pipeline.invoice import Extraction, SupplierRecord, TenantMasterData
 from pipeline.settings import Settings
+from pipeline.worker import OcrConfidences
 
 _DECIMAL_RE = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 _DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
@@ -245,6 +246,8 @@ class Case:
     record: EvalRecord
     line: int | None = None
     tags: dict[str, Any] = field(default_factory=dict)
+    #: The confidence of each word OCR read (a document OCR read), None otherwise.
+    ocr: OcrConfidences | None = None
 
 
 @dataclass
@@ -319,9 +322,10 @@ def load_dataset(path: Path) -> Dataset:
                 dataset.skipped.append({"line": number, "error": str(exc)})
                 continue
             tags: dict[str, Any] = {}
+            ocr: OcrConfidences | None = None
             if record.document is not None:
                 try:
-                    record, tags = read_record_document(record, path.parent)
+                    record, tags, ocr = read_record_document(record, path.parent)
                 except (OSError, FencelineError) as exc:
                     dataset.skipped.append(
                         {"line": number, "error": f"document {record.document!r}: {exc}"}
@@ -329,15 +333,18 @@ def load_dataset(path: Path) -> Dataset:
                     continue
             seen[record.id] = number
             ignored.update(extra)
-            dataset.cases.append(Case(record, line=number, tags=tags))
+            dataset.cases.append(Case(record, line=number, tags=tags, ocr=ocr))
     dataset.ignored_keys = sorted(ignored)
     return dataset
 
 
-def read_record_document(record: EvalRecord, folder: Path) -> tuple[EvalRecord, dict[str, Any]]:
+def read_record_document(
+    record: EvalRecord, folder: Path
+) -> tuple[EvalRecord, dict[str, Any], OcrConfidences | None]:
     """``record`` with its ``document`` file read into ``ocr_text`` as the worker's
     document stage reads it (media type sniffed from the bytes, limits of the process's
-    settings), and the tags its row gets: the media type and the pages OCR read.
+    settings), the tags its row gets (the media type and the pages OCR read), and the
+    confidence of each word OCR read.
 
     Raises:
         OSError: the file cannot be read.
@@ -349,7 +356,7 @@ def read_record_document(record: EvalRecord, folder: Path) -> tuple[EvalRecord, 
     media = sniff_media_type(data, max_bytes=settings.max_document_file_bytes)
     read = read_document(data, media, settings)
     tags = {"media_type": media.value, "ocr_pages": len(read.ocr_pages)}
-    return record.model_copy(update={"ocr_text": read.text}), tags
+    return record.model_copy(update={"ocr_text": read.text}), tags, OcrConfidences.of(read)
 
 
 # --- generated invoices --------------------------------------------------------------------------

@@ -195,6 +195,7 @@ async def evaluate_one(
             today=today,
             contract=call.contract,
             read_by_ocr=bool(case.tags.get("ocr_pages")),  # as the worker decides a scan
+            ocr=case.ocr,
         )
     except MalformedOutput as exc:
         row.update(outcome="MALFORMED", error=str(exc)[:300])

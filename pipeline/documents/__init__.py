@@ -21,6 +21,7 @@ from pipeline.documents.document_text import (
 from pipeline.documents.evidence_boxes import Rect, span_rects
 from pipeline.documents.folder_store import FolderStore
 from pipeline.documents.ocr import OcrLine, OcrPage, OcrWord, PixelBox, ocr_languages
+from pipeline.documents.ocr_lexicon import OcrLexicon, ocr_lexicon, strip_accents
 from pipeline.documents.page_png import page_png
 from pipeline.documents.page_words import kept_page_words
 from pipeline.documents.pdf_text import (
@@ -51,6 +52,7 @@ __all__ = [
     "DocumentWord",
     "FolderStore",
     "MediaType",
+    "OcrLexicon",
     "OcrLine",
     "OcrPage",
     "OcrWord",
@@ -64,6 +66,7 @@ __all__ = [
     "is_sha256_hex",
     "kept_page_words",
     "ocr_languages",
+    "ocr_lexicon",
     "open_document_store",
     "page_png",
     "pdf_page_count",
@@ -72,4 +75,5 @@ __all__ = [
     "sha256_hex",
     "sniff_media_type",
     "span_rects",
+    "strip_accents",
 ]

@@ -11,6 +11,7 @@ from pipeline.worker.contracts import WorkerConfig
 from pipeline.worker.fleet import DriverAutoscaler, DriverFleet, LocalDriverFleet
 from pipeline.worker.interpretation import Interpretation, interpret
 from pipeline.worker.loop import DrainReport, DriverLoop
+from pipeline.worker.ocr_proof import OcrConfidences
 from pipeline.worker.scaling import (
     ScalingConfig,
     ScalingDecision,
@@ -29,6 +30,7 @@ __all__ = [
     "DriverLoop",
     "Interpretation",
     "LocalDriverFleet",
+    "OcrConfidences",
     "ScalingConfig",
     "ScalingDecision",
     "ScalingSignal",

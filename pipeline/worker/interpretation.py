@@ -22,7 +22,7 @@ from pipeline.extraction import (
     DocumentLimits,
     read_answer,
 )
-from pipeline.invoice import Extraction, Reason, ReasonCode, TenantMasterData
+from pipeline.invoice import Extraction, TenantMasterData
 from pipeline.validation import (
     DEFAULT_POLICY,
     Decision,
@@ -30,6 +30,7 @@ from pipeline.validation import (
     ValidationReport,
     validate,
 )
+from pipeline.worker.ocr_proof import OcrConfidences, ocr_reasons
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ def interpret(
     contract: str = DEFAULT_CONTRACT,
     limits: DocumentLimits | None = DEFAULT_LIMITS,
     read_by_ocr: bool = False,
+    ocr: OcrConfidences | None = None,
 ) -> Interpretation:
     """Parse, ground and validate one raw answer.
 
@@ -65,8 +67,10 @@ def interpret(
     validation rule found a reason. ``limits`` as for
     :func:`~pipeline.extraction.prepare_call`. ``read_by_ocr``: the text came from
     OCR, whose misread characters grounding cannot see (a lost accent, a 5 read as
-    an S is printed in the text it grounds in): such a job goes to review with
-    ``ocr_unverified`` until values are checked against the words' confidence.
+    an S is printed in the text it grounds in): each value OCR read must be proven
+    by the confidence of its words in ``ocr`` (:mod:`pipeline.worker.ocr_proof`);
+    one that is not goes to review with ``ocr_unverified`` naming its field, and
+    without ``ocr`` the whole document does.
 
     Raises:
         MalformedOutput: the answer is not the contract.
@@ -77,7 +81,8 @@ def interpret(
     checked = validate(grounding.extraction, ocr_text, master_data, today=today, policy=policy)
     if contract == CONTRACT_V1:
         return Interpretation(grounding.extraction, checked, CONTRACT_V1)
-    reasons = (*grounding.reasons, *checked.reasons, *_ocr_reasons(read_by_ocr))
+    proof = ocr_reasons(grounding.extraction, ocr_text, ocr, master_data, read_by_ocr=read_by_ocr)
+    reasons = (*grounding.reasons, *checked.reasons, *proof)
     report = ValidationReport(
         Decision.REVIEW_REQUIRED if reasons else Decision.SUCCEEDED,
         reasons,
@@ -85,16 +90,3 @@ def interpret(
         CONTRACT_V2,
     )
     return Interpretation(grounding.extraction, report, CONTRACT_V2, tuple(grounding.changes))
-
-
-def _ocr_reasons(read_by_ocr: bool) -> tuple[Reason, ...]:
-    if not read_by_ocr:
-        return ()
-    return (
-        Reason(
-            ReasonCode.OCR_UNVERIFIED,
-            "document",
-            "read by OCR: a misread character grounds as printed; a reviewer compares the page",
-            rule="documents.ocr_unverified",
-        ),
-    )

@@ -108,11 +108,11 @@ async def test_a_scan_is_read_by_ocr_and_says_so(store: FolderStore) -> None:
     assert word_recall(page, read.text) >= 0.8
 
 
-def test_a_text_read_by_ocr_goes_to_review_however_well_it_grounds() -> None:
+def test_a_text_read_by_ocr_without_confidences_goes_to_review_however_well_it_grounds() -> None:
     """OCR's misread characters ground as printed ("Konsulttjanster" for
     "Konsulttjänster" was accepted on two of 20 scanned generated invoices with perfect
-    answers): until values are checked against the words' confidence, a reviewer
-    compares the page."""
+    answers): without the words' confidences no value can be proven, and a reviewer
+    compares the page (with them: tests/unit/test_ocr_proof.py)."""
     inv = generate_invoice(9, languages=("en",), max_line_items=3)
     answer = answer_for(inv.candidate, inv.ocr_text)
     master = inv.master_data

@@ -1,0 +1,253 @@
+"""Which values of an answer OCR read with enough certainty to accept.
+
+OCR's misread characters ground as printed: a lost accent or a 5 read as an S is in
+the text the evidence points into, so grounding and validation cannot see it. What
+can see it is tesseract's own confidence in each word. A value whose text came from
+OCR is *proven* when every OCR word its evidence overlaps was read with at least the
+threshold's confidence; a value that is not proven goes to review with
+``ocr_unverified`` naming its field (rule ``documents.ocr_unverified``). Values on a
+page read from a PDF's text layer need no proof.
+
+What a value's evidence covers:
+
+* header fields (supplier name and VAT id, invoice number, dates, currency, IBAN,
+  totals): their evidence span;
+* a line item or a tax line: its whole printed row (the row's evidence), so its
+  description, quantity, prices and rate are all covered.
+
+Confidence cannot see a lost accent: tesseract reads "Equerre" for "Équerre" and
+"Konsulttjanster" for "Konsulttjänster" sure of itself. So free text is held tighter:
+
+* the supplier name must be spelled exactly as a supplier on file (validation's match
+  folds case, so a misread case would otherwise be delivered in the OCR's spelling);
+* every word of a line item's description must be one the document's language lists
+  (tesseract's own word lists, :mod:`pipeline.documents.ocr_lexicon`) and, where the
+  OCR saw no accent on it, one that no word of the list spells with an accent
+  ("cafe" / "café"); a word the list lacks cannot be told from its accented twin.
+
+Without the words' confidences (a text kept before they were recorded) nothing can be
+proven and the whole document goes to review, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pipeline.documents import DocumentText, OcrLexicon, ocr_lexicon, strip_accents
+from pipeline.invoice import Evidence, Extraction, Reason, ReasonCode, TenantMasterData
+from pipeline.settings import Settings
+
+#: The least confidence (tesseract's 0–100) of every OCR word under an accepted value.
+#: Measured with perfect answers on generated scans (docs/eval-dataset.md).
+DEFAULT_MIN_CONFIDENCE = 90.0
+RULE = "documents.ocr_unverified"
+
+
+@dataclass(frozen=True, slots=True)
+class WordConfidence:
+    """One OCR word: ``start``/``end`` are offsets in its page's text (as evidence's)."""
+
+    page: int
+    start: int
+    end: int
+    confidence: float
+
+
+@dataclass(frozen=True, slots=True)
+class OcrConfidences:
+    """The OCR'd pages of a document and the confidence of each word on them."""
+
+    pages: frozenset[int]
+    words: tuple[WordConfidence, ...]
+
+    @classmethod
+    def of(cls, document: DocumentText) -> OcrConfidences | None:
+        """The confidences of ``document``'s OCR'd words; None where OCR read no page."""
+        pages = frozenset(document.ocr_pages)
+        if not pages:
+            return None
+        words = tuple(
+            WordConfidence(page.number, w.start, w.end, w.confidence)
+            for page in document.pages
+            if page.number in pages
+            for w in page.words
+            if w.confidence is not None
+        )
+        return cls(pages, words)
+
+    def to_json(self) -> str:
+        """A compact JSON form to keep beside the document's text."""
+        return json.dumps(
+            {
+                "pages": sorted(self.pages),
+                "words": [[w.page, w.start, w.end, round(w.confidence, 2)] for w in self.words],
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, data: str) -> OcrConfidences:
+        raw = json.loads(data)
+        words = tuple(
+            WordConfidence(int(p), int(s), int(e), float(c)) for p, s, e, c in raw["words"]
+        )
+        return cls(frozenset(int(p) for p in raw["pages"]), words)
+
+    def least(self, evidence: Evidence) -> float | None:
+        """The least confidence of the OCR words ``evidence`` overlaps; None where it
+        overlaps none (nothing OCR read stands behind it)."""
+        scores = [
+            w.confidence
+            for w in self.words
+            if w.page == evidence.page and w.start < evidence.end and w.end > evidence.start
+        ]
+        return min(scores) if scores else None
+
+
+def _evidenced(extraction: Extraction) -> Iterable[tuple[str, Evidence]]:
+    supplier = extraction.supplier
+    for path, field in (
+        ("supplier.name", supplier.name),
+        ("supplier.vat_id", supplier.vat_id),
+        ("invoice_number", extraction.invoice_number),
+        ("issue_date", extraction.issue_date),
+        ("due_date", extraction.due_date),
+        ("currency", extraction.currency),
+        ("net_total", extraction.net_total),
+        ("tax_total", extraction.tax_total),
+        ("gross_total", extraction.gross_total),
+        ("iban", extraction.iban),
+    ):
+        if field is not None:
+            yield path, field.evidence
+    for i, item in enumerate(extraction.line_items):
+        yield f"line_items[{i}]", item.evidence
+    for i, tax in enumerate(extraction.tax_lines):
+        yield f"tax_lines[{i}]", tax.evidence
+
+
+_LETTERS = re.compile(r"[^\W\d_]+")
+
+
+def default_lexicon() -> OcrLexicon | None:
+    """The word lists of the languages OCR reads with (the process's settings)."""
+    settings = Settings()
+    return ocr_lexicon(settings.ocr_tesseract, settings.ocr_languages)
+
+
+def _words(confidences: OcrConfidences, page: int, start: int, end: int) -> list[WordConfidence]:
+    return [w for w in confidences.words if w.page == page and w.start < end and w.end > start]
+
+
+def _uncertain_words(
+    description: str,
+    evidence: Evidence,
+    pages: list[str],
+    confidences: OcrConfidences,
+    lexicon: OcrLexicon | None,
+    language: str | None,
+) -> list[str] | None:
+    """The words of ``description`` (in its row) no word list vouches for; None where
+    the description is not in its row."""
+    page = pages[evidence.page - 1] if evidence.page <= len(pages) else ""
+    at = page.find(description, evidence.start, evidence.end)
+    if at < 0:
+        return None
+    doubtful = []
+    for word in _words(confidences, evidence.page, at, at + len(description)):
+        for letters in _LETTERS.findall(page[word.start : word.end]):
+            accented = strip_accents(letters) != letters.casefold()
+            if lexicon is None or language is None:
+                doubtful.append(letters)
+            elif not (
+                lexicon.certain(letters, language)
+                or (accented and lexicon.knows(letters, language))
+            ):
+                doubtful.append(letters)
+    return doubtful
+
+
+def unverified(path: str, detail: str) -> Reason:
+    return Reason(ReasonCode.OCR_UNVERIFIED, path, detail, rule=RULE)
+
+
+def ocr_reasons(
+    extraction: Extraction,
+    text: str,
+    confidences: OcrConfidences | None,
+    master_data: TenantMasterData,
+    *,
+    read_by_ocr: bool,
+    min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+    lexicon: OcrLexicon | None = None,
+) -> tuple[Reason, ...]:
+    """One ``ocr_unverified`` reason per value of ``extraction`` (grounded in ``text``)
+    OCR read without enough certainty. ``lexicon``: the word lists descriptions are
+    held against (:func:`default_lexicon` unless given)."""
+    if not read_by_ocr:
+        return ()
+    if confidences is None:
+        return (
+            unverified(
+                "document",
+                "read by OCR without the words' confidences: a reviewer compares the page",
+            ),
+        )
+    reasons = []
+    for path, evidence in _evidenced(extraction):
+        if evidence.page not in confidences.pages:
+            continue  # read from a text layer
+        least = confidences.least(evidence)
+        if least is None:
+            reasons.append(unverified(path, "no OCR word under its evidence"))
+        elif least < min_confidence:
+            reasons.append(
+                unverified(
+                    path,
+                    f"OCR read a word of it with confidence {least:.0f} < {min_confidence:.0f}",
+                )
+            )
+    items = [
+        (i, item)
+        for i, item in enumerate(extraction.line_items)
+        if item.evidence.page in confidences.pages
+    ]
+    if items:
+        lexicon = lexicon if lexicon is not None else default_lexicon()
+        pages = text.split("\f")
+        language = (
+            lexicon.language_of(
+                letters
+                for w in confidences.words
+                for letters in _LETTERS.findall(pages[w.page - 1][w.start : w.end])
+                if w.page <= len(pages)
+            )
+            if lexicon is not None
+            else None
+        )
+        for i, item in items:
+            doubtful = _uncertain_words(
+                item.description, item.evidence, pages, confidences, lexicon, language
+            )
+            if doubtful is None:
+                reasons.append(unverified(f"line_items[{i}]", "description not found in its row"))
+            elif doubtful:
+                reasons.append(
+                    unverified(
+                        f"line_items[{i}].description",
+                        f"OCR may have lost an accent of {', '.join(doubtful[:3])!r}: "
+                        f"not listed unaccented in {language or 'any word list'}",
+                    )
+                )
+    name = extraction.supplier.name
+    if name is not None and name.evidence.page in confidences.pages:
+        spelled = unicodedata.normalize("NFC", name.value)
+        if all(unicodedata.normalize("NFC", r.name) != spelled for r in master_data.suppliers):
+            reasons.append(
+                unverified("supplier.name", "read by OCR and not spelled as any supplier on file")
+            )
+    return tuple(reasons)

@@ -1,0 +1,162 @@
+"""Values OCR read are accepted only where every word under them was read with certainty."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from benchmarks.invoices.generator import generate_invoice
+from pipeline.documents import OcrLexicon, strip_accents
+from pipeline.extraction import answer_for
+from pipeline.invoice import ReasonCode, SupplierRecord
+from pipeline.validation import Decision
+from pipeline.worker import Interpretation, OcrConfidences, interpret, ocr_proof
+from pipeline.worker.ocr_proof import DEFAULT_MIN_CONFIDENCE, WordConfidence
+
+INV = generate_invoice(9, languages=("en",), max_line_items=3)
+ANSWER = answer_for(INV.candidate, INV.ocr_text)
+
+
+#: An English word list that knows the invoice's words; "bracket" also with an accent.
+LEXICON = OcrLexicon(
+    {
+        "eng": [*re.findall(r"[^\W\d_]+", INV.ocr_text), "brackét"],
+        "fra": ["équerre"],
+    }
+)
+
+
+@pytest.fixture(autouse=True)
+def _lexicon(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(ocr_proof, "default_lexicon", lambda: OcrLexicon({"eng": LEXICON_WORDS}))
+    yield
+
+
+LEXICON_WORDS = re.findall(r"[^\W\d_]+", INV.ocr_text)
+
+
+def confidences(text: str, score: float = 96.0, low: str | None = None) -> OcrConfidences:
+    """Every word of every page read with ``score``; the word ``low`` with 40."""
+    words = []
+    for number, page in enumerate(text.split("\f"), 1):
+        for m in re.finditer(r"\S+", page):
+            words.append(
+                WordConfidence(number, m.start(), m.end(), 40.0 if m.group() == low else score)
+            )
+    return OcrConfidences(frozenset(range(1, text.count("\f") + 2)), tuple(words))
+
+
+def scanned(ocr: OcrConfidences | None, master=INV.master_data) -> Interpretation:  # type: ignore[no-untyped-def]
+    return interpret(ANSWER, INV.ocr_text, master, today=INV.today, read_by_ocr=True, ocr=ocr)
+
+
+def ocr_fields(result: Interpretation) -> list[str]:
+    return [r.field for r in result.report.reasons if r.code is ReasonCode.OCR_UNVERIFIED]
+
+
+def test_values_read_with_certainty_everywhere_are_accepted() -> None:
+    result = scanned(confidences(INV.ocr_text))
+    assert result.report.decision is Decision.SUCCEEDED, result.report.reasons
+    assert ocr_fields(result) == []
+
+
+def test_a_low_confidence_word_sends_its_value_to_review_by_name() -> None:
+    assert "INV-2024-52714" in INV.ocr_text
+    result = scanned(confidences(INV.ocr_text, low="INV-2024-52714"))
+    assert result.report.decision is Decision.REVIEW_REQUIRED
+    assert ocr_fields(result) == ["invoice_number"]
+    (reason,) = result.report.reasons
+    assert reason.rule == "documents.ocr_unverified" and "40" in reason.detail
+
+
+def test_a_low_confidence_word_in_a_row_sends_the_line_item_to_review() -> None:
+    result = scanned(confidences(INV.ocr_text, low="bracket"))
+    assert ocr_fields(result) == ["line_items[0]"]
+
+
+def test_the_threshold_is_inclusive_and_just_below_it_is_not_enough() -> None:
+    assert ocr_fields(scanned(confidences(INV.ocr_text, score=DEFAULT_MIN_CONFIDENCE))) == []
+    below = ocr_fields(scanned(confidences(INV.ocr_text, score=DEFAULT_MIN_CONFIDENCE - 0.5)))
+    assert "supplier.name" in below and "gross_total" in below
+
+
+def test_without_confidences_the_whole_document_goes_to_review() -> None:
+    assert ocr_fields(scanned(None)) == ["document"]
+
+
+def test_a_text_layer_page_needs_no_proof() -> None:
+    none_ocr = OcrConfidences(frozenset({2}), ())
+    assert scanned(none_ocr).report.decision is Decision.SUCCEEDED
+
+
+def test_an_accent_the_ocr_dropped_is_never_accepted_in_the_ocr_spelling() -> None:
+    """The page printed "Brabant Cönstruct BV" (on file), OCR read "Construct" with full
+    confidence: the OCR spelling must not be delivered."""
+    on_file = dataclasses.replace(INV.master_data.suppliers[0], name="Brabant Cönstruct BV")
+    master = dataclasses.replace(
+        INV.master_data, suppliers=(on_file, *INV.master_data.suppliers[1:])
+    )
+    result = scanned(confidences(INV.ocr_text), master)
+    assert result.report.decision is Decision.REVIEW_REQUIRED
+    assert "supplier.name" in [r.field for r in result.report.reasons]
+
+
+def test_a_name_on_file_only_when_case_is_folded_is_not_proven_by_ocr() -> None:
+    """Validation's match folds case; a name OCR read must be spelled as on file."""
+    on_file = SupplierRecord(
+        "BRABANT Construct BV", "BE0622301289", frozenset({"BE60418006867539"})
+    )
+    master = dataclasses.replace(
+        INV.master_data, suppliers=(on_file, *INV.master_data.suppliers[1:])
+    )
+    assert interpret(ANSWER, INV.ocr_text, master, today=INV.today).report.decision is (
+        Decision.SUCCEEDED
+    )
+    assert ocr_fields(scanned(confidences(INV.ocr_text), master)) == ["supplier.name"]
+
+
+def test_a_description_word_the_list_spells_with_an_accent_is_not_proven(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ "Equerre" for a printed "Équerre": tesseract is sure of itself, the list is not."""
+    monkeypatch.setattr(ocr_proof, "default_lexicon", lambda: LEXICON)
+    result = scanned(confidences(INV.ocr_text))
+    assert ocr_fields(result) == ["line_items[0].description"]
+    assert "bracket" in result.report.reasons[0].detail
+
+
+def test_a_description_word_no_list_holds_is_not_proven(monkeypatch: pytest.MonkeyPatch) -> None:
+    words = [w for w in LEXICON_WORDS if w != "hosting"]
+    monkeypatch.setattr(ocr_proof, "default_lexicon", lambda: OcrLexicon({"eng": words}))
+    assert ocr_fields(scanned(confidences(INV.ocr_text))) == ["line_items[2].description"]
+
+
+def test_without_word_lists_no_description_is_proven(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ocr_proof, "default_lexicon", lambda: None)
+    assert ocr_fields(scanned(confidences(INV.ocr_text))) == [
+        "line_items[0].description",
+        "line_items[1].description",
+        "line_items[2].description",
+    ]
+
+
+def test_accents_are_stripped_for_the_twin_lookup() -> None:
+    assert [strip_accents(w) for w in ("Équerre", "jährlich", "Łódź", "œuvre")] == [
+        "equerre",
+        "jahrlich",
+        "lodz",
+        "oeuvre",
+    ]
+    lexicon = OcrLexicon({"fra": ["cafe", "café", "noir"], "deu": ["jährlich"]})
+    assert lexicon.language_of(["Café", "noir"]) == "fra"
+    assert not lexicon.certain("Cafe", "fra") and lexicon.certain("noir", "fra")
+    assert not lexicon.certain("jahrlich", "deu") and not lexicon.certain("noir", "deu")
+
+
+def test_confidences_survive_their_stored_form() -> None:
+    ocr = confidences(INV.ocr_text, low="bracket")
+    again = OcrConfidences.from_json(ocr.to_json())
+    assert again == ocr
