@@ -73,6 +73,7 @@ from pipeline.worker.call_usage import recorded_usage, spent_usage
 from pipeline.worker.contracts import AttemptReport, Unlimited, WorkerConfig
 from pipeline.worker.document_stage import DocumentStage, keep_text
 from pipeline.worker.interpretation import interpret
+from pipeline.worker.ocr_proof import OcrConfidences
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +151,11 @@ class AttemptRunner:
             except Exception:  # a transient DB error: the next beat retries
                 log.exception("heartbeat failed for job %s", lease.job_id)
 
-    async def _load(self, lease: Lease) -> tuple[str, TenantMasterData, bool]:
-        """The document's text, the tenant's master data, and whether OCR read the text."""
+    async def _load(
+        self, lease: Lease
+    ) -> tuple[str, TenantMasterData, bool, OcrConfidences | None]:
+        """The document's text, the tenant's master data, whether OCR read the text, and
+        the confidence of each word it read."""
         async with self.store.pool.acquire() as conn:
             doc = await conn.fetchrow(q("document_get"), lease.document_id, lease.tenant_id)
             master = await self.master_data.get(conn, lease.tenant_id)
@@ -159,13 +163,15 @@ class AttemptRunner:
             raise TerminalError(f"document {lease.document_id} missing for job {lease.job_id}")
         read = await self.documents.read(doc)
         if read.derived_by is None:
-            return read.text, master, read.by_ocr
-        kept = await keep_text(self.store.pool, doc, read.text, read.derived_by)
-        return kept, master, read.by_ocr
+            return read.text, master, read.by_ocr, read.confidences
+        kept, confidences = await keep_text(
+            self.store.pool, doc, read.text, read.derived_by, read.confidences
+        )
+        return kept, master, read.by_ocr, confidences
 
     async def _attempt(self, lease: Lease, lost: asyncio.Event) -> AttemptReport:
         try:
-            text, master, by_ocr = await self._load(lease)
+            text, master, by_ocr, confidences = await self._load(lease)
         except TerminalError as exc:  # no document, a changed or unreadable file
             return await self._fail(lease, exc)
         except RetryableError as exc:  # the document store did not answer
@@ -268,7 +274,9 @@ class AttemptRunner:
         checkpoints.reached(checkpoints.ATTEMPT_ANSWERED)  # answered, nothing committed
         usage = recorded_usage(completion.usage, completion.pool or completion.engine)
         await self.admission.release(grant, usage=usage, uncertain=False)
-        return await self._commit(lease, text, master, completion, usage, request, by_ocr)
+        return await self._commit(
+            lease, text, master, completion, usage, request, by_ocr, confidences
+        )
 
     async def _release_uncertain(self, grant: Grant) -> None:
         try:
@@ -285,6 +293,7 @@ class AttemptRunner:
         usage: AttemptUsage,
         request: ExtractionCall,
         by_ocr: bool = False,
+        confidences: OcrConfidences | None = None,
     ) -> AttemptReport:
         try:
             with child_span(SPAN_VALIDATE, {"fenceline.contract": request.contract}) as vspan:
@@ -298,6 +307,7 @@ class AttemptRunner:
                         contract=request.contract,
                         limits=self.config.limits,
                         read_by_ocr=by_ocr,
+                        ocr=confidences,
                     )
                 except (MalformedOutput, TerminalError) as exc:
                     vspan.set_attribute("fenceline.decision", exc.error_class)

@@ -23,9 +23,11 @@ retryable. What was read (media type, pages, characters, pages without text) goe
 the attempt's ``document.read`` span.
 
 A file's text is derived once: the first attempt keeps it (``document_texts``,
-migration 024, first writer wins) and every later attempt, the review console and
-corrections read that text, so evidence offsets always point into the text they were
-found in and a retry does not read the file again.
+migration 024, first writer wins; with an OCR'd text the confidence of each word OCR
+read, migration 025, which the values OCR read are proven by) and every later
+attempt, the review console and corrections read that text, so evidence offsets
+always point into the text they were found in and a retry does not read the file
+again.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from pipeline.errors import DocumentRefused, DocumentStoreUnavailable
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.tracing import SPAN_DOCUMENT, child_span, set_error
+from pipeline.worker.ocr_proof import OcrConfidences
 
 _IMAGES = frozenset({MediaType.PNG.value, MediaType.JPEG.value, MediaType.TIFF.value})
 #: The readers a file's text is derived with, recorded beside the text they gave.
@@ -73,6 +76,9 @@ class DocumentText:
     ocr_pages: tuple[int, ...] = ()
     #: Whether OCR read any of the text (now, or when it was kept).
     by_ocr: bool = False
+    #: The confidence of each word OCR read; None where OCR read nothing, or for a
+    #: text kept before they were recorded.
+    confidences: OcrConfidences | None = None
 
 
 class DocumentStage:
@@ -106,7 +112,14 @@ class DocumentStage:
             return DocumentText(str(row["content"]), media)
         if row.get("derived_text") is not None:  # read once before: the same text again
             by_ocr = OCR_READER in str(row.get("derived_reader") or "")
-            return DocumentText(str(row["derived_text"]), media, row["page_count"], by_ocr=by_ocr)
+            kept = row.get("derived_ocr_confidences")
+            return DocumentText(
+                str(row["derived_text"]),
+                media,
+                row["page_count"],
+                by_ocr=by_ocr,
+                confidences=OcrConfidences.from_json(kept) if kept is not None else None,
+            )
         with child_span(SPAN_DOCUMENT, {"fenceline.document.media_type": media}) as span:
             try:
                 read = await self._read_file(row, media)
@@ -146,6 +159,7 @@ class DocumentStage:
                 derived_by=reader,
                 ocr_pages=ocr,
                 by_ocr=bool(ocr),
+                confidences=OcrConfidences.of(read),
             )
         if media == MediaType.XML.value:
             raise DocumentRefused(
@@ -159,15 +173,25 @@ class DocumentStage:
         raise DocumentRefused("unsupported_media_type", media)
 
 
-async def keep_text(pool: asyncpg.Pool, doc: Mapping[str, Any], text: str, reader: str) -> str:
-    """``text``, derived now from the file ``doc`` names, kept as the document's text
-    unless an attempt kept one first; returns the text kept (the first one's)."""
+async def keep_text(
+    pool: asyncpg.Pool,
+    doc: Mapping[str, Any],
+    text: str,
+    reader: str,
+    confidences: OcrConfidences | None = None,
+) -> tuple[str, OcrConfidences | None]:
+    """``text`` (and its OCR'd words' ``confidences``), derived now from the file
+    ``doc`` names, kept as the document's text unless an attempt kept one first;
+    returns the text kept and its confidences (the first one's: offsets into that
+    text)."""
     digest = hashlib.sha256(text.encode()).hexdigest()
+    encoded = confidences.to_json() if confidences is not None else None
     async with pool.acquire() as conn:
         await conn.execute(
-            q("document_text_keep"), doc["id"], doc["tenant_id"], text, digest, reader
+            q("document_text_keep"), doc["id"], doc["tenant_id"], text, digest, reader, encoded
         )
-        kept = await conn.fetchval(q("document_text_get"), doc["id"], doc["tenant_id"])
+        kept = await conn.fetchrow(q("document_text_get"), doc["id"], doc["tenant_id"])
     if kept is None:  # the row went away between the two statements: read what we have
-        return text
-    return str(kept)
+        return text, confidences
+    stored = kept["ocr_confidences"]
+    return str(kept["content"]), OcrConfidences.from_json(stored) if stored else None

@@ -24,7 +24,8 @@ RETURNING id, object_version;
 -- plan a pooled connection cached (tests/integration/test_query_plans.py).
 SELECT d.id, d.tenant_id, d.sha256, d.object_version, d.content, d.byte_size,
        d.content_type, d.filename, d.uri, d.version, d.page_count, d.created_at,
-       t.content AS derived_text, t.reader AS derived_reader
+       t.content AS derived_text, t.reader AS derived_reader,
+       t.ocr_confidences AS derived_ocr_confidences
 FROM documents d
 LEFT JOIN document_texts t ON t.document_id = d.id AND t.tenant_id = d.tenant_id
 WHERE d.id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2;
@@ -32,13 +33,14 @@ WHERE d.id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2;
 -- name: document_text_keep
 -- The text a file was read as, kept by the first attempt that read it (migration 024);
 -- a later writer keeps nothing and reads the first one's with document_text_get.
-INSERT INTO document_texts (document_id, tenant_id, content, sha256, reader)
-SELECT d.id, d.tenant_id, $3, $4, $5
+-- $6: the OCR'd words' confidences (migration 025), NULL for a text no OCR read.
+INSERT INTO document_texts (document_id, tenant_id, content, sha256, reader, ocr_confidences)
+SELECT d.id, d.tenant_id, $3, $4, $5, $6
 FROM documents d WHERE d.id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2 AND d.uri IS NOT NULL
 ON CONFLICT (document_id) DO NOTHING;
 
 -- name: document_text_get
-SELECT content FROM document_texts WHERE document_id = $1 AND tenant_id IS NOT DISTINCT FROM $2;
+SELECT content, ocr_confidences FROM document_texts WHERE document_id = $1 AND tenant_id IS NOT DISTINCT FROM $2;
 
 -- name: job_accept_if_new
 -- Acceptance in one statement (one round trip, function job_accept of migration

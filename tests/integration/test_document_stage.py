@@ -259,4 +259,4 @@ async def test_a_files_text_is_kept_once_and_read_by_review_and_later_attempts(
     read = await stage.read(row)
     assert (read.text, read.derived_by) == (layer, None)
     # A second writer keeps nothing: the first text stays the document's.
-    assert await keep_text(pool, row, "another reading", PDF_READER) == layer
+    assert await keep_text(pool, row, "another reading", PDF_READER) == (layer, None)
