@@ -222,7 +222,7 @@ def ocr_reasons(
             reasons.append(unverified(path, "no OCR word under its evidence"))
         elif least < floor:
             reasons.append(
-                unverified(path, f"OCR read a word of it with confidence {least:.0f} < {floor:.0f}")
+                unverified(path, f"OCR read a word of it with confidence {least:.1f} < {floor:.0f}")
             )
     items = [
         (i, item)
