@@ -38,8 +38,9 @@ from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
 from pipeline.tenants import permit_currencies, upsert_supplier
 from pipeline.tracing import SPAN_DOCUMENT
-from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
-from pipeline.worker.document_stage import PDF_READER, DocumentStage, keep_text
+from pipeline.worker import AttemptRunner, DriverLoop, OcrConfidences, WorkerConfig
+from pipeline.worker.document_stage import OCR_READER, PDF_READER, DocumentStage, keep_text
+from pipeline.worker.ocr_proof import WordConfidence
 from tests.support.api import TenantKey, asgi_client, settings_for, tenant_with_key
 from tests.support.drivers import wait_settled
 from tests.support.pdfs import blank_pdf, text_pdf, tiny_png
@@ -260,3 +261,28 @@ async def test_a_files_text_is_kept_once_and_read_by_review_and_later_attempts(
     assert (read.text, read.derived_by) == (layer, None)
     # A second writer keeps nothing: the first text stays the document's.
     assert await keep_text(pool, row, "another reading", PDF_READER) == (layer, None)
+
+
+async def test_an_ocr_texts_word_confidences_are_kept_with_it_and_read_back(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    """A retry proves its OCR'd values against the kept text's own words (migration
+    025); the first writer's confidences win with its text."""
+    settings = _settings(dsn, tmp_path)
+    tk = await tenant_with_key(pool)
+    async with asgi_client(create_app(settings, pool=pool)) as client:
+        job = await _upload(client, tk, tiny_png(), "scan.png")
+    async with pool.acquire() as conn:
+        doc = await conn.fetchrow(
+            "SELECT d.* FROM documents d JOIN extraction_jobs j ON j.document_id = d.id "
+            "WHERE j.id = $1",
+            job,
+        )
+    first = OcrConfidences(frozenset({1}), (WordConfidence(1, 0, 7, 91.25),))
+    other = OcrConfidences(frozenset({1}), (WordConfidence(1, 0, 7, 12.0),))
+    assert await keep_text(pool, doc, "INVOICE 7", OCR_READER, first) == ("INVOICE 7", first)
+    assert await keep_text(pool, doc, "INVOICE 7", OCR_READER, other) == ("INVOICE 7", first)
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(q("document_get"), doc["id"], doc["tenant_id"])
+    read = await DocumentStage(open_document_store(settings), max_pages=10).read(row)
+    assert (read.text, read.by_ocr, read.confidences) == ("INVOICE 7", True, first)
