@@ -21,6 +21,8 @@ What a value's evidence covers:
 Confidence cannot see a lost accent: tesseract reads "Equerre" for "Équerre" and
 "Konsulttjanster" for "Konsulttjänster" sure of itself. So free text is held tighter:
 
+* a value grounded by a fuzzy match (free text whose answer is not what the OCR'd
+  text prints: a homoglyph the scan cannot show, a lost letter) is not proven;
 * the supplier name must be spelled exactly as a supplier on file (validation's match
   folds case, so a misread case would otherwise be delivered in the OCR's spelling);
 * every word of a line item's description must be one the document's language lists
@@ -218,7 +220,11 @@ def ocr_reasons(
         least = confidences.least(evidence)
         checked = path in _CHECKED or path.startswith("tax_lines[")
         floor = checked_min_confidence if checked else min_confidence
-        if least is None:
+        if evidence.match == "fuzzy":
+            reasons.append(
+                unverified(path, "grounded by a fuzzy match: the answer's spelling is not printed")
+            )
+        elif least is None:
             reasons.append(unverified(path, "no OCR word under its evidence"))
         elif least < floor:
             reasons.append(

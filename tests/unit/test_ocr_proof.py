@@ -179,6 +179,25 @@ def test_accents_are_stripped_for_the_twin_lookup() -> None:
     assert not lexicon.certain("jahrlich", "deu") and not lexicon.certain("noir", "deu")
 
 
+def test_a_value_grounded_only_by_a_fuzzy_match_is_not_proven() -> None:
+    """A homoglyph supplier drawn as a scan: the page shows the name on file, which OCR
+    reads; the answer's spelling (Cyrillic В) is not printed and grounds only fuzzily."""
+    answer = ANSWER.replace("Brabant Construct BV", "\u0412rabant Construct BV", 1)
+    assert answer != ANSWER
+    result = interpret(
+        answer,
+        INV.ocr_text,
+        INV.master_data,
+        today=INV.today,
+        read_by_ocr=True,
+        ocr=confidences(INV.ocr_text),
+    )
+    assert result.extraction.supplier.name is not None
+    assert result.extraction.supplier.name.evidence.match == "fuzzy"
+    assert result.report.decision is Decision.REVIEW_REQUIRED
+    assert ocr_fields(result) == ["supplier.name"]
+
+
 def test_confidences_survive_their_stored_form() -> None:
     ocr = confidences(INV.ocr_text, low="bracket")
     again = OcrConfidences.from_json(ocr.to_json())
