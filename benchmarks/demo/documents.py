@@ -5,7 +5,7 @@ Two of the default eight arrive as files, uploaded as ``multipart/form-data``: i
 invoice 5 (seed 2030, clean) as a PDF printed from its text, read from its text layer
 (:mod:`benchmarks.invoices.files`). The PDF's text layer reads back as the invoice's
 text, so it must go through as the text would; the scan must go to review, for the cent
-(``gross_total_mismatch``) and because every OCR'd job does (``ocr_unverified``).
+(``gross_total_mismatch``; values OCR read without certainty add ``ocr_unverified``).
 """
 
 from __future__ import annotations

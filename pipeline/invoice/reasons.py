@@ -47,7 +47,8 @@ class ReasonCode(StrEnum):
     #: header, a unit, a currency, a label) proves which one the document means: the
     #: quantity and unit price of a row, an invoice number or a date without its label.
     AMBIGUOUS_ROLE = "ambiguous_role"
-    #: The document's text came from OCR: a misread character grounds as printed.
+    #: A value OCR read is not proven by its words' confidence, the word lists or master
+    #: data (a misread character grounds as printed); ``document`` where OCR kept none.
     OCR_UNVERIFIED = "ocr_unverified"
     #: Another job of the tenant already holds this supplier invoice (same supplier,
     #: number and gross total); set by the job store when it commits the result,

@@ -49,7 +49,7 @@ RULES: Mapping[str, str] = {
     "items.no_tax_rate": "the item's row prints no rate and the invoice has several",
     "items.not_on_row": "the item is on no row that reads as quantity x price = amount",
     "items.description_continues": "the description may go on below its row",
-    "documents.ocr_unverified": "a text read by OCR is checked by a reviewer",
+    "documents.ocr_unverified": "a value OCR read without certainty is checked by a reviewer",
     "items.description_shape": "the description is not printed like the table's others",
     "roles.symmetric_factors": "quantity and unit price multiply to the amount either way",
     "tax_lines.no_tax_row": "the cited line prints no rate, base and tax amount",

@@ -48,9 +48,9 @@ from pipeline.settings import Settings
 
 #: The least confidence (tesseract's 0–100) of every OCR word under an accepted value
 #: that nothing else checks (invoice number, dates, currency, a line item's row, whose
-#: quantity x price is compared only after rounding). On 30 generated scans (seeds
-#: 5000-5029) 1.2 % of the words read at 90 or more were misread, 16 % of those read
-#: at 85-90 (docs/eval-dataset.md).
+#: quantity x price is compared only after rounding). On 26 generated scans (seeds
+#: 5000-5029) 1.5 % of the words read at 90 or more were misread, 15 % of those read
+#: at 85-90 (docs/documents.md, "Values OCR read").
 DEFAULT_MIN_CONFIDENCE = 90.0
 #: The same for a value a misread of which another check catches exactly: the totals
 #: and tax lines (sums and net + tax = gross, tolerance 0), the supplier's name and
