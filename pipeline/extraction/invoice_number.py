@@ -13,11 +13,11 @@ from __future__ import annotations
 import re
 
 from pipeline.extraction.candidates import date_candidates, labelled_numbers
-from pipeline.extraction.items import Refuse
 from pipeline.extraction.label_proof import number_proof
 from pipeline.extraction.labels import LABELS, NUMBER_WORDS
-from pipeline.extraction.layout import Layout, amounts
+from pipeline.extraction.layout import Layout, amounts, per_layout
 from pipeline.extraction.locate import Found, decoy_number_label, labelled, occurrences
+from pipeline.extraction.refusal import Refuse
 from pipeline.invoice import ReasonCode
 
 #: A bare year ("2026"): never an invoice number without the invoice's own label.
@@ -40,6 +40,22 @@ def _cut_from_longer(f: Found) -> bool:
     word = before.split()[-1] if before.split() else ""
     opens = _OPENS.search(before) is not None and word.casefold().strip(".:#") not in NUMBER_WORDS
     return _CONTINUES.match(text, end) is not None or opens
+
+
+@per_layout
+def _dated(doc: Layout) -> list[Found]:
+    """Where the page prints its dates (a number inside one is a part of a date)."""
+    return [
+        d
+        for printed in date_candidates(doc.text)
+        for d in occurrences(doc, printed, fuzzy=False, boundary="number")
+    ]
+
+
+@per_layout
+def _named(doc: Layout) -> list[str]:
+    """The numbers printed after the invoice's label, amounts and dates aside."""
+    return labelled_numbers(doc, frozenset(list(amounts(doc)) + date_candidates(doc.text)))
 
 
 def invoice_number_at(doc: Layout, path: str, value: str | None, refuse: Refuse) -> Found | None:
@@ -84,11 +100,7 @@ def invoice_number_at(doc: Layout, path: str, value: str | None, refuse: Refuse)
             rule="label.invoice_number.other_document",
         )
         return None
-    dated = [
-        d
-        for printed in date_candidates(doc.text)
-        for d in occurrences(doc, printed, fuzzy=False, boundary="number")
-    ]
+    dated = _dated(doc)
     plain = [
         f
         for f in plain
@@ -102,8 +114,7 @@ def invoice_number_at(doc: Layout, path: str, value: str | None, refuse: Refuse)
             rule="label.invoice_number.date_part",
         )
         return None
-    other = list(amounts(doc))
-    named = labelled_numbers(doc, frozenset(other + date_candidates(doc.text)))
+    named = _named(doc)
     if named and value.strip() not in named:
         shown = ", ".join(repr(n) for n in named[:3])
         refuse(
