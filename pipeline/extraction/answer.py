@@ -33,7 +33,6 @@ from typing import Annotated, Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.cpu_budget import spend
 from pipeline.extraction.candidates import (
     MAX_ID_CHARS,
     currency_candidates,
@@ -45,7 +44,7 @@ from pipeline.extraction.candidates import (
     reference_candidates,
     vat_id_candidates,
 )
-from pipeline.extraction.invoice_number import invoice_number_at
+from pipeline.extraction.invoice_number import keepable_numbers
 from pipeline.extraction.layout import Layout, layout_of, per_layout
 from pipeline.extraction.layout import amounts as printed_amounts
 from pipeline.extraction.prompts import fence_tag
@@ -201,7 +200,7 @@ def schema_for(doc: Layout) -> dict[str, Any]:
         "supplier": _nullable_enum(names) if names else _nullable_text(MAX_NAME_CHARS),
         "vat_id": _nullable_enum(vat_ids) if vat_ids else _nullable_text(MAX_ID_CHARS),
         "number": _nullable_enum(
-            _keepable_numbers(doc, reference_candidates(seen_doc, frozenset(amounts + dates)))
+            keepable_numbers(doc, reference_candidates(seen_doc, frozenset(amounts + dates)))
         ),
         "issue_date": date_field("issue_date"),
         "due_date": date_field("due_date"),
@@ -225,32 +224,6 @@ def schema_for(doc: Layout) -> dict[str, Any]:
         "required": list(properties),
         "additionalProperties": False,
     }
-
-
-#: The most invoice-number candidates checked one by one against grounding's proofs
-#: (each check reads the page's dates and labels once: bounded work on a long page).
-_MAX_CHECKED_NUMBERS = 64
-
-
-def _keepable_numbers(doc: Layout, offered: list[str]) -> list[str]:
-    """The candidates grounding would keep as the invoice number
-    (:func:`~pipeline.extraction.invoice_number.invoice_number_at`), so the model never
-    picks one that is refused for sure: offered a postcode and a bare year beside the
-    labelled number, the adapter took "2010" (refused) on FeRD's
-    `Betriebskostenabrechnung`. None kept: only null, which validation refuses as a
-    missing field. Past :data:`_MAX_CHECKED_NUMBERS` all are offered unchecked."""
-    if len(offered) > _MAX_CHECKED_NUMBERS:
-        return offered
-
-    def ignore(*_: object, **__: object) -> None:
-        return None  # a refusal here only means: not offered
-
-    kept = []
-    for n in offered:
-        spend()
-        if invoice_number_at(doc, "invoice_number", n, ignore) is not None:
-            kept.append(n)
-    return kept
 
 
 def printed_rows(doc: Layout) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from pipeline.cpu_budget import spend
 from pipeline.extraction.candidates import date_candidates, labelled_numbers
 from pipeline.extraction.label_proof import number_proof
 from pipeline.extraction.labels import LABELS, NUMBER_WORDS
@@ -149,3 +150,29 @@ def invoice_number_at(doc: Layout, path: str, value: str | None, refuse: Refuse)
         )
         return None
     return labelled(whole, LABELS.get(path, ()), last=False)
+
+
+#: The most invoice-number candidates checked one by one against grounding's proofs
+#: (each check reads the page's dates and labels once: bounded work on a long page).
+_MAX_CHECKED_NUMBERS = 64
+
+
+def keepable_numbers(doc: Layout, offered: list[str]) -> list[str]:
+    """The candidates grounding would keep as the invoice number
+    (:func:`~pipeline.extraction.invoice_number.invoice_number_at`), so the model never
+    picks one that is refused for sure: offered a postcode and a bare year beside the
+    labelled number, the adapter took "2010" (refused) on FeRD's
+    `Betriebskostenabrechnung`. None kept: only null, which validation refuses as a
+    missing field. Past :data:`_MAX_CHECKED_NUMBERS` all are offered unchecked."""
+    if len(offered) > _MAX_CHECKED_NUMBERS:
+        return offered
+
+    def ignore(*_: object, **__: object) -> None:
+        return None  # a refusal here only means: not offered
+
+    kept = []
+    for n in offered:
+        spend()
+        if invoice_number_at(doc, "invoice_number", n, ignore) is not None:
+            kept.append(n)
+    return kept
