@@ -1,5 +1,9 @@
 """A page's words with boxes laid out as text on a character grid, columns kept.
 
+The one layout of positioned words into text: a PDF's text layer
+(:mod:`pipeline.documents.pdf_text`) and tesseract's words
+(:mod:`pipeline.documents.ocr_layout`) are both read through :func:`layout_page`.
+
 Extraction reads a page as lines of text whose columns are runs of two spaces or more
 (a table's cells, a label and its value): what ``pdftotext -layout`` prints. PDFium's
 own text, and any OCR engine's word list, keeps the words and their boxes but not the
@@ -17,7 +21,13 @@ characters apart are one space apart (a word gap, however wide the capitals befo
 ran: "ELEKTRON Industrieservice GmbH" stays one cell), farther apart at least two (a
 column gap stays a column gap); a vertical gap of *n* line pitches (the median
 distance between neighbouring lines) leaves *n* - 1 empty lines, at most three (a
-block's end).
+block's end; an OCR page leaves at most one, as its reader always did).
+
+Halves of one word that an OCR engine's layout analysis cut apart into two of its
+lines (the decimals of a right-aligned amount become a column of their own) are joined
+again: two neighbours on a row with different :attr:`Placed.line` (None for a text
+layer, which never joins) closer than ``JOIN_GAP`` characters; the joined word keeps
+the lower confidence.
 
 Every placed word keeps its box: :attr:`GridPage.words` gives its offsets into
 :attr:`GridPage.text` (``text[w.start:w.end] == w.text``).
@@ -38,18 +48,25 @@ COLUMN_GAP = 2.0
 BLOCK_GAP = 1.5
 #: The most empty lines one vertical gap leaves.
 MAX_EMPTY_LINES = 3
+#: Halves of one word that an OCR engine put in two lines are closer than this many
+#: characters (a space in a monospaced print is about 1.1 character widths between
+#: glyph boxes).
+JOIN_GAP = 0.75
 
 
 @dataclass(frozen=True, slots=True)
 class Placed:
     """A word as a layout reads it: its text and box (left, top, right, bottom; any unit,
-    top < bottom)."""
+    top < bottom); an OCR engine's ``confidence`` (0–100) and its own ``line`` (an id,
+    unique on the page), None for a text layer."""
 
     text: str
     left: float
     top: float
     right: float
     bottom: float
+    confidence: float | None = None
+    line: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +101,9 @@ def _lines(words: Sequence[Placed]) -> list[list[Placed]]:
     return [sorted(line, key=lambda w: w.left) for _, line in lines]
 
 
-def layout_page(words: Sequence[Placed]) -> GridPage:
-    """``words`` laid out as one page of text (see the module's description)."""
+def layout_page(words: Sequence[Placed], *, max_empty_lines: int = MAX_EMPTY_LINES) -> GridPage:
+    """``words`` laid out as one page of text (see the module's description); a
+    vertical gap leaves at most ``max_empty_lines`` empty lines."""
     words = [w for w in words if w.text.strip()]
     if not words:
         return GridPage("", ())
@@ -104,12 +122,21 @@ def layout_page(words: Sequence[Placed]) -> GridPage:
     offset = 0
     for k, line in enumerate(lines):
         if k:
-            empty = min(MAX_EMPTY_LINES, max(0, round((centres[k] - centres[k - 1]) / pitch) - 1))
+            empty = min(max_empty_lines, max(0, round((centres[k] - centres[k - 1]) / pitch) - 1))
             out += [""] * empty
             offset += empty
         text = ""
         last_right: float | None = None
         for word in line:
+            if text and _split(placed[-1].box, word, char):
+                before = placed.pop()  # the halves of one word: joined, no space
+                joined = _joined(before.box, word)
+                placed.append(
+                    GridWord(joined.text, before.start, before.end + len(word.text), joined)
+                )
+                text += word.text
+                last_right = joined.right
+                continue
             column = min(MAX_COLUMNS, round((word.left - origin) / char))
             if text and last_right is not None and word.left - last_right <= COLUMN_GAP * char:
                 column = len(text) + 1  # a word gap: one space, wherever wide capitals end
@@ -124,3 +151,28 @@ def layout_page(words: Sequence[Placed]) -> GridPage:
         out.append(text)
         offset += len(text) + 1
     return GridPage("\n".join(out), tuple(placed))
+
+
+def _split(left: Placed, right: Placed, char: float) -> bool:
+    """One printed word that an OCR engine's layout analysis cut in two: the halves sit
+    in different lines of its own (a column split, as in ``4'976.`` | ``87`` of a
+    right-aligned amount) with less than a space between them."""
+    return (
+        left.line is not None
+        and right.line is not None
+        and left.line != right.line
+        and right.left - left.right < JOIN_GAP * char
+    )
+
+
+def _joined(left: Placed, right: Placed) -> Placed:
+    confidences = [c for c in (left.confidence, right.confidence) if c is not None]
+    return Placed(
+        left.text + right.text,
+        min(left.left, right.left),
+        min(left.top, right.top),
+        max(left.right, right.right),
+        max(left.bottom, right.bottom),
+        min(confidences) if confidences else None,
+        left.line,
+    )
