@@ -19,9 +19,12 @@ left to right and placed at the column ``round(left / character width)`` (the me
 width of one character over the page's words); two words whose boxes are at most two
 characters apart are one space apart (a word gap, however wide the capitals before it
 ran: "ELEKTRON Industrieservice GmbH" stays one cell), farther apart at least two (a
-column gap stays a column gap); a vertical gap of *n* line pitches (the median
-distance between neighbouring lines) leaves *n* - 1 empty lines, at most three (a
-block's end; an OCR page leaves at most one, as its reader always did).
+column gap stays a column gap). On a monospaced page (nearly all words share one
+advance per character, as a text layer's boxes of a print in DejaVu Sans Mono or
+Courier do) a gap is exactly its count of spaces: "11  Gazole" keeps its column gap
+there, which the two-character rule would close. A vertical gap of *n* line pitches
+(the median distance between neighbouring lines) leaves *n* - 1 empty lines, at most
+three (a block's end; an OCR page leaves at most one, as its reader always did).
 
 Halves of one word that an OCR engine's layout analysis cut apart into two of its
 lines (the decimals of a right-aligned amount become a column of their own) are joined
@@ -37,13 +40,17 @@ from __future__ import annotations
 
 import itertools
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 #: How far right a page may reach, in characters (a wide landscape table).
 MAX_COLUMNS = 400
 #: A gap wider than this many characters between two boxes is a column gap.
 COLUMN_GAP = 2.0
+#: A page is monospaced when this share of its words have the same advance per
+#: character, within ``ADVANCE_TOLERANCE`` of the median.
+MONOSPACED_SHARE = 0.95
+ADVANCE_TOLERANCE = 0.02
 #: Lines closer than this many line heights (times two) set the page's line pitch.
 BLOCK_GAP = 1.5
 #: The most empty lines one vertical gap leaves.
@@ -112,6 +119,7 @@ def layout_page(words: Sequence[Placed], *, max_empty_lines: int = MAX_EMPTY_LIN
     heights = [w.bottom - w.top for w in words if w.bottom > w.top]
     line_height = statistics.median(heights) if heights else 1.0
     origin = min(w.left for w in words)
+    monospaced = _monospaced(words, char)
     lines = _lines(words)
     centres = [statistics.median((w.top + w.bottom) / 2 for w in line) for line in lines]
     steps = [b - a for a, b in itertools.pairwise(centres) if 0 < b - a]
@@ -126,7 +134,7 @@ def layout_page(words: Sequence[Placed], *, max_empty_lines: int = MAX_EMPTY_LIN
             out += [""] * empty
             offset += empty
         text = ""
-        last_right: float | None = None
+        last: Placed | None = None
         for word in line:
             if text and _split(placed[-1].box, word, char):
                 before = placed.pop()  # the halves of one word: joined, no space
@@ -135,10 +143,12 @@ def layout_page(words: Sequence[Placed], *, max_empty_lines: int = MAX_EMPTY_LIN
                     GridWord(joined.text, before.start, before.end + len(word.text), joined)
                 )
                 text += word.text
-                last_right = joined.right
+                last = joined
                 continue
             column = min(MAX_COLUMNS, round((word.left - origin) / char))
-            if text and last_right is not None and word.left - last_right <= COLUMN_GAP * char:
+            if text and last is not None and monospaced(last) and monospaced(word):
+                column = max(column, len(text) + 1)  # a monospaced print: its own spaces
+            elif text and last is not None and word.left - last.right <= COLUMN_GAP * char:
                 column = len(text) + 1  # a word gap: one space, wherever wide capitals end
             elif text:
                 column = max(column, len(text) + 2)  # a column gap stays a column gap
@@ -147,10 +157,33 @@ def layout_page(words: Sequence[Placed], *, max_empty_lines: int = MAX_EMPTY_LIN
                 GridWord(word.text, offset + len(text), offset + len(text) + len(word.text), word)
             )
             text += word.text
-            last_right = word.right
+            last = word
         out.append(text)
         offset += len(text) + 1
     return GridPage("\n".join(out), tuple(placed))
+
+
+def _monospaced(words: Sequence[Placed], char: float) -> Callable[[Placed], bool]:
+    """Whether a word is set in the advance of a monospaced page: always False unless
+    nearly all the page's words share one advance per character (a text layer's boxes
+    are advance-wide; an OCR engine's ink boxes never are). There a gap is exactly its
+    spaces' count of characters, and two spaces ("11  Gazole") are a column gap that a
+    proportional font's rule (a gap of up to two median characters is one space) would
+    close."""
+
+    def advance(word: Placed) -> float:
+        return (word.right - word.left) / len(word.text)
+
+    def on_advance(word: Placed) -> bool:
+        return abs(advance(word) - char) <= ADVANCE_TOLERANCE * char
+
+    measured = [w for w in words if w.right > w.left]
+    share = sum(map(on_advance, measured)) / len(measured) if measured else 0.0
+    return on_advance if share >= MONOSPACED_SHARE else _never
+
+
+def _never(_word: Placed) -> bool:
+    return False
 
 
 def _split(left: Placed, right: Placed, char: float) -> bool:
