@@ -22,7 +22,7 @@ from pipeline.documents.evidence_boxes import Rect, span_rects
 from pipeline.documents.folder_store import FolderStore
 from pipeline.documents.ocr import OcrLine, OcrPage, OcrWord, PixelBox, ocr_languages
 from pipeline.documents.page_png import page_png
-from pipeline.documents.page_words import kept_page_words
+from pipeline.documents.page_words import kept_page_words, kept_words, words_to_keep
 from pipeline.documents.pdf_text import (
     Box,
     PdfPage,
@@ -63,6 +63,7 @@ __all__ = [
     "StoredObject",
     "is_sha256_hex",
     "kept_page_words",
+    "kept_words",
     "ocr_languages",
     "open_document_store",
     "page_png",
@@ -72,4 +73,5 @@ __all__ = [
     "sha256_hex",
     "sniff_media_type",
     "span_rects",
+    "words_to_keep",
 ]

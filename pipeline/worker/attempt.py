@@ -160,7 +160,7 @@ class AttemptRunner:
         read = await self.documents.read(doc)
         if read.derived_by is None:
             return read.text, master, read.by_ocr
-        kept = await keep_text(self.store.pool, doc, read.text, read.derived_by)
+        kept = await keep_text(self.store.pool, doc, read.text, read.derived_by, read.words)
         return kept, master, read.by_ocr
 
     async def _attempt(self, lease: Lease, lost: asyncio.Event) -> AttemptReport:

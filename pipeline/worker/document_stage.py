@@ -23,9 +23,10 @@ retryable. What was read (media type, pages, characters, pages without text) goe
 the attempt's ``document.read`` span.
 
 A file's text is derived once: the first attempt keeps it (``document_texts``,
-migration 024, first writer wins) and every later attempt, the review console and
-corrections read that text, so evidence offsets always point into the text they were
-found in and a retry does not read the file again.
+migration 024, first writer wins), with its words' boxes (migration 025, for the
+review console's evidence boxes, OCR'd pages included), and every later attempt, the
+review console and corrections read that text, so evidence offsets always point into
+the text they were found in and a retry does not read the file again.
 """
 
 from __future__ import annotations
@@ -38,7 +39,13 @@ from typing import Any
 
 import asyncpg
 
-from pipeline.documents import DocumentRef, DocumentStore, MediaType, read_document
+from pipeline.documents import (
+    DocumentRef,
+    DocumentStore,
+    MediaType,
+    read_document,
+    words_to_keep,
+)
 from pipeline.errors import DocumentRefused, DocumentStoreUnavailable
 from pipeline.queries import q
 from pipeline.settings import Settings
@@ -73,6 +80,9 @@ class DocumentText:
     ocr_pages: tuple[int, ...] = ()
     #: Whether OCR read any of the text (now, or when it was kept).
     by_ocr: bool = False
+    #: The words of the text derived now, with their boxes, as kept beside it
+    #: (:func:`pipeline.documents.words_to_keep`); None otherwise.
+    words: Mapping[str, Any] | None = None
 
 
 class DocumentStage:
@@ -146,6 +156,7 @@ class DocumentStage:
                 derived_by=reader,
                 ocr_pages=ocr,
                 by_ocr=bool(ocr),
+                words=words_to_keep(read),
             )
         if media == MediaType.XML.value:
             raise DocumentRefused(
@@ -159,13 +170,21 @@ class DocumentStage:
         raise DocumentRefused("unsupported_media_type", media)
 
 
-async def keep_text(pool: asyncpg.Pool, doc: Mapping[str, Any], text: str, reader: str) -> str:
+async def keep_text(
+    pool: asyncpg.Pool,
+    doc: Mapping[str, Any],
+    text: str,
+    reader: str,
+    words: Mapping[str, Any] | None = None,
+) -> str:
     """``text``, derived now from the file ``doc`` names, kept as the document's text
-    unless an attempt kept one first; returns the text kept (the first one's)."""
+    with its ``words`` (their boxes, for the page view: migration 025) unless an
+    attempt kept one first; returns the text kept (the first one's, whose words are
+    the ones kept)."""
     digest = hashlib.sha256(text.encode()).hexdigest()
     async with pool.acquire() as conn:
         await conn.execute(
-            q("document_text_keep"), doc["id"], doc["tenant_id"], text, digest, reader
+            q("document_text_keep"), doc["id"], doc["tenant_id"], text, digest, reader, words
         )
         kept = await conn.fetchval(q("document_text_get"), doc["id"], doc["tenant_id"])
     if kept is None:  # the row went away between the two statements: read what we have

@@ -32,8 +32,9 @@ WHERE d.id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2;
 -- name: document_text_keep
 -- The text a file was read as, kept by the first attempt that read it (migration 024);
 -- a later writer keeps nothing and reads the first one's with document_text_get.
-INSERT INTO document_texts (document_id, tenant_id, content, sha256, reader)
-SELECT d.id, d.tenant_id, $3, $4, $5
+-- $6: its words with boxes (migration 025), NULL where none were read.
+INSERT INTO document_texts (document_id, tenant_id, content, sha256, reader, words)
+SELECT d.id, d.tenant_id, $3, $4, $5, $6
 FROM documents d WHERE d.id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2 AND d.uri IS NOT NULL
 ON CONFLICT (document_id) DO NOTHING;
 

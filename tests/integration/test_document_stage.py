@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -41,12 +42,15 @@ from pipeline.tracing import SPAN_DOCUMENT
 from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 from pipeline.worker.document_stage import PDF_READER, DocumentStage, keep_text
 from tests.support.api import TenantKey, asgi_client, settings_for, tenant_with_key
+from tests.support.console import console_login, job_page
 from tests.support.drivers import wait_settled
 from tests.support.pdfs import blank_pdf, text_pdf, tiny_png
+from tests.support.scans import encode, render_text
 
 pytestmark = pytest.mark.integration
 
 TODAY = datetime.now(UTC).date()
+_EVBOX = re.compile(r'<rect class="evbox"[^>]*data-field="([^"]+)"')
 JOBS = "/v1/extraction-jobs"
 
 
@@ -260,3 +264,39 @@ async def test_a_files_text_is_kept_once_and_read_by_review_and_later_attempts(
     assert (read.text, read.derived_by) == (layer, None)
     # A second writer keeps nothing: the first text stays the document's.
     assert await keep_text(pool, row, "another reading", PDF_READER) == layer
+
+
+@pytest.mark.ocr
+async def test_a_scans_words_are_kept_with_its_text_and_box_its_evidence(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    """An OCR'd page's words are kept beside its text (migration 025), so the review
+    console draws evidence boxes on the scan, which it cannot read again."""
+    inv = generate_invoice(9, languages=("en",), max_line_items=3, anchor=TODAY)
+    png = encode(render_text(inv.ocr_text, dpi=300))
+    settings = _settings(dsn, tmp_path)
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+    await _with_master_data(pool, tk, inv)
+    async with asgi_client(create_app(settings, pool=pool)) as client:
+        job = await _upload(client, tk, png, "invoice.png")
+        wrong = json.dumps({**json.loads(answer_for(inv.candidate, inv.ocr_text)), "gross": None})
+        rows, _ = await _run_driver(pool, settings, lambda _: wrong, 1)
+        assert rows[job]["state"] == "REVIEW_REQUIRED"
+        async with pool.acquire() as conn:
+            kept = await conn.fetchrow(
+                "SELECT t.content, t.words FROM document_texts t "
+                "JOIN extraction_jobs j ON j.document_id = t.document_id WHERE j.id = $1",
+                job,
+            )
+        await console_login(client, tk)
+        html, _ = await job_page(client, job)
+    assert kept is not None and kept["words"] is not None
+    (page,) = kept["words"]["pages"]
+    assert page["number"] == 1 and len(page["words"]) > 50
+    text = kept["content"]
+    for start, end, left, top, right, bottom, confidence in page["words"]:
+        assert text[start:end].strip() == text[start:end] != ""
+        assert 0 <= left < right <= 1 and 0 <= top < bottom <= 1
+        assert 0 <= confidence <= 100
+    assert f'<img src="/console/jobs/{job}/pages/1.png"' in html
+    assert {"invoice_number", "supplier.name"} <= set(_EVBOX.findall(html))
