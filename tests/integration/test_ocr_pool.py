@@ -102,7 +102,8 @@ def test_the_pool_reads_what_in_process_ocr_reads(pool: tuple[RayOcrPool, list[A
     counts = [_pages_ok(ray.get(r.metrics_text.remote())) for r in replicas]
     assert counts == [1.0, 1.0]
     assert ocr.metrics.registry.get_sample_value("fenceline_ocr_pages_waiting") == 0
-    snapshot: dict[str, Any] = ray.get(ray.get_actor(actor_name(CONFIG.scope)).snapshot.remote())
+    ref: Any = ray.get_actor(actor_name(CONFIG.scope)).snapshot.remote()
+    snapshot = ray.get(ref)
     assert snapshot["in_flight"] == 0  # every page's grant came back
 
 
