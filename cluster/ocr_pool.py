@@ -22,6 +22,9 @@ core each), so it runs apart from them and scales by its own numbers:
   replicas, ``fenceline_ocr_pages_waiting`` (pages in hand waiting for a grant) from
   the drivers. Pages per second is ``rate(ray_fenceline_ocr_pages_total[1m])``.
 
+The pool is declared in the pools file (``ocr:``, :class:`deployments.pools.OcrPoolConfig`)
+and travels to the drivers in ``RuntimeConfig.ocr``.
+
 Failures keep the document stage's meanings: a page's own error (``ocr_page_timeout``,
 ``image_too_large``, ``ocr_unavailable`` on a replica without tesseract) is raised as
 itself; a pool that cannot be reached (no replica, no admission actor, a replica that
@@ -39,55 +42,32 @@ from collections.abc import Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from pydantic import BaseModel, ConfigDict, Field
 
 from cluster.admission import actor_name
+from deployments.pools import OCR_RESOURCE, OcrPoolConfig
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.admission import AdmissionRequest, Grant
 from pipeline.documents import OcrPage, PageInput, ocr_images
 from pipeline.errors import DocumentReadTimeout, FencelineError, OcrUnavailable
 from pipeline.settings import Settings
 
+__all__ = [
+    "OCR_RESOURCE",
+    "OcrMetrics",
+    "OcrPoolConfig",
+    "OcrReplica",
+    "RayOcrPool",
+    "build_ocr_replica",
+    "replica_name",
+]
+
 log = logging.getLogger(__name__)
 
-#: The custom Ray resource the OCR worker group offers and every replica asks one of.
-OCR_RESOURCE = "fenceline-ocr"
 #: Seconds a driver waits on the admission actor's answer beyond the wait it asked for.
 _ACTOR_SLACK_S = 30.0
 #: How long one acquire waits while pages of the same document are out (then their
 #: finished grants are released, so a document longer than the budget never blocks).
 _ACQUIRE_SLICE_S = 0.2
-
-
-class OcrPoolConfig(BaseModel):
-    """The OCR pool's size and admission (``RuntimeConfig.ocr``; None: OCR in process)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    replicas: int = Field(2, ge=1)
-    #: Logical CPUs per replica: tesseract reads a page on one core.
-    num_cpus: float = Field(1.0, gt=0)
-    #: Custom resource each replica asks one of (the OCR worker group's label); None
-    #: places replicas on any node with CPUs (one machine, tests).
-    resource: str | None = OCR_RESOURCE
-    #: Pages OCR'd at once across every driver (the scope's budget); None: ``replicas``.
-    max_pages_in_flight: int | None = Field(None, ge=1)
-    #: The admission scope's name (one AdmissionActor, apart from the engines').
-    scope: str = Field("fenceline-ocr", min_length=1)
-    #: A grant not released this long (its driver died mid-page) is expired.
-    grant_ttl_seconds: float = Field(600.0, gt=0)
-
-    @property
-    def pages_budget(self) -> int:
-        return self.max_pages_in_flight or self.replicas
-
-    def admission(self) -> dict[str, Any]:
-        """The OCR scope's ``AdmissionConfig`` fields: pages in flight, nothing else.
-
-        One grant is one page, so ``max_in_flight`` is the budget in pages; no token,
-        RPM or TPM limit applies (those are the LLM scopes').
-        """
-        return {"max_in_flight": self.pages_budget, "grant_ttl_seconds": self.grant_ttl_seconds}
 
 
 def replica_name(prefix: str, index: int) -> str:

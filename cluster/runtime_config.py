@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cluster.admission import EngineScope, PoolRoute, engine_scopes_for
-from cluster.ocr_pool import OcrPoolConfig
+from deployments.pools import OcrPoolConfig
 
 if TYPE_CHECKING:
     from deployments.pools import PoolsConfig
@@ -125,4 +125,5 @@ def runtime_config_for(pools: PoolsConfig) -> RuntimeConfig:
         concurrency=max(1, math.ceil(slots / drivers)),
         engine_scopes=scopes,
         pool_routes=routes,
+        ocr=pools.ocr,
     )
