@@ -35,6 +35,7 @@ out when ``document_read_seconds`` pass end the read with ``document_read_timeou
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
@@ -197,17 +198,22 @@ class RayOcrPool:
                     grant = self._acquire(admission, pending, done, deadline, settings)
                 finally:
                     self.metrics.waiting.dec()
-                index = next(self._turn) % self.config.replicas
-                replica = self._actor(replica_name(self.prefix, index))
-                pending[replica.ocr.remote(number, image, dpi, settings)] = (number, grant)
+                try:
+                    index = next(self._turn) % self.config.replicas
+                    replica = self._actor(replica_name(self.prefix, index))
+                    pending[replica.ocr.remote(number, image, dpi, settings)] = (number, grant)
+                except BaseException:  # granted, never sent: the page is not out
+                    admission.release.remote(grant.grant_id, attempted=False)
+                    raise
             while pending:
                 self._collect(admission, pending, done, deadline, settings, block=True)
         except ray.exceptions.RayActorError as exc:
             raise OcrUnavailable(f"an OCR pool actor died: {exc}") from exc
         finally:
             for ref, (_number, grant) in pending.items():  # an error or the time limit
-                ray.cancel(ref)
                 admission.release.remote(grant.grant_id, attempted=False)
+                with contextlib.suppress(Exception):  # it may have finished meanwhile
+                    ray.cancel(ref)
         return tuple(done[number] for number in sorted(done))
 
     def _acquire(
