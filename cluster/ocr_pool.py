@@ -105,6 +105,7 @@ class OcrReplica:
     def __init__(self) -> None:
         self.metrics = OcrMetrics()
         self._bridge: RegistryBridge | None = None
+        self._one_page: asyncio.Semaphore | None = None  # made on the actor's loop
 
     async def start(self) -> bool:
         """Start the metrics bridge (on this actor's loop); idempotent."""
@@ -115,16 +116,19 @@ class OcrReplica:
     async def ocr(self, number: int, image: Any, dpi: float | None, settings: Settings) -> OcrPage:
         """The page recognised as :func:`ocr_images` does in process (same errors)."""
         await self.start()
-        t0 = time.monotonic()
-        outcome = "ok"
-        try:
-            (page,) = await asyncio.to_thread(ocr_images, [(number, image, dpi)], settings)
-        except FencelineError as exc:
-            outcome = exc.error_class
-            raise
-        finally:
-            self.metrics.pages.labels(outcome=outcome).inc()
-            self.metrics.page_seconds.observe(time.monotonic() - t0)
+        if self._one_page is None:
+            self._one_page = asyncio.Semaphore(1)
+        async with self._one_page:  # one page at a time: the replica's CPU
+            t0 = time.monotonic()
+            outcome = "ok"
+            try:
+                (page,) = await asyncio.to_thread(ocr_images, [(number, image, dpi)], settings)
+            except FencelineError as exc:
+                outcome = exc.error_class
+                raise
+            finally:
+                self.metrics.pages.labels(outcome=outcome).inc()
+                self.metrics.page_seconds.observe(time.monotonic() - t0)
         return page
 
     def metrics_text(self) -> str:
@@ -138,8 +142,9 @@ def build_ocr_replica(
 ) -> Any:
     """Get or create the named replica (not started: call ``start.remote()``).
 
-    ``max_concurrency=2``: one page at a time (the replica's CPU), and a health ping
-    or the metrics bridge never waits behind it.
+    Pages run one at a time (a semaphore in :meth:`OcrReplica.ocr`: the replica's
+    CPU); ``max_concurrency`` only lets pages sent by several drivers wait inside it,
+    so a health ping never queues behind them and gets the replica replaced.
     """
     import ray
 
@@ -147,7 +152,7 @@ def build_ocr_replica(
         "name": name,
         "get_if_exists": True,
         "num_cpus": config.num_cpus,
-        "max_concurrency": 2,
+        "max_concurrency": 64,
         "max_restarts": -1,
         "max_task_retries": 0,  # a page's failure is the page's: the driver decides
     }
