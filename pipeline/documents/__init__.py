@@ -16,11 +16,20 @@ from pipeline.documents.document_text import (
     DocumentPage,
     DocumentText,
     DocumentWord,
+    PageInput,
+    PageOcr,
     read_document,
 )
 from pipeline.documents.evidence_boxes import Rect, span_rects
 from pipeline.documents.folder_store import FolderStore
-from pipeline.documents.ocr import OcrLine, OcrPage, OcrWord, PixelBox, ocr_languages
+from pipeline.documents.ocr import (
+    OcrLine,
+    OcrPage,
+    OcrWord,
+    PixelBox,
+    ocr_images,
+    ocr_languages,
+)
 from pipeline.documents.page_png import page_png
 from pipeline.documents.page_words import kept_page_words, kept_words, words_to_keep
 from pipeline.documents.pdf_text import (
@@ -54,6 +63,8 @@ __all__ = [
     "OcrLine",
     "OcrPage",
     "OcrWord",
+    "PageInput",
+    "PageOcr",
     "PdfPage",
     "PdfText",
     "PdfWord",
@@ -64,6 +75,7 @@ __all__ = [
     "is_sha256_hex",
     "kept_page_words",
     "kept_words",
+    "ocr_images",
     "ocr_languages",
     "open_document_store",
     "page_png",

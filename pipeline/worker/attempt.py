@@ -30,7 +30,7 @@ from opentelemetry import trace as trace_api
 
 from pipeline import checkpoints
 from pipeline.admission import AdmissionGate, Grant
-from pipeline.documents import DocumentStore
+from pipeline.documents import DocumentStore, PageOcr
 from pipeline.errors import (
     FencelineError,
     LeaseLost,
@@ -96,6 +96,7 @@ class AttemptRunner:
         today: Callable[[], datetime] | None = None,
         master_data: MasterDataCache | None = None,
         documents: DocumentStore | None = None,
+        ocr: PageOcr | None = None,
     ) -> None:
         self.store = store
         self.engine = engine
@@ -108,7 +109,8 @@ class AttemptRunner:
         self.master_data = master_data or MasterDataCache()
         self.commits = GroupCommit(store, max_batch=config.settle_batch)
         #: Files come from ``documents``; a driver without one retries a file's job.
-        self.documents = DocumentStage(documents, max_pages=config.max_document_pages)
+        #: Pages without text are OCR'd by ``ocr`` (a Ray pool), else in this process.
+        self.documents = DocumentStage(documents, max_pages=config.max_document_pages, ocr=ocr)
         self.bounds = CallBounds(config)
 
     async def run(self, lease: Lease) -> AttemptReport:

@@ -10,7 +10,10 @@ SHA-256 it was accepted with, and turned into text by its media type:
 * **PDF pages without a text layer, PNG, JPEG, TIFF**: OCR with Debian's tesseract
   (``make ocr-tools``), within the pixel, page and time limits; tesseract missing is
   ``ocr_unavailable`` (retryable), a page past its time ``ocr_page_timeout``, a
-  file on whose pages neither the text layer nor OCR finds a word ``no_text_found``;
+  file on whose pages neither the text layer nor OCR finds a word ``no_text_found``,
+  a file whose pages all together take longer than ``document_read_seconds``
+  ``document_read_timeout`` (terminal); pages are OCR'd by the stage's ``ocr``
+  (in this process by default; the cluster runtime's Ray OCR pool when it runs one);
 * **XML** (an e-invoice): ``einvoice_not_supported``, the same way;
 * an encrypted or unreadable PDF, or one over the page limit: terminal with the
   named reason (``encrypted_document``, ``unreadable_document``,
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -43,9 +47,11 @@ from pipeline.documents import (
     DocumentRef,
     DocumentStore,
     MediaType,
+    PageOcr,
     read_document,
     words_to_keep,
 )
+from pipeline.documents import DocumentText as DocumentTextRead
 from pipeline.errors import DocumentRefused, DocumentStoreUnavailable
 from pipeline.queries import q
 from pipeline.settings import Settings
@@ -89,9 +95,16 @@ class DocumentStage:
     """Reads a job's document (a ``document_get`` row) as text."""
 
     def __init__(
-        self, store: DocumentStore | None, *, max_pages: int, settings: Settings | None = None
+        self,
+        store: DocumentStore | None,
+        *,
+        max_pages: int,
+        settings: Settings | None = None,
+        ocr: PageOcr | None = None,
     ) -> None:
         self.store = store
+        #: Where pages without text are recognised: None is in this process.
+        self.ocr = ocr
         #: What reading a file may spend: pages, pixels, OCR languages, resolution and
         #: time per page (the process's FENCELINE_* settings unless given).
         self.settings = (settings or Settings()).model_copy(
@@ -110,6 +123,8 @@ class DocumentStage:
                 ``einvoice_not_supported``,
                 ``encrypted_document``, ``unreadable_document`` (terminal).
             DocumentOverLimit: a PDF over the page limit (terminal).
+            DocumentReadTimeout: reading took longer than ``document_read_seconds``
+                (terminal).
         """
         media = str(row["content_type"])
         if row["uri"] is None:
@@ -138,7 +153,9 @@ class DocumentStage:
             # A PDF's text layer laid out on a grid, OCR for its pages without text; a
             # scan or photo by OCR (pipeline/documents/document_text.py). Every page
             # keeps its place, so page numbers in evidence are the file's own.
-            read = await asyncio.to_thread(read_document, data, MediaType(media), self.settings)
+            # The time limit runs from here: the store's get is bounded on its own.
+            deadline = time.monotonic() + self.settings.document_read_seconds
+            read = await asyncio.to_thread(self._read_pages, data, MediaType(media), deadline)
             ocr = read.ocr_pages
             reader = PDF_READER if media == MediaType.PDF.value else OCR_READER
             if ocr and media == MediaType.PDF.value:
@@ -168,6 +185,11 @@ class DocumentStage:
             except UnicodeDecodeError as exc:
                 raise DocumentRefused("unreadable_document", "not UTF-8 text") from exc
         raise DocumentRefused("unsupported_media_type", media)
+
+    def _read_pages(self, data: bytes, media: MediaType, deadline: float) -> DocumentTextRead:
+        if self.ocr is None:
+            return read_document(data, media, self.settings, deadline=deadline)
+        return read_document(data, media, self.settings, ocr=self.ocr, deadline=deadline)
 
 
 async def keep_text(
