@@ -37,6 +37,7 @@ from pipeline.documents.pdf_text import (
     PdfPage,
     PdfText,
     PdfWord,
+    pdf_attachments,
     pdf_page_count,
     read_pdf_text,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "ocr_languages",
     "open_document_store",
     "page_png",
+    "pdf_attachments",
     "pdf_page_count",
     "read_document",
     "read_pdf_text",

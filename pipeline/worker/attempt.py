@@ -30,7 +30,7 @@ from opentelemetry import trace as trace_api
 
 from pipeline import checkpoints
 from pipeline.admission import AdmissionGate, Grant
-from pipeline.documents import DocumentStore, PageOcr
+from pipeline.documents import DocumentStore, MediaType, PageOcr
 from pipeline.errors import (
     FencelineError,
     LeaseLost,
@@ -40,6 +40,7 @@ from pipeline.errors import (
     TerminalError,
 )
 from pipeline.extraction import (
+    EINVOICE_READER,
     Completion,
     Engine,
     ExtractionCall,
@@ -71,8 +72,8 @@ from pipeline.worker.call_bounds import CallBounds
 from pipeline.worker.call_spans import describe_call
 from pipeline.worker.call_usage import recorded_usage, spent_usage
 from pipeline.worker.contracts import AttemptReport, Unlimited, WorkerConfig
-from pipeline.worker.document_stage import DocumentStage, keep_text
-from pipeline.worker.interpretation import interpret
+from pipeline.worker.document_stage import DocumentStage, DocumentText, keep_text
+from pipeline.worker.interpretation import interpret, interpret_einvoice
 
 log = logging.getLogger(__name__)
 
@@ -152,8 +153,9 @@ class AttemptRunner:
             except Exception:  # a transient DB error: the next beat retries
                 log.exception("heartbeat failed for job %s", lease.job_id)
 
-    async def _load(self, lease: Lease) -> tuple[str, TenantMasterData, bool]:
-        """The document's text, the tenant's master data, and whether OCR read the text."""
+    async def _load(self, lease: Lease) -> tuple[str, TenantMasterData, bool, DocumentText]:
+        """The document's text, the tenant's master data, whether OCR read the text, and
+        what the document stage read (an e-invoice's XML among it)."""
         async with self.store.pool.acquire() as conn:
             doc = await conn.fetchrow(q("document_get"), lease.document_id, lease.tenant_id)
             master = await self.master_data.get(conn, lease.tenant_id)
@@ -161,17 +163,20 @@ class AttemptRunner:
             raise TerminalError(f"document {lease.document_id} missing for job {lease.job_id}")
         read = await self.documents.read(doc)
         if read.derived_by is None:
-            return read.text, master, read.by_ocr
+            return read.text, master, read.by_ocr, read
         kept = await keep_text(self.store.pool, doc, read.text, read.derived_by, read.words)
-        return kept, master, read.by_ocr
+        return kept, master, read.by_ocr, read
 
     async def _attempt(self, lease: Lease, lost: asyncio.Event) -> AttemptReport:
         try:
-            text, master, by_ocr = await self._load(lease)
+            text, master, by_ocr, read = await self._load(lease)
         except TerminalError as exc:  # no document, a changed or unreadable file
             return await self._fail(lease, exc)
         except RetryableError as exc:  # the document store did not answer
             return await self._retry(lease, exc, None)
+        if read.einvoice is not None:  # the XML states the invoice: no model call
+            page = None if read.media_type == MediaType.XML.value else text
+            return await self._commit_einvoice(lease, text, master, read.einvoice, page)
         try:
             request = prepare_call(
                 text,
@@ -335,6 +340,39 @@ class AttemptRunner:
             completion,
         )
 
+    async def _commit_einvoice(
+        self,
+        lease: Lease,
+        text: str,
+        master: TenantMasterData,
+        xml: bytes,
+        page_text: str | None,
+    ) -> AttemptReport:
+        """Settle an e-invoice read from its XML: validated like an answer, 0 tokens."""
+        with child_span(SPAN_VALIDATE, {"fenceline.contract": EINVOICE_READER}) as vspan:
+            outcome = interpret_einvoice(
+                xml,
+                text,
+                master,
+                today=self.today().date(),
+                policy=self.policy,
+                page_text=page_text,
+            )
+            vspan.set_attribute("fenceline.decision", outcome.report.decision.value)
+            vspan.set_attribute(
+                "fenceline.reasons",
+                [str(r.get("code", r)) for r in outcome.report.as_dict().get("reasons", [])],
+            )
+        decision = (
+            JobState.SUCCEEDED
+            if outcome.report.decision is Decision.SUCCEEDED
+            else JobState.REVIEW_REQUIRED
+        )
+        usage = AttemptUsage(prompt_tokens=0, completion_tokens=0, engine=EINVOICE_READER)
+        return await self._succeed(
+            lease, outcome.result(), outcome.report.as_dict(), decision, usage, None
+        )
+
     async def _succeed(
         self,
         lease: Lease,
@@ -342,7 +380,7 @@ class AttemptRunner:
         validation: dict[str, Any],
         decision: JobState,
         usage: AttemptUsage,
-        completion: Completion,
+        completion: Completion | None,
     ) -> AttemptReport:
         try:
             settled = await self._settle(

@@ -14,7 +14,12 @@ SHA-256 it was accepted with, and turned into text by its media type:
   a file whose pages all together take longer than ``document_read_seconds``
   ``document_read_timeout`` (terminal); pages are OCR'd by the stage's ``ocr``
   (in this process by default; the cluster runtime's Ray OCR pool when it runs one);
-* **XML** (an e-invoice): ``einvoice_not_supported``, the same way;
+* **XML** (an e-invoice): its bytes as ``einvoice``, and its text as the document's
+  text (what validation reads: the XML prints its own currency and IBAN); a PDF whose
+  embedded file is an e-invoice's XML (Factur-X/ZUGFeRD ``factur-x.xml``,
+  ``zugferd-invoice.xml``, XRechnung ``xrechnung.xml``) is read as above and carries that
+  XML as ``einvoice`` too: the attempt reads it without a model
+  (:func:`~pipeline.worker.interpretation.interpret_einvoice`);
 * an encrypted or unreadable PDF, or one over the page limit: terminal with the
   named reason (``encrypted_document``, ``unreadable_document``,
   ``document_over_limit``).
@@ -48,11 +53,13 @@ from pipeline.documents import (
     DocumentStore,
     MediaType,
     PageOcr,
+    pdf_attachments,
     read_document,
     words_to_keep,
 )
 from pipeline.documents import DocumentText as DocumentTextRead
 from pipeline.errors import DocumentRefused, DocumentStoreUnavailable
+from pipeline.extraction import is_embedded_invoice
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.tracing import SPAN_DOCUMENT, child_span, set_error
@@ -89,6 +96,8 @@ class DocumentText:
     #: The words of the text derived now, with their boxes, as kept beside it
     #: (:func:`pipeline.documents.words_to_keep`); None otherwise.
     words: Mapping[str, Any] | None = None
+    #: An e-invoice's XML: the uploaded file, or the one a PDF embeds; None otherwise.
+    einvoice: bytes | None = None
 
 
 class DocumentStage:
@@ -120,7 +129,6 @@ class DocumentStage:
             DocumentStoreUnavailable: the store did not answer, or this driver has
                 none (retryable).
             DocumentRefused: ``image_too_large``, ``no_text_found``,
-                ``einvoice_not_supported``,
                 ``encrypted_document``, ``unreadable_document`` (terminal).
             DocumentOverLimit: a PDF over the page limit (terminal).
             DocumentReadTimeout: reading took longer than ``document_read_seconds``
@@ -131,7 +139,12 @@ class DocumentStage:
             return DocumentText(str(row["content"]), media)
         if row.get("derived_text") is not None:  # read once before: the same text again
             by_ocr = OCR_READER in str(row.get("derived_reader") or "")
-            return DocumentText(str(row["derived_text"]), media, row["page_count"], by_ocr=by_ocr)
+            einvoice = None
+            if media == MediaType.PDF.value:  # a retry reads an embedded e-invoice again
+                einvoice = await asyncio.to_thread(_embedded_invoice, await self._bytes(row))
+            return DocumentText(
+                str(row["derived_text"]), media, row["page_count"], by_ocr=by_ocr, einvoice=einvoice
+            )
         with child_span(SPAN_DOCUMENT, {"fenceline.document.media_type": media}) as span:
             try:
                 read = await self._read_file(row, media)
@@ -145,10 +158,13 @@ class DocumentStage:
                 span.set_attribute("fenceline.document.ocr_pages", read.ocr_pages)
         return read
 
-    async def _read_file(self, row: Mapping[str, Any], media: str) -> DocumentText:
+    async def _bytes(self, row: Mapping[str, Any]) -> bytes:
         if self.store is None:
             raise DocumentStoreUnavailable("this driver has no document store configured")
-        data = await self.store.get(DocumentRef(row["uri"], row["version"], row["sha256"]))
+        return await self.store.get(DocumentRef(row["uri"], row["version"], row["sha256"]))
+
+    async def _read_file(self, row: Mapping[str, Any], media: str) -> DocumentText:
+        data = await self._bytes(row)
         if media == MediaType.PDF.value or media in _IMAGES:
             # A PDF's text layer laid out on a grid, OCR for its pages without text; a
             # scan or photo by OCR (pipeline/documents/document_text.py). Every page
@@ -174,11 +190,14 @@ class DocumentStage:
                 ocr_pages=ocr,
                 by_ocr=bool(ocr),
                 words=words_to_keep(read),
+                einvoice=(
+                    await asyncio.to_thread(_embedded_invoice, data)
+                    if media == MediaType.PDF.value
+                    else None
+                ),
             )
         if media == MediaType.XML.value:
-            raise DocumentRefused(
-                "einvoice_not_supported", "e-invoice XML is not read yet (issue 44)"
-            )
+            return DocumentText(data.decode("utf-8", errors="replace"), media, einvoice=data)
         if media == MediaType.TEXT.value:
             try:
                 return DocumentText(data.decode("utf-8"), media)
@@ -190,6 +209,14 @@ class DocumentStage:
         if self.ocr is None:
             return read_document(data, media, self.settings, deadline=deadline)
         return read_document(data, media, self.settings, ocr=self.ocr, deadline=deadline)
+
+
+def _embedded_invoice(data: bytes) -> bytes | None:
+    """The e-invoice XML a PDF embeds under one of the formats' names, if any."""
+    for name, blob in pdf_attachments(data).items():
+        if is_embedded_invoice(name):
+            return blob
+    return None
 
 
 async def keep_text(
