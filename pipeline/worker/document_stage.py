@@ -59,7 +59,7 @@ from pipeline.documents import (
 )
 from pipeline.documents import DocumentText as DocumentTextRead
 from pipeline.errors import DocumentRefused, DocumentStoreUnavailable
-from pipeline.extraction import is_embedded_invoice
+from pipeline.extraction import EINVOICE_READER, is_embedded_invoice
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.tracing import SPAN_DOCUMENT, child_span, set_error
@@ -140,7 +140,9 @@ class DocumentStage:
         if row.get("derived_text") is not None:  # read once before: the same text again
             by_ocr = OCR_READER in str(row.get("derived_reader") or "")
             einvoice = None
-            if media == MediaType.PDF.value:  # a retry reads an embedded e-invoice again
+            if EINVOICE_READER in str(row.get("derived_reader") or ""):
+                # A PDF that embeds an e-invoice: its XML is read again (only its text is
+                # kept); any other file is never read again.
                 einvoice = await asyncio.to_thread(_embedded_invoice, await self._bytes(row))
             return DocumentText(
                 str(row["derived_text"]), media, row["page_count"], by_ocr=by_ocr, einvoice=einvoice
@@ -176,6 +178,13 @@ class DocumentStage:
             reader = PDF_READER if media == MediaType.PDF.value else OCR_READER
             if ocr and media == MediaType.PDF.value:
                 reader = f"{PDF_READER}+{OCR_READER}"
+            einvoice = (
+                await asyncio.to_thread(_embedded_invoice, data)
+                if media == MediaType.PDF.value
+                else None
+            )
+            if einvoice is not None:
+                reader = f"{reader}+{EINVOICE_READER}"
             empty = tuple(p.number for p in read.pages if not p.text.strip())
             if len(empty) == len(read.pages):
                 raise DocumentRefused(
@@ -190,11 +199,7 @@ class DocumentStage:
                 ocr_pages=ocr,
                 by_ocr=bool(ocr),
                 words=words_to_keep(read),
-                einvoice=(
-                    await asyncio.to_thread(_embedded_invoice, data)
-                    if media == MediaType.PDF.value
-                    else None
-                ),
+                einvoice=einvoice,
             )
         if media == MediaType.XML.value:
             return DocumentText(data.decode("utf-8", errors="replace"), media, einvoice=data)

@@ -189,8 +189,10 @@ async def test_the_document_stage_hands_on_an_xml_upload_and_an_embedded_xml(
     read = await stage.read(_row(stored, "application/pdf"))
     assert read.einvoice == xml
     assert read.text == page
-    # A retry reads the kept text, and the embedded XML again.
-    again = await stage.read(
-        {**_row(stored, "application/pdf"), "derived_text": page, "page_count": 1}
-    )
+    assert read.derived_by == "pdf-text-grid/1+cii-xml/1"
+    # A retry reads the kept text, and the embedded XML again (named by the reader kept).
+    kept = {**_row(stored, "application/pdf"), "derived_text": page, "page_count": 1}
+    again = await stage.read({**kept, "derived_reader": read.derived_by})
     assert again.einvoice == xml
+    # A PDF kept without the XML reader is not read again.
+    assert (await stage.read({**kept, "derived_reader": "pdf-text-grid/1"})).einvoice is None
