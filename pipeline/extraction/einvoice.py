@@ -97,6 +97,14 @@ def empty_extraction() -> Extraction:
     )
 
 
+def _rate(value: Decimal | None) -> Decimal | None:
+    """A rate the XML writes with trailing zeros (``19.000000``) in the contract's two
+    decimals, when that loses nothing; any other rate is left to fail the contract."""
+    if value is not None and value == value.quantize(_CENT):
+        return value.quantize(_CENT)
+    return value
+
+
 def _evidence(path: str) -> Evidence:
     return Evidence(page=1, start=0, end=0, quote=path, match="xml")
 
@@ -148,7 +156,7 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
                 quantity=item.quantity,
                 unit_price=item.unit_price,
                 line_amount=item.line_amount,
-                tax_rate=item.tax_rate,
+                tax_rate=_rate(item.tax_rate),
                 evidence=_evidence(item.path),
             ),
         )
@@ -161,7 +169,7 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
         made_tax = build(
             f"tax_lines[{j}]",
             lambda tax=tax: TaxLine(  # type: ignore[misc]
-                rate=tax.rate, base=tax.base, amount=tax.amount, evidence=_evidence(tax.path)
+                rate=_rate(tax.rate), base=tax.base, amount=tax.amount, evidence=_evidence(tax.path)
             ),
         )
         if made_tax is not None:

@@ -175,6 +175,15 @@ def test_invalid_xml_is_reviewed_with_the_parsers_message(xml: bytes, message: s
     assert outcome.report.reasons[0].code is ReasonCode.EINVOICE_INVALID
 
 
+def test_a_rate_written_with_six_decimals_is_the_contracts_two() -> None:
+    _, xml, page = _xml_and_page(MUSTANG)
+    padded = xml.replace(b">19.00<", b">19.000000<").replace(b">7.00<", b">7.000000<")
+    assert padded != xml
+    reading = read_einvoice(padded, page)
+    assert reading.reasons == ()
+    assert [str(t.rate) for t in reading.extraction.tax_lines] == ["7.00", "19.00"]
+
+
 async def test_the_document_stage_hands_on_an_xml_upload_and_an_embedded_xml(
     tmp_path: Path,
 ) -> None:
