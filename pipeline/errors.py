@@ -202,9 +202,7 @@ class DocumentRefused(TerminalError):
     """Bytes no document stage can read, named by ``reason`` (also the error class):
     ``empty_document``, ``unsupported_media_type``, ``encrypted_document``,
     ``unreadable_document``, ``no_text_layer``, ``image_too_large`` (more pixels on a
-    page than ``max_document_page_pixels``, refused from the header before decoding);
-    and the document stage's ``einvoice_not_supported`` (e-invoice XML, until its
-    readers are there).
+    page than ``max_document_page_pixels``, refused from the header before decoding).
     """
 
     error_class = "document_refused"
