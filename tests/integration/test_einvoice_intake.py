@@ -26,6 +26,7 @@ from pipeline.settings import Settings
 from pipeline.tenants import permit_currencies, upsert_supplier
 from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
 from tests.support.api import asgi_client, settings_for, tenant_with_key
+from tests.support.console import console_login, job_page
 from tests.support.drivers import wait_settled
 
 pytestmark = pytest.mark.integration
@@ -42,7 +43,7 @@ async def test_e_invoices_settle_from_their_xml_without_a_model_call(
     xrechnung = (DATA / "XRECHNUNG_Einfach.pdf").read_bytes()
     rabatte = (DATA / "EN16931_Rabatte.pdf").read_bytes()
     (xml,) = pdf_attachments(xrechnung).values()
-    tk = await tenant_with_key(pool)
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
     async with pool.acquire() as conn:
         for record in (
             SupplierRecord("Lieferant GmbH", "DE123456789", frozenset({"DE02120300000000202051"})),
@@ -121,3 +122,9 @@ async def test_e_invoices_settle_from_their_xml_without_a_model_call(
     assert {(t["engine"], t["prompt_tokens"], t["completion_tokens"]) for t in tokens} == {
         ("cii-xml/1", 0, 0)
     }
+    # The review console shows an XML-read job (XML evidence is a path, not a span).
+    async with asgi_client(create_app(settings, pool=pool)) as client:
+        await console_login(client, tk)
+        for name in ("rabatte.pdf", "other.xml", "xrechnung.xml"):
+            html, _ = await job_page(client, jobs[name])
+            assert "471102" in html or name == "other.xml"
