@@ -33,6 +33,7 @@ from cluster.admission import (
     RoutedGate,
 )
 from cluster.crash_points import CrashPoints
+from cluster.ocr_pool import OcrPoolConfig, RayOcrPool
 from deployments.observability import start_observability
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.database import create_pool
@@ -96,8 +97,12 @@ class TaskDriver(CrashPoints):
         admission_scope: str | None = None,
         admission_routes: list[dict[str, Any]] | None = None,
         delivery_actor: str | None = None,
+        ocr: OcrPoolConfig | None = None,
+        actor_prefix: str = "fenceline",
     ) -> None:
         self.settings = settings
+        #: Pages without text go to the Ray OCR pool when the runtime runs one.
+        self.ocr = RayOcrPool(ocr, prefix=actor_prefix) if ocr is not None else None
         self.worker = worker
         self.engine_spec = engine
         self.admission_scope = admission_scope
@@ -134,6 +139,7 @@ class TaskDriver(CrashPoints):
             on_settled=self._hand_off,
             master_data=MasterDataCache(self.settings.master_data_ttl_seconds),
             documents=open_document_store(self.settings),
+            ocr=self.ocr,
         )
         self._scheduler = Scheduler(self._pool, self.settings)
         await self._scheduler.start()
@@ -142,6 +148,7 @@ class TaskDriver(CrashPoints):
         # Scheduler metrics (default registry) and the admission client's, to Ray's agent.
         clients = self._client_metrics
         registries = [REGISTRY] + ([clients.registry] if gate is not None and clients else [])
+        registries += [self.ocr.metrics.registry] if self.ocr is not None else []
         self._bridges = [b for b in map(bridge_to_ray, registries) if b is not None]
         freeze_startup_heap()
         log.info("driver %s started (pid %d)", self.worker.worker_id, os.getpid())

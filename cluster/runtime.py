@@ -82,8 +82,11 @@ class ClusterConfig:
         if self.engine.kind == "serve":
             # Per engine, by tokens: the budget comes from the pools' KV caches and
             # ``admission`` adds the rest (TTL, weights, a tighter max_in_flight).
-            engine_scopes, routes = engine_scopes_for(self.serve_pools(), overrides=self.admission)
-            scopes = {"engine_scopes": engine_scopes, "pool_routes": routes}
+            pools = self.serve_pools()
+            engine_scopes, routes = engine_scopes_for(pools, overrides=self.admission)
+            # A pools file with an ``ocr:`` pool runs it here too (its replicas then
+            # need the ``fenceline-ocr`` resource or ``resource: null``); else in process.
+            scopes = {"engine_scopes": engine_scopes, "pool_routes": routes, "ocr": pools.ocr}
         return RuntimeConfig(
             **scopes,
             engine_app=self.engine.app_name,

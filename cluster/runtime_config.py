@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cluster.admission import EngineScope, PoolRoute, engine_scopes_for
+from deployments.pools import OcrPoolConfig
 
 if TYPE_CHECKING:
     from deployments.pools import PoolsConfig
@@ -55,6 +56,9 @@ class RuntimeConfig(BaseModel):
     #: ``pipeline.worker.attempt.WorkerConfig`` fields for every driver (timeouts, output cap);
     #: unset ones come from the settings (attempt timeout, heartbeat) or the defaults.
     worker: dict[str, Any] = Field(default_factory=dict)
+    #: The Ray OCR pool (``cluster/ocr_pool.py``): replicas on the OCR worker group and
+    #: their own admission scope in pages; None: drivers OCR pages in process.
+    ocr: OcrPoolConfig | None = None
     #: Longest a health check waits for one actor before it is replaced.
     ping_timeout_s: float = Field(20.0, gt=0)
     #: Grace a stopping driver gets to finish or release its leases.
@@ -85,6 +89,15 @@ class RuntimeConfig(BaseModel):
             return {s.scope: s.admission for s in self.engine_scopes}
         return {self.scope: self.admission}
 
+    def ocr_scope(self) -> tuple[str, dict[str, Any]] | None:
+        """The OCR pool's admission scope and its limits (pages), apart from
+        :meth:`admission_scopes` (tokens); None without an OCR pool."""
+        if self.ocr is None:
+            return None
+        if self.ocr.scope in self.admission_scopes():
+            raise ValueError(f"the OCR scope {self.ocr.scope!r} is an LLM scope's name")
+        return self.ocr.scope, self.ocr.admission()
+
 
 def runtime_config_for(pools: PoolsConfig) -> RuntimeConfig:
     """Size the drivers from the pools: enough leases in flight to fill every engine slot.
@@ -112,4 +125,5 @@ def runtime_config_for(pools: PoolsConfig) -> RuntimeConfig:
         concurrency=max(1, math.ceil(slots / drivers)),
         engine_scopes=scopes,
         pool_routes=routes,
+        ocr=pools.ocr,
     )

@@ -36,6 +36,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import Callable, Mapping
@@ -115,6 +116,7 @@ class RuntimeSupervisor:
             )
             for scope, limits in cfg.admission_scopes().items()
         ]
+        members += self._ocr_members()
         members += [
             _Member(
                 ACTOR_NAME,
@@ -143,6 +145,34 @@ class RuntimeSupervisor:
         # Drivers a previous replica's autoscaler added are adopted, not orphaned.
         indices = set(range(cfg.drivers)) | set(_running_driver_indices(cfg.actor_prefix))
         members += [self.driver_member(i) for i in sorted(indices)]
+        return members
+
+    def _ocr_members(self) -> list[_Member]:
+        """The OCR pool: its admission scope (pages, no ledger: a grant is a page of
+        seconds, not an LLM call to account for) and its replicas; none without one."""
+        from cluster.admission import actor_name, admission_actor
+        from cluster.ocr_pool import build_ocr_replica, replica_name
+
+        cfg, scope = self.config, self.config.ocr_scope()
+        if cfg.ocr is None or scope is None:
+            return []
+        ocr, (name, limits) = cfg.ocr, scope
+        members = [
+            _Member(
+                f"admission-{name}",
+                lambda: admission_actor(actor_name(name), {"scope": name, **limits}),
+                lambda h: h.start.remote(),
+            )
+        ]
+        for i in range(ocr.replicas):
+            replica = replica_name(cfg.actor_prefix, i)
+            members.append(
+                _Member(
+                    replica,
+                    functools.partial(build_ocr_replica, ocr, replica),
+                    lambda h: h.start.remote(),
+                )
+            )
         return members
 
     def driver_member(self, index: int) -> _Member:
@@ -324,6 +354,8 @@ def _driver_factory(
                 admission_scope=scope,
                 admission_routes=routes,
                 delivery_actor=delivery_actor,
+                ocr=cfg.ocr,
+                actor_prefix=cfg.actor_prefix,
             )
         )
 

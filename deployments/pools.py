@@ -270,6 +270,43 @@ class RouterConfig(BaseModel):
     max_ongoing_requests: int = Field(256, ge=1)
 
 
+#: The custom Ray resource the OCR worker group offers and every OCR replica asks one of.
+OCR_RESOURCE = "fenceline-ocr"
+
+
+class OcrPoolConfig(BaseModel):
+    """The OCR pool (``ocr:`` in a pools file): replicas on CPU workers that OCR pages
+    (``cluster/ocr_pool.py``), apart from the LLM pools, with an admission scope of
+    their own in pages. Without one, drivers OCR pages in process."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    replicas: int = Field(2, ge=1)
+    #: Logical CPUs per replica: tesseract reads a page on one core.
+    num_cpus: float = Field(1.0, gt=0)
+    #: Custom resource each replica asks one of (the OCR worker group's label); None
+    #: places replicas on any node with CPUs (one machine, tests).
+    resource: str | None = OCR_RESOURCE
+    #: Pages OCR'd at once across every driver (the scope's budget); None: ``replicas``.
+    max_pages_in_flight: int | None = Field(None, ge=1)
+    #: The admission scope's name (one AdmissionActor, apart from the engines').
+    scope: str = Field("fenceline-ocr", min_length=1)
+    #: A grant not released this long (its driver died mid-page) is expired.
+    grant_ttl_seconds: float = Field(600.0, gt=0)
+
+    @property
+    def pages_budget(self) -> int:
+        return self.max_pages_in_flight or self.replicas
+
+    def admission(self) -> dict[str, Any]:
+        """The OCR scope's ``AdmissionConfig`` fields: pages in flight, nothing else.
+
+        One grant is one page, so ``max_in_flight`` is the budget in pages; no token,
+        RPM or TPM limit applies (those are the LLM scopes').
+        """
+        return {"max_in_flight": self.pages_budget, "grant_ttl_seconds": self.grant_ttl_seconds}
+
+
 class PoolsConfig(BaseModel):
     """The whole pools file: a router and at least one pool, smallest first."""
 
@@ -278,6 +315,8 @@ class PoolsConfig(BaseModel):
     app_name: str = "fenceline-inference"
     router: RouterConfig = Field(default_factory=RouterConfig)
     pools: list[PoolConfig] = Field(min_length=1)
+    #: The OCR pool; None (the default): every driver OCRs pages in its own process.
+    ocr: OcrPoolConfig | None = None
 
     @model_validator(mode="after")
     def _unique_sorted(self) -> PoolsConfig:

@@ -202,9 +202,7 @@ class DocumentRefused(TerminalError):
     """Bytes no document stage can read, named by ``reason`` (also the error class):
     ``empty_document``, ``unsupported_media_type``, ``encrypted_document``,
     ``unreadable_document``, ``no_text_layer``, ``image_too_large`` (more pixels on a
-    page than ``max_document_page_pixels``, refused from the header before decoding);
-    and the document stage's ``einvoice_not_supported`` (e-invoice XML, until its
-    readers are there).
+    page than ``max_document_page_pixels``, refused from the header before decoding).
     """
 
     error_class = "document_refused"
@@ -254,6 +252,28 @@ class OcrPageTimeout(TerminalError):
         super().__init__(f"OCR of page {page} took more than {seconds:g} s")
         self.page = page
         self.seconds = seconds
+
+
+class DocumentReadTimeout(TerminalError):
+    """Reading one document (text layer, rendering and OCR of all its pages) took
+    longer than ``document_read_seconds``.
+
+    Terminal for the same reason as :class:`OcrPageTimeout`: the same file at the
+    same settings reads as slowly again. The per-page limit bounds one hostile page;
+    this one bounds a document of many slow pages, each just inside the page limit.
+
+    Attributes:
+        seconds: the limit.
+        pages_read: pages finished when the limit passed (where known).
+    """
+
+    error_class = "document_read_timeout"
+
+    def __init__(self, *, seconds: float, pages_read: int | None = None) -> None:
+        done = f" ({pages_read} page(s) read)" if pages_read is not None else ""
+        super().__init__(f"reading the document took more than {seconds:g} s{done}")
+        self.seconds = seconds
+        self.pages_read = pages_read
 
 
 class OwnershipError(FencelineError):

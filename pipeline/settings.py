@@ -116,6 +116,11 @@ class Settings(BaseSettings):
     #: Wall-clock seconds tesseract may spend on one page before the job fails
     #: (``ocr_page_timeout``, terminal: the same page would take as long again).
     ocr_page_seconds: float = Field(60.0, gt=0)
+    #: Wall-clock seconds reading one file may take, every page's rendering and OCR
+    #: together (``document_read_timeout``, terminal): a scan of many slow pages, each
+    #: inside ``ocr_page_seconds``, still ends. 2-4.4 s a page on one core, so 300 s
+    #: reads some 70-150 pages in process and more where the OCR pool spreads them.
+    document_read_seconds: float = Field(300.0, gt=0)
     #: Turn pages scanned sideways or upside down by tesseract's orientation detection
     #: (``--psm 0``, the ``osd`` data; about 0.6 s a page) before reading them.
     ocr_detect_orientation: bool = True

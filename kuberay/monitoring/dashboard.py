@@ -115,6 +115,19 @@ ROWS: list[tuple[str, list[tuple[str, str, list[str]]]]] = [
         ],
     ),
     (
+        "OCR",
+        [
+            ("Pages OCR'd per second by outcome", "short", [
+                "sum by (outcome) (rate(ray_fenceline_ocr_pages_total[5m]))",
+            ]),
+            ("Seconds per page p50/p95", "s", [
+                f"histogram_quantile({q}, sum by (le) (rate(ray_fenceline_ocr_page_seconds_bucket[5m])))"
+                for q in ("0.5", "0.95")
+            ]),
+            ("Pages waiting for a grant", "short", ["sum(ray_fenceline_ocr_pages_waiting)"]),
+        ],
+    ),
+    (
         "Validation and review",
         [
             ("Review queue by tenant", "short", ["sum by (tenant) (ray_fenceline_review_queue_jobs)"]),

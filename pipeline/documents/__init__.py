@@ -16,19 +16,34 @@ from pipeline.documents.document_text import (
     DocumentPage,
     DocumentText,
     DocumentWord,
+    PageInput,
+    PageOcr,
     read_document,
 )
 from pipeline.documents.evidence_boxes import Rect, span_rects
 from pipeline.documents.folder_store import FolderStore
-from pipeline.documents.ocr import OcrLine, OcrPage, OcrWord, PixelBox, ocr_languages
+from pipeline.documents.ocr import (
+    OcrLine,
+    OcrPage,
+    OcrWord,
+    PixelBox,
+    ocr_images,
+    ocr_languages,
+)
 from pipeline.documents.ocr_lexicon import OcrLexicon, ocr_lexicon, strip_accents
 from pipeline.documents.page_png import page_png
-from pipeline.documents.page_words import kept_page_words
+from pipeline.documents.page_words import (
+    WORDS_VERSION,
+    kept_page_words,
+    kept_words,
+    words_to_keep,
+)
 from pipeline.documents.pdf_text import (
     Box,
     PdfPage,
     PdfText,
     PdfWord,
+    pdf_attachments,
     pdf_page_count,
     read_pdf_text,
 )
@@ -44,6 +59,7 @@ from pipeline.documents.store import (
 from pipeline.documents.stores import open_document_store
 
 __all__ = [
+    "WORDS_VERSION",
     "Box",
     "DocumentPage",
     "DocumentRef",
@@ -56,6 +72,8 @@ __all__ = [
     "OcrLine",
     "OcrPage",
     "OcrWord",
+    "PageInput",
+    "PageOcr",
     "PdfPage",
     "PdfText",
     "PdfWord",
@@ -65,10 +83,13 @@ __all__ = [
     "StoredObject",
     "is_sha256_hex",
     "kept_page_words",
+    "kept_words",
+    "ocr_images",
     "ocr_languages",
     "ocr_lexicon",
     "open_document_store",
     "page_png",
+    "pdf_attachments",
     "pdf_page_count",
     "read_document",
     "read_pdf_text",
@@ -76,4 +97,5 @@ __all__ = [
     "sniff_media_type",
     "span_rects",
     "strip_accents",
+    "words_to_keep",
 ]

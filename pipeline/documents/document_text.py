@@ -8,22 +8,39 @@ E-invoice XML is not read here (its own readers take it).
 Invariants: ``page.text[w.start:w.end] == w.text`` for every word; boxes are in PDF
 points from the page's top-left corner, or None for an image that declares no
 resolution; ``ocr_pages`` names exactly the pages whose text came from OCR.
+
+Where pages are recognised is a seam: :data:`PageOcr` is any callable that takes the
+pages as :func:`~pipeline.documents.ocr.ocr_images` does and returns their
+:class:`~pipeline.documents.ocr.OcrPage` in the same order. In-process
+:func:`ocr_images` is the default (the embedded single-machine run); the cluster
+runtime hands in its Ray OCR pool (``cluster/ocr_pool.py``), which spreads one
+document's pages over its replicas. The pages given to it stop, and the read ends with
+``document_read_timeout``, once ``settings.document_read_seconds`` have passed.
 """
 
 from __future__ import annotations
 
 import statistics
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+
+from PIL import Image
 
 from pipeline.documents.ocr import OcrPage, PixelBox, ocr_images
 from pipeline.documents.page_image import declared_dpi, open_pages
 from pipeline.documents.pdf_render import render_pdf_pages
 from pipeline.documents.pdf_text import Box, PdfPage, read_pdf_text
 from pipeline.documents.sniff import MediaType
-from pipeline.errors import DocumentRefused, NoTextLayer
+from pipeline.errors import DocumentReadTimeout, DocumentRefused, NoTextLayer
 from pipeline.settings import Settings
 
 _IMAGES = (MediaType.PNG, MediaType.JPEG, MediaType.TIFF)
+
+#: One page to recognise: its number (1-based), the image, its resolution (None: unknown).
+PageInput = tuple[int, Image.Image, float | None]
+#: Where pages are OCR'd: in process (:func:`ocr_images`) or a pool; same order out as in.
+PageOcr = Callable[[Iterable[PageInput], Settings], tuple[OcrPage, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +89,19 @@ class DocumentText:
         return statistics.fmean(scores) if scores else None
 
 
-def read_document(data: bytes, media_type: MediaType, settings: Settings) -> DocumentText:
+def read_document(
+    data: bytes,
+    media_type: MediaType,
+    settings: Settings,
+    *,
+    ocr: PageOcr = ocr_images,
+    deadline: float | None = None,
+) -> DocumentText:
     """Read the text of a document whose media type was sniffed from ``data``.
+
+    ``ocr`` recognises the pages without text (default: in this process); ``deadline``
+    (``time.monotonic()``) is when the read must end, by default
+    ``settings.document_read_seconds`` from now.
 
     Raises:
         DocumentRefused: ``unsupported_media_type`` (XML), ``encrypted_document``,
@@ -81,17 +109,24 @@ def read_document(data: bytes, media_type: MediaType, settings: Settings) -> Doc
         DocumentOverLimit: more pages than ``settings.max_document_pages``.
         OcrUnavailable: a page needs OCR and tesseract is missing (retryable).
         OcrPageTimeout: a page's OCR ran past ``settings.ocr_page_seconds``.
+        DocumentReadTimeout: the read ran past ``deadline`` (checked between pages).
     """
+    if deadline is None:
+        deadline = time.monotonic() + settings.document_read_seconds
     if media_type is MediaType.PDF:
-        return _read_pdf(data, settings)
+        return _read_pdf(data, settings, ocr, deadline)
     if media_type in _IMAGES:
         frames = open_pages(
             data,
             max_pages=settings.max_document_pages,
             max_pixels=settings.max_document_page_pixels,
         )
-        pages = ocr_images(
-            ((number, frame, declared_dpi(frame)) for number, frame in enumerate(frames, 1)),
+        pages = ocr(
+            _until(
+                ((number, frame, declared_dpi(frame)) for number, frame in enumerate(frames, 1)),
+                deadline,
+                settings,
+            ),
             settings,
         )
         return DocumentText(tuple(_from_ocr(page) for page in pages))
@@ -104,7 +139,23 @@ def read_document(data: bytes, media_type: MediaType, settings: Settings) -> Doc
     raise DocumentRefused("unsupported_media_type", f"{media_type} is not read as pages")
 
 
-def _read_pdf(data: bytes, settings: Settings) -> DocumentText:
+def _until(pages: Iterable[PageInput], deadline: float, settings: Settings) -> Iterator[PageInput]:
+    """``pages``, one at a time, until ``deadline``; then :class:`DocumentReadTimeout`.
+
+    Pages are made lazily (a TIFF frame decoded, a PDF page rendered), so checking
+    before each one stops a slow document between pages, in process or in a pool.
+    """
+    read = 0
+    for page in pages:
+        if time.monotonic() >= deadline:
+            raise DocumentReadTimeout(seconds=settings.document_read_seconds, pages_read=read)
+        yield page
+        read += 1
+    if time.monotonic() >= deadline:
+        raise DocumentReadTimeout(seconds=settings.document_read_seconds, pages_read=read)
+
+
+def _read_pdf(data: bytes, settings: Settings, ocr: PageOcr, deadline: float) -> DocumentText:
     try:
         layer = read_pdf_text(data, max_pages=settings.max_document_pages)
     except NoTextLayer as scan:
@@ -117,8 +168,13 @@ def _read_pdf(data: bytes, settings: Settings) -> DocumentText:
         rendered = render_pdf_pages(
             data, missing, dpi=settings.ocr_dpi, max_pixels=settings.max_document_page_pixels
         )
-        ocr_pages = ocr_images(
-            ((number, image, float(settings.ocr_dpi)) for number, image in rendered), settings
+        ocr_pages = ocr(
+            _until(
+                ((number, image, float(settings.ocr_dpi)) for number, image in rendered),
+                deadline,
+                settings,
+            ),
+            settings,
         )
         pages.update((page.number, _from_ocr(page)) for page in ocr_pages)
     return DocumentText(tuple(pages[number] for number in sorted(pages)))

@@ -2,15 +2,12 @@
 
 Tesseract's TSV has one row per page, block, paragraph, line and word (``level`` 1–5),
 each with its box in pixels; words carry a confidence (0–100). The words are kept with
-their block and line numbers and their boxes; the page text is rebuilt from positions,
-the way ``pdftotext -layout`` prints: words whose vertical centres lie close form one
-row, rows go top to bottom, and a word after a wide gap starts at the character column
-its left edge falls on (x divided by the page's median character width), so a table's
-columns stay columns that the text extraction can read; a narrow gap (a space inside a
-phrase) is one space. Large vertical gaps become one blank line.
-
-Halves of one word that tesseract's layout analysis cut apart into two lines (the
-decimals of a right-aligned amount become a column of their own) are joined again.
+their block and line numbers and their boxes; the page text is rebuilt from positions
+by the same layout as a PDF's text layer (:mod:`pipeline.documents.grid`: rows by
+vertical centre, columns kept, a narrow gap one space), which also joins halves of one
+word that tesseract's layout analysis cut apart into two lines (the decimals of a
+right-aligned amount become a column of their own). Large vertical gaps become one
+blank line.
 
 Invariants: ``page.text[w.start:w.end] == w.text`` for every word; at least one space
 separates words on a row; rows never hold a word twice.
@@ -18,17 +15,12 @@ separates words on a row; rows never hold a word twice.
 
 from __future__ import annotations
 
-import itertools
-import statistics
 from dataclasses import dataclass
+
+from pipeline.documents.grid import Placed, layout_page
 
 _WORD_LEVEL = 5
 _COLUMNS = 12
-#: A gap narrower than this many character widths is one space, wider ones keep columns.
-_SPACE_GAP = 2.0
-#: Halves of one word that tesseract put in two lines are closer than this (a space in
-#: a monospaced print is about 1.1 character widths between glyph boxes).
-_JOIN_GAP = 0.75
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,93 +103,26 @@ def tesseract_lines(words: list[TsvWord]) -> tuple[OcrLine, ...]:
 
 
 def layout_text(words: list[TsvWord]) -> tuple[str, tuple[OcrWord, ...]]:
-    """The page text with columns kept, and the words with their offsets into it."""
+    """The page text with columns kept, and the words with their offsets into it: the
+    words laid out by :func:`pipeline.documents.grid.layout_page` (halves of a word
+    that tesseract cut into two lines joined), each line ended by a newline as
+    tesseract's own text is, and at most one blank line for a vertical gap."""
     if not words:
         return "", ()
-    char_width = statistics.median((w.box.right - w.box.left) / len(w.text) for w in words)
-    char_width = max(char_width, 1.0)
-    height = max(statistics.median(w.box.bottom - w.box.top for w in words), 1)
-    origin = min(w.box.left for w in words)
-    rows = _rows(words, height)
-    pitch = _pitch(rows, height)
-    out: list[str] = []
-    placed: list[OcrWord] = []
-    offset = 0
-    previous: float | None = None
-    for row in rows:
-        centre = statistics.fmean(_centre(w) for w in row)
-        if previous is not None and centre - previous > 1.8 * pitch:
-            out.append("\n")
-            offset += 1
-        previous = centre
-        line = ""
-        last: TsvWord | None = None
-        for word in sorted(row, key=lambda w: w.box.left):
-            gap = word.box.left - last.box.right if last is not None else None
-            if last is not None and gap is not None and _split(last, word, gap, char_width):
-                line += word.text
-                last = _joined(last, word)
-                before = placed.pop()
-                placed.append(_place(last, before.start))
-                continue
-            column = round((word.box.left - origin) / char_width)
-            if gap is not None and gap < _SPACE_GAP * char_width:
-                column = len(line) + 1  # a space inside a phrase, not a column gap
-            column = max(column, len(line) + 1 if line else 0)
-            last = word
-            line += " " * (column - len(line))
-            placed.append(_place(word, offset + len(line)))
-            line += word.text
-        out.append(line + "\n")
-        offset += len(line) + 1
-    return "".join(out), tuple(placed)
-
-
-def _split(left: TsvWord, right: TsvWord, gap: int, char_width: float) -> bool:
-    """One printed word that tesseract's layout analysis cut in two: the halves sit in
-    different lines of its own (a column split, as in ``4'976.`` | ``87`` of a
-    right-aligned amount) with less than a space between them."""
-    return left.line != right.line and gap < _JOIN_GAP * char_width
-
-
-def _joined(left: TsvWord, right: TsvWord) -> TsvWord:
-    box = PixelBox(
-        min(left.box.left, right.box.left),
-        min(left.box.top, right.box.top),
-        max(left.box.right, right.box.right),
-        max(left.box.bottom, right.box.bottom),
+    blocks = {word.line: word.block for word in words}
+    page = layout_page(
+        [
+            Placed(w.text, w.box.left, w.box.top, w.box.right, w.box.bottom, w.confidence, w.line)
+            for w in words
+        ],
+        max_empty_lines=1,
     )
-    confidence = min(left.confidence, right.confidence)
-    return TsvWord(left.text + right.text, box, confidence, left.block, left.line)
-
-
-def _place(word: TsvWord, start: int) -> OcrWord:
-    end = start + len(word.text)
-    return OcrWord(word.text, start, end, word.box, word.confidence, word.block, word.line)
-
-
-def _centre(word: TsvWord) -> float:
-    return (word.box.top + word.box.bottom) / 2
-
-
-def _rows(words: list[TsvWord], height: float) -> list[list[TsvWord]]:
-    """Words grouped into rows by vertical centre, top to bottom: a word joins the row
-    whose mean centre is within half a median word height of its own."""
-    rows: list[list[TsvWord]] = []
-    centres: list[float] = []
-    for word in sorted(words, key=_centre):
-        centre = _centre(word)
-        if rows and abs(centre - centres[-1]) <= height / 2:
-            rows[-1].append(word)
-            centres[-1] = statistics.fmean(_centre(w) for w in rows[-1])
-        else:
-            rows.append([word])
-            centres.append(centre)
-    return rows
-
-
-def _pitch(rows: list[list[TsvWord]], height: float) -> float:
-    """The usual distance between consecutive rows' centres (the line spacing)."""
-    centres = [statistics.fmean(_centre(w) for w in row) for row in rows]
-    gaps = [b - a for a, b in itertools.pairwise(centres)]
-    return statistics.median(gaps) if gaps else float(height) * 1.2
+    placed = []
+    for word in page.words:
+        box, line = word.box, word.box.line
+        assert line is not None and box.confidence is not None  # every TSV word has both
+        pixels = PixelBox(round(box.left), round(box.top), round(box.right), round(box.bottom))
+        placed.append(
+            OcrWord(word.text, word.start, word.end, pixels, box.confidence, blocks[line], line)
+        )
+    return page.text + "\n", tuple(placed)

@@ -10,19 +10,36 @@ where that gives exactly the kept page's text, so an offset is never drawn again
 text it was not found in (a later release that lays pages out differently draws no
 box rather than a wrong one).
 
-Pages read by OCR (scans, photos, PDF pages without a text layer) are not returned:
-their word boxes are not kept, and a page view does not run OCR again.
+Pages read by OCR (scans, photos, PDF pages without a text layer) are not returned
+by it: a page view does not run OCR again. Their words are kept instead, beside the
+text (``document_texts.words``, migration 025): :func:`words_to_keep` gives them for a
+document as it was read, every page's words with offsets into that page's text and
+boxes as fractions of the page (an image that declares no resolution included: its
+pixels are the page), and :func:`kept_words` reads them back as pages whose width and
+height are 1, which :func:`~pipeline.documents.span_rects` draws like any other.
 """
 
 from __future__ import annotations
 
-from pipeline.documents.document_text import DocumentPage, text_layer_page
-from pipeline.documents.pdf_text import read_pdf_text
+from collections.abc import Mapping
+from typing import Any
+
+from pipeline.documents.document_text import (
+    DocumentPage,
+    DocumentText,
+    DocumentWord,
+    text_layer_page,
+)
+from pipeline.documents.pdf_text import Box, read_pdf_text
 from pipeline.documents.sniff import MediaType
 from pipeline.errors import NoTextLayer
 
 #: The form feed between pages in a kept text.
 PAGE_BREAK = "\f"
+#: The format of :func:`words_to_keep`'s JSON.
+WORDS_VERSION = 1
+#: Fractions are kept to this many decimals (a tenth of a point on an A4 page).
+_DECIMALS = 5
 
 
 def kept_page_words(
@@ -49,3 +66,75 @@ def kept_page_words(
         if page.text == kept[pdf_page.number - 1]:
             pages[page.number] = page
     return pages
+
+
+def words_to_keep(document: DocumentText) -> dict[str, Any]:
+    """The words of every page of ``document`` as kept beside its text (JSON):
+    ``{"version": 1, "pages": [{"number": n, "words": [[start, end, left, top, right,
+    bottom, confidence], ...]}]}``; offsets into the page's text, the box as fractions
+    (0..1) of the page from its top-left corner, confidence (0-100) or None. A page
+    whose size is unknown keeps no words."""
+    pages = []
+    for page in document.pages:
+        words: list[list[Any]] = []
+        box: tuple[float, float, float, float]
+        if page.ocr is not None:  # its pixels: a size even without a resolution
+            ocr = page.ocr
+            for word in ocr.words:
+                box = (word.box.left, word.box.top, word.box.right, word.box.bottom)
+                words.append(
+                    _kept(word.start, word.end, box, ocr.width, ocr.height, word.confidence)
+                )
+        elif page.width and page.height:
+            for w in page.words:
+                if w.box is not None:
+                    box = (w.box.left, w.box.top, w.box.right, w.box.bottom)
+                    words.append(_kept(w.start, w.end, box, page.width, page.height, w.confidence))
+        pages.append({"number": page.number, "words": words})
+    return {"version": WORDS_VERSION, "pages": pages}
+
+
+def kept_words(words: Mapping[str, Any], kept_text: str) -> dict[int, DocumentPage]:
+    """The pages of ``kept_text`` with the words :func:`words_to_keep` gave for it, by
+    number; width and height 1 (the boxes are fractions). A page is left out where a
+    word's offsets do not fall inside the page's text, and every page where the format
+    is not this release's: no box is drawn against a text it was not found in."""
+    if words.get("version") != WORDS_VERSION:
+        return {}
+    kept = kept_text.split(PAGE_BREAK)
+    pages: dict[int, DocumentPage] = {}
+    for entry in words.get("pages", ()):
+        number = entry["number"]
+        if not 1 <= number <= len(kept) or not entry["words"]:
+            continue
+        text = kept[number - 1]
+        placed = []
+        for start, end, left, top, right, bottom, confidence in entry["words"]:
+            if not 0 <= start < end <= len(text):
+                break
+            placed.append(
+                DocumentWord(text[start:end], start, end, Box(left, top, right, bottom), confidence)
+            )
+        else:
+            pages[number] = DocumentPage(number, 1.0, 1.0, text, tuple(placed))
+    return pages
+
+
+def _kept(
+    start: int,
+    end: int,
+    box: tuple[float, float, float, float],
+    width: float,
+    height: float,
+    confidence: float | None,
+) -> list[Any]:
+    left, top, right, bottom = box
+    return [
+        start,
+        end,
+        round(left / width, _DECIMALS),
+        round(top / height, _DECIMALS),
+        round(right / width, _DECIMALS),
+        round(bottom / height, _DECIMALS),
+        confidence,
+    ]

@@ -135,6 +135,35 @@ def pdf_page_count(data: bytes, *, max_pages: int) -> int:
             pdf.close()
 
 
+#: An embedded file larger than this is not read (an e-invoice's XML is kilobytes).
+MAX_ATTACHMENT_BYTES = 20_000_000
+
+
+def pdf_attachments(data: bytes) -> dict[str, bytes]:
+    """A PDF's embedded files by name (Factur-X/ZUGFeRD carry their XML as one); those
+    over :data:`MAX_ATTACHMENT_BYTES` and those PDFium cannot read are left out.
+
+    Raises:
+        DocumentRefused: ``encrypted_document``, ``unreadable_document``.
+    """
+    out: dict[str, bytes] = {}
+    with PDFIUM_LOCK:
+        pdf = _open(data)
+        try:
+            for index in range(pdf.count_attachments()):
+                try:
+                    attachment = pdf.get_attachment(index)
+                    name = attachment.get_name()
+                    blob = attachment.get_data()
+                except pdfium.PdfiumError:
+                    continue
+                if len(blob) <= MAX_ATTACHMENT_BYTES:
+                    out.setdefault(name, bytes(blob))
+        finally:
+            pdf.close()
+    return out
+
+
 def _open(data: bytes) -> pdfium.PdfDocument:
     """The opened PDF, or the named refusal (called holding the lock)."""
     try:

@@ -44,6 +44,7 @@ from pipeline.extraction.candidates import (
     reference_candidates,
     vat_id_candidates,
 )
+from pipeline.extraction.invoice_number import keepable_numbers
 from pipeline.extraction.layout import Layout, layout_of, per_layout
 from pipeline.extraction.layout import amounts as printed_amounts
 from pipeline.extraction.prompts import fence_tag
@@ -198,7 +199,9 @@ def schema_for(doc: Layout) -> dict[str, Any]:
     properties: dict[str, Any] = {
         "supplier": _nullable_enum(names) if names else _nullable_text(MAX_NAME_CHARS),
         "vat_id": _nullable_enum(vat_ids) if vat_ids else _nullable_text(MAX_ID_CHARS),
-        "number": _nullable_enum(reference_candidates(seen_doc, frozenset(amounts + dates))),
+        "number": _nullable_enum(
+            keepable_numbers(doc, reference_candidates(seen_doc, frozenset(amounts + dates)))
+        ),
         "issue_date": date_field("issue_date"),
         "due_date": date_field("due_date"),
         "currency": _nullable_enum(currency_candidates(seen)),

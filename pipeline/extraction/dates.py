@@ -15,7 +15,6 @@ from collections.abc import Callable
 from datetime import date, timedelta
 
 from pipeline.extraction.candidates import date_candidates
-from pipeline.extraction.items import Refuse
 from pipeline.extraction.label_proof import claimed_date, date_proof, due_label_near
 from pipeline.extraction.labels import LABELS
 from pipeline.extraction.layout import Layout
@@ -27,6 +26,7 @@ from pipeline.extraction.locate import (
     occurrences,
     other_date_label,
 )
+from pipeline.extraction.refusal import Refuse
 from pipeline.extraction.terms import payment_terms, term_days
 from pipeline.invoice import Evidence, EvidencedDate, ReasonCode, date_readings
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import re
 
+from pipeline.cpu_budget import spend
 from pipeline.extraction.candidates import date_candidates, labelled_numbers
-from pipeline.extraction.items import Refuse
 from pipeline.extraction.label_proof import number_proof
 from pipeline.extraction.labels import LABELS, NUMBER_WORDS
-from pipeline.extraction.layout import Layout, amounts
+from pipeline.extraction.layout import Layout, amounts, per_layout
 from pipeline.extraction.locate import Found, decoy_number_label, labelled, occurrences
+from pipeline.extraction.refusal import Refuse
 from pipeline.invoice import ReasonCode
 
 #: A bare year ("2026"): never an invoice number without the invoice's own label.
@@ -40,6 +41,22 @@ def _cut_from_longer(f: Found) -> bool:
     word = before.split()[-1] if before.split() else ""
     opens = _OPENS.search(before) is not None and word.casefold().strip(".:#") not in NUMBER_WORDS
     return _CONTINUES.match(text, end) is not None or opens
+
+
+@per_layout
+def _dated(doc: Layout) -> list[Found]:
+    """Where the page prints its dates (a number inside one is a part of a date)."""
+    return [
+        d
+        for printed in date_candidates(doc.text)
+        for d in occurrences(doc, printed, fuzzy=False, boundary="number")
+    ]
+
+
+@per_layout
+def _named(doc: Layout) -> list[str]:
+    """The numbers printed after the invoice's label, amounts and dates aside."""
+    return labelled_numbers(doc, frozenset(list(amounts(doc)) + date_candidates(doc.text)))
 
 
 def invoice_number_at(doc: Layout, path: str, value: str | None, refuse: Refuse) -> Found | None:
@@ -84,11 +101,7 @@ def invoice_number_at(doc: Layout, path: str, value: str | None, refuse: Refuse)
             rule="label.invoice_number.other_document",
         )
         return None
-    dated = [
-        d
-        for printed in date_candidates(doc.text)
-        for d in occurrences(doc, printed, fuzzy=False, boundary="number")
-    ]
+    dated = _dated(doc)
     plain = [
         f
         for f in plain
@@ -102,8 +115,7 @@ def invoice_number_at(doc: Layout, path: str, value: str | None, refuse: Refuse)
             rule="label.invoice_number.date_part",
         )
         return None
-    other = list(amounts(doc))
-    named = labelled_numbers(doc, frozenset(other + date_candidates(doc.text)))
+    named = _named(doc)
     if named and value.strip() not in named:
         shown = ", ".join(repr(n) for n in named[:3])
         refuse(
@@ -138,3 +150,29 @@ def invoice_number_at(doc: Layout, path: str, value: str | None, refuse: Refuse)
         )
         return None
     return labelled(whole, LABELS.get(path, ()), last=False)
+
+
+#: The most invoice-number candidates checked one by one against grounding's proofs
+#: (each check reads the page's dates and labels once: bounded work on a long page).
+_MAX_CHECKED_NUMBERS = 64
+
+
+def keepable_numbers(doc: Layout, offered: list[str]) -> list[str]:
+    """The candidates grounding would keep as the invoice number
+    (:func:`~pipeline.extraction.invoice_number.invoice_number_at`), so the model never
+    picks one that is refused for sure: offered a postcode and a bare year beside the
+    labelled number, the adapter took "2010" (refused) on FeRD's
+    `Betriebskostenabrechnung`. None kept: only null, which validation refuses as a
+    missing field. Past :data:`_MAX_CHECKED_NUMBERS` all are offered unchecked."""
+    if len(offered) > _MAX_CHECKED_NUMBERS:
+        return offered
+
+    def ignore(*_: object, **__: object) -> None:
+        return None  # a refusal here only means: not offered
+
+    kept = []
+    for n in offered:
+        spend()
+        if invoice_number_at(doc, "invoice_number", n, ignore) is not None:
+            kept.append(n)
+    return kept

@@ -17,23 +17,16 @@ from collections import Counter
 from collections.abc import Callable
 from decimal import Decimal
 from functools import cached_property
-from typing import Protocol
 
 from pipeline.extraction.answer import ItemRef, printed_rows
 from pipeline.extraction.layout import Layout
 from pipeline.extraction.locate import Found, fold, occurrences, trimmed
+from pipeline.extraction.refusal import Refuse
 from pipeline.extraction.roles import Verdict, proven_numbers
 from pipeline.extraction.rows import Row, read_row, row_cells, whole_description
 from pipeline.extraction.shapes import CellShape, cell_shape
 from pipeline.extraction.table import printed_table
 from pipeline.invoice import Evidence, LineItem, MatchKind, ReasonCode, TaxLine
-
-
-class Refuse(Protocol):
-    """How grounding records a refusal: field path, detail, reason code and the id of the
-    rule that refused (:data:`pipeline.invoice.rules.RULES`)."""
-
-    def __call__(self, path: str, detail: str, code: ReasonCode, *, rule: str) -> None: ...
 
 
 def _description(printed: str) -> str:

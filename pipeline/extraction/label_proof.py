@@ -178,9 +178,22 @@ def _title_before(doc: Layout, f: Found, reach: int = 6) -> bool:
         if line is None:
             continue
         words = fold(line.text).strip(" :.").split()
-        if 0 < len(words) <= 2 and any(w.startswith(tuple(INVOICE_WORDS)) for w in words):
+        if 0 < len(words) <= 2 and any(_title_word(w) for w in words):
             return True
     return False
+
+
+#: The most letters an invoice word may run on by in a title ("Rechnungen", "Fakturan",
+#: "faktury"); a longer compound names something else ("Rechnungsstraße 12", an address
+#: over "DE 12345 Beispielstadt", whose postcode was taken as the invoice number).
+_TITLE_INFLECTION = 3
+
+
+def _title_word(word: str) -> bool:
+    word = word.strip(".,:;")
+    return any(
+        word.startswith(inv) and len(word) - len(inv) <= _TITLE_INFLECTION for inv in INVOICE_WORDS
+    )
 
 
 def number_proof(doc: Layout, f: Found) -> str | None:
@@ -191,7 +204,8 @@ def number_proof(doc: Layout, f: Found) -> str | None:
         return labelled
     own = own_label(f)
     words = set(re.findall(r"[^\s:]+", own))
-    if words & NUMBER_WORDS and words <= NUMBER_WORDS | {"-"}:
+    # "de" alone is no label: it joins "Nº de factura" and prints a country ("DE 12345")
+    if words & (NUMBER_WORDS - _JOINERS) and words <= NUMBER_WORDS | {"-"}:
         # a bare number label: "INVOICE" over "No.: 2025/4778", or an invoice word earlier
         # on its line, a compound too ("Handelsrechnung (380) Nr. 471102 vom 05.03.2018")
         line_before = fold(

@@ -211,8 +211,9 @@ class _Contract(BaseModel):
 #: ``arithmetic`` a total put right after the model copied another total into its
 #: field (``pipeline/extraction/totals.py``).
 #: How grounding found a value: ``term`` is a due date counted from a payment term in
-#: days ("within 30 days"), its evidence the term as printed.
-MatchKind = Literal["exact", "normalised", "fuzzy", "symbol", "arithmetic", "term"]
+#: days ("within 30 days"), its evidence the term as printed. ``xml``: read from an
+#: e-invoice's XML without a model; ``quote`` is the XML path, ``start``/``end`` 0.
+MatchKind = Literal["exact", "normalised", "fuzzy", "symbol", "arithmetic", "term", "xml"]
 #: Evidence keys only the system writes; the v1 grammar never offers them to a model.
 SYSTEM_EVIDENCE_KEYS = ("line", "match")
 

@@ -54,6 +54,13 @@ class ReasonCode(StrEnum):
     #: number and gross total); set by the job store when it commits the result,
     #: never by the rules here (``pipeline.jobs.duplicates``).
     DUPLICATE_INVOICE = "duplicate_invoice"
+    #: An e-invoice's XML states what contract v2 has no place for (allowances and
+    #: charges, a credit note, a supplier without VAT id...): the detail names it.
+    EINVOICE_NOT_HOLDABLE = "einvoice_not_holdable"
+    #: An e-invoice's XML does not parse, or is no invoice the reader knows.
+    EINVOICE_INVALID = "einvoice_invalid"
+    #: The page of a PDF e-invoice does not print what its embedded XML states.
+    XML_TEXT_MISMATCH = "xml_text_mismatch"
 
 
 @dataclass(frozen=True)

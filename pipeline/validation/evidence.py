@@ -120,6 +120,8 @@ def check_evidence(extraction: Extraction, ocr_text: str) -> list[Reason]:
     reasons: list[Reason] = []
     rows: dict[tuple[int, int, int], int] = {}
     for path, ev, shows_value in evidenced_fields(extraction):
+        if ev.match == "xml":  # read from an e-invoice's XML: the quote is its path
+            continue
         if ev.page > len(pages) or ev.start >= ev.end or ev.end > len(pages[ev.page - 1]):
             reasons.append(
                 Reason(

@@ -30,7 +30,7 @@ from opentelemetry import trace as trace_api
 
 from pipeline import checkpoints
 from pipeline.admission import AdmissionGate, Grant
-from pipeline.documents import DocumentStore
+from pipeline.documents import DocumentStore, MediaType, PageOcr
 from pipeline.errors import (
     FencelineError,
     LeaseLost,
@@ -40,6 +40,7 @@ from pipeline.errors import (
     TerminalError,
 )
 from pipeline.extraction import (
+    EINVOICE_READER,
     Completion,
     Engine,
     ExtractionCall,
@@ -71,8 +72,8 @@ from pipeline.worker.call_bounds import CallBounds
 from pipeline.worker.call_spans import describe_call
 from pipeline.worker.call_usage import recorded_usage, spent_usage
 from pipeline.worker.contracts import AttemptReport, Unlimited, WorkerConfig
-from pipeline.worker.document_stage import DocumentStage, keep_text
-from pipeline.worker.interpretation import interpret
+from pipeline.worker.document_stage import DocumentStage, DocumentText, keep_text
+from pipeline.worker.interpretation import interpret, interpret_einvoice
 from pipeline.worker.ocr_proof import OcrConfidences
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,7 @@ class AttemptRunner:
         today: Callable[[], datetime] | None = None,
         master_data: MasterDataCache | None = None,
         documents: DocumentStore | None = None,
+        ocr: PageOcr | None = None,
     ) -> None:
         self.store = store
         self.engine = engine
@@ -109,7 +111,8 @@ class AttemptRunner:
         self.master_data = master_data or MasterDataCache()
         self.commits = GroupCommit(store, max_batch=config.settle_batch)
         #: Files come from ``documents``; a driver without one retries a file's job.
-        self.documents = DocumentStage(documents, max_pages=config.max_document_pages)
+        #: Pages without text are OCR'd by ``ocr`` (a Ray pool), else in this process.
+        self.documents = DocumentStage(documents, max_pages=config.max_document_pages, ocr=ocr)
         self.bounds = CallBounds(config)
 
     async def run(self, lease: Lease) -> AttemptReport:
@@ -153,29 +156,35 @@ class AttemptRunner:
 
     async def _load(
         self, lease: Lease
-    ) -> tuple[str, TenantMasterData, bool, OcrConfidences | None]:
-        """The document's text, the tenant's master data, whether OCR read the text, and
-        the confidence of each word it read."""
+    ) -> tuple[str, TenantMasterData, bool, DocumentText, OcrConfidences | None]:
+        """The document's text, the tenant's master data, whether OCR read the text,
+        what the document stage read (an e-invoice's XML among it), and the confidence
+        of each word OCR read, from the words kept with the text (None where OCR read
+        nothing, or none were kept)."""
         async with self.store.pool.acquire() as conn:
             doc = await conn.fetchrow(q("document_get"), lease.document_id, lease.tenant_id)
             master = await self.master_data.get(conn, lease.tenant_id)
         if doc is None:
             raise TerminalError(f"document {lease.document_id} missing for job {lease.job_id}")
         read = await self.documents.read(doc)
-        if read.derived_by is None:
-            return read.text, master, read.by_ocr, read.confidences
-        kept, confidences = await keep_text(
-            self.store.pool, doc, read.text, read.derived_by, read.confidences
-        )
-        return kept, master, read.by_ocr, confidences
+        text, words = read.text, read.words
+        if read.derived_by is not None:
+            text, words = await keep_text(self.store.pool, doc, text, read.derived_by, words)
+        # The first writer's words (a retry reads them back): every attempt proves the
+        # values OCR read against the words of the text they were found in.
+        confidences = OcrConfidences.from_words(words) if read.by_ocr else None
+        return text, master, read.by_ocr, read, confidences
 
     async def _attempt(self, lease: Lease, lost: asyncio.Event) -> AttemptReport:
         try:
-            text, master, by_ocr, confidences = await self._load(lease)
+            text, master, by_ocr, read, confidences = await self._load(lease)
         except TerminalError as exc:  # no document, a changed or unreadable file
             return await self._fail(lease, exc)
         except RetryableError as exc:  # the document store did not answer
             return await self._retry(lease, exc, None)
+        if read.einvoice is not None:  # the XML states the invoice: no model call
+            page = None if read.media_type == MediaType.XML.value else text
+            return await self._commit_einvoice(lease, text, master, read.einvoice, page)
         try:
             request = prepare_call(
                 text,
@@ -343,6 +352,39 @@ class AttemptRunner:
             completion,
         )
 
+    async def _commit_einvoice(
+        self,
+        lease: Lease,
+        text: str,
+        master: TenantMasterData,
+        xml: bytes,
+        page_text: str | None,
+    ) -> AttemptReport:
+        """Settle an e-invoice read from its XML: validated like an answer, 0 tokens."""
+        with child_span(SPAN_VALIDATE, {"fenceline.contract": EINVOICE_READER}) as vspan:
+            outcome = interpret_einvoice(
+                xml,
+                text,
+                master,
+                today=self.today().date(),
+                policy=self.policy,
+                page_text=page_text,
+            )
+            vspan.set_attribute("fenceline.decision", outcome.report.decision.value)
+            vspan.set_attribute(
+                "fenceline.reasons",
+                [str(r.get("code", r)) for r in outcome.report.as_dict().get("reasons", [])],
+            )
+        decision = (
+            JobState.SUCCEEDED
+            if outcome.report.decision is Decision.SUCCEEDED
+            else JobState.REVIEW_REQUIRED
+        )
+        usage = AttemptUsage(prompt_tokens=0, completion_tokens=0, engine=EINVOICE_READER)
+        return await self._succeed(
+            lease, outcome.result(), outcome.report.as_dict(), decision, usage, None
+        )
+
     async def _succeed(
         self,
         lease: Lease,
@@ -350,7 +392,7 @@ class AttemptRunner:
         validation: dict[str, Any],
         decision: JobState,
         usage: AttemptUsage,
-        completion: Completion,
+        completion: Completion | None,
     ) -> AttemptReport:
         try:
             settled = await self._settle(

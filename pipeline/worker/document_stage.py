@@ -10,8 +10,16 @@ SHA-256 it was accepted with, and turned into text by its media type:
 * **PDF pages without a text layer, PNG, JPEG, TIFF**: OCR with Debian's tesseract
   (``make ocr-tools``), within the pixel, page and time limits; tesseract missing is
   ``ocr_unavailable`` (retryable), a page past its time ``ocr_page_timeout``, a
-  file on whose pages neither the text layer nor OCR finds a word ``no_text_found``;
-* **XML** (an e-invoice): ``einvoice_not_supported``, the same way;
+  file on whose pages neither the text layer nor OCR finds a word ``no_text_found``,
+  a file whose pages all together take longer than ``document_read_seconds``
+  ``document_read_timeout`` (terminal); pages are OCR'd by the stage's ``ocr``
+  (in this process by default; the cluster runtime's Ray OCR pool when it runs one);
+* **XML** (an e-invoice): its bytes as ``einvoice``, and its text as the document's
+  text (what validation reads: the XML prints its own currency and IBAN); a PDF whose
+  embedded file is an e-invoice's XML (Factur-X/ZUGFeRD ``factur-x.xml``,
+  ``zugferd-invoice.xml``, XRechnung ``xrechnung.xml``) is read as above and carries that
+  XML as ``einvoice`` too: the attempt reads it without a model
+  (:func:`~pipeline.worker.interpretation.interpret_einvoice`);
 * an encrypted or unreadable PDF, or one over the page limit: terminal with the
   named reason (``encrypted_document``, ``unreadable_document``,
   ``document_over_limit``).
@@ -23,29 +31,40 @@ retryable. What was read (media type, pages, characters, pages without text) goe
 the attempt's ``document.read`` span.
 
 A file's text is derived once: the first attempt keeps it (``document_texts``,
-migration 024, first writer wins; with an OCR'd text the confidence of each word OCR
-read, migration 025, which the values OCR read are proven by) and every later
-attempt, the review console and corrections read that text, so evidence offsets
-always point into the text they were found in and a retry does not read the file
-again.
+migration 024, first writer wins), with its words' boxes and OCR confidences
+(migration 025: the review console's evidence boxes, OCR'd pages included, and the
+per-value proof of values OCR read, :mod:`pipeline.worker.ocr_proof`), and every later
+attempt, the review console and corrections read that text and those words, so
+evidence offsets always point into the text they were found in and a retry does not
+read the file again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
-from pipeline.documents import DocumentRef, DocumentStore, MediaType, read_document
+from pipeline.documents import (
+    DocumentRef,
+    DocumentStore,
+    MediaType,
+    PageOcr,
+    pdf_attachments,
+    read_document,
+    words_to_keep,
+)
+from pipeline.documents import DocumentText as DocumentTextRead
 from pipeline.errors import DocumentRefused, DocumentStoreUnavailable
+from pipeline.extraction import EINVOICE_READER, is_embedded_invoice
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.tracing import SPAN_DOCUMENT, child_span, set_error
-from pipeline.worker.ocr_proof import OcrConfidences
 
 _IMAGES = frozenset({MediaType.PNG.value, MediaType.JPEG.value, MediaType.TIFF.value})
 #: The readers a file's text is derived with, recorded beside the text they gave.
@@ -76,18 +95,28 @@ class DocumentText:
     ocr_pages: tuple[int, ...] = ()
     #: Whether OCR read any of the text (now, or when it was kept).
     by_ocr: bool = False
-    #: The confidence of each word OCR read; None where OCR read nothing, or for a
-    #: text kept before they were recorded.
-    confidences: OcrConfidences | None = None
+    #: The words of the text, with their boxes and OCR confidences, as kept beside it
+    #: (:func:`pipeline.documents.words_to_keep`): derived now, or read back with a
+    #: kept text; None for a pasted text, an XML, or a text kept before migration 025.
+    words: Mapping[str, Any] | None = None
+    #: An e-invoice's XML: the uploaded file, or the one a PDF embeds; None otherwise.
+    einvoice: bytes | None = None
 
 
 class DocumentStage:
     """Reads a job's document (a ``document_get`` row) as text."""
 
     def __init__(
-        self, store: DocumentStore | None, *, max_pages: int, settings: Settings | None = None
+        self,
+        store: DocumentStore | None,
+        *,
+        max_pages: int,
+        settings: Settings | None = None,
+        ocr: PageOcr | None = None,
     ) -> None:
         self.store = store
+        #: Where pages without text are recognised: None is in this process.
+        self.ocr = ocr
         #: What reading a file may spend: pages, pixels, OCR languages, resolution and
         #: time per page (the process's FENCELINE_* settings unless given).
         self.settings = (settings or Settings()).model_copy(
@@ -103,22 +132,28 @@ class DocumentStage:
             DocumentStoreUnavailable: the store did not answer, or this driver has
                 none (retryable).
             DocumentRefused: ``image_too_large``, ``no_text_found``,
-                ``einvoice_not_supported``,
                 ``encrypted_document``, ``unreadable_document`` (terminal).
             DocumentOverLimit: a PDF over the page limit (terminal).
+            DocumentReadTimeout: reading took longer than ``document_read_seconds``
+                (terminal).
         """
         media = str(row["content_type"])
         if row["uri"] is None:
             return DocumentText(str(row["content"]), media)
         if row.get("derived_text") is not None:  # read once before: the same text again
             by_ocr = OCR_READER in str(row.get("derived_reader") or "")
-            kept = row.get("derived_ocr_confidences")
+            einvoice = None
+            if EINVOICE_READER in str(row.get("derived_reader") or ""):
+                # A PDF that embeds an e-invoice: its XML is read again (only its text is
+                # kept); any other file is never read again.
+                einvoice = await asyncio.to_thread(_embedded_invoice, await self._bytes(row))
             return DocumentText(
                 str(row["derived_text"]),
                 media,
                 row["page_count"],
                 by_ocr=by_ocr,
-                confidences=OcrConfidences.from_json(kept) if kept is not None else None,
+                words=row.get("derived_words"),
+                einvoice=einvoice,
             )
         with child_span(SPAN_DOCUMENT, {"fenceline.document.media_type": media}) as span:
             try:
@@ -133,19 +168,31 @@ class DocumentStage:
                 span.set_attribute("fenceline.document.ocr_pages", read.ocr_pages)
         return read
 
-    async def _read_file(self, row: Mapping[str, Any], media: str) -> DocumentText:
+    async def _bytes(self, row: Mapping[str, Any]) -> bytes:
         if self.store is None:
             raise DocumentStoreUnavailable("this driver has no document store configured")
-        data = await self.store.get(DocumentRef(row["uri"], row["version"], row["sha256"]))
+        return await self.store.get(DocumentRef(row["uri"], row["version"], row["sha256"]))
+
+    async def _read_file(self, row: Mapping[str, Any], media: str) -> DocumentText:
+        data = await self._bytes(row)
         if media == MediaType.PDF.value or media in _IMAGES:
             # A PDF's text layer laid out on a grid, OCR for its pages without text; a
             # scan or photo by OCR (pipeline/documents/document_text.py). Every page
             # keeps its place, so page numbers in evidence are the file's own.
-            read = await asyncio.to_thread(read_document, data, MediaType(media), self.settings)
+            # The time limit runs from here: the store's get is bounded on its own.
+            deadline = time.monotonic() + self.settings.document_read_seconds
+            read = await asyncio.to_thread(self._read_pages, data, MediaType(media), deadline)
             ocr = read.ocr_pages
             reader = PDF_READER if media == MediaType.PDF.value else OCR_READER
             if ocr and media == MediaType.PDF.value:
                 reader = f"{PDF_READER}+{OCR_READER}"
+            einvoice = (
+                await asyncio.to_thread(_embedded_invoice, data)
+                if media == MediaType.PDF.value
+                else None
+            )
+            if einvoice is not None:
+                reader = f"{reader}+{EINVOICE_READER}"
             empty = tuple(p.number for p in read.pages if not p.text.strip())
             if len(empty) == len(read.pages):
                 raise DocumentRefused(
@@ -159,12 +206,11 @@ class DocumentStage:
                 derived_by=reader,
                 ocr_pages=ocr,
                 by_ocr=bool(ocr),
-                confidences=OcrConfidences.of(read),
+                words=words_to_keep(read),
+                einvoice=einvoice,
             )
         if media == MediaType.XML.value:
-            raise DocumentRefused(
-                "einvoice_not_supported", "e-invoice XML is not read yet (issue 44)"
-            )
+            return DocumentText(data.decode("utf-8", errors="replace"), media, einvoice=data)
         if media == MediaType.TEXT.value:
             try:
                 return DocumentText(data.decode("utf-8"), media)
@@ -172,26 +218,37 @@ class DocumentStage:
                 raise DocumentRefused("unreadable_document", "not UTF-8 text") from exc
         raise DocumentRefused("unsupported_media_type", media)
 
+    def _read_pages(self, data: bytes, media: MediaType, deadline: float) -> DocumentTextRead:
+        if self.ocr is None:
+            return read_document(data, media, self.settings, deadline=deadline)
+        return read_document(data, media, self.settings, ocr=self.ocr, deadline=deadline)
+
+
+def _embedded_invoice(data: bytes) -> bytes | None:
+    """The e-invoice XML a PDF embeds under one of the formats' names, if any."""
+    for name, blob in pdf_attachments(data).items():
+        if is_embedded_invoice(name):
+            return blob
+    return None
+
 
 async def keep_text(
     pool: asyncpg.Pool,
     doc: Mapping[str, Any],
     text: str,
     reader: str,
-    confidences: OcrConfidences | None = None,
-) -> tuple[str, OcrConfidences | None]:
-    """``text`` (and its OCR'd words' ``confidences``), derived now from the file
-    ``doc`` names, kept as the document's text unless an attempt kept one first;
-    returns the text kept and its confidences (the first one's: offsets into that
-    text)."""
+    words: Mapping[str, Any] | None = None,
+) -> tuple[str, Mapping[str, Any] | None]:
+    """``text``, derived now from the file ``doc`` names, kept as the document's text
+    with its ``words`` (their boxes and OCR confidences: migration 025) unless an
+    attempt kept one first; returns the text kept and its words (the first one's: a
+    value OCR read is proven against the words of the text it was found in)."""
     digest = hashlib.sha256(text.encode()).hexdigest()
-    encoded = confidences.to_json() if confidences is not None else None
     async with pool.acquire() as conn:
         await conn.execute(
-            q("document_text_keep"), doc["id"], doc["tenant_id"], text, digest, reader, encoded
+            q("document_text_keep"), doc["id"], doc["tenant_id"], text, digest, reader, words
         )
         kept = await conn.fetchrow(q("document_text_get"), doc["id"], doc["tenant_id"])
     if kept is None:  # the row went away between the two statements: read what we have
-        return text, confidences
-    stored = kept["ocr_confidences"]
-    return str(kept["content"]), OcrConfidences.from_json(stored) if stored else None
+        return text, words
+    return str(kept["content"]), kept["words"]

@@ -21,6 +21,7 @@ from pipeline.extraction import (
     Change,
     DocumentLimits,
     read_answer,
+    read_einvoice,
 )
 from pipeline.invoice import Extraction, TenantMasterData
 from pipeline.validation import (
@@ -90,3 +91,33 @@ def interpret(
         CONTRACT_V2,
     )
     return Interpretation(grounding.extraction, report, CONTRACT_V2, tuple(grounding.changes))
+
+
+def interpret_einvoice(
+    xml: bytes,
+    text: str,
+    master_data: TenantMasterData,
+    *,
+    today: date,
+    policy: ValidationPolicy = DEFAULT_POLICY,
+    page_text: str | None = None,
+) -> Interpretation:
+    """Read an e-invoice's XML without a model, then validate it as a model's answer.
+
+    ``text`` is the document's text validation reads (the XML itself for an XML upload,
+    the page for a PDF); ``page_text``, where there is a page, is cross-checked with the
+    XML (``xml_text_mismatch``). The reader's reasons (``einvoice_invalid``,
+    ``einvoice_not_holdable``, ``xml_text_mismatch``) come first; the decision is
+    SUCCEEDED only when neither the reader nor any validation rule found one. Never
+    raises on bad XML: that is a reason.
+    """
+    reading = read_einvoice(xml, page_text)
+    checked = validate(reading.extraction, text, master_data, today=today, policy=policy)
+    reasons = (*reading.reasons, *checked.reasons)
+    report = ValidationReport(
+        Decision.REVIEW_REQUIRED if reasons else Decision.SUCCEEDED,
+        reasons,
+        checked.policy_version,
+        CONTRACT_V2,
+    )
+    return Interpretation(reading.extraction, report, CONTRACT_V2)

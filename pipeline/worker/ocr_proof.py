@@ -36,13 +36,20 @@ proven and the whole document goes to review, as before.
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from pipeline.documents import DocumentText, OcrLexicon, ocr_lexicon, strip_accents
+from pipeline.documents import (
+    WORDS_VERSION,
+    DocumentText,
+    OcrLexicon,
+    ocr_lexicon,
+    strip_accents,
+    words_to_keep,
+)
 from pipeline.invoice import Evidence, Extraction, Reason, ReasonCode, TenantMasterData
 from pipeline.settings import Settings
 
@@ -81,36 +88,31 @@ class OcrConfidences:
 
     @classmethod
     def of(cls, document: DocumentText) -> OcrConfidences | None:
-        """The confidences of ``document``'s OCR'd words; None where OCR read no page."""
-        pages = frozenset(document.ocr_pages)
-        if not pages:
+        """The confidences of ``document``'s OCR'd words, as its kept words give them
+        (:meth:`from_words` of :func:`~pipeline.documents.words_to_keep`); None where
+        OCR read no page."""
+        if not document.ocr_pages:
             return None
-        words = tuple(
-            WordConfidence(page.number, w.start, w.end, w.confidence)
-            for page in document.pages
-            if page.number in pages
-            for w in page.words
-            if w.confidence is not None
-        )
-        return cls(pages, words)
-
-    def to_json(self) -> str:
-        """A compact JSON form to keep beside the document's text."""
-        return json.dumps(
-            {
-                "pages": sorted(self.pages),
-                "words": [[w.page, w.start, w.end, round(w.confidence, 2)] for w in self.words],
-            },
-            separators=(",", ":"),
-        )
+        return cls.from_words(words_to_keep(document))
 
     @classmethod
-    def from_json(cls, data: str) -> OcrConfidences:
-        raw = json.loads(data)
-        words = tuple(
-            WordConfidence(int(p), int(s), int(e), float(c)) for p, s, e, c in raw["words"]
-        )
-        return cls(frozenset(int(p) for p in raw["pages"]), words)
+    def from_words(cls, words: Mapping[str, Any] | None) -> OcrConfidences | None:
+        """The confidences in a document's kept words (``document_texts.words``,
+        migration 025: the one store of them): every word read with a confidence, and
+        as OCR'd pages those with such a word (a text layer's words have none). None
+        where no words were kept (a text kept before migration 025) or they are not in
+        this release's format: no value can then be proven."""
+        if words is None or words.get("version") != WORDS_VERSION:
+            return None
+        pages: set[int] = set()
+        scored: list[WordConfidence] = []
+        for entry in words.get("pages", ()):
+            number = int(entry["number"])
+            for start, end, *_box, confidence in entry["words"]:
+                if confidence is not None:
+                    pages.add(number)
+                    scored.append(WordConfidence(number, int(start), int(end), float(confidence)))
+        return cls(frozenset(pages), tuple(scored))
 
     def least(self, evidence: Evidence) -> float | None:
         """The least confidence of the OCR words ``evidence`` overlaps; None where it

@@ -116,7 +116,10 @@ ORDER BY 1;
 -- The file behind one of the tenant's jobs, for the page view (issue 43): where its
 -- bytes are and the text it was read as (derived_text NULL until an attempt read it).
 -- uri NULL: a pasted text, which has no pages to show. No row for another tenant's job.
-SELECT d.uri, d.version, d.sha256, d.content_type, d.page_count, t.content AS derived_text
+-- derived_words: that text's words with their boxes (migration 025), NULL where the
+-- text was kept before them.
+SELECT d.uri, d.version, d.sha256, d.content_type, d.page_count, t.content AS derived_text,
+       t.words AS derived_words
 FROM extraction_jobs j
 JOIN documents d ON d.id = j.document_id
 LEFT JOIN document_texts t ON t.document_id = d.id AND t.tenant_id = d.tenant_id

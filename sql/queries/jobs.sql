@@ -19,13 +19,14 @@ RETURNING id, object_version;
 -- name: document_get
 -- content is NULL for a file: uri and version name its bytes in the object store
 -- (migration 023), which the worker's document stage reads and checks against sha256.
--- derived_text: the text a file was first read as (migration 024), NULL until then.
+-- derived_text: the text a file was first read as (migration 024), NULL until then;
+-- derived_words: its words with boxes and OCR confidences (migration 025), which a
+-- retry proves the values OCR read against (pipeline/worker/ocr_proof.py).
 -- The tenant IS NOT DISTINCT FROM: the row is read through its primary key, whatever
 -- plan a pooled connection cached (tests/integration/test_query_plans.py).
 SELECT d.id, d.tenant_id, d.sha256, d.object_version, d.content, d.byte_size,
        d.content_type, d.filename, d.uri, d.version, d.page_count, d.created_at,
-       t.content AS derived_text, t.reader AS derived_reader,
-       t.ocr_confidences AS derived_ocr_confidences
+       t.content AS derived_text, t.reader AS derived_reader, t.words AS derived_words
 FROM documents d
 LEFT JOIN document_texts t ON t.document_id = d.id AND t.tenant_id = d.tenant_id
 WHERE d.id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2;
@@ -33,14 +34,15 @@ WHERE d.id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2;
 -- name: document_text_keep
 -- The text a file was read as, kept by the first attempt that read it (migration 024);
 -- a later writer keeps nothing and reads the first one's with document_text_get.
--- $6: the OCR'd words' confidences (migration 025), NULL for a text no OCR read.
-INSERT INTO document_texts (document_id, tenant_id, content, sha256, reader, ocr_confidences)
+-- $6: its words with boxes (migration 025), NULL where none were read.
+INSERT INTO document_texts (document_id, tenant_id, content, sha256, reader, words)
 SELECT d.id, d.tenant_id, $3, $4, $5, $6
 FROM documents d WHERE d.id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2 AND d.uri IS NOT NULL
 ON CONFLICT (document_id) DO NOTHING;
 
 -- name: document_text_get
-SELECT content, ocr_confidences FROM document_texts WHERE document_id = $1 AND tenant_id IS NOT DISTINCT FROM $2;
+-- The kept text and its words (the first writer's, migration 025).
+SELECT content, words FROM document_texts WHERE document_id = $1 AND tenant_id IS NOT DISTINCT FROM $2;
 
 -- name: job_accept_if_new
 -- Acceptance in one statement (one round trip, function job_accept of migration

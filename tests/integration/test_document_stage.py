@@ -3,14 +3,16 @@ real driver from the document store, extracted over the fake provider (a real HT
 process on loopback), on real PostgreSQL.
 
 A text-layer PDF of a generated invoice must reach the decision its text reaches when
-pasted; a file whose stored bytes changed, vanished, or need a reader that is not
-there yet must end with its named reason, without a provider call.
+pasted; a file whose stored bytes changed or vanished, or on which no reader finds text,
+must end with its named reason, without a provider call (e-invoices:
+tests/integration/test_einvoice_intake.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -42,12 +44,15 @@ from pipeline.worker import AttemptRunner, DriverLoop, OcrConfidences, WorkerCon
 from pipeline.worker.document_stage import OCR_READER, PDF_READER, DocumentStage, keep_text
 from pipeline.worker.ocr_proof import WordConfidence
 from tests.support.api import TenantKey, asgi_client, settings_for, tenant_with_key
+from tests.support.console import console_login, job_page
 from tests.support.drivers import wait_settled
 from tests.support.pdfs import blank_pdf, text_pdf, tiny_png
+from tests.support.scans import encode, render_text
 
 pytestmark = pytest.mark.integration
 
 TODAY = datetime.now(UTC).date()
+_EVBOX = re.compile(r'<rect class="evbox"[^>]*data-field="([^"]+)"')
 JOBS = "/v1/extraction-jobs"
 
 
@@ -169,9 +174,6 @@ async def test_files_that_cannot_be_read_end_with_their_reason_and_no_call(
             await _upload(client, tk, vanished, "b.pdf"): "document_missing",
             await _upload(client, tk, tiny_png(), "c.png"): "no_text_found",
             await _upload(client, tk, blank_pdf(2), "d.pdf"): "no_text_found",
-            await _upload(
-                client, tk, b'<?xml version="1.0"?><Invoice xmlns="urn:x"/>', "e.xml"
-            ): "einvoice_not_supported",
         }
     # Behind the store's back: the first object's bytes replaced, the second deleted.
     path = folder.path_for(sha256_hex(tampered))
@@ -259,15 +261,52 @@ async def test_a_files_text_is_kept_once_and_read_by_review_and_later_attempts(
         row = await conn.fetchrow(q("document_get"), doc["id"], doc["tenant_id"])
     read = await stage.read(row)
     assert (read.text, read.derived_by) == (layer, None)
-    # A second writer keeps nothing: the first text stays the document's.
-    assert await keep_text(pool, row, "another reading", PDF_READER) == (layer, None)
+    assert read.words is not None and not read.by_ocr  # the kept words, read back
+    # A second writer keeps nothing: the first text and its words stay the document's.
+    assert await keep_text(pool, row, "another reading", PDF_READER) == (layer, read.words)
 
 
-async def test_an_ocr_texts_word_confidences_are_kept_with_it_and_read_back(
+@pytest.mark.ocr
+async def test_a_scans_words_are_kept_with_its_text_and_box_its_evidence(
     pool: asyncpg.Pool, dsn: str, tmp_path: Path
 ) -> None:
-    """A retry proves its OCR'd values against the kept text's own words (migration
-    025); the first writer's confidences win with its text."""
+    """An OCR'd page's words are kept beside its text (migration 025), so the review
+    console draws evidence boxes on the scan, which it cannot read again."""
+    inv = generate_invoice(9, languages=("en",), max_line_items=3, anchor=TODAY)
+    png = encode(render_text(inv.ocr_text, dpi=300))
+    settings = _settings(dsn, tmp_path)
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+    await _with_master_data(pool, tk, inv)
+    async with asgi_client(create_app(settings, pool=pool)) as client:
+        job = await _upload(client, tk, png, "invoice.png")
+        wrong = json.dumps({**json.loads(answer_for(inv.candidate, inv.ocr_text)), "gross": None})
+        rows, _ = await _run_driver(pool, settings, lambda _: wrong, 1)
+        assert rows[job]["state"] == "REVIEW_REQUIRED"
+        async with pool.acquire() as conn:
+            kept = await conn.fetchrow(
+                "SELECT t.content, t.words FROM document_texts t "
+                "JOIN extraction_jobs j ON j.document_id = t.document_id WHERE j.id = $1",
+                job,
+            )
+        await console_login(client, tk)
+        html, _ = await job_page(client, job)
+    assert kept is not None and kept["words"] is not None
+    (page,) = kept["words"]["pages"]
+    assert page["number"] == 1 and len(page["words"]) > 50
+    text = kept["content"]
+    for start, end, left, top, right, bottom, confidence in page["words"]:
+        assert text[start:end].strip() == text[start:end] != ""
+        assert 0 <= left < right <= 1 and 0 <= top < bottom <= 1
+        assert 0 <= confidence <= 100
+    assert f'<img src="/console/jobs/{job}/pages/1.png"' in html
+    assert {"invoice_number", "supplier.name"} <= set(_EVBOX.findall(html))
+
+
+async def test_an_ocr_texts_words_are_kept_with_it_and_a_retry_proves_against_them(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    """A retry proves its OCR'd values against the kept text's own words and their
+    confidences (migration 025, the one store of them); the first writer's win."""
     settings = _settings(dsn, tmp_path)
     tk = await tenant_with_key(pool)
     async with asgi_client(create_app(settings, pool=pool)) as client:
@@ -278,11 +317,20 @@ async def test_an_ocr_texts_word_confidences_are_kept_with_it_and_read_back(
             "WHERE j.id = $1",
             job,
         )
-    first = OcrConfidences(frozenset({1}), (WordConfidence(1, 0, 7, 91.25),))
-    other = OcrConfidences(frozenset({1}), (WordConfidence(1, 0, 7, 12.0),))
+
+    def words(confidence: float) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "pages": [{"number": 1, "words": [[0, 7, 0.1, 0.1, 0.5, 0.2, confidence]]}],
+        }
+
+    first, other = words(91.25), words(12.0)
     assert await keep_text(pool, doc, "INVOICE 7", OCR_READER, first) == ("INVOICE 7", first)
     assert await keep_text(pool, doc, "INVOICE 7", OCR_READER, other) == ("INVOICE 7", first)
     async with pool.acquire() as conn:
         row = await conn.fetchrow(q("document_get"), doc["id"], doc["tenant_id"])
     read = await DocumentStage(open_document_store(settings), max_pages=10).read(row)
-    assert (read.text, read.by_ocr, read.confidences) == ("INVOICE 7", True, first)
+    assert (read.text, read.by_ocr, read.words) == ("INVOICE 7", True, first)
+    assert OcrConfidences.from_words(read.words) == OcrConfidences(
+        frozenset({1}), (WordConfidence(1, 0, 7, 91.25),)
+    )

@@ -64,7 +64,7 @@ async def file_awaiting_review(
             lease.job_id,
         )
     text = read_document(pdf, MediaType.PDF, Settings()).text
-    kept = await keep_text(pool, doc, text, PDF_READER)
+    kept, _ = await keep_text(pool, doc, text, PDF_READER)
     answer = json.loads(answer_for(inv.truth, kept))
     wrong = _not_a_total(kept, answer)
     answer["gross"] = wrong

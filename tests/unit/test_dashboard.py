@@ -15,6 +15,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from cluster.admission import AdmissionClientMetrics
+from cluster.ocr_pool import OcrMetrics
 from deployments.engine_metrics import EngineMetrics
 from kuberay.monitoring.dashboard import OUT, dashboard
 from pipeline.admission import AdmissionConfig, AdmissionPolicy, admission_registry
@@ -38,6 +39,7 @@ def exported() -> set[str]:
         AdmissionClientMetrics().registry,
         admission_registry(AdmissionPolicy(AdmissionConfig(scope="s"))),
         SpendMetrics(CollectorRegistry()).registry,
+        OcrMetrics().registry,
     ]
     names: set[str] = set()
     for registry in registries:
@@ -90,6 +92,7 @@ def test_dashboard_covers_each_area_the_issue_names() -> None:
         "Attempts, retries and completion",
         "Admission",
         "Engines",
+        "OCR",
         "Validation and review",
         "Deliveries",
         "Spend",

@@ -61,10 +61,9 @@ async def test_a_pdf_becomes_its_pages_joined_by_form_feeds(store: FolderStore) 
     [
         (tiny_png(), "image/png", "no_text_found"),
         (blank_pdf(2), "application/pdf", "no_text_found"),
-        (b'<?xml version="1.0"?><Invoice/>', "application/xml", "einvoice_not_supported"),
         (b"%PDF-1.7\n" + b"\x00" * 64, "application/pdf", "unreadable_document"),
     ],
-    ids=["png", "pdf-without-text", "xml", "broken-pdf"],
+    ids=["png", "pdf-without-text", "broken-pdf"],
 )
 async def test_what_no_stage_can_read_is_refused_by_name(
     store: FolderStore, data: bytes, media: str, reason: str

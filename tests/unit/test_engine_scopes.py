@@ -230,6 +230,24 @@ def test_supervisor_runs_one_admission_actor_per_engine_scope() -> None:
     assert members(runtime_config_for(load_pools(GPU_POOLS_PATH))) == [
         "admission-fenceline-inference-engine-short",
         "admission-fenceline-inference-engine-long",
+        "admission-fenceline-ocr",  # the OCR pool's scope of pages, apart from the engines'
     ]
     # One engine (the CPU default): the one actor keeps its plain name.
     assert members(runtime_config_for(load_pools(CPU_POOLS))) == ["admission"]
+
+
+def test_the_supervisor_runs_the_ocr_pool_the_pools_file_declares() -> None:
+    from cluster.supervisor import EnvironmentSettings, RuntimeSupervisor
+
+    def names(runtime: RuntimeConfig) -> list[str]:
+        supervisor = object.__new__(RuntimeSupervisor)  # the plan only; no Ray needed
+        supervisor.config, supervisor.settings = runtime, EnvironmentSettings()
+        return [m.name for m in supervisor._plan() if "ocr" in m.name]
+
+    gpu = runtime_config_for(load_pools(GPU_POOLS_PATH))
+    assert gpu.ocr is not None and gpu.ocr.replicas == 4
+    assert names(gpu) == ["admission-fenceline-ocr"] + [f"fenceline-ocr-{i}" for i in range(4)]
+    scope = gpu.ocr_scope()
+    assert scope == ("fenceline-ocr", {"max_in_flight": 4, "grant_ttl_seconds": 600.0})
+    assert "fenceline-ocr" not in gpu.admission_scopes()  # pages, never an LLM scope
+    assert names(runtime_config_for(load_pools(CPU_POOLS))) == []  # OCR in process

@@ -5,6 +5,7 @@ advance, read as the document stage reads it, then spans mapped to rectangles.""
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from PIL import Image
@@ -14,14 +15,17 @@ from pipeline.documents import (
     MediaType,
     Rect,
     kept_page_words,
+    kept_words,
     page_png,
     read_document,
     span_rects,
+    words_to_keep,
 )
 from pipeline.documents.page_png import MAX_SIDE
 from pipeline.errors import NotFound
 from pipeline.settings import Settings
 from tests.support.pdfs import blank_pdf, text_pdf, tiny_png
+from tests.support.scans import encode, render_text
 
 TEXT = "Invoice 42\nTotal      10.00 EUR\nVAT 19 %\fPage two"
 PDF = text_pdf(TEXT)
@@ -137,3 +141,42 @@ def test_a_tiff_frame_is_its_page_and_a_big_scan_is_shrunk_to_fit() -> None:
     assert [p.size for p in pages] == [(100, 50), (1200, MAX_SIDE), (120, 50)]
     with pytest.raises(NotFound):
         page_png(tiff, MediaType.TIFF, 4, max_pages=10, max_pixels=10**8)
+
+
+def test_kept_words_round_trip_and_draw_what_the_text_layer_draws() -> None:
+    document = read_document(PDF, MediaType.PDF, Settings())
+    stored = json.loads(json.dumps(words_to_keep(document)))  # as jsonb keeps it
+    pages = kept_words(stored, document.text)
+    assert sorted(pages) == [1, 2]
+    for read in document.pages:
+        kept = pages[read.number]
+        assert kept.text == read.text
+        assert [(w.text, w.start, w.end) for w in kept.words] == [
+            (w.text, w.start, w.end) for w in read.words
+        ]
+    start = TEXT.index("10.00")
+    assert _rects(span_rects(pages[1], start, start + 9)) == _approx((_expected(1, 11, 20),))
+
+
+def test_kept_words_of_another_text_or_format_give_no_page() -> None:
+    document = read_document(PDF, MediaType.PDF, Settings())
+    stored = words_to_keep(document)
+    shorter = document.text.replace("Total      10.00 EUR", "Total")
+    assert sorted(kept_words(stored, shorter)) == [2]
+    assert kept_words({**stored, "version": 0}, document.text) == {}
+
+
+@pytest.mark.ocr
+def test_an_ocr_page_without_a_resolution_keeps_its_boxes_as_fractions() -> None:
+    text = "Invoice No. INV-2025-4417\nTotal due: 1,234.56 EUR"
+    image = render_text(text, dpi=300)
+    document = read_document(encode(image, dpi=None), MediaType.PNG, Settings())
+    assert document.pages[0].width is None  # no points: the page view had no box
+    pages = kept_words(json.loads(json.dumps(words_to_keep(document))), document.text)
+    page = pages[1]
+    assert all(w.confidence is not None and w.confidence > 50 for w in page.words)
+    start = page.text.index("INV-2025-4417")
+    (rect,) = span_rects(page, start, start + len("INV-2025-4417"))
+    # the number's ink: the second half of the first of two lines, a third of a
+    # margin's inch in from the image's edges
+    assert 0.3 < rect.left < 0.6 < rect.right < 1 and 0 < rect.top < rect.bottom < 0.5

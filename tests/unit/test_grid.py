@@ -71,3 +71,18 @@ def test_every_word_keeps_its_offsets_and_its_box() -> None:
 
 def test_an_empty_page_is_empty() -> None:
     assert layout_page([Placed("  ", 0, 0, 1, 1)]).text == ""
+
+
+def test_two_spaces_in_a_monospaced_print_are_a_column_gap() -> None:
+    # every word on the page has the same advance per character: a gap is its spaces
+    page = layout_page(
+        _words({0: [(0, "Pos"), (5, "Description")], 1: [(0, "11"), (4, "Gazole"), (11, "B7")]})
+    )
+    assert page.text.split("\n") == ["Pos  Description", "11  Gazole B7"]
+
+
+def test_the_same_gap_on_a_proportional_page_is_one_space() -> None:
+    words = _words({1: [(0, "11"), (4, "Gazole")]})
+    words.append(Placed("ELEKTRON", 0, 0, 8 * CHAR * 1.35, 7))  # not the page's advance
+    words.append(Placed("Industrie", 12 * CHAR, 0, 12 * CHAR + 9 * CHAR * 0.8, 7))
+    assert layout_page(words).text.split("\n")[1] == "11 Gazole"

@@ -225,8 +225,9 @@ def test_pipeline_has_no_import_cycle() -> None:
     assert _cycles(ROOT) == []
 
 
-def test_cluster_has_no_import_cycle() -> None:
-    assert _cycles(ROOT, "cluster") == []
+@pytest.mark.parametrize("package", ["cluster", "deployments", "benchmarks"])
+def test_the_other_packages_have_no_import_cycle(package: str) -> None:
+    assert _cycles(ROOT, package) == []
 
 
 def test_a_lazy_import_cycle_is_found(tree: Path) -> None:

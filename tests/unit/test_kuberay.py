@@ -31,7 +31,7 @@ from jsonschema import Draft202012Validator
 from cluster.runtime_config import MAX_DRIVER_CONCURRENCY, RuntimeConfig, runtime_config_for
 from cluster.supervisor import EnvironmentSettings
 from deployments.kv_cache import engine_kv_cache_tokens
-from deployments.pools import PoolsConfig, load_pools
+from deployments.pools import OCR_RESOURCE, PoolsConfig, load_pools
 from kuberay import generate
 from kuberay.kustomize import json_patch, render, strategic_merge
 from kuberay.validation import (
@@ -570,6 +570,35 @@ def test_gpu_worker_groups_hold_every_pool_at_its_maximum(
     )
     cpus, gpus = pod_resources(groups["cpu"])
     assert gpus == 0 and cpus * groups["cpu"]["maxReplicas"] >= cpu_needed > 0
+
+
+def test_the_ocr_pool_has_a_cpu_worker_group_of_its_own(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    """The OCR replicas ask the ``fenceline-ocr`` resource; only the ocr group offers
+    it, on CPU pods, enough for every replica at its first pod; the runtime's args
+    carry the pool from the pools file."""
+    rs = rayservice(rendered["overlays/gpu"])
+    ocr = pools_of(rs).ocr
+    assert ocr is not None and ocr.resource == OCR_RESOURCE
+    groups = dict(ray_groups(rs))
+    offering = {
+        name: json.loads(json.loads(g["rayStartParams"]["resources"]))
+        for name, g in groups.items()
+        if "resources" in g["rayStartParams"]
+    }
+    assert list(offering) == ["ocr"]
+    group = groups["ocr"]
+    (container,) = group["template"]["spec"]["containers"]
+    limits = container["resources"]["limits"]
+    assert "nvidia.com/gpu" not in limits
+    assert group["template"]["metadata"]["labels"]["fenceline.dev/pool"] == "ocr"
+    offered = offering["ocr"][OCR_RESOURCE]
+    assert float(group["rayStartParams"]["num-cpus"]) == float(limits["cpu"]) == offered
+    assert offered * group["minReplicas"] >= ocr.replicas  # one per replica
+    assert offered * group["minReplicas"] >= ocr.replicas * ocr.num_cpus
+    (runtime,) = [a for a in embedded(rs)["applications"] if a["name"] == "fenceline-runtime"]
+    assert RuntimeConfig.model_validate(runtime["args"]).ocr == ocr
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)

@@ -198,10 +198,24 @@ def test_a_value_grounded_only_by_a_fuzzy_match_is_not_proven() -> None:
     assert ocr_fields(result) == ["supplier.name"]
 
 
-def test_confidences_survive_their_stored_form() -> None:
-    ocr = confidences(INV.ocr_text, low="bracket")
-    again = OcrConfidences.from_json(ocr.to_json())
-    assert again == ocr
+def test_confidences_are_read_from_the_kept_words() -> None:
+    """The one store of OCR confidences is the words kept beside the text (migration
+    025): an OCR'd page's words carry one, a text layer's page none (no proof needed)."""
+    words = {
+        "version": 1,
+        "pages": [
+            {"number": 1, "words": [[0, 5, 0.1, 0.1, 0.2, 0.12, None]]},
+            {
+                "number": 2,
+                "words": [[0, 7, 0.1, 0.1, 0.3, 0.12, 91.5], [8, 9, 0.4, 0.1, 0.5, 0.12, 40]],
+            },
+        ],
+    }
+    assert OcrConfidences.from_words(words) == OcrConfidences(
+        frozenset({2}), (WordConfidence(2, 0, 7, 91.5), WordConfidence(2, 8, 9, 40.0))
+    )
+    assert OcrConfidences.from_words(None) is None  # kept before migration 025
+    assert OcrConfidences.from_words({**words, "version": 2}) is None
 
 
 @pytest.mark.ocr

@@ -471,3 +471,39 @@ def test_a_zero_rate_breakdown_row_is_no_item_to_offer_or_count() -> None:
     assert "Steuerfreie Leistungen" not in description_cells(layout)
     offered = answer_schema(doc)["properties"]["items"]
     assert "Steuerfreie Leistungen" not in json.dumps(offered)
+
+
+def test_a_postcode_under_an_address_compound_is_no_invoice_number() -> None:
+    # FeRD's Physiotherapeut (intarsys): "Rechnungsstraße 12" over "DE 12345
+    # Beispielstadt" read as a title over a bare number label "DE"; grounding kept the
+    # postcode as the invoice number SmolLM2 wrote (2026-12-06).
+    from pipeline.extraction.answer import answer_schema
+
+    doc = (
+        _doc(PRICE_FIRST)
+        .replace("Storgata 5, 0155 Oslo\n", "Rechnungsstraße 12\n\nDE 12345 Beispielstadt\n")
+        .replace("Invoice no.: FP-2026-117", "Handelsrechnung Nr. FP-2026-117")
+    )
+    out = _run(doc, number="12345")
+    assert out.extraction.invoice_number is None
+    assert any(r.field == "invoice_number" for r in out.report.reasons)
+    assert answer_schema(doc)["properties"]["number"] == {
+        "anyOf": [{"enum": ["FP-2026-117"]}, {"type": "null"}]
+    }
+
+
+def test_the_grammar_offers_no_number_grounding_would_refuse() -> None:
+    # FeRD's Betriebskostenabrechnung (symtrax): "Abrechnung 2010" beside the labelled
+    # "Handelsrechnung Nr. 471102"; offered both, SmolLM2 took the year (refused).
+    from pipeline.extraction.answer import answer_schema
+
+    doc = (
+        "Grundbesitz GmbH & Co.\nHandelsrechnung Nr. 471102 vom 05.03.2018\n"
+        "Weitere Referenz    : Abrechnung 2010\n\n"
+        "Description            Unit price     Qty     Amount    VAT\n"
+        "Heizung                    100,00       1     100,00    19 %\n\n"
+        "Net total: 100,00\nVAT 19 % on 100,00: 19,00\nTotal due: 119,00 EUR\n"
+    )
+    assert answer_schema(doc)["properties"]["number"] == {
+        "anyOf": [{"enum": ["471102"]}, {"type": "null"}]
+    }

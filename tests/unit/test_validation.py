@@ -431,8 +431,12 @@ def test_table_covers_every_reason_code() -> None:
     # ungrounded_value and ambiguous_role come from grounding, not a rule here:
     # tests/unit/test_grounding.py and tests/unit/test_role_proofs.py;
     # duplicate_invoice from the job store: tests/integration/test_duplicate_invoices.py;
-    # ocr_unverified from the worker's interpretation: tests/unit/test_document_stage.py.
+    # ocr_unverified from the worker's interpretation: tests/unit/test_document_stage.py;
+    # the e-invoice reader's three: tests/unit/test_einvoice_reader.py.
     elsewhere = {
+        ReasonCode.EINVOICE_NOT_HOLDABLE,
+        ReasonCode.EINVOICE_INVALID,
+        ReasonCode.XML_TEXT_MISMATCH,
         ReasonCode.OCR_UNVERIFIED,
         ReasonCode.IBAN_LENGTH_INVALID,
         ReasonCode.UNGROUNDED_VALUE,

@@ -6,9 +6,12 @@ A job whose document is a file (PDF, PNG, JPEG, TIFF) is reviewed against its pa
 rectangles of every evidence span of the result
 (:func:`pipeline.documents.span_rects`) as per-mille of the page's width and height,
 for an SVG laid over the image (no inline style: the console's CSP allows none).
-Evidence offsets point into the text the file was kept as; a page whose words do not
-line up with that text (OCR'd pages, a text read before its layout changed) shows
-its image without boxes.
+Evidence offsets point into the text the file was kept as, and the words kept beside
+it (migration 025: boxes as fractions of the page, OCR'd pages included) place them;
+for a text kept before its words were (NULL ``derived_words``) a PDF's text layer is
+laid out again (:func:`pipeline.documents.kept_page_words`). A page whose words do not
+line up with the kept text (an OCR'd page kept without words, a text read before its
+layout changed) shows its image without boxes.
 
 Tenant scoping: every read goes through ``console_document_get_for_tenant``, so
 another tenant's job is :class:`~pipeline.errors.NotFound` like a missing one, and so
@@ -31,6 +34,7 @@ from pipeline.documents import (
     DocumentStore,
     MediaType,
     kept_page_words,
+    kept_words,
     page_png,
     span_rects,
 )
@@ -80,6 +84,7 @@ class _File:
     media_type: MediaType
     kept_text: str | None
     page_count: int | None
+    kept_words: Any
 
 
 class PageFiles:
@@ -113,7 +118,7 @@ class PageFiles:
             data = await self.store.get(DocumentRef(row["uri"], row["version"], row["sha256"]))
         except (ValueError, DocumentChanged, DocumentMissing) as exc:
             raise NotFound(f"the file of job {job_id}: {exc}") from exc
-        return _File(data, media, row["derived_text"], row["page_count"])
+        return _File(data, media, row["derived_text"], row["page_count"], row["derived_words"])
 
     async def png(self, principal: Principal, job_id: uuid.UUID, number: int) -> bytes:
         """Page ``number`` of the job's file as PNG.
@@ -149,7 +154,9 @@ class PageFiles:
         kept = file.kept_text
         count = len(kept.split("\f")) if kept is not None else (file.page_count or 1)
         words: dict[int, DocumentPage] = {}
-        if kept is not None:
+        if kept is not None and file.kept_words is not None:
+            words = kept_words(file.kept_words, kept)
+        elif kept is not None:
             try:
                 words = await asyncio.to_thread(
                     kept_page_words,

@@ -1,0 +1,99 @@
+"""Every corpus PDF's embedded XML through the worker's e-invoice path (issue 44).
+
+``python -m benchmarks.corpus.xml_read MIRROR`` reads each valid corpus PDF
+(:mod:`benchmarks.corpus.tree`), takes its embedded e-invoice XML, and decides it with
+:func:`pipeline.worker.interpret_einvoice` as a job would: the page text cross-checked,
+a tenant that has the XML's supplier, IBANs and currency on file, "today" the day after
+issue. It prints how many read, SUCCEEDED and REVIEW_REQUIRED with each reason, the time
+per invoice (read and validate; the PDF's text extraction not counted), and, for each
+SUCCEEDED one, whether a page printing another gross total goes to ``xml_text_mismatch``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+from benchmarks.corpus.holdable import amount_spellings
+from benchmarks.corpus.tree import CorpusTree
+from pipeline.documents import pdf_attachments, read_pdf_text
+from pipeline.extraction import NotCrossIndustryInvoice, is_embedded_invoice, read_cii
+from pipeline.invoice import ReasonCode, SupplierRecord, TenantMasterData
+from pipeline.validation import Decision
+from pipeline.worker.interpretation import interpret_einvoice
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("corpus", type=Path, help="the ZUGFeRD corpus: a bare git mirror or folder")
+    args = parser.parse_args(argv)
+    tree = CorpusTree(args.corpus)
+    stats: collections.Counter[str] = collections.Counter()
+    reasons: collections.Counter[str] = collections.Counter()
+    planted: collections.Counter[str] = collections.Counter()
+    times: list[float] = []
+    documents = tree.documents()
+    for path in documents:
+        data = tree.read(path)
+        try:
+            found = pdf_attachments(data)
+            pages = read_pdf_text(data, max_pages=50).pages
+        except Exception as exc:  # a PDF PDFium refuses: counted, not fatal
+            stats[f"pdf_unreadable:{type(exc).__name__}"] += 1
+            continue
+        xml = next((b for n, b in found.items() if is_embedded_invoice(n)), None)
+        if xml is None:
+            stats["no_embedded_xml"] += 1
+            continue
+        page = "\f".join(p.laid_out().text for p in pages)
+        try:
+            facts = read_cii(xml)
+        except NotCrossIndustryInvoice:
+            facts = None
+        suppliers: tuple[SupplierRecord, ...] = ()
+        today = date.today()
+        currencies: frozenset[str] = frozenset()
+        if facts is not None:
+            name, vat = facts.seller_name or "-", facts.seller_vat_id or ""
+            suppliers = (SupplierRecord(name, vat, frozenset(facts.ibans)),)
+            currencies = frozenset({facts.currency}) if facts.currency else frozenset()
+            today = facts.issue_date + timedelta(days=1) if facts.issue_date else today
+        master = TenantMasterData(suppliers, currencies)
+        started = time.perf_counter()
+        outcome = interpret_einvoice(
+            xml, page, master, today=today, page_text=page if page.strip() else None
+        )
+        times.append(time.perf_counter() - started)
+        stats[outcome.report.decision.value] += 1
+        for code in {
+            r.code.value
+            + (f":{r.detail.split(':')[0]}" if r.code is ReasonCode.EINVOICE_NOT_HOLDABLE else "")
+            for r in outcome.report.reasons
+        }:
+            reasons[code] += 1
+        if outcome.report.decision is Decision.SUCCEEDED and facts and facts.gross_total:
+            forged = page
+            for spelling in sorted(amount_spellings(facts.gross_total), key=len, reverse=True):
+                forged = forged.replace(spelling, "999999,99")
+            again = interpret_einvoice(xml, forged, master, today=today, page_text=forged)
+            caught = any(r.code is ReasonCode.XML_TEXT_MISMATCH for r in again.report.reasons)
+            planted["xml_text_mismatch" if caught else "missed"] += 1
+    print(f"documents {len(documents)} (commit {tree.commit()})")
+    print(dict(stats))
+    for code, count in reasons.most_common():
+        print(f"  {count:4d} {code}")
+    if times:
+        times.sort()
+        print(
+            f"per invoice: median {times[len(times) // 2] * 1000:.1f} ms, "
+            f"mean {sum(times) / len(times) * 1000:.1f} ms, max {times[-1] * 1000:.1f} ms"
+        )
+    print(f"gross total changed on the page of each SUCCEEDED: {dict(planted)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

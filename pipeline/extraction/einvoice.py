@@ -1,0 +1,281 @@
+"""An e-invoice read without a model: CII XML to the extraction result, and what
+contract v2 cannot hold of it.
+
+The XML is the invoice's own statement, so its values need no grounding: each carries
+evidence ``match: "xml"`` whose ``quote`` is the XML path it was read from
+(``/rsm:CrossIndustryInvoice/.../ram:GrandTotalAmount``). Validation then checks the
+result as it checks a model's (master data, arithmetic, dates, policy); the worker
+composes the two.
+
+What the XML states and contract v2 has no place for goes to review with
+``einvoice_not_holdable`` naming the obstacle, never to a wrong accept: document-level
+allowances and charges, credit notes and negative totals, a supplier without a VAT id,
+unit prices whose decimals do not round to the line amount, profiles without lines
+(MINIMUM, BASIC WL). XML that does not parse, or is no CII invoice, goes to review with
+``einvoice_invalid`` and the parser's message.
+
+Where a page prints the invoice (Factur-X/ZUGFeRD: a PDF with the XML embedded), the
+page must print the XML's invoice number, issue date, currency and gross total;
+otherwise ``xml_text_mismatch`` names the fields: a page that says one thing and XML
+that says another is what a forged invoice looks like.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from pipeline.extraction.cii import (
+    CREDIT_NOTE_TYPES,
+    InvoiceFacts,
+    NotCrossIndustryInvoice,
+    read_cii,
+)
+from pipeline.invoice import (
+    Evidence,
+    EvidencedAmount,
+    EvidencedCurrency,
+    EvidencedDate,
+    EvidencedIban,
+    EvidencedText,
+    Extraction,
+    LineItem,
+    Reason,
+    ReasonCode,
+    Supplier,
+    TaxLine,
+    compact_id,
+    currency_mentions,
+    date_readings,
+    normalise_text,
+    number_readings,
+)
+
+#: The reader recorded beside a result read from XML.
+EINVOICE_READER = "cii-xml/1"
+#: Names of the embedded file that carries the XML of a Factur-X/ZUGFeRD/XRechnung PDF.
+EMBEDDED_XML_NAMES = frozenset(
+    {"factur-x.xml", "zugferd-invoice.xml", "xrechnung.xml"}  # compared lower-cased
+)
+_CENT = Decimal("0.01")
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class EInvoiceReading:
+    """An e-invoice's extraction and the reasons it cannot be accepted as read."""
+
+    extraction: Extraction
+    reasons: tuple[Reason, ...]
+    facts: InvoiceFacts | None = None
+
+
+def is_embedded_invoice(name: str) -> bool:
+    """Whether a PDF attachment's name is one the e-invoice formats give their XML."""
+    return name.strip().lower() in EMBEDDED_XML_NAMES
+
+
+def empty_extraction() -> Extraction:
+    return Extraction(
+        supplier=Supplier(name=None, vat_id=None),
+        invoice_number=None,
+        issue_date=None,
+        due_date=None,
+        currency=None,
+        line_items=(),
+        tax_lines=(),
+        net_total=None,
+        tax_total=None,
+        gross_total=None,
+        iban=None,
+        uncertain_fields=(),
+    )
+
+
+def _rate(value: Decimal | None) -> Decimal | None:
+    """A rate the XML writes with trailing zeros (``19.000000``) in the contract's two
+    decimals, when that loses nothing; any other rate is left to fail the contract."""
+    if value is not None and value == value.quantize(_CENT):
+        return value.quantize(_CENT)
+    return value
+
+
+def _evidence(path: str) -> Evidence:
+    return Evidence(page=1, start=0, end=0, quote=path, match="xml")
+
+
+def _not_holdable(field: str, detail: str) -> Reason:
+    return Reason(ReasonCode.EINVOICE_NOT_HOLDABLE, field, detail, rule="einvoice.not_holdable")
+
+
+def read_einvoice(xml: bytes, page_text: str | None = None) -> EInvoiceReading:
+    """Read CII ``xml``; ``page_text`` (the PDF's text) is cross-checked where given."""
+    try:
+        facts = read_cii(xml)
+    except NotCrossIndustryInvoice as exc:
+        reason = Reason(ReasonCode.EINVOICE_INVALID, "document", str(exc), rule="einvoice.invalid")
+        return EInvoiceReading(empty_extraction(), (reason,))
+    reasons: list[Reason] = []
+    extraction = _extraction(facts, reasons)
+    reasons += _obstacles(facts)
+    if page_text is not None:
+        reasons += page_mismatches(facts, page_text)
+    return EInvoiceReading(extraction, tuple(reasons), facts)
+
+
+def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
+    paths = facts.paths
+
+    def build(field: str, make: Callable[[], _T]) -> _T | None:
+        try:
+            return make()
+        except (ValidationError, ValueError) as exc:
+            reasons.append(_not_holdable(field, f"{field} does not fit contract v2: {exc}"))
+            return None
+
+    def evidenced(field: str, kind: type[Any], value: object) -> Any:
+        if value is None:
+            return None
+        return build(field, lambda: kind(value=value, evidence=_evidence(paths.get(field, ""))))
+
+    due_path = paths.get("due_date") or paths.get("payment_terms", "")
+    due = facts.payable_date
+    items: list[LineItem] = []
+    for i, item in enumerate(facts.items):
+        if None in (item.quantity, item.unit_price, item.line_amount, item.tax_rate):
+            continue  # an obstacle says so
+        made = build(
+            f"line_items[{i}]",
+            lambda item=item: LineItem(  # type: ignore[misc]
+                description=item.name,
+                quantity=item.quantity,
+                unit_price=item.unit_price,
+                line_amount=item.line_amount,
+                tax_rate=_rate(item.tax_rate),
+                evidence=_evidence(item.path),
+            ),
+        )
+        if made is not None:
+            items.append(made)
+    taxes: list[TaxLine] = []
+    for j, tax in enumerate(facts.tax_lines):
+        if None in (tax.rate, tax.base, tax.amount):
+            continue
+        made_tax = build(
+            f"tax_lines[{j}]",
+            lambda tax=tax: TaxLine(  # type: ignore[misc]
+                rate=_rate(tax.rate), base=tax.base, amount=tax.amount, evidence=_evidence(tax.path)
+            ),
+        )
+        if made_tax is not None:
+            taxes.append(made_tax)
+    return Extraction(
+        supplier=Supplier(
+            name=evidenced("supplier.name", EvidencedText, facts.seller_name),
+            vat_id=evidenced("supplier.vat_id", EvidencedText, facts.seller_vat_id),
+        ),
+        invoice_number=evidenced("invoice_number", EvidencedText, facts.invoice_number),
+        issue_date=evidenced("issue_date", EvidencedDate, facts.issue_date),
+        due_date=(
+            None
+            if due is None
+            else build("due_date", lambda: EvidencedDate(value=due, evidence=_evidence(due_path)))
+        ),
+        currency=evidenced("currency", EvidencedCurrency, facts.currency),
+        line_items=tuple(items),
+        tax_lines=tuple(taxes),
+        net_total=evidenced("net_total", EvidencedAmount, facts.net_total),
+        tax_total=evidenced("tax_total", EvidencedAmount, facts.tax_total),
+        gross_total=evidenced("gross_total", EvidencedAmount, facts.gross_total),
+        iban=evidenced("iban", EvidencedIban, facts.iban),
+        uncertain_fields=(),
+    )
+
+
+def _obstacles(facts: InvoiceFacts) -> list[Reason]:
+    """What the XML states and contract v2 has no place for (validation checks the rest)."""
+    out: list[Reason] = []
+    code = facts.type_code or ""
+    if code in CREDIT_NOTE_TYPES:
+        out.append(_not_holdable("document", f"credit_note: document type {code}"))
+    elif code not in ("", "380"):
+        out.append(_not_holdable("document", f"document_type: type code {code}"))
+    totals = (facts.net_total, facts.tax_total, facts.gross_total)
+    if any(v is not None and v < 0 for v in totals):
+        out.append(_not_holdable("gross_total", "negative_amounts: a correction or credit"))
+    if facts.seller_vat_id is None:
+        tax_no = f" (tax number {facts.seller_tax_number})" if facts.seller_tax_number else ""
+        out.append(_not_holdable("supplier.vat_id", f"no_vat_id: supplier has no VAT id{tax_no}"))
+    if facts.tax_currency not in (None, facts.currency):
+        out.append(_not_holdable("currency", f"two_currencies: tax currency {facts.tax_currency}"))
+    if not facts.items:
+        out.append(
+            _not_holdable("line_items", f"no_line_items: profile {facts.profile} carries no lines")
+        )
+    charges = [v for v in (facts.charge_total, facts.allowance_total) if v]
+    if facts.document_allowances_charges or charges:
+        out.append(
+            _not_holdable(
+                "net_total",
+                f"allowances_charges: {facts.document_allowances_charges} document-level "
+                f"allowance/charge entries, totals {', '.join(map(str, charges)) or 'none'}",
+            )
+        )
+    for i, item in enumerate(facts.items):
+        field = f"line_items[{i}]"
+        if item.line_status is not None:
+            out.append(_not_holdable(field, f"sub_lines: line status {item.line_status}"))
+        if None in (item.quantity, item.unit_price, item.line_amount, item.tax_rate):
+            out.append(_not_holdable(field, "item_incomplete: no quantity, price, amount or rate"))
+            continue
+        if item.basis_quantity not in (None, Decimal(1)):
+            out.append(_not_holdable(field, f"price_basis: priced per {item.basis_quantity}"))
+        if item.allowances_charges:
+            out.append(_not_holdable(field, "item_allowances_charges: on the line"))
+        assert item.quantity is not None and item.unit_price is not None
+        product = (item.quantity * item.unit_price).quantize(_CENT, rounding=ROUND_HALF_UP)
+        if item.unit_price != item.unit_price.quantize(_CENT) and product != item.line_amount:
+            out.append(
+                _not_holdable(
+                    field,
+                    f"price_decimals: {item.quantity} x {item.unit_price} rounds to {product}, "
+                    f"the line states {item.line_amount}",
+                )
+            )
+    return out
+
+
+def page_mismatches(facts: InvoiceFacts, page_text: str) -> list[Reason]:
+    """The XML's number, issue date, currency and gross total must be printed on the page."""
+    missing: list[str] = []
+    if facts.invoice_number is None or compact_id(facts.invoice_number) not in compact_id(
+        page_text
+    ):
+        missing.append("invoice_number")
+    if facts.issue_date is None or facts.issue_date not in date_readings(page_text):
+        missing.append("issue_date")
+    if facts.currency is None or not _currency_printed(facts.currency, page_text):
+        missing.append("currency")
+    if facts.gross_total is None or abs(facts.gross_total) not in number_readings(page_text):
+        missing.append("gross_total")
+    if not missing:
+        return []
+    return [
+        Reason(
+            ReasonCode.XML_TEXT_MISMATCH,
+            ", ".join(missing),
+            f"the page does not print the XML's {', '.join(missing)}",
+            rule="einvoice.xml_text_mismatch",
+        )
+    ]
+
+
+def _currency_printed(code: str, text: str) -> bool:
+    if re.search(rf"(?<![A-Za-z]){code}(?![A-Za-z])", normalise_text(text)):
+        return True
+    return any(code in codes for _, codes in currency_mentions(text))

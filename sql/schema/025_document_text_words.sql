@@ -1,0 +1,15 @@
+-- The words of a kept text with their boxes (issue 43): what the review console draws
+-- evidence boxes from.
+--
+-- The page view drew boxes only on a PDF's text-layer pages, which it could lay out
+-- again from the file; an OCR'd page's words (a scan, a photo, a PDF page without
+-- text) were not kept, and the page view does not run OCR again, so it drew nothing
+-- there. The document stage now keeps the words beside the text, in the same
+-- first-writer-wins INSERT (migration 024), so they always belong to the kept text:
+-- {"version": 1, "pages": [{"number": n, "words": [[start, end, left, top, right,
+-- bottom, confidence], ...]}, ...]} with start/end offsets into page n's text (the
+-- kept text split at form feeds), the box as fractions (0..1) of the page's width and
+-- height from its top-left corner, and the OCR confidence (0-100; null for a text
+-- layer). NULL for a text kept before this migration: the page view then lays a PDF's
+-- text layer out again, as before.
+ALTER TABLE document_texts ADD COLUMN words jsonb;

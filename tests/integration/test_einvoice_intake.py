@@ -1,0 +1,130 @@
+"""E-invoices end to end (issue 44): uploaded through the real API, read by a real driver
+from the document store, settled from their XML with no provider call and 0 tokens.
+
+A CII XML upload and a Factur-X/ZUGFeRD PDF of a supplier on file end SUCCEEDED; an
+invoice contract v2 cannot hold (document-level allowances) and an XML that is no
+invoice go to review with their named reasons.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from benchmarks.fake_provider import FakeProvider
+from pipeline.api import create_app
+from pipeline.documents import open_document_store, pdf_attachments
+from pipeline.extraction import OpenAICompatibleEngine
+from pipeline.invoice import SupplierRecord
+from pipeline.jobs import JobStore
+from pipeline.retry import RetryPolicy
+from pipeline.settings import Settings
+from pipeline.tenants import permit_currencies, upsert_supplier
+from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
+from tests.support.api import asgi_client, settings_for, tenant_with_key
+from tests.support.console import console_login, job_page
+from tests.support.drivers import wait_settled
+
+pytestmark = pytest.mark.integration
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "einvoices"
+JOBS = "/v1/extraction-jobs"
+
+
+async def test_e_invoices_settle_from_their_xml_without_a_model_call(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    settings = settings_for(dsn, state_dir=tmp_path)
+    mustang = (DATA / "MustangGnuaccountingBeispielRE-20190610_507.pdf").read_bytes()
+    xrechnung = (DATA / "XRECHNUNG_Einfach.pdf").read_bytes()
+    rabatte = (DATA / "EN16931_Rabatte.pdf").read_bytes()
+    (xml,) = pdf_attachments(xrechnung).values()
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+    async with pool.acquire() as conn:
+        for record in (
+            SupplierRecord("Lieferant GmbH", "DE123456789", frozenset({"DE02120300000000202051"})),
+            SupplierRecord("Bei Spiel GmbH", "DE136695976", frozenset({"DE88200800000970375700"})),
+        ):
+            await upsert_supplier(conn, tk.tenant.id, record)
+        await permit_currencies(conn, tk.tenant.id, {"EUR"})
+    uploads = {
+        "xrechnung.xml": xml,
+        "mustang.pdf": mustang,
+        "rabatte.pdf": rabatte,
+        "other.xml": b'<?xml version="1.0"?><Invoice xmlns="urn:x"/>',
+    }
+    jobs: dict[str, uuid.UUID] = {}
+    async with asgi_client(create_app(settings, pool=pool)) as client:
+        for name, data in uploads.items():
+            r = await client.post(JOBS, files={"document": (name, data)}, headers=tk.headers)
+            assert r.status_code == 202, r.text
+            jobs[name] = uuid.UUID(r.json()["job_id"])
+    policy = RetryPolicy(
+        max_attempts=2, base_seconds=0.05, cap_seconds=0.2, next_attempt_margin_seconds=1
+    )
+    store = JobStore(pool, Settings(lease_seconds=30), policy=policy)
+    config = WorkerConfig(worker_id="einvoice-driver", concurrency=2, idle_poll_seconds=0.1)
+    # The samples were issued in 2018/2019: validate them on a day they were current.
+    day = datetime(2019, 6, 20, tzinfo=UTC)
+    with FakeProvider(answer=lambda _: "{}") as fake:
+        async with OpenAICompatibleEngine(fake.base_url, "fake-model") as engine:
+            runner = AttemptRunner(
+                store,
+                engine,
+                config,
+                documents=open_document_store(settings),
+                today=lambda: day,
+            )
+            loop = DriverLoop(runner)
+            await loop.start()
+            try:
+                rows = {r["id"]: r for r in await wait_settled(pool, len(jobs), timeout=90)}
+            finally:
+                await loop.stop(grace_seconds=5)
+        assert fake.calls() == []  # not one model call
+    async with pool.acquire() as conn:
+        results = {
+            r["job_id"]: r
+            for r in await conn.fetch(
+                "SELECT job_id, result, validation FROM extraction_results"
+                " WHERE job_id = ANY($1::uuid[])",
+                list(jobs.values()),
+            )
+        }
+        tokens = await conn.fetch(
+            "SELECT engine, prompt_tokens, completion_tokens FROM job_attempts"
+            " WHERE job_id = ANY($1::uuid[])",
+            list(jobs.values()),
+        )
+    states = {name: rows[job]["state"] for name, job in jobs.items()}
+    reasons = {
+        name: sorted({r["code"] for r in results[job]["validation"].get("reasons", [])})
+        for name, job in jobs.items()
+    }
+    assert states["xrechnung.xml"] == "SUCCEEDED", reasons["xrechnung.xml"]
+    assert states["mustang.pdf"] == "SUCCEEDED", reasons["mustang.pdf"]
+    assert states["rabatte.pdf"] == "REVIEW_REQUIRED"
+    assert "einvoice_not_holdable" in reasons["rabatte.pdf"]
+    assert states["other.xml"] == "REVIEW_REQUIRED"
+    assert reasons["other.xml"][0] == "einvoice_invalid"
+    result = results[jobs["xrechnung.xml"]]["result"]
+    assert (result["invoice_number"]["value"], result["gross_total"]["value"]) == (
+        "471102",
+        "529.87",
+    )
+    assert result["gross_total"]["evidence"]["match"] == "xml"
+    assert results[jobs["mustang.pdf"]]["result"]["gross_total"]["value"] == "571.04"
+    assert len(tokens) == len(jobs)
+    assert {(t["engine"], t["prompt_tokens"], t["completion_tokens"]) for t in tokens} == {
+        ("cii-xml/1", 0, 0)
+    }
+    # The review console shows an XML-read job (XML evidence is a path, not a span).
+    async with asgi_client(create_app(settings, pool=pool)) as client:
+        await console_login(client, tk)
+        for name in ("rabatte.pdf", "other.xml", "xrechnung.xml"):
+            html, _ = await job_page(client, jobs[name])
+            assert "471102" in html or name == "other.xml"

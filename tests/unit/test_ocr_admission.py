@@ -1,0 +1,64 @@
+"""The OCR pool's admission scope: a budget of pages in flight, in an actor of its own,
+so OCR load never spends an LLM scope's token budget and the reverse."""
+
+from __future__ import annotations
+
+from cluster.admission import AdmissionActor
+from cluster.ocr_pool import OcrPoolConfig
+from pipeline.admission import AdmissionConfig, AdmissionRequest, Grant, Wait, WaitReason
+
+
+def _page() -> AdmissionRequest:
+    return AdmissionRequest(tenant="ocr", prompt_tokens=1, max_output_tokens=0)
+
+
+def _ocr_actor(config: OcrPoolConfig) -> AdmissionActor:
+    return AdmissionActor({"scope": config.scope, **config.admission()})
+
+
+async def test_the_pages_budget_is_enforced() -> None:
+    actor = _ocr_actor(OcrPoolConfig(replicas=2, max_pages_in_flight=3))
+    grants = [await actor.acquire(_page(), timeout=0) for _ in range(3)]
+    assert all(isinstance(g, Grant) for g in grants)
+    fourth = await actor.acquire(_page(), timeout=0)
+    assert isinstance(fourth, Wait) and fourth.reason is WaitReason.IN_FLIGHT
+    first = grants[0]
+    assert isinstance(first, Grant)
+    await actor.release(first.grant_id)
+    assert isinstance(await actor.acquire(_page(), timeout=0), Grant)
+    await actor.stop()
+
+
+async def test_the_budget_defaults_to_one_page_per_replica() -> None:
+    config = OcrPoolConfig(replicas=4)
+    assert config.admission()["max_in_flight"] == 4
+    limits = AdmissionConfig.model_validate({"scope": config.scope, **config.admission()})
+    assert (limits.max_concurrent_tokens, limits.tpm, limits.rpm) == (None, None, None)
+
+
+async def test_ocr_pages_and_llm_tokens_do_not_share_a_budget() -> None:
+    """An engine scope full of tokens still lets pages through, and a full page
+    budget still lets LLM attempts through: two actors, two budgets."""
+    ocr = _ocr_actor(OcrPoolConfig(replicas=1))
+    engine = AdmissionActor(
+        AdmissionConfig(scope="fenceline-inference-engine-short", max_concurrent_tokens=1000)
+    )
+    llm = await engine.acquire(
+        AdmissionRequest(tenant="t", prompt_tokens=900, max_output_tokens=100), timeout=0
+    )
+    assert isinstance(llm, Grant)
+    blocked = await engine.acquire(
+        AdmissionRequest(tenant="t", prompt_tokens=1, max_output_tokens=1), timeout=0
+    )
+    assert isinstance(blocked, Wait) and blocked.reason is WaitReason.CONCURRENT_TOKENS
+    page = await ocr.acquire(_page(), timeout=0)
+    assert isinstance(page, Grant)  # the engine's full token budget is not OCR's
+    assert isinstance(await ocr.acquire(_page(), timeout=0), Wait)  # one page: full
+    await engine.release(llm.grant_id)
+    again = await engine.acquire(
+        AdmissionRequest(tenant="t", prompt_tokens=500, max_output_tokens=100), timeout=0
+    )
+    assert isinstance(again, Grant)  # the full page budget is not the engine's
+    assert (await engine.snapshot())["scope"] != (await ocr.snapshot())["scope"]
+    await ocr.stop()
+    await engine.stop()
