@@ -67,6 +67,7 @@ from pipeline.tracing import (
 )
 from pipeline.usage import AttemptUsage
 from pipeline.validation import DEFAULT_POLICY, Decision, ValidationPolicy, unvalidated_outcome
+from pipeline.worker import ocr_proof
 from pipeline.worker.admitting import admission_request, admit
 from pipeline.worker.call_bounds import CallBounds
 from pipeline.worker.call_spans import describe_call
@@ -304,6 +305,10 @@ class AttemptRunner:
         by_ocr: bool = False,
         confidences: OcrConfidences | None = None,
     ) -> AttemptReport:
+        if confidences is not None and confidences.pages:
+            # The OCR word lists load once per process, on the first OCR'd job that
+            # needs them (~30 s): off the event loop, so leases keep their heartbeats.
+            await asyncio.to_thread(ocr_proof.default_lexicon)
         try:
             with child_span(SPAN_VALIDATE, {"fenceline.contract": request.contract}) as vspan:
                 try:

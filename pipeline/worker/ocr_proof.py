@@ -37,6 +37,7 @@ proven and the whole document goes to review, as before.
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -150,10 +151,19 @@ def _evidenced(extraction: Extraction) -> Iterable[tuple[str, Evidence]]:
 _LETTERS = re.compile(r"[^\W\d_]+")
 
 
+_LEXICON_LOAD = threading.Lock()
+
+
 def default_lexicon() -> OcrLexicon | None:
-    """The word lists of the languages OCR reads with (the process's settings)."""
+    """The word lists of the languages OCR reads with (the process's settings).
+
+    Loaded on first need, once per process (about 30-40 s for the ten default
+    languages; :func:`~pipeline.documents.ocr_lexicon` caches them), and only where a
+    line item's description OCR read is to be proven; the lock keeps two attempts
+    that need them at once from both loading them."""
     settings = Settings()
-    return ocr_lexicon(settings.ocr_tesseract, settings.ocr_languages)
+    with _LEXICON_LOAD:
+        return ocr_lexicon(settings.ocr_tesseract, settings.ocr_languages)
 
 
 def _words(confidences: OcrConfidences, page: int, start: int, end: int) -> list[WordConfidence]:

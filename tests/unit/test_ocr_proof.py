@@ -251,3 +251,22 @@ def test_a_generated_scan_read_with_certainty_is_accepted_with_every_value_right
         read_by_ocr=True,
     )
     assert blanket.report.decision is Decision.REVIEW_REQUIRED
+
+
+def test_the_word_lists_are_loaded_only_for_a_description_ocr_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Loading them takes ~30 s a process: a text no OCR read, or a value on a text
+    layer's page, never asks for them."""
+    calls: list[int] = []
+
+    def counted() -> OcrLexicon:
+        calls.append(1)
+        return OcrLexicon({"eng": LEXICON_WORDS})
+
+    monkeypatch.setattr(ocr_proof, "default_lexicon", counted)
+    interpret(ANSWER, INV.ocr_text, INV.master_data, today=INV.today)
+    scanned(OcrConfidences(frozenset({2}), ()))  # page 1 is a text layer's
+    assert calls == []
+    scanned(confidences(INV.ocr_text))
+    assert calls == [1]
