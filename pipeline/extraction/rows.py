@@ -449,13 +449,21 @@ def item_cells(doc: Layout, row: Row) -> list[tuple[int, int]]:
 def rows_by_amount(doc: Layout, *, exact: bool = True) -> list[list[Row]]:
     """Every reading of a row that adds up exactly (or, ``exact=False``, within two
     cents) with an amount in cents, grouped by the amount it reads (in document order),
-    each group's starts in line order."""
+    each group's starts in line order.
+
+    No row takes its amount from a tax breakdown line: "380,00  0  0,00" reads as
+    base x 0 % = 0,00 and as 380 x 0 = 0,00, and a table with that row beside its
+    items never proved whole (the FeRD "Physiotherapeut" samples, whose two items then
+    were asked as a free list and a small model wrote one)."""
     rows: dict[tuple[int, int], list[Row]] = {}
+    breakdown = set(tax_rows(doc))
     for line in doc.lines:
         if not line.text.strip():
             continue
         row = read_row(doc, line.number)
-        if row is not None and (row.read.exact or not exact) and row.read.line_amount.places == 2:
+        if row is None or not (row.read.exact or not exact) or row.read.line_amount.places != 2:
+            continue
+        if doc.line_at(row.first.page, row.key[1]).number not in breakdown:
             rows.setdefault(row.key, []).append(row)
     return [rows[key] for key in sorted(rows)]
 

@@ -133,6 +133,17 @@ def _clean(cell: str) -> str | None:
     return None if digits * 3 > len(text) else text
 
 
+def _field(cells: list[str]) -> bool:
+    """Whether a line's ``cells`` are one of a party's fields, a label and its value
+    ("Globale Nummer: 4000001123452", "Nummer        : 549910"), not a name."""
+    if _NAME_LABEL.match(cells[0]):
+        return False
+    head, colon, rest = cells[0].partition(":")
+    if colon:
+        return bool(head.strip() and (rest.strip() or len(cells) > 1))
+    return len(cells) > 1 and cells[1].startswith(":")
+
+
 def _named(cells: list[str]) -> str | None:
     """The name a "Name:" cell gives: the rest of its cell, else the next cell."""
     for k, cell in enumerate(cells):
@@ -176,6 +187,8 @@ def _labelled(doc: Layout, blocks: list[_Block]) -> list[NameCandidate]:
                 break  # the next party's block
             if (given := _named(below)) is not None:
                 out.append(NameCandidate(given, number, "labelled"))
+            elif _field(below):
+                continue  # "Globale Nummer: 4000001123452 (GTIN)" above the name
             elif first and name is None and (given := _clean(below[0])) is not None:
                 out.append(NameCandidate(given, number, "labelled"))
             first = False
@@ -189,17 +202,34 @@ def _hidden(text: str) -> bool:
     return any(unicodedata.category(ch) == "Cf" for ch in text)
 
 
-def _with_legal_form(doc: Layout, blocks: list[_Block]) -> list[NameCandidate]:
+def _account_holder(cells: list[tuple[int, str]], col: int) -> bool:
+    """Whether the cell at ``col`` follows an account holder's label on its line
+    ("Kontoname :  Kunden AG")."""
+    before = " ".join(c for at, c in cells if at < col).casefold()
+    return any(label in before for label in _lexicon()["account_holder_labels"])
+
+
+def _with_legal_form(
+    doc: Layout, blocks: list[_Block], *, seller_named: bool
+) -> list[NameCandidate]:
+    """Cells that end in a legal form, outside a buyer's block. Where a seller label
+    names a party (``seller_named``), a bank account's holder is no candidate: it
+    names the payee, a role of its own (the FeRD "Betriebskostenabrechnung" sample's
+    seller is "Grundbesitz GmbH & Co.", its account's holder "Kunden AG", and the
+    adapter took the holder)."""
     buyers = [b for b in blocks if b.side == "buyer"]
     out = []
     for line in doc.lines:
-        for col, cell in _cells(line):
+        cells = _cells(line)
+        for col, cell in cells:
             name = _clean(cell)
             if name is None:
                 continue
             if _legal_form().search(name) is None and not _hidden(name):
                 continue
             if any(_in_block(b, line, col) or b.line == line.number for b in buyers):
+                continue
+            if seller_named and _account_holder(cells, col):
                 continue
             out.append(NameCandidate(name, line.number, "legal form"))
     return out
@@ -222,7 +252,9 @@ def supplier_candidates(doc: Layout) -> tuple[NameCandidate, ...]:
     }
     seen: set[str] = set()
     out: list[NameCandidate] = []
-    for candidate in (*_labelled(doc, blocks), *_with_legal_form(doc, blocks)):
+    labelled = _labelled(doc, blocks)
+    legal = _with_legal_form(doc, blocks, seller_named=bool(labelled))
+    for candidate in (*labelled, *legal):
         key = normalise_name(candidate.text)
         if key in seen or (candidate.mark == "legal form" and key in buyer_names):
             continue

@@ -73,3 +73,40 @@ def test_the_grammar_offers_the_names() -> None:
     schema = schema_for(Layout.read(FORM))
     offered = schema["properties"]["supplier"]["anyOf"][0]["enum"]
     assert offered[0] == "Lieferant GmbH" and "Kunden AG Mitte" not in offered
+
+
+def test_a_party_field_under_a_seller_label_is_no_name() -> None:
+    # "Nummer        : 549910" and "Globale Nummer: ..." are fields of the party, not
+    # its name: the name is the first line under the label that is no field
+    page = (
+        "Verkäufer:\n"
+        "Nummer        : 549910\n"
+        "Globale Nummer: 4333741000005 (GTIN)\n"
+        "MUSTER-Autovermietung\n"
+        "Musterstraße 1\n"
+    )
+    assert _names(page) == ["MUSTER-Autovermietung"]
+
+
+ACCOUNT = """\
+Verkäufer:
+
+Globale Nummer: 4000001123452 (GTIN)
+Grundbesitz GmbH & Co.
+Musterstraße 42
+
+Zahlungsart:
+Verkäufer-Kontoname   : Kunden AG
+Verkäufer-IBAN        : DE02120300000000202051
+"""
+
+
+def test_an_account_holder_is_no_supplier_where_a_seller_label_names_one() -> None:
+    # the FeRD "Betriebskostenabrechnung" sample: the seller is Grundbesitz, the
+    # account's holder Kunden AG, and the adapter took the holder
+    assert _names(ACCOUNT) == ["Grundbesitz GmbH & Co."]
+
+
+def test_an_account_holder_stays_a_candidate_where_no_label_names_the_seller() -> None:
+    page = "INVOICE 17\n\nAccount holder:  Fjord Parts AS\nIBAN: NO9386011117947\n"
+    assert _names(page) == ["Fjord Parts AS"]
