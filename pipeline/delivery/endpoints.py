@@ -296,10 +296,7 @@ class EndpointRegistry:
 
     async def enable(self, tenant_id: uuid.UUID, endpoint_id: uuid.UUID) -> Endpoint:
         """Re-validate the URL and reactivate with a clean breaker."""
-        async with self.pool.acquire() as conn:
-            row = await conn.fetchrow(q("endpoint_get_for_tenant"), endpoint_id, tenant_id)
-        if row is None:
-            raise NotFound(f"endpoint {endpoint_id}")
+        row = await self._row(tenant_id, endpoint_id)
         await self.guard.resolve(row["url"])
         async with self.pool.acquire() as conn, conn.transaction():
             if await conn.fetchval(q("endpoint_enable_if_disabled"), endpoint_id, tenant_id):
@@ -315,11 +312,15 @@ class EndpointRegistry:
         return _endpoint(row)
 
     async def get(self, tenant_id: uuid.UUID, endpoint_id: uuid.UUID) -> Endpoint:
+        return _endpoint(await self._row(tenant_id, endpoint_id))
+
+    async def _row(self, tenant_id: uuid.UUID, endpoint_id: uuid.UUID) -> asyncpg.Record:
+        """The tenant's endpoint row; another tenant's endpoint is :class:`NotFound`."""
         async with self.pool.acquire() as conn:
             row = await conn.fetchrow(q("endpoint_get_for_tenant"), endpoint_id, tenant_id)
         if row is None:
             raise NotFound(f"endpoint {endpoint_id}")
-        return _endpoint(row)
+        return row
 
     async def list_endpoints(self, tenant_id: uuid.UUID) -> list[Endpoint]:
         async with self.pool.acquire() as conn:
