@@ -108,6 +108,13 @@ async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asy
     return pool
 
 
+async def fetch_dicts(pool: asyncpg.Pool, query: str, *args: Any) -> list[dict[str, Any]]:
+    """The rows of the named ``query`` with ``args``, each as a dict, on a pooled connection."""
+    async with pool.acquire() as conn:
+        rows = await conn.fetch(q(query), *args)
+    return [dict(r.items()) for r in rows]
+
+
 async def migrate(conn: asyncpg.Connection, schema_dir: Path = SCHEMA_DIR) -> list[int]:
     """Apply pending migrations; return the versions applied by this call."""
     applied: list[int] = []

@@ -34,6 +34,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from pipeline.clock import Clock, DatabaseClock
+from pipeline.database import fetch_dicts
 from pipeline.delivery.egress import EgressGuard, EgressPolicy
 from pipeline.delivery.signing import decode_secret, generate_secret
 from pipeline.errors import NotFound
@@ -329,14 +330,12 @@ class EndpointRegistry:
 
     async def keys(self, tenant_id: uuid.UUID, endpoint_id: uuid.UUID) -> list[dict[str, Any]]:
         """Key metadata (ids, creation, retirement, expiry); never the secrets."""
-        async with self.pool.acquire() as conn:
-            rows = await conn.fetch(q("endpoint_key_list_for_tenant"), endpoint_id, tenant_id)
-        return [dict(r.items()) for r in rows]
+        return await fetch_dicts(self.pool, "endpoint_key_list_for_tenant", endpoint_id, tenant_id)
 
     async def events(self, tenant_id: uuid.UUID, endpoint_id: uuid.UUID) -> list[dict[str, Any]]:
-        async with self.pool.acquire() as conn:
-            rows = await conn.fetch(q("endpoint_event_list_for_tenant"), endpoint_id, tenant_id)
-        return [dict(r.items()) for r in rows]
+        return await fetch_dicts(
+            self.pool, "endpoint_event_list_for_tenant", endpoint_id, tenant_id
+        )
 
 
 async def signing_keys(
