@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.api.problems import ApiProblem
 from pipeline.api.submission import JsonInt
+from pipeline.database import fetch_owned
 from pipeline.errors import NotFound
 from pipeline.jobs import JobStore
 from pipeline.queries import q
@@ -55,9 +56,7 @@ async def job_for_review(
         NotFound: no such job for this tenant.
         ApiProblem: 403 without a review scope (``action`` says what needed it).
     """
-    job = await conn.fetchrow(q(query), job_id, principal.tenant_id)
-    if job is None:
-        raise NotFound(f"job {job_id}")
+    job = await fetch_owned(conn, query, job_id, principal.tenant_id, "job")
     if not REVIEW_SCOPES & principal.scopes:
         raise ApiProblem(403, f"{action} reviews needs the review scope", reason="scope")
     return job

@@ -31,7 +31,7 @@ from typing import Any
 import asyncpg
 
 from pipeline.clock import Clock, DatabaseClock
-from pipeline.database import fetch_dicts
+from pipeline.database import fetch_dicts, fetch_owned
 from pipeline.errors import NotFound
 from pipeline.jobs import EVENT_COMPLETED, JobStore, Settled
 from pipeline.queries import q
@@ -124,9 +124,9 @@ class DeliveryStore:
 
     async def get(self, tenant_id: uuid.UUID, delivery_id: uuid.UUID) -> dict[str, Any]:
         async with self.pool.acquire() as conn:
-            row = await conn.fetchrow(q("delivery_get_for_tenant"), delivery_id, tenant_id)
-        if row is None:
-            raise NotFound(f"delivery {delivery_id}")
+            row = await fetch_owned(
+                conn, "delivery_get_for_tenant", delivery_id, tenant_id, "delivery"
+            )
         return dict(row.items())
 
     async def list_for_job(self, tenant_id: uuid.UUID, job_id: uuid.UUID) -> list[dict[str, Any]]:

@@ -34,10 +34,9 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from pipeline.clock import Clock, DatabaseClock
-from pipeline.database import fetch_dicts
+from pipeline.database import fetch_dicts, fetch_owned
 from pipeline.delivery.egress import EgressGuard, EgressPolicy
 from pipeline.delivery.signing import decode_secret, generate_secret
-from pipeline.errors import NotFound
 from pipeline.queries import q
 from pipeline.records import from_record
 from pipeline.settings import Settings
@@ -257,9 +256,7 @@ class EndpointRegistry:
         secret = secret or generate_secret()
         decode_secret(secret)
         async with self.pool.acquire() as conn, conn.transaction():
-            locked = await conn.fetchrow(q("endpoint_lock_for_tenant"), endpoint_id, tenant_id)
-            if locked is None:
-                raise NotFound(f"endpoint {endpoint_id}")
+            await fetch_owned(conn, "endpoint_lock_for_tenant", endpoint_id, tenant_id, "endpoint")
             now = self.clock.now()
             await conn.execute(q("endpoint_key_expire_retired"), endpoint_id, now)
             retired = await conn.fetchrow(
@@ -288,9 +285,7 @@ class EndpointRegistry:
     ) -> Endpoint:
         """Stop deliveries: waiting ones become ``abandoned`` (redrive brings them back)."""
         async with self.pool.acquire() as conn, conn.transaction():
-            locked = await conn.fetchrow(q("endpoint_lock_for_tenant"), endpoint_id, tenant_id)
-            if locked is None:
-                raise NotFound(f"endpoint {endpoint_id}")
+            await fetch_owned(conn, "endpoint_lock_for_tenant", endpoint_id, tenant_id, "endpoint")
             await disable_endpoint(conn, endpoint_id, tenant_id, reason, self.clock.now())
             row = await conn.fetchrow(q("endpoint_get_for_tenant"), endpoint_id, tenant_id)
         return _endpoint(row)
@@ -318,10 +313,9 @@ class EndpointRegistry:
     async def _row(self, tenant_id: uuid.UUID, endpoint_id: uuid.UUID) -> asyncpg.Record:
         """The tenant's endpoint row; another tenant's endpoint is :class:`NotFound`."""
         async with self.pool.acquire() as conn:
-            row = await conn.fetchrow(q("endpoint_get_for_tenant"), endpoint_id, tenant_id)
-        if row is None:
-            raise NotFound(f"endpoint {endpoint_id}")
-        return row
+            return await fetch_owned(
+                conn, "endpoint_get_for_tenant", endpoint_id, tenant_id, "endpoint"
+            )
 
     async def list_endpoints(self, tenant_id: uuid.UUID) -> list[Endpoint]:
         async with self.pool.acquire() as conn:
