@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+from pipeline.errors import NotFound
 from pipeline.queries import SQL_DIR, q
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,28 @@ async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asy
     )
     assert pool is not None
     return pool
+
+
+async def fetch_owned(
+    conn: asyncpg.Connection, query: str, row_id: uuid.UUID, tenant_id: uuid.UUID, what: str
+) -> asyncpg.Record:
+    """The row the named ``query`` finds for ``(row_id, tenant_id)``.
+
+    Raises:
+        NotFound: ``"{what} {row_id}"``, when the tenant has no such row (another
+            tenant's row is not found either).
+    """
+    row = await conn.fetchrow(q(query), row_id, tenant_id)
+    if row is None:
+        raise NotFound(f"{what} {row_id}")
+    return row
+
+
+async def fetch_dicts(pool: asyncpg.Pool, query: str, *args: Any) -> list[dict[str, Any]]:
+    """The rows of the named ``query`` with ``args``, each as a dict, on a pooled connection."""
+    async with pool.acquire() as conn:
+        rows = await conn.fetch(q(query), *args)
+    return [dict(r.items()) for r in rows]
 
 
 async def migrate(conn: asyncpg.Connection, schema_dir: Path = SCHEMA_DIR) -> list[int]:

@@ -41,10 +41,9 @@ import asyncpg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.api.problems import ApiProblem
-from pipeline.api.review import REVIEW_SCOPES
+from pipeline.api.review import job_for_review
 from pipeline.api.submission import JsonInt
 from pipeline.clock import Clock
-from pipeline.errors import NotFound
 from pipeline.extraction import (
     CORRECTABLE_FIELDS,
     ROW_FIELDS,
@@ -182,13 +181,9 @@ class CorrectionService:
             self.pool.acquire(timeout=self.settings.db_acquire_timeout_seconds) as conn,
             conn.transaction(),
         ):
-            job = await conn.fetchrow(
-                q("review_subject_get_for_tenant_for_update"), job_id, principal.tenant_id
+            job = await job_for_review(
+                conn, "review_subject_get_for_tenant_for_update", principal, job_id, "correcting"
             )
-            if job is None:
-                raise NotFound(f"job {job_id}")
-            if not REVIEW_SCOPES & principal.scopes:
-                raise ApiProblem(403, "correcting reviews needs the review scope", reason="scope")
             self._check_pending(job_id, job, body.state_version)
             return await self._apply(conn, principal, job, body)
 

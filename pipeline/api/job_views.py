@@ -26,7 +26,7 @@ import asyncpg
 from pydantic import BaseModel, JsonValue
 
 from pipeline.api.problems import ApiProblem
-from pipeline.errors import NotFound
+from pipeline.database import fetch_owned
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import JobState
@@ -160,9 +160,7 @@ class JobViews:
 
     async def status(self, principal: Principal, job_id: uuid.UUID) -> JobStatus:
         async with self._acquire() as conn:
-            job = await conn.fetchrow(q("job_get_for_tenant"), job_id, principal.tenant_id)
-            if job is None:
-                raise NotFound(f"job {job_id}")
+            job = await fetch_owned(conn, "job_get_for_tenant", job_id, principal.tenant_id, "job")
             attempts = await conn.fetch(
                 q("attempt_list_for_tenant_job"), job_id, principal.tenant_id
             )
@@ -184,9 +182,7 @@ class JobViews:
 
     async def result(self, principal: Principal, job_id: uuid.UUID) -> JobResult:
         async with self._acquire() as conn:
-            job = await conn.fetchrow(q("job_get_for_tenant"), job_id, principal.tenant_id)
-            if job is None:
-                raise NotFound(f"job {job_id}")
+            job = await fetch_owned(conn, "job_get_for_tenant", job_id, principal.tenant_id, "job")
             row = await conn.fetchrow(q("result_get_for_tenant"), job_id, principal.tenant_id)
         if row is None:
             raise ApiProblem(
@@ -228,6 +224,4 @@ class JobViews:
     async def visible(self, principal: Principal, job_id: uuid.UUID) -> None:
         """Raise :class:`NotFound` unless the principal's tenant owns ``job_id``."""
         async with self._acquire() as conn:
-            job = await conn.fetchrow(q("job_get_for_tenant"), job_id, principal.tenant_id)
-        if job is None:
-            raise NotFound(f"job {job_id}")
+            await fetch_owned(conn, "job_get_for_tenant", job_id, principal.tenant_id, "job")

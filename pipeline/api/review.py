@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.api.problems import ApiProblem
 from pipeline.api.submission import JsonInt
+from pipeline.database import fetch_owned
 from pipeline.errors import NotFound
 from pipeline.jobs import JobStore
 from pipeline.queries import q
@@ -42,6 +43,23 @@ from pipeline.tenants import Principal
 
 #: Scopes that may decide reviews.
 REVIEW_SCOPES = frozenset({"review", "operator"})
+
+
+async def job_for_review(
+    conn: asyncpg.Connection, query: str, principal: Principal, job_id: uuid.UUID, action: str
+) -> asyncpg.Record:
+    """The principal's job ``job_id`` as the SQL ``query`` reads it, for a reviewer.
+
+    The job is found first, so another tenant's job is 404 whatever the scopes.
+
+    Raises:
+        NotFound: no such job for this tenant.
+        ApiProblem: 403 without a review scope (``action`` says what needed it).
+    """
+    job = await fetch_owned(conn, query, job_id, principal.tenant_id, "job")
+    if not REVIEW_SCOPES & principal.scopes:
+        raise ApiProblem(403, f"{action} reviews needs the review scope", reason="scope")
+    return job
 
 
 class ReviewDecisionIn(BaseModel):
@@ -88,13 +106,9 @@ class ReviewService:
             self.pool.acquire(timeout=self.settings.db_acquire_timeout_seconds) as conn,
             conn.transaction(),
         ):
-            visible = await conn.fetchrow(
-                q("job_get_review_state_for_tenant"), job_id, principal.tenant_id
+            visible = await job_for_review(
+                conn, "job_get_review_state_for_tenant", principal, job_id, "deciding"
             )
-            if visible is None:
-                raise NotFound(f"job {job_id}")
-            if not REVIEW_SCOPES & principal.scopes:
-                raise ApiProblem(403, "deciding reviews needs the review scope", reason="scope")
             if body.decision == "approve":
                 _refuse_unvalidated(job_id, visible)
             decided = await self.store.decide_review(

@@ -31,6 +31,7 @@ from typing import Any
 import asyncpg
 
 from pipeline.clock import Clock, DatabaseClock
+from pipeline.database import fetch_dicts, fetch_owned
 from pipeline.errors import NotFound
 from pipeline.jobs import EVENT_COMPLETED, JobStore, Settled
 from pipeline.queries import q
@@ -123,20 +124,18 @@ class DeliveryStore:
 
     async def get(self, tenant_id: uuid.UUID, delivery_id: uuid.UUID) -> dict[str, Any]:
         async with self.pool.acquire() as conn:
-            row = await conn.fetchrow(q("delivery_get_for_tenant"), delivery_id, tenant_id)
-        if row is None:
-            raise NotFound(f"delivery {delivery_id}")
+            row = await fetch_owned(
+                conn, "delivery_get_for_tenant", delivery_id, tenant_id, "delivery"
+            )
         return dict(row.items())
 
     async def list_for_job(self, tenant_id: uuid.UUID, job_id: uuid.UUID) -> list[dict[str, Any]]:
-        async with self.pool.acquire() as conn:
-            rows = await conn.fetch(q("delivery_list_for_job"), job_id, tenant_id)
-        return [dict(r.items()) for r in rows]
+        return await fetch_dicts(self.pool, "delivery_list_for_job", job_id, tenant_id)
 
     async def attempts(self, tenant_id: uuid.UUID, delivery_id: uuid.UUID) -> list[dict[str, Any]]:
-        async with self.pool.acquire() as conn:
-            rows = await conn.fetch(q("delivery_attempt_list_for_tenant"), delivery_id, tenant_id)
-        return [dict(r.items()) for r in rows]
+        return await fetch_dicts(
+            self.pool, "delivery_attempt_list_for_tenant", delivery_id, tenant_id
+        )
 
     async def redrive(self, tenant_id: uuid.UUID, delivery_id: uuid.UUID) -> None:
         """Send a failed or abandoned delivery again, under the same delivery id."""

@@ -34,9 +34,9 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from pipeline.clock import Clock, DatabaseClock
+from pipeline.database import fetch_dicts, fetch_owned
 from pipeline.delivery.egress import EgressGuard, EgressPolicy
 from pipeline.delivery.signing import decode_secret, generate_secret
-from pipeline.errors import NotFound
 from pipeline.queries import q
 from pipeline.records import from_record
 from pipeline.settings import Settings
@@ -256,9 +256,7 @@ class EndpointRegistry:
         secret = secret or generate_secret()
         decode_secret(secret)
         async with self.pool.acquire() as conn, conn.transaction():
-            locked = await conn.fetchrow(q("endpoint_lock_for_tenant"), endpoint_id, tenant_id)
-            if locked is None:
-                raise NotFound(f"endpoint {endpoint_id}")
+            await fetch_owned(conn, "endpoint_lock_for_tenant", endpoint_id, tenant_id, "endpoint")
             now = self.clock.now()
             await conn.execute(q("endpoint_key_expire_retired"), endpoint_id, now)
             retired = await conn.fetchrow(
@@ -287,19 +285,14 @@ class EndpointRegistry:
     ) -> Endpoint:
         """Stop deliveries: waiting ones become ``abandoned`` (redrive brings them back)."""
         async with self.pool.acquire() as conn, conn.transaction():
-            locked = await conn.fetchrow(q("endpoint_lock_for_tenant"), endpoint_id, tenant_id)
-            if locked is None:
-                raise NotFound(f"endpoint {endpoint_id}")
+            await fetch_owned(conn, "endpoint_lock_for_tenant", endpoint_id, tenant_id, "endpoint")
             await disable_endpoint(conn, endpoint_id, tenant_id, reason, self.clock.now())
             row = await conn.fetchrow(q("endpoint_get_for_tenant"), endpoint_id, tenant_id)
         return _endpoint(row)
 
     async def enable(self, tenant_id: uuid.UUID, endpoint_id: uuid.UUID) -> Endpoint:
         """Re-validate the URL and reactivate with a clean breaker."""
-        async with self.pool.acquire() as conn:
-            row = await conn.fetchrow(q("endpoint_get_for_tenant"), endpoint_id, tenant_id)
-        if row is None:
-            raise NotFound(f"endpoint {endpoint_id}")
+        row = await self._row(tenant_id, endpoint_id)
         await self.guard.resolve(row["url"])
         async with self.pool.acquire() as conn, conn.transaction():
             if await conn.fetchval(q("endpoint_enable_if_disabled"), endpoint_id, tenant_id):
@@ -315,11 +308,14 @@ class EndpointRegistry:
         return _endpoint(row)
 
     async def get(self, tenant_id: uuid.UUID, endpoint_id: uuid.UUID) -> Endpoint:
+        return _endpoint(await self._row(tenant_id, endpoint_id))
+
+    async def _row(self, tenant_id: uuid.UUID, endpoint_id: uuid.UUID) -> asyncpg.Record:
+        """The tenant's endpoint row; another tenant's endpoint is :class:`NotFound`."""
         async with self.pool.acquire() as conn:
-            row = await conn.fetchrow(q("endpoint_get_for_tenant"), endpoint_id, tenant_id)
-        if row is None:
-            raise NotFound(f"endpoint {endpoint_id}")
-        return _endpoint(row)
+            return await fetch_owned(
+                conn, "endpoint_get_for_tenant", endpoint_id, tenant_id, "endpoint"
+            )
 
     async def list_endpoints(self, tenant_id: uuid.UUID) -> list[Endpoint]:
         async with self.pool.acquire() as conn:
@@ -328,14 +324,12 @@ class EndpointRegistry:
 
     async def keys(self, tenant_id: uuid.UUID, endpoint_id: uuid.UUID) -> list[dict[str, Any]]:
         """Key metadata (ids, creation, retirement, expiry); never the secrets."""
-        async with self.pool.acquire() as conn:
-            rows = await conn.fetch(q("endpoint_key_list_for_tenant"), endpoint_id, tenant_id)
-        return [dict(r.items()) for r in rows]
+        return await fetch_dicts(self.pool, "endpoint_key_list_for_tenant", endpoint_id, tenant_id)
 
     async def events(self, tenant_id: uuid.UUID, endpoint_id: uuid.UUID) -> list[dict[str, Any]]:
-        async with self.pool.acquire() as conn:
-            rows = await conn.fetch(q("endpoint_event_list_for_tenant"), endpoint_id, tenant_id)
-        return [dict(r.items()) for r in rows]
+        return await fetch_dicts(
+            self.pool, "endpoint_event_list_for_tenant", endpoint_id, tenant_id
+        )
 
 
 async def signing_keys(

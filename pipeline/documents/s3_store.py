@@ -135,15 +135,7 @@ class S3Store:
         return StoredObject(uri, _version(answer), digest, len(data))
 
     def _get(self, ref: DocumentRef) -> bytes:
-        key = self._key_of(ref.uri)
-        answer = self._call(
-            "get_object",
-            ref.uri,
-            ref.sha256 or ref.version,
-            Bucket=self.bucket,
-            Key=key,
-            **_which(ref),
-        )
+        answer = self._at(ref, "get_object")
         try:
             data: bytes = answer["Body"].read()
         except BotoCoreError as exc:
@@ -157,15 +149,7 @@ class S3Store:
         return data
 
     def _head(self, ref: DocumentRef, max_bytes: int | None = None) -> StoredObject:
-        key = self._key_of(ref.uri)
-        answer = self._call(
-            "head_object",
-            ref.uri,
-            ref.sha256 or ref.version,
-            Bucket=self.bucket,
-            Key=key,
-            **_which(ref),
-        )
+        answer = self._at(ref, "head_object")
         recorded = answer.get("Metadata", {}).get("sha256")
         if ref.sha256 is not None and recorded is not None and recorded != ref.sha256:
             raise DocumentChanged(ref.uri, expected=ref.sha256, actual=recorded)
@@ -177,6 +161,18 @@ class S3Store:
         if digest is None:  # written by someone else: read it once to learn its digest
             digest = sha256_hex(self._get(DocumentRef(ref.uri, version)))
         return StoredObject(ref.uri, version, digest, size)
+
+    def _at(self, ref: DocumentRef, operation: str) -> dict[str, Any]:
+        """``operation`` (get or head) on the object ``ref`` names, pinned to its version."""
+        key = self._key_of(ref.uri)
+        return self._call(
+            operation,
+            ref.uri,
+            ref.sha256 or ref.version,
+            Bucket=self.bucket,
+            Key=key,
+            **_which(ref),
+        )
 
     def _key_of(self, uri: str) -> str:
         parts = urlsplit(uri)

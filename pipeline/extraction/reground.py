@@ -33,18 +33,12 @@ from pipeline.extraction.locate import Found
 from pipeline.invoice import (
     SCALAR_FIELDS,
     Evidence,
-    EvidencedAmount,
-    EvidencedCurrency,
-    EvidencedDate,
-    EvidencedIban,
-    EvidencedText,
+    Evidenced,
     LineItem,
     TaxLine,
     normalise_text,
     numbers_in,
 )
-
-Evidenced = EvidencedAmount | EvidencedCurrency | EvidencedDate | EvidencedIban | EvidencedText
 
 AMOUNT_FIELDS = ("net_total", "tax_total", "gross_total")
 DATE_FIELDS = ("issue_date", "due_date")

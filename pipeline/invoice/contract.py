@@ -273,6 +273,10 @@ class EvidencedIban(_Contract):
     evidence: Evidence
 
 
+#: Any one of the contract's evidenced header values.
+Evidenced = EvidencedAmount | EvidencedCurrency | EvidencedDate | EvidencedIban | EvidencedText
+
+
 class Supplier(_Contract):
     name: EvidencedText | None
     vat_id: EvidencedText | None

@@ -29,7 +29,8 @@ from typing import Any
 import asyncpg
 
 from pipeline.clock import Clock, DatabaseClock
-from pipeline.errors import NotFound, RedriveRefused
+from pipeline.database import fetch_owned
+from pipeline.errors import RedriveRefused
 from pipeline.jobs.records import EVENT_REQUESTED
 from pipeline.queries import q
 from pipeline.settings import Settings
@@ -168,9 +169,7 @@ async def _redrive_locked(
     now: datetime | None,
     settings: Settings,
 ) -> Redriven:
-    job = await conn.fetchrow(q("job_lock_for_redrive"), job_id, tenant_id)
-    if job is None:
-        raise NotFound(f"job {job_id}")
+    job = await fetch_owned(conn, "job_lock_for_redrive", job_id, tenant_id, "job")
     if job["has_delivery"]:
         raise RedriveRefused(
             f"job {job_id} already has a delivery; its result may be in the ERP",

@@ -41,7 +41,8 @@ from typing import Any, cast
 
 import asyncpg
 
-from pipeline.errors import LeaseLost, NotFound, RetryableError
+from pipeline.database import fetch_owned
+from pipeline.errors import LeaseLost, RetryableError
 from pipeline.jobs.acceptance import Accepting
 from pipeline.jobs.batch_settling import BatchSettling
 from pipeline.jobs.duplicates import claim_invoice, flag_duplicate
@@ -324,9 +325,7 @@ class JobStore(Accepting, Reaping, BatchSettling):
     async def get(self, tenant_id: uuid.UUID, job_id: uuid.UUID) -> dict[str, Any]:
         """The job as its tenant may see it; another tenant's job is :class:`NotFound`."""
         async with self.pool.acquire() as conn:
-            row = await conn.fetchrow(q("job_get_for_tenant"), job_id, tenant_id)
-        if row is None:
-            raise NotFound(f"job {job_id}")
+            row = await fetch_owned(conn, "job_get_for_tenant", job_id, tenant_id, "job")
         return dict(row.items())
 
     async def explain(self, job_id: uuid.UUID) -> dict[str, Any]:

@@ -147,16 +147,21 @@ class TopologyReport:
     dead_letter_messages: int
 
 
+def _connect(cfg: BrokerConfig, purpose: str) -> pika.BlockingConnection:
+    """A blocking connection named for ``purpose``; any AMQP failure is BrokerUnavailable."""
+    try:
+        return pika.BlockingConnection(cfg.parameters(purpose))
+    except pika.exceptions.AMQPError as exc:
+        raise BrokerUnavailable(f"cannot connect to the broker: {exc!r}") from exc
+
+
 def declare_topology(cfg: BrokerConfig) -> TopologyReport:
     """Declare exchange, work queue, DLX and DLQ; idempotent (blocking: run in a thread).
 
     Re-declaring with the same arguments is a no-op; different arguments make the
     broker refuse (PRECONDITION_FAILED), which is surfaced, never papered over.
     """
-    try:
-        conn = pika.BlockingConnection(cfg.parameters("setup"))
-    except pika.exceptions.AMQPError as exc:
-        raise BrokerUnavailable(f"cannot connect to the broker: {exc!r}") from exc
+    conn = _connect(cfg, "setup")
     try:
         ch = conn.channel()
         ch.exchange_declare(cfg.dead_letter_exchange, exchange_type="fanout", durable=True)
@@ -190,10 +195,7 @@ def setup_topology(settings: Settings) -> TopologyReport:
 
 def queue_depths(cfg: BrokerConfig) -> dict[str, int]:
     """Ready messages in the work queue and the DLQ (blocking: run in a thread)."""
-    try:
-        conn = pika.BlockingConnection(cfg.parameters("depth"))
-    except pika.exceptions.AMQPError as exc:
-        raise BrokerUnavailable(f"cannot connect to the broker: {exc!r}") from exc
+    conn = _connect(cfg, "depth")
     try:
         ch = conn.channel()
         return {

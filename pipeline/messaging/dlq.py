@@ -32,6 +32,7 @@ from typing import Any
 import asyncpg
 
 from pipeline.clock import Clock, DatabaseClock
+from pipeline.database import fetch_dicts
 from pipeline.errors import BrokerUnavailable, NotFound, ReplayRefused
 from pipeline.jobs import EVENT_REQUESTED
 from pipeline.messaging.broker import (
@@ -320,9 +321,7 @@ async def dlq_list(
     ``tenant_id=None`` is operator scope (every tenant); callers without operator
     scope must pass their tenant, and then see only letters of their jobs.
     """
-    async with pool.acquire() as conn:
-        rows = await conn.fetch(q("dead_letter_list"), tenant_id, reason, limit)
-    return [dict(r.items()) for r in rows]
+    return await fetch_dicts(pool, "dead_letter_list", tenant_id, reason, limit)
 
 
 async def dlq_show(

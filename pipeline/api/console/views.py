@@ -12,6 +12,7 @@ from typing import Any
 
 import asyncpg
 
+from pipeline.database import fetch_owned
 from pipeline.errors import NotFound
 from pipeline.jobs import JobStore
 from pipeline.queries import q
@@ -114,9 +115,9 @@ class ConsoleViews:
 
     async def subject(self, principal: Principal, job_id: uuid.UUID) -> ReviewSubject:
         async with self._acquire() as conn:
-            row = await conn.fetchrow(q("review_page_get_for_tenant"), job_id, principal.tenant_id)
-            if row is None:
-                raise NotFound(f"job {job_id}")
+            row = await fetch_owned(
+                conn, "review_page_get_for_tenant", job_id, principal.tenant_id, "job"
+            )
             nxt = await conn.fetchval(
                 q("review_queue_next_for_tenant"), principal.tenant_id, job_id
             )
