@@ -91,6 +91,7 @@ def read_row(doc: Layout, number: int) -> Row | None:
     page = doc.pages[first.page - 1]
     last = first
     seen = 0  # plain numbers in the lines taken so far
+    whole: Row | None = None  # an exact reading whose amount has no cents beside one that has
     for _ in range(3):
         if last is first:
             printed = own_numbers(first.text, doc.numbers_on(first))
@@ -98,12 +99,22 @@ def read_row(doc: Layout, number: int) -> Row | None:
             printed = row_numbers(page[first.start : last.end], doc.mark, doc.space)
         read = row_reading(printed)
         if read is not None and read.exact:
-            return Row(first, last.end, read)
+            if whole is None and _cents_left_over(read, printed):
+                whole = Row(first, last.end, read)
+            elif whole is None or read.line_amount.places == 2:
+                return Row(first, last.end, read)
         plain = sum(1 for p in printed if not p.percent)
         on_last = last.start - first.start
-        if read is not None and (
-            seen < 3 <= plain
-            or all(n.start >= on_last for n in (read.quantity, read.unit_price, read.line_amount))
+        if (
+            read is not None
+            and not read.exact
+            and whole is None
+            and (
+                seen < 3 <= plain
+                or all(
+                    n.start >= on_last for n in (read.quantity, read.unit_price, read.line_amount)
+                )
+            )
         ):
             # The row's numbers just became complete (the cited line alone, or a stacked
             # row's number line below a description that prints numbers of its own,
@@ -114,7 +125,18 @@ def read_row(doc: Layout, number: int) -> Row | None:
         if nxt is None or nxt.page != first.page or _describes_itself(doc, nxt):
             break
         last = nxt
-    return None
+    return whole
+
+
+def _cents_left_over(read: ItemNumbers, printed: list[Printed]) -> bool:
+    """Whether ``read`` takes an amount without cents while the row prints an amount
+    with cents it leaves out: "1  Abrechnungskreis 1  15.387,08  1  19 %" over
+    "4012345001235  15.387,08" reads as 1 x 1 = 1 on its first line alone (the FeRD
+    "Betriebskostenabrechnung" sample, whose amount is printed on the line below)."""
+    used = {read.quantity.start, read.unit_price.start, read.line_amount.start}
+    return read.line_amount.places == 0 and any(
+        p.places == 2 and not p.percent and p.start not in used for p in printed
+    )
 
 
 def _is_quantity(row: Row, start: int, stop: int) -> bool:
