@@ -15,13 +15,12 @@ too. XML that does not parse, or is no CII invoice, goes to review with
 
 Where a page prints the invoice (Factur-X/ZUGFeRD: a PDF with the XML embedded), the
 page must print the XML's invoice number, issue date, currency and gross total;
-otherwise ``xml_text_mismatch`` names the fields: a page that says one thing and XML
-that says another is what a forged invoice looks like.
+otherwise ``xml_text_mismatch`` names the fields (:mod:`pipeline.extraction.page_agreement`):
+a page that says one thing and XML that says another is what a forged invoice looks like.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -31,6 +30,7 @@ from pydantic import ValidationError
 
 from pipeline.extraction.cii import InvoiceFacts, NotCrossIndustryInvoice, read_cii
 from pipeline.extraction.holdability import obstacles
+from pipeline.extraction.page_agreement import page_mismatches
 from pipeline.invoice import (
     Evidence,
     EvidencedAmount,
@@ -44,11 +44,6 @@ from pipeline.invoice import (
     ReasonCode,
     Supplier,
     TaxLine,
-    compact_id,
-    currency_mentions,
-    date_readings,
-    normalise_text,
-    number_readings,
 )
 
 #: The reader recorded beside a result read from XML.
@@ -190,34 +185,3 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
         iban=evidenced("iban", EvidencedIban, facts.iban),
         uncertain_fields=(),
     )
-
-
-def page_mismatches(facts: InvoiceFacts, page_text: str) -> list[Reason]:
-    """The XML's number, issue date, currency and gross total must be printed on the page."""
-    missing: list[str] = []
-    if facts.invoice_number is None or compact_id(facts.invoice_number) not in compact_id(
-        page_text
-    ):
-        missing.append("invoice_number")
-    if facts.issue_date is None or facts.issue_date not in date_readings(page_text):
-        missing.append("issue_date")
-    if facts.currency is None or not _currency_printed(facts.currency, page_text):
-        missing.append("currency")
-    if facts.gross_total is None or abs(facts.gross_total) not in number_readings(page_text):
-        missing.append("gross_total")
-    if not missing:
-        return []
-    return [
-        Reason(
-            ReasonCode.XML_TEXT_MISMATCH,
-            ", ".join(missing),
-            f"the page does not print the XML's {', '.join(missing)}",
-            rule="einvoice.xml_text_mismatch",
-        )
-    ]
-
-
-def _currency_printed(code: str, text: str) -> bool:
-    if re.search(rf"(?<![A-Za-z]){code}(?![A-Za-z])", normalise_text(text)):
-        return True
-    return any(code in codes for _, codes in currency_mentions(text))
