@@ -14,7 +14,8 @@ too. XML that does not parse, or is no CII invoice, goes to review with
 ``einvoice_invalid`` and the parser's message.
 
 Where a page prints the invoice (Factur-X/ZUGFeRD: a PDF with the XML embedded), the
-page must print the XML's invoice number, issue date, currency and gross total;
+page must print the XML's invoice number, issue date, currency and gross total, and
+its IBAN and due date where the page proves its own;
 otherwise ``xml_text_mismatch`` names the fields (:mod:`pipeline.extraction.page_agreement`):
 a page that says one thing and XML that says another is what a forged invoice looks like.
 """
