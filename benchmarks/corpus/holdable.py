@@ -51,17 +51,24 @@ def _beyond_cents(value: Decimal | None) -> bool:
     return value is not None and value != value.quantize(_CENT)
 
 
-def amount_spellings(value: Decimal) -> set[str]:
-    """How a page may print ``value``: 1234.5 as ``1.234,50``, ``1234,50``, ``1,234.50``..."""
+def amount_styles(value: Decimal) -> dict[str, str]:
+    """``value`` in each style a page may print it, keyed by the style: 1234.5 as
+    ``1.234,50`` (``".,"``), ``1234,50`` (``",plain"``), ``1,234.50`` (``",."``)...; a
+    whole amount also without its cents (``"whole"``)."""
     text = format(abs(_money(value)), "f")
     whole, cents = text.split(".")
     groups = [whole[max(0, i - 3) : i] for i in range(len(whole), 0, -3)][::-1]
-    out = {f"{whole},{cents}", f"{whole}.{cents}"}
+    out = {",plain": f"{whole},{cents}", ".plain": f"{whole}.{cents}"}
     for sep, point in ((".", ","), (",", "."), (" ", ","), ("\u00a0", ","), ("'", ".")):
-        out.add(sep.join(groups) + point + cents)
+        out[sep + point] = sep.join(groups) + point + cents
     if cents == "00":
-        out.add(whole)
+        out["whole"] = whole
     return out
+
+
+def amount_spellings(value: Decimal) -> set[str]:
+    """How a page may print ``value``: 1234.5 as ``1.234,50``, ``1234,50``, ``1,234.50``..."""
+    return set(amount_styles(value).values())
 
 
 def printed_amount(value: Decimal, text: str) -> bool:
