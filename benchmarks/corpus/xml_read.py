@@ -14,16 +14,13 @@ from __future__ import annotations
 import argparse
 import collections
 import time
-from datetime import date, timedelta
 from pathlib import Path
 
+from benchmarks.corpus.embedded import decide, embedded_invoices
 from benchmarks.corpus.holdable import amount_spellings
 from benchmarks.corpus.tree import CorpusTree
-from pipeline.documents import pdf_attachments, read_pdf_text
-from pipeline.extraction import NotCrossIndustryInvoice, is_embedded_invoice, read_cii
-from pipeline.invoice import ReasonCode, SupplierRecord, TenantMasterData
+from pipeline.invoice import ReasonCode
 from pipeline.validation import Decision
-from pipeline.worker.interpretation import interpret_einvoice
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,36 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     planted: collections.Counter[str] = collections.Counter()
     times: list[float] = []
     documents = tree.documents()
-    for path in documents:
-        data = tree.read(path)
-        try:
-            found = pdf_attachments(data)
-            pages = read_pdf_text(data, max_pages=50).pages
-        except Exception as exc:  # a PDF PDFium refuses: counted, not fatal
-            stats[f"pdf_unreadable:{type(exc).__name__}"] += 1
+    for doc in embedded_invoices(tree):
+        if isinstance(doc, str):
+            stats[doc] += 1
             continue
-        xml = next((b for n, b in found.items() if is_embedded_invoice(n)), None)
-        if xml is None:
-            stats["no_embedded_xml"] += 1
-            continue
-        page = "\f".join(p.laid_out().text for p in pages)
-        try:
-            facts = read_cii(xml)
-        except NotCrossIndustryInvoice:
-            facts = None
-        suppliers: tuple[SupplierRecord, ...] = ()
-        today = date.today()
-        currencies: frozenset[str] = frozenset()
-        if facts is not None:
-            name, vat = facts.seller_name or "-", facts.seller_vat_id or ""
-            suppliers = (SupplierRecord(name, vat, frozenset(facts.ibans)),)
-            currencies = frozenset({facts.currency}) if facts.currency else frozenset()
-            today = facts.issue_date + timedelta(days=1) if facts.issue_date else today
-        master = TenantMasterData(suppliers, currencies)
         started = time.perf_counter()
-        outcome = interpret_einvoice(
-            xml, page, master, today=today, page_text=page if page.strip() else None
-        )
+        outcome = decide(doc.xml, doc.page)
         times.append(time.perf_counter() - started)
         stats[outcome.report.decision.value] += 1
         for code in {
@@ -74,11 +47,12 @@ def main(argv: list[str] | None = None) -> int:
             for r in outcome.report.reasons
         }:
             reasons[code] += 1
+        facts = doc.facts
         if outcome.report.decision is Decision.SUCCEEDED and facts and facts.gross_total:
-            forged = page
+            forged = doc.page
             for spelling in sorted(amount_spellings(facts.gross_total), key=len, reverse=True):
                 forged = forged.replace(spelling, "999999,99")
-            again = interpret_einvoice(xml, forged, master, today=today, page_text=forged)
+            again = decide(doc.xml, forged)
             caught = any(r.code is ReasonCode.XML_TEXT_MISMATCH for r in again.report.reasons)
             planted["xml_text_mismatch" if caught else "missed"] += 1
     print(f"documents {len(documents)} (commit {tree.commit()})")

@@ -60,8 +60,9 @@ def invoice_label(row: InvoiceRow) -> str:
 
 
 def document_label(row: InvoiceRow) -> str:
-    """``text``, ``PDF`` or ``scan``: whether the invoice was pasted or uploaded as a file."""
-    return "PDF" if row.document == "pdf" else row.document
+    """``text``, ``XML``, ``PDF`` or ``scan``: whether the invoice was pasted or uploaded
+    as a file, and as what."""
+    return {"pdf": "PDF", "xml": "XML"}.get(row.document, row.document)
 
 
 def gross_label(row: InvoiceRow) -> str:

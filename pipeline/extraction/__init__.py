@@ -49,6 +49,7 @@ from pipeline.extraction.extractor import (
     read_answer,
 )
 from pipeline.extraction.grounding import Change, Grounding
+from pipeline.extraction.holdability import Obstacle, obstacles
 from pipeline.extraction.prompts import build_messages, prompt_budget
 from pipeline.extraction.reground import (
     CORRECTABLE_FIELDS,
@@ -81,6 +82,7 @@ __all__ = [
     "JsonSchema",
     "Messages",
     "NotCrossIndustryInvoice",
+    "Obstacle",
     "OpenAICompatibleEngine",
     "TaxFacts",
     "Timings",
@@ -91,6 +93,7 @@ __all__ = [
     "ground_correction",
     "ground_row_correction",
     "is_embedded_invoice",
+    "obstacles",
     "over_limit",
     "parse_json_output",
     "prepare_call",

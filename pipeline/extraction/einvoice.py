@@ -8,34 +8,30 @@ result as it checks a model's (master data, arithmetic, dates, policy); the work
 composes the two.
 
 What the XML states and contract v2 has no place for goes to review with
-``einvoice_not_holdable`` naming the obstacle, never to a wrong accept: document-level
-allowances and charges, credit notes and negative totals, a supplier without a VAT id,
-unit prices whose decimals do not round to the line amount, profiles without lines
-(MINIMUM, BASIC WL). XML that does not parse, or is no CII invoice, goes to review with
+``einvoice_not_holdable`` naming the obstacle, never to a wrong accept; the obstacles are
+:mod:`pipeline.extraction.holdability`'s one list, which the corpus benchmark counts by
+too. XML that does not parse, or is no CII invoice, goes to review with
 ``einvoice_invalid`` and the parser's message.
 
 Where a page prints the invoice (Factur-X/ZUGFeRD: a PDF with the XML embedded), the
-page must print the XML's invoice number, issue date, currency and gross total;
-otherwise ``xml_text_mismatch`` names the fields: a page that says one thing and XML
-that says another is what a forged invoice looks like.
+page must print the XML's invoice number, issue date, currency and gross total, and
+its IBAN and due date where the page proves its own;
+otherwise ``xml_text_mismatch`` names the fields (:mod:`pipeline.extraction.page_agreement`):
+a page that says one thing and XML that says another is what a forged invoice looks like.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from pipeline.extraction.cii import (
-    CREDIT_NOTE_TYPES,
-    InvoiceFacts,
-    NotCrossIndustryInvoice,
-    read_cii,
-)
+from pipeline.extraction.cii import InvoiceFacts, NotCrossIndustryInvoice, read_cii
+from pipeline.extraction.holdability import obstacles
+from pipeline.extraction.page_agreement import page_mismatches
 from pipeline.invoice import (
     Evidence,
     EvidencedAmount,
@@ -49,11 +45,6 @@ from pipeline.invoice import (
     ReasonCode,
     Supplier,
     TaxLine,
-    compact_id,
-    currency_mentions,
-    date_readings,
-    normalise_text,
-    number_readings,
 )
 
 #: The reader recorded beside a result read from XML.
@@ -122,7 +113,7 @@ def read_einvoice(xml: bytes, page_text: str | None = None) -> EInvoiceReading:
         return EInvoiceReading(empty_extraction(), (reason,))
     reasons: list[Reason] = []
     extraction = _extraction(facts, reasons)
-    reasons += _obstacles(facts)
+    reasons += [_not_holdable(o.field, str(o)) for o in obstacles(facts)]
     if page_text is not None:
         reasons += page_mismatches(facts, page_text)
     return EInvoiceReading(extraction, tuple(reasons), facts)
@@ -195,87 +186,3 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
         iban=evidenced("iban", EvidencedIban, facts.iban),
         uncertain_fields=(),
     )
-
-
-def _obstacles(facts: InvoiceFacts) -> list[Reason]:
-    """What the XML states and contract v2 has no place for (validation checks the rest)."""
-    out: list[Reason] = []
-    code = facts.type_code or ""
-    if code in CREDIT_NOTE_TYPES:
-        out.append(_not_holdable("document", f"credit_note: document type {code}"))
-    elif code not in ("", "380"):
-        out.append(_not_holdable("document", f"document_type: type code {code}"))
-    totals = (facts.net_total, facts.tax_total, facts.gross_total)
-    if any(v is not None and v < 0 for v in totals):
-        out.append(_not_holdable("gross_total", "negative_amounts: a correction or credit"))
-    if facts.seller_vat_id is None:
-        tax_no = f" (tax number {facts.seller_tax_number})" if facts.seller_tax_number else ""
-        out.append(_not_holdable("supplier.vat_id", f"no_vat_id: supplier has no VAT id{tax_no}"))
-    if facts.tax_currency not in (None, facts.currency):
-        out.append(_not_holdable("currency", f"two_currencies: tax currency {facts.tax_currency}"))
-    if not facts.items:
-        out.append(
-            _not_holdable("line_items", f"no_line_items: profile {facts.profile} carries no lines")
-        )
-    charges = [v for v in (facts.charge_total, facts.allowance_total) if v]
-    if facts.document_allowances_charges or charges:
-        out.append(
-            _not_holdable(
-                "net_total",
-                f"allowances_charges: {facts.document_allowances_charges} document-level "
-                f"allowance/charge entries, totals {', '.join(map(str, charges)) or 'none'}",
-            )
-        )
-    for i, item in enumerate(facts.items):
-        field = f"line_items[{i}]"
-        if item.line_status is not None:
-            out.append(_not_holdable(field, f"sub_lines: line status {item.line_status}"))
-        if None in (item.quantity, item.unit_price, item.line_amount, item.tax_rate):
-            out.append(_not_holdable(field, "item_incomplete: no quantity, price, amount or rate"))
-            continue
-        if item.basis_quantity not in (None, Decimal(1)):
-            out.append(_not_holdable(field, f"price_basis: priced per {item.basis_quantity}"))
-        if item.allowances_charges:
-            out.append(_not_holdable(field, "item_allowances_charges: on the line"))
-        assert item.quantity is not None and item.unit_price is not None
-        product = (item.quantity * item.unit_price).quantize(_CENT, rounding=ROUND_HALF_UP)
-        if item.unit_price != item.unit_price.quantize(_CENT) and product != item.line_amount:
-            out.append(
-                _not_holdable(
-                    field,
-                    f"price_decimals: {item.quantity} x {item.unit_price} rounds to {product}, "
-                    f"the line states {item.line_amount}",
-                )
-            )
-    return out
-
-
-def page_mismatches(facts: InvoiceFacts, page_text: str) -> list[Reason]:
-    """The XML's number, issue date, currency and gross total must be printed on the page."""
-    missing: list[str] = []
-    if facts.invoice_number is None or compact_id(facts.invoice_number) not in compact_id(
-        page_text
-    ):
-        missing.append("invoice_number")
-    if facts.issue_date is None or facts.issue_date not in date_readings(page_text):
-        missing.append("issue_date")
-    if facts.currency is None or not _currency_printed(facts.currency, page_text):
-        missing.append("currency")
-    if facts.gross_total is None or abs(facts.gross_total) not in number_readings(page_text):
-        missing.append("gross_total")
-    if not missing:
-        return []
-    return [
-        Reason(
-            ReasonCode.XML_TEXT_MISMATCH,
-            ", ".join(missing),
-            f"the page does not print the XML's {', '.join(missing)}",
-            rule="einvoice.xml_text_mismatch",
-        )
-    ]
-
-
-def _currency_printed(code: str, text: str) -> bool:
-    if re.search(rf"(?<![A-Za-z]){code}(?![A-Za-z])", normalise_text(text)):
-        return True
-    return any(code in codes for _, codes in currency_mentions(text))

@@ -1,8 +1,11 @@
-"""The demo sends a PDF and a scan among its eight (issue 43), uploaded as files.
+"""The demo sends an e-invoice, a PDF and a scan among its eight (issues 43, 44),
+uploaded as files.
 
-The PDF is a clean invoice whose text layer must read back as its text (so the model
-sees the page it saw as pasted text); the scan is the invoice a cent off, which must go
-to review. Submission is checked against a stand-in intake (no cluster).
+The e-invoice is a clean invoice's truth as CII XML, which the worker's fast path must
+read field for field and accept; the PDF is a clean invoice whose text layer must read
+back as its text (so the model sees the page it saw as pasted text); the scan is the
+invoice a cent off, which must go to review. Submission is checked against a stand-in
+intake (no cluster).
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from benchmarks.demo.documents import demo_documents
 from benchmarks.demo.run import DemoOptions, corpus
 from benchmarks.invoices.generator import Variant
 from pipeline.documents import MediaType, read_document, sniff_media_type
+from pipeline.invoice import Extraction
 from pipeline.settings import Settings
+from pipeline.validation import Decision
+from pipeline.worker.interpretation import interpret_einvoice
 
 WORK = corpus(DemoOptions())
 DOCUMENTS = demo_documents(WORK)
@@ -26,8 +32,9 @@ DOCUMENTS = demo_documents(WORK)
 
 def test_one_clean_pdf_and_the_cent_off_as_a_scan_among_the_eight() -> None:
     kinds = [d.kind for d in DOCUMENTS]
-    assert kinds == ["text", "text", "text", "scan", "pdf", "text", "text", "text"]
+    assert kinds == ["text", "xml", "text", "scan", "pdf", "text", "text", "text"]
     scan_invoice, pdf_invoice = WORK[3][1], WORK[4][1]
+    assert WORK[1][1].variant is Variant.CLEAN
     assert scan_invoice.variant is Variant.ARITHMETIC_OFF_BY_CENT
     assert scan_invoice.truth_decision.value == "REVIEW_REQUIRED"
     assert pdf_invoice.variant is Variant.CLEAN
@@ -43,6 +50,42 @@ def test_the_pdf_reads_back_as_the_text_the_demo_pasted_before() -> None:
     document = read_document(pdf.data, MediaType.PDF, Settings())
     assert document.ocr_pages == ()
     assert document.text == invoice.ocr_text.rstrip("\n")
+
+
+def test_the_e_invoice_is_read_without_a_model_field_for_field_and_accepted() -> None:
+    """What the worker does with an XML upload: the XML is the document's text and its
+    e-invoice (:func:`~pipeline.worker.interpretation.interpret_einvoice`)."""
+    doc, invoice = DOCUMENTS[1], WORK[1][1]
+    assert doc.data is not None and doc.filename == "invoice-1.xml"
+    assert sniff_media_type(doc.data, max_bytes=1 << 30) is MediaType.XML
+    assert doc.content_type == MediaType.XML.value
+    text = doc.data.decode()
+    outcome = interpret_einvoice(
+        doc.data, text, invoice.master_data, today=invoice.today, page_text=None
+    )
+    assert outcome.report.decision is Decision.SUCCEEDED, outcome.report.as_dict()
+    assert outcome.report.decision is invoice.truth_decision
+    got, truth = outcome.extraction, invoice.truth
+
+    def values(e: Extraction) -> dict[str, Any]:
+        header = {
+            name: getattr(e, name) and getattr(e, name).value
+            for name in (
+                "invoice_number", "issue_date", "due_date", "currency", "net_total",
+                "tax_total", "gross_total", "iban",
+            )
+        }  # fmt: skip
+        return {
+            **header,
+            "supplier": (e.supplier.name and e.supplier.name.value,
+                         e.supplier.vat_id and e.supplier.vat_id.value),
+            "items": [(i.description, i.quantity, i.unit_price, i.line_amount, i.tax_rate)
+                      for i in e.line_items],
+            "taxes": [(t.rate, t.base, t.amount) for t in e.tax_lines],
+        }  # fmt: skip
+
+    assert values(got) == values(truth)
+    assert got.gross_total is not None and got.gross_total.evidence.match == "xml"
 
 
 def test_the_scan_is_an_image_of_the_type_it_is_sent_as() -> None:

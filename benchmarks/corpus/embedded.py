@@ -1,0 +1,78 @@
+"""The corpus PDFs' embedded e-invoices, each with its page, decided as a job would.
+
+:mod:`benchmarks.corpus.xml_read` and :mod:`benchmarks.corpus.xml_plant` read the same
+documents the same way: the embedded XML (``factur-x.xml``, ``zugferd-invoice.xml``,
+``xrechnung.xml``), the text layer of every page, and a tenant that has the XML's
+supplier, IBANs and currency on file, with "today" the day after issue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+from benchmarks.corpus.tree import CorpusTree
+from pipeline.documents import pdf_attachments, read_pdf_text
+from pipeline.extraction import (
+    InvoiceFacts,
+    NotCrossIndustryInvoice,
+    is_embedded_invoice,
+    read_cii,
+)
+from pipeline.invoice import SupplierRecord, TenantMasterData
+from pipeline.worker.interpretation import Interpretation, interpret_einvoice
+
+
+@dataclass(frozen=True)
+class EmbeddedInvoice:
+    """One corpus PDF's XML and page text (``""``: the PDF prints no text)."""
+
+    path: str
+    xml: bytes
+    page: str
+
+    @property
+    def facts(self) -> InvoiceFacts | None:
+        try:
+            return read_cii(self.xml)
+        except NotCrossIndustryInvoice:
+            return None
+
+
+def embedded_invoices(tree: CorpusTree) -> Iterator[EmbeddedInvoice | str]:
+    """Each corpus document with its XML, or a word saying why it has none to read."""
+    for path in tree.documents():
+        data = tree.read(path)
+        try:
+            found = pdf_attachments(data)
+            pages = read_pdf_text(data, max_pages=50).pages
+        except Exception as exc:  # a PDF PDFium refuses: counted, not fatal
+            yield f"pdf_unreadable:{type(exc).__name__}"
+            continue
+        xml = next((b for n, b in found.items() if is_embedded_invoice(n)), None)
+        if xml is None:
+            yield "no_embedded_xml"
+            continue
+        yield EmbeddedInvoice(path, xml, "\f".join(p.laid_out().text for p in pages))
+
+
+def decide(xml: bytes, page: str) -> Interpretation:
+    """``xml`` with ``page`` through the worker's e-invoice path, for a tenant that has
+    the XML's own supplier, IBANs and currency on file, the day after its issue."""
+    try:
+        facts: InvoiceFacts | None = read_cii(xml)
+    except NotCrossIndustryInvoice:
+        facts = None
+    suppliers: tuple[SupplierRecord, ...] = ()
+    today = date.today()
+    currencies: frozenset[str] = frozenset()
+    if facts is not None:
+        name, vat = facts.seller_name or "-", facts.seller_vat_id or ""
+        suppliers = (SupplierRecord(name, vat, frozenset(facts.ibans)),)
+        currencies = frozenset({facts.currency}) if facts.currency else frozenset()
+        today = facts.issue_date + timedelta(days=1) if facts.issue_date else today
+    master = TenantMasterData(suppliers, currencies)
+    return interpret_einvoice(
+        xml, page, master, today=today, page_text=page if page.strip() else None
+    )

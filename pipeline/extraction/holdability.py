@@ -1,0 +1,119 @@
+"""What an e-invoice's XML states and extraction contract v2 has no place for.
+
+One list of rules, read twice: the worker's e-invoice fast path turns each
+:class:`Obstacle` into an ``einvoice_not_holdable`` reason (never a wrong accept), and
+the corpus benchmark (``benchmarks/corpus/holdable.py``) counts a document with any
+obstacle as one no faithful transcription can get SUCCEEDED. What validation checks on
+the values themselves (arithmetic, dates, IBAN, master data) is validation's, not here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+
+from pipeline.extraction.cii import CREDIT_NOTE_TYPES, InvoiceFacts
+
+_CENT = Decimal("0.01")
+#: UNTDID 1001 codes that are no invoice to pay: 751 is "invoice information for accounting".
+NOT_INVOICE_TYPES = frozenset({"751"})
+#: Self-billed invoices: the buyer wrote the page, so the supplier's identity is no proof.
+SELF_BILLED_TYPES = frozenset({"389", "527"})
+
+
+@dataclass(frozen=True)
+class Obstacle:
+    """One thing the XML states that contract v2 cannot hold.
+
+    ``code`` names the kind (``credit_note``, ``allowances_charges``...), ``field`` the
+    extraction field it concerns (``document``, ``line_items[2]``...), ``detail`` says
+    what the XML holds.
+    """
+
+    code: str
+    field: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.detail}"
+
+
+def obstacles(facts: InvoiceFacts) -> list[Obstacle]:
+    """Every obstacle of ``facts``, document first, then line by line; empty: none."""
+    return [*_document(facts), *_items(facts)]
+
+
+def _document(facts: InvoiceFacts) -> list[Obstacle]:
+    out: list[Obstacle] = []
+    code = facts.type_code or ""
+    if code in CREDIT_NOTE_TYPES:
+        out.append(Obstacle("credit_note", "document", f"document type {code}"))
+    elif code in NOT_INVOICE_TYPES:
+        out.append(
+            Obstacle("not_an_invoice", "document", f"document type {code} (accounting information)")
+        )
+    elif code in SELF_BILLED_TYPES:
+        out.append(
+            Obstacle("self_billed", "document", f"document type {code}: the buyer wrote the page")
+        )
+    elif code not in ("", "380"):
+        out.append(Obstacle("document_type", "document", f"type code {code}"))
+    totals = (facts.net_total, facts.tax_total, facts.gross_total)
+    if any(v is not None and v < 0 for v in totals):
+        out.append(
+            Obstacle("negative_amounts", "gross_total", "negative totals (a correction or credit)")
+        )
+    if facts.seller_vat_id is None:
+        tax_no = f" (tax number {facts.seller_tax_number})" if facts.seller_tax_number else ""
+        out.append(Obstacle("no_vat_id", "supplier.vat_id", f"supplier has no VAT id{tax_no}"))
+    if (facts.tax_currency not in (None, facts.currency)) or len(
+        set(facts.tax_total_currencies) - {""}
+    ) > 1:
+        out.append(Obstacle("two_currencies", "currency", f"tax currency {facts.tax_currency}"))
+    if not facts.items:
+        out.append(
+            Obstacle(
+                "no_line_items", "line_items", f"profile {facts.profile} carries no line items"
+            )
+        )
+    charges = [v for v in (facts.charge_total, facts.allowance_total) if v]
+    if facts.document_allowances_charges or charges:
+        out.append(
+            Obstacle(
+                "allowances_charges",
+                "net_total",
+                f"{facts.document_allowances_charges} document-level allowance/charge entries, "
+                f"totals {', '.join(map(str, charges)) or 'none'}",
+            )
+        )
+    return out
+
+
+def _items(facts: InvoiceFacts) -> list[Obstacle]:
+    out: list[Obstacle] = []
+    for i, item in enumerate(facts.items):
+        field = f"line_items[{i}]"
+        where = f"item {i + 1} ({item.name[:30]!r})"
+        if item.line_status is not None:
+            out.append(Obstacle("sub_lines", field, f"{where} has line status {item.line_status}"))
+        if None in (item.quantity, item.unit_price, item.line_amount, item.tax_rate):
+            out.append(
+                Obstacle("item_incomplete", field, f"{where} lacks quantity, price, amount or rate")
+            )
+            continue
+        if item.basis_quantity not in (None, Decimal(1)):
+            out.append(Obstacle("price_basis", field, f"{where} priced per {item.basis_quantity}"))
+        if item.allowances_charges:
+            out.append(Obstacle("item_allowances_charges", field, where))
+        assert item.quantity is not None and item.unit_price is not None
+        product = (item.quantity * item.unit_price).quantize(_CENT, rounding=ROUND_HALF_UP)
+        if item.unit_price != item.unit_price.quantize(_CENT) and product != item.line_amount:
+            out.append(
+                Obstacle(
+                    "price_decimals",
+                    field,
+                    f"{where}: {item.quantity} x {item.unit_price} rounds to {product}, "
+                    f"the line states {item.line_amount}",
+                )
+            )
+    return out

@@ -1,0 +1,103 @@
+"""An e-invoice end to end (issue 44): uploaded through the real API, settled by a real
+driver from its XML with no model call and 0 tokens, and posted to the reference ERP
+receiver (a real loopback HTTP server) exactly once, however often the dispatcher runs.
+
+The invoice is a vendored corpus Factur-X/ZUGFeRD PDF (tests/data/einvoices, see its
+NOTICE) whose page agrees with its XML, of a supplier the tenant has on file.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from benchmarks.fake_provider import FakeProvider
+from pipeline.api import create_app
+from pipeline.delivery import delivery_settle_hook
+from pipeline.documents import open_document_store
+from pipeline.extraction import OpenAICompatibleEngine
+from pipeline.invoice import SupplierRecord
+from pipeline.jobs import JobStore
+from pipeline.settings import Settings
+from pipeline.tenants import permit_currencies, upsert_supplier
+from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
+from tests.support.api import asgi_client, settings_for, tenant_with_key
+from tests.support.delivery import dispatcher_for, fetch, postings, registry_for, reserve_receiver
+from tests.support.drivers import wait_settled
+
+pytestmark = pytest.mark.integration
+
+MUSTANG = (
+    Path(__file__).resolve().parents[1]
+    / "data"
+    / "einvoices"
+    / ("MustangGnuaccountingBeispielRE-20190610_507.pdf")
+)
+
+
+async def test_a_factur_x_pdf_is_posted_to_the_erp_once_without_a_model_call(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    settings = settings_for(dsn, state_dir=tmp_path)
+    tk = await tenant_with_key(pool, scopes=("jobs",))
+    async with pool.acquire() as conn:
+        await upsert_supplier(
+            conn,
+            tk.tenant.id,
+            SupplierRecord("Bei Spiel GmbH", "DE136695976", frozenset({"DE88200800000970375700"})),
+        )
+        await permit_currencies(conn, tk.tenant.id, {"EUR"})
+    receiver, _ = await reserve_receiver(dsn, registry_for(pool), tk.tenant)
+    async with asgi_client(create_app(settings, pool=pool)) as client:
+        r = await client.post(
+            "/v1/extraction-jobs",
+            files={"document": ("mustang.pdf", MUSTANG.read_bytes())},
+            headers=tk.headers,
+        )
+        assert r.status_code == 202, r.text
+        job = uuid.UUID(r.json()["job_id"])
+    store = JobStore(pool, Settings(lease_seconds=30))
+    store.settle_hooks.add(delivery_settle_hook)
+    config = WorkerConfig(worker_id="einvoice-erp", concurrency=1, idle_poll_seconds=0.05)
+    day = datetime(2019, 6, 20, tzinfo=UTC)  # the sample was issued 2019-06-10
+    with FakeProvider(answer=lambda _: "{}") as fake, receiver as erp:
+        async with OpenAICompatibleEngine(fake.base_url, "fake-model") as engine:
+            runner = AttemptRunner(
+                store,
+                engine,
+                config,
+                documents=open_document_store(settings),
+                today=lambda: day,
+            )
+            loop = DriverLoop(runner)
+            await loop.start()
+            try:
+                [row] = await wait_settled(pool, 1, timeout=60)
+            finally:
+                await loop.stop(grace_seconds=5)
+        assert fake.calls() == []  # the XML stated the invoice: not one model call
+        assert (row["id"], row["state"]) == (job, "SUCCEEDED")
+        dispatcher = dispatcher_for(pool)
+        try:
+            report = await dispatcher.run_once()
+            assert report.count("delivered") == 1
+            again = await dispatcher.run_once()  # nothing left to deliver, nothing posted
+            assert again.count("delivered") == 0
+        finally:
+            await dispatcher.close()
+        assert await postings(pool, erp.ledger) == {job: 1}
+    [attempt] = await fetch(
+        pool,
+        "SELECT engine, prompt_tokens, completion_tokens FROM job_attempts WHERE job_id = $1",
+        job,
+    )
+    assert attempt == {"engine": "cii-xml/1", "prompt_tokens": 0, "completion_tokens": 0}
+    [delivery] = await fetch(pool, "SELECT state FROM deliveries WHERE job_id = $1", job)
+    assert delivery == {"state": "delivered"}
+    [result] = await fetch(pool, "SELECT result FROM extraction_results WHERE job_id = $1", job)
+    assert result["result"]["gross_total"]["value"] == "571.04"
+    assert result["result"]["gross_total"]["evidence"]["match"] == "xml"
