@@ -73,14 +73,18 @@ LINE_IDENTITY = "base x rate / 100 = amount"
 
 #: Where a replaced total may have been copied from: ``totals`` the other two totals,
 #: ``parts`` one of two or more parts of its own sum, ``line_amounts``/``tax_bases``
-#: the amounts the table and the breakdown print beside the tax.
-Source = Literal["totals", "parts", "line_amounts", "tax_bases"]
+#: the amounts the table and the breakdown print beside the tax, ``tax_amounts`` the
+#: breakdown's tax amounts.
+Source = Literal["totals", "parts", "line_amounts", "tax_bases", "tax_amounts"]
 COPIED_FROM: Mapping[str, tuple[Source, ...]] = {
     # a tax line's base is a part of the net's sum too (SmolLM2 took the 7 % base 202,33
     # for the net 214,09 of FeRD's `XRECHNUNG_Reisekostenabrechnung`)
     NET: ("totals", "parts", "tax_bases"),
     TAX: ("totals", "parts", "line_amounts", "tax_bases"),
-    GROSS: ("totals",),
+    # the totals written one field late: the net as the tax, the tax line's amount as
+    # the gross (SmolLM2 on both FeRD `Betriebskostenabrechnung` renderings:
+    # "tax":"15387,08","gross":"2923,55" for 15.387,08 + 2.923,55 = 18.310,63)
+    GROSS: ("totals", "tax_amounts"),
 }
 
 
@@ -101,6 +105,7 @@ REPAIRS: tuple[Repair, ...] = (
     Repair("totals.copied.tax", "copied", (TAX,), 0),
     Repair("totals.copied.gross", "copied", (GROSS,), 0),
     Repair("totals.copied.net_and_tax", "copied", (NET, TAX), 1),
+    Repair("totals.copied.tax_and_gross", "copied", (TAX, GROSS), 1),
     Repair("totals.exchanged.net_tax", "exchanged", (NET, TAX), 2),
     Repair("totals.exchanged.net_gross", "exchanged", (NET, GROSS), 2),
     Repair("totals.exchanged.tax_gross", "exchanged", (TAX, GROSS), 2),
@@ -141,6 +146,7 @@ class Rows:
             "parts": parts if len(parts) >= 2 else (),
             "line_amounts": self.line_amounts,
             "tax_bases": self.tax_bases,
+            "tax_amounts": self.tax_amounts,
         }
 
 

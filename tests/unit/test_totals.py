@@ -290,3 +290,25 @@ def test_net_from_a_tax_base_and_tax_from_another_are_replaced_where_the_gross_i
     assert repair(D("202.33"), D("11.76"), D("230.49"), rows) is None
     # a net that is no base nor a part is left as the model gave it
     assert repair(D("202.34"), D("11.76"), D("230.48"), rows) is None
+
+
+def test_totals_written_one_field_late_are_replaced_where_both_sums_prove_them() -> None:
+    # SmolLM2 on both FeRD `Betriebskostenabrechnung` renderings (2026-12-06): the net
+    # 15.387,08 as the tax and the tax line's amount 2.923,55 as the gross; the page
+    # prints net 15.387,08, tax 2.923,55, gross 18.310,63.
+    rows = Rows(
+        D("15387.08"),
+        D("2923.55"),
+        line_amounts=(D("15387.08"),),
+        tax_amounts=(D("2923.55"),),
+        tax_bases=(D("15387.08"),),
+        rates=(D("19"),),
+    )
+    assert repair(D("15387.08"), D("15387.08"), D("2923.55"), rows) == Fix(
+        "totals.copied.tax_and_gross", {TAX: D("2923.55"), GROSS: D("18310.63")}
+    )
+    # the tax line's amount as the gross beside a tax that is no copy: nothing
+    assert repair(D("15387.08"), D("2923.56"), D("2923.55"), rows) is None
+    # a row a cent off (the sums prove nothing): nothing
+    off = Rows(D("15387.07"), D("2923.55"), tax_amounts=(D("2923.55"),))
+    assert repair(D("15387.08"), D("15387.08"), D("2923.55"), off) is None
