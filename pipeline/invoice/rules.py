@@ -59,8 +59,9 @@ RULES: Mapping[str, str] = {
     # the totals' constraint step: values changed where certain
     "totals.copied.net": "the net total copied from another amount, replaced",
     "totals.copied.tax": "the tax total copied from another amount, replaced",
-    "totals.copied.gross": "the gross total copied from another total, replaced",
+    "totals.copied.gross": "the gross total copied from a total or a tax line's amount, replaced",
     "totals.copied.net_and_tax": "the net and tax totals copied (from the gross), replaced",
+    "totals.copied.tax_and_gross": "the tax and gross totals written one field late, replaced",
     "totals.exchanged.net_tax": "the net and tax totals written in each other's fields",
     "totals.exchanged.net_gross": "the net and gross totals written in each other's fields",
     "totals.exchanged.tax_gross": "the tax and gross totals written in each other's fields",
