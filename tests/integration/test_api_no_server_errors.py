@@ -23,15 +23,15 @@ from hypothesis import strategies as st
 
 from pipeline.api import create_app
 from pipeline.api.console.session import LOGIN_COOKIE, SESSION_COOKIE
-from pipeline.database import connect
-from pipeline.tenants import create_api_key, create_tenant
 from tests.support.api import (
     WRITTEN_TABLES,
     asgi_client,
+    assert_problem,
     count_rows,
     loopback_server,
     settings_for,
     submission,
+    tenant_key_at,
     tenant_with_key,
     threaded_server,
 )
@@ -40,12 +40,6 @@ from tests.support.console import console_login, form_token
 pytestmark = pytest.mark.integration
 
 JOBS = "/v1/extraction-jobs"
-
-
-def _problem(r: httpx.Response, status: int, reason: str) -> None:
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"] == "application/problem+json"
-    assert r.json()["reason"] == reason
 
 
 # ----------------------------------------------------- (a) numbers in options
@@ -62,7 +56,7 @@ async def test_a_number_past_the_float_range_in_options_is_a_422(
         r = await client.post(
             JOBS, content=body, headers={**tk.headers, "Content-Type": "application/json"}
         )
-    _problem(r, 422, "number_out_of_range")
+    assert_problem(r, 422, "number_out_of_range")
     assert await count_rows(pool, *WRITTEN_TABLES) == before
 
 
@@ -116,7 +110,7 @@ async def test_a_cursor_outside_the_calendar_in_utc_is_a_400(
     tk = await tenant_with_key(pool)
     async with asgi_client(create_app(settings_for(dsn), pool=pool)) as client:
         r = await client.get(JOBS, params={"cursor": _cursor(created)}, headers=tk.headers)
-    _problem(r, 400, "invalid_cursor")
+    assert_problem(r, 400, "invalid_cursor")
 
 
 @pytest.mark.parametrize("field", ["failed_from", "failed_before"])
@@ -130,7 +124,7 @@ async def test_a_redrive_date_outside_the_calendar_in_utc_is_a_422(
         r = await client.post(
             "/v1/redrives", json={"reason": "sweep", field: value}, headers=tk.headers
         )
-    _problem(r, 422, "invalid_request")
+    assert_problem(r, 422, "invalid_request")
     assert field in r.text
     assert await count_rows(pool, *WRITTEN_TABLES) == before
 
@@ -207,7 +201,7 @@ async def test_an_expired_bearer_key_on_console_routes_is_refused_like_rest(
             f"/console/jobs/{uuid.uuid4()}/reject", data={}, headers=tk.headers
         )
         rest = await client.get(JOBS, headers=tk.headers)
-    _problem(rest, 401, "key_expired")
+    assert_problem(rest, 401, "key_expired")
     for r in (page, dashboard):
         assert r.status_code == 303 and r.headers["location"] == "/console/login"
     for r in (rows, events, post):
@@ -257,21 +251,16 @@ def _get_routes() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-async def caller(module_dsn: str) -> tuple[str, str]:
+async def caller_key(module_dsn: str) -> str:
     """A key with every scope, so each route runs past its scope check."""
-    conn = await connect(module_dsn)
-    try:
-        tenant = await create_tenant(conn, "generated-input")
-        _, key = await create_api_key(conn, tenant.id, scopes=("jobs", "review", "operator"))
-    finally:
-        await conn.close()
-    return str(tenant.id), key
+    _, key = await tenant_key_at(module_dsn, "generated-input", ("jobs", "review", "operator"))
+    return key
 
 
 def test_generated_query_parameters_headers_and_cookies_never_cause_a_server_error(
-    module_dsn: str, caller: tuple[str, str]
+    module_dsn: str, caller_key: str
 ) -> None:
-    _, key = caller
+    key = caller_key
     routes = _get_routes()
     with (
         threaded_server(lambda: create_app(settings_for(module_dsn))) as base,
