@@ -21,6 +21,7 @@ from typing import TypeVar
 import asyncpg
 
 from cluster.cli.base import CommandTable
+from cluster.cli.tenant_ref import tenant_options, tenant_ref
 from pipeline.settings import Settings
 from pipeline.text_safety import visible
 
@@ -52,7 +53,7 @@ def _refused(exc: Exception) -> int:
 
 
 def _supplier_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("tenant", help="tenant name or id")
+    tenant_options(p)
     p.add_argument("name", help="the supplier's name as invoices print it")
     p.add_argument("--vat-id", required=True, help="VAT id (compared without punctuation)")
     p.add_argument(
@@ -72,7 +73,7 @@ def _suppliers_add(args: argparse.Namespace, settings: Settings) -> int:
         record, created = _run(
             settings,
             lambda conn: add_supplier(
-                conn, args.tenant, name=args.name, vat_id=args.vat_id, ibans=args.iban
+                conn, tenant_ref(args), name=args.name, vat_id=args.vat_id, ibans=args.iban
             ),
         )
     except (NotFound, ValueError) as exc:
@@ -88,7 +89,7 @@ def _suppliers_add(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _tenant_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("tenant", help="tenant name or id")
+    tenant_options(p)
     p.add_argument("--json", action="store_true")
 
 
@@ -98,7 +99,7 @@ def _suppliers_list(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.tenants import list_suppliers
 
     try:
-        records = _run(settings, lambda conn: list_suppliers(conn, args.tenant))
+        records = _run(settings, lambda conn: list_suppliers(conn, tenant_ref(args)))
     except NotFound as exc:
         return _refused(exc)
     if args.json:
@@ -112,7 +113,7 @@ def _suppliers_list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _currency_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("tenant", help="tenant name or id")
+    tenant_options(p)
     p.add_argument("codes", nargs="*", help="ISO 4217 codes to permit (none: show them)")
 
 
@@ -126,12 +127,14 @@ def _tenants_currencies(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.tenants import resolve_tenant, set_currencies
 
     async def show(conn: asyncpg.Connection) -> tuple[str, ...]:
-        return (await resolve_tenant(conn, args.tenant)).allowed_currencies
+        return (await resolve_tenant(conn, tenant_ref(args))).allowed_currencies
 
     try:
         codes = _run(
             settings,
-            (lambda conn: set_currencies(conn, args.tenant, args.codes)) if args.codes else show,
+            (lambda conn: set_currencies(conn, tenant_ref(args), args.codes))
+            if args.codes
+            else show,
         )
     except (NotFound, ValueError) as exc:
         return _refused(exc)

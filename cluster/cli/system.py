@@ -177,7 +177,7 @@ def console_banner(intake_url: str, tenant: str | None, issued: IssuedKey | None
     ``tenant`` None: no key was asked for (``--no-console-key``).
     """
     url = f"review console: {intake_url}/console"
-    create = "fenceline keys create TENANT --scope jobs --scope review"
+    create = "fenceline keys create --tenant NAME --scope jobs --scope review"
     if tenant is None:
         return f"{url}\n  sign in with a key that has the review scope ({create})"
     if issued is None:

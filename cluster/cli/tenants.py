@@ -3,7 +3,8 @@
 Every command is a thin shell over :mod:`pipeline.tenants.admin`, so the CLI and
 the tested administration functions cannot drift: scopes are checked there (a
 typo never mints a key with a scope nothing checks), tenants are addressed by
-name or id, and usage is read exactly as admission reads it.
+``--tenant NAME`` or ``--tenant-id UUID`` (:mod:`cluster.cli.tenant_ref`), and usage
+is read exactly as admission reads it.
 
 Secrets are printed once, by ``tenants create`` and ``keys create``; nothing
 else prints a secret or a key hash (``keys list`` shows the stored prefix).
@@ -25,6 +26,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from cluster.cli.base import CommandTable
+from cluster.cli.tenant_ref import tenant_options, tenant_ref
 from pipeline.database import connect
 from pipeline.errors import NotFound
 from pipeline.settings import Settings
@@ -182,7 +184,7 @@ def _tenants_list(_args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _quota_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("tenant", help="tenant name or id")
+    tenant_options(p)
     p.add_argument("--max-pending-jobs", type=_count)
     p.add_argument("--max-pending-bytes", type=_count)
     p.add_argument("--max-pending-tokens", type=_count)
@@ -202,7 +204,7 @@ def _tenants_quotas(args: argparse.Namespace, settings: Settings) -> int:
         settings,
         lambda c: set_quotas(
             c,
-            args.tenant,
+            tenant_ref(args),
             max_pending_jobs=args.max_pending_jobs,
             max_pending_bytes=args.max_pending_bytes,
             max_pending_tokens=args.max_pending_tokens,
@@ -215,14 +217,10 @@ def _tenants_quotas(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _tenant_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("tenant", help="tenant name or id")
-
-
-@command("tenants usage", "a tenant's pending work and spend against its quotas", _tenant_arg)
+@command("tenants usage", "a tenant's pending work and spend against its quotas", tenant_options)
 @_handled
 def _tenants_usage(args: argparse.Namespace, settings: Settings) -> int:
-    u = _run(settings, lambda c: tenant_usage(c, args.tenant, settings))
+    u = _run(settings, lambda c: tenant_usage(c, tenant_ref(args), settings))
     t = u.tenant
     out = {
         "tenant_id": str(t.id),
@@ -269,7 +267,7 @@ def _duration(text: str) -> float:
 
 
 def _key_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("tenant", help="tenant name or id")
+    tenant_options(p)
     p.add_argument("--scope", action="append", default=None, help=_SCOPE_HELP)
     p.add_argument(
         "--expires-in",
@@ -287,7 +285,7 @@ def _keys_create(args: argparse.Namespace, settings: Settings) -> int:
     scopes = tuple(args.scope or ["jobs"])
     key = _run(
         settings,
-        lambda c: issue_key(c, args.tenant, scopes=scopes, expires_in_seconds=args.expires_in),
+        lambda c: issue_key(c, tenant_ref(args), scopes=scopes, expires_in_seconds=args.expires_in),
     )
     out = {
         "tenant_id": str(key.tenant_id),
@@ -300,10 +298,12 @@ def _keys_create(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-@command("keys list", "a tenant's keys: id, prefix, scopes, created, expires, revoked", _tenant_arg)
+@command(
+    "keys list", "a tenant's keys: id, prefix, scopes, created, expires, revoked", tenant_options
+)
 @_handled
 def _keys_list(args: argparse.Namespace, settings: Settings) -> int:
-    for k in _run(settings, lambda c: list_keys(c, args.tenant)):
+    for k in _run(settings, lambda c: list_keys(c, tenant_ref(args))):
         revoked = k.revoked_at.isoformat() if k.revoked_at else "-"
         expires = k.expires_at.isoformat() if k.expires_at else "never"
         print(
@@ -314,14 +314,14 @@ def _keys_list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _revoke_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("tenant", help="tenant name or id")
+    tenant_options(p)
     p.add_argument("key_id", type=uuid.UUID)
 
 
 @command("keys revoke", "revoke an API key (open status streams end too)", _revoke_args)
 @_handled
 def _keys_revoke(args: argparse.Namespace, settings: Settings) -> int:
-    if not _run(settings, lambda c: revoke_key(c, args.tenant, args.key_id)):
+    if not _run(settings, lambda c: revoke_key(c, tenant_ref(args), args.key_id)):
         raise _Refused("no active key with that id for that tenant", 1)
     print("revoked")
     return 0

@@ -26,6 +26,7 @@ import asyncpg
 from pydantic import BaseModel, JsonValue
 
 from pipeline.api.problems import ApiProblem
+from pipeline.clock import parse_instant
 from pipeline.database import fetch_owned
 from pipeline.queries import q
 from pipeline.settings import Settings
@@ -140,10 +141,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         created, job = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
-        at = datetime.fromisoformat(created)
-        if at.tzinfo is None:
-            raise ValueError("naive timestamp")
-        return at, uuid.UUID(job)
+        return parse_instant(created), uuid.UUID(job)
     except (ValueError, TypeError, UnicodeError, binascii.Error):
         raise ApiProblem(400, "the cursor is not valid", reason="invalid_cursor") from None
 

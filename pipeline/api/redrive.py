@@ -25,6 +25,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 from pipeline.api.context import ApiContext, Caller
 from pipeline.api.problems import ApiProblem, problem_responses
 from pipeline.api.submission import JsonInt
+from pipeline.clock import parse_instant
 from pipeline.errors import RedriveRefused
 from pipeline.jobs import (
     RedriveFilter,
@@ -39,15 +40,11 @@ _TEXT = r"^[^\x00]*$"
 
 
 def _rfc3339(value: Any) -> Any:
-    """A JSON date-time is a string with an offset; numbers and naive times are refused."""
+    """A JSON date-time is a string with an offset; numbers, naive times and instants
+    outside the calendar in UTC are refused."""
     if isinstance(value, datetime):
         return value
-    if not isinstance(value, str):
-        raise ValueError("expected an RFC 3339 date-time string")
-    parsed = datetime.fromisoformat(value)
-    if parsed.tzinfo is None:
-        raise ValueError("a date-time needs its UTC offset")
-    return parsed
+    return parse_instant(value)
 
 
 #: An RFC 3339 date-time in strict-mode JSON (pydantic's strict mode refuses strings).

@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import time
 import uuid
 from collections import defaultdict
@@ -207,9 +208,16 @@ def frame(event: str, data: dict[str, Any], cursor: int | None) -> str:
     return "\n".join(lines) + "\n\n"
 
 
+_EVENT_ID = re.compile(r"[0-9]{1,18}")
+
+
 def parse_last_event_id(value: str | None) -> int | None:
-    """A valid cursor, or None (an unusable cursor means a fresh snapshot)."""
-    if value is None or not value.strip().isdigit() or len(value.strip()) > 18:
+    """A valid cursor, or None (an unusable cursor means a fresh snapshot).
+
+    ASCII digits only: ``str.isdigit`` also admits superscripts and other scripts'
+    digits (``²``, ``٣``), which ``int`` then refuses or reads as another number.
+    """
+    if value is None or not _EVENT_ID.fullmatch(value.strip()):
         return None
     return int(value.strip())
 

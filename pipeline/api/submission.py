@@ -15,6 +15,10 @@ end as one :class:`Submission`, checked before anything reaches PostgreSQL
 
 * **Text is checked.** Malformed JSON is 400; NUL characters, lone surrogates and
   schema violations are 422 — never a 500.
+* **Numbers are read exactly, then bounded.** A JSON number with a fraction or an
+  exponent is read as a :class:`~decimal.Decimal` and kept only if a float holds it
+  (``1e400`` would become infinity, which no JSON encoder writes back, and
+  ``1e-400`` would silently become 0): otherwise 422 ``number_out_of_range``.
 * **Nothing invisible where a person reads a name.** A file name or an option
   name (a key of ``options``) with a bidi control, zero-width or other invisible
   character (:mod:`pipeline.text_safety`) is 422 ``unsafe_text``.
@@ -25,9 +29,11 @@ end as one :class:`Submission`, checked before anything reaches PostgreSQL
 from __future__ import annotations
 
 import json
+import math
 import re
 import uuid
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Annotated, Any, TypeVar
 
 from fastapi.exceptions import RequestValidationError
@@ -169,6 +175,23 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _bounded_number(text: str) -> float:
+    """A JSON number with a fraction or an exponent, read exactly and then kept only
+    where a float holds it: finite, and not a nonzero value that rounds to zero.
+
+    Raises:
+        ApiProblem: 422 ``number_out_of_range`` (it passes through ``json.loads``,
+            which is no ``ValueError``).
+    """
+    exact = Decimal(text)
+    value = float(exact)
+    if not math.isfinite(value) or (value == 0 and exact != 0):
+        raise ApiProblem(
+            422, "a number is outside the range a float holds", reason="number_out_of_range"
+        )
+    return value
+
+
 def _check_text(value: Any) -> None:
     """Reject NUL and lone surrogates anywhere in a parsed JSON value (iteratively)."""
     stack = [value]
@@ -199,10 +222,11 @@ def decode_text(raw: bytes, what: str) -> str:
 
 
 def parse_json(raw: bytes, what: str = "request body") -> Any:
-    """Strict JSON (no NaN/Infinity) with text checks; 400 or 422 on failure."""
+    """Strict JSON (no NaN/Infinity, numbers within a float's range) with text checks;
+    400 or 422 on failure."""
     text = decode_text(raw, what)
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_bounded_number)
     except (ValueError, RecursionError):
         raise ApiProblem(400, f"{what} is not valid JSON", reason="malformed_json") from None
     _check_text(value)

@@ -353,21 +353,27 @@ class EgressGuard:
         """Check ``url``, resolve its host once, and pin an address every answer agrees on.
 
         Raises:
-            EgressBlocked: the URL, or any address the host resolves to, is refused.
+            EgressBlocked: the URL, or any address the host resolves to, is refused;
+                a resolver that fails in any way, or answers anything but address
+                strings, is ``unresolvable``.
         """
         target = self.check_url(url)
         if target.literal is not None:
             addrs: list[IPAddress] = [target.literal]
         else:
             try:
-                answers = await self.resolver(target.host, target.port)
-            except (OSError, UnicodeError) as exc:
+                answers = list(await self.resolver(target.host, target.port))
+            except Exception as exc:
+                # The resolver is an outside edge (the system's, or one injected): any
+                # failure of it, of whatever type, means no address to check.
                 raise egress_blocked(
-                    "unresolvable", f"cannot resolve {target.host!r}: {exc}"
+                    "unresolvable", f"cannot resolve {target.host!r}: {type(exc).__name__}: {exc}"
                 ) from None
             addrs = []
             for a in answers:
                 try:
+                    if not isinstance(a, str):  # ip_address would read an int as IPv4
+                        raise ValueError(a)
                     addrs.append(ipaddress.ip_address(a))
                 except ValueError:
                     raise egress_blocked("unresolvable", f"resolver returned {a!r}") from None

@@ -77,7 +77,7 @@ class EgressClient:
 
     Args:
         guard: the SSRF guard consulted on every call (DNS is resolved per call).
-        timeout_seconds: a bound on the whole attempt, connect to last body byte.
+        timeout_seconds: a bound on the whole attempt, name resolution to last body byte.
         max_response_bytes: how much of a response body is read (the rest is dropped).
         verify: TLS verification (a context for private CAs in tests).
     """
@@ -107,8 +107,13 @@ class EgressClient:
         def ms() -> float:
             return round((time.monotonic() - started) * 1000.0, 3)
 
+        # One deadline for the whole attempt: resolving the name counts against it.
+        deadline = asyncio.get_running_loop().time() + self.timeout_seconds
         try:
-            pinned = await self.guard.resolve(url)
+            async with asyncio.timeout_at(deadline):
+                pinned = await self.guard.resolve(url)
+        except TimeoutError:
+            return HttpOutcome(None, ms(), "timeout", "no address resolved in time")
         except EgressBlocked as exc:
             return HttpOutcome(None, ms(), "egress_blocked", f"{exc.reason}: {exc}")
         try:
@@ -129,7 +134,7 @@ class EgressClient:
             detail = f"{type(exc).__name__}: {exc}"[:500]
             return HttpOutcome(None, ms(), "invalid_request", detail, address=pinned.address)
         try:
-            async with asyncio.timeout(self.timeout_seconds):
+            async with asyncio.timeout_at(deadline):
                 response = await self._client.send(request, stream=True)
                 try:
                     excerpt = bytearray()

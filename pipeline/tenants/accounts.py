@@ -24,6 +24,7 @@ import asyncpg
 from pipeline.errors import KeyExpired
 from pipeline.queries import q
 from pipeline.records import from_record
+from pipeline.tenants.names import tenant_name
 
 KEY_PREFIX = "flk_"
 
@@ -79,10 +80,16 @@ async def create_tenant(
     spend_budget: Decimal = Decimal("1000"),
     allowed_currencies: tuple[str, ...] = ("EUR", "USD", "GBP", "CHF"),
 ) -> Tenant:
+    """A new tenant under ``name`` in its one stored form (:func:`tenant_name`).
+
+    Raises:
+        ValueError: the name is not a valid tenant name.
+        asyncpg.UniqueViolationError: a tenant has that name, in any case.
+    """
     row = await conn.fetchrow(
         q("tenant_insert"),
         uuid.uuid4(),
-        name,
+        tenant_name(name),
         weight,
         max_in_flight,
         max_pending_jobs,

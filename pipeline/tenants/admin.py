@@ -9,9 +9,11 @@ with a scope nothing checks:
 * ``review`` — also decide REVIEW_REQUIRED jobs (:mod:`pipeline.api.review`);
 * ``operator`` — also see operational retry details and decide reviews.
 
-Tenants are addressed by name or id (:func:`resolve_tenant`), quotas are the
-admission limits of :mod:`pipeline.tenants.quotas`, and :func:`tenant_usage` shows a
-tenant's current standing against them, read exactly as admission reads it.
+Tenants are addressed by name (a ``str``) or by id (a :class:`uuid.UUID`), never one
+lookup for both (:func:`resolve_tenant`); names follow :mod:`pipeline.tenants.names`.
+Quotas are the admission limits of :mod:`pipeline.tenants.quotas`, and
+:func:`tenant_usage` shows a tenant's current standing against them, read exactly as
+admission reads it.
 """
 
 from __future__ import annotations
@@ -90,17 +92,18 @@ def check_scopes(scopes: tuple[str, ...]) -> tuple[str, ...]:
 
 
 async def resolve_tenant(conn: asyncpg.Connection, ref: str | uuid.UUID) -> Tenant:
-    """A tenant by id or name; :class:`NotFound` if neither matches."""
-    tenant: Tenant | None = None
+    """A tenant by id (a :class:`uuid.UUID`) or by name (a ``str``), never both.
+
+    A string is a name even when it reads as a UUID: trying it as an id first let a
+    tenant named with another tenant's id stand for that other tenant.
+
+    Raises:
+        NotFound: no tenant has that id, or that name.
+    """
     if isinstance(ref, uuid.UUID):
         tenant = await get_tenant(conn, ref)
     else:
-        try:
-            tenant = await get_tenant(conn, uuid.UUID(ref))
-        except ValueError:
-            tenant = None
-        if tenant is None:
-            tenant = await get_tenant_by_name(conn, ref)
+        tenant = await get_tenant_by_name(conn, ref)
     if tenant is None:
         raise NotFound(f"tenant {ref}")
     return tenant

@@ -69,5 +69,7 @@ async def test_bad_scopes_and_unknown_tenants_are_refused(pool: asyncpg.Pool) ->
             await resolve_tenant(conn, "no-such-tenant")
         with pytest.raises(NotFound):
             await issue_key(conn, uuid.uuid4())
-        assert (await resolve_tenant(conn, str(tenant.id))).name == tenant.name
+        assert (await resolve_tenant(conn, tenant.id)).name == tenant.name
+        with pytest.raises(NotFound):  # a string is a name, never an id (issue 45)
+            await resolve_tenant(conn, str(tenant.id))
         assert await conn.fetchval("SELECT count(*) FROM tenants WHERE name = 'never-created'") == 0

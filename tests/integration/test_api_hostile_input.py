@@ -24,14 +24,16 @@ from pipeline.api import create_app
 from pipeline.clock import ManualClock
 from pipeline.database import connect
 from pipeline.settings import Settings
-from pipeline.tenants import create_api_key, create_tenant
+from pipeline.tenants import create_api_key
 from tests.support.api import (
     WRITTEN_TABLES,
     asgi_client,
+    assert_problem,
     count_rows,
     loopback_server,
     settings_for,
     submission,
+    tenant_key_at,
     tenant_with_key,
     threaded_server,
 )
@@ -54,15 +56,6 @@ ALL_TABLES = (
 def production_settings(dsn: str, **kw: Any) -> Settings:
     """The egress policy as deployed: no loopback switch."""
     return settings_for(dsn, webhook_secret_key=KEK, **kw)
-
-
-def assert_problem(r: httpx.Response, status: int, reason: str) -> dict[str, Any]:
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"] == "application/problem+json"
-    body: dict[str, Any] = r.json()
-    assert (body["status"], body["reason"]) == (status, reason)
-    assert body["type"] == f"urn:fenceline:problem:{reason}"
-    return body
 
 
 # ------------------------------------------------------------ 1. malformed URLs
@@ -91,13 +84,8 @@ async def test_malformed_webhook_urls_are_422_egress_blocked(
 
 @pytest.fixture(scope="module")
 async def operator_key(module_dsn: str) -> tuple[str, str]:
-    conn = await connect(module_dsn)
-    try:
-        tenant = await create_tenant(conn, "url-property")
-        _, key = await create_api_key(conn, tenant.id, scopes=("jobs", "operator"))
-    finally:
-        await conn.close()
-    return str(tenant.id), key
+    tenant_id, key = await tenant_key_at(module_dsn, "url-property", ("jobs", "operator"))
+    return str(tenant_id), key
 
 
 @pytest.fixture(scope="module")

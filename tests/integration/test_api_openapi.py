@@ -28,10 +28,8 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from pipeline.api import create_app
 from pipeline.api.app import OPENAPI_PATH, openapi_document
-from pipeline.database import connect
-from pipeline.tenants import create_api_key, create_tenant
 from pipeline.text_safety import is_invisible
-from tests.support.api import settings_for, threaded_server
+from tests.support.api import settings_for, tenant_key_at, threaded_server
 from tests.support.urls import hostile_urls, malformed_host_urls
 
 pytestmark = pytest.mark.integration
@@ -65,12 +63,7 @@ schema.config.generation.update(max_examples=25, allow_x00=False)
 
 @pytest.fixture(scope="module")
 async def api_key(module_dsn: str) -> str:
-    conn = await connect(module_dsn)
-    try:
-        tenant = await create_tenant(conn, "schemathesis")
-        _, key = await create_api_key(conn, tenant.id, scopes=("jobs", "review", "operator"))
-    finally:
-        await conn.close()
+    _, key = await tenant_key_at(module_dsn, "schemathesis", ("jobs", "review", "operator"))
     return key
 
 

@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from pipeline.jobs import JobStore
-from pipeline.tenants import get_tenant_by_name
+from pipeline.tenants import create_tenant, get_tenant_by_name
 from tests.conftest import ADMIN_DSN, dsn_for
 from tests.support.jobs import new_tenant, request
 
@@ -86,12 +86,14 @@ async def test_tenant_and_key_commands_administer_through_tenant_admin(
     first = json.loads(created.stdout)
     assert first["name"] == name and first["scopes"] == ["jobs"]
     assert first["api_key"].startswith("flk_")
-    second_run = fenceline("keys", "create", name, "--scope", "review", "--scope", "jobs", dsn=dsn)
+    second_run = fenceline(
+        "keys", "create", "--tenant", name, "--scope", "review", "--scope", "jobs", dsn=dsn
+    )
     assert second_run.returncode == 0, second_run.stderr
     second = json.loads(second_run.stdout)
     assert second["scopes"] == ["jobs", "review"] and second["tenant_id"] == first["tenant_id"]
 
-    listed = fenceline("keys", "list", first["tenant_id"], dsn=dsn)
+    listed = fenceline("keys", "list", "--tenant-id", first["tenant_id"], dsn=dsn)
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     assert [line.split()[0] for line in lines] == [first["key_id"], second["key_id"]]
@@ -101,15 +103,15 @@ async def test_tenant_and_key_commands_administer_through_tenant_admin(
         assert secret not in listed.stdout
         assert hashlib.sha256(secret.encode()).hexdigest() not in listed.stdout
 
-    revoked = fenceline("keys", "revoke", name, first["key_id"], dsn=dsn)
-    again = fenceline("keys", "revoke", name, first["key_id"], dsn=dsn)
+    revoked = fenceline("keys", "revoke", "--tenant", name, first["key_id"], dsn=dsn)
+    again = fenceline("keys", "revoke", "--tenant", name, first["key_id"], dsn=dsn)
     assert (revoked.returncode, again.returncode) == (0, 1)
-    after = fenceline("keys", "list", name, dsn=dsn).stdout.splitlines()
+    after = fenceline("keys", "list", "--tenant", name, dsn=dsn).stdout.splitlines()
     assert "revoked=-" not in after[0] and "revoked=-" in after[1]
 
     quotas = fenceline(
-        "tenants", "quotas", name, "--max-pending-jobs", "3", "--spend-budget", "12.345678",
-        dsn=dsn,
+        "tenants", "quotas", "--tenant", name, "--max-pending-jobs", "3",
+        "--spend-budget", "12.345678", dsn=dsn,
     )  # fmt: skip
     assert quotas.returncode == 0, quotas.stderr
     assert json.loads(quotas.stdout)["spend_budget"] == "12.345678"
@@ -125,7 +127,7 @@ async def test_tenant_and_key_commands_administer_through_tenant_admin(
         tenant = await get_tenant_by_name(conn, name)
     assert tenant is not None
     await JobStore(pool).accept(request(tenant, text="INVOICE usage"))
-    usage_run = fenceline("tenants", "usage", name, dsn=dsn)
+    usage_run = fenceline("tenants", "usage", "--tenant", name, dsn=dsn)
     assert usage_run.returncode == 0, usage_run.stderr
     usage = json.loads(usage_run.stdout)
     assert usage["pending_jobs"] == {"used": 1, "limit": 3}
@@ -140,18 +142,20 @@ async def test_tenant_and_key_commands_refuse_bad_input_clearly(
     pool: asyncpg.Pool, dsn: str
 ) -> None:
     tenant = await new_tenant(pool)
-    bad_scope = fenceline("keys", "create", tenant.name, "--scope", "admin", dsn=dsn)
+    bad_scope = fenceline("keys", "create", "--tenant", tenant.name, "--scope", "admin", dsn=dsn)
     assert bad_scope.returncode == 2
     assert "admin" in bad_scope.stderr and "operator" in bad_scope.stderr
     assert "Traceback" not in bad_scope.stderr and "flk_" not in bad_scope.stdout
     never = f"never-{uuid.uuid4().hex[:6]}"
     bad_first_key = fenceline("tenants", "create", never, "--scope", "x", dsn=dsn)
     assert bad_first_key.returncode == 2 and "scopes" in bad_first_key.stderr
-    unknown = fenceline("keys", "list", "no-such-tenant", dsn=dsn)
+    unknown = fenceline("keys", "list", "--tenant", "no-such-tenant", dsn=dsn)
     assert unknown.returncode == 1 and "no tenant no-such-tenant" in unknown.stderr
     duplicate = fenceline("tenants", "create", tenant.name, dsn=dsn)
     assert duplicate.returncode == 1 and "already exists" in duplicate.stderr
-    money = fenceline("tenants", "quotas", tenant.name, "--spend-budget", "NaN", dsn=dsn)
+    money = fenceline(
+        "tenants", "quotas", "--tenant", tenant.name, "--spend-budget", "NaN", dsn=dsn
+    )
     assert money.returncode == 2 and "--spend-budget" in money.stderr
     async with pool.acquire() as conn:
         keys = await conn.fetchval("SELECT count(*) FROM api_keys WHERE tenant_id=$1", tenant.id)
@@ -223,7 +227,7 @@ async def test_keys_create_expires_in_sets_an_expiry_and_refuses_bad_durations(
     pool: asyncpg.Pool, dsn: str
 ) -> None:
     tenant = await new_tenant(pool)
-    made = fenceline("keys", "create", tenant.name, "--expires-in", "90d", dsn=dsn)
+    made = fenceline("keys", "create", "--tenant", tenant.name, "--expires-in", "90d", dsn=dsn)
     assert made.returncode == 0, made.stderr
     out = json.loads(made.stdout)
     async with pool.acquire() as conn:
@@ -232,12 +236,39 @@ async def test_keys_create_expires_in_sets_an_expiry_and_refuses_bad_durations(
         )
     assert (row["expires_at"] - row["created_at"]).total_seconds() == 90 * 86400
     assert out["expires_at"] == row["expires_at"].isoformat()
-    listed = fenceline("keys", "list", tenant.name, dsn=dsn).stdout
+    listed = fenceline("keys", "list", "--tenant", tenant.name, dsn=dsn).stdout
     assert f"expires={row['expires_at'].isoformat()}" in listed
     for bad in ("0", "-1h", "soon", "infd"):
-        refused = fenceline("keys", "create", tenant.name, f"--expires-in={bad}", dsn=dsn)
+        refused = fenceline(
+            "keys", "create", "--tenant", tenant.name, f"--expires-in={bad}", dsn=dsn
+        )
         assert refused.returncode == 2 and "--expires-in" in refused.stderr, refused.stderr
         assert "flk_" not in refused.stdout
     async with pool.acquire() as conn:
         keys = await conn.fetchval("SELECT count(*) FROM api_keys WHERE tenant_id=$1", tenant.id)
     assert keys == 1  # refused durations wrote nothing
+
+
+async def test_keys_create_takes_a_name_or_an_id_never_one_for_the_other(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    async with pool.acquire() as conn:
+        victim = await create_tenant(conn, f"victim-{uuid.uuid4().hex[:6]}")
+    by_id = fenceline("keys", "create", "--tenant-id", str(victim.id), dsn=dsn)
+    by_name = fenceline("keys", "create", "--tenant", victim.name, dsn=dsn)
+    id_as_name = fenceline("keys", "create", "--tenant", str(victim.id), dsn=dsn)
+    both = fenceline(
+        "keys", "create", "--tenant", victim.name, "--tenant-id", str(victim.id), dsn=dsn
+    )
+    neither = fenceline("keys", "create", dsn=dsn)
+    not_an_id = fenceline("keys", "create", "--tenant-id", victim.name, dsn=dsn)
+    uuid_named = fenceline("tenants", "create", str(victim.id), dsn=dsn)
+    assert by_id.returncode == 0 and by_name.returncode == 0, (by_id.stderr, by_name.stderr)
+    assert id_as_name.returncode == 1 and "no tenant" in id_as_name.stderr
+    for refused in (both, neither, not_an_id):
+        assert refused.returncode == 2 and "--tenant" in refused.stderr, refused.stderr
+    assert uuid_named.returncode == 2 and "UUID" in uuid_named.stderr
+    async with pool.acquire() as conn:
+        keys = await conn.fetchval("SELECT count(*) FROM api_keys WHERE tenant_id=$1", victim.id)
+        tenants = await conn.fetchval("SELECT count(*) FROM tenants WHERE name=$1", str(victim.id))
+    assert (keys, tenants) == (2, 0)

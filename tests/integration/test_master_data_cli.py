@@ -68,6 +68,7 @@ async def test_suppliers_add_makes_a_cli_tenants_invoices_pass(
         dsn,
         "suppliers",
         "add",
+        "--tenant",
         name,
         inv.supplier.name,
         "--vat-id",
@@ -86,19 +87,21 @@ async def test_suppliers_add_makes_a_cli_tenants_invoices_pass(
     after = await decide(pool, tenant_id, inv)
     assert after.decision is Decision.SUCCEEDED, after.reasons
 
-    code, out, err = await fenceline(capsys, dsn, "suppliers", "list", str(tenant_id), "--json")
+    code, out, err = await fenceline(
+        capsys, dsn, "suppliers", "list", "--tenant-id", str(tenant_id), "--json"
+    )
     assert code == 0, err
     assert json.loads(out) == [
         {"name": inv.supplier.name, "vat_id": inv.supplier.vat_id, "ibans": [iban]}
     ]
-    code, out, _ = await fenceline(capsys, dsn, "suppliers", "list", name)
+    code, out, _ = await fenceline(capsys, dsn, "suppliers", "list", "--tenant", name)
     assert code == 0 and out == f"{inv.supplier.name}  {inv.supplier.vat_id}  {iban}\n"
 
     # The same VAT id again replaces the record: here with another (valid) IBAN on file,
     # which the invoice does not print, so its IBAN is no longer registered.
     other = "GB82WEST12345698765432"
     code, out, err = await fenceline(
-        capsys, dsn, "suppliers", "add", name, inv.supplier.name, "--vat-id",
+        capsys, dsn, "suppliers", "add", "--tenant", name, inv.supplier.name, "--vat-id",
         inv.supplier.vat_id, "--iban", other,
     )  # fmt: skip
     assert code == 0, err
@@ -108,7 +111,9 @@ async def test_suppliers_add_makes_a_cli_tenants_invoices_pass(
 
     # Tenant scope: another tenant sees none of it.
     stranger = await new_tenant(pool)
-    code, out, _ = await fenceline(capsys, dsn, "suppliers", "list", str(stranger.id), "--json")
+    code, out, _ = await fenceline(
+        capsys, dsn, "suppliers", "list", "--tenant-id", str(stranger.id), "--json"
+    )
     assert code == 0 and json.loads(out) == []
 
 
@@ -132,7 +137,7 @@ async def test_suppliers_add_refuses_what_validation_could_never_match(
     message: str,
 ) -> None:
     tenant = await new_tenant(pool)
-    args = ("suppliers", "add", tenant.name, name, "--vat-id", vat_id, "--iban", iban)
+    args = ("suppliers", "add", "--tenant", tenant.name, name, "--vat-id", vat_id, "--iban", iban)
     code, out, err = await fenceline(capsys, dsn, *args)
     assert code == 2 and out == ""
     assert message in err
@@ -143,8 +148,8 @@ async def test_suppliers_add_refuses_what_validation_could_never_match(
         )
     # The valid IBAN of the same table is accepted, so the refusals are about the input.
     code, _, err = await fenceline(
-        capsys, dsn, "suppliers", "add", tenant.name, "Acme GmbH", "--vat-id", "DE123456789",
-        "--iban", "DE89370400440532013000",
+        capsys, dsn, "suppliers", "add", "--tenant", tenant.name, "Acme GmbH",
+        "--vat-id", "DE123456789", "--iban", "DE89370400440532013000",
     )  # fmt: skip
     assert code == 0, err
 
@@ -152,10 +157,10 @@ async def test_suppliers_add_refuses_what_validation_could_never_match(
 async def test_unknown_tenant_is_status_1(dsn: str, capsys: pytest.CaptureFixture[str]) -> None:
     missing = str(uuid.uuid4())
     for args in (
-        ("suppliers", "add", missing, "Acme", "--vat-id", "DE1"),
-        ("suppliers", "list", missing),
-        ("tenants", "currencies", missing, "EUR"),
-        ("tenants", "currencies", "no-such-tenant"),
+        ("suppliers", "add", "--tenant-id", missing, "Acme", "--vat-id", "DE1"),
+        ("suppliers", "list", "--tenant-id", missing),
+        ("tenants", "currencies", "--tenant-id", missing, "EUR"),
+        ("tenants", "currencies", "--tenant", "no-such-tenant"),
     ):
         code, out, err = await fenceline(capsys, dsn, *args)
         assert (code, out) == (1, ""), args
@@ -168,13 +173,13 @@ async def test_tenants_currencies_shows_sets_and_validates(
     inv = generate_invoice(7, max_line_items=3)
     tenant = await new_tenant(pool)
     code, out, err = await fenceline(
-        capsys, dsn, "suppliers", "add", tenant.name, inv.supplier.name, "--vat-id",
+        capsys, dsn, "suppliers", "add", "--tenant", tenant.name, inv.supplier.name, "--vat-id",
         inv.supplier.vat_id, *[a for i in inv.supplier.ibans for a in ("--iban", i)],
     )  # fmt: skip
     assert code == 0, err
     assert (await decide(pool, tenant.id, inv)).decision is Decision.SUCCEEDED
 
-    code, out, _ = await fenceline(capsys, dsn, "tenants", "currencies", tenant.name)
+    code, out, _ = await fenceline(capsys, dsn, "tenants", "currencies", "--tenant", tenant.name)
     assert code == 0 and out.split() == ["EUR", "USD", "GBP", "CHF"]  # the schema default
 
     others = [c for c in ("JPY", "SEK") if c != inv.currency]
@@ -183,6 +188,7 @@ async def test_tenants_currencies_shows_sets_and_validates(
         dsn,
         "tenants",
         "currencies",
+        "--tenant-id",
         str(tenant.id),
         *(c.lower() for c in others),
         others[0],
@@ -193,7 +199,9 @@ async def test_tenants_currencies_shows_sets_and_validates(
     assert refused.codes == {ReasonCode.CURRENCY_NOT_PERMITTED}
 
     for bad in (["XYZ"], ["EUR", "EURO"], ["XAU"]):
-        code, out, err = await fenceline(capsys, dsn, "tenants", "currencies", tenant.name, *bad)
+        code, out, err = await fenceline(
+            capsys, dsn, "tenants", "currencies", "--tenant", tenant.name, *bad
+        )
         assert code == 2 and out == "" and "ISO 4217" in err, bad
     async with pool.acquire() as conn:
         stored = await conn.fetchval(
@@ -202,7 +210,7 @@ async def test_tenants_currencies_shows_sets_and_validates(
     assert stored == others  # nothing changed by the refusals
 
     code, out, err = await fenceline(
-        capsys, dsn, "tenants", "currencies", tenant.name, inv.currency, "USD"
+        capsys, dsn, "tenants", "currencies", "--tenant", tenant.name, inv.currency, "USD"
     )
     assert code == 0 and out.split() == [inv.currency, "USD"], err
     assert (await decide(pool, tenant.id, inv)).decision is Decision.SUCCEEDED

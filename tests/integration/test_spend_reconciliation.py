@@ -151,7 +151,7 @@ async def test_reserved_and_reconciled_match_reported_usage(pool: asyncpg.Pool, 
     assert estimate[cheap.job_id] > cost_of(138, PRICE)
 
     cli = subprocess.run(
-        [sys.executable, "-m", "cluster.cli", "tenants", "usage", tk.tenant.name],
+        [sys.executable, "-m", "cluster.cli", "tenants", "usage", "--tenant", tk.tenant.name],
         env={
             **os.environ,
             "FENCELINE_DATABASE_URL": dsn,

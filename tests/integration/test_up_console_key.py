@@ -57,5 +57,5 @@ def test_without_a_key_the_banner_says_how_to_make_one() -> None:
     none_named = console_banner("http://h:1", "default", None)
     not_asked = console_banner("http://h:1", None, None)
     assert "none named 'default'" in none_named and "--console-tenant" in none_named
-    assert "keys create TENANT --scope jobs --scope review" in not_asked
+    assert "keys create --tenant NAME --scope jobs --scope review" in not_asked
     assert "flk_" not in none_named + not_asked

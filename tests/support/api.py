@@ -17,6 +17,7 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from pipeline.database import connect
 from pipeline.settings import Settings
 from pipeline.tenants import Tenant, create_api_key, create_tenant
 
@@ -45,6 +46,30 @@ async def add_key(pool: asyncpg.Pool, tk: TenantKey, scopes: tuple[str, ...]) ->
     async with pool.acquire() as conn:
         key_id, key = await create_api_key(conn, tk.tenant.id, scopes=scopes)
     return TenantKey(tk.tenant, key, key_id)
+
+
+async def tenant_key_at(
+    dsn: str, name: str, scopes: tuple[str, ...] = ("jobs",)
+) -> tuple[uuid.UUID, str]:
+    """A new tenant with one key, on its own connection (for module-scoped fixtures):
+    the tenant's id and the key's secret."""
+    conn = await connect(dsn)
+    try:
+        tenant = await create_tenant(conn, name)
+        _, key = await create_api_key(conn, tenant.id, scopes=scopes)
+    finally:
+        await conn.close()
+    return tenant.id, key
+
+
+def assert_problem(r: httpx.Response, status: int, reason: str) -> dict[str, Any]:
+    """``r`` is the problem document for ``status`` and ``reason``; its body."""
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/problem+json"
+    body: dict[str, Any] = r.json()
+    assert (body["status"], body["reason"]) == (status, reason)
+    assert body["type"] == f"urn:fenceline:problem:{reason}"
+    return body
 
 
 def settings_for(dsn: str, **overrides: Any) -> Settings:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import builtins
 import datetime as dt
 import ipaddress
 import ssl
@@ -15,6 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pipeline.delivery import EgressClient
 from pipeline.delivery.egress import (
@@ -332,3 +335,63 @@ async def test_the_client_turns_an_unsendable_header_into_an_outcome() -> None:
     outcome = await client.post("http://127.0.0.1:9/hook", b"{}", {"x-note": "caf\u00e9\u202e"})
     await client.aclose()
     assert (outcome.status, outcome.error_class) == (None, "invalid_request")
+
+
+# ---------------------------------------------- the resolver inside the attempt (issue 45)
+async def _never_answers(host: str, port: int) -> list[str]:
+    await asyncio.Event().wait()
+    raise AssertionError("unreachable")
+
+
+async def test_resolution_counts_against_the_attempts_timeout() -> None:
+    client = EgressClient(EgressGuard(EgressPolicy(), _never_answers), timeout_seconds=0.2)
+    try:
+        outcome = await asyncio.wait_for(client.post("https://erp.example.com/", b"{}", {}), 5)
+    finally:
+        await client.aclose()
+    assert (outcome.status, outcome.error_class, outcome.address) == (None, "timeout", None)
+    assert outcome.latency_ms < 2000
+
+
+def _raisable(cls: type[Exception]) -> bool:
+    try:
+        cls("boom")
+    except Exception:
+        return False
+    return True
+
+
+#: Every built-in exception type a resolver might raise, and answers no resolver should give.
+_EXCEPTIONS = sorted(
+    (
+        c
+        for c in vars(builtins).values()
+        if isinstance(c, type) and issubclass(c, Exception) and _raisable(c)
+    ),
+    key=lambda c: c.__name__,
+)
+_ANSWERS = st.one_of(
+    st.none(),
+    st.integers(),
+    st.text(max_size=20),
+    st.lists(st.one_of(st.none(), st.integers(), st.binary(max_size=8), st.text(max_size=20))),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(error=st.sampled_from(_EXCEPTIONS) | st.none(), answer=_ANSWERS, message=st.text())
+async def test_the_client_never_raises_whatever_the_resolver_does(
+    error: type[Exception] | None, answer: Any, message: str
+) -> None:
+    async def resolver(host: str, port: int) -> Any:
+        if error is not None:
+            raise error(message)
+        return answer
+
+    client = EgressClient(EgressGuard(EgressPolicy(), resolver), timeout_seconds=0.05)
+    try:
+        outcome = await client.post("https://erp.example.com/hook", b"{}", {"webhook-id": "m"})
+    finally:
+        await client.aclose()
+    assert outcome.status is None
+    assert outcome.error_class in ("egress_blocked", "timeout", "transport"), outcome

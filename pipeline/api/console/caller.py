@@ -5,7 +5,8 @@ Every console route starts here: :func:`console_caller` resolves the caller (the
 key a session names is read again on every request, so a revoked key ends its
 sessions), :func:`checked_form` refuses a cookie-authenticated POST without the
 session's CSRF token or from another origin, and :class:`ConsoleRefusal` ends a
-request with an HTML page (401 → login, 403, 404). Signing is
+request with an HTML page (401 → login, 403, 404; an expired Bearer key is a 401
+like a missing one, as on the REST routes). Signing is
 :mod:`pipeline.api.console.session`'s.
 """
 
@@ -18,7 +19,11 @@ from fastapi import Request
 from pipeline.api.console.session import SESSION_COOKIE, SessionSigner, same_origin
 from pipeline.api.context import api_context
 from pipeline.api.login_limit import LoginLimiter, LoginLimits
+from pipeline.errors import KeyExpired
 from pipeline.tenants import Principal, authenticate, principal_for_key_id
+
+#: What a caller whose key has expired reads (the sign-in form says the same).
+EXPIRED_KEY = "That key has expired; ask for a new one."
 
 
 class ConsoleRefusal(Exception):
@@ -59,7 +64,11 @@ async def console_caller(request: Request) -> Principal:
     principal = None
     async with pool.acquire(timeout=ctx.settings.db_acquire_timeout_seconds) as conn:
         if auth.lower().startswith("bearer "):
-            principal = await authenticate(conn, auth[7:].strip())
+            try:
+                principal = await authenticate(conn, auth[7:].strip())
+            except KeyExpired:
+                # As on the REST routes (401 key_expired): refused, and told why.
+                raise ConsoleRefusal(401, EXPIRED_KEY) from None
             request.state.console_bearer = principal is not None
         else:
             session = signer(request).verify(request.cookies.get(SESSION_COOKIE))

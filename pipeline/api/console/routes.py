@@ -26,6 +26,7 @@ from fastapi.responses import FileResponse, RedirectResponse, Response, Streamin
 from pydantic import ValidationError
 
 from pipeline.api.console.caller import (
+    EXPIRED_KEY,
     ConsoleRefusal,
     checked_form,
     console_caller,
@@ -62,6 +63,14 @@ _Reason = Annotated[str | None, Query(max_length=64, pattern=r"^[a-z0-9_]*$")]
 _Supplier = Annotated[str | None, Query(max_length=200)]
 
 
+def _supplier_filter(supplier: str | None) -> str | None:
+    """The supplier filter as the queue query takes it: None when empty; a NUL (which
+    no PostgreSQL text holds) is a 400 page, not a database error."""
+    if supplier and "\x00" in supplier:
+        raise ConsoleRefusal(400, "The supplier filter cannot contain a NUL character.")
+    return supplier or None
+
+
 def _first(data: dict[str, Any], name: str) -> str | None:
     values = data.get(name) or []
     return str(values[0]) if values else None
@@ -79,7 +88,7 @@ async def _refused(request: Request, exc: Exception) -> Response:
         and not request.url.path.endswith(("/rows", "/state", "/events"))
     ):
         return RedirectResponse("/console/login", status_code=303)
-    titles = {401: "Sign in required", 403: "Not allowed", 404: "Not found"}
+    titles = {400: "Bad request", 401: "Sign in required", 403: "Not allowed", 404: "Not found"}
     return render(
         "error.html", exc.status, title=titles.get(exc.status, "Error"), message=exc.message
     )
@@ -180,7 +189,7 @@ async def login(request: Request) -> Response:
             try:
                 principal = await authenticate(conn, key.strip())
             except KeyExpired:
-                error = "That key has expired; ask for a new one."
+                error = EXPIRED_KEY
     limiter.attempted(address, digest, failed=principal is None)
     if principal is None:
         cookie, fresh = s.login_nonce()
@@ -217,7 +226,7 @@ async def queue_page(
 ) -> Response:
     principal = await console_caller(request)
     items, codes = await api_context(request).services.console.queue(
-        principal, reason=reason or None, supplier=supplier or None
+        principal, reason=reason or None, supplier=_supplier_filter(supplier)
     )
     return render(
         "queue.html",
@@ -240,7 +249,7 @@ async def queue_rows(
 ) -> Response:
     principal = await console_caller(request)
     items, _ = await api_context(request).services.console.queue(
-        principal, reason=reason or None, supplier=supplier or None
+        principal, reason=reason or None, supplier=_supplier_filter(supplier)
     )
     return render_fragment("queue_rows.html", items=items)
 

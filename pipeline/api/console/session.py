@@ -16,6 +16,9 @@ HMAC-SHA256 (``console_session_key``). Invariants:
   to a short-lived pre-session cookie (login CSRF).
 * A Bearer key works on console routes too (scripts, the cross-tenant matrix);
   such a request needs no CSRF token, since no browser attaches it on its own.
+* Cookies and tokens are client text: every comparison goes through
+  :func:`_equal`, which answers False for anything but ASCII (what this module
+  issues) instead of letting ``hmac.compare_digest`` raise on it.
 """
 
 from __future__ import annotations
@@ -62,6 +65,12 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+def _equal(presented: str, expected: str) -> bool:
+    """Constant-time equality of a presented value with one this module issued (ASCII);
+    False for a presented value outside ASCII, which none of ours is."""
+    return presented.isascii() and hmac.compare_digest(presented, expected)
+
+
 class SessionSigner:
     """Signs and verifies session cookies and CSRF tokens with one key."""
 
@@ -98,7 +107,7 @@ class SessionSigner:
         if not cookie or len(cookie) > 1000 or cookie.count(".") != 1:
             return None
         body, mac = cookie.split(".")
-        if not hmac.compare_digest(mac, self._mac("session", body)):
+        if not _equal(mac, self._mac("session", body)):
             return None
         try:
             data: dict[str, Any] = json.loads(_unb64(body))
@@ -118,7 +127,7 @@ class SessionSigner:
         return self._mac("csrf", session.nonce)
 
     def csrf_ok(self, session: Session, token: str | None) -> bool:
-        return bool(token) and hmac.compare_digest(str(token), self.csrf_token(session))
+        return bool(token) and _equal(str(token), self.csrf_token(session))
 
     def login_nonce(self) -> tuple[str, str]:
         """A pre-session cookie value and the login form's token bound to it."""
@@ -130,15 +139,13 @@ class SessionSigner:
         if not cookie or not token or cookie.count(".") != 1:
             return False
         body, mac = cookie.split(".")
-        if not hmac.compare_digest(mac, self._mac("login", body)):
+        if not _equal(mac, self._mac("login", body)):
             return False
         try:
             expires = int(body.rsplit(":", 1)[1])
         except (IndexError, ValueError):
             return False
-        return expires > time.time() and hmac.compare_digest(
-            str(token), self._mac("login-form", body)
-        )
+        return expires > time.time() and _equal(str(token), self._mac("login-form", body))
 
 
 def same_origin(request: Request) -> bool:
