@@ -187,15 +187,28 @@ def _never(_word: Placed) -> bool:
 
 
 def _split(left: Placed, right: Placed, char: float) -> bool:
-    """One printed word that an OCR engine's layout analysis cut in two: the halves sit
+    """One printed word that an OCR engine cut in two, less than a space apart: halves
     in different lines of its own (a column split, as in ``4'976.`` | ``87`` of a
-    right-aligned amount) with less than a space between them."""
+    right-aligned amount), or in one line, a number cut at its decimal separator
+    (``41396,`` | ``42``: a monospaced comma leaves about half a character of white on
+    each side, which tesseract reads as a word gap)."""
     return (
         left.line is not None
         and right.line is not None
-        and left.line != right.line
+        and (left.line != right.line or _number_cut(left.text, right.text))
         and right.left - left.right < JOIN_GAP * char
     )
+
+
+def _number_cut(left: str, right: str) -> bool:
+    """``left`` + ``right`` is a number cut at one separator: ``41396,`` | ``42`` or
+    ``765`` | ``,06`` (or ``,``)."""
+    if not right.replace(",", "").replace(".", "").isdigit() and right not in (",", "."):
+        return False
+    if left[-1:] in (",", ".") and left[-2:-1].isdigit():
+        return right[0].isdigit()
+    decimals = right[1:]
+    return left[-1:].isdigit() and right[0] in (",", ".") and (not decimals or decimals.isdigit())
 
 
 def _joined(left: Placed, right: Placed) -> Placed:

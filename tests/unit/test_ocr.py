@@ -153,3 +153,38 @@ def test_a_pdf_without_any_text_layer_is_read_by_ocr() -> None:
     document = _read(out.getvalue())
     assert document.ocr_pages == (1,)
     assert "RE-2026-0815" in document.text and "99,95" in document.text
+
+
+#: A table of the generated invoices' "columns" layout: a column of "%" signs (which
+#: tesseract's automatic layout analysis read as vertical text, "dP") and amounts with a
+#: decimal comma (which it cut at the comma: "41396," | "42").
+_TABLE = """\
+Articolo                                    Q.tà      Prezzo un.     IVA       Importo
+Consulenza                             13,75 ore          100,88    22 %       1387,10
+Trasporto e imballo                        1 pz.          264,95    22 %        264,95
+Hosting cloud, mensile                     4 pz.         1995,98    22 %       7983,92
+Traduzione, a parola                 8896 parole           0,086    22 %        765,06
+Hosting cloud, mensile                     2 pz.         1532,85    22 %       3065,70
+Guanti di sicurezza, taglia 9            536 pz.            4,48    22 %       2401,28
+Licenza software annuale                   5 pz.         3793,55    10 %      18967,75
+Squadretta in acciaio 40 mm             1633 pz.            0,88    22 %       1437,04
+----------------------------------------
+                           Totale imponibile                        41396,42
+                           IVA 22 % su 19810,88                      4358,39
+                           IVA 10 % su 18967,75                      1896,78
+                           Totale IVA                                6359,88
+"""
+
+
+def test_a_150_dpi_noisy_scan_reads_its_rates_and_decimal_amounts() -> None:
+    from benchmarks.invoices.files import ScanSettings, pdf_bytes, scan_bytes
+
+    scan = ScanSettings(dpi=150, skew=0.4, blur=0.33, noise=9.0, jpeg_quality=70, format="PNG")
+    settings = Settings(ocr_languages="ita", ocr_detect_orientation=False)
+    document = _read(scan_bytes(pdf_bytes(_TABLE), scan, seed=5001), settings)
+    rows = [" ".join(line.split()) for line in document.text.splitlines()]
+    assert "dP" not in document.text
+    # every amount read whole (the decimals not cut off at the comma), every rate a rate
+    for amount in ("1387,10", "7983,92", "3065,70", "2401,28", "18967,75", "41396,42", "6359,88"):
+        assert amount in document.text.split(), amount
+    assert sum(row.count("22 %") for row in rows) >= 7

@@ -101,7 +101,7 @@ def test_upscaling_stays_within_the_pixel_limit() -> None:
 
 def test_the_orientation_callback_turns_the_page_clockwise() -> None:
     image = Image.new("L", (400, 300), 255)
-    image.putpixel((0, 0), 0)  # top-left ink ends top-right after a clockwise quarter turn
+    image.paste(0, (0, 0, 10, 10))  # top-left ink ends top-right after a clockwise quarter turn
     seen: list[tuple[int, int]] = []
 
     def orient(gray: Image.Image) -> int:
@@ -111,4 +111,27 @@ def test_the_orientation_callback_turns_the_page_clockwise() -> None:
     page = normalise(image, number=1, dpi=300.0, target_dpi=300, max_pixels=10**7, orient=orient)
     assert seen == [(400, 300)]
     assert page.rotation == 90 and page.image.size == (300, 400)
-    assert page.image.getpixel((299, 0)) == 0
+    assert page.image.getpixel((295, 4)) < 64  # ink still, through the denoising blur
+
+
+def test_a_number_cut_at_its_decimal_comma_on_one_line_is_joined() -> None:
+    # tesseract reads a monospaced comma's white as a word gap: "41396," | "42" (8 px
+    # apart, under a character), "765" | "," | "06"; a real space after a comma ("A4,"
+    # | "80", 24 px) and words that are no number stay apart
+    words = parse_tsv(
+        _tsv(
+            (1, 1, 100, 100, "41396,"),
+            (1, 1, 224, 100, "42"),
+            (1, 2, 100, 150, "765"),
+            (1, 2, 166, 150, ","),
+            (1, 2, 190, 150, "06"),
+            (1, 3, 100, 200, "A4,"),
+            (1, 3, 180, 200, "80"),
+            (1, 4, 100, 250, "pz."),
+            (1, 4, 164, 250, "12"),
+        )
+    )
+    text, placed = layout_text(words)
+    assert text.splitlines() == ["41396,42", "765,06", "A4, 80", "pz. 12"]
+    assert all(text[w.start : w.end] == w.text for w in placed)
+    assert placed[0].box.right == 224 + 36
