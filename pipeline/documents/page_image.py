@@ -119,10 +119,14 @@ def check_pixels(size: tuple[int, int], max_pixels: int) -> None:
 def declared_dpi(image: Image.Image) -> float | None:
     """The horizontal resolution the file declares, if plausible (50–2400)."""
     dpi = image.info.get("dpi")
-    if isinstance(dpi, tuple) and dpi and isinstance(dpi[0], int | float):
+    if not isinstance(dpi, tuple) or not dpi:
+        return None
+    try:  # a TIFF declares an IFDRational, a PNG or JPEG a float or an int
         value = float(dpi[0])
-        if 50 <= value <= 2400:
-            return round(value, 1)  # PNG stores pixels per metre: 299.9994 is 300
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+    if 50 <= value <= 2400:
+        return round(value, 1)  # PNG stores pixels per metre: 299.9994 is 300
     return None
 
 

@@ -222,3 +222,14 @@ def test_ocr_of_a_generated_scan_finds_the_invoice_number_and_total() -> None:
     assert document.ocr_pages == (1,)
     assert invoice.truth.invoice_number.value in document.text
     assert _flat(invoice.truth.gross_total.evidence.quote) in _flat(document.text)
+
+
+@pytest.mark.parametrize("fmt", SCAN_FORMATS)
+def test_the_page_reader_takes_each_formats_declared_dpi(fmt: str) -> None:
+    # a TIFF declares its resolution as an IFDRational, which the reader once refused
+    from pipeline.documents.page_image import declared_dpi
+
+    file = render_scan(generate_invoice(8, max_line_items=3).ocr_text, 8, format=fmt)
+    assert file.scan is not None
+    with Image.open(io.BytesIO(file.data)) as image:
+        assert declared_dpi(image) == pytest.approx(file.scan.dpi, abs=0.1)
