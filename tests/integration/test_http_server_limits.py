@@ -9,6 +9,7 @@ import json
 import time
 
 import asyncpg
+import httpx
 import pytest
 
 from pipeline.api import create_app
@@ -24,6 +25,7 @@ from tests.support.api import (
 
 pytestmark = pytest.mark.integration
 
+JOBS = "/v1/extraction-jobs"
 HEALTH = b"GET /healthz HTTP/1.1\r\nHost: intake.test\r\n"
 
 
@@ -112,7 +114,7 @@ async def test_a_stalled_body_is_closed_within_the_idle_timeout_and_writes_nothi
     app = create_app(settings, pool=pool)
     body = json.dumps(submission()).encode()
     head = (
-        f"POST /v1/extraction-jobs HTTP/1.1\r\nHost: intake.test\r\n"
+        f"POST {JOBS} HTTP/1.1\r\nHost: intake.test\r\n"
         f"Authorization: Bearer {tk.key}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     ).encode()
@@ -139,3 +141,28 @@ def test_the_defaults_are_the_documented_ones() -> None:
     )
     assert (s.http_header_timeout_seconds, s.http_body_idle_seconds) == (10.0, 10.0)
     assert s.http_keep_alive_seconds == 5
+
+
+async def test_requests_within_the_limits_share_a_kept_alive_connection(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    """The bounds apply per request: a connection that served a body and a small head
+    serves the next request, and a pipelined pair is answered in order."""
+    tk = await tenant_with_key(pool)
+    settings = settings_for(dsn, http_header_timeout_seconds=1.0, http_body_idle_seconds=1.0)
+    app = create_app(settings, pool=pool)
+    async with (
+        loopback_server(app, limits=settings) as url,
+        httpx.AsyncClient(base_url=url, timeout=10) as client,
+    ):
+        answers = []
+        for _ in range(3):
+            answers.append(await client.post(JOBS, json=submission(), headers=tk.headers))
+            await asyncio.sleep(1.2)  # idle past both timeouts between requests, kept alive
+            answers.append(await client.get("/healthz"))
+        pipelined, _ = await _exchange(
+            url, HEALTH + b"\r\n" + HEALTH + b"Connection: close\r\n\r\n"
+        )
+    assert [r.status_code for r in answers] == [202, 200] * 3
+    assert len({id(r.extensions["network_stream"]) for r in answers}) == 1  # one connection
+    assert pipelined.count(b"HTTP/1.1 200 OK") == 2
