@@ -90,6 +90,18 @@ class Settings(BaseSettings):
     #: it (or past ``body_drain_seconds``) the connection is closed unread.
     max_body_drain_bytes: int = Field(8 << 20, ge=0)
     body_drain_seconds: float = Field(10.0, gt=0)
+    #: The HTTP server's own bounds (``pipeline.api.server``, docs/intake.md "Limits at
+    #: the HTTP server"): the request line (414 past it), the request line and headers
+    #: together (431), how many headers (431), how long the head may take to arrive from
+    #: the connection's (or request's) first byte (408), how long a body may go without
+    #: a byte while the app waits for it (connection closed), and how long an idle
+    #: keep-alive connection stays open.
+    http_max_request_line_bytes: int = Field(8 << 10, gt=0)
+    http_max_header_bytes: int = Field(16 << 10, gt=0)
+    http_max_headers: int = Field(100, gt=0)
+    http_header_timeout_seconds: float = Field(10.0, gt=0)
+    http_body_idle_seconds: float = Field(10.0, gt=0)
+    http_keep_alive_seconds: int = Field(5, gt=0)
     #: Documents (``pipeline.extraction.bounds``, docs/intake.md "Document limits"): the
     #: intake refuses one over a size limit (bytes, estimated tokens) with 413 and one
     #: over a shape limit (lines, characters on one line) with 422, naming the limit and

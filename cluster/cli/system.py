@@ -247,7 +247,10 @@ def _api(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     import uvicorn
 
-    uvicorn.run(create_app(settings), host=args.host, port=args.port)
+    from pipeline.api.server import server_config
+
+    config = server_config(create_app(settings), settings, host=args.host, port=args.port)
+    uvicorn.Server(config).run()
     return 0
 
 

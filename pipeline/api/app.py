@@ -143,7 +143,11 @@ def create_app(
         upload_max_bytes=settings.max_document_file_bytes + MULTIPART_OVERHEAD_BYTES,
     )
     # Outside the body limit: an ambiguous request is refused before anything is read.
-    app.add_middleware(SingleValuedHeadersMiddleware)
+    app.add_middleware(
+        SingleValuedHeadersMiddleware,
+        max_headers=settings.http_max_headers,
+        max_header_bytes=settings.http_max_header_bytes,
+    )
     # Outermost (added last), so the 413s above are counted too.
     app.add_middleware(AcceptanceMiddleware, metrics=ctx.metrics)
     register_routes(app)

@@ -43,6 +43,12 @@ def repeated_header(scope: Scope) -> str | None:
     return None
 
 
+def header_load(scope: Scope) -> tuple[int, int]:
+    """How many headers ``scope`` carries and their bytes as sent (``name: value\\r\\n``)."""
+    headers = scope.get("headers", ())
+    return len(headers), sum(len(key) + len(value) + 4 for key, value in headers)
+
+
 def has_both_framings(scope: Scope) -> bool:
     """Whether the request carries both ``Content-Length`` and ``Transfer-Encoding``."""
     names = {bytes(key).lower() for key, _ in scope.get("headers", ())}
@@ -50,13 +56,27 @@ def has_both_framings(scope: Scope) -> bool:
 
 
 class SingleValuedHeadersMiddleware:
-    """400 for a repeated header of :data:`SINGLE_VALUED` or two body framings."""
+    """431 for too many or too large headers; 400 for a repeated header of
+    :data:`SINGLE_VALUED` or two body framings."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, max_headers: int, max_header_bytes: int) -> None:
         self.app = app
+        self.max_headers = max_headers
+        self.max_header_bytes = max_header_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            count, size = header_load(scope)
+            if count > self.max_headers or size > self.max_header_bytes:
+                response = problem(
+                    431,
+                    f"{count} headers of {size} bytes; at most {self.max_headers} "
+                    f"headers of {self.max_header_bytes} bytes",
+                    reason="headers_over_limit",
+                    headers={"Connection": "close"},
+                )
+                await response(scope, receive, send)
+                return
             name = repeated_header(scope)
             if name is not None:
                 response = problem(

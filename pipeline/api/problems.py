@@ -32,6 +32,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pipeline.errors import AdmissionRejected, DocumentOverLimit, IdempotencyConflict, NotFound
+from pipeline.text_safety import refuse_invisible
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,23 @@ class ApiProblem(Exception):
         self.reason = reason
         self.headers = headers or {}
         self.extensions = extensions
+
+
+def refuse_unsafe_text(where: str, text: str | None, *, multiline: bool = False) -> None:
+    """:func:`pipeline.text_safety.refuse_invisible` as the API answers it.
+
+    Every human-readable field the API stores or carries on passes here before it
+    is written: a character a person cannot see for what it is (bidi control,
+    zero-width, control; a newline or tab only where ``multiline``) is refused.
+
+    Raises:
+        ApiProblem: 422 ``unsafe_text``, naming the field and the code point
+            (never echoing the text itself).
+    """
+    try:
+        refuse_invisible(where, text, multiline=multiline)
+    except ValueError as exc:
+        raise ApiProblem(422, str(exc), reason="unsafe_text") from None
 
 
 def retry_after_seconds(seconds: float) -> int:

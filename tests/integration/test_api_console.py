@@ -294,3 +294,31 @@ async def test_an_expired_key_ends_its_console_session_and_cannot_sign_in(
     assert after.status_code == 303 and after.headers["location"] == "/console/login"
     assert again.status_code == 401 and "expired" in again.text
     assert f"{SESSION_COOKIE}=" not in again.headers.get("set-cookie", "")
+
+
+async def test_flash_shows_only_the_servers_own_messages(pool: asyncpg.Pool, dsn: str) -> None:
+    """``?flash=`` names one of a fixed set of messages; any other text shows nothing,
+    so a link cannot put words of its choosing in the console's green status line."""
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+    app = create_app(settings_for(dsn), pool=pool)
+    forged = "Your key expired: sign in again at evil.example"
+    async with loopback_server(app) as base, httpx.AsyncClient(base_url=base, timeout=10) as c:
+        job = await invoice_awaiting_review(pool, c, tk)
+        await console_login(c, tk)
+        pages = [
+            (await c.get(f"{path}", params={"flash": forged, "job": forged})).text
+            for path in ("/console/queue", f"/console/jobs/{job.job_id}")
+        ]
+        _, csrf = await job_page(c, job.job_id)
+        saved = await c.post(
+            f"/console/jobs/{job.job_id}/correct",
+            data=correction_form(csrf, job.state_version, gross_total="99999.99"),
+        )
+        shown = (await c.get(saved.headers["location"])).text
+        named = (await c.get("/console/queue", params={"flash": "rejected", "job": "x"})).text
+    for page in pages:
+        assert forged not in page and 'class="flash"' not in page
+    assert saved.status_code == 303 and "flash=saved" in saved.headers["location"]
+    assert "Saved; validation still finds reasons" in shown
+    # A job that is not a UUID is left out of the message, never shown.
+    assert '<p class="flash" role="status">Rejected the job</p>' in named

@@ -211,7 +211,7 @@ async def test_an_expired_bearer_key_on_console_routes_is_refused_like_rest(
 
 # ------------------------------------------------------------ generated input
 #: Every query parameter a GET route reads, plus one no route knows.
-PARAMS = ("state", "cursor", "limit", "reason", "supplier", "flash", "error", "unknown")
+PARAMS = ("state", "cursor", "limit", "reason", "supplier", "flash", "job", "error", "unknown")
 #: Every request header a route reads, the cookies included.
 HEADERS = ("Last-Event-ID", "Idempotency-Key", "Accept", "Origin", "X-Request-ID")
 COOKIES = (SESSION_COOKIE, LOGIN_COOKIE)

@@ -17,6 +17,7 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from pipeline.api.server import server_config
 from pipeline.database import connect
 from pipeline.settings import Settings
 from pipeline.tenants import Tenant, create_api_key, create_tenant
@@ -114,16 +115,27 @@ def _bound_socket() -> socket.socket:
 
 
 @contextlib.asynccontextmanager
-async def loopback_server(app: FastAPI, *, http: str = "auto") -> AsyncIterator[str]:
+async def loopback_server(
+    app: FastAPI, *, http: str = "auto", limits: Settings | None = None
+) -> AsyncIterator[str]:
     """Run ``app`` under a real uvicorn on 127.0.0.1 in this event loop; yield its URL.
 
     ``http`` picks uvicorn's HTTP parser (``h11`` or ``httptools``; ``auto``, its
-    default, is httptools when installed).
+    default, is httptools when installed). With ``limits`` the server is the one
+    ``fenceline api`` runs (:func:`pipeline.api.server.server_config`) and ``http``
+    is not used.
     """
     sock = _bound_socket()
     port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app, http=http, log_level="warning", lifespan="on", timeout_graceful_shutdown=2
+    options: dict[str, Any] = {
+        "log_level": "warning",
+        "lifespan": "on",
+        "timeout_graceful_shutdown": 2,
+    }
+    config = (
+        uvicorn.Config(app, http=http, **options)
+        if limits is None
+        else server_config(app, limits, **options)
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))

@@ -5,7 +5,8 @@
 :mod:`~pipeline.api.console.session` signs sessions and CSRF tokens,
 :mod:`~pipeline.api.console.views` reads what the pages show,
 :mod:`~pipeline.api.console.render` renders ``templates/`` (Jinja2, autoescaped) and
-:mod:`~pipeline.api.console.headers` sets the pages' security headers; ``static/``
+:mod:`~pipeline.api.console.headers` sets the pages' security headers,
+:mod:`~pipeline.api.console.flash` holds the status line's fixed messages; ``static/``
 holds the console's own script and stylesheet.
 
 Nothing is imported here: :mod:`pipeline.api.context` needs the session signer and the

@@ -35,6 +35,7 @@ from pipeline.api.console.caller import (
     need,
     signer,
 )
+from pipeline.api.console.flash import flash_text, flash_url
 from pipeline.api.console.headers import ConsoleHeadersMiddleware
 from pipeline.api.console.page_view import PageView
 from pipeline.api.console.render import STATIC, render, render_fragment, review_page_model
@@ -61,6 +62,9 @@ router = APIRouter(prefix="/console", include_in_schema=False)
 
 _Reason = Annotated[str | None, Query(max_length=64, pattern=r"^[a-z0-9_]*$")]
 _Supplier = Annotated[str | None, Query(max_length=200)]
+#: A message key and the job it names: only the server's own texts show (see ``flash``).
+_FlashKey = Annotated[str | None, Query(max_length=200)]
+_FlashJob = Annotated[str | None, Query(max_length=200)]
 
 
 def _supplier_filter(supplier: str | None) -> str | None:
@@ -74,6 +78,11 @@ def _supplier_filter(supplier: str | None) -> str | None:
 def _first(data: dict[str, Any], name: str) -> str | None:
     values = data.get(name) or []
     return str(values[0]) if values else None
+
+
+def _note(form: dict[str, Any]) -> str:
+    """The form's note, trimmed, its lines as ``\\n`` (a browser sends a textarea's as CRLF)."""
+    return (_first(form, "note") or "").replace("\r\n", "\n").strip()
 
 
 def _page(request: Request, principal: Principal, **context: Any) -> dict[str, Any]:
@@ -222,7 +231,8 @@ async def queue_page(
     request: Request,
     reason: _Reason = None,
     supplier: _Supplier = None,
-    flash: Annotated[str | None, Query(max_length=200)] = None,
+    flash: _FlashKey = None,
+    job: _FlashJob = None,
 ) -> Response:
     principal = await console_caller(request)
     items, codes = await api_context(request).services.console.queue(
@@ -237,7 +247,7 @@ async def queue_page(
         codes=codes,
         reason=reason,
         supplier=supplier,
-        flash=flash,
+        flash=flash_text(flash, job),
         events_url="/console/events",
         fragment_url=str(request.url.replace(path="/console/queue/rows")),
     )
@@ -258,7 +268,8 @@ async def queue_rows(
 async def job_page(
     request: Request,
     job_id: uuid.UUID,
-    flash: Annotated[str | None, Query(max_length=200)] = None,
+    flash: _FlashKey = None,
+    job: _FlashJob = None,
 ) -> Response:
     principal = await console_caller(request)
     subject = await _subject(request, principal, job_id)
@@ -275,7 +286,7 @@ async def job_page(
         subject=subject,
         can_decide=can_decide,
         editable=can_decide and model["approvable"],
-        flash=flash,
+        flash=flash_text(flash, job),
         events_url=f"/console/jobs/{job_id}/events",
         state_version=subject.state_version,
         page_view=page_view,
@@ -321,7 +332,7 @@ async def correct(request: Request, job_id: uuid.UUID) -> Response:
                     k[len("value.") :]: str(v[0]) for k, v in form.items() if k.startswith("value.")
                 },
                 "overrides": overrides,
-                "note": (_first(form, "note") or "").strip() or None,
+                "note": _note(form) or None,
                 "approve": _first(form, "action") == "approve",
             }
         )
@@ -336,16 +347,9 @@ async def correct(request: Request, job_id: uuid.UUID) -> Response:
     if out.state is JobState.SUCCEEDED:
         nxt = await ctx.services.console.queue(principal, reason=None, supplier=None, limit=1)
         target = f"/console/jobs/{nxt[0][0].job_id}" if nxt[0] else "/console/queue"
-        return RedirectResponse(f"{target}?flash=Approved+job+{job_id}", status_code=303)
-    message = (
-        "Saved; validation still finds reasons"
-        if out.reasons
-        else "Saved; validation passes, approve to deliver"
-    )
-    return RedirectResponse(
-        f"/console/jobs/{job_id}?flash={message.replace(' ', '+').replace(';', '%3B')}",
-        status_code=303,
-    )
+        return RedirectResponse(flash_url(target, "approved", job_id), status_code=303)
+    message = "saved-reasons" if out.reasons else "saved"
+    return RedirectResponse(flash_url(f"/console/jobs/{job_id}", message), status_code=303)
 
 
 @router.post("/jobs/{job_id}/reject")
@@ -355,7 +359,7 @@ async def reject(request: Request, job_id: uuid.UUID) -> Response:
     try:
         body = ReviewDecisionIn(
             decision="reject",
-            note=(_first(form, "note") or "").strip(),
+            note=_note(form),
             state_version=int(_first(form, "state_version") or 0),
         )
     except (ValidationError, ValueError):
@@ -364,7 +368,7 @@ async def reject(request: Request, job_id: uuid.UUID) -> Response:
         await ctx.services.review.decide(principal, job_id, body)
     except ApiProblem as exc:
         raise ConsoleRefusal(exc.status, exc.detail) from None
-    return RedirectResponse(f"/console/queue?flash=Rejected+job+{job_id}", status_code=303)
+    return RedirectResponse(flash_url("/console/queue", "rejected", job_id), status_code=303)
 
 
 @router.get("/dashboard")
