@@ -32,7 +32,7 @@ def installed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_builtin_commands_parse_without_any_plugin() -> None:
     parser = build_parser(subcommands(plugins=False))
-    args = parser.parse_args(["suppliers", "list", "acme"])
+    args = parser.parse_args(["suppliers", "list", "--tenant", "acme"])
     assert args.handler.__name__ == "_suppliers_list"
     args = parser.parse_args(["dlq", "replay", "x", "--by", "ops"])
     assert (args.subcommand, args.id, args.by) == ("replay", "x", "ops")
