@@ -7,13 +7,13 @@ handful of slow clients can hold every connection and a few large heads the
 memory. :class:`BoundedHttpToolsProtocol` adds the bounds where the bytes arrive,
 before the app runs:
 
-* the request line (method, target, version) over ``max_request_line_bytes``
+* the request line (method, target, version) over ``http_max_request_line_bytes``
   is a 414, checked as the target arrives;
-* the head (request line and headers) over ``max_header_bytes`` is a 431,
+* the head (request line and headers) over ``http_max_header_bytes`` is a 431,
   counted per read, so at most one read (256 KiB) past the bound is buffered;
-* a head not complete ``header_timeout`` seconds after the connection opened or
+* a head not complete ``http_header_timeout_seconds`` seconds after the connection opened or
   the request's first byte is a 408;
-* a body that goes ``body_idle`` seconds without a byte while the server waits
+* a body that goes ``http_body_idle_seconds`` seconds without a byte while the server waits
   for it (reading not paused by the app) closes the connection; the app sees
   ``http.disconnect``.
 
@@ -46,21 +46,16 @@ _DEFAULTS = Settings.model_fields
 
 @dataclasses.dataclass(frozen=True)
 class HttpLimits:
-    """The bounds one server applies; the defaults are the settings' defaults."""
+    """The bounds one server applies: the settings of those names, with their defaults."""
 
-    max_request_line_bytes: int = _DEFAULTS["http_max_request_line_bytes"].default
-    max_header_bytes: int = _DEFAULTS["http_max_header_bytes"].default
-    header_timeout: float = _DEFAULTS["http_header_timeout_seconds"].default
-    body_idle: float = _DEFAULTS["http_body_idle_seconds"].default
+    http_max_request_line_bytes: int = _DEFAULTS["http_max_request_line_bytes"].default
+    http_max_header_bytes: int = _DEFAULTS["http_max_header_bytes"].default
+    http_header_timeout_seconds: float = _DEFAULTS["http_header_timeout_seconds"].default
+    http_body_idle_seconds: float = _DEFAULTS["http_body_idle_seconds"].default
 
     @classmethod
     def of(cls, settings: Settings) -> HttpLimits:
-        return cls(
-            max_request_line_bytes=settings.http_max_request_line_bytes,
-            max_header_bytes=settings.http_max_header_bytes,
-            header_timeout=settings.http_header_timeout_seconds,
-            body_idle=settings.http_body_idle_seconds,
-        )
+        return cls(**{f.name: getattr(settings, f.name) for f in dataclasses.fields(cls)})
 
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
@@ -86,7 +81,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     # -- connection
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._arm(self.limits.header_timeout, self._head_timed_out)
+        self._arm(self.limits.http_header_timeout_seconds, self._head_timed_out)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -104,20 +99,20 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             # The whole read belongs to one head (a read that also ended a request
             # is left uncounted: at most one read past the bound).
             self._head_bytes += len(data)
-            if self._head_bytes > self.limits.max_header_bytes:
+            if self._head_bytes > self.limits.http_max_header_bytes:
                 self._refuse(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE)
         elif self._body_open and self._timer is None:
-            self._arm(self.limits.body_idle, self._body_idle_check)
+            self._arm(self.limits.http_body_idle_seconds, self._body_idle_check)
 
     # -- parser callbacks
     def on_message_begin(self) -> None:
         super().on_message_begin()
         if self._timer is None:
-            self._arm(self.limits.header_timeout, self._head_timed_out)
+            self._arm(self.limits.http_header_timeout_seconds, self._head_timed_out)
 
     def on_url(self, url: bytes) -> None:
         super().on_url(url)
-        if len(self.url) > self.limits.max_request_line_bytes and not self._refused:
+        if len(self.url) > self.limits.http_max_request_line_bytes and not self._refused:
             self._refuse(HTTPStatus.REQUEST_URI_TOO_LONG)
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -166,11 +161,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         idle = self.loop.time() - self._last_data
         if self.flow.read_paused:  # the app is not reading: not the client's stall
             self._last_data, idle = self.loop.time(), 0.0
-        if idle >= self.limits.body_idle:
+        if idle >= self.limits.http_body_idle_seconds:
             self._refused = True
             self.transport.close()
         else:
-            self._arm(self.limits.body_idle - idle, self._body_idle_check)
+            self._arm(self.limits.http_body_idle_seconds - idle, self._body_idle_check)
 
     def _refuse(self, status: HTTPStatus) -> None:
         """Answer ``status`` in plain text (unless a response is under way) and close."""
