@@ -12,6 +12,9 @@ its own error shape and nothing a client sends can surface as a bare 500:
 * A lost or unreachable database → 503 with ``Retry-After``: accepted work is in
   PostgreSQL, so when it cannot be reached nothing can be accepted.
 * Anything else → 500 with no internals in the body (logged server-side).
+
+One concept over 450 lines: the mapping from every error the system raises to its
+problem document is kept in one place so that no two routes answer one error two ways.
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ updates from the SSE stream. Invariants:
 * **Sessions, CSRF, headers**: see :mod:`pipeline.api.console.session` and
   :mod:`pipeline.api.console.headers`. Every POST made with the session cookie
   must carry the session's CSRF token.
+
+One concept over 450 lines: the console's route table, each route a thin caller of the
+views (:mod:`pipeline.api.console.views`) and renderers; what they share (the caller,
+the session, the flash messages) already lives in modules of its own.
 """
 
 from __future__ import annotations
