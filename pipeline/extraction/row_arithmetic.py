@@ -223,3 +223,14 @@ def _in_word(text: str, p: Printed) -> bool:
     letters = re.search(r"[^\W\d_]+$", text[: p.start])
     word = letters.group() if letters else ""
     return not (word in CURRENCY_SYMBOLS or (word.isupper() and word in ISO_4217))
+
+
+def cents_left_over(read: ItemNumbers, printed: list[Printed]) -> bool:
+    """Whether ``read`` takes an amount without cents while the row prints an amount
+    with cents it leaves out: "1  Abrechnungskreis 1  15.387,08  1  19 %" over
+    "4012345001235  15.387,08" reads as 1 x 1 = 1 on its first line alone (the FeRD
+    "Betriebskostenabrechnung" sample, whose amount is printed on the line below)."""
+    used = {read.quantity.start, read.unit_price.start, read.line_amount.start}
+    return read.line_amount.places == 0 and any(
+        p.places == 2 and not p.percent and p.start not in used for p in printed
+    )

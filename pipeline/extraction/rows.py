@@ -33,7 +33,13 @@ from typing import NamedTuple
 from pipeline.extraction.labels import JOINING_WORDS, is_unit
 from pipeline.extraction.layout import Layout, Line, per_layout
 from pipeline.extraction.locate import Found
-from pipeline.extraction.row_arithmetic import ItemNumbers, own_numbers, row_numbers, row_reading
+from pipeline.extraction.row_arithmetic import (
+    ItemNumbers,
+    cents_left_over,
+    own_numbers,
+    row_numbers,
+    row_reading,
+)
 from pipeline.extraction.tax_columns import tax_rows
 from pipeline.invoice import CURRENCY_SYMBOLS, ISO_4217, Printed
 
@@ -99,7 +105,7 @@ def read_row(doc: Layout, number: int) -> Row | None:
             printed = row_numbers(page[first.start : last.end], doc.mark, doc.space)
         read = row_reading(printed)
         if read is not None and read.exact:
-            if whole is None and _cents_left_over(read, printed):
+            if whole is None and cents_left_over(read, printed):
                 whole = Row(first, last.end, read)
             elif whole is None or read.line_amount.places == 2:
                 return Row(first, last.end, read)
@@ -126,17 +132,6 @@ def read_row(doc: Layout, number: int) -> Row | None:
             break
         last = nxt
     return whole
-
-
-def _cents_left_over(read: ItemNumbers, printed: list[Printed]) -> bool:
-    """Whether ``read`` takes an amount without cents while the row prints an amount
-    with cents it leaves out: "1  Abrechnungskreis 1  15.387,08  1  19 %" over
-    "4012345001235  15.387,08" reads as 1 x 1 = 1 on its first line alone (the FeRD
-    "Betriebskostenabrechnung" sample, whose amount is printed on the line below)."""
-    used = {read.quantity.start, read.unit_price.start, read.line_amount.start}
-    return read.line_amount.places == 0 and any(
-        p.places == 2 and not p.percent and p.start not in used for p in printed
-    )
 
 
 def _is_quantity(row: Row, start: int, stop: int) -> bool:
@@ -473,10 +468,8 @@ def rows_by_amount(doc: Layout, *, exact: bool = True) -> list[list[Row]]:
     cents) with an amount in cents, grouped by the amount it reads (in document order),
     each group's starts in line order.
 
-    No row takes its amount from a tax breakdown line: "380,00  0  0,00" reads as
-    base x 0 % = 0,00 and as 380 x 0 = 0,00, and a table with that row beside its
-    items never proved whole (the FeRD "Physiotherapeut" samples, whose two items then
-    were asked as a free list and a small model wrote one)."""
+    No row takes its amount from a tax breakdown line ("380,00  0  0,00", base x 0 %
+    = 0,00, read as 380 x 0 = 0,00 kept FeRD's "Physiotherapeut" table from proving whole)."""
     rows: dict[tuple[int, int], list[Row]] = {}
     breakdown = set(tax_rows(doc))
     for line in doc.lines:
