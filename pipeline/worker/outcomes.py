@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -39,25 +40,17 @@ from pipeline.worker.ocr_proof import OcrConfidences
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
 class AttemptOutcomes:
     """Settles attempts' outcomes for one runner: its store, group commit, validation
     policy, settle hooks and clock."""
 
-    def __init__(
-        self,
-        store: JobStore,
-        commits: GroupCommit,
-        config: WorkerConfig,
-        policy: ValidationPolicy,
-        on_settled: Hooks[None, Settled],
-        today: Callable[[], datetime],
-    ) -> None:
-        self.store = store
-        self.commits = commits
-        self.config = config
-        self.policy = policy
-        self.on_settled = on_settled
-        self.today = today
+    store: JobStore
+    commits: GroupCommit
+    config: WorkerConfig
+    policy: ValidationPolicy
+    on_settled: Hooks[None, Settled]
+    today: Callable[[], datetime]
 
     async def interpreted(
         self,
