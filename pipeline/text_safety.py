@@ -23,7 +23,7 @@ Two uses, one rule:
   option keys, and every human-readable field the API stores (endpoint
   descriptions, disable reasons, review notes, corrected values), a note keeping
   its newlines and tabs (:func:`first_invisible` finds the offender;
-  :func:`refuse_invisible` refuses it, and the API answers 422 ``unsafe_text``).
+  :func:`pipeline.api.problems.refuse_unsafe_text` answers 422 ``unsafe_text``).
   :func:`safe_text_pattern` documents the rule's BMP part in the OpenAPI document.
 * **Display escapes** them everywhere text is shown to a person (the CLI's
   ``explain``, ``status``, ``submit``, ``review``, tenant and supplier listings):
@@ -76,20 +76,6 @@ def first_invisible(text: str, *, multiline: bool = False) -> str | None:
         if is_invisible(char) and not (multiline and char in _LINE_BREAKS):
             return char
     return None
-
-
-def refuse_invisible(where: str, text: str | None, *, multiline: bool = False) -> None:
-    """The write-time rule for stored text a person will read: every writer (the API
-    through :func:`pipeline.api.problems.refuse_unsafe_text`, the CLI) calls this.
-
-    Raises:
-        ValueError: naming ``where`` and the code point, never echoing the text.
-    """
-    char = None if text is None else first_invisible(text, multiline=multiline)
-    if char is not None:
-        raise ValueError(
-            f"{where} contains an invisible or bidi control character ({describe(char)})"
-        )
 
 
 def describe(char: str) -> str:

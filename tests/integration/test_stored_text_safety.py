@@ -7,15 +7,12 @@ may not."""
 
 from __future__ import annotations
 
-import json
-
 import asyncpg
 import httpx
 import pytest
 
 from pipeline.api import create_app
 from tests.integration.test_api_endpoints import BASE, dev_settings, operator, register
-from tests.integration.test_cli import fenceline
 from tests.support.api import asgi_client, assert_problem, loopback_server, tenant_with_key
 from tests.support.console import (
     console_login,
@@ -121,26 +118,3 @@ async def test_a_console_correction_with_hidden_characters_is_refused_and_writes
         assert r.status_code == 422 and "U+" in r.text, r.text
     assert after == before
     assert lines.status_code == 303 and note_kept == "checked\nwith the supplier"
-
-
-async def test_the_cli_endpoint_writers_refuse_hidden_characters_too(
-    pool: asyncpg.Pool, dsn: str
-) -> None:
-    tk = await operator(pool)
-    url = "https://93.184.216.34/hooks/a"  # a global literal: no DNS, allowed by default
-    cli = ("endpoints", "register", "--tenant", tk.tenant.name, "--url", url)
-    described = fenceline(*cli, "--description", RLO, dsn=dsn)
-    registered = fenceline(*cli, dsn=dsn)
-    endpoint = json.loads(registered.stdout)["endpoint_id"]
-    disabled = fenceline(
-        "endpoints", "disable", "--tenant", tk.tenant.name, "--endpoint", endpoint,
-        "--reason", ESC, dsn=dsn,
-    )  # fmt: skip
-    assert described.returncode == 1 and "--description" in described.stderr
-    assert "U+202E" in described.stderr
-    assert disabled.returncode == 1 and "U+001B" in disabled.stderr
-    state = await fetchval(pool, "SELECT state FROM webhook_endpoints WHERE id = $1", endpoint)
-    count = await fetchval(
-        pool, "SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1", tk.tenant.id
-    )
-    assert (state, count) == ("active", 1)
