@@ -20,11 +20,9 @@ characters a person cannot see for what they are:
 Two uses, one rule:
 
 * **Intake refuses** them where they carry no meaning: document file names and
-  option keys, and every human-readable field the API stores (endpoint
-  descriptions, disable reasons, review notes, corrected values), a note keeping
-  its newlines and tabs (:func:`first_invisible` finds the offender;
-  :func:`pipeline.api.problems.refuse_unsafe_text` answers 422 ``unsafe_text``).
-  :func:`safe_text_pattern` documents the rule's BMP part in the OpenAPI document.
+  option keys (:func:`first_invisible` finds the offender; the API answers 422
+  ``unsafe_text``). :func:`safe_text_pattern` documents the rule's BMP part in
+  the OpenAPI document.
 * **Display escapes** them everywhere text is shown to a person (the CLI's
   ``explain``, ``status``, ``submit``, ``review``, tenant and supplier listings):
   :func:`visible` writes each as ``\\u202e`` (``\\n``, ``\\t``, ``\\r`` for the
@@ -57,7 +55,6 @@ _BLANK = frozenset(
     }
 )
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_LINE_BREAKS = frozenset("\n\t")
 
 
 def is_invisible(char: str) -> bool:
@@ -65,15 +62,10 @@ def is_invisible(char: str) -> bool:
     return ord(char) in _BLANK or unicodedata.category(char) in _CATEGORIES
 
 
-def first_invisible(text: str, *, multiline: bool = False) -> str | None:
-    """The first invisible character of ``text``, or None when every character shows.
-
-    With ``multiline`` (text meant to span lines: a note), a newline or a tab is
-    allowed; a carriage return is not (``\\r\\n`` is normalised to ``\\n`` first
-    by whoever reads a browser's form).
-    """
+def first_invisible(text: str) -> str | None:
+    """The first invisible character of ``text``, or None when every character shows."""
     for char in text:
-        if is_invisible(char) and not (multiline and char in _LINE_BREAKS):
+        if is_invisible(char):
             return char
     return None
 

@@ -35,7 +35,6 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pipeline.errors import AdmissionRejected, DocumentOverLimit, IdempotencyConflict, NotFound
-from pipeline.text_safety import describe, first_invisible
 
 log = logging.getLogger(__name__)
 
@@ -102,26 +101,6 @@ class ApiProblem(Exception):
         self.reason = reason
         self.headers = headers or {}
         self.extensions = extensions
-
-
-def refuse_unsafe_text(where: str, text: str | None, *, multiline: bool = False) -> None:
-    """The one write-time rule for text a person will read (:mod:`pipeline.text_safety`).
-
-    Every human-readable field the API stores or carries on passes here before it
-    is written: a character a person cannot see for what it is (bidi control,
-    zero-width, control; a newline or tab only where ``multiline``) is refused.
-
-    Raises:
-        ApiProblem: 422 ``unsafe_text``, naming the field and the code point
-            (never echoing the text itself).
-    """
-    char = None if text is None else first_invisible(text, multiline=multiline)
-    if char is not None:
-        raise ApiProblem(
-            422,
-            f"{where} contains an invisible or bidi control character ({describe(char)})",
-            reason="unsafe_text",
-        )
 
 
 def retry_after_seconds(seconds: float) -> int:

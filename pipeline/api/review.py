@@ -31,7 +31,7 @@ from typing import Annotated, Literal, NoReturn
 import asyncpg
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.api.problems import ApiProblem, refuse_unsafe_text
+from pipeline.api.problems import ApiProblem
 from pipeline.api.submission import JsonInt
 from pipeline.database import fetch_owned
 from pipeline.errors import NotFound
@@ -100,10 +100,8 @@ class ReviewService:
             NotFound: no such job for this tenant.
             ApiProblem: 403 without a review scope; 409 when the job is not awaiting
                 review, its state_version moved on, or ``approve`` meets a result
-                that failed schema validation; 422 ``unsafe_text`` for a note with
-                a hidden character.
+                that failed schema validation.
         """
-        refuse_unsafe_text("note", body.note, multiline=True)
         async with (
             self.pool.acquire(timeout=self.settings.db_acquire_timeout_seconds) as conn,
             conn.transaction(),
