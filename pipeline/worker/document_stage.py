@@ -193,7 +193,7 @@ class DocumentStage:
             )
             if einvoice is not None:
                 reader = f"{reader}+{EINVOICE_READER}"
-            empty = tuple(p.number for p in read.pages if not p.text.strip())
+            empty = tuple(p.number for p in read.pages if not _has_text(p.text))
             if len(empty) == len(read.pages):
                 raise DocumentRefused(
                     "no_text_found", f"no text on any of {len(read.pages)} page(s), OCR included"
@@ -252,3 +252,9 @@ async def keep_text(
     if kept is None:  # the row went away between the two statements: read what we have
         return text, words
     return str(kept["content"]), kept["words"]
+
+
+def _has_text(text: str) -> bool:
+    """Whether a page prints a letter or a digit: tesseract reads a drawn box's edges
+    as "|   |", which is no text to extract."""
+    return any(ch.isalnum() for ch in text)
