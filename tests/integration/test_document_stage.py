@@ -14,7 +14,6 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,16 +35,15 @@ from pipeline.extraction import (
 )
 from pipeline.jobs import JobStore, render_explain
 from pipeline.queries import q
-from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
 from pipeline.tenants import permit_currencies, upsert_supplier
 from pipeline.tracing import SPAN_DOCUMENT
-from pipeline.worker import AttemptRunner, DriverLoop, OcrConfidences, WorkerConfig
+from pipeline.worker import AttemptRunner, OcrConfidences, WorkerConfig
 from pipeline.worker.document_stage import OCR_READER, PDF_READER, DocumentStage, keep_text
 from pipeline.worker.ocr_proof import WordConfidence
 from tests.support.api import TenantKey, asgi_client, settings_for, tenant_with_key
 from tests.support.console import console_login, job_page
-from tests.support.drivers import wait_settled
+from tests.support.drivers import run_document_driver
 from tests.support.pdfs import blank_pdf, text_pdf, tiny_png
 from tests.support.scans import encode, render_text
 
@@ -70,31 +68,6 @@ async def _upload(client: httpx.AsyncClient, tk: TenantKey, data: bytes, name: s
     r = await client.post(JOBS, files={"document": (name, data)}, headers=tk.headers)
     assert r.status_code == 202, r.text
     return uuid.UUID(r.json()["job_id"])
-
-
-async def _run_driver(
-    pool: asyncpg.Pool, settings: Settings, answer: Callable[[dict[str, Any]], Any], n: int
-) -> tuple[dict[uuid.UUID, asyncpg.Record], int]:
-    """One driver with the settings' document store until ``n`` jobs settle; the jobs'
-    rows and the number of provider calls."""
-    policy = RetryPolicy(
-        max_attempts=3, base_seconds=0.05, cap_seconds=0.2, next_attempt_margin_seconds=1
-    )
-    store = JobStore(pool, Settings(lease_seconds=30), policy=policy)
-    config = WorkerConfig(
-        worker_id="doc-driver", concurrency=2, idle_poll_seconds=0.1, max_output_tokens=2048
-    )
-    with FakeProvider(answer=answer) as fake:
-        async with OpenAICompatibleEngine(fake.base_url, "fake-model") as engine:
-            runner = AttemptRunner(store, engine, config, documents=open_document_store(settings))
-            loop = DriverLoop(runner)
-            await loop.start()
-            try:
-                rows = await wait_settled(pool, n, timeout=90)
-            finally:
-                await loop.stop(grace_seconds=5)
-        calls = len(fake.calls())
-    return {r["id"]: r for r in rows}, calls
 
 
 async def test_a_text_layer_pdf_reaches_the_decision_of_its_pasted_text(
@@ -134,7 +107,7 @@ async def test_a_text_layer_pdf_reaches_the_decision_of_its_pasted_text(
                 for text, tk in ((inv.ocr_text, text_tenant), (layer, layer_tenant))
             ]
         ]
-    rows, calls = await _run_driver(pool, settings, answer, 3)
+    rows, calls = await run_document_driver(pool, settings, 3, answer=answer)
     assert rows[text_job]["state"] == inv.expected_decision.value == "SUCCEEDED"
     # The PDF decides as its text layer pasted does, and here as the generator's text.
     assert rows[pdf_job]["state"] == rows[layer_job]["state"] == rows[text_job]["state"]
@@ -180,7 +153,7 @@ async def test_files_that_cannot_be_read_end_with_their_reason_and_no_call(
     os.chmod(path, 0o644)
     path.write_bytes(tampered + b"\n% changed behind the store\n")
     folder.path_for(sha256_hex(vanished)).unlink()
-    rows, calls = await _run_driver(pool, settings, lambda _: "{}", len(jobs))
+    rows, calls = await run_document_driver(pool, settings, len(jobs))
     got = {job: (rows[job]["state"], rows[job]["terminal_reason"]) for job in jobs}
     assert got == {job: ("FAILED_TERMINAL", reason) for job, reason in jobs.items()}
     assert calls == 0  # nothing unreadable reaches the model
@@ -233,7 +206,7 @@ async def test_a_files_text_is_kept_once_and_read_by_review_and_later_attempts(
         job = await _upload(client, tk, pdf, "invoice.pdf")
     # An answer without the totals: the job goes to review, where the page must be shown.
     wrong = json.dumps({**json.loads(answer_for(inv.candidate, inv.ocr_text)), "gross": None})
-    rows, _ = await _run_driver(pool, settings, lambda _: wrong, 1)
+    rows, _ = await run_document_driver(pool, settings, 1, answer=lambda _: wrong)
     assert rows[job]["state"] == "REVIEW_REQUIRED"
     async with pool.acquire() as conn:
         kept = await conn.fetchrow(
@@ -280,7 +253,7 @@ async def test_a_scans_words_are_kept_with_its_text_and_box_its_evidence(
     async with asgi_client(create_app(settings, pool=pool)) as client:
         job = await _upload(client, tk, png, "invoice.png")
         wrong = json.dumps({**json.loads(answer_for(inv.candidate, inv.ocr_text)), "gross": None})
-        rows, _ = await _run_driver(pool, settings, lambda _: wrong, 1)
+        rows, _ = await run_document_driver(pool, settings, 1, answer=lambda _: wrong)
         assert rows[job]["state"] == "REVIEW_REQUIRED"
         async with pool.acquire() as conn:
             kept = await conn.fetchrow(
