@@ -84,6 +84,13 @@ def _printed_text(value: str, text: str) -> bool:
     return squeeze.sub(" ", value).casefold() in squeeze.sub(" ", text).casefold()
 
 
+def _printed_words(value: str, text: str) -> bool:
+    """Every word of a description is on the page (a description may wrap onto the next
+    line with other columns between its parts, so only the words are required)."""
+    words = set(re.findall(r"\w+", text.casefold()))
+    return all(word in words for word in re.findall(r"\w+", value.casefold()))
+
+
 def _printed_id(value: str, text: str) -> bool:
     return compact_id(value) in compact_id(text)
 
@@ -205,6 +212,9 @@ def _printed(facts: InvoiceFacts, text: str) -> list[Obstacle]:
         missing.append("issue_date")
     if facts.payable_date and facts.payable_date not in date_readings(text):
         missing.append("due_date")
+    for i, item in enumerate(facts.items):
+        if item.name and not _printed_words(item.name, text):
+            missing.append(f"line_items[{i}].description")
     for name, value in (
         ("net_total", facts.net_total),
         ("tax_total", facts.tax_total),

@@ -206,7 +206,10 @@ def test_zugferd_1_reads_like_2_and_an_empty_vat_id_is_none() -> None:
     item = facts.items[0]
     assert (item.quantity, item.unit_price, item.line_amount) == (4, 25, Decimal("100.00"))
     assert item.tax_rate == 19 and facts.tax_lines[0].rate == 19
-    text = "ACME GmbH\nRechnung R-1 vom 05.01.2024\nNetto 100,00 USt 19,00 Brutto 119,00"
+    text = (
+        "ACME GmbH\nRechnung R-1 vom 05.01.2024\nConsulting 4 25,00 100,00\n"
+        "Netto 100,00 USt 19,00 Brutto 119,00"
+    )
     assert [o.code for o in obstacles(facts, text)] == ["no_vat_id", "no_iban"]
 
 
@@ -272,3 +275,17 @@ def test_fenceline_corpus_einvoices_is_a_command(capsys: pytest.CaptureFixture[s
         main(["corpus", "einvoices", "--help"])
     assert done.value.code == 0
     assert "--mirror" in capsys.readouterr().out
+
+
+def test_an_item_whose_name_the_page_does_not_print_is_not_holdable(
+    records: dict[str, CorpusRecord],
+) -> None:
+    """The XML may name an item with a code the page never prints ("FL-Rate" for a
+    page's "Finanzrate vom ..."): no transcription can find it, so it is no SUCCEEDED."""
+    record = records["XRECHNUNG_Einfach.pdf"]
+    assert obstacles(record.facts, record.text) == []
+    first = record.facts.items[0].name
+    word = max(first.split(), key=len)
+    text = record.text.replace(word, "x" * len(word))
+    found = [o for o in obstacles(record.facts, text) if o.code == "not_printed"]
+    assert [o.detail for o in found] == ["line_items[0].description not found on the page"]
