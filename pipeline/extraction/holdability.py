@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
-from pipeline.extraction.cii import CREDIT_NOTE_TYPES, InvoiceFacts
+from pipeline.extraction.einvoice_facts import CREDIT_NOTE_TYPES, InvoiceFacts
 
 _CENT = Decimal("0.01")
 #: UNTDID 1001 codes that are no invoice to pay: 751 is "invoice information for accounting".
