@@ -76,6 +76,21 @@ def _document(facts: InvoiceFacts) -> list[Obstacle]:
                 "no_line_items", "line_items", f"profile {facts.profile} carries no line items"
             )
         )
+    if (
+        None not in (facts.due_payable, facts.gross_total)
+        and facts.due_payable != facts.gross_total
+    ):
+        # Prepaid amounts or a rounding amount: contract v2 has the gross total only, and a
+        # payment of it would pay what was paid already.
+        prepaid = f", prepaid {facts.prepaid}" if facts.prepaid else ""
+        out.append(
+            Obstacle(
+                "amount_due",
+                "gross_total",
+                f"amount due {facts.due_payable} is not the gross total {facts.gross_total}"
+                f"{prepaid}",
+            )
+        )
     charges = [v for v in (facts.charge_total, facts.allowance_total) if v]
     if facts.document_allowances_charges or charges:
         out.append(
