@@ -16,9 +16,9 @@ from benchmarks.corpus.tree import CorpusTree
 from pipeline.documents import pdf_attachments, read_pdf_text
 from pipeline.extraction import (
     InvoiceFacts,
-    NotCrossIndustryInvoice,
+    NotAnEInvoice,
     is_embedded_invoice,
-    read_cii,
+    read_invoice_xml,
 )
 from pipeline.invoice import SupplierRecord, TenantMasterData
 from pipeline.worker.interpretation import Interpretation, interpret_einvoice
@@ -35,8 +35,8 @@ class EmbeddedInvoice:
     @property
     def facts(self) -> InvoiceFacts | None:
         try:
-            return read_cii(self.xml)
-        except NotCrossIndustryInvoice:
+            return read_invoice_xml(self.xml)
+        except NotAnEInvoice:
             return None
 
 
@@ -57,12 +57,15 @@ def embedded_invoices(tree: CorpusTree) -> Iterator[EmbeddedInvoice | str]:
         yield EmbeddedInvoice(path, xml, "\f".join(p.laid_out().text for p in pages))
 
 
-def decide(xml: bytes, page: str) -> Interpretation:
-    """``xml`` with ``page`` through the worker's e-invoice path, for a tenant that has
-    the XML's own supplier, IBANs and currency on file, the day after its issue."""
+def decide(xml: bytes, page: str, text: str | None = None) -> Interpretation:
+    """``xml`` (CII or UBL) with ``page`` through the worker's e-invoice path, for a tenant
+    that has the XML's own supplier, IBANs and currency on file, the day after its issue.
+
+    ``text`` is what validation reads (default: the page); a standalone XML upload has no
+    page and is validated on its own text, as the worker does."""
     try:
-        facts: InvoiceFacts | None = read_cii(xml)
-    except NotCrossIndustryInvoice:
+        facts: InvoiceFacts | None = read_invoice_xml(xml)
+    except NotAnEInvoice:
         facts = None
     suppliers: tuple[SupplierRecord, ...] = ()
     today = date.today()
@@ -74,5 +77,9 @@ def decide(xml: bytes, page: str) -> Interpretation:
         today = facts.issue_date + timedelta(days=1) if facts.issue_date else today
     master = TenantMasterData(suppliers, currencies)
     return interpret_einvoice(
-        xml, page, master, today=today, page_text=page if page.strip() else None
+        xml,
+        page if text is None else text,
+        master,
+        today=today,
+        page_text=page if page.strip() else None,
     )

@@ -27,6 +27,7 @@ from pipeline.extraction.einvoice import (
     EInvoiceReading,
     is_embedded_invoice,
     read_einvoice,
+    read_invoice_xml,
 )
 from pipeline.extraction.engines import (
     ChatMessage,
@@ -58,6 +59,8 @@ from pipeline.extraction.reground import (
     ground_row_correction,
     row_field,
 )
+from pipeline.extraction.ubl import NotUblInvoice, read_ubl
+from pipeline.extraction.xml_tree import NotAnEInvoice
 
 __all__ = [
     "CONTRACT_V1",
@@ -81,7 +84,9 @@ __all__ = [
     "ItemFacts",
     "JsonSchema",
     "Messages",
+    "NotAnEInvoice",
     "NotCrossIndustryInvoice",
+    "NotUblInvoice",
     "Obstacle",
     "OpenAICompatibleEngine",
     "TaxFacts",
@@ -102,6 +107,8 @@ __all__ = [
     "read_answer",
     "read_cii",
     "read_einvoice",
+    "read_invoice_xml",
+    "read_ubl",
     "row_field",
     "shown_document",
 ]

@@ -7,41 +7,49 @@ other wrappers (``SpecifiedSupplyChainTradeAgreement`` where 2.x says
 The reader therefore matches *local names* and accepts either wrapper, and reads both
 versions into one :class:`InvoiceFacts`.
 
-The facts hold more than the evaluation's truth: the document type, allowances and
-charges, price basis quantities and currencies are what decides whether extraction
-contract v2 can hold the invoice at all (:mod:`pipeline.extraction.einvoice`). Each
-field read keeps the XML path it was read from (``paths``), the evidence of a value
-read without a model. This is the one CII reader: the worker's e-invoice fast path and
-the corpus evaluation's truth (``benchmarks/corpus``) both read through it.
+The facts (:mod:`pipeline.extraction.einvoice_facts`) are the same the UBL reader
+(:mod:`pipeline.extraction.ubl`) gives; each field read keeps the XML path it was read
+from (``paths``), the evidence of a value read without a model. This is the one CII
+reader: the worker's e-invoice fast path and the corpus evaluation's truth
+(``benchmarks/corpus``) both read through it.
 
-The bytes come from uploads: a document type declaration (DTD, entities) is refused
-before parsing, so no entity is expanded and nothing outside the bytes is fetched.
-
-ElementTree's elements without children are *falsy*: every lookup here compares with
-``None``, never chains ``find(a) or find(b)``.
-
-One concept over 450 lines: one format's reader, its paths and their evidence; split,
-the two CII versions' wrappers would have to be known in two places.
+The bytes come from uploads: they are parsed by
+:func:`~pipeline.extraction.xml_tree.parse_xml`, which refuses a document type
+declaration (DTD, entities) before parsing, so no entity is expanded and nothing
+outside the bytes is fetched.
 """
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import date
-from decimal import Decimal, InvalidOperation
 
-_PROFILE_NAMES = (  # checked in this order: "basicwl" before "basic", "xrechnung" first
-    ("xrechnung", "XRECHNUNG"),
-    ("minimum", "MINIMUM"),
-    ("basicwl", "BASIC-WL"),
-    ("basic", "BASIC"),
-    ("extended", "EXTENDED"),
-    ("comfort", "COMFORT"),
-    ("en16931", "EN16931"),
+from pipeline.extraction.einvoice_facts import (
+    CREDIT_NOTE_TYPES,
+    InvoiceFacts,
+    ItemFacts,
+    TaxFacts,
+    due_date_from_terms,
 )
+from pipeline.extraction.xml_tree import NotAnEInvoice, XmlPaths, parse_xml
+from pipeline.extraction.xml_tree import child as _child
+from pipeline.extraction.xml_tree import children as _children
+from pipeline.extraction.xml_tree import decimal as _decimal
+from pipeline.extraction.xml_tree import local as _local
+from pipeline.extraction.xml_tree import path as _path
+from pipeline.extraction.xml_tree import text as _text
+
+__all__ = [
+    "CREDIT_NOTE_TYPES",
+    "InvoiceFacts",
+    "ItemFacts",
+    "NotCrossIndustryInvoice",
+    "TaxFacts",
+    "cii_facts",
+    "due_date_from_terms",
+    "read_cii",
+]
+
 #: Root element -> syntax. ``Invoice`` in the CBFBUY namespace is the ZUGFeRD 1.0 release
 #: candidate (Mustang's 2014 samples): the 1.0 structure without the ram: prefix.
 _SYNTAXES = {
@@ -49,121 +57,10 @@ _SYNTAXES = {
     "CrossIndustryDocument": "CII-D13B",
     "Invoice": "CII-CBFBUY",
 }
-#: Document type codes (UNTDID 1001) of credit notes: the amounts are owed to the buyer.
-CREDIT_NOTE_TYPES = frozenset({"81", "83", "261", "262", "296", "308", "381", "396", "420", "532"})
 
 
-_DATE = r"([0-9]{1,2})\.([0-9]{1,2})\.([0-9]{4})"
-#: Phrases of German payment terms that name the one day the whole amount is due; a discount
-#: deadline ("3% Skonto ... bis 15.03.") and a list of instalment days never match.
-_DUE_PHRASES = re.compile(
-    rf"(?:netto|ohne Abzug|ohne Abschlag)\s+bis(?:\s+zum)?\s+{_DATE}"
-    rf"|bis zum\s+{_DATE}"
-    rf"|Fälligkeit\s+{_DATE}(?!\s*,\s*[0-9])"
-    rf"|wird am\s+{_DATE}",
-    re.IGNORECASE,
-)
-
-
-class NotCrossIndustryInvoice(ValueError):
+class NotCrossIndustryInvoice(NotAnEInvoice):
     """The XML is not a CII invoice (another syntax, or not XML at all)."""
-
-
-@dataclass(frozen=True)
-class ItemFacts:
-    """One ``IncludedSupplyChainTradeLineItem`` as the XML states it (``None``: absent)."""
-
-    name: str
-    quantity: Decimal | None
-    unit_price: Decimal | None  # NetPriceProductTradePrice/ChargeAmount: per basis_quantity
-    basis_quantity: Decimal | None
-    line_amount: Decimal | None
-    tax_rate: Decimal | None
-    allowances_charges: int  # item-level allowances/charges (not those inside the price)
-    line_status: str | None  # EXTENDED sub-lines: DETAIL / GROUP / INFORMATION
-    path: str = ""  # the line item's XML path
-
-
-@dataclass(frozen=True)
-class TaxFacts:
-    """One header ``ApplicableTradeTax``."""
-
-    rate: Decimal | None
-    base: Decimal | None
-    amount: Decimal | None
-    category: str | None
-    path: str = ""  # the ApplicableTradeTax's XML path
-
-
-@dataclass(frozen=True)
-class InvoiceFacts:
-    """What the XML says about one invoice, and what decides whether v2 can hold it."""
-
-    syntax: str  # CII-D16B (ZUGFeRD 2.x, Factur-X), CII-D13B (ZUGFeRD 1.0), CII-CBFBUY (1.0 RC)
-    guideline: str
-    type_code: str | None
-    invoice_number: str | None
-    issue_date: date | None
-    due_date: date | None
-    currency: str | None
-    tax_currency: str | None
-    seller_name: str | None
-    seller_vat_id: str | None
-    seller_tax_number: str | None
-    ibans: tuple[str, ...]
-    net_total: Decimal | None  # TaxBasisTotalAmount
-    tax_total: Decimal | None  # TaxTotalAmount in the invoice currency
-    tax_total_currencies: tuple[str, ...]
-    gross_total: Decimal | None  # GrandTotalAmount
-    line_total: Decimal | None
-    charge_total: Decimal | None
-    allowance_total: Decimal | None
-    prepaid: Decimal | None
-    due_payable: Decimal | None
-    document_allowances_charges: int  # header allowances, charges and logistics charges
-    payment_terms: tuple[str, ...]
-    items: tuple[ItemFacts, ...] = field(default=())
-    tax_lines: tuple[TaxFacts, ...] = field(default=())
-    #: The XML path each header field was read from (``invoice_number``, ``gross_total``...).
-    paths: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def profile(self) -> str:
-        """A short profile name from the guideline URN (``EN16931``, ``BASIC-WL``, ...)."""
-        urn = self.guideline.lower().replace("-", "").replace("_", "")
-        for needle, name in _PROFILE_NAMES:
-            if needle in urn:
-                return name
-        return "UNKNOWN"
-
-    @property
-    def payable_date(self) -> date | None:
-        """``DueDateDateTime``, else the one due date the payment terms' text states."""
-        return self.due_date or due_date_from_terms(self.payment_terms)
-
-    @property
-    def iban(self) -> str | None:
-        return self.ibans[0] if self.ibans else None
-
-
-def due_date_from_terms(terms: Sequence[str]) -> date | None:
-    """The due date the payment terms' text states, where the XML has no ``DueDateDateTime``.
-
-    EN 16931 lets a seller write the due date into the terms' description only
-    ("Zahlbar innerhalb 30 Tagen netto bis 04.04.2018, 3% Skonto ... bis 15.03.2018"). The
-    page prints that sentence, and a reader rightly takes 2018-04-04 from it: a truth of
-    ``null`` would score that reading as wrong. Only one unambiguous phrase counts; two
-    different dates give ``None``.
-    """
-    found: set[date] = set()
-    for text in terms:
-        for match in _DUE_PHRASES.finditer(text):
-            d, m, y = (g for g in match.groups() if g is not None)
-            try:
-                found.add(date(int(y), int(m), int(d)))
-            except ValueError:
-                continue
-    return found.pop() if len(found) == 1 else None
 
 
 #: Conventional prefixes of the CII namespaces, by a word of their URI.
@@ -174,80 +71,6 @@ _PREFIXES = (
     ("UnqualifiedDataType", "udt"),
     ("QualifiedDataType", "qdt"),
 )
-
-
-def _prefixed(tag: object) -> str:
-    name = _local(tag)
-    uri = tag[1:].split("}", 1)[0] if isinstance(tag, str) and tag.startswith("{") else ""
-    prefix = next((p for word, p in _PREFIXES if word in uri), "")
-    return f"{prefix}:{name}" if prefix else name
-
-
-class _Paths:
-    """XML paths of a tree's elements (``/rsm:CrossIndustryInvoice/.../ram:ID``)."""
-
-    def __init__(self, root: ET.Element) -> None:
-        self.root = root
-        self.parents = {child: parent for parent in root.iter() for child in parent}
-
-    def __call__(self, el: ET.Element | None) -> str:
-        if el is None:
-            return ""
-        steps: list[str] = []
-        while el is not None:
-            step = _prefixed(el.tag)
-            parent = self.parents.get(el)
-            if parent is not None:
-                same = [c for c in parent if c.tag == el.tag]
-                if len(same) > 1:
-                    step += f"[{same.index(el) + 1}]"
-            steps.append(step)
-            el = parent
-        return "/" + "/".join(reversed(steps))
-
-
-def _local(tag: object) -> str:
-    return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
-
-
-def _children(el: ET.Element | None, *names: str) -> Iterator[ET.Element]:
-    if el is None:
-        return
-    for child in el:
-        if _local(child.tag) in names:
-            yield child
-
-
-def _child(el: ET.Element | None, *names: str) -> ET.Element | None:
-    """The first child whose local name is one of ``names`` (``None`` when there is none)."""
-    return next(_children(el, *names), None)
-
-
-def _path(el: ET.Element | None, *steps: tuple[str, ...] | str) -> ET.Element | None:
-    """Follow child steps; a step is one local name or a tuple of alternatives."""
-    for step in steps:
-        el = _child(el, *((step,) if isinstance(step, str) else step))
-        if el is None:
-            return None
-    return el
-
-
-def _text(el: ET.Element | None) -> str | None:
-    if el is None or el.text is None:
-        return None
-    text = " ".join(el.text.split())
-    return text or None
-
-
-def _decimal(el: ET.Element | None) -> Decimal | None:
-    text = _text(el)
-    if text is None:
-        return None
-    try:
-        value = Decimal(text)
-    except InvalidOperation:
-        return None
-    return value if value.is_finite() else None
 
 
 def _date(el: ET.Element | None) -> date | None:
@@ -265,7 +88,7 @@ def _date(el: ET.Element | None) -> date | None:
         return None
 
 
-def _item(el: ET.Element, where: _Paths) -> ItemFacts:
+def _item(el: ET.Element, where: XmlPaths) -> ItemFacts:
     agreement = _child(el, "SpecifiedLineTradeAgreement", "SpecifiedSupplyChainTradeAgreement")
     delivery = _child(el, "SpecifiedLineTradeDelivery", "SpecifiedSupplyChainTradeDelivery")
     settlement = _child(el, "SpecifiedLineTradeSettlement", "SpecifiedSupplyChainTradeSettlement")
@@ -304,7 +127,7 @@ def _is_note_line(el: ET.Element) -> bool:
     )
 
 
-def _tax(el: ET.Element, where: _Paths) -> TaxFacts:
+def _tax(el: ET.Element, where: XmlPaths) -> TaxFacts:
     return TaxFacts(
         rate=_decimal(_child(el, "RateApplicablePercent", "ApplicablePercent")),
         base=_decimal(_child(el, "BasisAmount")),
@@ -326,29 +149,6 @@ def _tax_total_element(summation: ET.Element | None, currency: str | None) -> ET
 _DECLARATIONS = ("<!DOCTYPE", "<!ENTITY")
 
 
-def _declares(xml: bytes) -> bool:
-    """Whether the bytes hold a DTD or entity declaration, in any encoding XML allows."""
-    for marker in _DECLARATIONS:
-        for codec in ("utf-8", "utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"):
-            if marker.encode(codec) in xml:
-                return True
-    return False
-
-
-def parse_xml(xml: bytes) -> ET.Element:
-    """The root of ``xml``, refusing a DTD or entity declarations (no expansion, no fetch).
-
-    Raises:
-        NotCrossIndustryInvoice: a declaration, or no well-formed XML (the parser's message).
-    """
-    if _declares(xml):
-        raise NotCrossIndustryInvoice("XML with a document type or entity declaration is refused")
-    try:
-        return ET.fromstring(xml)
-    except ET.ParseError as exc:
-        raise NotCrossIndustryInvoice(f"not XML: {exc}") from exc
-
-
 def read_cii(xml: bytes) -> InvoiceFacts:
     """Read one CII invoice (ZUGFeRD 1.0, 2.x, Factur-X, XRechnung CII).
 
@@ -356,14 +156,26 @@ def read_cii(xml: bytes) -> InvoiceFacts:
         NotCrossIndustryInvoice: the bytes are no XML (or declare a DTD), or its root is
             not a CII invoice.
     """
-    root = parse_xml(xml)
+    try:
+        root = parse_xml(xml)
+    except NotAnEInvoice as exc:
+        raise NotCrossIndustryInvoice(str(exc)) from exc
+    return cii_facts(root)
+
+
+def cii_facts(root: ET.Element) -> InvoiceFacts:
+    """The facts of a parsed CII invoice (:func:`~pipeline.extraction.xml_tree.parse_xml`).
+
+    Raises:
+        NotCrossIndustryInvoice: the root is not a CII invoice.
+    """
     kind = _local(root.tag)
     syntax = _SYNTAXES.get(kind)
     if kind == "Invoice" and "CBFBUY" not in root.tag:
         syntax = None  # UBL's Invoice, not the ZUGFeRD release candidate's
     if syntax is None:
         raise NotCrossIndustryInvoice(f"root element {root.tag!r} is not a CII invoice")
-    where = _Paths(root)
+    where = XmlPaths(root, _PREFIXES)
     context = _child(root, "ExchangedDocumentContext", "SpecifiedExchangedDocumentContext")
     document = _child(root, "ExchangedDocument", "HeaderExchangedDocument")
     trade = _child(root, "SupplyChainTradeTransaction", "SpecifiedSupplyChainTradeTransaction")

@@ -1,16 +1,22 @@
-"""An e-invoice read without a model: CII XML to the extraction result, and what
+"""An e-invoice read without a model: CII or UBL XML to the extraction result, and what
 contract v2 cannot hold of it.
+
+The root element's namespace says which syntax the XML is written in: a UBL 2.1
+``Invoice`` or ``CreditNote`` (Peppol BIS 3, XRechnung UBL) is read by
+:mod:`pipeline.extraction.ubl`, anything else by :mod:`pipeline.extraction.cii`, which
+refuses what is no CII invoice either. Both give the same facts.
 
 The XML is the invoice's own statement, so its values need no grounding: each carries
 evidence ``match: "xml"`` whose ``quote`` is the XML path it was read from
-(``/rsm:CrossIndustryInvoice/.../ram:GrandTotalAmount``). Validation then checks the
+(``/rsm:CrossIndustryInvoice/.../ram:GrandTotalAmount``,
+``/ubl:Invoice/cac:LegalMonetaryTotal/cbc:TaxInclusiveAmount``). Validation then checks the
 result as it checks a model's (master data, arithmetic, dates, policy); the worker
 composes the two.
 
 What the XML states and contract v2 has no place for goes to review with
 ``einvoice_not_holdable`` naming the obstacle, never to a wrong accept; the obstacles are
 :mod:`pipeline.extraction.holdability`'s one list, which the corpus benchmark counts by
-too. XML that does not parse, or is no CII invoice, goes to review with
+too. XML that does not parse, or is no CII or UBL invoice, goes to review with
 ``einvoice_invalid`` and the parser's message.
 
 Where a page prints the invoice (Factur-X/ZUGFeRD: a PDF with the XML embedded), the
@@ -29,9 +35,12 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from pipeline.extraction.cii import InvoiceFacts, NotCrossIndustryInvoice, read_cii
+from pipeline.extraction.cii import cii_facts
+from pipeline.extraction.einvoice_facts import InvoiceFacts
 from pipeline.extraction.holdability import obstacles
 from pipeline.extraction.page_agreement import page_mismatches
+from pipeline.extraction.ubl import is_ubl, ubl_facts
+from pipeline.extraction.xml_tree import NotAnEInvoice, parse_xml
 from pipeline.invoice import (
     Evidence,
     EvidencedAmount,
@@ -104,11 +113,22 @@ def _not_holdable(field: str, detail: str) -> Reason:
     return Reason(ReasonCode.EINVOICE_NOT_HOLDABLE, field, detail, rule="einvoice.not_holdable")
 
 
+def read_invoice_xml(xml: bytes) -> InvoiceFacts:
+    """The facts of a CII or UBL e-invoice, the syntax told by its root element.
+
+    Raises:
+        NotAnEInvoice: no XML, a DTD, or a root that is neither a UBL Invoice or
+            CreditNote nor a CII invoice.
+    """
+    root = parse_xml(xml)
+    return ubl_facts(root) if is_ubl(root) else cii_facts(root)
+
+
 def read_einvoice(xml: bytes, page_text: str | None = None) -> EInvoiceReading:
-    """Read CII ``xml``; ``page_text`` (the PDF's text) is cross-checked where given."""
+    """Read CII or UBL ``xml``; ``page_text`` (the PDF's text) is cross-checked where given."""
     try:
-        facts = read_cii(xml)
-    except NotCrossIndustryInvoice as exc:
+        facts = read_invoice_xml(xml)
+    except NotAnEInvoice as exc:
         reason = Reason(ReasonCode.EINVOICE_INVALID, "document", str(exc), rule="einvoice.invalid")
         return EInvoiceReading(empty_extraction(), (reason,))
     reasons: list[Reason] = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
-from pipeline.extraction.cii import CREDIT_NOTE_TYPES, InvoiceFacts
+from pipeline.extraction.einvoice_facts import CREDIT_NOTE_TYPES, InvoiceFacts
 
 _CENT = Decimal("0.01")
 #: UNTDID 1001 codes that are no invoice to pay: 751 is "invoice information for accounting".
@@ -74,6 +74,21 @@ def _document(facts: InvoiceFacts) -> list[Obstacle]:
         out.append(
             Obstacle(
                 "no_line_items", "line_items", f"profile {facts.profile} carries no line items"
+            )
+        )
+    if (
+        None not in (facts.due_payable, facts.gross_total)
+        and facts.due_payable != facts.gross_total
+    ):
+        # Prepaid amounts or a rounding amount: contract v2 has the gross total only, and a
+        # payment of it would pay what was paid already.
+        prepaid = f", prepaid {facts.prepaid}" if facts.prepaid else ""
+        out.append(
+            Obstacle(
+                "amount_due",
+                "gross_total",
+                f"amount due {facts.due_payable} is not the gross total {facts.gross_total}"
+                f"{prepaid}",
             )
         )
     charges = [v for v in (facts.charge_total, facts.allowance_total) if v]

@@ -18,7 +18,7 @@ import re
 from datetime import date
 
 from pipeline.extraction.candidates import date_candidates, due_date_candidates, iban_candidates
-from pipeline.extraction.cii import InvoiceFacts
+from pipeline.extraction.einvoice_facts import InvoiceFacts
 from pipeline.extraction.layout import layout_of
 from pipeline.invoice import (
     CURRENCY_SYMBOLS,

@@ -103,3 +103,61 @@ async def test_e_invoices_settle_from_their_xml_without_a_model_call(
         for name in ("rabatte.pdf", "other.xml", "xrechnung.xml"):
             html, _ = await job_page(client, jobs[name])
             assert "471102" in html or name == "other.xml"
+
+
+async def test_a_ubl_upload_is_recognised_and_settled_from_its_xml(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    """A Peppol/XRechnung UBL upload is read as what it is, the same path as CII: the
+    holdable one SUCCEEDED from its XML, a credit note to review naming the obstacle."""
+    settings = settings_for(dsn, state_dir=tmp_path)
+    ubl = DATA / "ubl"
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+    async with pool.acquire() as conn:
+        await upsert_supplier(
+            conn,
+            tk.tenant.id,
+            SupplierRecord("[Seller name]", "DE123456789", frozenset({"DE79000000001234567890"})),
+        )
+        await permit_currencies(conn, tk.tenant.id, {"EUR"})
+    uploads = {
+        "xrechnung-ubl.xml": (ubl / "01.07a-INVOICE_ubl.xml").read_bytes(),
+        "credit-note.xml": (ubl / "ubl-tc434-creditnote1.xml").read_bytes(),
+    }
+    jobs: dict[str, uuid.UUID] = {}
+    async with asgi_client(create_app(settings, pool=pool)) as client:
+        for name, data in uploads.items():
+            r = await client.post(JOBS, files={"document": (name, data)}, headers=tk.headers)
+            assert r.status_code == 202, r.text
+            jobs[name] = uuid.UUID(r.json()["job_id"])
+    day = datetime(2016, 7, 1, tzinfo=UTC)  # the day after the XRechnung sample's issue
+    rows, calls = await run_document_driver(pool, settings, len(jobs), today=day)
+    assert calls == 0
+    async with pool.acquire() as conn:
+        results = {
+            r["job_id"]: r
+            for r in await conn.fetch(
+                "SELECT job_id, result, validation FROM extraction_results"
+                " WHERE job_id = ANY($1::uuid[])",
+                list(jobs.values()),
+            )
+        }
+    held = results[jobs["xrechnung-ubl.xml"]]
+    assert rows[jobs["xrechnung-ubl.xml"]]["state"] == "SUCCEEDED", held["validation"]
+    assert (held["result"]["invoice_number"]["value"], held["result"]["gross_total"]) == (
+        "R1234567",
+        {
+            "value": "45.22",
+            "evidence": {
+                "page": 1,
+                "start": 0,
+                "end": 0,
+                "quote": "/ubl:Invoice/cac:LegalMonetaryTotal/cbc:TaxInclusiveAmount",
+                "match": "xml",
+            },
+        },
+    )
+    credit = results[jobs["credit-note.xml"]]
+    assert rows[jobs["credit-note.xml"]]["state"] == "REVIEW_REQUIRED"
+    details = [r["detail"] for r in credit["validation"]["reasons"]]
+    assert "credit_note: document type 381" in details

@@ -37,7 +37,7 @@ EXPECTED = {
     ),
     "EN16931_Rabatte.pdf": (
         "471102", "193.77", "21.30", "215.07", 4, "DE123456789", "2018-07-04",
-        ["allowances_charges", "lines_not_net", "no_iban", "tax_base"],
+        ["allowances_charges", "amount_due", "lines_not_net", "no_iban", "tax_base"],
     ),
     "Avoir_FR_type381_BASIC.pdf": (
         "AV-2017-0005", "218.48", "14.99", "233.47", 2, "FR11999999998", "2017-11-16",

@@ -1,0 +1,89 @@
+"""Every standalone UBL e-invoice of one or more repositories through the worker's
+e-invoice path (issue 44).
+
+``python -m benchmarks.corpus.ubl_read SOURCE...`` reads every ``.xml`` file of each
+source (a bare git mirror, read at ``HEAD``, or a folder; for example
+``ConnectingEurope/eInvoicing-EN16931`` and ``itplr-kosit/xrechnung-testsuite``) whose
+root element is a UBL 2.1 ``Invoice`` or ``CreditNote``, and decides it with
+:func:`pipeline.worker.interpret_einvoice` as an XML upload would be (its text is the XML,
+no page): a tenant that has the XML's supplier, IBANs and currency on file, "today" the
+day after issue. It prints how many were read, how many have no holdability obstacle,
+SUCCEEDED and REVIEW_REQUIRED with each reason (``einvoice_not_holdable`` by obstacle),
+and the time per invoice. Files that are no UBL invoice (CII, schemas, validator test
+sets wrapping an invoice) are counted by why, not read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import time
+from pathlib import Path
+
+from benchmarks.corpus.embedded import decide
+from benchmarks.corpus.tree import CorpusTree
+from pipeline.extraction import NotAnEInvoice, obstacles
+from pipeline.extraction.ubl import is_ubl, ubl_facts
+from pipeline.extraction.xml_tree import local, parse_xml
+from pipeline.invoice import ReasonCode
+
+
+def reason_codes(report_reasons: object) -> set[str]:
+    """Each reason's code, ``einvoice_not_holdable`` with its obstacle (``...:credit_note``)."""
+    out: set[str] = set()
+    for r in report_reasons:  # type: ignore[attr-defined]
+        code = r.code.value
+        if r.code is ReasonCode.EINVOICE_NOT_HOLDABLE:
+            code += f":{r.detail.split(':')[0]}"
+        out.add(code)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sources", type=Path, nargs="+", help="bare git mirrors or folders")
+    parser.add_argument("--verbose", action="store_true", help="one line per invoice")
+    args = parser.parse_args(argv)
+    skipped: collections.Counter[str] = collections.Counter()
+    stats: collections.Counter[str] = collections.Counter()
+    reasons: collections.Counter[str] = collections.Counter()
+    times: list[float] = []
+    for source in args.sources:
+        tree = CorpusTree(source)
+        print(f"{source} (commit {tree.commit()})")
+        for path in (p for p in tree.paths() if p.lower().endswith(".xml")):
+            xml = tree.read(path)
+            try:
+                root = parse_xml(xml)
+            except NotAnEInvoice as exc:
+                skipped[str(exc).split(":")[0]] += 1
+                continue
+            if not is_ubl(root):
+                skipped[f"root {local(root.tag)}"] += 1
+                continue
+            started = time.perf_counter()
+            outcome = decide(xml, "", xml.decode("utf-8", errors="replace"))
+            times.append(time.perf_counter() - started)
+            stats["read"] += 1
+            if not obstacles(ubl_facts(root)):
+                stats["no obstacle"] += 1
+            stats[outcome.report.decision.value] += 1
+            codes = reason_codes(outcome.report.reasons)
+            reasons.update(codes)
+            if args.verbose:
+                print(f"  {outcome.report.decision.value:16} {path}  {sorted(codes)}")
+    print(dict(stats))
+    for code, count in reasons.most_common():
+        print(f"  {count:4d} {code}")
+    print(f"not read: {dict(skipped.most_common())}")
+    if times:
+        times.sort()
+        print(
+            f"per invoice: median {times[len(times) // 2] * 1000:.1f} ms, "
+            f"mean {sum(times) / len(times) * 1000:.1f} ms, max {times[-1] * 1000:.1f} ms"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,144 @@
+"""What an e-invoice's XML says about one invoice, whichever syntax it was written in.
+
+The CII reader (:mod:`pipeline.extraction.cii`) and the UBL reader
+(:mod:`pipeline.extraction.ubl`) both read into :class:`InvoiceFacts`, so what decides
+whether contract v2 can hold an invoice (:mod:`pipeline.extraction.holdability`), the
+extraction result (:mod:`pipeline.extraction.einvoice`) and the page cross-check
+(:mod:`pipeline.extraction.page_agreement`) are written once for both.
+
+The facts hold more than the evaluation's truth: the document type, allowances and
+charges, price basis quantities and currencies are what decides whether extraction
+contract v2 can hold the invoice at all. Each field read keeps the XML path it was read
+from (``paths``), the evidence of a value read without a model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+
+_PROFILE_NAMES = (  # checked in this order: "basicwl" before "basic", "xrechnung" first
+    ("xrechnung", "XRECHNUNG"),
+    ("minimum", "MINIMUM"),
+    ("basicwl", "BASIC-WL"),
+    ("basic", "BASIC"),
+    ("extended", "EXTENDED"),
+    ("comfort", "COMFORT"),
+    ("en16931", "EN16931"),
+)
+#: Document type codes (UNTDID 1001) of credit notes: the amounts are owed to the buyer.
+CREDIT_NOTE_TYPES = frozenset({"81", "83", "261", "262", "296", "308", "381", "396", "420", "532"})
+
+
+_DATE = r"([0-9]{1,2})\.([0-9]{1,2})\.([0-9]{4})"
+#: Phrases of German payment terms that name the one day the whole amount is due; a discount
+#: deadline ("3% Skonto ... bis 15.03.") and a list of instalment days never match.
+_DUE_PHRASES = re.compile(
+    rf"(?:netto|ohne Abzug|ohne Abschlag)\s+bis(?:\s+zum)?\s+{_DATE}"
+    rf"|bis zum\s+{_DATE}"
+    rf"|Fälligkeit\s+{_DATE}(?!\s*,\s*[0-9])"
+    rf"|wird am\s+{_DATE}",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class ItemFacts:
+    """One invoice line as the XML states it (``None``: absent)."""
+
+    name: str
+    quantity: Decimal | None
+    unit_price: Decimal | None  # net price (CII ChargeAmount, UBL PriceAmount) per basis_quantity
+    basis_quantity: Decimal | None
+    line_amount: Decimal | None
+    tax_rate: Decimal | None
+    allowances_charges: int  # item-level allowances/charges (not those inside the price)
+    line_status: str | None  # CII EXTENDED sub-lines: DETAIL / GROUP / INFORMATION; UBL: GROUP
+    path: str = ""  # the line item's XML path
+
+
+@dataclass(frozen=True)
+class TaxFacts:
+    """One header tax breakdown (CII ``ApplicableTradeTax``, UBL ``TaxSubtotal``)."""
+
+    rate: Decimal | None
+    base: Decimal | None
+    amount: Decimal | None
+    category: str | None
+    path: str = ""  # the breakdown's XML path
+
+
+@dataclass(frozen=True)
+class InvoiceFacts:
+    """What the XML says about one invoice, and what decides whether v2 can hold it."""
+
+    #: CII-D16B (ZUGFeRD 2.x, Factur-X), CII-D13B (ZUGFeRD 1.0), CII-CBFBUY (1.0 RC),
+    #: UBL-Invoice, UBL-CreditNote (UBL 2.1: Peppol BIS 3, XRechnung UBL)
+    syntax: str
+    guideline: str
+    type_code: str | None
+    invoice_number: str | None
+    issue_date: date | None
+    due_date: date | None
+    currency: str | None
+    tax_currency: str | None
+    seller_name: str | None
+    seller_vat_id: str | None
+    seller_tax_number: str | None
+    ibans: tuple[str, ...]
+    net_total: Decimal | None  # CII TaxBasisTotalAmount, UBL TaxExclusiveAmount
+    tax_total: Decimal | None  # TaxTotalAmount in the invoice currency
+    tax_total_currencies: tuple[str, ...]
+    gross_total: Decimal | None  # CII GrandTotalAmount, UBL TaxInclusiveAmount
+    line_total: Decimal | None
+    charge_total: Decimal | None
+    allowance_total: Decimal | None
+    prepaid: Decimal | None
+    due_payable: Decimal | None
+    document_allowances_charges: int  # header allowances, charges and logistics charges
+    payment_terms: tuple[str, ...]
+    items: tuple[ItemFacts, ...] = field(default=())
+    tax_lines: tuple[TaxFacts, ...] = field(default=())
+    #: The XML path each header field was read from (``invoice_number``, ``gross_total``...).
+    paths: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def profile(self) -> str:
+        """A short profile name from the guideline URN (``EN16931``, ``BASIC-WL``, ...)."""
+        urn = self.guideline.lower().replace("-", "").replace("_", "")
+        for needle, name in _PROFILE_NAMES:
+            if needle in urn:
+                return name
+        return "UNKNOWN"
+
+    @property
+    def payable_date(self) -> date | None:
+        """``DueDateDateTime``, else the one due date the payment terms' text states."""
+        return self.due_date or due_date_from_terms(self.payment_terms)
+
+    @property
+    def iban(self) -> str | None:
+        return self.ibans[0] if self.ibans else None
+
+
+def due_date_from_terms(terms: Sequence[str]) -> date | None:
+    """The due date the payment terms' text states, where the XML has no ``DueDateDateTime``.
+
+    EN 16931 lets a seller write the due date into the terms' description only
+    ("Zahlbar innerhalb 30 Tagen netto bis 04.04.2018, 3% Skonto ... bis 15.03.2018"). The
+    page prints that sentence, and a reader rightly takes 2018-04-04 from it: a truth of
+    ``null`` would score that reading as wrong. Only one unambiguous phrase counts; two
+    different dates give ``None``.
+    """
+    found: set[date] = set()
+    for text in terms:
+        for match in _DUE_PHRASES.finditer(text):
+            d, m, y = (g for g in match.groups() if g is not None)
+            try:
+                found.add(date(int(y), int(m), int(d)))
+            except ValueError:
+                continue
+    return found.pop() if len(found) == 1 else None
