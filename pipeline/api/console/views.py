@@ -199,14 +199,10 @@ class ConsoleViews:
         async with self._acquire() as conn:
             endpoint = None
             if endpoint_id is not None:
-                found = [
-                    r
-                    for r in await conn.fetch(q("dashboard_endpoints_for_tenant"), t)
-                    if r["id"] == endpoint_id
-                ]
-                if not found:
+                found = await conn.fetchrow(q("endpoint_get_for_tenant"), endpoint_id, t)
+                if found is None:
                     raise NotFound(f"endpoint {endpoint_id}")
-                endpoint = dict(found[0].items())
+                endpoint = dict(found.items())
             rows = await conn.fetch(
                 q("console_delivery_list_for_tenant"), t, state, endpoint_id, limit
             )
