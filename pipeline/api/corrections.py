@@ -10,6 +10,11 @@ Invariants:
   only when the reviewer asked to approve and every reason of the new report is
   either gone or **overridden by name** (code and field) with a note. Anything
   else keeps it REVIEW_REQUIRED, with the new reasons shown.
+* **Approval with reasons left is refused and writes nothing** (issue 45): asked to
+  approve, a correction whose new report still has a reason not overridden raises
+  :class:`ReasonsRemain` (422, the reasons listed) before any row changes, so the
+  job, its result and ``review_corrections`` stay as they were. Saving without
+  approving keeps the job REVIEW_REQUIRED with the new reasons, audited.
 * **Optimistic and tenant-scoped.** The job is read and locked under the
   caller's tenant (another tenant's job is 404, like a missing one), and the
   correction applies only to the ``state_version`` the reviewer saw; each
@@ -86,6 +91,21 @@ class CorrectionIn(BaseModel):
     overrides: list[ReasonRef] = Field(default_factory=list, max_length=100)
     note: NoteText | None = None
     approve: bool = False
+
+
+class ReasonsRemain(ApiProblem):
+    """An approval refused because reasons are neither fixed nor overridden; the
+    transaction rolls back, so nothing of the correction is stored."""
+
+    def __init__(self, job_id: uuid.UUID, reasons: list[dict[str, str]]) -> None:
+        codes = ", ".join(f"{r['code']}@{r['field']}" for r in reasons[:20])
+        super().__init__(
+            422,
+            f"not approved: {len(reasons)} reason(s) remain ({codes}); fix or override each",
+            reason="reasons_remain",
+            job_id=str(job_id),
+        )
+        self.reasons = reasons
 
 
 class FieldChange(BaseModel):
@@ -279,6 +299,8 @@ class CorrectionService:
             "corrected": True,
             "decision": JobState.REVIEW_REQUIRED.value if remaining else JobState.SUCCEEDED.value,
         }
+        if body.approve and remaining:
+            raise ReasonsRemain(job_id, remaining)
         summary = ", ".join(r["code"] for r in remaining)[:2000] or "review"
         version = await conn.fetchval(
             q("review_result_replace_if_pending"),
@@ -293,7 +315,7 @@ class CorrectionService:
         if version is None:  # pragma: no cover - the row is locked and was checked above
             raise ApiProblem(409, "the job changed during the correction", reason="review_conflict")
         state = JobState.REVIEW_REQUIRED
-        if body.approve and not remaining:
+        if body.approve:
             note = body.note or "approved after correction; validation passed"
             decided = await self.store.decide_review(
                 conn,

@@ -5,7 +5,12 @@ This is the package's surface: other packages import these names from here,
 never from a module inside.
 """
 
-from pipeline.delivery.deliveries import DeliveryStore, delivery_settle_hook, job_store
+from pipeline.delivery.deliveries import (
+    DeliveryState,
+    DeliveryStore,
+    delivery_settle_hook,
+    job_store,
+)
 from pipeline.delivery.dispatcher import AfterResponse, DeliveryDispatcher
 from pipeline.delivery.egress_client import EgressClient
 from pipeline.delivery.endpoints import (
@@ -28,6 +33,7 @@ __all__ = [
     "AfterResponse",
     "DeliveryConfig",
     "DeliveryDispatcher",
+    "DeliveryState",
     "DeliveryStore",
     "EgressClient",
     "Endpoint",

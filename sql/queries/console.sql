@@ -125,3 +125,39 @@ JOIN documents d ON d.id = j.document_id
 LEFT JOIN document_texts t ON t.document_id = d.id AND t.tenant_id = d.tenant_id
 WHERE j.id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2
   AND d.tenant_id IS NOT DISTINCT FROM $2;
+
+-- name: console_job_list_for_tenant
+-- The jobs behind a dashboard count (issue 45): the tenant's jobs in state $2 (NULL:
+-- any), most recently changed first, at most $3.
+SELECT id, state, state_version, attempt, max_attempts, created_at, updated_at, finished_at,
+       terminal_reason, last_error_class
+FROM extraction_jobs
+WHERE tenant_id = $1 AND ($2::text IS NULL OR state = $2::text)
+ORDER BY updated_at DESC, id
+LIMIT $3;
+
+-- name: console_dead_letter_list_for_tenant
+-- The tenant's dead letters, newest first, at most $2 (the dashboard's DLQ link).
+SELECT id, source, reason, detail, event_type, job_id, archived_at, replay_count,
+       last_replayed_at
+FROM dead_letters WHERE tenant_id = $1
+ORDER BY archived_at DESC, id
+LIMIT $2;
+
+-- name: console_delivery_list_for_tenant
+-- The tenant's deliveries in state $2 (NULL: any) to endpoint $3 (NULL: any), most
+-- recently changed first, at most $4, each with its endpoint's URL.
+SELECT d.id, d.job_id, d.endpoint_id, e.url, d.event_type, d.state, d.attempts,
+       d.last_status, d.last_error, d.final_reason, d.next_attempt_at, d.created_at,
+       d.updated_at
+FROM deliveries d
+JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.tenant_id = d.tenant_id
+WHERE d.tenant_id = $1 AND ($2::text IS NULL OR d.state = $2::text)
+  AND ($3::uuid IS NULL OR d.endpoint_id = $3::uuid)
+ORDER BY d.updated_at DESC, d.id
+LIMIT $4;
+
+-- name: console_api_key_names_for_tenant
+-- The human-readable prefix of each of the tenant's keys in $2 (who reviewed,
+-- corrected or re-drove a job); another tenant's key is not named.
+SELECT id, key_prefix FROM api_keys WHERE tenant_id = $1 AND id = ANY($2::uuid[]);

@@ -72,14 +72,17 @@ RETURNING id, created_at;
 
 -- name: review_correction_list_for_job
 -- The corrections of one job, oldest first (console, explain). $1 job, $2 tenant.
-SELECT id, api_key_id, from_state_version, to_state, to_state_version, changes,
-       reasons_before, reasons_after, overrides, note, created_at
-FROM review_corrections WHERE job_id = $1 AND tenant_id = $2 ORDER BY created_at, id;
+SELECT c.id, c.api_key_id, k.key_prefix, c.from_state_version, c.to_state,
+       c.to_state_version, c.changes, c.reasons_before, c.reasons_after, c.overrides, c.note,
+       c.created_at
+FROM review_corrections c
+LEFT JOIN api_keys k ON k.id = c.api_key_id AND k.tenant_id = c.tenant_id
+WHERE c.job_id = $1 AND c.tenant_id = $2 ORDER BY c.created_at, c.id;
 
 -- name: review_decision_list_for_job
 -- The decisions on one job, oldest first (explain). $1 job, $2 tenant.
 SELECT d.id, d.decision, d.note, d.from_state_version, d.to_state, d.to_state_version,
        d.created_at, d.api_key_id, k.key_prefix
-FROM review_decisions d LEFT JOIN api_keys k ON k.id = d.api_key_id
+FROM review_decisions d LEFT JOIN api_keys k ON k.id = d.api_key_id AND k.tenant_id = d.tenant_id
 WHERE d.job_id = $1 AND d.tenant_id = $2
 ORDER BY d.created_at, d.id;

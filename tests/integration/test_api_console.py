@@ -94,10 +94,11 @@ async def test_a_correction_that_still_fails_keeps_review_with_the_new_reasons(
         job = await invoice_awaiting_review(pool, c, tk)
         await console_login(c, tk)
         _, csrf = await job_page(c, job.job_id)
-        # 99999.99 is printed nowhere: still wrong, and not grounded.
+        # 99999.99 is printed nowhere: still wrong, and not grounded. Saved (an approval
+        # would be refused, see test_console_operator), it stays in review.
         r = await c.post(
             f"/console/jobs/{job.job_id}/correct",
-            data=correction_form(csrf, job.state_version, "approve", gross_total="99999.99"),
+            data=correction_form(csrf, job.state_version, "save", gross_total="99999.99"),
         )
         after = await job_row(pool, job.job_id)
         html, csrf = await job_page(c, job.job_id)

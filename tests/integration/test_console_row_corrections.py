@@ -117,9 +117,7 @@ async def test_a_tax_line_corrected_to_a_value_printed_nowhere_stays_in_review(
         )
         r = await c.post(
             f"/console/jobs/{job.job_id}/correct",
-            data=_row_form(
-                csrf, job.state_version, "approve", **{"tax_lines[0].amount": "12345.67"}
-            ),
+            data=_row_form(csrf, job.state_version, "save", **{"tax_lines[0].amount": "12345.67"}),
         )
         after = await job_row(pool, job.job_id)
         html, csrf = await job_page(c, job.job_id)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta, timezone
 
+from pipeline.api.console.render import ago_text, iso_text, utc_text
 from pipeline.api.console.session import SessionSigner
 from pipeline.api.evidence_marks import Span, marked_pages, reveal
 from pipeline.settings import Settings
@@ -59,3 +61,15 @@ def test_sessions_are_signed_expire_and_bind_their_csrf_token() -> None:
     login_cookie, login_token = signer.login_nonce()
     assert signer.login_ok(login_cookie, login_token)
     assert not signer.login_ok(login_cookie, "x") and not other.login_ok(login_cookie, login_token)
+
+
+def test_times_read_relative_with_the_exact_second_for_the_tooltip() -> None:
+    now = datetime(2026, 12, 7, 1, 2, 3, 456789, tzinfo=UTC)
+    at = now - timedelta(minutes=3, seconds=5)
+    assert ago_text(at, now) == "3m 5s ago"
+    assert ago_text(now - timedelta(days=2, hours=4), now) == "2d 4h ago"
+    assert ago_text(now + timedelta(seconds=40), now) == "in 40s"
+    assert ago_text(now, now) == "just now" and ago_text(None) == "-"
+    paris = now.astimezone(timezone(timedelta(hours=1)))
+    assert utc_text(paris) == "2026-12-07 01:02:03 UTC"
+    assert iso_text(paris) == "2026-12-07T01:02:03+00:00"

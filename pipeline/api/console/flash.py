@@ -16,10 +16,11 @@ from urllib.parse import urlencode
 MESSAGES: dict[str, str] = {
     "approved": "Approved",
     "rejected": "Rejected",
+    "redriven": "Re-driven",
     "saved": "Saved; validation passes, approve to deliver",
     "saved-reasons": "Saved; validation still finds reasons",
 }
-_NAMES_JOB = frozenset({"approved", "rejected"})
+_NAMES_JOB = frozenset({"approved", "rejected", "redriven"})
 
 
 def flash_text(key: str | None, job: str | None) -> str | None:

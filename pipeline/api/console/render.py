@@ -32,6 +32,26 @@ def _age(at: datetime | None) -> str:
     return "-" if at is None else age_text((datetime.now(UTC) - at).total_seconds())
 
 
+def utc_text(at: datetime | None) -> str:
+    """``2026-12-07 01:02:03 UTC``: an absolute time at second precision (title text)."""
+    return "-" if at is None else at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def iso_text(at: datetime) -> str:
+    """``2026-12-07T01:02:03+00:00``: the machine-readable form of :func:`utc_text`."""
+    return at.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def ago_text(at: datetime | None, now: datetime | None = None) -> str:
+    """``3m 5s ago`` or ``in 40s``: a time relative to now, as a person reads it."""
+    if at is None:
+        return "-"
+    seconds = ((now or datetime.now(UTC)) - at).total_seconds()
+    if seconds < 0:
+        return f"in {age_text(-seconds)}"
+    return "just now" if seconds < 1 else f"{age_text(seconds)} ago"
+
+
 def usage_of(used: int, limit: int | None, known: bool = True) -> str:
     """``12 / 600 (2 %)`` for usage against a limit; ``12 / no limit`` where the scope
     enforces none; ``12 / unknown`` where no actor recorded the scope's limits."""
@@ -53,6 +73,9 @@ def environment() -> Environment:
     env.globals["age"] = _age
     env.globals["age_s"] = age_text
     env.globals["of"] = usage_of
+    env.globals["utc"] = utc_text
+    env.globals["ago"] = ago_text
+    env.globals["iso"] = iso_text
     return env
 
 
@@ -100,8 +123,15 @@ def _owner(field: str) -> str:
     return field
 
 
-def review_page_model(subject: ReviewSubject) -> dict[str, Any]:
-    """Fields with values, evidence and the reasons that point at them; the marked text."""
+def review_page_model(
+    subject: ReviewSubject, submitted: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Fields with values, evidence and the reasons that point at them; the marked text.
+
+    ``submitted``: values a reviewer posted that were not stored (a refused approval),
+    shown in the inputs instead of the stored ones so no typing is lost.
+    """
+    kept = submitted or {}
     result = subject.result or {}
     reasons = [
         _reason_view(r, i)
@@ -120,7 +150,9 @@ def review_page_model(subject: ReviewSubject) -> dict[str, Any]:
                 "path": path,
                 "anchor": anchor_id(path),
                 "row_id": field_id(path),
-                "value": None if not isinstance(node, dict) else node.get("value"),
+                "value": kept[path]
+                if path in kept
+                else (None if not isinstance(node, dict) else node.get("value")),
                 "has_evidence": isinstance(evidence, dict),
                 "quote": evidence.get("quote") if isinstance(evidence, dict) else None,
                 "match": evidence.get("match") if isinstance(evidence, dict) else None,
@@ -143,7 +175,10 @@ def review_page_model(subject: ReviewSubject) -> dict[str, Any]:
                             "name": name,
                             "path": f"{path}.{name}",
                             "input_id": "value-" + anchor_id(f"{path}.{name}"),
-                            "value": "" if cells.get(name) is None else str(cells.get(name)),
+                            "value": kept.get(
+                                f"{path}.{name}",
+                                "" if cells.get(name) is None else str(cells.get(name)),
+                            ),
                         }
                         for name in names
                     ],

@@ -41,6 +41,7 @@ from pipeline.api.console.caller import (
 )
 from pipeline.api.console.flash import flash_text, flash_url
 from pipeline.api.console.headers import ConsoleHeadersMiddleware
+from pipeline.api.console.operator_pages import router as operator_router
 from pipeline.api.console.page_view import PageView
 from pipeline.api.console.render import STATIC, render, render_fragment, review_page_model
 from pipeline.api.console.session import (
@@ -53,7 +54,7 @@ from pipeline.api.console.session import (
 )
 from pipeline.api.console.views import ReviewSubject
 from pipeline.api.context import api_context
-from pipeline.api.corrections import CorrectionIn
+from pipeline.api.corrections import CorrectionIn, ReasonsRemain
 from pipeline.api.evidence_marks import evidence_spans
 from pipeline.api.problems import ApiProblem
 from pipeline.api.review import REVIEW_SCOPES, ReviewDecisionIn
@@ -93,7 +94,7 @@ async def _refused(request: Request, exc: Exception) -> Response:
     if (
         exc.status == 401
         and request.method == "GET"
-        and not request.url.path.endswith(("/rows", "/state", "/events"))
+        and not request.url.path.endswith(("/rows", "/state", "/events", "/body"))
     ):
         return RedirectResponse("/console/login", status_code=303)
     titles = {400: "Bad request", 401: "Sign in required", 403: "Not allowed", 404: "Not found"}
@@ -272,26 +273,50 @@ async def job_page(
 ) -> Response:
     principal = await console_caller(request)
     subject = await _subject(request, principal, job_id)
-    model = review_page_model(subject)
+    return await _job_page(request, principal, subject, flash=flash_text(flash, job))
+
+
+async def _job_page(
+    request: Request,
+    principal: Principal,
+    subject: ReviewSubject,
+    *,
+    status: int = 200,
+    flash: str | None = None,
+    refused: ReasonsRemain | None = None,
+    form: dict[str, Any] | None = None,
+) -> Response:
+    """The review page; after a refused approval, with the reasons that remain listed
+    and the reviewer's values, overrides and note kept in the form (nothing was stored)."""
+    submitted = _submitted_values(form or {})
+    model = review_page_model(subject, submitted)
     page_view, page_note = await _page_view(request, principal, subject)
     can_decide = subject.state == JobState.REVIEW_REQUIRED.value and bool(
         REVIEW_SCOPES & principal.scopes
     )
     return render(
         "job.html",
+        status,
         **_page(request, principal),
         title=f"Job {subject.job_id}",
         page="job",
         subject=subject,
         can_decide=can_decide,
         editable=can_decide and model["approvable"],
-        flash=flash_text(flash, job),
-        events_url=f"/console/jobs/{job_id}/events",
+        flash=flash,
+        refused=refused,
+        kept_overrides={str(v) for v in (form or {}).get("override", [])},
+        kept_note=(_first(form or {}, "note") or ""),
+        events_url=f"/console/jobs/{subject.job_id}/events",
         state_version=subject.state_version,
         page_view=page_view,
         page_note=page_note,
         **model,
     )
+
+
+def _submitted_values(form: dict[str, Any]) -> dict[str, str]:
+    return {k[len("value.") :]: str(v[0]) for k, v in form.items() if k.startswith("value.") and v}
 
 
 @router.get("/jobs/{job_id}/pages/{number}.png")
@@ -327,9 +352,7 @@ async def correct(request: Request, job_id: uuid.UUID) -> Response:
         body = CorrectionIn.model_validate(
             {
                 "state_version": int(_first(form, "state_version") or 0),
-                "values": {
-                    k[len("value.") :]: str(v[0]) for k, v in form.items() if k.startswith("value.")
-                },
+                "values": _submitted_values(form),
                 "overrides": overrides,
                 "note": (_first(form, "note") or "").strip() or None,
                 "approve": _first(form, "action") == "approve",
@@ -341,6 +364,10 @@ async def correct(request: Request, job_id: uuid.UUID) -> Response:
         ) from None
     try:
         out = await ctx.services.corrections.correct(principal, job_id, body)
+    except ReasonsRemain as exc:
+        # Refused and nothing stored: the page again, the reasons listed, the form kept.
+        subject = await _subject(request, principal, job_id)
+        return await _job_page(request, principal, subject, status=422, refused=exc, form=form)
     except ApiProblem as exc:
         raise ConsoleRefusal(exc.status, exc.detail) from None
     if out.state is JobState.SUCCEEDED:
@@ -368,34 +395,6 @@ async def reject(request: Request, job_id: uuid.UUID) -> Response:
     except ApiProblem as exc:
         raise ConsoleRefusal(exc.status, exc.detail) from None
     return RedirectResponse(flash_url("/console/queue", "rejected", job_id), status_code=303)
-
-
-@router.get("/dashboard")
-async def dashboard(request: Request) -> Response:
-    principal = await console_caller(request)
-    need(principal, frozenset({"operator"}), "see the operator dashboard")
-    data = await api_context(request).services.console.dashboard(principal)
-    return render(
-        "dashboard.html", **_page(request, principal), title="Dashboard", page="dashboard", d=data
-    )
-
-
-@router.get("/jobs/{job_id}/timeline")
-async def job_timeline(request: Request, job_id: uuid.UUID) -> Response:
-    principal = await console_caller(request)
-    try:
-        data = await api_context(request).services.console.timeline(principal, job_id)
-    except NotFound:
-        raise _NOT_FOUND from None
-    need(principal, frozenset({"operator"}), "see job timelines")
-    return render(
-        "timeline.html",
-        **_page(request, principal),
-        title="Timeline",
-        page="timeline",
-        data=data,
-        job=data["job"],
-    )
 
 
 @router.get("/events")
@@ -450,5 +449,6 @@ async def _events(
 def install_console(app: FastAPI) -> None:
     """Mount the console's routes, its refusal pages and its security headers."""
     app.include_router(router)
+    app.include_router(operator_router)
     app.add_exception_handler(ConsoleRefusal, _refused)
     app.add_middleware(ConsoleHeadersMiddleware)

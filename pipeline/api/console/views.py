@@ -1,5 +1,6 @@
 """What the console's pages read: the review queue, one job under review, the
-operator dashboard and a job's timeline. Every read takes the caller's tenant, so
+operator dashboard, the jobs, deliveries and dead letters behind its counts, and a
+job's timeline. Every read takes the caller's tenant, so
 another tenant's job is :class:`~pipeline.errors.NotFound` exactly like a missing one.
 """
 
@@ -64,6 +65,8 @@ class Dashboard:
     deliveries_by_state: dict[str, int]
     endpoints: list[dict[str, Any]]
     admission: list[dict[str, Any]]
+    #: When these counts were read (the page says "as of"; each refresh moves it).
+    read_at: datetime
 
 
 def _dicts(values: list[Any]) -> list[dict[str, Any]]:
@@ -158,15 +161,91 @@ class ConsoleViews:
             deliveries_by_state={r["state"]: r["deliveries"] for r in deliveries},
             endpoints=[dict(r.items()) for r in endpoints],
             admission=[dict(r.items()) for r in admission],
+            read_at=now or datetime.now(UTC),
         )
 
+    async def jobs(
+        self, principal: Principal, state: str | None, limit: int = 200
+    ) -> list[dict[str, Any]]:
+        """The tenant's jobs in ``state`` (None: any), most recently changed first."""
+        async with self._acquire() as conn:
+            rows = await conn.fetch(
+                q("console_job_list_for_tenant"), principal.tenant_id, state, limit
+            )
+        return [dict(r.items()) for r in rows]
+
+    async def dead_letters(self, principal: Principal, limit: int = 200) -> list[dict[str, Any]]:
+        """The tenant's dead letters, newest first."""
+        async with self._acquire() as conn:
+            rows = await conn.fetch(
+                q("console_dead_letter_list_for_tenant"), principal.tenant_id, limit
+            )
+        return [dict(r.items()) for r in rows]
+
+    async def deliveries(
+        self,
+        principal: Principal,
+        *,
+        state: str | None,
+        endpoint_id: uuid.UUID | None,
+        limit: int = 200,
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """The tenant's deliveries (by state, to one endpoint) and that endpoint's row.
+
+        Raises:
+            NotFound: ``endpoint_id`` names no endpoint of this tenant.
+        """
+        t = principal.tenant_id
+        async with self._acquire() as conn:
+            endpoint = None
+            if endpoint_id is not None:
+                found = await conn.fetchrow(q("endpoint_get_for_tenant"), endpoint_id, t)
+                if found is None:
+                    raise NotFound(f"endpoint {endpoint_id}")
+                endpoint = dict(found.items())
+            rows = await conn.fetch(
+                q("console_delivery_list_for_tenant"), t, state, endpoint_id, limit
+            )
+        return [dict(r.items()) for r in rows], endpoint
+
     async def timeline(self, principal: Principal, job_id: uuid.UUID) -> dict[str, Any]:
-        """The ``explain`` data of one of the principal's jobs."""
+        """The ``explain`` data of one of the principal's jobs, each review, correction
+        and re-drive with ``who``: the acting key's human-readable prefix, not its id."""
         async with self._acquire() as conn:
             owned = await conn.fetchval(q("job_get_for_tenant"), job_id, principal.tenant_id)
         if owned is None:
             raise NotFound(f"job {job_id}")
-        return await self.store.explain(job_id)
+        data = await self.store.explain(job_id)
+        acts = [*data["reviews"], *data["corrections"], *data["redrives"]]
+        ids = {key for key in map(_acting_key, acts) if key is not None}
+        async with self._acquire() as conn:
+            rows = await conn.fetch(
+                q("console_api_key_names_for_tenant"), principal.tenant_id, list(ids)
+            )
+        names = {r["id"]: r["key_prefix"] for r in rows}
+        for act in acts:
+            key = _acting_key(act)
+            act["who"] = (
+                f"key {names[key]}\u2026"
+                if key in names
+                else str(act.get("requested_by") or "a key no longer known")
+            )
+        return data
+
+
+def _acting_key(act: dict[str, Any]) -> uuid.UUID | None:
+    """The API key behind a review, correction (``api_key_id``) or re-drive
+    (``requested_by`` = ``key:<uuid>``); None for anything else (a CLI operator)."""
+    key = act.get("api_key_id")
+    if isinstance(key, uuid.UUID):
+        return key
+    by = str(act.get("requested_by") or "")
+    if by.startswith("key:"):
+        try:
+            return uuid.UUID(by[4:])
+        except ValueError:
+            return None
+    return None
 
 
 def seconds_since(at: datetime | None) -> float | None:

@@ -1,4 +1,4 @@
-// Fenceline review console: keyboard shortcuts and live updates. No third-party code.
+// Fenceline review console: keyboard shortcuts, live updates and the dashboard's refresh. No third-party code.
 // Everything here is optional: every page reads and every form posts without it.
 "use strict";
 (function () {
@@ -73,6 +73,29 @@
     var level = document.getElementById("zoom-level");
     if (level) { level.textContent = Math.round(zoom * 100) + "%"; }
   });
+
+  // The dashboard: poll its fragment and swap it in, so the counts stay current
+  // without a reload (paused while the tab is hidden; one request at a time).
+  var live = document.getElementById("dashboard-body");
+  if (live) {
+    var liveUrl = live.getAttribute("data-refresh-url");
+    var every = Math.max(2, Number(live.getAttribute("data-refresh-seconds")) || 10) * 1000;
+    var busy = false;
+    var refresh = function () {
+      if (busy || document.hidden) { return; }
+      busy = true;
+      fetch(liveUrl, { credentials: "same-origin" }).then(function (r) {
+        if (r.status === 401 || r.redirected) { window.location.assign("/console/login"); return null; }
+        return r.ok ? r.text() : Promise.reject(new Error(String(r.status)));
+      }).then(function (html) {
+        if (html !== null) { live.innerHTML = html; live.removeAttribute("data-stale"); }
+      }).catch(function () {
+        live.setAttribute("data-stale", "true");
+      }).then(function () { busy = false; });
+    };
+    window.setInterval(refresh, every);
+    document.addEventListener("visibilitychange", function () { if (!document.hidden) { refresh(); } });
+  }
 
   var events = body.getAttribute("data-events");
   if (!events || !window.EventSource) { return; }
