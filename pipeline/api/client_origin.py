@@ -20,7 +20,9 @@ Invariants:
 
 The HTTP server must leave the peer alone for this to hold: Fenceline's
 (:func:`pipeline.api.server.server_config`) turns uvicorn's own proxy-header
-rewriting off, which would otherwise believe any peer on 127.0.0.1.
+rewriting off, which would otherwise believe any peer on 127.0.0.1 or ::1
+(``FORWARDED_ALLOW_IPS``). Ray Serve's HTTP proxy is a uvicorn that keeps it: set
+``FORWARDED_ALLOW_IPS`` empty (or to the proxies) in its environment.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ class TrustedProxies:
 
     def origin(self, conn: HTTPConnection) -> ClientOrigin:
         """The client and scheme of ``conn`` (a request or a websocket)."""
-        peer_text = conn.client.host if conn.client is not None else "unknown"
+        peer_text = conn.client.host if conn.client is not None and conn.client.host else "unknown"
         https = conn.url.scheme in ("https", "wss")
         peer = _address(peer_text)
         if not self.trusts(peer):

@@ -190,7 +190,7 @@ def server_config(app: ASGIApp, settings: Settings, **kwargs: Any) -> uvicorn.Co
     """uvicorn's config for ``app`` with the limits of ``settings``; ``kwargs`` as uvicorn's.
 
     uvicorn's own proxy-header rewriting is off: it believes ``X-Forwarded-For`` and
-    ``X-Forwarded-Proto`` from any peer on 127.0.0.1 (``FORWARDED_ALLOW_IPS``), which
+    ``X-Forwarded-Proto`` from any peer on 127.0.0.1 or ::1 (``FORWARDED_ALLOW_IPS``), which
     would let a local client pick the address it is throttled as. The app reads them
     itself, from ``trusted_proxies`` only (:mod:`pipeline.api.client_origin`).
     """

@@ -3,7 +3,11 @@ when the connection's peer is a trusted proxy, read from the right past trusted 
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.requests import Request
 
 from pipeline.api.client_origin import ClientOrigin, TrustedProxies
@@ -77,3 +81,37 @@ def test_trusted_proxies_setting_is_validated() -> None:
     assert Settings(trusted_proxies="").trusted_proxies == ()
     with pytest.raises(ValueError):
         Settings(trusted_proxies="10.0.0.0/8,proxy.example")
+
+
+_latin1 = st.text(st.characters(min_codepoint=0x20, max_codepoint=0xFF), max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    forwarded_for=st.lists(
+        st.one_of(
+            _latin1, st.sampled_from(["10.0.0.1", "[::1]:80", "1.2.3.4:5", "::ffff:10.0.0.9"])
+        ),
+        max_size=20,
+    ),
+    proto=st.one_of(st.none(), _latin1),
+    peer=st.sampled_from(["10.3.3.3", "::ffff:10.3.3.3", "198.51.100.4", "testclient", ""]),
+)
+def test_any_forwarding_header_gives_an_origin_and_never_an_error(
+    forwarded_for: list[str], proto: str | None, peer: str
+) -> None:
+    headers = [("X-Forwarded-For", ", ".join(forwarded_for))]
+    if proto is not None:
+        headers.append(("X-Forwarded-Proto", proto))
+    found = PROXIES.origin(request(peer, headers))
+    assert found.address  # text, never empty
+    if not PROXIES.trusts(ipaddress.ip_address(peer) if _is_ip(peer) else None):
+        assert found.address == (peer or "unknown") and not found.https
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
