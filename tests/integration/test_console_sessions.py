@@ -19,7 +19,9 @@ from pipeline.tenants import revoke_key
 from tests.support.api import (
     TenantKey,
     add_key,
+    iter_sse,
     loopback_server,
+    read_sse,
     settings_for,
     tenant_with_key,
 )
@@ -226,3 +228,22 @@ async def test_one_keys_failures_leave_the_address_to_other_keys(
     assert right_after == 303
     assert guesses == [401, 401, 429]  # 2 + 2 failures: the address's 4 are spent
     assert locked == 429
+
+
+async def test_logout_ends_the_sessions_open_event_stream(pool: asyncpg.Pool, dsn: str) -> None:
+    """The console's live updates re-check the session, not only its key: a stream
+    opened with the cookie ends (``revoked``) soon after that session's logout."""
+    tk = await tenant_with_key(pool, scopes=("jobs",))
+    settings = settings_for(dsn, sse_key_recheck_seconds=0.2, sse_poll_seconds=0.5)
+    app = create_app(settings, pool=pool)
+    async with loopback_server(app) as base, httpx.AsyncClient(base_url=base, timeout=30) as c:
+        await console_login(c, tk)
+        csrf = form_token((await c.get("/console/queue")).text)
+        async with c.stream("GET", "/console/events") as r:
+            assert r.status_code == 200
+            events = iter_sse(r)
+            logout = await c.post("/console/logout", data={"csrf_token": csrf})
+            rest = await read_sse(events, until="revoked", timeout=5)
+            assert await anext(events, None) is None  # the server closed the stream
+    assert logout.status_code == 303
+    assert rest[-1].event == "revoked"
