@@ -6,13 +6,14 @@ start-up and pass it down.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from decimal import Decimal
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
@@ -260,17 +261,32 @@ class Settings(BaseSettings):
     webhook_rotation_grace_seconds: float = Field(86400.0, ge=0)
 
     # The review console (pipeline/api/console/session.py).
-    #: Signs console session cookies and CSRF tokens (any string of 32+ characters).
-    #: Unset: a random key per process, so sessions end when it restarts and do not
-    #: carry across replicas; set it wherever more than one intake replica runs.
+    #: Signs the console's CSRF tokens and login-form nonces (any string of 32+
+    #: characters); sessions themselves are rows of ``console_sessions``. Unset: a
+    #: random key per process, so a form loaded before a restart, or from another
+    #: replica, is refused and must be loaded again; set it wherever more than one
+    #: intake replica runs.
     console_session_key: SecretStr | None = None
-    #: How long a console login lasts.
+    #: How long a console session lasts (a row of ``console_sessions``; logout and
+    #: revoking its key end it sooner).
     console_session_seconds: float = Field(8 * 3600.0, gt=0)
-    #: Sign-in limits of the console (pipeline/api/login_limit.py), per intake process:
-    #: failed sign-ins per client address and sign-ins per key in the window.
-    console_login_failures_per_address: int = Field(10, ge=1)
+    #: Sign-in limits of the console (pipeline/api/login_limit.py), per intake process,
+    #: in the window: failed sign-ins per client address (the bound on guessing from
+    #: one address, high enough for many reviewers behind one proxy), failed sign-ins
+    #: per address with one key (its first 8 characters: one person retrying a wrong
+    #: or revoked key stops here, long before the address's budget), and sign-ins
+    #: with one key from anywhere, successful or not.
+    console_login_failures_per_address: int = Field(50, ge=1)
+    console_login_failures_per_address_key: int = Field(5, ge=1)
     console_login_attempts_per_key: int = Field(20, ge=1)
     console_login_window_seconds: float = Field(300.0, gt=0)
+    #: Reverse proxies whose forwarding headers are believed (pipeline/api/client_origin.py):
+    #: addresses or networks, comma-separated (``10.0.0.0/8,127.0.0.1``) or a JSON list.
+    #: A request from one of them is attributed to the address its ``X-Forwarded-For``
+    #: names (the nearest address not itself trusted) and is https when its
+    #: ``X-Forwarded-Proto`` says so; from any other peer both headers are ignored.
+    #: Empty (the default): no proxy is trusted, the peer is the client.
+    trusted_proxies: Annotated[tuple[str, ...], NoDecode] = ()
 
     # An OpenAI-compatible provider the drivers may call instead of the Serve pools
     # (``fenceline up --provider-url``): its key, if it needs one.
@@ -301,6 +317,22 @@ class Settings(BaseSettings):
     #: Let a fault harness arm crash points (``pipeline.checkpoints``) in the cluster
     #: actors. Off except in the chaos scenario; never set it in a deployment.
     fault_injection: bool = False
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _proxy_networks(cls, value: Any) -> tuple[str, ...]:
+        """Comma-separated text or a JSON list (what :meth:`to_env` writes) of addresses
+        or networks, each written in its normal form; anything else is refused."""
+        if isinstance(value, str):
+            text = value.strip()
+            items = json.loads(text) if text.startswith("[") else text.split(",")
+        else:
+            items = list(value)
+        return tuple(
+            str(ipaddress.ip_network(str(item).strip(), strict=False))
+            for item in items
+            if str(item).strip()
+        )
 
     def to_env(self) -> dict[str, str]:
         """These settings as ``FENCELINE_*`` variables that :class:`Settings` reads back.

@@ -15,8 +15,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from pipeline.api import problems as api_errors
+from pipeline.api.client_origin import TrustedProxies
 from pipeline.api.console.page_view import PageFiles
-from pipeline.api.console.session import SessionSigner
+from pipeline.api.console.session import FormSigner
 from pipeline.api.console.views import ConsoleViews
 from pipeline.api.corrections import CorrectionService
 from pipeline.api.intake import (
@@ -104,8 +105,9 @@ class ApiContext:
         self._hub_started = False
         #: Built on first use, so an app that never serves the console never logs
         #: the missing-session-key warning.
-        self.console_signer: SessionSigner | None = None
+        self.console_signer: FormSigner | None = None
         self.console_login_limiter: LoginLimiter | None = None
+        self.trusted_proxies: TrustedProxies | None = None
         #: Verified keys (pipeline.api.key_cache); started with the app's lifespan, so
         #: an app run without one (most tests) reads every key from the database.
         self.key_cache: KeyCache | None = None

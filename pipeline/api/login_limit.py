@@ -2,22 +2,34 @@
 
 An API key is 32 random bytes, so guessing one is hopeless; the limit keeps the
 login form from being a cheap oracle or a way to load the database, and bounds how
-fast one key, stolen, can open sessions. Two sliding windows, one per kind of
-subject:
+fast one key, stolen, can open sessions. Three sliding windows:
 
-* **per client address**: failed sign-ins (unknown, revoked or expired key). A
-  success does not count, so reviewers behind one NAT address are not locked out
-  by each other's sign-ins, only by failures.
-* **per key**: every sign-in attempt with one key, known by its digest (the same
-  identity as its key id, known before the database is asked), successful or not.
+* **failures per client address** (default 50 in 5 minutes): failed sign-ins
+  (unknown, revoked or expired key) from one address, whatever key they tried. The
+  bound on guessing from one address; high, because many reviewers may share one
+  address (a company proxy or NAT). A success does not count.
+* **failures per address and key tried** (default 5): failed sign-ins from one
+  address with one key, known by its first 8 characters (``flk_`` and 4 more: what
+  stays the same when a person retries a mistyped, revoked or expired key). One
+  person retrying their key is stopped here, after 5 of the address's 50, so
+  another reviewer behind the same address signs in with their own key untouched
+  (issue 45, defect 5: one person locked out every reviewer of a shared proxy).
+  Only a client varying the key it tries (a guesser) reaches the address's budget.
+* **attempts per key** (default 20): every sign-in with one exact key, known by its
+  digest, from any address, successful or not: how fast a stolen key opens sessions.
 
-The address is the connection's peer (``request.client``): a forwarded-for header
-is the caller's to choose, so it is never read.
+A refused (429) attempt is not counted, so a throttled subject cannot keep
+another's window full by retrying.
 
-Memory is bounded: at most ``max_subjects`` subjects are tracked, each with at most
-``limit`` timestamps; when full, the subject idle longest is forgotten first (it
-is the one whose window is most likely over). The limit is per process: with N
-intake replicas a client may make up to N × the limit, which is still a bound.
+The address is the client's as :mod:`pipeline.api.client_origin` finds it: the
+connection's peer, or the address a *trusted* proxy forwards
+(``Settings.trusted_proxies``). ``X-Forwarded-For`` from any other peer is the
+caller's to choose, so it is never read.
+
+Memory is bounded: at most ``max_subjects`` subjects are tracked per window, each
+with at most ``limit`` timestamps; when full, the subject idle longest is forgotten
+first (it is the one whose window is most likely over). The limit is per process:
+with N intake replicas a client may make up to N × the limit, which is still a bound.
 """
 
 from __future__ import annotations
@@ -31,9 +43,11 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class LoginLimits:
-    """Failures per address and attempts per key allowed in ``window_seconds``."""
+    """Failures per address, failures per address and key tried, and attempts per key
+    allowed in ``window_seconds``."""
 
-    failures_per_address: int = 10
+    failures_per_address: int = 50
+    failures_per_address_key: int = 5
     attempts_per_key: int = 20
     window_seconds: float = 300.0
     max_subjects: int = 10_000
@@ -94,29 +108,50 @@ class SlidingWindow:
 class LoginLimiter:
     """The console's sign-in limits (see the module docstring)."""
 
+    #: Characters of a presented key that name "the key tried" per address.
+    KEY_TRIED_CHARS = 8
+
     def __init__(
         self, limits: LoginLimits | None = None, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.limits = limits or LoginLimits()
         window, cap = self.limits.window_seconds, self.limits.max_subjects
         self._addresses = SlidingWindow(self.limits.failures_per_address, window, cap, clock)
+        self._tried = SlidingWindow(self.limits.failures_per_address_key, window, cap, clock)
         self._keys = SlidingWindow(self.limits.attempts_per_key, window, cap, clock)
 
-    def retry_after(self, address: str, key_digest: str | None) -> int | None:
-        """Whole seconds (at least 1) until this sign-in may be tried, or None: allowed."""
-        waits = [self._addresses.retry_after(address)]
+    @classmethod
+    def key_tried(cls, address: str, presented: str) -> str:
+        """The subject of failures per address and key tried."""
+        return f"{address}\x00{presented[: cls.KEY_TRIED_CHARS]}"
+
+    def retry_after(self, address: str, presented: str, key_digest: str | None) -> int | None:
+        """Whole seconds (at least 1) until this sign-in may be tried, or None: allowed.
+
+        Args:
+            address: the client's address.
+            presented: the key as typed (only its first characters are kept).
+            key_digest: the exact key's digest, None when nothing was typed.
+        """
+        waits = [
+            self._addresses.retry_after(address),
+            self._tried.retry_after(self.key_tried(address, presented)),
+        ]
         if key_digest is not None:
             waits.append(self._keys.retry_after(key_digest))
         longest = max((w for w in waits if w is not None), default=None)
         return None if longest is None else max(1, math.ceil(longest))
 
-    def attempted(self, address: str, key_digest: str | None, *, failed: bool) -> None:
+    def attempted(
+        self, address: str, presented: str, key_digest: str | None, *, failed: bool
+    ) -> None:
         """Count one sign-in attempt that was let through."""
         if key_digest is not None:
             self._keys.record(key_digest)
         if failed:
             self._addresses.record(address)
+            self._tried.record(self.key_tried(address, presented))
 
     def tracked(self) -> int:
-        """Subjects held in memory (both windows)."""
-        return len(self._addresses) + len(self._keys)
+        """Subjects held in memory (all windows)."""
+        return len(self._addresses) + len(self._tried) + len(self._keys)

@@ -187,9 +187,16 @@ def bounded_protocol(limits: HttpLimits) -> type[BoundedHttpToolsProtocol]:
 
 
 def server_config(app: ASGIApp, settings: Settings, **kwargs: Any) -> uvicorn.Config:
-    """uvicorn's config for ``app`` with the limits of ``settings``; ``kwargs`` as uvicorn's."""
+    """uvicorn's config for ``app`` with the limits of ``settings``; ``kwargs`` as uvicorn's.
+
+    uvicorn's own proxy-header rewriting is off: it believes ``X-Forwarded-For`` and
+    ``X-Forwarded-Proto`` from any peer on 127.0.0.1 or ::1 (``FORWARDED_ALLOW_IPS``), which
+    would let a local client pick the address it is throttled as. The app reads them
+    itself, from ``trusted_proxies`` only (:mod:`pipeline.api.client_origin`).
+    """
     return uvicorn.Config(
         app,
+        proxy_headers=False,
         http=bounded_protocol(HttpLimits.of(settings)),
         timeout_keep_alive=settings.http_keep_alive_seconds,
         h11_max_incomplete_event_size=settings.http_max_header_bytes,

@@ -43,6 +43,7 @@ from pipeline.tenants.master_data import (
 )
 from pipeline.tenants.quotas import ADMISSION_LOCK_NAMESPACE, Demand, TenantQuota, demand_for
 from pipeline.tenants.reconciliation import ReconcileReport, SpendReconciler
+from pipeline.tenants.sessions import close_session, open_session, session_principal
 from pipeline.tenants.spend_metrics import SpendMetrics
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "add_supplier",
     "add_tenant",
     "authenticate",
+    "close_session",
     "console_key",
     "create_api_key",
     "create_tenant",
@@ -75,10 +77,12 @@ __all__ = [
     "list_suppliers",
     "list_tenants",
     "load_master_data",
+    "open_session",
     "permit_currencies",
     "principal_for_key_id",
     "resolve_tenant",
     "revoke_key",
+    "session_principal",
     "set_currencies",
     "set_quotas",
     "tenant_usage",

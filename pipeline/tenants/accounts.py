@@ -207,4 +207,10 @@ async def principal_for_key_id(
 
 
 async def revoke_api_key(conn: asyncpg.Connection, tenant_id: uuid.UUID, key_id: uuid.UUID) -> bool:
-    return await conn.fetchval(q("api_key_revoke_if_active"), key_id, tenant_id) is not None
+    """Revoke an active key of ``tenant_id`` and end its console sessions, in one
+    transaction; False (and nothing changed) when it is unknown or already revoked."""
+    async with conn.transaction():
+        if await conn.fetchval(q("api_key_revoke_if_active"), key_id, tenant_id) is None:
+            return False
+        await conn.execute(q("console_session_delete_for_key"), key_id, tenant_id)
+    return True

@@ -123,7 +123,8 @@ async def loopback_server(
     ``http`` picks uvicorn's HTTP parser (``h11`` or ``httptools``; ``auto``, its
     default, is httptools when installed). With ``limits`` the server is the one
     ``fenceline api`` runs (:func:`pipeline.api.server.server_config`) and ``http``
-    is not used.
+    is not used. Either way uvicorn leaves the peer and scheme alone, as
+    ``fenceline api`` does: forwarding headers are the app's to believe or not.
     """
     sock = _bound_socket()
     port = sock.getsockname()[1]
@@ -133,7 +134,7 @@ async def loopback_server(
         "timeout_graceful_shutdown": 2,
     }
     config = (
-        uvicorn.Config(app, http=http, **options)
+        uvicorn.Config(app, http=http, proxy_headers=False, **options)
         if limits is None
         else server_config(app, limits, **options)
     )
@@ -159,7 +160,13 @@ def threaded_server(make_app: Callable[[], FastAPI]) -> Iterator[str]:
     sock = _bound_socket()
     port = sock.getsockname()[1]
     server = uvicorn.Server(
-        uvicorn.Config(make_app(), log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+        uvicorn.Config(
+            make_app(),
+            proxy_headers=False,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=2,
+        )
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

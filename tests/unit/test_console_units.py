@@ -1,14 +1,15 @@
-"""Pure parts of the console: evidence segments, revealed text, signed sessions."""
+"""Pure parts of the console: evidence segments, revealed text, signed forms, session ids."""
 
 from __future__ import annotations
 
-import uuid
+import secrets
 from datetime import UTC, datetime, timedelta, timezone
 
 from pipeline.api.console.render import ago_text, iso_text, utc_text
-from pipeline.api.console.session import SessionSigner
+from pipeline.api.console.session import FormSigner
 from pipeline.api.evidence_marks import Span, marked_pages, reveal
 from pipeline.settings import Settings
+from pipeline.tenants.sessions import SESSION_ID_BYTES, session_digest
 
 
 def test_overlapping_spans_mark_every_character_once_and_anchor_each_field() -> None:
@@ -42,22 +43,15 @@ def test_reveal_escapes_markup_and_shows_hidden_characters() -> None:
     assert "⟨U+202E⟩" in out and "⟨U+200B⟩" in out and "\tok\n" in out
 
 
-def test_sessions_are_signed_expire_and_bind_their_csrf_token() -> None:
-    signer = SessionSigner(Settings(console_session_key="s" * 40, console_session_seconds=60))
-    other = SessionSigner(Settings(console_session_key="t" * 40))
-    key, tenant = uuid.uuid4(), uuid.uuid4()
-    cookie = signer.issue(key, tenant, now=1000.0)
-    session = signer.verify(cookie, now=1059.0)
-    assert session is not None and (session.key_id, session.tenant_id) == (key, tenant)
-    assert signer.verify(cookie, now=1061.0) is None  # expired
-    assert other.verify(cookie, now=1000.0) is None  # another key
-    body, mac = cookie.split(".")
-    assert signer.verify(body[:-2] + "AA." + mac, now=1000.0) is None  # tampered
+def test_csrf_tokens_and_login_nonces_are_bound_to_their_session_and_key() -> None:
+    signer = FormSigner(Settings(console_session_key="s" * 40))
+    other = FormSigner(Settings(console_session_key="t" * 40))
+    session, another = "a" * 43, "b" * 43
     token = signer.csrf_token(session)
     assert signer.csrf_ok(session, token) and not signer.csrf_ok(session, token[:-1] + "x")
-    again = signer.verify(signer.issue(key, tenant, now=1000.0), now=1000.0)
-    assert again is not None and not signer.csrf_ok(again, token)  # bound to its session
-    assert "flk_" not in cookie
+    assert not signer.csrf_ok(another, token)  # bound to its session
+    assert not other.csrf_ok(session, token)  # and to the signing key
+    assert not signer.csrf_ok(session, "é" + token[1:])  # non-ASCII: refused, not raised
     login_cookie, login_token = signer.login_nonce()
     assert signer.login_ok(login_cookie, login_token)
     assert not signer.login_ok(login_cookie, "x") and not other.login_ok(login_cookie, login_token)
@@ -73,3 +67,11 @@ def test_times_read_relative_with_the_exact_second_for_the_tooltip() -> None:
     paris = now.astimezone(timezone(timedelta(hours=1)))
     assert utc_text(paris) == "2026-12-07 01:02:03 UTC"
     assert iso_text(paris) == "2026-12-07T01:02:03+00:00"
+
+
+def test_session_ids_outside_their_form_never_reach_the_database() -> None:
+    good = secrets.token_urlsafe(SESSION_ID_BYTES)
+    digest = session_digest(good)
+    assert digest is not None and len(digest) == 64 and good not in digest
+    for bad in (None, "", good[:-1], good + "A", good[:-1] + "é", good[:-1] + ".", "x.y"):
+        assert session_digest(bad) is None

@@ -1,13 +1,14 @@
-"""Who calls a console page: a Bearer key or a signed session, and whether the
+"""Who calls a console page: a Bearer key or a server-side session, and whether the
 form it POSTs is its own.
 
 Every console route starts here: :func:`console_caller` resolves the caller (the
-key a session names is read again on every request, so a revoked key ends its
-sessions), :func:`checked_form` refuses a cookie-authenticated POST without the
-session's CSRF token or from another origin, and :class:`ConsoleRefusal` ends a
-request with an HTML page (401 → login, 403, 404; an expired Bearer key is a 401
-like a missing one, as on the REST routes). Signing is
-:mod:`pipeline.api.console.session`'s.
+session row and its key are read again on every request, so a logout or a revoked
+key ends the session at once), :func:`checked_form` refuses a cookie-authenticated
+POST without the session's CSRF token or from another origin, and
+:class:`ConsoleRefusal` ends a request with an HTML page (401 → login, 403, 404; an
+expired Bearer key is a 401 like a missing one, as on the REST routes). Form
+signing is :mod:`pipeline.api.console.session`'s; the client's address and scheme
+are :mod:`pipeline.api.client_origin`'s.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from typing import Any
 
 from fastapi import Request
 
-from pipeline.api.console.session import SESSION_COOKIE, SessionSigner, same_origin
+from pipeline.api.client_origin import ClientOrigin, TrustedProxies
+from pipeline.api.console.session import SESSION_COOKIE, FormSigner, same_origin
 from pipeline.api.context import api_context
 from pipeline.api.login_limit import LoginLimiter, LoginLimits
 from pipeline.errors import KeyExpired
-from pipeline.tenants import Principal, authenticate, principal_for_key_id
+from pipeline.tenants import Principal, authenticate, session_principal
 
 #: What a caller whose key has expired reads (the sign-in form says the same).
 EXPIRED_KEY = "That key has expired; ask for a new one."
@@ -35,11 +37,19 @@ class ConsoleRefusal(Exception):
         self.message = message
 
 
-def signer(request: Request) -> SessionSigner:
+def signer(request: Request) -> FormSigner:
     ctx = api_context(request)
     if ctx.console_signer is None:
-        ctx.console_signer = SessionSigner(ctx.settings)
+        ctx.console_signer = FormSigner(ctx.settings)
     return ctx.console_signer
+
+
+def origin(request: Request) -> ClientOrigin:
+    """The client's address and whether it spoke https (trusted proxies believed)."""
+    ctx = api_context(request)
+    if ctx.trusted_proxies is None:
+        ctx.trusted_proxies = TrustedProxies.of(ctx.settings)
+    return ctx.trusted_proxies.origin(request)
 
 
 def login_limiter(request: Request) -> LoginLimiter:
@@ -49,6 +59,7 @@ def login_limiter(request: Request) -> LoginLimiter:
         ctx.console_login_limiter = LoginLimiter(
             LoginLimits(
                 failures_per_address=s.console_login_failures_per_address,
+                failures_per_address_key=s.console_login_failures_per_address_key,
                 attempts_per_key=s.console_login_attempts_per_key,
                 window_seconds=s.console_login_window_seconds,
             )
@@ -57,7 +68,7 @@ def login_limiter(request: Request) -> LoginLimiter:
 
 
 async def console_caller(request: Request) -> Principal:
-    """The caller: a Bearer key, or the key a valid session cookie names (read again)."""
+    """The caller: a Bearer key, or the key of a live session (both read again)."""
     ctx = api_context(request)
     pool = ctx.services.pool
     auth = request.headers.get("authorization", "")
@@ -71,12 +82,10 @@ async def console_caller(request: Request) -> Principal:
                 raise ConsoleRefusal(401, EXPIRED_KEY) from None
             request.state.console_bearer = principal is not None
         else:
-            session = signer(request).verify(request.cookies.get(SESSION_COOKIE))
-            if session is not None:
-                principal = await principal_for_key_id(conn, session.key_id)
-                if principal is not None and principal.tenant_id != session.tenant_id:
-                    principal = None
-                request.state.console_session = session
+            session_id = request.cookies.get(SESSION_COOKIE)
+            principal = await session_principal(conn, session_id)
+            if principal is not None:
+                request.state.console_session = session_id
     if principal is None:
         raise ConsoleRefusal(401, "Sign in with an API key of your tenant.")
     return principal
@@ -95,7 +104,11 @@ async def checked_form(request: Request) -> dict[str, Any]:
         return data
     session = getattr(request.state, "console_session", None)
     token = (data.get("csrf_token") or [None])[0]
-    if session is None or not same_origin(request) or not signer(request).csrf_ok(session, token):
+    if (
+        session is None
+        or not same_origin(request, origin(request).https)
+        or not signer(request).csrf_ok(session, token)
+    ):
         raise ConsoleRefusal(403, "This form expired or did not come from this console.")
     return data
 

@@ -21,6 +21,8 @@ the session, the flash messages) already lives in modules of its own.
 
 from __future__ import annotations
 
+import logging
+import math
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -37,6 +39,7 @@ from pipeline.api.console.caller import (
     csrf_for,
     login_limiter,
     need,
+    origin,
     signer,
 )
 from pipeline.api.console.flash import flash_text, flash_url
@@ -61,7 +64,17 @@ from pipeline.api.review import REVIEW_SCOPES, ReviewDecisionIn
 from pipeline.api.status_stream import StatusStream, parse_last_event_id
 from pipeline.errors import DocumentStoreUnavailable, KeyExpired, NotFound
 from pipeline.states import JobState
-from pipeline.tenants import Principal, authenticate, hash_key, principal_for_key_id
+from pipeline.tenants import (
+    Principal,
+    authenticate,
+    close_session,
+    hash_key,
+    open_session,
+    principal_for_key_id,
+    session_principal,
+)
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/console", include_in_schema=False)
 
@@ -162,7 +175,7 @@ async def console_css() -> FileResponse:
 async def login_form(request: Request, error: str | None = None) -> Response:
     cookie, token = signer(request).login_nonce()
     response = render("login.html", title="Sign in", login_token=token, error=error)
-    set_cookie(response, request, LOGIN_COOKIE, cookie, LOGIN_SECONDS)
+    set_cookie(response, LOGIN_COOKIE, cookie, LOGIN_SECONDS, secure=origin(request).https)
     return response
 
 
@@ -170,16 +183,16 @@ async def login_form(request: Request, error: str | None = None) -> Response:
 async def login(request: Request) -> Response:
     form = await request.form()
     key, token = form.get("api_key"), form.get("login_token")
-    s = signer(request)
-    if not same_origin(request) or not s.login_ok(
+    s, client = signer(request), origin(request)
+    if not same_origin(request, client.https) or not s.login_ok(
         request.cookies.get(LOGIN_COOKIE), str(token) if token else None
     ):
         raise ConsoleRefusal(403, "The sign-in form expired; load it again.")
     ctx = api_context(request)
     limiter = login_limiter(request)
-    address = request.client.host if request.client is not None else "unknown"
-    digest = hash_key(key.strip()) if isinstance(key, str) and key.strip() else None
-    wait = limiter.retry_after(address, digest)
+    presented = key.strip() if isinstance(key, str) else ""
+    digest = hash_key(presented) if presented else None
+    wait = limiter.retry_after(client.address, presented, digest)
     if wait is not None:
         page = render(
             "error.html",
@@ -189,40 +202,50 @@ async def login(request: Request) -> Response:
         )
         page.headers["Retry-After"] = str(wait)
         return page
-    principal = None
+    session_id = None
     error = "That key is not valid."
-    if isinstance(key, str) and key:
+    if presented:
         async with ctx.services.pool.acquire(
             timeout=ctx.settings.db_acquire_timeout_seconds
         ) as conn:
             try:
-                principal = await authenticate(conn, key.strip())
+                principal = await authenticate(conn, presented)
             except KeyExpired:
-                error = EXPIRED_KEY
-    limiter.attempted(address, digest, failed=principal is None)
-    if principal is None:
+                principal, error = None, EXPIRED_KEY
+            if principal is not None:  # None: revoked or expired since it was verified
+                session_id = await open_session(
+                    conn, principal, ctx.settings.console_session_seconds
+                )
+    limiter.attempted(client.address, presented, digest, failed=session_id is None)
+    if session_id is None:
         cookie, fresh = s.login_nonce()
         page = render("login.html", 401, title="Sign in", login_token=fresh, error=error)
-        set_cookie(page, request, LOGIN_COOKIE, cookie, LOGIN_SECONDS)
+        set_cookie(page, LOGIN_COOKIE, cookie, LOGIN_SECONDS, secure=client.https)
         return page
     response = RedirectResponse("/console/queue", status_code=303)
-    set_cookie(
-        response,
-        request,
-        SESSION_COOKIE,
-        s.issue(principal.key_id, principal.tenant_id),
-        s.lifetime,
-    )
-    clear_cookie(response, request, LOGIN_COOKIE)
+    lifetime = math.ceil(ctx.settings.console_session_seconds)
+    set_cookie(response, SESSION_COOKIE, session_id, lifetime, secure=client.https)
+    clear_cookie(response, LOGIN_COOKIE, secure=client.https)
     return response
 
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
-    await console_caller(request)
+    """End the session on the server (its row deleted: the cookie is refused from now
+    on, wherever a copy of it is) and clear the cookie."""
+    principal = await console_caller(request)
     await checked_form(request)
+    session_id = getattr(request.state, "console_session", None)
+    if session_id is not None:
+        ctx = api_context(request)
+        async with ctx.services.pool.acquire(
+            timeout=ctx.settings.db_acquire_timeout_seconds
+        ) as conn:
+            if not await close_session(conn, principal.tenant_id, session_id):
+                # Ended meanwhile (another tab's logout, its key revoked): already refused.
+                log.info("console logout: the session had already ended")
     response = RedirectResponse("/console/login", status_code=303)
-    clear_cookie(response, request, SESSION_COOKIE)
+    clear_cookie(response, SESSION_COOKIE, secure=origin(request).https)
     return response
 
 
@@ -418,11 +441,18 @@ async def _events(
 ) -> StreamingResponse:
     ctx = api_context(request)
 
+    session_id = getattr(request.state, "console_session", None)
+
     async def still_valid() -> bool:
+        """The key, and for a session's stream the session too, still stands: a
+        stream opened with a session ends after its logout as after a revocation."""
         async with ctx.services.pool.acquire(
             timeout=ctx.settings.db_acquire_timeout_seconds
         ) as conn:
-            current = await principal_for_key_id(conn, principal.key_id)
+            if session_id is not None:
+                current = await session_principal(conn, session_id)
+            else:
+                current = await principal_for_key_id(conn, principal.key_id)
         return current is not None and current.tenant_id == principal.tenant_id
 
     stream = StatusStream(
