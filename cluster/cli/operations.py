@@ -17,6 +17,7 @@ from typing import Any
 
 from cluster.cli.base import CommandTable
 from pipeline.settings import Settings
+from pipeline.text_safety import refuse_invisible
 
 TABLE = CommandTable()
 command = TABLE.command
@@ -96,6 +97,7 @@ async def _endpoints_async(args: argparse.Namespace, settings: Settings) -> int:
             types = DEFAULT_EVENT_TYPES
             if args.event_types is not None:
                 types = parse_event_types(args.event_types)
+            refuse_invisible("--description", args.description)
             issued = await registry.register(
                 tenant.id, args.url, event_types=types, description=args.description
             )
@@ -110,6 +112,7 @@ async def _endpoints_async(args: argparse.Namespace, settings: Settings) -> int:
         elif args.subcommand == "disable":
             if not args.reason.strip():
                 raise ValueError("--reason must not be empty")
+            refuse_invisible("--reason", args.reason)
             endpoint = await registry.disable(tenant.id, uuid.UUID(args.endpoint), args.reason)
             _print(endpoint.__dict__)
         elif args.subcommand == "enable":

@@ -17,6 +17,7 @@ from datetime import datetime
 
 from cluster.cli.base import CommandTable
 from pipeline.settings import Settings
+from pipeline.text_safety import refuse_invisible
 
 TABLE = CommandTable()
 command = TABLE.command
@@ -51,6 +52,8 @@ async def _redrive_async(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.jobs import RedriveFilter, RedriveRequest, redrive_job, redrive_matching
     from pipeline.tenants import get_tenant_by_name
 
+    refuse_invisible("--by", args.by)
+    refuse_invisible("--reason", args.reason, multiline=True)
     request = RedriveRequest(
         requested_by=args.by,
         reason=args.reason,

@@ -84,6 +84,11 @@ def _first(data: dict[str, Any], name: str) -> str | None:
     return str(values[0]) if values else None
 
 
+def _note(form: dict[str, Any]) -> str:
+    """The form's note, trimmed, its lines as ``\\n`` (a browser sends a textarea's as CRLF)."""
+    return (_first(form, "note") or "").replace("\r\n", "\n").strip()
+
+
 def _page(request: Request, principal: Principal, **context: Any) -> dict[str, Any]:
     return {"principal": principal, "csrf": csrf_for(request), **context}
 
@@ -331,7 +336,7 @@ async def correct(request: Request, job_id: uuid.UUID) -> Response:
                     k[len("value.") :]: str(v[0]) for k, v in form.items() if k.startswith("value.")
                 },
                 "overrides": overrides,
-                "note": (_first(form, "note") or "").strip() or None,
+                "note": _note(form) or None,
                 "approve": _first(form, "action") == "approve",
             }
         )
@@ -358,7 +363,7 @@ async def reject(request: Request, job_id: uuid.UUID) -> Response:
     try:
         body = ReviewDecisionIn(
             decision="reject",
-            note=(_first(form, "note") or "").strip(),
+            note=_note(form),
             state_version=int(_first(form, "state_version") or 0),
         )
     except (ValidationError, ValueError):
