@@ -177,6 +177,8 @@ async def _dlq_async(args: argparse.Namespace, settings: Settings) -> int:
             letter["body"] = bytes(letter["body"]).decode("utf-8", "replace")
             _print(letter)
         elif args.subcommand == "replay":
+            refuse_invisible("--by", args.by)
+            refuse_invisible("--note", args.note, multiline=True)
             replay = await dlq_replay(
                 pool, uuid.UUID(args.id), requested_by=args.by, note=args.note
             )
@@ -187,7 +189,7 @@ async def _dlq_async(args: argparse.Namespace, settings: Settings) -> int:
             await archiver.stop()
         else:
             _print(await dlq_depth(pool, settings))
-    except (NotFound, ReplayRefused, BrokerUnavailable) as exc:
+    except (NotFound, ReplayRefused, BrokerUnavailable, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -1,9 +1,10 @@
 """One text-safety rule at write time for the human-readable fields Fenceline stores
 (issue 45, defect 4): endpoint descriptions, disable reasons, review notes,
-re-drive reasons and console corrections refuse bidi and control characters (a newline or tab only
-where the text spans lines, a note) with a 422 ``unsafe_text`` problem, and write
-nothing. Displays escape such characters; the ERP that receives a corrected value
-may not. The OpenAPI document gives each of these fields the rule as a ``pattern``
+re-drive reasons, dead-letter replay notes and console corrections refuse bidi and
+control characters (a newline or tab only where the text spans lines, a note) with
+a 422 ``unsafe_text`` problem (the CLI: an error line), and write nothing. Displays
+escape such characters; the ERP that receives a corrected value may not. The OpenAPI
+document gives each of these fields the rule as a ``pattern``
 (so schema-valid text is not refused), and the CLI's writers keep the same rule."""
 
 from __future__ import annotations
@@ -172,3 +173,14 @@ async def test_the_cli_redrive_refuses_a_hidden_character_in_its_audit_text(dsn:
     by = fenceline(*cli, "--by", "ops\x1b[2K", "--reason", "supplier fixed", dsn=dsn)
     assert reason.returncode == 1 and "--reason" in reason.stderr and "U+202E" in reason.stderr
     assert by.returncode == 1 and "--by" in by.stderr and "U+001B" in by.stderr
+
+
+async def test_the_cli_dlq_replay_refuses_a_hidden_character_in_its_audit_text(dsn: str) -> None:
+    letter = str(uuid.uuid4())
+    note = fenceline("dlq", "replay", letter, "--by", "ops", "--note", RLO, dsn=dsn)
+    by = fenceline("dlq", "replay", letter, "--by", "ops\u2066", dsn=dsn)
+    lines = fenceline("dlq", "replay", letter, "--by", "ops", "--note", "a\n\tb", dsn=dsn)
+    assert note.returncode == 1 and "--note" in note.stderr and "U+202E" in note.stderr
+    assert by.returncode == 1 and "--by" in by.stderr and "U+2066" in by.stderr
+    # A note may span lines: it passes the rule and meets the missing dead letter.
+    assert lines.returncode == 1 and "U+" not in lines.stderr, lines.stderr
