@@ -20,9 +20,11 @@ characters a person cannot see for what they are:
 Two uses, one rule:
 
 * **Intake refuses** them where they carry no meaning: document file names and
-  option keys (:func:`first_invisible` finds the offender; the API answers 422
-  ``unsafe_text``). :func:`safe_text_pattern` documents the rule's BMP part in
-  the OpenAPI document.
+  option keys, and every human-readable field the API stores (endpoint
+  descriptions, disable reasons, review notes, corrected values), a note keeping
+  its newlines and tabs (:func:`first_invisible` finds the offender;
+  :func:`refuse_invisible` refuses it, and the API answers 422 ``unsafe_text``).
+  :func:`safe_text_pattern` documents the rule's BMP part in the OpenAPI document.
 * **Display escapes** them everywhere text is shown to a person (the CLI's
   ``explain``, ``status``, ``submit``, ``review``, tenant and supplier listings):
   :func:`visible` writes each as ``\\u202e`` (``\\n``, ``\\t``, ``\\r`` for the
@@ -55,6 +57,7 @@ _BLANK = frozenset(
     }
 )
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_LINE_BREAKS = frozenset("\n\t")
 
 
 def is_invisible(char: str) -> bool:
@@ -62,12 +65,31 @@ def is_invisible(char: str) -> bool:
     return ord(char) in _BLANK or unicodedata.category(char) in _CATEGORIES
 
 
-def first_invisible(text: str) -> str | None:
-    """The first invisible character of ``text``, or None when every character shows."""
+def first_invisible(text: str, *, multiline: bool = False) -> str | None:
+    """The first invisible character of ``text``, or None when every character shows.
+
+    With ``multiline`` (text meant to span lines: a note), a newline or a tab is
+    allowed; a carriage return is not (``\\r\\n`` is normalised to ``\\n`` first
+    by whoever reads a browser's form).
+    """
     for char in text:
-        if is_invisible(char):
+        if is_invisible(char) and not (multiline and char in _LINE_BREAKS):
             return char
     return None
+
+
+def refuse_invisible(where: str, text: str | None, *, multiline: bool = False) -> None:
+    """The write-time rule for stored text a person will read: every writer (the API
+    through :func:`pipeline.api.problems.refuse_unsafe_text`, the CLI) calls this.
+
+    Raises:
+        ValueError: naming ``where`` and the code point, never echoing the text.
+    """
+    char = None if text is None else first_invisible(text, multiline=multiline)
+    if char is not None:
+        raise ValueError(
+            f"{where} contains an invisible or bidi control character ({describe(char)})"
+        )
 
 
 def describe(char: str) -> str:
@@ -99,17 +121,19 @@ def _escape(char: str) -> str:
 
 
 @functools.cache
-def safe_text_pattern() -> str:
+def safe_text_pattern(*, multiline: bool = False) -> str:
     """A JSON Schema ``pattern`` refusing the rule's characters in the Basic Multilingual Plane.
 
-    Written with ``\\uXXXX`` escapes, which ECMA-262 and Python read alike; the
-    characters above U+FFFF that the rule refuses (tag characters, the
-    private-use planes) are refused by :func:`first_invisible` but cannot be
-    written portably in a pattern.
+    With ``multiline`` (a note) a newline and a tab are allowed, as in
+    :func:`first_invisible`. Written with ``\\uXXXX`` escapes, which ECMA-262 and
+    Python read alike; the characters above U+FFFF that the rule refuses (tag
+    characters, the private-use planes) are refused by :func:`first_invisible`
+    but cannot be written portably in a pattern.
     """
+    allowed = _LINE_BREAKS if multiline else frozenset()
     ranges: list[tuple[int, int]] = []
     for code in range(0x10000):
-        if 0xD800 <= code <= 0xDFFF or not is_invisible(chr(code)):
+        if 0xD800 <= code <= 0xDFFF or not is_invisible(chr(code)) or chr(code) in allowed:
             continue
         if ranges and ranges[-1][1] == code - 1:
             ranges[-1] = (ranges[-1][0], code)

@@ -17,6 +17,7 @@ from typing import Any
 
 from cluster.cli.base import CommandTable
 from pipeline.settings import Settings
+from pipeline.text_safety import refuse_invisible
 
 TABLE = CommandTable()
 command = TABLE.command
@@ -96,6 +97,7 @@ async def _endpoints_async(args: argparse.Namespace, settings: Settings) -> int:
             types = DEFAULT_EVENT_TYPES
             if args.event_types is not None:
                 types = parse_event_types(args.event_types)
+            refuse_invisible("--description", args.description)
             issued = await registry.register(
                 tenant.id, args.url, event_types=types, description=args.description
             )
@@ -110,6 +112,7 @@ async def _endpoints_async(args: argparse.Namespace, settings: Settings) -> int:
         elif args.subcommand == "disable":
             if not args.reason.strip():
                 raise ValueError("--reason must not be empty")
+            refuse_invisible("--reason", args.reason)
             endpoint = await registry.disable(tenant.id, uuid.UUID(args.endpoint), args.reason)
             _print(endpoint.__dict__)
         elif args.subcommand == "enable":
@@ -174,6 +177,8 @@ async def _dlq_async(args: argparse.Namespace, settings: Settings) -> int:
             letter["body"] = bytes(letter["body"]).decode("utf-8", "replace")
             _print(letter)
         elif args.subcommand == "replay":
+            refuse_invisible("--by", args.by)
+            refuse_invisible("--note", args.note, multiline=True)
             replay = await dlq_replay(
                 pool, uuid.UUID(args.id), requested_by=args.by, note=args.note
             )
@@ -184,7 +189,7 @@ async def _dlq_async(args: argparse.Namespace, settings: Settings) -> int:
             await archiver.stop()
         else:
             _print(await dlq_depth(pool, settings))
-    except (NotFound, ReplayRefused, BrokerUnavailable) as exc:
+    except (NotFound, ReplayRefused, BrokerUnavailable, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:

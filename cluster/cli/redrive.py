@@ -13,24 +13,54 @@ import asyncio
 import json
 import sys
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 
 from cluster.cli.base import CommandTable
+from pipeline.clock import parse_instant
 from pipeline.settings import Settings
+from pipeline.text_safety import refuse_invisible
 
 TABLE = CommandTable()
 command = TABLE.command
 register = TABLE.register
 
 
+def _instant(text: str) -> datetime:
+    """An argparse type: the date-time as the REST route reads it (with its offset, and
+    inside years 1-9999 once moved to UTC), so argparse answers a bad one with a one-line
+    error and exit 2, not the database's traceback."""
+    try:
+        return parse_instant(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (e.g. 2025-01-31T00:00:00Z): {text!r}") from None
+
+
+def _bounded(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` to ``high`` (the REST route's bounds)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be {low}-{high}: {text!r}")
+        return value
+
+    return parse
+
+
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tenant", required=True, help="the tenant's name; scopes every query")
     p.add_argument("--job", type=uuid.UUID, help="one job; omit to select by the filters")
     p.add_argument("--error-class", help="select failed jobs whose last error class is this")
-    p.add_argument("--failed-from", type=datetime.fromisoformat, help="ISO time, inclusive")
-    p.add_argument("--failed-before", type=datetime.fromisoformat, help="ISO time, exclusive")
-    p.add_argument("--limit", type=int, default=100)
-    p.add_argument("--attempts", type=int, help="fresh attempts (default: settings)")
+    p.add_argument("--failed-from", type=_instant, help="RFC 3339 time with offset, inclusive")
+    p.add_argument("--failed-before", type=_instant, help="RFC 3339 time with offset, exclusive")
+    p.add_argument("--limit", type=_bounded(1, 1000), default=100, help="1-1000")
+    p.add_argument(
+        "--attempts", type=_bounded(0, 20), help="fresh attempts, 0-20 (default: settings)"
+    )
     p.add_argument("--by", required=True, help="who re-drives (kept in the audit row)")
     p.add_argument("--reason", required=True, help="why (kept in the audit row)")
 
@@ -51,6 +81,8 @@ async def _redrive_async(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.jobs import RedriveFilter, RedriveRequest, redrive_job, redrive_matching
     from pipeline.tenants import get_tenant_by_name
 
+    refuse_invisible("--by", args.by)
+    refuse_invisible("--reason", args.reason, multiline=True)
     request = RedriveRequest(
         requested_by=args.by,
         reason=args.reason,

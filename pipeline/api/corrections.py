@@ -45,7 +45,13 @@ from typing import Annotated, Any
 import asyncpg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pipeline.api.problems import ApiProblem
+from pipeline.api.problems import (
+    UNSAFE_NOTE_NOTE,
+    UNSAFE_TEXT_NOTE,
+    ApiProblem,
+    refuse_unsafe_text,
+    safe_text_schema,
+)
 from pipeline.api.review import job_for_review
 from pipeline.api.submission import JsonInt
 from pipeline.clock import Clock
@@ -66,8 +72,25 @@ from pipeline.validation import policy_for, validate
 
 #: At most this many values in one correction (header fields plus row values).
 MAX_CORRECTED_VALUES = 2000
-NoteText = Annotated[str, Field(min_length=1, max_length=4000, pattern=r"^[^\x00]*$")]
-ValueText = Annotated[str, Field(max_length=400, pattern=r"^[^\x00]*$")]
+NoteText = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=4000,
+        pattern=r"^[^\x00]*$",
+        description=UNSAFE_NOTE_NOTE,
+        json_schema_extra=safe_text_schema(multiline=True),
+    ),
+]
+ValueText = Annotated[
+    str,
+    Field(
+        max_length=400,
+        pattern=r"^[^\x00]*$",
+        description=UNSAFE_TEXT_NOTE,
+        json_schema_extra=safe_text_schema(),
+    ),
+]
 
 
 class ReasonRef(BaseModel):
@@ -188,13 +211,17 @@ class CorrectionService:
             NotFound: no such job for this tenant.
             ApiProblem: 403 without a review scope; 409 when the job is not awaiting
                 review, the state_version moved on, or the result is raw model output;
-                422 for an unknown field or a value the contract does not accept.
+                422 for an unknown field or a value the contract does not accept, and
+                ``unsafe_text`` for a value or note with a hidden character.
         """
         unknown = sorted(
             k for k in body.values if k not in CORRECTABLE_FIELDS and row_field(k) is None
         )
         if unknown:
             raise ApiProblem(422, f"not correctable: {', '.join(unknown)}", reason="field")
+        for path, value in body.values.items():
+            refuse_unsafe_text(path, value)
+        refuse_unsafe_text("note", body.note, multiline=True)
         if body.overrides and body.note is None:
             raise ApiProblem(422, "overriding a reason needs a note", reason="note_required")
         async with (

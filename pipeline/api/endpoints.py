@@ -30,7 +30,13 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipeline.api.context import ApiContext, Caller
-from pipeline.api.problems import ApiProblem, problem_responses
+from pipeline.api.problems import (
+    UNSAFE_TEXT_NOTE,
+    ApiProblem,
+    problem_responses,
+    refuse_unsafe_text,
+    safe_text_schema,
+)
 from pipeline.delivery import (
     DEFAULT_EVENT_TYPES,
     EVENT_TYPE_PATTERN,
@@ -67,14 +73,21 @@ class EndpointCreate(BaseModel):
         description=f"Event types delivered here; `[]` means every type. Omitted: "
         f"{list(DEFAULT_EVENT_TYPES)}.",
     )
-    description: str | None = Field(None, max_length=500, pattern=_TEXT)
+    description: (
+        Annotated[str, Field(max_length=500, pattern=_TEXT, json_schema_extra=safe_text_schema())]
+        | None
+    ) = Field(None, description=UNSAFE_TEXT_NOTE)
 
 
 class EndpointDisable(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     reason: str = Field(
-        min_length=1, max_length=500, pattern=_TEXT, description="Kept on the endpoint."
+        min_length=1,
+        max_length=500,
+        pattern=_TEXT,
+        description=f"Kept on the endpoint. {UNSAFE_TEXT_NOTE}",
+        json_schema_extra=safe_text_schema(),
     )
 
 
@@ -196,6 +209,7 @@ async def register_endpoint(
     request: Request, response: Response, principal: Caller, body: EndpointCreate
 ) -> EndpointSecret:
     _operator(principal)
+    refuse_unsafe_text("description", body.description)
     kw: dict[str, Any] = {"description": body.description}
     if body.event_types is not None:
         kw["event_types"] = list(dict.fromkeys(body.event_types))
@@ -258,6 +272,7 @@ async def disable_endpoint(
     request: Request, principal: Caller, endpoint_id: uuid.UUID, body: EndpointDisable
 ) -> EndpointOut:
     _operator(principal)
+    refuse_unsafe_text("reason", body.reason)
     reg = registry(request)
     return EndpointOut.of(await reg.disable(principal.tenant_id, endpoint_id, body.reason))
 

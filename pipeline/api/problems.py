@@ -35,6 +35,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pipeline.errors import AdmissionRejected, DocumentOverLimit, IdempotencyConflict, NotFound
+from pipeline.text_safety import refuse_invisible, safe_text_pattern
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,42 @@ class ApiProblem(Exception):
         self.reason = reason
         self.headers = headers or {}
         self.extensions = extensions
+
+
+#: What the OpenAPI document says of a stored human-readable field; the field's
+#: ``pattern`` (:func:`safe_text_schema`) says it for the Basic Multilingual Plane.
+UNSAFE_TEXT_NOTE = (
+    "No control, bidi, zero-width or other invisible characters, above U+FFFF "
+    "included (422 unsafe_text)."
+)
+#: The same for a note, which may span lines.
+UNSAFE_NOTE_NOTE = (
+    "May span lines (newline, tab); no other control, bidi, zero-width or invisible "
+    "characters, above U+FFFF included (422 unsafe_text)."
+)
+
+
+def safe_text_schema(*, multiline: bool = False) -> dict[str, Any]:
+    """The ``json_schema_extra`` documenting :func:`refuse_unsafe_text` on a field: its
+    ``pattern`` refuses the rule's characters, so a schema-valid string is not refused."""
+    return {"pattern": safe_text_pattern(multiline=multiline)}
+
+
+def refuse_unsafe_text(where: str, text: str | None, *, multiline: bool = False) -> None:
+    """:func:`pipeline.text_safety.refuse_invisible` as the API answers it.
+
+    Every human-readable field the API stores or carries on passes here before it
+    is written: a character a person cannot see for what it is (bidi control,
+    zero-width, control; a newline or tab only where ``multiline``) is refused.
+
+    Raises:
+        ApiProblem: 422 ``unsafe_text``, naming the field and the code point
+            (never echoing the text itself).
+    """
+    try:
+        refuse_invisible(where, text, multiline=multiline)
+    except ValueError as exc:
+        raise ApiProblem(422, str(exc), reason="unsafe_text") from None
 
 
 def retry_after_seconds(seconds: float) -> int:

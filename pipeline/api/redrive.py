@@ -23,7 +23,13 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from pipeline.api.context import ApiContext, Caller
-from pipeline.api.problems import ApiProblem, problem_responses
+from pipeline.api.problems import (
+    UNSAFE_NOTE_NOTE,
+    ApiProblem,
+    problem_responses,
+    refuse_unsafe_text,
+    safe_text_schema,
+)
 from pipeline.api.submission import JsonInt
 from pipeline.clock import parse_instant
 from pipeline.errors import RedriveRefused
@@ -60,7 +66,16 @@ class RedriveIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    reason: Annotated[str, Field(min_length=1, max_length=4000, pattern=_TEXT)]
+    reason: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=4000,
+            pattern=_TEXT,
+            description=f"Kept in the audit row. {UNSAFE_NOTE_NOTE}",
+            json_schema_extra=safe_text_schema(multiline=True),
+        ),
+    ]
     attempts: JsonInt = Field(
         0, ge=0, le=20, description="Fresh attempts; 0 takes the configured default."
     )
@@ -110,6 +125,7 @@ def _operator(principal: Principal) -> None:
 
 def _request(ctx: ApiContext, principal: Principal, body: RedriveIn) -> RedriveRequest:
     s = ctx.settings
+    refuse_unsafe_text("reason", body.reason, multiline=True)
     return RedriveRequest(
         requested_by=f"key:{principal.key_id}",
         reason=body.reason,

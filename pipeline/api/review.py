@@ -31,7 +31,7 @@ from typing import Annotated, Literal, NoReturn
 import asyncpg
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.api.problems import ApiProblem
+from pipeline.api.problems import UNSAFE_NOTE_NOTE, ApiProblem, refuse_unsafe_text, safe_text_schema
 from pipeline.api.submission import JsonInt
 from pipeline.database import fetch_owned
 from pipeline.errors import NotFound
@@ -68,7 +68,16 @@ class ReviewDecisionIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     decision: Literal["approve", "reject"]
-    note: Annotated[str, Field(min_length=1, max_length=4000, pattern=r"^[^\x00]*$")]
+    note: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=4000,
+            pattern=r"^[^\x00]*$",
+            description=UNSAFE_NOTE_NOTE,
+            json_schema_extra=safe_text_schema(multiline=True),
+        ),
+    ]
     state_version: JsonInt = Field(
         ge=1, le=2_000_000_000, description="The state_version the reviewer saw."
     )
@@ -100,8 +109,10 @@ class ReviewService:
             NotFound: no such job for this tenant.
             ApiProblem: 403 without a review scope; 409 when the job is not awaiting
                 review, its state_version moved on, or ``approve`` meets a result
-                that failed schema validation.
+                that failed schema validation; 422 ``unsafe_text`` for a note with
+                a hidden character.
         """
+        refuse_unsafe_text("note", body.note, multiline=True)
         async with (
             self.pool.acquire(timeout=self.settings.db_acquire_timeout_seconds) as conn,
             conn.transaction(),

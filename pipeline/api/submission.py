@@ -42,10 +42,10 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 
-from pipeline.api.problems import ApiProblem, over_limit_problem
+from pipeline.api.problems import ApiProblem, over_limit_problem, refuse_unsafe_text
 from pipeline.documents import MediaType, sniff_media_type
 from pipeline.errors import DocumentOverLimit, DocumentRefused
-from pipeline.text_safety import describe, first_invisible, safe_text_pattern
+from pipeline.text_safety import safe_text_pattern
 
 #: Printable ASCII without spaces, 1–200 characters.
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,200}$"
@@ -254,17 +254,9 @@ def check_display_text(options: JobOptions, filename: str | None) -> None:
         ApiProblem: 422 ``unsafe_text``, naming the field and the code point
             (never echoing the text itself).
     """
-    found = [("a key of options", key) for key in options.options]
-    if filename is not None:
-        found.append(("document.filename", filename))
-    for where, text in found:
-        char = first_invisible(text)
-        if char is not None:
-            raise ApiProblem(
-                422,
-                f"{where} contains an invisible or bidi control character ({describe(char)})",
-                reason="unsafe_text",
-            )
+    for key in options.options:
+        refuse_unsafe_text("a key of options", key)
+    refuse_unsafe_text("document.filename", filename)
 
 
 def parse_json_submission(raw: bytes) -> Submission:

@@ -99,10 +99,11 @@ def test_api_conforms_to_the_committed_document(
         # A list cursor is opaque: only cursors the API issued are valid, which no
         # schema can say, so a schema-valid random cursor is rightly a 400.
         excluded.append(positive_data_acceptance)
-    if _astral_invisible_name(case.body):
-        # The schema's name pattern can only be written for the Basic Multilingual
-        # Plane (pipeline.text_safety.safe_text_pattern); an option key with a private
-        # use or tag character above it is schema-valid and rightly 422 unsafe_text.
+    if _astral_invisible_text(case.body):
+        # The schema's text pattern can only be written for the Basic Multilingual
+        # Plane (pipeline.text_safety.safe_text_pattern); an option key, file name,
+        # description, reason or note with a private use or tag character above it
+        # matches the pattern, and is rightly 422 unsafe_text as its description says.
         excluded.append(positive_data_acceptance)
     document = case.body.get("document") if isinstance(case.body, dict) else None
     if isinstance(document, dict) and "uri" in document:
@@ -122,12 +123,13 @@ def test_api_conforms_to_the_committed_document(
     )
 
 
-def _astral_invisible_name(body: Any) -> bool:
+def _astral_invisible_text(body: Any) -> bool:
     """Whether an option key or file name of ``body`` (JSON or the multipart metadata
-    part) holds an invisible character above U+FFFF."""
+    part), or a stored text field (an endpoint's description, a disable or re-drive
+    reason, a review note), holds an invisible character above U+FFFF."""
     if not isinstance(body, dict):
         return False
-    names: list[str] = []
+    names = [body[k] for k in ("description", "reason", "note") if isinstance(body.get(k), str)]
     for part in (body, body.get("metadata")):
         if isinstance(part, dict) and isinstance(part.get("options"), dict):
             names.extend(str(key) for key in part["options"])
@@ -167,6 +169,8 @@ def test_webhook_routes_survive_malformed_urls(
         # Hostile URLs are rightly refused (422 egress_blocked) although the schema
         # calls them strings; every other check (no 5xx above all) stays on.
         excluded.append(positive_data_acceptance)
+    if _astral_invisible_text(case.body):
+        excluded.append(positive_data_acceptance)  # as in the test above
     case.call_and_validate(
         base_url=base_url,
         headers={"Authorization": f"Bearer {api_key}"},

@@ -85,6 +85,20 @@ def test_the_documented_pattern_refuses_exactly_the_rule_in_the_bmp() -> None:
         )
 
 
+def test_the_note_pattern_allows_newlines_and_tabs_and_refuses_the_rest_like_the_rule() -> None:
+    pattern = re.compile(safe_text_pattern(multiline=True))
+    for code in range(0x10000):
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        char = chr(code)
+        refused = first_invisible(char, multiline=True) is not None
+        assert (pattern.fullmatch(char) is None) == refused, hex(code)
+    assert pattern.fullmatch("wrong supplier\n\tsee ticket 42")
+    assert not pattern.fullmatch("checked\r\nwith the supplier")
+    assert not pattern.fullmatch("Paid \u202egnp.exe")
+    assert first_invisible("a\nb", multiline=True) is None and first_invisible("a\nb") == "\n"
+
+
 def test_explain_shows_bidi_controls_and_newlines_escaped() -> None:
     now = datetime(2025, 1, 1, tzinfo=UTC)
     data = {

@@ -98,6 +98,11 @@ def _first(data: dict[str, Any], name: str) -> str | None:
     return str(values[0]) if values else None
 
 
+def _note(form: dict[str, Any]) -> str:
+    """The form's note, trimmed, its lines as ``\\n`` (a browser sends a textarea's as CRLF)."""
+    return (_first(form, "note") or "").replace("\r\n", "\n").strip()
+
+
 def _page(request: Request, principal: Principal, **context: Any) -> dict[str, Any]:
     return {"principal": principal, "csrf": csrf_for(request), **context}
 
@@ -377,7 +382,7 @@ async def correct(request: Request, job_id: uuid.UUID) -> Response:
                 "state_version": int(_first(form, "state_version") or 0),
                 "values": _submitted_values(form),
                 "overrides": overrides,
-                "note": (_first(form, "note") or "").strip() or None,
+                "note": _note(form) or None,
                 "approve": _first(form, "action") == "approve",
             }
         )
@@ -408,7 +413,7 @@ async def reject(request: Request, job_id: uuid.UUID) -> Response:
     try:
         body = ReviewDecisionIn(
             decision="reject",
-            note=(_first(form, "note") or "").strip(),
+            note=_note(form),
             state_version=int(_first(form, "state_version") or 0),
         )
     except (ValidationError, ValueError):
