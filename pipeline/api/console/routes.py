@@ -14,15 +14,14 @@ updates from the SSE stream. Invariants:
   :mod:`pipeline.api.console.headers`. Every POST made with the session cookie
   must carry the session's CSRF token.
 
-One concept over 450 lines: the console's route table, each route a thin caller of the
-views (:mod:`pipeline.api.console.views`) and renderers; what they share (the caller,
-the session, the flash messages) already lives in modules of its own.
+Each route is a thin caller of the views (:mod:`pipeline.api.console.views`) and
+renderers; signing in and out is :mod:`pipeline.api.console.sign_in`, the operator's
+pages :mod:`pipeline.api.console.operator_pages`.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -32,29 +31,18 @@ from fastapi.responses import FileResponse, RedirectResponse, Response, Streamin
 from pydantic import ValidationError
 
 from pipeline.api.console.caller import (
-    EXPIRED_KEY,
     ConsoleRefusal,
     checked_form,
     console_caller,
     csrf_for,
-    login_limiter,
     need,
-    origin,
-    signer,
 )
 from pipeline.api.console.flash import flash_text, flash_url
 from pipeline.api.console.headers import ConsoleHeadersMiddleware
 from pipeline.api.console.operator_pages import router as operator_router
 from pipeline.api.console.page_view import PageView
 from pipeline.api.console.render import STATIC, render, render_fragment, review_page_model
-from pipeline.api.console.session import (
-    LOGIN_COOKIE,
-    LOGIN_SECONDS,
-    SESSION_COOKIE,
-    clear_cookie,
-    same_origin,
-    set_cookie,
-)
+from pipeline.api.console.sign_in import router as sign_in_router
 from pipeline.api.console.views import ReviewSubject
 from pipeline.api.context import api_context
 from pipeline.api.corrections import CorrectionIn, ReasonsRemain
@@ -62,14 +50,10 @@ from pipeline.api.evidence_marks import evidence_spans
 from pipeline.api.problems import ApiProblem
 from pipeline.api.review import REVIEW_SCOPES, ReviewDecisionIn
 from pipeline.api.status_stream import StatusStream, parse_last_event_id
-from pipeline.errors import DocumentStoreUnavailable, KeyExpired, NotFound
+from pipeline.errors import DocumentStoreUnavailable, NotFound
 from pipeline.states import JobState
 from pipeline.tenants import (
     Principal,
-    authenticate,
-    close_session,
-    hash_key,
-    open_session,
     principal_for_key_id,
     session_principal,
 )
@@ -174,84 +158,6 @@ async def console_js() -> FileResponse:
 @router.get("/static/console.css")
 async def console_css() -> FileResponse:
     return FileResponse(STATIC / "console.css", media_type="text/css")
-
-
-@router.get("/login")
-async def login_form(request: Request, error: str | None = None) -> Response:
-    cookie, token = signer(request).login_nonce()
-    response = render("login.html", title="Sign in", login_token=token, error=error)
-    set_cookie(response, LOGIN_COOKIE, cookie, LOGIN_SECONDS, secure=origin(request).https)
-    return response
-
-
-@router.post("/login")
-async def login(request: Request) -> Response:
-    form = await request.form()
-    key, token = form.get("api_key"), form.get("login_token")
-    s, client = signer(request), origin(request)
-    if not same_origin(request, client.https) or not s.login_ok(
-        request.cookies.get(LOGIN_COOKIE), str(token) if token else None
-    ):
-        raise ConsoleRefusal(403, "The sign-in form expired; load it again.")
-    ctx = api_context(request)
-    limiter = login_limiter(request)
-    presented = key.strip() if isinstance(key, str) else ""
-    digest = hash_key(presented) if presented else None
-    wait = limiter.retry_after(client.address, presented, digest)
-    if wait is not None:
-        page = render(
-            "error.html",
-            429,
-            title="Too many sign-in attempts",
-            message=f"Too many sign-in attempts. Try again in {wait} seconds.",
-        )
-        page.headers["Retry-After"] = str(wait)
-        return page
-    session_id = None
-    error = "That key is not valid."
-    if presented:
-        async with ctx.services.pool.acquire(
-            timeout=ctx.settings.db_acquire_timeout_seconds
-        ) as conn:
-            try:
-                principal = await authenticate(conn, presented)
-            except KeyExpired:
-                principal, error = None, EXPIRED_KEY
-            if principal is not None:  # None: revoked or expired since it was verified
-                session_id = await open_session(
-                    conn, principal, ctx.settings.console_session_seconds
-                )
-    limiter.attempted(client.address, presented, digest, failed=session_id is None)
-    if session_id is None:
-        cookie, fresh = s.login_nonce()
-        page = render("login.html", 401, title="Sign in", login_token=fresh, error=error)
-        set_cookie(page, LOGIN_COOKIE, cookie, LOGIN_SECONDS, secure=client.https)
-        return page
-    response = RedirectResponse("/console/queue", status_code=303)
-    lifetime = math.ceil(ctx.settings.console_session_seconds)
-    set_cookie(response, SESSION_COOKIE, session_id, lifetime, secure=client.https)
-    clear_cookie(response, LOGIN_COOKIE, secure=client.https)
-    return response
-
-
-@router.post("/logout")
-async def logout(request: Request) -> Response:
-    """End the session on the server (its row deleted: the cookie is refused from now
-    on, wherever a copy of it is) and clear the cookie."""
-    principal = await console_caller(request)
-    await checked_form(request)
-    session_id = getattr(request.state, "console_session", None)
-    if session_id is not None:
-        ctx = api_context(request)
-        async with ctx.services.pool.acquire(
-            timeout=ctx.settings.db_acquire_timeout_seconds
-        ) as conn:
-            if not await close_session(conn, principal.tenant_id, session_id):
-                # Ended meanwhile (another tab's logout, its key revoked): already refused.
-                log.info("console logout: the session had already ended")
-    response = RedirectResponse("/console/login", status_code=303)
-    clear_cookie(response, SESSION_COOKIE, secure=origin(request).https)
-    return response
 
 
 @router.get("/queue")
@@ -483,6 +389,7 @@ async def _events(
 
 def install_console(app: FastAPI) -> None:
     """Mount the console's routes, its refusal pages and its security headers."""
+    app.include_router(sign_in_router)
     app.include_router(router)
     app.include_router(operator_router)
     app.add_exception_handler(ConsoleRefusal, _refused)
