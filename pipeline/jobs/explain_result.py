@@ -40,7 +40,7 @@ def _value_at(result: dict[str, Any], path: str) -> Any:
     return node
 
 
-def _fields(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[str, Any] | None]]:
+def evidenced_fields(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[str, Any] | None]]:
     """(field, value, evidence) of every evidenced value: the header, then rows."""
     for name in _HEADER:
         node = _value_at(result, name)
@@ -50,6 +50,13 @@ def _fields(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[str, Any] |
         for i, row in enumerate(result.get(group) or []):
             if isinstance(row, dict):
                 yield f"{group}[{i}]", row.get(label), row.get("evidence")
+
+
+def read_from_xml(result: dict[str, Any]) -> bool:
+    """Whether a stored result was read from an e-invoice's XML: it has evidence, and
+    every evidence is ``match: "xml"``."""
+    evidence = [e for _, _, e in evidenced_fields(result) if isinstance(e, dict)]
+    return bool(evidence) and all(e.get("match") == "xml" for e in evidence)
 
 
 def evidence_text(evidence: dict[str, Any] | None) -> str:
@@ -76,9 +83,11 @@ def result_section(
     stored = result.get("result") or {}
     validation = result.get("validation") or {}
     fields = [
-        {"field": f, "value": v, "evidence": e} for f, v, e in _fields(stored) if e is not None
+        {"field": f, "value": v, "evidence": e}
+        for f, v, e in evidenced_fields(stored)
+        if e is not None
     ]
-    from_xml = bool(fields) and all(f["evidence"].get("match") == "xml" for f in fields)
+    from_xml = read_from_xml(stored)
     engines = [a["engine"] for a in attempts if a.get("engine")]
     return {
         "decision": result.get("decision") or validation.get("decision"),

@@ -52,6 +52,7 @@ from pipeline.api.console.session import (
     set_cookie,
 )
 from pipeline.api.console.views import ReviewSubject
+from pipeline.api.console.xml_evidence import xml_evidence
 from pipeline.api.context import api_context
 from pipeline.api.corrections import CorrectionIn
 from pipeline.api.evidence_marks import evidence_spans
@@ -290,6 +291,7 @@ async def job_page(
         state_version=subject.state_version,
         page_view=page_view,
         page_note=page_note,
+        xml_evidence=xml_evidence(subject.result, subject.validation, bool(page_view)),
         **model,
     )
 
