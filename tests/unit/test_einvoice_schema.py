@@ -14,7 +14,7 @@ import pytest
 
 from pipeline.documents import pdf_attachments
 from pipeline.extraction import read_einvoice
-from pipeline.extraction.xml_schema import MAX_DETAIL, check_schema
+from pipeline.extraction.xml_schema import MAX_DETAIL, _compiled, check_schema, warm_schemas
 from pipeline.invoice import ReasonCode, SupplierRecord, TenantMasterData
 from pipeline.validation import Decision
 from pipeline.worker.interpretation import interpret_einvoice
@@ -140,3 +140,12 @@ def test_hostile_or_broken_xml_never_reaches_the_schema_check(xml: bytes) -> Non
     """parse_xml refuses a declaration first; the schema check adds no second reason."""
     reasons = read_einvoice(xml).reasons
     assert [(r.code, r.field) for r in reasons] == [(ReasonCode.EINVOICE_INVALID, "document")]
+
+
+def test_warming_compiles_every_shipped_schema_once() -> None:
+    """The driver warms them at start (Driver._warm), so no attempt pays for compiling."""
+    warm_schemas()
+    compiled = _compiled.cache_info().currsize
+    assert compiled >= 9  # five Factur-X profiles, CTC-FR, ZUGFeRD 1.0, two UBL
+    warm_schemas()
+    assert _compiled.cache_info().currsize == compiled
