@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         for code in {
             r.code.value
             + (f":{r.detail.split(':')[0]}" if r.code is ReasonCode.EINVOICE_NOT_HOLDABLE else "")
+            + (f":{r.field}" if r.code is ReasonCode.EINVOICE_INVALID else "")
             for r in outcome.report.reasons
         }:
             reasons[code] += 1

@@ -60,6 +60,7 @@ from pipeline.extraction.reground import (
     row_field,
 )
 from pipeline.extraction.ubl import NotUblInvoice, read_ubl
+from pipeline.extraction.xml_schema import warm_schemas
 from pipeline.extraction.xml_tree import NotAnEInvoice
 
 __all__ = [
@@ -111,4 +112,5 @@ __all__ = [
     "read_ubl",
     "row_field",
     "shown_document",
+    "warm_schemas",
 ]

@@ -17,7 +17,9 @@ What the XML states and contract v2 has no place for goes to review with
 ``einvoice_not_holdable`` naming the obstacle, never to a wrong accept; the obstacles are
 :mod:`pipeline.extraction.holdability`'s one list, which the corpus benchmark counts by
 too. XML that does not parse, or is no CII or UBL invoice, goes to review with
-``einvoice_invalid`` and the parser's message.
+``einvoice_invalid`` and the parser's message; XML that reads but does not validate
+against its official schema (:mod:`pipeline.extraction.xml_schema`) goes to review with
+``einvoice_invalid`` on field ``schema`` and the validator's messages.
 
 Where a page prints the invoice (Factur-X/ZUGFeRD: a PDF with the XML embedded), the
 page must print the XML's invoice number, issue date, currency and gross total, and
@@ -40,6 +42,7 @@ from pipeline.extraction.einvoice_facts import InvoiceFacts
 from pipeline.extraction.holdability import obstacles
 from pipeline.extraction.page_agreement import page_mismatches
 from pipeline.extraction.ubl import is_ubl, ubl_facts
+from pipeline.extraction.xml_schema import check_schema
 from pipeline.extraction.xml_tree import NotAnEInvoice, parse_xml
 from pipeline.invoice import (
     Evidence,
@@ -132,6 +135,11 @@ def read_einvoice(xml: bytes, page_text: str | None = None) -> EInvoiceReading:
         reason = Reason(ReasonCode.EINVOICE_INVALID, "document", str(exc), rule="einvoice.invalid")
         return EInvoiceReading(empty_extraction(), (reason,))
     reasons: list[Reason] = []
+    schema = check_schema(xml)
+    if not schema.valid:
+        reasons.append(
+            Reason(ReasonCode.EINVOICE_INVALID, "schema", schema.detail(), rule="einvoice.schema")
+        )
     extraction = _extraction(facts, reasons)
     reasons += [_not_holdable(o.field, str(o)) for o in obstacles(facts)]
     if page_text is not None:

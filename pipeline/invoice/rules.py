@@ -52,6 +52,7 @@ RULES: Mapping[str, str] = {
     "documents.ocr_unverified": "a value OCR read without certainty is checked by a reviewer",
     "einvoice.not_holdable": "the e-invoice's XML states what contract v2 cannot hold",
     "einvoice.invalid": "the e-invoice's XML does not parse or is no CII or UBL invoice",
+    "einvoice.schema": "the e-invoice's XML does not validate against its official XML schema",
     "einvoice.xml_text_mismatch": "the page does not print what the embedded XML states",
     "items.description_shape": "the description is not printed like the table's others",
     "roles.symmetric_factors": "quantity and unit price multiply to the amount either way",

@@ -7,6 +7,7 @@ never from a module inside.
 from pipeline.jobs.acceptance import replay_of, request_hash_of
 from pipeline.jobs.admin import DatabaseSetup, admin_dsn, explain_job, setup_database
 from pipeline.jobs.explain import SECTIONS, render_explain
+from pipeline.jobs.explain_result import evidenced_fields, read_from_xml
 from pipeline.jobs.group_commit import GroupCommit
 from pipeline.jobs.reaper import Reaper
 from pipeline.jobs.records import (
@@ -71,7 +72,9 @@ __all__ = [
     "accepted_from_row",
     "admin_dsn",
     "default_job_metrics",
+    "evidenced_fields",
     "explain_job",
+    "read_from_xml",
     "redrive_job",
     "redrive_matching",
     "redrives_for_job",

@@ -2,11 +2,12 @@
 
 "Acceptance means every admitted job remains explainable" (spec). The job row
 alone says where a job is; this says how it got there: every state change, each
-attempt (fence, worker, tokens, outcome, a stale result discarded), the
-admission grants of its attempts and how each was settled (reconciled, refunded,
-kept as uncertain), its outbox events and inbox records, its ERP deliveries with
-every delivery attempt, the review decisions and corrections, and operator
-re-drives; and the job's trace id (:mod:`pipeline.tracing`).
+attempt (fence, worker, tokens, outcome, a stale result discarded), the result
+(read from an e-invoice's XML or from the text, each value's evidence, the reasons:
+:mod:`pipeline.jobs.explain_result`), the admission grants of its attempts and how
+each was settled (reconciled, refunded, kept as uncertain), its outbox events and
+inbox records, its ERP deliveries with every delivery attempt, the review decisions
+and corrections, and operator re-drives; and the job's trace id (:mod:`pipeline.tracing`).
 
 Every printed line passes through :func:`pipeline.text_safety.visible`: errors,
 notes and corrected values may carry text from a document, a model or a person,
@@ -27,6 +28,7 @@ from typing import Any
 import asyncpg
 
 from pipeline.errors import NotFound
+from pipeline.jobs.explain_result import result_lines, result_section
 from pipeline.jobs.redrive import redrives_for_job
 from pipeline.queries import q
 from pipeline.text_safety import visible
@@ -70,12 +72,18 @@ async def explain(conn: asyncpg.Connection, job_id: uuid.UUID) -> dict[str, Any]
         row = await conn.fetchrow(q("document_get"), job["document_id"], tenant)
         if row is not None:
             document = {k: v for k, v in row.items() if k != "content"}
+    attempts = await _rows(conn, "attempt_list_for_job", job_id)
+    admission = await _rows(conn, "admission_grant_list_by_job", tenant, job_id)
+    stored = await conn.fetchrow(q("result_get_for_tenant"), job_id, tenant)
     return {
         "job": dict(job.items()),
         "document": document,
+        "result": result_section(
+            None if stored is None else dict(stored.items()), attempts, admission
+        ),
         "events": await _rows(conn, "job_event_list_for_job", job_id),
-        "attempts": await _rows(conn, "attempt_list_for_job", job_id),
-        "admission": await _rows(conn, "admission_grant_list_by_job", tenant, job_id),
+        "attempts": attempts,
+        "admission": admission,
         "outbox": await _rows(conn, "outbox_list_for_job", job_id),
         "inbox": await _rows(conn, "inbox_list_for_job", job_id),
         "deliveries": deliveries,
@@ -102,6 +110,8 @@ def render_explain(data: dict[str, Any]) -> str:
         lines.append(f"  terminal reason: {job['terminal_reason']}")
     if job.get("last_error_class") or job.get("last_error"):
         lines.append(f"  last error: {job['last_error_class']}: {job['last_error']}")
+    if "result" in data:
+        lines.extend(result_lines(data["result"]))
     for name in SECTIONS:
         lines.append(f"{name}:" if data.get(name) else f"{name}: none")
         for row in data.get(name) or []:

@@ -20,6 +20,7 @@ from pipeline.invoice import ReasonCode, SupplierRecord, TenantMasterData
 from pipeline.validation import Decision
 from pipeline.worker.document_stage import DocumentStage
 from pipeline.worker.interpretation import interpret_einvoice
+from tests.support.einvoices import without_bank_code
 from tests.unit.test_document_stage import TENANT, _row
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "einvoices"
@@ -108,8 +109,10 @@ def test_every_field_of_the_embedded_xml_is_read(name: str) -> None:
     ) == first
     assert [(str(t.rate), str(t.base), str(t.amount)) for t in e.tax_lines] == taxes
     # The page prints what the XML says: no xml_text_mismatch on any vendored sample.
-    assert {r.code for r in reading.reasons} <= {ReasonCode.EINVOICE_NOT_HOLDABLE}
-    assert sorted({r.detail.split(":")[0] for r in reading.reasons}) == obstacles
+    # (Mustang's published XML fails today's schema: tests/unit/test_einvoice_schema.py.)
+    read = [r for r in reading.reasons if r.field != "schema"]
+    assert {r.code for r in read} <= {ReasonCode.EINVOICE_NOT_HOLDABLE}
+    assert sorted({r.detail.split(":")[0] for r in read}) == obstacles
     assert e.gross_total is not None
     assert e.gross_total.evidence.match == "xml"
     assert e.gross_total.evidence.quote == (
@@ -128,7 +131,8 @@ def _mustang_master() -> TenantMasterData:
 
 
 def test_a_holdable_e_invoice_validates_to_succeeded_and_the_page_is_cross_checked() -> None:
-    _, xml, page = _xml_and_page(MUSTANG)
+    _, published, page = _xml_and_page(MUSTANG)
+    xml = without_bank_code(published)
     today = date(2019, 6, 20)
     ok = interpret_einvoice(xml, page, _mustang_master(), today=today, page_text=page)
     assert ok.report.decision is Decision.SUCCEEDED, ok.report.as_dict()
@@ -176,7 +180,8 @@ def test_invalid_xml_is_reviewed_with_the_parsers_message(xml: bytes, message: s
 
 
 def test_a_rate_written_with_six_decimals_is_the_contracts_two() -> None:
-    _, xml, page = _xml_and_page(MUSTANG)
+    _, published, page = _xml_and_page(MUSTANG)
+    xml = without_bank_code(published)
     padded = xml.replace(b">19.00<", b">19.000000<").replace(b">7.00<", b">7.000000<")
     assert padded != xml
     reading = read_einvoice(padded, page)

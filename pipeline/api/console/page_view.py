@@ -151,6 +151,8 @@ class PageFiles:
             DocumentStoreUnavailable: the store did not answer.
         """
         file = await self._file(principal, job_id)
+        if file.media_type is MediaType.XML:
+            return []  # an e-invoice's XML has no page to show (its evidence: XML paths)
         kept = file.kept_text
         count = len(kept.split("\f")) if kept is not None else (file.page_count or 1)
         words: dict[int, DocumentPage] = {}

@@ -44,6 +44,7 @@ from pipeline.api.console.page_view import PageView
 from pipeline.api.console.render import STATIC, render, render_fragment, review_page_model
 from pipeline.api.console.sign_in import router as sign_in_router
 from pipeline.api.console.views import ReviewSubject
+from pipeline.api.console.xml_evidence import xml_evidence
 from pipeline.api.context import api_context
 from pipeline.api.corrections import CorrectionIn, ReasonsRemain
 from pipeline.api.evidence_marks import evidence_spans
@@ -245,6 +246,7 @@ async def _job_page(
         state_version=subject.state_version,
         page_view=page_view,
         page_note=page_note,
+        xml_evidence=xml_evidence(subject.result, subject.validation, bool(page_view)),
         **model,
     )
 

@@ -1,0 +1,71 @@
+"""explain's result section (pipeline/jobs/explain_result.py) over results the e-invoice
+path really produces: a page that disagrees with its XML shows ``xml_text_mismatch``
+naming the fields, every value its XML path, and the reading says XML, 0 tokens, no model
+call; a model-read result is not called an XML read."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+from pipeline.documents import pdf_attachments, read_pdf_text
+from pipeline.invoice import SupplierRecord, TenantMasterData
+from pipeline.jobs.explain_result import result_lines, result_section
+from pipeline.worker.interpretation import interpret_einvoice
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "einvoices"
+ATTEMPT = {"engine": "cii-xml/1", "prompt_tokens": 0, "completion_tokens": 0}
+
+
+def _stored(forged: bool) -> dict[str, object]:
+    data = (DATA / "XRECHNUNG_Einfach.pdf").read_bytes()
+    ((_, xml),) = pdf_attachments(data).items()
+    page = "\f".join(p.laid_out().text for p in read_pdf_text(data, max_pages=5).pages)
+    if forged:
+        assert "529,87" in page
+        page = page.replace("529,87", "592,87")
+    master = TenantMasterData(
+        (SupplierRecord("Lieferant GmbH", "DE123456789", frozenset({"DE02120300000000202051"})),),
+        frozenset({"EUR"}),
+    )
+    outcome = interpret_einvoice(xml, page, master, today=date(2018, 3, 15), page_text=page)
+    report = outcome.report.as_dict()
+    return {"result": outcome.result(), "validation": report, "decision": report["decision"]}
+
+
+def test_a_page_that_disagrees_with_its_xml_is_explained_with_the_fields_it_names() -> None:
+    section = result_section(_stored(forged=True), [ATTEMPT], [])
+    assert section is not None
+    assert (section["decision"], section["read_from"]) == ("REVIEW_REQUIRED", "xml")
+    assert [(r["code"], r["field"]) for r in section["reasons"]] == [
+        ("xml_text_mismatch", "gross_total")
+    ]
+    lines = result_lines(section)
+    assert lines[0] == (
+        "result: REVIEW_REQUIRED, read from the e-invoice's XML by cii-xml/1:"
+        " tokens in/out 0/0, no model call"
+    )
+    assert any(line.startswith("  reason xml_text_mismatch@gross_total: ") for line in lines)
+    assert (
+        "  invoice_number = '471102'  <- xml /rsm:CrossIndustryInvoice/rsm:ExchangedDocument/ram:ID"
+        in lines
+    )
+    assert result_section(_stored(forged=False), [ATTEMPT], [])["reasons"] == []  # type: ignore[index]
+
+
+def test_a_result_read_from_the_text_is_not_called_an_xml_read() -> None:
+    evidence = {"page": 1, "start": 10, "end": 16, "quote": "471102", "match": "exact"}
+    stored = {
+        "result": {"invoice_number": {"value": "471102", "evidence": evidence}},
+        "validation": {"decision": "SUCCEEDED", "reasons": []},
+        "decision": "SUCCEEDED",
+    }
+    attempt = {"engine": "vllm:short", "prompt_tokens": 900, "completion_tokens": 120}
+    section = result_section(stored, [attempt], [{"id": "g"}])
+    assert section is not None and section["read_from"] == "text"
+    assert result_lines(section) == [
+        "result: SUCCEEDED, read from the document's text by vllm:short: tokens in/out 900/120,"
+        " 1 model call(s) admitted",
+        "  invoice_number = '471102'  <- page 1 [10:16] '471102' (exact)",
+    ]
+    assert result_lines(result_section(None, [], [])) == ["result: none"]
