@@ -5,8 +5,9 @@ alone says where a job is; this says how it got there: every state change, each
 attempt (fence, worker, tokens, outcome, a stale result discarded), the
 admission grants of its attempts and how each was settled (reconciled, refunded,
 kept as uncertain), its outbox events and inbox records, its ERP deliveries with
-every delivery attempt, the review decisions and corrections, and operator
-re-drives; and the job's trace id (:mod:`pipeline.tracing`).
+every delivery attempt, the review decisions and corrections, operator
+re-drives and the cancellation (who, when, what became of its deliveries);
+and the job's trace id (:mod:`pipeline.tracing`).
 
 Every printed line passes through :func:`pipeline.text_safety.visible`: errors,
 notes and corrected values may carry text from a document, a model or a person,
@@ -27,6 +28,7 @@ from typing import Any
 import asyncpg
 
 from pipeline.errors import NotFound
+from pipeline.jobs.cancellation import cancellations_for_job
 from pipeline.jobs.redrive import redrives_for_job
 from pipeline.queries import q
 from pipeline.text_safety import visible
@@ -43,6 +45,7 @@ SECTIONS = (
     "reviews",
     "corrections",
     "redrives",
+    "cancellations",
 )
 
 
@@ -82,6 +85,7 @@ async def explain(conn: asyncpg.Connection, job_id: uuid.UUID) -> dict[str, Any]
         "reviews": await _rows(conn, "review_decision_list_for_job", job_id, tenant),
         "corrections": await _rows(conn, "review_correction_list_for_job", job_id, tenant),
         "redrives": await redrives_for_job(conn, job_id),
+        "cancellations": await cancellations_for_job(conn, job_id),
     }
 
 
@@ -207,6 +211,21 @@ def _redrive(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _cancellation(c: dict[str, Any]) -> list[str]:
+    out = [
+        f"{c['created_at']} by {c['requested_by']}: {c['reason'] or '(no reason given)'}"
+        f"  (from {c['from_state']} v{c['from_state_version']} -> CANCELLED"
+        f" v{c['to_state_version']}; fence {c['fence_before']} -> {c['fence_after']})"
+    ]
+    stopped = ", ".join(map(str, c["deliveries_cancelled"]))
+    sent = ", ".join(map(str, c["deliveries_sent"]))
+    if stopped:
+        out.append(f"  deliveries not sent, cancelled: {stopped}")
+    if sent:
+        out.append(f"  deliveries already sent (not recalled): {sent}")
+    return out
+
+
 _LINES = {
     "events": _event,
     "attempts": _attempt,
@@ -217,4 +236,5 @@ _LINES = {
     "reviews": _review,
     "corrections": _correction,
     "redrives": _redrive,
+    "cancellations": _cancellation,
 }
