@@ -7,7 +7,8 @@ admission grants of its attempts and how each was settled (reconciled, refunded,
 kept as uncertain), its outbox events and inbox records, its ERP deliveries with
 every delivery attempt, the review decisions and corrections, operator
 re-drives and the cancellation (who, when, what became of its deliveries);
-and the job's trace id (:mod:`pipeline.tracing`).
+the request's schema version, model policy and options; and the job's trace id
+(:mod:`pipeline.tracing`).
 
 Every printed line passes through :func:`pipeline.text_safety.visible`: errors,
 notes and corrected values may carry text from a document, a model or a person,
@@ -22,6 +23,7 @@ queries, so this package imports none of them.
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -73,8 +75,10 @@ async def explain(conn: asyncpg.Connection, job_id: uuid.UUID) -> dict[str, Any]
         row = await conn.fetchrow(q("document_get"), job["document_id"], tenant)
         if row is not None:
             document = {k: v for k, v in row.items() if k != "content"}
+    options = await conn.fetchval(q("job_options_get_for_tenant"), job_id, tenant)
     return {
         "job": dict(job.items()),
+        "options": options or {},
         "document": document,
         "events": await _rows(conn, "job_event_list_for_job", job_id),
         "attempts": await _rows(conn, "attempt_list_for_job", job_id),
@@ -100,6 +104,11 @@ def render_explain(data: dict[str, Any]) -> str:
         f"{job['finished_at']}",
         f"  trace {trace_id_of(job.get('traceparent')) or '- (accepted before tracing)'}",
     ]
+    lines.append(
+        f"  schema_version {job.get('schema_version')}  model_policy {job.get('model_policy')}"
+        "  options "
+        + (json.dumps(data["options"], sort_keys=True) if data.get("options") else "none")
+    )
     if data.get("document"):
         lines.append(f"  document {_document(data['document'])}")
     if job.get("terminal_reason"):
