@@ -32,6 +32,7 @@ Hierarchy::
     ├── PoisonMessage             a broker message no consumer can act on; carries a reason
     ├── ReplayRefused             a dead letter whose job can no longer run again
     ├── RedriveRefused            a job that may not be re-driven (not failed, delivered, reviewed)
+    ├── CancelRefused             a job that may not be cancelled: it settled first
     └── EgressBlocked             a webhook URL or its resolved address is not allowed (SSRF guard)
 
 The retryable / terminal split drives :mod:`pipeline.retry`: the job store
@@ -369,6 +370,22 @@ class RedriveRefused(FencelineError):
     def __init__(self, message: str, *, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class CancelRefused(FencelineError):
+    """A job cannot be cancelled: it settled (SUCCEEDED, REVIEW_REQUIRED or
+    FAILED_TERMINAL) before the cancellation reached it. ``state`` is the state it
+    is in; ``deliveries`` its deliveries as ``{"id", "state"}`` (what the ERP may
+    already have: a cancellation recalls nothing)."""
+
+    error_class = "cancel_refused"
+
+    def __init__(
+        self, message: str, *, state: str, deliveries: list[dict[str, str]] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.state = state
+        self.deliveries = deliveries or []
 
 
 class EgressBlocked(FencelineError):

@@ -33,6 +33,11 @@ class JobState(StrEnum):
     #: it; only an operator's audited re-drive (``pipeline.jobs.redrive``) moves it
     #: back to READY with a fresh attempt budget under the same id.
     FAILED_TERMINAL = "FAILED_TERMINAL"
+    #: Cancelled by its tenant or an operator before it settled (from READY,
+    #: RETRY_SCHEDULED or RUNNING; ``pipeline.jobs.cancellation``). Final: nothing
+    #: leaves it. A cancelled RUNNING job's fence moved on, so its attempt's late
+    #: result is discarded as stale.
+    CANCELLED = "CANCELLED"
 
 
 #: Every allowed (from, to) pair. Self-transitions are not listed: a heartbeat
@@ -50,6 +55,9 @@ TRANSITIONS: frozenset[tuple[JobState, JobState]] = frozenset(
         (JobState.REVIEW_REQUIRED, JobState.SUCCEEDED),
         (JobState.REVIEW_REQUIRED, JobState.FAILED_TERMINAL),
         (JobState.FAILED_TERMINAL, JobState.READY),  # operator re-drive only
+        (JobState.READY, JobState.CANCELLED),  # tenant or operator cancellation only
+        (JobState.RETRY_SCHEDULED, JobState.CANCELLED),
+        (JobState.RUNNING, JobState.CANCELLED),  # fence + 1: the attempt's result is stale
     }
 )
 
@@ -61,12 +69,19 @@ RUNNABLE: frozenset[JobState] = frozenset({JobState.READY, JobState.RETRY_SCHEDU
 #: review decision moves it on and keeps ``finished_at`` (its own time is
 #: ``review_decisions.created_at``).
 SETTLED: frozenset[JobState] = frozenset(
-    {JobState.SUCCEEDED, JobState.REVIEW_REQUIRED, JobState.FAILED_TERMINAL}
+    {JobState.SUCCEEDED, JobState.REVIEW_REQUIRED, JobState.FAILED_TERMINAL, JobState.CANCELLED}
+)
+
+#: States a cancellation may move to CANCELLED.
+CANCELLABLE: frozenset[JobState] = frozenset(
+    {JobState.READY, JobState.RETRY_SCHEDULED, JobState.RUNNING}
 )
 
 #: States no automatic step leaves (a status stream ends there). FAILED_TERMINAL is
 #: left only by an operator re-drive, which a client sees as a new state event.
-FINAL: frozenset[JobState] = frozenset({JobState.SUCCEEDED, JobState.FAILED_TERMINAL})
+FINAL: frozenset[JobState] = frozenset(
+    {JobState.SUCCEEDED, JobState.FAILED_TERMINAL, JobState.CANCELLED}
+)
 
 
 def can_transition(src: JobState, dst: JobState) -> bool:

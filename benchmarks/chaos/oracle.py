@@ -37,7 +37,7 @@ import asyncpg
 
 from pipeline.queries import q
 
-SETTLED = frozenset({"SUCCEEDED", "REVIEW_REQUIRED", "FAILED_TERMINAL"})
+SETTLED = frozenset({"SUCCEEDED", "REVIEW_REQUIRED", "FAILED_TERMINAL", "CANCELLED"})
 #: Seconds a ledger timestamp may lag the admission actor's in-memory decision.
 LEDGER_TOLERANCE_S = 0.5
 #: Offending ids shown per verdict in the rendered text (all are in ``offenders``).

@@ -30,7 +30,7 @@ from pipeline.extraction import prompt_budget
 from pipeline.jobs import JobStore
 from pipeline.queries import q
 
-SETTLED_STATES = ("SUCCEEDED", "REVIEW_REQUIRED", "FAILED_TERMINAL")
+SETTLED_STATES = ("SUCCEEDED", "REVIEW_REQUIRED", "FAILED_TERMINAL", "CANCELLED")
 MILLION = Decimal(1_000_000)
 
 

@@ -111,3 +111,21 @@ class CommandTable:
             subcommands.add(c.name, c.help_text, c.configure, c.handler)
         for name, help_text, run in self._passthrough:
             subcommands.add_passthrough(name, help_text, run)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration(text: str) -> float:
+    """``90d``, ``12h``, ``30m``, ``45s`` or plain seconds; more than zero."""
+    unit = text[-1:].lower()
+    number = text[:-1] if unit in _UNITS else text
+    try:
+        value = float(number) * _UNITS.get(unit, 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a duration: {text!r} (e.g. 90d, 12h, 30m, 3600)"
+        ) from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("must be a finite duration above zero")
+    return value

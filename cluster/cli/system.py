@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from cluster.cli.base import CommandTable
+from cluster.cli.polling import Backoff, PoliteClient
 from pipeline.settings import Settings
 from pipeline.tenants import LOCAL_TENANT, IssuedKey, console_key
 from pipeline.text_safety import visible
@@ -259,6 +260,16 @@ def _submit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", default="http://127.0.0.1:8000")
     p.add_argument("--api-key", help="default: FENCELINE_API_KEY")
     p.add_argument("--no-wait", action="store_true")
+    p.add_argument(
+        "--poll-base", type=float, default=0.5, help="first polling backoff ceiling, seconds"
+    )
+    p.add_argument("--poll-cap", type=float, default=15.0, help="polling backoff cap, seconds")
+    p.add_argument(
+        "--max-retry-after",
+        type=float,
+        default=600.0,
+        help="the longest Retry-After (429/503) waited out, seconds; a longer one is reported",
+    )
 
 
 @command("submit", "submit documents over REST and show progress until they settle", _submit_args)
@@ -267,17 +278,29 @@ def _submit(args: argparse.Namespace, settings: Settings) -> int:
     if not args.api_key:
         print("an API key is needed: --api-key or FENCELINE_API_KEY", file=sys.stderr)
         return 2
-    return asyncio.run(_submit_async(args))
+    try:
+        backoff = Backoff(base_seconds=args.poll_base, cap_seconds=args.poll_cap)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(_submit_async(args, backoff))
 
 
-async def _submit_async(args: argparse.Namespace) -> int:
+async def _submit_async(args: argparse.Namespace, backoff: Backoff) -> int:
+    """Submit each file (429/503 retried after their Retry-After, with the same
+    Idempotency-Key), then poll until every job settled: full-jitter backoff between
+    rounds that grows while nothing changes and starts again after a change."""
+    from pipeline.states import SETTLED
+
     headers = {"Authorization": f"Bearer {args.api_key}"}
     jobs: dict[str, str] = {}
-    async with httpx.AsyncClient(base_url=args.url, headers=headers, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=args.url, headers=headers, timeout=30) as http:
+        client = PoliteClient(http, backoff, max_retry_after_seconds=args.max_retry_after)
         for path in args.paths:
             text = path.read_text(encoding="utf-8")
             key = f"file-{uuid.uuid5(uuid.NAMESPACE_URL, str(path.resolve()))}"
-            r = await client.post(
+            r = await client.request(
+                "POST",
                 "/v1/extraction-jobs",
                 json={"document": {"text": text, "filename": path.name}},
                 headers={"Idempotency-Key": key},
@@ -289,21 +312,26 @@ async def _submit_async(args: argparse.Namespace) -> int:
             print(visible(f"{path}: accepted as {r.json()['job_id']}"))
         if args.no_wait:
             return 0
-        settled = {"SUCCEEDED", "REVIEW_REQUIRED", "FAILED_TERMINAL"}
+        settled = {s.value for s in SETTLED}
         states: dict[str, str] = {}
+        idle = 0  # polling rounds in a row without a change
         while True:
+            changed = False
             for job_id in jobs:
                 if states.get(job_id) in settled:
                     continue
-                r = await client.get(f"/v1/extraction-jobs/{job_id}")
-                states[job_id] = r.json().get("state", "?") if r.status_code == 200 else "?"
+                r = await client.request("GET", f"/v1/extraction-jobs/{job_id}")
+                state = r.json().get("state", "?") if r.status_code == 200 else "?"
+                changed |= state != states.get(job_id)
+                states[job_id] = state
             done = sum(1 for s in states.values() if s in settled)
             bar = "#" * int(30 * done / max(1, len(jobs)))
             print(f"\r[{bar:<30}] {done}/{len(jobs)} settled", end="", flush=True)
             if done == len(jobs):
                 print()
                 break
-            await asyncio.sleep(1)
+            idle = 0 if changed else idle + 1
+            await asyncio.sleep(backoff.delay(idle))
     for job_id, path in jobs.items():
         print(visible(f"{states[job_id]:<16} {job_id}  {path}"))
     return 0 if all(s != "FAILED_TERMINAL" for s in states.values()) else 1

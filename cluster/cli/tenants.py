@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from cluster.cli.base import CommandTable
+from cluster.cli.base import CommandTable, duration
 from cluster.cli.tenant_ref import tenant_options, tenant_ref
 from pipeline.database import connect
 from pipeline.errors import NotFound
@@ -248,30 +248,12 @@ def _tenants_usage(args: argparse.Namespace, settings: Settings) -> int:
 
 
 # ---------------------------------------------------------------------- keys
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def _duration(text: str) -> float:
-    """``90d``, ``12h``, ``30m``, ``45s`` or plain seconds; more than zero."""
-    unit = text[-1:].lower()
-    number = text[:-1] if unit in _UNITS else text
-    try:
-        value = float(number) * _UNITS.get(unit, 1)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"not a duration: {text!r} (e.g. 90d, 12h, 30m, 3600)"
-        ) from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError("must be a finite duration above zero")
-    return value
-
-
 def _key_args(p: argparse.ArgumentParser) -> None:
     tenant_options(p)
     p.add_argument("--scope", action="append", default=None, help=_SCOPE_HELP)
     p.add_argument(
         "--expires-in",
-        type=_duration,
+        type=duration,
         default=None,
         metavar="DURATION",
         help="refuse the key (401 key_expired) after this long: 90d, 12h, 30m or seconds "

@@ -59,6 +59,13 @@ class FieldError(BaseModel):
     type: str
 
 
+class DeliveryRef(BaseModel):
+    """A delivery a problem concerns: its id (the ``webhook-id``) and its state."""
+
+    id: str
+    state: str
+
+
 class Problem(BaseModel):
     """An RFC 9457 problem document, with Fenceline's extension members."""
 
@@ -82,6 +89,11 @@ class Problem(BaseModel):
     allowed: int | None = Field(None, description="The limit's configured value.")
     actual: int | None = Field(None, description="The document's value.")
     line: int | None = Field(None, description="The first line over line_chars (1-based).")
+    deliveries: list[DeliveryRef] | None = Field(
+        None,
+        description="A settled job's deliveries (reason settled, on cancel): what its "
+        "ERP endpoints may already have; a cancellation recalls nothing.",
+    )
 
 
 class ApiProblem(Exception):

@@ -37,7 +37,15 @@ from decimal import Decimal
 from typing import Annotated, Any, TypeVar
 
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationError,
+    field_validator,
+)
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
@@ -45,6 +53,7 @@ from starlette.requests import Request
 from pipeline.api.problems import ApiProblem, over_limit_problem, refuse_unsafe_text
 from pipeline.documents import MediaType, sniff_media_type
 from pipeline.errors import DocumentOverLimit, DocumentRefused
+from pipeline.invoice import SUPPORTED_SCHEMA_VERSIONS
 from pipeline.text_safety import safe_text_pattern
 
 #: Printable ASCII without spaces, 1–200 characters.
@@ -118,7 +127,12 @@ class JobOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: JsonInt = Field(1, ge=1, le=1000, description="Extraction schema version.")
+    schema_version: JsonInt = Field(
+        1,
+        description="Extraction schema version; one of "
+        f"{', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))} (another is refused with 422).",
+        json_schema_extra={"enum": list(SUPPORTED_SCHEMA_VERSIONS)},
+    )
     model_policy: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")] = "default"
     options: dict[str, JsonValue] = Field(
         default_factory=dict,
@@ -129,6 +143,15 @@ class JobOptions(BaseModel):
     deadline_seconds: float | None = Field(
         None, ge=60, le=7 * 86400, description="Job deadline from acceptance."
     )
+
+    @field_validator("schema_version")
+    @classmethod
+    def _supported_schema(cls, value: int) -> int:
+        """A version no contract implements is refused, never served with the default."""
+        if value not in SUPPORTED_SCHEMA_VERSIONS:
+            supported = ", ".join(map(str, SUPPORTED_SCHEMA_VERSIONS))
+            raise ValueError(f"schema_version is not supported; supported versions: {supported}")
+        return value
 
 
 class JobSubmission(JobOptions):

@@ -144,7 +144,10 @@ class DeliveryStore:
                 q("delivery_redrive_if_given_up"), delivery_id, tenant_id, self.clock.now()
             )
             if row is None:
-                raise NotFound(f"delivery {delivery_id} (or it is not failed/abandoned)")
+                raise NotFound(
+                    f"delivery {delivery_id} (or it is not failed/abandoned,"
+                    " or its job was cancelled)"
+                )
             await conn.execute(
                 q("endpoint_event_insert"),
                 row["endpoint_id"],

@@ -74,6 +74,11 @@ SCALAR_FIELDS = (
 #: Version of the extraction contract; recorded on the job with the result.
 EXTRACTION_SCHEMA_VERSION = "fenceline.extraction/1"
 
+#: The request's ``schema_version`` values the system can honour: each selects a
+#: contract it implements (1 is :data:`EXTRACTION_SCHEMA_VERSION`). Any other is
+#: refused at intake, never accepted and served with the default.
+SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1,)
+
 #: Model output larger than this is rejected before parsing (200 evidenced line
 #: items stay well below it); it bounds the memory one bad answer can take.
 MAX_OUTPUT_CHARS = 2_000_000

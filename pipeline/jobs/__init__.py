@@ -6,11 +6,21 @@ never from a module inside.
 
 from pipeline.jobs.acceptance import replay_of, request_hash_of
 from pipeline.jobs.admin import DatabaseSetup, admin_dsn, explain_job, setup_database
+from pipeline.jobs.cancellation import (
+    CancelFilter,
+    Cancelled,
+    CancelReport,
+    CancelRequest,
+    cancel_job,
+    cancel_matching,
+    cancellations_for_job,
+)
 from pipeline.jobs.explain import SECTIONS, render_explain
 from pipeline.jobs.explain_result import evidenced_fields, read_from_xml
 from pipeline.jobs.group_commit import GroupCommit
 from pipeline.jobs.reaper import Reaper
 from pipeline.jobs.records import (
+    EVENT_CANCELLED,
     EVENT_COMPLETED,
     EVENT_DEAD_LETTERED,
     EVENT_FAILED,
@@ -43,6 +53,7 @@ from pipeline.jobs.slis import JobMetrics, default_job_metrics
 from pipeline.jobs.store import JobStore
 
 __all__ = [
+    "EVENT_CANCELLED",
     "EVENT_COMPLETED",
     "EVENT_DEAD_LETTERED",
     "EVENT_FAILED",
@@ -53,6 +64,10 @@ __all__ = [
     "AdmissionCheck",
     "BatchSettleHook",
     "BatchSettled",
+    "CancelFilter",
+    "CancelReport",
+    "CancelRequest",
+    "Cancelled",
     "DatabaseSetup",
     "DocumentIn",
     "GroupCommit",
@@ -71,6 +86,9 @@ __all__ = [
     "Success",
     "accepted_from_row",
     "admin_dsn",
+    "cancel_job",
+    "cancel_matching",
+    "cancellations_for_job",
     "default_job_metrics",
     "evidenced_fields",
     "explain_job",

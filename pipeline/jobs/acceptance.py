@@ -65,6 +65,19 @@ def replay_of(
     return accepted_from_row(existing, created=False, document_id=document_id)
 
 
+async def _keep_options(conn: asyncpg.Connection, req: AcceptRequest, job_id: uuid.UUID) -> None:
+    """Store a new job's request options, in the transaction that accepted it.
+
+    Nothing is written for a request without options (the intake's one statement
+    stays one). Zero rows would mean the job is not the tenant's: refused loudly.
+    """
+    if not req.options:
+        return
+    got = await conn.fetchval(q("job_options_insert"), job_id, req.tenant_id, req.options)
+    if got is None:  # pragma: no cover - the job was inserted for this tenant just now
+        raise RuntimeError(f"job {job_id} is not tenant {req.tenant_id}'s")
+
+
 class Accepting(Settling):
     """The job store's intake: :meth:`accept`, and :meth:`admit_and_accept` with admission."""
 
@@ -110,6 +123,7 @@ class Accepting(Settling):
             q("job_accept_if_new"), *self._accept_args(req, version, rhash, traceparent)
         )
         if row["job_id"] is not None:
+            await _keep_options(conn, req, row["job_id"])
             return accepted_from_row(row, created=True)
         existing = await conn.fetchrow(
             q("job_get_by_idempotency_key"), req.tenant_id, req.idempotency_key
@@ -128,7 +142,16 @@ class Accepting(Settling):
         accepted or why not (nothing is written then); the caller answers from it.
         """
         with root_span(SPAN_ACCEPT, {"fenceline.tenant": str(req.tenant_id)}) as (span, tp):
-            row = await self._intake_accept(req, check, conn, tp)
+            if req.options and not conn.is_in_transaction():
+                # The options row must commit with the job or not at all.
+                async with conn.transaction():
+                    row = await self._intake_accept(req, check, conn, tp)
+                    if row["outcome"] == "accepted":
+                        await _keep_options(conn, req, row["job_id"])
+            else:
+                row = await self._intake_accept(req, check, conn, tp)
+                if req.options and row["outcome"] == "accepted":
+                    await _keep_options(conn, req, row["job_id"])
             span.set_attribute("fenceline.outcome", row["outcome"])
             if row["job_id"] is not None:
                 span.set_attribute("fenceline.job_id", str(row["job_id"]))

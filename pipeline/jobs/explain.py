@@ -7,7 +7,9 @@ attempt (fence, worker, tokens, outcome, a stale result discarded), the result
 :mod:`pipeline.jobs.explain_result`), the admission grants of its attempts and how
 each was settled (reconciled, refunded, kept as uncertain), its outbox events and
 inbox records, its ERP deliveries with every delivery attempt, the review decisions
-and corrections, and operator re-drives; and the job's trace id (:mod:`pipeline.tracing`).
+and corrections, operator re-drives and the cancellation (who, when, what became of
+its deliveries); the request's schema version, model policy and options; and the
+job's trace id (:mod:`pipeline.tracing`).
 
 Every printed line passes through :func:`pipeline.text_safety.visible`: errors,
 notes and corrected values may carry text from a document, a model or a person,
@@ -22,12 +24,14 @@ queries, so this package imports none of them.
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
 import asyncpg
 
 from pipeline.errors import NotFound
+from pipeline.jobs.cancellation import cancellations_for_job
 from pipeline.jobs.explain_result import result_lines, result_section
 from pipeline.jobs.redrive import redrives_for_job
 from pipeline.queries import q
@@ -45,6 +49,7 @@ SECTIONS = (
     "reviews",
     "corrections",
     "redrives",
+    "cancellations",
 )
 
 
@@ -75,8 +80,10 @@ async def explain(conn: asyncpg.Connection, job_id: uuid.UUID) -> dict[str, Any]
     attempts = await _rows(conn, "attempt_list_for_job", job_id)
     admission = await _rows(conn, "admission_grant_list_by_job", tenant, job_id)
     stored = await conn.fetchrow(q("result_get_for_tenant"), job_id, tenant)
+    options = await conn.fetchval(q("job_options_get_for_tenant"), job_id, tenant)
     return {
         "job": dict(job.items()),
+        "options": options or {},
         "document": document,
         "result": result_section(
             None if stored is None else dict(stored.items()), attempts, admission
@@ -90,6 +97,7 @@ async def explain(conn: asyncpg.Connection, job_id: uuid.UUID) -> dict[str, Any]
         "reviews": await _rows(conn, "review_decision_list_for_job", job_id, tenant),
         "corrections": await _rows(conn, "review_correction_list_for_job", job_id, tenant),
         "redrives": await redrives_for_job(conn, job_id),
+        "cancellations": await cancellations_for_job(conn, job_id),
     }
 
 
@@ -104,6 +112,11 @@ def render_explain(data: dict[str, Any]) -> str:
         f"{job['finished_at']}",
         f"  trace {trace_id_of(job.get('traceparent')) or '- (accepted before tracing)'}",
     ]
+    lines.append(
+        f"  schema_version {job.get('schema_version')}  model_policy {job.get('model_policy')}"
+        "  options "
+        + (json.dumps(data["options"], sort_keys=True) if data.get("options") else "none")
+    )
     if data.get("document"):
         lines.append(f"  document {_document(data['document'])}")
     if job.get("terminal_reason"):
@@ -217,6 +230,21 @@ def _redrive(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _cancellation(c: dict[str, Any]) -> list[str]:
+    out = [
+        f"{c['created_at']} by {c['requested_by']}: {c['reason'] or '(no reason given)'}"
+        f"  (from {c['from_state']} v{c['from_state_version']} -> CANCELLED"
+        f" v{c['to_state_version']}; fence {c['fence_before']} -> {c['fence_after']})"
+    ]
+    stopped = ", ".join(map(str, c["deliveries_cancelled"]))
+    sent = ", ".join(map(str, c["deliveries_sent"]))
+    if stopped:
+        out.append(f"  deliveries not sent, cancelled: {stopped}")
+    if sent:
+        out.append(f"  deliveries already sent (not recalled): {sent}")
+    return out
+
+
 _LINES = {
     "events": _event,
     "attempts": _attempt,
@@ -227,4 +255,5 @@ _LINES = {
     "reviews": _review,
     "corrections": _correction,
     "redrives": _redrive,
+    "cancellations": _cancellation,
 }

@@ -25,6 +25,7 @@ EVENT_COMPLETED = "extraction.completed.v1"
 EVENT_REVIEW = "extraction.review_required.v1"
 EVENT_FAILED = "extraction.failed.v1"
 EVENT_DEAD_LETTERED = "extraction.dead_lettered.v1"
+EVENT_CANCELLED = "extraction.cancelled.v1"
 
 
 @dataclass(frozen=True)

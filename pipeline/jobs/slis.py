@@ -33,7 +33,12 @@ COMPLETION_BUCKETS = (1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600, 7200
 #: Review decisions take minutes to days.
 REVIEW_BUCKETS = (60, 300, 900, 1800, 3600, 7200, 14400, 28800, 86400, 172800, 604800)
 
-_SETTLED = (JobState.SUCCEEDED, JobState.REVIEW_REQUIRED, JobState.FAILED_TERMINAL)
+_SETTLED = (
+    JobState.SUCCEEDED,
+    JobState.REVIEW_REQUIRED,
+    JobState.FAILED_TERMINAL,
+    JobState.CANCELLED,
+)
 _REVIEW_REASONS = ("review_approved", "review_rejected")
 
 
@@ -45,7 +50,8 @@ class JobMetrics:
         self.registry = r
         self.completion_seconds = Histogram(
             "fenceline_job_completion_seconds",
-            "Acceptance to settled (SUCCEEDED, REVIEW_REQUIRED or FAILED_TERMINAL), by tenant "
+            "Acceptance to settled (SUCCEEDED, REVIEW_REQUIRED, FAILED_TERMINAL or CANCELLED), "
+            "by tenant "
             "and state",
             ["tenant", "state"],
             buckets=COMPLETION_BUCKETS,

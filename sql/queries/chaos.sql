@@ -26,6 +26,7 @@ SELECT count(*) FILTER (WHERE state = 'READY') AS ready,
        count(*) FILTER (WHERE state = 'SUCCEEDED') AS succeeded,
        count(*) FILTER (WHERE state = 'REVIEW_REQUIRED') AS review_required,
        count(*) FILTER (WHERE state = 'FAILED_TERMINAL') AS failed_terminal,
+       count(*) FILTER (WHERE state = 'CANCELLED') AS cancelled,
        count(*) FILTER (WHERE finished_at IS NOT NULL) AS settled,
        (SELECT count(*) FROM deliveries WHERE state = 'delivered') AS delivered,
        (SELECT count(*) FROM deliveries

@@ -201,11 +201,12 @@ RETURNING delivery_id;
 
 -- name: delivery_redrive_if_given_up
 -- Operator redrive: the same delivery id (the receiver still deduplicates), a
--- fresh retry horizon.
+-- fresh retry horizon. A delivery its job's cancellation stopped stays stopped.
 UPDATE deliveries
 SET state = 'pending', final_reason = NULL, next_attempt_at = coalesce($3::timestamptz, now()),
     horizon_start = coalesce($3::timestamptz, now())
 WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2 AND state IN ('failed', 'abandoned')
+  AND final_reason IS DISTINCT FROM 'job_cancelled'
 RETURNING id, endpoint_id;
 
 -- name: delivery_get_for_tenant

@@ -425,3 +425,15 @@ RETURNING i.job_id;
 -- name: invoice_identity_owner
 SELECT job_id FROM invoice_identities
 WHERE tenant_id = $1 AND supplier = $2 AND invoice_number = $3 AND gross_total = $4;
+
+-- name: job_options_insert
+-- In the accepting transaction, for a new job accepted with options: $1 job,
+-- $2 tenant, $3 the options object. The job must be the tenant's.
+INSERT INTO job_options (job_id, tenant_id, options)
+SELECT j.id, j.tenant_id, $3::jsonb
+FROM extraction_jobs j WHERE j.id = $1 AND j.tenant_id = $2
+RETURNING job_id;
+
+-- name: job_options_get_for_tenant
+-- $1 job, $2 tenant: the options the job was accepted with (no row: none).
+SELECT options FROM job_options WHERE job_id = $1 AND tenant_id IS NOT DISTINCT FROM $2;

@@ -48,7 +48,7 @@ SELECT (SELECT count(*) FROM charged) AS charged,
 
 -- name: spend_reservation_release_settled
 -- Release up to $1 open reservations of settled jobs (SUCCEEDED, REVIEW_REQUIRED,
--- FAILED_TERMINAL): each leaves tenant_spend.reserved of the period it was made
+-- FAILED_TERMINAL, CANCELLED): each leaves tenant_spend.reserved of the period it was made
 -- in; what the job used is in reconciled through its charges. $2 now (nullable).
 -- A re-drive moves the job out of FAILED_TERMINAL in the transaction that adds
 -- its new reservation, so a release never meets a job that needs it.
@@ -57,7 +57,7 @@ WITH due AS (
   FROM spend_reservations r
   JOIN extraction_jobs j ON j.id = r.job_id
   WHERE r.released_at IS NULL
-    AND j.state IN ('SUCCEEDED', 'REVIEW_REQUIRED', 'FAILED_TERMINAL')
+    AND j.state IN ('SUCCEEDED', 'REVIEW_REQUIRED', 'FAILED_TERMINAL', 'CANCELLED')
   ORDER BY r.created_at
   LIMIT $1
   FOR UPDATE OF r SKIP LOCKED

@@ -164,6 +164,7 @@ async def cross_tenant_violations(
         ("POST", "/console/jobs/{job_id}/redrive"): None,
         ("POST", "/v1/extraction-jobs/{job_id}/redrive"): {"reason": "attacker"},
         ("POST", "/v1/redrives"): {"reason": "attacker"},
+        ("POST", "/v1/extraction-jobs/{job_id}/cancel"): {"reason": "attacker"},
         # Same key and same document as B: A must get its own job, never B's.
         ("POST", "/v1/extraction-jobs"): submission(victim.secret_text),
     }
@@ -269,11 +270,12 @@ async def test_tenant_a_sees_nothing_of_tenant_b_on_any_route(pool: asyncpg.Pool
         ("GET", "/console/events"),
         ("POST", "/v1/extraction-jobs/{job_id}/redrive"),
         ("POST", "/v1/redrives"),
+        ("POST", "/v1/extraction-jobs/{job_id}/cancel"),
     } <= covered
     # Another tenant's job reads exactly like a missing one.
     assert foreign.status_code == missing.status_code == 404
     assert foreign.json() == missing.json()
-    # B's job is untouched by the attempted review.
+    # B's job is untouched by the attempted review and cancellation.
     async with pool.acquire() as conn:
         row = await conn.fetchrow(
             "SELECT state, state_version FROM extraction_jobs WHERE id = $1", victim.job_id

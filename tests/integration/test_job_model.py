@@ -31,11 +31,11 @@ from hypothesis.stateful import (
 
 from pipeline.clock import ManualClock
 from pipeline.database import connect, create_pool, migrate
-from pipeline.errors import IdempotencyConflict, LeaseLost, ProviderUnavailable
-from pipeline.jobs import JobStore, Lease
+from pipeline.errors import CancelRefused, IdempotencyConflict, LeaseLost, ProviderUnavailable
+from pipeline.jobs import CancelRequest, JobStore, Lease, cancel_job
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
-from pipeline.states import SETTLED, TRANSITIONS, JobState
+from pipeline.states import CANCELLABLE, SETTLED, TRANSITIONS, JobState
 from pipeline.tenants import create_tenant
 from tests.conftest import ADMIN_DSN, dsn_for
 from tests.support.jobs import request
@@ -224,6 +224,34 @@ class JobProtocol(RuleBasedStateMachine):
         }
         report = self.run(self.store.reap(limit=1000))
         assert set(report.rescheduled) | set(report.failed) == expired
+
+    @rule(i=st.integers(0, 20))
+    def cancel(self, i: int) -> None:
+        """A tenant cancels one of its jobs: only an unsettled one moves, a repeat
+        answers the first cancellation, a settled one is refused unchanged."""
+        rows = sorted(self.run(self._jobs()), key=lambda r: r["id"])
+        if not rows:
+            return
+        job = rows[i % len(rows)]
+        before = JobState(job["state"])
+        try:
+            done = self.run(
+                cancel_job(
+                    self.pool,
+                    job["tenant_id"],
+                    job["id"],
+                    CancelRequest(requested_by="model"),
+                    clock=self.clock,
+                )
+            )
+        except CancelRefused:
+            assert before in SETTLED and before is not JobState.CANCELLED
+            return
+        assert done.repeated == (before is JobState.CANCELLED)
+        assert before in CANCELLABLE or before is JobState.CANCELLED
+        after = {r["id"]: r for r in self.run(self._jobs())}[job["id"]]
+        assert after["state"] == "CANCELLED"
+        assert after["fence"] == job["fence"] + (1 if before is JobState.RUNNING else 0)
 
     @rule(seconds=st.sampled_from([1, 10, 30, 59, 61, 120, 300]))
     def advance(self, seconds: int) -> None:
