@@ -1,6 +1,6 @@
 """The global admission budget end to end: Ray drivers, the admission actor, the fake provider.
 
-* With RPM=60, TPM=20,000 and 4 permits, 200 jobs through two Ray task drivers
+* With RPM=60, TPM=20,000 and 4 permits, 120 jobs through two Ray task drivers
   never make the provider see a 60-second window over either limit, nor more
   than 4 calls at once.
 * A 429 storm with Retry-After makes every driver back off together (the
@@ -100,6 +100,9 @@ def windows(calls: list[Any], span: float = 60.0) -> tuple[int, int, int]:
     return max_calls, max_tokens, peak
 
 
+JOBS = 120
+
+
 async def test_rpm_tpm_and_permits_hold_across_ray_drivers(
     ray_cluster: None, pool: asyncpg.Pool, dsn: str
 ) -> None:
@@ -108,25 +111,26 @@ async def test_rpm_tpm_and_permits_hold_across_ray_drivers(
     ledger's reconciled charges are exactly what the provider counted."""
     store = JobStore(pool)
     tenants = [await new_tenant(pool) for _ in range(2)]
-    await accept(store, tenants, 200)
+    # 120 jobs: twice the RPM, so the second minute's calls wait on the first window.
+    await accept(store, tenants, JOBS)
     limits = {"rpm": 60, "tpm": 20_000, "max_in_flight": 4}
     with FakeProvider(answer=lambda _body: EMPTY_ANSWER) as fake:
         fake.set_faults({"latency": {"dist": "uniform", "a": 0.05, "b": 0.2}})
         actors = await start_runtime(dsn, fake, "limits", limits)
         try:
-            rows = await wait_settled(pool, 200, timeout=480)
+            rows = await wait_settled(pool, JOBS, timeout=480)
             snap = await actors[-1].snapshot.remote()
         finally:
             await stop_runtime(actors)
         calls = fake.calls()
-    assert len(rows) == 200
-    assert len(calls) == 200  # every job settled (REVIEW_REQUIRED) in one call
+    assert len(rows) == JOBS
+    assert len(calls) == JOBS  # every job settled (REVIEW_REQUIRED) in one call
     max_calls, max_tokens, peak = windows(calls)
     assert max_calls <= 60, max_calls
     assert max_tokens <= 20_000, max_tokens
     assert max_tokens > 15_000  # the budget, not something else, was the bound
     assert peak <= 4, peak
-    assert snap["granted_total"] == 200 and snap["expired_total"] == 0, snap
+    assert snap["granted_total"] == JOBS and snap["expired_total"] == 0, snap
     async with pool.acquire() as conn:
         ledger = await conn.fetch(
             "SELECT outcome, charged_tokens FROM admission_grants WHERE scope = 'limits'"
