@@ -42,6 +42,7 @@ from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from pipeline.api import problems as api_errors
+from pipeline.api.body_limit import BodyLimitMiddleware
 from pipeline.api.cancel import router as cancel_router
 from pipeline.api.console.routes import install_console
 from pipeline.api.context import ApiContext, known_query_only
@@ -50,11 +51,7 @@ from pipeline.api.headers import SingleValuedHeadersMiddleware
 from pipeline.api.heap import with_frozen_heap
 from pipeline.api.intake import AcceptHook
 from pipeline.api.metrics import AcceptanceMiddleware
-from pipeline.api.problems import (
-    BodyLimitMiddleware,
-    FieldError,
-    Problem,
-)
+from pipeline.api.problems import FieldError, Problem
 from pipeline.api.redrive import router as redrive_router
 from pipeline.api.routes import register_routes
 from pipeline.api.submission import JobOptions, JobSubmission

@@ -364,7 +364,7 @@ async def read_submission(request: Request, max_part_bytes: int, max_file_bytes:
     """The submission from a JSON or multipart body; 415 for any other media type.
 
     ``max_part_bytes`` bounds the text parts, ``max_file_bytes`` the uploaded file
-    (the body's own limit, :class:`~pipeline.api.problems.BodyLimitMiddleware`, is
+    (the body's own limit, :class:`~pipeline.api.body_limit.BodyLimitMiddleware`, is
     above it for uploads)."""
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media == "application/json" or media.endswith("+json"):
