@@ -259,6 +259,13 @@ def _key_args(p: argparse.ArgumentParser) -> None:
         help="refuse the key (401 key_expired) after this long: 90d, 12h, 30m or seconds "
         "(default: never)",
     )
+    p.add_argument(
+        "--label",
+        default=None,
+        help='a name people know the key by ("Ana Ruiz"), shown in the console as who '
+        "reviewed or re-drove a job (default: the key's prefix); printable, at most 100 "
+        "characters",
+    )
 
 
 @command("keys create", "create an API key for a tenant (the secret is printed once)", _key_args)
@@ -267,7 +274,13 @@ def _keys_create(args: argparse.Namespace, settings: Settings) -> int:
     scopes = tuple(args.scope or ["jobs"])
     key = _run(
         settings,
-        lambda c: issue_key(c, tenant_ref(args), scopes=scopes, expires_in_seconds=args.expires_in),
+        lambda c: issue_key(
+            c,
+            tenant_ref(args),
+            scopes=scopes,
+            expires_in_seconds=args.expires_in,
+            label=args.label,
+        ),
     )
     out = {
         "tenant_id": str(key.tenant_id),
@@ -275,21 +288,25 @@ def _keys_create(args: argparse.Namespace, settings: Settings) -> int:
         "api_key": key.secret,
         "scopes": list(key.scopes),
         "expires_at": key.expires_at.isoformat() if key.expires_at else None,
+        "label": key.label,
     }
     print(json.dumps(out))
     return 0
 
 
 @command(
-    "keys list", "a tenant's keys: id, prefix, scopes, created, expires, revoked", tenant_options
+    "keys list",
+    "a tenant's keys: id, prefix, label, scopes, created, expires, revoked",
+    tenant_options,
 )
 @_handled
 def _keys_list(args: argparse.Namespace, settings: Settings) -> int:
     for k in _run(settings, lambda c: list_keys(c, tenant_ref(args))):
         revoked = k.revoked_at.isoformat() if k.revoked_at else "-"
         expires = k.expires_at.isoformat() if k.expires_at else "never"
+        label = json.dumps(visible(k.label), ensure_ascii=False) if k.label else "-"
         print(
-            f"{k.key_id}  {k.prefix}…  scopes={','.join(k.scopes)}  "
+            f"{k.key_id}  {k.prefix}…  label={label}  scopes={','.join(k.scopes)}  "
             f"created={k.created_at.isoformat()}  expires={expires}  revoked={revoked}"
         )
     return 0

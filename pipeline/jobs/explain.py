@@ -197,9 +197,14 @@ def _delivery(d: dict[str, Any]) -> list[str]:
     return out
 
 
+def _reviewer(r: dict[str, Any]) -> str:
+    """The key behind a review: its label, else its prefix (or id)."""
+    return r.get("key_label") or f"key {r.get('key_prefix') or r['api_key_id']}"
+
+
 def _review(r: dict[str, Any]) -> list[str]:
     return [
-        f"{r['created_at']} {r['decision']} by key {r['key_prefix'] or r['api_key_id']}:"
+        f"{r['created_at']} {r['decision']} by {_reviewer(r)}:"
         f" {r['note']}  (v{r['from_state_version']} -> {r['to_state']} v{r['to_state_version']})"
     ]
 

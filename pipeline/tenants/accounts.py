@@ -24,6 +24,7 @@ import asyncpg
 from pipeline.errors import KeyExpired
 from pipeline.queries import q
 from pipeline.records import from_record
+from pipeline.tenants.key_labels import key_label
 from pipeline.tenants.names import tenant_name
 
 KEY_PREFIX = "flk_"
@@ -122,15 +123,19 @@ async def create_api_key(
     scopes: tuple[str, ...] = ("jobs",),
     expires_in_seconds: float | None = None,
     now: datetime | None = None,
+    label: str | None = None,
 ) -> tuple[uuid.UUID, str]:
     """Create a key; return (key id, the secret). The secret is shown once, never stored.
 
     Args:
         expires_in_seconds: the key is refused from ``now`` + this on; None: never.
         now: the creation time (None: the database's clock).
+        label: the key's human-readable name ("Ana Ruiz"; None: none), checked by
+            :func:`pipeline.tenants.key_labels.key_label` (ValueError when refused).
     """
     if expires_in_seconds is not None and not expires_in_seconds > 0:
         raise ValueError("a key's expiry must lie in the future")
+    stored_label = key_label(label)
     secret = KEY_PREFIX + secrets.token_urlsafe(32)
     row = await conn.fetchrow(
         q("api_key_insert"),
@@ -141,6 +146,7 @@ async def create_api_key(
         list(scopes),
         expires_in_seconds,
         now,
+        stored_label,
     )
     return row["id"], secret
 

@@ -39,6 +39,7 @@ from pipeline.tenants.accounts import (
     list_tenants,
     revoke_api_key,
 )
+from pipeline.tenants.key_labels import key_label
 
 SCOPES = frozenset({"jobs", "review", "operator"})
 #: The tenant ``fenceline up`` creates on a database without tenants, so the review
@@ -57,6 +58,7 @@ class IssuedKey:
     secret: str
     scopes: tuple[str, ...]
     expires_at: datetime | None = None
+    label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class KeyInfo:
     created_at: datetime
     revoked_at: datetime | None
     expires_at: datetime | None = None
+    label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,21 +133,29 @@ async def issue_key(
     *,
     scopes: tuple[str, ...] = ("jobs",),
     expires_in_seconds: float | None = None,
+    label: str | None = None,
 ) -> IssuedKey:
-    """A new key for ``tenant`` (id or name), refused after ``expires_in_seconds`` if given.
+    """A new key for ``tenant`` (id or name), refused after ``expires_in_seconds`` if given,
+    named ``label`` if given (ValueError for a label the text-safety rule refuses).
 
     Rotation without downtime: issue the new key (optionally expiring), move the
     clients to it, then revoke the old one — or give the old one an end by
     having issued it with an expiry in the first place.
     """
     checked = check_scopes(scopes)
+    stored_label = key_label(label)
     t = await resolve_tenant(conn, tenant)
     key_id, secret = await create_api_key(
-        conn, t.id, scopes=checked, expires_in_seconds=expires_in_seconds
+        conn, t.id, scopes=checked, expires_in_seconds=expires_in_seconds, label=stored_label
     )
     expires_at = await conn.fetchval(q("api_key_expiry_get"), key_id)
     return IssuedKey(
-        key_id=key_id, tenant_id=t.id, secret=secret, scopes=checked, expires_at=expires_at
+        key_id=key_id,
+        tenant_id=t.id,
+        secret=secret,
+        scopes=checked,
+        expires_at=expires_at,
+        label=stored_label,
     )
 
 

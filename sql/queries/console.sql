@@ -158,6 +158,6 @@ ORDER BY d.updated_at DESC, d.id
 LIMIT $4;
 
 -- name: console_api_key_names_for_tenant
--- The human-readable prefix of each of the tenant's keys in $2 (who reviewed,
--- corrected or re-drove a job); another tenant's key is not named.
-SELECT id, key_prefix FROM api_keys WHERE tenant_id = $1 AND id = ANY($2::uuid[]);
+-- The label and human-readable prefix of each of the tenant's keys in $2 (who
+-- reviewed, corrected or re-drove a job); another tenant's key is not named.
+SELECT id, key_prefix, label FROM api_keys WHERE tenant_id = $1 AND id = ANY($2::uuid[]);

@@ -43,7 +43,7 @@ RETURNING id, name, weight, max_in_flight, max_pending_jobs, max_pending_bytes,
           max_pending_tokens, spend_budget, allowed_currencies, created_at;
 
 -- name: api_key_list_for_tenant
-SELECT id, key_prefix, scopes, created_at, revoked_at, expires_at
+SELECT id, key_prefix, label, scopes, created_at, revoked_at, expires_at
 FROM api_keys WHERE tenant_id = $1 ORDER BY created_at, id;
 
 -- name: document_exists_for_tenant

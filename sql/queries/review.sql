@@ -72,7 +72,7 @@ RETURNING id, created_at;
 
 -- name: review_correction_list_for_job
 -- The corrections of one job, oldest first (console, explain). $1 job, $2 tenant.
-SELECT c.id, c.api_key_id, k.key_prefix, c.from_state_version, c.to_state,
+SELECT c.id, c.api_key_id, k.key_prefix, k.label AS key_label, c.from_state_version, c.to_state,
        c.to_state_version, c.changes, c.reasons_before, c.reasons_after, c.overrides, c.note,
        c.created_at
 FROM review_corrections c
@@ -82,7 +82,7 @@ WHERE c.job_id = $1 AND c.tenant_id = $2 ORDER BY c.created_at, c.id;
 -- name: review_decision_list_for_job
 -- The decisions on one job, oldest first (explain). $1 job, $2 tenant.
 SELECT d.id, d.decision, d.note, d.from_state_version, d.to_state, d.to_state_version,
-       d.created_at, d.api_key_id, k.key_prefix
+       d.created_at, d.api_key_id, k.key_prefix, k.label AS key_label
 FROM review_decisions d LEFT JOIN api_keys k ON k.id = d.api_key_id AND k.tenant_id = d.tenant_id
 WHERE d.job_id = $1 AND d.tenant_id = $2
 ORDER BY d.created_at, d.id;

@@ -21,11 +21,12 @@ SELECT id, name, weight, max_in_flight, max_pending_jobs, max_pending_bytes,
 FROM tenants ORDER BY name;
 
 -- name: api_key_insert
--- $6: seconds until the key expires (NULL: never); $7: now (NULL: the database's).
-INSERT INTO api_keys (id, tenant_id, key_hash, key_prefix, scopes, created_at, expires_at)
+-- $6: seconds until the key expires (NULL: never); $7: now (NULL: the database's);
+-- $8: the key's label (NULL: none).
+INSERT INTO api_keys (id, tenant_id, key_hash, key_prefix, scopes, created_at, expires_at, label)
 VALUES ($1, $2, $3, $4, $5, coalesce($7, now()),
-        coalesce($7, now()) + make_interval(secs => $6::double precision))
-RETURNING id, tenant_id, key_prefix, scopes, created_at, expires_at;
+        coalesce($7, now()) + make_interval(secs => $6::double precision), $8)
+RETURNING id, tenant_id, key_prefix, scopes, created_at, expires_at, label;
 
 -- name: api_key_lookup
 -- Lookup by the sha256 of the presented key; the unique index makes this one

@@ -138,8 +138,8 @@ class ConsoleViews:
                 "from_file": bool,
             },
             next_job=nxt,
-            decisions=[dict(d.items()) for d in decisions],
-            corrections=[dict(c.items()) for c in corrections],
+            decisions=[_with_who(d) for d in decisions],
+            corrections=[_with_who(c) for c in corrections],
         )
 
     async def dashboard(self, principal: Principal, now: datetime | None = None) -> Dashboard:
@@ -210,7 +210,8 @@ class ConsoleViews:
 
     async def timeline(self, principal: Principal, job_id: uuid.UUID) -> dict[str, Any]:
         """The ``explain`` data of one of the principal's jobs, each review, correction
-        and re-drive with ``who``: the acting key's human-readable prefix, not its id."""
+        and re-drive with ``who``: the acting key's label where it has one, else its
+        human-readable prefix; never its id."""
         async with self._acquire() as conn:
             owned = await conn.fetchval(q("job_get_for_tenant"), job_id, principal.tenant_id)
         if owned is None:
@@ -222,15 +223,28 @@ class ConsoleViews:
             rows = await conn.fetch(
                 q("console_api_key_names_for_tenant"), principal.tenant_id, list(ids)
             )
-        names = {r["id"]: r["key_prefix"] for r in rows}
+        names = {r["id"]: key_name(r["label"], r["key_prefix"]) for r in rows}
         for act in acts:
             key = _acting_key(act)
             act["who"] = (
-                f"key {names[key]}\u2026"
+                names[key]
                 if key in names
                 else str(act.get("requested_by") or "a key no longer known")
             )
         return data
+
+
+def key_name(label: str | None, prefix: str | None) -> str:
+    """How the console names the key behind an act: its label ("Ana Ruiz"), else its
+    printed prefix ("key flk_AbCd…")."""
+    if label:
+        return label
+    return f"key {prefix}\u2026" if prefix else "a key no longer known"
+
+
+def _with_who(row: asyncpg.Record) -> dict[str, Any]:
+    """A review or correction row with ``who``: its key's name (see :func:`key_name`)."""
+    return {**dict(row.items()), "who": key_name(row["key_label"], row["key_prefix"])}
 
 
 def _acting_key(act: dict[str, Any]) -> uuid.UUID | None:
