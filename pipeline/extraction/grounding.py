@@ -30,6 +30,7 @@ from decimal import Decimal
 
 from babel.numbers import get_territory_currencies
 
+from pipeline.extraction.amount_due import amount_due_reasons
 from pipeline.extraction.answer import Answer, known_tax_lines, table_items
 from pipeline.extraction.dates import DateReader
 from pipeline.extraction.invoice_number import invoice_number_at
@@ -390,7 +391,8 @@ def ground_in(answer: Answer, doc: Layout) -> Grounding:
     """
     g = _Grounder(answer, doc)
     extraction = g.run()
-    return Grounding(extraction, g.reasons, g.changes)
+    gross = extraction.gross_total.value if extraction.gross_total is not None else None
+    return Grounding(extraction, g.reasons + amount_due_reasons(doc, gross), g.changes)
 
 
 #: The grounder itself, for grounding one value at a time (a reviewer's correction,

@@ -61,6 +61,9 @@ class ReasonCode(StrEnum):
     EINVOICE_INVALID = "einvoice_invalid"
     #: The page of a PDF e-invoice does not print what its embedded XML states.
     XML_TEXT_MISMATCH = "xml_text_mismatch"
+    #: The page states an amount to pay other than the gross total (a payment already
+    #: made, a deposit): contract v2 holds the gross only, so the ERP would pay it again.
+    AMOUNT_DUE_DIFFERS = "amount_due_differs"
 
 
 @dataclass(frozen=True)

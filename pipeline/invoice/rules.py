@@ -66,6 +66,7 @@ RULES: Mapping[str, str] = {
     "totals.exchanged.net_tax": "the net and tax totals written in each other's fields",
     "totals.exchanged.net_gross": "the net and gross totals written in each other's fields",
     "totals.exchanged.tax_gross": "the tax and gross totals written in each other's fields",
+    "totals.amount_due_differs": "the page prints an amount to pay other than the gross total",
     # a reviewer's correction
     "correction.not_printed": "the corrected value is not printed in the document",
     "correction.row_not_printed": "the corrected row is printed on no row of the document",

@@ -432,8 +432,10 @@ def test_table_covers_every_reason_code() -> None:
     # tests/unit/test_grounding.py and tests/unit/test_role_proofs.py;
     # duplicate_invoice from the job store: tests/integration/test_duplicate_invoices.py;
     # ocr_unverified from the worker's interpretation: tests/unit/test_document_stage.py;
-    # the e-invoice reader's three: tests/unit/test_einvoice_reader.py.
+    # the e-invoice reader's three: tests/unit/test_einvoice_reader.py;
+    # amount_due_differs from grounding's page check: tests/unit/test_amount_due.py.
     elsewhere = {
+        ReasonCode.AMOUNT_DUE_DIFFERS,
         ReasonCode.EINVOICE_NOT_HOLDABLE,
         ReasonCode.EINVOICE_INVALID,
         ReasonCode.XML_TEXT_MISMATCH,
