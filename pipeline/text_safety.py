@@ -141,3 +141,21 @@ def safe_text_pattern(*, multiline: bool = False) -> str:
             ranges.append((code, code))
     body = "".join(f"\\u{lo:04x}" if lo == hi else f"\\u{lo:04x}-\\u{hi:04x}" for lo, hi in ranges)
     return f"^[^{body}]*$"
+
+
+def one_line_name(raw: str, what: str, max_length: int) -> str:
+    """``raw`` as a name is stored (NFC, trimmed: a tenant's name, a key's label), or
+    ValueError saying why not: blank, longer than ``max_length``, or holding a
+    character a person cannot see or a white space other than a plain space (named by
+    code point, never echoed)."""
+    name = unicodedata.normalize("NFC", raw).strip()
+    if not name:
+        raise ValueError(f"{what} cannot be blank")
+    if len(name) > max_length:
+        raise ValueError(f"{what} has at most {max_length} characters")
+    hidden = first_invisible(name)
+    if hidden is None:
+        hidden = next((c for c in name if c.isspace() and c != " "), None)
+    if hidden is not None:
+        raise ValueError(f"{what} cannot contain {describe(hidden)}")
+    return name

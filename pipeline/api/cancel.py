@@ -62,18 +62,7 @@ class CancelOut(BaseModel):
 
     @classmethod
     def of(cls, c: Cancelled) -> CancelOut:
-        return cls(
-            job_id=c.job_id,
-            cancellation_id=c.cancellation_id,
-            cancelled_from=c.from_state,
-            state_version=c.state_version,
-            requested_by=c.requested_by,
-            reason=c.reason,
-            deliveries_cancelled=list(c.deliveries_cancelled),
-            deliveries_sent=list(c.deliveries_sent),
-            created_at=c.created_at,
-            repeated=c.repeated,
-        )
+        return cls.model_validate(c, from_attributes=True)
 
 
 @router.post(

@@ -53,13 +53,12 @@ from pipeline.api.correction_edits import (
     with_node,
 )
 from pipeline.api.problems import (
-    UNSAFE_NOTE_NOTE,
     UNSAFE_TEXT_NOTE,
     ApiProblem,
     refuse_unsafe_text,
     safe_text_schema,
 )
-from pipeline.api.review import job_for_review
+from pipeline.api.review import NoteText, job_for_review
 from pipeline.api.submission import JsonInt
 from pipeline.clock import Clock
 from pipeline.extraction import (
@@ -76,16 +75,6 @@ from pipeline.validation import policy_for, validate
 
 #: At most this many values in one correction (header fields plus row values).
 MAX_CORRECTED_VALUES = 2000
-NoteText = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=4000,
-        pattern=r"^[^\x00]*$",
-        description=UNSAFE_NOTE_NOTE,
-        json_schema_extra=safe_text_schema(multiline=True),
-    ),
-]
 ValueText = Annotated[
     str,
     Field(

@@ -101,15 +101,7 @@ class RedriveOut(BaseModel):
 
     @classmethod
     def of(cls, r: Redriven) -> RedriveOut:
-        return cls(
-            redrive_id=r.redrive_id,
-            job_id=r.job_id,
-            attempts_before=r.attempts_before,
-            max_attempts=r.max_attempts,
-            state_version=r.state_version,
-            deadline_at=r.deadline_at,
-            created_at=r.created_at,
-        )
+        return cls.model_validate(r, from_attributes=True)
 
 
 class RedriveReportOut(BaseModel):

@@ -62,22 +62,26 @@ async def job_for_review(
     return job
 
 
+#: A reviewer's note: required text, newlines kept, under the stored-text rule.
+NoteText = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=4000,
+        pattern=r"^[^\x00]*$",
+        description=UNSAFE_NOTE_NOTE,
+        json_schema_extra=safe_text_schema(multiline=True),
+    ),
+]
+
+
 class ReviewDecisionIn(BaseModel):
     """A reviewer's decision on the version of the job they inspected."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     decision: Literal["approve", "reject"]
-    note: Annotated[
-        str,
-        Field(
-            min_length=1,
-            max_length=4000,
-            pattern=r"^[^\x00]*$",
-            description=UNSAFE_NOTE_NOTE,
-            json_schema_extra=safe_text_schema(multiline=True),
-        ),
-    ]
+    note: NoteText
     state_version: JsonInt = Field(
         ge=1, le=2_000_000_000, description="The state_version the reviewer saw."
     )

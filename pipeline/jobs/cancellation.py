@@ -61,7 +61,7 @@ class Cancelled:
     cancellation_id: uuid.UUID
     requested_by: str
     reason: str | None
-    from_state: JobState
+    cancelled_from: JobState
     state_version: int
     fence_before: int
     fence_after: int
@@ -163,7 +163,7 @@ def _cancelled(row: asyncpg.Record, *, repeated: bool) -> Cancelled:
         cancellation_id=row["id"],
         requested_by=row["requested_by"],
         reason=row["reason"],
-        from_state=JobState(row["from_state"]),
+        cancelled_from=JobState(row["from_state"]),
         state_version=row["to_state_version"],
         fence_before=row["fence_before"],
         fence_after=row["fence_after"],

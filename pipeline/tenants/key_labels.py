@@ -10,9 +10,7 @@ other than the plain space. Migration 030 keeps the bounds.
 
 from __future__ import annotations
 
-import unicodedata
-
-from pipeline.text_safety import describe, first_invisible
+from pipeline.text_safety import one_line_name
 
 MAX_LENGTH = 100
 
@@ -26,15 +24,4 @@ def key_label(raw: str | None) -> str | None:
     """
     if raw is None:
         return None
-    label = unicodedata.normalize("NFC", raw).strip()
-    if not label:
-        raise ValueError("a key label cannot be blank")
-    if len(label) > MAX_LENGTH:
-        raise ValueError(f"a key label has at most {MAX_LENGTH} characters")
-    hidden = first_invisible(label)
-    if hidden is not None:
-        raise ValueError(f"a key label cannot contain {describe(hidden)}")
-    spaces = [c for c in label if c.isspace() and c != " "]
-    if spaces:
-        raise ValueError(f"a key label cannot contain {describe(spaces[0])}")
-    return label
+    return one_line_name(raw, "a key label", MAX_LENGTH)

@@ -16,10 +16,9 @@ an id, so no name can stand for another tenant. Invariants of a stored name:
 
 from __future__ import annotations
 
-import unicodedata
 import uuid
 
-from pipeline.text_safety import describe, first_invisible
+from pipeline.text_safety import one_line_name
 
 MAX_LENGTH = 100
 
@@ -40,17 +39,7 @@ def tenant_name(raw: str) -> str:
         ValueError: blank, too long, an invisible or non-space white-space character,
             or UUID-shaped.
     """
-    name = unicodedata.normalize("NFC", raw).strip()
-    if not name:
-        raise ValueError("a tenant name cannot be blank")
-    if len(name) > MAX_LENGTH:
-        raise ValueError(f"a tenant name has at most {MAX_LENGTH} characters")
-    hidden = first_invisible(name)
-    if hidden is not None:
-        raise ValueError(f"a tenant name cannot contain {describe(hidden)}")
-    spaces = [c for c in name if c.isspace() and c != " "]
-    if spaces:
-        raise ValueError(f"a tenant name cannot contain {describe(spaces[0])}")
+    name = one_line_name(raw, "a tenant name", MAX_LENGTH)
     if _uuid_shaped(name):
         raise ValueError("a tenant name cannot look like a tenant id (a UUID)")
     return name

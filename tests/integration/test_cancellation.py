@@ -71,7 +71,7 @@ async def test_cancel_ready_job_is_final_audited_and_never_claimed(pool: asyncpg
     assert after["finished_at"] is not None
     assert after["fence"] == before["fence"]  # no lease to fence off
     assert after["state_version"] == done.state_version > before["state_version"]
-    assert done.from_state is JobState.READY and not done.repeated
+    assert done.cancelled_from is JobState.READY and not done.repeated
     assert await store.claim("w") == []
     event = await last_event(pool, job.job_id)
     assert (event["from_state"], event["to_state"], event["detail"]) == (
@@ -102,7 +102,7 @@ async def test_cancel_retry_scheduled_job(pool: asyncpg.Pool) -> None:
 
     done = await cancel_job(pool, tenant.id, job.job_id, BY)
 
-    assert done.from_state is JobState.RETRY_SCHEDULED
+    assert done.cancelled_from is JobState.RETRY_SCHEDULED
     assert (await job_row(pool, job.job_id))["state"] == "CANCELLED"
 
 
@@ -114,7 +114,7 @@ async def test_cancel_running_job_makes_its_late_result_stale(pool: asyncpg.Pool
 
     done = await cancel_job(pool, tenant.id, job.job_id, BY)
 
-    assert done.from_state is JobState.RUNNING
+    assert done.cancelled_from is JobState.RUNNING
     assert (done.fence_before, done.fence_after) == (lease.fence, lease.fence + 1)
     row = await job_row(pool, job.job_id)
     assert row["state"] == "CANCELLED" and row["lease_until"] is None
