@@ -76,6 +76,10 @@ PROXY_ENV = {
     "RAY_SERVE_ENABLE_HA_PROXY": "1",
     "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "2",
     "RAY_SERVE_HAPROXY_METRICS_ENABLED": "0",
+    # uvicorn believes X-Forwarded-For/-Proto from any peer on 127.0.0.1 or ::1 by
+    # default; the intake trusts only FENCELINE_TRUSTED_PROXIES
+    # (pipeline/api/client_origin.py), so Serve's own HTTP servers trust none.
+    "FORWARDED_ALLOW_IPS": "",
 }
 
 #: Ports HAProxy and Serve's fallback proxy bind besides the HTTP port. Ray's

@@ -21,8 +21,8 @@ Invariants:
 The HTTP server must leave the peer alone for this to hold: Fenceline's
 (:func:`pipeline.api.server.server_config`) turns uvicorn's own proxy-header
 rewriting off, which would otherwise believe any peer on 127.0.0.1 or ::1
-(``FORWARDED_ALLOW_IPS``). Ray Serve's HTTP proxy is a uvicorn that keeps it: set
-``FORWARDED_ALLOW_IPS`` empty (or to the proxies) in its environment.
+(``FORWARDED_ALLOW_IPS``). Under Ray Serve, ``deployments.intake.PROXY_ENV`` and the
+KubeRay ConfigMap set ``FORWARDED_ALLOW_IPS`` empty for Serve's HTTP servers.
 """
 
 from __future__ import annotations

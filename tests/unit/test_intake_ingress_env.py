@@ -44,6 +44,8 @@ def test_an_operators_values_win_and_the_python_proxy_needs_nothing_else() -> No
 def test_kuberay_pods_run_the_same_ingress_as_fenceline_up() -> None:
     configmap = yaml.safe_load((ROOT / "kuberay/base/settings.yaml").read_text())
     assert configmap["data"]["RAY_SERVE_ENABLE_HA_PROXY"] == PROXY_ENV["RAY_SERVE_ENABLE_HA_PROXY"]
+    # uvicorn's own forwarding-header trust is off wherever Serve runs the intake.
+    assert configmap["data"]["FORWARDED_ALLOW_IPS"] == PROXY_ENV["FORWARDED_ALLOW_IPS"] == ""
 
 
 def test_serves_access_log_is_off_unless_asked_for() -> None:
