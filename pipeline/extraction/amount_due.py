@@ -7,7 +7,9 @@ paid before. Such a page goes to review, whatever the answer says:
 
 * a line under a prepaid label (``lexicon/amount_due.json``) printing a non-zero
   amount, or
-* a line under an amount-due label printing an amount other than the gross total.
+* a line under an amount-due label printing only amounts below the gross total (what
+  was paid before is no longer due; an amount to pay above the answer's gross says
+  the gross is wrong, which the totals' arithmetic names).
 
 Only amounts count (two decimals or more, no percentage): "Te betalen voor
 15-01-2026" is a due date's label, not an amount. An amount-due line equal to the
@@ -53,7 +55,7 @@ def amount_due_reasons(doc: Layout, gross: Decimal | None) -> list[Reason]:
             text = next(t for t, value in printed if value != 0)
             return [_reason(line, f"the page prints a payment already made ({text})")]
         label = next((d for d in due if d in folded), None)
-        if label is not None and gross is not None and all(v != gross for _, v in printed):
+        if label is not None and gross is not None and all(v < gross for _, v in printed):
             text = printed[-1][0]
             return [_reason(line, f"the page prints an amount to pay of {text}, not the gross")]
     return []

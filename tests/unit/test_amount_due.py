@@ -49,6 +49,9 @@ def test_what_agrees_with_the_gross_changes_nothing() -> None:
     assert _codes(TOTALS + "Erhaltene Anzahlungen      0,00\n") == []  # nothing paid before
     assert _codes(TOTALS + "Te betalen voor 15-01-2026\n") == []  # a due date's label
     assert _codes(TOTALS + "Skonto 2 %\n") == []
+    # An amount to pay above the gross: the answer's gross is wrong (the arithmetic says
+    # so), no advance was paid.
+    assert _codes(TOTALS + "Zahlbetrag      18.310,63\n", Decimal("15387.08")) == []
 
 
 def test_a_perfect_answer_on_a_page_with_an_advance_goes_to_review() -> None:
