@@ -428,10 +428,12 @@ WHERE tenant_id = $1 AND supplier = $2 AND invoice_number = $3 AND gross_total =
 
 -- name: job_options_insert
 -- In the accepting transaction, for a new job accepted with options: $1 job,
--- $2 tenant, $3 the options object. The job must be the tenant's.
+-- $2 tenant, $3 the options object. The job must be the tenant's (read by its
+-- primary key: with "tenant_id = $2" the planner reads both columns from the
+-- tenant's state-page index instead).
 INSERT INTO job_options (job_id, tenant_id, options)
 SELECT j.id, j.tenant_id, $3::jsonb
-FROM extraction_jobs j WHERE j.id = $1 AND j.tenant_id = $2
+FROM extraction_jobs j WHERE j.id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2
 RETURNING job_id;
 
 -- name: job_options_get_for_tenant
