@@ -57,12 +57,12 @@ def embedded_invoices(tree: CorpusTree) -> Iterator[EmbeddedInvoice | str]:
         yield EmbeddedInvoice(path, xml, "\f".join(p.laid_out().text for p in pages))
 
 
-def decide(xml: bytes, page: str, text: str | None = None) -> Interpretation:
+def decide(xml: bytes, page: str) -> Interpretation:
     """``xml`` (CII or UBL) with ``page`` through the worker's e-invoice path, for a tenant
     that has the XML's own supplier, IBANs and currency on file, the day after its issue.
 
-    ``text`` is what validation reads (default: the page); a standalone XML upload has no
-    page and is validated on its own text, as the worker does."""
+    An empty ``page`` is a standalone XML upload: no page, validated on what the XML
+    states, as the worker does."""
     try:
         facts: InvoiceFacts | None = read_invoice_xml(xml)
     except NotAnEInvoice:
@@ -78,7 +78,6 @@ def decide(xml: bytes, page: str, text: str | None = None) -> Interpretation:
     master = TenantMasterData(suppliers, currencies)
     return interpret_einvoice(
         xml,
-        page if text is None else text,
         master,
         today=today,
         page_text=page if page.strip() else None,

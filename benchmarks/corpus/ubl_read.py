@@ -5,9 +5,10 @@ e-invoice path (issue 44).
 source (a bare git mirror, read at ``HEAD``, or a folder; for example
 ``ConnectingEurope/eInvoicing-EN16931`` and ``itplr-kosit/xrechnung-testsuite``) whose
 root element is a UBL 2.1 ``Invoice`` or ``CreditNote``, and decides it with
-:func:`pipeline.worker.interpret_einvoice` as an XML upload would be (its text is the XML,
-no page): a tenant that has the XML's supplier, IBANs and currency on file, "today" the
-day after issue. It prints how many were read, how many have no holdability obstacle,
+:func:`pipeline.worker.interpret_einvoice` as an XML upload would be (no page:
+validation reads what the XML states): a tenant that has the XML's supplier, IBANs and
+currency on file, "today" the day after issue.
+It prints how many were read, how many have no holdability obstacle,
 SUCCEEDED and REVIEW_REQUIRED with each reason (``einvoice_not_holdable`` by obstacle),
 and the time per invoice. Files that are no UBL invoice (CII, schemas, validator test
 sets wrapping an invoice) are counted by why, not read.
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                 skipped[f"root {local(root.tag)}"] += 1
                 continue
             started = time.perf_counter()
-            outcome = decide(xml, "", xml.decode("utf-8", errors="replace"))
+            outcome = decide(xml, "")
             times.append(time.perf_counter() - started)
             stats["read"] += 1
             if not obstacles(ubl_facts(root)):

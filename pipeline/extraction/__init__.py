@@ -23,8 +23,12 @@ from pipeline.extraction.cii import (
     read_cii,
 )
 from pipeline.extraction.einvoice import (
-    EINVOICE_READER,
+    CII_READER,
+    EINVOICE_READERS,
+    UBL_READER,
     EInvoiceReading,
+    einvoice_reader,
+    is_einvoice_reader,
     is_embedded_invoice,
     read_einvoice,
     read_invoice_xml,
@@ -64,15 +68,17 @@ from pipeline.extraction.xml_schema import warm_schemas
 from pipeline.extraction.xml_tree import NotAnEInvoice
 
 __all__ = [
+    "CII_READER",
     "CONTRACT_V1",
     "CONTRACT_V2",
     "CORRECTABLE_FIELDS",
     "CREDIT_NOTE_TYPES",
     "DEFAULT_CONTRACT",
     "DEFAULT_LIMITS",
-    "EINVOICE_READER",
+    "EINVOICE_READERS",
     "ROW_FIELDS",
     "SIZE_LIMITS",
+    "UBL_READER",
     "Change",
     "ChatMessage",
     "Completion",
@@ -96,8 +102,10 @@ __all__ = [
     "build_messages",
     "document_in_prompt",
     "due_date_from_terms",
+    "einvoice_reader",
     "ground_correction",
     "ground_row_correction",
+    "is_einvoice_reader",
     "is_embedded_invoice",
     "obstacles",
     "over_limit",

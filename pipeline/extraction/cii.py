@@ -31,7 +31,7 @@ from pipeline.extraction.einvoice_facts import (
     TaxFacts,
     due_date_from_terms,
 )
-from pipeline.extraction.xml_tree import NotAnEInvoice, XmlPaths, parse_xml
+from pipeline.extraction.xml_tree import NotAnEInvoice, XmlPaths, parse_xml, stated_amounts
 from pipeline.extraction.xml_tree import child as _child
 from pipeline.extraction.xml_tree import children as _children
 from pipeline.extraction.xml_tree import decimal as _decimal
@@ -271,4 +271,5 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         ),
         tax_lines=tuple(_tax(el, where) for el in _children(settlement, "ApplicableTradeTax")),
         paths={name: where(el) for name, el in sources.items() if el is not None},
+        stated_amounts=stated_amounts(root),
     )

@@ -59,8 +59,13 @@ from pipeline.invoice import (
     TaxLine,
 )
 
-#: The reader recorded beside a result read from XML.
-EINVOICE_READER = "cii-xml/1"
+#: The reader recorded beside a result read from CII XML (the attempt's engine).
+CII_READER = "cii-xml/1"
+#: The reader recorded beside a result read from UBL XML (the attempt's engine).
+UBL_READER = "ubl-xml/1"
+#: Either reader: a PDF's kept text names the one its embedded XML is read by, and a
+#: retry reads the XML again wherever one of them is named.
+EINVOICE_READERS = (CII_READER, UBL_READER)
 #: Names of the embedded file that carries the XML of a Factur-X/ZUGFeRD/XRechnung PDF.
 EMBEDDED_XML_NAMES = frozenset(
     {"factur-x.xml", "zugferd-invoice.xml", "xrechnung.xml"}  # compared lower-cased
@@ -76,6 +81,21 @@ class EInvoiceReading:
     extraction: Extraction
     reasons: tuple[Reason, ...]
     facts: InvoiceFacts | None = None
+    #: Which reader read it (:data:`CII_READER`, :data:`UBL_READER`).
+    reader: str = CII_READER
+
+    def stated_text(self) -> str:
+        """What the XML states that validation's text rules read, one statement a line.
+
+        An XML upload has no page: its markup is no document text, and read as one, any
+        identifier such as ``ANG987654321`` is a price in another currency. What the XML
+        states instead: every amount with its ``currencyID`` (``119.00 EUR``, so a second
+        currency pricing the invoice is still ``currency_mixed``) and every IBAN it names
+        (so an IBAN the XML states is one the document states).
+        """
+        if self.facts is None:
+            return ""
+        return "\n".join((*self.facts.stated_amounts, *self.facts.ibans))
 
 
 def is_embedded_invoice(name: str) -> bool:
@@ -116,6 +136,21 @@ def _not_holdable(field: str, detail: str) -> Reason:
     return Reason(ReasonCode.EINVOICE_NOT_HOLDABLE, field, detail, rule="einvoice.not_holdable")
 
 
+def einvoice_reader(xml: bytes) -> str:
+    """The reader of ``xml``: UBL's for a UBL root, CII's for anything else (the CII
+    reader is also the one that refuses what is neither)."""
+    try:
+        root = parse_xml(xml)
+    except NotAnEInvoice:
+        return CII_READER
+    return UBL_READER if is_ubl(root) else CII_READER
+
+
+def is_einvoice_reader(derived_by: str) -> bool:
+    """Whether a kept text's reader names an e-invoice reader (a PDF with its XML)."""
+    return any(reader in derived_by for reader in EINVOICE_READERS)
+
+
 def read_invoice_xml(xml: bytes) -> InvoiceFacts:
     """The facts of a CII or UBL e-invoice, the syntax told by its root element.
 
@@ -144,7 +179,8 @@ def read_einvoice(xml: bytes, page_text: str | None = None) -> EInvoiceReading:
     reasons += [_not_holdable(o.field, str(o)) for o in obstacles(facts)]
     if page_text is not None:
         reasons += page_mismatches(facts, page_text)
-    return EInvoiceReading(extraction, tuple(reasons), facts)
+    reader = UBL_READER if facts.syntax.startswith("UBL") else CII_READER
+    return EInvoiceReading(extraction, tuple(reasons), facts, reader)
 
 
 def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:

@@ -104,6 +104,8 @@ class InvoiceFacts:
     tax_lines: tuple[TaxFacts, ...] = field(default=())
     #: The XML path each header field was read from (``invoice_number``, ``gross_total``...).
     paths: Mapping[str, str] = field(default_factory=dict)
+    #: Every amount stated with a ``currencyID``, as ``"119.00 EUR"`` (in document order).
+    stated_amounts: tuple[str, ...] = field(default=())
 
     @property
     def profile(self) -> str:

@@ -43,6 +43,7 @@ from pipeline.extraction.xml_tree import (
     namespace,
     parse_xml,
     path,
+    stated_amounts,
     text,
 )
 
@@ -227,4 +228,5 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
         items=tuple(_item(el, quantity_name, line_name, where) for el in children(root, line_name)),
         tax_lines=tuple(_tax(el, where) for t in tax_totals for el in children(t, "TaxSubtotal")),
         paths={name: where(el) for name, el in sources.items() if el is not None},
+        stated_amounts=stated_amounts(root),
     )

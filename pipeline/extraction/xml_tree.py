@@ -99,6 +99,17 @@ def decimal(el: ET.Element | None) -> Decimal | None:
     return value if value.is_finite() else None
 
 
+def stated_amounts(root: ET.Element) -> tuple[str, ...]:
+    """Every amount the XML states with its currency, as ``"119.00 EUR"``: each element
+    that carries a ``currencyID`` attribute (UBL writes one on every amount, CII on a
+    few). What the XML prices the invoice in, and nothing else of its text."""
+    return tuple(
+        f"{text(el) or ''} {currency}".strip()
+        for el in root.iter()
+        if (currency := (el.get("currencyID") or "").strip())
+    )
+
+
 class XmlPaths:
     """XML paths of a tree's elements (``/rsm:CrossIndustryInvoice/.../ram:ID``).
 

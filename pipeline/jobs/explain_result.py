@@ -3,8 +3,9 @@ evidence, and the reasons it was reviewed.
 
 A result read from an e-invoice's XML (issue 44) says so: every value's evidence is
 ``match: "xml"`` with the XML path it was read from as its quote. The section then names
-the reader (the attempt's engine, ``cii-xml/1``), the tokens every attempt reported (0),
-and whether any model call was admitted (an admission grant is one). Its reasons carry
+the reader (the attempt's engine, ``cii-xml/1`` or ``ubl-xml/1``), the tokens every
+attempt reported (0), and whether any model call was admitted (an admission grant is one).
+Its reasons carry
 the XML's own (``einvoice_invalid`` with the schema validator's messages,
 ``einvoice_not_holdable``, ``xml_text_mismatch`` naming the fields the page does not
 print) beside validation's.

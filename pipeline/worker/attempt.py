@@ -177,7 +177,7 @@ class AttemptRunner:
             return await self.outcomes.retry(lease, exc, None)
         if read.einvoice is not None:  # the XML states the invoice: no model call
             page = None if read.media_type == MediaType.XML.value else text
-            return await self.outcomes.einvoice(lease, text, master, read.einvoice, page)
+            return await self.outcomes.einvoice(lease, master, read.einvoice, page)
         try:
             request = prepare_call(
                 text,

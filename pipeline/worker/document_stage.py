@@ -61,7 +61,7 @@ from pipeline.documents import (
 )
 from pipeline.documents import DocumentText as DocumentTextRead
 from pipeline.errors import DocumentRefused, DocumentStoreUnavailable
-from pipeline.extraction import EINVOICE_READER, is_embedded_invoice
+from pipeline.extraction import einvoice_reader, is_einvoice_reader, is_embedded_invoice
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.tracing import SPAN_DOCUMENT, child_span, set_error
@@ -143,7 +143,7 @@ class DocumentStage:
         if row.get("derived_text") is not None:  # read once before: the same text again
             by_ocr = OCR_READER in str(row.get("derived_reader") or "")
             einvoice = None
-            if EINVOICE_READER in str(row.get("derived_reader") or ""):
+            if is_einvoice_reader(str(row.get("derived_reader") or "")):
                 # A PDF that embeds an e-invoice: its XML is read again (only its text is
                 # kept); any other file is never read again.
                 einvoice = await asyncio.to_thread(_embedded_invoice, await self._bytes(row))
@@ -192,7 +192,7 @@ class DocumentStage:
                 else None
             )
             if einvoice is not None:
-                reader = f"{reader}+{EINVOICE_READER}"
+                reader = f"{reader}+{einvoice_reader(einvoice)}"
             empty = tuple(p.number for p in read.pages if not _has_text(p.text))
             if len(empty) == len(read.pages):
                 raise DocumentRefused(

@@ -43,6 +43,8 @@ class Interpretation:
     contract: str
     #: The values grounding changed from the answer, each with its rule id (v2 only).
     changes: tuple[Change, ...] = ()
+    #: The e-invoice reader that read it (``cii-xml/1``, ``ubl-xml/1``); None: a model's answer.
+    reader: str | None = None
 
     def result(self) -> dict[str, Any]:
         """The JSON the job stores as its result."""
@@ -95,7 +97,6 @@ def interpret(
 
 def interpret_einvoice(
     xml: bytes,
-    text: str,
     master_data: TenantMasterData,
     *,
     today: date,
@@ -104,14 +105,17 @@ def interpret_einvoice(
 ) -> Interpretation:
     """Read an e-invoice's XML without a model, then validate it as a model's answer.
 
-    ``text`` is the document's text validation reads (the XML itself for an XML upload,
-    the page for a PDF); ``page_text``, where there is a page, is cross-checked with the
-    XML (``xml_text_mismatch``). The reader's reasons (``einvoice_invalid``,
-    ``einvoice_not_holdable``, ``xml_text_mismatch``) come first; the decision is
-    SUCCEEDED only when neither the reader nor any validation rule found one. Never
-    raises on bad XML: that is a reason.
+    ``page_text`` is the page that prints the invoice (a Factur-X PDF's text), or None
+    for an XML upload. Validation reads the page where there is one, and is
+    cross-checked with the XML (``xml_text_mismatch``); an XML upload's text rules read
+    what the XML states (its amounts with their currencies, its IBANs:
+    :meth:`~pipeline.extraction.EInvoiceReading.stated_text`), never its markup. The
+    reader's reasons (``einvoice_invalid``, ``einvoice_not_holdable``,
+    ``xml_text_mismatch``) come first; the decision is SUCCEEDED only when neither the
+    reader nor any validation rule found one. Never raises on bad XML: that is a reason.
     """
     reading = read_einvoice(xml, page_text)
+    text = reading.stated_text() if page_text is None else page_text
     checked = validate(reading.extraction, text, master_data, today=today, policy=policy)
     reasons = (*reading.reasons, *checked.reasons)
     report = ValidationReport(
@@ -120,4 +124,4 @@ def interpret_einvoice(
         checked.policy_version,
         CONTRACT_V2,
     )
-    return Interpretation(reading.extraction, report, CONTRACT_V2)
+    return Interpretation(reading.extraction, report, CONTRACT_V2, reader=reading.reader)

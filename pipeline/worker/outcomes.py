@@ -24,7 +24,7 @@ from typing import Any
 from opentelemetry import trace as trace_api
 
 from pipeline.errors import LeaseLost, MalformedOutput, RetryableError, TerminalError
-from pipeline.extraction import EINVOICE_READER, Completion, ExtractionCall
+from pipeline.extraction import Completion, ExtractionCall
 from pipeline.hooks import Hooks
 from pipeline.invoice import TenantMasterData
 from pipeline.jobs import GroupCommit, JobStore, Lease, Settled, Success
@@ -118,21 +118,21 @@ class AttemptOutcomes:
     async def einvoice(
         self,
         lease: Lease,
-        text: str,
         master: TenantMasterData,
         xml: bytes,
         page_text: str | None,
     ) -> AttemptReport:
         """Settle an e-invoice read from its XML: validated like an answer, 0 tokens."""
-        with child_span(SPAN_VALIDATE, {"fenceline.contract": EINVOICE_READER}) as vspan:
+        with child_span(SPAN_VALIDATE) as vspan:
             outcome = interpret_einvoice(
                 xml,
-                text,
                 master,
                 today=self.today().date(),
                 policy=self.policy,
                 page_text=page_text,
             )
+            reader = outcome.reader or ""
+            vspan.set_attribute("fenceline.contract", reader)
             vspan.set_attribute("fenceline.decision", outcome.report.decision.value)
             vspan.set_attribute(
                 "fenceline.reasons",
@@ -143,7 +143,7 @@ class AttemptOutcomes:
             if outcome.report.decision is Decision.SUCCEEDED
             else JobState.REVIEW_REQUIRED
         )
-        usage = AttemptUsage(prompt_tokens=0, completion_tokens=0, engine=EINVOICE_READER)
+        usage = AttemptUsage(prompt_tokens=0, completion_tokens=0, engine=reader)
         return await self.succeed(
             lease, outcome.result(), outcome.report.as_dict(), decision, usage, None
         )

@@ -147,6 +147,13 @@ async def test_a_ubl_upload_is_recognised_and_settled_from_its_xml(
                 list(jobs.values()),
             )
         }
+        engines = await conn.fetch(
+            "SELECT engine, prompt_tokens, completion_tokens FROM job_attempts"
+            " WHERE job_id = ANY($1::uuid[])",
+            list(jobs.values()),
+        )
+    # Read by the UBL reader, and recorded as such: 0 tokens, no model.
+    assert [tuple(r) for r in engines] == [("ubl-xml/1", 0, 0)] * len(jobs)
     held = results[jobs["xrechnung-ubl.xml"]]
     assert rows[jobs["xrechnung-ubl.xml"]]["state"] == "SUCCEEDED", held["validation"]
     assert (held["result"]["invoice_number"]["value"], held["result"]["gross_total"]) == (

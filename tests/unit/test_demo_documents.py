@@ -53,16 +53,13 @@ def test_the_pdf_reads_back_as_the_text_the_demo_pasted_before() -> None:
 
 
 def test_the_e_invoice_is_read_without_a_model_field_for_field_and_accepted() -> None:
-    """What the worker does with an XML upload: the XML is the document's text and its
-    e-invoice (:func:`~pipeline.worker.interpretation.interpret_einvoice`)."""
+    """What the worker does with an XML upload: no page, the XML is its e-invoice
+    (:func:`~pipeline.worker.interpretation.interpret_einvoice`)."""
     doc, invoice = DOCUMENTS[1], WORK[1][1]
     assert doc.data is not None and doc.filename == "invoice-1.xml"
     assert sniff_media_type(doc.data, max_bytes=1 << 30) is MediaType.XML
     assert doc.content_type == MediaType.XML.value
-    text = doc.data.decode()
-    outcome = interpret_einvoice(
-        doc.data, text, invoice.master_data, today=invoice.today, page_text=None
-    )
+    outcome = interpret_einvoice(doc.data, invoice.master_data, today=invoice.today, page_text=None)
     assert outcome.report.decision is Decision.SUCCEEDED, outcome.report.as_dict()
     assert outcome.report.decision is invoice.truth_decision
     got, truth = outcome.extraction, invoice.truth

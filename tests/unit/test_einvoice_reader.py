@@ -134,19 +134,19 @@ def test_a_holdable_e_invoice_validates_to_succeeded_and_the_page_is_cross_check
     _, published, page = _xml_and_page(MUSTANG)
     xml = without_bank_code(published)
     today = date(2019, 6, 20)
-    ok = interpret_einvoice(xml, page, _mustang_master(), today=today, page_text=page)
+    ok = interpret_einvoice(xml, _mustang_master(), today=today, page_text=page)
     assert ok.report.decision is Decision.SUCCEEDED, ok.report.as_dict()
     assert ok.result()["gross_total"]["evidence"]["match"] == "xml"
     # The page prints another total and another number than the XML: a forged page.
     forged = page.replace("571,04", "517,04").replace("571.04", "517.04")
     forged = forged.replace("RE-20190610/507", "RE-20190610/508")
-    bad = interpret_einvoice(xml, forged, _mustang_master(), today=today, page_text=forged)
+    bad = interpret_einvoice(xml, _mustang_master(), today=today, page_text=forged)
     assert bad.report.decision is Decision.REVIEW_REQUIRED
     mismatch = [r for r in bad.report.reasons if r.code is ReasonCode.XML_TEXT_MISMATCH]
     assert [r.field for r in mismatch] == ["invoice_number, gross_total"]
     # Unknown to the tenant: validation's master-data checks apply as to a model's answer.
     unknown = interpret_einvoice(
-        xml, page, TenantMasterData((), frozenset({"EUR"})), today=today, page_text=page
+        xml, TenantMasterData((), frozenset({"EUR"})), today=today, page_text=page
     )
     assert ReasonCode.SUPPLIER_UNKNOWN in {r.code for r in unknown.report.reasons}
 
@@ -174,7 +174,7 @@ def test_invalid_xml_is_reviewed_with_the_parsers_message(xml: bytes, message: s
     reading = read_einvoice(xml)
     assert [r.code for r in reading.reasons] == [ReasonCode.EINVOICE_INVALID]
     assert message in reading.reasons[0].detail
-    outcome = interpret_einvoice(xml, "", _mustang_master(), today=date(2019, 6, 20))
+    outcome = interpret_einvoice(xml, _mustang_master(), today=date(2019, 6, 20))
     assert outcome.report.decision is Decision.REVIEW_REQUIRED
     assert outcome.report.reasons[0].code is ReasonCode.EINVOICE_INVALID
 
@@ -204,9 +204,13 @@ async def test_the_document_stage_hands_on_an_xml_upload_and_an_embedded_xml(
     assert read.einvoice == xml
     assert read.text == page
     assert read.derived_by == "pdf-text-grid/1+cii-xml/1"
+    assert read_einvoice(xml).reader == "cii-xml/1"
     # A retry reads the kept text, and the embedded XML again (named by the reader kept).
     kept = {**_row(stored, "application/pdf"), "derived_text": page, "page_count": 1}
     again = await stage.read({**kept, "derived_reader": read.derived_by})
     assert again.einvoice == xml
+    # A text kept by the UBL reader's name is read again too (a UBL XML in a PDF).
+    ubl_kept = {**kept, "derived_reader": "pdf-text-grid/1+ubl-xml/1"}
+    assert (await stage.read(ubl_kept)).einvoice == xml
     # A PDF kept without the XML reader is not read again.
     assert (await stage.read({**kept, "derived_reader": "pdf-text-grid/1"})).einvoice is None

@@ -28,7 +28,7 @@ def _stored(forged: bool) -> dict[str, object]:
         (SupplierRecord("Lieferant GmbH", "DE123456789", frozenset({"DE02120300000000202051"})),),
         frozenset({"EUR"}),
     )
-    outcome = interpret_einvoice(xml, page, master, today=date(2018, 3, 15), page_text=page)
+    outcome = interpret_einvoice(xml, master, today=date(2018, 3, 15), page_text=page)
     report = outcome.report.as_dict()
     return {"result": outcome.result(), "validation": report, "decision": report["decision"]}
 

@@ -14,7 +14,13 @@ from typing import Any
 
 import pytest
 
-from pipeline.extraction import NotUblInvoice, read_einvoice, read_invoice_xml, read_ubl
+from pipeline.extraction import (
+    NotUblInvoice,
+    einvoice_reader,
+    read_einvoice,
+    read_invoice_xml,
+    read_ubl,
+)
 from pipeline.invoice import ReasonCode, SupplierRecord, TenantMasterData
 from pipeline.validation import Decision
 from pipeline.worker.interpretation import interpret_einvoice
@@ -136,15 +142,57 @@ def test_a_ubl_upload_is_decided_as_a_job_would_and_only_holdable_ones_succeed(n
         (SupplierRecord(facts.seller_name, facts.seller_vat_id or "", frozenset(facts.ibans)),),
         frozenset({facts.currency or ""}),
     )
-    outcome = interpret_einvoice(
-        xml, xml.decode(), master, today=facts.issue_date + timedelta(days=1)
-    )
+    outcome = interpret_einvoice(xml, master, today=facts.issue_date + timedelta(days=1))
     got = sorted({r.code.value for r in outcome.report.reasons})
     assert got == codes, outcome.report.as_dict()
     expected = Decision.REVIEW_REQUIRED if codes else Decision.SUCCEEDED
     assert outcome.report.decision is expected
     if obstacles:  # never a wrong accept: what contract v2 cannot hold goes to review
         assert outcome.report.decision is Decision.REVIEW_REQUIRED
+
+
+def _decide_upload(xml: bytes) -> Any:
+    """``xml`` as an XML upload, for a tenant that has its supplier on file."""
+    facts = read_invoice_xml(xml)
+    assert facts.issue_date is not None and facts.seller_name is not None
+    master = TenantMasterData(
+        (SupplierRecord(facts.seller_name, facts.seller_vat_id or "", frozenset(facts.ibans)),),
+        frozenset({facts.currency or ""}),
+    )
+    return interpret_einvoice(xml, master, today=facts.issue_date + timedelta(days=1))
+
+
+def test_a_ubl_read_is_recorded_as_read_by_the_ubl_reader() -> None:
+    xml = (DATA / "ubl-tc434-example9.xml").read_bytes()
+    assert einvoice_reader(xml) == "ubl-xml/1"
+    assert read_einvoice(xml).reader == "ubl-xml/1"
+    assert _decide_upload(xml).reader == "ubl-xml/1"
+
+
+def test_an_identifier_that_looks_like_a_price_is_no_second_currency() -> None:
+    """An XML upload's markup is no printed text: an id such as ``ANG987654321`` (ANG is
+    the Antillean guilder's code) in the invoice number and the buyer's reference is no
+    price in another currency; the accepted invoice is still accepted."""
+    xml = (DATA / "ubl-tc434-example9.xml").read_bytes()
+    tagged = xml.replace(b"<cbc:ID>20150483</cbc:ID>", b"<cbc:ID>ANG987654321</cbc:ID>")
+    tagged = tagged.replace(
+        b"<cbc:ID>iExpress 20110412</cbc:ID>", b"<cbc:ID>USD 20110412</cbc:ID>"
+    )
+    assert tagged.count(b"ANG987654321") == 1 and b"USD 20110412" in tagged
+    outcome = _decide_upload(tagged)
+    assert outcome.report.decision is Decision.SUCCEEDED, outcome.report.as_dict()
+    assert outcome.extraction.invoice_number.value == "ANG987654321"
+
+
+def test_an_amount_the_xml_states_in_another_currency_is_still_a_mixed_currency() -> None:
+    xml = (DATA / "ubl-tc434-example9.xml").read_bytes()
+    line = b'<cbc:PriceAmount currencyID="EUR">49.00</cbc:PriceAmount>'
+    priced_in_usd = xml.replace(line, line.replace(b"EUR", b"USD"))
+    assert priced_in_usd != xml
+    outcome = _decide_upload(priced_in_usd)
+    assert outcome.report.decision is Decision.REVIEW_REQUIRED
+    mixed = [r for r in outcome.report.reasons if r.code is ReasonCode.CURRENCY_MIXED]
+    assert [r.detail for r in mixed] == ["the invoice is also priced in USD, extracted EUR"]
 
 
 def test_a_credit_note_is_one_whatever_its_type_code_says() -> None:
