@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             outcome = decide(xml, "")
             times.append(time.perf_counter() - started)
             stats["read"] += 1
-            if not obstacles(ubl_facts(root)):
+            if not obstacles(ubl_facts(root), v3=True):  # the XML path holds contract v3
                 stats["no obstacle"] += 1
             stats[outcome.report.decision.value] += 1
             codes = reason_codes(outcome.report.reasons)

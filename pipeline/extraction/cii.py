@@ -26,10 +26,12 @@ from datetime import date
 
 from pipeline.extraction.einvoice_facts import (
     CREDIT_NOTE_TYPES,
+    AllowanceFacts,
     InvoiceFacts,
     ItemFacts,
     TaxFacts,
     due_date_from_terms,
+    indicator,
 )
 from pipeline.extraction.xml_tree import NotAnEInvoice, XmlPaths, parse_xml, stated_amounts
 from pipeline.extraction.xml_tree import child as _child
@@ -133,6 +135,32 @@ def _tax(el: ET.Element, where: XmlPaths) -> TaxFacts:
         base=_decimal(_child(el, "BasisAmount")),
         amount=_decimal(_child(el, "CalculatedAmount")),
         category=_text(_child(el, "CategoryCode")),
+        path=where(el),
+    )
+
+
+def _allowance(el: ET.Element, where: XmlPaths) -> AllowanceFacts:
+    """A ``SpecifiedTradeAllowanceCharge``, or a ``SpecifiedLogisticsServiceCharge`` (a
+    charge, ZUGFeRD 1.0 and EXTENDED)."""
+    if _local(el.tag) == "SpecifiedLogisticsServiceCharge":
+        tax = _child(el, "AppliedTradeTax")
+        return AllowanceFacts(
+            charge=True,
+            amount=_decimal(_child(el, "AppliedAmount")),
+            tax_rate=_decimal(_child(tax, "RateApplicablePercent", "ApplicablePercent")),
+            tax_category=_text(_child(tax, "CategoryCode")),
+            reason=_text(_child(el, "Description")),
+            reason_code=None,
+            path=where(el),
+        )
+    tax = _child(el, "CategoryTradeTax")
+    return AllowanceFacts(
+        charge=indicator(_text(_path(el, "ChargeIndicator", "Indicator"))),
+        amount=_decimal(_child(el, "ActualAmount")),
+        tax_rate=_decimal(_child(tax, "RateApplicablePercent", "ApplicablePercent")),
+        tax_category=_text(_child(tax, "CategoryCode")),
+        reason=_text(_child(el, "Reason")),
+        reason_code=_text(_child(el, "ReasonCode")),
         path=where(el),
     )
 
@@ -272,4 +300,10 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         tax_lines=tuple(_tax(el, where) for el in _children(settlement, "ApplicableTradeTax")),
         paths={name: where(el) for name, el in sources.items() if el is not None},
         stated_amounts=stated_amounts(root),
+        allowances_charges=tuple(
+            _allowance(el, where)
+            for el in _children(
+                settlement, "SpecifiedTradeAllowanceCharge", "SpecifiedLogisticsServiceCharge"
+            )
+        ),
     )

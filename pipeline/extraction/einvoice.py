@@ -45,6 +45,7 @@ from pipeline.extraction.ubl import is_ubl, ubl_facts
 from pipeline.extraction.xml_schema import check_schema
 from pipeline.extraction.xml_tree import NotAnEInvoice, parse_xml
 from pipeline.invoice import (
+    AllowanceCharge,
     Evidence,
     EvidencedAmount,
     EvidencedCurrency,
@@ -176,7 +177,7 @@ def read_einvoice(xml: bytes, page_text: str | None = None) -> EInvoiceReading:
             Reason(ReasonCode.EINVOICE_INVALID, "schema", schema.detail(), rule="einvoice.schema")
         )
     extraction = _extraction(facts, reasons)
-    reasons += [_not_holdable(o.field, str(o)) for o in obstacles(facts)]
+    reasons += [_not_holdable(o.field, str(o)) for o in obstacles(facts, v3=True)]
     if page_text is not None:
         reasons += page_mismatches(facts, page_text)
     reader = UBL_READER if facts.syntax.startswith("UBL") else CII_READER
@@ -190,7 +191,7 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
         try:
             return make()
         except (ValidationError, ValueError) as exc:
-            reasons.append(_not_holdable(field, f"{field} does not fit contract v2: {exc}"))
+            reasons.append(_not_holdable(field, f"{field} does not fit the contract: {exc}"))
             return None
 
     def evidenced(field: str, kind: type[Any], value: object) -> Any:
@@ -229,6 +230,24 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
         )
         if made_tax is not None:
             taxes.append(made_tax)
+    adjustments: list[AllowanceCharge] = []
+    for k, entry in enumerate(facts.allowances_charges):
+        if entry.charge is None or entry.amount is None or entry.tax_rate is None:
+            continue  # an obstacle says so
+        made_entry = build(
+            f"allowances_charges[{k}]",
+            lambda entry=entry: AllowanceCharge(  # type: ignore[misc]
+                kind="charge" if entry.charge else "allowance",
+                amount=entry.amount,
+                tax_rate=_rate(entry.tax_rate),
+                tax_category=entry.tax_category,
+                reason=entry.reason,
+                reason_code=entry.reason_code,
+                evidence=_evidence(entry.path),
+            ),
+        )
+        if made_entry is not None:
+            adjustments.append(made_entry)
     return Extraction(
         supplier=Supplier(
             name=evidenced("supplier.name", EvidencedText, facts.seller_name),
@@ -249,4 +268,5 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
         gross_total=evidenced("gross_total", EvidencedAmount, facts.gross_total),
         iban=evidenced("iban", EvidencedIban, facts.iban),
         uncertain_fields=(),
+        allowances_charges=tuple(adjustments),
     )

@@ -72,6 +72,32 @@ class TaxFacts:
 
 
 @dataclass(frozen=True)
+class AllowanceFacts:
+    """One document-level allowance or charge (EN 16931 BG-20, BG-21; ``None``: absent).
+
+    CII: ``SpecifiedTradeAllowanceCharge`` (``ChargeIndicator``, ``ActualAmount``,
+    ``Reason``, ``ReasonCode``, ``CategoryTradeTax``) or a ``SpecifiedLogisticsServiceCharge``
+    (a charge: ``AppliedAmount``, ``Description``, ``AppliedTradeTax``); UBL:
+    ``cac:AllowanceCharge`` (``ChargeIndicator``, ``Amount``, ``AllowanceChargeReason``,
+    ``AllowanceChargeReasonCode``, ``TaxCategory``).
+    """
+
+    charge: bool | None  # None: an indicator that is neither true nor false
+    amount: Decimal | None
+    tax_rate: Decimal | None
+    tax_category: str | None
+    reason: str | None
+    reason_code: str | None
+    path: str = ""
+
+
+def indicator(value: str | None) -> bool | None:
+    """An XML boolean (``true``/``false``, ``1``/``0``); anything else is None."""
+    folded = (value or "").strip().lower()
+    return {"true": True, "1": True, "false": False, "0": False}.get(folded)
+
+
+@dataclass(frozen=True)
 class InvoiceFacts:
     """What the XML says about one invoice, and what decides whether v2 can hold it."""
 
@@ -106,6 +132,8 @@ class InvoiceFacts:
     paths: Mapping[str, str] = field(default_factory=dict)
     #: Every amount stated with a ``currencyID``, as ``"119.00 EUR"`` (in document order).
     stated_amounts: tuple[str, ...] = field(default=())
+    #: The document-level allowances and charges, in document order.
+    allowances_charges: tuple[AllowanceFacts, ...] = field(default=())
 
     @property
     def profile(self) -> str:

@@ -1,18 +1,25 @@
-"""What an e-invoice's XML states and extraction contract v2 has no place for.
+"""What an e-invoice's XML states and the extraction contract has no place for.
 
 One list of rules, read twice: the worker's e-invoice fast path turns each
 :class:`Obstacle` into an ``einvoice_not_holdable`` reason (never a wrong accept), and
 the corpus benchmark (``benchmarks/corpus/holdable.py``) counts a document with any
-obstacle as one no faithful transcription can get SUCCEEDED. What validation checks on
+obstacle as one no faithful transcription can get SUCCEEDED.
+
+The two paths hold different contracts. A model's answer is contract v2: document-level
+allowances and charges are an obstacle. The XML path is contract v3 (``v3=True``): it
+holds them (:class:`~pipeline.invoice.AllowanceCharge`), and only an entry it cannot
+hold (no indicator, amount or VAT rate) or entries that do not sum to the totals the XML
+states is one. What validation checks on
 the values themselves (arithmetic, dates, IBAN, master data) is validation's, not here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
-from pipeline.extraction.einvoice_facts import CREDIT_NOTE_TYPES, InvoiceFacts
+from pipeline.extraction.einvoice_facts import CREDIT_NOTE_TYPES, AllowanceFacts, InvoiceFacts
 
 _CENT = Decimal("0.01")
 #: UNTDID 1001 codes that are no invoice to pay: 751 is "invoice information for accounting".
@@ -38,9 +45,68 @@ class Obstacle:
         return f"{self.code}: {self.detail}"
 
 
-def obstacles(facts: InvoiceFacts) -> list[Obstacle]:
-    """Every obstacle of ``facts``, document first, then line by line; empty: none."""
-    return [*_document(facts), *_items(facts)]
+def obstacles(facts: InvoiceFacts, *, v3: bool = False) -> list[Obstacle]:
+    """Every obstacle of ``facts``, document first, then line by line; empty: none.
+
+    ``v3``: what contract v3 holds (the XML path) is no obstacle; otherwise contract v2's
+    (a model's answer)."""
+    allowances = _allowances_v3(facts) if v3 else _allowances_v2(facts)
+    return [*_document(facts), *allowances, *_items(facts)]
+
+
+def _allowances_v2(facts: InvoiceFacts) -> list[Obstacle]:
+    charges = [v for v in (facts.charge_total, facts.allowance_total) if v]
+    if facts.document_allowances_charges or charges:
+        return [
+            Obstacle(
+                "allowances_charges",
+                "net_total",
+                f"{facts.document_allowances_charges} document-level allowance/charge entries, "
+                f"totals {', '.join(map(str, charges)) or 'none'}",
+            )
+        ]
+    return []
+
+
+def _allowances_v3(facts: InvoiceFacts) -> list[Obstacle]:
+    """Entries contract v3 cannot hold, and stated totals the entries do not make."""
+    out: list[Obstacle] = []
+    for k, entry in enumerate(facts.allowances_charges):
+        missing = [
+            name
+            for name, value in (
+                ("charge indicator", entry.charge),
+                ("amount", entry.amount),
+                ("VAT rate", entry.tax_rate),
+            )
+            if value is None
+        ]
+        if missing:
+            out.append(
+                Obstacle(
+                    "allowances_charges",
+                    f"allowances_charges[{k}]",
+                    f"entry {k + 1} states no {', '.join(missing)}",
+                )
+            )
+    for charge, stated, what in (
+        (False, facts.allowance_total, "allowance"),
+        (True, facts.charge_total, "charge"),
+    ):
+        summed = _sum(e for e in facts.allowances_charges if e.charge is charge)
+        if stated is not None and stated != summed:
+            out.append(
+                Obstacle(
+                    "allowances_charges",
+                    "net_total",
+                    f"the {what} entries sum to {summed}, the {what} total states {stated}",
+                )
+            )
+    return out
+
+
+def _sum(entries: Iterable[AllowanceFacts]) -> Decimal:
+    return sum((e.amount for e in entries if e.amount is not None), Decimal(0))
 
 
 def _document(facts: InvoiceFacts) -> list[Obstacle]:
@@ -89,16 +155,6 @@ def _document(facts: InvoiceFacts) -> list[Obstacle]:
                 "gross_total",
                 f"amount due {facts.due_payable} is not the gross total {facts.gross_total}"
                 f"{prepaid}",
-            )
-        )
-    charges = [v for v in (facts.charge_total, facts.allowance_total) if v]
-    if facts.document_allowances_charges or charges:
-        out.append(
-            Obstacle(
-                "allowances_charges",
-                "net_total",
-                f"{facts.document_allowances_charges} document-level allowance/charge entries, "
-                f"totals {', '.join(map(str, charges)) or 'none'}",
             )
         )
     return out

@@ -32,7 +32,13 @@ import re
 import xml.etree.ElementTree as ET
 from datetime import date
 
-from pipeline.extraction.einvoice_facts import InvoiceFacts, ItemFacts, TaxFacts
+from pipeline.extraction.einvoice_facts import (
+    AllowanceFacts,
+    InvoiceFacts,
+    ItemFacts,
+    TaxFacts,
+    indicator,
+)
 from pipeline.extraction.xml_tree import (
     NotAnEInvoice,
     XmlPaths,
@@ -141,6 +147,19 @@ def _tax(el: ET.Element, where: XmlPaths) -> TaxFacts:
     )
 
 
+def _allowance(el: ET.Element, where: XmlPaths) -> AllowanceFacts:
+    category = child(el, "TaxCategory")
+    return AllowanceFacts(
+        charge=indicator(text(child(el, "ChargeIndicator"))),
+        amount=decimal(child(el, "Amount")),
+        tax_rate=decimal(child(category, "Percent")),
+        tax_category=text(child(category, "ID")),
+        reason=text(child(el, "AllowanceChargeReason")),
+        reason_code=text(child(el, "AllowanceChargeReasonCode")),
+        path=where(el),
+    )
+
+
 def _scheme(party_tax_scheme: ET.Element) -> str:
     return (text(path(party_tax_scheme, "TaxScheme", "ID")) or "").upper()
 
@@ -229,4 +248,5 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
         tax_lines=tuple(_tax(el, where) for t in tax_totals for el in children(t, "TaxSubtotal")),
         paths={name: where(el) for name, el in sources.items() if el is not None},
         stated_amounts=stated_amounts(root),
+        allowances_charges=tuple(_allowance(el, where) for el in children(root, "AllowanceCharge")),
     )

@@ -11,9 +11,13 @@ never from a module inside.
 """
 
 from pipeline.invoice.contract import (
+    CONTRACT_V3,
     EXTRACTION_SCHEMA_VERSION,
     SCALAR_FIELDS,
     SUPPORTED_SCHEMA_VERSIONS,
+    V3_FIELDS,
+    AllowanceCharge,
+    AllowanceKind,
     Evidence,
     Evidenced,
     EvidencedAmount,
@@ -26,12 +30,13 @@ from pipeline.invoice.contract import (
     MatchKind,
     Supplier,
     TaxLine,
-    extraction_json_schema,
     parse_contract,
     parse_extraction,
+    uses_v3,
 )
 from pipeline.invoice.currencies import CURRENCY_SYMBOLS, ISO_4217, currency_mentions
 from pipeline.invoice.dates import date_readings, european_locales, locale_data
+from pipeline.invoice.grammar_schema import extraction_json_schema
 from pipeline.invoice.ibans import IBAN_LENGTHS, iban_checksum_ok
 from pipeline.invoice.master_data import SupplierRecord, TenantMasterData
 from pipeline.invoice.numbers import (
@@ -59,6 +64,7 @@ from pipeline.invoice.text import (
 __all__ = [
     "BIDI_CONTROLS",
     "CENT",
+    "CONTRACT_V3",
     "CURRENCY_SYMBOLS",
     "EXTRACTION_SCHEMA_VERSION",
     "IBAN_LENGTHS",
@@ -66,6 +72,9 @@ __all__ = [
     "RULES",
     "SCALAR_FIELDS",
     "SUPPORTED_SCHEMA_VERSIONS",
+    "V3_FIELDS",
+    "AllowanceCharge",
+    "AllowanceKind",
     "Evidence",
     "Evidenced",
     "EvidencedAmount",
@@ -103,4 +112,5 @@ __all__ = [
     "read_number",
     "skeleton",
     "uses_space_groups",
+    "uses_v3",
 ]

@@ -25,16 +25,18 @@ Evidence offsets: the OCR text's pages are separated by form feed (``\\f``);
 ``page`` is 1-based, ``start``/``end`` are 0-based code-point offsets within
 that page's text, ``end`` exclusive, and ``quote`` is the text at those offsets.
 
-:func:`extraction_json_schema` exports the same contract as a self-contained
-JSON schema for vLLM structured output (``response_format`` json_schema /
-guided decoding): no ``$ref``, no string formats, no numeric bounds, only
-``type``/``properties``/``required``/``items``/``anyOf``/``pattern``/
-``additionalProperties`` so xgrammar and the other backends all accept it.
+:mod:`pipeline.invoice.grammar_schema` exports the same contract as a self-contained
+JSON schema for guided decoding, contract v3's fields left out.
+
+Contract v3 (:data:`CONTRACT_V3`) adds what e-invoices state and v2 has no place for:
+document-level allowances and charges (EN 16931 BG-20/BG-21) and the supplier's tax
+registration number (BT-32). Both are optional with empty defaults, dumped only where
+set, so a v2 result reads and dumps exactly as before; only an e-invoice reader fills
+them (:func:`parse_extraction` refuses a model's answer that does).
 """
 
 from __future__ import annotations
 
-import copy
 import re
 from datetime import date
 from decimal import Decimal, InvalidOperation
@@ -73,6 +75,11 @@ SCALAR_FIELDS = (
 
 #: Version of the extraction contract; recorded on the job with the result.
 EXTRACTION_SCHEMA_VERSION = "fenceline.extraction/1"
+#: Contract v3: a result that holds what only v3 has a place for records this version.
+CONTRACT_V3 = "fenceline.extraction/3"
+#: Contract v3's fields (dotted paths): optional, empty by default, written only by an
+#: e-invoice reader, never offered to or accepted from a model.
+V3_FIELDS = ("allowances_charges",)
 
 #: The request's ``schema_version`` values the system can honour: each selects a
 #: contract it implements (1 is :data:`EXTRACTION_SCHEMA_VERSION`). Any other is
@@ -307,6 +314,28 @@ class TaxLine(_Contract):
     evidence: Evidence
 
 
+#: An allowance (EN 16931 BG-20, ``ChargeIndicator`` false) or a charge (BG-21, true).
+AllowanceKind = Literal["allowance", "charge"]
+
+
+class AllowanceCharge(_Contract):
+    """A document-level allowance (a discount) or charge (freight, packing): it changes
+    the net total and the tax base of its rate, not a line (contract v3).
+
+    ``amount`` is without VAT as stated (BT-92, BT-99); ``tax_rate`` is the rate whose
+    base it changes (BT-96, BT-103), ``tax_category`` its VAT category code (BT-95,
+    BT-102); ``reason`` and ``reason_code`` say why (BT-97/98, BT-104/105).
+    """
+
+    kind: AllowanceKind
+    amount: Amount
+    tax_rate: Rate
+    tax_category: str | None = None
+    reason: str | None = None
+    reason_code: str | None = None
+    evidence: Evidence
+
+
 class Extraction(_Contract):
     """One invoice as the model must return it (see the module docstring)."""
 
@@ -323,6 +352,21 @@ class Extraction(_Contract):
     iban: EvidencedIban | None
     #: Field paths (``"gross_total"``, ``"line_items[3]"``) the model is unsure of.
     uncertain_fields: tuple[str, ...]
+    #: Document-level allowances and charges (contract v3; an e-invoice reader's only).
+    allowances_charges: tuple[AllowanceCharge, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_empty_v3_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """A result without v3 values dumps exactly as under contract v2."""
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("allowances_charges"):
+            data.pop("allowances_charges", None)
+        return data
+
+
+def uses_v3(extraction: Extraction) -> bool:
+    """Whether ``extraction`` holds anything only contract v3 has a place for."""
+    return bool(extraction.allowances_charges)
 
 
 def parse_extraction(text: str) -> Extraction:
@@ -333,10 +377,16 @@ def parse_extraction(text: str) -> Extraction:
     answer is a guessed answer.
 
     Raises:
-        MalformedOutput: the text is too large, not JSON, or not the contract.
+        MalformedOutput: the text is too large, not JSON, or not the contract (a
+            contract v3 field, which only an e-invoice reader writes, included).
             It is retryable: another attempt may produce a conformant answer.
     """
-    return parse_contract(Extraction, text, MAX_OUTPUT_CHARS)
+    extraction = parse_contract(Extraction, text, MAX_OUTPUT_CHARS)
+    if uses_v3(extraction):
+        raise MalformedOutput(
+            f"model output is schema-invalid JSON: {', '.join(V3_FIELDS)} is no model's to write"
+        )
+    return extraction
 
 
 def parse_contract(model: type[_M], text: str, max_chars: int) -> _M:
@@ -368,55 +418,3 @@ _FENCE_RE = re.compile(r"^\s*```[A-Za-z]*\s*\n(?P<body>.*)\n\s*```\s*$", re.DOTA
 def _strip_code_fence(text: str) -> str:
     match = _FENCE_RE.match(text)
     return match.group("body") if match else text
-
-
-_SCHEMA_NOISE = ("title", "description", "default")
-
-
-def extraction_json_schema() -> dict[str, Any]:
-    """Return the self-contained JSON schema of :class:`Extraction`.
-
-    ``$ref``/``$defs`` are inlined (the contract has no recursion) and titles,
-    descriptions and defaults dropped: the grammar backend needs none of them,
-    and the prompt explains the semantics. The result is a fresh dict each call,
-    safe to mutate.
-    """
-    raw = Extraction.model_json_schema(mode="validation")
-    defs: dict[str, Any] = raw.pop("$defs", {})
-
-    def resolve(node: Any) -> Any:
-        if isinstance(node, list):
-            return [resolve(item) for item in node]
-        if not isinstance(node, dict):
-            return node
-        if "$ref" in node:
-            name = node["$ref"].rsplit("/", 1)[-1]
-            merged = {**copy.deepcopy(defs[name]), **{k: v for k, v in node.items() if k != "$ref"}}
-            return resolve(merged)
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            if key in _SCHEMA_NOISE:
-                continue
-            if key == "properties":
-                out[key] = {name: resolve(sub) for name, sub in value.items()}
-            else:
-                out[key] = resolve(value)
-        return out
-
-    schema: dict[str, Any] = resolve(raw)
-    _drop_system_keys(schema)
-    return schema
-
-
-def _drop_system_keys(node: Any) -> None:
-    """Remove the evidence keys only grounding writes (v1 models never see them)."""
-    if isinstance(node, list):
-        for item in node:
-            _drop_system_keys(item)
-    elif isinstance(node, dict):
-        props = node.get("properties")
-        if isinstance(props, dict) and {"page", "start", "end", "quote"} <= props.keys():
-            for key in SYSTEM_EVIDENCE_KEYS:
-                props.pop(key, None)
-        for value in node.values():
-            _drop_system_keys(value)

@@ -1,5 +1,10 @@
 """Arithmetic rule: line, tax, net and gross identities in :class:`~decimal.Decimal`.
 
+Document-level allowances and charges (contract v3, EN 16931 BG-20/BG-21) enter the
+net and the tax bases as EN 16931 has them: net total (BT-109) = sum of line nets
+(BT-106) - allowances (BT-107) + charges (BT-108), and each rate's base (BT-116) is its
+lines' nets less its allowances plus its charges.
+
 Every computed amount is rounded explicitly per :class:`ValidationPolicy`
 (``ROUND_HALF_UP`` to 2 places by default) and compared within ``tolerance``
 (default 0); a failed identity adds one of :data:`ARITHMETIC_CODES`.
@@ -17,7 +22,8 @@ from pipeline.validation.policy import DEFAULT_POLICY, ValidationPolicy
 def check_arithmetic(
     extraction: Extraction, policy: ValidationPolicy = DEFAULT_POLICY
 ) -> list[Reason]:
-    """Line = qty x unit price; sum(lines) = net; per rate base and tax; sum(tax) = tax total;
+    """Line = qty x unit price; sum(lines) - allowances + charges = net; per rate base
+    (lines, allowances and charges at that rate) and tax; sum(tax) = tax total;
     net + tax = gross; each rounded per policy and compared within ``tolerance``.
 
     Identities with a missing side are skipped: presence already reported them.
@@ -47,13 +53,21 @@ def check_arithmetic(
                 )
             bases[item.tax_rate] += item.line_amount
         lines_sum = sum((item.line_amount for item in extraction.line_items), Decimal(0))
+        adjusted, adjustments = lines_sum, ""
+        for entry in extraction.allowances_charges:
+            signed = entry.amount if entry.kind == "charge" else -entry.amount
+            bases[entry.tax_rate] += signed
+            adjusted += signed
+            adjustments += f" {'+' if entry.kind == 'charge' else '-'} {entry.kind} {entry.amount}"
         if extraction.net_total is not None and extraction.line_items:
-            if off(lines_sum, extraction.net_total.value):
+            if off(adjusted, extraction.net_total.value):
+                stated = extraction.net_total.value
+                sums = f"{lines_sum}{adjustments} = {adjusted}" if adjustments else f"{lines_sum}"
                 reasons.append(
                     Reason(
                         ReasonCode.NET_TOTAL_MISMATCH,
                         "net_total",
-                        f"sum of line amounts {lines_sum}, stated {extraction.net_total.value}",
+                        f"sum of line amounts {sums}, stated {stated}",
                         rule="validation.net_total_mismatch",
                     )
                 )
@@ -86,7 +100,8 @@ def check_arithmetic(
                     Reason(
                         ReasonCode.TAX_BASE_MISMATCH,
                         f"{path}.base",
-                        f"lines at {tax.rate}% sum to {bases.get(tax.rate, Decimal(0))}, "
+                        f"lines{' and allowances/charges' if adjustments else ''} at "
+                        f"{tax.rate}% sum to {bases.get(tax.rate, Decimal(0))}, "
                         f"stated {tax.base}",
                         rule="validation.tax_base_mismatch",
                     )

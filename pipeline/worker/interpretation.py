@@ -23,7 +23,7 @@ from pipeline.extraction import (
     read_answer,
     read_einvoice,
 )
-from pipeline.invoice import Extraction, TenantMasterData
+from pipeline.invoice import CONTRACT_V3, Extraction, TenantMasterData, uses_v3
 from pipeline.validation import (
     DEFAULT_POLICY,
     Decision,
@@ -118,10 +118,12 @@ def interpret_einvoice(
     text = reading.stated_text() if page_text is None else page_text
     checked = validate(reading.extraction, text, master_data, today=today, policy=policy)
     reasons = (*reading.reasons, *checked.reasons)
+    # Contract v3 where the XML states what only v3 holds; every other result stays v2.
+    contract = CONTRACT_V3 if uses_v3(reading.extraction) else CONTRACT_V2
     report = ValidationReport(
         Decision.REVIEW_REQUIRED if reasons else Decision.SUCCEEDED,
         reasons,
         checked.policy_version,
-        CONTRACT_V2,
+        contract,
     )
-    return Interpretation(reading.extraction, report, CONTRACT_V2, reader=reading.reader)
+    return Interpretation(reading.extraction, report, contract, reader=reading.reader)

@@ -30,6 +30,10 @@ pytestmark = pytest.mark.integration
 # A Factur-X PDF whose XML validates against its profile's schema (the Mustang sample's
 # does not since the schema check: tests/unit/test_einvoice_schema.py).
 XRECHNUNG = Path(__file__).resolve().parents[1] / "data" / "einvoices" / "XRECHNUNG_Einfach.pdf"
+# A UBL invoice with a document-level delivery charge (contract v3).
+CHARGE = (
+    Path(__file__).resolve().parents[1] / "data" / "einvoices" / "ubl" / "01.21a-INVOICE_ubl.xml"
+)
 
 
 async def test_a_factur_x_pdf_is_posted_to_the_erp_once_without_a_model_call(
@@ -81,3 +85,55 @@ async def test_a_factur_x_pdf_is_posted_to_the_erp_once_without_a_model_call(
     [result] = await fetch(pool, "SELECT result FROM extraction_results WHERE job_id = $1", job)
     assert result["result"]["gross_total"]["value"] == "529.87"
     assert result["result"]["gross_total"]["evidence"]["match"] == "xml"
+
+
+async def test_a_ubl_invoice_with_a_charge_reaches_the_erp_with_its_charge(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    """Contract v3 end to end: an XRechnung UBL upload with a document-level delivery
+    charge (BG-21) is SUCCEEDED from its XML and the ERP's posting carries the charge."""
+    settings = settings_for(dsn, state_dir=tmp_path)
+    tk = await tenant_with_key(pool, scopes=("jobs",))
+    async with pool.acquire() as conn:
+        await upsert_supplier(
+            conn,
+            tk.tenant.id,
+            SupplierRecord(
+                "Mustermann GmbH", "DE 123456789", frozenset({"DE79000000001234567890"})
+            ),
+        )
+        await permit_currencies(conn, tk.tenant.id, {"EUR"})
+    receiver, _ = await reserve_receiver(dsn, registry_for(pool), tk.tenant)
+    async with asgi_client(create_app(settings, pool=pool)) as client:
+        r = await client.post(
+            "/v1/extraction-jobs",
+            files={"document": ("charge.xml", CHARGE.read_bytes())},
+            headers=tk.headers,
+        )
+        assert r.status_code == 202, r.text
+        job = uuid.UUID(r.json()["job_id"])
+    store = JobStore(pool, Settings(lease_seconds=30))
+    store.settle_hooks.add(delivery_settle_hook)
+    day = datetime(2020, 11, 28, tzinfo=UTC)  # the day after the sample's issue
+    with receiver as erp:
+        rows, calls = await run_document_driver(pool, settings, 1, store=store, today=day)
+        [row] = rows.values()
+        assert calls == 0
+        assert (row["id"], row["state"]) == (job, "SUCCEEDED")
+        dispatcher = dispatcher_for(pool)
+        try:
+            assert (await dispatcher.run_once()).count("delivered") == 1
+        finally:
+            await dispatcher.close()
+        assert await postings(pool, erp.ledger) == {job: 1}
+    [attempt] = await fetch(pool, "SELECT engine FROM job_attempts WHERE job_id = $1", job)
+    assert attempt == {"engine": "ubl-xml/1"}
+    [stored] = await fetch(pool, "SELECT validation FROM extraction_results WHERE job_id = $1", job)
+    assert stored["validation"]["schema_version"] == "fenceline.extraction/3"
+    [posted] = await fetch(pool, "SELECT invoice FROM erp_postings WHERE job_id = $1", job)
+    invoice = posted["invoice"]
+    assert (invoice["net_total"]["value"], invoice["gross_total"]["value"]) == ("233.00", "233.00")
+    assert [
+        (e["kind"], e["amount"], e["tax_rate"], e["tax_category"], e["reason"])
+        for e in invoice["allowances_charges"]
+    ] == [("charge", "25.00", "0.00", "AE", "Lieferpauschale")]

@@ -17,6 +17,7 @@ import pytest
 from pipeline.extraction import (
     NotUblInvoice,
     einvoice_reader,
+    obstacles,
     read_einvoice,
     read_invoice_xml,
     read_ubl,
@@ -60,7 +61,7 @@ EXPECTED: dict[str, tuple[Any, ...]] = {
          "1436.50", "365.28", "1801.78", "NO9386011117947"],
         5, ("Laptop computer", "2", "1273.00", "1273.00", "25.00"),
         [("25.00", "1460.50", "365.13"), ("15.00", "1.00", "0.15"), ("0.00", "-25.00", "0.00")],
-        ["allowances_charges", "amount_due", "item_allowances_charges"],
+        ["amount_due", "item_allowances_charges"],
         ["einvoice_not_holdable", "line_amount_mismatch"],
     ),
     "ubl-tc434-creditnote1.xml": (
@@ -76,6 +77,14 @@ EXPECTED: dict[str, tuple[Any, ...]] = {
         2, ("Fast kostnad, enligt avtal", "1", "200000", "200000", "25.00"),
         [("25.00", "380000", "95000")],
         ["amount_due"], ["einvoice_not_holdable", "missing_field"],
+    ),
+    # A delivery charge (BG-21) at 0 % (reverse charge): 208.00 + 25.00 = 233.00 net.
+    "01.21a-INVOICE_ubl.xml": (
+        ["Mustermann GmbH", "DE 123456789", "18383", "2020-11-27", "2020-12-27", "EUR",
+         "233.00", "0.00", "233.00", "DE79000000001234567890"],
+        1, ("Tür Instandsetzung", "4", "52.00", "208.00", "0.00"),
+        [("0.00", "233.00", "0.00")],
+        [], [],
     ),
     "04.01a-INVOICE_ubl.xml": (
         ["M. Meier Handwerk GbR", "DE/12/345/67890", "12345", "2019-05-15", None, "EUR",
@@ -175,9 +184,7 @@ def test_an_identifier_that_looks_like_a_price_is_no_second_currency() -> None:
     price in another currency; the accepted invoice is still accepted."""
     xml = (DATA / "ubl-tc434-example9.xml").read_bytes()
     tagged = xml.replace(b"<cbc:ID>20150483</cbc:ID>", b"<cbc:ID>ANG987654321</cbc:ID>")
-    tagged = tagged.replace(
-        b"<cbc:ID>iExpress 20110412</cbc:ID>", b"<cbc:ID>USD 20110412</cbc:ID>"
-    )
+    tagged = tagged.replace(b"<cbc:ID>iExpress 20110412</cbc:ID>", b"<cbc:ID>USD 20110412</cbc:ID>")
     assert tagged.count(b"ANG987654321") == 1 and b"USD 20110412" in tagged
     outcome = _decide_upload(tagged)
     assert outcome.report.decision is Decision.SUCCEEDED, outcome.report.as_dict()
@@ -193,6 +200,93 @@ def test_an_amount_the_xml_states_in_another_currency_is_still_a_mixed_currency(
     assert outcome.report.decision is Decision.REVIEW_REQUIRED
     mixed = [r for r in outcome.report.reasons if r.code is ReasonCode.CURRENCY_MIXED]
     assert [r.detail for r in mixed] == ["the invoice is also priced in USD, extracted EUR"]
+
+
+def _entries(extraction: Any) -> list[tuple[str | None, ...]]:
+    return [
+        (e.kind, str(e.amount), str(e.tax_rate), e.tax_category, e.reason, e.reason_code,
+         e.evidence.quote)
+        for e in extraction.allowances_charges
+    ]  # fmt: skip
+
+
+def test_document_level_allowances_and_charges_are_read_into_contract_v3() -> None:
+    """EN 16931 BG-20/BG-21 as the XML states them: kind, amount, rate, category, reason."""
+    two = read_einvoice((DATA / "ubl-tc434-example2.xml").read_bytes()).extraction
+    assert _entries(two) == [
+        ("allowance", "100.00", "25.00", "S", "Promotion discount", "88",
+         "/ubl:Invoice/cac:AllowanceCharge[1]"),
+        ("charge", "100.00", "25.00", "S", "Freight", None,
+         "/ubl:Invoice/cac:AllowanceCharge[2]"),
+    ]  # fmt: skip
+    xml = (DATA / "01.21a-INVOICE_ubl.xml").read_bytes()
+    outcome = _decide_upload(xml)
+    assert outcome.report.decision is Decision.SUCCEEDED, outcome.report.as_dict()
+    assert (outcome.contract, outcome.report.schema_version) == (
+        "fenceline.extraction/3",
+        "fenceline.extraction/3",
+    )
+    assert _entries(outcome.extraction) == [
+        (
+            "charge",
+            "25.00",
+            "0.00",
+            "AE",
+            "Lieferpauschale",
+            None,
+            "/ubl:Invoice/cac:AllowanceCharge",
+        )
+    ]
+    # The stored result (the ERP's payload) carries it in the contract's JSON form.
+    assert outcome.result()["allowances_charges"] == [
+        {
+            "kind": "charge",
+            "amount": "25.00",
+            "tax_rate": "0.00",
+            "tax_category": "AE",
+            "reason": "Lieferpauschale",
+            "reason_code": None,
+            "evidence": {
+                "page": 1,
+                "start": 0,
+                "end": 0,
+                "quote": "/ubl:Invoice/cac:AllowanceCharge",
+                "match": "xml",
+            },
+        }
+    ]
+
+
+_CHARGE = b'<cbc:Amount currencyID="EUR">25.00</cbc:Amount>'
+_CHARGE_TOTAL = b'<cbc:ChargeTotalAmount currencyID="EUR">25.00</cbc:ChargeTotalAmount>'
+
+
+@pytest.mark.parametrize(
+    ("plants", "codes"),
+    [
+        # The entry alone: it no longer makes the charge total the XML states.
+        ([_CHARGE], {"einvoice_not_holdable", "net_total_mismatch", "tax_base_mismatch"}),
+        # Entry and total alike: only the net and tax base arithmetic can see it.
+        ([_CHARGE, _CHARGE_TOTAL], {"net_total_mismatch", "tax_base_mismatch"}),
+    ],
+)
+def test_a_wrong_charge_amount_goes_to_review(plants: list[bytes], codes: set[str]) -> None:
+    xml = (DATA / "01.21a-INVOICE_ubl.xml").read_bytes()
+    for old in plants:
+        assert xml.count(old) == 1
+        xml = xml.replace(old, old.replace(b">25.00<", b">26.00<"))
+    outcome = _decide_upload(xml)
+    assert outcome.report.decision is Decision.REVIEW_REQUIRED
+    assert {r.code.value for r in outcome.report.reasons} == codes
+    net = next(r for r in outcome.report.reasons if r.code is ReasonCode.NET_TOTAL_MISMATCH)
+    assert net.detail == "sum of line amounts 208.00 + charge 26.00 = 234.00, stated 233.00"
+
+
+def test_the_model_path_keeps_allowances_an_obstacle() -> None:
+    """Contract v2 (a model's answer) has no place for them; the XML path's v3 has."""
+    facts = read_ubl((DATA / "01.21a-INVOICE_ubl.xml").read_bytes())
+    assert [o.code for o in obstacles(facts)] == ["allowances_charges"]
+    assert obstacles(facts, v3=True) == []
 
 
 def test_a_credit_note_is_one_whatever_its_type_code_says() -> None:
