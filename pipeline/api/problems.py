@@ -305,8 +305,9 @@ _DESCRIPTIONS = {
     410: "Gone: the job's result content was removed by retention (reason content_removed)",
     415: "Unsupported Content-Type",
     422: "The request is well-formed but invalid (schema, NUL characters, invisible or "
-    "bidi characters in a file name or option key, a document over its shape limits: "
-    "reason document_over_limit, lines or characters on one line)",
+    "bidi characters in a file name or option key, an unknown option: reason "
+    "unknown_option, a document over its shape limits: reason document_over_limit, "
+    "lines or characters on one line)",
     429: "Tenant quota exceeded; retry after Retry-After seconds",
     503: "System capacity exhausted or database unavailable; retry after Retry-After seconds",
 }

@@ -13,6 +13,7 @@ never from a module inside.
 from pipeline.invoice.contract import (
     EXTRACTION_SCHEMA_VERSION,
     SCALAR_FIELDS,
+    SUPPORTED_OPTIONS,
     SUPPORTED_SCHEMA_VERSIONS,
     Evidence,
     Evidenced,
@@ -65,6 +66,7 @@ __all__ = [
     "ISO_4217",
     "RULES",
     "SCALAR_FIELDS",
+    "SUPPORTED_OPTIONS",
     "SUPPORTED_SCHEMA_VERSIONS",
     "Evidence",
     "Evidenced",
