@@ -40,7 +40,8 @@ from pipeline.database import create_pool
 from pipeline.delivery import job_store
 from pipeline.documents import open_document_store
 from pipeline.extraction import Engine, OpenAICompatibleEngine
-from pipeline.jobs import JobStore, Reaper, Settled
+from pipeline.jobs import JobStore, Reaper, RetentionPass, Settled
+from pipeline.jobs import RetentionConfig as JobRetentionConfig
 from pipeline.messaging import (
     BrokerConfig,
     DeadLetterArchiver,
@@ -302,6 +303,12 @@ class Maintenance(CrashPoints):
         await services.start(
             "dlq_retention",
             lambda: DeadLetterRetention(pool, RetentionConfig.from_settings(settings)),
+        )
+        # Retention of settled jobs' content and history, per tenant policy
+        # (pipeline/jobs/retention.py): short SKIP LOCKED batches, final jobs only.
+        await services.start(
+            "retention",
+            lambda: RetentionPass(pool, JobRetentionConfig.from_settings(settings)),
         )
         await services.start(
             "spend_reconciler",

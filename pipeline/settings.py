@@ -218,6 +218,16 @@ class Settings(BaseSettings):
     dlq_retention_days: float = Field(30.0, gt=0)
     #: How often the maintenance actor purges expired dead letters.
     dlq_purge_interval_seconds: float = Field(3600.0, gt=0)
+    #: Retention of settled jobs (pipeline/jobs/retention.py): the defaults for a
+    #: tenant without its own policy. Content (results, document text, delivery
+    #: payload copies, the store's uploaded bytes) goes this many days after a job
+    #: ended; its audit history (job events, inbox records) after ``audit_days``.
+    retention_content_days: int = Field(30, ge=1, le=36500)
+    retention_audit_days: int = Field(365, ge=1, le=36500)
+    #: Jobs per retention batch (one short transaction each).
+    retention_batch: int = Field(500, ge=1, le=100_000)
+    #: How often the maintenance actor runs the retention pass.
+    retention_interval_seconds: float = Field(3600.0, gt=0)
 
     #: Duplicate supplier invoices across jobs (issue 20): a result whose supplier,
     #: invoice number and gross total another job of the tenant already holds is

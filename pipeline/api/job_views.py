@@ -182,6 +182,19 @@ class JobViews:
         async with self._acquire() as conn:
             job = await fetch_owned(conn, "job_get_for_tenant", job_id, principal.tenant_id, "job")
             row = await conn.fetchrow(q("result_get_for_tenant"), job_id, principal.tenant_id)
+            removed = await conn.fetchrow(
+                q("retention_mark_get_for_job"), job_id, principal.tenant_id
+            )
+        if removed is not None:
+            raise ApiProblem(
+                410,
+                f"the result's content was removed by retention at "
+                f"{removed['content_removed_at'].isoformat()}",
+                reason="content_removed",
+                job_id=str(job_id),
+                state=job["state"],
+                state_version=job["state_version"],
+            )
         if row is None:
             raise ApiProblem(
                 409,

@@ -302,10 +302,12 @@ _DESCRIPTIONS = {
     409: "Conflict: Idempotency-Key reused for a different request, or a stale state_version",
     413: "Request body above the configured limit, or a document over its size limits "
     "(reason document_over_limit: bytes or estimated tokens; limit, allowed, actual)",
+    410: "Gone: the job's result content was removed by retention (reason content_removed)",
     415: "Unsupported Content-Type",
     422: "The request is well-formed but invalid (schema, NUL characters, invisible or "
-    "bidi characters in a file name or option key, a document over its shape limits: "
-    "reason document_over_limit, lines or characters on one line)",
+    "bidi characters in a file name or option key, an unknown option: reason "
+    "unknown_option, a document over its shape limits: reason document_over_limit, "
+    "lines or characters on one line)",
     429: "Tenant quota exceeded; retry after Retry-After seconds",
     503: "System capacity exhausted or database unavailable; retry after Retry-After seconds",
 }

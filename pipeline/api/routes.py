@@ -199,7 +199,7 @@ def register_routes(app: FastAPI) -> None:
         tags=["jobs"],
         summary="The job's validated result (or the one awaiting review)",
         response_model=JobResult,
-        responses=problem_responses(401, 404, 409, 422, 503),
+        responses=problem_responses(401, 404, 409, 410, 422, 503),
     )
     async def get_result(request: Request, principal: Caller, job_id: uuid.UUID) -> JobResult:
         return await api_context(request).services.views.result(principal, job_id)

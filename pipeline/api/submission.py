@@ -19,6 +19,9 @@ end as one :class:`Submission`, checked before anything reaches PostgreSQL
   exponent is read as a :class:`~decimal.Decimal` and kept only if a float holds it
   (``1e400`` would become infinity, which no JSON encoder writes back, and
   ``1e-400`` would silently become 0): otherwise 422 ``number_out_of_range``.
+* **Only known options.** An ``options`` name not in
+  :data:`pipeline.invoice.SUPPORTED_OPTIONS` is 422 ``unknown_option``, naming it
+  and the supported ones (never a 202 that ignores it).
 * **Nothing invisible where a person reads a name.** A file name or an option
   name (a key of ``options``) with a bidi control, zero-width or other invisible
   character (:mod:`pipeline.text_safety`) is 422 ``unsafe_text``.
@@ -53,7 +56,7 @@ from starlette.requests import Request
 from pipeline.api.problems import ApiProblem, over_limit_problem, refuse_unsafe_text
 from pipeline.documents import MediaType, sniff_media_type
 from pipeline.errors import DocumentOverLimit, DocumentRefused
-from pipeline.invoice import SUPPORTED_SCHEMA_VERSIONS
+from pipeline.invoice import SUPPORTED_OPTIONS, SUPPORTED_SCHEMA_VERSIONS
 from pipeline.text_safety import safe_text_pattern
 
 #: Printable ASCII without spaces, 1–200 characters.
@@ -136,8 +139,12 @@ class JobOptions(BaseModel):
     model_policy: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")] = "default"
     options: dict[str, JsonValue] = Field(
         default_factory=dict,
-        description="Result-affecting options; part of the request hash.",
-        json_schema_extra={"propertyNames": {"pattern": safe_text_pattern()}},
+        description="Result-affecting options; part of the request hash. Known names: "
+        + "; ".join(f"{k}: {v}" for k, v in SUPPORTED_OPTIONS.items())
+        + ". Any other name is refused with 422 unknown_option.",
+        json_schema_extra={
+            "propertyNames": {"pattern": safe_text_pattern(), "enum": list(SUPPORTED_OPTIONS)}
+        },
     )
     priority: JsonInt = Field(0, ge=-10, le=10, description="Higher runs first within the tenant.")
     deadline_seconds: float | None = Field(
@@ -282,10 +289,39 @@ def check_display_text(options: JobOptions, filename: str | None) -> None:
     refuse_unsafe_text("document.filename", filename)
 
 
+def refuse_unknown_options(options: JobOptions) -> None:
+    """An option the system does not know is refused, never stored and ignored.
+
+    Runs after :func:`check_display_text`, so a name it echoes is visible text.
+
+    Raises:
+        ApiProblem: 422 ``unknown_option`` naming the unknown names and the known ones.
+    """
+    unknown = sorted(k for k in options.options if k not in SUPPORTED_OPTIONS)
+    if not unknown:
+        return
+    names = [name if len(name) <= 64 else name[:64] + "…" for name in unknown[:10]]
+    supported = ", ".join(SUPPORTED_OPTIONS)
+    raise ApiProblem(
+        422,
+        f"unknown option(s) {', '.join(map(repr, names))}; supported options: {supported}",
+        reason="unknown_option",
+        errors=[
+            {
+                "loc": ["body", "options", name],
+                "msg": f"unknown option; supported options: {supported}",
+                "type": "unknown_option",
+            }
+            for name in names
+        ],
+    )
+
+
 def parse_json_submission(raw: bytes) -> Submission:
     """``application/json`` body → :class:`Submission` (a pasted text or a reference)."""
     submission = _validate(JobSubmission, parse_json(raw), "body")
     check_display_text(submission, submission.document.filename)
+    refuse_unknown_options(submission)
     return Submission(submission, submission.document)
 
 
@@ -348,6 +384,7 @@ def parse_multipart_submission(
             _check_text(filename)
         job_options = _validate(JobOptions, options, "body")
         check_display_text(job_options, filename or None)
+        refuse_unknown_options(job_options)
         return Submission(job_options, FileUpload(document, media, filename or None))
     del content_type  # the part's header says what the client thinks; the bytes decide
     text = decode_text(document, "the uploaded document")
@@ -357,6 +394,7 @@ def parse_multipart_submission(
     _check_text(doc)
     submission = _validate(JobSubmission, {**options, "document": doc}, "body")
     check_display_text(submission, submission.document.filename)
+    refuse_unknown_options(submission)
     return Submission(submission, submission.document)
 
 

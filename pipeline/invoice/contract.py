@@ -86,6 +86,15 @@ V3_FIELDS = ("allowances_charges",)
 #: refused at intake, never accepted and served with the default.
 SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1,)
 
+#: The request ``options`` the system knows, by name, each with what it asks for.
+#: A name not here is refused at intake (422 ``unknown_option`` naming these),
+#: never stored and ignored. Values are JSON, carried as given and hashed into the
+#: request's idempotency check.
+SUPPORTED_OPTIONS: dict[str, str] = {
+    "locale": "the document's locale as a BCP 47 tag (de-DE, fr-CH), for reading numbers and dates",
+    "ocr_languages": "the Tesseract languages to read a scan with (deu, fra, …)",
+}
+
 #: Model output larger than this is rejected before parsing (200 evidenced line
 #: items stay well below it); it bounds the memory one bad answer can take.
 MAX_OUTPUT_CHARS = 2_000_000

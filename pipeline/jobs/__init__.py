@@ -18,6 +18,14 @@ from pipeline.jobs.cancellation import (
 from pipeline.jobs.explain import SECTIONS, render_explain
 from pipeline.jobs.explain_result import evidenced_fields, read_from_xml
 from pipeline.jobs.group_commit import GroupCommit
+from pipeline.jobs.legal_holds import (
+    RetentionPolicy,
+    clear_legal_hold,
+    held_jobs,
+    retention_policy,
+    set_legal_hold,
+    set_retention_policy,
+)
 from pipeline.jobs.reaper import Reaper
 from pipeline.jobs.records import (
     EVENT_CANCELLED,
@@ -48,6 +56,14 @@ from pipeline.jobs.redrive import (
     redrive_job,
     redrive_matching,
     redrives_for_job,
+)
+from pipeline.jobs.retention import (
+    RetentionBatchMismatch,
+    RetentionConfig,
+    RetentionPass,
+    RetentionReport,
+    retention_due,
+    run_retention,
 )
 from pipeline.jobs.slis import JobMetrics, default_job_metrics
 from pipeline.jobs.store import JobStore
@@ -80,6 +96,11 @@ __all__ = [
     "RedriveReport",
     "RedriveRequest",
     "Redriven",
+    "RetentionBatchMismatch",
+    "RetentionConfig",
+    "RetentionPass",
+    "RetentionPolicy",
+    "RetentionReport",
     "SettleHook",
     "SettleHooks",
     "Settled",
@@ -89,9 +110,11 @@ __all__ = [
     "cancel_job",
     "cancel_matching",
     "cancellations_for_job",
+    "clear_legal_hold",
     "default_job_metrics",
     "evidenced_fields",
     "explain_job",
+    "held_jobs",
     "read_from_xml",
     "redrive_job",
     "redrive_matching",
@@ -99,6 +122,11 @@ __all__ = [
     "render_explain",
     "replay_of",
     "request_hash_of",
+    "retention_due",
+    "retention_policy",
+    "run_retention",
+    "set_legal_hold",
+    "set_retention_policy",
     "settled_from_row",
     "setup_database",
 ]

@@ -8,8 +8,8 @@ attempt (fence, worker, tokens, outcome, a stale result discarded), the result
 each was settled (reconciled, refunded, kept as uncertain), its outbox events and
 inbox records, its ERP deliveries with every delivery attempt, the review decisions
 and corrections, operator re-drives and the cancellation (who, when, what became of
-its deliveries); the request's schema version, model policy and options; and the
-job's trace id (:mod:`pipeline.tracing`).
+its deliveries), legal holds and what retention removed (and when); the request's
+schema version, model policy and options; and the job's trace id (:mod:`pipeline.tracing`).
 
 Every printed line passes through :func:`pipeline.text_safety.visible`: errors,
 notes and corrected values may carry text from a document, a model or a person,
@@ -33,6 +33,7 @@ import asyncpg
 from pipeline.errors import NotFound
 from pipeline.jobs.cancellation import cancellations_for_job
 from pipeline.jobs.explain_result import result_lines, result_section
+from pipeline.jobs.legal_holds import retention_for_job, retention_lines
 from pipeline.jobs.redrive import redrives_for_job
 from pipeline.queries import q
 from pipeline.text_safety import visible
@@ -50,6 +51,7 @@ SECTIONS = (
     "corrections",
     "redrives",
     "cancellations",
+    "retention",
 )
 
 
@@ -98,6 +100,7 @@ async def explain(conn: asyncpg.Connection, job_id: uuid.UUID) -> dict[str, Any]
         "corrections": await _rows(conn, "review_correction_list_for_job", job_id, tenant),
         "redrives": await redrives_for_job(conn, job_id),
         "cancellations": await cancellations_for_job(conn, job_id),
+        "retention": await retention_for_job(conn, job_id, tenant),
     }
 
 
@@ -261,4 +264,5 @@ _LINES = {
     "corrections": _correction,
     "redrives": _redrive,
     "cancellations": _cancellation,
+    "retention": retention_lines,
 }

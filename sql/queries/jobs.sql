@@ -9,11 +9,14 @@
 -- NOT NULL, so it means "=").
 
 -- name: document_upsert
--- Documents are immutable and identified by content digest within a tenant.
+-- Documents are immutable and identified by content digest within a tenant; a
+-- text retention removed comes back when the same bytes are accepted again.
 INSERT INTO documents (id, tenant_id, sha256, object_version, content, byte_size,
                        content_type, filename)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-ON CONFLICT (tenant_id, sha256) DO UPDATE SET sha256 = EXCLUDED.sha256
+ON CONFLICT (tenant_id, sha256) DO UPDATE
+SET content = coalesce(documents.content, EXCLUDED.content),
+    content_removed_at = CASE WHEN EXCLUDED.content IS NULL THEN documents.content_removed_at END
 RETURNING id, object_version;
 
 -- name: document_get

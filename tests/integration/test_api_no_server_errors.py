@@ -62,7 +62,7 @@ async def test_a_number_past_the_float_range_in_options_is_a_422(
 
 async def test_an_ordinary_number_in_options_is_kept(pool: asyncpg.Pool, dsn: str) -> None:
     tk = await tenant_with_key(pool)
-    body = json.dumps(submission(options={"threshold": 0.1, "big": 1e300, "n": 7}))
+    body = json.dumps(submission(options={"locale": 0.1, "ocr_languages": [1e300, 7]}))
     async with asgi_client(create_app(settings_for(dsn), pool=pool)) as client:
         r = await client.post(
             JOBS, content=body, headers={**tk.headers, "Content-Type": "application/json"}

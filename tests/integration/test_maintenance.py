@@ -49,6 +49,7 @@ async def test_with_a_broker_signals_reach_the_inbox_and_dead_letters_the_archiv
             "reaper",
             "relay",
             "dlq_retention",
+            "retention",
             "spend_reconciler",
             "InboxConsumer",
             "DeadLetterArchiver",
@@ -100,6 +101,12 @@ async def test_without_a_broker_only_the_reaper_and_the_relay_run(dsn: str) -> N
     maintenance = Maintenance(Settings(database_url=dsn))
     await maintenance.start()
     try:
-        assert maintenance.services() == ["reaper", "relay", "dlq_retention", "spend_reconciler"]
+        assert maintenance.services() == [
+            "reaper",
+            "relay",
+            "dlq_retention",
+            "retention",
+            "spend_reconciler",
+        ]
     finally:
         await maintenance.stop()

@@ -2,7 +2,8 @@
 no contract implements is refused with 422 naming the supported ones, never
 accepted (202) and served with the default; JSON and multipart alike. The
 ``options`` of a request are stored with its job, in the accepting transaction,
-and ``explain`` shows them."""
+and ``explain`` shows them; an option name the system does not know is refused
+with 422 naming it and the supported ones, and nothing is written."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ import asyncpg
 import pytest
 
 from pipeline.api import create_app
-from pipeline.invoice import SUPPORTED_SCHEMA_VERSIONS
+from pipeline.invoice import SUPPORTED_OPTIONS, SUPPORTED_SCHEMA_VERSIONS
 from pipeline.jobs import JobStore, render_explain
 from tests.support.api import (
     WRITTEN_TABLES,
     asgi_client,
+    assert_problem,
     count_rows,
     settings_for,
     submission,
@@ -69,7 +71,7 @@ async def test_options_are_stored_with_the_job_and_shown_by_explain(
     pool: asyncpg.Pool, dsn: str
 ) -> None:
     tk = await tenant_with_key(pool)
-    options = {"threshold": 0.1, "n": 7, "nested": {"lang": ["de", "fr"]}}
+    options = {"locale": "de-CH", "ocr_languages": ["deu", "fra"]}
     async with asgi_client(create_app(settings_for(dsn), pool=pool)) as client:
         body = submission(options=options)
         r = await client.post(JOBS, json=body, headers=tk.headers)
@@ -86,7 +88,7 @@ async def test_options_are_stored_with_the_job_and_shown_by_explain(
     explained = await store.explain(with_options)
     assert explained["options"] == options
     text = render_explain(explained)
-    assert 'options {"n": 7, "nested": {"lang": ["de", "fr"]}, "threshold": 0.1}' in text
+    assert 'options {"locale": "de-CH", "ocr_languages": ["deu", "fra"]}' in text
     assert "schema_version 1  model_policy default" in text
     assert (await store.explain(uuid.UUID(plain.json()["job_id"])))["options"] == {}
     async with pool.acquire() as conn:
@@ -101,3 +103,35 @@ async def test_the_job_store_keeps_options_in_the_accepting_transaction(
     tenant = await new_tenant(pool)
     accepted = await store.accept(request(tenant, options={"k": "v"}))
     assert (await store.explain(accepted.job_id))["options"] == {"k": "v"}
+
+
+async def test_an_unknown_option_is_422_naming_it_and_the_supported_ones(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    tk = await tenant_with_key(pool)
+    before = await count_rows(pool, *WRITTEN_TABLES)
+    unknown = {"locale": "de", "threshold": 0.1, "model": "big"}
+    async with asgi_client(create_app(settings_for(dsn), pool=pool)) as client:
+        as_json = await client.post(JOBS, json=submission(options=unknown), headers=tk.headers)
+        as_file = await client.post(
+            JOBS,
+            files={"document": ("a.txt", b"INVOICE 1 total 10.00 EUR", "text/plain")},
+            data={"metadata": json.dumps({"options": unknown})},
+            headers=tk.headers,
+        )
+        after = await count_rows(pool, *WRITTEN_TABLES)
+        known = await client.post(
+            JOBS, json=submission(options={"locale": "de"}), headers=tk.headers
+        )
+    supported = ", ".join(SUPPORTED_OPTIONS)
+    for r in (as_json, as_file):
+        body = assert_problem(r, 422, "unknown_option")
+        assert body["detail"] == (
+            f"unknown option(s) 'model', 'threshold'; supported options: {supported}"
+        )
+        assert [e["loc"] for e in body["errors"]] == [
+            ["body", "options", "model"],
+            ["body", "options", "threshold"],
+        ]
+    assert after == before
+    assert known.status_code == 202, known.text

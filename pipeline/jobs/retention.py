@@ -1,0 +1,252 @@
+"""Retention: the content of settled jobs ends, then their history, per tenant policy.
+
+"Nothing ends" (issue 46): without this pass documents, results and job events
+grow for ever. Each tenant has two horizons (``tenant_retention``, migration 031;
+defaults :class:`RetentionConfig`), counted from a final job's ``finished_at``
+(SUCCEEDED, FAILED_TERMINAL, CANCELLED; a job awaiting review keeps everything):
+
+* **content** (default 30 days): the extracted result and its validation detail,
+  the document's text (``documents.content``, ``document_texts``: only once no
+  unremoved job shares the document), the payload copies of finished deliveries,
+  and the document store's own copy of an uploaded file (through
+  ``remove_object``; a client's referenced object is never touched). The audit
+  skeleton stays: the job row (states, fence, request hash), the document row
+  (sha256, size, media type), the result's decision, attempts, review decisions,
+  the deliveries' ``body_sha256``. Each job gets a ``job_retention_marks`` row
+  saying what went and when; ``explain`` prints it.
+* **audit** (default 365 days): the job's ``job_events`` and ``execution_inbox``
+  rows go as well; the mark records it.
+
+A legal hold (the tenant's or one job's, :mod:`pipeline.jobs.legal_holds`) stops
+both. Dead letters keep their own retention (:mod:`pipeline.messaging.dlq_retention`).
+
+**It never blocks the claim path.** Each batch is one statement in its own short
+transaction over at most ``batch`` jobs, locked ``FOR NO KEY UPDATE SKIP LOCKED``
+(a job another transaction holds is left for the next pass, never waited for);
+the claim path only touches READY / RETRY_SCHEDULED / RUNNING rows and their
+indexes, which the pass neither locks nor writes. Within a pass the batches walk
+``(finished_at, id)`` with a keyset cursor (index ``extraction_jobs_final_finished``),
+so a pass reads each due job once. Every batch checks its row counts: each job it
+locked is marked, or the batch raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from pipeline.clock import Clock, DatabaseClock
+from pipeline.periodic import PeriodicPass
+from pipeline.queries import q
+from pipeline.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RetentionConfig:
+    """The default horizons (a tenant's own policy overrides them), the batch size,
+    and how often the maintenance actor runs the pass."""
+
+    content_days: int = 30
+    audit_days: int = 365
+    batch: int = 500
+    interval_seconds: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.content_days <= self.audit_days:
+            raise ValueError("need 1 <= content_days <= audit_days")
+        if self.batch <= 0 or self.interval_seconds <= 0:
+            raise ValueError("batch and interval must be positive")
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RetentionConfig:
+        return cls(
+            content_days=settings.retention_content_days,
+            audit_days=settings.retention_audit_days,
+            batch=settings.retention_batch,
+            interval_seconds=settings.retention_interval_seconds,
+        )
+
+
+@dataclass
+class RetentionReport:
+    """What one pass removed (or, dry, would remove), per table, and how long it took."""
+
+    dry_run: bool
+    content_jobs: int = 0
+    results: int = 0
+    documents: int = 0
+    document_texts: int = 0
+    delivery_payloads: int = 0
+    audit_jobs: int = 0
+    job_events: int = 0
+    inbox_records: int = 0
+    content_batches: int = 0
+    audit_batches: int = 0
+    #: The most jobs one batch locked (never above the configured batch).
+    largest_batch: int = 0
+    seconds: float = 0.0
+    batch_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        """Rows emptied or deleted (the marks the pass writes are not counted)."""
+        return (
+            self.results
+            + self.documents
+            + self.document_texts
+            + self.delivery_payloads
+            + self.job_events
+            + self.inbox_records
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("batch_seconds")
+        out["rows"] = self.rows
+        out["max_batch_seconds"] = round(max(self.batch_seconds, default=0.0), 4)
+        return out
+
+
+class RetentionBatchMismatch(RuntimeError):
+    """A batch marked a different number of jobs than it locked (its transaction is
+    rolled back: nothing of it is kept)."""
+
+
+async def _horizons(conn: asyncpg.Connection, config: RetentionConfig) -> tuple[int, int]:
+    row = await conn.fetchrow(
+        q("retention_policy_min_days"), config.content_days, config.audit_days
+    )
+    return int(row["content_days"]), int(row["audit_days"])
+
+
+async def retention_due(
+    pool: asyncpg.Pool,
+    config: RetentionConfig,
+    *,
+    tenant: uuid.UUID | None = None,
+    clock: Clock | None = None,
+) -> RetentionReport:
+    """What a pass would remove now (all tenants, or one); writes nothing."""
+    now = (clock or DatabaseClock()).now()
+    started = time.perf_counter()
+    async with pool.acquire() as conn:
+        content = await conn.fetchrow(
+            q("retention_content_due_count"), now, config.content_days, tenant
+        )
+        audit = await conn.fetchrow(q("retention_audit_due_count"), now, config.audit_days, tenant)
+    return RetentionReport(
+        dry_run=True,
+        content_jobs=content["jobs"],
+        results=content["results"],
+        documents=content["documents"],
+        document_texts=content["document_texts"],
+        delivery_payloads=content["delivery_payloads"],
+        audit_jobs=audit["jobs"],
+        job_events=audit["job_events"],
+        inbox_records=audit["inbox_records"],
+        seconds=time.perf_counter() - started,
+    )
+
+
+async def run_retention(
+    pool: asyncpg.Pool,
+    config: RetentionConfig,
+    *,
+    tenant: uuid.UUID | None = None,
+    clock: Clock | None = None,
+) -> RetentionReport:
+    """One pass: content batches until none is due, then audit batches.
+
+    Raises:
+        RetentionBatchMismatch: a batch's marks did not match the jobs it locked.
+    """
+    now = (clock or DatabaseClock()).now()
+    report = RetentionReport(dry_run=False)
+    started = time.perf_counter()
+    async with pool.acquire() as conn:
+        content_days, audit_days = await _horizons(conn, config)
+    cursor: tuple[datetime | None, uuid.UUID | None] = (None, None)
+    while True:
+        t0 = time.perf_counter()
+        async with pool.acquire() as conn:
+            row = await conn.fetchrow(
+                q("retention_content_remove_batch"),
+                now,
+                config.batch,
+                config.content_days,
+                tenant,
+                content_days,
+                *cursor,
+            )
+        report.batch_seconds.append(time.perf_counter() - t0)
+        report.content_batches += 1
+        report.largest_batch = max(report.largest_batch, row["jobs"])
+        if row["marked"] != row["jobs"]:
+            raise RetentionBatchMismatch(f"locked {row['jobs']} jobs, marked {row['marked']}")
+        report.content_jobs += row["jobs"]
+        report.results += row["results"]
+        report.documents += row["documents"]
+        report.document_texts += row["document_texts"]
+        report.delivery_payloads += row["delivery_payloads"]
+        if row["jobs"] < config.batch:
+            break
+        cursor = (row["cursor_finished_at"], row["cursor_id"])
+    while True:
+        t0 = time.perf_counter()
+        async with pool.acquire() as conn:
+            row = await conn.fetchrow(
+                q("retention_audit_remove_batch"),
+                now,
+                config.batch,
+                config.audit_days,
+                tenant,
+                audit_days,
+            )
+        report.batch_seconds.append(time.perf_counter() - t0)
+        report.audit_batches += 1
+        report.largest_batch = max(report.largest_batch, row["jobs"])
+        if row["marked"] != row["jobs"]:
+            raise RetentionBatchMismatch(f"locked {row['jobs']} marks, updated {row['marked']}")
+        report.audit_jobs += row["jobs"]
+        report.job_events += row["job_events"]
+        report.inbox_records += row["inbox_records"]
+        if row["jobs"] < config.batch:
+            break
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+class RetentionPass(PeriodicPass):
+    """The maintenance actor's periodic :func:`run_retention` over every tenant."""
+
+    pass_name = "retention pass"
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        config: RetentionConfig,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        self.pool = pool
+        self.config = config
+        self.clock = clock or DatabaseClock()
+        self.last: RetentionReport | None = None
+
+    async def run_once(self) -> RetentionReport:
+        report = await run_retention(self.pool, self.config, clock=self.clock)
+        if report.content_jobs or report.audit_jobs:
+            log.info("retention: %s", report.as_dict())
+        self.last = report
+        return report
+
+    def pass_interval(self) -> float:
+        return self.config.interval_seconds
