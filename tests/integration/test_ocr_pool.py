@@ -17,10 +17,10 @@ import pytest
 from PIL import Image
 
 from cluster.admission import actor_name, admission_actor
-from cluster.ocr_pool import (
+from cluster.ocr_client import RayOcrPool
+from deployments.ocr_pool import (
     OCR_RESOURCE,
     OcrPoolConfig,
-    RayOcrPool,
     build_ocr_replica,
     replica_name,
 )
