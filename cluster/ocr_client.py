@@ -11,12 +11,14 @@ driver (the replicas themselves are ``deployments/ocr_pool.py``):
   The page asks as its document's **tenant** (:meth:`RayOcrPool.for_tenant`): the
   scope queues waiters per tenant and serves them by deficit round robin, one page
   per tenant per round, so a tenant's 500-page upload holds another tenant's next page
-  back by one page per waiting tenant, not by its 500;
-* then goes to a running replica, round robin over those that run now (the fleet
-  scales them); one document's pages run on several replicas at once and come back
+  back by one page per waiting tenant, not by its 500. A driver asks once per page and
+  stays queued until granted (a ticket withdrawn and asked again would lose its turn);
+* then goes to the running replica with the fewest pages in hand (the fleet scales
+  them); one document's pages run on several replicas at once and come back
   in page order. A replica that is gone when its page comes back (removed by the
-  fleet, or crashed) gets the page sent once more to another; the grant is released
-  as its page returns.
+  fleet, or crashed) gets the page sent once more to another. The replica gives the
+  grant back the moment it has read the page, so the budget counts pages on replicas
+  and a document longer than the budget never waits on its own driver.
 
 Failures keep the document stage's meanings: a page's own error (``ocr_page_timeout``,
 ``image_too_large``, ``ocr_unavailable`` on a replica without tesseract) is raised as
@@ -48,11 +50,10 @@ __all__ = ["RayOcrPool"]
 
 #: Seconds a driver waits on the admission actor's answer beyond the wait it asked for.
 _ACTOR_SLACK_S = 30.0
-#: How long one acquire waits while pages of the same document are out (then their
-#: finished grants are released, so a document longer than the budget never blocks).
-_ACQUIRE_SLICE_S = 0.2
 #: How long the list of running replicas is trusted before it is looked up again.
 _LIVE_TTL_S = 5.0
+#: How long the replicas may take to say how many pages they hold.
+_ASK_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,12 @@ class _Replicas:
         self._at = -math.inf
 
     def next(self) -> Any:
+        """The running replica with the fewest pages in hand (round robin among equals).
+
+        Drivers send independently, so a round robin of its own per driver would put
+        two pages on one replica while another idles; asking each replica costs a
+        millisecond a page, a page seconds.
+        """
         import ray
 
         if time.monotonic() - self._at > _LIVE_TTL_S or not self._live:
@@ -90,9 +97,17 @@ class _Replicas:
                 with contextlib.suppress(ValueError):  # not running (scaled down)
                     live.append(ray.get_actor(replica_name(self.prefix, i)))
             self._live, self._at = live, time.monotonic()
-        if not self._live:
+        live = self._live
+        if not live:
             raise OcrUnavailable(f"no OCR replica {replica_name(self.prefix, 0)}.. is running")
-        return self._live[next(self.turn) % len(self._live)]
+        turn = next(self.turn)
+        order = [live[(turn + k) % len(live)] for k in range(len(live))]
+        try:
+            in_hand: list[int] = ray.get([r.in_hand.remote() for r in order], timeout=_ASK_S)
+        except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+            self.forget()  # one is gone or busy beyond reach: the round robin's pick
+            return order[0]
+        return order[min(range(len(order)), key=in_hand.__getitem__)]
 
 
 class RayOcrPool:
@@ -146,61 +161,62 @@ class RayOcrPool:
         done: dict[int, OcrPage] = {}
         try:
             for page in pages:
-                self.metrics.waiting.inc()
-                asked = time.monotonic()
+                grant = self._acquire(admission, deadline, settings, len(done))
                 try:
-                    grant = self._acquire(admission, pending, done, deadline, settings)
-                finally:
-                    self.metrics.waiting.dec()
-                self.metrics.page_wait_seconds.observe(time.monotonic() - asked)
-                try:
-                    pending[self._send(page, settings)] = _Out(page[0], grant, page)
+                    pending[self._send(admission, page, grant, settings)] = _Out(
+                        page[0], grant, page
+                    )
                 except BaseException:  # granted, never sent: the page is not out
                     admission.release.remote(grant.grant_id, attempted=False)
                     raise
+                # A page's own error ends the read now, not after the last page's grant.
+                self._collect(admission, pending, done, deadline, settings, block=False)
             while pending:
                 self._collect(admission, pending, done, deadline, settings, block=True)
         except ray.exceptions.RayActorError as exc:
             raise OcrUnavailable(f"an OCR pool actor died: {exc}") from exc
         finally:
             for ref, out in pending.items():  # an error or the time limit
-                admission.release.remote(out.grant.grant_id, attempted=False)
                 with contextlib.suppress(Exception):  # it may have finished meanwhile
                     ray.cancel(ref)
+                # The replica gives a cancelled page's grant back itself; one never
+                # started there would hold it until its TTL, so give it back here too
+                # (the scope answers a repeated release with a warning, nothing more).
+                admission.release.remote(out.grant.grant_id, attempted=False)
         return tuple(done[number] for number in sorted(done))
 
-    def _send(self, page: PageInput, settings: Settings) -> Any:
+    def _send(self, admission: Any, page: PageInput, grant: Grant, settings: Settings) -> Any:
         number, image, dpi = page
-        return self._replicas.next().ocr.remote(number, image, dpi, settings)
+        replica = self._replicas.next()
+        return replica.ocr.remote(number, image, dpi, settings, (admission, grant.grant_id))
 
-    def _acquire(
-        self,
-        admission: Any,
-        pending: dict[Any, _Out],
-        done: dict[int, OcrPage],
-        deadline: float,
-        settings: Settings,
-    ) -> Grant:
+    def _acquire(self, admission: Any, deadline: float, settings: Settings, read: int) -> Grant:
+        """The page's grant, waiting in its tenant's turn until ``deadline``.
+
+        One ask that stays queued, never cancelled and asked again: a ticket asked
+        again would join the round behind every tenant already in it and lose its
+        turn. Pages already out are given back by their replicas meanwhile.
+        """
         import ray
 
         request = AdmissionRequest(tenant=self.tenant, prompt_tokens=1, max_output_tokens=0)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise DocumentReadTimeout(
-                    seconds=settings.document_read_seconds, pages_read=len(done)
-                )
-            wait = min(left, _ACQUIRE_SLICE_S if pending else 5.0)
-            try:
-                got = ray.get(
-                    admission.acquire.remote(request, timeout=wait), timeout=wait + _ACTOR_SLACK_S
-                )
-            except ray.exceptions.GetTimeoutError as exc:
-                raise OcrUnavailable("the OCR admission scope did not answer") from exc
-            if isinstance(got, Grant):
-                return got
-            # Not granted: pages of this document may be what holds the budget.
-            self._collect(admission, pending, done, deadline, settings, block=False)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise DocumentReadTimeout(seconds=settings.document_read_seconds, pages_read=read)
+        self.metrics.waiting.inc()
+        asked = time.monotonic()
+        try:
+            got = ray.get(
+                admission.acquire.remote(request, timeout=left), timeout=left + _ACTOR_SLACK_S
+            )
+        except ray.exceptions.GetTimeoutError as exc:
+            raise OcrUnavailable("the OCR admission scope did not answer") from exc
+        finally:
+            self.metrics.waiting.dec()
+        self.metrics.page_wait_seconds.observe(time.monotonic() - asked)
+        if not isinstance(got, Grant):  # the document's time ran out in the queue
+            raise DocumentReadTimeout(seconds=settings.document_read_seconds, pages_read=read)
+        return got
 
     def _collect(
         self,
@@ -212,9 +228,9 @@ class RayOcrPool:
         *,
         block: bool,
     ) -> None:
-        """Take the pages that are back (at least one when ``block``), releasing
-        their grants; a page's error is raised as itself, a page whose replica is
-        gone is sent once more to another."""
+        """Take the pages that are back (at least one when ``block``); a page's error
+        is raised as itself, a page whose replica is gone is sent once more to another
+        (with its grant, which that replica gives back)."""
         import ray
 
         if not pending:
@@ -234,13 +250,12 @@ class RayOcrPool:
                     pending[ref] = out  # its grant goes back with the others
                     raise
                 self._replicas.forget()  # scaled down or crashed: look again
-                pending[self._send(out.page, settings)] = replace(out, resent=True)
+                resent = self._send(admission, out.page, out.grant, settings)
+                pending[resent] = replace(out, resent=True)
                 continue
             except ray.exceptions.RayTaskError as exc:
-                admission.release.remote(out.grant.grant_id)
                 cause = getattr(exc, "cause", None)
                 if isinstance(cause, Exception):
                     raise cause from None
                 raise
-            admission.release.remote(out.grant.grant_id)
             done[out.number] = page

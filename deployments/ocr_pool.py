@@ -90,6 +90,7 @@ class OcrReplica:
         self.metrics = OcrMetrics()
         self._bridge: RegistryBridge | None = None
         self._one_page: asyncio.Semaphore | None = None  # made on the actor's loop
+        self._in_hand = 0
 
     async def start(self) -> bool:
         """Start the metrics bridge (on this actor's loop); idempotent."""
@@ -97,23 +98,47 @@ class OcrReplica:
             self._bridge = bridge_to_ray(self.metrics.registry)
         return True
 
-    async def ocr(self, number: int, image: Any, dpi: float | None, settings: Settings) -> OcrPage:
-        """The page recognised as :func:`ocr_images` does in process (same errors)."""
+    async def ocr(
+        self,
+        number: int,
+        image: Any,
+        dpi: float | None,
+        settings: Settings,
+        grant: tuple[Any, str] | None = None,
+    ) -> OcrPage:
+        """The page recognised as :func:`ocr_images` does in process (same errors).
+
+        ``grant`` is the page's admission grant as (the scope's actor, the grant id):
+        the replica gives it back the moment the page is read (or fails, or is
+        cancelled), so the scope's budget counts pages on replicas, not pages whose
+        driver has yet to collect them.
+        """
         await self.start()
         if self._one_page is None:
             self._one_page = asyncio.Semaphore(1)
-        async with self._one_page:  # one page at a time: the replica's CPU
-            t0 = time.monotonic()
-            outcome = "ok"
-            try:
-                (page,) = await asyncio.to_thread(ocr_images, [(number, image, dpi)], settings)
-            except FencelineError as exc:
-                outcome = exc.error_class
-                raise
-            finally:
-                self.metrics.pages.labels(outcome=outcome).inc()
-                self.metrics.page_seconds.observe(time.monotonic() - t0)
+        self._in_hand += 1
+        try:
+            async with self._one_page:  # one page at a time: the replica's CPU
+                t0 = time.monotonic()
+                outcome = "ok"
+                try:
+                    (page,) = await asyncio.to_thread(ocr_images, [(number, image, dpi)], settings)
+                except FencelineError as exc:
+                    outcome = exc.error_class
+                    raise
+                finally:
+                    self.metrics.pages.labels(outcome=outcome).inc()
+                    self.metrics.page_seconds.observe(time.monotonic() - t0)
+        finally:
+            self._in_hand -= 1
+            if grant is not None:
+                scope, grant_id = grant
+                scope.release.remote(grant_id)
         return page
+
+    async def in_hand(self) -> int:
+        """Pages on this replica now, read or waiting: drivers send to the emptiest."""
+        return self._in_hand
 
     def metrics_text(self) -> str:
         from prometheus_client import generate_latest

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -115,6 +116,52 @@ def test_a_pool_that_is_not_running_is_retryable(pool: tuple[RayOcrPool, list[An
     assert _in_flight() == 0  # the page's grant came back: it was never sent
 
 
+def test_one_tenants_long_upload_holds_another_tenants_page_back_one_page_at_most(
+    pool: tuple[RayOcrPool, list[Any]],
+) -> None:
+    """Tenant a's upload (ten documents of three pages, on ten drivers' threads) queues
+    first; tenant b's one page, asked from another driver, is read after at most the
+    pages already on the replicas and one of a's, not after a's queue: the scope
+    serves tenants in turn, a page each."""
+    import ray
+
+    _ocr, replicas = pool
+    settings = Settings(ocr_detect_orientation=False)
+    image = render_text("RECHNUNG Nr. RE-2024-0815")
+    driver_a, driver_b = RayOcrPool(CONFIG, prefix=PREFIX), RayOcrPool(CONFIG, prefix=PREFIX)
+    read_a: list[int] = []
+
+    def document_a() -> None:
+        pages = [(n, image, 300.0) for n in range(1, 4)]
+        read_a.append(len(driver_a.for_tenant("a")(pages, settings)))
+
+    def pages_read() -> float:
+        return sum(_pages_ok(ray.get(r.metrics_text.remote())) for r in replicas)
+
+    threads = [threading.Thread(target=document_a) for _ in range(10)]
+    for thread in threads:
+        thread.start()
+    _until_queued("a", 6)  # a's pages are waiting for grants before b asks
+    read_before = pages_read()
+    asked = time.monotonic()
+    read_b = driver_b.for_tenant("b")([(1, image, 300.0)], settings)
+    b_seconds = time.monotonic() - asked
+    read_while_b = pages_read() - read_before
+    for thread in threads:
+        thread.join(timeout=240)
+    assert read_a == [3] * 10 and len(read_b) == 1 and "RE-2024-0815" in read_b[0].text
+    wait_b = driver_b.metrics.registry.get_sample_value("fenceline_ocr_page_wait_seconds_sum")
+    print(
+        f"b's page: {read_while_b:.0f} pages read from its ask to its return (its own "
+        f"included), granted after {wait_b:.2f}s, back after {b_seconds:.2f}s"
+    )
+    # The two pages on the replicas when b asked, at most one of a's granted before
+    # b's, b's own, and one of a's that may finish beside it: 5. In a's queue b would
+    # come after 6 and more.
+    assert read_while_b <= 5
+    assert _in_flight() == 0
+
+
 def test_a_document_past_its_time_ends_and_gives_its_pages_back(
     pool: tuple[RayOcrPool, list[Any]],
 ) -> None:
@@ -139,6 +186,20 @@ def _in_flight(settle_s: float = 5.0) -> int:
         if open_grants == 0 or time.monotonic() > until:
             return open_grants
         time.sleep(0.1)
+
+
+def _queued() -> dict[str, int]:
+    import ray
+
+    ref: Any = ray.get_actor(actor_name(CONFIG.scope)).snapshot.remote()
+    return dict(ray.get(ref)["queued"])
+
+
+def _until_queued(tenant: str, pages: int, within_s: float = 60.0) -> None:
+    until = time.monotonic() + within_s
+    while _queued().get(tenant, 0) < pages:
+        assert time.monotonic() < until, f"tenant {tenant} never had {pages} pages queued"
+        time.sleep(0.02)
 
 
 def _pages_ok(text: str) -> float:
