@@ -90,6 +90,9 @@ class OcrFleet(PeriodicPass, Generic[M]):
         snap = await _call(scope.snapshot.remote())
         waiting, in_flight = sum(snap["queued"].values()), int(snap["in_flight"])
         current = len(self.replicas())
+        if snap["limits"].get("max_in_flight") != self.config.pages_budget(current):
+            # Replicas adopted from an earlier supervisor, or a resize that did not land.
+            await _call(scope.resize.remote(self.config.pages_budget(current)))
         want = decide(self.scaling, current, waiting, in_flight)
         self.last = {"replicas": current, "waiting": waiting, "in_flight": in_flight, "want": want}
         now = self.clock()

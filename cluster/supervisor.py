@@ -169,7 +169,10 @@ class RuntimeSupervisor:
                 lambda h: h.start.remote(),
             )
         ]
-        return members + [self.ocr_replica_member(i) for i in range(cfg.ocr.replicas)]
+        # Replicas a previous replica's OCR fleet added are adopted, not orphaned.
+        running = _running_driver_indices(cfg.actor_prefix, "ocr")
+        indices = set(range(cfg.ocr.replicas)) | {i for i in running if i < cfg.ocr.max_replicas}
+        return members + [self.ocr_replica_member(i) for i in sorted(indices)]
 
     def ocr_replica_member(self, index: int) -> _Member:
         """The supervised member for OCR replica ``<prefix>-ocr-<index>``."""
@@ -327,15 +330,15 @@ class RuntimeSupervisor:
             member.handle = None
 
 
-def _running_driver_indices(prefix: str) -> list[int]:
-    """Indices of ``<prefix>-driver-<i>`` actors alive in this namespace (none outside Ray)."""
+def _running_driver_indices(prefix: str, kind: str = "driver") -> list[int]:
+    """Indices of ``<prefix>-<kind>-<i>`` actors alive in this namespace (none outside Ray)."""
     try:
         import ray
 
         names = ray.util.list_named_actors() if ray.is_initialized() else []
     except Exception:  # no cluster state to read: start from the configured count
         return []
-    head = f"{prefix}-driver-"
+    head = f"{prefix}-{kind}-"
     return [int(n[len(head) :]) for n in names if n.startswith(head) and n[len(head) :].isdigit()]
 
 
