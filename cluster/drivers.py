@@ -33,8 +33,9 @@ from cluster.admission import (
     RoutedGate,
 )
 from cluster.crash_points import CrashPoints
-from cluster.ocr_pool import OcrPoolConfig, RayOcrPool
+from cluster.ocr_client import RayOcrPool
 from deployments.observability import start_observability
+from deployments.pools import OcrPoolConfig
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.database import create_pool
 from pipeline.delivery import job_store

@@ -56,7 +56,7 @@ class RuntimeConfig(BaseModel):
     #: ``pipeline.worker.attempt.WorkerConfig`` fields for every driver (timeouts, output cap);
     #: unset ones come from the settings (attempt timeout, heartbeat) or the defaults.
     worker: dict[str, Any] = Field(default_factory=dict)
-    #: The Ray OCR pool (``cluster/ocr_pool.py``): replicas on the OCR worker group and
+    #: The Ray OCR pool (``deployments/ocr_pool.py``): replicas on the OCR worker group and
     #: their own admission scope in pages; None: drivers OCR pages in process.
     ocr: OcrPoolConfig | None = None
     #: Longest a health check waits for one actor before it is replaced.

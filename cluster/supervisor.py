@@ -80,6 +80,7 @@ class RuntimeSupervisor:
     and scales the task drivers (:mod:`cluster.driver_fleet`)."""
 
     _autoscaler: Any = None
+    _ocr_fleet: Any = None
 
     async def __init__(self, config: Mapping[str, Any] | RuntimeConfig) -> None:  # type: ignore[misc]
         self.config = (
@@ -100,6 +101,11 @@ class RuntimeSupervisor:
         )
         self._autoscaler = await start_autoscaler(
             fleet, self.settings, drivers=self.config.drivers, concurrency=self.config.concurrency
+        )
+        from cluster.ocr_fleet import start_ocr_fleet
+
+        self._ocr_fleet = await start_ocr_fleet(
+            self.config.ocr, self._members, self._lock, self.ocr_replica_member, self._ensure
         )
 
     def _plan(self) -> list[_Member]:
@@ -151,12 +157,11 @@ class RuntimeSupervisor:
         """The OCR pool: its admission scope (pages, no ledger: a grant is a page of
         seconds, not an LLM call to account for) and its replicas; none without one."""
         from cluster.admission import actor_name, admission_actor
-        from cluster.ocr_pool import build_ocr_replica, replica_name
 
         cfg, scope = self.config, self.config.ocr_scope()
         if cfg.ocr is None or scope is None:
             return []
-        ocr, (name, limits) = cfg.ocr, scope
+        name, limits = scope
         members = [
             _Member(
                 f"admission-{name}",
@@ -164,16 +169,22 @@ class RuntimeSupervisor:
                 lambda h: h.start.remote(),
             )
         ]
-        for i in range(ocr.replicas):
-            replica = replica_name(cfg.actor_prefix, i)
-            members.append(
-                _Member(
-                    replica,
-                    functools.partial(build_ocr_replica, ocr, replica),
-                    lambda h: h.start.remote(),
-                )
-            )
-        return members
+        # Replicas a previous replica's OCR fleet added are adopted, not orphaned.
+        running = _running_driver_indices(cfg.actor_prefix, "ocr")
+        indices = set(range(cfg.ocr.replicas)) | {i for i in running if i < cfg.ocr.max_replicas}
+        return members + [self.ocr_replica_member(i) for i in sorted(indices)]
+
+    def ocr_replica_member(self, index: int) -> _Member:
+        """The supervised member for OCR replica ``<prefix>-ocr-<index>``."""
+        from deployments.ocr_pool import build_ocr_replica, replica_name
+
+        assert self.config.ocr is not None
+        replica = replica_name(self.config.actor_prefix, index)
+        return _Member(
+            replica,
+            functools.partial(build_ocr_replica, self.config.ocr, replica),
+            lambda h: h.start.remote(),
+        )
 
     def driver_member(self, index: int) -> _Member:
         """The supervised member for driver ``<prefix>-driver-<index>``."""
@@ -279,7 +290,13 @@ class RuntimeSupervisor:
         states = await asyncio.gather(*(alive(m) for m in self._members))
         actors = {m.name: ok for m, ok in zip(self._members, states, strict=True)}
         scaling = self._autoscaler.autoscaler.summary() if self._autoscaler else None
-        return {"config": self.config.model_dump(), "actors": actors, "autoscaling": scaling}
+        ocr = self._ocr_fleet.last if self._ocr_fleet else None
+        return {
+            "config": self.config.model_dump(),
+            "actors": actors,
+            "autoscaling": scaling,
+            "ocr_autoscaling": ocr,
+        }
 
     async def __del__(self) -> None:
         """Graceful shutdown: drivers release their leases, then the actors go.
@@ -290,6 +307,9 @@ class RuntimeSupervisor:
         if self._autoscaler is not None:
             await self._autoscaler.close()
             self._autoscaler = None
+        if self._ocr_fleet is not None:
+            await self._ocr_fleet.stop()
+            self._ocr_fleet = None
         for member in reversed(self._members):
             if member.handle is None:
                 continue
@@ -310,15 +330,15 @@ class RuntimeSupervisor:
             member.handle = None
 
 
-def _running_driver_indices(prefix: str) -> list[int]:
-    """Indices of ``<prefix>-driver-<i>`` actors alive in this namespace (none outside Ray)."""
+def _running_driver_indices(prefix: str, kind: str = "driver") -> list[int]:
+    """Indices of ``<prefix>-<kind>-<i>`` actors alive in this namespace (none outside Ray)."""
     try:
         import ray
 
         names = ray.util.list_named_actors() if ray.is_initialized() else []
     except Exception:  # no cluster state to read: start from the configured count
         return []
-    head = f"{prefix}-driver-"
+    head = f"{prefix}-{kind}-"
     return [int(n[len(head) :]) for n in names if n.startswith(head) and n[len(head) :].isdigit()]
 
 

@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from deployments.lora import LoraAdapter
 from deployments.model_prepare import BUNDLED_ALIAS, MODEL_DIR_NAME, default_model_dir
+from deployments.ocr_autoscaling import OcrAutoscaling
 from deployments.pool_autoscaling import Autoscaling
 from pipeline.settings import Settings
 
@@ -276,35 +277,66 @@ OCR_RESOURCE = "fenceline-ocr"
 
 class OcrPoolConfig(BaseModel):
     """The OCR pool (``ocr:`` in a pools file): replicas on CPU workers that OCR pages
-    (``cluster/ocr_pool.py``), apart from the LLM pools, with an admission scope of
-    their own in pages. Without one, drivers OCR pages in process."""
+    (``deployments/ocr_pool.py``), apart from the LLM pools, with an admission scope of
+    their own in pages, shared fairly between tenants. Without one, drivers OCR pages
+    in process."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    #: Replicas at start; with ``autoscaling`` the fleet moves them within its bounds.
     replicas: int = Field(2, ge=1)
     #: Logical CPUs per replica: tesseract reads a page on one core.
     num_cpus: float = Field(1.0, gt=0)
     #: Custom resource each replica asks one of (the OCR worker group's label); None
     #: places replicas on any node with CPUs (one machine, tests).
     resource: str | None = OCR_RESOURCE
-    #: Pages OCR'd at once across every driver (the scope's budget); None: ``replicas``.
+    #: Pages OCR'd at once across every driver (the scope's budget); None: one page
+    #: per running replica (the budget then follows the autoscaled count).
     max_pages_in_flight: int | None = Field(None, ge=1)
+    #: Pages one tenant may hold at once; None: no cap (round robin alone shares the
+    #: budget, so a tenant alone may use all of it).
+    tenant_max_pages_in_flight: int | None = Field(None, ge=1)
     #: The admission scope's name (one AdmissionActor, apart from the engines').
     scope: str = Field("fenceline-ocr", min_length=1)
     #: A grant not released this long (its driver died mid-page) is expired.
     grant_ttl_seconds: float = Field(600.0, gt=0)
+    #: Scale the replicas on the scope's queue (:mod:`deployments.ocr_autoscaling`);
+    #: None: ``replicas`` always.
+    autoscaling: OcrAutoscaling | None = None
+
+    @model_validator(mode="after")
+    def _start_within_bounds(self) -> OcrPoolConfig:
+        a = self.autoscaling
+        if a is not None and not a.min_replicas <= self.replicas <= a.max_replicas:
+            raise ValueError("ocr.replicas must lie within autoscaling's min and max")
+        return self
 
     @property
-    def pages_budget(self) -> int:
-        return self.max_pages_in_flight or self.replicas
+    def max_replicas(self) -> int:
+        """The most replicas the pool ever runs (names ``<prefix>-ocr-0`` .. ``-<n-1>``)."""
+        return self.autoscaling.max_replicas if self.autoscaling else self.replicas
+
+    def pages_budget(self, replicas: int | None = None) -> int:
+        """Pages in flight the scope grants with ``replicas`` running (default: at start)."""
+        return self.max_pages_in_flight or (self.replicas if replicas is None else replicas)
 
     def admission(self) -> dict[str, Any]:
-        """The OCR scope's ``AdmissionConfig`` fields: pages in flight, nothing else.
+        """The OCR scope's ``AdmissionConfig`` fields: pages in flight, shared by tenant.
 
-        One grant is one page, so ``max_in_flight`` is the budget in pages; no token,
+        One grant is one page, so ``max_in_flight`` is the budget in pages and a quantum
+        of one "token" (a page's cost) makes the scope's deficit round robin hand out
+        one page per waiting tenant per round: a tenant with 500 pages queued holds
+        another tenant's first page back by at most one page per other tenant. No token,
         RPM or TPM limit applies (those are the LLM scopes').
         """
-        return {"max_in_flight": self.pages_budget, "grant_ttl_seconds": self.grant_ttl_seconds}
+        limits: dict[str, Any] = {
+            "max_in_flight": self.pages_budget(),
+            "grant_ttl_seconds": self.grant_ttl_seconds,
+            "quantum_tokens": 1,
+        }
+        if self.tenant_max_pages_in_flight is not None:
+            limits["tenant_max_in_flight"] = self.tenant_max_pages_in_flight
+        return limits
 
 
 class PoolsConfig(BaseModel):

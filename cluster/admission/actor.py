@@ -304,6 +304,15 @@ class AdmissionActor:
         self._kick()
         return remaining
 
+    async def resize(self, max_in_flight: int) -> dict[str, Any]:
+        """Set the in-flight budget (an OCR scope follows its running replicas);
+        grants above a smaller budget run out, none is taken back."""
+        await self._ensure_started()
+        self._policy.resize(max_in_flight)
+        self.config = self._policy.config
+        self._kick()
+        return await self.snapshot()
+
     async def run_once(self) -> int:
         """One dispatch round (what the pump does on a timer), for tests and
         operators; returns the number of waiting acquirers granted."""

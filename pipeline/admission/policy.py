@@ -328,6 +328,13 @@ class AdmissionPolicy:
         self._window.prune(now)
         return used
 
+    def resize(self, max_in_flight: int) -> None:
+        """Change ``max_in_flight`` (a pool whose replicas scale): waiters are served
+        against the new budget on the next dispatch; open grants are kept."""
+        if max_in_flight <= 0:
+            raise ValueError("max_in_flight must be positive")
+        self.config = self.config.model_copy(update={"max_in_flight": max_in_flight})
+
     # ---- reading ---------------------------------------------------------------
 
     def snapshot(self) -> AdmissionSnapshot:

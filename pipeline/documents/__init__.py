@@ -18,6 +18,7 @@ from pipeline.documents.document_text import (
     DocumentWord,
     PageInput,
     PageOcr,
+    TenantOcr,
     read_document,
 )
 from pipeline.documents.evidence_boxes import Rect, span_rects
@@ -81,6 +82,7 @@ __all__ = [
     "Rect",
     "S3Store",
     "StoredObject",
+    "TenantOcr",
     "is_sha256_hex",
     "kept_page_words",
     "kept_words",

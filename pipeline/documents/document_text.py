@@ -13,8 +13,10 @@ Where pages are recognised is a seam: :data:`PageOcr` is any callable that takes
 pages as :func:`~pipeline.documents.ocr.ocr_images` does and returns their
 :class:`~pipeline.documents.ocr.OcrPage` in the same order. In-process
 :func:`ocr_images` is the default (the embedded single-machine run); the cluster
-runtime hands in its Ray OCR pool (``cluster/ocr_pool.py``), which spreads one
-document's pages over its replicas. The pages given to it stop, and the read ends with
+runtime hands in its Ray OCR pool (``cluster/ocr_client.py`` over the replicas of
+``deployments/ocr_pool.py``), which spreads one document's pages over its replicas; a
+pool shared by tenants is a :class:`TenantOcr`, and a document's pages then ask as
+its tenant. The pages given to it stop, and the read ends with
 ``document_read_timeout``, once ``settings.document_read_seconds`` have passed.
 """
 
@@ -24,6 +26,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from PIL import Image
 
@@ -41,6 +44,15 @@ _IMAGES = (MediaType.PNG, MediaType.JPEG, MediaType.TIFF)
 PageInput = tuple[int, Image.Image, float | None]
 #: Where pages are OCR'd: in process (:func:`ocr_images`) or a pool; same order out as in.
 PageOcr = Callable[[Iterable[PageInput], Settings], tuple[OcrPage, ...]]
+
+
+@runtime_checkable
+class TenantOcr(Protocol):
+    """An OCR whose capacity is shared by tenant: a document's pages ask as its tenant."""
+
+    def for_tenant(self, tenant: str) -> PageOcr:
+        """The OCR for pages of ``tenant``'s documents."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

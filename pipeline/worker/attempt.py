@@ -28,7 +28,7 @@ from typing import cast
 
 from pipeline import checkpoints
 from pipeline.admission import AdmissionGate, Grant
-from pipeline.documents import DocumentStore, MediaType, PageOcr
+from pipeline.documents import DocumentStore, MediaType, PageOcr, TenantOcr
 from pipeline.errors import (
     FencelineError,
     LeaseLost,
@@ -88,7 +88,7 @@ class AttemptRunner:
         today: Callable[[], datetime] | None = None,
         master_data: MasterDataCache | None = None,
         documents: DocumentStore | None = None,
-        ocr: PageOcr | None = None,
+        ocr: PageOcr | TenantOcr | None = None,
     ) -> None:
         self.store = store
         self.engine = engine
@@ -101,7 +101,7 @@ class AttemptRunner:
         self.master_data = master_data or MasterDataCache()
         self.commits = GroupCommit(store, max_batch=config.settle_batch)
         #: Files come from ``documents``; a driver without one retries a file's job.
-        #: Pages without text are OCR'd by ``ocr`` (a Ray pool), else in this process.
+        #: Pages without text are OCR'd by ``ocr`` (a Ray pool, shared by tenant), else here.
         self.documents = DocumentStage(documents, max_pages=config.max_document_pages, ocr=ocr)
         self.bounds = CallBounds(config)
         self.outcomes = AttemptOutcomes(

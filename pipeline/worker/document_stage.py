@@ -55,6 +55,7 @@ from pipeline.documents import (
     DocumentStore,
     MediaType,
     PageOcr,
+    TenantOcr,
     pdf_attachments,
     read_document,
     words_to_keep,
@@ -112,10 +113,11 @@ class DocumentStage:
         *,
         max_pages: int,
         settings: Settings | None = None,
-        ocr: PageOcr | None = None,
+        ocr: PageOcr | TenantOcr | None = None,
     ) -> None:
         self.store = store
-        #: Where pages without text are recognised: None is in this process.
+        #: Where pages without text are recognised: None is in this process; a pool
+        #: shared by tenants (:class:`TenantOcr`) reads each document as its tenant's.
         self.ocr = ocr
         #: What reading a file may spend: pages, pixels, OCR languages, resolution and
         #: time per page (the process's FENCELINE_* settings unless given).
@@ -181,7 +183,10 @@ class DocumentStage:
             # keeps its place, so page numbers in evidence are the file's own.
             # The time limit runs from here: the store's get is bounded on its own.
             deadline = time.monotonic() + self.settings.document_read_seconds
-            read = await asyncio.to_thread(self._read_pages, data, MediaType(media), deadline)
+            tenant = str(row.get("tenant_id") or "")
+            read = await asyncio.to_thread(
+                self._read_pages, data, MediaType(media), deadline, tenant
+            )
             ocr = read.ocr_pages
             reader = PDF_READER if media == MediaType.PDF.value else OCR_READER
             if ocr and media == MediaType.PDF.value:
@@ -218,10 +223,15 @@ class DocumentStage:
                 raise DocumentRefused("unreadable_document", "not UTF-8 text") from exc
         raise DocumentRefused("unsupported_media_type", media)
 
-    def _read_pages(self, data: bytes, media: MediaType, deadline: float) -> DocumentTextRead:
-        if self.ocr is None:
+    def _read_pages(
+        self, data: bytes, media: MediaType, deadline: float, tenant: str
+    ) -> DocumentTextRead:
+        ocr = self.ocr
+        if ocr is None:
             return read_document(data, media, self.settings, deadline=deadline)
-        return read_document(data, media, self.settings, ocr=self.ocr, deadline=deadline)
+        if isinstance(ocr, TenantOcr):  # its pages take their turn as their tenant's
+            ocr = ocr.for_tenant(tenant)
+        return read_document(data, media, self.settings, ocr=ocr, deadline=deadline)
 
 
 def _embedded_invoice(data: bytes) -> bytes | None:

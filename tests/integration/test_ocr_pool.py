@@ -5,11 +5,14 @@ the replicas' metrics."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +20,12 @@ import pytest
 from PIL import Image
 
 from cluster.admission import actor_name, admission_actor
-from cluster.ocr_pool import (
+from cluster.ocr_client import RayOcrPool
+from cluster.ocr_fleet import OcrFleet
+from deployments.ocr_autoscaling import OcrAutoscaling
+from deployments.ocr_pool import (
     OCR_RESOURCE,
     OcrPoolConfig,
-    RayOcrPool,
     build_ocr_replica,
     replica_name,
 )
@@ -115,6 +120,116 @@ def test_a_pool_that_is_not_running_is_retryable(pool: tuple[RayOcrPool, list[An
     assert _in_flight() == 0  # the page's grant came back: it was never sent
 
 
+def test_one_tenants_long_upload_holds_another_tenants_page_back_one_page_at_most(
+    pool: tuple[RayOcrPool, list[Any]],
+) -> None:
+    """Tenant a's upload (ten documents of three pages, on ten drivers' threads) queues
+    first; tenant b's one page, asked from another driver, is read after at most the
+    pages already on the replicas and one of a's, not after a's queue: the scope
+    serves tenants in turn, a page each."""
+    import ray
+
+    _ocr, replicas = pool
+    settings = Settings(ocr_detect_orientation=False)
+    image = render_text("RECHNUNG Nr. RE-2024-0815")
+    driver_a, driver_b = RayOcrPool(CONFIG, prefix=PREFIX), RayOcrPool(CONFIG, prefix=PREFIX)
+    read_a: list[int] = []
+
+    def document_a() -> None:
+        pages = [(n, image, 300.0) for n in range(1, 4)]
+        read_a.append(len(driver_a.for_tenant("a")(pages, settings)))
+
+    def pages_read() -> float:
+        return sum(_pages_ok(ray.get(r.metrics_text.remote())) for r in replicas)
+
+    threads = [threading.Thread(target=document_a) for _ in range(10)]
+    for thread in threads:
+        thread.start()
+    _until_queued(6)  # a's pages are waiting for grants before b asks
+    read_before = pages_read()
+    asked = time.monotonic()
+    read_b = driver_b.for_tenant("b")([(1, image, 300.0)], settings)
+    b_seconds = time.monotonic() - asked
+    read_while_b = pages_read() - read_before
+    for thread in threads:
+        thread.join(timeout=240)
+    assert read_a == [3] * 10 and len(read_b) == 1 and "RE-2024-0815" in read_b[0].text
+    wait_b = driver_b.metrics.registry.get_sample_value("fenceline_ocr_page_wait_seconds_sum")
+    print(
+        f"b's page: {read_while_b:.0f} pages read from its ask to its return (its own "
+        f"included), granted after {wait_b:.2f}s, back after {b_seconds:.2f}s"
+    )
+    # The two pages on the replicas when b asked, at most one of a's granted before
+    # b's, b's own, and one of a's that may finish beside it: 5. In a's queue b would
+    # come after 6 and more.
+    assert read_while_b <= 5
+    assert _in_flight() == 0
+
+
+@dataclass
+class _Replica:
+    """A supervised member as the fleet sees it (the supervisor's own is the same shape)."""
+
+    name: str
+    create: Callable[[], Any]
+    handle: Any = None
+
+
+async def test_the_fleet_scales_replicas_and_the_page_budget_on_the_queue(
+    pool: tuple[RayOcrPool, list[Any]],
+) -> None:
+    """Idle, the pool shrinks to its min and the scope's budget with it; with pages
+    waiting, a replica comes back and the budget grows; the pages are all read."""
+    import ray
+
+    scaling = OcrAutoscaling(min_replicas=1, max_replicas=2, downscale_delay_s=0)
+    # The budget follows the running replicas (none fixed in the file).
+    config = CONFIG.model_copy(update={"autoscaling": scaling, "max_pages_in_flight": None})
+    scope = _Replica(
+        "admission-fenceline-ocr", lambda: None, ray.get_actor(actor_name(config.scope))
+    )
+
+    def new_replica(i: int) -> _Replica:
+        name = replica_name(PREFIX, i)
+        return _Replica(name, lambda: build_ocr_replica(config, name, detached=False))
+
+    async def ensure(member: _Replica) -> None:
+        if member.handle is None:
+            member.handle = member.create()
+        await asyncio.wrap_future(member.handle.start.remote().future())
+
+    members = [scope, *(new_replica(i) for i in range(2))]
+    for member in members[1:]:
+        await ensure(member)  # the two replicas the fixture runs, by name
+    fleet = OcrFleet(
+        config, members, asyncio.Lock(), scope_member=scope.name,
+        new_replica=new_replica, ensure=ensure,
+    )  # fmt: skip
+    assert await fleet.run_once() == 1  # idle: down to the min
+    assert _limits()["max_in_flight"] == 1
+    with pytest.raises(ValueError):
+        ray.get_actor(replica_name(PREFIX, 1))  # the highest-numbered one went
+
+    image = render_text("RECHNUNG Nr. RE-2024-0815")
+    settings = Settings(ocr_detect_orientation=False)
+    driver = RayOcrPool(config, prefix=PREFIX)
+    read: list[int] = []
+
+    def document() -> None:
+        read.append(len(driver.for_tenant("a")([(n, image, 300.0) for n in (1, 2)], settings)))
+
+    threads = [threading.Thread(target=document) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    await asyncio.to_thread(_until_queued, 2)  # 1 page out, 2 waiting: over 1 a replica
+    assert await fleet.run_once() == 2
+    assert fleet.last["waiting"] >= 2 and _limits()["max_in_flight"] == 2
+    for thread in threads:
+        await asyncio.to_thread(thread.join, 240)
+    assert read == [2, 2, 2]
+    assert _in_flight() == 0
+
+
 def test_a_document_past_its_time_ends_and_gives_its_pages_back(
     pool: tuple[RayOcrPool, list[Any]],
 ) -> None:
@@ -139,6 +254,27 @@ def _in_flight(settle_s: float = 5.0) -> int:
         if open_grants == 0 or time.monotonic() > until:
             return open_grants
         time.sleep(0.1)
+
+
+def _limits() -> dict[str, Any]:
+    import ray
+
+    ref: Any = ray.get_actor(actor_name(CONFIG.scope)).snapshot.remote()
+    return dict(ray.get(ref)["limits"])
+
+
+def _queued() -> dict[str, int]:
+    import ray
+
+    ref: Any = ray.get_actor(actor_name(CONFIG.scope)).snapshot.remote()
+    return dict(ray.get(ref)["queued"])
+
+
+def _until_queued(pages: int, within_s: float = 60.0) -> None:
+    until = time.monotonic() + within_s
+    while sum(_queued().values()) < pages:
+        assert time.monotonic() < until, f"never {pages} pages queued"
+        time.sleep(0.02)
 
 
 def _pages_ok(text: str) -> float:

@@ -15,8 +15,8 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from cluster.admission import AdmissionClientMetrics
-from cluster.ocr_pool import OcrMetrics
 from deployments.engine_metrics import EngineMetrics
+from deployments.ocr_pool import OcrMetrics
 from kuberay.monitoring.dashboard import OUT, dashboard
 from pipeline.admission import AdmissionConfig, AdmissionPolicy, admission_registry
 from pipeline.api.metrics import IntakeMetrics

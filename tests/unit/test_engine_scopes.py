@@ -248,6 +248,10 @@ def test_the_supervisor_runs_the_ocr_pool_the_pools_file_declares() -> None:
     assert gpu.ocr is not None and gpu.ocr.replicas == 4
     assert names(gpu) == ["admission-fenceline-ocr"] + [f"fenceline-ocr-{i}" for i in range(4)]
     scope = gpu.ocr_scope()
-    assert scope == ("fenceline-ocr", {"max_in_flight": 4, "grant_ttl_seconds": 600.0})
+    # One page a grant, one page per tenant per round (quantum 1): fair by tenant.
+    assert scope == (
+        "fenceline-ocr",
+        {"max_in_flight": 4, "grant_ttl_seconds": 600.0, "quantum_tokens": 1},
+    )
     assert "fenceline-ocr" not in gpu.admission_scopes()  # pages, never an LLM scope
     assert names(runtime_config_for(load_pools(CPU_POOLS))) == []  # OCR in process

@@ -595,8 +595,14 @@ def test_the_ocr_pool_has_a_cpu_worker_group_of_its_own(
     assert group["template"]["metadata"]["labels"]["fenceline.dev/pool"] == "ocr"
     offered = offering["ocr"][OCR_RESOURCE]
     assert float(group["rayStartParams"]["num-cpus"]) == float(limits["cpu"]) == offered
-    assert offered * group["minReplicas"] >= ocr.replicas  # one per replica
+    assert offered * group["minReplicas"] >= ocr.replicas  # one per replica at start
     assert offered * group["minReplicas"] >= ocr.replicas * ocr.num_cpus
+    # The group's pods hold the pool's autoscaling range: its max on maxReplicas pods,
+    # and no pod beyond what the max needs (a pod the replicas never reach).
+    assert ocr.autoscaling is not None
+    assert offered * group["minReplicas"] >= ocr.autoscaling.min_replicas
+    assert offered * group["maxReplicas"] >= ocr.max_replicas * ocr.num_cpus
+    assert offered * (group["maxReplicas"] - 1) < ocr.max_replicas
     (runtime,) = [a for a in embedded(rs)["applications"] if a["name"] == "fenceline-runtime"]
     assert RuntimeConfig.model_validate(runtime["args"]).ocr == ocr
 

@@ -4,7 +4,7 @@ so OCR load never spends an LLM scope's token budget and the reverse."""
 from __future__ import annotations
 
 from cluster.admission import AdmissionActor
-from cluster.ocr_pool import OcrPoolConfig
+from deployments.pools import OcrPoolConfig
 from pipeline.admission import AdmissionConfig, AdmissionRequest, Grant, Wait, WaitReason
 
 
@@ -62,3 +62,51 @@ async def test_ocr_pages_and_llm_tokens_do_not_share_a_budget() -> None:
     assert (await engine.snapshot())["scope"] != (await ocr.snapshot())["scope"]
     await ocr.stop()
     await engine.stop()
+
+
+def test_one_tenants_many_pages_hold_another_tenants_page_back_one_page_at_most() -> None:
+    """Tenant a's pages queue first (a long upload on several drivers), then b's one
+    page: as a page comes back, the scope grants b's before a's next, whatever a has
+    queued; a cap per tenant keeps a from taking the whole budget too."""
+    from pipeline.admission import AdmissionPolicy
+
+    def page(tenant: str) -> AdmissionRequest:
+        return AdmissionRequest(tenant=tenant, prompt_tokens=1, max_output_tokens=0)
+
+    config = OcrPoolConfig(replicas=2)
+    policy = AdmissionPolicy(AdmissionConfig(scope=config.scope, **config.admission()))
+    running = [policy.submit(page("a")) for _ in range(2)]
+    policy.dispatch()
+    queued_a = [policy.submit(page("a")) for _ in range(50)]
+    b = policy.submit(page("b"))
+    order: list[str] = []
+    while b.grant is None:
+        done = running.pop(0)
+        assert done.grant is not None
+        policy.release(done.grant)
+        for ticket in policy.dispatch():
+            order.append(ticket.tenant)
+            running.append(ticket)
+    assert order.count("a") <= 1, order  # at most one of a's pages before b's
+    assert sum(t.grant is not None for t in queued_a) <= 1
+
+    capped = OcrPoolConfig(replicas=4, tenant_max_pages_in_flight=2)
+    policy = AdmissionPolicy(AdmissionConfig(scope=capped.scope, **capped.admission()))
+    grants = [policy.try_acquire(page("a")) for _ in range(3)]
+    assert [isinstance(g, Grant) for g in grants] == [True, True, False]
+    assert isinstance(grants[2], Wait) and grants[2].reason is WaitReason.TENANT_IN_FLIGHT
+    assert isinstance(policy.try_acquire(page("b")), Grant)  # the budget is not a's alone
+
+
+async def test_the_page_budget_follows_the_running_replicas() -> None:
+    actor = _ocr_actor(OcrPoolConfig(replicas=1))
+    first = await actor.acquire(_page(), timeout=0)
+    assert isinstance(first, Grant)
+    assert isinstance(await actor.acquire(_page(), timeout=0), Wait)  # one replica: full
+    grown = await actor.resize(2)  # a second replica came up
+    assert grown["limits"]["max_in_flight"] == 2
+    assert isinstance(await actor.acquire(_page(), timeout=0), Grant)
+    await actor.resize(1)  # back to one: the open grants stay, no new one until below
+    await actor.release(first.grant_id)
+    assert isinstance(await actor.acquire(_page(), timeout=0), Wait)
+    await actor.stop()

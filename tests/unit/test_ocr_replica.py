@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from cluster import ocr_pool
 from cluster.drivers import EngineSpec, TaskDriver
-from cluster.ocr_pool import OcrPoolConfig, OcrReplica, RayOcrPool
+from cluster.ocr_client import RayOcrPool
+from deployments import ocr_pool
+from deployments.ocr_pool import OcrPoolConfig, OcrReplica
 from pipeline.documents import OcrPage
 from pipeline.errors import OcrPageTimeout
 from pipeline.settings import Settings
