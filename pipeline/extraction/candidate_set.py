@@ -38,7 +38,7 @@ from pipeline.extraction.locate import (
     Found,
     decoy_label,
     decoy_number_label,
-    labelled,
+    labelled_in,
     occurrences,
 )
 from pipeline.extraction.supplier_names import supplier_candidates
@@ -114,13 +114,13 @@ class _Stage:
         return tuple(out)
 
 
-def _labelled(field: str, *, last: bool) -> Resolve:
+def _labelled(doc: Layout, field: str, *, last: bool) -> Resolve:
     """The occurrence under the field's label (:func:`~pipeline.extraction.locate.
-    labelled`), as grounding chooses among a located value's occurrences."""
+    labelled_in`), as grounding chooses among a located value's occurrences."""
     labels = LABELS.get(_LABEL_PATHS.get(field, field), ())
 
     def resolve(text: str, spans: list[Found]) -> Found | Refusal:
-        return labelled(spans, labels, last=last) if spans else not_printed(text)
+        return labelled_in(doc, spans, labels, last=last) if spans else not_printed(text)
 
     return resolve
 
@@ -152,7 +152,7 @@ def candidate_set(doc: Layout) -> CandidateSet:
     fields: dict[str, tuple[Candidate, ...]] = {}
     if names:
         fields["supplier"] = stage.field(
-            "supplier", names, "word", _labelled("supplier", last=False), fuzzy=True
+            "supplier", names, "word", _labelled(doc, "supplier", last=False), fuzzy=True
         )
     if vat_ids:
         fields["vat_id"] = stage.field("vat_id", vat_ids, "word", _anywhere)
@@ -168,11 +168,11 @@ def candidate_set(doc: Layout) -> CandidateSet:
 
         fields[path] = stage.field(path, offered, "number", on_date, decoys=decoy_label)
     fields["currency"] = stage.field(
-        "currency", currency_candidates(seen), "letters", _labelled("currency", last=True)
+        "currency", currency_candidates(seen), "letters", _labelled(doc, "currency", last=True)
     )
-    fields["iban"] = stage.field("iban", ibans, "word", _labelled("iban", last=False))
+    fields["iban"] = stage.field("iban", ibans, "word", _labelled(doc, "iban", last=False))
     for total in ("net", "tax", "gross"):
-        fields[total] = stage.field(total, printed, "number", _labelled(total, last=True))
+        fields[total] = stage.field(total, printed, "number", _labelled(doc, total, last=True))
     order = ("supplier", "vat_id", "number", "issue_date", "due_date", "currency", "iban")
     return CandidateSet({k: fields[k] for k in (*order, "net", "tax", "gross") if k in fields})
 

@@ -18,12 +18,12 @@ from pipeline.extraction.candidate import CandidateSet, Refusal
 from pipeline.extraction.candidates import date_candidates
 from pipeline.extraction.label_proof import claimed_date, date_proof, due_label_near
 from pipeline.extraction.labels import LABELS
-from pipeline.extraction.layout import Layout
+from pipeline.extraction.layout import Layout, per_layout
 from pipeline.extraction.locate import (
     Found,
     decoy_label,
     label_before,
-    labelled,
+    labelled_in,
     occurrences,
     other_date_label,
 )
@@ -252,16 +252,23 @@ def date_at(
         return Refusal(
             f"{value!r} is printed under no {role} label", ReasonCode.AMBIGUOUS_ROLE, no_label
         )
-    return labelled(proven, LABELS.get(path, ()), last=False)
+    return labelled_in(doc, proven, LABELS.get(path, ()), last=False)
 
 
 def _only_date(doc: Layout, value: str) -> bool:
     """Whether ``value`` reads as the only date the document prints under no label of a
     due, delivery, order or service date: a structure that admits one issue date only."""
     mine = date_readings(value)
+    return bool(mine) and _unclaimed(doc) == set(mine)
+
+
+@per_layout
+def _unclaimed(doc: Layout) -> frozenset[date]:
+    """What the dates the document prints under no due, delivery, order or service label
+    read as (once per layout: every date candidate is checked against it)."""
     unclaimed: set[date] = set()
     for printed in date_candidates(doc.text):
         for f in occurrences(doc, printed, fuzzy=False, boundary="number"):
             if not claimed_date(doc, f):
                 unclaimed |= date_readings(printed)
-    return bool(mine) and unclaimed == set(mine)
+    return frozenset(unclaimed)

@@ -4,7 +4,9 @@ For every value the model copied, grounding finds where it is printed and
 derives the evidence the validator then checks as an invariant
 (``{page, line, start, end, quote, match}``):
 
-* **locate** exact first, then after normalisation (NFKC, case, whitespace);
+* **resolve** a value the grammar offered to its candidate's span or refusal
+  (:mod:`pipeline.extraction.candidate_set`: located and proven once per layout);
+* else **locate** exact first, then after normalisation (NFKC, case, whitespace);
   a bounded fuzzy match only for free text (supplier name, descriptions),
   recorded as ``fuzzy``; money, dates, IBANs, VAT ids and invoice numbers are
   exact or normalised, never fuzzy;
@@ -42,7 +44,7 @@ from pipeline.extraction.layout import Layout, Line, amounts, layout_of
 from pipeline.extraction.locate import (
     Boundary,
     Found,
-    labelled,
+    labelled_in,
     occurrences,
     trimmed,
 )
@@ -165,7 +167,7 @@ class _Grounder:
                 path, f"{value[:60]!r} is not printed in the document", rule="grounding.not_printed"
             )
             return None
-        return labelled(found, LABELS.get(labels, ()), last=last)
+        return labelled_in(self.doc, found, LABELS.get(labels, ()), last=last)
 
     def resolved(self, field: str | None, value: str) -> Found | Refusal | None:
         """The resolution of ``field``'s candidate whose printed text is ``value``; None
@@ -418,7 +420,7 @@ class _Grounder:
         ]
         if not found:
             return None
-        f = labelled(found, LABELS.get(path, ()), last=True)
+        f = labelled_in(self.doc, found, LABELS.get(path, ()), last=True)
         f = Found(f.page, f.start, f.end, f.line, "arithmetic")
         return EvidencedAmount(value=value, evidence=self.evidence(f))
 

@@ -18,7 +18,7 @@ from pipeline.extraction.candidates import date_candidates, labelled_numbers
 from pipeline.extraction.label_proof import number_proof
 from pipeline.extraction.labels import LABELS, NUMBER_WORDS
 from pipeline.extraction.layout import Layout, amounts, per_layout
-from pipeline.extraction.locate import Found, decoy_number_label, labelled, occurrences
+from pipeline.extraction.locate import Found, decoy_number_label, labelled_in, occurrences
 from pipeline.extraction.refusal import Refuse
 from pipeline.invoice import ReasonCode
 
@@ -146,7 +146,7 @@ def number_at(doc: Layout, value: str, found: list[Found] | None = None) -> Foun
             ReasonCode.AMBIGUOUS_ROLE,
             "label.invoice_number.part_of_longer",
         )
-    return labelled(whole, LABELS.get("invoice_number", ()), last=False)
+    return labelled_in(doc, whole, LABELS.get("invoice_number", ()), last=False)
 
 
 #: The most invoice-number candidates checked one by one against grounding's proofs
