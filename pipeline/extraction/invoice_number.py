@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 
-from pipeline.cpu_budget import spend
 from pipeline.extraction.candidate import Refusal
 from pipeline.extraction.candidates import date_candidates, labelled_numbers
 from pipeline.extraction.label_proof import number_proof
@@ -149,23 +148,7 @@ def number_at(doc: Layout, value: str, found: list[Found] | None = None) -> Foun
     return labelled_in(doc, whole, LABELS.get("invoice_number", ()), last=False)
 
 
-#: The most invoice-number candidates checked one by one against grounding's proofs
-#: (each check reads the page's dates and labels once: bounded work on a long page).
+#: The most invoice-number candidates checked one by one against grounding's proofs by
+#: the candidate stage (:mod:`pipeline.extraction.candidate_set`; each check reads the
+#: page's dates and labels once: bounded work on a long page). Past it all are offered.
 MAX_CHECKED_NUMBERS = 64
-
-
-def keepable_numbers(doc: Layout, offered: list[str]) -> list[str]:
-    """The candidates grounding would keep as the invoice number
-    (:func:`~pipeline.extraction.invoice_number.invoice_number_at`), so the model never
-    picks one that is refused for sure: offered a postcode and a bare year beside the
-    labelled number, the adapter took "2010" (refused) on FeRD's
-    `Betriebskostenabrechnung`. None kept: only null, which validation refuses as a
-    missing field. Past :data:`MAX_CHECKED_NUMBERS` all are offered unchecked."""
-    if len(offered) > MAX_CHECKED_NUMBERS:
-        return offered
-    kept = []
-    for n in offered:
-        spend()
-        if not isinstance(number_at(doc, n), Refusal):
-            kept.append(n)
-    return kept
