@@ -33,34 +33,20 @@ from typing import Annotated, Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipeline.extraction.candidates import (
-    MAX_ID_CHARS,
-    currency_candidates,
-    date_candidates,
-    due_date_candidates,
-    iban_candidates,
-    invoice_dates,
-    printed_due_date,
-    reference_candidates,
-    vat_id_candidates,
-)
-from pipeline.extraction.invoice_number import keepable_numbers
+from pipeline.extraction.candidate_set import candidate_set
+from pipeline.extraction.candidates import MAX_ID_CHARS
 from pipeline.extraction.layout import Layout, layout_of, per_layout
-from pipeline.extraction.layout import amounts as printed_amounts
 from pipeline.extraction.prompts import fence_tag
 from pipeline.extraction.row_arithmetic import own_numbers, row_reading
 from pipeline.extraction.rows import description_cells
-from pipeline.extraction.supplier_names import supplier_candidates
 from pipeline.extraction.table import (
     MAX_DESCRIPTION_CHARS,
     MAX_ITEMS,
     TableRow,
     hidden_lines,
-    shown_layout,
     table_rows,
 )
 from pipeline.extraction.tax_columns import tax_rows
-from pipeline.extraction.terms import payment_terms
 from pipeline.invoice import parse_contract
 
 CONTRACT_VERSION = "fenceline.extraction/2"
@@ -162,27 +148,9 @@ def schema_for(doc: Layout) -> dict[str, Any]:
     The header's candidates come from what the prompt shows (:func:`shown_layout`): a
     value printed only on a row the prompt hides is none the model could copy (offered
     every amount, SmolLM2 wrote a hidden row's amount as eval invoice gen-10's gross)."""
-    seen_doc = shown_layout(doc)
-    seen = seen_doc.text
-    amounts = list(printed_amounts(seen_doc))
-    dates = date_candidates(seen)
+    offers = candidate_set(doc)
     lines = item_line_candidates(doc)
     cells = [c for c in description_cells(doc) if len(c) <= MAX_DESCRIPTION_CHARS]
-
-    terms = list(dict.fromkeys(t[0] for t in payment_terms(seen_doc)))
-
-    def date_field(path: str) -> dict[str, Any]:
-        if path == "due_date":
-            # Only what grounding can keep: a date under a due label, or a term in days
-            # (counted from the issue date) where the page prints no due date; else null,
-            # which grounding keeps only where the page prints no due date at all.
-            offered = due_date_candidates(seen_doc, dates)
-            if not printed_due_date(seen_doc, dates):
-                offered += terms
-            return _nullable_enum(offered)
-        offered = invoice_dates(seen_doc, dates, path) if dates else []
-        return _nullable_enum(offered) if offered else _nullable_text(MAX_ID_CHARS)
-
     item: dict[str, Any] = {
         "type": "array",
         "prefixItems": [
@@ -193,23 +161,11 @@ def schema_for(doc: Layout) -> dict[str, Any]:
         "minItems": 2,
         "maxItems": 2,
     }
-    ibans = iban_candidates(seen)
-    names = [c.text for c in supplier_candidates(seen_doc)]
-    vat_ids = vat_id_candidates(seen, frozenset(ibans + amounts + dates))
-    properties: dict[str, Any] = {
-        "supplier": _nullable_enum(names) if names else _nullable_text(MAX_NAME_CHARS),
-        "vat_id": _nullable_enum(vat_ids) if vat_ids else _nullable_text(MAX_ID_CHARS),
-        "number": _nullable_enum(
-            keepable_numbers(doc, reference_candidates(seen_doc, frozenset(amounts + dates)))
-        ),
-        "issue_date": date_field("issue_date"),
-        "due_date": date_field("due_date"),
-        "currency": _nullable_enum(currency_candidates(seen)),
-        "iban": _nullable_enum(ibans),
-        "net": _nullable_enum(amounts),
-        "tax": _nullable_enum(amounts),
-        "gross": _nullable_enum(amounts),
-    }
+    free = {"supplier": MAX_NAME_CHARS, "vat_id": MAX_ID_CHARS, "issue_date": MAX_ID_CHARS}
+    properties: dict[str, Any] = {}
+    for key in ANSWER_KEYS[:10]:
+        texts = offers.texts(key)
+        properties[key] = _nullable_text(free[key]) if texts is None else _nullable_enum(texts)
     rows = table_rows(doc)
     if rows is None:
         properties["items"] = _item_array(item, len(lines), printed_rows(doc))

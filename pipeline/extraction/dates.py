@@ -14,15 +14,16 @@ import re
 from collections.abc import Callable
 from datetime import date, timedelta
 
+from pipeline.extraction.candidate import CandidateSet, Refusal
 from pipeline.extraction.candidates import date_candidates
 from pipeline.extraction.label_proof import claimed_date, date_proof, due_label_near
 from pipeline.extraction.labels import LABELS
-from pipeline.extraction.layout import Layout
+from pipeline.extraction.layout import Layout, per_layout
 from pipeline.extraction.locate import (
     Found,
     decoy_label,
     label_before,
-    labelled,
+    labelled_in,
     occurrences,
     other_date_label,
 )
@@ -40,8 +41,11 @@ class DateReader:
         ids: tuple[str | None, str | None],
         refuse: Refuse,
         evidence: Callable[[Found], Evidence],
+        candidates: CandidateSet | None = None,
     ) -> None:
         self.doc = doc
+        #: The document's candidates: an offered date resolves to its span or refusal.
+        self.candidates = candidates
         #: The supplier's IBAN and VAT id as the answer gives them (their countries
         #: settle a month name that means different months in different languages).
         self.ids = ids
@@ -60,49 +64,19 @@ class DateReader:
         self, path: str, value: str | None, *, prove_role: bool = True
     ) -> EvidencedDate | None:
         """A date, never one printed only as another date (delivery, order, service) or
-        only as the invoice's other date (the issue date copied as the due date)."""
+        only as the invoice's other date (the issue date copied as the due date): the
+        candidate's resolution where ``value`` is one the grammar offered for ``path``
+        (:mod:`pipeline.extraction.candidate`), else :func:`date_at`."""
         if value is None:
             return None
-        found = occurrences(self.doc, value, fuzzy=False, boundary="number")
-        plain = [f for f in found if decoy_label(f) is None]
-        if not found:
-            self._refuse(
-                path, f"{value[:60]!r} is not printed in the document", rule="grounding.not_printed"
-            )
+        offered = self.candidates.offered(path, value) if prove_role and self.candidates else None
+        at = offered.resolved if offered is not None else None
+        if at is None:
+            at = date_at(self.doc, path, value, prove_role=prove_role)
+        if isinstance(at, Refusal):
+            self._refuse(path, at.detail, at.code, rule=at.rule)
             return None
-        if not plain:
-            decoy = decoy_label(found[0])
-            self._refuse(
-                path,
-                f"{value!r} is printed as another date ({decoy!r} before it)",
-                rule="label.date.other_document",
-            )
-            return None
-        own = [f for f in plain if not other_date_label(path, f)]
-        if not own:
-            label = label_before(plain[0]).strip()
-            self._refuse(
-                path,
-                f"{value!r} is printed as the invoice's other date ({label!r})",
-                rule="label.date.other_role",
-            )
-            return None
-        proven = [f for f in own if not prove_role or date_proof(self.doc, f, path) is not None]
-        if not proven and path == "issue_date" and self._only_date(value):
-            proven = own
-        if not proven:
-            role = "due-date" if path == "due_date" else "issue-date"
-            no_label = (
-                "label.due_date.no_label" if path == "due_date" else "label.issue_date.no_label"
-            )
-            self._refuse(
-                path,
-                f"{value!r} is printed under no {role} label",
-                ReasonCode.AMBIGUOUS_ROLE,
-                rule=no_label,
-            )
-            return None
-        f = labelled(proven, LABELS.get(path, ()), last=False)
+        f = at
         readings = sorted(date_readings(self.text_at(f)))
         if not readings:
             self._refuse(
@@ -191,18 +165,6 @@ class DateReader:
                 rule="terms.left_out",
             )
 
-    def _only_date(self, value: str) -> bool:
-        """Whether ``value`` reads as the only date the document prints under no label
-        of a due, delivery, order or service date: a structure that admits one issue
-        date only."""
-        mine = date_readings(value)
-        unclaimed: set[date] = set()
-        for printed in date_candidates(self.doc.text):
-            for f in occurrences(self.doc, printed, fuzzy=False, boundary="number"):
-                if not claimed_date(self.doc, f):
-                    unclaimed |= date_readings(printed)
-        return bool(mine) and unclaimed == set(mine)
-
     def _in_order(self, readings: list[date], printed_text: str) -> date | None:
         """An ambiguous numeric date (03/04/2024): month first only where another numeric
         date of the document can only be read month first (04/25/2024); else day first.
@@ -241,3 +203,72 @@ class DateReader:
             if len(prefix) == 2 and prefix.isalpha() and prefix.isascii():
                 out.append("GR" if prefix == "EL" else prefix)
         return list(dict.fromkeys(out))
+
+
+def date_at(
+    doc: Layout,
+    path: str,
+    value: str,
+    *,
+    prove_role: bool = True,
+    found: list[Found] | None = None,
+) -> Found | Refusal:
+    """Where ``value`` is printed as the date ``path`` (issue_date or due_date), or why it
+    is refused: never where every occurrence has a delivery, order or service label
+    before it, or only the invoice's other date's label; with ``prove_role``, only under
+    its own role's label (:func:`~pipeline.extraction.label_proof.date_proof`) or as the
+    only unclaimed date (the issue date). ``found``: the value's occurrences where the
+    caller has them (:func:`~pipeline.extraction.locate.occurrences`, number boundary)."""
+    if found is None:
+        found = occurrences(doc, value, fuzzy=False, boundary="number")
+    plain = [f for f in found if decoy_label(f) is None]
+    if not found:
+        return Refusal(
+            f"{value[:60]!r} is not printed in the document",
+            ReasonCode.UNGROUNDED_VALUE,
+            "grounding.not_printed",
+        )
+    if not plain:
+        decoy = decoy_label(found[0])
+        return Refusal(
+            f"{value!r} is printed as another date ({decoy!r} before it)",
+            ReasonCode.UNGROUNDED_VALUE,
+            "label.date.other_document",
+        )
+    own = [f for f in plain if not other_date_label(path, f)]
+    if not own:
+        label = label_before(plain[0]).strip()
+        return Refusal(
+            f"{value!r} is printed as the invoice's other date ({label!r})",
+            ReasonCode.UNGROUNDED_VALUE,
+            "label.date.other_role",
+        )
+    proven = [f for f in own if not prove_role or date_proof(doc, f, path) is not None]
+    if not proven and path == "issue_date" and _only_date(doc, value):
+        proven = own
+    if not proven:
+        role = "due-date" if path == "due_date" else "issue-date"
+        no_label = "label.due_date.no_label" if path == "due_date" else "label.issue_date.no_label"
+        return Refusal(
+            f"{value!r} is printed under no {role} label", ReasonCode.AMBIGUOUS_ROLE, no_label
+        )
+    return labelled_in(doc, proven, LABELS.get(path, ()), last=False)
+
+
+def _only_date(doc: Layout, value: str) -> bool:
+    """Whether ``value`` reads as the only date the document prints under no label of a
+    due, delivery, order or service date: a structure that admits one issue date only."""
+    mine = date_readings(value)
+    return bool(mine) and _unclaimed(doc) == set(mine)
+
+
+@per_layout
+def _unclaimed(doc: Layout) -> frozenset[date]:
+    """What the dates the document prints under no due, delivery, order or service label
+    read as (once per layout: every date candidate is checked against it)."""
+    unclaimed: set[date] = set()
+    for printed in date_candidates(doc.text):
+        for f in occurrences(doc, printed, fuzzy=False, boundary="number"):
+            if not claimed_date(doc, f):
+                unclaimed |= date_readings(printed)
+    return frozenset(unclaimed)

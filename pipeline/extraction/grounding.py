@@ -4,7 +4,9 @@ For every value the model copied, grounding finds where it is printed and
 derives the evidence the validator then checks as an invariant
 (``{page, line, start, end, quote, match}``):
 
-* **locate** exact first, then after normalisation (NFKC, case, whitespace);
+* **resolve** a value the grammar offered to its candidate's span or refusal
+  (:mod:`pipeline.extraction.candidate_set`: located and proven once per layout);
+* else **locate** exact first, then after normalisation (NFKC, case, whitespace);
   a bounded fuzzy match only for free text (supplier name, descriptions),
   recorded as ``fuzzy``; money, dates, IBANs, VAT ids and invoice numbers are
   exact or normalised, never fuzzy;
@@ -32,6 +34,8 @@ from babel.numbers import get_territory_currencies
 
 from pipeline.extraction.amount_due import amount_due_reasons
 from pipeline.extraction.answer import Answer, known_tax_lines, table_items
+from pipeline.extraction.candidate import CandidateSet, Refusal
+from pipeline.extraction.candidate_set import candidate_set
 from pipeline.extraction.dates import DateReader
 from pipeline.extraction.invoice_number import invoice_number_at
 from pipeline.extraction.items import ItemReader
@@ -40,7 +44,7 @@ from pipeline.extraction.layout import Layout, Line, amounts, layout_of
 from pipeline.extraction.locate import (
     Boundary,
     Found,
-    labelled,
+    labelled_in,
     occurrences,
     trimmed,
 )
@@ -100,14 +104,19 @@ class Grounding:
 
 
 class _Grounder:
-    def __init__(self, answer: Answer, doc: Layout) -> None:
+    def __init__(self, answer: Answer, doc: Layout, candidates: CandidateSet | None = None) -> None:
         self.answer = answer
         self.doc = doc
+        #: The document's candidates (:func:`candidate_set`): an answered text that is one
+        #: of its field's resolves to the candidate's span, never searched for again.
+        self.candidates = candidates
         self.mark = doc.mark
         self.space = doc.space
         self.reasons: list[Reason] = []
         self.changes: list[Change] = []
-        self.dates = DateReader(self.doc, (answer.iban, answer.vat_id), self.refuse, self.evidence)
+        self.dates = DateReader(
+            self.doc, (answer.iban, answer.vat_id), self.refuse, self.evidence, candidates
+        )
 
     def refuse(
         self, path: str, detail: str, code: ReasonCode = ReasonCode.UNGROUNDED_VALUE, *, rule: str
@@ -139,16 +148,34 @@ class _Grounder:
         fuzzy: bool = False,
         last: bool = False,
         boundary: Boundary = "word",
+        offered: str | None = None,
     ) -> Found | None:
+        """Where ``value`` is printed for ``path``: the resolution of the candidate of the
+        answer's field ``offered`` whose text it is, else located (:func:`occurrences`)
+        and chosen by the label ``labels`` names."""
         if value is None:
             return None
+        resolved = self.resolved(offered, value)
+        if resolved is not None:
+            if isinstance(resolved, Refusal):
+                self.refuse(path, resolved.detail, resolved.code, rule=resolved.rule)
+                return None
+            return resolved
         found = occurrences(self.doc, value, fuzzy=fuzzy, boundary=boundary)
         if not found:
             self.refuse(
                 path, f"{value[:60]!r} is not printed in the document", rule="grounding.not_printed"
             )
             return None
-        return labelled(found, LABELS.get(labels, ()), last=last)
+        return labelled_in(self.doc, found, LABELS.get(labels, ()), last=last)
+
+    def resolved(self, field: str | None, value: str) -> Found | Refusal | None:
+        """The resolution of ``field``'s candidate whose printed text is ``value``; None
+        where ``value`` is none of them, or free text, or the candidate left unresolved."""
+        if field is None or self.candidates is None:
+            return None
+        offered = self.candidates.offered(field, value)
+        return offered.resolved if offered is not None else None
 
     def text(self, path: str, value: str | None, *, fuzzy: bool = False) -> EvidencedText | None:
         f = self.find(path, value, path, fuzzy=fuzzy)
@@ -158,13 +185,18 @@ class _Grounder:
 
     def reference(self, path: str, value: str | None) -> EvidencedText | None:
         """The invoice's own number where its role is proven (:func:`invoice_number_at`)."""
-        f = invoice_number_at(self.doc, path, value, self.refuse)
+        # An offered number is one its proofs kept: its span, else proven here.
+        f = self.resolved("number", value) if value is not None else None
+        if not isinstance(f, Found):
+            f = invoice_number_at(self.doc, path, value, self.refuse)
         if f is None:
             return None
         return EvidencedText(value=self.text_at(f).strip(), evidence=self.evidence(f))
 
-    def amount(self, path: str, value: str | None) -> EvidencedAmount | None:
-        f = self.find(path, value, path, last=True, boundary="number")
+    def amount(
+        self, path: str, value: str | None, offered: str | None = None
+    ) -> EvidencedAmount | None:
+        f = self.find(path, value, path, last=True, boundary="number", offered=offered)
         if f is None:
             return None
         number = read_number(self.text_at(f), self.mark)
@@ -182,9 +214,9 @@ class _Grounder:
         ``prove_role=False`` for a reviewer's correction, whose role the reviewer states."""
         return self.dates.when(path, value, prove_role=prove_role)
 
-    def currency(self, value: str | None) -> EvidencedCurrency | None:
+    def currency(self, value: str | None, offered: str | None = None) -> EvidencedCurrency | None:
         # A sign or code may be glued to its amount ("€1,234.56", "kr33 955,78").
-        f = self.find("currency", value, "currency", last=True, boundary="letters")
+        f = self.find("currency", value, "currency", last=True, boundary="letters", offered=offered)
         if f is None or value is None:
             return None
         printed = self.text_at(f)
@@ -224,16 +256,25 @@ class _Grounder:
                 return home.pop()
         return "USD" if sign == "$" and "USD" in codes else None
 
-    def iban(self, value: str | None) -> EvidencedIban | None:
-        f = self.find("iban", value, "iban")
+    def iban(self, value: str | None, offered: str | None = None) -> EvidencedIban | None:
+        f = self.find("iban", value, "iban", offered=offered)
         if f is None:
             return None
         return EvidencedIban(value=compact_text(self.text_at(f)).upper(), evidence=self.evidence(f))
 
-    def vat_id(self, value: str | None, near: Found | None) -> EvidencedText | None:
+    def vat_id(
+        self, value: str | None, near: Found | None, offered: str | None = None
+    ) -> EvidencedText | None:
         if value is None:
             return None
-        found = occurrences(self.doc, value, fuzzy=False)
+        candidate = self.candidates.offered(offered, value) if offered and self.candidates else None
+        if candidate is not None and isinstance(candidate.resolved, Refusal):
+            self.refuse("supplier.vat_id", candidate.resolved.detail, rule=candidate.resolved.rule)
+            return None
+        if candidate is not None and candidate.spans:
+            found = list(candidate.spans)
+        else:
+            found = occurrences(self.doc, value, fuzzy=False)
         if not found:
             self.refuse(
                 "supplier.vat_id",
@@ -300,35 +341,41 @@ class _Grounder:
 
     def run(self) -> Extraction:
         a = self.answer
-        name = self.find("supplier.name", a.supplier, "supplier.name", fuzzy=True)
+        name = self.find(
+            "supplier.name", a.supplier, "supplier.name", fuzzy=True, offered="supplier"
+        )
         supplier_name = (
             EvidencedText(value=self.text_at(name).strip(), evidence=self.evidence(name))
             if name is not None
             else None
         )
         taxes = self.tax_lines()
-        net = self.amount(NET, a.net)
+        net = self.amount(NET, a.net, "net")
         refs = table_items(a.items, table_rows(self.doc))
         if refs is None:
             self.refuse("line_items", "the answer lists no line items", rule="items.none_listed")
         items = ItemReader(self.doc, self.refuse, self.evidence).read(
             refs or (), taxes, net.value if net is not None else None
         )
-        totals = {NET: net, TAX: self.amount(TAX, a.tax), GROSS: self.amount(GROSS, a.gross)}
+        totals = {
+            NET: net,
+            TAX: self.amount(TAX, a.tax, "tax"),
+            GROSS: self.amount(GROSS, a.gross, "gross"),
+        }
         self.put_totals_right(totals, items, taxes)
         issue = self.dates.when("issue_date", a.issue_date)
         return Extraction(
-            supplier=Supplier(name=supplier_name, vat_id=self.vat_id(a.vat_id, name)),
+            supplier=Supplier(name=supplier_name, vat_id=self.vat_id(a.vat_id, name, "vat_id")),
             invoice_number=self.reference("invoice_number", a.number),
             issue_date=issue,
             due_date=self.dates.due(a.due_date, issue),
-            currency=self.currency(a.currency),
+            currency=self.currency(a.currency, "currency"),
             line_items=items,
             tax_lines=taxes,
             net_total=totals[NET],
             tax_total=totals[TAX],
             gross_total=totals[GROSS],
-            iban=self.iban(a.iban),
+            iban=self.iban(a.iban, "iban"),
             uncertain_fields=(),
         )
 
@@ -373,7 +420,7 @@ class _Grounder:
         ]
         if not found:
             return None
-        f = labelled(found, LABELS.get(path, ()), last=True)
+        f = labelled_in(self.doc, found, LABELS.get(path, ()), last=True)
         f = Found(f.page, f.start, f.end, f.line, "arithmetic")
         return EvidencedAmount(value=value, evidence=self.evidence(f))
 
@@ -389,7 +436,7 @@ def ground_in(answer: Answer, doc: Layout) -> Grounding:
     Never raises for a wrong answer: what cannot be grounded is null and named
     in ``reasons`` (``ungrounded_value``), so validation sends the job to review.
     """
-    g = _Grounder(answer, doc)
+    g = _Grounder(answer, doc, candidate_set(doc))
     extraction = g.run()
     gross = extraction.gross_total.value if extraction.gross_total is not None else None
     return Grounding(extraction, g.reasons + amount_due_reasons(doc, gross), g.changes)

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import re
 
-from pipeline.cpu_budget import spend
+from pipeline.extraction.candidate import Refusal
 from pipeline.extraction.candidates import date_candidates, labelled_numbers
 from pipeline.extraction.label_proof import number_proof
 from pipeline.extraction.labels import LABELS, NUMBER_WORDS
 from pipeline.extraction.layout import Layout, amounts, per_layout
-from pipeline.extraction.locate import Found, decoy_number_label, labelled, occurrences
+from pipeline.extraction.locate import Found, decoy_number_label, labelled_in, occurrences
 from pipeline.extraction.refusal import Refuse
 from pipeline.invoice import ReasonCode
 
@@ -61,7 +61,18 @@ def _named(doc: Layout) -> list[str]:
 
 def invoice_number_at(doc: Layout, path: str, value: str | None, refuse: Refuse) -> Found | None:
     """Where ``value`` is printed as the invoice's own number, or None (refused through
-    ``refuse`` with its rule id).
+    ``refuse`` with its rule id): :func:`number_at`."""
+    if value is None:
+        return None
+    at = number_at(doc, value)
+    if isinstance(at, Refusal):
+        refuse(path, at.detail, at.code, rule=at.rule)
+        return None
+    return at
+
+
+def number_at(doc: Layout, value: str, found: list[Found] | None = None) -> Found | Refusal:
+    """Where ``value`` is printed as the invoice's own number, or why it is refused.
 
     Never one printed only as another document's (an order, the customer, a delivery
     note: see :func:`~pipeline.extraction.locate.decoy_number_label`), never words
@@ -70,37 +81,30 @@ def invoice_number_at(doc: Layout, path: str, value: str | None, refuse: Refuse)
     (:func:`~pipeline.extraction.candidates.labelled_numbers`), else one another label
     proves (:func:`~pipeline.extraction.label_proof.number_proof`), never a bare year,
     never a part of a date and never a part of a number printed with spaces
-    (``ambiguous_role``)."""
-
-    if value is None:
-        return None
+    (``ambiguous_role``). ``found``: the value's occurrences where the caller has them
+    (:func:`~pipeline.extraction.locate.occurrences`, word boundary)."""
     if not any(ch.isdigit() for ch in value):
-        refuse(
-            path,
+        return Refusal(
             f"{value[:60]!r} holds no digit: no document number",
             ReasonCode.UNGROUNDED_VALUE,
-            rule="label.invoice_number.no_digit",
+            "label.invoice_number.no_digit",
         )
-        return None
-    found = occurrences(doc, value, fuzzy=False)
+    if found is None:
+        found = occurrences(doc, value, fuzzy=False)
     if not found:
-        refuse(
-            path,
+        return Refusal(
             f"{value[:60]!r} is not printed in the document",
             ReasonCode.UNGROUNDED_VALUE,
-            rule="grounding.not_printed",
+            "grounding.not_printed",
         )
-        return None
     decoys = [decoy_number_label(f) for f in found]
     plain = [f for f, decoy in zip(found, decoys, strict=True) if decoy is None]
     if not plain:
-        refuse(
-            path,
+        return Refusal(
             f"{value[:60]!r} is printed as another number ({decoys[0]!r} before it)",
             ReasonCode.UNGROUNDED_VALUE,
-            rule="label.invoice_number.other_document",
+            "label.invoice_number.other_document",
         )
-        return None
     dated = _dated(doc)
     plain = [
         f
@@ -108,23 +112,19 @@ def invoice_number_at(doc: Layout, path: str, value: str | None, refuse: Refuse)
         if not any(d.page == f.page and d.start <= f.start and f.end <= d.end for d in dated)
     ]
     if not plain:  # the "8" of "8 de noviembre de 2024"
-        refuse(
-            path,
+        return Refusal(
             f"{value[:60]!r} is part of a date",
             ReasonCode.AMBIGUOUS_ROLE,
-            rule="label.invoice_number.date_part",
+            "label.invoice_number.date_part",
         )
-        return None
     named = _named(doc)
     if named and value.strip() not in named:
         shown = ", ".join(repr(n) for n in named[:3])
-        refuse(
-            path,
+        return Refusal(
             f"{value[:60]!r} is not what the invoice's label prints ({shown})",
             ReasonCode.UNGROUNDED_VALUE,
-            rule="label.invoice_number.not_labelled_value",
+            "label.invoice_number.not_labelled_value",
         )
-        return None
     if not named:
         plain = [f for f in plain if number_proof(doc, f) is not None]
         if not plain or _YEAR.fullmatch(value.strip()):
@@ -133,46 +133,22 @@ def invoice_number_at(doc: Layout, path: str, value: str | None, refuse: Refuse)
                 if _YEAR.fullmatch(value.strip())
                 else "label.invoice_number.no_label"
             )
-            refuse(
-                path,
+            return Refusal(
                 f"{value[:60]!r} is printed under no invoice-number label",
                 ReasonCode.AMBIGUOUS_ROLE,
-                rule=year_or_no_label,
+                year_or_no_label,
             )
-            return None
     whole = [f for f in plain if not _cut_from_longer(f)]
     if not whole:
-        refuse(
-            path,
+        return Refusal(
             f"{value[:60]!r} may be part of a longer number printed with it",
             ReasonCode.AMBIGUOUS_ROLE,
-            rule="label.invoice_number.part_of_longer",
+            "label.invoice_number.part_of_longer",
         )
-        return None
-    return labelled(whole, LABELS.get(path, ()), last=False)
+    return labelled_in(doc, whole, LABELS.get("invoice_number", ()), last=False)
 
 
-#: The most invoice-number candidates checked one by one against grounding's proofs
-#: (each check reads the page's dates and labels once: bounded work on a long page).
-_MAX_CHECKED_NUMBERS = 64
-
-
-def keepable_numbers(doc: Layout, offered: list[str]) -> list[str]:
-    """The candidates grounding would keep as the invoice number
-    (:func:`~pipeline.extraction.invoice_number.invoice_number_at`), so the model never
-    picks one that is refused for sure: offered a postcode and a bare year beside the
-    labelled number, the adapter took "2010" (refused) on FeRD's
-    `Betriebskostenabrechnung`. None kept: only null, which validation refuses as a
-    missing field. Past :data:`_MAX_CHECKED_NUMBERS` all are offered unchecked."""
-    if len(offered) > _MAX_CHECKED_NUMBERS:
-        return offered
-
-    def ignore(*_: object, **__: object) -> None:
-        return None  # a refusal here only means: not offered
-
-    kept = []
-    for n in offered:
-        spend()
-        if invoice_number_at(doc, "invoice_number", n, ignore) is not None:
-            kept.append(n)
-    return kept
+#: The most invoice-number candidates checked one by one against grounding's proofs by
+#: the candidate stage (:mod:`pipeline.extraction.candidate_set`; each check reads the
+#: page's dates and labels once: bounded work on a long page). Past it all are offered.
+MAX_CHECKED_NUMBERS = 64

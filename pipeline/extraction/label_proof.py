@@ -34,8 +34,8 @@ from pipeline.extraction.labels import (
     NUMBER_WORDS,
     PROSE_DATE_WORDS,
 )
-from pipeline.extraction.layout import Layout, Line
-from pipeline.extraction.locate import LABEL_WIDTH, Found, fold
+from pipeline.extraction.layout import Layout, Line, per_layout
+from pipeline.extraction.locate import LABEL_WIDTH, Found, fold, folded_line
 
 #: How far along its line a value's label is looked for (characters; a column layout's
 #: run of spaces included).
@@ -268,15 +268,23 @@ def _discount_deadline(doc: Layout, f: Found) -> bool:
     15.03. mit 3 % Skonto", "2 % discount if paid by ...") and its own label names no
     net payment or names the discount itself. A date whose own words say it is the net
     term's ("30 Tagen netto bis 04.04.", "ohne Abzug bis") is the due date."""
-    near = [f.line.text]
+    near = [f.line]
     for number in (f.line.number - 1, f.line.number + 1):
         line = doc.line(number)
         if line is not None and line.page == f.line.page:
-            near.append(line.text)
-    if not any(_has(fold(text), DISCOUNT_WORDS) for text in near):
+            near.append(line)
+    if not any(line.number in _discount_lines(doc) for line in near):
         return False
     own = own_label(f)
     return _has(own, DISCOUNT_WORDS) or _NET_RE.search(own) is None
+
+
+@per_layout
+def _discount_lines(doc: Layout) -> frozenset[int]:
+    """The lines that name a discount (folded), once per layout."""
+    return frozenset(
+        line.number for line in doc.lines if _has(folded_line(doc, line), DISCOUNT_WORDS)
+    )
 
 
 def _names_field(label: str) -> bool:

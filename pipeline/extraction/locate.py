@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import unicodedata
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Literal
 
@@ -158,18 +159,41 @@ def _fuzzy(doc: Layout, want: str) -> list[Found]:
     return [best[1]] if best else []
 
 
+def folded_line(doc: Layout, line: Line) -> str:
+    """:func:`fold` of ``line`` of ``doc``, folded once per layout."""
+    return _folded_lines(doc)[line.number - 1][0]
+
+
 def fold(text: str) -> str:
     """``text`` folded as grounding compares it (NFKC, casefold, whitespace runs as one)."""
     return _fold(text)[0]
 
 
-def labelled(found: list[Found], labels: tuple[str, ...], *, last: bool) -> Found:
-    """The occurrence whose line carries one of ``labels`` before it; else first or last."""
+def labelled_in(doc: Layout, found: list[Found], labels: tuple[str, ...], *, last: bool) -> Found:
+    """The occurrence whose line carries one of ``labels`` before it; else the first (the
+    last with ``last``). Each line is folded once per layout: a label is before ``f``
+    where its first folded occurrence on the line ends within the fold of the line's
+    text before ``f`` (folding a prefix gives the prefix of the folded line). Folding
+    each occurrence's line start again was quadratic in the line's length (a
+    100,000-character line printing one amount a thousand times)."""
+    reach = _label_reach(doc, labels)
+    folded = _folded_lines(doc)
     for f in reversed(found) if last else found:
-        before = _fold(f.line.text[: f.start - f.line.start])[0]
-        if any(label in before for label in labels):
+        _, index = folded[f.line.number - 1]
+        if reach[f.line.number - 1] <= bisect_left(index, f.start - f.line.start):
             return f
     return found[-1] if last else found[0]
+
+
+@per_layout
+def _label_reach(doc: Layout, labels: tuple[str, ...]) -> tuple[int, ...]:
+    """Per line, where the earliest-ending of ``labels`` ends in the folded line (past
+    the line's end where none is printed on it)."""
+    out = []
+    for folded, _ in _folded_lines(doc):
+        ends = [at + len(label) for label in labels if (at := folded.find(label)) >= 0]
+        out.append(min(ends, default=len(folded) + 1))
+    return tuple(out)
 
 
 #: How much of a line before a value is its label (folded: a column layout's run of
