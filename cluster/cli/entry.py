@@ -26,12 +26,21 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 
-from cluster.cli import admin, cancel, master_data, operations, redrive, system, tenants
+from cluster.cli import (
+    admin,
+    cancel,
+    erase,
+    master_data,
+    operations,
+    redrive,
+    system,
+    tenants,
+)
 from cluster.cli.base import Subcommands
 from pipeline.settings import Settings
 
 PLUGIN_GROUP = "fenceline.commands"
-BUILTIN = (admin, system, tenants, master_data, operations, redrive, cancel)
+BUILTIN = (admin, system, tenants, master_data, operations, redrive, cancel, erase)
 
 
 def subcommands(*, plugins: bool = True) -> Subcommands:
