@@ -14,13 +14,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
 from datetime import UTC, datetime
+from decimal import Decimal
+from html import unescape
 from pathlib import Path
+from typing import Any
 
 import asyncpg
+import httpx
 import pytest
 
 from benchmarks.invoices.generator import GeneratedInvoice, generate_invoice
@@ -37,8 +42,15 @@ from tests.support.api import (
     add_key,
     asgi_client,
     assert_problem,
+    loopback_server,
     settings_for,
     tenant_with_key,
+)
+from tests.support.console import (
+    console_login,
+    correction_form,
+    invoice_awaiting_review,
+    job_page,
 )
 from tests.support.delivery import dispatcher_for, postings, registry_for, reserve_receiver
 from tests.support.drivers import run_document_driver
@@ -346,3 +358,63 @@ async def test_operator_erases_a_whole_tenant_through_the_cli(
         assert (
             await conn.fetchval("SELECT state FROM extraction_jobs WHERE id = $1", kept) == "READY"
         )
+
+
+def _inputs(html: str) -> list[tuple[str, str]]:
+    """The review form's value inputs as a browser would post them."""
+    found = re.findall(r'<input id="[^"]*" name="([^"]+)" value="([^"]*)"', html)
+    return [(name, unescape(value)) for name, value in found]
+
+
+async def test_a_reviewed_jobs_corrections_lose_their_values_and_keep_their_fields(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    """A row misread, corrected in the console and approved: the correction's before
+    and after values and the review's values go; which field changed stays."""
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+
+    def misread(result: dict[str, Any]) -> None:
+        item = result["line_items"][0]
+        item["line_amount"] = str(Decimal(item["line_amount"]) + 10)
+
+    app = create_app(settings_for(dsn), pool=pool)
+    async with loopback_server(app) as base, httpx.AsyncClient(base_url=base, timeout=10) as c:
+        job = await invoice_awaiting_review(pool, c, tk, misread=misread)
+        truth = job.invoice.truth
+        right = str(truth.line_items[0].line_amount)
+        wrong = str(Decimal(right) + 10)
+        await console_login(c, tk)
+        html, csrf = await job_page(c, job.job_id)
+        fields = {
+            name: value
+            for name, value in _inputs(html)
+            if name.startswith("value.") and not name.startswith("value.line_items[0].line_")
+        }
+        r = await c.post(
+            f"/console/jobs/{job.job_id}/correct",
+            data={
+                **correction_form(csrf, job.state_version, "approve"),
+                **fields,
+                "value.line_items[0].line_amount": right,
+            },
+        )
+        assert r.status_code == 303, r.text
+        assert truth.invoice_number is not None
+        needles = [wrong, right, truth.invoice_number.value, truth.line_items[0].description]
+        before = await table_hits(pool, needles)
+        assert "review_corrections.changes" in before[wrong], before
+        assert "extraction_results.result" in before[right], before
+
+        erased = await c.delete(f"{JOBS}/{job.job_id}/content", headers=tk.headers)
+        assert erased.status_code == 200, erased.text
+
+    after = await table_hits(pool, needles)
+    assert {n: p for n, p in after.items() if p} == {}
+    async with pool.acquire() as conn:
+        changes = await conn.fetchval(
+            "SELECT changes FROM review_corrections WHERE job_id = $1", job.job_id
+        )
+    assert changes == [{"field": "line_items[0].line_amount"}]
+    text = render_explain(await JobStore(pool).explain(job.job_id))
+    assert "line_items[0].line_amount: (values erased)" in text
+    assert erased.json()["rows"]["review_corrections"] == 1
