@@ -1,5 +1,6 @@
 -- Erasure of a job's content (issue 46, item 2; migration 031). Every read and write
--- names the tenant, except document_uri_in_use, which counts (and reads nothing of)
+-- names the tenant (IS NOT DISTINCT FROM beside a primary key, so a cached generic plan
+-- still reads the row by its key: tests/integration/test_query_plans.py), except document_uri_in_use, which counts (and reads nothing of)
 -- the documents rows of any tenant naming one stored object: the embedded store keeps
 -- one file for every tenant that sent the same bytes.
 
@@ -7,7 +8,7 @@
 -- $1 job, $2 tenant. Locks the job (another tenant's job is no row).
 SELECT j.id, j.tenant_id, j.state, j.state_version, j.fence, j.attempt, j.document_id
 FROM extraction_jobs j
-WHERE j.id = $1 AND j.tenant_id = $2
+WHERE j.id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2
 FOR UPDATE OF j;
 
 -- name: job_erasure_get_for_tenant
@@ -30,7 +31,7 @@ FROM job_erasures WHERE job_id = $1 ORDER BY created_at, id;
 WITH old AS (
   SELECT r.job_id, encode(sha256(convert_to(r.result::text, 'UTF8')), 'hex') AS result_sha256
   FROM extraction_results r JOIN extraction_jobs j ON j.id = r.job_id
-  WHERE r.job_id = $1 AND j.tenant_id = $2
+  WHERE r.job_id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2
   FOR UPDATE OF r
 )
 UPDATE extraction_results r
@@ -95,13 +96,14 @@ WHERE job_id = $1 AND tenant_id = $2 AND note <> '(erased)';
 -- $1 job, $2 tenant. An error's class stays; its detail may quote the document.
 UPDATE job_attempts a SET error_detail = NULL
 FROM extraction_jobs j
-WHERE a.job_id = $1 AND j.id = a.job_id AND j.tenant_id = $2 AND a.error_detail IS NOT NULL;
+WHERE a.job_id = $1 AND j.id = a.job_id AND j.tenant_id IS NOT DISTINCT FROM $2
+  AND a.error_detail IS NOT NULL;
 
 -- name: job_erase_error_if_locked
 -- $1 job, $2 tenant. The job's last error detail goes (its class and reason stay);
 -- neither state nor fence changes, so no job event is written by the trigger.
 UPDATE extraction_jobs SET last_error = NULL
-WHERE id = $1 AND tenant_id = $2 AND last_error IS NOT NULL;
+WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2 AND last_error IS NOT NULL;
 
 -- name: document_erase_if_unreferenced
 -- $1 document, $2 tenant, $3 the job being erased, $4 now. The content (a pasted
@@ -109,7 +111,7 @@ WHERE id = $1 AND tenant_id = $2 AND last_error IS NOT NULL;
 -- every job that refers to the row is erased (or is this one). No row: kept.
 UPDATE documents d
 SET content = NULL, filename = NULL, erased_at = coalesce($4::timestamptz, now())
-WHERE d.id = $1 AND d.tenant_id = $2 AND d.erased_at IS NULL
+WHERE d.id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2 AND d.erased_at IS NULL
   AND NOT EXISTS (
     SELECT 1 FROM extraction_jobs j
     WHERE j.document_id = d.id AND j.tenant_id = d.tenant_id AND j.id <> $3
@@ -119,7 +121,7 @@ RETURNING d.id, d.sha256, d.uri, d.version;
 -- name: document_get_for_erase
 -- $1 document, $2 tenant.
 SELECT d.id, d.sha256, d.uri, d.version, d.erased_at FROM documents d
-WHERE d.id = $1 AND d.tenant_id = $2;
+WHERE d.id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2;
 
 -- name: document_text_delete_for_document
 -- $1 document, $2 tenant. The text a file was read as and its words.
@@ -136,7 +138,7 @@ INSERT INTO job_events (job_id, tenant_id, from_state, to_state, state_version, 
                         attempt, detail)
 SELECT j.id, j.tenant_id, j.state, j.state, j.state_version, j.fence, j.attempt,
        'content_erased'
-FROM extraction_jobs j WHERE j.id = $1 AND j.tenant_id = $2
+FROM extraction_jobs j WHERE j.id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2
 RETURNING seq;
 
 -- name: job_erasure_insert
