@@ -29,6 +29,7 @@ from importlib.metadata import entry_points
 from cluster.cli import (
     admin,
     cancel,
+    erase,
     master_data,
     operations,
     redrive,
@@ -40,7 +41,7 @@ from cluster.cli.base import Subcommands
 from pipeline.settings import Settings
 
 PLUGIN_GROUP = "fenceline.commands"
-BUILTIN = (admin, system, tenants, master_data, operations, redrive, cancel, retention)
+BUILTIN = (admin, system, tenants, master_data, operations, redrive, cancel, retention, erase)
 
 
 def subcommands(*, plugins: bool = True) -> Subcommands:

@@ -14,6 +14,7 @@ the services that hold the invariants:
 * :mod:`pipeline.api.endpoints` — the tenant's webhook endpoints (its own router);
 * :mod:`pipeline.api.redrive` — operator re-drive of FAILED_TERMINAL jobs (its own router);
 * :mod:`pipeline.api.cancel` — cancellation of a tenant's unsettled jobs (its own router);
+* :mod:`pipeline.api.erasure` — erasure of a job's content (its own router);
 * :mod:`pipeline.api.problems` — every error as ``application/problem+json``,
   and 413 before a too-large body is buffered;
 * :mod:`pipeline.api.headers` — 400 for a repeated ``Authorization``,
@@ -47,6 +48,7 @@ from pipeline.api.cancel import router as cancel_router
 from pipeline.api.console.routes import install_console
 from pipeline.api.context import ApiContext, known_query_only
 from pipeline.api.endpoints import router as endpoints_router
+from pipeline.api.erasure import router as erasure_router
 from pipeline.api.headers import SingleValuedHeadersMiddleware
 from pipeline.api.heap import with_frozen_heap
 from pipeline.api.intake import AcceptHook
@@ -155,6 +157,7 @@ def create_app(
     app.include_router(endpoints_router)
     app.include_router(redrive_router)
     app.include_router(cancel_router)
+    app.include_router(erasure_router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

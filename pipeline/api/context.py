@@ -37,7 +37,7 @@ from pipeline.api.warm_up import warm_pool
 from pipeline.clock import Clock
 from pipeline.database import create_pool
 from pipeline.delivery import job_store
-from pipeline.documents import open_document_store
+from pipeline.documents import DocumentStore, open_document_store
 from pipeline.errors import KeyExpired
 from pipeline.jobs import JobStore, SettleHook
 from pipeline.settings import Settings
@@ -81,6 +81,8 @@ class Services:
     console: ConsoleViews
     pages: PageFiles
     hub: EventHub
+    #: The document store (an erasure removes a file from it).
+    documents: DocumentStore
 
 
 class ApiContext:
@@ -139,6 +141,7 @@ class ApiContext:
             console=ConsoleViews(pool, store, s),
             pages=PageFiles(pool, documents, s),
             hub=EventHub(pool, s),
+            documents=documents,
         )
 
     @property

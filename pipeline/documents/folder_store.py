@@ -11,9 +11,10 @@ no object or the whole one, never a torn file under a digest's name. Reads hash 
 they read, so a file damaged or replaced on disk is reported
 (:class:`~pipeline.errors.DocumentChanged`), never handed on.
 
-Shared content means a document is not one tenant's to delete: retention here needs
-a reference count from the documents table (not built yet). Disk I/O runs in a
-worker thread (``asyncio.to_thread``) so the event loop never waits on it.
+Shared content means a document is not one tenant's to delete: an erasure removes a
+file only when no documents row that is not erased names it (pipeline/jobs/erasure.py
+counts them). Disk I/O runs in a worker thread (``asyncio.to_thread``) so the event
+loop never waits on it.
 """
 
 from __future__ import annotations
@@ -60,6 +61,11 @@ class FolderStore:
         if max_bytes is not None and stored.size > max_bytes:
             raise DocumentOverLimit("document_file_bytes", allowed=max_bytes, actual=stored.size)
         return stored
+
+    async def remove(self, uri: str, version: str) -> None:
+        """Unlink the file (the version is its digest); an absent file is no error."""
+        digest = self._digest_of(DocumentRef(uri, version))
+        await asyncio.to_thread(self._remove, digest)
 
     def upload_digest(self, uri: str) -> str | None:
         """Every object here is an upload, shared by the tenants that put the same bytes."""
@@ -112,6 +118,12 @@ class FolderStore:
         if actual != digest:
             raise DocumentChanged(ref.uri, expected=digest, actual=actual)
         return data
+
+    def _remove(self, digest: str) -> None:
+        path = self.path_for(digest)
+        path.unlink(missing_ok=True)
+        if path.parent.exists():
+            _fsync_folder(path.parent)
 
     def _head(self, ref: DocumentRef) -> StoredObject:
         digest = self._digest_of(ref)

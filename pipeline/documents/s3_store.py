@@ -91,6 +91,12 @@ class S3Store:
     async def head(self, ref: DocumentRef, *, max_bytes: int | None = None) -> StoredObject:
         return await asyncio.to_thread(self._head, ref, max_bytes)
 
+    async def remove(self, uri: str, version: str) -> None:
+        """Delete the object's version (a version id), or the key where the bucket keeps
+        no versions (an ETag): a versioned bucket would otherwise keep the bytes under
+        a delete marker. S3 answers an absent key or version with success."""
+        await asyncio.to_thread(self._remove, uri, version)
+
     def upload_digest(self, uri: str) -> str | None:
         """The digest of an upload-area key (``<prefix>/<tenant uuid>/<sha256>`` in this
         bucket), else None (an object the client wrote elsewhere in the bucket)."""
@@ -133,6 +139,11 @@ class S3Store:
             Metadata={"sha256": digest},
         )
         return StoredObject(uri, _version(answer), digest, len(data))
+
+    def _remove(self, uri: str, version: str) -> None:
+        key = self._key_of(uri)
+        which = {} if version.startswith('"') else {"VersionId": version}
+        self._call("delete_object", uri, Bucket=self.bucket, Key=key, **which)
 
     def _get(self, ref: DocumentRef) -> bytes:
         answer = self._at(ref, "get_object")

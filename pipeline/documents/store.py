@@ -94,6 +94,16 @@ class DocumentStore(Protocol):
         """
         ...
 
+    async def remove(self, uri: str, version: str) -> None:
+        """Remove the object ``uri`` at ``version`` (an erasure, pipeline/jobs/erasure.py);
+        one already absent is no error.
+
+        Raises:
+            DocumentMissing: ``uri`` is not an object of this store.
+            DocumentStoreUnavailable: the store did not answer.
+        """
+        ...
+
     def upload_digest(self, uri: str) -> str | None:
         """The SHA-256 in ``uri`` when it names an object :meth:`put` writes (the
         store's own upload area, shared by tenants or keyed by one), else None.

@@ -15,6 +15,15 @@ from pipeline.jobs.cancellation import (
     cancel_matching,
     cancellations_for_job,
 )
+from pipeline.jobs.erasure import (
+    ErasableStore,
+    Erased,
+    EraseReport,
+    EraseRequest,
+    erase_job,
+    erase_tenant,
+    erasures_for_job,
+)
 from pipeline.jobs.explain import SECTIONS, render_explain
 from pipeline.jobs.explain_result import evidenced_fields, read_from_xml
 from pipeline.jobs.group_commit import GroupCommit
@@ -86,6 +95,10 @@ __all__ = [
     "Cancelled",
     "DatabaseSetup",
     "DocumentIn",
+    "ErasableStore",
+    "EraseReport",
+    "EraseRequest",
+    "Erased",
     "GroupCommit",
     "JobMetrics",
     "JobStore",
@@ -112,6 +125,9 @@ __all__ = [
     "cancellations_for_job",
     "clear_legal_hold",
     "default_job_metrics",
+    "erase_job",
+    "erase_tenant",
+    "erasures_for_job",
     "evidenced_fields",
     "explain_job",
     "held_jobs",

@@ -112,7 +112,7 @@ async def cancel_job(
     """
     now = (clock or DatabaseClock()).now()
     async with pool.acquire() as conn, conn.transaction():
-        return await _cancel_locked(conn, tenant_id, job_id, request, now)
+        return await cancel_in_transaction(conn, tenant_id, job_id, request, now)
 
 
 async def cancel_matching(
@@ -174,13 +174,15 @@ def _cancelled(row: asyncpg.Record, *, repeated: bool) -> Cancelled:
     )
 
 
-async def _cancel_locked(
+async def cancel_in_transaction(
     conn: asyncpg.Connection,
     tenant_id: uuid.UUID,
     job_id: uuid.UUID,
     request: CancelRequest,
     now: datetime | None,
 ) -> Cancelled:
+    """:func:`cancel_job` inside the caller's transaction (an erasure fences off a job
+    in flight this way before it erases; :mod:`pipeline.jobs.erasure`)."""
     job = await fetch_owned(conn, "job_lock_for_cancel", job_id, tenant_id, "job")
     state = JobState(job["state"])
     if state is JobState.CANCELLED:

@@ -8,8 +8,10 @@ attempt (fence, worker, tokens, outcome, a stale result discarded), the result
 each was settled (reconciled, refunded, kept as uncertain), its outbox events and
 inbox records, its ERP deliveries with every delivery attempt, the review decisions
 and corrections, operator re-drives and the cancellation (who, when, what became of
-its deliveries), legal holds and what retention removed (and when); the request's
-schema version, model policy and options; and the job's trace id (:mod:`pipeline.tracing`).
+its deliveries), legal holds and what retention removed (and when), the erasure
+of its content (who, when, what was erased, kept and why: :mod:`pipeline.jobs.erasure`);
+the request's schema version, model policy and options; and the job's trace id
+(:mod:`pipeline.tracing`).
 
 Every printed line passes through :func:`pipeline.text_safety.visible`: errors,
 notes and corrected values may carry text from a document, a model or a person,
@@ -32,6 +34,7 @@ import asyncpg
 
 from pipeline.errors import NotFound
 from pipeline.jobs.cancellation import cancellations_for_job
+from pipeline.jobs.erasure import erasures_for_job
 from pipeline.jobs.explain_result import result_lines, result_section
 from pipeline.jobs.legal_holds import retention_for_job, retention_lines
 from pipeline.jobs.redrive import redrives_for_job
@@ -52,6 +55,7 @@ SECTIONS = (
     "redrives",
     "cancellations",
     "retention",
+    "erasures",
 )
 
 
@@ -101,6 +105,7 @@ async def explain(conn: asyncpg.Connection, job_id: uuid.UUID) -> dict[str, Any]
         "redrives": await redrives_for_job(conn, job_id),
         "cancellations": await cancellations_for_job(conn, job_id),
         "retention": await retention_for_job(conn, job_id, tenant),
+        "erasures": await erasures_for_job(conn, job_id),
     }
 
 
@@ -141,9 +146,10 @@ def _document(d: dict[str, Any]) -> str:
     pages = f", {d['page_count']} page(s)" if d.get("page_count") else ""
     where = d.get("uri") or "pasted text"
     version = f" version {d['version']}" if d.get("version") else ""
+    erased = f"; content erased {d['erased_at']}" if d.get("erased_at") else ""
     return (
         f"{d['id']}: {d['content_type']}, {d['byte_size']} bytes{pages}; {where}{version};"
-        f" sha256 {d['sha256']}"
+        f" sha256 {d['sha256']}{erased}"
     )
 
 
@@ -218,8 +224,11 @@ def _correction(c: dict[str, Any]) -> list[str]:
         f" v{c['from_state_version']} -> {c['to_state']} v{c['to_state_version']}"
     ]
     for change in c["changes"]:
+        if "before" not in change and "after" not in change:  # erased: the field only
+            out.append(f"  {change['field']}: (values erased)")
+            continue
         out.append(
-            f"  {change['field']}: {change['before']!r} -> {change['after']!r}"
+            f"  {change['field']}: {change.get('before')!r} -> {change.get('after')!r}"
             + ("" if change.get("grounded", True) else "  (not printed in the document)")
         )
     codes = ", ".join(f"{r['code']}@{r['field']}" for r in c["reasons_after"]) or "none"
@@ -253,6 +262,32 @@ def _cancellation(c: dict[str, Any]) -> list[str]:
     return out
 
 
+def _erasure(e: dict[str, Any]) -> list[str]:
+    first = " (cancelled first)" if e["cancelled_first"] else ""
+    out = [
+        f"{e['created_at']} content erased by {e['requested_by']}:"
+        f" {e['reason'] or '(no reason given)'}  (job {e['job_state']}{first})",
+        f"  document sha256 {e['document_sha256'] or '-'}: "
+        + ("erased" if e["document_erased"] else "kept (another job refers to it)"),
+        f"  result sha256 {e['result_sha256'] or '- (no result)'}",
+    ]
+    if e["object_uri"]:
+        when = f" {e['object_removed_at']}" if e["object_removed_at"] else ""
+        out.append(f"  stored object {e['object_uri']}: {e['object_outcome']}{when}")
+    rows = ", ".join(f"{table} {n}" for table, n in sorted(e["rows"].items()) if n)
+    out.append(f"  rows erased: {rows or 'none'}")
+    if e["deliveries_abandoned"]:
+        out.append(
+            "  deliveries not sent, abandoned: " + ", ".join(map(str, e["deliveries_abandoned"]))
+        )
+    if e["deliveries_sent"]:
+        out.append(
+            "  deliveries already sent (the receiver's copy is not recalled): "
+            + ", ".join(map(str, e["deliveries_sent"]))
+        )
+    return out
+
+
 _LINES = {
     "events": _event,
     "attempts": _attempt,
@@ -265,4 +300,5 @@ _LINES = {
     "redrives": _redrive,
     "cancellations": _cancellation,
     "retention": retention_lines,
+    "erasures": _erasure,
 }

@@ -14,9 +14,16 @@
 INSERT INTO documents (id, tenant_id, sha256, object_version, content, byte_size,
                        content_type, filename)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-ON CONFLICT (tenant_id, sha256) DO UPDATE
-SET content = coalesce(documents.content, EXCLUDED.content),
-    content_removed_at = CASE WHEN EXCLUDED.content IS NULL THEN documents.content_removed_at END
+ON CONFLICT (tenant_id, sha256) DO UPDATE SET
+  -- content removed by retention (migration 031) or erased (032) comes back with the
+  -- same bytes; any other row stays as it is
+  content = CASE WHEN documents.erased_at IS NULL
+                 THEN coalesce(documents.content, EXCLUDED.content)
+                 ELSE EXCLUDED.content END,
+  filename = CASE WHEN documents.erased_at IS NULL THEN documents.filename
+                  ELSE EXCLUDED.filename END,
+  content_removed_at = CASE WHEN EXCLUDED.content IS NULL THEN documents.content_removed_at END,
+  erased_at = NULL
 RETURNING id, object_version;
 
 -- name: document_get
@@ -28,7 +35,7 @@ RETURNING id, object_version;
 -- The tenant IS NOT DISTINCT FROM: the row is read through its primary key, whatever
 -- plan a pooled connection cached (tests/integration/test_query_plans.py).
 SELECT d.id, d.tenant_id, d.sha256, d.object_version, d.content, d.byte_size,
-       d.content_type, d.filename, d.uri, d.version, d.page_count, d.created_at,
+       d.content_type, d.filename, d.uri, d.version, d.page_count, d.created_at, d.erased_at,
        t.content AS derived_text, t.reader AS derived_reader, t.words AS derived_words
 FROM documents d
 LEFT JOIN document_texts t ON t.document_id = d.id AND t.tenant_id = d.tenant_id
@@ -41,6 +48,7 @@ WHERE d.id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2;
 INSERT INTO document_texts (document_id, tenant_id, content, sha256, reader, words)
 SELECT d.id, d.tenant_id, $3, $4, $5, $6
 FROM documents d WHERE d.id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2 AND d.uri IS NOT NULL
+  AND d.erased_at IS NULL  -- an attempt cut short by an erasure keeps nothing (031)
 ON CONFLICT (document_id) DO NOTHING;
 
 -- name: document_text_get

@@ -158,3 +158,20 @@ async def test_an_unreachable_store_is_retryable() -> None:
     with pytest.raises(DocumentStoreUnavailable) as raised:
         await store.put(TENANT, PDF, "application/pdf")
     assert isinstance(raised.value, RetryableError)
+
+
+@pytest.mark.parametrize("versioned", [True, False])
+async def test_remove_leaves_no_bytes_behind(endpoint: str, raw: Any, versioned: bool) -> None:
+    """An erasure's removal (pipeline/jobs/erasure.py): in a versioned bucket the
+    version itself goes, not just behind a delete marker; removing twice is no error."""
+    bucket = _bucket(raw, versioned=versioned)
+    store = _store(endpoint, bucket)
+    stored = await store.put(TENANT, b"erase me %d" % versioned, "text/plain")
+
+    await store.remove(stored.uri, stored.version)
+    await store.remove(stored.uri, stored.version)
+
+    with pytest.raises(DocumentMissing):
+        await store.get(stored.ref)
+    listed = raw.list_object_versions(Bucket=bucket, Prefix=_key(stored))
+    assert listed.get("Versions", []) == []
