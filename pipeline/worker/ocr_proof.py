@@ -41,6 +41,7 @@ import threading
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal, localcontext
 from typing import Any
 
 from pipeline.documents import (
@@ -149,6 +150,70 @@ def _evidenced(extraction: Extraction) -> Iterable[tuple[str, Evidence]]:
 
 
 _LETTERS = re.compile(r"[^\W\d_]+")
+_ITEM_ROW = re.compile(r"line_items\[(\d+)\]")
+
+
+def _row_least(
+    extraction: Extraction,
+    index: int,
+    pages: list[str],
+    confidences: OcrConfidences,
+    *,
+    min_confidence: float,
+    checked_min_confidence: float,
+) -> tuple[float, float]:
+    """The least confidence of line item ``index``'s row and the floor it must reach.
+
+    The row's words outside its description print its quantity, unit price, amount and
+    rate (and words that are no value: a position, a unit). Where the invoice's numbers
+    prove each other exactly (:func:`_row_arithmetic_exact`), a misread of any one of
+    those breaks an equality: they are held to ``checked_min_confidence``, as the totals
+    are, and the description's words to ``min_confidence``. Otherwise (or where the
+    description is not found in the row) every word of the row is held to
+    ``min_confidence``. Returns the lowest margin: (least, floor) of the part furthest
+    below its floor."""
+    item = extraction.line_items[index]
+    evidence = item.evidence
+    row = _words(confidences, evidence.page, evidence.start, evidence.end)
+    whole = (min((w.confidence for w in row), default=0.0), min_confidence)
+    page = pages[evidence.page - 1] if evidence.page <= len(pages) else ""
+    at = page.find(item.description, evidence.start, evidence.end)
+    if at < 0 or not _row_arithmetic_exact(extraction, index):
+        return whole
+    end = at + len(item.description)
+    described = [w.confidence for w in row if w.start < end and w.end > at]
+    numbers = [w.confidence for w in row if not (w.start < end and w.end > at)]
+    parts = [(min(described), min_confidence)] if described else []
+    if numbers:
+        parts.append((min(numbers), checked_min_confidence))
+    return min(parts, key=lambda part: part[0] - part[1]) if parts else whole
+
+
+def _row_arithmetic_exact(extraction: Extraction, index: int) -> bool:
+    """Every number of line item ``index`` is bound by an exact equality, independent
+    of the validation policy's tolerance and rounding: quantity x unit price is the line
+    amount without rounding (so a misread quantity or price, the amount right, cannot
+    give the same product), the line amounts sum to the net total (a misread amount
+    breaks it), and a tax line at the item's rate has as its base the sum of the line
+    amounts at that rate (a misread rate moves the amount to another rate's sum, or to
+    a rate without a tax line). A misread passes only where two misreads cancel exactly.
+    """
+    item = extraction.line_items[index]
+    net = extraction.net_total
+    if net is None:
+        return False
+    with localcontext() as ctx:
+        ctx.prec = 60
+        if item.quantity * item.unit_price != item.line_amount:
+            return False
+        if sum((i.line_amount for i in extraction.line_items), Decimal(0)) != net.value:
+            return False
+        at_rate = sum(
+            (i.line_amount for i in extraction.line_items if i.tax_rate == item.tax_rate),
+            Decimal(0),
+        )
+    bases = [t.base for t in extraction.tax_lines if t.rate == item.tax_rate]
+    return len(bases) == 1 and bases[0] == at_rate
 
 
 _LEXICON_LOAD = threading.Lock()
@@ -226,12 +291,23 @@ def ocr_reasons(
             ),
         )
     reasons = []
+    pages = text.split("\f")
     for path, evidence in _evidenced(extraction):
         if evidence.page not in confidences.pages:
             continue  # read from a text layer
         least = confidences.least(evidence)
         checked = path in _CHECKED or path.startswith("tax_lines[")
         floor = checked_min_confidence if checked else min_confidence
+        row = _ITEM_ROW.fullmatch(path)
+        if row is not None and evidence.match != "fuzzy" and least is not None:
+            least, floor = _row_least(
+                extraction,
+                int(row.group(1)),
+                pages,
+                confidences,
+                min_confidence=min_confidence,
+                checked_min_confidence=checked_min_confidence,
+            )
         if evidence.match == "fuzzy":
             reasons.append(
                 unverified(path, "grounded by a fuzzy match: the answer's spelling is not printed")
@@ -249,7 +325,6 @@ def ocr_reasons(
     ]
     if items:
         lexicon = lexicon if lexicon is not None else default_lexicon()
-        pages = text.split("\f")
         language = (
             lexicon.language_of(
                 letters

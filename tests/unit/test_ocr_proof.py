@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -270,3 +271,73 @@ def test_the_word_lists_are_loaded_only_for_a_description_ocr_read(
     assert calls == []
     scanned(confidences(INV.ocr_text))
     assert calls == [1]
+
+
+ROW = "Steel bracket 40 mm | 1.248 pcs | 2,92 EUR | 3.644,16 EUR | 21%"
+DESCRIPTION = "Steel bracket 40 mm"
+
+
+def row_confidences(described: float, numbers: float) -> OcrConfidences:
+    """Every word read with 96 but those of the first item's row: its description's
+    with ``described``, its other words (quantity, unit, price, amount, rate) with
+    ``numbers``."""
+    row_at = INV.ocr_text.index(ROW)
+    words = []
+    for m in re.finditer(r"\S+", INV.ocr_text):
+        score = 96.0
+        if row_at <= m.start() < row_at + len(ROW):
+            score = described if m.start() < row_at + len(DESCRIPTION) else numbers
+        words.append(WordConfidence(1, m.start(), m.end(), score))
+    return OcrConfidences(frozenset({1}), tuple(words))
+
+
+def test_a_row_whose_numbers_the_invoice_proves_exactly_holds_them_to_the_lower_floor() -> None:
+    """1.248 x 2,92 = 3.644,16 without rounding, the amounts sum to the net total and the
+    21 % tax line's base: a misread quantity, price, amount or rate breaks an equality,
+    so those words need only the totals' floor; the description still needs 90."""
+    between = (DEFAULT_CHECKED_MIN_CONFIDENCE + DEFAULT_MIN_CONFIDENCE) / 2
+    result = scanned(row_confidences(described=96.0, numbers=between))
+    assert result.report.decision is Decision.SUCCEEDED, result.report.reasons
+    below = scanned(row_confidences(described=96.0, numbers=DEFAULT_CHECKED_MIN_CONFIDENCE - 1))
+    assert ocr_fields(below) == ["line_items[0]"]
+    described = scanned(row_confidences(described=between, numbers=96.0))
+    assert ocr_fields(described) == ["line_items[0]"]
+
+
+def test_a_row_whose_numbers_are_not_proven_exactly_keeps_the_higher_floor() -> None:
+    """Where the product needs rounding, or the net total or the rate's base is not the
+    exact sum, a misread number could pass: every word of the row needs 90."""
+    between = (DEFAULT_CHECKED_MIN_CONFIDENCE + DEFAULT_MIN_CONFIDENCE) / 2
+    ocr = row_confidences(described=96.0, numbers=between)
+    extraction = scanned(ocr).extraction
+    item = extraction.line_items[0]
+    rounded = item.model_copy(update={"unit_price": Decimal("2.9200001")})
+    net = extraction.net_total
+    assert net is not None
+    for changed in (
+        extraction.model_copy(update={"line_items": (rounded, *extraction.line_items[1:])}),
+        extraction.model_copy(
+            update={"net_total": net.model_copy(update={"value": net.value + Decimal("0.01")})}
+        ),
+        extraction.model_copy(update={"tax_lines": ()}),
+    ):
+        reasons = ocr_proof.ocr_reasons(
+            changed,
+            INV.ocr_text,
+            ocr,
+            INV.master_data,
+            read_by_ocr=True,
+            lexicon=OcrLexicon({"eng": LEXICON_WORDS}),
+        )
+        assert [r.field for r in reasons] == ["line_items[0]"], reasons
+    assert (
+        ocr_proof.ocr_reasons(
+            extraction,
+            INV.ocr_text,
+            ocr,
+            INV.master_data,
+            read_by_ocr=True,
+            lexicon=OcrLexicon({"eng": LEXICON_WORDS}),
+        )
+        == ()
+    )
