@@ -9,7 +9,9 @@ and in batches (``succeed_many``). Variants alternate within a round so machine 
 hits all of them. ``off`` has no claim at all, ``exact`` claims the invoice identity
 (``invoice_identities``), ``near`` also the two keyed near keys
 (``invoice_near_keys``). The report gives throughput, the ratios against ``exact``
-and the added milliseconds per invoice.
+(best of rounds, and per round side by side) and the added milliseconds per invoice;
+then the claims alone (:func:`claim_costs`): median microseconds per invoice of the
+exact claim and of the near-key claim, one invoice and ``--batch`` at a time.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,8 @@ from benchmarks.load.store_bench import drop_db, dsn_of, fresh_db
 from benchmarks.report import bar_plot, write_json
 from pipeline.database import create_pool
 from pipeline.jobs import JobStore, Lease, Success
+from pipeline.jobs.duplicates import claim_invoices
+from pipeline.jobs.near_duplicates import claim_near_keys, near_key_secret
 from pipeline.settings import Settings
 
 VARIANTS: dict[str, dict[str, bool]] = {
@@ -36,7 +42,11 @@ VARIANTS: dict[str, dict[str, bool]] = {
 
 def invoice_of(lease: Lease) -> dict[str, Any]:
     """A distinct supplier invoice per job (number and total from its id)."""
-    h = lease.job_id.hex
+    return invoice_of_id(lease.job_id)
+
+
+def invoice_of_id(job_id: uuid.UUID) -> dict[str, Any]:
+    h = job_id.hex
     return {
         "supplier": {"name": {"value": "ACME GmbH"}, "vat_id": {"value": "DE123456789"}},
         "invoice_number": {"value": f"INV-{h[:8]}"},
@@ -78,6 +88,41 @@ async def run(dsn: str, settings: Settings, workers: int, batch: int, together: 
     return done / elapsed
 
 
+async def claim_costs(jobs: int, tenants: int, batch: int) -> dict[str, float]:
+    """The claims alone, per invoice: median microseconds of the exact claim and of the
+    near-key claim, each in its own transaction per chunk of ``batch`` invoices (the
+    settle statement, identical with or without the checks, left out). Medians over
+    chunks, so a burst of load from elsewhere on the machine moves them little."""
+    db = await fresh_db(jobs, tenants)
+    dsn = dsn_of(db)
+    pool = await create_pool(dsn, min_size=1, max_size=1)
+    exact_us: list[float] = []
+    near_us: list[float] = []
+    try:
+        async with pool.acquire() as conn:
+            rows = await conn.fetch("SELECT id, tenant_id FROM extraction_jobs ORDER BY id")
+            secret = await near_key_secret(conn, Settings(database_url=dsn))
+            for i in range(0, len(rows), batch):
+                chunk = rows[i : i + batch]
+                claims = [(r["tenant_id"], r["id"], invoice_of_id(r["id"])) for r in chunk]
+                t0 = time.perf_counter()
+                async with conn.transaction():
+                    await claim_invoices(conn, claims)
+                t1 = time.perf_counter()
+                async with conn.transaction():
+                    await claim_near_keys(conn, secret, claims)
+                t2 = time.perf_counter()
+                exact_us.append((t1 - t0) * 1e6 / len(chunk))
+                near_us.append((t2 - t1) * 1e6 / len(chunk))
+    finally:
+        await pool.close()
+        await drop_db(db)
+    return {
+        "exact_claim_us_per_invoice": statistics.median(exact_us),
+        "near_claim_us_per_invoice": statistics.median(near_us),
+    }
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     modes = {"single": (1, False), f"settle_batch{args.batch}": (args.batch, True)}
     rates: dict[str, list[float]] = {f"{m}/{v}": [] for m in modes for v in VARIANTS}
@@ -95,6 +140,17 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"round {rnd + 1} {mode}/{variant:>5}: {rate:8.1f} jobs/s", flush=True)
     best = {k: max(v) for k, v in rates.items()}
     result: dict[str, Any] = {"params": vars(args), "jobs_per_second": rates, "best": best}
+    # Side by side within each round (the variants of one mode run back to back).
+    for mode in modes:
+        result[f"{mode}_near_vs_exact_per_round"] = [
+            n / e for n, e in zip(rates[f"{mode}/near"], rates[f"{mode}/exact"], strict=True)
+        ]
+    for size in (1, args.batch):
+        costs = [await claim_costs(args.jobs, args.tenants, size) for _ in range(args.rounds)]
+        result[f"claims_batch{size}"] = {
+            k: statistics.median(c[k] for c in costs) for k in costs[0]
+        }
+        print(f"claims in chunks of {size}: {result[f'claims_batch{size}']}", flush=True)
     for mode in modes:
         off, exact, near = (best[f"{mode}/{v}"] for v in VARIANTS)
         result[f"{mode}_ratio_near_vs_exact"] = near / exact
@@ -115,7 +171,8 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path("results/duplicates"))
     args = p.parse_args()
     result = asyncio.run(main_async(args))
-    print(json.dumps({k: v for k, v in result.items() if k != "jobs_per_second"}, indent=2))
+    shown = {k: v for k, v in result.items() if k != "jobs_per_second"}
+    print(json.dumps(shown, indent=2, default=str))
     write_json(args.out, "duplicate_check_bench", result)
     labels = list(result["best"])
     bar_plot(
