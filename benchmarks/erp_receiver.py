@@ -1,6 +1,9 @@
 """Reference ERP receiver: how an ERP should accept Fenceline webhooks (spec §5).
 
-Used by the demo and by the tests as "the ERP". Per request:
+Used by the demo and by the tests as "the ERP". A verification challenge (a signed
+``endpoint.verification.v1`` whose ``webhook-id`` starts ``vrf_``) is answered 200
+``{"challenge": <its token>}`` after the signature check, and nothing else happens.
+Per delivery:
 
 1. bound the body (413), verify the Standard Webhooks signature and timestamp
    window with :class:`pipeline.delivery.signing.Verifier` (401 with a reason, never 500);
@@ -57,7 +60,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, g
 from starlette.types import Receive, Scope, Send
 
 from pipeline.database import connect, create_pool, migrate
-from pipeline.delivery import VerificationKey, Verifier
+from pipeline.delivery import (
+    CHALLENGE_ID_PREFIX,
+    EVENT_VERIFICATION,
+    VerificationKey,
+    Verifier,
+)
 from pipeline.identity import DUPLICATE_INVOICE, invoice_identity
 from pipeline.jobs import EVENT_COMPLETED
 from pipeline.queries import SQL_DIR, q
@@ -158,7 +166,15 @@ class ReceiverStats:
     results: dict[str, int] = field(default_factory=dict)
     delivery_ids: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
+    #: Verification challenges by answer (``echoed``, ``unauthorized``, ``invalid``),
+    #: apart from the deliveries counted above.
+    challenges: dict[str, int] = field(default_factory=dict)
     _changed: threading.Condition = field(default_factory=threading.Condition, repr=False)
+
+    def add_challenge(self, answer: str) -> None:
+        with self._changed:
+            self.challenges[answer] = self.challenges.get(answer, 0) + 1
+            self._changed.notify_all()
 
     def add(self, result: str) -> None:
         with self._changed:
@@ -326,6 +342,8 @@ def create_app(
     @app.post(config.path)
     async def receive(request: Request) -> Response:
         stats: ReceiverStats = app.state.stats
+        if request.headers.get("webhook-id", "").startswith(CHALLENGE_ID_PREFIX):
+            return await echo_challenge(request, stats)
         stats.requests += 1
         stats.in_flight += 1
         stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
@@ -333,6 +351,28 @@ def create_app(
             return await handle(request, stats)
         finally:
             stats.in_flight -= 1
+
+    async def echo_challenge(request: Request, stats: ReceiverStats) -> Response:
+        """Step 0: prove this endpoint is ours. A signed ``endpoint.verification.v1``
+        is answered 200 ``{"challenge": <its token>}``; nothing is stored, and the
+        fault switch (which simulates failing deliveries) is not consulted."""
+        body = await request.body()
+        if len(body) > config.max_body_bytes:
+            return JSONResponse({"result": "too_large"}, status_code=413)
+        verdict = app.state.verifier.verify(request.headers, body)
+        if not verdict.ok:
+            stats.add_challenge("unauthorized")
+            return JSONResponse({"result": "unauthorized", "reason": verdict.reason}, 401)
+        try:
+            event = json.loads(body)
+            token = event["data"]["challenge"]
+            if event["type"] != EVENT_VERIFICATION or not isinstance(token, str):
+                raise ValueError("not a verification challenge")
+        except (ValueError, TypeError, KeyError) as exc:
+            stats.add_challenge("invalid")
+            return JSONResponse({"result": "invalid", "reason": str(exc)[:200]}, 400)
+        stats.add_challenge("echoed")
+        return JSONResponse({"challenge": token})
 
     async def handle(request: Request, stats: ReceiverStats) -> Response:
         stats.hosts.append(request.headers.get("host", ""))

@@ -212,6 +212,11 @@ class Scenario(BaseModel):
     drain_timeout_s: float = Field(300.0, gt=0)
     #: Compare the capacity model's predicted drain time with the measured one.
     capacity_check: bool = False
+    #: Run with the duplicate-invoice protection on (exact and possible duplicates,
+    #: docs/delivery.md). Off by default: requests cycle through the corpus, so an
+    #: invoice arrives many times by design; with it on, give a corpus at least as
+    #: large as the arrivals, or the repeats are held for review.
+    duplicate_protection: bool = False
     sample_every_s: float = Field(0.5, gt=0)
     #: Per engine kind, fields that replace this scenario's when ``--engine`` picks
     #: that kind (merged key by key), so one scenario is sized for each engine.

@@ -234,6 +234,16 @@ class Settings(BaseSettings):
     #: settled REVIEW_REQUIRED ``duplicate_invoice``. Off only for load tests that
     #: replay one corpus many times (``benchmarks/load/runner.py``), never in production.
     duplicate_invoice_check: bool = True
+    #: Possible duplicates (issue 47): a result with the supplier and number of another
+    #: job's invoice but another total, or its supplier, total and issue date with a
+    #: number printed differently, is settled REVIEW_REQUIRED ``possible_duplicate``
+    #: (``pipeline/jobs/near_duplicates.py``). Needs ``duplicate_invoice_check``.
+    possible_duplicate_check: bool = True
+    #: The secret the possible-duplicate keys are HMACs under (any string of 32+
+    #: characters; changing it forgets every stored key). Unset: derived from
+    #: ``webhook_secret_key``; both unset: a random secret the migration stored in the
+    #: database, with a warning (development only: it sits beside the hashes).
+    duplicate_key_secret: SecretStr | None = None
 
     # Re-drive of FAILED_TERMINAL jobs (issue 20): the fresh budget an operator's
     # re-drive gives when it does not name one.

@@ -74,8 +74,10 @@ def _settings_overrides(scenario: Scenario, dsn: str, erp_port: int | None) -> d
         "db_acquire_timeout_seconds": 60,
         # Requests cycle through the scenario's corpus, so the same supplier invoice
         # arrives many times by design: each is a distinct job of the load model,
-        # not a duplicate to hold for review (the ERP below posts them all).
-        "duplicate_invoice_check": False,
+        # not a duplicate to hold for review (the ERP below posts them all). A
+        # scenario with duplicate_protection (and a corpus as large as its
+        # arrivals) measures the pipeline with the protection on.
+        "duplicate_invoice_check": scenario.duplicate_protection,
     }
     if erp_port is not None:
         overrides["delivery_allow_loopback_http"] = True

@@ -1,4 +1,5 @@
-"""Webhook endpoints over HTTP: ``/v1/webhook-endpoints`` (register, read, rotate, disable, enable).
+"""Webhook endpoints over HTTP: ``/v1/webhook-endpoints`` (register, read, change, verify,
+rotate, disable, enable).
 
 The HTTP face of :class:`pipeline.delivery.endpoints.EndpointRegistry`, an ``APIRouter``
 that :func:`pipeline.api.app.create_app` includes. Invariants:
@@ -14,7 +15,10 @@ that :func:`pipeline.api.app.create_app` includes. Invariants:
 * **Secrets are shown once**: only the 201 of a registration and the 200 of a
   rotation carry one, each its own new secret; no read returns a secret (the
   response models have no field for it) and the database keeps them sealed.
-* **SSRF**: a URL the egress guard refuses (at registration, or when re-enabling)
+* **Verified before delivering**: a new endpoint, and one whose URL changed, is
+  ``pending`` until it echoes a challenge (:mod:`pipeline.delivery.verification`);
+  the dispatcher sends it, ``POST …/verify`` sends one at once.
+* **SSRF**: a URL the egress guard refuses (at registration, a URL change, or when re-enabling)
   is a 422 problem with reason ``egress_blocked`` and nothing is written. The
   detail names the guard's rule, never the addresses a host resolved to, so the
   API is no oracle for internal DNS.
@@ -41,7 +45,9 @@ from pipeline.delivery import (
     DEFAULT_EVENT_TYPES,
     EVENT_TYPE_PATTERN,
     MAX_EVENT_TYPES,
+    EgressClient,
     Endpoint,
+    EndpointChallenger,
     EndpointRegistry,
     IssuedSecret,
     SecretBox,
@@ -104,6 +110,11 @@ class EndpointOut(BaseModel):
     consecutive_failures: int
     failing_since: datetime | None
     created_at: datetime
+    verification: Literal["pending", "verified"] = Field(
+        description="`pending` until the URL echoed a verification challenge; until then "
+        "its deliveries are held (see docs/delivery.md, Verification)."
+    )
+    verified_at: datetime | None
 
     @classmethod
     def of(cls, e: Endpoint) -> EndpointOut:
@@ -118,7 +129,34 @@ class EndpointOut(BaseModel):
             consecutive_failures=e.consecutive_failures,
             failing_since=e.failing_since,
             created_at=e.created_at,
+            verification=e.verification,
+            verified_at=e.verified_at,
         )
+
+
+class EndpointUpdate(BaseModel):
+    """A new URL for an endpoint: checked like a registration, then verified again."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        description="`https` on an allowed port, every resolved address global. The "
+        "endpoint is `pending` again until the new URL echoes a challenge.",
+    )
+
+
+class VerificationOut(BaseModel):
+    """The outcome of a verification challenge sent now."""
+
+    endpoint: EndpointOut
+    verified: bool
+    reason: str = Field(
+        description="`verified`, or why not: `wrong_echo`, `http_<status>`, "
+        "`egress_blocked`, `timeout`, `transport`, `signing`, `not_pending` (the URL "
+        "changed or the endpoint was disabled meanwhile)."
+    )
 
 
 class SigningKeyOut(BaseModel):
@@ -292,3 +330,51 @@ async def enable_endpoint(
     except EgressBlocked as exc:
         raise _refused(exc) from None
     return EndpointOut.of(endpoint)
+
+
+@router.patch(
+    "/{endpoint_id}",
+    summary="Change an endpoint's URL; it must be verified again before deliveries resume",
+    response_model=EndpointOut,
+    responses=problem_responses(400, 413, *_WRITE),
+)
+async def update_endpoint(
+    request: Request, principal: Caller, endpoint_id: uuid.UUID, body: EndpointUpdate
+) -> EndpointOut:
+    _operator(principal)
+    try:
+        endpoint = await registry(request).change_url(principal.tenant_id, endpoint_id, body.url)
+    except EgressBlocked as exc:
+        raise _refused(exc) from None
+    return EndpointOut.of(endpoint)
+
+
+@router.post(
+    "/{endpoint_id}/verify",
+    summary="Send a verification challenge now; held deliveries flow once it is echoed",
+    response_model=VerificationOut,
+    responses=problem_responses(409, *_WRITE),
+)
+async def verify_endpoint(
+    request: Request, principal: Caller, endpoint_id: uuid.UUID
+) -> VerificationOut:
+    """The dispatcher challenges pending endpoints by itself (at registration, after a
+    URL change, then with back-off); this sends one now and answers its outcome. 409:
+    the endpoint is not pending (verified already, disabled, or being challenged)."""
+    _operator(principal)
+    reg = registry(request)
+    await reg.get(principal.tenant_id, endpoint_id)  # 404 for another tenant's
+    ctx: ApiContext = request.app.state.fenceline
+    s = ctx.settings
+    client = EgressClient(guard_from_settings(s), timeout_seconds=s.delivery_timeout_seconds)
+    try:
+        challenger = EndpointChallenger(reg.pool, client, reg.box, clock=reg.clock)
+        result = await challenger.verify(principal.tenant_id, endpoint_id)
+    finally:
+        await client.aclose()
+    if result is None:
+        raise ApiProblem(409, "the endpoint is not pending verification", reason="not_pending")
+    endpoint = await reg.get(principal.tenant_id, endpoint_id)
+    return VerificationOut(
+        endpoint=EndpointOut.of(endpoint), verified=result.verified, reason=result.reason
+    )

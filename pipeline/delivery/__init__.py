@@ -25,18 +25,28 @@ from pipeline.delivery.endpoints import (
 )
 from pipeline.delivery.policy import DeliveryConfig
 from pipeline.delivery.signing import VerificationKey, Verifier
+from pipeline.delivery.verification import (
+    CHALLENGE_ID_PREFIX,
+    EVENT_VERIFICATION,
+    ChallengeResult,
+    EndpointChallenger,
+)
 
 __all__ = [
+    "CHALLENGE_ID_PREFIX",
     "DEFAULT_EVENT_TYPES",
     "EVENT_TYPE_PATTERN",
+    "EVENT_VERIFICATION",
     "MAX_EVENT_TYPES",
     "AfterResponse",
+    "ChallengeResult",
     "DeliveryConfig",
     "DeliveryDispatcher",
     "DeliveryState",
     "DeliveryStore",
     "EgressClient",
     "Endpoint",
+    "EndpointChallenger",
     "EndpointRegistry",
     "IssuedSecret",
     "SecretBox",

@@ -32,6 +32,7 @@ from pipeline.delivery.metrics import DeliveryMetrics
 from pipeline.delivery.outcomes import OutcomeRecorder
 from pipeline.delivery.policy import DeliveryConfig, Verdict, classify
 from pipeline.delivery.signing import webhook_headers
+from pipeline.delivery.verification import EndpointChallenger
 from pipeline.errors import LeaseLost
 from pipeline.logs import bind_job
 from pipeline.queries import q
@@ -88,6 +89,8 @@ class DeliveryDispatcher(LoopService):
         self._outcomes = OutcomeRecorder(
             pool, config, clock=self.clock, metrics=self.metrics, rng=self.rng
         )
+        #: Challenges pending endpoints before their held deliveries may flow.
+        self.challenger = EndpointChallenger(pool, client, box, clock=self.clock)
         self._tasks: set[asyncio.Task[str]] = set()
         self._wake = asyncio.Event()
         self._stopping = False
@@ -178,6 +181,7 @@ class DeliveryDispatcher(LoopService):
 
     async def _pump(self) -> tuple[int, list[asyncio.Task[str]]]:
         reaped = await self.reap()
+        await self.challenge_due()
         free = self.config.max_in_flight - len(self._tasks)
         if free <= 0:
             return reaped, []
@@ -190,6 +194,18 @@ class DeliveryDispatcher(LoopService):
         return reaped, tasks
 
     # ------------------------------------------------------------------ steps
+    async def challenge_due(self, *, limit: int = 10) -> int:
+        """Challenge pending endpoints that are due (:mod:`pipeline.delivery.verification`);
+        returns how many were verified, whose held deliveries the claim then takes."""
+        try:
+            results = await self.challenger.run_due(limit)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            # Deliveries to verified endpoints go on; a leased endpoint is retried
+            # when its lease (next_challenge_at) runs out.
+            log.exception("endpoint challenges failed")
+            return 0
+        return sum(r.verified for r in results)
+
     async def reap(self, *, limit: int = 100) -> int:
         """Move in-flight deliveries whose lease expired back to retry_scheduled (fence+1)."""
         now = self.clock.now()

@@ -139,6 +139,10 @@ class Endpoint:
     consecutive_failures: int
     failing_since: datetime | None
     created_at: datetime
+    #: ``pending`` until the endpoint echoed a challenge (:mod:`verification`); its
+    #: deliveries are held until then. A URL change sets it back to ``pending``.
+    verification: str = "pending"
+    verified_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -303,6 +307,41 @@ class EndpointRegistry:
                     "enabled",
                     None,
                     self.clock.now(),
+                )
+            row = await conn.fetchrow(q("endpoint_get_for_tenant"), endpoint_id, tenant_id)
+        return _endpoint(row)
+
+    async def change_url(self, tenant_id: uuid.UUID, endpoint_id: uuid.UUID, url: str) -> Endpoint:
+        """Point the endpoint at ``url`` (validated and resolved first): it is pending
+        verification again, and its deliveries wait until the new URL echoes a challenge.
+
+        Raises:
+            NotFound: not the tenant's endpoint (checked before the URL, so another
+                tenant's id is a 404 whatever the URL).
+            EgressBlocked: the URL is not allowed; nothing is written.
+        """
+        await self._row(tenant_id, endpoint_id)
+        await self.guard.resolve(url)
+        now = self.clock.now()
+        async with self.pool.acquire() as conn, conn.transaction():
+            old = await fetch_owned(
+                conn, "endpoint_lock_for_tenant", endpoint_id, tenant_id, "endpoint"
+            )
+            if old["url"] != url:
+                if (
+                    await conn.fetchval(
+                        q("endpoint_update_url_for_tenant"), endpoint_id, tenant_id, url, now
+                    )
+                    is None
+                ):  # pragma: no cover - the row is locked above
+                    raise RuntimeError(f"endpoint {endpoint_id} vanished under its lock")
+                await conn.execute(
+                    q("endpoint_event_insert"),
+                    endpoint_id,
+                    tenant_id,
+                    "url_changed",
+                    f"{old['url']} -> {url}",
+                    now,
                 )
             row = await conn.fetchrow(q("endpoint_get_for_tenant"), endpoint_id, tenant_id)
         return _endpoint(row)

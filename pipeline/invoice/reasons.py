@@ -54,6 +54,11 @@ class ReasonCode(StrEnum):
     #: number and gross total); set by the job store when it commits the result,
     #: never by the rules here (``pipeline.jobs.duplicates``).
     DUPLICATE_INVOICE = "duplicate_invoice"
+    #: Another job of the tenant holds an invoice this one may duplicate: the same
+    #: supplier and number with another total, or the same supplier, total and issue
+    #: date with a number printed differently; set by the job store
+    #: (``pipeline.jobs.near_duplicates``), never by the rules here.
+    POSSIBLE_DUPLICATE = "possible_duplicate"
     #: An e-invoice's XML states what contract v2 has no place for (allowances and
     #: charges, a credit note, a supplier without VAT id...): the detail names it.
     EINVOICE_NOT_HOLDABLE = "einvoice_not_holdable"

@@ -35,6 +35,7 @@ import asyncpg
 from pipeline.errors import LeaseLost
 from pipeline.identity import invoice_identity
 from pipeline.jobs.duplicates import claim_invoices, flag_duplicate
+from pipeline.jobs.near_duplicates import flag_possible_duplicate
 from pipeline.jobs.records import (
     EVENT_COMPLETED,
     EVENT_REVIEW,
@@ -85,7 +86,8 @@ class BatchSettling(Settling):
                         # As succeed() does: the first job to commit an invoice owns it.
                         # A stale attempt's claim names its own job, which a later owner
                         # of the job keeps.
-                        batch = await _claim_all(conn, batch)
+                        batch, flagged = await _claim_all(conn, batch)
+                        batch = await self._flag_possible_duplicates(conn, batch, flagged)
                     won = await self._settle_statement(conn, batch)
                     await self._run_hooks_many(conn, _in_batch_order(won, batch))
             else:  # nothing to write but the one statement: it is its own transaction
@@ -95,6 +97,26 @@ class BatchSettling(Settling):
         settled = sorted(won.values(), key=lambda s: by_order[s.job_id])
         lost = [s.lease for s in successes if s.lease.job_id not in won]
         return BatchSettled(settled=settled, lost=lost)
+
+    async def _flag_possible_duplicates(
+        self, conn: asyncpg.Connection, batch: Sequence[Success], flagged: set[uuid.UUID]
+    ) -> list[Success]:
+        """The batch, each job not ``flagged`` a duplicate already settled for review
+        ``possible_duplicate`` when another job holds a near key of its invoice."""
+        open_ = [s for s in batch if s.lease.job_id not in flagged]
+        found = await self._possible_duplicates(
+            conn, [(s.lease.tenant_id, s.lease.job_id, s.result) for s in open_]
+        )
+        return [
+            s
+            if (possible := found.get(s.lease.job_id)) is None
+            else replace(
+                s,
+                decision=JobState.REVIEW_REQUIRED,
+                validation=flag_possible_duplicate(s.validation, possible),
+            )
+            for s in batch
+        ]
 
     def _claims_invoices(self, batch: Sequence[Success]) -> bool:
         """True when settling ``batch`` claims an invoice identity (a statement of its own)."""
@@ -142,13 +164,15 @@ class BatchSettling(Settling):
         return {r["id"]: settled_from_row(r) for r in rows}
 
 
-async def _claim_all(conn: asyncpg.Connection, batch: Sequence[Success]) -> list[Success]:
+async def _claim_all(
+    conn: asyncpg.Connection, batch: Sequence[Success]
+) -> tuple[list[Success], set[uuid.UUID]]:
     """The batch, each settled for review ``duplicate_invoice`` when another job holds
-    its invoice (one statement for the invoices no job holds yet)."""
+    its invoice (one statement for the invoices no job holds yet), and those jobs."""
     others = await claim_invoices(
         conn, [(s.lease.tenant_id, s.lease.job_id, s.result) for s in batch]
     )
-    return [
+    out = [
         s
         if (other := others[s.lease.job_id]) is None
         else replace(
@@ -156,6 +180,7 @@ async def _claim_all(conn: asyncpg.Connection, batch: Sequence[Success]) -> list
         )
         for s in batch
     ]
+    return out, {job for job, other in others.items() if other is not None}
 
 
 def _in_batch_order(won: dict[uuid.UUID, Settled], batch: Sequence[Success]) -> list[Settled]:

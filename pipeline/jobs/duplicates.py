@@ -8,7 +8,9 @@ claims the result's :class:`~pipeline.identity.InvoiceIdentity` in
 settled REVIEW_REQUIRED with the reason ``duplicate_invoice`` naming that job,
 so it never creates an ERP delivery; a reviewer decides. A job awaiting review
 holds the identity too (approving it would deliver it); one a reviewer rejected
-does not, and the next job of that invoice takes it over.
+does not, and the next job of that invoice takes it over. Near misses of the
+identity (another total, a number printed differently) are
+:mod:`pipeline.jobs.near_duplicates`.
 """
 
 from __future__ import annotations

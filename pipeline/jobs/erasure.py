@@ -225,6 +225,7 @@ async def _erase_locked(
     rows["extraction_results"] = int(result_sha256 is not None)
     for name, table in (
         ("invoice_identity_delete_for_job", "invoice_identities"),
+        ("invoice_near_keys_delete_for_job", "invoice_near_keys"),
         ("review_correction_erase_for_job", "review_corrections"),
         ("review_decision_erase_for_job", "review_decisions"),
         ("attempt_erase_details_for_job", "job_attempts"),

@@ -17,6 +17,7 @@ import asyncpg
 
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.errors import LeaseLost
+from pipeline.jobs.near_duplicates import PossibleDuplicate, claim_near_keys, near_key_secret
 from pipeline.jobs.records import (
     EVENT_DEAD_LETTERED,
     EVENT_FAILED,
@@ -63,6 +64,20 @@ class Settling:
         self.rng = rng or random.Random()
         #: Run in the transaction of every outcome, in order; raising rolls it back.
         self.settle_hooks = SettleHooks()
+        self._near_key_secret: bytes | None = None
+
+    async def _possible_duplicates(
+        self,
+        conn: asyncpg.Connection,
+        claims: Sequence[tuple[uuid.UUID, uuid.UUID, dict[str, Any]]],
+    ) -> dict[uuid.UUID, PossibleDuplicate | None]:
+        """Claim the near keys of each ``(tenant, job, result)`` (:mod:`near_duplicates`);
+        per job, the other job its invoice may duplicate. Nothing when the check is off."""
+        if not (self.settings.duplicate_invoice_check and self.settings.possible_duplicate_check):
+            return {job: None for _, job, _ in claims}
+        if self._near_key_secret is None:
+            self._near_key_secret = await near_key_secret(conn, self.settings)
+        return await claim_near_keys(conn, self._near_key_secret, claims)
 
     async def _fail_locked(
         self,

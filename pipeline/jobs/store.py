@@ -47,6 +47,7 @@ from pipeline.jobs.acceptance import Accepting
 from pipeline.jobs.batch_settling import BatchSettling
 from pipeline.jobs.duplicates import claim_invoice, flag_duplicate
 from pipeline.jobs.explain import explain
+from pipeline.jobs.near_duplicates import flag_possible_duplicate
 from pipeline.jobs.reaping import Reaping
 from pipeline.jobs.records import (
     EVENT_COMPLETED,
@@ -121,7 +122,10 @@ class JobStore(Accepting, Reaping, BatchSettling):
         The result row, the attempt's close, the completion outbox event and any
         settle hooks (e.g. delivery creation) commit together or not at all. A
         result whose supplier invoice another job already holds is settled
-        REVIEW_REQUIRED ``duplicate_invoice`` instead (:mod:`pipeline.jobs.duplicates`).
+        REVIEW_REQUIRED ``duplicate_invoice`` instead (:mod:`pipeline.jobs.duplicates`);
+        one another job's invoice may duplicate (same supplier and number, another
+        total; or a number printed differently) ``possible_duplicate``
+        (:mod:`pipeline.jobs.near_duplicates`).
         """
         if decision not in (JobState.SUCCEEDED, JobState.REVIEW_REQUIRED):
             raise ValueError(f"succeed() takes SUCCEEDED or REVIEW_REQUIRED, not {decision}")
@@ -136,6 +140,11 @@ class JobStore(Accepting, Reaping, BatchSettling):
             if other is not None:
                 decision = JobState.REVIEW_REQUIRED
                 validation = flag_duplicate(validation, other)
+            elif possible := (
+                await self._possible_duplicates(conn, [(lease.tenant_id, lease.job_id, result)])
+            )[lease.job_id]:
+                decision = JobState.REVIEW_REQUIRED
+                validation = flag_possible_duplicate(validation, possible)
             reasons = validation.get("reasons") or []
             row = await conn.fetchrow(
                 q("job_settle_if_fenced"),

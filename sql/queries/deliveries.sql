@@ -56,12 +56,13 @@ SELECT (SELECT count(*) FROM created) AS created, (SELECT count(*) FROM notified
 SELECT pg_notify('fenceline_deliveries', $1);
 
 -- name: delivery_endpoint_lock_due
--- Claim step 1: lock endpoints with due work whose breaker admits an attempt.
+-- Claim step 1: lock verified endpoints with due work whose breaker admits an
+-- attempt (an unverified endpoint's deliveries are held: pending, not attempted).
 -- Holding the endpoint row makes the in-flight count of step 2 exact across
 -- dispatchers (step 2 runs in a later snapshot, after the lock is held).
 SELECT e.id
 FROM webhook_endpoints e
-WHERE e.state = 'active'
+WHERE e.state = 'active' AND e.verification = 'verified'
   AND (e.breaker_state = 'closed' OR e.breaker_open_until <= coalesce($1::timestamptz, now()))
   AND EXISTS (
     SELECT 1 FROM deliveries d
@@ -90,6 +91,7 @@ ep AS (
   CROSS JOIN LATERAL (
     SELECT w.id, w.url, w.breaker_state FROM webhook_endpoints w
     WHERE w.id = ids.id AND w.state IS NOT DISTINCT FROM 'active'
+      AND w.verification IS NOT DISTINCT FROM 'verified'
     OFFSET 0
   ) e
 ),

@@ -3,12 +3,14 @@
 -- queries (lock, record outcome, disable) take only the endpoint id.
 
 -- name: endpoint_insert
+-- A new endpoint is pending verification and due for its challenge at once.
 INSERT INTO webhook_endpoints (id, tenant_id, url, description, event_types, created_at,
-                               updated_at)
-VALUES ($1, $2, $3, $4, $5, coalesce($6::timestamptz, now()), coalesce($6::timestamptz, now()))
+                               updated_at, next_challenge_at)
+VALUES ($1, $2, $3, $4, $5, coalesce($6::timestamptz, now()), coalesce($6::timestamptz, now()),
+        coalesce($6::timestamptz, now()))
 RETURNING id, tenant_id, url, description, event_types, state, disabled_reason, disabled_at,
           breaker_state, breaker_open_until, consecutive_failures, failing_since,
-          last_success_at, created_at;
+          last_success_at, created_at, verification, verified_at;
 
 -- name: endpoint_key_insert
 INSERT INTO webhook_endpoint_keys (endpoint_id, key_id, sealed_secret, created_at)
@@ -18,13 +20,13 @@ RETURNING endpoint_id, key_id, created_at;
 -- name: endpoint_get_for_tenant
 SELECT id, tenant_id, url, description, event_types, state, disabled_reason, disabled_at,
        breaker_state, breaker_open_until, consecutive_failures, failing_since,
-       last_success_at, created_at
+       last_success_at, created_at, verification, verified_at
 FROM webhook_endpoints WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2;
 
 -- name: endpoint_list_for_tenant
 SELECT id, tenant_id, url, description, event_types, state, disabled_reason, disabled_at,
        breaker_state, breaker_open_until, consecutive_failures, failing_since,
-       last_success_at, created_at
+       last_success_at, created_at, verification, verified_at
 FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id;
 
 -- name: endpoint_lock_for_tenant
@@ -114,3 +116,60 @@ SELECT v.seq, v.kind, v.detail, v.created_at
 FROM endpoint_events v JOIN webhook_endpoints e ON e.id = v.endpoint_id
 WHERE v.endpoint_id = $1 AND e.tenant_id IS NOT DISTINCT FROM $2
 ORDER BY v.seq;
+
+-- name: endpoint_update_url_for_tenant
+-- A new URL must be verified again: the endpoint goes back to pending, due for a
+-- challenge at once; its held and future deliveries wait for that.
+UPDATE webhook_endpoints
+SET url = $3, verification = 'pending', verified_at = NULL, challenge_failures = 0,
+    next_challenge_at = coalesce($4::timestamptz, now()),
+    updated_at = coalesce($4::timestamptz, now())
+WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2
+RETURNING id;
+
+-- name: endpoint_claim_challenge_due
+-- Pending active endpoints due for a challenge ($1 now, $2 limit), each leased for
+-- $3 seconds (next_challenge_at pushed out) so two dispatchers never challenge one
+-- endpoint at once. Returns the URL the challenge is for.
+UPDATE webhook_endpoints e
+SET next_challenge_at = coalesce($1::timestamptz, now()) + make_interval(secs => $3)
+FROM (
+  SELECT id FROM webhook_endpoints
+  WHERE verification = 'pending' AND state = 'active'
+    AND next_challenge_at <= coalesce($1::timestamptz, now())
+  ORDER BY next_challenge_at, id
+  LIMIT $2
+  FOR UPDATE SKIP LOCKED
+) due
+WHERE e.id = due.id
+RETURNING e.id, e.tenant_id, e.url;
+
+-- name: endpoint_lease_challenge_for_tenant
+-- An explicit verification (the API): lease the tenant's pending endpoint for $3
+-- seconds, as endpoint_claim_challenge_due would. No row: not pending, disabled,
+-- or another challenge holds it.
+UPDATE webhook_endpoints
+SET next_challenge_at = coalesce($4::timestamptz, now()) + make_interval(secs => $3)
+WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2 AND verification = 'pending'
+  AND state = 'active'
+RETURNING id, tenant_id, url;
+
+-- name: endpoint_verify_if_pending
+-- The endpoint echoed the challenge sent to URL $2: verified, unless its URL
+-- changed meanwhile (then the echo proves nothing about the new one).
+UPDATE webhook_endpoints
+SET verification = 'verified', verified_at = coalesce($3::timestamptz, now()),
+    challenge_failures = 0
+WHERE id = $1 AND url = $2 AND verification = 'pending'
+RETURNING id;
+
+-- name: endpoint_challenge_failed_if_pending
+-- A failed challenge of URL $2: count it and back off from $3 (now): $4 seconds
+-- doubled per failure before this one, at most $5. Returns the count and when next.
+UPDATE webhook_endpoints
+SET challenge_failures = challenge_failures + 1,
+    next_challenge_at = coalesce($3::timestamptz, now())
+      + make_interval(secs => least($5::float8,
+                                    $4::float8 * power(2, least(challenge_failures, 16))))
+WHERE id = $1 AND url = $2 AND verification = 'pending'
+RETURNING challenge_failures, next_challenge_at;

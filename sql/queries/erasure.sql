@@ -49,6 +49,11 @@ RETURNING old.result_sha256;
 -- $1 job, $2 tenant. Duplicate detection forgets the erased invoice.
 DELETE FROM invoice_identities WHERE job_id = $1 AND tenant_id = $2;
 
+-- name: invoice_near_keys_delete_for_job
+-- $1 job, $2 tenant. The near-duplicate keys (migration 033) are keyed hashes, not
+-- plaintext, but they are derived from the erased invoice: they go with it.
+DELETE FROM invoice_near_keys WHERE job_id = $1 AND tenant_id = $2;
+
 -- name: delivery_erase_for_job
 -- $1 job, $2 tenant. Deliveries not yet sent are abandoned (never sent); the bodies of
 -- all go, their SHA-256 stays. Those in flight or delivered are reported: the receiver's

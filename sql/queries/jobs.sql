@@ -48,7 +48,7 @@ WHERE d.id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2;
 INSERT INTO document_texts (document_id, tenant_id, content, sha256, reader, words)
 SELECT d.id, d.tenant_id, $3, $4, $5, $6
 FROM documents d WHERE d.id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2 AND d.uri IS NOT NULL
-  AND d.erased_at IS NULL  -- an attempt cut short by an erasure keeps nothing (031)
+  AND d.erased_at IS NULL  -- an attempt cut short by an erasure keeps nothing (032)
 ON CONFLICT (document_id) DO NOTHING;
 
 -- name: document_text_get
@@ -450,3 +450,29 @@ RETURNING job_id;
 -- name: job_options_get_for_tenant
 -- $1 job, $2 tenant: the options the job was accepted with (no row: none).
 SELECT options FROM job_options WHERE job_id = $1 AND tenant_id IS NOT DISTINCT FROM $2;
+
+-- name: invoice_near_key_insert_batch_if_new
+-- In the result's transaction: the job that commits a near key first owns it
+-- (arrays $1 tenants, $2 kinds, $3 keyed hashes, $4 jobs). Inserted in key order,
+-- so two transactions never wait on each other's keys in opposite orders. Returns
+-- the keys now held by the job that offered them; a key not returned is held by
+-- another job (or was offered twice in the batch: the first in key order has it).
+INSERT INTO invoice_near_keys (tenant_id, kind, key_hash, job_id)
+SELECT t, k, h, j FROM unnest($1::uuid[], $2::text[], $3::bytea[], $4::uuid[]) AS u(t, k, h, j)
+ORDER BY t, k, h, j
+ON CONFLICT (tenant_id, kind, key_hash) DO NOTHING
+RETURNING tenant_id, kind, key_hash, job_id;
+
+-- name: invoice_near_key_take_over_if_rejected
+-- A job whose result a reviewer rejected (FAILED_TERMINAL) holds its near keys no
+-- longer, as invoice_identity_take_over_if_rejected. Returns this job when it did.
+UPDATE invoice_near_keys n SET job_id = $4, created_at = now()
+WHERE n.tenant_id = $1 AND n.kind = $2 AND n.key_hash = $3
+  AND (SELECT j.state FROM extraction_jobs j WHERE j.id = n.job_id) = 'FAILED_TERMINAL'
+RETURNING n.job_id;
+
+-- name: invoice_near_key_owner
+SELECT job_id FROM invoice_near_keys WHERE tenant_id = $1 AND kind = $2 AND key_hash = $3;
+
+-- name: server_secret_get
+SELECT secret FROM server_secrets WHERE name = $1;

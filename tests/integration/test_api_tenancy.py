@@ -152,6 +152,8 @@ async def cross_tenant_violations(
         ("POST", f"{endpoint}/rotate"): None,
         ("POST", f"{endpoint}/disable"): {"reason": "attacker"},
         ("POST", f"{endpoint}/enable"): None,
+        ("POST", f"{endpoint}/verify"): None,
+        ("PATCH", endpoint): {"url": "https://93.184.216.34/hooks/attacker"},
         ("POST", "/v1/extraction-jobs/{job_id}/review"): {
             "decision": "approve",
             "note": "attacker",
@@ -251,6 +253,8 @@ async def test_tenant_a_sees_nothing_of_tenant_b_on_any_route(pool: asyncpg.Pool
         ("POST", "/v1/webhook-endpoints/{endpoint_id}/rotate"),
         ("POST", "/v1/webhook-endpoints/{endpoint_id}/disable"),
         ("POST", "/v1/webhook-endpoints/{endpoint_id}/enable"),
+        ("POST", "/v1/webhook-endpoints/{endpoint_id}/verify"),
+        ("PATCH", "/v1/webhook-endpoints/{endpoint_id}"),
         ("GET", "/console/queue"),
         ("GET", "/console/queue/rows"),
         ("GET", "/console/jobs/{job_id}"),
@@ -284,7 +288,8 @@ async def test_tenant_a_sees_nothing_of_tenant_b_on_any_route(pool: asyncpg.Pool
             "SELECT count(*) FROM extraction_jobs WHERE tenant_id = $1", victim.tenant.tenant.id
         )
         endpoint = await conn.fetchrow(
-            "SELECT state FROM webhook_endpoints WHERE id = $1", uuid.UUID(victim.endpoint_id)
+            "SELECT state, url, verification FROM webhook_endpoints WHERE id = $1",
+            uuid.UUID(victim.endpoint_id),
         )
         keys = await conn.fetch(
             "SELECT key_id, retired_at FROM webhook_endpoint_keys WHERE endpoint_id = $1",
@@ -292,8 +297,9 @@ async def test_tenant_a_sees_nothing_of_tenant_b_on_any_route(pool: asyncpg.Pool
         )
     assert (row["state"], row["state_version"]) == ("REVIEW_REQUIRED", victim.state_version)
     assert jobs_of_b == 1
-    # B's endpoint was neither disabled nor rotated by the attempts.
-    assert endpoint["state"] == "active"
+    # B's endpoint was neither disabled, rotated, re-pointed nor challenged by the attempts.
+    assert endpoint["state"] == "active" and "attacker" not in endpoint["url"]
+    assert endpoint["verification"] == "pending"
     assert [(k["key_id"], k["retired_at"]) for k in keys] == [("k1", None)]
 
 

@@ -216,7 +216,8 @@ async def test_signed_delivery_reaches_the_pinned_address_with_the_original_host
         assert report.claimed == 3 and report.count("delivered") == 3
         # erp.test has no DNS: the request can only have gone to the pinned address.
         assert erp.stats.hosts == [f"erp.test:{erp.port}"] * 3
-        assert calls == ["erp.test"] * 4  # registration + one resolution per attempt
+        # registration + the verification challenge + one resolution per attempt
+        assert calls == ["erp.test"] * 5
         assert await postings(pool, erp.ledger) == dict.fromkeys(jobs, 1)
     rows = await delivery_rows(pool, tenant.id)
     assert {r["state"] for r in rows} == {"delivered"}
@@ -336,7 +337,7 @@ async def test_410_disables_the_endpoint_and_redrive_keeps_the_delivery_id(
             ("abandoned", "endpoint_disabled"),
         }
         kinds = [e["kind"] for e in await registry.events(tenant.id, issued.endpoint.id)]
-        assert kinds == ["registered", "disabled"]
+        assert kinds == ["registered", "verified", "disabled"]
         await succeed_jobs(store, tenant, 1)  # a disabled endpoint gets no new deliveries
         assert len(await delivery_rows(pool, tenant.id)) == 2
         # The ERP comes back; the tenant re-enables and redrives.
@@ -508,7 +509,8 @@ async def test_ssrf_matrix_is_rejected_at_registration(pool: asyncpg.Pool) -> No
 
 
 async def test_ssrf_matrix_is_rejected_at_connect_time(pool: asyncpg.Pool) -> None:
-    """Rows that bypassed registration (an older policy, a tampered row) still never connect."""
+    """Rows that bypassed registration (an older policy, a tampered row, even one marked
+    verified) still never connect."""
     tenant = await new_tenant(pool)
     store = job_store(pool)
     async with Canary() as canary:
@@ -517,7 +519,8 @@ async def test_ssrf_matrix_is_rejected_at_connect_time(pool: asyncpg.Pool) -> No
             for url in urls:
                 endpoint_id = uuid.uuid4()
                 await conn.execute(
-                    "INSERT INTO webhook_endpoints (id, tenant_id, url) VALUES ($1, $2, $3)",
+                    "INSERT INTO webhook_endpoints (id, tenant_id, url, verification,"
+                    " verified_at) VALUES ($1, $2, $3, 'verified', now())",
                     endpoint_id,
                     tenant.id,
                     url,
@@ -560,7 +563,15 @@ async def test_dns_rebinding_is_blocked_at_connect_time(pool: asyncpg.Pool) -> N
 
     tenant = await new_tenant(pool)
     registry = EndpointRegistry(pool, EgressGuard(EgressPolicy(), rebinding), TEST_BOX)
-    await registry.register(tenant.id, "https://erp.rebind.example/hook")  # first answer: global
+    issued = await registry.register(tenant.id, "https://erp.rebind.example/hook")  # global
+    # Verified while the name still answered a global address (the challenge is
+    # guarded the same way: tests/integration/test_endpoint_verification.py).
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "UPDATE webhook_endpoints SET verification = 'verified', verified_at = now()"
+            " WHERE id = $1",
+            issued.endpoint.id,
+        )
     store = job_store(pool)
     [job] = await succeed_jobs(store, tenant, 1)
     dispatcher = dispatcher_for(pool, resolver=rebinding, policy=EgressPolicy())

@@ -444,6 +444,7 @@ def test_table_covers_every_reason_code() -> None:
         ReasonCode.UNGROUNDED_VALUE,
         ReasonCode.AMBIGUOUS_ROLE,
         ReasonCode.DUPLICATE_INVOICE,
+        ReasonCode.POSSIBLE_DUPLICATE,
     }
     assert covered | elsewhere == set(ReasonCode)
 
