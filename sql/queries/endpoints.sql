@@ -147,11 +147,12 @@ RETURNING e.id, e.tenant_id, e.url;
 -- name: endpoint_lease_challenge_for_tenant
 -- An explicit verification (the API): lease the tenant's pending endpoint for $3
 -- seconds, as endpoint_claim_challenge_due would. No row: not pending, disabled,
--- or another challenge holds it.
+-- or another challenge holds it. (IS NOT DISTINCT FROM: a row named by its primary
+-- key is read through it, not through the partial index of due challenges.)
 UPDATE webhook_endpoints
 SET next_challenge_at = coalesce($4::timestamptz, now()) + make_interval(secs => $3)
-WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2 AND verification = 'pending'
-  AND state = 'active'
+WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2
+  AND verification IS NOT DISTINCT FROM 'pending' AND state IS NOT DISTINCT FROM 'active'
 RETURNING id, tenant_id, url;
 
 -- name: endpoint_verify_if_pending

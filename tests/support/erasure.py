@@ -23,7 +23,7 @@ async def table_hits(
     pool: asyncpg.Pool, needles: Iterable[str], *, skip: frozenset[str] = frozenset()
 ) -> dict[str, list[str]]:
     """``{needle: ["table.column", ...]}`` for every column of every table of the
-    current schema whose text (any type, cast to text; bytea decoded as UTF-8) holds
+    current schema whose text (any type cast to text; bytea searched for the needle's UTF-8 bytes) holds
     the needle. ``skip``: tables left out, each for a reason the caller states."""
     wanted = list(needles)
     hits: dict[str, list[str]] = {n: [] for n in wanted}
@@ -38,15 +38,15 @@ async def table_hits(
             table, column = col["table_name"], col["column_name"]
             if table.startswith(RECEIVER_PREFIX) or table in skip:
                 continue
-            expr = (
-                f"convert_from(\"{column}\", 'UTF8')"
+            # bytea is searched as bytes (the needle's UTF-8): a column of hashes or
+            # keys is not text, and decoding it as UTF-8 would fail
+            where = (
+                f"position(convert_to($1, 'UTF8') IN \"{column}\") > 0"
                 if col["data_type"] == "bytea"
-                else f'"{column}"::text'
+                else f'strpos("{column}"::text, $1) > 0'
             )
             for needle in wanted:
-                found = await conn.fetchval(
-                    f'SELECT count(*) FROM "{table}" WHERE strpos({expr}, $1) > 0', needle
-                )
+                found = await conn.fetchval(f'SELECT count(*) FROM "{table}" WHERE {where}', needle)
                 if found:
                     hits[needle].append(f"{table}.{column}")
     return hits
