@@ -23,8 +23,8 @@ async def table_hits(
     pool: asyncpg.Pool, needles: Iterable[str], *, skip: frozenset[str] = frozenset()
 ) -> dict[str, list[str]]:
     """``{needle: ["table.column", ...]}`` for every column of every table of the
-    current schema whose text (any type cast to text; bytea searched for the needle's UTF-8 bytes) holds
-    the needle. ``skip``: tables left out, each for a reason the caller states."""
+    current schema that holds the needle (any type cast to text; bytea searched for
+    the needle's UTF-8 bytes). ``skip``: tables left out, each for a reason the caller states."""
     wanted = list(needles)
     hits: dict[str, list[str]] = {n: [] for n in wanted}
     async with pool.acquire() as conn:
