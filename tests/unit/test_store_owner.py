@@ -25,6 +25,8 @@ ALLOWED = {
     "benchmarks/load/runner.py": "uses job_store() when the scenario delivers",
     "cluster/driver_fleet.py": "the autoscaler: reads the runnable backlog only",
     "benchmarks/load/autoscale_bench.py": "driver scaling timing without deliveries",
+    "benchmarks/load/duplicate_check_bench.py": "duplicate-claim timing without deliveries",
+    "benchmarks/load/retention_bench.py": "the claim probe: claims only, never settles",
 }
 
 
