@@ -46,6 +46,8 @@ def _fold(text: str) -> tuple[str, list[int]]:
     index: list[int] = []
     space = False
     for i, ch in enumerate(text):
+        if not i & 4095:
+            spend()  # a whole long line is folded at once: the budget is checked within
         for c in unicodedata.normalize("NFKC", ch).casefold():
             if c.isspace():
                 if space or not out:
