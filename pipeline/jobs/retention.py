@@ -175,22 +175,18 @@ async def run_retention(
         content_days, audit_days = await _horizons(conn, config)
     cursor: tuple[datetime | None, uuid.UUID | None] = (None, None)
     while True:
-        t0 = time.perf_counter()
-        async with pool.acquire() as conn:
-            row = await conn.fetchrow(
-                q("retention_content_remove_batch"),
-                now,
-                config.batch,
-                config.content_days,
-                tenant,
-                content_days,
-                *cursor,
-            )
-        report.batch_seconds.append(time.perf_counter() - t0)
+        row = await _batch(
+            pool,
+            report,
+            "retention_content_remove_batch",
+            now,
+            config.batch,
+            config.content_days,
+            tenant,
+            content_days,
+            *cursor,
+        )
         report.content_batches += 1
-        report.largest_batch = max(report.largest_batch, row["jobs"])
-        if row["marked"] != row["jobs"]:
-            raise RetentionBatchMismatch(f"locked {row['jobs']} jobs, marked {row['marked']}")
         report.content_jobs += row["jobs"]
         report.results += row["results"]
         report.documents += row["documents"]
@@ -200,21 +196,17 @@ async def run_retention(
             break
         cursor = (row["cursor_finished_at"], row["cursor_id"])
     while True:
-        t0 = time.perf_counter()
-        async with pool.acquire() as conn:
-            row = await conn.fetchrow(
-                q("retention_audit_remove_batch"),
-                now,
-                config.batch,
-                config.audit_days,
-                tenant,
-                audit_days,
-            )
-        report.batch_seconds.append(time.perf_counter() - t0)
+        row = await _batch(
+            pool,
+            report,
+            "retention_audit_remove_batch",
+            now,
+            config.batch,
+            config.audit_days,
+            tenant,
+            audit_days,
+        )
         report.audit_batches += 1
-        report.largest_batch = max(report.largest_batch, row["jobs"])
-        if row["marked"] != row["jobs"]:
-            raise RetentionBatchMismatch(f"locked {row['jobs']} marks, updated {row['marked']}")
         report.audit_jobs += row["jobs"]
         report.job_events += row["job_events"]
         report.inbox_records += row["inbox_records"]
@@ -250,3 +242,18 @@ class RetentionPass(PeriodicPass):
 
     def pass_interval(self) -> float:
         return self.config.interval_seconds
+
+
+async def _batch(
+    pool: asyncpg.Pool, report: RetentionReport, query: str, *args: Any
+) -> asyncpg.Record:
+    """One bounded batch in its own short transaction: timed into ``report``, and
+    refused unless it marked exactly the jobs it locked."""
+    t0 = time.perf_counter()
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(q(query), *args)
+    report.batch_seconds.append(time.perf_counter() - t0)
+    report.largest_batch = max(report.largest_batch, row["jobs"])
+    if row["marked"] != row["jobs"]:
+        raise RetentionBatchMismatch(f"{query}: locked {row['jobs']} jobs, marked {row['marked']}")
+    return row
