@@ -19,6 +19,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from cluster.cli.base import CommandTable, duration
+from cluster.cli.tenant_ref import operated_tenant
 from pipeline.settings import Settings
 
 TABLE = CommandTable()
@@ -61,11 +62,8 @@ def _cancel(args: argparse.Namespace, settings: Settings) -> int:
 async def _cancel_async(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.clock import DatabaseClock
     from pipeline.database import create_pool
-    from pipeline.errors import NotFound
     from pipeline.jobs import CancelFilter, CancelRequest, cancel_job, cancel_matching
-    from pipeline.queries import q
     from pipeline.states import JobState
-    from pipeline.tenants import resolve_tenant
 
     if args.job is None and args.tenant is None:
         raise ValueError("name a job, or select with --tenant (and --state, --older-than)")
@@ -73,13 +71,7 @@ async def _cancel_async(args: argparse.Namespace, settings: Settings) -> int:
     pool = await create_pool(settings.database_url, min_size=1, max_size=2)
     try:
         async with pool.acquire() as conn:
-            if args.tenant is not None:
-                tenant_id = (await resolve_tenant(conn, str(args.tenant))).id
-            else:  # operator command: the job names its own tenant
-                job = await conn.fetchrow(q("job_get_any_tenant"), args.job)
-                if job is None:
-                    raise NotFound(f"job {args.job}")
-                tenant_id = job["tenant_id"]
+            tenant_id = await operated_tenant(conn, args.tenant, args.job)
         if args.job is not None:
             done = await cancel_job(pool, tenant_id, args.job, request)
             print(json.dumps(done.__dict__, default=str, indent=2))

@@ -18,6 +18,7 @@ import sys
 import uuid
 
 from cluster.cli.base import CommandTable
+from cluster.cli.tenant_ref import operated_tenant
 from pipeline.settings import Settings
 
 TABLE = CommandTable()
@@ -47,10 +48,7 @@ def _erase(args: argparse.Namespace, settings: Settings) -> int:
 async def _erase_async(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.database import create_pool
     from pipeline.documents import open_document_store
-    from pipeline.errors import NotFound
     from pipeline.jobs import EraseRequest, erase_job, erase_tenant
-    from pipeline.queries import q
-    from pipeline.tenants import resolve_tenant
 
     if args.job is None and args.tenant is None:
         raise ValueError("name a job (--job) or a tenant (--tenant)")
@@ -59,13 +57,7 @@ async def _erase_async(args: argparse.Namespace, settings: Settings) -> int:
     pool = await create_pool(settings.database_url, min_size=1, max_size=2)
     try:
         async with pool.acquire() as conn:
-            if args.tenant is not None:
-                tenant_id = (await resolve_tenant(conn, str(args.tenant))).id
-            else:  # operator command: the job names its own tenant
-                job = await conn.fetchrow(q("job_get_any_tenant"), args.job)
-                if job is None:
-                    raise NotFound(f"job {args.job}")
-                tenant_id = job["tenant_id"]
+            tenant_id = await operated_tenant(conn, args.tenant, args.job)
         if args.job is not None:
             done = await erase_job(pool, tenant_id, args.job, request, store)
             print(json.dumps(done.__dict__, default=str, indent=2))
