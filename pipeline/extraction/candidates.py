@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from pipeline.cpu_budget import spend
 from pipeline.extraction.label_proof import date_proof, number_proof
 from pipeline.extraction.labels import INVOICE_WORDS, NUMBER_WORDS
 from pipeline.extraction.layout import Layout
@@ -267,6 +268,7 @@ def date_candidates(text: str) -> list[str]:
     found: dict[tuple[int, str], None] = {}
     for pattern in _DATE_CANDIDATE_RES:
         for m in pattern.finditer(text):
+            spend()
             printed = m.group().rstrip(",. ")
             if date_readings(printed):
                 found.setdefault((m.start(), printed), None)
