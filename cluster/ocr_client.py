@@ -42,7 +42,7 @@ from cluster.admission import actor_name
 from deployments.ocr_pool import OcrMetrics, replica_name
 from deployments.pools import OcrPoolConfig
 from pipeline.admission import AdmissionRequest, Grant
-from pipeline.documents import OcrPage, PageInput
+from pipeline.documents import OcrPage, PageInput, pages_behind
 from pipeline.errors import DocumentReadTimeout, OcrUnavailable
 from pipeline.settings import Settings
 
@@ -160,8 +160,9 @@ class RayOcrPool:
         pending: dict[Any, _Out] = {}
         done: dict[int, OcrPage] = {}
         try:
-            for page in pages:
-                grant = self._acquire(admission, deadline, settings, len(done))
+            for asked, page in enumerate(pages, 1):
+                behind = pages_behind(pages, asked)
+                grant = self._acquire(admission, deadline, settings, len(done), behind)
                 try:
                     pending[self._send(admission, page, grant, settings)] = _Out(
                         page[0], grant, page
@@ -190,16 +191,22 @@ class RayOcrPool:
         replica = self._replicas.next()
         return replica.ocr.remote(number, image, dpi, settings, (admission, grant.grant_id))
 
-    def _acquire(self, admission: Any, deadline: float, settings: Settings, read: int) -> Grant:
+    def _acquire(
+        self, admission: Any, deadline: float, settings: Settings, read: int, behind: int
+    ) -> Grant:
         """The page's grant, waiting in its tenant's turn until ``deadline``.
 
         One ask that stays queued, never cancelled and asked again: a ticket asked
         again would join the round behind every tenant already in it and lose its
-        turn. Pages already out are given back by their replicas meanwhile.
+        turn. Pages already out are given back by their replicas meanwhile. The ask
+        carries the ``behind`` pages of its document still to come, so the fleet
+        scales for a long document alone, whose pages ask one at a time.
         """
         import ray
 
-        request = AdmissionRequest(tenant=self.tenant, prompt_tokens=1, max_output_tokens=0)
+        request = AdmissionRequest(
+            tenant=self.tenant, prompt_tokens=1, max_output_tokens=0, backlog=behind
+        )
         left = deadline - time.monotonic()
         if left <= 0:
             raise DocumentReadTimeout(seconds=settings.document_read_seconds, pages_read=read)

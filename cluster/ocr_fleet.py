@@ -5,7 +5,8 @@ are detached actors the supervisor creates, names and health-checks, so their
 autoscaling is a loop in the supervisor, not a Serve policy. Each pass
 (:meth:`OcrFleet.run_once`) reads the OCR admission scope's snapshot — pages waiting
 for a grant (the scope's queue: what ``fenceline_ocr_pages_waiting`` counts in each
-driver) and pages in flight — and applies :func:`deployments.ocr_autoscaling.decide`
+driver, plus the pages each queued ask's document still holds behind it) and pages
+in flight — and applies :func:`deployments.ocr_autoscaling.decide`
 once the proposal has held for the section's up- or downscale delay:
 
 * **up**: the new replicas ``<prefix>-ocr-<i>`` (the next indices) are created and
@@ -31,7 +32,7 @@ from typing import Any, Generic, TypeVar
 
 from cluster.actor_kill import kill_actor
 from cluster.driver_fleet import SNAPSHOT_TIMEOUT_S, Member
-from deployments.ocr_autoscaling import decide
+from deployments.ocr_autoscaling import decide, scope_demand
 from deployments.pools import OcrPoolConfig
 from pipeline.periodic import PeriodicPass
 from pipeline.waiting import wait_within
@@ -88,7 +89,7 @@ class OcrFleet(PeriodicPass, Generic[M]):
         returns the replicas running after the pass."""
         scope = await self._scope_handle()
         snap = await _call(scope.snapshot.remote())
-        waiting, in_flight = sum(snap["queued"].values()), int(snap["in_flight"])
+        waiting, in_flight = scope_demand(snap)
         current = len(self.replicas())
         if snap["limits"].get("max_in_flight") != self.config.pages_budget(current):
             # Replicas adopted from an earlier supervisor, or a resize that did not land.

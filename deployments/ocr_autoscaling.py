@@ -6,7 +6,10 @@ deployment), so Serve's autoscaler never sees them; the supervisor's OCR fleet
 scope's own numbers:
 
 * **waiting** — pages in a driver's hand waiting for a grant: the scope's queued
-  tickets, the same pages ``fenceline_ocr_pages_waiting`` counts in each driver;
+  tickets, the same pages ``fenceline_ocr_pages_waiting`` counts in each driver, plus
+  the pages each queued ask's document still holds behind it (a driver asks for a
+  document's pages one at a time, so a long document alone is one queued ask with
+  its backlog: :func:`scope_demand`);
 * **in flight** — pages granted and out on a replica.
 
 A replica reads one page at a time, so ``demand = waiting + in_flight`` is the number
@@ -28,6 +31,8 @@ clock (unit-tested in ``tests/unit/test_ocr_autoscaling.py``).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -58,6 +63,12 @@ class OcrAutoscaling(BaseModel):
         if self.max_replicas < self.min_replicas:
             raise ValueError("max_replicas < min_replicas")
         return self
+
+
+def scope_demand(snapshot: Mapping[str, Any]) -> tuple[int, int]:
+    """``(waiting, in_flight)`` pages from an OCR admission scope's snapshot."""
+    queued = sum(int(n) for n in snapshot["queued"].values())
+    return queued + int(snapshot.get("queued_backlog", 0)), int(snapshot["in_flight"])
 
 
 def decide(config: OcrAutoscaling, current: int, waiting: int, in_flight: int) -> int:

@@ -109,6 +109,10 @@ class FairQueue:
         """Queued tickets per tenant."""
         return dict(Counter(t.tenant for t in self._tickets.values()))
 
+    def backlog(self) -> int:
+        """The queued tickets' backlogs together (see :attr:`Ticket.backlog`)."""
+        return sum(t.backlog for t in self._tickets.values())
+
     def __len__(self) -> int:
         return len(self._tickets)
 

@@ -33,6 +33,9 @@ class AdmissionRequest:
     ``priority`` is decided in ``pipeline`` (:func:`~pipeline.admission.grants.priority_class_for`
     of the job's priority); ``holder``/``holder_run`` name the driver and its
     process run, so a restarted driver can abandon what its dead run held.
+    ``backlog`` counts the asks of the same kind the asker already holds behind this
+    one (a document's further pages): the scope reports it to scaling and never
+    charges it, so a long document alone shows the demand it brings.
     """
 
     tenant: str
@@ -43,6 +46,7 @@ class AdmissionRequest:
     fence: int | None = None
     holder: str | None = None
     holder_run: str | None = None
+    backlog: int = 0
 
     @property
     def reserved_tokens(self) -> int:

@@ -106,13 +106,13 @@ class AdmissionPolicy:
             ReservationTooLarge: the reservation exceeds TPM or the concurrent-token
                 budget, so it could never be granted.
         """
-        if request.prompt_tokens < 0 or request.max_output_tokens < 0:
-            raise ValueError("token counts must be non-negative")
+        if request.prompt_tokens < 0 or request.max_output_tokens < 0 or request.backlog < 0:
+            raise ValueError("token counts and backlog must be non-negative")
         tenant, cls = request.tenant, PriorityClass(request.priority)
         ticket = Ticket(
             self._queue.next_id, tenant, cls, int(request.prompt_tokens),
             int(request.max_output_tokens), self._clock(), request.job_id, request.fence,
-            holder=request.holder, holder_run=request.holder_run,
+            holder=request.holder, holder_run=request.holder_run, backlog=int(request.backlog),
         )  # fmt: skip
         for limit, name in (
             (self.config.tpm, "TPM"),
@@ -354,6 +354,7 @@ class AdmissionPolicy:
             cooldowns_total=self._cooldowns_total,
             refunded_tokens_total=self._refunded_total,
             limits=self.config.model_dump(mode="json"),
+            queued_backlog=self._queue.backlog(),
         )
 
     def open_grants(self) -> list[Grant]:

@@ -28,6 +28,8 @@ class Ticket:
     grant: Grant | None = None
     holder: str | None = None
     holder_run: str | None = None
+    #: Asks of the same kind its holder holds behind this one (reported, never charged).
+    backlog: int = 0
 
     @property
     def cost(self) -> int:
@@ -51,6 +53,8 @@ class AdmissionSnapshot:
     cooldowns_total: int
     refunded_tokens_total: int
     limits: dict[str, Any] = field(default_factory=dict)
+    #: The queued tickets' backlogs: asks in their holders' hands behind them.
+    queued_backlog: int = 0
 
 
 @dataclass(eq=False)  # identity: equal-valued charges are distinct grants

@@ -18,7 +18,9 @@ from pipeline.documents.document_text import (
     DocumentWord,
     PageInput,
     PageOcr,
+    PageStream,
     TenantOcr,
+    pages_behind,
     read_document,
 )
 from pipeline.documents.evidence_boxes import Rect, span_rects
@@ -75,6 +77,7 @@ __all__ = [
     "OcrWord",
     "PageInput",
     "PageOcr",
+    "PageStream",
     "PdfPage",
     "PdfText",
     "PdfWord",
@@ -91,6 +94,7 @@ __all__ = [
     "ocr_lexicon",
     "open_document_store",
     "page_png",
+    "pages_behind",
     "pdf_attachments",
     "pdf_page_count",
     "read_document",

@@ -46,6 +46,25 @@ PageInput = tuple[int, Image.Image, float | None]
 PageOcr = Callable[[Iterable[PageInput], Settings], tuple[OcrPage, ...]]
 
 
+@dataclass(frozen=True, slots=True)
+class PageStream:
+    """A document's pages to recognise, made lazily one at a time, and how many will
+    come: a pool asks for its pages one by one and tells its scaling how many are
+    still behind each ask (:attr:`~pipeline.admission.AdmissionRequest.backlog`)."""
+
+    pages: Iterable[PageInput]
+    count: int
+
+    def __iter__(self) -> Iterator[PageInput]:
+        return iter(self.pages)
+
+
+def pages_behind(pages: Iterable[PageInput], asked: int) -> int:
+    """Pages of ``pages`` still to come after the ``asked``-th (1-based); 0 when the
+    count is unknown (a plain iterable)."""
+    return max(pages.count - asked, 0) if isinstance(pages, PageStream) else 0
+
+
 @runtime_checkable
 class TenantOcr(Protocol):
     """An OCR whose capacity is shared by tenant: a document's pages ask as its tenant."""
@@ -133,14 +152,8 @@ def read_document(
             max_pages=settings.max_document_pages,
             max_pixels=settings.max_document_page_pixels,
         )
-        pages = ocr(
-            _until(
-                ((number, frame, declared_dpi(frame)) for number, frame in enumerate(frames, 1)),
-                deadline,
-                settings,
-            ),
-            settings,
-        )
+        numbered = ((number, frame, declared_dpi(frame)) for number, frame in enumerate(frames, 1))
+        pages = ocr(PageStream(_until(numbered, deadline, settings), frames.count), settings)
         return DocumentText(tuple(_from_ocr(page) for page in pages))
     if media_type is MediaType.TEXT:
         try:
@@ -181,10 +194,13 @@ def _read_pdf(data: bytes, settings: Settings, ocr: PageOcr, deadline: float) ->
             data, missing, dpi=settings.ocr_dpi, max_pixels=settings.max_document_page_pixels
         )
         ocr_pages = ocr(
-            _until(
-                ((number, image, float(settings.ocr_dpi)) for number, image in rendered),
-                deadline,
-                settings,
+            PageStream(
+                _until(
+                    ((number, image, float(settings.ocr_dpi)) for number, image in rendered),
+                    deadline,
+                    settings,
+                ),
+                len(missing),
             ),
             settings,
         )

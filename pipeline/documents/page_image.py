@@ -61,7 +61,18 @@ class PageImage:
         return out.getvalue()
 
 
-def open_pages(data: bytes, *, max_pages: int, max_pixels: int) -> Iterator[Image.Image]:
+@dataclass(frozen=True, slots=True)
+class Frames:
+    """An image file's frames, decoded one at a time as they are taken; ``count`` of them."""
+
+    frames: Iterator[Image.Image]
+    count: int
+
+    def __iter__(self) -> Iterator[Image.Image]:
+        return self.frames
+
+
+def open_pages(data: bytes, *, max_pages: int, max_pixels: int) -> Frames:
     """The frames of the image file in ``data``: every frame's header is checked before
     the first is decoded; frames are then decoded one at a time, as they are taken.
 
@@ -78,7 +89,7 @@ def open_pages(data: bytes, *, max_pages: int, max_pixels: int) -> Iterator[Imag
         for index in range(frames):
             image.seek(index)
             check_pixels(image.size, max_pixels)
-    return _decode(image, frames)
+    return Frames(_decode(image, frames), frames)
 
 
 def _decode(image: Image.Image, frames: int) -> Iterator[Image.Image]:

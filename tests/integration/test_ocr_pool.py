@@ -29,7 +29,7 @@ from deployments.ocr_pool import (
     build_ocr_replica,
     replica_name,
 )
-from pipeline.documents import MediaType, read_document
+from pipeline.documents import MediaType, PageStream, read_document
 from pipeline.errors import DocumentReadTimeout, OcrUnavailable
 from pipeline.settings import Settings
 from tests.support.scans import render_text
@@ -178,8 +178,10 @@ class _Replica:
 async def test_the_fleet_scales_replicas_and_the_page_budget_on_the_queue(
     pool: tuple[RayOcrPool, list[Any]],
 ) -> None:
-    """Idle, the pool shrinks to its min and the scope's budget with it; with pages
-    waiting, a replica comes back and the budget grows; the pages are all read."""
+    """Idle, the pool shrinks to its min and the scope's budget with it; with one long
+    document's pages waiting — it asks for them one at a time, so one queued ask
+    carries the pages behind it — a replica comes back and the budget grows; the
+    pages are all read."""
     import ray
 
     scaling = OcrAutoscaling(min_replicas=1, max_replicas=2, downscale_delay_s=0)
@@ -216,17 +218,18 @@ async def test_the_fleet_scales_replicas_and_the_page_budget_on_the_queue(
     read: list[int] = []
 
     def document() -> None:
-        read.append(len(driver.for_tenant("a")([(n, image, 300.0) for n in (1, 2)], settings)))
+        pages = PageStream(((n, image, 300.0) for n in range(1, 7)), 6)
+        read.append(len(driver.for_tenant("a")(pages, settings)))
 
-    threads = [threading.Thread(target=document) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    await asyncio.to_thread(_until_queued, 2)  # 1 page out, 2 waiting: over 1 a replica
+    thread = threading.Thread(target=document)
+    thread.start()
+    # 1 page out and 1 ask queued with the pages behind it: over 1 a replica (one
+    # queued page alone, 1 + 1 pages for 1 replica, would hold).
+    await asyncio.to_thread(_until_queued, 1)
     assert await fleet.run_once() == 2
     assert fleet.last["waiting"] >= 2 and _limits()["max_in_flight"] == 2
-    for thread in threads:
-        await asyncio.to_thread(thread.join, 240)
-    assert read == [2, 2, 2]
+    await asyncio.to_thread(thread.join, 240)
+    assert read == [6]
     assert _in_flight() == 0
 
 

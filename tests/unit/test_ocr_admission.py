@@ -3,7 +3,13 @@ so OCR load never spends an LLM scope's token budget and the reverse."""
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
+
+import pytest
+
 from cluster.admission import AdmissionActor
+from deployments.ocr_autoscaling import OcrAutoscaling, decide, scope_demand
 from deployments.pools import OcrPoolConfig
 from pipeline.admission import AdmissionConfig, AdmissionRequest, Grant, Wait, WaitReason
 
@@ -109,4 +115,36 @@ async def test_the_page_budget_follows_the_running_replicas() -> None:
     await actor.resize(1)  # back to one: the open grants stay, no new one until below
     await actor.release(first.grant_id)
     assert isinstance(await actor.acquire(_page(), timeout=0), Wait)
+    await actor.stop()
+
+
+async def test_a_long_documents_pages_behind_its_ask_show_as_demand_never_as_charge() -> None:
+    """A driver asks for a document's pages one at a time, so a 40-page document alone
+    is one queued ask: the 38 pages behind it must reach scaling, or a pool of two
+    replicas reads it two pages at a time however long it is."""
+    config = OcrPoolConfig(
+        replicas=2,
+        autoscaling=OcrAutoscaling(min_replicas=2, max_replicas=8, target_waiting_per_replica=1),
+    )
+    actor = _ocr_actor(config)
+    for asked in (1, 2):  # the budget's two pages go out
+        grant = await actor.acquire(replace(_page(), backlog=40 - asked), timeout=0)
+        assert isinstance(grant, Grant)
+    third = asyncio.ensure_future(actor.acquire(replace(_page(), backlog=37), timeout=None))
+    await asyncio.sleep(0.05)
+    snap = await actor.snapshot()
+    assert snap["in_flight"] == 2  # the backlog is never charged to the budget
+    assert scope_demand(snap) == (1 + 37, 2)
+    assert config.autoscaling is not None
+    assert decide(config.autoscaling, 2, *scope_demand(snap)) == 8
+    # Without the backlog the same queue looks like one page waiting: no growth.
+    assert decide(config.autoscaling, 2, sum(snap["queued"].values()), 2) == 2
+    third.cancel()
+    await actor.stop()
+
+
+async def test_a_negative_backlog_is_refused() -> None:
+    actor = _ocr_actor(OcrPoolConfig(replicas=1))
+    with pytest.raises(ValueError, match="backlog"):
+        await actor.acquire(replace(_page(), backlog=-1), timeout=0)
     await actor.stop()

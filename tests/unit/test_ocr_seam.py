@@ -21,13 +21,14 @@ from pipeline.documents import (
     OcrPage,
     PageInput,
     ocr_images,
+    pages_behind,
     read_document,
 )
 from pipeline.errors import DocumentReadTimeout, TerminalError
 from pipeline.settings import Settings
 from pipeline.worker import document_stage as document_stage_module
 from pipeline.worker.document_stage import DocumentStage
-from tests.support.pdfs import text_pdf
+from tests.support.pdfs import blank_pdf, text_pdf
 
 TENANT = uuid.UUID(int=1)
 
@@ -108,6 +109,37 @@ def test_read_document_stops_between_pages_once_its_time_is_up() -> None:
     assert isinstance(caught.value, TerminalError)
     assert caught.value.error_class == "document_read_timeout"
     assert caught.value.pages_read == 2
+
+
+class BacklogOcr(FakeOcr):
+    """Records, as each page is taken, how many of its document's pages are behind it:
+    what the Ray pool's ask tells the OCR fleet's scaling."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.behind: list[int] = []
+
+    def __call__(self, pages: Iterable[PageInput], settings: Settings) -> tuple[OcrPage, ...]:
+        out = []
+        for asked, (number, _image, _dpi) in enumerate(pages, 1):
+            self.behind.append(pages_behind(pages, asked))
+            out.append(_page(number, f"PAGE {number}"))
+        return tuple(out)
+
+
+@pytest.mark.parametrize(
+    ("data", "media"), [(_tiff(4), MediaType.TIFF), (blank_pdf(4), MediaType.PDF)]
+)
+def test_the_ocr_knows_how_many_pages_are_behind_each_page(data: bytes, media: MediaType) -> None:
+    """Pages are made lazily, one at a time, yet the OCR is told the document's page
+    count: a 4-page scan's pages have 3, 2, 1 and 0 pages behind them."""
+    ocr = BacklogOcr()
+    read_document(data, media, Settings(), ocr=ocr)
+    assert ocr.behind == [3, 2, 1, 0]
+
+
+def test_a_plain_iterable_of_pages_has_nothing_known_behind_it() -> None:
+    assert pages_behind(iter([]), 1) == 0
 
 
 def test_a_document_read_inside_its_time_is_read_whole() -> None:
