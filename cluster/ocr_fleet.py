@@ -32,7 +32,7 @@ from typing import Any, Generic, TypeVar
 
 from cluster.actor_kill import kill_actor
 from cluster.driver_fleet import SNAPSHOT_TIMEOUT_S, Member
-from deployments.ocr_autoscaling import decide, scope_demand
+from deployments.ocr_autoscaling import HeldProposal, decide, scope_demand
 from deployments.pools import OcrPoolConfig
 from pipeline.periodic import PeriodicPass
 from pipeline.waiting import wait_within
@@ -73,8 +73,7 @@ class OcrFleet(PeriodicPass, Generic[M]):
         self.new_replica = new_replica
         self.ensure = ensure
         self.clock = clock
-        #: The proposal held since when: (replicas, first seen).
-        self._proposal: tuple[int, float] | None = None
+        self._held = HeldProposal(self.scaling)
         #: The last pass's numbers (operators: the supervisor's status).
         self.last: dict[str, int] = {}
 
@@ -96,16 +95,8 @@ class OcrFleet(PeriodicPass, Generic[M]):
             await _call(scope.resize.remote(self.config.pages_budget(current)))
         want = decide(self.scaling, current, waiting, in_flight)
         self.last = {"replicas": current, "waiting": waiting, "in_flight": in_flight, "want": want}
-        now = self.clock()
-        if want == current:
-            self._proposal = None
+        if not self._held.ready(current, want, self.clock()):
             return current
-        if self._proposal is None or self._proposal[0] != want:
-            self._proposal = (want, now)
-        delay = self.scaling.upscale_delay_s if want > current else self.scaling.downscale_delay_s
-        if now - self._proposal[1] < delay:
-            return current
-        self._proposal = None
         if want > current:
             await self._grow(scope, current, want)
         else:

@@ -24,8 +24,9 @@ replicas):
 * **Hold** in between; always clamped to ``min_replicas``..``max_replicas``.
 
 Time hysteresis (``upscale_delay_s``, ``downscale_delay_s``: a proposal must persist
-that long) is the fleet's, as Serve's delays are for the engines. Pure: no Ray, no
-clock (unit-tested in ``tests/unit/test_ocr_autoscaling.py``).
+that long) is :class:`HeldProposal`, which the fleet consults each pass, as Serve's
+delays are for the engines. Pure: no Ray, no clock of its own (unit-tested in
+``tests/unit/test_ocr_autoscaling.py``).
 """
 
 from __future__ import annotations
@@ -90,3 +91,27 @@ def decide(config: OcrAutoscaling, current: int, waiting: int, in_flight: int) -
     elif demand <= current * config.downscale_fraction:
         want = math.ceil(demand / config.downscale_fraction)
     return min(config.max_replicas, max(config.min_replicas, want))
+
+
+class HeldProposal:
+    """Time hysteresis: a replica count the fleet acts on only once :func:`decide` has
+    proposed it for ``upscale_delay_s`` (growing) or ``downscale_delay_s`` (shrinking)
+    without a break; a pass that holds, or proposes another count, starts it over."""
+
+    def __init__(self, config: OcrAutoscaling) -> None:
+        self.config = config
+        #: The count proposed and since when.
+        self._since: tuple[int, float] | None = None
+
+    def ready(self, current: int, want: int, now: float) -> bool:
+        """Whether to move from ``current`` to ``want`` replicas at ``now`` (seconds)."""
+        if want == current:
+            self._since = None
+            return False
+        if self._since is None or self._since[0] != want:
+            self._since = (want, now)
+        delay = self.config.upscale_delay_s if want > current else self.config.downscale_delay_s
+        if now - self._since[1] < delay:
+            return False
+        self._since = None
+        return True

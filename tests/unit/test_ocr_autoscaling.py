@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from deployments.ocr_autoscaling import OcrAutoscaling, decide
+from deployments.ocr_autoscaling import HeldProposal, OcrAutoscaling, decide
 from deployments.pools import OcrPoolConfig
 
 SCALING = OcrAutoscaling(min_replicas=2, max_replicas=8, target_waiting_per_replica=1)
@@ -57,3 +57,38 @@ def test_the_section_and_the_pool_agree_on_their_bounds() -> None:
     assert fixed.pages_budget(6) == 5
     with pytest.raises(ValueError):
         decide(SCALING, current=2, waiting=-1, in_flight=0)
+
+
+def test_a_proposal_is_acted_on_only_once_it_has_held_its_delay() -> None:
+    held = HeldProposal(
+        OcrAutoscaling(min_replicas=1, max_replicas=8, upscale_delay_s=10, downscale_delay_s=60)
+    )
+    assert not held.ready(2, 4, now=0.0)  # first seen
+    assert not held.ready(2, 4, now=9.9)
+    assert held.ready(2, 4, now=10.0)  # held 10 s: grow
+    # Acted on: the next proposal starts its own clock.
+    assert not held.ready(4, 6, now=10.5)
+    # A pass that holds breaks the run; the proposal starts over.
+    assert not held.ready(4, 4, now=15.0)
+    assert not held.ready(4, 6, now=16.0)
+    assert not held.ready(4, 6, now=25.9)
+    assert held.ready(4, 6, now=26.0)
+
+
+def test_another_count_starts_the_delay_over_and_shrinking_waits_longer() -> None:
+    held = HeldProposal(
+        OcrAutoscaling(min_replicas=1, max_replicas=8, upscale_delay_s=10, downscale_delay_s=60)
+    )
+    assert not held.ready(4, 6, now=0.0)
+    assert not held.ready(4, 7, now=8.0)  # another count: from 8 s, not from 0
+    assert not held.ready(4, 7, now=17.9)
+    assert held.ready(4, 7, now=18.0)
+    assert not held.ready(7, 2, now=20.0)
+    assert not held.ready(7, 2, now=79.9)  # the downscale delay, not the upscale one
+    assert held.ready(7, 2, now=80.0)
+
+
+def test_without_delays_a_proposal_is_acted_on_at_once() -> None:
+    held = HeldProposal(OcrAutoscaling(min_replicas=1, max_replicas=8, downscale_delay_s=0))
+    assert held.ready(1, 3, now=0.0)
+    assert held.ready(3, 1, now=0.0)
