@@ -7,9 +7,10 @@ defaults :class:`RetentionConfig`), counted from a final job's ``finished_at``
 
 * **content** (default 30 days): the extracted result and its validation detail,
   the document's text (``documents.content``, ``document_texts``: only once no
-  unremoved job shares the document), the payload copies of finished deliveries,
-  and the document store's own copy of an uploaded file (through
-  ``remove_object``; a client's referenced object is never touched). The audit
+  unremoved job shares the document) and the payload copies of finished deliveries.
+  The document store's copy of an uploaded file stays (``docs/retention.md``, "Not
+  yet": removing it safely against a concurrent upload of the same bytes needs a
+  store-side guard); erasure removes it (:mod:`pipeline.jobs.erasure`). The audit
   skeleton stays: the job row (states, fence, request hash), the document row
   (sha256, size, media type), the result's decision, attempts, review decisions,
   the deliveries' ``body_sha256``. Each job gets a ``job_retention_marks`` row
