@@ -48,7 +48,7 @@ def _erase(args: argparse.Namespace, settings: Settings) -> int:
 async def _erase_async(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.database import create_pool
     from pipeline.documents import open_document_store
-    from pipeline.jobs import EraseRequest, erase_job, erase_tenant
+    from pipeline.jobs import EraseRequest, erasable_jobs, erase_job, erase_tenant
 
     if args.job is None and args.tenant is None:
         raise ValueError("name a job (--job) or a tenant (--tenant)")
@@ -62,7 +62,16 @@ async def _erase_async(args: argparse.Namespace, settings: Settings) -> int:
             done = await erase_job(pool, tenant_id, args.job, request, store)
             print(json.dumps(done.__dict__, default=str, indent=2))
             return 0
-        report = await erase_tenant(pool, tenant_id, request, store, batch=args.batch)
+        async with pool.acquire() as conn:
+            total = await erasable_jobs(conn, tenant_id)
+        print(f"erasing {total} jobs of tenant {tenant_id}", file=sys.stderr)
+
+        def progress(done: int) -> None:
+            print(f"  {done}/{total} jobs erased", file=sys.stderr, flush=True)
+
+        report = await erase_tenant(
+            pool, tenant_id, request, store, batch=args.batch, progress=progress
+        )
         out = {"erased": [e.__dict__ for e in report.erased]}
         print(json.dumps(out, default=str, indent=2))
         return 0

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -141,22 +142,39 @@ async def erase_tenant(
     store: ErasableStore,
     *,
     batch: int = 100,
+    limit: int | None = None,
+    progress: Callable[[int], None] | None = None,
     clock: Clock | None = None,
 ) -> EraseReport:
-    """Erase every job of the tenant (operator scope), each in its own transaction,
-    oldest first, in batches of ``batch``; jobs in flight are cancelled first."""
-    if batch < 1:
-        raise ValueError("batch must be positive")
+    """Erase the tenant's jobs (operator scope), each in its own transaction, oldest
+    first, in batches of ``batch``; jobs in flight are cancelled first.
+
+    Args:
+        limit: stop after this many jobs (None: until none is left). Each job's
+            erasure is idempotent, so a bounded call is simply called again.
+        progress: called after each batch with the jobs erased so far.
+    """
+    if batch < 1 or (limit is not None and limit < 1):
+        raise ValueError("batch and limit must be positive")
     report = EraseReport()
-    while True:
+    while limit is None or len(report.erased) < limit:
+        want = batch if limit is None else min(batch, limit - len(report.erased))
         async with pool.acquire() as conn:
-            ids = [r["id"] for r in await conn.fetch(q("job_select_erasable"), tenant_id, batch)]
+            ids = [r["id"] for r in await conn.fetch(q("job_select_erasable"), tenant_id, want)]
         if not ids:
-            return report
+            break
         for job_id in ids:
             report.erased.append(
                 await erase_job(pool, tenant_id, job_id, request, store, clock=clock)
             )
+        if progress is not None:
+            progress(len(report.erased))
+    return report
+
+
+async def erasable_jobs(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> int:
+    """How many of the tenant's jobs are not erased yet."""
+    return int(await conn.fetchval(q("job_count_erasable"), tenant_id))
 
 
 async def erasures_for_job(conn: asyncpg.Connection, job_id: uuid.UUID) -> list[dict[str, Any]]:

@@ -163,6 +163,12 @@ SET object_outcome = 'removed', object_removed_at = coalesce($3::timestamptz, no
 WHERE job_id = $1 AND tenant_id = $2 AND object_outcome = 'pending'
 RETURNING object_removed_at;
 
+-- name: job_count_erasable
+-- $1 tenant. How many of the tenant's jobs are not erased yet.
+SELECT count(*) FROM extraction_jobs j
+WHERE j.tenant_id = $1
+  AND NOT EXISTS (SELECT 1 FROM job_erasures e WHERE e.job_id = j.id AND e.tenant_id = $1);
+
 -- name: job_select_erasable
 -- $1 tenant, $2 limit. The tenant's jobs not erased yet, oldest first.
 SELECT j.id FROM extraction_jobs j

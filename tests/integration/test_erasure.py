@@ -342,6 +342,12 @@ async def test_operator_erases_a_whole_tenant_through_the_cli(
 
     done = fenceline(dsn, tmp_path, "--tenant", tenant.name, "--batch", "2", "--by", "dpo@x")
     assert done.returncode == 0, done.stderr
+    # Progress on stderr, a line a batch: the count first, then 2 of 3, then 3 of 3.
+    assert [line.strip() for line in done.stderr.splitlines() if "eras" in line] == [
+        f"erasing 3 jobs of tenant {tenant.id}",
+        "2/3 jobs erased",
+        "3/3 jobs erased",
+    ]
     erased = json.loads(done.stdout)["erased"]
     assert sorted(e["job_id"] for e in erased) == sorted(map(str, mine))
     assert all(e["requested_by"] == "dpo@x" for e in erased)
@@ -358,6 +364,77 @@ async def test_operator_erases_a_whole_tenant_through_the_cli(
         assert (
             await conn.fetchval("SELECT state FROM extraction_jobs WHERE id = $1", kept) == "READY"
         )
+
+
+async def test_an_operator_key_erases_its_own_tenant_over_http_a_bounded_batch_a_call(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    """``POST /v1/tenant-erasures``: operator scope only, the tenant named again, at
+    most ``max_jobs`` a call with what is left; another tenant's jobs untouched."""
+    settings = settings_for(dsn, state_dir=tmp_path)
+    jobs_key = await tenant_with_key(pool)
+    operator = await add_key(pool, jobs_key, ("operator",))
+    bystander = await tenant_with_key(pool)
+    texts = [f"Invoice PLANTED-{uuid.uuid4().hex} total 10.00 EUR" for _ in range(3)]
+    async with asgi_client(create_app(settings, pool=pool)) as client:
+        for i, text in enumerate(texts):
+            r = await client.post(
+                JOBS,
+                json={"document": {"text": text}},
+                headers={**jobs_key.headers, "Idempotency-Key": f"k{i}"},
+            )
+            assert r.status_code == 202, r.text
+        r = await client.post(
+            JOBS,
+            json={"document": {"text": "Invoice KEPT-2"}},
+            headers={**bystander.headers, "Idempotency-Key": "b"},
+        )
+        assert r.status_code == 202, r.text
+        kept = uuid.UUID(r.json()["job_id"])
+        tenant = str(jobs_key.tenant.id)
+
+        r = await client.post(
+            "/v1/tenant-erasures", json={"confirm_tenant": tenant}, headers=jobs_key.headers
+        )
+        assert_problem(r, 403, "scope")
+        r = await client.post(
+            "/v1/tenant-erasures",
+            json={"confirm_tenant": str(bystander.tenant.id)},
+            headers=operator.headers,
+        )
+        assert_problem(r, 403, "tenant_not_confirmed")
+        assert await _count(pool, "SELECT count(*) FROM job_erasures") == 0
+
+        first = await client.post(
+            "/v1/tenant-erasures",
+            json={"confirm_tenant": tenant, "max_jobs": 2, "reason": "contract ended"},
+            headers=operator.headers,
+        )
+        assert first.status_code == 200, first.text
+        assert (len(first.json()["erased"]), first.json()["remaining"]) == (2, 1)
+        assert first.json()["complete"] is False
+        assert len(first.json()["cancelled_first"]) == 2  # READY jobs are fenced off first
+        last = await client.post(
+            "/v1/tenant-erasures", json={"confirm_tenant": tenant}, headers=operator.headers
+        )
+        assert (len(last.json()["erased"]), last.json()["remaining"]) == (1, 0)
+        assert last.json()["complete"] is True
+        again = await client.post(
+            "/v1/tenant-erasures", json={"confirm_tenant": tenant}, headers=operator.headers
+        )
+        assert again.json() == {**last.json(), "erased": [], "cancelled_first": []}
+    hits = await table_hits(pool, [t.split()[1] for t in texts] + ["KEPT-2"])
+    assert {n: p for n, p in hits.items() if p} == {"KEPT-2": ["documents.content"]}
+    async with pool.acquire() as conn:
+        reasons = await conn.fetch(
+            "SELECT requested_by, reason FROM job_erasures WHERE tenant_id = $1",
+            jobs_key.tenant.id,
+        )
+        assert await conn.fetchval("SELECT state FROM extraction_jobs WHERE id = $1", kept) == (
+            "READY"
+        )
+    assert len(reasons) == 3
+    assert {r["requested_by"] for r in reasons} == {f"key:{operator.key_id}"}
 
 
 def _inputs(html: str) -> list[tuple[str, str]]:
