@@ -293,3 +293,23 @@ async def test_a_test_event_is_signed_guarded_and_never_an_erp_posting(
         pool, "SELECT kind, detail FROM endpoint_events WHERE kind = 'tested' ORDER BY seq"
     )
     assert [e["detail"].split(":")[0] for e in events] == [out["webhook_id"], b["webhook_id"]]
+
+
+async def test_erasing_a_job_whose_delivery_waits_after_a_resend_reports_it_sent(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Any
+) -> None:
+    receiver, tk, op, job_id, delivery_id = await _delivered_once(pool, dsn)
+    try:
+        async with api(dsn, pool) as c:
+            r = await c.post(f"/v1/deliveries/{delivery_id}/resend", headers=op.headers)
+        assert r.status_code == 202 and r.json()["state"] == "pending"
+        erased = await erase_job(
+            pool, tk.tenant.id, job_id, EraseRequest("test"), FolderStore(tmp_path)
+        )
+        state = await fetchval(pool, "SELECT state FROM deliveries WHERE id = $1", delivery_id)
+    finally:
+        receiver.__exit__()
+    # The resend is stopped, and the copy the ERP received first is reported, not hidden.
+    assert state == "abandoned"
+    assert erased.deliveries_abandoned == (delivery_id,)
+    assert erased.deliveries_sent == (delivery_id,)
