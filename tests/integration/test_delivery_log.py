@@ -26,9 +26,11 @@ from tests.support.api import (
     add_key,
     asgi_client,
     assert_problem,
+    loopback_server,
     settings_for,
     tenant_with_key,
 )
+from tests.support.console import console_login, form_token
 from tests.support.delivery import (
     dispatcher_for,
     fetch,
@@ -313,3 +315,41 @@ async def test_erasing_a_job_whose_delivery_waits_after_a_resend_reports_it_sent
     assert state == "abandoned"
     assert erased.deliveries_abandoned == (delivery_id,)
     assert erased.deliveries_sent == (delivery_id,)
+
+
+async def test_the_console_resend_needs_the_session_token_the_scope_and_a_resendable_delivery(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    receiver, tk, op, _job_id, delivery_id = await _delivered_once(pool, dsn)
+    reviewer = await add_key(pool, tk, ("jobs", "review"))
+    both = await add_key(pool, tk, ("review", "operator"))
+    path = f"/console/deliveries/{delivery_id}/resend"
+    app = create_app(settings_for(dsn, webhook_secret_key=KEK), pool=pool)
+    try:
+        async with loopback_server(app) as base, httpx.AsyncClient(base_url=base) as c:
+            await console_login(c, both)
+            page = await c.get(f"/console/deliveries/{delivery_id}")
+            without_token = await c.post(path, data={})
+            unchanged = await _deliveries_of(pool, tk.tenant.id)
+            by_reviewer = await c.post(path, headers=reviewer.headers)
+            taken = await c.post(path, data={"csrf_token": form_token(page.text)})
+            shown = await c.get(taken.headers["location"])
+            endpoint_id = await fetchval(
+                pool, "SELECT endpoint_id FROM deliveries WHERE id = $1", delivery_id
+            )
+            await registry_for(pool).disable(tk.tenant.id, endpoint_id, "paused")
+            before = await _deliveries_of(pool, tk.tenant.id)
+            refused = await c.post(path, headers=op.headers)
+            refused_page = await c.get(f"/console/deliveries/{delivery_id}")
+            after = await _deliveries_of(pool, tk.tenant.id)
+    finally:
+        receiver.__exit__()
+    assert 'class="resend"' in page.text
+    assert without_token.status_code == 403 and unchanged[0]["state"] == "delivered"
+    assert by_reviewer.status_code == 403
+    assert taken.status_code == 303
+    assert taken.headers["location"] == f"/console/deliveries/{delivery_id}?flash=resent"
+    assert "Resend queued" in shown.text and 'id="delivery-state">pending' in shown.text
+    assert refused.status_code == 409 and "endpoint is disabled" in refused.text
+    assert after == before
+    assert 'class="resend"' not in refused_page.text and 'id="no-resend"' in refused_page.text
