@@ -33,6 +33,7 @@ Hierarchy::
     ├── ReplayRefused             a dead letter whose job can no longer run again
     ├── RedriveRefused            a job that may not be re-driven (not failed, delivered, reviewed)
     ├── CancelRefused             a job that may not be cancelled: it settled first
+    ├── DeliveryRefused           a resend (in flight, body gone, …) or test event refused
     └── EgressBlocked             a webhook URL or its resolved address is not allowed (SSRF guard)
 
 The retryable / terminal split drives :mod:`pipeline.retry`: the job store
@@ -370,6 +371,22 @@ class RedriveRefused(FencelineError):
     def __init__(self, message: str, *, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class DeliveryRefused(FencelineError):
+    """A tenant's delivery action refused, nothing sent or written. A resend: the
+    delivery is in flight, its body was erased with its job or removed by retention,
+    its job's cancellation stopped it, or its endpoint is disabled (``in_flight``,
+    ``body_erased``, ``body_removed``, ``job_cancelled``, ``endpoint_disabled``). A
+    test event: the endpoint is disabled or not verified (``not_verified``).
+    ``reason`` names which; ``state`` is the delivery's (or endpoint's) state."""
+
+    error_class = "delivery_refused"
+
+    def __init__(self, message: str, *, reason: str, state: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.state = state
 
 
 class CancelRefused(FencelineError):

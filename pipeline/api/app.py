@@ -12,6 +12,7 @@ the services that hold the invariants:
 * :mod:`pipeline.api.status_stream` — SSE status streams;
 * :mod:`pipeline.api.review` — review decisions;
 * :mod:`pipeline.api.endpoints` — the tenant's webhook endpoints (its own router);
+* :mod:`pipeline.api.deliveries` — the tenant's delivery log and resends (its own router);
 * :mod:`pipeline.api.redrive` — operator re-drive of FAILED_TERMINAL jobs (its own router);
 * :mod:`pipeline.api.cancel` — cancellation of a tenant's unsettled jobs (its own router);
 * :mod:`pipeline.api.erasure` — erasure of a job's content (its own router);
@@ -47,6 +48,7 @@ from pipeline.api.body_limit import BodyLimitMiddleware
 from pipeline.api.cancel import router as cancel_router
 from pipeline.api.console.routes import install_console
 from pipeline.api.context import ApiContext, known_query_only
+from pipeline.api.deliveries import router as deliveries_router
 from pipeline.api.endpoints import router as endpoints_router
 from pipeline.api.erasure import router as erasure_router
 from pipeline.api.headers import SingleValuedHeadersMiddleware
@@ -155,6 +157,7 @@ def create_app(
     install_console(app)
 
     app.include_router(endpoints_router)
+    app.include_router(deliveries_router)
     app.include_router(redrive_router)
     app.include_router(cancel_router)
     app.include_router(erasure_router)

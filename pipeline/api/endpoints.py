@@ -1,5 +1,5 @@
 """Webhook endpoints over HTTP: ``/v1/webhook-endpoints`` (register, read, change, verify,
-rotate, disable, enable).
+test, rotate, disable, enable).
 
 The HTTP face of :class:`pipeline.delivery.endpoints.EndpointRegistry`, an ``APIRouter``
 that :func:`pipeline.api.app.create_app` includes. Invariants:
@@ -18,6 +18,9 @@ that :func:`pipeline.api.app.create_app` includes. Invariants:
 * **Verified before delivering**: a new endpoint, and one whose URL changed, is
   ``pending`` until it echoes a challenge (:mod:`pipeline.delivery.verification`);
   the dispatcher sends it, ``POST …/verify`` sends one at once.
+* **Test events**: ``POST …/test`` sends a signed ``endpoint.test.v1``
+  (:mod:`pipeline.delivery.probe`) through the same egress client, to an active,
+  verified endpoint only; it is no delivery and never an ERP posting.
 * **SSRF**: a URL the egress guard refuses (at registration, a URL change, or when re-enabling)
   is a 422 problem with reason ``egress_blocked`` and nothing is written. The
   detail names the guard's rule, never the addresses a host resolved to, so the
@@ -48,12 +51,13 @@ from pipeline.delivery import (
     EgressClient,
     Endpoint,
     EndpointChallenger,
+    EndpointProbe,
     EndpointRegistry,
     IssuedSecret,
     SecretBox,
     guard_from_settings,
 )
-from pipeline.errors import EgressBlocked
+from pipeline.errors import DeliveryRefused, EgressBlocked
 from pipeline.tenants import Principal
 
 PREFIX = "/v1/webhook-endpoints"
@@ -156,6 +160,23 @@ class VerificationOut(BaseModel):
         description="`verified`, or why not: `wrong_echo`, `http_<status>`, "
         "`egress_blocked`, `timeout`, `transport`, `signing`, `not_pending` (the URL "
         "changed or the endpoint was disabled meanwhile)."
+    )
+
+
+class TestEventOut(BaseModel):
+    """What a test event sent now got back."""
+
+    endpoint_id: uuid.UUID
+    event_type: Literal["endpoint.test.v1"]
+    webhook_id: str = Field(description="`tst_…`: a fresh id per test event.")
+    webhook_timestamp: int
+    signature_key_ids: list[str]
+    delivered: bool = Field(description="The endpoint answered 2xx.")
+    http_status: int | None
+    latency_ms: float
+    error_class: str | None = Field(
+        description="Why not delivered: `http_<status>`, `timeout`, `transport`, "
+        "`egress_blocked`, …"
     )
 
 
@@ -377,4 +398,43 @@ async def verify_endpoint(
     endpoint = await reg.get(principal.tenant_id, endpoint_id)
     return VerificationOut(
         endpoint=EndpointOut.of(endpoint), verified=result.verified, reason=result.reason
+    )
+
+
+@router.post(
+    "/{endpoint_id}/test",
+    summary="Send a signed test event (endpoint.test.v1) now; never an ERP posting",
+    response_model=TestEventOut,
+    responses=problem_responses(409, *_WRITE),
+)
+async def test_endpoint(
+    request: Request, principal: Caller, endpoint_id: uuid.UUID
+) -> TestEventOut:
+    """One signed POST to the endpoint's registered URL through the egress guard, like a
+    delivery but carrying no job: the answer is what came back (a non-2xx answer is a
+    200 here with `delivered: false`). 409 `endpoint_disabled` or `not_verified`: an
+    endpoint receives nothing before it echoed a verification challenge."""
+    _operator(principal)
+    reg = registry(request)
+    ctx: ApiContext = request.app.state.fenceline
+    s = ctx.settings
+    client = EgressClient(guard_from_settings(s), timeout_seconds=s.delivery_timeout_seconds)
+    try:
+        result = await EndpointProbe(reg.pool, client, reg.box, clock=reg.clock).send(
+            principal.tenant_id, endpoint_id
+        )
+    except DeliveryRefused as exc:
+        raise ApiProblem(409, str(exc), reason=exc.reason) from None
+    finally:
+        await client.aclose()
+    return TestEventOut(
+        endpoint_id=result.endpoint_id,
+        event_type="endpoint.test.v1",
+        webhook_id=result.webhook_id,
+        webhook_timestamp=result.webhook_timestamp,
+        signature_key_ids=list(result.key_ids),
+        delivered=result.delivered,
+        http_status=result.http_status,
+        latency_ms=result.latency_ms,
+        error_class=result.error_class,
     )

@@ -11,6 +11,7 @@ from pipeline.delivery.deliveries import (
     delivery_settle_hook,
     job_store,
 )
+from pipeline.delivery.delivery_log import DeliveryLog, LogFilter, LogPosition, refusal
 from pipeline.delivery.dispatcher import AfterResponse, DeliveryDispatcher
 from pipeline.delivery.egress_client import EgressClient
 from pipeline.delivery.endpoints import (
@@ -24,6 +25,7 @@ from pipeline.delivery.endpoints import (
     guard_from_settings,
 )
 from pipeline.delivery.policy import DeliveryConfig
+from pipeline.delivery.probe import EVENT_TEST, TEST_ID_PREFIX, EndpointProbe, ProbeResult
 from pipeline.delivery.signing import VerificationKey, Verifier
 from pipeline.delivery.verification import (
     CHALLENGE_ID_PREFIX,
@@ -35,24 +37,32 @@ from pipeline.delivery.verification import (
 __all__ = [
     "CHALLENGE_ID_PREFIX",
     "DEFAULT_EVENT_TYPES",
+    "EVENT_TEST",
     "EVENT_TYPE_PATTERN",
     "EVENT_VERIFICATION",
     "MAX_EVENT_TYPES",
+    "TEST_ID_PREFIX",
     "AfterResponse",
     "ChallengeResult",
     "DeliveryConfig",
     "DeliveryDispatcher",
+    "DeliveryLog",
     "DeliveryState",
     "DeliveryStore",
     "EgressClient",
     "Endpoint",
     "EndpointChallenger",
+    "EndpointProbe",
     "EndpointRegistry",
     "IssuedSecret",
+    "LogFilter",
+    "LogPosition",
+    "ProbeResult",
     "SecretBox",
     "VerificationKey",
     "Verifier",
     "delivery_settle_hook",
     "guard_from_settings",
     "job_store",
+    "refusal",
 ]

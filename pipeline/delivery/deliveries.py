@@ -50,16 +50,17 @@ class DeliveryState(StrEnum):
     #: Owned by one dispatcher under ``fence`` until ``lease_until``. Left by that
     #: dispatcher's conditional outcome, or by the reaper when the lease expires.
     IN_FLIGHT = "in_flight"
-    #: The endpoint answered 2xx. Final.
+    #: The endpoint answered 2xx. Left only by its tenant's resend (the same
+    #: delivery id and body again, which the receiver deduplicates).
     DELIVERED = "delivered"
     #: Waiting for ``next_attempt_at`` (and a breaker that admits it). Left by a
     #: claim, or abandoned when the endpoint is disabled.
     RETRY_SCHEDULED = "retry_scheduled"
     #: The endpoint refused (non-retryable 4xx) or the retry horizon ran out.
-    #: Left only by an operator redrive.
+    #: Left only by an operator redrive or its tenant's resend.
     FAILED = "failed"
     #: The endpoint was disabled (410 Gone, failing too long, or by its tenant).
-    #: Left only by an operator redrive.
+    #: Left only by an operator redrive or its tenant's resend.
     ABANDONED = "abandoned"
 
 
@@ -75,6 +76,7 @@ TRANSITIONS: frozenset[tuple[DeliveryState, DeliveryState]] = frozenset(
         (DeliveryState.IN_FLIGHT, DeliveryState.ABANDONED),
         (DeliveryState.FAILED, DeliveryState.PENDING),
         (DeliveryState.ABANDONED, DeliveryState.PENDING),
+        (DeliveryState.DELIVERED, DeliveryState.PENDING),
     }
 )
 

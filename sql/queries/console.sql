@@ -149,7 +149,7 @@ LIMIT $2;
 -- recently changed first, at most $4, each with its endpoint's URL.
 SELECT d.id, d.job_id, d.endpoint_id, e.url, d.event_type, d.state, d.attempts,
        d.last_status, d.last_error, d.final_reason, d.next_attempt_at, d.created_at,
-       d.updated_at
+       d.updated_at, octet_length(d.body) > 0 AS body_available, e.state AS endpoint_state
 FROM deliveries d
 JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.tenant_id = d.tenant_id
 WHERE d.tenant_id = $1 AND ($2::text IS NULL OR d.state = $2::text)

@@ -263,3 +263,59 @@ SELECT CASE WHEN e.state = 'disabled' THEN 'disabled'
 FROM deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id CROSS JOIN now_
 WHERE d.state IN ('pending', 'retry_scheduled', 'in_flight')
 GROUP BY 1, now_.t;
+
+-- name: delivery_log_page_for_tenant
+-- The tenant's delivery log (GET /v1/deliveries), newest first: a keyset page in the
+-- order of deliveries_tenant_created (created_at DESC, id). $2 job, $3 endpoint,
+-- $4 state (each NULL: any); $5/$6 the (created_at, id) of the previous page's last
+-- row (NULL: the first page); $7 the page size. Never the body, only whether it is
+-- still held (a resend needs it).
+SELECT d.id, d.job_id, d.endpoint_id, d.event_type, d.state, d.attempts, d.last_status,
+       d.last_latency_ms, d.last_attempt_at, d.next_attempt_at, d.final_reason, d.body_sha256,
+       octet_length(d.body) > 0 AS body_available, d.created_at, d.updated_at, d.delivered_at
+FROM deliveries d
+WHERE d.tenant_id = $1
+  AND ($2::uuid IS NULL OR d.job_id = $2::uuid)
+  AND ($3::uuid IS NULL OR d.endpoint_id = $3::uuid)
+  AND ($4::text IS NULL OR d.state = $4::text)
+  AND ($5::timestamptz IS NULL OR d.created_at < $5::timestamptz
+       OR (d.created_at = $5::timestamptz AND d.id > $6::uuid))
+ORDER BY d.created_at DESC, d.id
+LIMIT $7;
+
+-- name: delivery_log_get_for_tenant
+-- One delivery of the tenant's log, with its endpoint's URL and why it cannot be
+-- resent where it cannot: the body erased with its job (job_erasures) or removed
+-- by retention, the job cancelled, the endpoint disabled.
+SELECT d.id, d.job_id, d.endpoint_id, e.url AS endpoint_url, e.state AS endpoint_state,
+       d.event_type, d.state, d.attempts, d.last_status, d.last_latency_ms, d.last_attempt_at,
+       d.next_attempt_at, d.final_reason, d.body_sha256,
+       octet_length(d.body) > 0 AS body_available,
+       EXISTS (SELECT 1 FROM job_erasures x WHERE x.job_id = d.job_id) AS job_erased,
+       d.created_at, d.updated_at, d.delivered_at
+FROM deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+WHERE d.id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2;
+
+-- name: delivery_resend_if_resendable
+-- The tenant's resend: a new attempt of the same delivery (same id, same body bytes),
+-- due at once with a fresh retry horizon. A delivered, failed or abandoned delivery
+-- goes back to pending; a waiting one (pending, retry_scheduled) stays waiting and
+-- is only brought forward, so a second resend before the dispatcher came adds no
+-- attempt. Refused (no row) while it is in flight, when its body was erased or
+-- removed by retention, when its job's cancellation stopped it, or when its endpoint
+-- is disabled. $3 now.
+UPDATE deliveries d
+SET state = CASE WHEN d.state IN ('pending', 'retry_scheduled') THEN d.state ELSE 'pending' END,
+    final_reason = NULL, delivered_at = NULL,
+    next_attempt_at = CASE WHEN d.state IN ('pending', 'retry_scheduled')
+                           THEN least(d.next_attempt_at, coalesce($3::timestamptz, now()))
+                           ELSE coalesce($3::timestamptz, now()) END,
+    horizon_start = CASE WHEN d.state IN ('pending', 'retry_scheduled') THEN d.horizon_start
+                         ELSE coalesce($3::timestamptz, now()) END
+WHERE d.id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2
+  AND d.state IN ('delivered', 'failed', 'abandoned', 'pending', 'retry_scheduled')
+  AND d.body <> '\x'::bytea
+  AND d.final_reason IS DISTINCT FROM 'job_cancelled'
+  AND EXISTS (SELECT 1 FROM webhook_endpoints e
+              WHERE e.id = d.endpoint_id AND e.state IS NOT DISTINCT FROM 'active')
+RETURNING d.id, d.endpoint_id, d.state, d.next_attempt_at;

@@ -55,9 +55,10 @@ DELETE FROM invoice_identities WHERE job_id = $1 AND tenant_id = $2;
 DELETE FROM invoice_near_keys WHERE job_id = $1 AND tenant_id = $2;
 
 -- name: delivery_erase_for_job
--- $1 job, $2 tenant. Deliveries not yet sent are abandoned (never sent); the bodies of
--- all go, their SHA-256 stays. Those in flight or delivered are reported: the receiver's
--- copy is never recalled.
+-- $1 job, $2 tenant. Deliveries waiting to be sent are abandoned; the bodies of all go,
+-- their SHA-256 stays. Those in flight, delivered, or delivered once before a tenant's
+-- resend put them back to pending (an attempt delivered) are reported as sent: the
+-- receiver's copy is never recalled.
 WITH unsent AS (
   UPDATE deliveries
   SET state = 'abandoned', final_reason = 'job_erased'
@@ -66,7 +67,10 @@ WITH unsent AS (
 ),
 sent AS (
   SELECT d.id FROM deliveries d
-  WHERE d.job_id = $1 AND d.tenant_id = $2 AND d.state IN ('in_flight', 'delivered')
+  WHERE d.job_id = $1 AND d.tenant_id = $2
+    AND (d.state IN ('in_flight', 'delivered')
+         OR EXISTS (SELECT 1 FROM delivery_attempts a
+                    WHERE a.delivery_id = d.id AND a.outcome = 'delivered'))
 ),
 blanked AS (
   UPDATE deliveries SET body = '\x'::bytea

@@ -22,6 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.routing import APIRoute
 
 from pipeline.api import create_app
+from pipeline.delivery import job_store as delivery_job_store
 from pipeline.jobs import JobStore
 from pipeline.states import JobState
 from tests.support.api import (
@@ -71,6 +72,8 @@ class Victim:
     endpoint_id: str
     endpoint_url: str
     endpoint_secret: str
+    #: A delivery of B's second (SUCCEEDED) job to that endpoint.
+    delivery_id: str
 
     def markers(self) -> list[str]:
         return [
@@ -82,6 +85,7 @@ class Victim:
             self.endpoint_id,
             self.endpoint_url,
             self.endpoint_secret,
+            self.delivery_id,
         ]
 
 
@@ -109,6 +113,16 @@ async def make_victim(pool: asyncpg.Pool, client: httpx.AsyncClient) -> Victim:
     r = await client.post("/v1/webhook-endpoints", json={"url": url}, headers=b_operator.headers)
     assert r.status_code == 201, r.text
     endpoint = r.json()
+    # A second job of B succeeds after the endpoint exists: it has a delivery.
+    r = await client.post("/v1/extraction-jobs", json=submission(f"{text} 2"), headers=b.headers)
+    assert r.status_code == 202
+    delivering = delivery_job_store(pool)
+    (lease2,) = await delivering.claim("victim-worker")
+    await delivering.succeed(lease2, result={"supplier": text})
+    async with pool.acquire() as conn:
+        delivery_id = await conn.fetchval(
+            "SELECT id FROM deliveries WHERE job_id = $1", lease2.job_id
+        )
     return Victim(
         b,
         lease.job_id,
@@ -118,6 +132,7 @@ async def make_victim(pool: asyncpg.Pool, client: httpx.AsyncClient) -> Victim:
         endpoint["endpoint"]["id"],
         url,
         endpoint["secret"],
+        str(delivery_id),
     )
 
 
@@ -144,7 +159,12 @@ async def cross_tenant_violations(
     """Try every route of ``app`` as ``attacker`` on ``victim``'s resources."""
     # A page that exists in any paged file: page 1 (tests/integration/
     # test_console_page_view.py tries another tenant's uploaded PDF as well).
-    path_values = {"job_id": str(victim.job_id), "endpoint_id": victim.endpoint_id, "number": "1"}
+    path_values = {
+        "job_id": str(victim.job_id),
+        "endpoint_id": victim.endpoint_id,
+        "delivery_id": victim.delivery_id,
+        "number": "1",
+    }
     endpoint = "/v1/webhook-endpoints/{endpoint_id}"
     bodies: dict[tuple[str, str], dict[str, Any] | None] = {
         # A's own endpoint; B's URL must never show up in A's reads.
@@ -153,6 +173,9 @@ async def cross_tenant_violations(
         ("POST", f"{endpoint}/disable"): {"reason": "attacker"},
         ("POST", f"{endpoint}/enable"): None,
         ("POST", f"{endpoint}/verify"): None,
+        ("POST", f"{endpoint}/test"): None,
+        ("POST", "/v1/deliveries/{delivery_id}/resend"): None,
+        ("POST", "/console/deliveries/{delivery_id}/resend"): None,
         ("PATCH", endpoint): {"url": "https://93.184.216.34/hooks/attacker"},
         ("POST", "/v1/extraction-jobs/{job_id}/review"): {
             "decision": "approve",
@@ -271,6 +294,12 @@ async def test_tenant_a_sees_nothing_of_tenant_b_on_any_route(pool: asyncpg.Pool
         ("GET", "/console/dead-letters"),
         ("GET", "/console/deliveries"),
         ("GET", "/console/endpoints/{endpoint_id}"),
+        ("GET", "/console/deliveries/{delivery_id}"),
+        ("POST", "/console/deliveries/{delivery_id}/resend"),
+        ("GET", "/v1/deliveries"),
+        ("GET", "/v1/deliveries/{delivery_id}"),
+        ("POST", "/v1/deliveries/{delivery_id}/resend"),
+        ("POST", "/v1/webhook-endpoints/{endpoint_id}/test"),
         ("GET", "/console/events"),
         ("POST", "/v1/extraction-jobs/{job_id}/redrive"),
         ("POST", "/v1/redrives"),
@@ -295,8 +324,24 @@ async def test_tenant_a_sees_nothing_of_tenant_b_on_any_route(pool: asyncpg.Pool
             "SELECT key_id, retired_at FROM webhook_endpoint_keys WHERE endpoint_id = $1",
             uuid.UUID(victim.endpoint_id),
         )
+        delivery = tuple(
+            await conn.fetchrow(
+                "SELECT state, attempts FROM deliveries WHERE id = $1",
+                uuid.UUID(victim.delivery_id),
+            )
+        )
+        kinds = [
+            r["kind"]
+            for r in await conn.fetch(
+                "SELECT kind FROM endpoint_events WHERE endpoint_id = $1 ORDER BY seq",
+                uuid.UUID(victim.endpoint_id),
+            )
+        ]
     assert (row["state"], row["state_version"]) == ("REVIEW_REQUIRED", victim.state_version)
-    assert jobs_of_b == 1
+    assert jobs_of_b == 2
+    # B's delivery was not resent (it waits, unattempted, for B's endpoint's verification).
+    assert delivery == ("pending", 0)
+    assert kinds == ["registered"]
     # B's endpoint was neither disabled, rotated, re-pointed nor challenged by the attempts.
     assert endpoint["state"] == "active" and "attacker" not in endpoint["url"]
     assert endpoint["verification"] == "pending"

@@ -17,6 +17,7 @@ MESSAGES: dict[str, str] = {
     "approved": "Approved",
     "rejected": "Rejected",
     "redriven": "Re-driven",
+    "resent": "Resend queued: the same delivery id goes out again, the ERP deduplicates it",
     "saved": "Saved; validation passes, approve to deliver",
     "saved-reasons": "Saved; validation still finds reasons",
 }

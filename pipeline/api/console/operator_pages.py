@@ -8,7 +8,10 @@ step an operator takes next (issue 45, defect 7):
   same audited re-drive as ``POST /v1/extraction-jobs/{id}/redrive``);
 * the review queue → ``/console/queue``; dead letters → ``/console/dead-letters``;
 * deliveries by state → ``/console/deliveries?state=…``; an endpoint (its breaker,
-  its failures) → ``/console/endpoints/{id}`` with the deliveries to it.
+  its failures) → ``/console/endpoints/{id}`` with the deliveries to it; one delivery
+  → ``/console/deliveries/{id}`` with every attempt, and **Resend** (``POST
+  /console/deliveries/{id}/resend``, the same resend as ``POST /v1/deliveries/{id}/resend``:
+  a new attempt under the same delivery id, which the ERP deduplicates).
 
 The dashboard page polls ``/console/dashboard/body`` (``static/console.js``, no inline
 script: the strict CSP of :mod:`~pipeline.api.console.headers` holds) and swaps the
@@ -37,8 +40,8 @@ from pipeline.api.console.flash import flash_text, flash_url
 from pipeline.api.console.render import render, render_fragment
 from pipeline.api.context import api_context
 from pipeline.api.redrive import RedriveIn
-from pipeline.delivery import DeliveryState
-from pipeline.errors import NotFound, RedriveRefused
+from pipeline.delivery import DeliveryLog, DeliveryState
+from pipeline.errors import DeliveryRefused, NotFound, RedriveRefused
 from pipeline.jobs import RedriveRequest, redrive_job
 from pipeline.states import JobState
 from pipeline.tenants import Principal
@@ -240,3 +243,56 @@ async def endpoint_page(request: Request, endpoint_id: uuid.UUID) -> Response:
         deliveries=rows,
         endpoint=endpoint,
     )
+
+
+_NO_DELIVERY = ConsoleRefusal(404, "There is no such delivery.")
+
+
+def _delivery_log(request: Request) -> DeliveryLog:
+    ctx = api_context(request)
+    return DeliveryLog(ctx.services.pool, clock=ctx.clock)
+
+
+@router.get("/deliveries/{delivery_id}")
+async def delivery_page(
+    request: Request, delivery_id: uuid.UUID, flash: _FlashKey = None
+) -> Response:
+    """One delivery: its endpoint, state, every attempt, and Resend where it may be."""
+    principal = await _operator(request, "see deliveries")
+    try:
+        delivery = await _delivery_log(request).get(principal.tenant_id, delivery_id)
+    except NotFound:
+        raise _NO_DELIVERY from None
+    return render(
+        "delivery.html",
+        **_page(request, principal),
+        title="Delivery",
+        page="delivery",
+        d=delivery,
+        flash=flash_text(flash, None),
+    )
+
+
+@router.post("/deliveries/{delivery_id}/resend")
+async def resend(request: Request, delivery_id: uuid.UUID) -> Response:
+    """Resend one delivery; refusals in the order the other actions answer them: the
+    caller (401), the form's CSRF token (403), the delivery within the caller's tenant
+    (404), the scope (403); then the delivery's own state (409, or 410 for a body that
+    erasure or retention removed), with nothing written."""
+    principal = await console_caller(request)
+    await checked_form(request)
+    log = _delivery_log(request)
+    try:
+        await log.get(principal.tenant_id, delivery_id)
+    except NotFound:
+        raise _NO_DELIVERY from None
+    need(principal, OPERATOR, "resend deliveries")
+    try:
+        await log.resend(principal.tenant_id, delivery_id, requested_by=f"key:{principal.key_id}")
+    except NotFound:
+        raise _NO_DELIVERY from None
+    except DeliveryRefused as exc:
+        status = 410 if exc.reason in ("body_erased", "body_removed") else 409
+        raise ConsoleRefusal(status, f"Not resent: {exc}") from None
+    target = f"/console/deliveries/{delivery_id}"
+    return RedirectResponse(flash_url(target, "resent"), status_code=303)
