@@ -278,6 +278,6 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
         iban=evidenced("iban", EvidencedIban, facts.iban),
         uncertain_fields=(),
         allowances_charges=tuple(adjustments),
-        document_type=facts.document_type,  # type: ignore[arg-type]
+        document_type=facts.document_type,
         preceding_invoice=preceding,
     )

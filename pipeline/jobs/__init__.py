@@ -39,6 +39,7 @@ from pipeline.jobs.reaper import Reaper
 from pipeline.jobs.records import (
     EVENT_CANCELLED,
     EVENT_COMPLETED,
+    EVENT_CREDIT_NOTE_CREATED,
     EVENT_DEAD_LETTERED,
     EVENT_FAILED,
     EVENT_REQUESTED,
@@ -80,6 +81,7 @@ from pipeline.jobs.store import JobStore
 __all__ = [
     "EVENT_CANCELLED",
     "EVENT_COMPLETED",
+    "EVENT_CREDIT_NOTE_CREATED",
     "EVENT_DEAD_LETTERED",
     "EVENT_FAILED",
     "EVENT_REQUESTED",
