@@ -10,7 +10,8 @@ page whose title says credit note or corrected invoice ("Credit note", "Gutschri
 credit note prints its title on the page).
 
 A title is the word at the start of a line, alone or followed by a number or a number
-label ("Gutschrift Nr. 17", "Avoir AV-2017-0005", "Credit note: CN-4"); the same word
+label, or a parenthesis ("Gutschrift Nr. 17", "Avoir AV-2017-0005", "Credit note: CN-4",
+"Rechnungskorrektur (384) Nr. RK21012345"); the same word
 inside a sentence ("Der Betrag wird als Gutschrift verrechnet", "sans avoir") is none.
 A missed title costs a wrong accept, a false one a review, so the list is wide and the
 shape narrow.
@@ -37,9 +38,9 @@ CREDIT_NOTE_TITLES = (
 )  # fmt: skip
 _TITLE = re.compile(
     r"^[^\w\n]*(?P<title>"
-    + "|".join(re.escape(t).replace(r"\ ", r"\s+") for t in CREDIT_NOTE_TITLES)
+    + "|".join(re.escape(t).replace(r"\ ", r"[^\S\n]+") for t in CREDIT_NOTE_TITLES)
     + r")(?=[^\S\n]*$|[^\S\n]*(?:nr\b|no\b|n[°º]|#|:|number\b|nummer\b|num[ée]ro\b"
-    r"|numero\b|n\.)|[^\S\n]+[\w./-]*[0-9])",
+    r"|numero\b|n\.|\()|[^\S\n]+[\w./-]*[0-9])",
     re.IGNORECASE | re.MULTILINE,
 )
 

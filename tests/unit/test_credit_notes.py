@@ -164,6 +164,7 @@ def test_a_credit_note_needs_no_iban_and_an_invoice_does() -> None:
         "Gutschrift", "GUTSCHRIFT Nr. 2019-17", "Credit note", "Credit Note No. CN-0042",
         "CREDIT NOTE: 4711", "Avoir AV-2017-0005", "AVOIR N° 45", "Nota di credito n. 12",
         "Creditnota 2024-001", "Rechnungskorrektur Nr. 5", "Facture d'avoir", "  Kreditnota #9",
+        "  Rechnungskorrektur (384) Nr. RK21012345 vom 16.09.2018",
     ],
 )  # fmt: skip
 def test_credit_note_titles_are_recognised(line: str) -> None:
