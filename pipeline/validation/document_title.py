@@ -66,8 +66,8 @@ def check_document_title(extraction: Extraction, text: str) -> list[Reason]:
         Reason(
             ReasonCode.CREDIT_NOTE_UNSUPPORTED_ON_TEXT,
             "document_type",
-            f"the page is titled {title!r}: a credit note or correction, "
-            "which a result read from the text cannot hold",
+            f"the page is titled {title!r}: a credit note, a correction or (German "
+            "Gutschrift) a self-billed invoice, which a result read from the text cannot hold",
             rule="validation.credit_note_title",
         )
     ]
