@@ -27,12 +27,14 @@ from pipeline.api import create_app
 from pipeline.delivery import delivery_settle_hook
 from pipeline.delivery.signing import generate_secret
 from pipeline.invoice import SupplierRecord
-from pipeline.jobs import EVENT_COMPLETED, EVENT_CREDIT_NOTE_CREATED, JobStore
+from pipeline.jobs import EVENT_COMPLETED, EVENT_CREDIT_NOTE_CREATED, JobStore, Lease, Success
 from pipeline.settings import Settings
+from pipeline.states import JobState
 from pipeline.tenants import permit_currencies, upsert_supplier
 from tests.support.api import TenantKey, asgi_client, settings_for, tenant_with_key
 from tests.support.delivery import Receiver, dispatcher_for, fetch, registry_for
 from tests.support.drivers import run_document_driver
+from tests.support.jobs import request
 
 pytestmark = pytest.mark.integration
 
@@ -237,3 +239,91 @@ async def test_a_credit_note_of_an_unknown_invoice_goes_to_review(
         pool, "SELECT * FROM credit_note_links WHERE job_id = $1", referenced_["row"]["id"]
     )
     assert links == []
+
+
+def _result(number: str, gross: str, **extra: Any) -> dict[str, Any]:
+    """A stored result of supplier ACME (by VAT id) as the job store reads it."""
+    return {
+        "supplier": {"name": {"value": "ACME AG"}, "vat_id": {"value": "DE111111111"}},
+        "invoice_number": {"value": number},
+        "gross_total": {"value": gross},
+        "currency": {"value": "EUR"},
+        **extra,
+    }
+
+
+def _credit(number: str, credits: str) -> dict[str, Any]:
+    return _result(
+        number, "10.00", document_type="credit_note", preceding_invoice={"number": credits}
+    )
+
+
+async def test_a_batch_settle_links_its_credit_notes_as_one_at_a_time_does(
+    pool: asyncpg.Pool,
+) -> None:
+    """The group commit's path (``succeed_many``): a credit note of a delivered invoice
+    is linked and delivered as a credit naming it; of an invoice the tenant has only
+    awaiting review, or of two invoices of one number, it is reviewed, nothing delivered."""
+    tk = await tenant_with_key(pool, scopes=("jobs",))
+    await registry_for(pool).register(
+        tk.tenant.id, "http://127.0.0.1:9/erp", secret=generate_secret(), event_types=EVENTS
+    )
+    # Two invoices of one number and other totals are both delivered only without the
+    # near-duplicate check (with it, the second is reviewed possible_duplicate).
+    store = JobStore(pool, Settings(possible_duplicate_check=False))
+    store.settle_hooks.add(delivery_settle_hook)
+    for _ in range(8):
+        await store.accept(request(tk.tenant))
+    leases = {lease.job_id: lease for lease in await store.claim("w", limit=8)}
+    ordered = sorted(leases.values(), key=lambda lease: lease.job_id)
+    invoice, pending, twin_a, twin_b, *credits = ordered
+    await store.succeed(invoice, result=_result("INV-1", "119.00"))
+    await store.succeed(
+        pending, result=_result("INV-2", "119.00"), decision=JobState.REVIEW_REQUIRED
+    )
+    await store.succeed(twin_a, result=_result("INV-3", "119.00"))
+    await store.succeed(twin_b, result=_result("INV-3", "238.00"))
+    first: list[Lease] = credits
+    outcome = await store.succeed_many(
+        [
+            Success(first[0], result=_credit("CN-1", " inv-1")),  # case and spaces: one identity
+            Success(first[1], result=_credit("CN-2", "INV-2")),
+            Success(first[2], result=_credit("CN-3", "INV-3")),
+            Success(first[3], result=_credit("CN-4", "INV-9")),
+        ]
+    )
+    states = {s.job_id: s.state.value for s in outcome.settled}
+    assert [states[lease.job_id] for lease in first] == [
+        "SUCCEEDED", "REVIEW_REQUIRED", "REVIEW_REQUIRED", "REVIEW_REQUIRED",
+    ]  # fmt: skip
+    reasons = await fetch(
+        pool,
+        "SELECT job_id, validation FROM extraction_results WHERE job_id = ANY($1::uuid[])",
+        [lease.job_id for lease in first[1:]],
+    )
+    by_job = {r["job_id"]: [x["code"] for x in r["validation"]["reasons"]] for r in reasons}
+    assert [by_job[lease.job_id] for lease in first[1:]] == [
+        ["credit_note_reference_unknown"],
+        ["credit_note_reference_ambiguous"],
+        ["credit_note_reference_unknown"],
+    ]
+    links = await fetch(pool, "SELECT job_id, invoice_job_id FROM credit_note_links")
+    assert [(r["job_id"], r["invoice_job_id"]) for r in links] == [
+        (first[0].job_id, invoice.job_id)
+    ]
+    deliveries = await fetch(
+        pool,
+        "SELECT job_id, event_type, body FROM deliveries WHERE tenant_id = $1 ORDER BY created_at",
+        tk.tenant.id,
+    )
+    assert [(d["job_id"], d["event_type"]) for d in deliveries] == [
+        (invoice.job_id, EVENT_COMPLETED),
+        (twin_a.job_id, EVENT_COMPLETED),
+        (twin_b.job_id, EVENT_COMPLETED),
+        (first[0].job_id, EVENT_CREDIT_NOTE_CREATED),
+    ]
+    body = json.loads(bytes(deliveries[-1]["body"]))
+    assert body["data"]["credited_invoice"] == {
+        "job_id": str(invoice.job_id),
+        "invoice_number": " inv-1",
+    }
