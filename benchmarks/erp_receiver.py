@@ -23,7 +23,12 @@ Per delivery:
    supplier, number and gross total): 409 ``{"result": "duplicate_invoice",
    "posted_job_id": ...}``, keeping nothing of that delivery. The sender records
    that answer (the delivery fails with reason ``duplicate_invoice``); retrying
-   would only be refused again.
+   would only be refused again;
+7. post a ``credit_note.created.v1`` as a credit (``erp_postings.kind``
+   ``credit_note``) against the invoice it credits (``credits_job_id``, from
+   ``data.credited_invoice.job_id``), once per job like an invoice; a credit for an
+   invoice this ledger never posted is refused, 409 ``credited_invoice_unknown``,
+   keeping nothing of that delivery (an ERP cannot apply it).
 
 Its tables (``erp_inbox``, ``erp_postings``) are not the product's: they are the
 migrations of ``sql/erp/``, which :func:`migrate_erp` applies (the receiver does at
@@ -67,7 +72,7 @@ from pipeline.delivery import (
     Verifier,
 )
 from pipeline.identity import DUPLICATE_INVOICE, invoice_identity
-from pipeline.jobs import EVENT_COMPLETED
+from pipeline.jobs import EVENT_COMPLETED, EVENT_CREDIT_NOTE_CREATED
 from pipeline.queries import SQL_DIR, q
 
 log = logging.getLogger(__name__)
@@ -187,6 +192,10 @@ class ReceiverStats:
             return self._changed.wait_for(lambda: self.results.get(result, 0) >= count, timeout)
 
 
+class _CreditedInvoiceUnknown(Exception):
+    """A credit note names an invoice this ledger never posted (its transaction rolls back)."""
+
+
 class _ConnectionDropped(Exception):
     """Raised after the response started, so the server closes the connection."""
 
@@ -225,29 +234,58 @@ async def apply_pending_postings(pool: asyncpg.Pool, ledger: str, limit: int = 1
     return n
 
 
-def invoice_key(invoice: Any) -> str | None:
-    """The ERP's key for a supplier invoice: the identity Fenceline also checks."""
+#: The answer to a credit for an invoice this ledger never posted.
+CREDITED_INVOICE_UNKNOWN = "credited_invoice_unknown"
+
+
+def invoice_key(invoice: Any, *, credit_note: bool = False) -> str | None:
+    """The ERP's key for a supplier invoice: the identity Fenceline also checks. A credit
+    note's is apart from the invoices' (its number may repeat an invoice's)."""
     ident = invoice_identity(invoice) if isinstance(invoice, dict) else None
     if ident is None:
         return None
-    return f"{ident.supplier}|{ident.invoice_number}|{ident.gross_total}"
+    kind = "credit_note|" if credit_note else ""
+    return f"{kind}{ident.supplier}|{ident.invoice_number}|{ident.gross_total}"
 
 
-def _validate(event: Any, tenant_id: uuid.UUID | None) -> tuple[str, uuid.UUID | None, Any]:
-    """(event type, job id, invoice) of a well-formed event; ValueError otherwise."""
+@dataclass(frozen=True)
+class Event:
+    """A validated event: its type and, for a posting, the job, result and what it credits."""
+
+    type: str
+    job_id: uuid.UUID | None = None
+    invoice: Any = None
+    #: The job of the invoice a credit note credits (None: none, or no credit note).
+    credits_job_id: uuid.UUID | None = None
+
+    @property
+    def credit_note(self) -> bool:
+        return self.type == EVENT_CREDIT_NOTE_CREATED
+
+
+def _validate(event: Any, tenant_id: uuid.UUID | None) -> Event:
+    """The event of a well-formed body; ValueError otherwise."""
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
         raise ValueError("event must be an object with a string 'type'")
     data = event.get("data")
     if not isinstance(data, dict):
         raise ValueError("event 'data' must be an object")
-    if event["type"] != EVENT_COMPLETED:
-        return event["type"], None, None
+    if event["type"] not in (EVENT_COMPLETED, EVENT_CREDIT_NOTE_CREATED):
+        return Event(event["type"])
     job_id = uuid.UUID(str(data.get("job_id")))
     if tenant_id is not None and str(data.get("tenant_id")) != str(tenant_id):
         raise ValueError("event names a tenant this endpoint does not serve")
     if not isinstance(data.get("result"), dict):
-        raise ValueError("extraction.completed.v1 needs a 'result' object")
-    return event["type"], job_id, data["result"]
+        raise ValueError(f"{event['type']} needs a 'result' object")
+    credits = None
+    if event["type"] == EVENT_CREDIT_NOTE_CREATED:
+        if data["result"].get("document_type") != "credit_note":
+            raise ValueError("credit_note.created.v1 carries a result that is no credit note")
+        credited = data.get("credited_invoice")
+        if credited is not None and not isinstance(credited, dict):
+            raise ValueError("'credited_invoice' must be an object or null")
+        credits = uuid.UUID(str(credited["job_id"])) if credited else None
+    return Event(event["type"], job_id, data["result"], credits)
 
 
 def create_app(
@@ -281,18 +319,15 @@ def create_app(
     )
 
     async def accept(
-        pool: asyncpg.Pool,
-        delivery_id: str,
-        digest: str,
-        event_type: str,
-        job_id: uuid.UUID | None,
-        invoice: Any,
-        key: str | None,
+        pool: asyncpg.Pool, delivery_id: str, digest: str, event: Event, key: str | None
     ) -> str:
-        """Step 3 in one transaction; raises UniqueViolationError for a duplicate invoice."""
+        """Step 3 in one transaction; raises UniqueViolationError for a duplicate invoice.
+        ``credited_invoice_unknown``: a credit for an invoice this ledger never posted
+        (rolled back: nothing of the delivery is kept)."""
+        job_id = event.job_id
         async with pool.acquire() as conn, conn.transaction():
             inserted = await conn.fetchval(
-                q("erp_inbox_insert_if_new"), config.ledger, delivery_id, digest, event_type, job_id
+                q("erp_inbox_insert_if_new"), config.ledger, delivery_id, digest, event.type, job_id
             )
             if inserted is None:
                 existing = await conn.fetchrow(q("erp_inbox_lock"), config.ledger, delivery_id)
@@ -301,13 +336,28 @@ def create_app(
                     return "conflict"
                 await conn.fetchval(q("erp_inbox_count_duplicate"), config.ledger, delivery_id)
                 return "duplicate"
-            if job_id is not None:
+            if job_id is not None and event.credit_note:
+                credited = event.credits_job_id
+                if credited is not None and not await conn.fetchval(
+                    q("erp_posting_invoice_posted"), config.ledger, credited
+                ):
+                    raise _CreditedInvoiceUnknown(str(credited))
+                await conn.fetchval(
+                    q("erp_credit_note_posting_insert_if_new"),
+                    config.ledger,
+                    job_id,
+                    delivery_id,
+                    event.invoice,
+                    key,
+                    credited,
+                )
+            elif job_id is not None:
                 await conn.fetchval(
                     q("erp_posting_insert_if_new"),
                     config.ledger,
                     job_id,
                     delivery_id,
-                    invoice,
+                    event.invoice,
                     key,
                 )
             return "accepted"
@@ -406,18 +456,27 @@ def create_app(
         delivery_id = verdict.msg_id
         stats.delivery_ids.append(delivery_id)
         try:
-            event_type, job_id, invoice = _validate(json.loads(body), config.tenant_id)
-        except (ValueError, TypeError) as exc:
+            event = _validate(json.loads(body), config.tenant_id)
+        except (ValueError, TypeError, KeyError) as exc:
             return answer("invalid", 400, reason=str(exc)[:200])
+        job_id = event.job_id
         digest = hashlib.sha256(body).hexdigest()
         pool: asyncpg.Pool = app.state.pool
         key = (
-            invoice_key(invoice)
+            invoice_key(event.invoice, credit_note=event.credit_note)
             if job_id is not None and not config.allow_duplicate_invoices
             else None
         )
         try:
-            result = await accept(pool, delivery_id, digest, event_type, job_id, invoice, key)
+            result = await accept(pool, delivery_id, digest, event, key)
+        except _CreditedInvoiceUnknown as exc:
+            log.warning("delivery %s: credits invoice job %s, never posted here", delivery_id, exc)
+            return answer(
+                CREDITED_INVOICE_UNKNOWN,
+                409,
+                reason="the credited invoice was never posted to this ledger",
+                credited_job_id=str(exc),
+            )
         except asyncpg.UniqueViolationError as exc:
             if exc.constraint_name != "erp_postings_invoice_key" or key is None:
                 raise

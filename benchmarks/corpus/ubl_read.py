@@ -21,6 +21,7 @@ import collections
 import time
 from pathlib import Path
 
+from benchmarks.corpus.document_types import DocumentTypes
 from benchmarks.corpus.embedded import decide
 from benchmarks.corpus.tree import CorpusTree
 from pipeline.extraction import NotAnEInvoice, obstacles
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     stats: collections.Counter[str] = collections.Counter()
     reasons: collections.Counter[str] = collections.Counter()
     times: list[float] = []
+    types = DocumentTypes()
     for source in args.sources:
         tree = CorpusTree(source)
         print(f"{source} (commit {tree.commit()})")
@@ -66,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
             outcome = decide(xml, "")
             times.append(time.perf_counter() - started)
             stats["read"] += 1
-            if not obstacles(ubl_facts(root), v3=True):  # the XML path holds contract v3
+            facts = ubl_facts(root)
+            types.add(path, facts, outcome)
+            if not obstacles(facts, v3=True):  # the XML path holds contract v3
                 stats["no obstacle"] += 1
             stats[outcome.report.decision.value] += 1
             codes = reason_codes(outcome.report.reasons)
@@ -76,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     print(dict(stats))
     for code, count in reasons.most_common():
         print(f"  {count:4d} {code}")
+    print("by document type:")
+    print("\n".join(types.lines()))
     print(f"not read: {dict(skipped.most_common())}")
     if times:
         times.sort()

@@ -16,6 +16,7 @@ import collections
 import time
 from pathlib import Path
 
+from benchmarks.corpus.document_types import DocumentTypes
 from benchmarks.corpus.embedded import decide, embedded_invoices
 from benchmarks.corpus.holdable import amount_spellings
 from benchmarks.corpus.tree import CorpusTree
@@ -32,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     reasons: collections.Counter[str] = collections.Counter()
     planted: collections.Counter[str] = collections.Counter()
     times: list[float] = []
+    types = DocumentTypes()
     documents = tree.documents()
     for doc in embedded_invoices(tree):
         if isinstance(doc, str):
@@ -49,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         }:
             reasons[code] += 1
         facts = doc.facts
+        types.add(doc.path, facts, outcome)
         if outcome.report.decision is Decision.SUCCEEDED and facts and facts.gross_total:
             forged = doc.page
             for spelling in sorted(amount_spellings(facts.gross_total), key=len, reverse=True):
@@ -67,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             f"mean {sum(times) / len(times) * 1000:.1f} ms, max {times[-1] * 1000:.1f} ms"
         )
     print(f"gross total changed on the page of each SUCCEEDED: {dict(planted)}")
+    print("by document type:")
+    print("\n".join(types.lines()))
     return 0
 
 

@@ -75,6 +75,8 @@ def salvage(model: type[M], data: Any) -> M | None:
     for name, info in model.model_fields.items():
         annotation: Any = info.annotation
         raw = data.get(name)
+        if name not in data and not info.is_required():
+            continue  # an optional field not written yet: its default (contract v3's)
         if name in data:
             try:
                 values[name] = TypeAdapter(annotation).validate_python(raw)

@@ -33,7 +33,7 @@ import asyncpg
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.database import fetch_dicts, fetch_owned
 from pipeline.errors import NotFound
-from pipeline.jobs import EVENT_COMPLETED, JobStore, Settled
+from pipeline.jobs import EVENT_COMPLETED, EVENT_CREDIT_NOTE_CREATED, JobStore, Settled
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import JobState
@@ -84,6 +84,10 @@ TRANSITIONS: frozenset[tuple[DeliveryState, DeliveryState]] = frozenset(
 class DeliveryCreation:
     """JobStore settle hook: create deliveries for SUCCEEDED jobs, in their transaction.
 
+    An invoice is ``extraction.completed.v1``; a credit note ``credit_note.created.v1``
+    only, naming the invoice it credits, so an ERP that knows invoices alone never posts
+    a credit as an invoice to pay (an endpoint takes it by its event-type filter).
+
     :func:`job_store` registers it (as :data:`delivery_settle_hook`); build the
     system's store with that, so no caller can forget it. Idempotent (one delivery
     per endpoint, job and event type); other outcomes deliver nothing. A batch
@@ -96,7 +100,9 @@ class DeliveryCreation:
     async def many(self, conn: asyncpg.Connection, settled: Sequence[Settled]) -> None:
         ids = [s.job_id for s in settled if s.state is JobState.SUCCEEDED]
         if ids:
-            await conn.fetchrow(q("delivery_create_for_jobs"), ids, EVENT_COMPLETED)
+            await conn.fetchrow(
+                q("delivery_create_for_jobs"), ids, EVENT_COMPLETED, EVENT_CREDIT_NOTE_CREATED
+            )
 
 
 #: The system's delivery settle hook (a :class:`~pipeline.jobs.BatchSettleHook`).

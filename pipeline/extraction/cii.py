@@ -29,6 +29,7 @@ from pipeline.extraction.einvoice_facts import (
     AllowanceFacts,
     InvoiceFacts,
     ItemFacts,
+    PrecedingFacts,
     TaxFacts,
     due_date_from_terms,
     indicator,
@@ -162,6 +163,16 @@ def _allowance(el: ET.Element, where: XmlPaths) -> AllowanceFacts:
         reason=_text(_child(el, "Reason")),
         reason_code=_text(_child(el, "ReasonCode")),
         path=where(el),
+    )
+
+
+def _preceding(el: ET.Element, where: XmlPaths) -> PrecedingFacts:
+    """An ``InvoiceReferencedDocument`` of the header settlement (BG-3)."""
+    number = _child(el, "IssuerAssignedID")
+    return PrecedingFacts(
+        number=_text(number),
+        issue_date=_date(_child(el, "FormattedIssueDateTime")),
+        path=where(number if number is not None else el),
     )
 
 
@@ -305,5 +316,8 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
             for el in _children(
                 settlement, "SpecifiedTradeAllowanceCharge", "SpecifiedLogisticsServiceCharge"
             )
+        ),
+        preceding_invoices=tuple(
+            _preceding(el, where) for el in _children(settlement, "InvoiceReferencedDocument")
         ),
     )

@@ -54,6 +54,7 @@ from pipeline.invoice import (
     EvidencedText,
     Extraction,
     LineItem,
+    PrecedingInvoice,
     Reason,
     ReasonCode,
     Supplier,
@@ -248,6 +249,14 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
         )
         if made_entry is not None:
             adjustments.append(made_entry)
+    preceding = None
+    if facts.preceding_invoices and (first := facts.preceding_invoices[0]).number is not None:
+        preceding = build(
+            "preceding_invoice",
+            lambda: PrecedingInvoice(
+                number=first.number, issue_date=first.issue_date, evidence=_evidence(first.path)
+            ),
+        )
     return Extraction(
         supplier=Supplier(
             name=evidenced("supplier.name", EvidencedText, facts.seller_name),
@@ -269,4 +278,6 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
         iban=evidenced("iban", EvidencedIban, facts.iban),
         uncertain_fields=(),
         allowances_charges=tuple(adjustments),
+        document_type=facts.document_type,
+        preceding_invoice=preceding,
     )

@@ -31,6 +31,10 @@ _PROFILE_NAMES = (  # checked in this order: "basicwl" before "basic", "xrechnun
 )
 #: Document type codes (UNTDID 1001) of credit notes: the amounts are owed to the buyer.
 CREDIT_NOTE_TYPES = frozenset({"81", "83", "261", "262", "296", "308", "381", "396", "420", "532"})
+#: The commercial credit note (UNTDID 1001 381), the one credit note contract v3 holds.
+CREDIT_NOTE = "381"
+#: The corrected invoice (UNTDID 1001 384).
+CORRECTIVE_INVOICE = "384"
 
 
 _DATE = r"([0-9]{1,2})\.([0-9]{1,2})\.([0-9]{4})"
@@ -91,6 +95,28 @@ class AllowanceFacts:
     path: str = ""
 
 
+@dataclass(frozen=True)
+class PrecedingFacts:
+    """One preceding invoice reference (EN 16931 BG-3): the number (BT-25) and issue date
+    (BT-26). UBL: ``cac:BillingReference/cac:InvoiceDocumentReference`` (``cbc:ID``,
+    ``cbc:IssueDate``); CII: the header settlement's ``InvoiceReferencedDocument``
+    (``IssuerAssignedID``, ``FormattedIssueDateTime``)."""
+
+    number: str | None
+    issue_date: date | None
+    path: str = ""
+
+
+def document_type(type_code: str | None) -> str:
+    """The contract's document type of a UNTDID 1001 code: ``credit_note`` for every
+    credit note code, ``corrective_invoice`` for 384, ``invoice`` for anything else (the
+    obstacles name each code contract v3 does not hold)."""
+    code = type_code or ""
+    if code in CREDIT_NOTE_TYPES:
+        return "credit_note"
+    return "corrective_invoice" if code == CORRECTIVE_INVOICE else "invoice"
+
+
 def indicator(value: str | None) -> bool | None:
     """An XML boolean (``true``/``false``, ``1``/``0``); anything else is None."""
     folded = (value or "").strip().lower()
@@ -134,6 +160,8 @@ class InvoiceFacts:
     stated_amounts: tuple[str, ...] = field(default=())
     #: The document-level allowances and charges, in document order.
     allowances_charges: tuple[AllowanceFacts, ...] = field(default=())
+    #: The preceding invoice references (BG-3), in document order.
+    preceding_invoices: tuple[PrecedingFacts, ...] = field(default=())
 
     @property
     def profile(self) -> str:
@@ -148,6 +176,11 @@ class InvoiceFacts:
     def payable_date(self) -> date | None:
         """``DueDateDateTime``, else the one due date the payment terms' text states."""
         return self.due_date or due_date_from_terms(self.payment_terms)
+
+    @property
+    def document_type(self) -> str:
+        """The contract's document type (:func:`document_type`)."""
+        return document_type(self.type_code)
 
     @property
     def iban(self) -> str | None:

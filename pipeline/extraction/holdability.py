@@ -6,10 +6,15 @@ the corpus benchmark (``benchmarks/corpus/holdable.py``) counts a document with 
 obstacle as one no faithful transcription can get SUCCEEDED.
 
 The two paths hold different contracts. A model's answer is contract v2: document-level
-allowances and charges are an obstacle. The XML path is contract v3 (``v3=True``): it
-holds them (:class:`~pipeline.invoice.AllowanceCharge`), and only an entry it cannot
-hold (no indicator, amount or VAT rate) or entries that do not sum to the totals the XML
-states is one. What validation checks on
+allowances and charges, and any credit note, are an obstacle. The XML path is contract
+v3 (``v3=True``): it holds them (:class:`~pipeline.invoice.AllowanceCharge`), and only
+an entry it cannot hold (no indicator, amount or VAT rate) or entries that do not sum to
+the totals the XML states is one. It holds a commercial credit note (381, or a UBL
+``CreditNote`` without a type code) that refers to at most one preceding invoice; every
+other credit note code (a self-billed 261, a factored 396...), a corrected invoice (384)
+and negative totals on any document type stay obstacles: EN 16931 states a credit
+note's amounts positive, so a negative total is a debit in disguise, or a credit the
+ERP would post as an invoice. What validation checks on
 the values themselves (arithmetic, dates, IBAN, master data) is validation's, not here.
 """
 
@@ -19,7 +24,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
-from pipeline.extraction.einvoice_facts import CREDIT_NOTE_TYPES, AllowanceFacts, InvoiceFacts
+from pipeline.extraction.einvoice_facts import (
+    CORRECTIVE_INVOICE,
+    CREDIT_NOTE,
+    CREDIT_NOTE_TYPES,
+    AllowanceFacts,
+    InvoiceFacts,
+)
 
 _CENT = Decimal("0.01")
 #: UNTDID 1001 codes that are no invoice to pay: 751 is "invoice information for accounting".
@@ -51,7 +62,7 @@ def obstacles(facts: InvoiceFacts, *, v3: bool = False) -> list[Obstacle]:
     ``v3``: what contract v3 holds (the XML path) is no obstacle; otherwise contract v2's
     (a model's answer)."""
     allowances = _allowances_v3(facts) if v3 else _allowances_v2(facts)
-    return [*_document(facts), *allowances, *_items(facts)]
+    return [*_document(facts, v3=v3), *allowances, *_items(facts)]
 
 
 def _allowances_v2(facts: InvoiceFacts) -> list[Obstacle]:
@@ -109,11 +120,21 @@ def _sum(entries: Iterable[AllowanceFacts]) -> Decimal:
     return sum((e.amount for e in entries if e.amount is not None), Decimal(0))
 
 
-def _document(facts: InvoiceFacts) -> list[Obstacle]:
+def _document(facts: InvoiceFacts, *, v3: bool) -> list[Obstacle]:
     out: list[Obstacle] = []
     code = facts.type_code or ""
-    if code in CREDIT_NOTE_TYPES:
+    if code == CREDIT_NOTE and v3:
+        out += _preceding(facts)
+    elif code in CREDIT_NOTE_TYPES:
         out.append(Obstacle("credit_note", "document", f"document type {code}"))
+    elif code == CORRECTIVE_INVOICE:
+        out.append(
+            Obstacle(
+                "document_type",
+                "document_type",
+                f"type code {code}: a corrected invoice (what it replaces is not modelled)",
+            )
+        )
     elif code in NOT_INVOICE_TYPES:
         out.append(
             Obstacle("not_an_invoice", "document", f"document type {code} (accounting information)")
@@ -126,8 +147,13 @@ def _document(facts: InvoiceFacts) -> list[Obstacle]:
         out.append(Obstacle("document_type", "document", f"type code {code}"))
     totals = (facts.net_total, facts.tax_total, facts.gross_total)
     if any(v is not None and v < 0 for v in totals):
+        what = "a debit" if code in CREDIT_NOTE_TYPES else "a correction or credit"
         out.append(
-            Obstacle("negative_amounts", "gross_total", "negative totals (a correction or credit)")
+            Obstacle(
+                "negative_amounts",
+                "gross_total",
+                f"negative totals on document type {code or 'invoice'} ({what})",
+            )
         )
     if facts.seller_vat_id is None:
         tax_no = f" (tax number {facts.seller_tax_number})" if facts.seller_tax_number else ""
@@ -158,6 +184,25 @@ def _document(facts: InvoiceFacts) -> list[Obstacle]:
             )
         )
     return out
+
+
+def _preceding(facts: InvoiceFacts) -> list[Obstacle]:
+    """A credit note's preceding invoice: one at most, each with its number (EN 16931 BR-55)."""
+    refs = facts.preceding_invoices
+    if len(refs) > 1:
+        numbers = ", ".join(repr(r.number) for r in refs)
+        return [
+            Obstacle(
+                "preceding_invoices",
+                "preceding_invoice",
+                f"the credit note refers to {len(refs)} invoices ({numbers}); one is linked",
+            )
+        ]
+    if refs and refs[0].number is None:
+        return [
+            Obstacle("preceding_invoices", "preceding_invoice", "a reference without its number")
+        ]
+    return []
 
 
 def _items(facts: InvoiceFacts) -> list[Obstacle]:

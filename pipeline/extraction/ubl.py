@@ -33,9 +33,11 @@ import xml.etree.ElementTree as ET
 from datetime import date
 
 from pipeline.extraction.einvoice_facts import (
+    CREDIT_NOTE,
     AllowanceFacts,
     InvoiceFacts,
     ItemFacts,
+    PrecedingFacts,
     TaxFacts,
     indicator,
 )
@@ -81,7 +83,6 @@ _PREFIXES = (
 )
 #: An IBAN's shape: country, check digits, up to 30 letters or digits (checked by validation).
 _IBAN = re.compile(r"[A-Z]{2}[0-9]{2}[A-Z0-9]{8,30}")
-_CREDIT_NOTE = "381"
 
 
 class NotUblInvoice(NotAnEInvoice):
@@ -160,6 +161,16 @@ def _allowance(el: ET.Element, where: XmlPaths) -> AllowanceFacts:
     )
 
 
+def _preceding(el: ET.Element, where: XmlPaths) -> PrecedingFacts:
+    """A ``cac:InvoiceDocumentReference`` of a ``cac:BillingReference`` (BG-3)."""
+    number = child(el, "ID")
+    return PrecedingFacts(
+        number=text(number),
+        issue_date=_date(child(el, "IssueDate")),
+        path=where(number if number is not None else el),
+    )
+
+
 def _scheme(party_tax_scheme: ET.Element) -> str:
     return (text(path(party_tax_scheme, "TaxScheme", "ID")) or "").upper()
 
@@ -206,7 +217,7 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
     type_el = child(root, type_name)
     type_code = text(type_el)
     if type_code is None and syntax == "UBL-CreditNote":
-        type_code = _CREDIT_NOTE
+        type_code = CREDIT_NOTE
     sources = {
         "invoice_number": child(root, "ID"),
         "issue_date": child(root, "IssueDate"),
@@ -249,4 +260,9 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
         paths={name: where(el) for name, el in sources.items() if el is not None},
         stated_amounts=stated_amounts(root),
         allowances_charges=tuple(_allowance(el, where) for el in children(root, "AllowanceCharge")),
+        preceding_invoices=tuple(
+            _preceding(el, where)
+            for ref in children(root, "BillingReference")
+            for el in children(ref, "InvoiceDocumentReference")
+        ),
     )

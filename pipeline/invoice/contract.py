@@ -29,10 +29,15 @@ that page's text, ``end`` exclusive, and ``quote`` is the text at those offsets.
 JSON schema for guided decoding, contract v3's fields left out.
 
 Contract v3 (:data:`CONTRACT_V3`) adds what e-invoices state and v2 has no place for:
-document-level allowances and charges (EN 16931 BG-20/BG-21) and the supplier's tax
-registration number (BT-32). Both are optional with empty defaults, dumped only where
+document-level allowances and charges (EN 16931 BG-20/BG-21), the document type (BT-3:
+invoice, credit note, corrective invoice) and the preceding invoice a credit note refers
+to (BG-3). Each is optional with an empty default (a plain invoice), dumped only where
 set, so a v2 result reads and dumps exactly as before; only an e-invoice reader fills
 them (:func:`parse_extraction` refuses a model's answer that does).
+
+Sign rule (EN 16931): a credit note states its amounts as an invoice would, positive;
+its type says they are owed to the buyer. The type carries the direction, never the
+sign: a negative total on either type is reviewed by the reader, not read as a credit.
 """
 
 from __future__ import annotations
@@ -79,7 +84,7 @@ EXTRACTION_SCHEMA_VERSION = "fenceline.extraction/1"
 CONTRACT_V3 = "fenceline.extraction/3"
 #: Contract v3's fields (dotted paths): optional, empty by default, written only by an
 #: e-invoice reader, never offered to or accepted from a model.
-V3_FIELDS = ("allowances_charges",)
+V3_FIELDS = ("allowances_charges", "document_type", "preceding_invoice")
 
 #: The request's ``schema_version`` values the system can honour: each selects a
 #: contract it implements (1 is :data:`EXTRACTION_SCHEMA_VERSION`). Any other is
@@ -345,6 +350,21 @@ class AllowanceCharge(_Contract):
     evidence: Evidence
 
 
+#: The document type (EN 16931 BT-3): ``invoice`` (UNTDID 1001 380, and the default),
+#: ``credit_note`` (381: the amounts, stated positive, are owed to the buyer),
+#: ``corrective_invoice`` (384).
+DocumentType = Literal["invoice", "credit_note", "corrective_invoice"]
+
+
+class PrecedingInvoice(_Contract):
+    """The invoice a credit note or correction refers to (EN 16931 BG-3): its number
+    (BT-25) and issue date (BT-26) as stated, the evidence where they were read."""
+
+    number: NonEmptyStr
+    issue_date: IsoDate | None = None
+    evidence: Evidence
+
+
 class Extraction(_Contract):
     """One invoice as the model must return it (see the module docstring)."""
 
@@ -363,19 +383,32 @@ class Extraction(_Contract):
     uncertain_fields: tuple[str, ...]
     #: Document-level allowances and charges (contract v3; an e-invoice reader's only).
     allowances_charges: tuple[AllowanceCharge, ...] = ()
+    #: The document type (contract v3; a plain invoice is not dumped).
+    document_type: DocumentType = "invoice"
+    #: The invoice a credit note or correction refers to (contract v3).
+    preceding_invoice: PrecedingInvoice | None = None
 
     @model_serializer(mode="wrap")
     def _without_empty_v3_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
         """A result without v3 values dumps exactly as under contract v2."""
         data = handler(self)
-        if isinstance(data, dict) and not data.get("allowances_charges"):
-            data.pop("allowances_charges", None)
+        if isinstance(data, dict):
+            if not data.get("allowances_charges"):
+                data.pop("allowances_charges", None)
+            if data.get("document_type") == "invoice":
+                data.pop("document_type", None)
+            if data.get("preceding_invoice") is None:
+                data.pop("preceding_invoice", None)
         return data
 
 
 def uses_v3(extraction: Extraction) -> bool:
     """Whether ``extraction`` holds anything only contract v3 has a place for."""
-    return bool(extraction.allowances_charges)
+    return bool(
+        extraction.allowances_charges
+        or extraction.document_type != "invoice"
+        or extraction.preceding_invoice is not None
+    )
 
 
 def parse_extraction(text: str) -> Extraction:

@@ -69,6 +69,16 @@ class ReasonCode(StrEnum):
     #: The page states an amount to pay other than the gross total (a payment already
     #: made, a deposit): contract v2 holds the gross only, so the ERP would pay it again.
     AMOUNT_DUE_DIFFERS = "amount_due_differs"
+    #: The page is titled as a credit note or a corrected invoice ("Gutschrift", "Avoir",
+    #: "Nota di credito", "Rechnungskorrektur"...) and the result is no credit note read
+    #: from its XML: a model's answer holds invoices only, so it is never accepted as one.
+    CREDIT_NOTE_UNSUPPORTED_ON_TEXT = "credit_note_unsupported_on_text"
+    #: A credit note names a preceding invoice the tenant has no delivered invoice of (same
+    #: supplier and number); set by the job store (``pipeline.jobs.credit_notes``).
+    CREDIT_NOTE_REFERENCE_UNKNOWN = "credit_note_reference_unknown"
+    #: A credit note's preceding invoice matches several invoices of the tenant (same
+    #: supplier and number, other totals); set by the job store.
+    CREDIT_NOTE_REFERENCE_AMBIGUOUS = "credit_note_reference_ambiguous"
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,9 @@ RULES: Mapping[str, str] = {
     "correction.row_not_printed": "the corrected row is printed on no row of the document",
     # the validator's checks
     "validation.missing_field": "a field the policy requires is null or empty",
+    "validation.credit_note_title": "a page titled as a credit note or correction is read as one",
+    "credit_notes.reference_unknown": "the credited invoice is a delivered invoice of the tenant",
+    "credit_notes.reference_ambiguous": "the credited invoice is one invoice of the tenant",
     "validation.model_uncertain": "the model marked the field as uncertain",
     "validation.line_amount_mismatch": "quantity x unit price = line amount",
     "validation.net_total_mismatch": "the line amounts sum to the net total",

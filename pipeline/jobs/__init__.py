@@ -40,6 +40,7 @@ from pipeline.jobs.reaper import Reaper
 from pipeline.jobs.records import (
     EVENT_CANCELLED,
     EVENT_COMPLETED,
+    EVENT_CREDIT_NOTE_CREATED,
     EVENT_DEAD_LETTERED,
     EVENT_FAILED,
     EVENT_REQUESTED,
@@ -81,6 +82,7 @@ from pipeline.jobs.store import JobStore
 __all__ = [
     "EVENT_CANCELLED",
     "EVENT_COMPLETED",
+    "EVENT_CREDIT_NOTE_CREATED",
     "EVENT_DEAD_LETTERED",
     "EVENT_FAILED",
     "EVENT_REQUESTED",

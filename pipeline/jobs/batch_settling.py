@@ -34,6 +34,7 @@ import asyncpg
 
 from pipeline.errors import LeaseLost
 from pipeline.identity import invoice_identity
+from pipeline.jobs.credit_notes import flag_for_review, is_linkable, link_credit_note
 from pipeline.jobs.duplicates import claim_invoices, flag_duplicate
 from pipeline.jobs.near_duplicates import flag_possible_duplicate
 from pipeline.jobs.records import (
@@ -80,7 +81,7 @@ class BatchSettling(Settling):
         if wrong:
             raise ValueError(f"succeed_many() takes SUCCEEDED or REVIEW_REQUIRED, not {wrong}")
         async with self.pool.acquire() as conn:
-            if self.settle_hooks or self._claims_invoices(batch):
+            if self.settle_hooks or self._claims_invoices(batch) or _links(batch):
                 async with conn.transaction():
                     if self.settings.duplicate_invoice_check:
                         # As succeed() does: the first job to commit an invoice owns it.
@@ -88,6 +89,7 @@ class BatchSettling(Settling):
                         # of the job keeps.
                         batch, flagged = await _claim_all(conn, batch)
                         batch = await self._flag_possible_duplicates(conn, batch, flagged)
+                    batch = await _link_credit_notes(conn, batch)
                     won = await self._settle_statement(conn, batch)
                     await self._run_hooks_many(conn, _in_batch_order(won, batch))
             else:  # nothing to write but the one statement: it is its own transaction
@@ -181,6 +183,31 @@ async def _claim_all(
         for s in batch
     ]
     return out, {job for job, other in others.items() if other is not None}
+
+
+def _links(batch: Sequence[Success]) -> bool:
+    """Whether settling ``batch`` links a credit note (a statement of its own)."""
+    return any(is_linkable(s.result) for s in batch)
+
+
+async def _link_credit_notes(conn: asyncpg.Connection, batch: Sequence[Success]) -> list[Success]:
+    """The batch, each credit note linked to the invoice it credits or settled for review
+    when the tenant has none or several (:mod:`pipeline.jobs.credit_notes`)."""
+    out: list[Success] = []
+    for s in batch:
+        link = (
+            await link_credit_note(conn, s.lease.tenant_id, s.lease.job_id, s.result)
+            if is_linkable(s.result)
+            else None
+        )
+        out.append(
+            s
+            if link is None
+            else replace(
+                s, decision=JobState.REVIEW_REQUIRED, validation=flag_for_review(s.validation, link)
+            )
+        )
+    return out
 
 
 def _in_batch_order(won: dict[uuid.UUID, Settled], batch: Sequence[Success]) -> list[Settled]:

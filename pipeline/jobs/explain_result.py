@@ -10,6 +10,10 @@ the XML's own (``einvoice_invalid`` with the schema validator's messages,
 ``einvoice_not_holdable``, ``xml_text_mismatch`` naming the fields the page does not
 print) beside validation's.
 
+A credit note or corrected invoice (contract v3's ``document_type``) says so on the
+result line, and its preceding invoice (the number and where it was read) is one of its
+fields.
+
 The evidence is read from the stored result as stored: a value without evidence shows
 ``-``; a model's evidence shows its page, span and quote.
 """
@@ -42,11 +46,15 @@ def _value_at(result: dict[str, Any], path: str) -> Any:
 
 
 def evidenced_fields(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[str, Any] | None]]:
-    """(field, value, evidence) of every evidenced value: the header, then rows."""
+    """(field, value, evidence) of every evidenced value: the header, the preceding
+    invoice a credit note names, then rows."""
     for name in _HEADER:
         node = _value_at(result, name)
         if isinstance(node, dict):
             yield name, node.get("value"), node.get("evidence")
+    preceding = result.get("preceding_invoice")
+    if isinstance(preceding, dict):
+        yield "preceding_invoice", preceding.get("number"), preceding.get("evidence")
     for group, label in (("line_items", "description"), ("tax_lines", "rate")):
         for i, row in enumerate(result.get(group) or []):
             if isinstance(row, dict):
@@ -92,6 +100,7 @@ def result_section(
     engines = [a["engine"] for a in attempts if a.get("engine")]
     return {
         "decision": result.get("decision") or validation.get("decision"),
+        "document_type": stored.get("document_type") or "invoice",
         "read_from": "xml" if from_xml else "text",
         "engine": engines[-1] if engines else None,
         "prompt_tokens": sum(a.get("prompt_tokens") or 0 for a in attempts),
@@ -115,7 +124,9 @@ def result_lines(section: dict[str, Any] | None) -> list[str]:
         else f"read from the document's text by {section['engine'] or '-'}: tokens in/out"
         f" {tokens}, {calls} model call(s) admitted"
     )
-    lines = [f"result: {section['decision']}, {how}"]
+    kind = section.get("document_type") or "invoice"
+    what = "" if kind == "invoice" else f" ({kind.replace('_', ' ')})"
+    lines = [f"result: {section['decision']}{what}, {how}"]
     for f in section["fields"]:
         lines.append(f"  {f['field']} = {f['value']!r}  <- {evidence_text(f['evidence'])}")
     for r in section["reasons"]:

@@ -26,6 +26,9 @@ EVENT_REVIEW = "extraction.review_required.v1"
 EVENT_FAILED = "extraction.failed.v1"
 EVENT_DEAD_LETTERED = "extraction.dead_lettered.v1"
 EVENT_CANCELLED = "extraction.cancelled.v1"
+#: The ERP's event for a SUCCEEDED credit note (contract v3 ``document_type:
+#: credit_note``) in place of :data:`EVENT_COMPLETED`, naming the invoice it credits.
+EVENT_CREDIT_NOTE_CREATED = "credit_note.created.v1"
 
 
 @dataclass(frozen=True)

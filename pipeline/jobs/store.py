@@ -45,6 +45,7 @@ from pipeline.database import fetch_owned
 from pipeline.errors import LeaseLost, RetryableError
 from pipeline.jobs.acceptance import Accepting
 from pipeline.jobs.batch_settling import BatchSettling
+from pipeline.jobs.credit_notes import flag_for_review, link_credit_note
 from pipeline.jobs.duplicates import claim_invoice, flag_duplicate
 from pipeline.jobs.explain import explain
 from pipeline.jobs.near_duplicates import flag_possible_duplicate
@@ -125,7 +126,9 @@ class JobStore(Accepting, Reaping, BatchSettling):
         REVIEW_REQUIRED ``duplicate_invoice`` instead (:mod:`pipeline.jobs.duplicates`);
         one another job's invoice may duplicate (same supplier and number, another
         total; or a number printed differently) ``possible_duplicate``
-        (:mod:`pipeline.jobs.near_duplicates`).
+        (:mod:`pipeline.jobs.near_duplicates`); a credit note is linked to the invoice
+        it credits, or reviewed when it names none the tenant has
+        (:mod:`pipeline.jobs.credit_notes`).
         """
         if decision not in (JobState.SUCCEEDED, JobState.REVIEW_REQUIRED):
             raise ValueError(f"succeed() takes SUCCEEDED or REVIEW_REQUIRED, not {decision}")
@@ -145,6 +148,9 @@ class JobStore(Accepting, Reaping, BatchSettling):
             )[lease.job_id]:
                 decision = JobState.REVIEW_REQUIRED
                 validation = flag_possible_duplicate(validation, possible)
+            if link := await link_credit_note(conn, lease.tenant_id, lease.job_id, result):
+                decision = JobState.REVIEW_REQUIRED
+                validation = flag_for_review(validation, link)
             reasons = validation.get("reasons") or []
             row = await conn.fetchrow(
                 q("job_settle_if_fenced"),

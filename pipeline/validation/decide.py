@@ -31,7 +31,8 @@ Rules (one function each, composed by :func:`validate`), by module:
   in the OCR text, registration);
 * :mod:`pipeline.validation.evidence`: each span resolved against the OCR text
   and showing its value;
-* :mod:`pipeline.validation.dates`: date plausibility.
+* :mod:`pipeline.validation.dates`: date plausibility;
+* :mod:`pipeline.validation.document_title`: a page titled as a credit note.
 
 The readings every rule uses (numbers and dates in any European locale, currency
 mentions, the comparison forms of text) are the invoice model's
@@ -50,6 +51,7 @@ from pipeline.invoice import Extraction, Reason, TenantMasterData
 from pipeline.validation.arithmetic import check_arithmetic
 from pipeline.validation.currency import check_currency
 from pipeline.validation.dates import check_dates
+from pipeline.validation.document_title import check_document_title
 from pipeline.validation.evidence import check_evidence
 from pipeline.validation.policy import (
     DEFAULT_POLICY,
@@ -91,5 +93,6 @@ def validate(
     reasons += check_iban(extraction, ocr_text, master_data)
     reasons += check_evidence(extraction, ocr_text)
     reasons += check_dates(extraction, today, policy)
+    reasons += check_document_title(extraction, ocr_text)
     decision = Decision.REVIEW_REQUIRED if reasons else Decision.SUCCEEDED
     return ValidationReport(decision, tuple(reasons), policy.version)

@@ -39,7 +39,9 @@ if TYPE_CHECKING:
 #: /2: dates read with CLDR month names of every European language (connective
 #: forms such as "5 de marzo de 2025"); a second currency counts only in the
 #: invoice's pricing lines (see :func:`pipeline.validation.currency.pricing_lines`).
-VALIDATION_POLICY_VERSION = "fenceline.validation/2"
+#: /3: a page titled as a credit note or correction is reviewed unless its XML states a
+#: credit note (:mod:`pipeline.validation.document_title`); a credit note needs no IBAN.
+VALIDATION_POLICY_VERSION = "fenceline.validation/3"
 
 
 class Decision(StrEnum):
@@ -213,7 +215,11 @@ _FIELD_GETTERS: Mapping[str, Callable[[Extraction], object]] = {
 def check_presence(
     extraction: Extraction, policy: ValidationPolicy = DEFAULT_POLICY
 ) -> list[Reason]:
-    """A required field that is null (or an empty list) and every field the model flagged."""
+    """A required field that is null (or an empty list) and every field the model flagged.
+
+    A credit note needs no IBAN: the supplier owes the amount, so its account is no
+    payee of the buyer's (and EN 16931 makes payment instructions optional on one)."""
+    exempt = {"iban"} if extraction.document_type == "credit_note" else set()
     reasons = [
         Reason(
             ReasonCode.MISSING_FIELD,
@@ -222,7 +228,7 @@ def check_presence(
             rule="validation.missing_field",
         )
         for path, get in _FIELD_GETTERS.items()
-        if path in policy.required_fields and get(extraction) is None
+        if path in policy.required_fields - exempt and get(extraction) is None
     ]
     reasons += [
         Reason(

@@ -3,7 +3,9 @@
 
 -- name: delivery_create_for_jobs
 -- Settle hook, inside the completion transaction: for each SUCCEEDED job of $1,
--- one delivery per active endpoint of its tenant whose filter takes $2. A body is
+-- one delivery per active endpoint of its tenant whose filter takes the job's event
+-- type: $3 for a credit note (its result's document_type), with the invoice it credits
+-- (credit_note_links) as data.credited_invoice, else $2. A body is
 -- rendered once, here, and its exact bytes are what every attempt signs and sends.
 -- When it created any, it wakes the dispatchers (one NOTIFY, delivered at commit).
 -- Returns how many it created.
@@ -16,7 +18,9 @@ WITH job AS (
   SELECT found.*
   FROM (SELECT DISTINCT unnest($1::uuid[]) AS id) AS i CROSS JOIN LATERAL (
     SELECT j.id, j.tenant_id, j.state_version, j.result_ref, j.validation_policy,
-           j.finished_at, r.result
+           j.finished_at, r.result,
+           CASE WHEN r.result->>'document_type' = 'credit_note' THEN $3::text
+                ELSE $2::text END AS event_type
     FROM extraction_jobs j JOIN extraction_results r ON r.job_id = j.id
     WHERE j.id = i.id AND j.state IS NOT DISTINCT FROM 'SUCCEEDED'
     OFFSET 0
@@ -24,25 +28,34 @@ WITH job AS (
 ),
 body AS (
   SELECT job.id, convert_to(jsonb_build_object(
-           'type', $2::text,
+           'type', job.event_type,
            'timestamp', to_char(job.finished_at AT TIME ZONE 'UTC',
                                 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
            'data', jsonb_build_object(
              'job_id', job.id, 'tenant_id', job.tenant_id, 'state', 'SUCCEEDED',
              'state_version', job.state_version, 'result_ref', job.result_ref,
-             'validation_policy', job.validation_policy, 'result', job.result))::text,
+             'validation_policy', job.validation_policy, 'result', job.result)
+             || CASE WHEN job.event_type = $3::text THEN jsonb_build_object(
+                  'credited_invoice', (
+                    SELECT jsonb_build_object(
+                             'job_id', l.invoice_job_id,
+                             'invoice_number', job.result->'preceding_invoice'->>'number')
+                    FROM credit_note_links l
+                    WHERE l.job_id = job.id AND l.tenant_id = job.tenant_id))
+                ELSE '{}'::jsonb END)::text,
          'UTF8') AS b
   FROM job
 ),
 created AS (
   INSERT INTO deliveries (id, tenant_id, endpoint_id, job_id, event_type, body, body_sha256,
                           state, next_attempt_at, horizon_start, created_at)
-  SELECT gen_random_uuid(), job.tenant_id, e.id, job.id, $2, body.b,
+  SELECT gen_random_uuid(), job.tenant_id, e.id, job.id, job.event_type, body.b,
          encode(sha256(body.b), 'hex'), 'pending', job.finished_at, job.finished_at,
          job.finished_at
   FROM job JOIN body ON body.id = job.id
   JOIN webhook_endpoints e ON e.tenant_id = job.tenant_id
-  WHERE e.state = 'active' AND (cardinality(e.event_types) = 0 OR $2 = ANY (e.event_types))
+  WHERE e.state = 'active'
+    AND (cardinality(e.event_types) = 0 OR job.event_type = ANY (e.event_types))
   ORDER BY job.id, e.id
   ON CONFLICT (endpoint_id, job_id, event_type) DO NOTHING
   RETURNING job_id

@@ -38,6 +38,15 @@ VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (ledger, job_id) DO UPDATE SET deliveries_seen = erp_postings.deliveries_seen + 1
 RETURNING (xmax = 0) AS inserted;
 
+-- name: erp_credit_note_posting_insert_if_new
+-- erp_posting_insert_if_new for a credit_note.created.v1: the posting is a credit
+-- ($6 the job of the invoice it credits, NULL: none), keyed apart from invoices.
+INSERT INTO erp_postings (ledger, job_id, delivery_id, invoice, invoice_key, kind,
+                          credits_job_id)
+VALUES ($1, $2, $3, $4, $5, 'credit_note', $6)
+ON CONFLICT (ledger, job_id) DO UPDATE SET deliveries_seen = erp_postings.deliveries_seen + 1
+RETURNING (xmax = 0) AS inserted;
+
 -- name: erp_inbox_mark_applied_if_unapplied
 -- The posting step runs once per accepted delivery: a duplicate of the same
 -- delivery id finds applied_at set and does nothing.
@@ -69,9 +78,14 @@ RETURNING job_id;
 
 -- name: erp_posting_list
 SELECT job_id, delivery_id, invoice, accepted_at, posted_at, effect_count, applications,
-       deliveries_seen
+       deliveries_seen, kind, credits_job_id
 FROM erp_postings WHERE ledger = $1 ORDER BY accepted_at, job_id;
 
 -- name: erp_posting_owner_of_invoice
 SELECT job_id, delivery_id, posted_at FROM erp_postings
 WHERE ledger = $1 AND invoice_key = $2;
+
+-- name: erp_posting_invoice_posted
+-- A credit note's invoice: posted in this ledger, as an invoice.
+SELECT job_id FROM erp_postings
+WHERE ledger = $1 AND job_id = $2 AND kind = 'invoice' AND posted_at IS NOT NULL;

@@ -476,3 +476,35 @@ SELECT job_id FROM invoice_near_keys WHERE tenant_id = $1 AND kind = $2 AND key_
 
 -- name: server_secret_get
 SELECT secret FROM server_secrets WHERE name = $1;
+
+-- name: credit_note_invoice_find
+-- The tenant's delivered invoices a credit note's preceding invoice reference names:
+-- the same supplier and invoice number ($2, $3: pipeline.identity's normal forms) in
+-- invoice_identities (its primary key's prefix), a SUCCEEDED job of the tenant whose
+-- result is an invoice (no document_type, or 'invoice'), never the credit note
+-- itself ($4). Two rows back are enough to tell one from several. The job is read
+-- through its primary key (the other conditions as IS NOT DISTINCT FROM: see
+-- tests/integration/test_query_plans.py).
+SELECT i.job_id
+FROM invoice_identities i
+JOIN extraction_jobs j ON j.id = i.job_id
+JOIN extraction_results r ON r.job_id = i.job_id
+WHERE i.tenant_id = $1 AND i.supplier = $2 AND i.invoice_number = $3
+  AND i.job_id <> $4
+  AND j.tenant_id IS NOT DISTINCT FROM $1 AND j.state IS NOT DISTINCT FROM 'SUCCEEDED'
+  AND coalesce(r.result->>'document_type', 'invoice') = 'invoice'
+ORDER BY i.job_id
+LIMIT 2;
+
+-- name: credit_note_link_upsert
+-- In the credit note's result transaction: the invoice it credits. A job settled
+-- again (a redrive) links anew. Returns the job (one row: written).
+INSERT INTO credit_note_links (job_id, tenant_id, invoice_job_id)
+VALUES ($1, $2, $3)
+ON CONFLICT (job_id) DO UPDATE SET invoice_job_id = EXCLUDED.invoice_job_id, created_at = now()
+WHERE credit_note_links.tenant_id = EXCLUDED.tenant_id
+RETURNING job_id;
+
+-- name: credit_note_link_delete_for_job
+-- A credit note settled again whose reference no longer finds its invoice.
+DELETE FROM credit_note_links WHERE job_id = $1 AND tenant_id = $2;

@@ -21,7 +21,7 @@ import pytest
 from pipeline.clock import ManualClock
 from pipeline.delivery import VerificationKey
 from pipeline.delivery.signing import generate_secret, sign, webhook_headers
-from pipeline.jobs import EVENT_COMPLETED
+from pipeline.jobs import EVENT_COMPLETED, EVENT_CREDIT_NOTE_CREATED
 from tests.support.delivery import Receiver, fetch, invoice, postings
 
 pytestmark = pytest.mark.integration
@@ -314,3 +314,46 @@ async def test_cli_receiver_subprocess_with_the_fault_api(dsn: str, pool: asyncp
         proc.send_signal(signal.SIGTERM)
         # uvicorn shuts down gracefully, then re-raises the signal it captured.
         assert proc.wait(15) in (0, -signal.SIGTERM)
+
+
+def credit_note(job_id: uuid.UUID, credited: uuid.UUID | None, number: str = "CN-1") -> bytes:
+    result = {**invoice(7), "invoice_number": number, "document_type": "credit_note"}
+    credits = None if credited is None else {"job_id": str(credited), "invoice_number": "INV-7"}
+    body = {
+        "type": EVENT_CREDIT_NOTE_CREATED,
+        "timestamp": "2026-11-30T10:00:00.000000Z",
+        "data": {"job_id": str(job_id), "result": result, "credited_invoice": credits},
+    }
+    return json.dumps(body, separators=(", ", ": ")).encode()
+
+
+async def test_a_credit_note_is_posted_as_a_credit_of_a_posted_invoice_only(
+    erp: Erp, pool: asyncpg.Pool
+) -> None:
+    """A credit for an invoice the ledger never posted is refused (409, nothing kept);
+    one for a posted invoice is posted once, as a credit naming it; one that credits no
+    invoice is posted unlinked. A credit note's result under the invoice event type is
+    no credit note to the ERP, and a credit note event whose result is none is refused."""
+    invoice_job, credit_job, free_job = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    early = await erp.post(credit_note(credit_job, invoice_job), "msg_early")
+    assert (early.status_code, early.json()["result"]) == (409, "credited_invoice_unknown")
+    assert await fetch(pool, "SELECT 1 FROM erp_inbox WHERE delivery_id = 'msg_early'") == []
+    assert (await erp.post(event(invoice_job), "msg_invoice")).status_code == 200
+    for msg in ("msg_credit", "msg_credit"):  # the second: a duplicate of the same delivery
+        assert (await erp.post(credit_note(credit_job, invoice_job), msg)).status_code == 200
+    assert (await erp.post(credit_note(free_job, None, "CN-2"), "msg_free")).status_code == 200
+    mislabelled = json.loads(credit_note(uuid.uuid4(), None, "CN-3"))
+    mislabelled["data"]["result"].pop("document_type")
+    wrong = await erp.post(json.dumps(mislabelled).encode(), "msg_wrong")
+    assert wrong.status_code == 400
+    rows = await fetch(
+        pool,
+        "SELECT job_id, kind, credits_job_id, applications, effect_count FROM erp_postings"
+        " WHERE ledger = $1 ORDER BY accepted_at",
+        erp.receiver.ledger,
+    )
+    assert [tuple(r.values()) for r in rows] == [
+        (invoice_job, "invoice", None, 1, 1),
+        (credit_job, "credit_note", invoice_job, 1, 1),
+        (free_job, "credit_note", None, 1, 1),
+    ]

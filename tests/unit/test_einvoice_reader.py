@@ -35,7 +35,7 @@ EXPECTED: dict[str, tuple[Any, ...]] = {
          "218.48", "14.99", "233.47", None],
         2, ("Nougat de l'Abbaye 250g", "5.000", "4.10", "20.48", "20.00"),
         [("20.00", "20.48", "4.10"), ("5.50", "198.00", "10.89")],
-        ["credit_note"],
+        [],  # a credit note (381) contract v3 holds
     ),
     "EN16931_Rabatte.pdf": (
         "factur-x.xml",

@@ -69,3 +69,19 @@ def test_a_result_read_from_the_text_is_not_called_an_xml_read() -> None:
         "  invoice_number = '471102'  <- page 1 [10:16] '471102' (exact)",
     ]
     assert result_lines(result_section(None, [], [])) == ["result: none"]
+
+
+def test_a_credit_note_is_explained_as_one_with_the_invoice_it_credits() -> None:
+    xml = (DATA / "credit_notes" / "BIS_Billing_30-Kreditering_med_kreditnota.xml").read_bytes()
+    outcome = interpret_einvoice(xml, TenantMasterData(()), today=date(2018, 2, 11))
+    report = outcome.report.as_dict()
+    stored = {"result": outcome.result(), "validation": report, "decision": report["decision"]}
+    attempt = {"engine": "ubl-xml/1", "prompt_tokens": 0, "completion_tokens": 0}
+    section = result_section(stored, [attempt], [])
+    assert section is not None and section["document_type"] == "credit_note"
+    lines = result_lines(section)
+    assert lines[0].startswith("result: REVIEW_REQUIRED (credit note), read from the e-invoice's")
+    assert (
+        "  preceding_invoice = '2018133'  <- xml"
+        " /ubl:CreditNote/cac:BillingReference/cac:InvoiceDocumentReference/cbc:ID" in lines
+    )

@@ -433,8 +433,13 @@ def test_table_covers_every_reason_code() -> None:
     # duplicate_invoice from the job store: tests/integration/test_duplicate_invoices.py;
     # ocr_unverified from the worker's interpretation: tests/unit/test_document_stage.py;
     # the e-invoice reader's three: tests/unit/test_einvoice_reader.py;
-    # amount_due_differs from grounding's page check: tests/unit/test_amount_due.py.
+    # amount_due_differs from grounding's page check: tests/unit/test_amount_due.py;
+    # the credit notes' three: tests/unit/test_credit_notes.py and
+    # tests/integration/test_credit_note_delivery.py.
     elsewhere = {
+        ReasonCode.CREDIT_NOTE_UNSUPPORTED_ON_TEXT,
+        ReasonCode.CREDIT_NOTE_REFERENCE_UNKNOWN,
+        ReasonCode.CREDIT_NOTE_REFERENCE_AMBIGUOUS,
         ReasonCode.AMOUNT_DUE_DIFFERS,
         ReasonCode.EINVOICE_NOT_HOLDABLE,
         ReasonCode.EINVOICE_INVALID,
