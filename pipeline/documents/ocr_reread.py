@@ -75,9 +75,15 @@ def word_strip(image: Image.Image, words: list[TsvWord]) -> WordStrip | None:
     for word in words:
         box = word.box
         margin = max(4, round((box.bottom - box.top) * _MARGIN))
+        # within the page: Pillow fills a crop past the image's edge with black
         cuts.append(
             image.crop(
-                (box.left - margin, box.top - margin, box.right + margin, box.bottom + margin)
+                (
+                    max(0, box.left - margin),
+                    max(0, box.top - margin),
+                    min(image.width, box.right + margin),
+                    min(image.height, box.bottom + margin),
+                )
             )
         )
     gap = round(max(cut.height for cut in cuts) * _GAP)

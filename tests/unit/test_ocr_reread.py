@@ -77,6 +77,20 @@ def test_the_strip_holds_each_word_cut_out_on_a_row_of_its_own() -> None:
     assert word_strip(page, []) is None
 
 
+def test_a_word_at_the_pages_edge_is_cut_within_the_page() -> None:
+    page = Image.new("L", (200, 100), 255)
+    ImageDraw.Draw(page).rectangle((0, 0, 39, 29), fill=0)
+    strip = word_strip(page, [TsvWord("ab", PixelBox(0, 0, 40, 30), 70.0, 1, 1)])
+    assert strip is not None
+    image = Image.open(io.BytesIO(strip.png))
+    ((top, bottom),) = strip.rows
+    assert bottom - top == 30 + 10  # the margin below only
+    assert image.width == 40 + 10 + 2 * 20
+    # no black band where the margin would reach past the page: the ink is the word's
+    ink = image.point(lambda v: 255 if v < 128 else 0).getbbox()
+    assert ink == (20, top, 60, top + 30)
+
+
 def _strip(*words: TsvWord) -> WordStrip:
     return WordStrip(b"", words, tuple((100 + 100 * i, 140 + 100 * i) for i in range(len(words))))
 
