@@ -4,9 +4,12 @@ One page at a time: the image is normalised (:mod:`pipeline.documents.page_image
 turned upright by tesseract's orientation detection where its ``osd`` data is
 installed), sent to the tesseract binary (:mod:`pipeline.documents.tesseract`, a
 subprocess with a time limit that orientation and recognition share) and its TSV read
-back (:mod:`pipeline.documents.ocr_layout`). The result keeps pixels (the normalised
-image's: that is the image a page view shows) and, where the resolution is known,
-converts to PDF points (72 per inch) like the text layer.
+back (:mod:`pipeline.documents.ocr_layout`); the words it read under 90 are read
+again alone, one more tesseract run for all of them, and keep the higher confidence
+where both readings spell them alike (:mod:`pipeline.documents.ocr_reread`). The
+result keeps pixels (the normalised image's: that is the image a page view shows)
+and, where the resolution is known, converts to PDF points (72 per inch) like the
+text layer.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ from pipeline.documents.ocr_layout import (
     OcrLine,
     OcrWord,
     PixelBox,
+    TsvWord,
     layout_text,
     parse_tsv,
     tesseract_lines,
 )
+from pipeline.documents.ocr_reread import confirm, uncertain, word_strip
 from pipeline.documents.page_image import PageImage, normalise
 from pipeline.documents.tesseract import (
     choose_languages,
@@ -128,7 +133,7 @@ def _recognise(page: PageImage, languages: str, deadline: float, settings: Setti
         seconds=_left(deadline, page.number, settings),
         page=page.number,
     )
-    words = parse_tsv(tsv)
+    words = _reread(page, parse_tsv(tsv), languages, deadline, settings)
     text, placed = layout_text(words)
     width, height = page.image.size
     return OcrPage(
@@ -142,6 +147,26 @@ def _recognise(page: PageImage, languages: str, deadline: float, settings: Setti
         placed,
         tesseract_lines(words),
     )
+
+
+def _reread(
+    page: PageImage, words: list[TsvWord], languages: str, deadline: float, settings: Settings
+) -> list[TsvWord]:
+    """The page's words, those it read uncertainly read again alone
+    (:mod:`pipeline.documents.ocr_reread`: only confidences move, only where both
+    readings agree), within the page's time limit."""
+    strip = word_strip(page.image, uncertain(words))
+    if strip is None:
+        return words
+    tsv = run_tesseract(
+        strip.png,
+        binary=settings.ocr_tesseract,
+        languages=languages,
+        dpi=round(page.dpi or settings.ocr_dpi),
+        seconds=_left(deadline, page.number, settings),
+        page=page.number,
+    )
+    return confirm(words, strip, tsv)
 
 
 def _left(deadline: float, number: int, settings: Settings) -> float:

@@ -188,3 +188,21 @@ def test_a_150_dpi_noisy_scan_reads_its_rates_and_decimal_amounts() -> None:
     for amount in ("1387,10", "7983,92", "3065,70", "2401,28", "18967,75", "41396,42", "6359,88"):
         assert amount in document.text.split(), amount
     assert sum(row.count("22 %") for row in rows) >= 7
+
+
+def test_words_read_uncertainly_in_their_row_are_read_again_alone() -> None:
+    # The same 150-dpi table: read as one block of rows, tesseract gives 12 of its "22"
+    # and "%" words 85-90 (21 of its 98 words under 90); read again alone, alike and sure.
+    from benchmarks.invoices.files import ScanSettings, pdf_bytes, scan_bytes
+
+    scan = ScanSettings(dpi=150, skew=0.4, blur=0.33, noise=9.0, jpeg_quality=70, format="PNG")
+    settings = Settings(ocr_languages="ita", ocr_detect_orientation=False, ocr_page_seconds=600)
+    document = _read(scan_bytes(pdf_bytes(_TABLE), scan, seed=5001), settings)
+    words = [w for page in document.pages if page.ocr for w in page.ocr.words]
+    rates = [w for w in words if w.text in ("22", "%")]
+    assert len(rates) >= 14
+    assert min(w.confidence for w in rates) >= 90
+    assert sum(w.confidence < 90 for w in words) <= 8
+    # only confidences move: every word is still a printed one or one OCR read before
+    printed = set(_TABLE.split())
+    assert sum(w.text in printed for w in words) >= 90
