@@ -23,7 +23,10 @@ Per delivery:
    supplier, number and gross total): 409 ``{"result": "duplicate_invoice",
    "posted_job_id": ...}``, keeping nothing of that delivery. The sender records
    that answer (the delivery fails with reason ``duplicate_invoice``); retrying
-   would only be refused again.
+   would only be refused again;
+7. apply ``invoice.superseded.v1`` in the inbox transaction: the old job's posting
+   is marked superseded and releases its invoice key (``erp_supersessions``), so the
+   new version, which Fenceline delivers only after this one, posts.
 
 Its tables (``erp_inbox``, ``erp_postings``) are not the product's: they are the
 migrations of ``sql/erp/``, which :func:`migrate_erp` applies (the receiver does at
@@ -67,7 +70,7 @@ from pipeline.delivery import (
     Verifier,
 )
 from pipeline.identity import DUPLICATE_INVOICE, invoice_identity
-from pipeline.jobs import EVENT_COMPLETED
+from pipeline.jobs import EVENT_COMPLETED, EVENT_SUPERSEDED
 from pipeline.queries import SQL_DIR, q
 
 log = logging.getLogger(__name__)
@@ -233,13 +236,32 @@ def invoice_key(invoice: Any) -> str | None:
     return f"{ident.supplier}|{ident.invoice_number}|{ident.gross_total}"
 
 
+@dataclass(frozen=True)
+class Supersession:
+    """An ``invoice.superseded.v1``: ``job_id``'s invoice is replaced by ``superseded_by``."""
+
+    job_id: uuid.UUID
+    superseded_by: uuid.UUID
+    version: int
+
+
 def _validate(event: Any, tenant_id: uuid.UUID | None) -> tuple[str, uuid.UUID | None, Any]:
-    """(event type, job id, invoice) of a well-formed event; ValueError otherwise."""
+    """(event type, job id, invoice) of a well-formed event; ValueError otherwise.
+    For ``invoice.superseded.v1`` the third is a :class:`Supersession`."""
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
         raise ValueError("event must be an object with a string 'type'")
     data = event.get("data")
     if not isinstance(data, dict):
         raise ValueError("event 'data' must be an object")
+    if event["type"] == EVENT_SUPERSEDED:
+        if tenant_id is not None and str(data.get("tenant_id")) != str(tenant_id):
+            raise ValueError("event names a tenant this endpoint does not serve")
+        withdrawal = Supersession(
+            uuid.UUID(str(data.get("job_id"))),
+            uuid.UUID(str(data.get("superseded_by"))),
+            int(str(data.get("version"))),
+        )
+        return event["type"], None, withdrawal
     if event["type"] != EVENT_COMPLETED:
         return event["type"], None, None
     job_id = uuid.UUID(str(data.get("job_id")))
@@ -301,6 +323,23 @@ def create_app(
                     return "conflict"
                 await conn.fetchval(q("erp_inbox_count_duplicate"), config.ledger, delivery_id)
                 return "duplicate"
+            if isinstance(invoice, Supersession):
+                # Withdraw the old version now: its posting releases its invoice key,
+                # so the new version (which Fenceline sends after this) can post.
+                await conn.fetchval(
+                    q("erp_supersession_insert_if_new"),
+                    config.ledger,
+                    invoice.job_id,
+                    invoice.superseded_by,
+                    invoice.version,
+                    delivery_id,
+                )
+                await conn.fetchval(
+                    q("erp_posting_supersede_if_current"),
+                    config.ledger,
+                    invoice.job_id,
+                    invoice.superseded_by,
+                )
             if job_id is not None:
                 await conn.fetchval(
                     q("erp_posting_insert_if_new"),

@@ -33,7 +33,7 @@ import asyncpg
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.database import fetch_dicts, fetch_owned
 from pipeline.errors import NotFound
-from pipeline.jobs import EVENT_COMPLETED, JobStore, Settled
+from pipeline.jobs import EVENT_COMPLETED, EVENT_SUPERSEDED, JobStore, Settled
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import JobState
@@ -82,6 +82,10 @@ TRANSITIONS: frozenset[tuple[DeliveryState, DeliveryState]] = frozenset(
 class DeliveryCreation:
     """JobStore settle hook: create deliveries for SUCCEEDED jobs, in their transaction.
 
+    A job that superseded another's invoice version (``Settled.supersedes``) also
+    creates ``invoice.superseded.v1`` for the old job, and its own deliveries wait
+    for that one at each endpoint (``after_id``), so the ERP sees them in order.
+
     :func:`job_store` registers it (as :data:`delivery_settle_hook`); build the
     system's store with that, so no caller can forget it. Idempotent (one delivery
     per endpoint, job and event type); other outcomes deliver nothing. A batch
@@ -95,6 +99,19 @@ class DeliveryCreation:
         ids = [s.job_id for s in settled if s.state is JobState.SUCCEEDED]
         if ids:
             await conn.fetchrow(q("delivery_create_for_jobs"), ids, EVENT_COMPLETED)
+        pairs = [
+            (s.job_id, s.supersedes)
+            for s in settled
+            if s.state is JobState.SUCCEEDED and s.supersedes is not None
+        ]
+        if pairs:  # the old version's withdrawal first, then the new version
+            await conn.fetchrow(
+                q("delivery_create_for_supersessions"),
+                [new for new, _ in pairs],
+                [old for _, old in pairs],
+                EVENT_SUPERSEDED,
+                EVENT_COMPLETED,
+            )
 
 
 #: The system's delivery settle hook (a :class:`~pipeline.jobs.BatchSettleHook`).

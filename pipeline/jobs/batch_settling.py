@@ -45,6 +45,7 @@ from pipeline.jobs.records import (
     settled_from_row,
 )
 from pipeline.jobs.settling import Settling, summarise_reasons
+from pipeline.jobs.versions import flag_possible_amendment
 from pipeline.queries import q
 from pipeline.states import JobState
 from pipeline.usage import AttemptUsage
@@ -82,13 +83,18 @@ class BatchSettling(Settling):
         async with self.pool.acquire() as conn:
             if self.settle_hooks or self._claims_invoices(batch):
                 async with conn.transaction():
+                    supersedes: dict[uuid.UUID, uuid.UUID] = {}
                     if self.settings.duplicate_invoice_check:
-                        # As succeed() does: the first job to commit an invoice owns it.
-                        # A stale attempt's claim names its own job, which a later owner
-                        # of the job keeps.
-                        batch, flagged = await _claim_all(conn, batch)
-                        batch = await self._flag_possible_duplicates(conn, batch, flagged)
-                    won = await self._settle_statement(conn, batch)
+                        # As succeed() does: versions first, then the first job to commit
+                        # an invoice owns it. A stale attempt's claim names its own job,
+                        # which a later owner of the job keeps.
+                        batch, amended, supersedes = await self._claim_versions(conn, batch)
+                        batch, flagged = await _claim_all(conn, batch, amended)
+                        batch = await self._flag_possible_duplicates(conn, batch, flagged | amended)
+                    won = {
+                        job: replace(s, supersedes=supersedes.get(job))
+                        for job, s in (await self._settle_statement(conn, batch)).items()
+                    }
                     await self._run_hooks_many(conn, _in_batch_order(won, batch))
             else:  # nothing to write but the one statement: it is its own transaction
                 won = await self._settle_statement(conn, batch)
@@ -97,6 +103,33 @@ class BatchSettling(Settling):
         settled = sorted(won.values(), key=lambda s: by_order[s.job_id])
         lost = [s.lease for s in successes if s.lease.job_id not in won]
         return BatchSettled(settled=settled, lost=lost)
+
+    async def _claim_versions(
+        self, conn: asyncpg.Connection, batch: Sequence[Success]
+    ) -> tuple[list[Success], set[uuid.UUID], dict[uuid.UUID, uuid.UUID]]:
+        """The version step of each job, in job order (:mod:`pipeline.jobs.versions`):
+        the batch with possible amendments settled for review, those jobs, and the job
+        each superseding job superseded."""
+        out: list[Success] = []
+        amended: set[uuid.UUID] = set()
+        supersedes: dict[uuid.UUID, uuid.UUID] = {}
+        for s in batch:
+            version = await self._claim_version(conn, s.lease.tenant_id, s.lease.job_id, s.result)
+            if version is None:
+                out.append(s)
+            elif version.superseded:
+                supersedes[s.lease.job_id] = version.other_job
+                out.append(s)
+            else:
+                amended.add(s.lease.job_id)
+                out.append(
+                    replace(
+                        s,
+                        decision=JobState.REVIEW_REQUIRED,
+                        validation=flag_possible_amendment(s.validation, version),
+                    )
+                )
+        return out, amended, supersedes
 
     async def _flag_possible_duplicates(
         self, conn: asyncpg.Connection, batch: Sequence[Success], flagged: set[uuid.UUID]
@@ -165,16 +198,22 @@ class BatchSettling(Settling):
 
 
 async def _claim_all(
-    conn: asyncpg.Connection, batch: Sequence[Success]
+    conn: asyncpg.Connection, batch: Sequence[Success], skip: set[uuid.UUID]
 ) -> tuple[list[Success], set[uuid.UUID]]:
     """The batch, each settled for review ``duplicate_invoice`` when another job holds
-    its invoice (one statement for the invoices no job holds yet), and those jobs."""
+    its invoice (one statement for the invoices no job holds yet), and those jobs.
+    The jobs in ``skip`` (held for review already) claim nothing."""
     others = await claim_invoices(
-        conn, [(s.lease.tenant_id, s.lease.job_id, s.result) for s in batch]
+        conn,
+        [
+            (s.lease.tenant_id, s.lease.job_id, s.result)
+            for s in batch
+            if s.lease.job_id not in skip
+        ],
     )
     out = [
         s
-        if (other := others[s.lease.job_id]) is None
+        if (other := others.get(s.lease.job_id)) is None
         else replace(
             s, decision=JobState.REVIEW_REQUIRED, validation=flag_duplicate(s.validation, other)
         )

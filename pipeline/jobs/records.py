@@ -26,6 +26,9 @@ EVENT_REVIEW = "extraction.review_required.v1"
 EVENT_FAILED = "extraction.failed.v1"
 EVENT_DEAD_LETTERED = "extraction.dead_lettered.v1"
 EVENT_CANCELLED = "extraction.cancelled.v1"
+#: Delivered for a job whose invoice version a later job superseded, before that job's
+#: result (pipeline/jobs/versions.py).
+EVENT_SUPERSEDED = "invoice.superseded.v1"
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,9 @@ class Settled:
     finished_at: datetime | None = None
     #: When a reviewer decided (review decisions only; the review-latency SLI).
     decided_at: datetime | None = None
+    #: The job whose invoice version this one superseded (pipeline/jobs/versions.py):
+    #: the delivery hook sends ``invoice.superseded.v1`` for it first.
+    supersedes: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -258,5 +264,5 @@ def settled_from_row(row: Any, **extra: Any) -> Settled:
         convert={"state": JobState},
         optional={"created_at", "finished_at"},
         # Never read from the row, even where it has such a column: only the caller says.
-        **{"retry_at": None, "reason": None, "decided_at": None, **extra},
+        **{"retry_at": None, "reason": None, "decided_at": None, "supersedes": None, **extra},
     )
