@@ -77,6 +77,7 @@ from pipeline.jobs.retention import (
 )
 from pipeline.jobs.slis import JobMetrics, default_job_metrics
 from pipeline.jobs.store import JobStore
+from pipeline.jobs.versions import VERSION_POLICIES, set_version_policy
 
 __all__ = [
     "EVENT_CANCELLED",
@@ -86,6 +87,7 @@ __all__ = [
     "EVENT_REQUESTED",
     "EVENT_SUPERSEDED",
     "SECTIONS",
+    "VERSION_POLICIES",
     "AcceptRequest",
     "Accepted",
     "AdmissionCheck",
@@ -145,6 +147,7 @@ __all__ = [
     "run_retention",
     "set_legal_hold",
     "set_retention_policy",
+    "set_version_policy",
     "settled_from_row",
     "setup_database",
 ]

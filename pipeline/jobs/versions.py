@@ -39,7 +39,7 @@ from typing import Any
 
 import asyncpg
 
-from pipeline.errors import VersionConflict
+from pipeline.errors import NotFound, VersionConflict
 from pipeline.identity import InvoiceIdentity, invoice_identity
 from pipeline.queries import q
 
@@ -293,10 +293,14 @@ def flag_possible_amendment(
     }
 
 
-async def set_version_policy(pool: asyncpg.Pool, tenant_id: uuid.UUID, policy: str) -> None:
-    """Set the tenant's ``invoice_version_policy`` (:data:`VERSION_POLICIES`)."""
+async def set_version_policy(conn: asyncpg.Connection, tenant_id: uuid.UUID, policy: str) -> None:
+    """Set the tenant's ``invoice_version_policy`` (:data:`VERSION_POLICIES`).
+
+    Raises:
+        ValueError: not a policy.
+        NotFound: no such tenant.
+    """
     if policy not in VERSION_POLICIES:
-        raise ValueError(f"invoice version policy must be one of {VERSION_POLICIES}")
-    async with pool.acquire() as conn:
-        if await conn.fetchval(q("tenant_invoice_version_policy_set"), tenant_id, policy) is None:
-            raise LookupError(f"no tenant {tenant_id}")
+        raise ValueError(f"invoice version policy must be one of {', '.join(VERSION_POLICIES)}")
+    if await conn.fetchval(q("tenant_invoice_version_policy_set"), tenant_id, policy) is None:
+        raise NotFound(f"tenant {tenant_id}")

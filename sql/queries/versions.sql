@@ -62,22 +62,15 @@ UPDATE invoice_near_keys SET job_id = $3
 WHERE job_id = $2 AND tenant_id = $1
 RETURNING kind;
 
--- name: invoice_version_list_for_job
--- Explain and tests: the versions of the identity job $1 belongs to, oldest first.
-SELECT v.version, v.job_id, v.issue_date, v.supersedes, v.superseded_by, v.superseded_at
-FROM invoice_versions v
-JOIN invoice_versions mine ON mine.tenant_id = v.tenant_id
-  AND mine.document_type = v.document_type AND mine.key_hash = v.key_hash
-WHERE mine.job_id = $1 AND mine.tenant_id = $2
-ORDER BY v.version;
-
 -- name: tenant_invoice_version_policy_set
 UPDATE tenants SET invoice_version_policy = $2 WHERE id = $1
 RETURNING invoice_version_policy;
 
 -- name: result_for_review_supersede
 -- A REVIEW_REQUIRED job's stored result and validation (the reviewer's approval of a
--- possible amendment supersedes the version it names).
+-- possible amendment supersedes the version it names). The job is read by its
+-- primary key (with "j.tenant_id = $2" the planner reads the tenant's state-page
+-- index instead).
 SELECT r.result, r.validation FROM extraction_results r
 JOIN extraction_jobs j ON j.id = r.job_id
-WHERE r.job_id = $1 AND j.tenant_id = $2;
+WHERE r.job_id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2;

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import uuid
 from typing import Any
 
@@ -20,9 +23,16 @@ import asyncpg
 import pytest
 
 from pipeline.errors import VersionConflict
-from pipeline.jobs import EVENT_COMPLETED, EVENT_SUPERSEDED, AcceptRequest, DocumentIn, JobStore
+from pipeline.jobs import (
+    EVENT_COMPLETED,
+    EVENT_SUPERSEDED,
+    AcceptRequest,
+    DocumentIn,
+    JobStore,
+    Success,
+    set_version_policy,
+)
 from pipeline.jobs.records import ReviewDecided
-from pipeline.jobs.versions import set_version_policy
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from pipeline.tenants import Tenant, create_api_key
@@ -49,6 +59,11 @@ def invoice(
         "issue_date": {"value": date},
         **extra,
     }
+
+
+async def policy(pool: asyncpg.Pool, tenant: Tenant, name: str) -> None:
+    async with pool.acquire() as conn:
+        await set_version_policy(conn, tenant.id, name)
 
 
 async def settle(store: JobStore, tenant: Tenant, result: dict[str, Any]) -> uuid.UUID:
@@ -142,7 +157,7 @@ async def test_the_same_issue_date_stays_a_duplicate(
 ) -> None:
     store = JobStore(pool, Settings())
     tenant = await new_tenant(pool)
-    await set_version_policy(pool, tenant.id, "auto_supersede")  # not an amendment either way
+    await policy(pool, tenant, "auto_supersede")  # not an amendment either way
     first = await settle(store, tenant, invoice())
     later = await settle(store, tenant, second)
     state, [reason] = await job(pool, later)
@@ -177,7 +192,7 @@ async def test_another_document_type_or_number_is_another_invoice(pool: asyncpg.
 async def test_auto_supersede_makes_the_later_job_the_next_version(pool: asyncpg.Pool) -> None:
     store = JobStore(pool, Settings())
     tenant = await new_tenant(pool)
-    await set_version_policy(pool, tenant.id, "auto_supersede")
+    await policy(pool, tenant, "auto_supersede")
     first = await settle(store, tenant, invoice())
     second = await settle(store, tenant, invoice(date="2026-11-20"))
     third = await settle(store, tenant, invoice(gross="1300.00", date="2026-11-25"))
@@ -200,7 +215,7 @@ async def test_two_versions_racing_decide_once(pool: asyncpg.Pool) -> None:
     store = JobStore(pool, Settings())
     for round_ in range(RACE_ROUNDS):
         tenant = await new_tenant(pool)
-        await set_version_policy(pool, tenant.id, "auto_supersede")
+        await policy(pool, tenant, "auto_supersede")
         first = await settle(store, tenant, invoice())
         for i in range(2):
             await store.accept(AcceptRequest(tenant.id, f"v{i}", DocumentIn(f"version {i}")))
@@ -243,6 +258,55 @@ async def test_two_approved_amendments_supersede_once(pool: asyncpg.Pool) -> Non
     assert await versions(pool, tenant) == [(1, first, None, won), (2, won, first, None)]
 
 
+@pytest.mark.parametrize("rule", ["review", "auto_supersede"])
+async def test_a_batch_decides_versions_as_one_at_a_time_does(
+    pool: asyncpg.Pool, rule: str
+) -> None:
+    """Group commit runs the version step too: a possible amendment in a batch is held
+    (review) or supersedes (auto_supersede, with the supersede delivery created and
+    the new version's delivery held behind it); the rest of the batch is untouched."""
+    store = job_store(pool)
+    tenant = await new_tenant(pool)
+    await policy(pool, tenant, rule)
+    await registry_for(pool).register(tenant.id, "http://127.0.0.1:9/erp")
+    first = await settle(store, tenant, invoice())
+    for i in range(2):
+        await store.accept(AcceptRequest(tenant.id, f"b{i}", DocumentIn(f"doc {i}")))
+    a, b = await store.claim("w", limit=2)
+    batch = await store.succeed_many(
+        [
+            Success(a, result=invoice(date="2026-11-20")),
+            Success(b, result=invoice(number="INV-0099")),
+        ]
+    )
+    by_job = {s.job_id: s for s in batch.settled}
+    assert by_job[b.job_id].state is JobState.SUCCEEDED
+    deliveries = await fetch(
+        pool,
+        "SELECT job_id, event_type, after_id IS NOT NULL AS held FROM deliveries"
+        " WHERE tenant_id = $1 AND job_id <> $2",
+        tenant.id,
+        b.job_id,
+    )
+    got = {(r["job_id"], r["event_type"], r["held"]) for r in deliveries}
+    if rule == "review":
+        state, [reason] = await job(pool, a.job_id)
+        assert (state, reason["code"]) == ("REVIEW_REQUIRED", "possible_amendment")
+        assert got == {(first, EVENT_COMPLETED, False)}
+        assert set(await versions(pool, tenant)) == {
+            (1, first, None, None),
+            (1, b.job_id, None, None),
+        }
+        return
+    assert by_job[a.job_id].state is JobState.SUCCEEDED
+    assert by_job[a.job_id].supersedes == first
+    assert got == {
+        (first, EVENT_COMPLETED, False),
+        (first, EVENT_SUPERSEDED, False),
+        (a.job_id, EVENT_COMPLETED, True),
+    }
+
+
 async def erp_rows(pool: asyncpg.Pool, ledger: str) -> list[tuple[str, Any, Any]]:
     """(event type, job of a posting or superseded job, superseded by) in ERP arrival order."""
     rows = await fetch(
@@ -265,7 +329,7 @@ async def test_the_erp_receives_the_supersede_before_the_new_version(
     first: the new version's delivery is held until the supersede is delivered."""
     store = job_store(pool)
     tenant = await new_tenant(pool)
-    await set_version_policy(pool, tenant.id, path if path == "auto_supersede" else "review")
+    await policy(pool, tenant, path if path == "auto_supersede" else "review")
     receiver, _ = await reserve_receiver(dsn, registry_for(pool), tenant)
     with receiver as erp:
         dispatcher = dispatcher_for(pool, per_endpoint_concurrency=4)
@@ -318,3 +382,29 @@ async def test_the_erp_receives_the_supersede_before_the_new_version(
         str(second),
         2,
     )
+
+
+async def test_an_operator_sets_the_version_policy_with_the_cli(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    tenant = await new_tenant(pool)
+
+    def fenceline(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "cluster.cli", "tenants", "version-policy", *args],
+            env={**os.environ, "FENCELINE_DATABASE_URL": dsn},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    done = fenceline("--tenant-id", str(tenant.id), "auto_supersede")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["invoice_version_policy"] == "auto_supersede"
+    refused = fenceline("--tenant-id", str(tenant.id), "sometimes")
+    assert refused.returncode == 2
+    policy = await fetch(
+        pool, "SELECT invoice_version_policy AS p FROM tenants WHERE id = $1", tenant.id
+    )
+    assert policy == [{"p": "auto_supersede"}]
