@@ -112,9 +112,11 @@ class ReviewService:
         Raises:
             NotFound: no such job for this tenant.
             ApiProblem: 403 without a review scope; 409 when the job is not awaiting
-                review, its state_version moved on, or ``approve`` meets a result
-                that failed schema validation; 422 ``unsafe_text`` for a note with
-                a hidden character.
+                review, its state_version moved on, ``approve`` meets a result
+                that failed schema validation, or ``approve`` of a possible amendment
+                whose earlier version another decision superseded first
+                (``version_conflict``); 422 ``unsafe_text`` for a note with a hidden
+                character.
         """
         refuse_unsafe_text("note", body.note, multiline=True)
         async with (

@@ -20,8 +20,10 @@ import uuid
 from typing import Any
 
 import asyncpg
+import httpx
 import pytest
 
+from pipeline.api.app import app_from_env
 from pipeline.errors import VersionConflict
 from pipeline.jobs import (
     EVENT_COMPLETED,
@@ -36,6 +38,7 @@ from pipeline.jobs.records import ReviewDecided
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from pipeline.tenants import Tenant, create_api_key
+from tests.support.api import loopback_server, tenant_with_key
 from tests.support.delivery import dispatcher_for, fetch, job_store, registry_for, reserve_receiver
 from tests.support.jobs import new_tenant
 
@@ -305,6 +308,37 @@ async def test_a_batch_decides_versions_as_one_at_a_time_does(
         (first, EVENT_SUPERSEDED, False),
         (a.job_id, EVENT_COMPLETED, True),
     }
+
+
+async def test_a_late_approval_over_the_api_is_409_version_conflict(
+    pool: asyncpg.Pool, dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two possible amendments of one version: the first approval over the API
+    supersedes it; the second is 409 ``version_conflict`` and leaves its job in review."""
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+    store = JobStore(pool, Settings())
+    first = await settle(store, tk.tenant, invoice())
+    a = await settle(store, tk.tenant, invoice(date="2026-11-20"))
+    b = await settle(store, tk.tenant, invoice(date="2026-11-21"))
+    monkeypatch.setenv("FENCELINE_DATABASE_URL", dsn)
+    app = app_from_env()
+    answers = []
+    async with loopback_server(app) as base, httpx.AsyncClient(base_url=base, timeout=10) as c:
+        for job_id in (a, b):
+            version = (
+                await fetch(pool, "SELECT state_version FROM extraction_jobs WHERE id = $1", job_id)
+            )[0]["state_version"]
+            answers.append(
+                await c.post(
+                    f"/v1/extraction-jobs/{job_id}/review",
+                    json={"decision": "approve", "note": "ok", "state_version": version},
+                    headers=tk.headers,
+                )
+            )
+    assert [r.status_code for r in answers] == [200, 409], [r.text for r in answers]
+    assert answers[1].json()["reason"] == "version_conflict"
+    assert [(await job(pool, j))[0] for j in (a, b)] == ["SUCCEEDED", "REVIEW_REQUIRED"]
+    assert await versions(pool, tk.tenant) == [(1, first, None, a), (2, a, first, None)]
 
 
 async def erp_rows(pool: asyncpg.Pool, ledger: str) -> list[tuple[str, Any, Any]]:
