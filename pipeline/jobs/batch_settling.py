@@ -107,14 +107,18 @@ class BatchSettling(Settling):
     async def _claim_versions(
         self, conn: asyncpg.Connection, batch: Sequence[Success]
     ) -> tuple[list[Success], set[uuid.UUID], dict[uuid.UUID, uuid.UUID]]:
-        """The version step of each job, in job order (:mod:`pipeline.jobs.versions`):
+        """The version step of each job (:mod:`pipeline.jobs.versions`; one statement for
+        the identities not seen before, then job order):
         the batch with possible amendments settled for review, those jobs, and the job
         each superseding job superseded."""
         out: list[Success] = []
         amended: set[uuid.UUID] = set()
         supersedes: dict[uuid.UUID, uuid.UUID] = {}
+        found = await self._claim_versions_of(
+            conn, [(s.lease.tenant_id, s.lease.job_id, s.result) for s in batch]
+        )
         for s in batch:
-            version = await self._claim_version(conn, s.lease.tenant_id, s.lease.job_id, s.result)
+            version = found[s.lease.job_id]
             if version is None:
                 out.append(s)
             elif version.superseded:

@@ -28,7 +28,7 @@ from pipeline.jobs.records import (
     settled_from_row,
 )
 from pipeline.jobs.slis import JobMetrics, default_job_metrics
-from pipeline.jobs.versions import VersionDecision, claim_version
+from pipeline.jobs.versions import VersionDecision, claim_version, claim_versions
 from pipeline.queries import q
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
@@ -84,6 +84,16 @@ class Settling:
         if not self.settings.duplicate_invoice_check:
             return None
         return await claim_version(conn, await self._key_secret(conn), tenant_id, job_id, result)
+
+    async def _claim_versions_of(
+        self,
+        conn: asyncpg.Connection,
+        claims: Sequence[tuple[uuid.UUID, uuid.UUID, dict[str, Any]]],
+    ) -> dict[uuid.UUID, VersionDecision | None]:
+        """:meth:`_claim_version` for a batch (one statement for unseen identities)."""
+        if not self.settings.duplicate_invoice_check:
+            return {job: None for _, job, _ in claims}
+        return await claim_versions(conn, await self._key_secret(conn), claims)
 
     async def _possible_duplicates(
         self,

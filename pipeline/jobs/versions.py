@@ -32,7 +32,7 @@ import hashlib
 import hmac
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -207,6 +207,39 @@ async def claim_version(
         if version is not None:
             return VersionDecision(cur["job_id"], version, superseded=True, marker=why)
     raise RuntimeError(f"job {job_id}: the invoice's current version kept changing")
+
+
+async def claim_versions(
+    conn: asyncpg.Connection,
+    secret: bytes,
+    claims: Sequence[tuple[uuid.UUID, uuid.UUID, Mapping[str, Any]]],
+) -> dict[uuid.UUID, VersionDecision | None]:
+    """:func:`claim_version` for each ``(tenant, job, result)`` of a batch.
+
+    The identities no job holds yet (the common case) take one statement; each job
+    whose identity is found held takes :func:`claim_version`'s way, in job order.
+    """
+    out: dict[uuid.UUID, VersionDecision | None] = {job: None for _, job, _ in claims}
+    keyed = [
+        (tenant, job, result, ident)
+        for tenant, job, result in sorted(claims, key=lambda c: c[1])
+        if (ident := _identity(secret, tenant, result)) is not None
+    ]
+    if not keyed:
+        return out
+    rows = await conn.fetch(
+        q("invoice_version_insert_batch_if_none"),
+        [i.tenant_id for *_, i in keyed],
+        [i.doc_type for *_, i in keyed],
+        [i.key for *_, i in keyed],
+        [job for _, job, _, _ in keyed],
+        [i.issued for *_, i in keyed],
+    )
+    held = {r["job_id"] for r in rows}
+    for tenant, job, result, _ in keyed:
+        if job not in held:
+            out[job] = await claim_version(conn, secret, tenant, job, result)
+    return out
 
 
 async def _supersede(

@@ -15,6 +15,22 @@ SELECT $1, $2, $3,
 ON CONFLICT DO NOTHING
 RETURNING version;
 
+-- name: invoice_version_insert_batch_if_none
+-- invoice_version_insert_if_none for a batch (arrays $1 tenants, $2 document types,
+-- $3 keys, $4 jobs, $5 issue dates), inserted in key order (then job order), so two
+-- batches never wait on each other's identities in opposite orders; of two jobs of
+-- the batch with one identity the first in job order holds it. Returns the jobs now
+-- holding a version; each of the others takes invoice_version_current's way.
+INSERT INTO invoice_versions (tenant_id, document_type, key_hash, version, job_id, issue_date)
+SELECT u.t, u.d, u.k,
+       coalesce((SELECT max(v.version) FROM invoice_versions v
+                 WHERE v.tenant_id = u.t AND v.document_type = u.d AND v.key_hash = u.k), 0) + 1,
+       u.j, u.i
+FROM unnest($1::uuid[], $2::text[], $3::bytea[], $4::uuid[], $5::date[]) AS u(t, d, k, j, i)
+ORDER BY u.t, u.d, u.k, u.j
+ON CONFLICT DO NOTHING
+RETURNING job_id;
+
 -- name: invoice_version_current
 -- The current version of an identity, its job's state and the tenant's policy.
 SELECT v.version, v.job_id, v.issue_date,
