@@ -349,7 +349,9 @@ class JobStore(Accepting, Reaping, BatchSettling):
     ) -> uuid.UUID | None:
         """An approved ``possible_amendment`` supersedes the version it names, and the job
         then claims its own invoice identity and near keys (it held none while flagged).
-        Returns the superseded job.
+        Returns the superseded job: that one, or the one this job superseded when it
+        committed (``auto_supersede``, held for review for another reason), whose
+        withdrawal the ERP receives now that this job is delivered.
 
         Raises:
             VersionConflict: that version was superseded by another decision first.
@@ -360,9 +362,11 @@ class JobStore(Accepting, Reaping, BatchSettling):
         result, validation = row["result"] or {}, row["validation"] or {}
         secret = await self._key_secret(conn)
         old = await supersede_on_approval(conn, secret, tenant_id, job_id, result, validation)
-        if old is not None:
-            await claim_invoice(conn, tenant_id, job_id, result)
-            await self._possible_duplicates(conn, [(tenant_id, job_id, result)])
+        if old is None:
+            superseded: uuid.UUID | None = row["supersedes"]
+            return superseded
+        await claim_invoice(conn, tenant_id, job_id, result)
+        await self._possible_duplicates(conn, [(tenant_id, job_id, result)])
         return old
 
     # ------------------------------------------------------------------- reads

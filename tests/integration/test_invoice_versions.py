@@ -310,6 +310,44 @@ async def test_a_batch_decides_versions_as_one_at_a_time_does(
     }
 
 
+async def test_an_auto_superseding_job_held_for_another_reason_withdraws_on_approval(
+    pool: asyncpg.Pool,
+) -> None:
+    """Under auto_supersede a later version that validation holds for review supersedes
+    at commit; the ERP hears of it when a reviewer approves: the old job's withdrawal,
+    then the new job, as for an approved possible amendment."""
+    store = job_store(pool)
+    tenant = await new_tenant(pool)
+    await policy(pool, tenant, "auto_supersede")
+    await registry_for(pool).register(tenant.id, "http://127.0.0.1:9/erp")
+    first = await settle(store, tenant, invoice())
+    await store.accept(AcceptRequest(tenant.id, "held", DocumentIn("a later version")))
+    [lease] = await store.claim("w")
+    await store.succeed(
+        lease,
+        result=invoice(date="2026-11-20"),
+        validation={"reasons": [{"code": "arithmetic"}]},
+        decision=JobState.REVIEW_REQUIRED,
+    )
+    assert await versions(pool, tenant) == [
+        (1, first, None, lease.job_id),
+        (2, lease.job_id, first, None),
+    ]
+    decided = await approve(pool, store, tenant, lease.job_id)
+    assert decided is not None and decided.settled.supersedes == first
+    rows = await fetch(
+        pool,
+        "SELECT job_id, event_type, after_id IS NOT NULL AS held FROM deliveries"
+        " WHERE tenant_id = $1",
+        tenant.id,
+    )
+    assert {(r["job_id"], r["event_type"], r["held"]) for r in rows} == {
+        (first, EVENT_COMPLETED, False),
+        (first, EVENT_SUPERSEDED, False),
+        (lease.job_id, EVENT_COMPLETED, True),
+    }
+
+
 async def test_a_late_approval_over_the_api_is_409_version_conflict(
     pool: asyncpg.Pool, dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
