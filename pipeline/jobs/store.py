@@ -42,7 +42,7 @@ from typing import Any, cast
 import asyncpg
 
 from pipeline.database import fetch_owned
-from pipeline.errors import LeaseLost, RetryableError
+from pipeline.errors import LeaseLost, RetryableError, VersionConflict
 from pipeline.jobs.acceptance import Accepting
 from pipeline.jobs.batch_settling import BatchSettling
 from pipeline.jobs.duplicates import claim_invoice, flag_duplicate
@@ -312,7 +312,8 @@ class JobStore(Accepting, Reaping, BatchSettling):
 
         Raises:
             VersionConflict: the approval would supersede a version another decision
-                superseded first; the caller rolls its transaction back.
+                superseded first, or the job's own version was superseded while it
+                waited; the caller rolls its transaction back.
         """
         approve = decision == "approve"
         to_state = JobState.SUCCEEDED if approve else JobState.FAILED_TERMINAL
@@ -354,10 +355,17 @@ class JobStore(Accepting, Reaping, BatchSettling):
         withdrawal the ERP receives now that this job is delivered.
 
         Raises:
-            VersionConflict: that version was superseded by another decision first.
+            VersionConflict: that version was superseded by another decision first, or
+                this job's own version was superseded while it waited for review.
         """
         row = await conn.fetchrow(q("result_for_review_supersede"), job_id, tenant_id)
-        if row is None or not self.settings.duplicate_invoice_check:
+        if row is None:
+            return None
+        if row["superseded_by"] is not None:
+            raise VersionConflict(
+                f"job {job_id}'s invoice version was superseded by job {row['superseded_by']}"
+            )
+        if not self.settings.duplicate_invoice_check:
             return None
         result, validation = row["result"] or {}, row["validation"] or {}
         secret = await self._key_secret(conn)

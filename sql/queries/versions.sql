@@ -84,12 +84,13 @@ RETURNING invoice_version_policy;
 
 -- name: result_for_review_supersede
 -- A REVIEW_REQUIRED job's stored result and validation (the reviewer's approval of a
--- possible amendment supersedes the version it names), and the job it superseded
--- already when it committed (auto_supersede, held for review for another reason). The job is read by its
+-- possible amendment supersedes the version it names), the job it superseded
+-- already when it committed (auto_supersede, held for review for another reason),
+-- and the job that superseded it while it waited (its approval is refused). The job is read by its
 -- primary key (with "j.tenant_id = $2" the planner reads the tenant's state-page
 -- index instead).
-SELECT r.result, r.validation,
-       (SELECT v.supersedes FROM invoice_versions v WHERE v.job_id = r.job_id) AS supersedes
+SELECT r.result, r.validation, v.supersedes, v.superseded_by
 FROM extraction_results r
 JOIN extraction_jobs j ON j.id = r.job_id
+LEFT JOIN invoice_versions v ON v.job_id = r.job_id
 WHERE r.job_id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2;

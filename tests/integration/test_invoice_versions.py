@@ -348,6 +348,29 @@ async def test_an_auto_superseding_job_held_for_another_reason_withdraws_on_appr
     }
 
 
+async def test_a_superseded_version_waiting_for_review_cannot_be_approved(
+    pool: asyncpg.Pool,
+) -> None:
+    """The first version waits for review (validation); a later one is approved and
+    supersedes it; approving the first now would deliver an outdated invoice, so it is
+    refused and stays in review (a reviewer rejects it)."""
+    store = JobStore(pool, Settings())
+    tenant = await new_tenant(pool)
+    await store.accept(AcceptRequest(tenant.id, "v1", DocumentIn("the first issue")))
+    [lease] = await store.claim("w")
+    await store.succeed(
+        lease,
+        result=invoice(),
+        validation={"reasons": [{"code": "arithmetic"}]},
+        decision=JobState.REVIEW_REQUIRED,
+    )
+    later = await settle(store, tenant, invoice(date="2026-11-20"))
+    assert (await approve(pool, store, tenant, later)) is not None
+    with pytest.raises(VersionConflict, match=f"superseded by job {later}"):
+        await approve(pool, store, tenant, lease.job_id)
+    assert (await job(pool, lease.job_id))[0] == "REVIEW_REQUIRED"
+
+
 async def test_a_late_approval_over_the_api_is_409_version_conflict(
     pool: asyncpg.Pool, dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
