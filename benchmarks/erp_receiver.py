@@ -28,7 +28,10 @@ Per delivery:
    ``credit_note``) against the invoice it credits (``credits_job_id``, from
    ``data.credited_invoice.job_id``), once per job like an invoice; a credit for an
    invoice this ledger never posted is refused, 409 ``credited_invoice_unknown``,
-   keeping nothing of that delivery (an ERP cannot apply it).
+   keeping nothing of that delivery (an ERP cannot apply it);
+8. apply ``invoice.superseded.v1`` in the inbox transaction: the old job's posting
+   is marked superseded and releases its invoice key (``erp_supersessions``), so the
+   new version, which Fenceline delivers only after this one, posts.
 
 Its tables (``erp_inbox``, ``erp_postings``) are not the product's: they are the
 migrations of ``sql/erp/``, which :func:`migrate_erp` applies (the receiver does at
@@ -72,7 +75,7 @@ from pipeline.delivery import (
     Verifier,
 )
 from pipeline.identity import DUPLICATE_INVOICE, invoice_identity
-from pipeline.jobs import EVENT_COMPLETED, EVENT_CREDIT_NOTE_CREATED
+from pipeline.jobs import EVENT_COMPLETED, EVENT_CREDIT_NOTE_CREATED, EVENT_SUPERSEDED
 from pipeline.queries import SQL_DIR, q
 
 log = logging.getLogger(__name__)
@@ -249,14 +252,25 @@ def invoice_key(invoice: Any, *, credit_note: bool = False) -> str | None:
 
 
 @dataclass(frozen=True)
+class Supersession:
+    """An ``invoice.superseded.v1``: ``job_id``'s invoice is replaced by ``superseded_by``."""
+
+    job_id: uuid.UUID
+    superseded_by: uuid.UUID
+    version: int
+
+
+@dataclass(frozen=True)
 class Event:
-    """A validated event: its type and, for a posting, the job, result and what it credits."""
+    """A validated event: its type and, for a posting, the job, result and what it
+    credits; for a withdrawal, the :class:`Supersession`."""
 
     type: str
     job_id: uuid.UUID | None = None
     invoice: Any = None
     #: The job of the invoice a credit note credits (None: none, or no credit note).
     credits_job_id: uuid.UUID | None = None
+    supersession: Supersession | None = None
 
     @property
     def credit_note(self) -> bool:
@@ -270,6 +284,15 @@ def _validate(event: Any, tenant_id: uuid.UUID | None) -> Event:
     data = event.get("data")
     if not isinstance(data, dict):
         raise ValueError("event 'data' must be an object")
+    if event["type"] == EVENT_SUPERSEDED:
+        if tenant_id is not None and str(data.get("tenant_id")) != str(tenant_id):
+            raise ValueError("event names a tenant this endpoint does not serve")
+        withdrawal = Supersession(
+            uuid.UUID(str(data.get("job_id"))),
+            uuid.UUID(str(data.get("superseded_by"))),
+            int(str(data.get("version"))),
+        )
+        return Event(event["type"], supersession=withdrawal)
     if event["type"] not in (EVENT_COMPLETED, EVENT_CREDIT_NOTE_CREATED):
         return Event(event["type"])
     job_id = uuid.UUID(str(data.get("job_id")))
@@ -336,6 +359,24 @@ def create_app(
                     return "conflict"
                 await conn.fetchval(q("erp_inbox_count_duplicate"), config.ledger, delivery_id)
                 return "duplicate"
+            withdrawal = event.supersession
+            if withdrawal is not None:
+                # Withdraw the old version now: its posting releases its invoice key,
+                # so the new version (which Fenceline sends after this) can post.
+                await conn.fetchval(
+                    q("erp_supersession_insert_if_new"),
+                    config.ledger,
+                    withdrawal.job_id,
+                    withdrawal.superseded_by,
+                    withdrawal.version,
+                    delivery_id,
+                )
+                await conn.fetchval(
+                    q("erp_posting_supersede_if_current"),
+                    config.ledger,
+                    withdrawal.job_id,
+                    withdrawal.superseded_by,
+                )
             if job_id is not None and event.credit_note:
                 credited = event.credits_job_id
                 if credited is not None and not await conn.fetchval(

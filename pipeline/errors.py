@@ -23,7 +23,8 @@ Hierarchy::
     │   ├── OcrPageTimeout        tesseract ran past the time limit of one page
     │   └── ExtractionBudgetExceeded  reading the document spent its CPU budget
     ├── OwnershipError            a conditional write matched zero rows
-    │   └── LeaseLost             fence moved on, lease expired or state changed
+    │   ├── LeaseLost             fence moved on, lease expired or state changed
+    │   └── VersionConflict       an invoice version another decision superseded first
     ├── IdempotencyConflict       same tenant + key, different request hash
     ├── AdmissionRejected         quota (429) or capacity (503) refusal, with retry_after
     ├── NotFound                  missing or not visible to this tenant (indistinguishable)
@@ -288,6 +289,13 @@ class LeaseLost(OwnershipError):
     """The caller no longer owns the job: its fence is stale or its lease expired."""
 
     error_class = "lease_lost"
+
+
+class VersionConflict(OwnershipError):
+    """An invoice version to supersede is no longer the current one: another version
+    of the invoice was decided first (pipeline/jobs/versions.py)."""
+
+    error_class = "version_conflict"
 
 
 class IdempotencyConflict(FencelineError):

@@ -11,7 +11,8 @@ hits all of them. ``off`` has no claim at all, ``exact`` claims the invoice iden
 (``invoice_near_keys``). The report gives throughput, the ratios against ``exact``
 (best of rounds, and per round side by side) and the added milliseconds per invoice;
 then the claims alone (:func:`claim_costs`): median microseconds per invoice of the
-exact claim and of the near-key claim, one invoice and ``--batch`` at a time.
+exact claim, of the near-key claim and of the version claim (``invoice_versions``,
+which ``exact`` and ``near`` run first), one invoice and ``--batch`` at a time.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pipeline.database import create_pool
 from pipeline.jobs import JobStore, Lease, Success
 from pipeline.jobs.duplicates import claim_invoices
 from pipeline.jobs.near_duplicates import claim_near_keys, near_key_secret
+from pipeline.jobs.versions import claim_versions
 from pipeline.settings import Settings
 
 VARIANTS: dict[str, dict[str, bool]] = {
@@ -89,15 +91,17 @@ async def run(dsn: str, settings: Settings, workers: int, batch: int, together: 
 
 
 async def claim_costs(jobs: int, tenants: int, batch: int) -> dict[str, float]:
-    """The claims alone, per invoice: median microseconds of the exact claim and of the
-    near-key claim, each in its own transaction per chunk of ``batch`` invoices (the
-    settle statement, identical with or without the checks, left out). Medians over
+    """The claims alone, per invoice: median microseconds of the exact claim, of the
+    near-key claim and of the version claim, each in its own transaction per chunk of
+    ``batch`` invoices (the settle statement, identical with or without the checks,
+    left out). Medians over
     chunks, so a burst of load from elsewhere on the machine moves them little."""
     db = await fresh_db(jobs, tenants)
     dsn = dsn_of(db)
     pool = await create_pool(dsn, min_size=1, max_size=1)
     exact_us: list[float] = []
     near_us: list[float] = []
+    version_us: list[float] = []
     try:
         async with pool.acquire() as conn:
             rows = await conn.fetch("SELECT id, tenant_id FROM extraction_jobs ORDER BY id")
@@ -112,14 +116,19 @@ async def claim_costs(jobs: int, tenants: int, batch: int) -> dict[str, float]:
                 async with conn.transaction():
                     await claim_near_keys(conn, secret, claims)
                 t2 = time.perf_counter()
+                async with conn.transaction():
+                    await claim_versions(conn, secret, claims)
+                t3 = time.perf_counter()
                 exact_us.append((t1 - t0) * 1e6 / len(chunk))
                 near_us.append((t2 - t1) * 1e6 / len(chunk))
+                version_us.append((t3 - t2) * 1e6 / len(chunk))
     finally:
         await pool.close()
         await drop_db(db)
     return {
         "exact_claim_us_per_invoice": statistics.median(exact_us),
         "near_claim_us_per_invoice": statistics.median(near_us),
+        "version_claim_us_per_invoice": statistics.median(version_us),
     }
 
 

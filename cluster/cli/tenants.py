@@ -29,6 +29,7 @@ from cluster.cli.base import CommandTable, duration
 from cluster.cli.tenant_ref import tenant_options, tenant_ref
 from pipeline.database import connect
 from pipeline.errors import NotFound
+from pipeline.jobs import VERSION_POLICIES, set_version_policy
 from pipeline.settings import Settings
 from pipeline.tenants import (
     SCOPES,
@@ -37,6 +38,7 @@ from pipeline.tenants import (
     issue_key,
     list_keys,
     list_tenants,
+    resolve_tenant,
     revoke_key,
     set_quotas,
     tenant_usage,
@@ -214,6 +216,30 @@ def _tenants_quotas(args: argparse.Namespace, settings: Settings) -> int:
         ),
     )
     print(json.dumps(_limits(tenant), indent=2))
+    return 0
+
+
+def _version_policy_args(p: argparse.ArgumentParser) -> None:
+    tenant_options(p)
+    p.add_argument("policy", choices=VERSION_POLICIES)
+
+
+@command(
+    "tenants version-policy",
+    "how a later version of an invoice is decided: held for review (review, the default)"
+    " or superseding the earlier one at once (auto_supersede)",
+    _version_policy_args,
+)
+@_handled
+def _tenants_version_policy(args: argparse.Namespace, settings: Settings) -> int:
+    async def work(conn: asyncpg.Connection) -> Tenant:
+        tenant = await resolve_tenant(conn, tenant_ref(args))
+        await set_version_policy(conn, tenant.id, args.policy)
+        return tenant
+
+    t = _run(settings, work)
+    out = {"tenant_id": str(t.id), "name": t.name, "invoice_version_policy": args.policy}
+    print(json.dumps(out, indent=2))
     return 0
 
 

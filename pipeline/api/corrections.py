@@ -61,6 +61,7 @@ from pipeline.api.problems import (
 from pipeline.api.review import NoteText, job_for_review
 from pipeline.api.submission import JsonInt
 from pipeline.clock import Clock
+from pipeline.errors import VersionConflict
 from pipeline.extraction import (
     CORRECTABLE_FIELDS,
     row_field,
@@ -297,15 +298,18 @@ class CorrectionService:
         state = JobState.REVIEW_REQUIRED
         if body.approve:
             note = body.note or "approved after correction; validation passed"
-            decided = await self.store.decide_review(
-                conn,
-                job_id=job_id,
-                tenant_id=principal.tenant_id,
-                key_id=principal.key_id,
-                decision="approve",
-                note=note,
-                state_version=version,
-            )
+            try:
+                decided = await self.store.decide_review(
+                    conn,
+                    job_id=job_id,
+                    tenant_id=principal.tenant_id,
+                    key_id=principal.key_id,
+                    decision="approve",
+                    note=note,
+                    state_version=version,
+                )
+            except VersionConflict as exc:
+                raise ApiProblem(409, str(exc), reason="version_conflict") from exc
             if decided is None:  # pragma: no cover - same transaction, same lock
                 raise ApiProblem(409, "the job changed during approval", reason="review_conflict")
             state, version = decided.settled.state, decided.settled.state_version

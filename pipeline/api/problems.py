@@ -299,7 +299,9 @@ _DESCRIPTIONS = {
     401: "Missing, unknown, revoked or expired (reason key_expired) API key",
     403: "The API key lacks the scope this operation needs",
     404: "No such resource for this tenant (another tenant's looks the same)",
-    409: "Conflict: Idempotency-Key reused for a different request, or a stale state_version",
+    409: "Conflict: Idempotency-Key reused for a different request, a stale state_version, "
+    "or an approval of an invoice version another decision superseded first "
+    "(reason version_conflict)",
     413: "Request body above the configured limit, or a document over its size limits "
     "(reason document_over_limit: bytes or estimated tokens; limit, allowed, actual)",
     410: "Gone: the job's result content was removed by retention (reason content_removed)",

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipeline.api.problems import UNSAFE_NOTE_NOTE, ApiProblem, refuse_unsafe_text, safe_text_schema
 from pipeline.api.submission import JsonInt
 from pipeline.database import fetch_owned
-from pipeline.errors import NotFound
+from pipeline.errors import NotFound, VersionConflict
 from pipeline.jobs import JobStore
 from pipeline.queries import q
 from pipeline.settings import Settings
@@ -112,9 +112,11 @@ class ReviewService:
         Raises:
             NotFound: no such job for this tenant.
             ApiProblem: 403 without a review scope; 409 when the job is not awaiting
-                review, its state_version moved on, or ``approve`` meets a result
-                that failed schema validation; 422 ``unsafe_text`` for a note with
-                a hidden character.
+                review, its state_version moved on, ``approve`` meets a result
+                that failed schema validation, or ``approve`` of a possible amendment
+                whose earlier version another decision superseded first
+                (``version_conflict``); 422 ``unsafe_text`` for a note with a hidden
+                character.
         """
         refuse_unsafe_text("note", body.note, multiline=True)
         async with (
@@ -126,15 +128,18 @@ class ReviewService:
             )
             if body.decision == "approve":
                 _refuse_unvalidated(job_id, visible)
-            decided = await self.store.decide_review(
-                conn,
-                job_id=job_id,
-                tenant_id=principal.tenant_id,
-                key_id=principal.key_id,
-                decision=body.decision,
-                note=body.note,
-                state_version=body.state_version,
-            )
+            try:
+                decided = await self.store.decide_review(
+                    conn,
+                    job_id=job_id,
+                    tenant_id=principal.tenant_id,
+                    key_id=principal.key_id,
+                    decision=body.decision,
+                    note=body.note,
+                    state_version=body.state_version,
+                )
+            except VersionConflict as exc:
+                raise ApiProblem(409, str(exc), reason="version_conflict") from exc
             if decided is None:
                 await self._refuse(conn, principal, job_id, body)
         return ReviewDecisionOut(

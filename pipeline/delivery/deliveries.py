@@ -33,7 +33,13 @@ import asyncpg
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.database import fetch_dicts, fetch_owned
 from pipeline.errors import NotFound
-from pipeline.jobs import EVENT_COMPLETED, EVENT_CREDIT_NOTE_CREATED, JobStore, Settled
+from pipeline.jobs import (
+    EVENT_COMPLETED,
+    EVENT_CREDIT_NOTE_CREATED,
+    EVENT_SUPERSEDED,
+    JobStore,
+    Settled,
+)
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import JobState
@@ -87,6 +93,9 @@ class DeliveryCreation:
     An invoice is ``extraction.completed.v1``; a credit note ``credit_note.created.v1``
     only, naming the invoice it credits, so an ERP that knows invoices alone never posts
     a credit as an invoice to pay (an endpoint takes it by its event-type filter).
+    A job that superseded another's invoice version (``Settled.supersedes``) also
+    creates ``invoice.superseded.v1`` for the old job, and its own deliveries wait
+    for that one at each endpoint (``after_id``), so the ERP sees them in order.
 
     :func:`job_store` registers it (as :data:`delivery_settle_hook`); build the
     system's store with that, so no caller can forget it. Idempotent (one delivery
@@ -102,6 +111,19 @@ class DeliveryCreation:
         if ids:
             await conn.fetchrow(
                 q("delivery_create_for_jobs"), ids, EVENT_COMPLETED, EVENT_CREDIT_NOTE_CREATED
+            )
+        pairs = [
+            (s.job_id, s.supersedes)
+            for s in settled
+            if s.state is JobState.SUCCEEDED and s.supersedes is not None
+        ]
+        if pairs:  # the old version's withdrawal first, then the new version
+            await conn.fetchrow(
+                q("delivery_create_for_supersessions"),
+                [new for new, _ in pairs],
+                [old for _, old in pairs],
+                EVENT_SUPERSEDED,
+                EVENT_COMPLETED,
             )
 
 

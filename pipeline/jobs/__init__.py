@@ -44,6 +44,7 @@ from pipeline.jobs.records import (
     EVENT_DEAD_LETTERED,
     EVENT_FAILED,
     EVENT_REQUESTED,
+    EVENT_SUPERSEDED,
     Accepted,
     AcceptRequest,
     AdmissionCheck,
@@ -78,6 +79,7 @@ from pipeline.jobs.retention import (
 )
 from pipeline.jobs.slis import JobMetrics, default_job_metrics
 from pipeline.jobs.store import JobStore
+from pipeline.jobs.versions import VERSION_POLICIES, set_version_policy
 
 __all__ = [
     "EVENT_CANCELLED",
@@ -86,7 +88,9 @@ __all__ = [
     "EVENT_DEAD_LETTERED",
     "EVENT_FAILED",
     "EVENT_REQUESTED",
+    "EVENT_SUPERSEDED",
     "SECTIONS",
+    "VERSION_POLICIES",
     "AcceptRequest",
     "Accepted",
     "AdmissionCheck",
@@ -147,6 +151,7 @@ __all__ = [
     "run_retention",
     "set_legal_hold",
     "set_retention_policy",
+    "set_version_policy",
     "settled_from_row",
     "setup_database",
 ]

@@ -46,6 +46,7 @@ from pipeline.jobs.records import (
     settled_from_row,
 )
 from pipeline.jobs.settling import Settling, summarise_reasons
+from pipeline.jobs.versions import flag_possible_amendment
 from pipeline.queries import q
 from pipeline.states import JobState
 from pipeline.usage import AttemptUsage
@@ -83,14 +84,19 @@ class BatchSettling(Settling):
         async with self.pool.acquire() as conn:
             if self.settle_hooks or self._claims_invoices(batch) or _links(batch):
                 async with conn.transaction():
+                    supersedes: dict[uuid.UUID, uuid.UUID] = {}
                     if self.settings.duplicate_invoice_check:
-                        # As succeed() does: the first job to commit an invoice owns it.
-                        # A stale attempt's claim names its own job, which a later owner
-                        # of the job keeps.
-                        batch, flagged = await _claim_all(conn, batch)
-                        batch = await self._flag_possible_duplicates(conn, batch, flagged)
+                        # As succeed() does: versions first, then the first job to commit
+                        # an invoice owns it. A stale attempt's claim names its own job,
+                        # which a later owner of the job keeps.
+                        batch, amended, supersedes = await self._claim_versions(conn, batch)
+                        batch, flagged = await _claim_all(conn, batch, amended)
+                        batch = await self._flag_possible_duplicates(conn, batch, flagged | amended)
                     batch = await _link_credit_notes(conn, batch)
-                    won = await self._settle_statement(conn, batch)
+                    won = {
+                        job: replace(s, supersedes=supersedes.get(job))
+                        for job, s in (await self._settle_statement(conn, batch)).items()
+                    }
                     await self._run_hooks_many(conn, _in_batch_order(won, batch))
             else:  # nothing to write but the one statement: it is its own transaction
                 won = await self._settle_statement(conn, batch)
@@ -99,6 +105,37 @@ class BatchSettling(Settling):
         settled = sorted(won.values(), key=lambda s: by_order[s.job_id])
         lost = [s.lease for s in successes if s.lease.job_id not in won]
         return BatchSettled(settled=settled, lost=lost)
+
+    async def _claim_versions(
+        self, conn: asyncpg.Connection, batch: Sequence[Success]
+    ) -> tuple[list[Success], set[uuid.UUID], dict[uuid.UUID, uuid.UUID]]:
+        """The version step of each job (:mod:`pipeline.jobs.versions`; one statement for
+        the identities not seen before, then job order):
+        the batch with possible amendments settled for review, those jobs, and the job
+        each superseding job superseded."""
+        out: list[Success] = []
+        amended: set[uuid.UUID] = set()
+        supersedes: dict[uuid.UUID, uuid.UUID] = {}
+        found = await self._claim_versions_of(
+            conn, [(s.lease.tenant_id, s.lease.job_id, s.result) for s in batch]
+        )
+        for s in batch:
+            version = found[s.lease.job_id]
+            if version is None:
+                out.append(s)
+            elif version.superseded:
+                supersedes[s.lease.job_id] = version.other_job
+                out.append(s)
+            else:
+                amended.add(s.lease.job_id)
+                out.append(
+                    replace(
+                        s,
+                        decision=JobState.REVIEW_REQUIRED,
+                        validation=flag_possible_amendment(s.validation, version),
+                    )
+                )
+        return out, amended, supersedes
 
     async def _flag_possible_duplicates(
         self, conn: asyncpg.Connection, batch: Sequence[Success], flagged: set[uuid.UUID]
@@ -167,16 +204,22 @@ class BatchSettling(Settling):
 
 
 async def _claim_all(
-    conn: asyncpg.Connection, batch: Sequence[Success]
+    conn: asyncpg.Connection, batch: Sequence[Success], skip: set[uuid.UUID]
 ) -> tuple[list[Success], set[uuid.UUID]]:
     """The batch, each settled for review ``duplicate_invoice`` when another job holds
-    its invoice (one statement for the invoices no job holds yet), and those jobs."""
+    its invoice (one statement for the invoices no job holds yet), and those jobs.
+    The jobs in ``skip`` (held for review already) claim nothing."""
     others = await claim_invoices(
-        conn, [(s.lease.tenant_id, s.lease.job_id, s.result) for s in batch]
+        conn,
+        [
+            (s.lease.tenant_id, s.lease.job_id, s.result)
+            for s in batch
+            if s.lease.job_id not in skip
+        ],
     )
     out = [
         s
-        if (other := others[s.lease.job_id]) is None
+        if (other := others.get(s.lease.job_id)) is None
         else replace(
             s, decision=JobState.REVIEW_REQUIRED, validation=flag_duplicate(s.validation, other)
         )

@@ -29,6 +29,9 @@ EVENT_CANCELLED = "extraction.cancelled.v1"
 #: The ERP's event for a SUCCEEDED credit note (contract v3 ``document_type:
 #: credit_note``) in place of :data:`EVENT_COMPLETED`, naming the invoice it credits.
 EVENT_CREDIT_NOTE_CREATED = "credit_note.created.v1"
+#: Delivered for a job whose invoice version a later job superseded, before that job's
+#: result (pipeline/jobs/versions.py).
+EVENT_SUPERSEDED = "invoice.superseded.v1"
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,9 @@ class Settled:
     finished_at: datetime | None = None
     #: When a reviewer decided (review decisions only; the review-latency SLI).
     decided_at: datetime | None = None
+    #: The job whose invoice version this one superseded (pipeline/jobs/versions.py):
+    #: the delivery hook sends ``invoice.superseded.v1`` for it first.
+    supersedes: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -261,5 +267,5 @@ def settled_from_row(row: Any, **extra: Any) -> Settled:
         convert={"state": JobState},
         optional={"created_at", "finished_at"},
         # Never read from the row, even where it has such a column: only the caller says.
-        **{"retry_at": None, "reason": None, "decided_at": None, **extra},
+        **{"retry_at": None, "reason": None, "decided_at": None, "supersedes": None, **extra},
     )

@@ -28,6 +28,7 @@ from pipeline.jobs.records import (
     settled_from_row,
 )
 from pipeline.jobs.slis import JobMetrics, default_job_metrics
+from pipeline.jobs.versions import VersionDecision, claim_version, claim_versions
 from pipeline.queries import q
 from pipeline.retry import RetryPolicy
 from pipeline.settings import Settings
@@ -66,6 +67,34 @@ class Settling:
         self.settle_hooks = SettleHooks()
         self._near_key_secret: bytes | None = None
 
+    async def _key_secret(self, conn: asyncpg.Connection) -> bytes:
+        """The HMAC key of the near keys and version keys, read once."""
+        if self._near_key_secret is None:
+            self._near_key_secret = await near_key_secret(conn, self.settings)
+        return self._near_key_secret
+
+    async def _claim_version(
+        self,
+        conn: asyncpg.Connection,
+        tenant_id: uuid.UUID,
+        job_id: uuid.UUID,
+        result: dict[str, Any],
+    ) -> VersionDecision | None:
+        """The version step of :mod:`pipeline.jobs.versions` (off with the duplicate check)."""
+        if not self.settings.duplicate_invoice_check:
+            return None
+        return await claim_version(conn, await self._key_secret(conn), tenant_id, job_id, result)
+
+    async def _claim_versions_of(
+        self,
+        conn: asyncpg.Connection,
+        claims: Sequence[tuple[uuid.UUID, uuid.UUID, dict[str, Any]]],
+    ) -> dict[uuid.UUID, VersionDecision | None]:
+        """:meth:`_claim_version` for a batch (one statement for unseen identities)."""
+        if not self.settings.duplicate_invoice_check:
+            return {job: None for _, job, _ in claims}
+        return await claim_versions(conn, await self._key_secret(conn), claims)
+
     async def _possible_duplicates(
         self,
         conn: asyncpg.Connection,
@@ -75,9 +104,7 @@ class Settling:
         per job, the other job its invoice may duplicate. Nothing when the check is off."""
         if not (self.settings.duplicate_invoice_check and self.settings.possible_duplicate_check):
             return {job: None for _, job, _ in claims}
-        if self._near_key_secret is None:
-            self._near_key_secret = await near_key_secret(conn, self.settings)
-        return await claim_near_keys(conn, self._near_key_secret, claims)
+        return await claim_near_keys(conn, await self._key_secret(conn), claims)
 
     async def _fail_locked(
         self,

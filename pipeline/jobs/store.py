@@ -42,7 +42,7 @@ from typing import Any, cast
 import asyncpg
 
 from pipeline.database import fetch_owned
-from pipeline.errors import LeaseLost, RetryableError
+from pipeline.errors import LeaseLost, RetryableError, VersionConflict
 from pipeline.jobs.acceptance import Accepting
 from pipeline.jobs.batch_settling import BatchSettling
 from pipeline.jobs.credit_notes import flag_for_review, link_credit_note
@@ -61,6 +61,7 @@ from pipeline.jobs.records import (
     settled_from_row,
 )
 from pipeline.jobs.settling import summarise_reasons
+from pipeline.jobs.versions import flag_possible_amendment, supersede_on_approval
 from pipeline.queries import q
 from pipeline.states import JobState
 from pipeline.usage import AttemptUsage
@@ -135,12 +136,17 @@ class JobStore(Accepting, Reaping, BatchSettling):
         validation = validation or {}
         now = self.clock.now()
         async with self.pool.acquire() as conn, conn.transaction():
+            version = await self._claim_version(conn, lease.tenant_id, lease.job_id, result)
+            supersedes = version.other_job if version and version.superseded else None
             other = (
                 await claim_invoice(conn, lease.tenant_id, lease.job_id, result)
-                if self.settings.duplicate_invoice_check
+                if self.settings.duplicate_invoice_check and not (version and supersedes is None)
                 else None
             )
-            if other is not None:
+            if version is not None and supersedes is None:
+                decision = JobState.REVIEW_REQUIRED
+                validation = flag_possible_amendment(validation, version)
+            elif other is not None:
                 decision = JobState.REVIEW_REQUIRED
                 validation = flag_duplicate(validation, other)
             elif possible := (
@@ -171,7 +177,7 @@ class JobStore(Accepting, Reaping, BatchSettling):
             outcome = "succeeded" if decision is JobState.SUCCEEDED else "review_required"
             await self._close_attempt(conn, lease, outcome, None, None, usage, uncertain=False)
             event = EVENT_COMPLETED if decision is JobState.SUCCEEDED else EVENT_REVIEW
-            settled = settled_from_row(row)
+            settled = replace(settled_from_row(row), supersedes=supersedes)
             await self._event(conn, settled, event)
             await self._run_hooks(conn, settled)
         return settled
@@ -307,7 +313,13 @@ class JobStore(Accepting, Reaping, BatchSettling):
         longer holds, and nothing is written. Otherwise the state change, the
         audit row, the outbox event (``extraction.completed.v1`` on approval,
         ``extraction.failed.v1`` on rejection) and the settle hooks share the
-        transaction.
+        transaction. Approving a ``possible_amendment`` supersedes the version it
+        names in that transaction too (:mod:`pipeline.jobs.versions`).
+
+        Raises:
+            VersionConflict: the approval would supersede a version another decision
+                superseded first, or the job's own version was superseded while it
+                waited; the caller rolls its transaction back.
         """
         approve = decision == "approve"
         to_state = JobState.SUCCEEDED if approve else JobState.FAILED_TERMINAL
@@ -317,6 +329,9 @@ class JobStore(Accepting, Reaping, BatchSettling):
         if row is None:
             return None
         settled = settled_from_row(row, reason="review_approved" if approve else "review_rejected")
+        if approve:  # a possible amendment supersedes the version it names
+            supersedes = await self._supersede_on_approval(conn, tenant_id, job_id)
+            settled = replace(settled, supersedes=supersedes)
         audit = await conn.fetchrow(
             q("review_decision_insert"),
             uuid.uuid4(),
@@ -335,6 +350,38 @@ class JobStore(Accepting, Reaping, BatchSettling):
         await self._event(conn, settled, EVENT_COMPLETED if approve else EVENT_FAILED, extra)
         await self._run_hooks(conn, replace(settled, decided_at=audit["created_at"]))
         return ReviewDecided(settled, audit["id"], audit["created_at"])
+
+    async def _supersede_on_approval(
+        self, conn: asyncpg.Connection, tenant_id: uuid.UUID, job_id: uuid.UUID
+    ) -> uuid.UUID | None:
+        """An approved ``possible_amendment`` supersedes the version it names, and the job
+        then claims its own invoice identity and near keys (it held none while flagged).
+        Returns the superseded job: that one, or the one this job superseded when it
+        committed (``auto_supersede``, held for review for another reason), whose
+        withdrawal the ERP receives now that this job is delivered.
+
+        Raises:
+            VersionConflict: that version was superseded by another decision first, or
+                this job's own version was superseded while it waited for review.
+        """
+        row = await conn.fetchrow(q("result_for_review_supersede"), job_id, tenant_id)
+        if row is None:
+            return None
+        if row["superseded_by"] is not None:
+            raise VersionConflict(
+                f"job {job_id}'s invoice version was superseded by job {row['superseded_by']}"
+            )
+        if not self.settings.duplicate_invoice_check:
+            return None
+        result, validation = row["result"] or {}, row["validation"] or {}
+        secret = await self._key_secret(conn)
+        old = await supersede_on_approval(conn, secret, tenant_id, job_id, result, validation)
+        if old is None:
+            superseded: uuid.UUID | None = row["supersedes"]
+            return superseded
+        await claim_invoice(conn, tenant_id, job_id, result)
+        await self._possible_duplicates(conn, [(tenant_id, job_id, result)])
+        return old
 
     # ------------------------------------------------------------------- reads
     async def get(self, tenant_id: uuid.UUID, job_id: uuid.UUID) -> dict[str, Any]:

@@ -65,12 +65,68 @@ notified AS (
 )
 SELECT (SELECT count(*) FROM created) AS created, (SELECT count(*) FROM notified) AS notified;
 
+-- name: delivery_create_for_supersessions
+-- Settle hook, after delivery_create_for_jobs in the same transaction: for each job
+-- of $1 that superseded the job at the same place of $2 (pipeline/jobs/versions.py),
+-- one invoice.superseded.v1 ($3) delivery for the old job per active endpoint of the
+-- tenant whose filter takes $3 or the new job's event $4, and the new job's $4
+-- deliveries to those endpoints (or its credit_note.created.v1: any event of the new
+-- job but $3) wait for it (after_id): the ERP sees the old version withdrawn before
+-- the new one arrives. Returns how many it created and ordered.
+WITH pair AS (
+  SELECT p.new_job, p.old_job, j.tenant_id, j.finished_at, v.version
+  FROM unnest($1::uuid[], $2::uuid[]) AS p(new_job, old_job)
+  CROSS JOIN LATERAL (
+    SELECT n.tenant_id, n.finished_at FROM extraction_jobs n
+    WHERE n.id = p.new_job AND n.state IS NOT DISTINCT FROM 'SUCCEEDED'
+    OFFSET 0
+  ) j
+  CROSS JOIN LATERAL (
+    SELECT iv.version FROM invoice_versions iv
+    WHERE iv.job_id = p.new_job AND iv.supersedes = p.old_job
+    OFFSET 0
+  ) v
+),
+body AS (
+  SELECT pair.*, convert_to(jsonb_build_object(
+           'type', $3::text,
+           'timestamp', to_char(pair.finished_at AT TIME ZONE 'UTC',
+                                'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+           'data', jsonb_build_object(
+             'job_id', pair.old_job, 'tenant_id', pair.tenant_id,
+             'superseded_by', pair.new_job, 'version', pair.version))::text,
+         'UTF8') AS b
+  FROM pair
+),
+created AS (
+  INSERT INTO deliveries (id, tenant_id, endpoint_id, job_id, event_type, body, body_sha256,
+                          state, next_attempt_at, horizon_start, created_at)
+  SELECT gen_random_uuid(), body.tenant_id, e.id, body.old_job, $3, body.b,
+         encode(sha256(body.b), 'hex'), 'pending', body.finished_at, body.finished_at,
+         body.finished_at
+  FROM body JOIN webhook_endpoints e ON e.tenant_id = body.tenant_id
+  WHERE e.state = 'active'
+    AND (cardinality(e.event_types) = 0 OR $3 = ANY (e.event_types) OR $4 = ANY (e.event_types))
+  ORDER BY body.old_job, e.id
+  ON CONFLICT (endpoint_id, job_id, event_type) DO NOTHING
+  RETURNING id, endpoint_id, job_id
+),
+ordered AS (
+  UPDATE deliveries d SET after_id = c.id
+  FROM created c JOIN body ON body.old_job = c.job_id
+  WHERE d.endpoint_id = c.endpoint_id AND d.job_id = body.new_job AND d.event_type <> $3
+    AND d.state = 'pending' AND d.after_id IS NULL
+  RETURNING d.id
+)
+SELECT (SELECT count(*) FROM created) AS created, (SELECT count(*) FROM ordered) AS ordered;
+
 -- name: delivery_notify
 SELECT pg_notify('fenceline_deliveries', $1);
 
 -- name: delivery_endpoint_lock_due
 -- Claim step 1: lock verified endpoints with due work whose breaker admits an
--- attempt (an unverified endpoint's deliveries are held: pending, not attempted).
+-- attempt (an unverified endpoint's deliveries are held: pending, not attempted;
+-- so is a delivery whose after_id is not delivered yet).
 -- Holding the endpoint row makes the in-flight count of step 2 exact across
 -- dispatchers (step 2 runs in a later snapshot, after the lock is held).
 SELECT e.id
@@ -80,7 +136,9 @@ WHERE e.state = 'active' AND e.verification = 'verified'
   AND EXISTS (
     SELECT 1 FROM deliveries d
     WHERE d.endpoint_id = e.id AND d.state IN ('pending', 'retry_scheduled')
-      AND d.next_attempt_at <= coalesce($1::timestamptz, now()))
+      AND d.next_attempt_at <= coalesce($1::timestamptz, now())
+      AND (d.after_id IS NULL OR EXISTS (
+        SELECT 1 FROM deliveries p WHERE p.id = d.after_id AND p.state = 'delivered')))
 ORDER BY (SELECT min(d.next_attempt_at) FROM deliveries d
           WHERE d.endpoint_id = e.id AND d.state IN ('pending', 'retry_scheduled')), e.id
 LIMIT $2
@@ -116,6 +174,9 @@ cand AS (
     FROM deliveries d
     WHERE d.endpoint_id = ep.id AND d.state IN ('pending', 'retry_scheduled')
       AND d.next_attempt_at <= (SELECT t FROM now_)
+      -- held until the delivery it must follow is delivered (a superseded version)
+      AND (d.after_id IS NULL OR EXISTS (
+        SELECT 1 FROM deliveries p WHERE p.id = d.after_id AND p.state = 'delivered'))
     ORDER BY d.next_attempt_at, d.id
     LIMIT ep.free
     FOR UPDATE OF d SKIP LOCKED

@@ -89,3 +89,22 @@ WHERE ledger = $1 AND invoice_key = $2;
 -- A credit note's invoice: posted in this ledger, as an invoice.
 SELECT job_id FROM erp_postings
 WHERE ledger = $1 AND job_id = $2 AND kind = 'invoice' AND posted_at IS NOT NULL;
+
+-- name: erp_supersession_insert_if_new
+-- invoice.superseded.v1, in the inbox transaction: the old job ($2) is withdrawn in
+-- favour of $3. One row per superseded job.
+INSERT INTO erp_supersessions (ledger, job_id, superseded_by, version, delivery_id)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (ledger, job_id) DO NOTHING
+RETURNING job_id;
+
+-- name: erp_posting_supersede_if_current
+-- The old job's posting is superseded and gives up its invoice key, so the new
+-- version of the invoice may post. No row: the old job never posted here.
+UPDATE erp_postings SET superseded_by = $3, superseded_at = now(), invoice_key = NULL
+WHERE ledger = $1 AND job_id = $2 AND superseded_by IS NULL
+RETURNING job_id;
+
+-- name: erp_supersession_list
+SELECT job_id, superseded_by, version, delivery_id, received_at
+FROM erp_supersessions WHERE ledger = $1 ORDER BY received_at, job_id;

@@ -64,7 +64,9 @@ async def settle_in_turn(
     ("second", "match"),
     [
         (invoice("INV-0042", gross="1300.00"), "number"),  # an amended total
-        (invoice("INV-0042", gross="1210.00", date="2026-12-01"), None),  # exact: not near
+        # exact, on the same issue date: not near (a newer one is a possible amendment,
+        # tests/integration/test_invoice_versions.py)
+        (invoice("INV-0042", gross="1210.00"), None),
         (invoice("42"), "formatted"),
         (invoice("inv 0042"), "formatted"),
         (invoice("Nr. 42"), "formatted"),
