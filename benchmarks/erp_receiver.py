@@ -25,6 +25,10 @@ Per delivery:
    that answer (the delivery fails with reason ``duplicate_invoice``); retrying
    would only be refused again.
 
+With ``acknowledge`` (``--ack-callback``) it also tells Fenceline, later, what it
+made of each accepted delivery: a signed acknowledgement at once, late or never by
+fraction (:mod:`benchmarks.erp_acknowledger`).
+
 Its tables (``erp_inbox``, ``erp_postings``) are not the product's: they are the
 migrations of ``sql/erp/``, which :func:`migrate_erp` applies (the receiver does at
 start-up; ``--migrate`` applies the product's schema as well).
@@ -59,6 +63,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 from starlette.types import Receive, Scope, Send
 
+from benchmarks.erp_acknowledger import Acknowledger, AckPlan
 from pipeline.database import connect, create_pool, migrate
 from pipeline.delivery import (
     CHALLENGE_ID_PREFIX,
@@ -150,6 +155,9 @@ class ReceiverConfig:
     migrate: bool = False
     #: Post the same supplier invoice once per job (load tests replaying a corpus).
     allow_duplicate_invoices: bool = False
+    #: Acknowledge accepted deliveries to Fenceline later, signed (at once, late or
+    #: never by fraction: :mod:`benchmarks.erp_acknowledger`). None: no acknowledgements.
+    acknowledge: AckPlan | None = None
 
 
 @dataclass
@@ -323,9 +331,13 @@ def create_app(
             await conn.close()
         app.state.pool = await create_pool(config.database_url, min_size=1, max_size=8)
         effects_total.inc(await apply_pending_postings(app.state.pool, config.ledger))
+        if config.acknowledge is not None:
+            app.state.acknowledger = Acknowledger(config.acknowledge, now=now)
         try:
             yield
         finally:
+            if app.state.acknowledger is not None:
+                await app.state.acknowledger.aclose()
             await app.state.pool.close()
 
     app = FastAPI(title="Fenceline reference ERP receiver", lifespan=lifespan)
@@ -333,6 +345,8 @@ def create_app(
     #: Replaceable at run time: an ERP reloading its keys after a rotation.
     app.state.verifier = verifier
     app.state.stats = ReceiverStats()
+    #: Sends the acknowledgements of ``config.acknowledge`` (set at start-up).
+    app.state.acknowledger = None
 
     def answer(result: str, status: int, **body: Any) -> JSONResponse:
         requests_total.labels(result).inc()
@@ -448,6 +462,8 @@ def create_app(
             async with pool.acquire() as conn:
                 if await apply_posting(conn, config.ledger, delivery_id):
                     effects_total.inc()
+        if app.state.acknowledger is not None and job_id is not None:
+            app.state.acknowledger.schedule(delivery_id)  # the business answer, later
         if fault == "drop_after_commit":
             stats.add("fault_dropped")
             return _DropAfterHeaders()
@@ -521,10 +537,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="post the same supplier invoice once per job (load tests replaying a corpus)",
     )
+    parser.add_argument(
+        "--ack-callback", help="Fenceline's API base URL: acknowledge deliveries there"
+    )
+    parser.add_argument("--ack-at-once", type=float, default=1.0, help="fraction acked at once")
+    parser.add_argument("--ack-late", type=float, default=0.0, help="fraction acked late")
+    parser.add_argument("--ack-late-seconds", type=float, default=5.0)
     args = parser.parse_args(argv)
     secrets_ = list(args.secret) + os.environ.get("FENCELINE_ERP_SECRETS", "").split()
     if not args.database_url or not secrets_:
         parser.error("--database-url and at least one --secret (or FENCELINE_ERP_SECRETS)")
+    plan = (
+        AckPlan(
+            args.ack_callback,
+            secrets_[0],
+            at_once=args.ack_at_once,
+            late=args.ack_late,
+            late_seconds=args.ack_late_seconds,
+        )
+        if args.ack_callback
+        else None
+    )
     config = ReceiverConfig(
         database_url=args.database_url,
         keys=secrets_,
@@ -534,6 +567,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         enable_fault_api=args.enable_fault_api,
         migrate=args.migrate,
         allow_duplicate_invoices=args.allow_duplicate_invoices,
+        acknowledge=plan,
     )
     faults = FaultSwitch()
     faults.set(args.fault)
