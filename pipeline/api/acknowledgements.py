@@ -27,6 +27,7 @@ from pipeline.api.problems import ApiProblem, problem_responses
 from pipeline.delivery import (
     EVENT_ACKNOWLEDGEMENT,
     MAX_ACK_BODY_BYTES,
+    AckMetrics,
     AcknowledgementInbox,
     SecretBox,
 )
@@ -57,11 +58,16 @@ def inbox(request: Request) -> AcknowledgementInbox:
     pool = ctx.services.pool
     cached: AcknowledgementInbox | None = getattr(request.app.state, "ack_inbox", None)
     if cached is None or cached.pool is not pool:
+        # Counted on the app's own registry (its /metrics), once per app.
+        metrics: AckMetrics | None = getattr(request.app.state, "ack_metrics", None)
+        if metrics is None:
+            metrics = request.app.state.ack_metrics = AckMetrics(ctx.metrics.registry)
         cached = AcknowledgementInbox(
             pool,
             SecretBox.from_settings(ctx.settings),
             clock=ctx.clock,
             tolerance_seconds=ctx.settings.delivery_ack_tolerance_seconds,
+            metrics=metrics,
         )
         request.app.state.ack_inbox = cached
     return cached

@@ -232,6 +232,10 @@ async def test_only_the_endpoints_signature_acknowledges_a_delivery(
             pool, "SELECT key_id FROM delivery_acknowledgements WHERE delivery_id = $1", d
         )
         assert key == "k1"
+        exposed = (await w.api.get("/metrics")).text
+        counted = "fenceline_delivery_acknowledgements_total"
+        assert f'{counted}{{effect="recorded",outcome="accepted"}} 1.0' in exposed
+        assert f'{counted}{{effect="no_matching_signature",outcome="refused"}} 4.0' in exposed
 
 
 async def test_the_replay_window_refuses_stale_messages_and_a_replay_changes_nothing(
