@@ -72,7 +72,12 @@ class World:
 
 @asynccontextmanager
 async def world(
-    dsn: str, pool: asyncpg.Pool, *, n: int = 1, plan: dict[str, Any] | None = None
+    dsn: str,
+    pool: asyncpg.Pool,
+    *,
+    n: int = 1,
+    plan: dict[str, Any] | None = None,
+    window: int | None = WINDOW,
 ) -> AsyncIterator[World]:
     """The API on loopback, a verified endpoint asking for acknowledgements within
     :data:`WINDOW`, and ``n`` jobs delivered to the reference ERP (which, with
@@ -84,7 +89,7 @@ async def world(
         ack = AckPlan(base, secret, **plan) if plan is not None else None
         with Receiver(dsn, [secret], acknowledge=ack) as erp:
             issued = await registry_for(pool).register(
-                tenant.tenant.id, erp.url(), secret=secret, ack_window_seconds=WINDOW
+                tenant.tenant.id, erp.url(), secret=secret, ack_window_seconds=window
             )
             jobs = await succeed_jobs(job_store(pool), tenant.tenant, n)
             dispatcher = dispatcher_for(pool)
@@ -394,3 +399,25 @@ async def test_the_reference_erp_acknowledges_at_once_late_or_never_and_nothing_
         )
         assert recorded == len(expected)
         assert await postings(pool, w.erp.ledger) == dict.fromkeys(w.jobs, 1)
+
+
+async def test_an_endpoint_that_asks_for_none_takes_no_acknowledgement(
+    dsn: str, pool: asyncpg.Pool
+) -> None:
+    async with world(dsn, pool, window=None) as w:
+        [d] = w.deliveries
+        r = await post_ack(w, d, ack_body(d))
+        assert (r.status_code, r.json()["reason"]) == (409, "not_expected")
+        row = await ack_row(pool, d)
+        assert (row["state"], row["ack_state"], row["ack_due_at"]) == ("delivered", None, None)
+        assert await messages(pool, d) == []
+        # Nothing awaits, so nothing alerts.
+        future = ManualClock(datetime.now(UTC) + timedelta(days=31))
+        await OverdueAcknowledgements(pool, clock=future).run_once()
+        assert (await ack_row(pool, d))["ack_state"] is None
+        alerts = await fetchval(
+            pool,
+            "SELECT count(*) FROM endpoint_events WHERE endpoint_id = $1 AND kind = 'ack_overdue'",
+            w.endpoint_id,
+        )
+        assert alerts == 0
