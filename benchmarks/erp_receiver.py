@@ -61,9 +61,9 @@ import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
-from starlette.types import Receive, Scope, Send
 
 from benchmarks.erp_acknowledger import Acknowledger, AckPlan
+from benchmarks.erp_faults import FAULT_MODES, FaultSwitch, drop_after_headers
 from pipeline.database import connect, create_pool, migrate
 from pipeline.delivery import (
     CHALLENGE_ID_PREFIX,
@@ -77,12 +77,6 @@ from pipeline.queries import SQL_DIR, q
 
 log = logging.getLogger(__name__)
 
-FAULT_MODES = (
-    "none", "down", "status", "redirect", "drop_after_commit", "hang_after_commit",
-    "status_after_commit",
-)  # fmt: skip
-
-
 #: The reference ERP receiver's migrations, apart from the product's ``sql/schema``.
 ERP_SCHEMA_DIR = SQL_DIR / "erp"
 
@@ -90,46 +84,6 @@ ERP_SCHEMA_DIR = SQL_DIR / "erp"
 async def migrate_erp(conn: asyncpg.Connection) -> list[int]:
     """Apply the receiver's own migrations (``sql/erp``); return the versions applied."""
     return await migrate(conn, ERP_SCHEMA_DIR)
-
-
-@dataclass
-class FaultSwitch:
-    """A simulated ERP failure; ``remaining`` faults are served, then it heals (None: never).
-
-    Modes: ``down`` 503 (with ``retry_after``), ``status`` any ``status``,
-    ``redirect`` 302 to ``location``, ``drop_after_commit`` commit then close the
-    connection mid-response, ``hang_after_commit`` commit then sleep ``hang_seconds``,
-    ``status_after_commit`` commit then answer ``status`` (an acknowledgement lost
-    behind a failing proxy: the sender must retry under the same delivery id).
-    """
-
-    mode: str = "none"
-    remaining: int | None = None
-    status: int = 503
-    retry_after: str | None = None
-    location: str = "http://169.254.169.254/latest/meta-data/"
-    hang_seconds: float = 30.0
-
-    def set(self, mode: str, **kw: Any) -> None:
-        if mode not in FAULT_MODES:
-            raise ValueError(f"fault mode must be one of {FAULT_MODES}")
-        self.mode = mode
-        self.remaining = kw.pop("remaining", None)
-        for k, v in kw.items():
-            if not hasattr(self, k):
-                raise ValueError(f"unknown fault field {k!r}")
-            setattr(self, k, v)
-
-    def take(self) -> str:
-        """The fault to serve for this request (consuming one of ``remaining``)."""
-        if self.mode == "none":
-            return "none"
-        mode = self.mode
-        if self.remaining is not None:
-            self.remaining -= 1
-            if self.remaining <= 0:
-                self.mode, self.remaining = "none", None
-        return mode
 
 
 @dataclass
@@ -193,18 +147,6 @@ class ReceiverStats:
         """Block until ``result`` has been answered ``count`` times (False on timeout)."""
         with self._changed:
             return self._changed.wait_for(lambda: self.results.get(result, 0) >= count, timeout)
-
-
-class _ConnectionDropped(Exception):
-    """Raised after the response started, so the server closes the connection."""
-
-
-class _DropAfterHeaders(Response):
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: ARG002
-        await send(
-            {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"64")]}
-        )
-        raise _ConnectionDropped("fault: connection dropped after the inbox commit")
 
 
 async def apply_posting(conn: asyncpg.Connection, ledger: str, delivery_id: str) -> bool:
@@ -466,7 +408,7 @@ def create_app(
             app.state.acknowledger.schedule(delivery_id)  # the business answer, later
         if fault == "drop_after_commit":
             stats.add("fault_dropped")
-            return _DropAfterHeaders()
+            return drop_after_headers()
         if fault == "hang_after_commit":
             stats.add("fault_hung")
             await asyncio.sleep(f.hang_seconds)
