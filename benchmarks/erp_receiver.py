@@ -33,6 +33,10 @@ Per delivery:
    is marked superseded and releases its invoice key (``erp_supersessions``), so the
    new version, which Fenceline delivers only after this one, posts.
 
+With ``acknowledge`` (``--ack-callback``) it also tells Fenceline, later, what it
+made of each accepted delivery: a signed acknowledgement at once, late or never by
+fraction (:mod:`benchmarks.erp_acknowledger`).
+
 Its tables (``erp_inbox``, ``erp_postings``) are not the product's: they are the
 migrations of ``sql/erp/``, which :func:`migrate_erp` applies (the receiver does at
 start-up; ``--migrate`` applies the product's schema as well).
@@ -65,8 +69,9 @@ import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
-from starlette.types import Receive, Scope, Send
 
+from benchmarks.erp_acknowledger import Acknowledger, AckPlan
+from benchmarks.erp_faults import FAULT_MODES, FaultSwitch, drop_after_headers
 from pipeline.database import connect, create_pool, migrate
 from pipeline.delivery import (
     CHALLENGE_ID_PREFIX,
@@ -80,12 +85,6 @@ from pipeline.queries import SQL_DIR, q
 
 log = logging.getLogger(__name__)
 
-FAULT_MODES = (
-    "none", "down", "status", "redirect", "drop_after_commit", "hang_after_commit",
-    "status_after_commit",
-)  # fmt: skip
-
-
 #: The reference ERP receiver's migrations, apart from the product's ``sql/schema``.
 ERP_SCHEMA_DIR = SQL_DIR / "erp"
 
@@ -93,46 +92,6 @@ ERP_SCHEMA_DIR = SQL_DIR / "erp"
 async def migrate_erp(conn: asyncpg.Connection) -> list[int]:
     """Apply the receiver's own migrations (``sql/erp``); return the versions applied."""
     return await migrate(conn, ERP_SCHEMA_DIR)
-
-
-@dataclass
-class FaultSwitch:
-    """A simulated ERP failure; ``remaining`` faults are served, then it heals (None: never).
-
-    Modes: ``down`` 503 (with ``retry_after``), ``status`` any ``status``,
-    ``redirect`` 302 to ``location``, ``drop_after_commit`` commit then close the
-    connection mid-response, ``hang_after_commit`` commit then sleep ``hang_seconds``,
-    ``status_after_commit`` commit then answer ``status`` (an acknowledgement lost
-    behind a failing proxy: the sender must retry under the same delivery id).
-    """
-
-    mode: str = "none"
-    remaining: int | None = None
-    status: int = 503
-    retry_after: str | None = None
-    location: str = "http://169.254.169.254/latest/meta-data/"
-    hang_seconds: float = 30.0
-
-    def set(self, mode: str, **kw: Any) -> None:
-        if mode not in FAULT_MODES:
-            raise ValueError(f"fault mode must be one of {FAULT_MODES}")
-        self.mode = mode
-        self.remaining = kw.pop("remaining", None)
-        for k, v in kw.items():
-            if not hasattr(self, k):
-                raise ValueError(f"unknown fault field {k!r}")
-            setattr(self, k, v)
-
-    def take(self) -> str:
-        """The fault to serve for this request (consuming one of ``remaining``)."""
-        if self.mode == "none":
-            return "none"
-        mode = self.mode
-        if self.remaining is not None:
-            self.remaining -= 1
-            if self.remaining <= 0:
-                self.mode, self.remaining = "none", None
-        return mode
 
 
 @dataclass
@@ -158,6 +117,9 @@ class ReceiverConfig:
     migrate: bool = False
     #: Post the same supplier invoice once per job (load tests replaying a corpus).
     allow_duplicate_invoices: bool = False
+    #: Acknowledge accepted deliveries to Fenceline later, signed (at once, late or
+    #: never by fraction: :mod:`benchmarks.erp_acknowledger`). None: no acknowledgements.
+    acknowledge: AckPlan | None = None
 
 
 @dataclass
@@ -197,18 +159,6 @@ class ReceiverStats:
 
 class _CreditedInvoiceUnknown(Exception):
     """A credit note names an invoice this ledger never posted (its transaction rolls back)."""
-
-
-class _ConnectionDropped(Exception):
-    """Raised after the response started, so the server closes the connection."""
-
-
-class _DropAfterHeaders(Response):
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: ARG002
-        await send(
-            {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"64")]}
-        )
-        raise _ConnectionDropped("fault: connection dropped after the inbox commit")
 
 
 async def apply_posting(conn: asyncpg.Connection, ledger: str, delivery_id: str) -> bool:
@@ -414,9 +364,13 @@ def create_app(
             await conn.close()
         app.state.pool = await create_pool(config.database_url, min_size=1, max_size=8)
         effects_total.inc(await apply_pending_postings(app.state.pool, config.ledger))
+        if config.acknowledge is not None:
+            app.state.acknowledger = Acknowledger(config.acknowledge, now=now)
         try:
             yield
         finally:
+            if app.state.acknowledger is not None:
+                await app.state.acknowledger.aclose()
             await app.state.pool.close()
 
     app = FastAPI(title="Fenceline reference ERP receiver", lifespan=lifespan)
@@ -424,6 +378,8 @@ def create_app(
     #: Replaceable at run time: an ERP reloading its keys after a rotation.
     app.state.verifier = verifier
     app.state.stats = ReceiverStats()
+    #: Sends the acknowledgements of ``config.acknowledge`` (set at start-up).
+    app.state.acknowledger = None
 
     def answer(result: str, status: int, **body: Any) -> JSONResponse:
         requests_total.labels(result).inc()
@@ -548,9 +504,11 @@ def create_app(
             async with pool.acquire() as conn:
                 if await apply_posting(conn, config.ledger, delivery_id):
                     effects_total.inc()
+        if app.state.acknowledger is not None and job_id is not None:
+            app.state.acknowledger.schedule(delivery_id)  # the business answer, later
         if fault == "drop_after_commit":
             stats.add("fault_dropped")
-            return _DropAfterHeaders()
+            return drop_after_headers()
         if fault == "hang_after_commit":
             stats.add("fault_hung")
             await asyncio.sleep(f.hang_seconds)
@@ -621,10 +579,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="post the same supplier invoice once per job (load tests replaying a corpus)",
     )
+    parser.add_argument(
+        "--ack-callback", help="Fenceline's API base URL: acknowledge deliveries there"
+    )
+    parser.add_argument("--ack-at-once", type=float, default=1.0, help="fraction acked at once")
+    parser.add_argument("--ack-late", type=float, default=0.0, help="fraction acked late")
+    parser.add_argument("--ack-late-seconds", type=float, default=5.0)
     args = parser.parse_args(argv)
     secrets_ = list(args.secret) + os.environ.get("FENCELINE_ERP_SECRETS", "").split()
     if not args.database_url or not secrets_:
         parser.error("--database-url and at least one --secret (or FENCELINE_ERP_SECRETS)")
+    plan = (
+        AckPlan(
+            args.ack_callback,
+            secrets_[0],
+            at_once=args.ack_at_once,
+            late=args.ack_late,
+            late_seconds=args.ack_late_seconds,
+        )
+        if args.ack_callback
+        else None
+    )
     config = ReceiverConfig(
         database_url=args.database_url,
         keys=secrets_,
@@ -634,6 +609,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         enable_fault_api=args.enable_fault_api,
         migrate=args.migrate,
         allow_duplicate_invoices=args.allow_duplicate_invoices,
+        acknowledge=plan,
     )
     faults = FaultSwitch()
     faults.set(args.fault)

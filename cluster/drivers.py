@@ -38,7 +38,7 @@ from deployments.observability import start_observability
 from deployments.pools import OcrPoolConfig
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.database import create_pool
-from pipeline.delivery import job_store
+from pipeline.delivery import OverdueAcknowledgements, job_store
 from pipeline.documents import open_document_store
 from pipeline.extraction import Engine, OpenAICompatibleEngine
 from pipeline.jobs import JobStore, Reaper, RetentionPass, Settled
@@ -250,7 +250,8 @@ class TaskDriver(CrashPoints):
 
 
 class Maintenance(CrashPoints):
-    """The reaper, the outbox relay, DLQ retention and, with a broker, its two
+    """The reaper, the outbox relay, DLQ retention, retention, the overdue
+    acknowledgement pass, spend reconciliation and, with a broker, its two
     consumers, in one actor.
 
     With ``FENCELINE_AMQP_URL`` set the relay publishes execution signals to the
@@ -310,6 +311,13 @@ class Maintenance(CrashPoints):
         await services.start(
             "retention",
             lambda: RetentionPass(pool, JobRetentionConfig.from_settings(settings)),
+        )
+        # Acknowledgements the ERP owes past their window: one alert each.
+        await services.start(
+            "ack_overdue",
+            lambda: OverdueAcknowledgements(
+                pool, interval_seconds=settings.delivery_ack_overdue_interval_seconds
+            ),
         )
         await services.start(
             "spend_reconciler",

@@ -35,6 +35,7 @@ Hierarchy::
     ├── RedriveRefused            a job that may not be re-driven (not failed, delivered, reviewed)
     ├── CancelRefused             a job that may not be cancelled: it settled first
     ├── DeliveryRefused           a resend (in flight, body gone, …) or test event refused
+    ├── AcknowledgementRefused    an ERP acknowledgement not taken: bad signature, conflict…
     └── EgressBlocked             a webhook URL or its resolved address is not allowed (SSRF guard)
 
 The retryable / terminal split drives :mod:`pipeline.retry`: the job store
@@ -411,6 +412,21 @@ class CancelRefused(FencelineError):
         super().__init__(message)
         self.state = state
         self.deliveries = deliveries or []
+
+
+class AcknowledgementRefused(FencelineError):
+    """An ERP's acknowledgement of a delivery was not taken. ``status`` is the HTTP
+    answer: 401 (signature, replay window, unknown delivery: indistinguishable), 400
+    (not an acknowledgement of this delivery), 409 (``reason``: ``message_conflict``,
+    a message id reused with another body; ``conflicting_acknowledgement``, another
+    outcome than the one recorded; ``not_expected``; ``not_sent``)."""
+
+    error_class = "acknowledgement_refused"
+
+    def __init__(self, message: str, *, status: int, reason: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
 
 
 class EgressBlocked(FencelineError):

@@ -279,6 +279,11 @@ class Settings(BaseSettings):
     webhook_secret_key: SecretStr | None = None
     #: How long a rotated-out endpoint secret keeps signing alongside the new one.
     webhook_rotation_grace_seconds: float = Field(86400.0, ge=0)
+    #: ERP acknowledgements (pipeline/delivery/acknowledgements.py): the replay
+    #: window of a signed acknowledgement, and how often the maintenance actor marks
+    #: acknowledgements past their endpoint's window overdue (one alert each).
+    delivery_ack_tolerance_seconds: int = Field(300, ge=1)
+    delivery_ack_overdue_interval_seconds: float = Field(30.0, gt=0)
 
     # The review console (pipeline/api/console/session.py).
     #: Signs the console's CSRF tokens and login-form nonces (any string of 32+

@@ -46,6 +46,33 @@ def _register_args(p: argparse.ArgumentParser) -> None:
         help="event types to deliver (comma-separated or repeated); an empty value means "
         f"every type; omitted: {','.join(DEFAULT_EVENT_TYPES)}",
     )
+    p.add_argument(
+        "--ack-window",
+        metavar="SECONDS",
+        help="ask the ERP to acknowledge each delivery within SECONDS of its 2xx "
+        "(60..2592000); omitted: no acknowledgements",
+    )
+
+
+def _ack_window_args(p: argparse.ArgumentParser) -> None:
+    _endpoint_args(p)
+    p.add_argument(
+        "--seconds", required=True, help="the acknowledgement window (60..2592000), or 'off'"
+    )
+
+
+def _ack_window(value: str | None) -> int | None:
+    """An acknowledgement window from the command line: seconds, or None for 'off'."""
+    from pipeline.delivery import MAX_ACK_WINDOW_SECONDS, MIN_ACK_WINDOW_SECONDS
+
+    if value is None or value == "off":
+        return None
+    seconds = int(value)
+    if not MIN_ACK_WINDOW_SECONDS <= seconds <= MAX_ACK_WINDOW_SECONDS:
+        raise ValueError(
+            f"an acknowledgement window is {MIN_ACK_WINDOW_SECONDS}..{MAX_ACK_WINDOW_SECONDS} s"
+        )
+    return seconds
 
 
 def _endpoint_args(p: argparse.ArgumentParser) -> None:
@@ -99,11 +126,21 @@ async def _endpoints_async(args: argparse.Namespace, settings: Settings) -> int:
                 types = parse_event_types(args.event_types)
             refuse_invisible("--description", args.description)
             issued = await registry.register(
-                tenant.id, args.url, event_types=types, description=args.description
+                tenant.id,
+                args.url,
+                event_types=types,
+                description=args.description,
+                ack_window_seconds=_ack_window(args.ack_window),
             )
             _print({"endpoint_id": issued.endpoint.id, "key_id": issued.key_id,
                     "secret": issued.secret, "url": issued.endpoint.url,
-                    "event_types": issued.endpoint.event_types})  # fmt: skip
+                    "event_types": issued.endpoint.event_types,
+                    "ack_window_seconds": issued.endpoint.ack_window_seconds})  # fmt: skip
+        elif args.subcommand == "ack-window":
+            endpoint = await registry.set_ack_window(
+                tenant.id, uuid.UUID(args.endpoint), _ack_window(args.seconds)
+            )
+            _print(endpoint.__dict__)
         elif args.subcommand == "rotate":
             issued = await registry.rotate(tenant.id, uuid.UUID(args.endpoint))
             _print({"endpoint_id": issued.endpoint.id, "key_id": issued.key_id,
@@ -131,6 +168,11 @@ command("endpoints rotate", "rotate an endpoint's signing secret", _endpoint_arg
 command("endpoints disable", "disable an endpoint", _disable_args)(_endpoints)
 command("endpoints enable", "enable a disabled endpoint", _endpoint_args)(_endpoints)
 command("endpoints list", "a tenant's webhook endpoints", _tenant)(_endpoints)
+command(
+    "endpoints ack-window",
+    "ask an endpoint's ERP for acknowledgements within a window, or stop ('off')",
+    _ack_window_args,
+)(_endpoints)
 
 
 # ------------------------------------------------------------------------ dlq

@@ -44,6 +44,7 @@ from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from pipeline.api import problems as api_errors
+from pipeline.api.acknowledgements import router as acknowledgements_router
 from pipeline.api.body_limit import BodyLimitMiddleware
 from pipeline.api.cancel import router as cancel_router
 from pipeline.api.console.routes import install_console
@@ -161,6 +162,7 @@ def create_app(
     app.include_router(redrive_router)
     app.include_router(cancel_router)
     app.include_router(erasure_router)
+    app.include_router(acknowledgements_router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -44,10 +44,13 @@ from pipeline.api.problems import (
     refuse_unsafe_text,
     safe_text_schema,
 )
+from pipeline.api.submission import JsonInt
 from pipeline.delivery import (
     DEFAULT_EVENT_TYPES,
     EVENT_TYPE_PATTERN,
+    MAX_ACK_WINDOW_SECONDS,
     MAX_EVENT_TYPES,
+    MIN_ACK_WINDOW_SECONDS,
     EgressClient,
     Endpoint,
     EndpointChallenger,
@@ -63,6 +66,12 @@ from pipeline.tenants import Principal
 PREFIX = "/v1/webhook-endpoints"
 
 EventType = Annotated[str, Field(pattern=EVENT_TYPE_PATTERN, max_length=100)]
+AckWindow = Annotated[JsonInt, Field(ge=MIN_ACK_WINDOW_SECONDS, le=MAX_ACK_WINDOW_SECONDS)]
+_ACK_WINDOW_NOTE = (
+    "Seconds within which the ERP must acknowledge each delivery it answered 2xx "
+    "(`POST /v1/deliveries/{id}/acknowledgement`); a delivery without one by then is "
+    "`overdue` and alerts once. `null`: no acknowledgement expected (the default)."
+)
 _TEXT = r"^[^\x00]*$"
 
 
@@ -87,6 +96,7 @@ class EndpointCreate(BaseModel):
         Annotated[str, Field(max_length=500, pattern=_TEXT, json_schema_extra=safe_text_schema())]
         | None
     ) = Field(None, description=UNSAFE_TEXT_NOTE)
+    acknowledgement_window_seconds: AckWindow | None = Field(None, description=_ACK_WINDOW_NOTE)
 
 
 class EndpointDisable(BaseModel):
@@ -119,6 +129,7 @@ class EndpointOut(BaseModel):
         "its deliveries are held (see docs/delivery.md, Verification)."
     )
     verified_at: datetime | None
+    acknowledgement_window_seconds: int | None = Field(description=_ACK_WINDOW_NOTE)
 
     @classmethod
     def of(cls, e: Endpoint) -> EndpointOut:
@@ -135,19 +146,27 @@ class EndpointOut(BaseModel):
             created_at=e.created_at,
             verification=e.verification,
             verified_at=e.verified_at,
+            acknowledgement_window_seconds=e.ack_window_seconds,
         )
 
 
 class EndpointUpdate(BaseModel):
-    """A new URL for an endpoint: checked like a registration, then verified again."""
+    """A new URL for an endpoint (checked like a registration, then verified again),
+    and/or its acknowledgement window. At least one of the two."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    url: str = Field(
+    url: str | None = Field(
+        None,
         min_length=1,
         max_length=2048,
         description="`https` on an allowed port, every resolved address global. The "
         "endpoint is `pending` again until the new URL echoes a challenge.",
+    )
+    acknowledgement_window_seconds: AckWindow | None = Field(
+        None,
+        description=f"{_ACK_WINDOW_NOTE} Deliveries created from then on carry the new "
+        "window; earlier ones keep theirs.",
     )
 
 
@@ -269,7 +288,10 @@ async def register_endpoint(
 ) -> EndpointSecret:
     _operator(principal)
     refuse_unsafe_text("description", body.description)
-    kw: dict[str, Any] = {"description": body.description}
+    kw: dict[str, Any] = {
+        "description": body.description,
+        "ack_window_seconds": body.acknowledgement_window_seconds,
+    }
     if body.event_types is not None:
         kw["event_types"] = list(dict.fromkeys(body.event_types))
     try:
@@ -355,7 +377,8 @@ async def enable_endpoint(
 
 @router.patch(
     "/{endpoint_id}",
-    summary="Change an endpoint's URL; it must be verified again before deliveries resume",
+    summary="Change an endpoint's URL (verified again before deliveries resume) or its "
+    "acknowledgement window",
     response_model=EndpointOut,
     responses=problem_responses(400, 413, *_WRITE),
 )
@@ -363,10 +386,20 @@ async def update_endpoint(
     request: Request, principal: Caller, endpoint_id: uuid.UUID, body: EndpointUpdate
 ) -> EndpointOut:
     _operator(principal)
-    try:
-        endpoint = await registry(request).change_url(principal.tenant_id, endpoint_id, body.url)
-    except EgressBlocked as exc:
-        raise _refused(exc) from None
+    fields = body.model_fields_set
+    if not fields or (body.url is None and "acknowledgement_window_seconds" not in fields):
+        raise ApiProblem(422, "give a url or an acknowledgement_window_seconds", reason="empty")
+    reg = registry(request)
+    endpoint = await reg.get(principal.tenant_id, endpoint_id)
+    if body.url is not None:
+        try:
+            endpoint = await reg.change_url(principal.tenant_id, endpoint_id, body.url)
+        except EgressBlocked as exc:
+            raise _refused(exc) from None
+    if "acknowledgement_window_seconds" in fields:
+        endpoint = await reg.set_ack_window(
+            principal.tenant_id, endpoint_id, body.acknowledgement_window_seconds
+        )
     return EndpointOut.of(endpoint)
 
 

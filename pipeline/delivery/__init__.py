@@ -1,10 +1,24 @@
 """ERP delivery: the delivery state machine and dispatcher, tenant endpoints,
-webhook signing, the egress guard and client, and the retry policy.
+webhook signing, the egress guard and client, the retry policy, and the ERP's
+commercial acknowledgements.
 
 This is the package's surface: other packages import these names from here,
 never from a module inside.
 """
 
+from pipeline.delivery.acknowledgements import (
+    ACK_TRANSITIONS,
+    EVENT_ACKNOWLEDGEMENT,
+    MAX_ACK_BODY_BYTES,
+    MAX_ACK_WINDOW_SECONDS,
+    MIN_ACK_WINDOW_SECONDS,
+    OUTCOMES,
+    AckMetrics,
+    AcknowledgementInbox,
+    AckReceipt,
+    AckState,
+    OverdueAcknowledgements,
+)
 from pipeline.delivery.deliveries import (
     DeliveryState,
     DeliveryStore,
@@ -35,13 +49,23 @@ from pipeline.delivery.verification import (
 )
 
 __all__ = [
+    "ACK_TRANSITIONS",
     "CHALLENGE_ID_PREFIX",
     "DEFAULT_EVENT_TYPES",
+    "EVENT_ACKNOWLEDGEMENT",
     "EVENT_TEST",
     "EVENT_TYPE_PATTERN",
     "EVENT_VERIFICATION",
+    "MAX_ACK_BODY_BYTES",
+    "MAX_ACK_WINDOW_SECONDS",
     "MAX_EVENT_TYPES",
+    "MIN_ACK_WINDOW_SECONDS",
+    "OUTCOMES",
     "TEST_ID_PREFIX",
+    "AckMetrics",
+    "AckReceipt",
+    "AckState",
+    "AcknowledgementInbox",
     "AfterResponse",
     "ChallengeResult",
     "DeliveryConfig",
@@ -57,6 +81,7 @@ __all__ = [
     "IssuedSecret",
     "LogFilter",
     "LogPosition",
+    "OverdueAcknowledgements",
     "ProbeResult",
     "SecretBox",
     "VerificationKey",

@@ -143,6 +143,9 @@ class Endpoint:
     #: deliveries are held until then. A URL change sets it back to ``pending``.
     verification: str = "pending"
     verified_at: datetime | None = None
+    #: Seconds within which the ERP must acknowledge each delivered event
+    #: (:mod:`acknowledgements`); None: no acknowledgement is expected.
+    ack_window_seconds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,7 @@ class EndpointRegistry:
         event_types: Sequence[str] = DEFAULT_EVENT_TYPES,
         description: str | None = None,
         secret: str | None = None,
+        ack_window_seconds: int | None = None,
     ) -> IssuedSecret:
         """Validate ``url`` (resolving it) and store the endpoint with a first key.
 
@@ -235,6 +239,7 @@ class EndpointRegistry:
                 description,
                 list(event_types),
                 now,
+                ack_window_seconds,
             )
             sealed = self.box.seal(secret, endpoint_id=endpoint_id, key_id=key_id)
             await conn.execute(q("endpoint_key_insert"), endpoint_id, key_id, sealed, now)
@@ -341,6 +346,43 @@ class EndpointRegistry:
                     tenant_id,
                     "url_changed",
                     f"{old['url']} -> {url}",
+                    now,
+                )
+            row = await conn.fetchrow(q("endpoint_get_for_tenant"), endpoint_id, tenant_id)
+        return _endpoint(row)
+
+    async def set_ack_window(
+        self, tenant_id: uuid.UUID, endpoint_id: uuid.UUID, window_seconds: int | None
+    ) -> Endpoint:
+        """Ask for acknowledgements within ``window_seconds`` of each 2xx (None: stop
+        asking). Deliveries created from now on carry it; earlier ones keep theirs.
+
+        Raises:
+            NotFound: not the tenant's endpoint.
+        """
+        now = self.clock.now()
+        async with self.pool.acquire() as conn, conn.transaction():
+            old = await fetch_owned(
+                conn, "endpoint_get_for_tenant", endpoint_id, tenant_id, "endpoint"
+            )
+            if old["ack_window_seconds"] != window_seconds:
+                if (
+                    await conn.fetchval(
+                        q("endpoint_set_ack_window_for_tenant"),
+                        endpoint_id,
+                        tenant_id,
+                        window_seconds,
+                        now,
+                    )
+                    is None
+                ):  # pragma: no cover - read above in this transaction
+                    raise RuntimeError(f"endpoint {endpoint_id} vanished")
+                await conn.execute(
+                    q("endpoint_event_insert"),
+                    endpoint_id,
+                    tenant_id,
+                    "ack_window_changed",
+                    f"{old['ack_window_seconds']} -> {window_seconds}",
                     now,
                 )
             row = await conn.fetchrow(q("endpoint_get_for_tenant"), endpoint_id, tenant_id)

@@ -6,7 +6,8 @@ attempt (fence, worker, tokens, outcome, a stale result discarded), the result
 (read from an e-invoice's XML or from the text, each value's evidence, the reasons:
 :mod:`pipeline.jobs.explain_result`), the admission grants of its attempts and how
 each was settled (reconciled, refunded, kept as uncertain), its outbox events and
-inbox records, its ERP deliveries with every delivery attempt, the review decisions
+inbox records, its ERP deliveries with every delivery attempt and the ERP's
+acknowledgement (awaited, overdue, accepted, rejected, duplicate), the review decisions
 and corrections, operator re-drives and the cancellation (who, when, what became of
 its deliveries), legal holds and what retention removed (and when), the erasure
 of its content (who, when, what was erased, kept and why: :mod:`pipeline.jobs.erasure`);
@@ -78,6 +79,7 @@ async def explain(conn: asyncpg.Connection, job_id: uuid.UUID) -> dict[str, Any]
         d["attempt_history"] = await _rows(
             conn, "delivery_attempt_list_for_tenant", d["id"], tenant
         )
+        d["acknowledgements"] = await _rows(conn, "delivery_ack_list_for_tenant", d["id"], tenant)
     document = None
     if job["document_id"] is not None:
         row = await conn.fetchrow(q("document_get"), job["document_id"], tenant)
@@ -202,6 +204,26 @@ def _delivery(d: dict[str, Any]) -> list[str]:
             f"  attempt {a['attempt']} fence {a['fence']} worker {a['worker_id']}: {a['outcome']}"
             f" HTTP {a['http_status']} {a['error_class'] or ''} {a['latency_ms']} ms"
             f" to {a['address']} [{a['started_at']} .. {a['ended_at']}]"
+        )
+    return out + _acknowledgement(d)
+
+
+def _acknowledgement(d: dict[str, Any]) -> list[str]:
+    """The ERP's acknowledgement of a delivery (when its endpoint asks for one)."""
+    state = d.get("ack_state")
+    if state is None:
+        return []
+    out = [f"  acknowledgement: {state}, due {d['ack_due_at'] or 'once delivered'}"]
+    if d.get("ack_overdue_at") is not None:
+        out[0] += f", overdue (alerted) {d['ack_overdue_at']}"
+    if d.get("acknowledged_at") is not None:
+        out[0] += f", acknowledged {d['acknowledged_at']}"
+        if d.get("ack_reason"):
+            out[0] += f": {d['ack_reason']}"
+    for m in d.get("acknowledgements", []):
+        out.append(
+            f"    message {m['message_id']} {m['outcome']} ({m['effect']})"
+            f" key {m['key_id']} received {m['received_at']}"
         )
     return out
 

@@ -145,15 +145,18 @@ ORDER BY archived_at DESC, id
 LIMIT $2;
 
 -- name: console_delivery_list_for_tenant
--- The tenant's deliveries in state $2 (NULL: any) to endpoint $3 (NULL: any), most
--- recently changed first, at most $4, each with its endpoint's URL.
+-- The tenant's deliveries in state $2 (NULL: any) to endpoint $3 (NULL: any) in
+-- acknowledgement state $5 (NULL: any), most recently changed first, at most $4,
+-- each with its endpoint's URL.
 SELECT d.id, d.job_id, d.endpoint_id, e.url, d.event_type, d.state, d.attempts,
        d.last_status, d.last_error, d.final_reason, d.next_attempt_at, d.created_at,
-       d.updated_at, octet_length(d.body) > 0 AS body_available, e.state AS endpoint_state
+       d.updated_at, octet_length(d.body) > 0 AS body_available, e.state AS endpoint_state,
+       d.ack_state, d.ack_due_at, d.ack_reason
 FROM deliveries d
 JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.tenant_id = d.tenant_id
 WHERE d.tenant_id = $1 AND ($2::text IS NULL OR d.state = $2::text)
   AND ($3::uuid IS NULL OR d.endpoint_id = $3::uuid)
+  AND ($5::text IS NULL OR d.ack_state = $5::text)
 ORDER BY d.updated_at DESC, d.id
 LIMIT $4;
 

@@ -7,6 +7,8 @@
 -- type: $3 for a credit note (its result's document_type), with the invoice it credits
 -- (credit_note_links) as data.credited_invoice, else $2. A body is
 -- rendered once, here, and its exact bytes are what every attempt signs and sends.
+-- An endpoint that asks for acknowledgements gives its deliveries its window and
+-- an acknowledgement state ('awaiting'), fixed for the delivery's life.
 -- When it created any, it wakes the dispatchers (one NOTIFY, delivered at commit).
 -- Returns how many it created.
 -- Each job is read by its primary key: a lookup per id that the planner cannot
@@ -48,10 +50,12 @@ body AS (
 ),
 created AS (
   INSERT INTO deliveries (id, tenant_id, endpoint_id, job_id, event_type, body, body_sha256,
-                          state, next_attempt_at, horizon_start, created_at)
+                          state, next_attempt_at, horizon_start, created_at,
+                          ack_window_seconds, ack_state)
   SELECT gen_random_uuid(), job.tenant_id, e.id, job.id, job.event_type, body.b,
          encode(sha256(body.b), 'hex'), 'pending', job.finished_at, job.finished_at,
-         job.finished_at
+         job.finished_at, e.ack_window_seconds,
+         CASE WHEN e.ack_window_seconds IS NOT NULL THEN 'awaiting' END
   FROM job JOIN body ON body.id = job.id
   JOIN webhook_endpoints e ON e.tenant_id = job.tenant_id
   WHERE e.state = 'active'
@@ -212,10 +216,12 @@ WHERE id = $1 AND state IS NOT DISTINCT FROM 'in_flight' AND fence = $2
 FOR UPDATE;
 
 -- name: delivery_deliver_if_fenced
+-- A delivery that expects an acknowledgement is due one within its window from now.
 UPDATE deliveries
 SET state = 'delivered', lease_until = NULL, lease_owner = NULL,
     delivered_at = coalesce($5::timestamptz, now()), last_status = $3, last_error = NULL,
-    last_latency_ms = $4
+    last_latency_ms = $4,
+    ack_due_at = coalesce($5::timestamptz, now()) + make_interval(secs => ack_window_seconds)
 WHERE id = $1 AND state IS NOT DISTINCT FROM 'in_flight' AND fence = $2
 RETURNING id;
 
@@ -288,13 +294,15 @@ RETURNING id, endpoint_id;
 -- name: delivery_get_for_tenant
 SELECT id, tenant_id, endpoint_id, job_id, event_type, body_sha256, state, attempts, fence,
        next_attempt_at, last_status, last_error, last_latency_ms, last_attempt_at,
-       final_reason, created_at, updated_at, delivered_at
+       final_reason, created_at, updated_at, delivered_at, ack_state, ack_window_seconds,
+       ack_due_at, ack_overdue_at, acknowledged_at, ack_reason, ack_message_id
 FROM deliveries WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2;
 
 -- name: delivery_list_for_job
 SELECT id, tenant_id, endpoint_id, job_id, event_type, body_sha256, state, attempts, fence,
        next_attempt_at, last_status, last_error, last_latency_ms, last_attempt_at,
-       final_reason, created_at, updated_at, delivered_at
+       final_reason, created_at, updated_at, delivered_at, ack_state, ack_window_seconds,
+       ack_due_at, ack_overdue_at, acknowledged_at, ack_reason, ack_message_id
 FROM deliveries WHERE job_id = $1 AND tenant_id = $2
 ORDER BY created_at, id;
 

@@ -5,12 +5,12 @@
 -- name: endpoint_insert
 -- A new endpoint is pending verification and due for its challenge at once.
 INSERT INTO webhook_endpoints (id, tenant_id, url, description, event_types, created_at,
-                               updated_at, next_challenge_at)
+                               updated_at, next_challenge_at, ack_window_seconds)
 VALUES ($1, $2, $3, $4, $5, coalesce($6::timestamptz, now()), coalesce($6::timestamptz, now()),
-        coalesce($6::timestamptz, now()))
+        coalesce($6::timestamptz, now()), $7)
 RETURNING id, tenant_id, url, description, event_types, state, disabled_reason, disabled_at,
           breaker_state, breaker_open_until, consecutive_failures, failing_since,
-          last_success_at, created_at, verification, verified_at;
+          last_success_at, created_at, verification, verified_at, ack_window_seconds;
 
 -- name: endpoint_key_insert
 INSERT INTO webhook_endpoint_keys (endpoint_id, key_id, sealed_secret, created_at)
@@ -20,13 +20,13 @@ RETURNING endpoint_id, key_id, created_at;
 -- name: endpoint_get_for_tenant
 SELECT id, tenant_id, url, description, event_types, state, disabled_reason, disabled_at,
        breaker_state, breaker_open_until, consecutive_failures, failing_since,
-       last_success_at, created_at, verification, verified_at
+       last_success_at, created_at, verification, verified_at, ack_window_seconds
 FROM webhook_endpoints WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2;
 
 -- name: endpoint_list_for_tenant
 SELECT id, tenant_id, url, description, event_types, state, disabled_reason, disabled_at,
        breaker_state, breaker_open_until, consecutive_failures, failing_since,
-       last_success_at, created_at, verification, verified_at
+       last_success_at, created_at, verification, verified_at, ack_window_seconds
 FROM webhook_endpoints WHERE tenant_id = $1 ORDER BY created_at, id;
 
 -- name: endpoint_lock_for_tenant
@@ -174,3 +174,11 @@ SET challenge_failures = challenge_failures + 1,
                                     $4::float8 * power(2, least(challenge_failures, 16))))
 WHERE id = $1 AND url = $2 AND verification = 'pending'
 RETURNING challenge_failures, next_challenge_at;
+
+-- name: endpoint_set_ack_window_for_tenant
+-- Acknowledgements asked for within $3 seconds of each 2xx (NULL: none). Deliveries
+-- created from now on carry the new window; existing ones keep theirs.
+UPDATE webhook_endpoints
+SET ack_window_seconds = $3, updated_at = coalesce($4::timestamptz, now())
+WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2
+RETURNING id;

@@ -9,9 +9,10 @@
 INSERT INTO delivery_state_transitions VALUES ('delivered', 'pending');
 
 -- The endpoint log records each resend (with the delivery id and the key) and each
--- test event sent to the endpoint (its webhook-id and the answer).
+-- test event sent to the endpoint (its webhook-id and the answer); the kinds of
+-- migration 035 (acknowledgements) stay.
 ALTER TABLE endpoint_events DROP CONSTRAINT endpoint_events_kind_check;
 ALTER TABLE endpoint_events ADD CONSTRAINT endpoint_events_kind_check CHECK (kind IN
   ('registered', 'rotated', 'disabled', 'enabled', 'breaker_opened', 'breaker_closed',
    'auth_alert', 'egress_blocked', 'redriven', 'verified', 'verification_failed',
-   'url_changed', 'resent', 'tested'));
+   'url_changed', 'ack_overdue', 'ack_window_changed', 'resent', 'tested'));

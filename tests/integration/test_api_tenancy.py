@@ -59,6 +59,10 @@ PUBLIC = {
     ("POST", "/console/login"),
     ("GET", "/console/static/console.js"),
     ("GET", "/console/static/console.css"),
+    # An ERP's acknowledgement: authenticated by the endpoint's signature, not by a
+    # tenant's key; a foreign or unknown delivery is a 401 like a bad signature
+    # (tests/integration/test_delivery_acknowledgements.py).
+    ("POST", "/v1/deliveries/{delivery_id}/acknowledgement"),
 }
 
 

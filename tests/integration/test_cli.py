@@ -178,11 +178,12 @@ async def test_endpoints_register_list_rotate_disable_enable(pool: asyncpg.Pool,
         "--event-types", "extraction.completed.v1",
     )  # fmt: skip
     every = run("register", "--url", f"{base}/b", "--event-types", "")
-    default = run("register", "--url", f"{base}/c")
+    default = run("register", "--url", f"{base}/c", "--ack-window", "3600")
     assert isinstance(filtered, dict) and isinstance(every, dict) and isinstance(default, dict)
     assert filtered["event_types"] == ["extraction.completed.v1", "extraction.failed.v1"]
     assert every["event_types"] == []  # every event type
     assert default["event_types"] == ["extraction.completed.v1"]
+    assert (default["ack_window_seconds"], filtered["ack_window_seconds"]) == (3600, None)
     assert filtered["key_id"] == "k1" and filtered["secret"].startswith("whsec_")
     endpoint = filtered["endpoint_id"]
 
@@ -204,6 +205,15 @@ async def test_endpoints_register_list_rotate_disable_enable(pool: asyncpg.Pool,
     enabled = run("enable", "--endpoint", endpoint)
     assert isinstance(enabled, dict)
     assert (enabled["state"], enabled["disabled_reason"]) == ("active", None)
+    windowed = run("ack-window", "--endpoint", endpoint, "--seconds", "120")
+    assert isinstance(windowed, dict) and windowed["ack_window_seconds"] == 120
+    off = run("ack-window", "--endpoint", endpoint, "--seconds", "off")
+    assert isinstance(off, dict) and off["ack_window_seconds"] is None
+    short = fenceline(
+        "endpoints", "ack-window", "--tenant", tenant.name, "--endpoint", endpoint,
+        "--seconds", "10", dsn=dsn,
+    )  # fmt: skip
+    assert short.returncode == 1 and "acknowledgement window" in short.stderr
 
     bad = fenceline(
         "endpoints", "register", "--tenant", tenant.name, "--url", f"{base}/d",
@@ -218,7 +228,10 @@ async def test_endpoints_register_list_rotate_disable_enable(pool: asyncpg.Pool,
         count = await conn.fetchval(
             "SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1", tenant.id
         )
-    assert [k["kind"] for k in kinds] == ["registered", "rotated", "disabled", "enabled"]
+    assert [k["kind"] for k in kinds] == [
+        "registered", "rotated", "disabled", "enabled", "ack_window_changed",
+        "ack_window_changed",
+    ]  # fmt: skip
     assert kinds[2]["detail"].startswith("ERP maintenance")
     assert count == 3  # the refused registration wrote nothing
 

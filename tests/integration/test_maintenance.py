@@ -50,6 +50,7 @@ async def test_with_a_broker_signals_reach_the_inbox_and_dead_letters_the_archiv
             "relay",
             "dlq_retention",
             "retention",
+            "ack_overdue",
             "spend_reconciler",
             "InboxConsumer",
             "DeadLetterArchiver",
@@ -106,6 +107,7 @@ async def test_without_a_broker_only_the_reaper_and_the_relay_run(dsn: str) -> N
             "relay",
             "dlq_retention",
             "retention",
+            "ack_overdue",
             "spend_reconciler",
         ]
     finally:

@@ -14,6 +14,7 @@ from typing import Any
 import asyncpg
 import uvicorn
 
+from benchmarks.erp_acknowledger import AckPlan
 from benchmarks.erp_receiver import FaultSwitch, ReceiverConfig, bind_socket, create_app
 from pipeline.clock import Clock, ManualClock
 from pipeline.delivery import (
@@ -78,12 +79,15 @@ class Receiver:
         ledger: str | None = None,
         clock: ManualClock | None = None,
         host: str = "127.0.0.1",
+        acknowledge: AckPlan | None = None,
     ) -> None:
         self.ledger = ledger or f"ledger-{uuid.uuid4().hex[:6]}"
         self.faults = FaultSwitch()
         now = (lambda: clock.now().timestamp()) if clock is not None else time.time
         self.app = create_app(
-            ReceiverConfig(database_url=dsn, keys=keys, ledger=self.ledger),
+            ReceiverConfig(
+                database_url=dsn, keys=keys, ledger=self.ledger, acknowledge=acknowledge
+            ),
             now=now,
             faults=self.faults,
         )

@@ -20,6 +20,7 @@ from deployments.ocr_pool import OcrMetrics
 from kuberay.monitoring.dashboard import OUT, dashboard
 from pipeline.admission import AdmissionConfig, AdmissionPolicy, admission_registry
 from pipeline.api.metrics import IntakeMetrics
+from pipeline.delivery import AckMetrics
 from pipeline.delivery.metrics import DeliveryMetrics
 from pipeline.jobs import JobMetrics
 from pipeline.messaging import BrokerMetrics
@@ -35,6 +36,7 @@ def exported() -> set[str]:
         BrokerMetrics(CollectorRegistry()).registry,
         JobMetrics(CollectorRegistry()).registry,
         DeliveryMetrics().registry,
+        AckMetrics(CollectorRegistry()).registry,
         EngineMetrics("short").registry,
         AdmissionClientMetrics().registry,
         admission_registry(AdmissionPolicy(AdmissionConfig(scope="s"))),

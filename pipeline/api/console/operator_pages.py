@@ -40,7 +40,7 @@ from pipeline.api.console.flash import flash_text, flash_url
 from pipeline.api.console.render import render, render_fragment
 from pipeline.api.context import api_context
 from pipeline.api.redrive import RedriveIn
-from pipeline.delivery import DeliveryLog, DeliveryState
+from pipeline.delivery import AckState, DeliveryLog, DeliveryState
 from pipeline.errors import DeliveryRefused, NotFound, RedriveRefused
 from pipeline.jobs import RedriveRequest, redrive_job
 from pipeline.states import JobState
@@ -82,7 +82,9 @@ def _page(request: Request, principal: Principal, **context: Any) -> dict[str, A
     return {"principal": principal, "csrf": csrf_for(request), **context}
 
 
-def _state(value: str | None, states: type[JobState] | type[DeliveryState]) -> str | None:
+def _state(
+    value: str | None, states: type[JobState] | type[DeliveryState] | type[AckState]
+) -> str | None:
     """A state filter: None for none; a name the state machine lacks is a 400 page."""
     if not value:
         return None
@@ -208,11 +210,12 @@ async def dead_letters(request: Request) -> Response:
 
 
 @router.get("/deliveries")
-async def deliveries(request: Request, state: _State = None) -> Response:
+async def deliveries(request: Request, state: _State = None, ack: _State = None) -> Response:
     principal = await _operator(request, "see deliveries")
     wanted = _state(state, DeliveryState)
+    wanted_ack = _state(ack, AckState)
     rows, _ = await api_context(request).services.console.deliveries(
-        principal, state=wanted, endpoint_id=None
+        principal, state=wanted, endpoint_id=None, ack_state=wanted_ack
     )
     return render(
         "deliveries.html",
@@ -220,6 +223,7 @@ async def deliveries(request: Request, state: _State = None) -> Response:
         title=f"Deliveries {wanted or ''}".strip(),
         page="deliveries",
         state=wanted,
+        ack=wanted_ack,
         deliveries=rows,
         endpoint=None,
     )
@@ -240,6 +244,7 @@ async def endpoint_page(request: Request, endpoint_id: uuid.UUID) -> Response:
         title="Endpoint",
         page="endpoint",
         state=None,
+        ack=None,
         deliveries=rows,
         endpoint=endpoint,
     )

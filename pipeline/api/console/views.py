@@ -63,6 +63,9 @@ class Dashboard:
     dead_letters: int
     dead_letters_unreplayed: int
     deliveries_by_state: dict[str, int]
+    #: Deliveries whose endpoint asks for ERP acknowledgements, by acknowledgement
+    #: state (``overdue``: the window ran out, alerted).
+    acknowledgements_by_state: dict[str, int]
     endpoints: list[dict[str, Any]]
     admission: list[dict[str, Any]]
     #: When these counts were read (the page says "as of"; each refresh moves it).
@@ -149,6 +152,7 @@ class ConsoleViews:
             ages = await conn.fetchrow(q("dashboard_ages_for_tenant"), t, now)
             dlq = await conn.fetchrow(q("dashboard_dead_letters_for_tenant"), t)
             deliveries = await conn.fetch(q("dashboard_deliveries_by_state_for_tenant"), t)
+            acks = await conn.fetch(q("dashboard_acknowledgements_for_tenant"), t)
             endpoints = await conn.fetch(q("dashboard_endpoints_for_tenant"), t)
             admission = await conn.fetch(q("dashboard_admission_for_tenant"), t, now)
         return Dashboard(
@@ -159,6 +163,7 @@ class ConsoleViews:
             dead_letters=dlq["total"],
             dead_letters_unreplayed=dlq["unreplayed"],
             deliveries_by_state={r["state"]: r["deliveries"] for r in deliveries},
+            acknowledgements_by_state={r["ack_state"]: r["deliveries"] for r in acks},
             endpoints=[dict(r.items()) for r in endpoints],
             admission=[dict(r.items()) for r in admission],
             read_at=now or datetime.now(UTC),
@@ -188,9 +193,11 @@ class ConsoleViews:
         *,
         state: str | None,
         endpoint_id: uuid.UUID | None,
+        ack_state: str | None = None,
         limit: int = 200,
     ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-        """The tenant's deliveries (by state, to one endpoint) and that endpoint's row.
+        """The tenant's deliveries (by state, to one endpoint, by acknowledgement state)
+        and that endpoint's row.
 
         Raises:
             NotFound: ``endpoint_id`` names no endpoint of this tenant.
@@ -204,7 +211,7 @@ class ConsoleViews:
                     raise NotFound(f"endpoint {endpoint_id}")
                 endpoint = dict(found.items())
             rows = await conn.fetch(
-                q("console_delivery_list_for_tenant"), t, state, endpoint_id, limit
+                q("console_delivery_list_for_tenant"), t, state, endpoint_id, limit, ack_state
             )
         return [dict(r.items()) for r in rows], endpoint
 
