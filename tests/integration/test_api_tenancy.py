@@ -194,6 +194,12 @@ async def cross_tenant_violations(
         ("POST", "/v1/extraction-jobs/{job_id}/redrive"): {"reason": "attacker"},
         ("POST", "/v1/redrives"): {"reason": "attacker"},
         ("POST", "/v1/extraction-jobs/{job_id}/cancel"): {"reason": "attacker"},
+        # An operator erases its own tenant only (naming B's is 403: test_erasure.py);
+        # its own erasure must touch nothing of B's.
+        ("POST", "/v1/tenant-erasures"): {
+            "confirm_tenant": str(attacker.tenant.id),
+            "max_jobs": 1,
+        },
         # Same key and same document as B: A must get its own job, never B's.
         ("POST", "/v1/extraction-jobs"): submission(victim.secret_text),
     }
@@ -308,6 +314,7 @@ async def test_tenant_a_sees_nothing_of_tenant_b_on_any_route(pool: asyncpg.Pool
         ("POST", "/v1/extraction-jobs/{job_id}/redrive"),
         ("POST", "/v1/redrives"),
         ("POST", "/v1/extraction-jobs/{job_id}/cancel"),
+        ("POST", "/v1/tenant-erasures"),
     } <= covered
     # Another tenant's job reads exactly like a missing one.
     assert foreign.status_code == missing.status_code == 404
