@@ -330,6 +330,12 @@ class Settings(BaseSettings):
     # Inference deployments.
     #: The pools file (``FENCELINE_POOLS``); unset: ``deployments/pools.yaml`` (CPU default).
     pools: Path | None = None
+    #: The pools a request's ``model_policy`` may name besides ``default`` (the
+    #: context-length rule), comma-separated or a JSON list: the pool names of the
+    #: pools file (``fenceline up`` and ``kuberay/generate.py`` set them from it), or
+    #: for a hosted provider the models its drivers may ask for. A policy naming
+    #: anything else is refused at intake (422 ``unknown_model_policy``).
+    model_pools: Annotated[tuple[str, ...], NoDecode] = ()
     #: Where the bundled model is converted to (``FENCELINE_MODEL_CACHE``); unset: the
     #: user cache, ``~/.cache/fenceline/models``.
     model_cache: Path | None = None
@@ -353,6 +359,21 @@ class Settings(BaseSettings):
             for item in items
             if str(item).strip()
         )
+
+    @field_validator("model_pools", mode="before")
+    @classmethod
+    def _pool_names(cls, value: Any) -> tuple[str, ...]:
+        """Comma-separated text or a JSON list (what :meth:`to_env` writes) of names."""
+        if isinstance(value, str):
+            text = value.strip()
+            items = json.loads(text) if text.startswith("[") else text.split(",")
+        else:
+            items = list(value)
+        return tuple(dict.fromkeys(str(item).strip() for item in items if str(item).strip()))
+
+    def model_policies(self) -> tuple[str, ...]:
+        """What a request's ``model_policy`` may be: ``default`` and the configured pools."""
+        return tuple(dict.fromkeys(("default", *self.model_pools)))
 
     def to_env(self) -> dict[str, str]:
         """These settings as ``FENCELINE_*`` variables that :class:`Settings` reads back.

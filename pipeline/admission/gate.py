@@ -43,6 +43,9 @@ class AdmissionRequest:
     fence: int | None = None
     holder: str | None = None
     holder_run: str | None = None
+    #: The pool the job's ``model_policy`` names: a gate per pool asks that pool's
+    #: scope (None: the pool the context-length rule picks).
+    pool: str | None = None
 
     @property
     def reserved_tokens(self) -> int:
