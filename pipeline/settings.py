@@ -311,6 +311,15 @@ class Settings(BaseSettings):
     # An OpenAI-compatible provider the drivers may call instead of the Serve pools
     # (``fenceline up --provider-url``): its key, if it needs one.
     provider_api_key: SecretStr | None = None
+    #: The provider project's budgets, shared by every driver through the one global
+    #: admission actor of the provider scope (``fenceline up --rpm --tpm --tpd
+    #: --provider-concurrency`` set them; KubeRay sets them in the settings ConfigMap):
+    #: requests and charged tokens per sliding minute, charged tokens per sliding day,
+    #: concurrent calls. Unset: that dimension is not limited.
+    provider_rpm: int | None = Field(None, gt=0)
+    provider_tpm: int | None = Field(None, gt=0)
+    provider_tpd: int | None = Field(None, gt=0)
+    provider_concurrency: int | None = Field(None, gt=0)
 
     # The ``fenceline`` CLI as a client and local operator.
     #: The API key ``fenceline submit`` and ``fenceline review`` send (``--api-key`` wins).
@@ -370,6 +379,16 @@ class Settings(BaseSettings):
         else:
             items = list(value)
         return tuple(dict.fromkeys(str(item).strip() for item in items if str(item).strip()))
+
+    def provider_limits(self) -> dict[str, int]:
+        """The provider budgets that are set, as ``AdmissionConfig`` fields."""
+        limits = {
+            "rpm": self.provider_rpm,
+            "tpm": self.provider_tpm,
+            "tpd": self.provider_tpd,
+            "max_in_flight": self.provider_concurrency,
+        }
+        return {k: v for k, v in limits.items() if v is not None}
 
     def model_policies(self) -> tuple[str, ...]:
         """What a request's ``model_policy`` may be: ``default`` and the configured pools."""

@@ -51,6 +51,8 @@ class AdmissionSnapshot:
     cooldowns_total: int
     refunded_tokens_total: int
     limits: dict[str, Any] = field(default_factory=dict)
+    #: Charged tokens of the last day (0 without TPD).
+    day_tokens: int = 0
 
 
 @dataclass(eq=False)  # identity: equal-valued charges are distinct grants
@@ -69,6 +71,8 @@ class OpenGrant:
     grant: Grant
     charge: Charge
     deadline: float | None
+    #: Its footprint in the day window (TPD), apart from the 60 s one; None without TPD.
+    day_charge: Charge | None = None
 
 
 FlowKey = tuple[str, PriorityClass]
