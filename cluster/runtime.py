@@ -62,6 +62,13 @@ class ClusterConfig:
     #: Deploy only these pools of the pools file (see :meth:`PoolsConfig.only`); None: all.
     pools: tuple[str, ...] | None = None
 
+    def __post_init__(self) -> None:
+        # A request's model_policy may name any pool this cluster deploys: the intake
+        # refuses other names (FENCELINE_MODEL_POOLS reaches it through to_env()).
+        if self.engine.kind == "serve" and not self.settings.model_pools:
+            names = tuple(p.name for p in self.serve_pools().pools)
+            self.settings = self.settings.model_copy(update={"model_pools": names})
+
     def serve_pools(self) -> PoolsConfig:
         """The inference pools this cluster deploys."""
         from deployments.pools import load_pools

@@ -19,6 +19,7 @@ from deployments.pools import OcrPoolConfig
 
 if TYPE_CHECKING:
     from deployments.pools import PoolsConfig
+    from pipeline.settings import Settings
 
 #: Leases a driver holds at most; beyond it add drivers (they spread over nodes).
 MAX_DRIVER_CONCURRENCY = 64
@@ -83,10 +84,17 @@ class RuntimeConfig(BaseModel):
             raise ValueError("engine_scopes and pool_routes must come together and agree")
         return self
 
-    def admission_scopes(self) -> dict[str, dict[str, Any]]:
-        """``{scope: AdmissionConfig fields}`` of every admission actor to run."""
+    def admission_scopes(self, settings: Settings | None = None) -> dict[str, dict[str, Any]]:
+        """``{scope: AdmissionConfig fields}`` of every admission actor to run.
+
+        With a hosted provider (``engine`` ``openai``) the one scope is the provider
+        project's: its budgets come from ``settings`` (``FENCELINE_PROVIDER_RPM``,
+        ``_TPM``, ``_TPD``, ``_CONCURRENCY``), and ``admission`` overrides them.
+        """
         if self.engine_scopes:
             return {s.scope: s.admission for s in self.engine_scopes}
+        if self.engine == "openai" and settings is not None:
+            return {self.scope: {**settings.provider_limits(), **self.admission}}
         return {self.scope: self.admission}
 
     def ocr_scope(self) -> tuple[str, dict[str, Any]] | None:

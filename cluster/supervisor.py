@@ -114,13 +114,14 @@ class RuntimeSupervisor:
 
         cfg = self.config
         maintenance = f"{cfg.actor_prefix}-maintenance"
+        scopes = cfg.admission_scopes(self.settings)  # a provider's budgets: FENCELINE_PROVIDER_*
         members = [
             _Member(
-                "admission" if len(cfg.admission_scopes()) == 1 else f"admission-{scope}",
+                "admission" if len(scopes) == 1 else f"admission-{scope}",
                 _admission_factory(scope, limits, self.settings),
                 lambda h: h.start.remote(),
             )
-            for scope, limits in cfg.admission_scopes().items()
+            for scope, limits in scopes.items()
         ]
         members += self._ocr_members()
         members += [

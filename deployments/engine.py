@@ -59,6 +59,7 @@ from pipeline.errors import (
     FencelineError,
     ProviderTimeout,
     ProviderUnavailable,
+    TerminalError,
 )
 from pipeline.extraction import (
     ChatMessage,
@@ -294,8 +295,12 @@ class PoolEngine:
         json_schema: JsonSchema,
         max_tokens: int,
         timeout: float,
+        pool: str | None = None,
     ) -> Completion:
-        """The :class:`pipeline.extraction.engines.Engine` protocol, for in-process use."""
+        """The :class:`pipeline.extraction.engines.Engine` protocol, for in-process use:
+        one pool, so a job naming another is refused, never run here."""
+        if pool not in (None, "default", self.pool.name):
+            raise TerminalError(f"pool {self.pool.name}: cannot run a job for pool {pool!r}")
         return await self.generate(
             GenerateRequest(list(messages), json_schema, max_tokens, timeout)
         )

@@ -50,6 +50,7 @@ from pipeline.errors import (
     FencelineError,
     ProviderTimeout,
     ProviderUnavailable,
+    TerminalError,
 )
 from pipeline.extraction import Completion, JsonSchema, Messages
 from pipeline.settings import Settings
@@ -65,6 +66,8 @@ HANDLE_GRACE_SECONDS = 5.0
 
 #: The ``fenceline.route.reason`` of a decision: the rule :func:`choose_pool` applies.
 ROUTE_REASON = "smallest pool whose max_model_len fits prompt + max_tokens"
+#: The reason of a decision the job's ``model_policy`` made (it named the pool).
+POLICY_REASON = "the job's model_policy names the pool"
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,8 @@ class RouteDecision:
     max_model_len: int
     #: Smaller pools the request did not fit, in the order they were tried.
     skipped: tuple[str, ...] = ()
+    #: The rule that chose: the context-length rule, or the job's model_policy.
+    reason: str = ROUTE_REASON
 
     def span_attributes(self) -> dict[str, Any]:
         """What the ``router.choose`` span records about the choice."""
@@ -85,17 +90,37 @@ class RouteDecision:
             "gen_ai.usage.input_tokens": self.prompt_tokens,
             "gen_ai.request.max_tokens": self.max_tokens,
             "fenceline.route.max_model_len": self.max_model_len,
-            "fenceline.route.reason": ROUTE_REASON,
+            "fenceline.route.reason": self.reason,
             "fenceline.route.skipped": list(self.skipped),
         }
 
 
-def choose_pool(pools: PoolsConfig, prompt_tokens: Mapping[str, int], max_tokens: int) -> str:
-    """The smallest pool (by ``max_model_len``) that fits prompt + ``max_tokens``.
+def choose_pool(
+    pools: PoolsConfig,
+    prompt_tokens: Mapping[str, int],
+    max_tokens: int,
+    named: str | None = None,
+) -> str:
+    """The smallest pool (by ``max_model_len``) that fits prompt + ``max_tokens``, or
+    the pool ``named`` by the job's ``model_policy`` (``default``/None: the rule).
 
     ``prompt_tokens`` maps pool name → prompt length under that pool's tokenizer
-    (pools may serve different models). Raises :class:`ContextTooLong` if no pool fits.
+    (pools may serve different models). Raises :class:`ContextTooLong` if no pool fits
+    (or the named one does not), :class:`TerminalError` for a name of no pool: a named
+    pool is kept to, never swapped for another.
     """
+    if named not in (None, "default"):
+        if named not in {p.name for p in pools.pools}:
+            names = ", ".join(p.name for p in pools.pools)
+            raise TerminalError(f"model_policy {named!r} names no pool of this app ({names})")
+        pool = pools.pool(str(named))
+        if prompt_tokens[pool.name] + max_tokens > pool.max_model_len:
+            raise ContextTooLong(
+                f"prompt of {prompt_tokens[pool.name]} tokens + max_tokens {max_tokens} "
+                f"exceeds pool {pool.name!r} (max_model_len {pool.max_model_len}), which "
+                "the job's model_policy names"
+            )
+        return pool.name
     for pool in pools.pools:  # sorted smallest context first
         if prompt_tokens[pool.name] + max_tokens <= pool.max_model_len:
             return pool.name
@@ -158,19 +183,24 @@ class ContextRouter:
             out[pool.name] = by_model[model]
         return out
 
-    async def route(self, messages: Messages, max_tokens: int) -> RouteDecision:
+    async def route(
+        self, messages: Messages, max_tokens: int, pool: str | None = None
+    ) -> RouteDecision:
         """Decide without calling an engine (for tests, the CLI and admission estimates)."""
         ids = await asyncio.to_thread(self.count, list(messages))
-        return self._decide(ids, max_tokens)
+        return self._decide(ids, max_tokens, pool)
 
-    def _decide(self, ids: Mapping[str, list[int]], max_tokens: int) -> RouteDecision:
+    def _decide(
+        self, ids: Mapping[str, list[int]], max_tokens: int, named: str | None = None
+    ) -> RouteDecision:
         counts = {name: len(v) for name, v in ids.items()}
-        name = choose_pool(self.pools, counts, max_tokens)
+        name = choose_pool(self.pools, counts, max_tokens, named)
+        max_len = self.pools.pool(name).max_model_len
+        if named not in (None, "default"):
+            return RouteDecision(name, counts[name], max_tokens, max_len, (), POLICY_REASON)
         order = [p.name for p in self.pools.pools]  # smallest context first
         skipped = tuple(order[: order.index(name)])
-        return RouteDecision(
-            name, counts[name], max_tokens, self.pools.pool(name).max_model_len, skipped
-        )
+        return RouteDecision(name, counts[name], max_tokens, max_len, skipped)
 
     async def complete(
         self,
@@ -180,15 +210,17 @@ class ContextRouter:
         max_tokens: int,
         timeout: float,
         traceparent: str | None = None,
+        pool: str | None = None,
     ) -> Completion:
         """Route and run one request; the :class:`pipeline.extraction.engines.Engine` contract.
 
         ``traceparent`` is the caller's span (the driver's ``engine.call``): the choice
         is a ``router.choose`` span under it, and the engine replica continues it.
+        ``pool``: the pool the job's ``model_policy`` names (None: the length rule).
         """
         with job_span(SPAN_ROUTE, traceparent, {"gen_ai.request.max_tokens": max_tokens}) as span:
             ids = await asyncio.to_thread(self.count, list(messages))
-            decision = self._decide(ids, max_tokens)  # ContextTooLong fails the span
+            decision = self._decide(ids, max_tokens, pool)  # ContextTooLong fails the span
             for key, value in decision.span_attributes().items():
                 span.set_attribute(key, value)
         request = GenerateRequest(
@@ -286,12 +318,14 @@ class ServeEngine:
         json_schema: JsonSchema,
         max_tokens: int,
         timeout: float,
+        pool: str | None = None,
     ) -> Completion:
         response = self._handle.complete.remote(
             list(messages),
             json_schema=dict(json_schema),
             max_tokens=max_tokens,
             timeout=timeout,
+            pool=pool,
             # The driver's engine.call span: the router's choice and vLLM's span join it.
             traceparent=current_traceparent(),
         )

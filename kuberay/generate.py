@@ -84,7 +84,12 @@ def serve_config(pools_file: str | Path) -> dict[str, Any]:
             "name": INTAKE_APP,
             "route_prefix": "/",
             "import_path": INTAKE_IMPORT_PATH,
-            "args": {"num_replicas": pools.router.replicas, "num_cpus": pools.router.num_cpus},
+            # model_pools: the pools a request's model_policy may name (refused otherwise).
+            "args": {
+                "num_replicas": pools.router.replicas,
+                "num_cpus": pools.router.num_cpus,
+                "model_pools": [p.name for p in pools.pools],
+            },
         },
         inference,
         {

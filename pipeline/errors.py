@@ -14,6 +14,7 @@ Hierarchy::
     ├── TerminalError             no further attempt can succeed
     │   ├── ContextTooLong        the prompt fits no engine pool
     │   ├── DeadlineExceeded      the job's deadline leaves no room for an attempt
+    │   ├── InvalidOption         a kept request option no attempt can honour
     │   ├── ReservationTooLarge   one attempt's token reservation exceeds an admission limit
     │   ├── DocumentOverLimit     the document is over a size or shape limit; names it
     │   ├── DocumentMissing       no object behind a document reference (or that version)
@@ -122,6 +123,13 @@ class ContextTooLong(TerminalError):
 
 class DeadlineExceeded(TerminalError):
     error_class = "deadline_exceeded"
+
+
+class InvalidOption(TerminalError):
+    """A request option kept with the job that no attempt can honour (one accepted
+    before the intake checked it): the job fails by name, the option is never ignored."""
+
+    error_class = "invalid_option"
 
 
 class ReservationTooLarge(TerminalError):

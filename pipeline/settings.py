@@ -316,6 +316,15 @@ class Settings(BaseSettings):
     # An OpenAI-compatible provider the drivers may call instead of the Serve pools
     # (``fenceline up --provider-url``): its key, if it needs one.
     provider_api_key: SecretStr | None = None
+    #: The provider project's budgets, shared by every driver through the one global
+    #: admission actor of the provider scope (``fenceline up --rpm --tpm --tpd
+    #: --provider-concurrency`` set them; KubeRay sets them in the settings ConfigMap):
+    #: requests and charged tokens per sliding minute, charged tokens per sliding day,
+    #: concurrent calls. Unset: that dimension is not limited.
+    provider_rpm: int | None = Field(None, gt=0)
+    provider_tpm: int | None = Field(None, gt=0)
+    provider_tpd: int | None = Field(None, gt=0)
+    provider_concurrency: int | None = Field(None, gt=0)
 
     # The ``fenceline`` CLI as a client and local operator.
     #: The API key ``fenceline submit`` and ``fenceline review`` send (``--api-key`` wins).
@@ -335,6 +344,12 @@ class Settings(BaseSettings):
     # Inference deployments.
     #: The pools file (``FENCELINE_POOLS``); unset: ``deployments/pools.yaml`` (CPU default).
     pools: Path | None = None
+    #: The pools a request's ``model_policy`` may name besides ``default`` (the
+    #: context-length rule), comma-separated or a JSON list: the pool names of the
+    #: pools file (``fenceline up`` and ``kuberay/generate.py`` set them from it), or
+    #: for a hosted provider the models its drivers may ask for. A policy naming
+    #: anything else is refused at intake (422 ``unknown_model_policy``).
+    model_pools: Annotated[tuple[str, ...], NoDecode] = ()
     #: Where the bundled model is converted to (``FENCELINE_MODEL_CACHE``); unset: the
     #: user cache, ``~/.cache/fenceline/models``.
     model_cache: Path | None = None
@@ -358,6 +373,31 @@ class Settings(BaseSettings):
             for item in items
             if str(item).strip()
         )
+
+    @field_validator("model_pools", mode="before")
+    @classmethod
+    def _pool_names(cls, value: Any) -> tuple[str, ...]:
+        """Comma-separated text or a JSON list (what :meth:`to_env` writes) of names."""
+        if isinstance(value, str):
+            text = value.strip()
+            items = json.loads(text) if text.startswith("[") else text.split(",")
+        else:
+            items = list(value)
+        return tuple(dict.fromkeys(str(item).strip() for item in items if str(item).strip()))
+
+    def provider_limits(self) -> dict[str, int]:
+        """The provider budgets that are set, as ``AdmissionConfig`` fields."""
+        limits = {
+            "rpm": self.provider_rpm,
+            "tpm": self.provider_tpm,
+            "tpd": self.provider_tpd,
+            "max_in_flight": self.provider_concurrency,
+        }
+        return {k: v for k, v in limits.items() if v is not None}
+
+    def model_policies(self) -> tuple[str, ...]:
+        """What a request's ``model_policy`` may be: ``default`` and the configured pools."""
+        return tuple(dict.fromkeys(("default", *self.model_pools)))
 
     def to_env(self) -> dict[str, str]:
         """These settings as ``FENCELINE_*`` variables that :class:`Settings` reads back.

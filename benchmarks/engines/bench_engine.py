@@ -53,13 +53,20 @@ class RecordingEngine:
         return self.inner.name
 
     async def complete(
-        self, messages: Messages, *, json_schema: JsonSchema, max_tokens: int, timeout: float
+        self,
+        messages: Messages,
+        *,
+        json_schema: JsonSchema,
+        max_tokens: int,
+        timeout: float,
+        pool: str | None = None,
     ) -> Completion:
         started = time.perf_counter()
         try:
             out = await self.inner.complete(
-                messages, json_schema=json_schema, max_tokens=max_tokens, timeout=timeout
-            )
+                messages, json_schema=json_schema, max_tokens=max_tokens, timeout=timeout,
+                pool=pool,
+            )  # fmt: skip
         except Exception as exc:
             # A truncated or unparseable answer still reports what it spent.
             usage = getattr(exc, "usage", None)

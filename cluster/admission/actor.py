@@ -176,7 +176,7 @@ class AdmissionActor:
                         "admission %s: %d stale grants expired (uncertain)", scope, len(expired)
                     )
             self.restored = self._policy.restore(
-                await self._ledger.window(scope, self.config.window_seconds)
+                await self._ledger.window(scope, self.config.replay_seconds())
             )
             log.info("admission %s: replayed %d grants from the ledger", scope, self.restored)
         except (OSError, asyncpg.PostgresError) as exc:

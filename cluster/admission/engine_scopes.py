@@ -98,11 +98,16 @@ def engine_scopes_for(
     return scopes, routes
 
 
-def route_scope(routes: Sequence[PoolRoute], tokens: int) -> str:
-    """The scope of the smallest pool whose context fits ``tokens`` (else the largest)."""
+def route_scope(routes: Sequence[PoolRoute], tokens: int, *, pool: str | None = None) -> str:
+    """The scope of the smallest pool whose context fits ``tokens`` (else the largest);
+    with ``pool`` (a job's ``model_policy``), that pool's scope, as the router sends the
+    call there (a name of no pool: the length rule, and the router refuses the call)."""
     ordered = sorted(routes, key=lambda r: (r.max_model_len, r.pool))
     if not ordered:
         raise ValueError("no pool routes")
+    for route in ordered:
+        if pool is not None and route.pool == pool:
+            return route.scope
     for route in ordered:
         if tokens <= route.max_model_len:
             return route.scope

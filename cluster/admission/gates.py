@@ -70,8 +70,9 @@ class RoutedGate(Generic[G]):
     """An ``AdmissionGate`` over one gate per engine scope.
 
     ``acquire`` asks the scope of the engine the router will pick for the
-    attempt's prompt + output estimate; ``release`` returns the grant to the gate
-    that gave it; a provider cooldown (429) is shared with every scope.
+    attempt's prompt + output estimate, or of the pool the job's ``model_policy``
+    names (``request.pool``); ``release`` returns the grant to the gate that gave it;
+    a provider cooldown (429) is shared with every scope.
     """
 
     def __init__(self, gates: Mapping[str, G], routes: Sequence[PoolRoute]) -> None:
@@ -83,7 +84,7 @@ class RoutedGate(Generic[G]):
         self._given: dict[str, G] = {}
 
     async def acquire(self, request: AdmissionRequest, *, timeout: float | None) -> Grant | Wait:
-        gate = self.gates[route_scope(self.routes, request.reserved_tokens)]
+        gate = self.gates[route_scope(self.routes, request.reserved_tokens, pool=request.pool)]
         got = await gate.acquire(request, timeout=timeout)
         if isinstance(got, Grant):
             self._given[got.grant_id] = gate

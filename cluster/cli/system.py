@@ -38,6 +38,37 @@ def api_key(args: argparse.Namespace, settings: Settings) -> str | None:
     return settings.api_key.get_secret_value() if settings.api_key is not None else None
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def provider_budgets(args: argparse.Namespace, settings: Settings) -> Settings:
+    """``settings`` with the provider budgets the flags give (a flag wins over its
+    ``FENCELINE_PROVIDER_*`` variable); they reach the supervisor through the
+    ``runtime_env`` and become the provider scope's admission limits.
+
+    Raises:
+        SystemExit: a budget without ``--provider-url`` (the Serve pools are budgeted
+            by their KV caches; a provider budget would limit nothing there).
+    """
+    flags = {
+        "provider_rpm": args.rpm,
+        "provider_tpm": args.tpm,
+        "provider_tpd": args.tpd,
+        "provider_concurrency": args.provider_concurrency,
+    }
+    given = {k: v for k, v in flags.items() if v is not None}
+    if not args.provider_url and (given or settings.provider_limits()):
+        raise SystemExit(
+            "provider budgets (--rpm, --tpm, --tpd, --provider-concurrency or "
+            "FENCELINE_PROVIDER_*) need --provider-url"
+        )
+    return settings.model_copy(update=given) if given else settings
+
+
 def _up_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--drivers", type=int, default=2, help="drivers at start (2)")
     p.add_argument(
@@ -57,6 +88,18 @@ def _up_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pools", type=Path, default=None, help="pools file (deployments/pools.yaml)")
     p.add_argument("--provider-url", help="use an OpenAI-compatible provider instead of vLLM")
     p.add_argument("--provider-model", default="default")
+    budgets = p.add_argument_group(
+        "provider budgets",
+        "the provider project's limits, shared by every driver through one admission "
+        "actor (with --provider-url; FENCELINE_PROVIDER_RPM/_TPM/_TPD/_CONCURRENCY)",
+    )
+    for flag, what in (
+        ("--rpm", "requests per sliding minute"),
+        ("--tpm", "charged tokens per sliding minute"),
+        ("--tpd", "charged tokens per sliding day"),
+        ("--provider-concurrency", "concurrent provider calls, all drivers together"),
+    ):
+        budgets.add_argument(flag, type=_positive_int, default=None, metavar="N", help=what)
     p.add_argument(
         "--console-tenant",
         default=None,
@@ -104,6 +147,7 @@ def _up_on(args: argparse.Namespace, settings: Settings) -> int:
     }
     if scaling:  # they reach the supervisor as FENCELINE_* in the runtime_env
         settings = settings.model_copy(update=scaling)
+    settings = provider_budgets(args, settings)
     for warning in asyncio.run(setup_database(settings)).warnings:
         print(f"warning: {warning}", file=sys.stderr)
     issued = None

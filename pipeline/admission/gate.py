@@ -47,6 +47,9 @@ class AdmissionRequest:
     holder: str | None = None
     holder_run: str | None = None
     backlog: int = 0
+    #: The pool the job's ``model_policy`` names: a gate per pool asks that pool's
+    #: scope (None: the pool the context-length rule picks).
+    pool: str | None = None
 
     @property
     def reserved_tokens(self) -> int:

@@ -46,6 +46,7 @@ class WaitReason(StrEnum):
     COOLDOWN = "cooldown"  # shared 429 cooldown
     RPM = "rpm"  # request slots of the last 60 s
     TPM = "tpm"  # charged tokens of the last 60 s
+    TPD = "tpd"  # charged tokens of the last day
     IN_FLIGHT = "in_flight"  # scope-wide permits
     CONCURRENT_TOKENS = "concurrent_tokens"  # KV-cache headroom of a local pool
     TENANT_IN_FLIGHT = "tenant_in_flight"  # the tenant's own permit limit

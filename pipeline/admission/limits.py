@@ -22,6 +22,8 @@ from pipeline.admission.grants import PriorityClass
 
 #: Length of the RPM/TPM sliding window, as providers define the limits.
 WINDOW_SECONDS = 60.0
+#: Length of the TPD window (a provider's daily token limit), sliding as well.
+DAY_SECONDS = 86_400.0
 
 _DEFAULT_CLASS_WEIGHTS = {
     PriorityClass.INTERACTIVE: 4.0,
@@ -37,6 +39,8 @@ class AdmissionConfig(BaseModel):
         scope: the provider project or engine pool the limits belong to.
         rpm: request slots per sliding 60 s window.
         tpm: charged tokens per sliding 60 s window.
+        tpd: charged tokens per sliding day (``day_seconds``), a provider's daily
+            token limit; a restarted actor replays the day from the ledger.
         max_in_flight: concurrent grants in the scope.
         max_concurrent_tokens: reserved tokens of concurrent grants (local pools:
             KV-cache headroom; see :meth:`for_local_pool`).
@@ -60,6 +64,7 @@ class AdmissionConfig(BaseModel):
     scope: str = Field(min_length=1)
     rpm: int | None = Field(None, gt=0)
     tpm: int | None = Field(None, gt=0)
+    tpd: int | None = Field(None, gt=0)
     max_in_flight: int | None = Field(None, gt=0)
     max_concurrent_tokens: int | None = Field(None, gt=0)
     tenant_max_in_flight: int | None = Field(None, gt=0)
@@ -75,6 +80,7 @@ class AdmissionConfig(BaseModel):
     cooldown_max_seconds: float = Field(300.0, gt=0)
     grant_ttl_seconds: float | None = Field(120.0, gt=0)
     window_seconds: float = Field(WINDOW_SECONDS, gt=0)
+    day_seconds: float = Field(DAY_SECONDS, gt=0)
     recheck_seconds: float = Field(1.0, gt=0)
 
     @field_validator("tenant_in_flight")
@@ -120,6 +126,10 @@ class AdmissionConfig(BaseModel):
             max_in_flight=max_num_seqs,
             **limits,
         )
+
+    def replay_seconds(self) -> float:
+        """How far back a restarted actor replays the ledger: the day when TPD is set."""
+        return max(self.window_seconds, self.day_seconds if self.tpd is not None else 0.0)
 
     def tenant_limit(self, tenant: str) -> int | None:
         return self.tenant_in_flight.get(tenant, self.tenant_max_in_flight)

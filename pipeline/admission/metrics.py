@@ -11,8 +11,8 @@ Series (labels: ``scope`` — one per provider project or engine — and
 ``dimension``; no tenant, job or grant ids):
 
 * ``fenceline_admission_usage{scope,dimension}``: ``rpm`` request slots and
-  ``tpm`` charged tokens in the sliding window, ``permits`` open grants,
-  ``concurrent_tokens`` tokens reserved by open grants;
+  ``tpm`` charged tokens in the sliding window, ``tpd`` those of the last day,
+  ``permits`` open grants, ``concurrent_tokens`` tokens reserved by open grants;
 * ``fenceline_admission_limit{scope,dimension}``: the configured limit of each
   dimension the scope enforces (absent when the limit is ``None``), so
   ``usage / limit`` is the utilisation an alert compares to a threshold;
@@ -38,6 +38,7 @@ from pipeline.admission.policy import AdmissionPolicy
 DIMENSIONS = (
     ("rpm", "window_requests", "rpm"),
     ("tpm", "window_tokens", "tpm"),
+    ("tpd", "day_tokens", "tpd"),
     ("permits", "in_flight", "max_in_flight"),
     ("concurrent_tokens", "in_flight_tokens", "max_concurrent_tokens"),
 )

@@ -12,7 +12,8 @@ Invariants a grant keeps (checked by the property tests):
 * **Atomic acquire.** A grant takes a request slot, a token reservation
   (estimated prompt + max output tokens) and an in-flight permit together, or
   nothing. With ``rpm``/``tpm`` set, the grants of any 60-second window hold at
-  most ``rpm`` request slots and at most ``tpm`` *charged* tokens; in-flight
+  most ``rpm`` request slots and at most ``tpm`` *charged* tokens (with ``tpd``,
+  those of any day at most ``tpd``); in-flight
   grants never exceed ``max_in_flight``, ``max_concurrent_tokens`` (local vLLM:
   KV-cache headroom in tokens, since an 80,000-token context and a short
   document are not the same load) or a tenant's in-flight limit.
@@ -86,6 +87,8 @@ class AdmissionPolicy:
         self._clock = clock
         self._new_id = new_id
         self._window = ChargeWindow(config.window_seconds)
+        #: The TPD window: each grant's charge again, kept a day after it settled.
+        self._day = ChargeWindow(config.day_seconds)
         self._open: dict[str, OpenGrant] = {}
         self._open_tokens = 0
         self._tenant_open: Counter[str] = Counter()
@@ -116,6 +119,7 @@ class AdmissionPolicy:
         )  # fmt: skip
         for limit, name in (
             (self.config.tpm, "TPM"),
+            (self.config.tpd, "TPD"),
             (self.config.max_concurrent_tokens, "concurrent-token budget"),
         ):
             if limit is not None and ticket.cost > limit:
@@ -308,24 +312,34 @@ class AdmissionPolicy:
         now = self._clock()
         used = 0
         charges = list(self._window.charges)
+        days = list(self._day.charges)
+        tpd = self.config.tpd is not None
         for r in records:
             is_open = r.outcome is GrantOutcome.GRANTED
-            settled_long_ago = not is_open and r.age_seconds >= self.config.window_seconds
-            if r.grant_id in self._open or settled_long_ago:
+            in_minute = is_open or r.age_seconds < self.config.window_seconds
+            in_day = tpd and (is_open or r.age_seconds < self.config.day_seconds)
+            if r.grant_id in self._open or not (in_minute or in_day):
                 continue
             t = now - r.age_seconds
             tokens = r.reserved_tokens if is_open else int(r.charged_tokens or 0)
-            charge = Charge(t, 1 if r.request_charged else 0, tokens, settled=not is_open)
-            charges.append(charge)
+            requests = 1 if r.request_charged else 0
+            charge = Charge(t, requests, tokens, settled=not is_open)
+            day = Charge(t, requests, tokens, settled=not is_open) if in_day else None
+            if in_minute:
+                charges.append(charge)
+            if day is not None:
+                days.append(day)
             if is_open:
                 grant = Grant(
                     r.grant_id, self.config.scope, r.tenant, r.priority, r.reserved_tokens, 0,
                     r.reserved_tokens, t, job_id=r.job_id, fence=r.fence,
                 )  # fmt: skip
-                self._add_open(grant, charge)
+                self._add_open(grant, charge, day)
             used += 1
         self._window.replace(charges)
         self._window.prune(now)
+        self._day.replace(days)
+        self._day.prune(now)
         return used
 
     def resize(self, max_in_flight: int) -> None:
@@ -340,6 +354,7 @@ class AdmissionPolicy:
     def snapshot(self) -> AdmissionSnapshot:
         now = self._clock()
         self._window.prune(now)
+        self._day.prune(now)
         return AdmissionSnapshot(
             scope=self.config.scope,
             in_flight=len(self._open),
@@ -355,6 +370,7 @@ class AdmissionPolicy:
             refunded_tokens_total=self._refunded_total,
             limits=self.config.model_dump(mode="json"),
             queued_backlog=self._queue.backlog(),
+            day_tokens=self._day.tokens,
         )
 
     def open_grants(self) -> list[Grant]:
@@ -387,11 +403,19 @@ class AdmissionPolicy:
             return WaitReason.RPM, self._eta(now, need, "requests")
         if cfg.tpm is not None and window.tokens + cost > cfg.tpm:
             return WaitReason.TPM, self._eta(now, window.tokens + cost - cfg.tpm, "tokens")
+        if cfg.tpd is not None:
+            self._day.prune(now)
+            if self._day.tokens + cost > cfg.tpd:
+                need = self._day.tokens + cost - cfg.tpd
+                return WaitReason.TPD, self._eta(now, need, "tokens", self._day)
         return None
 
-    def _eta(self, now: float, need: int, dimension: Dimension) -> float:
-        """Seconds until charges worth ``need`` of ``dimension`` leave the window."""
-        eta = self._window.eta(now, need, dimension, fallback=-1.0)
+    def _eta(
+        self, now: float, need: int, dimension: Dimension, window: ChargeWindow | None = None
+    ) -> float:
+        """Seconds until charges worth ``need`` of ``dimension`` leave ``window``
+        (the 60 s one unless given)."""
+        eta = (window or self._window).eta(now, need, dimension, fallback=-1.0)
         return self.config.recheck_seconds if eta < 0 else eta + _EPSILON
 
     def _grant(self, ticket: Ticket, now: float) -> Grant:
@@ -412,14 +436,18 @@ class AdmissionPolicy:
         )
         charge = Charge(now, 1, ticket.cost)
         self._window.add(charge)
-        self._add_open(grant, charge)
+        day = None
+        if self.config.tpd is not None:
+            day = Charge(now, 1, ticket.cost)
+            self._day.add(day)
+        self._add_open(grant, charge, day)
         self._granted_total += 1
         return grant
 
-    def _add_open(self, grant: Grant, charge: Charge) -> None:
+    def _add_open(self, grant: Grant, charge: Charge, day: Charge | None = None) -> None:
         ttl = self.config.grant_ttl_seconds
         deadline = grant.granted_at + ttl if ttl is not None else None
-        self._open[grant.grant_id] = OpenGrant(grant, charge, deadline)
+        self._open[grant.grant_id] = OpenGrant(grant, charge, deadline, day)
         self._open_tokens += grant.reserved_tokens
         self._tenant_open[grant.tenant] += 1
 
@@ -429,5 +457,8 @@ class AdmissionPolicy:
         self._tenant_open[entry.grant.tenant] -= 1
         requests = 1 if rec.request_charged else 0
         # In the window until ``window_seconds`` after the release (see ChargeWindow).
-        self._window.settle(entry.charge, self._clock(), requests, rec.charged_tokens)
+        now = self._clock()
+        self._window.settle(entry.charge, now, requests, rec.charged_tokens)
+        if entry.day_charge is not None:
+            self._day.settle(entry.day_charge, now, requests, rec.charged_tokens)
         self._refunded_total += rec.refunded_tokens

@@ -55,6 +55,8 @@ class AdmissionSnapshot:
     limits: dict[str, Any] = field(default_factory=dict)
     #: The queued tickets' backlogs: asks in their holders' hands behind them.
     queued_backlog: int = 0
+    #: Charged tokens of the last day (0 without TPD).
+    day_tokens: int = 0
 
 
 @dataclass(eq=False)  # identity: equal-valued charges are distinct grants
@@ -73,6 +75,8 @@ class OpenGrant:
     grant: Grant
     charge: Charge
     deadline: float | None
+    #: Its footprint in the day window (TPD), apart from the 60 s one; None without TPD.
+    day_charge: Charge | None = None
 
 
 FlowKey = tuple[str, PriorityClass]

@@ -58,6 +58,7 @@ from pipeline.api.intake import AcceptHook
 from pipeline.api.metrics import AcceptanceMiddleware
 from pipeline.api.problems import FieldError, Problem
 from pipeline.api.redrive import router as redrive_router
+from pipeline.api.request_options import describe_honoured_options
 from pipeline.api.routes import register_routes
 from pipeline.api.submission import JobOptions, JobSubmission
 from pipeline.clock import Clock
@@ -70,7 +71,7 @@ OPENAPI_PATH = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 MULTIPART_OVERHEAD_BYTES = 64 * 1024
 
 
-def _openapi(app: FastAPI) -> dict[str, Any]:
+def _openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
     if app.openapi_schema:
         return app.openapi_schema
     schema = get_openapi(
@@ -85,6 +86,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         for name, sub in defs.pop("$defs", {}).items():
             components.setdefault(name, sub)
         components[model.__name__] = defs
+    describe_honoured_options(components, settings)
     app.openapi_schema = schema
     return schema
 
@@ -163,7 +165,7 @@ def create_app(
     app.include_router(cancel_router)
     app.include_router(erasure_router)
     app.include_router(acknowledgements_router)
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: _openapi(app, settings)  # type: ignore[method-assign]
     return app
 
 

@@ -51,6 +51,7 @@ from pydantic import BaseModel
 
 from pipeline.api.document_intake import DocumentIntake
 from pipeline.api.problems import ApiProblem, over_limit_problem
+from pipeline.api.request_options import refuse_unserved_options
 from pipeline.api.submission import (
     DocumentBody,
     DocumentReferenceBody,
@@ -189,6 +190,9 @@ class IntakeService:
             AdmissionRejected: quota (429) or capacity (503); nothing written.
         """
         key, generated = resolve_idempotency_key(idempotency_key)
+        # Before the document is stored: an option this deployment cannot honour
+        # writes nothing (pipeline/api/request_options.py).
+        refuse_unserved_options(submission.options, self.settings)
         doc = await self.document_in(tenant_id, submission.document)
         demand = demand_for(doc.size, self.settings)
         options = submission.options

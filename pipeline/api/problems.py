@@ -308,7 +308,9 @@ _DESCRIPTIONS = {
     415: "Unsupported Content-Type",
     422: "The request is well-formed but invalid (schema, NUL characters, invisible or "
     "bidi characters in a file name or option key, an unknown option: reason "
-    "unknown_option, a document over its shape limits: reason document_over_limit, "
+    "unknown_option, an option value the deployment cannot honour: reason invalid_option, "
+    "a model_policy naming no configured pool: reason unknown_model_policy, "
+    "a document over its shape limits: reason document_over_limit, "
     "lines or characters on one line)",
     429: "Tenant quota exceeded; retry after Retry-After seconds",
     503: "System capacity exhausted or database unavailable; retry after Retry-After seconds",

@@ -21,7 +21,8 @@ end as one :class:`Submission`, checked before anything reaches PostgreSQL
   ``1e-400`` would silently become 0): otherwise 422 ``number_out_of_range``.
 * **Only known options.** An ``options`` name not in
   :data:`pipeline.invoice.SUPPORTED_OPTIONS` is 422 ``unknown_option``, naming it
-  and the supported ones (never a 202 that ignores it).
+  and the supported ones (never a 202 that ignores it); a value or ``model_policy``
+  this deployment cannot honour is refused by :mod:`pipeline.api.request_options`.
 * **Nothing invisible where a person reads a name.** A file name or an option
   name (a key of ``options``) with a bidi control, zero-width or other invisible
   character (:mod:`pipeline.text_safety`) is 422 ``unsafe_text``.
@@ -136,7 +137,12 @@ class JobOptions(BaseModel):
         f"{', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))} (another is refused with 422).",
         json_schema_extra={"enum": list(SUPPORTED_SCHEMA_VERSIONS)},
     )
-    model_policy: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")] = "default"
+    model_policy: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")] = Field(
+        "default",
+        description="The pool the attempt runs on: default (the smallest pool whose "
+        "context fits the document) or a configured pool's name (FENCELINE_MODEL_POOLS); "
+        "another is refused with 422 unknown_model_policy naming the configured ones.",
+    )
     options: dict[str, JsonValue] = Field(
         default_factory=dict,
         description="Result-affecting options; part of the request hash. Known names: "

@@ -60,8 +60,14 @@ from pipeline.documents.store import (
     sha256_hex,
 )
 from pipeline.documents.stores import open_document_store
+from pipeline.documents.tesseract import (
+    MAX_REQUESTED_LANGUAGES,
+    installed_languages,
+    requested_languages,
+)
 
 __all__ = [
+    "MAX_REQUESTED_LANGUAGES",
     "WORDS_VERSION",
     "Box",
     "DocumentPage",
@@ -86,6 +92,7 @@ __all__ = [
     "S3Store",
     "StoredObject",
     "TenantOcr",
+    "installed_languages",
     "is_sha256_hex",
     "kept_page_words",
     "kept_words",
@@ -99,6 +106,7 @@ __all__ = [
     "pdf_page_count",
     "read_document",
     "read_pdf_text",
+    "requested_languages",
     "sha256_hex",
     "sniff_media_type",
     "span_rects",

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import subprocess
 
 from pipeline.errors import DocumentRefused, OcrPageTimeout, OcrUnavailable
@@ -57,6 +58,40 @@ def installed_languages(binary: str) -> frozenset[str]:
         raise OcrUnavailable(f"{binary} --list-langs failed: {done.stderr.strip()}; {_INSTALL}")
     # The first line is "List of available languages in ...", the rest one name each.
     return frozenset(line.strip() for line in done.stdout.splitlines()[1:] if line.strip())
+
+
+#: A tesseract language as its traineddata names it (``deu``, ``chi_sim``, ``deu_latf``).
+_LANGUAGE = re.compile(r"^[a-z]{3}(_[a-z]{3,4})?$")
+#: More languages than this on one page only slow tesseract down and blur its guesses.
+MAX_REQUESTED_LANGUAGES = 8
+
+
+def requested_languages(value: object) -> tuple[str, ...]:
+    """A job's ``ocr_languages`` option as language names, in the order given.
+
+    ``value`` is ``+``-joined text (``"deu+fra"``, as tesseract writes it) or a list of
+    names; repeats are dropped, the first stays tesseract's primary language.
+
+    Raises:
+        ValueError: not text or a list of text, empty, more than
+            :data:`MAX_REQUESTED_LANGUAGES`, or a name that is no tesseract language.
+    """
+    if isinstance(value, str):
+        names = value.split("+")
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        names = list(value)
+    else:
+        raise ValueError("ocr_languages must be '+'-joined text or a list of language names")
+    if len(names) > MAX_REQUESTED_LANGUAGES:
+        raise ValueError(f"ocr_languages names more than {MAX_REQUESTED_LANGUAGES} languages")
+    out = tuple(dict.fromkeys(names))
+    if not out or out == ("",):
+        raise ValueError("ocr_languages names no language")
+    bad = [n for n in out if not _LANGUAGE.fullmatch(n) or n == "osd"]
+    if bad:
+        shown = ", ".join(repr(n[:16]) for n in bad[:4])
+        raise ValueError(f"ocr_languages holds what is no tesseract language name: {shown}")
+    return out
 
 
 def choose_languages(configured: str, installed: frozenset[str]) -> str:

@@ -118,6 +118,7 @@ class Engine(Protocol):
         json_schema: JsonSchema,
         max_tokens: int,
         timeout: float,
+        pool: str | None = None,
     ) -> Completion:
         """Run one call constrained to ``json_schema``.
 
@@ -128,6 +129,9 @@ class Engine(Protocol):
             timeout: seconds for the whole call; past it the call is abandoned
                 (and, where the engine supports it, aborted) and
                 :class:`~pipeline.errors.ProviderTimeout` is raised.
+            pool: the pool the job's ``model_policy`` names (None: the engine's own
+                choice). An engine that cannot run it raises
+                :class:`~pipeline.errors.TerminalError`, never runs it elsewhere.
         """
         ...
 
@@ -210,9 +214,11 @@ class OpenAICompatibleEngine:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    def _body(self, messages: Messages, json_schema: JsonSchema, max_tokens: int) -> dict[str, Any]:
+    def _body(
+        self, messages: Messages, json_schema: JsonSchema, max_tokens: int, model: str
+    ) -> dict[str, Any]:
         return {
-            "model": self._model,
+            "model": model,
             "messages": [dict(m) for m in messages],
             "max_tokens": max_tokens,
             "temperature": 0,
@@ -233,8 +239,12 @@ class OpenAICompatibleEngine:
         json_schema: JsonSchema,
         max_tokens: int,
         timeout: float,
+        pool: str | None = None,
     ) -> Completion:
-        body = self._body(messages, json_schema, max_tokens)
+        # A hosted provider's pools are its models: a named pool is the model asked for
+        # (the intake admitted only the configured ones, Settings.model_pools).
+        model = self._model if pool in (None, "default") else str(pool)
+        body = self._body(messages, json_schema, max_tokens, model)
         started = time.perf_counter()
         try:
             async with asyncio.timeout(timeout):
@@ -255,7 +265,7 @@ class OpenAICompatibleEngine:
             ) from exc
         elapsed = time.perf_counter() - started
         self._raise_for_status(response)
-        return self._parse(response, elapsed)
+        return self._parse(response, elapsed, model)
 
     def _raise_for_status(self, response: httpx.Response) -> None:
         status = response.status_code
@@ -275,7 +285,7 @@ class OpenAICompatibleEngine:
         # 400/401/403/404/422: the same request cannot succeed on another attempt.
         raise TerminalError(message)
 
-    def _parse(self, response: httpx.Response, elapsed: float) -> Completion:
+    def _parse(self, response: httpx.Response, elapsed: float, model: str) -> Completion:
         try:
             payload = response.json()
             choice = payload["choices"][0]
@@ -300,7 +310,7 @@ class OpenAICompatibleEngine:
             usage=usage,
             timings=Timings(e2e_s=elapsed),
             engine=self.name,
-            model=str(payload.get("model") or self._model),
+            model=str(payload.get("model") or model),
             finish_reason=finish_reason,
             request_id=payload.get("id"),
         )

@@ -91,13 +91,20 @@ V3_FIELDS = ("allowances_charges", "document_type", "preceding_invoice")
 #: refused at intake, never accepted and served with the default.
 SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1,)
 
-#: The request ``options`` the system knows, by name, each with what it asks for.
-#: A name not here is refused at intake (422 ``unknown_option`` naming these),
-#: never stored and ignored. Values are JSON, carried as given and hashed into the
-#: request's idempotency check.
+#: The request ``options`` the system knows and honours, by name, each with what it
+#: asks for. A name not here is refused at intake (422 ``unknown_option`` naming
+#: these), never stored and ignored. Values are JSON, carried as given and hashed into
+#: the request's idempotency check; each is checked at intake
+#: (:mod:`pipeline.api.request_options`) and read by the attempt.
+#:
+#: ``locale`` is not offered: the decimal mark is decided by the document's own
+#: numbers and a date's day/month order by the readings validation proves, and a
+#: client's hint would have to reach prepare, grounding, corrections and review alike
+#: to mean the same everywhere. Refused rather than accepted and ignored.
 SUPPORTED_OPTIONS: dict[str, str] = {
-    "locale": "the document's locale as a BCP 47 tag (de-DE, fr-CH), for reading numbers and dates",
-    "ocr_languages": "the Tesseract languages to read a scan with (deu, fra, …)",
+    "ocr_languages": "the Tesseract languages to read this job's scanned pages with, "
+    '\'+\'-joined or a list (deu+fra, ["deu", "fra"]), each one the deployment '
+    "installs (FENCELINE_OCR_LANGUAGES); the first is tesseract's primary language",
 }
 
 #: Model output larger than this is rejected before parsing (200 evidenced line

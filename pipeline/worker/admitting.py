@@ -30,8 +30,11 @@ RESERVE_SECONDS = 1.0
 MIN_PAUSE_SECONDS = 0.1
 
 
-def admission_request(lease: Lease, prompt_tokens: int, max_output_tokens: int) -> AdmissionRequest:
-    """The ask of one attempt: its tenant, reservation, priority class and fence."""
+def admission_request(
+    lease: Lease, prompt_tokens: int, max_output_tokens: int, *, pool: str | None = None
+) -> AdmissionRequest:
+    """The ask of one attempt: its tenant, reservation, priority class, fence, and the
+    pool its ``model_policy`` names (None: the one the length rule picks)."""
     return AdmissionRequest(
         tenant=str(lease.tenant_id),
         prompt_tokens=prompt_tokens,
@@ -39,6 +42,7 @@ def admission_request(lease: Lease, prompt_tokens: int, max_output_tokens: int) 
         priority=priority_class_for(lease.priority),
         job_id=str(lease.job_id),
         fence=lease.fence,
+        pool=pool,
     )
 
 

@@ -6,7 +6,9 @@
    lost it cancels the engine call (the provider may still bill it);
 2. admission is acquired for the attempt's token reservation before the call,
    and released with the engine's reported usage after it (uncertain outcomes
-   stay charged);
+   stay charged); the job's request options reach the attempt here
+   (:mod:`pipeline.worker.job_options`): ``ocr_languages`` the document stage,
+   ``model_policy`` the pool the engine runs it on and the scope admission asks;
 3. the engine call is bounded by the attempt timeout *and* the job's deadline;
 4. each ending is handed to :class:`~pipeline.worker.outcomes.AttemptOutcomes`,
    which interprets the output and commits the outcome under the fence:
@@ -63,6 +65,7 @@ from pipeline.worker.call_spans import describe_call
 from pipeline.worker.call_usage import recorded_usage, spent_usage
 from pipeline.worker.contracts import AttemptReport, Unlimited, WorkerConfig
 from pipeline.worker.document_stage import DocumentStage, DocumentText, keep_text
+from pipeline.worker.job_options import JobRequestOptions, routed_pool
 from pipeline.worker.ocr_proof import OcrConfidences
 from pipeline.worker.outcomes import AttemptOutcomes
 
@@ -157,9 +160,12 @@ class AttemptRunner:
         async with self.store.pool.acquire() as conn:
             doc = await conn.fetchrow(q("document_get"), lease.document_id, lease.tenant_id)
             master = await self.master_data.get(conn, lease.tenant_id)
+            options = JobRequestOptions.of(
+                await conn.fetchval(q("job_options_get_for_tenant"), lease.job_id, lease.tenant_id)
+            )
         if doc is None:
             raise TerminalError(f"document {lease.document_id} missing for job {lease.job_id}")
-        read = await self.documents.read(doc)
+        read = await self.documents.read(doc, ocr_languages=options.ocr_languages)
         text, words = read.text, read.words
         if read.derived_by is not None:
             text, words = await keep_text(self.store.pool, doc, text, read.derived_by, words)
@@ -204,7 +210,12 @@ class AttemptRunner:
                 try:
                     grant = await admit(
                         self.admission,
-                        admission_request(lease, budget.prompt_tokens, budget.max_output_tokens),
+                        admission_request(
+                            lease,
+                            budget.prompt_tokens,
+                            budget.max_output_tokens,
+                            pool=routed_pool(lease),
+                        ),
                         lease,
                         self.bounds,
                         call_timeout=self.config.admission_timeout_seconds,
@@ -225,6 +236,7 @@ class AttemptRunner:
             SPAN_ENGINE,
             {
                 "fenceline.engine": self.engine.name,
+                "fenceline.model_policy": lease.model_policy,
                 "fenceline.timeout_seconds": round(max(timeout, 1.0), 3),
                 "fenceline.timeout_bound": bound,
                 "gen_ai.request.max_tokens": budget.max_output_tokens,
@@ -237,6 +249,7 @@ class AttemptRunner:
                     json_schema=request.json_schema,
                     max_tokens=budget.max_output_tokens,
                     timeout=max(timeout, 1.0),
+                    pool=routed_pool(lease),
                 )
             )
             watch = asyncio.create_task(lost.wait())

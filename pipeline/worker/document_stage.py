@@ -125,8 +125,14 @@ class DocumentStage:
             update={"max_document_pages": max_pages}
         )
 
-    async def read(self, row: Mapping[str, Any]) -> DocumentText:
+    async def read(
+        self, row: Mapping[str, Any], *, ocr_languages: str | None = None
+    ) -> DocumentText:
         """The text of the document ``row`` names.
+
+        ``ocr_languages`` (``+``-joined; the job's ``ocr_languages`` option) are the
+        languages its pages without text are read with, instead of the configured ones
+        (those installed, as for the configured list: the intake admitted only those).
 
         Raises:
             DocumentChanged: the stored bytes are not the accepted ones (terminal).
@@ -157,9 +163,16 @@ class DocumentStage:
                 words=row.get("derived_words"),
                 einvoice=einvoice,
             )
-        with child_span(SPAN_DOCUMENT, {"fenceline.document.media_type": media}) as span:
+        settings = self.settings
+        if ocr_languages is not None:
+            settings = settings.model_copy(update={"ocr_languages": ocr_languages})
+        attrs = {
+            "fenceline.document.media_type": media,
+            "fenceline.document.ocr_languages": settings.ocr_languages,
+        }
+        with child_span(SPAN_DOCUMENT, attrs) as span:
             try:
-                read = await self._read_file(row, media)
+                read = await self._read_file(row, media, settings)
             except Exception as exc:
                 set_error(span, getattr(exc, "error_class", type(exc).__name__), str(exc))
                 raise
@@ -175,17 +188,19 @@ class DocumentStage:
             raise DocumentStoreUnavailable("this driver has no document store configured")
         return await self.store.get(DocumentRef(row["uri"], row["version"], row["sha256"]))
 
-    async def _read_file(self, row: Mapping[str, Any], media: str) -> DocumentText:
+    async def _read_file(
+        self, row: Mapping[str, Any], media: str, settings: Settings
+    ) -> DocumentText:
         data = await self._bytes(row)
         if media == MediaType.PDF.value or media in _IMAGES:
             # A PDF's text layer laid out on a grid, OCR for its pages without text; a
             # scan or photo by OCR (pipeline/documents/document_text.py). Every page
             # keeps its place, so page numbers in evidence are the file's own.
             # The time limit runs from here: the store's get is bounded on its own.
-            deadline = time.monotonic() + self.settings.document_read_seconds
+            deadline = time.monotonic() + settings.document_read_seconds
             tenant = str(row.get("tenant_id") or "")
             read = await asyncio.to_thread(
-                self._read_pages, data, MediaType(media), deadline, tenant
+                self._read_pages, data, MediaType(media), deadline, tenant, settings
             )
             ocr = read.ocr_pages
             reader = PDF_READER if media == MediaType.PDF.value else OCR_READER
@@ -224,14 +239,15 @@ class DocumentStage:
         raise DocumentRefused("unsupported_media_type", media)
 
     def _read_pages(
-        self, data: bytes, media: MediaType, deadline: float, tenant: str
+        self, data: bytes, media: MediaType, deadline: float, tenant: str, settings: Settings
     ) -> DocumentTextRead:
         ocr = self.ocr
         if ocr is None:
-            return read_document(data, media, self.settings, deadline=deadline)
+            return read_document(data, media, settings, deadline=deadline)
         if isinstance(ocr, TenantOcr):  # its pages take their turn as their tenant's
             ocr = ocr.for_tenant(tenant)
-        return read_document(data, media, self.settings, ocr=ocr, deadline=deadline)
+        # The settings travel with each page to the pool's replicas: the job's languages too.
+        return read_document(data, media, settings, ocr=ocr, deadline=deadline)
 
 
 def _embedded_invoice(data: bytes) -> bytes | None:

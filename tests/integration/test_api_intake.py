@@ -48,7 +48,7 @@ async def test_202_means_job_document_and_outbox_event_are_committed(
     async with asgi_client(app) as client:
         r = await client.post(
             "/v1/extraction-jobs",
-            json=submission(text, options={"locale": "de"}),
+            json=submission(text, options={"ocr_languages": "deu"}),
             headers={**tk.headers, "Idempotency-Key": "inv-7"},
         )
     assert r.status_code == 202, r.text
@@ -128,7 +128,9 @@ async def test_100_parallel_posts_with_one_key_make_one_job_and_conflict_writes_
     pool: asyncpg.Pool, dsn: str
 ) -> None:
     tk = await tenant_with_key(pool)
-    app = create_app(settings_for(dsn), pool=pool)
+    # "large" is a configured pool: the other policy is honourable, so it is the key's
+    # reuse for another request that is refused (409), not the policy (422).
+    app = create_app(settings_for(dsn, model_pools=("large",)), pool=pool)
     headers = {**tk.headers, "Idempotency-Key": "parallel-1"}
     body = submission("INVOICE parallel total 1.00 EUR")
     start = await count_rows(pool, *WRITTEN_TABLES)

@@ -71,7 +71,7 @@ async def test_options_are_stored_with_the_job_and_shown_by_explain(
     pool: asyncpg.Pool, dsn: str
 ) -> None:
     tk = await tenant_with_key(pool)
-    options = {"locale": "de-CH", "ocr_languages": ["deu", "fra"]}
+    options = {"ocr_languages": ["deu", "fra"]}
     async with asgi_client(create_app(settings_for(dsn), pool=pool)) as client:
         body = submission(options=options)
         r = await client.post(JOBS, json=body, headers=tk.headers)
@@ -88,7 +88,7 @@ async def test_options_are_stored_with_the_job_and_shown_by_explain(
     explained = await store.explain(with_options)
     assert explained["options"] == options
     text = render_explain(explained)
-    assert 'options {"locale": "de-CH", "ocr_languages": ["deu", "fra"]}' in text
+    assert 'options {"ocr_languages": ["deu", "fra"]}' in text
     assert "schema_version 1  model_policy default" in text
     assert (await store.explain(uuid.UUID(plain.json()["job_id"])))["options"] == {}
     async with pool.acquire() as conn:
@@ -110,7 +110,7 @@ async def test_an_unknown_option_is_422_naming_it_and_the_supported_ones(
 ) -> None:
     tk = await tenant_with_key(pool)
     before = await count_rows(pool, *WRITTEN_TABLES)
-    unknown = {"locale": "de", "threshold": 0.1, "model": "big"}
+    unknown = {"ocr_languages": "deu", "threshold": 0.1, "model": "big"}
     async with asgi_client(create_app(settings_for(dsn), pool=pool)) as client:
         as_json = await client.post(JOBS, json=submission(options=unknown), headers=tk.headers)
         as_file = await client.post(
@@ -121,7 +121,7 @@ async def test_an_unknown_option_is_422_naming_it_and_the_supported_ones(
         )
         after = await count_rows(pool, *WRITTEN_TABLES)
         known = await client.post(
-            JOBS, json=submission(options={"locale": "de"}), headers=tk.headers
+            JOBS, json=submission(options={"ocr_languages": "deu"}), headers=tk.headers
         )
     supported = ", ".join(SUPPORTED_OPTIONS)
     for r in (as_json, as_file):
