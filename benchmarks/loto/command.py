@@ -34,7 +34,7 @@ from benchmarks.fuzz.cases import fuzz_case
 from benchmarks.fuzz.report import export
 from benchmarks.fuzz.transforms import BY_NAME
 from benchmarks.loto.plan import CONTROL, DEFAULT_EVAL_SEED, LotoPlan
-from benchmarks.loto.report import compare, markdown, write
+from benchmarks.loto.report import compare, examples_of, markdown, write
 
 #: Options that name where weights are, not how they are trained.
 _PATH_OPTIONS = ("--out", "--init-adapter")
@@ -176,7 +176,11 @@ def main(argv: list[str] | None = None) -> int:
             continue
         ceiling = judge_pairs(plan.eval_pairs([t]), "perfect",
                               max_line_items=plan.max_line_items, progress=False)  # fmt: skip
-        comparisons.append(compare(t, rows[CONTROL, t], rows[name, t], ceiling))
+        trained = {
+            col: examples_of(_manifest(plan.adapter_dir(n)), t)
+            for col, n in (("control", CONTROL), ("left_out", name))
+        }
+        comparisons.append(compare(t, rows[CONTROL, t], rows[name, t], ceiling, trained))
         run["adapters"] = {n: _manifest_summary(plan.adapter_dir(n)) for n in plan.adapters}
         run["not_measured"] = [f"{n} on {x}" for (n, x), r in rows.items() if r is None]
         write(plan.out / "report", t, comparisons[-1], run)
@@ -213,12 +217,17 @@ def _live_rows(plan: LotoPlan, name: str, transform: str) -> list[dict[str, Any]
     return list(json.loads(report_path.read_text())["rows"])
 
 
-def _manifest_summary(folder: Path) -> dict[str, Any]:
-    """What each adapter's training did: steps, time, loss, transformations kept out."""
+def _manifest(folder: Path) -> dict[str, Any]:
     try:
         m = json.loads((folder / "manifest.json").read_text())
     except (OSError, ValueError):
         return {}
+    return m if isinstance(m, dict) else {}
+
+
+def _manifest_summary(folder: Path) -> dict[str, Any]:
+    """What each adapter's training did: steps, time, loss, transformations kept out."""
+    m = _manifest(folder)
     keys = ("steps", "steps_planned", "stopped_early", "final_loss", "train_seconds",
-            "excluded_transforms", "command")  # fmt: skip
+            "excluded_transforms", "counts", "command")  # fmt: skip
     return {k: m.get(k) for k in keys}

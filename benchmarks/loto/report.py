@@ -69,11 +69,15 @@ def compare(
     control_rows: Sequence[dict[str, Any]] | None,
     left_out_rows: Sequence[dict[str, Any]] | None,
     ceiling: Sequence[Trial],
+    trained: dict[str, int | None] | None = None,
 ) -> dict[str, Any]:
     """One transformation's comparison; a live column not measured is None.
 
     ``gap`` is what leaving ``T`` out cost: the control's accepted-right count less the
-    left-out adapter's (positive when seeing ``T`` in training helped).
+    left-out adapter's (positive when seeing ``T`` in training helped). ``trained``
+    holds how many training examples of ``T`` each adapter took (:func:`examples_of`):
+    a short run's control may never have reached ``T``, and then the gap is the
+    variation between two runs, not what seeing ``T`` is worth.
 
     Raises:
         ValueError: the columns scored different numbers of invoices of ``T``.
@@ -83,6 +87,7 @@ def compare(
         "control": None if control_rows is None else live_tally(control_rows, transform),
         "left_out": None if left_out_rows is None else live_tally(left_out_rows, transform),
         "ceiling": ceiling_tally(ceiling, transform),
+        "trained_examples": dict(trained or {}),
     }
     sizes = {out[c]["invoices"] for c in COLUMNS if out[c] is not None}
     if len(sizes) != 1:
@@ -92,6 +97,15 @@ def compare(
         out["control"]["accepted_right"] - out["left_out"]["accepted_right"] if both else None
     )
     return out
+
+
+def examples_of(manifest: dict[str, Any], transform: str) -> int | None:
+    """How many of an adapter's trained examples ``transform`` printed (alone or with
+    another), from its ``manifest.json`` counts; None where the manifest has none."""
+    counts = (manifest.get("counts") or {}).get("fuzz_family")
+    if not isinstance(counts, dict):
+        return None
+    return sum(int(n) for family, n in counts.items() if transform in str(family).split("+"))
 
 
 def _pct(x: float | None) -> str:
@@ -115,14 +129,19 @@ def markdown(comparisons: Sequence[dict[str, Any]], run: dict[str, Any]) -> str:
         f"Continued from `{run.get('init_adapter')}`; each adapter: {run.get('budget')}.",
         f"Evaluation seeds {run.get('eval_seeds')}, each transformation alone.",
         "",
-        "| left out | control (saw it) | adapter without it | perfect answers | gap |",
-        "|---|---|---|---|---|",
+        "| left out | control | adapter without it | perfect answers | gap | examples of it "
+        "trained (control / without) |",
+        "|---|---|---|---|---|---|",
     ]
     for c in comparisons:
         gap = "-" if c["gap"] is None else f"{c['gap']:+d}"
+        seen = c.get("trained_examples") or {}
+        trained = " / ".join(
+            "?" if seen.get(k) is None else str(seen[k]) for k in ("control", "left_out")
+        )
         lines.append(
             f"| `{c['transform']}` | {_cell(c['control'])} | {_cell(c['left_out'])} | "
-            f"{_cell(c['ceiling'])} | {gap} |"
+            f"{_cell(c['ceiling'])} | {gap} | {trained} |"
         )
     missing = run.get("not_measured") or []
     if missing:

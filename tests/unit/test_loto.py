@@ -17,7 +17,7 @@ from benchmarks.eval.engines import with_adapter
 from benchmarks.fuzz.campaign import Trial
 from benchmarks.loto.command import recipe_options, reusable
 from benchmarks.loto.plan import CONTROL, LotoPlan, without
-from benchmarks.loto.report import compare, markdown
+from benchmarks.loto.report import compare, examples_of, markdown
 
 
 def _plan(tmp_path: Path, *transforms: str, **kw: Any) -> LotoPlan:
@@ -181,8 +181,21 @@ def test_a_column_not_measured_is_said_so_and_has_no_gap() -> None:
     assert c["ceiling"]["accepted_right"] == 1 and c["ceiling"]["reviewed"] == 1
     text = markdown([c], {"commands": ["fenceline loto --transform noise"]})
     row = next(line for line in text.splitlines() if line.startswith("| `noise`"))
-    assert "not measured" in row and "2/2 right" in row and row.endswith("| - |")
+    assert "not measured" in row and "2/2 right" in row and row.endswith("| - | ? / ? |")
     assert "    fenceline loto --transform noise" in text
+
+
+def test_the_report_says_how_often_each_adapter_trained_on_the_transformation() -> None:
+    manifest = {"counts": {"fuzz_family": {"columns": 2, "columns+noise": 1, "noise": 4}}}
+    assert examples_of(manifest, "columns") == 3
+    assert examples_of(manifest, "noise") == 5
+    assert examples_of(manifest, "letter") == 0
+    assert examples_of({}, "columns") is None
+    ceiling = [_trial(1, "letter", "SUCCEEDED")]
+    rows = [_row("letter", "SUCCEEDED", True)]
+    c = compare("letter", rows, rows, ceiling, {"control": 0, "left_out": None})
+    row = next(line for line in markdown([c], {}).splitlines() if line.startswith("| `letter`"))
+    assert row.endswith("| +0 | 0 / ? |")
 
 
 def test_eval_can_serve_another_adapter_folder(tmp_path: Path) -> None:
