@@ -143,6 +143,9 @@ def markdown(comparisons: Sequence[dict[str, Any]], run: dict[str, Any]) -> str:
             f"| `{c['transform']}` | {_cell(c['control'])} | {_cell(c['left_out'])} | "
             f"{_cell(c['ceiling'])} | {gap} | {trained} |"
         )
+    steps = {n: a.get("steps") for n, a in (run.get("adapters") or {}).items() if a}
+    if steps:
+        lines += ["", "Steps trained: " + ", ".join(f"{n} {k}" for n, k in steps.items()) + "."]
     missing = run.get("not_measured") or []
     if missing:
         lines += ["", "Not measured: " + ", ".join(f"`{m}`" for m in missing) + "."]

@@ -179,7 +179,9 @@ def test_a_column_not_measured_is_said_so_and_has_no_gap() -> None:
     c = compare("noise", control, None, ceiling)
     assert c["left_out"] is None and c["gap"] is None
     assert c["ceiling"]["accepted_right"] == 1 and c["ceiling"]["reviewed"] == 1
-    text = markdown([c], {"commands": ["fenceline loto --transform noise"]})
+    adapters = {CONTROL: {"steps": 10}, "without-noise": {"steps": 21}}
+    text = markdown([c], {"commands": ["fenceline loto --transform noise"], "adapters": adapters})
+    assert "Steps trained: control 10, without-noise 21." in text
     row = next(line for line in text.splitlines() if line.startswith("| `noise`"))
     assert "not measured" in row and "2/2 right" in row and row.endswith("| - | ? / ? |")
     assert "    fenceline loto --transform noise" in text
