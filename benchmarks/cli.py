@@ -1,5 +1,6 @@
 """``fenceline`` sub-commands that belong to the benchmarks: ``demo``, ``eval``, ``fuzz``,
-``generate``, ``bench``, ``capacity``, ``erp-receiver``, ``adapter train``, ``corpus einvoices``.
+``generate``, ``bench``, ``capacity``, ``erp-receiver``, ``adapter train``, ``corpus einvoices``,
+``loto``.
 
 The product never imports :mod:`benchmarks`; this package adds its commands as a
 plugin instead: ``pyproject.toml`` names :func:`register` in the
@@ -251,3 +252,10 @@ def _corpus_einvoices(args: argparse.Namespace, _settings: Settings) -> int:
     from benchmarks.corpus.command import run
 
     return run(args)
+
+
+@TABLE.passthrough("loto", "leave-one-transformation-out: adapters trained without one layout")
+def _loto(argv: list[str], _settings: Settings) -> int:
+    from benchmarks.loto.command import main
+
+    return main(argv)

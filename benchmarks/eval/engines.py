@@ -11,13 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from benchmarks.eval.dataset import Case
 from pipeline.errors import FencelineError, MalformedOutput
 from pipeline.extraction import ChatMessage, Engine, document_in_prompt, shown_document
+
+if TYPE_CHECKING:
+    from deployments.pools import PoolsConfig
 
 
 @dataclass(frozen=True)
@@ -142,3 +146,25 @@ def replay_extract(report: dict[str, Any], cases: Sequence[Case]) -> ExtractFn:
         return EngineAnswer(row["answer"], row.get("completion_tokens"))
 
     return extract
+
+
+def with_adapter(pools: PoolsConfig, path: Path) -> PoolsConfig:
+    """The same pools serving the LoRA adapter in folder ``path`` instead of the one the
+    pools file names (``fenceline eval --adapter``: compare adapters on the same invoices).
+
+    Raises:
+        ValueError: no pool runs an adapter (a pool without ``lora:`` has no rank to keep).
+    """
+    if not any(p.lora is not None for p in pools.pools):
+        raise ValueError("no pool in the pools file runs a LoRA adapter to replace")
+    folder = str(path.expanduser().resolve())
+    return pools.model_copy(
+        update={
+            "pools": [
+                p.model_copy(update={"lora": p.lora.model_copy(update={"path": folder})})
+                if p.lora is not None
+                else p
+                for p in pools.pools
+            ]
+        }
+    )

@@ -57,6 +57,7 @@ from benchmarks.eval.engines import (
     engine_extract,
     openai_extract,
     replay_extract,
+    with_adapter,
 )
 from benchmarks.eval.oracle import oracle_extract
 from benchmarks.eval.report import Progress, plot, render_text, summarise
@@ -186,6 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pools", default=None, help="vllm: pools file (deployments/pools.yaml)")
     parser.add_argument("--pool", default=None, help="vllm: pool name (default: longest context)")
     parser.add_argument(
+        "--adapter",
+        type=Path,
+        default=None,
+        help="vllm: serve this LoRA adapter folder instead of the one the pools file names",
+    )
+    parser.add_argument(
         "--compile", action="store_true", help="vllm: torch.compile (slower start, faster decode)"
     )
     parser.add_argument("--api-key", default=None)
@@ -259,6 +266,10 @@ def main(argv: list[str] | None = None) -> int:
         return _export(parser, args, variants)
     if args.engine == "openai" and not (args.base_url and args.model):
         parser.error("--engine openai needs --base-url and --model")
+    if args.adapter is not None and args.engine != "vllm":
+        parser.error("--adapter is for --engine vllm")
+    if args.adapter is not None and not (args.adapter / "adapter_model.safetensors").is_file():
+        parser.error(f"--adapter {args.adapter}: no adapter_model.safetensors there")
     if args.engine == "replay" and (args.answers is None or not args.answers.is_file()):
         parser.error("--engine replay needs --answers REPORT.json (an earlier eval's report)")
     meta: dict[str, Any]
@@ -389,6 +400,8 @@ async def _run(
         from deployments.pools import load_pools
 
         pools = load_pools(args.pools)
+        if args.adapter is not None:
+            pools = with_adapter(pools, args.adapter)
         if not args.compile:
             pools = pools.eager()
         pool = pools.pool(args.pool) if args.pool else pools.pools[-1]
@@ -406,6 +419,7 @@ async def _run(
             pool=pool.name,
             max_model_len=pool.max_model_len,
             enforce_eager=pool.enforce_eager,
+            adapter=str(pool.lora.resolved_path()) if pool.lora else None,
         )
     elif args.engine == "oracle":
         extract = oracle_extract(cases)
