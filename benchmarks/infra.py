@@ -25,6 +25,7 @@ import uvicorn
 
 from benchmarks.erp_receiver import migrate_erp
 from benchmarks.fake_provider import CallRecord, FakeProvider, FaultPlan
+from benchmarks.invoices.derived import derived_answers
 from benchmarks.invoices.generator import GeneratedInvoice
 from benchmarks.scenario import Scenario, scenario_corpus
 from benchmarks.settings import admin_dsn
@@ -159,10 +160,8 @@ class FakeProcess:
 def serve_fake_provider(port: int, scenario_json: str) -> None:
     """Entry of the fake-provider process (see :class:`FakeProcess`)."""
     scenario = Scenario.model_validate_json(scenario_json)
-    from benchmarks.load.plants import planted_answers, scenario_plants
-
     corpus = scenario_corpus(scenario)
-    planted = planted_answers(scenario_plants(scenario, corpus))
+    planted = derived_answers(corpus) if scenario.documents.plants else []
     fake = FakeProvider(port=port, answer=corpus_answer(corpus, planted))
     fake.set_faults(
         FaultPlan(

@@ -23,19 +23,14 @@ the schedule. :func:`score` is the oracle over the settled jobs and the ERP ledg
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
-from benchmarks.invoices.einvoice import cii_xml
+from benchmarks.invoices.derived import amended, credit_note, near_duplicate
 from benchmarks.invoices.generator import GeneratedInvoice, Variant
-from benchmarks.invoices.locales import fmt_date
 from benchmarks.scenario import Scenario
-from pipeline.extraction.extractor import answer_for
-from pipeline.jobs.near_duplicates import normalise_number
 from pipeline.worker import interpret
 
 #: Arrivals between an origin and a document derived from it, so the origin has
@@ -69,81 +64,6 @@ def tenant_assignment(scenario: Scenario, arrivals: int) -> list[int]:
     rng = random.Random(f"tenants:{scenario.seed}")
     weights = [t.weight for t in scenario.tenants]
     return [rng.choices(range(len(weights)), weights)[0] for _ in range(arrivals)]
-
-
-def _answer(inv: GeneratedInvoice) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(answer_for(inv.candidate, inv.ocr_text))
-    return data
-
-
-def _splice(text: str, start: int, end: int, new: str) -> str:
-    return text[:start] + new + text[end:]
-
-
-def amended(inv: GeneratedInvoice) -> tuple[str, str] | None:
-    """(text, answer) of ``inv`` with its issue date printed 3 days later; None if the
-    date's print form is not one the locale writes."""
-    issue = inv.candidate.issue_date
-    if issue is None or issue.evidence.page != 1:
-        return None
-    ev = issue.evidence
-    shown = inv.ocr_text[ev.start : ev.end]
-    answer = _answer(inv)
-    if shown.strip() != answer.get("issue_date"):
-        return None
-    for style in range(6):
-        if fmt_date(issue.value, inv.language, style) == shown.strip():
-            later = fmt_date(issue.value + timedelta(days=3), inv.language, style)
-            answer["issue_date"] = later
-            return _splice(inv.ocr_text, ev.start, ev.end, later), json.dumps(answer)
-    return None
-
-
-def reformatted_number(number: str) -> str | None:
-    """``number`` printed otherwise with the same normal form and another exact one."""
-    for other in ("0" + number, number.replace("-", " "), number.replace("/", " ")):
-        squashed = "".join(other.split()).upper()
-        if squashed != "".join(number.split()).upper() and normalise_number(
-            other
-        ) == normalise_number(number):
-            return other
-    return None
-
-
-def near_duplicate(inv: GeneratedInvoice) -> tuple[str, str] | None:
-    """(text, answer) of ``inv`` with its number reformatted; None if it cannot be."""
-    number = inv.candidate.invoice_number
-    if number is None or number.evidence.page != 1:
-        return None
-    ev = number.evidence
-    shown = inv.ocr_text[ev.start : ev.end]
-    answer = _answer(inv)
-    other = reformatted_number(shown.strip())
-    if other is None or shown.strip() != answer.get("number"):
-        return None
-    answer["number"] = other
-    return _splice(inv.ocr_text, ev.start, ev.end, other), json.dumps(answer)
-
-
-def credit_note_number(number: str) -> str:
-    """The credit note's own number (another normal form than the invoice's)."""
-    return f"{number}-CR"
-
-
-def credit_note(inv: GeneratedInvoice) -> bytes | None:
-    """A CII credit note of all of ``inv`` naming its number; None without a number."""
-    truth = inv.truth
-    if truth.invoice_number is None:
-        return None
-    own = truth.invoice_number.model_copy(
-        update={"value": credit_note_number(truth.invoice_number.value)}
-    )
-    try:
-        return cii_xml(
-            truth.model_copy(update={"invoice_number": own}), credits=truth.invoice_number.value
-        )
-    except ValueError:
-        return None
 
 
 def _clean_alone(inv: GeneratedInvoice, text: str, answer: str) -> bool:
@@ -213,21 +133,9 @@ def plan_plants(
     return plants
 
 
-def scenario_plants(scenario: Scenario, corpus: Sequence[GeneratedInvoice]) -> list[Plant]:
-    """The plants of ``scenario``'s schedule (the runner and the fake provider agree)."""
-    from benchmarks.load.generator import schedule
-
-    return plan_plants(scenario, corpus, len(schedule(scenario.arrival, scenario.seed)))
-
-
 def planted_in_stream(plants: Sequence[Plant]) -> list[Plant]:
     """The plants that take an arrival's place (amendments, near duplicates), in order."""
     return [p for p in plants if p.index is not None]
-
-
-def planted_answers(plants: Sequence[Plant]) -> list[tuple[str, str]]:
-    """(OCR text, answer) of the in-stream plants, for the fake provider."""
-    return [(p.text, p.answer) for p in planted_in_stream(plants)]
 
 
 @dataclass

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from benchmarks.invoices.derived import credit_note_number
 from benchmarks.load.generator import schedule
 from benchmarks.load.plants import (
     MIN_GAP,
     Plant,
-    credit_note_number,
     plan_plants,
     score,
     tenant_assignment,
