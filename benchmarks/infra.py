@@ -17,7 +17,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import httpx
@@ -25,6 +25,7 @@ import uvicorn
 
 from benchmarks.erp_receiver import migrate_erp
 from benchmarks.fake_provider import CallRecord, FakeProvider, FaultPlan
+from benchmarks.invoices.derived import derived_answers
 from benchmarks.invoices.generator import GeneratedInvoice
 from benchmarks.scenario import Scenario, scenario_corpus
 from benchmarks.settings import admin_dsn
@@ -129,7 +130,11 @@ class FakeProcess:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    async def start(self, timeout: float = 60.0) -> None:
+    async def start(self, timeout: float | None = None) -> None:
+        """Start the process; ``timeout`` defaults to 60 s plus 0.2 s per corpus invoice
+        (it generates the corpus first: 2,100 took over 60 s on a loaded 2-core machine)."""
+        if timeout is None:
+            timeout = 60.0 + 0.2 * self.scenario.documents.corpus
         self.port = free_port()
         self._proc = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -155,7 +160,9 @@ class FakeProcess:
 def serve_fake_provider(port: int, scenario_json: str) -> None:
     """Entry of the fake-provider process (see :class:`FakeProcess`)."""
     scenario = Scenario.model_validate_json(scenario_json)
-    fake = FakeProvider(port=port, answer=corpus_answer(scenario_corpus(scenario)))
+    corpus = scenario_corpus(scenario)
+    planted = derived_answers(corpus) if scenario.documents.plants else []
+    fake = FakeProvider(port=port, answer=corpus_answer(corpus, planted))
     fake.set_faults(
         FaultPlan(
             latency=scenario.engine.latency,
@@ -168,16 +175,20 @@ def serve_fake_provider(port: int, scenario_json: str) -> None:
     uvicorn.run(fake.app, host="127.0.0.1", port=port, log_level="warning", backlog=4096)
 
 
-def corpus_answer(corpus: list[GeneratedInvoice]) -> Any:
+def corpus_answer(corpus: list[GeneratedInvoice], planted: Sequence[tuple[str, str]] = ()) -> Any:
     """Fake-provider answer: the candidate extraction of the invoice in the prompt, in the
-    contract the prompt asks for (a v2 prompt numbers the lines; v1 shows the text as is)."""
+    contract the prompt asks for (a v2 prompt numbers the lines; v1 shows the text as is).
+    ``planted``: (OCR text, v2 answer) of documents derived from corpus invoices."""
     by_text = {shown_document(inv.ocr_text): inv for inv in corpus}
+    planted_by_text = {shown_document(text): answer for text, answer in planted}
     markers = [(inv.ocr_text[:160], inv.candidate.model_dump_json()) for inv in corpus]
 
     def answer(body: dict[str, Any]) -> Any:
         messages = body.get("messages", [])
         shown = document_in_prompt(messages)
         if shown is not None:
+            if shown in planted_by_text:
+                return planted_by_text[shown]
             inv = by_text.get(shown)
             return answer_for(inv.candidate, inv.ocr_text) if inv is not None else "{}"
         user = "\n".join(str(m.get("content", "")) for m in messages)

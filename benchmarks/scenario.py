@@ -69,6 +69,9 @@ class TenantSpec(BaseModel):
     weight: float = Field(1.0, gt=0)
 
 
+PlantKind = Literal["amendment", "near_duplicate", "credit_note"]
+
+
 class DocumentSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     #: Distinct invoices generated (requests cycle through them).
@@ -76,6 +79,15 @@ class DocumentSpec(BaseModel):
     max_line_items: int = Field(8, ge=1, le=200)
     #: Variants cycled through the corpus; non-clean ones end in REVIEW_REQUIRED.
     variants: tuple[Variant, ...] = (Variant.CLEAN,)
+    #: Share of arrivals planted as documents derived from an earlier invoice of the
+    #: run (benchmarks.load.plants): ``amendment``, ``near_duplicate``, ``credit_note``.
+    plants: dict[PlantKind, float] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _plants(self) -> DocumentSpec:
+        if any(v < 0 for v in self.plants.values()) or sum(self.plants.values()) > 0.5:
+            raise ValueError("plants: shares must be >= 0 and together at most 0.5")
+        return self
 
 
 class EngineSpec(BaseModel):

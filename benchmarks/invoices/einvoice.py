@@ -54,8 +54,11 @@ def _amount(value: Decimal) -> str:
     return format(value, "f")
 
 
-def cii_xml(truth: Extraction) -> bytes:
+def cii_xml(truth: Extraction, *, credits: str | None = None) -> bytes:
     """``truth`` as a CII invoice (type 380, EN 16931), UTF-8 with a declaration.
+
+    With ``credits`` (an invoice number), a credit note instead (type 381) whose
+    preceding invoice reference (BG-3, ``InvoiceReferencedDocument``) names it.
 
     Raises:
         ValueError: the truth lacks what an e-invoice must state (number, issue date,
@@ -78,7 +81,7 @@ def cii_xml(truth: Extraction) -> bytes:
     _add(context, "ram:GuidelineSpecifiedDocumentContextParameter/ram:ID", EN16931)
     document = _add(root, "rsm:ExchangedDocument")
     _add(document, "ram:ID", e.invoice_number.value)
-    _add(document, "ram:TypeCode", "380")
+    _add(document, "ram:TypeCode", "380" if credits is None else "381")
     _day(document, "ram:IssueDateTime", e.issue_date.value)
     trade = _add(root, "rsm:SupplyChainTradeTransaction")
     for n, item in enumerate(e.line_items, start=1):
@@ -125,6 +128,8 @@ def cii_xml(truth: Extraction) -> bytes:
     _add(sums, "ram:TaxTotalAmount", _amount(e.tax_total.value), currencyID=currency)
     _add(sums, "ram:GrandTotalAmount", _amount(e.gross_total.value))
     _add(sums, "ram:DuePayableAmount", _amount(e.gross_total.value))
+    if credits is not None:
+        _add(settlement, "ram:InvoiceReferencedDocument/ram:IssuerAssignedID", credits)
     ET.indent(root)
     data: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
     return data

@@ -177,6 +177,10 @@ class RunRecord:
     driver_outcomes: dict[str, int]
     fake_calls: list[CallRecord] | None = None
     delivery_enabled: bool = False
+    #: Arrival index -> job id of the accepted arrivals.
+    job_of: dict[int, str] = field(default_factory=dict)
+    #: A planted credit note's origin arrival -> its job id (benchmarks.load.plants).
+    credit_jobs: dict[int, str] = field(default_factory=dict)
 
 
 async def collect(pool: asyncpg.Pool, rec: RunRecord) -> dict[str, Any]:
@@ -247,6 +251,9 @@ async def collect(pool: asyncpg.Pool, rec: RunRecord) -> dict[str, Any]:
         },
         "request_throughput": admitted / rec.arrivals_done if rec.arrivals_done > 0 else math.nan,
         "goodput_per_s": goodput / elapsed if elapsed > 0 else math.nan,
+        # Every settled job, whatever its outcome: what a run with review outcomes
+        # planted compares with one without.
+        "settled_per_s": len(completion_all) / elapsed if elapsed > 0 else math.nan,
         "output_throughput": out_tokens / elapsed if elapsed > 0 else math.nan,
         "acceptance_latency_s": quantiles(state.acceptance_latency),
         "completion_latency_s": quantiles(completion_all),

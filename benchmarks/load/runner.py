@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import sys
+import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -37,11 +38,14 @@ from benchmarks.invoices.generator import GeneratedInvoice
 from benchmarks.load.client_process import Answer, ClientPlan, ClientProcess, Post
 from benchmarks.load.collect import RunRecord, RunState, collect, merge_counts, sampler
 from benchmarks.load.generator import OpenLoopGenerator, schedule
+from benchmarks.load.plant_run import ERP_EVENTS, score_run, send_credit_notes
+from benchmarks.load.plants import Plant, plan_plants, planted_in_stream, tenant_assignment
 from benchmarks.scenario import Scenario, scenario_corpus
 from cluster.admission import ActorGate, AdmissionActor, AdmissionClient, LocalActorHandle
 from pipeline.admission import AdmissionConfig
 from pipeline.database import create_pool
 from pipeline.delivery import job_store
+from pipeline.documents.stores import open_document_store
 from pipeline.jobs import JobStore
 from pipeline.messaging import Scheduler, SchedulerConfig, WorkSignal
 from pipeline.process_heap import freeze_startup_heap
@@ -59,9 +63,13 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _settings_overrides(scenario: Scenario, dsn: str, erp_port: int | None) -> dict[str, Any]:
+def _settings_overrides(
+    scenario: Scenario, dsn: str, erp_port: int | None, state_dir: str
+) -> dict[str, Any]:
     overrides: dict[str, Any] = {
         "database_url": dsn,
+        # Uploaded files (the planted credit notes' XML): intake stores, drivers read.
+        "state_dir": state_dir,
         "scan_interval_seconds": 0.5,
         "default_deadline_seconds": scenario.deadline_s,
         "max_attempts": scenario.max_attempts,
@@ -108,14 +116,13 @@ async def run_pipeline(
     """The main run on an already started engine; returns the collected result."""
     offsets = schedule(scenario.arrival, scenario.seed)
     corpus = scenario_corpus(scenario)
-    rng = random.Random(f"tenants:{scenario.seed}")
-    weights = [t.weight for t in scenario.tenants]
-    tenant_of = [rng.choices(range(len(weights)), weights)[0] for _ in offsets]
+    tenant_of = tenant_assignment(scenario, len(offsets))
+    plants = plan_plants(scenario, corpus, len(offsets))
     fake_calls_before = len(await engine.fake.calls()) if engine.fake is not None else 0
     core_before = await engine.metrics_snapshot()
     erp_port = free_port() if scenario.delivery.enabled else None
-    async with fresh_database() as dsn:
-        overrides = _settings_overrides(scenario, dsn, erp_port)
+    async with fresh_database() as dsn, _state_dir() as state_dir:
+        overrides = _settings_overrides(scenario, dsn, erp_port, state_dir)
         settings = Settings(**overrides)
         # The drivers' connections open before the burst, as each driver process opens
         # its pool at start (cluster.drivers.DRIVER_POOL each).
@@ -132,7 +139,11 @@ async def run_pipeline(
                 erp = ErpProcess(dsn, erp_port)
                 registry = EndpointRegistry(pool, guard_from_settings(settings), SecretBox(None))
                 secrets = [
-                    (await registry.register(tid, erp.url, description="bench ERP")).secret
+                    (
+                        await registry.register(
+                            tid, erp.url, description="bench ERP", event_types=ERP_EVENTS
+                        )
+                    ).secret
                     for _, _, tid in tenants
                 ]
                 await erp.start(secrets)
@@ -144,7 +155,7 @@ async def run_pipeline(
             try:
                 record = await _drive(
                     scenario, settings, intake, pool, engine, corpus, offsets, tenant_of, tenants,
-                    progress,
+                    plants, progress,
                 )  # fmt: skip
             finally:
                 watch.cancel()
@@ -156,6 +167,8 @@ async def run_pipeline(
                 record.fake_calls = (await engine.fake.calls())[fake_calls_before:]
             record.delivery_enabled = erp is not None
             result = await collect(pool, record)
+            if plants:
+                result["plants"] = await score_run(pool, plants, record)
             core_after = await engine.metrics_snapshot()
             if core_before is not None and core_after is not None:
                 result["engine"]["engine_core"] = side_summary(core_before, core_after)
@@ -169,6 +182,12 @@ async def run_pipeline(
             if erp is not None:
                 await erp.stop()
             await pool.close()
+
+
+@contextlib.asynccontextmanager
+async def _state_dir() -> AsyncIterator[str]:
+    with tempfile.TemporaryDirectory(prefix="fenceline-bench-") as path:
+        yield path
 
 
 async def _watch_kv(engine: BenchEngine, peaks: dict[str, float], every: float) -> None:
@@ -231,6 +250,7 @@ def _drivers(
                 ),
                 admission=gate,
                 policy=policy_for(settings),
+                documents=open_document_store(settings),
             ),
             signal=signal,
         )
@@ -248,6 +268,7 @@ async def _drive(
     offsets: list[float],
     tenant_of: list[int],
     tenants: list[tuple[str, str, uuid.UUID]],
+    plants: list[Plant],
     progress: bool,
 ) -> RunRecord:
     state = RunState()
@@ -264,6 +285,10 @@ async def _drive(
     scheduler = Scheduler(pool, settings, signal, config=SchedulerConfig(scan_interval_seconds=0.5))
     loops = _drivers(scenario, settings, store, engine, gate, signal)
     stop_sampling = asyncio.Event()
+    job_of: dict[int, str] = {}
+    credit_jobs: dict[int, str] = {}
+    arrivals_over = asyncio.Event()
+    replaced = {p.index: len(corpus) + k for k, p in enumerate(planted_in_stream(plants))}
 
     # The client runs in its own process (benchmarks.load.client_process): it is outside
     # the system, and in this one its HTTP work would share the drivers' event loop.
@@ -272,6 +297,7 @@ async def _drive(
             assert answer.latency_s is not None
             state.acceptance_latency.append(answer.latency_s)
             state.accepted[answer.job_id] = (tenants[tenant_of[answer.index]][0], answer.wall)
+            job_of[answer.index] = answer.job_id
         elif answer.outcome == "rejected":
             key = str(answer.status)
             state.rejected[key] = state.rejected.get(key, 0) + 1
@@ -282,13 +308,14 @@ async def _drive(
                 url=url,
                 connections=CLIENT_CONNECTIONS,
                 wait_timeout_s=scenario.drain_timeout_s,
-                texts=[inv.ocr_text for inv in corpus],
+                texts=[inv.ocr_text for inv in corpus]
+                + [p.text for p in planted_in_stream(plants)],
                 posts=[
                     Post(
                         offset=offset,
                         bearer=tenants[tenant_of[i]][1],
                         idempotency_key=f"bench-{i}",
-                        text=i % len(corpus),
+                        text=replaced.get(i, i % len(corpus)),
                     )
                     for i, offset in enumerate(offsets)
                 ],
@@ -318,18 +345,28 @@ async def _drive(
                     await asyncio.sleep(1.0)
 
             reporter = asyncio.create_task(report())
+        credits = asyncio.create_task(
+            send_credit_notes(
+                url, pool, plants, job_of, tenant_of, tenants, state, credit_jobs, arrivals_over
+            )
+        )
         try:
             await client.run()
             arrivals_done = time.time() - state.t0_wall
+            arrivals_over.set()
             deadline = time.monotonic() + scenario.drain_timeout_s
             while time.monotonic() < deadline:
                 async with pool.acquire() as conn:
                     settled = await conn.fetchval(q("bench_settled_count"))
-                if settled >= len(state.accepted):
+                if credits.done() and settled >= len(state.accepted):
                     break
                 await asyncio.sleep(0.25)
             await client.cancel()
         finally:
+            arrivals_over.set()
+            credits.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await credits
             stop_sampling.set()
             await sampling
             if reporter is not None:
@@ -351,6 +388,8 @@ async def _drive(
         engine_calls=engine.calls,
         engine_streams=bench_engine.streams,
         driver_outcomes=merge_counts([lp.stats.outcomes for lp in loops]),
+        job_of=job_of,
+        credit_jobs=credit_jobs,
     )
 
 
@@ -363,4 +402,5 @@ _INTAKE_FIELDS = {
     "db_pool_max",
     "db_pool_min",
     "db_acquire_timeout_seconds",
+    "state_dir",
 }

@@ -41,6 +41,15 @@ def summary(result: dict[str, Any]) -> str:
             f"accept->ERP delivery p50 {q['p50']:.2f} s  p95 {q['p95']:.2f} s  p99 "
             f"{q['p99']:.2f} s  deliveries {d['states']}  ERP postings {d['erp_postings']}"
         )
+    pl = result.get("plants")
+    if pl:
+        lines.append(
+            f"plants  planted {pl['planted']}  decided as their rule {pl['as_rule']}  wrong "
+            f"{pl['wrong_count']}  credit notes linked {pl['linked_credit_notes']}, posted as "
+            f"credits {pl['erp_credit_postings']}  ERP applied twice {pl['erp_applied_twice']}"
+            f"  held plants posted {pl['erp_planted_held_posted']}  settled "
+            f"{result['settled_per_s']:.2f} jobs/s"
+        )
     lines += [
         f"engine ({e['ttft_source']})  TTFT mean/median/p99 {_ms(e['mean_ttft_ms'])}/"
         f"{_ms(e['median_ttft_ms'])}/{_ms(e['p99_ttft_ms'])} ms  TPOT "

@@ -86,3 +86,19 @@ SELECT (SELECT min(created_at) FROM burst) AS burst_start,
        min(created_at + make_interval(secs => $1)) AS crossed_at
 FROM burst
 WHERE first_start IS NULL OR first_start > created_at + make_interval(secs => $1);
+
+-- name: bench_job_states_of
+-- The states of the jobs $1 (the planted credit notes' invoices, sent once SUCCEEDED).
+SELECT id, state FROM extraction_jobs WHERE id = ANY($1::uuid[]);
+
+-- name: bench_job_validations
+-- Every job's state and stored validation (the planted documents' oracle).
+SELECT j.id, j.state, r.validation
+FROM extraction_jobs j LEFT JOIN extraction_results r ON r.job_id = j.id;
+
+-- name: bench_credit_note_links
+SELECT job_id, invoice_job_id FROM credit_note_links;
+
+-- name: bench_erp_posting_rows
+-- The reference ERP's postings: a credit's invoice, and whether one was applied twice.
+SELECT job_id, kind, credits_job_id, effect_count, deliveries_seen FROM erp_postings;
