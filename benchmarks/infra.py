@@ -67,7 +67,8 @@ async def _wait_healthy(url: str, proc: asyncio.subprocess.Process, timeout: flo
             await asyncio.sleep(0.2)
 
 
-async def _terminate(proc: asyncio.subprocess.Process | None, grace: float = 15.0) -> None:
+async def terminate(proc: asyncio.subprocess.Process | None, grace: float = 15.0) -> None:
+    """Stop ``proc`` (SIGTERM, then SIGKILL after ``grace`` seconds); None or exited: nothing."""
     if proc is None or proc.returncode is not None:
         return
     proc.terminate()
@@ -95,7 +96,7 @@ async def intake_server(overrides: dict[str, Any], timeout: float = 60.0) -> Asy
         await _wait_healthy(f"{url}/healthz", proc, timeout)
         yield url
     finally:
-        await _terminate(proc)
+        await terminate(proc)
 
 
 def serve_intake(port: int, overrides_json: str) -> None:
@@ -153,7 +154,7 @@ class FakeProcess:
         return [CallRecord.model_validate(c) for c in r.json()]
 
     async def stop(self) -> None:
-        await _terminate(self._proc, 10)
+        await terminate(self._proc, 10)
         self._proc = None
 
 
@@ -235,7 +236,7 @@ class ErpProcess:
             raise RuntimeError(f"the ERP receiver did not start: {line!r}")
 
     async def stop(self) -> None:
-        await _terminate(self._proc, 10)
+        await terminate(self._proc, 10)
         self._proc = None
 
 

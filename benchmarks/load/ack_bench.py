@@ -30,7 +30,7 @@ from typing import Any
 import asyncpg
 
 from benchmarks.erp_acknowledger import AckPlan
-from benchmarks.infra import _terminate, free_port, fresh_database, intake_server
+from benchmarks.infra import free_port, fresh_database, intake_server, terminate
 from pipeline.database import create_pool
 from pipeline.delivery import (
     EndpointRegistry,
@@ -212,7 +212,7 @@ async def run(
         finally:
             if dispatcher is not None:
                 await dispatcher.close()
-            await _terminate(erp, 10)
+            await terminate(erp, 10)
             await pool.close()
 
 
