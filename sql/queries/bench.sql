@@ -88,8 +88,12 @@ FROM burst
 WHERE first_start IS NULL OR first_start > created_at + make_interval(secs => $1);
 
 -- name: bench_job_states_of
--- The states of the jobs $1 (the planted credit notes' invoices, sent once SUCCEEDED).
-SELECT id, state FROM extraction_jobs WHERE id = ANY($1::uuid[]);
+-- The states of the jobs $1 (the planted credit notes' invoices, sent once SUCCEEDED),
+-- each read by its primary key (a lookup per id the planner cannot flatten: OFFSET 0).
+SELECT found.id, found.state
+FROM (SELECT DISTINCT unnest($1::uuid[]) AS id) AS i CROSS JOIN LATERAL (
+  SELECT j.id, j.state FROM extraction_jobs j WHERE j.id = i.id OFFSET 0
+) found;
 
 -- name: bench_job_validations
 -- Every job's state and stored validation (the planted documents' oracle).
