@@ -26,9 +26,7 @@ from benchmarks.fake_provider import FakeProvider
 from benchmarks.infra import free_port
 from benchmarks.invoices.generator import generate_corpus
 from pipeline.database import create_pool
-from pipeline.tenants import permit_currencies, upsert_supplier
-from tests.support.api import tenant_with_key
-from tests.support.drivers import answer_from_corpus, wait_settled
+from tests.support.drivers import answer_from_corpus, post_corpus, wait_settled
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -74,19 +72,7 @@ async def test_fenceline_up_runs_the_supervised_runtime_and_stops_cleanly(
         try:
             await _wait_ready(url, proc, timeout=300)
             pool = await create_pool(dsn, min_size=1, max_size=4)
-            tk = await tenant_with_key(pool)
-            async with pool.acquire() as conn:
-                for inv in corpus:
-                    await upsert_supplier(conn, tk.tenant.id, inv.supplier)
-                    await permit_currencies(conn, tk.tenant.id, [inv.currency])
-            async with httpx.AsyncClient(base_url=url, timeout=30) as client:
-                for inv in corpus:
-                    r = await client.post(
-                        "/v1/extraction-jobs",
-                        json={"document": {"text": inv.ocr_text}},
-                        headers={**tk.headers, "Idempotency-Key": f"up-{inv.seed}"},
-                    )
-                    assert r.status_code == 202, r.text
+            await post_corpus(pool, url, corpus, prefix="up")
             rows = await wait_settled(pool, len(corpus), timeout=180)
             assert {r["state"] for r in rows} == {"SUCCEEDED"}
             async with pool.acquire() as conn:

@@ -20,17 +20,14 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
 import pytest
 
 from benchmarks.fake_provider import FakeProvider, FaultPlan, Step
 from benchmarks.infra import free_port
 from benchmarks.invoices.generator import generate_corpus
 from pipeline.database import create_pool
-from pipeline.tenants import permit_currencies, upsert_supplier
 from tests.e2e.test_local_cluster import _wait_ready
-from tests.support.api import tenant_with_key
-from tests.support.drivers import answer_from_corpus, wait_settled
+from tests.support.drivers import answer_from_corpus, post_corpus, wait_settled
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -76,19 +73,7 @@ async def test_fenceline_up_keeps_the_provider_budgets_and_honours_429(
         try:
             await _wait_ready(url, proc, timeout=300)
             pool = await create_pool(dsn, min_size=1, max_size=4)
-            tk = await tenant_with_key(pool)
-            async with pool.acquire() as conn:
-                for inv in corpus:
-                    await upsert_supplier(conn, tk.tenant.id, inv.supplier)
-                    await permit_currencies(conn, tk.tenant.id, [inv.currency])
-            async with httpx.AsyncClient(base_url=url, timeout=30) as client:
-                for inv in corpus:
-                    r = await client.post(
-                        "/v1/extraction-jobs",
-                        json={"document": {"text": inv.ocr_text}},
-                        headers={**tk.headers, "Idempotency-Key": f"budget-{inv.seed}"},
-                    )
-                    assert r.status_code == 202, r.text
+            await post_corpus(pool, url, corpus, prefix="budget")
             rows = await wait_settled(pool, len(corpus), timeout=420)
             assert {r["state"] for r in rows} == {"SUCCEEDED"}
         finally:

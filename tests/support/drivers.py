@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+import httpx
 
 from benchmarks.fake_provider import FakeProvider
 from benchmarks.infra import corpus_answer
@@ -21,6 +22,7 @@ from pipeline.settings import Settings
 from pipeline.states import SETTLED
 from pipeline.tenants import Tenant, permit_currencies, upsert_supplier
 from pipeline.worker import AttemptRunner, DriverLoop, WorkerConfig
+from tests.support.api import tenant_with_key
 
 
 def answer_from_corpus(corpus: list[GeneratedInvoice]) -> Any:
@@ -43,6 +45,26 @@ async def submit_corpus(
         )
         out[acc.job_id] = inv
     return out
+
+
+async def post_corpus(
+    pool: asyncpg.Pool, base_url: str, corpus: list[GeneratedInvoice], *, prefix: str
+) -> None:
+    """A new tenant with the corpus's suppliers and currencies on file, then each invoice
+    POSTed as text to the intake at ``base_url`` (202 asserted): a user's first jobs."""
+    tk = await tenant_with_key(pool)
+    async with pool.acquire() as conn:
+        for inv in corpus:
+            await upsert_supplier(conn, tk.tenant.id, inv.supplier)
+            await permit_currencies(conn, tk.tenant.id, [inv.currency])
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+        for inv in corpus:
+            r = await client.post(
+                "/v1/extraction-jobs",
+                json={"document": {"text": inv.ocr_text}},
+                headers={**tk.headers, "Idempotency-Key": f"{prefix}-{inv.seed}"},
+            )
+            assert r.status_code == 202, r.text
 
 
 async def wait_settled(pool: asyncpg.Pool, n: int, timeout: float = 60.0) -> list[asyncpg.Record]:
