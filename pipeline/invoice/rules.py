@@ -73,6 +73,7 @@ RULES: Mapping[str, str] = {
     # the validator's checks
     "validation.missing_field": "a field the policy requires is null or empty",
     "validation.credit_note_title": "a page titled as a credit note or correction is read as one",
+    "validation.correction_title": "a page titled as a corrected invoice is read as a correction",
     "credit_notes.reference_unknown": "the credited invoice is a delivered invoice of the tenant",
     "credit_notes.reference_ambiguous": "the credited invoice is one invoice of the tenant",
     "validation.model_uncertain": "the model marked the field as uncertain",
