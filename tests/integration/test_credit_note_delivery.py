@@ -179,6 +179,57 @@ async def test_a_credit_note_reaches_the_erp_once_linked_to_its_invoice(
     }
 
 
+async def test_a_credit_note_waits_for_its_invoice_to_reach_the_erp(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    """The invoice is approved but not yet delivered when its credit note settles: the
+    credit note's delivery is held behind the invoice's (after_id), so the ERP, which
+    books a credit only against an invoice it has, never answers 409 for it."""
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+    async with pool.acquire() as conn:
+        await upsert_supplier(
+            conn,
+            tk.tenant.id,
+            SupplierRecord("Produtionsbolaget Sverige AB", "SE123456789001", frozenset()),
+        )
+        await permit_currencies(conn, tk.tenant.id, {"SEK"})
+    receiver = await _receiver(dsn, pool, tk)
+    settings = settings_for(dsn, state_dir=tmp_path)
+    async with asgi_client(create_app(settings, pool=pool)) as client:
+        invoice = await _upload_and_settle(client, pool, dsn, tmp_path, tk, INVOICE.read_bytes())
+        await _approve(client, tk, invoice)
+        credit = await _upload_and_settle(client, pool, dsn, tmp_path, tk, CREDIT.read_bytes())
+        await _approve(client, tk, credit)
+        held = await fetch(
+            pool,
+            "SELECT c.after_id = i.id AS behind FROM deliveries c, deliveries i"
+            " WHERE c.job_id = $1 AND i.job_id = $2",
+            credit["id"],
+            invoice["id"],
+        )
+        assert [h["behind"] for h in held] == [True]
+        with receiver as erp:
+            dispatcher = dispatcher_for(pool)
+            try:
+                assert (await dispatcher.run_once()).count("delivered") == 1
+                assert (await dispatcher.run_once()).count("delivered") == 1
+                assert (await dispatcher.run_once()).count("delivered") == 0
+            finally:
+                await dispatcher.close()
+            postings = await fetch(
+                pool,
+                "SELECT job_id, kind, credits_job_id FROM erp_postings WHERE ledger = $1"
+                " ORDER BY accepted_at",
+                erp.ledger,
+            )
+    assert [(p["job_id"], p["kind"], p["credits_job_id"]) for p in postings] == [
+        (invoice["id"], "invoice", None),
+        (credit["id"], "credit_note", invoice["id"]),
+    ]
+    states = await fetch(pool, "SELECT state FROM deliveries WHERE tenant_id = $1", tk.tenant.id)
+    assert [d["state"] for d in states] == ["delivered", "delivered"]
+
+
 async def test_a_credit_note_of_an_unknown_invoice_goes_to_review(
     pool: asyncpg.Pool, dsn: str, tmp_path: Path
 ) -> None:
