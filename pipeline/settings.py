@@ -328,6 +328,12 @@ class Settings(BaseSettings):
     # An OpenAI-compatible provider the drivers may call instead of the Serve pools
     # (``fenceline up --provider-url``): its key, if it needs one.
     provider_api_key: SecretStr | None = None
+    #: The provider's base URL (``https://api.example.com/v1``) and model, for a runtime
+    #: whose args name the ``openai`` engine but leave ``provider_url`` empty: the
+    #: KubeRay hosted-provider overlay sets them in the settings ConfigMap.
+    #: ``fenceline up --provider-url`` / ``--provider-model`` win over them.
+    provider_url: str | None = None
+    provider_model: str | None = None
     #: The provider project's budgets, shared by every driver through the one global
     #: admission actor of the provider scope (``fenceline up --rpm --tpm --tpd
     #: --provider-concurrency`` set them; KubeRay sets them in the settings ConfigMap):
