@@ -227,3 +227,14 @@ SELECT s.tenant_id, s.reserved, s.reconciled,
                  WHERE r.tenant_id = s.tenant_id AND r.period_start = s.period_start), 0)
          AS estimated
 FROM tenant_spend s JOIN period ON s.period_start = period.start;
+
+-- name: spend_charge_list_for_job
+-- What each attempt of one job was charged (explain): tokens, prices, amount, and
+-- whether it is an estimate (the attempt's reservation) or replaced one. $1 tenant,
+-- $2 job.
+SELECT fence, model, prompt_tokens, completion_tokens, tokens, prompt_price_per_1k,
+       completion_price_per_1k, amount, estimated, estimated_amount, reconciled_at,
+       period_start, created_at
+FROM spend_charges
+WHERE tenant_id = $1 AND job_id = $2
+ORDER BY fence;

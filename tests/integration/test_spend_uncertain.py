@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 from pipeline.admission import AdmissionLedger, Grant, PriorityClass
 from pipeline.api.app import create_app
 from pipeline.errors import ProviderTimeout
-from pipeline.jobs import JobStore, Lease
+from pipeline.jobs import JobStore, Lease, render_explain
 from pipeline.pricing import ModelPrice
 from pipeline.settings import Settings
 from pipeline.spend import spend_by_model, spend_for_tenant
@@ -137,6 +137,16 @@ async def test_uncertain_attempt_is_charged_its_reservation_until_reconciled(
         spend = await spend_for_tenant(conn, tenant, settings.spend_period)
     assert spend.reconciled == timed_out_estimate + expired_estimate
     assert (spend.estimated_charges, spend.estimated_amount) == (2, spend.reconciled)
+    # explain shows the charge and that it is an estimate.
+    [shown] = (await store.explain(timed_out.job_id))["spend"]
+    assert (shown["fence"], shown["amount"], shown["estimated"]) == (
+        timed_out.fence,
+        timed_out_estimate,
+        True,
+    )
+    assert f"= {timed_out_estimate} (estimated" in render_explain(
+        await store.explain(timed_out.job_id)
+    )
 
     # The timed-out call's answer arrives late with the provider's usage: two passes at
     # once replace the estimate once, and reconciled moves by the difference.
@@ -151,6 +161,8 @@ async def test_uncertain_attempt_is_charged_its_reservation_until_reconciled(
     assert not row["estimated"] and row["reconciled_at"] is not None
     assert row["amount"] == at_prices(1320, 85) and row["estimated_amount"] == timed_out_estimate
     assert (row["tokens"], row["prompt_tokens"], row["completion_tokens"]) == (1405, 1320, 85)
+    text = render_explain(await store.explain(timed_out.job_id))
+    assert f"= {at_prices(1320, 85)} (reported; replaced the estimate {timed_out_estimate}" in text
     # The expired attempt never reports: it stays at its reservation, estimated.
     assert (await charge_row(pool, expired))["estimated"]
     assert (await reconciler.run_once()).replaced == 0
