@@ -269,6 +269,9 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         "net_total": _child(summation, "TaxBasisTotalAmount"),
         "tax_total": tax_total,
         "gross_total": _child(summation, "GrandTotalAmount"),
+        "prepaid_amount": _child(summation, "TotalPrepaidAmount"),
+        "rounding_amount": _child(summation, "RoundingAmount"),
+        "amount_due": _child(summation, "DuePayableAmount"),
     }
     return InvoiceFacts(
         syntax=syntax,
@@ -294,6 +297,7 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         allowance_total=_decimal(_child(summation, "AllowanceTotalAmount")),
         prepaid=_decimal(_child(summation, "TotalPrepaidAmount")),
         due_payable=_decimal(_child(summation, "DuePayableAmount")),
+        rounding=_decimal(_child(summation, "RoundingAmount")),
         document_allowances_charges=sum(
             1
             for _ in _children(

@@ -257,6 +257,7 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
                 number=first.number, issue_date=first.issue_date, evidence=_evidence(first.path)
             ),
         )
+    payable = _payable(facts)
     return Extraction(
         supplier=Supplier(
             name=evidenced("supplier.name", EvidencedText, facts.seller_name),
@@ -280,4 +281,23 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
         allowances_charges=tuple(adjustments),
         document_type=facts.document_type,
         preceding_invoice=preceding,
+        prepaid_amount=evidenced("prepaid_amount", EvidencedAmount, payable.get("prepaid_amount")),
+        rounding_amount=evidenced(
+            "rounding_amount", EvidencedAmount, payable.get("rounding_amount")
+        ),
+        amount_due=evidenced("amount_due", EvidencedAmount, payable.get("amount_due")),
     )
+
+
+def _payable(facts: InvoiceFacts) -> dict[str, Decimal]:
+    """BT-113 to BT-115 where the amount due is not the gross total (nothing otherwise):
+    the amount due, and the prepaid and rounding amounts the XML states other than 0."""
+    due, gross = facts.due_payable, facts.gross_total
+    if due is None or gross is None or due == gross:
+        return {}
+    out = {"amount_due": due}
+    if facts.prepaid:
+        out["prepaid_amount"] = facts.prepaid
+    if facts.rounding:
+        out["rounding_amount"] = facts.rounding
+    return out

@@ -148,8 +148,8 @@ class InvoiceFacts:
     line_total: Decimal | None
     charge_total: Decimal | None
     allowance_total: Decimal | None
-    prepaid: Decimal | None
-    due_payable: Decimal | None
+    prepaid: Decimal | None  # BT-113: CII TotalPrepaidAmount, UBL PrepaidAmount
+    due_payable: Decimal | None  # BT-115: CII DuePayableAmount, UBL PayableAmount
     document_allowances_charges: int  # header allowances, charges and logistics charges
     payment_terms: tuple[str, ...]
     items: tuple[ItemFacts, ...] = field(default=())
@@ -162,6 +162,8 @@ class InvoiceFacts:
     allowances_charges: tuple[AllowanceFacts, ...] = field(default=())
     #: The preceding invoice references (BG-3), in document order.
     preceding_invoices: tuple[PrecedingFacts, ...] = field(default=())
+    #: BT-114, the rounding amount: CII ``RoundingAmount``, UBL ``PayableRoundingAmount``.
+    rounding: Decimal | None = None
 
     @property
     def profile(self) -> str:

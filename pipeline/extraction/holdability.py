@@ -171,19 +171,33 @@ def _document(facts: InvoiceFacts, *, v3: bool) -> list[Obstacle]:
     if (
         None not in (facts.due_payable, facts.gross_total)
         and facts.due_payable != facts.gross_total
+        and not (v3 and _payable_holds(facts))
     ):
         # Prepaid amounts or a rounding amount: contract v2 has the gross total only, and a
-        # payment of it would pay what was paid already.
+        # payment of it would pay what was paid already. Contract v3 holds them where
+        # they make the amount due (EN 16931 BR-CO-16) and none is negative.
         prepaid = f", prepaid {facts.prepaid}" if facts.prepaid else ""
+        rounding = f", rounding {facts.rounding}" if facts.rounding else ""
         out.append(
             Obstacle(
                 "amount_due",
                 "gross_total",
                 f"amount due {facts.due_payable} is not the gross total {facts.gross_total}"
-                f"{prepaid}",
+                f"{prepaid}{rounding}",
             )
         )
     return out
+
+
+def _payable_holds(facts: InvoiceFacts) -> bool:
+    """Whether contract v3 holds the amount due: gross - prepaid + rounding = due (BR-CO-16),
+    nothing negative (a negative prepayment would pay more than the invoice, a negative
+    amount due is a credit without a credit note's type), a rounding under one unit."""
+    gross, due = facts.gross_total, facts.due_payable
+    prepaid, rounding = facts.prepaid or Decimal(0), facts.rounding or Decimal(0)
+    if gross is None or due is None or min(prepaid, due) < 0 or abs(rounding) >= 1:
+        return False
+    return gross - prepaid + rounding == due
 
 
 def _preceding(facts: InvoiceFacts) -> list[Obstacle]:

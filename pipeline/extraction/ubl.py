@@ -230,6 +230,9 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
         "net_total": child(totals, "TaxExclusiveAmount"),
         "tax_total": tax_total,
         "gross_total": child(totals, "TaxInclusiveAmount"),
+        "prepaid_amount": child(totals, "PrepaidAmount"),
+        "rounding_amount": child(totals, "PayableRoundingAmount"),
+        "amount_due": child(totals, "PayableAmount"),
     }
     return InvoiceFacts(
         syntax=syntax,
@@ -253,6 +256,7 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
         allowance_total=decimal(child(totals, "AllowanceTotalAmount")),
         prepaid=decimal(child(totals, "PrepaidAmount")),
         due_payable=decimal(child(totals, "PayableAmount")),
+        rounding=decimal(child(totals, "PayableRoundingAmount")),
         document_allowances_charges=sum(1 for _ in children(root, "AllowanceCharge")),
         payment_terms=tuple(value for n in terms if (value := text(n)) is not None),
         items=tuple(_item(el, quantity_name, line_name, where) for el in children(root, line_name)),

@@ -30,10 +30,11 @@ JSON schema for guided decoding, contract v3's fields left out.
 
 Contract v3 (:data:`CONTRACT_V3`) adds what e-invoices state and v2 has no place for:
 document-level allowances and charges (EN 16931 BG-20/BG-21), the document type (BT-3:
-invoice, credit note, corrective invoice) and the preceding invoice a credit note refers
-to (BG-3). Each is optional with an empty default (a plain invoice), dumped only where
-set, so a v2 result reads and dumps exactly as before; only an e-invoice reader fills
-them (:func:`parse_extraction` refuses a model's answer that does).
+invoice, credit note, corrective invoice), the preceding invoice a credit note refers
+to (BG-3), and the prepaid amount, rounding amount and amount due (BT-113 to BT-115).
+Each is optional with an empty default (a plain invoice), dumped only where set, so a
+v2 result reads and dumps exactly as before; only an e-invoice reader fills them
+(:func:`parse_extraction` refuses a model's answer that does).
 
 Sign rule (EN 16931): a credit note states its amounts as an invoice would, positive;
 its type says they are owed to the buyer. The type carries the direction, never the
@@ -84,7 +85,16 @@ EXTRACTION_SCHEMA_VERSION = "fenceline.extraction/1"
 CONTRACT_V3 = "fenceline.extraction/3"
 #: Contract v3's fields (dotted paths): optional, empty by default, written only by an
 #: e-invoice reader, never offered to or accepted from a model.
-V3_FIELDS = ("allowances_charges", "document_type", "preceding_invoice")
+V3_FIELDS = (
+    "allowances_charges",
+    "document_type",
+    "preceding_invoice",
+    "prepaid_amount",
+    "rounding_amount",
+    "amount_due",
+)
+#: Contract v3's amounts after the gross total (EN 16931 BT-113, BT-114, BT-115).
+PAYABLE_FIELDS = ("prepaid_amount", "rounding_amount", "amount_due")
 
 #: The request's ``schema_version`` values the system can honour: each selects a
 #: contract it implements (1 is :data:`EXTRACTION_SCHEMA_VERSION`). Any other is
@@ -394,6 +404,13 @@ class Extraction(_Contract):
     document_type: DocumentType = "invoice"
     #: The invoice a credit note or correction refers to (contract v3).
     preceding_invoice: PrecedingInvoice | None = None
+    #: What was paid already (BT-113), the rounding amount (BT-114) and the amount due
+    #: (BT-115 = gross - prepaid + rounding), contract v3: set only where the amount due is
+    #: not the gross total (a final invoice after advance payments), so a payment of the
+    #: gross total never pays twice. A plain invoice leaves all three None (not dumped).
+    prepaid_amount: EvidencedAmount | None = None
+    rounding_amount: EvidencedAmount | None = None
+    amount_due: EvidencedAmount | None = None
 
     @model_serializer(mode="wrap")
     def _without_empty_v3_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -404,8 +421,9 @@ class Extraction(_Contract):
                 data.pop("allowances_charges", None)
             if data.get("document_type") == "invoice":
                 data.pop("document_type", None)
-            if data.get("preceding_invoice") is None:
-                data.pop("preceding_invoice", None)
+            for key in ("preceding_invoice", *PAYABLE_FIELDS):
+                if data.get(key) is None:
+                    data.pop(key, None)
         return data
 
 
@@ -415,6 +433,7 @@ def uses_v3(extraction: Extraction) -> bool:
         extraction.allowances_charges
         or extraction.document_type != "invoice"
         or extraction.preceding_invoice is not None
+        or any(getattr(extraction, key) is not None for key in PAYABLE_FIELDS)
     )
 
 

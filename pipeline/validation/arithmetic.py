@@ -13,6 +13,7 @@ Every computed amount is rounded explicitly per :class:`ValidationPolicy`
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from decimal import Decimal, localcontext
 
 from pipeline.invoice import Extraction, Reason, ReasonCode
@@ -139,4 +140,29 @@ def check_arithmetic(
                         rule="validation.gross_total_mismatch",
                     )
                 )
+        reasons += _amount_due(extraction, off)
     return reasons
+
+
+def _amount_due(extraction: Extraction, off: Callable[[Decimal, Decimal], bool]) -> list[Reason]:
+    """Gross total - prepaid amount + rounding amount = amount due (EN 16931 BR-CO-16),
+    where the result states any of the three (contract v3)."""
+    e = extraction
+    prepaid, rounding, due = e.prepaid_amount, e.rounding_amount, e.amount_due
+    if prepaid is None and rounding is None and due is None:
+        return []
+    gross = e.gross_total.value if e.gross_total is not None else None
+    paid = prepaid.value if prepaid is not None else Decimal(0)
+    rounded = rounding.value if rounding is not None else Decimal(0)
+    if due is not None and gross is not None and not off(gross - paid + rounded, due.value):
+        return []
+    stated = "none" if due is None else str(due.value)
+    return [
+        Reason(
+            ReasonCode.GROSS_TOTAL_MISMATCH,
+            "amount_due",
+            f"gross total {gross} - prepaid {paid} + rounding {rounded} = "
+            f"{None if gross is None else gross - paid + rounded}, amount due stated {stated}",
+            rule="validation.amount_due_mismatch",
+        )
+    ]

@@ -100,6 +100,9 @@ def evidenced_fields(extraction: Extraction) -> Iterator[tuple[str, Evidence, Va
         ("net_total", e.net_total),
         ("tax_total", e.tax_total),
         ("gross_total", e.gross_total),
+        ("prepaid_amount", e.prepaid_amount),
+        ("rounding_amount", e.rounding_amount),
+        ("amount_due", e.amount_due),
     ):
         if amount is not None:
             yield path, amount.evidence, _amount_in(amount.value)
