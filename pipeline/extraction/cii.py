@@ -110,7 +110,9 @@ def _item(el: ET.Element, where: XmlPaths) -> ItemFacts:
         basis_quantity=_decimal(_child(price, "BasisQuantity")),
         line_amount=_decimal(_child(summation, "LineTotalAmount")),
         tax_rate=_decimal(_child(tax, "RateApplicablePercent", "ApplicablePercent")),
-        allowances_charges=sum(1 for _ in _children(settlement, "SpecifiedTradeAllowanceCharge")),
+        allowances_charges=tuple(
+            _allowance(a, where) for a in _children(settlement, "SpecifiedTradeAllowanceCharge")
+        ),
         line_status=_text(_path(el, "AssociatedDocumentLineDocument", "LineStatusReasonCode")),
         path=where(el),
     )

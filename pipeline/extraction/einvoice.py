@@ -53,6 +53,7 @@ from pipeline.invoice import (
     EvidencedIban,
     EvidencedText,
     Extraction,
+    LineAllowanceCharge,
     LineItem,
     PrecedingInvoice,
     Reason,
@@ -215,6 +216,20 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
                 line_amount=item.line_amount,
                 tax_rate=_rate(item.tax_rate),
                 evidence=_evidence(item.path),
+                allowances_charges=tuple(
+                    LineAllowanceCharge(
+                        kind="charge" if entry.charge else "allowance",
+                        amount=entry.amount,
+                        reason=entry.reason,
+                        reason_code=entry.reason_code,
+                        evidence=_evidence(entry.path),
+                    )
+                    for entry in item.allowances_charges
+                    if entry.charge is not None and entry.amount is not None
+                ),
+                price_basis_quantity=(
+                    None if item.basis_quantity in (None, Decimal(1)) else item.basis_quantity
+                ),
             ),
         )
         if made is not None:

@@ -30,6 +30,7 @@ from pipeline.extraction.einvoice_facts import (
     CREDIT_NOTE_TYPES,
     AllowanceFacts,
     InvoiceFacts,
+    ItemFacts,
 )
 
 _CENT = Decimal("0.01")
@@ -62,7 +63,7 @@ def obstacles(facts: InvoiceFacts, *, v3: bool = False) -> list[Obstacle]:
     ``v3``: what contract v3 holds (the XML path) is no obstacle; otherwise contract v2's
     (a model's answer)."""
     allowances = _allowances_v3(facts) if v3 else _allowances_v2(facts)
-    return [*_document(facts, v3=v3), *allowances, *_items(facts)]
+    return [*_document(facts, v3=v3), *allowances, *_items(facts, v3=v3)]
 
 
 def _allowances_v2(facts: InvoiceFacts) -> list[Obstacle]:
@@ -219,7 +220,22 @@ def _preceding(facts: InvoiceFacts) -> list[Obstacle]:
     return []
 
 
-def _items(facts: InvoiceFacts) -> list[Obstacle]:
+def _line_adjustment(item: ItemFacts) -> Decimal:
+    """The line's charges less its allowances (entries without an amount count 0: an
+    obstacle names them)."""
+    return sum(
+        (
+            e.amount if e.charge else -e.amount
+            for e in item.allowances_charges
+            if e.amount is not None and e.charge is not None
+        ),
+        Decimal(0),
+    )
+
+
+def _items(facts: InvoiceFacts, *, v3: bool) -> list[Obstacle]:
+    """Each line's obstacles. Contract v3 holds a line's allowances and charges (BG-27,
+    BG-28) that state their indicator and amount; contract v2 none."""
     out: list[Obstacle] = []
     for i, item in enumerate(facts.items):
         field = f"line_items[{i}]"
@@ -231,12 +247,22 @@ def _items(facts: InvoiceFacts) -> list[Obstacle]:
                 Obstacle("item_incomplete", field, f"{where} lacks quantity, price, amount or rate")
             )
             continue
-        if item.basis_quantity not in (None, Decimal(1)):
+        basis = item.basis_quantity or Decimal(1)
+        if basis != 1 and (not v3 or basis <= 0):
+            # contract v3 holds a price per basis quantity (BT-149) greater than 0
             out.append(Obstacle("price_basis", field, f"{where} priced per {item.basis_quantity}"))
-        if item.allowances_charges:
-            out.append(Obstacle("item_allowances_charges", field, where))
+        incomplete = [
+            k + 1
+            for k, e in enumerate(item.allowances_charges)
+            if e.charge is None or e.amount is None
+        ]
+        if item.allowances_charges and (not v3 or incomplete):
+            what = f": entry {', '.join(map(str, incomplete))} states no indicator or amount"
+            out.append(Obstacle("item_allowances_charges", field, where + (what if v3 else "")))
         assert item.quantity is not None and item.unit_price is not None
-        product = (item.quantity * item.unit_price).quantize(_CENT, rounding=ROUND_HALF_UP)
+        per_unit = item.unit_price / basis if basis > 0 else item.unit_price
+        net = item.quantity * per_unit + _line_adjustment(item)
+        product = net.quantize(_CENT, rounding=ROUND_HALF_UP)
         if item.unit_price != item.unit_price.quantize(_CENT) and product != item.line_amount:
             out.append(
                 Obstacle(

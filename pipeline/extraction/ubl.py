@@ -131,7 +131,7 @@ def _item(el: ET.Element, quantity_name: str, line_name: str, where: XmlPaths) -
         basis_quantity=decimal(child(price, "BaseQuantity")),
         line_amount=decimal(child(el, "LineExtensionAmount")),
         tax_rate=decimal(path(item, "ClassifiedTaxCategory", "Percent")),
-        allowances_charges=sum(1 for _ in children(el, "AllowanceCharge")),
+        allowances_charges=tuple(_allowance(a, where) for a in children(el, "AllowanceCharge")),
         line_status="GROUP" if subs else None,
         path=where(el),
     )

@@ -29,12 +29,13 @@ that page's text, ``end`` exclusive, and ``quote`` is the text at those offsets.
 JSON schema for guided decoding, contract v3's fields left out.
 
 Contract v3 (:data:`CONTRACT_V3`) adds what e-invoices state and v2 has no place for:
-document-level allowances and charges (EN 16931 BG-20/BG-21), the document type (BT-3:
-invoice, credit note, corrective invoice), the preceding invoice a credit note refers
-to (BG-3), and the prepaid amount, rounding amount and amount due (BT-113 to BT-115).
-Each is optional with an empty default (a plain invoice), dumped only where set, so a
-v2 result reads and dumps exactly as before; only an e-invoice reader fills them
-(:func:`parse_extraction` refuses a model's answer that does).
+allowances and charges at document and line level (EN 16931 BG-20/BG-21, BG-27/BG-28),
+the document type (BT-3: invoice, credit note, corrective invoice), the preceding
+invoice a credit note refers to (BG-3), a line's price basis quantity (BT-149), and the
+prepaid amount, rounding amount and amount due (BT-113 to BT-115). Each is optional
+with an empty default (a plain invoice), dumped only where set, so a v2 result reads and
+dumps exactly as before; only an e-invoice reader fills them (:func:`parse_extraction`
+refuses a model's answer that does).
 
 Sign rule (EN 16931): a credit note states its amounts as an invoice would, positive;
 its type says they are owed to the buyer. The type carries the direction, never the
@@ -87,6 +88,8 @@ CONTRACT_V3 = "fenceline.extraction/3"
 #: e-invoice reader, never offered to or accepted from a model.
 V3_FIELDS = (
     "allowances_charges",
+    "line_items.allowances_charges",
+    "line_items.price_basis_quantity",
     "document_type",
     "preceding_invoice",
     "prepaid_amount",
@@ -325,8 +328,29 @@ class Supplier(_Contract):
     vat_id: EvidencedText | None
 
 
+#: An allowance (EN 16931 BG-20, BG-27: ``ChargeIndicator`` false) or a charge (BG-21,
+#: BG-28: true).
+AllowanceKind = Literal["allowance", "charge"]
+
+
+class LineAllowanceCharge(_Contract):
+    """A line-level allowance or charge (EN 16931 BG-27, BG-28; contract v3): it changes
+    the line's net amount, at the line's VAT rate. ``amount`` is without VAT (BT-136,
+    BT-141); ``reason`` and ``reason_code`` say why (BT-139/140, BT-144/145)."""
+
+    kind: AllowanceKind
+    amount: Amount
+    reason: str | None = None
+    reason_code: str | None = None
+    evidence: Evidence
+
+
 class LineItem(_Contract):
-    """One printed row; ``evidence`` spans the whole row and must show every number."""
+    """One printed row; ``evidence`` spans the whole row and must show every number.
+
+    ``line_amount`` is the line's net amount: quantity x unit price / price basis
+    quantity, less its allowances, plus its charges (contract v3; EN 16931 BT-131,
+    BT-149: a price per 100 pieces has basis 100; None is 1)."""
 
     description: str
     quantity: Quantity
@@ -334,6 +358,21 @@ class LineItem(_Contract):
     line_amount: Amount
     tax_rate: Rate
     evidence: Evidence
+    #: Line-level allowances and charges (contract v3; an e-invoice reader's only).
+    allowances_charges: tuple[LineAllowanceCharge, ...] = ()
+    #: The quantity the unit price is stated for (BT-149; contract v3), None for 1.
+    price_basis_quantity: Quantity | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_empty_v3_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """A row without v3 values dumps exactly as under contract v2."""
+        data = handler(self)
+        if isinstance(data, dict):
+            if not data.get("allowances_charges"):
+                data.pop("allowances_charges", None)
+            if data.get("price_basis_quantity") is None:
+                data.pop("price_basis_quantity", None)
+        return data
 
 
 class TaxLine(_Contract):
@@ -343,10 +382,6 @@ class TaxLine(_Contract):
     base: Amount
     amount: Amount
     evidence: Evidence
-
-
-#: An allowance (EN 16931 BG-20, ``ChargeIndicator`` false) or a charge (BG-21, true).
-AllowanceKind = Literal["allowance", "charge"]
 
 
 class AllowanceCharge(_Contract):
@@ -434,6 +469,10 @@ def uses_v3(extraction: Extraction) -> bool:
         or extraction.document_type != "invoice"
         or extraction.preceding_invoice is not None
         or any(getattr(extraction, key) is not None for key in PAYABLE_FIELDS)
+        or any(
+            item.allowances_charges or item.price_basis_quantity is not None
+            for item in extraction.line_items
+        )
     )
 
 

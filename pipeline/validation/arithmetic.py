@@ -1,5 +1,8 @@
 """Arithmetic rule: line, tax, net and gross identities in :class:`~decimal.Decimal`.
 
+A line's own allowances and charges (contract v3, EN 16931 BG-27/BG-28) enter its net
+amount: quantity x unit price / price basis quantity (BT-149) - allowances + charges =
+line amount (BT-131).
 Document-level allowances and charges (contract v3, EN 16931 BG-20/BG-21) enter the
 net and the tax bases as EN 16931 has them: net total (BT-109) = sum of line nets
 (BT-106) - allowances (BT-107) + charges (BT-108), and each rate's base (BT-116) is its
@@ -41,13 +44,23 @@ def check_arithmetic(
         ctx.prec = 60  # 15-digit quantity x 15-digit price stays exact
         bases: dict[Decimal, Decimal] = defaultdict(Decimal)
         for i, item in enumerate(extraction.line_items):
-            expected = policy.round(item.quantity * item.unit_price)
+            basis = item.price_basis_quantity
+            if basis is not None and basis > 0:
+                adjusted_line = item.quantity * item.unit_price / basis
+                terms = f" / {basis}"
+            else:
+                adjusted_line, terms = item.quantity * item.unit_price, ""
+            for line_entry in item.allowances_charges:
+                charge = line_entry.kind == "charge"
+                adjusted_line += line_entry.amount if charge else -line_entry.amount
+                terms += f" {'+' if charge else '-'} {line_entry.kind} {line_entry.amount}"
+            expected = policy.round(adjusted_line)
             if off(expected, item.line_amount):
                 reasons.append(
                     Reason(
                         ReasonCode.LINE_AMOUNT_MISMATCH,
                         f"line_items[{i}].line_amount",
-                        f"{item.quantity} x {item.unit_price} = {expected}, "
+                        f"{item.quantity} x {item.unit_price}{terms} = {expected}, "
                         f"stated {item.line_amount}",
                         rule="validation.line_amount_mismatch",
                     )
