@@ -250,6 +250,13 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
     ]
     due_dates = [d for d, _ in due_elements]
     tax_total = _tax_total_element(summation, currency)
+    tax_currency_el = _child(settlement, "TaxCurrencyCode")
+    tax_currency = _text(tax_currency_el)
+    in_tax_currency = [
+        el
+        for el in _children(summation, "TaxTotalAmount")
+        if tax_currency not in (None, currency) and el.get("currencyID") == tax_currency
+    ]
     sources = {
         "invoice_number": _child(document, "ID"),
         "issue_date": _child(document, "IssueDateTime"),
@@ -274,6 +281,8 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         "prepaid_amount": _child(summation, "TotalPrepaidAmount"),
         "rounding_amount": _child(summation, "RoundingAmount"),
         "amount_due": _child(summation, "DuePayableAmount"),
+        "tax_currency": tax_currency_el,
+        "tax_total_in_tax_currency": in_tax_currency[0] if len(in_tax_currency) == 1 else None,
     }
     return InvoiceFacts(
         syntax=syntax,
@@ -283,7 +292,7 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         issue_date=_date(_child(document, "IssueDateTime")),
         due_date=min(due_dates) if due_dates else None,
         currency=currency,
-        tax_currency=_text(_child(settlement, "TaxCurrencyCode")),
+        tax_currency=tax_currency,
         seller_name=_text(_child(seller, "Name")),
         seller_vat_id=registrations.get("VA"),
         seller_tax_number=registrations.get("FC"),
@@ -300,6 +309,9 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         prepaid=_decimal(_child(summation, "TotalPrepaidAmount")),
         due_payable=_decimal(_child(summation, "DuePayableAmount")),
         rounding=_decimal(_child(summation, "RoundingAmount")),
+        tax_total_in_tax_currency=(
+            _decimal(in_tax_currency[0]) if len(in_tax_currency) == 1 else None
+        ),
         document_allowances_charges=sum(
             1
             for _ in _children(
@@ -316,7 +328,9 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         ),
         tax_lines=tuple(_tax(el, where) for el in _children(settlement, "ApplicableTradeTax")),
         paths={name: where(el) for name, el in sources.items() if el is not None},
-        stated_amounts=stated_amounts(root),
+        stated_amounts=stated_amounts(
+            root, in_tax_currency[0] if len(in_tax_currency) == 1 else None
+        ),
         allowances_charges=tuple(
             _allowance(el, where)
             for el in _children(

@@ -131,6 +131,19 @@ def _rate(value: Decimal | None) -> Decimal | None:
     return value
 
 
+_CONTRACT_PLACES = Decimal("1e-6")
+
+
+def _places(value: Decimal | None) -> Decimal | None:
+    """A number the XML writes with more trailing zeros than the contract's six decimals
+    (``30.00000000000``) in six, when that loses nothing; any other number is left to
+    fail the contract (a price of ``0.061232374`` is not rounded into one)."""
+    if value is None or value.as_tuple().exponent >= -6:  # type: ignore[operator]
+        return value
+    shorter = value.quantize(_CONTRACT_PLACES)
+    return shorter if shorter == value else value
+
+
 def _evidence(path: str) -> Evidence:
     return Evidence(page=1, start=0, end=0, quote=path, match="xml")
 
@@ -211,15 +224,15 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
             f"line_items[{i}]",
             lambda item=item: LineItem(  # type: ignore[misc]
                 description=item.name,
-                quantity=item.quantity,
-                unit_price=item.unit_price,
-                line_amount=item.line_amount,
+                quantity=_places(item.quantity),
+                unit_price=_places(item.unit_price),
+                line_amount=_places(item.line_amount),
                 tax_rate=_rate(item.tax_rate),
                 evidence=_evidence(item.path),
                 allowances_charges=tuple(
                     LineAllowanceCharge(
                         kind="charge" if entry.charge else "allowance",
-                        amount=entry.amount,
+                        amount=_places(entry.amount),
                         reason=entry.reason,
                         reason_code=entry.reason_code,
                         evidence=_evidence(entry.path),
@@ -228,7 +241,9 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
                     if entry.charge is not None and entry.amount is not None
                 ),
                 price_basis_quantity=(
-                    None if item.basis_quantity in (None, Decimal(1)) else item.basis_quantity
+                    None
+                    if item.basis_quantity in (None, Decimal(1))
+                    else _places(item.basis_quantity)
                 ),
             ),
         )
@@ -273,6 +288,7 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
             ),
         )
     payable = _payable(facts)
+    second = facts.tax_currency if facts.tax_currency not in (None, facts.currency) else None
     return Extraction(
         supplier=Supplier(
             name=evidenced("supplier.name", EvidencedText, facts.seller_name),
@@ -301,6 +317,12 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
             "rounding_amount", EvidencedAmount, payable.get("rounding_amount")
         ),
         amount_due=evidenced("amount_due", EvidencedAmount, payable.get("amount_due")),
+        tax_currency=evidenced("tax_currency", EvidencedCurrency, second),
+        tax_total_in_tax_currency=evidenced(
+            "tax_total_in_tax_currency",
+            EvidencedAmount,
+            None if second is None else facts.tax_total_in_tax_currency,
+        ),
     )
 
 

@@ -167,6 +167,9 @@ class InvoiceFacts:
     preceding_invoices: tuple[PrecedingFacts, ...] = field(default=())
     #: BT-114, the rounding amount: CII ``RoundingAmount``, UBL ``PayableRoundingAmount``.
     rounding: Decimal | None = None
+    #: BT-111, the tax total in the tax currency (BT-6) where that is not the invoice's:
+    #: the ``TaxTotalAmount`` (CII) or ``TaxTotal/TaxAmount`` (UBL) in ``tax_currency``.
+    tax_total_in_tax_currency: Decimal | None = None
 
     @property
     def profile(self) -> str:

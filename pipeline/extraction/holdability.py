@@ -159,9 +159,10 @@ def _document(facts: InvoiceFacts, *, v3: bool) -> list[Obstacle]:
     if facts.seller_vat_id is None:
         tax_no = f" (tax number {facts.seller_tax_number})" if facts.seller_tax_number else ""
         out.append(Obstacle("no_vat_id", "supplier.vat_id", f"supplier has no VAT id{tax_no}"))
-    if (facts.tax_currency not in (None, facts.currency)) or len(
-        set(facts.tax_total_currencies) - {""}
-    ) > 1:
+    if (
+        (facts.tax_currency not in (None, facts.currency))
+        or len(set(facts.tax_total_currencies) - {""}) > 1
+    ) and not (v3 and _tax_currency_holds(facts)):
         out.append(Obstacle("two_currencies", "currency", f"tax currency {facts.tax_currency}"))
     if not facts.items:
         out.append(
@@ -188,6 +189,21 @@ def _document(facts: InvoiceFacts, *, v3: bool) -> list[Obstacle]:
             )
         )
     return out
+
+
+def _tax_currency_holds(facts: InvoiceFacts) -> bool:
+    """Whether contract v3 holds the second currency: the XML names a tax currency (BT-6)
+    other than the invoice's and states the tax total once in each (BT-110, BT-111), and
+    no amount of the tax totals in any third currency."""
+    currency, tax_currency = facts.currency, facts.tax_currency
+    if currency is None or tax_currency in (None, currency):
+        return False
+    stated = [c for c in facts.tax_total_currencies if c]
+    return (
+        sorted(stated) == sorted([currency, tax_currency])
+        and facts.tax_total is not None
+        and facts.tax_total_in_tax_currency is not None
+    )
 
 
 def _payable_holds(facts: InvoiceFacts) -> bool:

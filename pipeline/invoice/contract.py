@@ -32,7 +32,8 @@ Contract v3 (:data:`CONTRACT_V3`) adds what e-invoices state and v2 has no place
 allowances and charges at document and line level (EN 16931 BG-20/BG-21, BG-27/BG-28),
 the document type (BT-3: invoice, credit note, corrective invoice), the preceding
 invoice a credit note refers to (BG-3), a line's price basis quantity (BT-149), and the
-prepaid amount, rounding amount and amount due (BT-113 to BT-115). Each is optional
+prepaid amount, rounding amount and amount due (BT-113 to BT-115), and a second, tax
+currency with the tax total in it (BT-6, BT-111). Each is optional
 with an empty default (a plain invoice), dumped only where set, so a v2 result reads and
 dumps exactly as before; only an e-invoice reader fills them (:func:`parse_extraction`
 refuses a model's answer that does).
@@ -95,9 +96,14 @@ V3_FIELDS = (
     "prepaid_amount",
     "rounding_amount",
     "amount_due",
+    "tax_currency",
+    "tax_total_in_tax_currency",
 )
 #: Contract v3's amounts after the gross total (EN 16931 BT-113, BT-114, BT-115).
 PAYABLE_FIELDS = ("prepaid_amount", "rounding_amount", "amount_due")
+#: Contract v3's second currency: the VAT accounting currency (BT-6) and the tax total in
+#: it (BT-111), set only where it is not the invoice currency.
+TAX_CURRENCY_FIELDS = ("tax_currency", "tax_total_in_tax_currency")
 
 #: The request's ``schema_version`` values the system can honour: each selects a
 #: contract it implements (1 is :data:`EXTRACTION_SCHEMA_VERSION`). Any other is
@@ -446,6 +452,11 @@ class Extraction(_Contract):
     prepaid_amount: EvidencedAmount | None = None
     rounding_amount: EvidencedAmount | None = None
     amount_due: EvidencedAmount | None = None
+    #: The currency VAT is accounted in (BT-6) and the tax total in it (BT-111), contract
+    #: v3: set only where it is not the invoice currency. Nothing is paid in it; every
+    #: other amount is in ``currency``.
+    tax_currency: EvidencedCurrency | None = None
+    tax_total_in_tax_currency: EvidencedAmount | None = None
 
     @model_serializer(mode="wrap")
     def _without_empty_v3_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -456,7 +467,7 @@ class Extraction(_Contract):
                 data.pop("allowances_charges", None)
             if data.get("document_type") == "invoice":
                 data.pop("document_type", None)
-            for key in ("preceding_invoice", *PAYABLE_FIELDS):
+            for key in ("preceding_invoice", *PAYABLE_FIELDS, *TAX_CURRENCY_FIELDS):
                 if data.get(key) is None:
                     data.pop(key, None)
         return data
@@ -468,7 +479,9 @@ def uses_v3(extraction: Extraction) -> bool:
         extraction.allowances_charges
         or extraction.document_type != "invoice"
         or extraction.preceding_invoice is not None
-        or any(getattr(extraction, key) is not None for key in PAYABLE_FIELDS)
+        or any(
+            getattr(extraction, key) is not None for key in (*PAYABLE_FIELDS, *TAX_CURRENCY_FIELDS)
+        )
         or any(
             item.allowances_charges or item.price_basis_quantity is not None
             for item in extraction.line_items

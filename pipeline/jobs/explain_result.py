@@ -47,7 +47,8 @@ def _value_at(result: dict[str, Any], path: str) -> Any:
 
 def evidenced_fields(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[str, Any] | None]]:
     """(field, value, evidence) of every evidenced value: the header, the preceding
-    invoice a credit note names, the prepaid amount and amount due, then rows."""
+    invoice a credit note names, the prepaid amount and amount due, a second (tax)
+    currency, then rows."""
     for name in _HEADER:
         node = _value_at(result, name)
         if isinstance(node, dict):
@@ -55,7 +56,13 @@ def evidenced_fields(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[st
     preceding = result.get("preceding_invoice")
     if isinstance(preceding, dict):
         yield "preceding_invoice", preceding.get("number"), preceding.get("evidence")
-    for name in ("prepaid_amount", "rounding_amount", "amount_due"):
+    for name in (
+        "prepaid_amount",
+        "rounding_amount",
+        "amount_due",
+        "tax_currency",
+        "tax_total_in_tax_currency",
+    ):
         node = result.get(name)
         if isinstance(node, dict):
             yield name, node.get("value"), node.get("evidence")

@@ -230,6 +230,22 @@ def check_presence(
         for path, get in _FIELD_GETTERS.items()
         if path in policy.required_fields - exempt and get(extraction) is None
     ]
+    second: tuple[tuple[str, object], ...] = (
+        ("tax_currency", extraction.tax_currency),
+        ("tax_total_in_tax_currency", extraction.tax_total_in_tax_currency),
+    )
+    if sum(value is None for _, value in second) == 1:
+        # a second currency (contract v3) comes with the tax total in it, and vice versa
+        reasons += [
+            Reason(
+                ReasonCode.MISSING_FIELD,
+                path,
+                "a tax currency and the tax total in it are stated together",
+                rule="validation.missing_field",
+            )
+            for path, value in second
+            if value is None
+        ]
     reasons += [
         Reason(
             ReasonCode.MODEL_UNCERTAIN,
