@@ -238,6 +238,11 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         "SpecifiedTradeSettlementMonetarySummation",
     )
     currency = _text(_child(settlement, "InvoiceCurrencyCode"))
+    means_codes = [
+        el
+        for means in _children(settlement, "SpecifiedTradeSettlementPaymentMeans")
+        if _text(el := _child(means, "TypeCode"))
+    ]
     iban_elements = [
         el
         for means in _children(settlement, "SpecifiedTradeSettlementPaymentMeans")
@@ -282,6 +287,7 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         "rounding_amount": _child(summation, "RoundingAmount"),
         "amount_due": _child(summation, "DuePayableAmount"),
         "tax_currency": tax_currency_el,
+        "payment_means": means_codes[0] if means_codes else None,
         "tax_total_in_tax_currency": in_tax_currency[0] if len(in_tax_currency) == 1 else None,
     }
     return InvoiceFacts(
@@ -309,6 +315,7 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         prepaid=_decimal(_child(summation, "TotalPrepaidAmount")),
         due_payable=_decimal(_child(summation, "DuePayableAmount")),
         rounding=_decimal(_child(summation, "RoundingAmount")),
+        payment_means=tuple(_text(el) or "" for el in means_codes),
         tax_total_in_tax_currency=(
             _decimal(in_tax_currency[0]) if len(in_tax_currency) == 1 else None
         ),

@@ -45,6 +45,7 @@ from pipeline.extraction.ubl import is_ubl, ubl_facts
 from pipeline.extraction.xml_schema import check_schema
 from pipeline.extraction.xml_tree import NotAnEInvoice, parse_xml
 from pipeline.invoice import (
+    COLLECTED_PAYMENT_MEANS,
     AllowanceCharge,
     Evidence,
     EvidencedAmount,
@@ -289,6 +290,8 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
         )
     payable = _payable(facts)
     second = facts.tax_currency if facts.tax_currency not in (None, facts.currency) else None
+    codes = facts.payment_means
+    collected = codes[0] if codes and set(codes) <= COLLECTED_PAYMENT_MEANS else None
     return Extraction(
         supplier=Supplier(
             name=evidenced("supplier.name", EvidencedText, facts.seller_name),
@@ -318,6 +321,7 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
         ),
         amount_due=evidenced("amount_due", EvidencedAmount, payable.get("amount_due")),
         tax_currency=evidenced("tax_currency", EvidencedCurrency, second),
+        payment_means=evidenced("payment_means", EvidencedText, collected),
         tax_total_in_tax_currency=evidenced(
             "tax_total_in_tax_currency",
             EvidencedAmount,

@@ -170,6 +170,9 @@ class InvoiceFacts:
     #: BT-111, the tax total in the tax currency (BT-6) where that is not the invoice's:
     #: the ``TaxTotalAmount`` (CII) or ``TaxTotal/TaxAmount`` (UBL) in ``tax_currency``.
     tax_total_in_tax_currency: Decimal | None = None
+    #: The payment means codes (BT-81, UNTDID 4461) in document order: CII
+    #: ``SpecifiedTradeSettlementPaymentMeans/TypeCode``, UBL ``PaymentMeansCode``.
+    payment_means: tuple[str, ...] = field(default=())
 
     @property
     def profile(self) -> str:

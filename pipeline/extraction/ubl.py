@@ -212,6 +212,7 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
         if tax_currency not in (None, currency) and a.get("currencyID") == tax_currency
     ]
     means = list(children(root, "PaymentMeans"))
+    means_codes = [el for m in means if text(el := child(m, "PaymentMeansCode"))]
     accounts = [
         (iban, account)
         for m in means
@@ -241,6 +242,7 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
         "rounding_amount": child(totals, "PayableRoundingAmount"),
         "amount_due": child(totals, "PayableAmount"),
         "tax_currency": tax_currency_el,
+        "payment_means": means_codes[0] if means_codes else None,
         "tax_total_in_tax_currency": in_tax_currency[0] if len(in_tax_currency) == 1 else None,
     }
     return InvoiceFacts(
@@ -266,6 +268,7 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
         prepaid=decimal(child(totals, "PrepaidAmount")),
         due_payable=decimal(child(totals, "PayableAmount")),
         rounding=decimal(child(totals, "PayableRoundingAmount")),
+        payment_means=tuple(text(el) or "" for el in means_codes),
         tax_total_in_tax_currency=(
             decimal(in_tax_currency[0]) if len(in_tax_currency) == 1 else None
         ),

@@ -11,6 +11,7 @@ never from a module inside.
 """
 
 from pipeline.invoice.contract import (
+    COLLECTED_PAYMENT_MEANS,
     CONTRACT_V3,
     EXTRACTION_SCHEMA_VERSION,
     SCALAR_FIELDS,
@@ -68,6 +69,7 @@ from pipeline.invoice.text import (
 __all__ = [
     "BIDI_CONTROLS",
     "CENT",
+    "COLLECTED_PAYMENT_MEANS",
     "CONTRACT_V3",
     "CURRENCY_SYMBOLS",
     "EXTRACTION_SCHEMA_VERSION",

@@ -33,7 +33,8 @@ allowances and charges at document and line level (EN 16931 BG-20/BG-21, BG-27/B
 the document type (BT-3: invoice, credit note, corrective invoice), the preceding
 invoice a credit note refers to (BG-3), a line's price basis quantity (BT-149), and the
 prepaid amount, rounding amount and amount due (BT-113 to BT-115), and a second, tax
-currency with the tax total in it (BT-6, BT-111). Each is optional
+currency with the tax total in it (BT-6, BT-111), and the payment means where the
+supplier collects (BT-81: card, direct debit). Each is optional
 with an empty default (a plain invoice), dumped only where set, so a v2 result reads and
 dumps exactly as before; only an e-invoice reader fills them (:func:`parse_extraction`
 refuses a model's answer that does).
@@ -98,7 +99,12 @@ V3_FIELDS = (
     "amount_due",
     "tax_currency",
     "tax_total_in_tax_currency",
+    "payment_means",
 )
+#: UNTDID 4461 payment means by which the supplier collects (48 bank card, 49 direct
+#: debit, 54 credit card, 55 debit card, 59 SEPA direct debit): the buyer pays no
+#: account of the supplier's, so such an invoice needs no IBAN.
+COLLECTED_PAYMENT_MEANS = frozenset({"48", "49", "54", "55", "59"})
 #: Contract v3's amounts after the gross total (EN 16931 BT-113, BT-114, BT-115).
 PAYABLE_FIELDS = ("prepaid_amount", "rounding_amount", "amount_due")
 #: Contract v3's second currency: the VAT accounting currency (BT-6) and the tax total in
@@ -457,6 +463,10 @@ class Extraction(_Contract):
     #: other amount is in ``currency``.
     tax_currency: EvidencedCurrency | None = None
     tax_total_in_tax_currency: EvidencedAmount | None = None
+    #: The payment means code (BT-81, UNTDID 4461), contract v3: set only where the
+    #: supplier collects (:data:`COLLECTED_PAYMENT_MEANS`: card, direct debit), so the
+    #: ERP never pays such an invoice by transfer.
+    payment_means: EvidencedText | None = None
 
     @model_serializer(mode="wrap")
     def _without_empty_v3_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -467,7 +477,12 @@ class Extraction(_Contract):
                 data.pop("allowances_charges", None)
             if data.get("document_type") == "invoice":
                 data.pop("document_type", None)
-            for key in ("preceding_invoice", *PAYABLE_FIELDS, *TAX_CURRENCY_FIELDS):
+            for key in (
+                "preceding_invoice",
+                "payment_means",
+                *PAYABLE_FIELDS,
+                *TAX_CURRENCY_FIELDS,
+            ):
                 if data.get(key) is None:
                     data.pop(key, None)
         return data
@@ -480,7 +495,8 @@ def uses_v3(extraction: Extraction) -> bool:
         or extraction.document_type != "invoice"
         or extraction.preceding_invoice is not None
         or any(
-            getattr(extraction, key) is not None for key in (*PAYABLE_FIELDS, *TAX_CURRENCY_FIELDS)
+            getattr(extraction, key) is not None
+            for key in ("payment_means", *PAYABLE_FIELDS, *TAX_CURRENCY_FIELDS)
         )
         or any(
             item.allowances_charges or item.price_basis_quantity is not None

@@ -48,7 +48,7 @@ def _value_at(result: dict[str, Any], path: str) -> Any:
 def evidenced_fields(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[str, Any] | None]]:
     """(field, value, evidence) of every evidenced value: the header, the preceding
     invoice a credit note names, the prepaid amount and amount due, a second (tax)
-    currency, then rows."""
+    currency, the payment means where the supplier collects, then rows."""
     for name in _HEADER:
         node = _value_at(result, name)
         if isinstance(node, dict):
@@ -62,6 +62,7 @@ def evidenced_fields(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[st
         "amount_due",
         "tax_currency",
         "tax_total_in_tax_currency",
+        "payment_means",
     ):
         node = result.get(name)
         if isinstance(node, dict):

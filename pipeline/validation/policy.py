@@ -24,6 +24,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from pipeline.invoice import (
+    COLLECTED_PAYMENT_MEANS,
     EXTRACTION_SCHEMA_VERSION,
     SCALAR_FIELDS,
     Extraction,
@@ -218,8 +219,14 @@ def check_presence(
     """A required field that is null (or an empty list) and every field the model flagged.
 
     A credit note needs no IBAN: the supplier owes the amount, so its account is no
-    payee of the buyer's (and EN 16931 makes payment instructions optional on one)."""
-    exempt = {"iban"} if extraction.document_type == "credit_note" else set()
+    payee of the buyer's (and EN 16931 makes payment instructions optional on one). Nor
+    does an invoice the supplier collects by card or direct debit (contract v3's
+    ``payment_means``): the buyer pays no account of the supplier's."""
+    collected = (
+        extraction.payment_means is not None
+        and extraction.payment_means.value in COLLECTED_PAYMENT_MEANS
+    )
+    exempt = {"iban"} if extraction.document_type == "credit_note" or collected else set()
     reasons = [
         Reason(
             ReasonCode.MISSING_FIELD,
