@@ -170,14 +170,15 @@ def _document(facts: InvoiceFacts, *, v3: bool) -> list[Obstacle]:
                 "no_line_items", "line_items", f"profile {facts.profile} carries no line items"
             )
         )
-    if (
-        None not in (facts.due_payable, facts.gross_total)
-        and facts.due_payable != facts.gross_total
-        and not (v3 and _payable_holds(facts))
-    ):
+    due, gross = facts.due_payable, facts.gross_total
+    beyond_gross = bool(facts.prepaid or facts.rounding) or (
+        None not in (due, gross) and due != gross
+    )
+    if gross is not None and beyond_gross and not (v3 and _payable_holds(facts)):
         # Prepaid amounts or a rounding amount: contract v2 has the gross total only, and a
         # payment of it would pay what was paid already. Contract v3 holds them where
-        # they make the amount due (EN 16931 BR-CO-16) and none is negative.
+        # they make the amount due (EN 16931 BR-CO-16) and none is negative; a prepaid or
+        # rounding amount that does not make the amount due is reviewed on either.
         prepaid = f", prepaid {facts.prepaid}" if facts.prepaid else ""
         rounding = f", rounding {facts.rounding}" if facts.rounding else ""
         out.append(

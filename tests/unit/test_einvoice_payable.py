@@ -194,3 +194,40 @@ def test_a_model_may_not_write_the_amount_due() -> None:
     e = read_einvoice(UBL.read_bytes()).extraction
     with pytest.raises(Exception, match="no model's to write"):
         parse_extraction(e.model_dump_json())
+
+
+_CII_ROUNDING = b"<ram:RoundingAmount>0.01</ram:RoundingAmount>"
+
+
+def _cii_due_is_gross(extra: bytes) -> bytes:
+    """01.17a CII without its rounding (due 336.9 = gross), ``extra`` before the due."""
+    xml = CII.read_bytes()
+    out = xml.replace(_CII_ROUNDING, b"").replace(
+        _CII_DUE, extra + b"<ram:DuePayableAmount>336.9</ram:DuePayableAmount>"
+    )
+    assert out.count(b"336.9<") == 2  # gross and due
+    return out
+
+
+def test_the_same_invoice_with_its_amount_due_equal_to_the_gross_total_succeeds() -> None:
+    decision, reasons, e = _decide(_cii_due_is_gross(b""))
+    assert (decision, reasons) == (Decision.SUCCEEDED, [])
+    assert (e.amount_due, e.prepaid_amount, e.rounding_amount) == (None, None, None)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        b"<ram:TotalPrepaidAmount>1.00</ram:TotalPrepaidAmount>",
+        b"<ram:RoundingAmount>0.01</ram:RoundingAmount>",
+    ],
+    ids=["prepaid-not-subtracted", "rounding-not-added"],
+)
+def test_a_prepaid_or_rounding_amount_the_amount_due_leaves_out_reviews(extra: bytes) -> None:
+    # EN 16931 BR-CO-16: due = gross - prepaid + rounding; here due = gross all the same
+    planted = _cii_due_is_gross(extra)
+    facts = read_invoice_xml(planted)
+    assert [o.code for o in obstacles(facts)] == ["amount_due"]
+    assert [o.code for o in obstacles(facts, v3=True)] == ["amount_due"]
+    decision, _, _ = _decide(planted)
+    assert decision is Decision.REVIEW_REQUIRED
