@@ -131,18 +131,16 @@ async def test_a_credit_note_reaches_the_erp_once_linked_to_its_invoice(
                 credit = await _upload_and_settle(
                     client, pool, dsn, tmp_path, tk, CREDIT.read_bytes()
                 )
-                # Reviewed for what v3 does not hold yet, never for its reference: the
-                # transaction that committed it found invoice 2018133 delivered.
-                assert credit["state"] == "REVIEW_REQUIRED"
-                codes = {r["code"] for r in credit["validation"]["reasons"]}
-                assert "credit_note_reference_unknown" not in codes
+                # SUCCEEDED from its XML (contract v3 holds its line allowances, charges
+                # and price bases): the transaction that committed it found invoice
+                # 2018133 delivered and linked it.
+                assert credit["state"] == "SUCCEEDED", credit["validation"]["reasons"]
                 assert credit["result"]["document_type"] == "credit_note"
                 assert credit["result"]["preceding_invoice"]["number"] == "2018133"
                 [link] = await fetch(
                     pool, "SELECT * FROM credit_note_links WHERE job_id = $1", credit["id"]
                 )
                 assert (link["tenant_id"], link["invoice_job_id"]) == (tk.tenant.id, invoice["id"])
-                await _approve(client, tk, credit)
                 assert (await dispatcher.run_once()).count("delivered") == 1
                 assert (await dispatcher.run_once()).count("delivered") == 0
             finally:
@@ -161,6 +159,12 @@ async def test_a_credit_note_reaches_the_erp_once_linked_to_its_invoice(
         (credit["id"], "credit_note", invoice["id"], 1, 1),
     ]
     assert postings[1]["invoice"]["gross_total"]["value"] == "10835"
+    posted_line = postings[1]["invoice"]["line_items"][0]
+    assert [(a["kind"], a["amount"]) for a in posted_line["allowances_charges"]] == [
+        ("allowance", "300"),
+        ("charge", "500"),
+    ]
+    assert posted_line["price_basis_quantity"] == "2"
     deliveries = await fetch(
         pool,
         "SELECT job_id, event_type, state, body FROM deliveries WHERE tenant_id = $1"
