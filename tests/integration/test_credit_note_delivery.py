@@ -57,6 +57,19 @@ async def _receiver(dsn: str, pool: asyncpg.Pool, tk: TenantKey) -> Receiver:
     return receiver
 
 
+async def _pair_tenant(pool: asyncpg.Pool) -> TenantKey:
+    """A tenant (jobs and review) with the Peppol pair's supplier on file and SEK permitted."""
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+    async with pool.acquire() as conn:
+        await upsert_supplier(
+            conn,
+            tk.tenant.id,
+            SupplierRecord("Produtionsbolaget Sverige AB", "SE123456789001", frozenset()),
+        )
+        await permit_currencies(conn, tk.tenant.id, {"SEK"})
+    return tk
+
+
 async def _settled_count(pool: asyncpg.Pool) -> int:
     async with pool.acquire() as conn:
         n: int = await conn.fetchval(
@@ -109,14 +122,7 @@ async def _approve(client: httpx.AsyncClient, tk: TenantKey, row: dict[str, Any]
 async def test_a_credit_note_reaches_the_erp_once_linked_to_its_invoice(
     pool: asyncpg.Pool, dsn: str, tmp_path: Path
 ) -> None:
-    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
-    async with pool.acquire() as conn:
-        await upsert_supplier(
-            conn,
-            tk.tenant.id,
-            SupplierRecord("Produtionsbolaget Sverige AB", "SE123456789001", frozenset()),
-        )
-        await permit_currencies(conn, tk.tenant.id, {"SEK"})
+    tk = await _pair_tenant(pool)
     receiver = await _receiver(dsn, pool, tk)
     settings = settings_for(dsn, state_dir=tmp_path)
     async with asgi_client(create_app(settings, pool=pool)) as client:
@@ -189,14 +195,7 @@ async def test_a_credit_note_waits_for_its_invoice_to_reach_the_erp(
     """The invoice is approved but not yet delivered when its credit note settles: the
     credit note's delivery is held behind the invoice's (after_id), so the ERP, which
     books a credit only against an invoice it has, never answers 409 for it."""
-    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
-    async with pool.acquire() as conn:
-        await upsert_supplier(
-            conn,
-            tk.tenant.id,
-            SupplierRecord("Produtionsbolaget Sverige AB", "SE123456789001", frozenset()),
-        )
-        await permit_currencies(conn, tk.tenant.id, {"SEK"})
+    tk = await _pair_tenant(pool)
     receiver = await _receiver(dsn, pool, tk)
     settings = settings_for(dsn, state_dir=tmp_path)
     async with asgi_client(create_app(settings, pool=pool)) as client:
