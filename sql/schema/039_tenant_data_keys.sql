@@ -30,3 +30,16 @@ CREATE TABLE tenant_data_keys (
 );
 -- A rotation's scan for the rows still wrapped under another KEK.
 CREATE INDEX tenant_data_keys_kek ON tenant_data_keys (kek_id) WHERE wrapped IS NOT NULL;
+
+-- The exact-duplicate identity (migration 011) keeps keyed hashes from here on, as the
+-- near keys of migration 033 do: supplier, invoice_number and gross_total each hold
+-- the hex HMAC-SHA256, under the same server secret, of the part's name, the tenant
+-- and its value (pipeline/jobs/duplicates.py, keyed_identity). Equal identities still
+-- meet in the primary key; no invoice number, supplier or amount sits in it in the
+-- clear. Rows written before this migration keep their plaintext (NOT VALID: the
+-- secret is not in the database to hash them with) until retention or erasure removes
+-- them; a resubmission of such an invoice is not found by the exact check.
+ALTER TABLE invoice_identities ADD CONSTRAINT invoice_identities_keyed CHECK (
+  supplier ~ '^[0-9a-f]{64}$' AND invoice_number ~ '^[0-9a-f]{64}$'
+  AND gross_total ~ '^[0-9a-f]{64}$'
+) NOT VALID;

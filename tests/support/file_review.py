@@ -59,7 +59,7 @@ async def file_awaiting_review(
     (lease,) = await store.claim("page-view-test-driver")
     async with pool.acquire() as conn:
         doc = await conn.fetchrow(
-            "SELECT d.id, d.tenant_id FROM documents d JOIN extraction_jobs j"
+            "SELECT d.id, d.tenant_id, d.sha256 FROM documents d JOIN extraction_jobs j"
             " ON j.document_id = d.id WHERE j.id = $1",
             lease.job_id,
         )
