@@ -191,3 +191,25 @@ def parse_keys(values: Sequence[str]) -> list[bytes]:
 def new_key_text() -> str:
     """A fresh 32-byte key as base64 (what ``FENCELINE_KEK`` holds)."""
     return base64.b64encode(os.urandom(KEY_BYTES)).decode()
+
+
+def local_key_file(path: Path) -> Path:
+    """A KEK file for a local run (``fenceline up`` with no KEK configured): ``path``
+    as it is, or a new one with a fresh key, readable by its owner only. A key beside
+    the database protects a dump or a backup that leaves the machine, not the machine."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(f"# Fenceline key-encryption key, current first\n{new_key_text()}\n")
+    return path
+
+
+def with_local_kek(settings: Settings) -> Settings:
+    """``settings`` as they are when they name a KEK, else with ``kek_file`` the local
+    key file in the state folder (:func:`local_key_file`): what ``fenceline up`` and
+    the demo run with, so invoice text is sealed at rest there too."""
+    if settings.kek is not None or settings.kek_file is not None:
+        return settings
+    path = local_key_file(settings.state_dir / "kek").resolve()
+    return settings.model_copy(update={"kek_file": path})

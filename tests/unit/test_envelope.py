@@ -15,10 +15,12 @@ from pipeline.envelope import (
     armor,
     is_armored,
     key_id_of,
+    local_key_file,
     new_key_text,
     open_sealed,
     seal,
     unarmor,
+    with_local_kek,
 )
 from pipeline.settings import Settings
 
@@ -84,3 +86,19 @@ def test_the_kek_comes_from_the_environment_or_a_key_file(tmp_path: Path) -> Non
     path.write_text("# nothing\n")
     with pytest.raises(ValueError, match="no key-encryption key"):
         LocalKeyProvider.from_settings(Settings(kek_file=path))
+
+
+def test_a_local_run_gets_a_key_file_of_its_own_once(tmp_path: Path) -> None:
+    path = local_key_file(tmp_path / "state" / "kek")
+    assert path.stat().st_mode & 0o777 == 0o600
+    first = LocalKeyProvider.from_settings(Settings(kek_file=path))
+    assert first is not None
+    again = LocalKeyProvider.from_settings(Settings(kek_file=local_key_file(path)))
+    assert again is not None and again.current_kek_id == first.current_kek_id  # kept
+
+
+def test_a_local_run_without_a_kek_seals_under_the_state_folders_key(tmp_path: Path) -> None:
+    local = with_local_kek(Settings(state_dir=tmp_path))
+    assert local.kek_file == (tmp_path / "kek").resolve() and local.kek_file.exists()
+    configured = Settings(state_dir=tmp_path, kek=new_key_text())
+    assert with_local_kek(configured) is configured  # a configured KEK is never replaced
