@@ -16,10 +16,12 @@ import subprocess
 import sys
 import uuid
 from datetime import UTC, datetime
+from html import escape
 from pathlib import Path
 from typing import Any
 
 import asyncpg
+import httpx
 import pytest
 
 from benchmarks.invoices.generator import GeneratedInvoice, generate_invoice
@@ -31,9 +33,17 @@ from pipeline.extraction import answer_for
 from pipeline.jobs import JobStore
 from pipeline.settings import Settings
 from pipeline.tenants import permit_currencies, upsert_supplier
-from tests.support.api import TenantKey, asgi_client, settings_for, tenant_with_key
+from tests.support.api import (
+    TenantKey,
+    asgi_client,
+    loopback_server,
+    settings_for,
+    tenant_with_key,
+)
+from tests.support.console import console_login, correction_form, job_page
 from tests.support.drivers import run_document_driver
 from tests.support.erasure import table_hits
+from tests.support.file_review import file_awaiting_review
 from tests.support.jobs import new_tenant, request
 from tests.support.pdfs import text_pdf
 
@@ -276,3 +286,40 @@ async def test_the_tenant_wide_erasure_shreds_the_tenants_data_keys(
         (tk.tenant.id, True),
         (other.tenant.id, False),  # another tenant's key is untouched
     }
+
+
+async def test_the_console_reads_the_sealed_text_and_says_so_once_it_is_shredded(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    settings = settings_for(dsn, state_dir=tmp_path, kek=KEK_A)
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+    app = create_app(settings, pool=pool)
+    async with loopback_server(app) as base, httpx.AsyncClient(base_url=base, timeout=30) as c:
+        job = await file_awaiting_review(pool, c, tk, settings=settings)
+        await console_login(c, tk)
+        html, csrf = await job_page(c, job.job_id)
+        png = await c.get(f"/console/jobs/{job.job_id}/pages/1.png")
+        async with pool.acquire() as conn:
+            stored = await conn.fetchval(
+                "SELECT t.content FROM document_texts t JOIN extraction_jobs j"
+                " ON j.document_id = t.document_id WHERE j.id = $1",
+                job.job_id,
+            )
+            assert await shred_tenant_keys(conn, tk.tenant.id) == [1]
+        after, _ = await job_page(c, job.job_id)
+        png_after = await c.get(f"/console/jobs/{job.job_id}/pages/1.png")
+        correct = await c.post(
+            f"/console/jobs/{job.job_id}/correct",
+            data=correction_form(csrf, job.state_version, gross_total=job.right_gross),
+        )
+    assert stored.startswith(ARMOR)
+    # before: the page shows the text the file was read as (opened), boxes on the image
+    first_line = next(line for line in job.kept_text.splitlines() if line.strip())
+    assert escape(first_line.strip()) in html and ARMOR not in html
+    assert '<details class="text-view">' in html and png.status_code == 200
+    # after: the page says the text was shredded; the image and a correction are 410
+    # (the result's values are still shown: the result is not sealed)
+    assert "was destroyed" in after and ARMOR not in after
+    assert after.count(escape(first_line.strip())) < html.count(escape(first_line.strip()))
+    assert png_after.status_code == 410 and "shredded" in png_after.text
+    assert correct.status_code == 410 and "shredded" in correct.text
