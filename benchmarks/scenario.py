@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from benchmarks.fake_provider import Latency
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
+from benchmarks.invoices.plan import SupplierIdentity
+from pipeline.jobs.near_duplicates import normalise_number
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 ROOT = Path(__file__).resolve().parent.parent
@@ -325,27 +327,41 @@ def consistent_corpus(
 ) -> list[GeneratedInvoice]:
     """``count`` invoices whose suppliers form consistent master data.
 
-    The generator draws supplier names from a finite list, so two invoices can
-    name the same supplier with different VAT ids. Master data keyed by VAT id
-    then holds two records under one name and validation matches the first,
-    sending the other invoice to review as a VAT mismatch. Such invoices are
-    skipped (the next seed is drawn instead), so a clean invoice validates.
+    The generator draws supplier names from a finite list, so two seeds can name
+    the same supplier with different VAT ids. A later invoice under a name
+    already drawn is issued by that same supplier (its VAT id, IBAN, address:
+    :func:`~benchmarks.invoices.plan.adopt_supplier`), as a tenant's repeat
+    suppliers are; where the name was drawn in another country the seed is
+    skipped. So master data keyed by VAT id holds one record per name and a clean
+    invoice validates, at any corpus size. A supplier never issues one number twice:
+    a seed whose number (as duplicate detection reads it) its supplier already used
+    is skipped, so no invoice of the corpus is a version or duplicate of another.
     Deterministic in its arguments.
     """
     out: list[GeneratedInvoice] = []
-    vat_of: dict[str, str] = {}
+    known: dict[str, SupplierIdentity] = {}
+    numbers: set[tuple[str, str]] = set()
     i = 0
     while len(out) < count:
+        if i > 50 * count + 100:
+            raise RuntimeError("could not draw a consistent corpus")
         variant = variants[len(out) % len(variants)]
         inv = generate_invoice(seed + i, variant, max_line_items=max_line_items, anchor=anchor)
         i += 1
-        known = vat_of.get(inv.supplier.name)
-        if known is not None and known != inv.supplier.vat_id:
+        first = known.get(inv.identity.name)
+        if first is not None and first != inv.identity:
+            if first.country != inv.identity.country:
+                continue
+            inv = generate_invoice(
+                seed + i - 1, variant, max_line_items=max_line_items, anchor=anchor, supplier=first
+            )
+        assert inv.truth.invoice_number is not None
+        number = (inv.identity.vat_master, normalise_number(inv.truth.invoice_number.value))
+        if number in numbers:
             continue
-        vat_of[inv.supplier.name] = inv.supplier.vat_id
+        numbers.add(number)
+        known.setdefault(inv.identity.name, inv.identity)
         out.append(inv)
-        if i > 50 * count + 100:
-            raise RuntimeError("could not draw a consistent corpus")
     return out
 
 

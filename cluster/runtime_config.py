@@ -50,7 +50,9 @@ class RuntimeConfig(BaseModel):
     actor_prefix: str = Field("fenceline", pattern=r"^[a-z][a-z0-9-]*$")
     #: What drivers call: ``serve`` (``engine_app``) or an OpenAI-compatible ``openai``
     #: provider at ``provider_url`` (its key, if any, from ``Settings.provider_api_key``,
-    #: i.e. ``FENCELINE_PROVIDER_API_KEY``).
+    #: i.e. ``FENCELINE_PROVIDER_API_KEY``). An empty ``provider_url`` (and a
+    #: ``provider_model`` left at ``default``) are read from ``FENCELINE_PROVIDER_URL``
+    #: (``_MODEL``) by the supervisor: :meth:`provider`.
     engine: Literal["serve", "openai"] = "serve"
     provider_url: str = ""
     provider_model: str = "default"
@@ -73,8 +75,6 @@ class RuntimeConfig(BaseModel):
     def _engine_and_worker(self) -> RuntimeConfig:
         from pipeline.worker import WorkerConfig
 
-        if self.engine == "openai" and not self.provider_url:
-            raise ValueError("engine openai needs provider_url")
         known = {f.name for f in fields(WorkerConfig)} - {"worker_id", "concurrency", "claim_batch"}
         unknown = sorted(set(self.worker) - known)
         if unknown:
@@ -96,6 +96,22 @@ class RuntimeConfig(BaseModel):
         if self.engine == "openai" and settings is not None:
             return {self.scope: {**settings.provider_limits(), **self.admission}}
         return {self.scope: self.admission}
+
+    def provider(self, settings: Settings) -> tuple[str, str]:
+        """The provider's base URL and model: these args, else the settings'.
+
+        Raises:
+            ValueError: the ``openai`` engine with no URL in the args or the settings.
+        """
+        if self.engine != "openai":
+            return self.provider_url, self.provider_model
+        url = self.provider_url or settings.provider_url or ""
+        if not url:
+            raise ValueError("engine openai needs provider_url or FENCELINE_PROVIDER_URL")
+        model = self.provider_model
+        if model == "default" and settings.provider_model:
+            model = settings.provider_model
+        return url, model
 
     def ocr_scope(self) -> tuple[str, dict[str, Any]] | None:
         """The OCR pool's admission scope and its limits (pages), apart from

@@ -136,11 +136,12 @@ class RuntimeSupervisor:
                 lambda h: h.start.remote(),
             ),
         ]
+        provider_url, provider_model = cfg.provider(self.settings)
         engine = EngineSpec(
             kind=cfg.engine,
             app_name=cfg.engine_app,
-            base_url=cfg.provider_url,
-            model=cfg.provider_model,
+            base_url=provider_url,
+            model=provider_model,
             api_key=(
                 self.settings.provider_api_key.get_secret_value() or None
                 if self.settings.provider_api_key

@@ -22,6 +22,12 @@ The Serve config has three applications:
   admission, delivery and maintenance actors, sized by
   :func:`cluster.runtime_config.runtime_config_for`.
 
+A manifest that also carries ``fenceline.dev/engine: openai`` is a hosted-provider
+deployment (:func:`provider_runtime_config`): no inference app, a runtime whose
+drivers call an OpenAI-compatible provider through one global admission scope,
+``provider``, whose URL, model and budgets come from ``FENCELINE_PROVIDER_*`` in
+the settings ConfigMap; the pools file then sizes the intake only.
+
 Each application also lists its ``deployments`` with their options
 (replicas or autoscaling, ``ray_actor_options`` with ``num_gpus``, placement
 group bundles for tensor parallelism, ...), produced the way ``serve build``
@@ -42,13 +48,26 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from cluster.runtime_config import RuntimeConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 KUBERAY_DIR = ROOT / "kuberay"
 POOLS_ANNOTATION = "fenceline.dev/pools-file"
+#: ``openai``: the manifest deploys the hosted-provider runtime, no inference app.
+ENGINE_ANNOTATION = "fenceline.dev/engine"
+ENGINES = ("serve", "openai")
+#: The hosted provider's one admission scope (its budgets are the provider project's).
+PROVIDER_SCOPE = "provider"
+#: Leases of the hosted-provider runtime at start: drivers × concurrency. The provider
+#: scope's admission actor bounds the calls in flight (FENCELINE_PROVIDER_CONCURRENCY),
+#: so leases beyond it only wait there; driver autoscaling adds drivers on a backlog.
+PROVIDER_DRIVERS = 2
+PROVIDER_DRIVER_CONCURRENCY = 16
 HTTP_PORT = 8000
 
 INTAKE_APP = "intake"
@@ -59,12 +78,31 @@ RUNTIME_IMPORT_PATH = "cluster.supervisor:runtime_app"
 _BLOCK = re.compile(r"^(?P<indent>[ ]*)serveConfigV2:[ ]*\|[-+]?[ ]*$")
 
 
-def serve_config(pools_file: str | Path) -> dict[str, Any]:
+def provider_runtime_config() -> RuntimeConfig:
+    """The runtime of a hosted-provider deployment: the ``openai`` engine with its URL
+    and model left to ``FENCELINE_PROVIDER_URL`` / ``_MODEL``, and one admission scope
+    whose limits the supervisor reads from ``FENCELINE_PROVIDER_RPM``/``_TPM``/``_TPD``/
+    ``_CONCURRENCY`` (:meth:`RuntimeConfig.admission_scopes`)."""
+    from cluster.runtime_config import RuntimeConfig
+
+    return RuntimeConfig(
+        engine="openai",
+        admission_scope=PROVIDER_SCOPE,
+        drivers=PROVIDER_DRIVERS,
+        concurrency=PROVIDER_DRIVER_CONCURRENCY,
+    )
+
+
+def serve_config(pools_file: str | Path, engine: str = "serve") -> dict[str, Any]:
     """The whole Serve config (``serveConfigV2``) for a pools file, validated by Serve.
 
     Relative paths in it (``args.pools_path``) are relative to the project root,
-    which is the working directory of the Ray processes in the image.
+    which is the working directory of the Ray processes in the image. ``engine``
+    ``openai``: the hosted-provider config (no inference app; the pools file sizes
+    the intake only).
     """
+    if engine not in ENGINES:
+        raise ValueError(f"{ENGINE_ANNOTATION} must be one of {ENGINES}, not {engine!r}")
     from ray.serve.schema import ServeDeploySchema
 
     from cluster.runtime_config import runtime_config_for
@@ -73,12 +111,8 @@ def serve_config(pools_file: str | Path) -> dict[str, Any]:
 
     path = _project_path(pools_file)
     pools = load_pools(path)
-    inference = inference_serve_config(path)["applications"][0]
-    # The replicas read the pools file from the image; its digest in the args makes
-    # every change of it a change of serveConfigV2, so `--check` catches a stale
-    # manifest and KubeRay redeploys the app when the file changes.
-    inference["args"]["pools_sha256"] = pools_digest(path)
-    runtime = runtime_config_for(pools)
+    provider = engine == "openai"
+    runtime = provider_runtime_config() if provider else runtime_config_for(pools)
     applications: list[dict[str, Any]] = [
         {
             "name": INTAKE_APP,
@@ -88,17 +122,25 @@ def serve_config(pools_file: str | Path) -> dict[str, Any]:
             "args": {
                 "num_replicas": pools.router.replicas,
                 "num_cpus": pools.router.num_cpus,
-                "model_pools": [p.name for p in pools.pools],
+                "model_pools": [] if provider else [p.name for p in pools.pools],
             },
         },
-        inference,
+    ]
+    if not provider:
+        inference = inference_serve_config(path)["applications"][0]
+        # The replicas read the pools file from the image; its digest in the args makes
+        # every change of it a change of serveConfigV2, so `--check` catches a stale
+        # manifest and KubeRay redeploys the app when the file changes.
+        inference["args"]["pools_sha256"] = pools_digest(path)
+        applications.append(inference)
+    applications.append(
         {
             "name": RUNTIME_APP,
             "route_prefix": None,
             "import_path": RUNTIME_IMPORT_PATH,
             "args": runtime.model_dump(exclude_none=True),
-        },
-    ]
+        }
+    )
     for app in applications:
         app["deployments"] = built_deployments(app["import_path"], app.get("args", {}), app["name"])
     config: dict[str, Any] = {
@@ -147,10 +189,12 @@ def render_block(config: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class ServeConfigSite:
-    """One ``serveConfigV2`` block in a manifest file, and the pools file it comes from."""
+    """One ``serveConfigV2`` block in a manifest file, the pools file it comes from and
+    what its drivers call (``serve`` or ``openai``)."""
 
     manifest: Path
     pools_file: str
+    engine: str = "serve"
 
 
 def sites(root: Path = KUBERAY_DIR) -> list[ServeConfigSite]:
@@ -167,7 +211,8 @@ def sites(root: Path = KUBERAY_DIR) -> list[ServeConfigSite]:
                     f"{manifest}: a serveConfigV2 without the {POOLS_ANNOTATION} annotation "
                     "cannot be kept in sync with a pools file"
                 )
-            found.append(ServeConfigSite(manifest, str(pools_file)))
+            engine = str(annotations.get(ENGINE_ANNOTATION, "serve"))
+            found.append(ServeConfigSite(manifest, str(pools_file), engine))
     return found
 
 
@@ -206,12 +251,13 @@ def embedded_config(text: str) -> dict[str, Any]:
 
 def expected_texts(root: Path = KUBERAY_DIR) -> Iterator[tuple[Path, str, str]]:
     """``(manifest, current text, regenerated text)`` for every serveConfigV2 site."""
-    cache: dict[str, str] = {}
+    cache: dict[tuple[str, str], str] = {}
     for site in sites(root):
-        if site.pools_file not in cache:
-            cache[site.pools_file] = render_block(serve_config(site.pools_file))
+        key = (site.pools_file, site.engine)
+        if key not in cache:
+            cache[key] = render_block(serve_config(site.pools_file, site.engine))
         current = site.manifest.read_text()
-        yield site.manifest, current, rewrite(current, cache[site.pools_file])
+        yield site.manifest, current, rewrite(current, cache[key])
 
 
 def _project_path(pools_file: str | Path) -> Path:

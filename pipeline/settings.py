@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
+from pydantic_core import to_jsonable_python
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from pipeline.pricing import ModelPrice, Prices
 
 
 class Settings(BaseSettings):
@@ -174,8 +177,17 @@ class Settings(BaseSettings):
     bytes_per_token: float = Field(4.0, gt=0)
     prompt_overhead_tokens: int = Field(600, ge=0)
     output_reserve_tokens: int = Field(1024, ge=0)
-    #: Price used to reserve spend against a tenant's budget at acceptance.
+    #: Price per 1,000 tokens where no other price is set (pipeline.pricing): the
+    #: default prompt and completion price alike.
     token_price_per_1k: Decimal = Field(Decimal("0.002"), ge=0)
+    #: The default price of a prompt (input) and of a completion (output) token per
+    #: 1,000; unset: ``token_price_per_1k``. Acceptance reserves a job's estimate at
+    #: these, and an attempt whose model has no price of its own is charged at them.
+    prompt_price_per_1k: Decimal | None = Field(None, ge=0)
+    completion_price_per_1k: Decimal | None = Field(None, ge=0)
+    #: Prices per model, JSON: ``{"MODEL": {"prompt_per_1k": "0.0005",
+    #: "completion_per_1k": "0.0015"}}`` (pipeline.pricing says how a model is named).
+    model_prices: dict[str, ModelPrice] = Field(default_factory=dict)
     #: The budget period a tenant's ``spend_budget`` applies to.
     spend_period: Literal["day", "month"] = "month"
     #: How often the maintenance actor charges reported usage and releases the
@@ -324,6 +336,12 @@ class Settings(BaseSettings):
     # An OpenAI-compatible provider the drivers may call instead of the Serve pools
     # (``fenceline up --provider-url``): its key, if it needs one.
     provider_api_key: SecretStr | None = None
+    #: The provider's base URL (``https://api.example.com/v1``) and model, for a runtime
+    #: whose args name the ``openai`` engine but leave ``provider_url`` empty: the
+    #: KubeRay hosted-provider overlay sets them in the settings ConfigMap.
+    #: ``fenceline up --provider-url`` / ``--provider-model`` win over them.
+    provider_url: str | None = None
+    provider_model: str | None = None
     #: The provider project's budgets, shared by every driver through the one global
     #: admission actor of the provider scope (``fenceline up --rpm --tpm --tpd
     #: --provider-concurrency`` set them; KubeRay sets them in the settings ConfigMap):
@@ -403,6 +421,22 @@ class Settings(BaseSettings):
         }
         return {k: v for k, v in limits.items() if v is not None}
 
+    def prices(self) -> Prices:
+        """The token prices (pipeline.pricing): the default pair and each model's."""
+        default = ModelPrice(
+            prompt_per_1k=(
+                self.token_price_per_1k
+                if self.prompt_price_per_1k is None
+                else self.prompt_price_per_1k
+            ),
+            completion_per_1k=(
+                self.token_price_per_1k
+                if self.completion_price_per_1k is None
+                else self.completion_price_per_1k
+            ),
+        )
+        return Prices(default=default, models=dict(self.model_prices))
+
     def model_policies(self) -> tuple[str, ...]:
         """What a request's ``model_policy`` may be: ``default`` and the configured pools."""
         return tuple(dict.fromkeys(("default", *self.model_pools)))
@@ -428,5 +462,5 @@ class Settings(BaseSettings):
             elif isinstance(value, str | int | float | Decimal | Path):
                 env[key] = str(value)
             else:  # tuples, lists, mappings: JSON, as pydantic-settings parses them
-                env[key] = json.dumps(value, default=str)
+                env[key] = json.dumps(value, default=to_jsonable_python)
         return env

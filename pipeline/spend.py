@@ -8,10 +8,14 @@ checks their sum against the tenant's ``spend_budget``:
   ``spend_reservations`` row in the same transaction; once the job settles the
   :class:`~pipeline.tenants.SpendReconciler` releases the row and takes its
   amount off again. Invariant: ``reserved`` equals the sum of the open rows.
-* ``reconciled``: spend the attempts reported. Each ended attempt is charged
-  once (``spend_charges``, keyed by job and fence) at :func:`cost_of` its
-  prompt + completion tokens. Invariant: ``reconciled`` equals the sum of the
-  charges.
+* ``reconciled``: spend the attempts used. Each ended attempt is charged once
+  (``spend_charges``, keyed by job and fence): its reported prompt and completion
+  tokens at its model's two prices (:mod:`pipeline.pricing`). An attempt whose
+  usage is unknown while the provider may have billed it (timed out, lease lost
+  or expired, drained, cancelled) is charged at its reservation, marked
+  ``estimated``, as admission keeps it; once the attempt reports (a late result)
+  the reconciler replaces the estimate with the usage. Invariant: ``reconciled``
+  equals the sum of the charges.
 
 So a failed job holds nothing after it settles beyond what its attempts used,
 and a job cheaper than its estimate frees the difference. Money is
@@ -27,8 +31,10 @@ from decimal import ROUND_CEILING, Decimal
 
 import asyncpg
 
+from pipeline.pricing import ModelPrice
 from pipeline.queries import q
 from pipeline.records import from_record
+from pipeline.settings import Settings
 
 MICRO = Decimal("0.000001")
 
@@ -41,6 +47,16 @@ def cost_of(tokens: int, price_per_1k: Decimal) -> Decimal:
     """
     raw = Decimal(tokens) * price_per_1k / Decimal(1000)
     return raw.quantize(MICRO, rounding=ROUND_CEILING)
+
+
+def estimate_cost(tokens: int, settings: Settings) -> Decimal:
+    """The spend reserved for a job's token estimate at the default prices.
+
+    The estimate (``pipeline.tenants.estimate_tokens``) ends with the output
+    reserve, priced as completion tokens; the rest is the prompt.
+    """
+    output = min(tokens, settings.output_reserve_tokens)
+    return settings.prices().default.cost(tokens - output, output)
 
 
 @dataclass(frozen=True)
@@ -59,6 +75,11 @@ class TenantSpend:
     open_reservations: int
     charged_tokens: int
     charges: int
+    #: Charges of attempts whose usage is unknown, at their reservation.
+    estimated_charges: int
+    estimated_amount: Decimal
+    #: Estimated charges since replaced by the usage their attempt reported.
+    replaced_estimates: int
 
     @property
     def spent(self) -> Decimal:
@@ -104,5 +125,54 @@ async def spend_for_tenant(
             "open_reservations": int,
             "charged_tokens": int,
             "charges": int,
+            "estimated_charges": int,
+            "estimated_amount": Decimal,
+            "replaced_estimates": int,
         },
     )
+
+
+@dataclass(frozen=True)
+class ModelSpend:
+    """One tenant's charges of one period for one model at one pair of prices."""
+
+    #: As the attempts recorded it; None for attempts that never answered.
+    model: str | None
+    #: None on charges written before prompt and completion were priced apart.
+    prices: ModelPrice | None
+    charges: int
+    prompt_tokens: int
+    completion_tokens: int
+    amount: Decimal
+    estimated_charges: int
+    estimated_amount: Decimal
+
+
+async def spend_by_model(
+    conn: asyncpg.Connection, tenant_id: uuid.UUID, period: str, now: datetime | None = None
+) -> list[ModelSpend]:
+    """The tenant's charges of the period containing ``now``, per model and prices."""
+    rows = await conn.fetch(q("spend_charges_by_model"), tenant_id, period, now)
+    out = []
+    for r in rows:
+        priced = r["prompt_price_per_1k"] is not None and r["completion_price_per_1k"] is not None
+        out.append(
+            ModelSpend(
+                model=r["model"],
+                prices=(
+                    ModelPrice(
+                        prompt_per_1k=r["prompt_price_per_1k"],
+                        completion_per_1k=r["completion_price_per_1k"],
+                    )
+                    if priced
+                    else None
+                ),
+                charges=int(r["charges"]),
+                prompt_tokens=int(r["prompt_tokens"]),
+                completion_tokens=int(r["completion_tokens"]),
+                amount=Decimal(r["amount"]),
+                estimated_charges=int(r["estimated_charges"]),
+                estimated_amount=Decimal(r["estimated_amount"]),
+            )
+        )
+    return out

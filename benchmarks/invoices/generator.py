@@ -40,7 +40,7 @@ from benchmarks.invoices.blocks import Span
 from benchmarks.invoices.layout import render
 from benchmarks.invoices.lexicon import LANGUAGES
 from benchmarks.invoices.locales import CURRENCIES
-from benchmarks.invoices.plan import Plan, draw_plan, make_iban
+from benchmarks.invoices.plan import Plan, SupplierIdentity, adopt_supplier, draw_plan, make_iban
 from benchmarks.invoices.style import LAYOUTS
 from benchmarks.invoices.variants import (
     CENT_TARGETS,
@@ -92,6 +92,7 @@ class GeneratedInvoice:
     truth_decision: Decision
     expected_decision: Decision
     expected_codes: frozenset[ReasonCode]
+    identity: SupplierIdentity  # the issuing supplier as planned (before any variant)
     injection: str | None = None
 
 
@@ -151,6 +152,7 @@ def generate_invoice(
     anchor: date | None = None,
     languages: tuple[str, ...] | None = None,
     layouts: tuple[str, ...] | None = None,
+    supplier: SupplierIdentity | None = None,
 ) -> GeneratedInvoice:
     """Generate one invoice, deterministic in all arguments.
 
@@ -166,11 +168,16 @@ def generate_invoice(
             ``anchor``); by default dates are drawn from 2023-2025 by seed.
         languages: draw only among these language codes (default :data:`LANGUAGES`).
         layouts: draw only among these layout families (default :data:`LAYOUTS`).
+        supplier: issue the invoice as this supplier instead of the drawn one (of
+            the drawn country; every other draw stays as the seed makes it).
 
     Raises:
-        ValueError: ``languages`` or ``layouts`` is empty or names an unknown one.
+        ValueError: ``languages`` or ``layouts`` is empty or names an unknown one,
+            or ``supplier`` is of another country than the seed draws.
     """
     plan = draw_plan(seed, line_items, max_line_items, anchor, languages=languages, layouts=layouts)
+    if supplier is not None:
+        plan = adopt_supplier(plan, supplier)
     vrng = random.Random(f"{seed}:{variant.value}")
     injection = None
     if variant is Variant.PROMPT_INJECTION:
@@ -178,7 +185,7 @@ def generate_invoice(
         injection = INJECTION_CORPUS[index].replace("{url}", injection_url)
     text, truth, injected, cent_target = render(plan, variant, vrng, injection)
     candidate = _candidate(variant, truth, text, plan, vrng, injected)
-    supplier = SupplierRecord(plan.supplier_name, plan.vat_master, frozenset({plan.iban}))
+    record = SupplierRecord(plan.supplier_name, plan.vat_master, frozenset({plan.iban}))
     if cent_target is not None:  # the reason follows where the cent went
         codes = frozenset({CENT_TARGETS[cent_target]})
     else:
@@ -193,9 +200,9 @@ def generate_invoice(
         ocr_text=text,
         truth=truth,
         candidate=candidate,
-        supplier=supplier,
+        supplier=record,
         master_data=TenantMasterData(
-            suppliers=(supplier, *plan.others),
+            suppliers=(record, *plan.others),
             permitted_currencies=frozenset(CURRENCIES),
         ),
         today=plan.today,
@@ -206,6 +213,7 @@ def generate_invoice(
         if variant is Variant.CLEAN
         else Decision.REVIEW_REQUIRED,
         expected_codes=codes,
+        identity=SupplierIdentity.of(plan),
         injection=injection,
     )
 

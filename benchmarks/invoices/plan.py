@@ -13,7 +13,7 @@ this stream.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -138,6 +138,60 @@ class Plan:
     bic: str
     others: tuple[SupplierRecord, ...]
     style: Style
+
+
+@dataclass(frozen=True)
+class SupplierIdentity:
+    """Who a supplier is wherever it appears: name, address, VAT id, IBAN and BIC.
+
+    A tenant's invoices from one supplier share it, as a real supplier's do; the
+    plan of a later invoice adopts it (:func:`adopt_supplier`) instead of drawing
+    a second VAT id under a name already on file.
+    """
+
+    country: str
+    name: str
+    street: str
+    city: str
+    vat_printed: str
+    vat_master: str
+    iban: str
+    bic: str
+
+    @classmethod
+    def of(cls, plan: Plan) -> SupplierIdentity:
+        """The supplier ``plan`` drew."""
+        return cls(
+            country=plan.country.code,
+            name=plan.supplier_name,
+            street=plan.street,
+            city=plan.city,
+            vat_printed=plan.vat_printed,
+            vat_master=plan.vat_master,
+            iban=plan.iban,
+            bic=plan.bic,
+        )
+
+
+def adopt_supplier(plan: Plan, supplier: SupplierIdentity) -> Plan:
+    """``plan`` issued by ``supplier`` (everything else as drawn).
+
+    Raises:
+        ValueError: ``supplier`` is of another country than the plan (its VAT id,
+            IBAN and address would not match the plan's currency and wording).
+    """
+    if supplier.country != plan.country.code:
+        raise ValueError(f"supplier of {supplier.country} on a plan of {plan.country.code}")
+    return replace(
+        plan,
+        supplier_name=supplier.name,
+        street=supplier.street,
+        city=supplier.city,
+        vat_printed=supplier.vat_printed,
+        vat_master=supplier.vat_master,
+        iban=supplier.iban,
+        bic=supplier.bic,
+    )
 
 
 def _supplier_name(rng: random.Random, country: Country) -> str:

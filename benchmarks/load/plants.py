@@ -145,10 +145,14 @@ class PlantScore:
     planted: dict[str, int] = field(default_factory=dict)
     as_rule: dict[str, int] = field(default_factory=dict)
     wrong: list[str] = field(default_factory=list)
+    #: Arrivals that were not planted yet settled other than SUCCEEDED (a clean
+    #: corpus invoice held as a version or duplicate of another is a false hold).
+    unplanted_held: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {"planted": self.planted, "as_rule": self.as_rule, "wrong": self.wrong[:20],
-                "wrong_count": len(self.wrong)}  # fmt: skip
+                "wrong_count": len(self.wrong), "unplanted_held": self.unplanted_held[:20],
+                "unplanted_held_count": len(self.unplanted_held)}  # fmt: skip
 
 
 def _names(validation: Mapping[str, Any] | None, code: str, origin_job: str | None) -> bool:
@@ -205,4 +209,14 @@ def score(
             out.as_rule[p.kind] = out.as_rule.get(p.kind, 0) + 1
         else:
             out.wrong.append(what)
+    planted_at = {p.index for p in plants if p.index is not None}
+    for index, job in sorted(job_of.items()):
+        state, validation = jobs.get(job, ("missing", None))
+        if index not in planted_at and state != "SUCCEEDED":
+            codes = sorted(
+                str(r.get("code"))
+                for r in (validation or {}).get("reasons") or []
+                if isinstance(r, dict)
+            )
+            out.unplanted_held.append(f"arrival {index}: {state} {codes}")
     return out

@@ -45,7 +45,8 @@ def summary(result: dict[str, Any]) -> str:
     if pl:
         lines.append(
             f"plants  planted {pl['planted']}  decided as their rule {pl['as_rule']}  wrong "
-            f"{pl['wrong_count']}  credit notes linked {pl['linked_credit_notes']}, posted as "
+            f"{pl['wrong_count']}  unplanted held {pl.get('unplanted_held_count', 0)}  "
+            f"credit notes linked {pl['linked_credit_notes']}, posted as "
             f"credits {pl['erp_credit_postings']}  ERP applied twice {pl['erp_applied_twice']}"
             f"  held plants posted {pl['erp_planted_held_posted']}  settled "
             f"{result['settled_per_s']:.2f} jobs/s"

@@ -45,13 +45,21 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def provider_of(args: argparse.Namespace, settings: Settings) -> tuple[str | None, str]:
+    """The provider's URL and model: ``--provider-url``/``--provider-model``, else
+    ``FENCELINE_PROVIDER_URL``/``_MODEL``; no URL: the Serve pools, no provider."""
+    url = args.provider_url or settings.provider_url
+    return url, args.provider_model or settings.provider_model or "default"
+
+
 def provider_budgets(args: argparse.Namespace, settings: Settings) -> Settings:
     """``settings`` with the provider budgets the flags give (a flag wins over its
     ``FENCELINE_PROVIDER_*`` variable); they reach the supervisor through the
     ``runtime_env`` and become the provider scope's admission limits.
 
     Raises:
-        SystemExit: a budget without ``--provider-url`` (the Serve pools are budgeted
+        SystemExit: a budget without a provider (``--provider-url`` or
+            ``FENCELINE_PROVIDER_URL``; the Serve pools are budgeted
             by their KV caches; a provider budget would limit nothing there).
     """
     flags = {
@@ -61,10 +69,10 @@ def provider_budgets(args: argparse.Namespace, settings: Settings) -> Settings:
         "provider_concurrency": args.provider_concurrency,
     }
     given = {k: v for k, v in flags.items() if v is not None}
-    if not args.provider_url and (given or settings.provider_limits()):
+    if not provider_of(args, settings)[0] and (given or settings.provider_limits()):
         raise SystemExit(
             "provider budgets (--rpm, --tpm, --tpd, --provider-concurrency or "
-            "FENCELINE_PROVIDER_*) need --provider-url"
+            "FENCELINE_PROVIDER_*) need --provider-url (or FENCELINE_PROVIDER_URL)"
         )
     return settings.model_copy(update=given) if given else settings
 
@@ -86,8 +94,15 @@ def _up_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=int, default=4, help="attempts per driver")
     p.add_argument("--port", type=int, default=8000, help="intake HTTP port")
     p.add_argument("--pools", type=Path, default=None, help="pools file (deployments/pools.yaml)")
-    p.add_argument("--provider-url", help="use an OpenAI-compatible provider instead of vLLM")
-    p.add_argument("--provider-model", default="default")
+    p.add_argument(
+        "--provider-url",
+        help="use an OpenAI-compatible provider instead of vLLM (FENCELINE_PROVIDER_URL)",
+    )
+    p.add_argument(
+        "--provider-model",
+        default=None,
+        help="the provider's model (FENCELINE_PROVIDER_MODEL, default 'default')",
+    )
     budgets = p.add_argument_group(
         "provider budgets",
         "the provider project's limits, shared by every driver through one admission "
@@ -160,9 +175,10 @@ def _up_on(args: argparse.Namespace, settings: Settings) -> int:
     tenant = args.console_tenant or LOCAL_TENANT
     if not args.no_console_key:
         issued = asyncio.run(_console_key(settings, tenant))
+    provider_url, provider_model = provider_of(args, settings)
     engine = (
-        EngineSpec(kind="openai", base_url=args.provider_url, model=args.provider_model)
-        if args.provider_url
+        EngineSpec(kind="openai", base_url=provider_url, model=provider_model)
+        if provider_url
         else EngineSpec()
     )
     cluster = LocalCluster(

@@ -31,6 +31,7 @@ from pipeline.database import connect
 from pipeline.errors import NotFound
 from pipeline.jobs import VERSION_POLICIES, set_version_policy
 from pipeline.settings import Settings
+from pipeline.spend import ModelSpend
 from pipeline.tenants import (
     SCOPES,
     Tenant,
@@ -265,12 +266,49 @@ def _tenants_usage(args: argparse.Namespace, settings: Settings) -> int:
             "open_reservations": u.spend.open_reservations,
             "charged_attempts": u.spend.charges,
             "charged_tokens": u.spend.charged_tokens,
+            # attempts of unknown usage charged at their reservation until they report
+            "estimated_attempts": u.spend.estimated_charges,
+            "estimated_amount": str(u.spend.estimated_amount),
+            "replaced_estimates": u.spend.replaced_estimates,
+            "by_model": [_model_spend(m) for m in u.by_model],
+            "prices": _prices(settings),
             "period": settings.spend_period,
             "seconds_to_next_period": round(u.seconds_to_next_period),
         },
     }
     print(json.dumps(out, indent=2))
     return 0
+
+
+def _model_spend(m: ModelSpend) -> dict[str, object]:
+    """One model's charges of the period, with the prices they were charged at."""
+    return {
+        "model": m.model,
+        "prompt_price_per_1k": None if m.prices is None else _plain(m.prices.prompt_per_1k),
+        "completion_price_per_1k": (
+            None if m.prices is None else _plain(m.prices.completion_per_1k)
+        ),
+        "charged_attempts": m.charges,
+        "prompt_tokens": m.prompt_tokens,
+        "completion_tokens": m.completion_tokens,
+        "amount": str(m.amount),
+        "estimated_attempts": m.estimated_charges,
+        "estimated_amount": str(m.estimated_amount),
+    }
+
+
+def _plain(price: Decimal) -> str:
+    """A price as written in configuration: no trailing zeros, no exponent."""
+    return format(price.normalize(), "f")
+
+
+def _prices(settings: Settings) -> dict[str, object]:
+    """The configured prices per 1,000 tokens: the default pair and each model's."""
+    prices = settings.prices()
+    return {
+        "default": prices.default.model_dump(mode="json"),
+        "models": {name: p.model_dump(mode="json") for name, p in sorted(prices.models.items())},
+    }
 
 
 # ---------------------------------------------------------------------- keys

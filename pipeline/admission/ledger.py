@@ -148,6 +148,7 @@ class AdmissionLedger:
                 str(grant.priority),
                 grant.reserved_tokens,
                 self._clock.now(),
+                min(grant.max_output_tokens, grant.reserved_tokens),
             )
 
     async def record_settlement(self, rec: Reconciliation, at: datetime | None = None) -> None:

@@ -110,7 +110,9 @@ def _item(el: ET.Element, where: XmlPaths) -> ItemFacts:
         basis_quantity=_decimal(_child(price, "BasisQuantity")),
         line_amount=_decimal(_child(summation, "LineTotalAmount")),
         tax_rate=_decimal(_child(tax, "RateApplicablePercent", "ApplicablePercent")),
-        allowances_charges=sum(1 for _ in _children(settlement, "SpecifiedTradeAllowanceCharge")),
+        allowances_charges=tuple(
+            _allowance(a, where) for a in _children(settlement, "SpecifiedTradeAllowanceCharge")
+        ),
         line_status=_text(_path(el, "AssociatedDocumentLineDocument", "LineStatusReasonCode")),
         path=where(el),
     )
@@ -236,6 +238,11 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         "SpecifiedTradeSettlementMonetarySummation",
     )
     currency = _text(_child(settlement, "InvoiceCurrencyCode"))
+    means_codes = [
+        el
+        for means in _children(settlement, "SpecifiedTradeSettlementPaymentMeans")
+        if _text(el := _child(means, "TypeCode"))
+    ]
     iban_elements = [
         el
         for means in _children(settlement, "SpecifiedTradeSettlementPaymentMeans")
@@ -248,6 +255,13 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
     ]
     due_dates = [d for d, _ in due_elements]
     tax_total = _tax_total_element(summation, currency)
+    tax_currency_el = _child(settlement, "TaxCurrencyCode")
+    tax_currency = _text(tax_currency_el)
+    in_tax_currency = [
+        el
+        for el in _children(summation, "TaxTotalAmount")
+        if tax_currency not in (None, currency) and el.get("currencyID") == tax_currency
+    ]
     sources = {
         "invoice_number": _child(document, "ID"),
         "issue_date": _child(document, "IssueDateTime"),
@@ -269,6 +283,12 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         "net_total": _child(summation, "TaxBasisTotalAmount"),
         "tax_total": tax_total,
         "gross_total": _child(summation, "GrandTotalAmount"),
+        "prepaid_amount": _child(summation, "TotalPrepaidAmount"),
+        "rounding_amount": _child(summation, "RoundingAmount"),
+        "amount_due": _child(summation, "DuePayableAmount"),
+        "tax_currency": tax_currency_el,
+        "payment_means": means_codes[0] if means_codes else None,
+        "tax_total_in_tax_currency": in_tax_currency[0] if len(in_tax_currency) == 1 else None,
     }
     return InvoiceFacts(
         syntax=syntax,
@@ -278,7 +298,7 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         issue_date=_date(_child(document, "IssueDateTime")),
         due_date=min(due_dates) if due_dates else None,
         currency=currency,
-        tax_currency=_text(_child(settlement, "TaxCurrencyCode")),
+        tax_currency=tax_currency,
         seller_name=_text(_child(seller, "Name")),
         seller_vat_id=registrations.get("VA"),
         seller_tax_number=registrations.get("FC"),
@@ -294,6 +314,11 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         allowance_total=_decimal(_child(summation, "AllowanceTotalAmount")),
         prepaid=_decimal(_child(summation, "TotalPrepaidAmount")),
         due_payable=_decimal(_child(summation, "DuePayableAmount")),
+        rounding=_decimal(_child(summation, "RoundingAmount")),
+        payment_means=tuple(_text(el) or "" for el in means_codes),
+        tax_total_in_tax_currency=(
+            _decimal(in_tax_currency[0]) if len(in_tax_currency) == 1 else None
+        ),
         document_allowances_charges=sum(
             1
             for _ in _children(
@@ -310,7 +335,9 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         ),
         tax_lines=tuple(_tax(el, where) for el in _children(settlement, "ApplicableTradeTax")),
         paths={name: where(el) for name, el in sources.items() if el is not None},
-        stated_amounts=stated_amounts(root),
+        stated_amounts=stated_amounts(
+            root, in_tax_currency[0] if len(in_tax_currency) == 1 else None
+        ),
         allowances_charges=tuple(
             _allowance(el, where)
             for el in _children(

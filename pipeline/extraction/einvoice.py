@@ -45,6 +45,7 @@ from pipeline.extraction.ubl import is_ubl, ubl_facts
 from pipeline.extraction.xml_schema import check_schema
 from pipeline.extraction.xml_tree import NotAnEInvoice, parse_xml
 from pipeline.invoice import (
+    COLLECTED_PAYMENT_MEANS,
     AllowanceCharge,
     Evidence,
     EvidencedAmount,
@@ -53,6 +54,7 @@ from pipeline.invoice import (
     EvidencedIban,
     EvidencedText,
     Extraction,
+    LineAllowanceCharge,
     LineItem,
     PrecedingInvoice,
     Reason,
@@ -128,6 +130,19 @@ def _rate(value: Decimal | None) -> Decimal | None:
     if value is not None and value == value.quantize(_CENT):
         return value.quantize(_CENT)
     return value
+
+
+_CONTRACT_PLACES = Decimal("1e-6")
+
+
+def _places(value: Decimal | None) -> Decimal | None:
+    """A number the XML writes with more trailing zeros than the contract's six decimals
+    (``30.00000000000``) in six, when that loses nothing; any other number is left to
+    fail the contract (a price of ``0.061232374`` is not rounded into one)."""
+    if value is None or value.as_tuple().exponent >= -6:  # type: ignore[operator]
+        return value
+    shorter = value.quantize(_CONTRACT_PLACES)
+    return shorter if shorter == value else value
 
 
 def _evidence(path: str) -> Evidence:
@@ -210,11 +225,27 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
             f"line_items[{i}]",
             lambda item=item: LineItem(  # type: ignore[misc]
                 description=item.name,
-                quantity=item.quantity,
-                unit_price=item.unit_price,
-                line_amount=item.line_amount,
+                quantity=_places(item.quantity),
+                unit_price=_places(item.unit_price),
+                line_amount=_places(item.line_amount),
                 tax_rate=_rate(item.tax_rate),
                 evidence=_evidence(item.path),
+                allowances_charges=tuple(
+                    LineAllowanceCharge(
+                        kind="charge" if entry.charge else "allowance",
+                        amount=_places(entry.amount),
+                        reason=entry.reason,
+                        reason_code=entry.reason_code,
+                        evidence=_evidence(entry.path),
+                    )
+                    for entry in item.allowances_charges
+                    if entry.charge is not None and entry.amount is not None
+                ),
+                price_basis_quantity=(
+                    None
+                    if item.basis_quantity in (None, Decimal(1))
+                    else _places(item.basis_quantity)
+                ),
             ),
         )
         if made is not None:
@@ -257,6 +288,10 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
                 number=first.number, issue_date=first.issue_date, evidence=_evidence(first.path)
             ),
         )
+    payable = _payable(facts)
+    second = facts.tax_currency if facts.tax_currency not in (None, facts.currency) else None
+    codes = facts.payment_means
+    collected = codes[0] if codes and set(codes) <= COLLECTED_PAYMENT_MEANS else None
     return Extraction(
         supplier=Supplier(
             name=evidenced("supplier.name", EvidencedText, facts.seller_name),
@@ -280,4 +315,30 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
         allowances_charges=tuple(adjustments),
         document_type=facts.document_type,
         preceding_invoice=preceding,
+        prepaid_amount=evidenced("prepaid_amount", EvidencedAmount, payable.get("prepaid_amount")),
+        rounding_amount=evidenced(
+            "rounding_amount", EvidencedAmount, payable.get("rounding_amount")
+        ),
+        amount_due=evidenced("amount_due", EvidencedAmount, payable.get("amount_due")),
+        tax_currency=evidenced("tax_currency", EvidencedCurrency, second),
+        payment_means=evidenced("payment_means", EvidencedText, collected),
+        tax_total_in_tax_currency=evidenced(
+            "tax_total_in_tax_currency",
+            EvidencedAmount,
+            None if second is None else facts.tax_total_in_tax_currency,
+        ),
     )
+
+
+def _payable(facts: InvoiceFacts) -> dict[str, Decimal]:
+    """BT-113 to BT-115 where the amount due is not the gross total (nothing otherwise):
+    the amount due, and the prepaid and rounding amounts the XML states other than 0."""
+    due, gross = facts.due_payable, facts.gross_total
+    if due is None or gross is None or due == gross:
+        return {}
+    out = {"amount_due": due}
+    if facts.prepaid:
+        out["prepaid_amount"] = facts.prepaid
+    if facts.rounding:
+        out["rounding_amount"] = facts.rounding
+    return out

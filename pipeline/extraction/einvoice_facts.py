@@ -50,34 +50,9 @@ _DUE_PHRASES = re.compile(
 
 
 @dataclass(frozen=True)
-class ItemFacts:
-    """One invoice line as the XML states it (``None``: absent)."""
-
-    name: str
-    quantity: Decimal | None
-    unit_price: Decimal | None  # net price (CII ChargeAmount, UBL PriceAmount) per basis_quantity
-    basis_quantity: Decimal | None
-    line_amount: Decimal | None
-    tax_rate: Decimal | None
-    allowances_charges: int  # item-level allowances/charges (not those inside the price)
-    line_status: str | None  # CII EXTENDED sub-lines: DETAIL / GROUP / INFORMATION; UBL: GROUP
-    path: str = ""  # the line item's XML path
-
-
-@dataclass(frozen=True)
-class TaxFacts:
-    """One header tax breakdown (CII ``ApplicableTradeTax``, UBL ``TaxSubtotal``)."""
-
-    rate: Decimal | None
-    base: Decimal | None
-    amount: Decimal | None
-    category: str | None
-    path: str = ""  # the breakdown's XML path
-
-
-@dataclass(frozen=True)
 class AllowanceFacts:
-    """One document-level allowance or charge (EN 16931 BG-20, BG-21; ``None``: absent).
+    """One allowance or charge (EN 16931 BG-20, BG-21 at document level; BG-27, BG-28 on a
+    line, whose rate is the line's; ``None``: absent).
 
     CII: ``SpecifiedTradeAllowanceCharge`` (``ChargeIndicator``, ``ActualAmount``,
     ``Reason``, ``ReasonCode``, ``CategoryTradeTax``) or a ``SpecifiedLogisticsServiceCharge``
@@ -93,6 +68,34 @@ class AllowanceFacts:
     reason: str | None
     reason_code: str | None
     path: str = ""
+
+
+@dataclass(frozen=True)
+class ItemFacts:
+    """One invoice line as the XML states it (``None``: absent)."""
+
+    name: str
+    quantity: Decimal | None
+    unit_price: Decimal | None  # net price (CII ChargeAmount, UBL PriceAmount) per basis_quantity
+    basis_quantity: Decimal | None
+    line_amount: Decimal | None
+    tax_rate: Decimal | None
+    #: Line-level allowances and charges (BG-27, BG-28; not those inside the price), whose
+    #: ``tax_rate`` and ``tax_category`` are None: they take the line's.
+    allowances_charges: tuple[AllowanceFacts, ...]
+    line_status: str | None  # CII EXTENDED sub-lines: DETAIL / GROUP / INFORMATION; UBL: GROUP
+    path: str = ""  # the line item's XML path
+
+
+@dataclass(frozen=True)
+class TaxFacts:
+    """One header tax breakdown (CII ``ApplicableTradeTax``, UBL ``TaxSubtotal``)."""
+
+    rate: Decimal | None
+    base: Decimal | None
+    amount: Decimal | None
+    category: str | None
+    path: str = ""  # the breakdown's XML path
 
 
 @dataclass(frozen=True)
@@ -148,8 +151,8 @@ class InvoiceFacts:
     line_total: Decimal | None
     charge_total: Decimal | None
     allowance_total: Decimal | None
-    prepaid: Decimal | None
-    due_payable: Decimal | None
+    prepaid: Decimal | None  # BT-113: CII TotalPrepaidAmount, UBL PrepaidAmount
+    due_payable: Decimal | None  # BT-115: CII DuePayableAmount, UBL PayableAmount
     document_allowances_charges: int  # header allowances, charges and logistics charges
     payment_terms: tuple[str, ...]
     items: tuple[ItemFacts, ...] = field(default=())
@@ -162,6 +165,14 @@ class InvoiceFacts:
     allowances_charges: tuple[AllowanceFacts, ...] = field(default=())
     #: The preceding invoice references (BG-3), in document order.
     preceding_invoices: tuple[PrecedingFacts, ...] = field(default=())
+    #: BT-114, the rounding amount: CII ``RoundingAmount``, UBL ``PayableRoundingAmount``.
+    rounding: Decimal | None = None
+    #: BT-111, the tax total in the tax currency (BT-6) where that is not the invoice's:
+    #: the ``TaxTotalAmount`` (CII) or ``TaxTotal/TaxAmount`` (UBL) in ``tax_currency``.
+    tax_total_in_tax_currency: Decimal | None = None
+    #: The payment means codes (BT-81, UNTDID 4461) in document order: CII
+    #: ``SpecifiedTradeSettlementPaymentMeans/TypeCode``, UBL ``PaymentMeansCode``.
+    payment_means: tuple[str, ...] = field(default=())
 
     @property
     def profile(self) -> str:

@@ -30,6 +30,7 @@ from pipeline.extraction.einvoice_facts import (
     CREDIT_NOTE_TYPES,
     AllowanceFacts,
     InvoiceFacts,
+    ItemFacts,
 )
 
 _CENT = Decimal("0.01")
@@ -62,7 +63,7 @@ def obstacles(facts: InvoiceFacts, *, v3: bool = False) -> list[Obstacle]:
     ``v3``: what contract v3 holds (the XML path) is no obstacle; otherwise contract v2's
     (a model's answer)."""
     allowances = _allowances_v3(facts) if v3 else _allowances_v2(facts)
-    return [*_document(facts, v3=v3), *allowances, *_items(facts)]
+    return [*_document(facts, v3=v3), *allowances, *_items(facts, v3=v3)]
 
 
 def _allowances_v2(facts: InvoiceFacts) -> list[Obstacle]:
@@ -158,9 +159,10 @@ def _document(facts: InvoiceFacts, *, v3: bool) -> list[Obstacle]:
     if facts.seller_vat_id is None:
         tax_no = f" (tax number {facts.seller_tax_number})" if facts.seller_tax_number else ""
         out.append(Obstacle("no_vat_id", "supplier.vat_id", f"supplier has no VAT id{tax_no}"))
-    if (facts.tax_currency not in (None, facts.currency)) or len(
-        set(facts.tax_total_currencies) - {""}
-    ) > 1:
+    if (
+        (facts.tax_currency not in (None, facts.currency))
+        or len(set(facts.tax_total_currencies) - {""}) > 1
+    ) and not (v3 and _tax_currency_holds(facts)):
         out.append(Obstacle("two_currencies", "currency", f"tax currency {facts.tax_currency}"))
     if not facts.items:
         out.append(
@@ -168,22 +170,52 @@ def _document(facts: InvoiceFacts, *, v3: bool) -> list[Obstacle]:
                 "no_line_items", "line_items", f"profile {facts.profile} carries no line items"
             )
         )
-    if (
-        None not in (facts.due_payable, facts.gross_total)
-        and facts.due_payable != facts.gross_total
-    ):
+    due, gross = facts.due_payable, facts.gross_total
+    beyond_gross = bool(facts.prepaid or facts.rounding) or (
+        None not in (due, gross) and due != gross
+    )
+    if gross is not None and beyond_gross and not (v3 and _payable_holds(facts)):
         # Prepaid amounts or a rounding amount: contract v2 has the gross total only, and a
-        # payment of it would pay what was paid already.
+        # payment of it would pay what was paid already. Contract v3 holds them where
+        # they make the amount due (EN 16931 BR-CO-16) and none is negative; a prepaid or
+        # rounding amount that does not make the amount due is reviewed on either.
         prepaid = f", prepaid {facts.prepaid}" if facts.prepaid else ""
+        rounding = f", rounding {facts.rounding}" if facts.rounding else ""
         out.append(
             Obstacle(
                 "amount_due",
                 "gross_total",
                 f"amount due {facts.due_payable} is not the gross total {facts.gross_total}"
-                f"{prepaid}",
+                f"{prepaid}{rounding}",
             )
         )
     return out
+
+
+def _tax_currency_holds(facts: InvoiceFacts) -> bool:
+    """Whether contract v3 holds the second currency: the XML names a tax currency (BT-6)
+    other than the invoice's and states the tax total once in each (BT-110, BT-111), and
+    no amount of the tax totals in any third currency."""
+    currency, tax_currency = facts.currency, facts.tax_currency
+    if currency is None or tax_currency in (None, currency):
+        return False
+    stated = [c for c in facts.tax_total_currencies if c]
+    return (
+        sorted(stated) == sorted([currency, tax_currency])
+        and facts.tax_total is not None
+        and facts.tax_total_in_tax_currency is not None
+    )
+
+
+def _payable_holds(facts: InvoiceFacts) -> bool:
+    """Whether contract v3 holds the amount due: gross - prepaid + rounding = due (BR-CO-16),
+    nothing negative (a negative prepayment would pay more than the invoice, a negative
+    amount due is a credit without a credit note's type), a rounding under one unit."""
+    gross, due = facts.gross_total, facts.due_payable
+    prepaid, rounding = facts.prepaid or Decimal(0), facts.rounding or Decimal(0)
+    if gross is None or due is None or min(prepaid, due) < 0 or abs(rounding) >= 1:
+        return False
+    return gross - prepaid + rounding == due
 
 
 def _preceding(facts: InvoiceFacts) -> list[Obstacle]:
@@ -205,7 +237,22 @@ def _preceding(facts: InvoiceFacts) -> list[Obstacle]:
     return []
 
 
-def _items(facts: InvoiceFacts) -> list[Obstacle]:
+def _line_adjustment(item: ItemFacts) -> Decimal:
+    """The line's charges less its allowances (entries without an amount count 0: an
+    obstacle names them)."""
+    return sum(
+        (
+            e.amount if e.charge else -e.amount
+            for e in item.allowances_charges
+            if e.amount is not None and e.charge is not None
+        ),
+        Decimal(0),
+    )
+
+
+def _items(facts: InvoiceFacts, *, v3: bool) -> list[Obstacle]:
+    """Each line's obstacles. Contract v3 holds a line's allowances and charges (BG-27,
+    BG-28) that state their indicator and amount; contract v2 none."""
     out: list[Obstacle] = []
     for i, item in enumerate(facts.items):
         field = f"line_items[{i}]"
@@ -217,12 +264,22 @@ def _items(facts: InvoiceFacts) -> list[Obstacle]:
                 Obstacle("item_incomplete", field, f"{where} lacks quantity, price, amount or rate")
             )
             continue
-        if item.basis_quantity not in (None, Decimal(1)):
+        basis = item.basis_quantity or Decimal(1)
+        if basis != 1 and (not v3 or basis <= 0):
+            # contract v3 holds a price per basis quantity (BT-149) greater than 0
             out.append(Obstacle("price_basis", field, f"{where} priced per {item.basis_quantity}"))
-        if item.allowances_charges:
-            out.append(Obstacle("item_allowances_charges", field, where))
+        incomplete = [
+            k + 1
+            for k, e in enumerate(item.allowances_charges)
+            if e.charge is None or e.amount is None
+        ]
+        if item.allowances_charges and (not v3 or incomplete):
+            what = f": entry {', '.join(map(str, incomplete))} states no indicator or amount"
+            out.append(Obstacle("item_allowances_charges", field, where + (what if v3 else "")))
         assert item.quantity is not None and item.unit_price is not None
-        product = (item.quantity * item.unit_price).quantize(_CENT, rounding=ROUND_HALF_UP)
+        per_unit = item.unit_price / basis if basis > 0 else item.unit_price
+        net = item.quantity * per_unit + _line_adjustment(item)
+        product = net.quantize(_CENT, rounding=ROUND_HALF_UP)
         if item.unit_price != item.unit_price.quantize(_CENT) and product != item.line_amount:
             out.append(
                 Obstacle(

@@ -131,7 +131,7 @@ def _item(el: ET.Element, quantity_name: str, line_name: str, where: XmlPaths) -
         basis_quantity=decimal(child(price, "BaseQuantity")),
         line_amount=decimal(child(el, "LineExtensionAmount")),
         tax_rate=decimal(path(item, "ClassifiedTaxCategory", "Percent")),
-        allowances_charges=sum(1 for _ in children(el, "AllowanceCharge")),
+        allowances_charges=tuple(_allowance(a, where) for a in children(el, "AllowanceCharge")),
         line_status="GROUP" if subs else None,
         path=where(el),
     )
@@ -204,7 +204,15 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
         (a for a in tax_amounts if currency is not None and a.get("currencyID") == currency),
         tax_amounts[0] if tax_amounts else None,
     )
+    tax_currency_el = child(root, "TaxCurrencyCode")
+    tax_currency = text(tax_currency_el)
+    in_tax_currency = [
+        a
+        for a in tax_amounts
+        if tax_currency not in (None, currency) and a.get("currencyID") == tax_currency
+    ]
     means = list(children(root, "PaymentMeans"))
+    means_codes = [el for m in means if text(el := child(m, "PaymentMeansCode"))]
     accounts = [
         (iban, account)
         for m in means
@@ -230,6 +238,12 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
         "net_total": child(totals, "TaxExclusiveAmount"),
         "tax_total": tax_total,
         "gross_total": child(totals, "TaxInclusiveAmount"),
+        "prepaid_amount": child(totals, "PrepaidAmount"),
+        "rounding_amount": child(totals, "PayableRoundingAmount"),
+        "amount_due": child(totals, "PayableAmount"),
+        "tax_currency": tax_currency_el,
+        "payment_means": means_codes[0] if means_codes else None,
+        "tax_total_in_tax_currency": in_tax_currency[0] if len(in_tax_currency) == 1 else None,
     }
     return InvoiceFacts(
         syntax=syntax,
@@ -239,7 +253,7 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
         issue_date=_date(child(root, "IssueDate")),
         due_date=_date(due_el),
         currency=currency,
-        tax_currency=text(child(root, "TaxCurrencyCode")),
+        tax_currency=tax_currency,
         seller_name=text(seller_name),
         seller_vat_id=text(vat),
         seller_tax_number=text(tax_number),
@@ -253,12 +267,19 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
         allowance_total=decimal(child(totals, "AllowanceTotalAmount")),
         prepaid=decimal(child(totals, "PrepaidAmount")),
         due_payable=decimal(child(totals, "PayableAmount")),
+        rounding=decimal(child(totals, "PayableRoundingAmount")),
+        payment_means=tuple(text(el) or "" for el in means_codes),
+        tax_total_in_tax_currency=(
+            decimal(in_tax_currency[0]) if len(in_tax_currency) == 1 else None
+        ),
         document_allowances_charges=sum(1 for _ in children(root, "AllowanceCharge")),
         payment_terms=tuple(value for n in terms if (value := text(n)) is not None),
         items=tuple(_item(el, quantity_name, line_name, where) for el in children(root, line_name)),
         tax_lines=tuple(_tax(el, where) for t in tax_totals for el in children(t, "TaxSubtotal")),
         paths={name: where(el) for name, el in sources.items() if el is not None},
-        stated_amounts=stated_amounts(root),
+        stated_amounts=stated_amounts(
+            root, in_tax_currency[0] if len(in_tax_currency) == 1 else None
+        ),
         allowances_charges=tuple(_allowance(el, where) for el in children(root, "AllowanceCharge")),
         preceding_invoices=tuple(
             _preceding(el, where)

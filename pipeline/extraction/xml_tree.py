@@ -99,14 +99,17 @@ def decimal(el: ET.Element | None) -> Decimal | None:
     return value if value.is_finite() else None
 
 
-def stated_amounts(root: ET.Element) -> tuple[str, ...]:
+def stated_amounts(root: ET.Element, skip: ET.Element | None = None) -> tuple[str, ...]:
     """Every amount the XML states with its currency, as ``"119.00 EUR"``: each element
     that carries a ``currencyID`` attribute (UBL writes one on every amount, CII on a
-    few). What the XML prices the invoice in, and nothing else of its text."""
+    few). What the XML prices the invoice in, and nothing else of its text.
+
+    ``skip``: the one amount that states the tax total in the tax currency (EN 16931
+    BT-111), which prices nothing: the result holds it as its own field."""
     return tuple(
         f"{text(el) or ''} {currency}".strip()
         for el in root.iter()
-        if (currency := (el.get("currencyID") or "").strip())
+        if (currency := (el.get("currencyID") or "").strip()) and el is not skip
     )
 
 

@@ -11,6 +11,7 @@ never from a module inside.
 """
 
 from pipeline.invoice.contract import (
+    COLLECTED_PAYMENT_MEANS,
     CONTRACT_V3,
     EXTRACTION_SCHEMA_VERSION,
     SCALAR_FIELDS,
@@ -28,6 +29,7 @@ from pipeline.invoice.contract import (
     EvidencedIban,
     EvidencedText,
     Extraction,
+    LineAllowanceCharge,
     LineItem,
     MatchKind,
     PrecedingInvoice,
@@ -67,6 +69,7 @@ from pipeline.invoice.text import (
 __all__ = [
     "BIDI_CONTROLS",
     "CENT",
+    "COLLECTED_PAYMENT_MEANS",
     "CONTRACT_V3",
     "CURRENCY_SYMBOLS",
     "EXTRACTION_SCHEMA_VERSION",
@@ -88,6 +91,7 @@ __all__ = [
     "EvidencedIban",
     "EvidencedText",
     "Extraction",
+    "LineAllowanceCharge",
     "LineItem",
     "MatchKind",
     "PrecedingInvoice",

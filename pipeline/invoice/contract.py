@@ -29,11 +29,15 @@ that page's text, ``end`` exclusive, and ``quote`` is the text at those offsets.
 JSON schema for guided decoding, contract v3's fields left out.
 
 Contract v3 (:data:`CONTRACT_V3`) adds what e-invoices state and v2 has no place for:
-document-level allowances and charges (EN 16931 BG-20/BG-21), the document type (BT-3:
-invoice, credit note, corrective invoice) and the preceding invoice a credit note refers
-to (BG-3). Each is optional with an empty default (a plain invoice), dumped only where
-set, so a v2 result reads and dumps exactly as before; only an e-invoice reader fills
-them (:func:`parse_extraction` refuses a model's answer that does).
+allowances and charges at document and line level (EN 16931 BG-20/BG-21, BG-27/BG-28),
+the document type (BT-3: invoice, credit note, corrective invoice), the preceding
+invoice a credit note refers to (BG-3), a line's price basis quantity (BT-149), and the
+prepaid amount, rounding amount and amount due (BT-113 to BT-115), and a second, tax
+currency with the tax total in it (BT-6, BT-111), and the payment means where the
+supplier collects (BT-81: card, direct debit). Each is optional
+with an empty default (a plain invoice), dumped only where set, so a v2 result reads and
+dumps exactly as before; only an e-invoice reader fills them (:func:`parse_extraction`
+refuses a model's answer that does).
 
 Sign rule (EN 16931): a credit note states its amounts as an invoice would, positive;
 its type says they are owed to the buyer. The type carries the direction, never the
@@ -84,7 +88,28 @@ EXTRACTION_SCHEMA_VERSION = "fenceline.extraction/1"
 CONTRACT_V3 = "fenceline.extraction/3"
 #: Contract v3's fields (dotted paths): optional, empty by default, written only by an
 #: e-invoice reader, never offered to or accepted from a model.
-V3_FIELDS = ("allowances_charges", "document_type", "preceding_invoice")
+V3_FIELDS = (
+    "allowances_charges",
+    "line_items.allowances_charges",
+    "line_items.price_basis_quantity",
+    "document_type",
+    "preceding_invoice",
+    "prepaid_amount",
+    "rounding_amount",
+    "amount_due",
+    "tax_currency",
+    "tax_total_in_tax_currency",
+    "payment_means",
+)
+#: UNTDID 4461 payment means by which the supplier collects (48 bank card, 49 direct
+#: debit, 54 credit card, 55 debit card, 59 SEPA direct debit): the buyer pays no
+#: account of the supplier's, so such an invoice needs no IBAN.
+COLLECTED_PAYMENT_MEANS = frozenset({"48", "49", "54", "55", "59"})
+#: Contract v3's amounts after the gross total (EN 16931 BT-113, BT-114, BT-115).
+PAYABLE_FIELDS = ("prepaid_amount", "rounding_amount", "amount_due")
+#: Contract v3's second currency: the VAT accounting currency (BT-6) and the tax total in
+#: it (BT-111), set only where it is not the invoice currency.
+TAX_CURRENCY_FIELDS = ("tax_currency", "tax_total_in_tax_currency")
 
 #: The request's ``schema_version`` values the system can honour: each selects a
 #: contract it implements (1 is :data:`EXTRACTION_SCHEMA_VERSION`). Any other is
@@ -315,8 +340,29 @@ class Supplier(_Contract):
     vat_id: EvidencedText | None
 
 
+#: An allowance (EN 16931 BG-20, BG-27: ``ChargeIndicator`` false) or a charge (BG-21,
+#: BG-28: true).
+AllowanceKind = Literal["allowance", "charge"]
+
+
+class LineAllowanceCharge(_Contract):
+    """A line-level allowance or charge (EN 16931 BG-27, BG-28; contract v3): it changes
+    the line's net amount, at the line's VAT rate. ``amount`` is without VAT (BT-136,
+    BT-141); ``reason`` and ``reason_code`` say why (BT-139/140, BT-144/145)."""
+
+    kind: AllowanceKind
+    amount: Amount
+    reason: str | None = None
+    reason_code: str | None = None
+    evidence: Evidence
+
+
 class LineItem(_Contract):
-    """One printed row; ``evidence`` spans the whole row and must show every number."""
+    """One printed row; ``evidence`` spans the whole row and must show every number.
+
+    ``line_amount`` is the line's net amount: quantity x unit price / price basis
+    quantity, less its allowances, plus its charges (contract v3; EN 16931 BT-131,
+    BT-149: a price per 100 pieces has basis 100; None is 1)."""
 
     description: str
     quantity: Quantity
@@ -324,6 +370,21 @@ class LineItem(_Contract):
     line_amount: Amount
     tax_rate: Rate
     evidence: Evidence
+    #: Line-level allowances and charges (contract v3; an e-invoice reader's only).
+    allowances_charges: tuple[LineAllowanceCharge, ...] = ()
+    #: The quantity the unit price is stated for (BT-149; contract v3), None for 1.
+    price_basis_quantity: Quantity | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_empty_v3_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """A row without v3 values dumps exactly as under contract v2."""
+        data = handler(self)
+        if isinstance(data, dict):
+            if not data.get("allowances_charges"):
+                data.pop("allowances_charges", None)
+            if data.get("price_basis_quantity") is None:
+                data.pop("price_basis_quantity", None)
+        return data
 
 
 class TaxLine(_Contract):
@@ -333,10 +394,6 @@ class TaxLine(_Contract):
     base: Amount
     amount: Amount
     evidence: Evidence
-
-
-#: An allowance (EN 16931 BG-20, ``ChargeIndicator`` false) or a charge (BG-21, true).
-AllowanceKind = Literal["allowance", "charge"]
 
 
 class AllowanceCharge(_Contract):
@@ -394,6 +451,22 @@ class Extraction(_Contract):
     document_type: DocumentType = "invoice"
     #: The invoice a credit note or correction refers to (contract v3).
     preceding_invoice: PrecedingInvoice | None = None
+    #: What was paid already (BT-113), the rounding amount (BT-114) and the amount due
+    #: (BT-115 = gross - prepaid + rounding), contract v3: set only where the amount due is
+    #: not the gross total (a final invoice after advance payments), so a payment of the
+    #: gross total never pays twice. A plain invoice leaves all three None (not dumped).
+    prepaid_amount: EvidencedAmount | None = None
+    rounding_amount: EvidencedAmount | None = None
+    amount_due: EvidencedAmount | None = None
+    #: The currency VAT is accounted in (BT-6) and the tax total in it (BT-111), contract
+    #: v3: set only where it is not the invoice currency. Nothing is paid in it; every
+    #: other amount is in ``currency``.
+    tax_currency: EvidencedCurrency | None = None
+    tax_total_in_tax_currency: EvidencedAmount | None = None
+    #: The payment means code (BT-81, UNTDID 4461), contract v3: set only where the
+    #: supplier collects (:data:`COLLECTED_PAYMENT_MEANS`: card, direct debit), so the
+    #: ERP never pays such an invoice by transfer.
+    payment_means: EvidencedText | None = None
 
     @model_serializer(mode="wrap")
     def _without_empty_v3_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -404,8 +477,14 @@ class Extraction(_Contract):
                 data.pop("allowances_charges", None)
             if data.get("document_type") == "invoice":
                 data.pop("document_type", None)
-            if data.get("preceding_invoice") is None:
-                data.pop("preceding_invoice", None)
+            for key in (
+                "preceding_invoice",
+                "payment_means",
+                *PAYABLE_FIELDS,
+                *TAX_CURRENCY_FIELDS,
+            ):
+                if data.get(key) is None:
+                    data.pop(key, None)
         return data
 
 
@@ -415,6 +494,14 @@ def uses_v3(extraction: Extraction) -> bool:
         extraction.allowances_charges
         or extraction.document_type != "invoice"
         or extraction.preceding_invoice is not None
+        or any(
+            getattr(extraction, key) is not None
+            for key in ("payment_means", *PAYABLE_FIELDS, *TAX_CURRENCY_FIELDS)
+        )
+        or any(
+            item.allowances_charges or item.price_basis_quantity is not None
+            for item in extraction.line_items
+        )
     )
 
 

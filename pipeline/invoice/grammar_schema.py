@@ -63,6 +63,7 @@ def _drop_v3_fields(schema: dict[str, Any]) -> None:
         node = schema
         for parent in parents:
             node = node["properties"][parent]
+            node = node.get("items", node)  # a list's rows: line_items.allowances_charges
         node["properties"].pop(name, None)
         if name in node.get("required", []):
             node["required"] = [r for r in node["required"] if r != name]

@@ -73,6 +73,7 @@ RULES: Mapping[str, str] = {
     # the validator's checks
     "validation.missing_field": "a field the policy requires is null or empty",
     "validation.credit_note_title": "a page titled as a credit note or correction is read as one",
+    "validation.correction_title": "a page titled as a corrected invoice is read as a correction",
     "credit_notes.reference_unknown": "the credited invoice is a delivered invoice of the tenant",
     "credit_notes.reference_ambiguous": "the credited invoice is one invoice of the tenant",
     "validation.model_uncertain": "the model marked the field as uncertain",
@@ -84,6 +85,7 @@ RULES: Mapping[str, str] = {
     "validation.tax_line_missing": "every rate of the line items has a tax line",
     "validation.tax_total_mismatch": "the tax lines sum to the tax total",
     "validation.gross_total_mismatch": "net total + tax total = gross total",
+    "validation.amount_due_mismatch": "gross total - prepaid + rounding = amount due",
     "validation.currency_not_iso4217": "the currency is an ISO 4217 code",
     "validation.currency_not_permitted": "the tenant accepts the currency",
     "validation.currency_mixed": "the invoice is priced in one currency",

@@ -119,7 +119,9 @@ class BatchSettling(Settling):
         amended: set[uuid.UUID] = set()
         supersedes: dict[uuid.UUID, uuid.UUID] = {}
         found = await self._claim_versions_of(
-            conn, [(s.lease.tenant_id, s.lease.job_id, s.result) for s in batch]
+            conn,
+            [(s.lease.tenant_id, s.lease.job_id, s.result) for s in batch],
+            {s.lease.job_id: s.validation for s in batch},
         )
         for s in batch:
             version = found[s.lease.job_id]

@@ -5,7 +5,9 @@ alone says where a job is; this says how it got there: every state change, each
 attempt (fence, worker, tokens, outcome, a stale result discarded), the result
 (read from an e-invoice's XML or from the text, each value's evidence, the reasons:
 :mod:`pipeline.jobs.explain_result`), the admission grants of its attempts and how
-each was settled (reconciled, refunded, kept as uncertain), its outbox events and
+each was settled (reconciled, refunded, kept as uncertain), what each attempt was
+charged (its usage at its model's prompt and completion prices, or its reservation
+while its usage is unknown: :mod:`pipeline.spend`), its outbox events and
 inbox records, its ERP deliveries with every delivery attempt and the ERP's
 acknowledgement (awaited, overdue, accepted, rejected, duplicate), the review decisions
 and corrections, operator re-drives and the cancellation (who, when, what became of
@@ -48,6 +50,7 @@ SECTIONS = (
     "events",
     "attempts",
     "admission",
+    "spend",
     "outbox",
     "inbox",
     "deliveries",
@@ -88,6 +91,7 @@ async def explain(conn: asyncpg.Connection, job_id: uuid.UUID) -> dict[str, Any]
             document = {k: v for k, v in row.items() if k not in ("content", "derived_text")}
     attempts = await _rows(conn, "attempt_list_for_job", job_id)
     admission = await _rows(conn, "admission_grant_list_by_job", tenant, job_id)
+    spend = await _rows(conn, "spend_charge_list_for_job", tenant, job_id)
     stored = await conn.fetchrow(q("result_get_for_tenant"), job_id, tenant)
     options = await conn.fetchval(q("job_options_get_for_tenant"), job_id, tenant)
     return {
@@ -100,6 +104,7 @@ async def explain(conn: asyncpg.Connection, job_id: uuid.UUID) -> dict[str, Any]
         "events": await _rows(conn, "job_event_list_for_job", job_id),
         "attempts": attempts,
         "admission": admission,
+        "spend": spend,
         "outbox": await _rows(conn, "outbox_list_for_job", job_id),
         "inbox": await _rows(conn, "inbox_list_for_job", job_id),
         "deliveries": deliveries,
@@ -180,6 +185,24 @@ def _grant(g: dict[str, Any]) -> list[str]:
         f" reserved {g['reserved_tokens']}, charged {g['charged_tokens']}"
         f" (reported in/out {g['prompt_tokens']}/{g['completion_tokens']}) -> {g['outcome']}"
         f" by {g['settled_by'] or '-'} [{g['granted_at']} .. {g['settled_at']}]"
+    ]
+
+
+def _charge(c: dict[str, Any]) -> list[str]:
+    prices = (
+        f" at {c['prompt_price_per_1k']}/{c['completion_price_per_1k']} per 1k"
+        if c["prompt_price_per_1k"] is not None
+        else ""
+    )
+    if c["estimated"]:
+        basis = "estimated: the attempt's reservation, its usage unknown"
+    elif c["reconciled_at"] is not None:
+        basis = f"reported; replaced the estimate {c['estimated_amount']} at {c['reconciled_at']}"
+    else:
+        basis = "reported"
+    return [
+        f"fence {c['fence']} model {c['model'] or '-'}: tokens in/out"
+        f" {c['prompt_tokens']}/{c['completion_tokens']}{prices} = {c['amount']} ({basis})"
     ]
 
 
@@ -315,6 +338,7 @@ _LINES = {
     "events": _event,
     "attempts": _attempt,
     "admission": _grant,
+    "spend": _charge,
     "outbox": _outbox,
     "inbox": _inbox,
     "deliveries": _delivery,

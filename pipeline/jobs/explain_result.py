@@ -47,7 +47,8 @@ def _value_at(result: dict[str, Any], path: str) -> Any:
 
 def evidenced_fields(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[str, Any] | None]]:
     """(field, value, evidence) of every evidenced value: the header, the preceding
-    invoice a credit note names, then rows."""
+    invoice a credit note names, the prepaid amount and amount due, a second (tax)
+    currency, the payment means where the supplier collects, then rows."""
     for name in _HEADER:
         node = _value_at(result, name)
         if isinstance(node, dict):
@@ -55,6 +56,17 @@ def evidenced_fields(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[st
     preceding = result.get("preceding_invoice")
     if isinstance(preceding, dict):
         yield "preceding_invoice", preceding.get("number"), preceding.get("evidence")
+    for name in (
+        "prepaid_amount",
+        "rounding_amount",
+        "amount_due",
+        "tax_currency",
+        "tax_total_in_tax_currency",
+        "payment_means",
+    ):
+        node = result.get(name)
+        if isinstance(node, dict):
+            yield name, node.get("value"), node.get("evidence")
     for group, label in (("line_items", "description"), ("tax_lines", "rate")):
         for i, row in enumerate(result.get(group) or []):
             if isinstance(row, dict):

@@ -34,7 +34,7 @@ from pipeline.errors import RedriveRefused
 from pipeline.jobs.records import EVENT_REQUESTED
 from pipeline.queries import q
 from pipeline.settings import Settings
-from pipeline.spend import cost_of, reserve_spend
+from pipeline.spend import estimate_cost, reserve_spend
 from pipeline.states import JobState
 
 
@@ -200,7 +200,7 @@ async def _redrive_locked(
         conn,
         tenant_id=tenant_id,
         job_id=job_id,
-        amount=cost_of(job["estimated_tokens"], settings.token_price_per_1k),
+        amount=estimate_cost(job["estimated_tokens"], settings),
         period=settings.spend_period,
         now=now,
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -82,21 +82,24 @@ class Settling:
         tenant_id: uuid.UUID,
         job_id: uuid.UUID,
         result: dict[str, Any],
+        validation: Mapping[str, Any] | None = None,
     ) -> VersionDecision | None:
         """The version step of :mod:`pipeline.jobs.versions` (off with the duplicate check)."""
         if not self.settings.duplicate_invoice_check:
             return None
-        return await claim_version(conn, await self._key_secret(conn), tenant_id, job_id, result)
+        secret = await self._key_secret(conn)
+        return await claim_version(conn, secret, tenant_id, job_id, result, validation)
 
     async def _claim_versions_of(
         self,
         conn: asyncpg.Connection,
         claims: Sequence[tuple[uuid.UUID, uuid.UUID, dict[str, Any]]],
+        validations: Mapping[uuid.UUID, Mapping[str, Any]] | None = None,
     ) -> dict[uuid.UUID, VersionDecision | None]:
         """:meth:`_claim_version` for a batch (one statement for unseen identities)."""
         if not self.settings.duplicate_invoice_check:
             return {job: None for _, job, _ in claims}
-        return await claim_versions(conn, await self._key_secret(conn), claims)
+        return await claim_versions(conn, await self._key_secret(conn), claims, validations)
 
     async def _possible_duplicates(
         self,

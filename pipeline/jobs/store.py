@@ -136,7 +136,9 @@ class JobStore(Accepting, Reaping, BatchSettling):
         validation = validation or {}
         now = self.clock.now()
         async with self.pool.acquire() as conn, conn.transaction():
-            version = await self._claim_version(conn, lease.tenant_id, lease.job_id, result)
+            version = await self._claim_version(
+                conn, lease.tenant_id, lease.job_id, result, validation
+            )
             supersedes = version.other_job if version and version.superseded else None
             other = (
                 await claim_invoice(

@@ -50,6 +50,10 @@ DEFAULT_DOCUMENT_TYPE = "invoice"
 #: The tenant policies (``tenants.invoice_version_policy``).
 VERSION_POLICIES = ("review", "auto_supersede")
 
+#: The rule id of the title rule's reason where a page is titled as a corrected invoice
+#: (``pipeline.validation.document_title``; this package imports only the root).
+CORRECTION_TITLE_RULE = "validation.correction_title"
+
 #: Words in a document's title that say it corrects an earlier issue (lower case).
 AMENDMENT_WORDS = frozenset(
     {
@@ -97,15 +101,23 @@ def issue_date(result: Mapping[str, Any]) -> date | None:
         return None
 
 
-def amendment_marker(result: Mapping[str, Any]) -> str | None:
+def amendment_marker(
+    result: Mapping[str, Any], validation: Mapping[str, Any] | None = None
+) -> str | None:
     """Why the result says it amends an earlier issue, or None.
 
     A reference to a preceding invoice (an e-invoice's BT-25,
-    ``preceding_invoice``), or an amendment word in the printed title
-    (``document_title``: "Corrected invoice", "Rechnungskorrektur").
+    ``preceding_invoice``), an amendment word in the title a result states
+    (``document_title``: "Corrected invoice", "Rechnungskorrektur"), or, for a
+    result read from the page's text, which holds no title, the title rule's reason
+    in its ``validation`` that the page is titled as a corrected invoice
+    (:data:`CORRECTION_TITLE_RULE`).
     """
     if _value(result.get("preceding_invoice")):
         return "preceding_invoice"
+    for reason in (validation or {}).get("reasons") or []:
+        if isinstance(reason, dict) and reason.get("rule") == CORRECTION_TITLE_RULE:
+            return "printed_correction_title"
     title = str(_value(result.get("document_title")) or "").casefold()
     for word in _WORDS.findall(title):
         if word in AMENDMENT_WORDS or any(word.endswith(w) for w in ("korrektur", "berichtigung")):
@@ -159,8 +171,10 @@ async def claim_version(
     tenant_id: uuid.UUID,
     job_id: uuid.UUID,
     result: Mapping[str, Any],
+    validation: Mapping[str, Any] | None = None,
 ) -> VersionDecision | None:
-    """Claim the result's invoice version for ``job_id`` in ``conn``'s transaction.
+    """Claim the result's invoice version for ``job_id`` in ``conn``'s transaction
+    (``validation``: the job's report so far, for :func:`amendment_marker`).
 
     None when the job now holds the current version (first of its identity, taken
     over from a rejected job) or is no amendment of the version another job holds
@@ -174,7 +188,7 @@ async def claim_version(
     if ident is None:
         return None
     key = (ident.tenant_id, ident.doc_type, ident.key)
-    marker = amendment_marker(result)
+    marker = amendment_marker(result, validation)
     for _ in range(MAX_DECISIONS):
         if await conn.fetchval(q("invoice_version_insert_if_none"), *key, job_id, ident.issued):
             return None
@@ -213,8 +227,10 @@ async def claim_versions(
     conn: asyncpg.Connection,
     secret: bytes,
     claims: Sequence[tuple[uuid.UUID, uuid.UUID, Mapping[str, Any]]],
+    validations: Mapping[uuid.UUID, Mapping[str, Any]] | None = None,
 ) -> dict[uuid.UUID, VersionDecision | None]:
-    """:func:`claim_version` for each ``(tenant, job, result)`` of a batch.
+    """:func:`claim_version` for each ``(tenant, job, result)`` of a batch
+    (``validations``: each job's report so far, by job).
 
     The identities no job holds yet (the common case) take one statement; each job
     whose identity is found held takes :func:`claim_version`'s way, in job order.
@@ -238,7 +254,9 @@ async def claim_versions(
     held = {r["job_id"] for r in rows}
     for tenant, job, result, _ in keyed:
         if job not in held:
-            out[job] = await claim_version(conn, secret, tenant, job, result)
+            out[job] = await claim_version(
+                conn, secret, tenant, job, result, (validations or {}).get(job)
+            )
     return out
 
 

@@ -29,7 +29,7 @@ from pipeline.errors import NotFound
 from pipeline.queries import q
 from pipeline.records import from_record
 from pipeline.settings import Settings
-from pipeline.spend import TenantSpend, spend_for_tenant
+from pipeline.spend import ModelSpend, TenantSpend, spend_by_model, spend_for_tenant
 from pipeline.tenants.accounts import (
     Tenant,
     create_api_key,
@@ -84,6 +84,8 @@ class TenantUsage:
     seconds_to_next_period: float
     #: The period's spend split: held for unsettled work vs reported by attempts.
     spend: TenantSpend
+    #: The period's charges per model and the prompt and completion prices applied.
+    by_model: tuple[ModelSpend, ...] = ()
 
 
 def check_scopes(scopes: tuple[str, ...]) -> tuple[str, ...]:
@@ -219,6 +221,7 @@ async def tenant_usage(
     t = await resolve_tenant(conn, tenant)
     row = await conn.fetchrow(q("tenant_admission_get"), t.id, s.spend_period, None, None, None)
     spend = await spend_for_tenant(conn, t.id, s.spend_period)
+    by_model = await spend_by_model(conn, t.id, s.spend_period)
     return TenantUsage(
         tenant=t,
         pending_jobs=int(row["jobs"]),
@@ -227,6 +230,7 @@ async def tenant_usage(
         spent=Decimal(row["spent"]),
         seconds_to_next_period=float(row["seconds_to_next_period"]),
         spend=spend,
+        by_model=tuple(by_model),
     )
 
 

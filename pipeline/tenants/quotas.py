@@ -34,7 +34,7 @@ from pipeline.clock import Clock, DatabaseClock
 from pipeline.errors import AdmissionRejected
 from pipeline.queries import q
 from pipeline.settings import Settings
-from pipeline.spend import cost_of
+from pipeline.spend import estimate_cost as spend_estimate
 
 #: Namespace of the per-tenant admission advisory lock ("INTK").
 ADMISSION_LOCK_NAMESPACE = 0x494E544B
@@ -67,8 +67,9 @@ def estimate_tokens(byte_size: int, settings: Settings) -> int:
 
 
 def estimate_cost(tokens: int, settings: Settings) -> Decimal:
-    """Spend reserved for ``tokens`` at the configured price, rounded up to 1e-6."""
-    return cost_of(tokens, settings.token_price_per_1k)
+    """Spend reserved for ``tokens`` at the default prompt and completion prices
+    (the output reserve as completion), rounded up to 1e-6."""
+    return spend_estimate(tokens, settings)
 
 
 def demand_for(byte_size: int, settings: Settings) -> Demand:

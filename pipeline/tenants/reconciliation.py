@@ -1,11 +1,14 @@
-"""Spend reconciliation: reported usage into ``tenant_spend``, settled reservations out.
+"""Spend reconciliation: used tokens into ``tenant_spend``, settled reservations out.
 
 A pass (:meth:`SpendReconciler.run_once`) charges every ended attempt not yet
-charged at the configured token price (``reconciled`` goes up), then releases
-the reservations of settled jobs (``reserved`` goes down). Both are single
-statements that write their ledger row and the tenant's counter together, and
-both are idempotent: a charge is keyed by (job, fence), a release is
-conditional on ``released_at IS NULL``. Several passes at once (two maintenance
+charged at its model's prompt and completion prices (an attempt of unknown usage
+that may have been billed at its reservation, marked estimated), replaces the
+estimates whose attempt has since reported with that usage (``reconciled`` goes
+up, or down by what the estimate overstated), then releases the reservations of
+settled jobs (``reserved`` goes down). Each is a single statement that writes
+its ledger row and the tenant's counter together, and each is idempotent: a
+charge is keyed by (job, fence), a replacement is conditional on ``estimated``,
+a release on ``released_at IS NULL``. Several passes at once (two maintenance
 actors during an upgrade) therefore never count anything twice. The
 maintenance actor runs it periodically; see :mod:`pipeline.spend` for the
 invariants it keeps. After each pass it samples the spend gauges
@@ -30,10 +33,13 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ReconcileReport:
-    """What one pass did: attempts charged and reservations released."""
+    """What one pass did: attempts charged (``estimated`` of them at their
+    reservation), estimates replaced by reported usage, reservations released."""
 
     charged: int
     released: int
+    estimated: int = 0
+    replaced: int = 0
 
 
 class SpendReconciler(PeriodicPass):
@@ -63,33 +69,63 @@ class SpendReconciler(PeriodicPass):
     async def run_once(self) -> ReconcileReport:
         """Charge and release until nothing is left; charges first, so a settled
         job's usage is in ``reconciled`` no later than its reservation leaves."""
-        charged = released = 0
+        charged = released = estimated = replaced = 0
+        prices = self.settings.prices()
+        names, prompt_prices, completion_prices = prices.sql_arrays()
         while True:
-            n = await self._step(
+            row = await self._step(
                 "spend_charge_attempts",
-                "charged",
-                self.settings.token_price_per_1k,
                 self.settings.spend_period,
                 self.batch,
+                prices.default.prompt_per_1k,
+                prices.default.completion_per_1k,
+                names,
+                prompt_prices,
+                completion_prices,
+                self.settings.output_reserve_tokens,
             )
-            charged += n
-            if n < self.batch:
+            charged += int(row["charged"])
+            estimated += int(row["estimated"])
+            if row["charged"] < self.batch:
                 break
         while True:
-            n = await self._step(
-                "spend_reservation_release_settled", "released", self.batch, self.clock.now()
+            row = await self._step(
+                "spend_reconcile_estimates",
+                self.batch,
+                prices.default.prompt_per_1k,
+                prices.default.completion_per_1k,
+                names,
+                prompt_prices,
+                completion_prices,
+                self.clock.now(),
             )
-            released += n
-            if n < self.batch:
+            replaced += int(row["replaced"])
+            if row["replaced"] < self.batch:
                 break
-        if charged or released:
-            log.info("spend: charged %d attempts, released %d reservations", charged, released)
+        while True:
+            row = await self._step(
+                "spend_reservation_release_settled", self.batch, self.clock.now()
+            )
+            released += int(row["released"])
+            if row["released"] < self.batch:
+                break
+        if charged or released or replaced:
+            log.info(
+                "spend: charged %d attempts (%d at their reservation), replaced %d estimates, "
+                "released %d reservations",
+                charged,
+                estimated,
+                replaced,
+                released,
+            )
         # The spend gauges, sampled on the reconciler's beat (one grouped query).
         async with self.pool.acquire() as conn:
             await self.metrics.sample(conn, self.settings.spend_period, self.clock.now())
-        return ReconcileReport(charged=charged, released=released)
+        return ReconcileReport(
+            charged=charged, released=released, estimated=estimated, replaced=replaced
+        )
 
-    async def _step(self, query: str, column: str, *args: object) -> int:
+    async def _step(self, query: str, *args: object) -> asyncpg.Record:
         async with self.pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(q(query), *args)
             if row["applied"] != row["periods"]:
@@ -97,7 +133,7 @@ class SpendReconciler(PeriodicPass):
                 raise RuntimeError(
                     f"{query}: {row['periods']} tenant periods to adjust, {row['applied']} adjusted"
                 )
-        return int(row[column])
+        return row
 
     def pass_interval(self) -> float:
         return self.interval_seconds

@@ -5,7 +5,8 @@ acceptance) and the reconciler replaces them with what the attempts reported
 (:mod:`pipeline.spend`). Three gauges per tenant, for the current budget period,
 make the gap visible: ``estimated`` (every reservation of the period, released
 or not), ``reserved`` (held now for unsettled work) and ``reconciled`` (charged
-from reported usage). ``reconciled / estimated`` over a settled period is how
+from reported usage, and at their reservation for uncertain attempts that have
+not reported). ``reconciled / estimated`` over a settled period is how
 far the estimator is off; a tenant whose ``reserved + reconciled`` nears its
 budget is about to be refused at acceptance.
 

@@ -1,5 +1,8 @@
 """Arithmetic rule: line, tax, net and gross identities in :class:`~decimal.Decimal`.
 
+A line's own allowances and charges (contract v3, EN 16931 BG-27/BG-28) enter its net
+amount: quantity x unit price / price basis quantity (BT-149) - allowances + charges =
+line amount (BT-131).
 Document-level allowances and charges (contract v3, EN 16931 BG-20/BG-21) enter the
 net and the tax bases as EN 16931 has them: net total (BT-109) = sum of line nets
 (BT-106) - allowances (BT-107) + charges (BT-108), and each rate's base (BT-116) is its
@@ -13,6 +16,7 @@ Every computed amount is rounded explicitly per :class:`ValidationPolicy`
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from decimal import Decimal, localcontext
 
 from pipeline.invoice import Extraction, Reason, ReasonCode
@@ -40,13 +44,23 @@ def check_arithmetic(
         ctx.prec = 60  # 15-digit quantity x 15-digit price stays exact
         bases: dict[Decimal, Decimal] = defaultdict(Decimal)
         for i, item in enumerate(extraction.line_items):
-            expected = policy.round(item.quantity * item.unit_price)
+            basis = item.price_basis_quantity
+            if basis is not None and basis > 0:
+                adjusted_line = item.quantity * item.unit_price / basis
+                terms = f" / {basis}"
+            else:
+                adjusted_line, terms = item.quantity * item.unit_price, ""
+            for line_entry in item.allowances_charges:
+                charge = line_entry.kind == "charge"
+                adjusted_line += line_entry.amount if charge else -line_entry.amount
+                terms += f" {'+' if charge else '-'} {line_entry.kind} {line_entry.amount}"
+            expected = policy.round(adjusted_line)
             if off(expected, item.line_amount):
                 reasons.append(
                     Reason(
                         ReasonCode.LINE_AMOUNT_MISMATCH,
                         f"line_items[{i}].line_amount",
-                        f"{item.quantity} x {item.unit_price} = {expected}, "
+                        f"{item.quantity} x {item.unit_price}{terms} = {expected}, "
                         f"stated {item.line_amount}",
                         rule="validation.line_amount_mismatch",
                     )
@@ -139,4 +153,29 @@ def check_arithmetic(
                         rule="validation.gross_total_mismatch",
                     )
                 )
+        reasons += _amount_due(extraction, off)
     return reasons
+
+
+def _amount_due(extraction: Extraction, off: Callable[[Decimal, Decimal], bool]) -> list[Reason]:
+    """Gross total - prepaid amount + rounding amount = amount due (EN 16931 BR-CO-16),
+    where the result states any of the three (contract v3)."""
+    e = extraction
+    prepaid, rounding, due = e.prepaid_amount, e.rounding_amount, e.amount_due
+    if prepaid is None and rounding is None and due is None:
+        return []
+    gross = e.gross_total.value if e.gross_total is not None else None
+    paid = prepaid.value if prepaid is not None else Decimal(0)
+    rounded = rounding.value if rounding is not None else Decimal(0)
+    if due is not None and gross is not None and not off(gross - paid + rounded, due.value):
+        return []
+    stated = "none" if due is None else str(due.value)
+    return [
+        Reason(
+            ReasonCode.GROSS_TOTAL_MISMATCH,
+            "amount_due",
+            f"gross total {gross} - prepaid {paid} + rounding {rounded} = "
+            f"{None if gross is None else gross - paid + rounded}, amount due stated {stated}",
+            rule="validation.amount_due_mismatch",
+        )
+    ]

@@ -85,7 +85,8 @@ def pricing_lines(extraction: Extraction, ocr_text: str) -> list[str]:
 def check_currency(
     extraction: Extraction, ocr_text: str, master_data: TenantMasterData
 ) -> list[Reason]:
-    """ISO 4217, the tenant's allow list, and no other currency in the pricing lines."""
+    """ISO 4217, the tenant's allow list, and no other currency in the pricing lines; a
+    tax currency (contract v3, BT-6) is ISO 4217 and another than the invoice's."""
     if extraction.currency is None:
         return []
     code = extraction.currency.value
@@ -107,6 +108,16 @@ def check_currency(
                 "currency",
                 f"{code} not in [{allowed}]",
                 rule="validation.currency_not_permitted",
+            )
+        )
+    second = extraction.tax_currency
+    if second is not None and (second.value not in ISO_4217 or second.value == code):
+        reasons.append(
+            Reason(
+                ReasonCode.CURRENCY_NOT_ISO4217,
+                "tax_currency",
+                f"tax currency {second.value} is not ISO 4217 or is the invoice currency",
+                rule="validation.currency_not_iso4217",
             )
         )
     priced = "\n".join(pricing_lines(extraction, ocr_text))

@@ -7,7 +7,8 @@ page whose title says credit note or corrected invoice ("Credit note", "Gutschri
 "Avoir", "Nota di credito", "Rechnungskorrektur", ...) goes to review with
 ``credit_note_unsupported_on_text`` unless the result is a credit note its XML stated
 (the e-invoice path: the type code is the document's own statement, and a Factur-X
-credit note prints its title on the page).
+credit note prints its title on the page). A corrected invoice's title gives the rule
+id :data:`CORRECTION_TITLE_RULE`, the amendment marker of a result read from the text.
 
 A title is the word at the start of a line, alone or followed by a number or a number
 label, or a parenthesis ("Gutschrift Nr. 17", "Avoir AV-2017-0005", "Credit note: CN-4",
@@ -36,6 +37,17 @@ CREDIT_NOTE_TITLES = (
     "faktura korygująca", "nota kredytowa", "dobropis", "opravný daňový doklad",
     "corrective invoice", "corrected invoice",
 )  # fmt: skip
+#: The titles among them that correct an earlier issue of the same invoice: their reason
+#: carries :data:`CORRECTION_TITLE_RULE`, which the version step reads as an amendment
+#: marker (:func:`pipeline.jobs.versions.amendment_marker`).
+CORRECTION_TITLES = frozenset(
+    {
+        "rechnungskorrektur", "korrekturrechnung", "facture rectificative",
+        "factura rectificativa", "faktura korygująca", "opravný daňový doklad",
+        "corrective invoice", "corrected invoice",
+    }
+)  # fmt: skip
+CORRECTION_TITLE_RULE = "validation.correction_title"
 _TITLE = re.compile(
     r"^[^\w\n]*(?P<title>"
     + "|".join(re.escape(t).replace(r"\ ", r"[^\S\n]+") for t in CREDIT_NOTE_TITLES)
@@ -59,15 +71,18 @@ def check_document_title(extraction: Extraction, text: str) -> list[Reason]:
     correction and the result is not a credit note read from its XML."""
     if extraction.document_type == "credit_note":
         return []  # the XML's type code: a Factur-X credit note prints its title
-    title = printed_title(text)
-    if title is None:
+    match = _TITLE.search(text)
+    if match is None:
         return []
+    title = printed_title(text)
+    said = " ".join(match.group("title").casefold().split())
+    rule = CORRECTION_TITLE_RULE if said in CORRECTION_TITLES else "validation.credit_note_title"
     return [
         Reason(
             ReasonCode.CREDIT_NOTE_UNSUPPORTED_ON_TEXT,
             "document_type",
             f"the page is titled {title!r}: a credit note, a correction or (German "
             "Gutschrift) a self-billed invoice, which a result read from the text cannot hold",
-            rule="validation.credit_note_title",
+            rule=rule,
         )
     ]

@@ -86,8 +86,9 @@ def evidenced_fields(extraction: Extraction) -> Iterator[tuple[str, Evidence, Va
             yield path, dated.evidence, _days_in((dated.value - e.issue_date.value).days)
         else:
             yield path, dated.evidence, _date_in(dated.value)
-    if e.currency is not None:
-        yield "currency", e.currency.evidence, _currency_in(e.currency.value)
+    for path, code in (("currency", e.currency), ("tax_currency", e.tax_currency)):
+        if code is not None:
+            yield path, code.evidence, _currency_in(code.value)
     rates = {t.rate for t in e.tax_lines}
     for i, item in enumerate(e.line_items):
         # a row that prints no rate takes the document's only one (its tax line shows it)
@@ -100,6 +101,10 @@ def evidenced_fields(extraction: Extraction) -> Iterator[tuple[str, Evidence, Va
         ("net_total", e.net_total),
         ("tax_total", e.tax_total),
         ("gross_total", e.gross_total),
+        ("prepaid_amount", e.prepaid_amount),
+        ("rounding_amount", e.rounding_amount),
+        ("amount_due", e.amount_due),
+        ("tax_total_in_tax_currency", e.tax_total_in_tax_currency),
     ):
         if amount is not None:
             yield path, amount.evidence, _amount_in(amount.value)

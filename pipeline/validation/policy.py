@@ -24,6 +24,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from pipeline.invoice import (
+    COLLECTED_PAYMENT_MEANS,
     EXTRACTION_SCHEMA_VERSION,
     SCALAR_FIELDS,
     Extraction,
@@ -218,8 +219,14 @@ def check_presence(
     """A required field that is null (or an empty list) and every field the model flagged.
 
     A credit note needs no IBAN: the supplier owes the amount, so its account is no
-    payee of the buyer's (and EN 16931 makes payment instructions optional on one)."""
-    exempt = {"iban"} if extraction.document_type == "credit_note" else set()
+    payee of the buyer's (and EN 16931 makes payment instructions optional on one). Nor
+    does an invoice the supplier collects by card or direct debit (contract v3's
+    ``payment_means``): the buyer pays no account of the supplier's."""
+    collected = (
+        extraction.payment_means is not None
+        and extraction.payment_means.value in COLLECTED_PAYMENT_MEANS
+    )
+    exempt = {"iban"} if extraction.document_type == "credit_note" or collected else set()
     reasons = [
         Reason(
             ReasonCode.MISSING_FIELD,
@@ -230,6 +237,22 @@ def check_presence(
         for path, get in _FIELD_GETTERS.items()
         if path in policy.required_fields - exempt and get(extraction) is None
     ]
+    second: tuple[tuple[str, object], ...] = (
+        ("tax_currency", extraction.tax_currency),
+        ("tax_total_in_tax_currency", extraction.tax_total_in_tax_currency),
+    )
+    if sum(value is None for _, value in second) == 1:
+        # a second currency (contract v3) comes with the tax total in it, and vice versa
+        reasons += [
+            Reason(
+                ReasonCode.MISSING_FIELD,
+                path,
+                "a tax currency and the tax total in it are stated together",
+                rule="validation.missing_field",
+            )
+            for path, value in second
+            if value is None
+        ]
     reasons += [
         Reason(
             ReasonCode.MODEL_UNCERTAIN,

@@ -4,10 +4,11 @@
 
 -- name: admission_grant_insert
 -- $1 id, $2 scope, $3 tenant, $4 job (nullable), $5 fence (nullable),
--- $6 priority class, $7 reserved tokens, $8 now (nullable).
+-- $6 priority class, $7 reserved tokens, $8 now (nullable), $9 the output cap's
+-- part of the reservation (nullable; spend prices it as completion tokens).
 INSERT INTO admission_grants (id, scope, tenant_id, job_id, fence, priority_class,
-                              reserved_tokens, granted_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8::timestamptz, now()));
+                              reserved_tokens, granted_at, reserved_output_tokens)
+VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8::timestamptz, now()), $9);
 
 -- name: admission_grant_settle_if_open
 -- The driver's release: outcome and charge decided by the policy's reconciliation.

@@ -8,7 +8,9 @@
 -- (credit_note_links) as data.credited_invoice, else $2. A body is
 -- rendered once, here, and its exact bytes are what every attempt signs and sends.
 -- An endpoint that asks for acknowledgements gives its deliveries its window and
--- an acknowledgement state ('awaiting'), fixed for the delivery's life.
+-- an acknowledgement state ('awaiting'), fixed for the delivery's life. A credit
+-- note's delivery is held (after_id) behind its credited invoice's delivery to the
+-- same endpoint until that one is delivered.
 -- When it created any, it wakes the dispatchers (one NOTIFY, delivered at commit).
 -- Returns how many it created.
 -- Each job is read by its primary key: a lookup per id that the planner cannot
@@ -51,11 +53,25 @@ body AS (
 created AS (
   INSERT INTO deliveries (id, tenant_id, endpoint_id, job_id, event_type, body, body_sha256,
                           state, next_attempt_at, horizon_start, created_at,
-                          ack_window_seconds, ack_state)
+                          ack_window_seconds, ack_state, after_id)
   SELECT gen_random_uuid(), job.tenant_id, e.id, job.id, job.event_type, body.b,
          encode(sha256(body.b), 'hex'), 'pending', job.finished_at, job.finished_at,
          job.finished_at, e.ack_window_seconds,
-         CASE WHEN e.ack_window_seconds IS NOT NULL THEN 'awaiting' END
+         CASE WHEN e.ack_window_seconds IS NOT NULL THEN 'awaiting' END,
+         -- A credit note waits for its credited invoice's delivery to the same
+         -- endpoint while that one is not delivered: an ERP books a credit only
+         -- against an invoice it has.
+         CASE WHEN job.event_type = $3::text THEN (
+           SELECT p.id FROM credit_note_links l
+           CROSS JOIN LATERAL (
+             SELECT d.id, d.state FROM deliveries d
+             WHERE d.endpoint_id = e.id AND d.job_id = l.invoice_job_id
+               AND d.event_type = $2::text
+             OFFSET 0
+           ) p
+           WHERE l.job_id = job.id AND l.tenant_id = job.tenant_id
+             AND p.state IS DISTINCT FROM 'delivered'
+           LIMIT 1) END
   FROM job JOIN body ON body.id = job.id
   JOIN webhook_endpoints e ON e.tenant_id = job.tenant_id
   WHERE e.state = 'active'

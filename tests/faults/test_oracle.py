@@ -48,7 +48,16 @@ async def grant(
     conn: asyncpg.Connection, tenant: uuid.UUID, at: datetime, settled: datetime | None
 ) -> None:
     await conn.execute(
-        q("admission_grant_insert"), uuid.uuid4(), SCOPE, tenant, None, None, "standard", 100, at
+        q("admission_grant_insert"),
+        uuid.uuid4(),
+        SCOPE,
+        tenant,
+        None,
+        None,
+        "standard",
+        100,
+        at,
+        None,
     )
     if settled is not None:
         await conn.execute(

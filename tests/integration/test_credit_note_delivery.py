@@ -131,18 +131,16 @@ async def test_a_credit_note_reaches_the_erp_once_linked_to_its_invoice(
                 credit = await _upload_and_settle(
                     client, pool, dsn, tmp_path, tk, CREDIT.read_bytes()
                 )
-                # Reviewed for what v3 does not hold yet, never for its reference: the
-                # transaction that committed it found invoice 2018133 delivered.
-                assert credit["state"] == "REVIEW_REQUIRED"
-                codes = {r["code"] for r in credit["validation"]["reasons"]}
-                assert "credit_note_reference_unknown" not in codes
+                # SUCCEEDED from its XML (contract v3 holds its line allowances, charges
+                # and price bases): the transaction that committed it found invoice
+                # 2018133 delivered and linked it.
+                assert credit["state"] == "SUCCEEDED", credit["validation"]["reasons"]
                 assert credit["result"]["document_type"] == "credit_note"
                 assert credit["result"]["preceding_invoice"]["number"] == "2018133"
                 [link] = await fetch(
                     pool, "SELECT * FROM credit_note_links WHERE job_id = $1", credit["id"]
                 )
                 assert (link["tenant_id"], link["invoice_job_id"]) == (tk.tenant.id, invoice["id"])
-                await _approve(client, tk, credit)
                 assert (await dispatcher.run_once()).count("delivered") == 1
                 assert (await dispatcher.run_once()).count("delivered") == 0
             finally:
@@ -161,6 +159,12 @@ async def test_a_credit_note_reaches_the_erp_once_linked_to_its_invoice(
         (credit["id"], "credit_note", invoice["id"], 1, 1),
     ]
     assert postings[1]["invoice"]["gross_total"]["value"] == "10835"
+    posted_line = postings[1]["invoice"]["line_items"][0]
+    assert [(a["kind"], a["amount"]) for a in posted_line["allowances_charges"]] == [
+        ("allowance", "300"),
+        ("charge", "500"),
+    ]
+    assert posted_line["price_basis_quantity"] == "2"
     deliveries = await fetch(
         pool,
         "SELECT job_id, event_type, state, body FROM deliveries WHERE tenant_id = $1"
@@ -177,6 +181,57 @@ async def test_a_credit_note_reaches_the_erp_once_linked_to_its_invoice(
         "job_id": str(invoice["id"]),
         "invoice_number": "2018133",
     }
+
+
+async def test_a_credit_note_waits_for_its_invoice_to_reach_the_erp(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    """The invoice is approved but not yet delivered when its credit note settles: the
+    credit note's delivery is held behind the invoice's (after_id), so the ERP, which
+    books a credit only against an invoice it has, never answers 409 for it."""
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+    async with pool.acquire() as conn:
+        await upsert_supplier(
+            conn,
+            tk.tenant.id,
+            SupplierRecord("Produtionsbolaget Sverige AB", "SE123456789001", frozenset()),
+        )
+        await permit_currencies(conn, tk.tenant.id, {"SEK"})
+    receiver = await _receiver(dsn, pool, tk)
+    settings = settings_for(dsn, state_dir=tmp_path)
+    async with asgi_client(create_app(settings, pool=pool)) as client:
+        invoice = await _upload_and_settle(client, pool, dsn, tmp_path, tk, INVOICE.read_bytes())
+        await _approve(client, tk, invoice)
+        credit = await _upload_and_settle(client, pool, dsn, tmp_path, tk, CREDIT.read_bytes())
+        assert credit["state"] == "SUCCEEDED", credit["validation"]["reasons"]
+        held = await fetch(
+            pool,
+            "SELECT c.after_id = i.id AS behind FROM deliveries c, deliveries i"
+            " WHERE c.job_id = $1 AND i.job_id = $2",
+            credit["id"],
+            invoice["id"],
+        )
+        assert [h["behind"] for h in held] == [True]
+        with receiver as erp:
+            dispatcher = dispatcher_for(pool)
+            try:
+                assert (await dispatcher.run_once()).count("delivered") == 1
+                assert (await dispatcher.run_once()).count("delivered") == 1
+                assert (await dispatcher.run_once()).count("delivered") == 0
+            finally:
+                await dispatcher.close()
+            postings = await fetch(
+                pool,
+                "SELECT job_id, kind, credits_job_id FROM erp_postings WHERE ledger = $1"
+                " ORDER BY accepted_at",
+                erp.ledger,
+            )
+    assert [(p["job_id"], p["kind"], p["credits_job_id"]) for p in postings] == [
+        (invoice["id"], "invoice", None),
+        (credit["id"], "credit_note", invoice["id"]),
+    ]
+    states = await fetch(pool, "SELECT state FROM deliveries WHERE tenant_id = $1", tk.tenant.id)
+    assert [d["state"] for d in states] == ["delivered", "delivered"]
 
 
 async def test_a_credit_note_of_an_unknown_invoice_goes_to_review(

@@ -147,6 +147,61 @@ async def test_a_later_version_goes_to_review_naming_the_earlier_job(
     assert await versions(pool, tenant) == [(1, first, None, None)]
 
 
+#: The title rule's reason for a page titled as a corrected invoice, read from its text.
+CORRECTED_PAGE = {
+    "decision": "REVIEW_REQUIRED",
+    "reasons": [
+        {
+            "code": "credit_note_unsupported_on_text",
+            "field": "document_type",
+            "detail": "the page is titled 'Rechnungskorrektur Nr. 5'",
+            "rule": "validation.correction_title",
+        }
+    ],
+}
+
+
+async def test_a_page_titled_as_a_correction_names_the_invoice_it_amends(
+    pool: asyncpg.Pool,
+) -> None:
+    """A result read from the text holds no title: the title rule's reason is its marker,
+    so a corrected invoice with the same issue date names the job it amends, alone
+    and in a batch."""
+    store = JobStore(pool, Settings())
+    tenant = await new_tenant(pool)
+    first = await settle(store, tenant, invoice())
+    await store.accept(AcceptRequest(tenant.id, "one", DocumentIn("the correction")))
+    [lease] = await store.claim("w")
+    await store.succeed(
+        lease, result=invoice(), validation=CORRECTED_PAGE, decision=JobState.REVIEW_REQUIRED
+    )
+    for i in range(2):
+        await store.accept(AcceptRequest(tenant.id, f"b{i}", DocumentIn(f"doc {i}")))
+    a, b = await store.claim("w", limit=2)
+    await store.succeed_many(
+        [
+            Success(a, result=invoice(), validation=CORRECTED_PAGE,
+                    decision=JobState.REVIEW_REQUIRED),
+            Success(b, result=invoice(number="INV-0099")),
+        ]
+    )  # fmt: skip
+    for later in (lease.job_id, a.job_id):
+        state, reasons = await job(pool, later)
+        assert state == "REVIEW_REQUIRED"
+        assert [r["code"] for r in reasons] == [
+            "credit_note_unsupported_on_text",
+            "possible_amendment",
+        ]
+        assert (reasons[1]["other_job_id"], reasons[1]["marker"]) == (
+            str(first),
+            "printed_correction_title",
+        )
+    assert (await job(pool, b.job_id))[0] == "SUCCEEDED"
+    # Without the title's reason the same result is the same invoice again.
+    again = await settle(store, tenant, invoice())
+    assert [r["code"] for r in (await job(pool, again))[1]] == ["duplicate_invoice"]
+
+
 @pytest.mark.parametrize(
     ("second", "code"),
     [

@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.engines.bench_engine import CallTiming, timing_summary
 from benchmarks.engines.roofline import roofline_report, roofline_tokens_per_s, step_bytes
-from benchmarks.invoices.generator import Variant, generate_invoice
+from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
 from benchmarks.load.baselines import direct_concurrency, headline, ratio, round_ratios
 from benchmarks.load.collect import InconsistentRun, buckets, check_consistency, cost_report
 from benchmarks.scenario import (
@@ -24,6 +24,7 @@ from benchmarks.scenario import (
     parse_scenario,
     with_engine,
 )
+from pipeline.jobs.near_duplicates import normalise_number
 
 MINIMAL: dict[str, Any] = {"name": "t", "arrival": {"process": "burst", "count": 3}}
 
@@ -273,6 +274,48 @@ def test_corpus_master_data_has_one_vat_id_per_supplier_name() -> None:
         80, seed=7000, variants=(Variant.CLEAN,), max_line_items=4, anchor=None
     )
     assert [i.seed for i in again] == [i.seed for i in corpus]
+
+
+def alnum(text: str) -> str:
+    return "".join(c for c in text if c.isalnum())
+
+
+def test_corpus_beyond_the_name_list_reuses_suppliers_consistently() -> None:
+    # More invoices than the generator has supplier names: later invoices under a
+    # name already drawn are issued by that supplier (one VAT id and IBAN per name),
+    # and each invoice prints the identity its master data holds.
+    corpus = consistent_corpus(
+        2100, seed=7000, variants=(Variant.CLEAN,), max_line_items=2, anchor=None
+    )
+    assert len(corpus) == 2100
+    by_name: dict[str, list[GeneratedInvoice]] = {}
+    for inv in corpus:
+        by_name.setdefault(inv.supplier.name, []).append(inv)
+    assert len(by_name) < 2100 // 2, "suppliers repeat, as a tenant's do"
+    for invoices in by_name.values():
+        assert len({(i.supplier.vat_id, i.supplier.ibans) for i in invoices}) == 1
+        for inv in invoices:
+            assert inv.truth.iban is not None and inv.truth.supplier.vat_id is not None
+            assert inv.truth.iban.value in inv.supplier.ibans
+            assert alnum(inv.truth.supplier.vat_id.value) == alnum(inv.supplier.vat_id)
+            assert inv.truth.iban.value in inv.ocr_text.replace(" ", "")
+    numbers = [
+        (i.supplier.vat_id, normalise_number(i.truth.invoice_number.value))
+        for i in corpus
+        if i.truth.invoice_number is not None
+    ]
+    assert len(set(numbers)) == len(corpus), "no supplier issues one number twice"
+
+
+def test_adopted_supplier_must_be_of_the_drawn_country() -> None:
+    first = generate_invoice(7000, max_line_items=2)
+    other = next(
+        generate_invoice(7001 + i, max_line_items=2)
+        for i in range(200)
+        if generate_invoice(7001 + i, max_line_items=2).identity.country != first.identity.country
+    )
+    with pytest.raises(ValueError, match="supplier of"):
+        generate_invoice(other.seed, max_line_items=2, supplier=first.identity)
 
 
 # ---- fake provider: same prompt, same service time ---------------------------------------

@@ -20,6 +20,7 @@ from pipeline.documents import pdf_attachments, read_pdf_text
 from pipeline.extraction import obstacles, read_einvoice
 from pipeline.extraction.ubl import read_ubl
 from pipeline.invoice import CONTRACT_V3, ReasonCode, SupplierRecord, TenantMasterData
+from pipeline.jobs.versions import CORRECTION_TITLE_RULE, amendment_marker
 from pipeline.validation import Decision, validate
 from pipeline.validation.document_title import printed_title
 from pipeline.worker.interpretation import interpret_einvoice
@@ -198,9 +199,30 @@ def test_a_page_titled_credit_note_is_never_accepted_as_an_invoice(inv: Generate
         (ReasonCode.CREDIT_NOTE_UNSUPPORTED_ON_TEXT, "document_type")
     ]
     assert "'Gutschrift Nr. 17'" in report.reasons[0].detail
+    assert report.reasons[0].rule == "validation.credit_note_title"
     # A credit note its XML states prints its title: that is no reason.
     credit = inv.truth.model_copy(update={"document_type": "credit_note"})
     assert validate(credit, titled, inv.master_data, today=inv.today).reasons == ()
+
+
+@pytest.mark.parametrize(
+    ("title", "rule"),
+    [
+        ("Rechnungskorrektur Nr. 5", "validation.correction_title"),
+        ("CORRECTED   INVOICE No. 17", "validation.correction_title"),
+        ("Facture rectificative N° 3", "validation.correction_title"),
+        ("Gutschrift Nr. 17", "validation.credit_note_title"),
+        ("Stornorechnung 4", "validation.credit_note_title"),
+    ],
+)
+def test_a_corrected_invoices_title_has_its_own_rule_the_version_step_reads(
+    inv: GeneratedInvoice, title: str, rule: str
+) -> None:
+    report = validate(inv.truth, f"{inv.ocr_text}\n{title}", inv.master_data, today=inv.today)
+    [reason] = report.reasons
+    assert (reason.code, reason.rule) == (ReasonCode.CREDIT_NOTE_UNSUPPORTED_ON_TEXT, rule)
+    marker = amendment_marker(inv.truth.model_dump(mode="json"), report.as_dict())
+    assert marker == ("printed_correction_title" if rule == CORRECTION_TITLE_RULE else None)
 
 
 def test_a_factur_x_credit_note_with_its_page_is_read_as_a_credit_note() -> None:

@@ -43,11 +43,16 @@ from kuberay.validation import (
     validate_documents,
     validate_file,
 )
+from pipeline.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBERAY = ROOT / "kuberay"
-OVERLAYS = ("dev", "gpu", "gpu-ha")
+OVERLAYS = ("dev", "gpu", "gpu-ha", "provider")
 KUSTOMIZATIONS = ("base", *(f"overlays/{o}" for o in OVERLAYS))
+#: The hosted-provider overlay: no inference app, the runtime calls the provider.
+PROVIDER = "overlays/provider"
+SERVE_KUSTOMIZATIONS = tuple(k for k in KUSTOMIZATIONS if k != PROVIDER)
+PROVIDER_SECRET = "fenceline-provider"
 SETTINGS_CONFIGMAP = "fenceline-settings"
 REQUIRED_SECRET = "fenceline-postgres"
 
@@ -412,7 +417,7 @@ def test_serve_config_block_rewrite_keeps_the_rest_of_the_file():
         generate.rewrite("a: 1\n", "new: 4\n")
 
 
-@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+@pytest.mark.parametrize("name", SERVE_KUSTOMIZATIONS)
 def test_embedded_serve_config_matches_the_pools_file(
     name: str, rendered: dict[str, list[dict[str, Any]]]
 ):
@@ -477,6 +482,92 @@ def test_embedded_serve_config_matches_the_pools_file(
     # The generated serveConfigV2 carries the per-engine token budgets.
     assert runtime.engine_scopes == runtime_config_for(pools).engine_scopes
     assert all(s.admission["max_concurrent_tokens"] > 0 for s in runtime.engine_scopes)
+
+
+def test_provider_overlay_carries_the_provider_and_its_budgets(
+    rendered: dict[str, list[dict[str, Any]]],
+):
+    from ray._common.utils import import_attr
+    from ray.serve import Application
+    from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
+    from ray.serve._private.build_app import build_app
+
+    docs = rendered[PROVIDER]
+    rs = rayservice(docs)
+    assert rs["metadata"]["annotations"][generate.ENGINE_ANNOTATION] == "openai"
+    config = embedded(rs)
+    apps = {a["name"]: a for a in config["applications"]}
+    assert set(apps) == {"intake", "fenceline-runtime"}  # no vLLM inference app
+    for app in apps.values():  # both build as Serve applications from their args
+        built = call_user_app_builder_with_args_if_necessary(
+            import_attr(app["import_path"]), app.get("args", {})
+        )
+        assert isinstance(built, Application)
+        names = {d.name for d in build_app(built, name=app["name"]).deployments}
+        assert names == {d["name"] for d in app["deployments"]}, app["name"]
+    assert apps["intake"]["args"]["model_pools"] == []  # model_policy: default only
+    runtime = RuntimeConfig.model_validate(apps["fenceline-runtime"]["args"])
+    assert runtime.engine == "openai" and runtime.provider_url == ""
+    assert runtime.engine_scopes == [] and runtime.pool_routes == []
+
+    # The settings ConfigMap: the base's keys plus the provider and its budgets.
+    (settings_map,) = [
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == SETTINGS_CONFIGMAP
+    ]
+    data = settings_map["data"]
+    base_map = next(d for d in rendered["base"] if d["metadata"]["name"] == SETTINGS_CONFIGMAP)
+    assert base_map["data"].items() <= data.items()
+    budgets = {"RPM": "rpm", "TPM": "tpm", "TPD": "tpd", "CONCURRENCY": "max_in_flight"}
+    for key in ("URL", "MODEL", *budgets):
+        assert data.get(f"FENCELINE_PROVIDER_{key}"), key
+    settings = Settings(
+        **{k.removeprefix("FENCELINE_").lower(): v for k, v in data.items() if "FENCELINE_" in k}
+    )
+    # What the supervisor builds from them: one provider scope with every budget, and
+    # the provider's URL and model for the drivers.
+    assert runtime.admission_scopes(settings) == {
+        generate.PROVIDER_SCOPE: {
+            limit: int(data[f"FENCELINE_PROVIDER_{key}"]) for key, limit in budgets.items()
+        }
+    }
+    assert runtime.provider(settings) == (
+        data["FENCELINE_PROVIDER_URL"],
+        data["FENCELINE_PROVIDER_MODEL"],
+    )
+    # The API key comes from a Secret, never the ConfigMap, to every Ray container.
+    assert not any("API_KEY" in k for k in data)
+    for group_name, group in ray_groups(rs):
+        for container in group["template"]["spec"]["containers"]:
+            refs = [s["secretRef"]["name"] for s in container["envFrom"] if "secretRef" in s]
+            assert PROVIDER_SECRET in refs, group_name
+    (secret,) = load_documents(KUBERAY / "secrets" / "provider.example.yaml")
+    assert secret["metadata"]["name"] == PROVIDER_SECRET
+    assert set(secret["stringData"]) == {"FENCELINE_PROVIDER_API_KEY"}
+    # The serve overlays keep their engines and carry no provider.
+    for name in SERVE_KUSTOMIZATIONS:
+        serve = RuntimeConfig.model_validate(
+            next(
+                a["args"]
+                for a in embedded(rayservice(rendered[name]))["applications"]
+                if a["name"] == "fenceline-runtime"
+            )
+        )
+        assert serve.engine == "serve" and serve.engine_scopes, name
+
+
+def test_provider_runtime_needs_a_url_from_its_args_or_the_settings() -> None:
+    runtime = generate.provider_runtime_config()
+    with pytest.raises(ValueError, match="FENCELINE_PROVIDER_URL"):
+        runtime.provider(Settings())
+    given = Settings(provider_url="https://p.example/v1", provider_model="m")
+    assert runtime.provider(given) == ("https://p.example/v1", "m")
+    own = runtime.model_copy(update={"provider_url": "https://own/v1", "provider_model": "x"})
+    assert own.provider(given) == ("https://own/v1", "x")  # the args win
+
+
+def test_a_serve_config_for_an_unknown_engine_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"fenceline\.dev/engine"):
+        generate.serve_config("deployments/pools.yaml", "vllm")
 
 
 @pytest.mark.parametrize("pools_file", ["deployments/pools.yaml", "deployments/pools.gpu.yaml"])

@@ -124,7 +124,15 @@ def test_the_oracle_counts_plants_decided_as_their_rule() -> None:
     out = score(PLANTS, JOB_OF, {2: "cn"}, _jobs(), {"cn": "j2"}, {"cn": "j2"})
     assert out.as_rule == {"amendment": 1, "near_duplicate": 1, "credit_note": 1}
     assert out.wrong == []
+    assert out.unplanted_held == []
     assert json.dumps(out.as_dict())
+
+
+def test_the_oracle_counts_an_unplanted_invoice_held_as_a_false_hold() -> None:
+    held = _jobs(j1=("REVIEW_REQUIRED", _reason("possible_amendment", "j0")))
+    out = score(PLANTS, JOB_OF, {2: "cn"}, held, {"cn": "j2"}, {"cn": "j2"})
+    assert out.unplanted_held == ["arrival 1: REVIEW_REQUIRED ['possible_amendment']"]
+    assert out.as_dict()["unplanted_held_count"] == 1
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,14 @@ from kuberay.monitoring.dashboard import (
 from kuberay.validation import validate_documents
 
 KUBERAY = Path(__file__).resolve().parents[2] / "kuberay"
-SHIPPING = ("monitoring", "base", "overlays/dev", "overlays/gpu", "overlays/gpu-ha")
+SHIPPING = (
+    "monitoring",
+    "base",
+    "overlays/dev",
+    "overlays/gpu",
+    "overlays/gpu-ha",
+    "overlays/provider",
+)
 
 
 def referenced(kfile: Path) -> list[str]:

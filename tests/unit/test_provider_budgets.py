@@ -13,7 +13,7 @@ import pytest
 
 from cluster.admission import AdmissionActor
 from cluster.cli.entry import build_parser, subcommands
-from cluster.cli.system import provider_budgets
+from cluster.cli.system import provider_budgets, provider_of
 from cluster.drivers import EngineSpec
 from cluster.runtime import ClusterConfig
 from pipeline.admission import (
@@ -69,6 +69,21 @@ def test_environment_budgets_reach_the_scope_and_a_flag_wins(
     assert settings.provider_limits() == {"rpm": 10, "tpm": 40_000}
     scopes = _provider_cluster(settings).runtime().admission_scopes(settings)
     assert scopes == {"fenceline-inference": {"rpm": 10, "tpm": 40_000}}
+
+
+def test_the_provider_may_come_from_the_environment_and_a_flag_wins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FENCELINE_PROVIDER_URL", URL)
+    monkeypatch.setenv("FENCELINE_PROVIDER_MODEL", "env-model")
+    settings = provider_budgets(_up("--rpm", "10"), Settings())  # type: ignore[arg-type]
+    assert settings.provider_limits() == {"rpm": 10}
+    assert provider_of(_up(), settings) == (URL, "env-model")  # type: ignore[arg-type]
+    flags = _up("--provider-url", "http://other/v1", "--provider-model", "m")
+    assert provider_of(flags, settings) == ("http://other/v1", "m")  # type: ignore[arg-type]
+    monkeypatch.delenv("FENCELINE_PROVIDER_URL")
+    monkeypatch.delenv("FENCELINE_PROVIDER_MODEL")
+    assert provider_of(_up(), Settings()) == (None, "default")  # type: ignore[arg-type]
 
 
 def test_a_budget_without_a_provider_or_not_positive_is_refused(

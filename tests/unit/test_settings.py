@@ -21,6 +21,8 @@ def test_to_env_round_trips_every_kind_of_field(monkeypatch: pytest.MonkeyPatch)
         delivery_allow_loopback_http=True,
         retry_beyond_deadline="defer",
         token_price_per_1k=Decimal("0.0035"),
+        completion_price_per_1k=Decimal("0.014"),
+        model_prices={"m": {"prompt_per_1k": "0.00015", "completion_per_1k": "0.0006"}},
         webhook_secret_key="c2VjcmV0",
     )
     env = original.to_env()

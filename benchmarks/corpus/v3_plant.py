@@ -1,0 +1,131 @@
+"""A wrong contract-v3 value planted in every SUCCEEDED e-invoice (issue 44).
+
+``python -m benchmarks.corpus.v3_plant SOURCE...`` reads every UBL or CII e-invoice of
+each source (a bare git mirror or a folder: standalone ``.xml`` files, decided as an XML
+upload, and the corpus PDFs' embedded XML, decided with their page), keeps those that are
+SUCCEEDED untouched, and plants one wrong value at a time where the XML states it, in
+the first element of its kind that a reader reads into a contract v3 field:
+
+- ``amount_due``, ``prepaid``, ``rounding``: BT-115, BT-113, BT-114 1 higher;
+- ``line_entry``: a line-level allowance's or charge's amount (BT-136, BT-141) 1 higher,
+  never one inside a price (which no reader takes as a line entry);
+- ``basis``: the net price's basis quantity (BT-149) 1 higher;
+- ``tax_currency``: the tax currency (BT-6) replaced by ``CHF``.
+
+The plant re-serialises the tree (:mod:`xml.etree.ElementTree`: prefixes change, local
+names and namespaces do not, which is all the readers and the schema check read). Every
+plant must go to review: ``accepted`` must be 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import subprocess
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+from benchmarks.corpus.embedded import decide, embedded_invoices
+from benchmarks.corpus.tree import CorpusTree
+from pipeline.extraction import NotAnEInvoice
+from pipeline.extraction.xml_tree import local, parse_xml
+from pipeline.validation import Decision
+
+#: Header elements planted by name: (plant, local names).
+_HEADER = (
+    ("amount_due", ("PayableAmount", "DuePayableAmount")),
+    ("prepaid", ("PrepaidAmount", "TotalPrepaidAmount")),
+    ("rounding", ("PayableRoundingAmount", "RoundingAmount")),
+    ("tax_currency", ("TaxCurrencyCode",)),
+)
+PLANTS = ("amount_due", "prepaid", "rounding", "line_entry", "basis", "tax_currency")
+
+
+def _kids(el: ET.Element, name: str) -> list[ET.Element]:
+    return [c for c in el if local(c.tag) == name]
+
+
+def targets(root: ET.Element) -> Iterator[tuple[str, ET.Element]]:
+    """(plant, element) for each value a reader reads into a contract v3 field."""
+    for el in root.iter():
+        name = local(el.tag)
+        for plant, names in _HEADER:
+            if name in names:
+                yield plant, el
+        if name in ("InvoiceLine", "CreditNoteLine"):
+            for entry in _kids(el, "AllowanceCharge"):
+                yield from (("line_entry", a) for a in _kids(entry, "Amount"))
+            for price in _kids(el, "Price"):
+                yield from (("basis", b) for b in _kids(price, "BaseQuantity"))
+        if name == "SpecifiedLineTradeSettlement":
+            for entry in _kids(el, "SpecifiedTradeAllowanceCharge"):
+                yield from (("line_entry", a) for a in _kids(entry, "ActualAmount"))
+        if name == "NetPriceProductTradePrice":
+            yield from (("basis", b) for b in _kids(el, "BasisQuantity"))
+
+
+def planted(xml: bytes, plant: str) -> bytes | None:
+    """``xml`` with the first value of ``plant`` changed, or None where it states none."""
+    root = parse_xml(xml)
+    el = next((e for p, e in targets(root) if p == plant), None)
+    if el is None:
+        return None
+    if plant == "tax_currency":
+        el.text = "CHF"
+    else:
+        try:
+            el.text = str(Decimal((el.text or "").strip()) + 1)
+        except InvalidOperation:
+            return None
+    out: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return out
+
+
+def _documents(source: Path) -> Iterator[tuple[str, bytes, str]]:
+    """(path, xml, page) of every e-invoice of ``source``; ``page`` empty for an upload."""
+    tree = CorpusTree(source)
+    for path in tree.paths():
+        if path.lower().endswith(".xml"):
+            try:
+                xml = tree.read(path)
+                parse_xml(xml)
+            except (NotAnEInvoice, subprocess.CalledProcessError):
+                continue  # no e-invoice, or a file the mirror lists but does not hold
+            yield path, xml, ""
+    for doc in embedded_invoices(tree):
+        if not isinstance(doc, str):
+            yield doc.path, doc.xml, doc.page
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sources", type=Path, nargs="+", help="bare git mirrors or folders")
+    args = parser.parse_args(argv)
+    counts: collections.Counter[str] = collections.Counter()
+    accepted: list[str] = []
+    for source in args.sources:
+        for path, xml, page in _documents(source):
+            if decide(xml, page).report.decision is not Decision.SUCCEEDED:
+                continue
+            counts["succeeded"] += 1
+            for plant in PLANTS:
+                wrong = planted(xml, plant)
+                if wrong is None:
+                    continue
+                counts[f"{plant} planted"] += 1
+                if decide(wrong, page).report.decision is Decision.SUCCEEDED:
+                    counts[f"{plant} accepted"] += 1
+                    accepted.append(f"{plant}: {path}")
+    print(f"SUCCEEDED untouched: {counts['succeeded']}")
+    print(f"  {'plant':14} planted accepted")
+    for plant in PLANTS:
+        print(f"  {plant:14} {counts[plant + ' planted']:7d} {counts[plant + ' accepted']:8d}")
+    for line in accepted:
+        print(f"  accepted: {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,109 @@
+"""An e-invoice the supplier collects by card or direct debit needs no IBAN (issue 44):
+its payment means (EN 16931 BT-81, UNTDID 4461 48/49/54/55/59) is held as contract v3's
+``payment_means``, and the IBAN the policy requires of an invoice paid by transfer is not
+required of it. A transfer without an IBAN still reviews.
+
+The cases are KoSIT's 01.17a (tests/data/einvoices/payable, see its NOTICE), paid by
+transfer (58) to an IBAN, with its payment means rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from pipeline.extraction import read_einvoice, read_invoice_xml
+from pipeline.invoice import Extraction, SupplierRecord, TenantMasterData, uses_v3
+from pipeline.validation import Decision
+from pipeline.worker.interpretation import interpret_einvoice
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "einvoices" / "payable"
+UBL = DATA / "01.17a-INVOICE_ubl.xml"
+CII = DATA / "01.17a-INVOICE_uncefact.xml"
+_UBL_MEANS = re.compile(rb"<cac:PaymentMeans>.*?</cac:PaymentMeans>", re.DOTALL)
+_CII_MEANS = re.compile(
+    rb"<ram:SpecifiedTradeSettlementPaymentMeans>.*?</ram:SpecifiedTradeSettlementPaymentMeans>",
+    re.DOTALL,
+)
+
+
+def _ubl(*codes: str) -> bytes:
+    means = b"".join(
+        b"<cac:PaymentMeans><cbc:PaymentMeansCode>"
+        + code.encode()
+        + b"</cbc:PaymentMeansCode></cac:PaymentMeans>"
+        for code in codes
+    )
+    xml, n = _UBL_MEANS.subn(means, UBL.read_bytes())
+    assert n == 1
+    return xml
+
+
+def _cii(code: str) -> bytes:
+    means = (
+        b"<ram:SpecifiedTradeSettlementPaymentMeans><ram:TypeCode>"
+        + code.encode()
+        + b"</ram:TypeCode></ram:SpecifiedTradeSettlementPaymentMeans>"
+    )
+    xml, n = _CII_MEANS.subn(means, CII.read_bytes())
+    assert n == 1
+    return xml
+
+
+def _decide(xml: bytes) -> tuple[Decision, list[tuple[str, str]], Extraction]:
+    facts = read_invoice_xml(xml)
+    master = TenantMasterData(
+        (SupplierRecord(facts.seller_name or "-", facts.seller_vat_id or "", frozenset()),),
+        frozenset({"EUR"}),
+    )
+    out = interpret_einvoice(xml, master, today=date(2016, 4, 5))
+    return (
+        out.report.decision,
+        [(r.code.value, r.field) for r in out.report.reasons],
+        out.extraction,
+    )
+
+
+@pytest.mark.parametrize(
+    ("xml", "code"),
+    [
+        (_ubl("59"), "59"),
+        (_ubl("48"), "48"),
+        (_ubl("49", "59"), "49"),
+        (_cii("59"), "59"),
+        (_cii("54"), "54"),
+    ],
+    ids=["ubl-sepa-direct-debit", "ubl-card", "ubl-two-collections", "cii-sepa-dd", "cii-card"],
+)
+def test_an_invoice_collected_by_card_or_direct_debit_needs_no_iban(xml: bytes, code: str) -> None:
+    decision, reasons, e = _decide(xml)
+    assert (decision, reasons) == (Decision.SUCCEEDED, [])
+    assert e.iban is None
+    assert e.payment_means is not None and e.payment_means.value == code
+    assert e.payment_means.evidence.quote.endswith(("cbc:PaymentMeansCode", "ram:TypeCode"))
+    assert json.loads(e.model_dump_json())["payment_means"]["value"] == code
+    assert uses_v3(e)
+
+
+@pytest.mark.parametrize(
+    "xml",
+    [_ubl("58"), _ubl("30"), _ubl("59", "58"), _ubl("1"), _cii("58"), _cii("10")],
+    ids=["ubl-sepa-transfer", "ubl-transfer", "ubl-debit-or-transfer", "ubl-undefined",
+         "cii-sepa-transfer", "cii-cash"],
+)  # fmt: skip
+def test_any_other_payment_means_without_an_iban_still_reviews(xml: bytes) -> None:
+    decision, reasons, e = _decide(xml)
+    assert decision is Decision.REVIEW_REQUIRED
+    assert ("missing_field", "iban") in reasons
+    assert e.payment_means is None
+
+
+def test_an_invoice_paid_by_transfer_dumps_no_payment_means() -> None:
+    e = read_einvoice(UBL.read_bytes()).extraction
+    assert e.payment_means is None
+    assert e.iban is not None and e.iban.value == "DE79000000001234567890"
+    assert "payment_means" not in json.loads(e.model_dump_json())

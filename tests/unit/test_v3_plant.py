@@ -1,0 +1,47 @@
+"""The contract-v3 plant benchmark (benchmarks/corpus/v3_plant.py) on vendored samples:
+each plant changes a value a reader reads, lands where the XML states one and nowhere
+else, and the planted invoice reviews (issue 44)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.corpus.embedded import decide
+from benchmarks.corpus.v3_plant import PLANTS, planted
+from pipeline.extraction import read_einvoice
+from pipeline.validation import Decision
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "einvoices"
+ROUNDED = DATA / "payable" / "01.17a-INVOICE_uncefact.xml"
+CREDIT = DATA / "credit_notes" / "BIS_Billing_30-Kreditering_med_kreditnota.xml"
+GBP = DATA / "currencies" / "02.01a-cvd_INVOICE_ubl.xml"
+PRICE_DISCOUNT = DATA / "ubl" / "01.21a-INVOICE_ubl.xml"
+
+
+@pytest.mark.parametrize(
+    ("path", "plant"),
+    [
+        (ROUNDED, "amount_due"),
+        (ROUNDED, "rounding"),
+        (CREDIT, "line_entry"),
+        (CREDIT, "basis"),
+        (GBP, "tax_currency"),
+    ],
+)
+def test_a_planted_v3_value_is_read_and_reviewed(path: Path, plant: str) -> None:
+    xml = path.read_bytes()
+    assert decide(xml, "").report.decision is Decision.SUCCEEDED
+    wrong = planted(xml, plant)
+    assert wrong is not None
+    assert read_einvoice(wrong).extraction != read_einvoice(xml).extraction
+    assert decide(wrong, "").report.decision is Decision.REVIEW_REQUIRED
+
+
+def test_a_plant_lands_only_where_the_xml_states_its_value() -> None:
+    xml = PRICE_DISCOUNT.read_bytes()
+    # 01.21a's only line allowance is a discount inside the price: no line entry to plant
+    assert planted(xml, "line_entry") is None
+    assert planted(xml, "tax_currency") is None
+    assert set(PLANTS) >= {"line_entry", "tax_currency"}
