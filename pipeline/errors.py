@@ -22,6 +22,8 @@ Hierarchy::
     │   ├── DocumentRefused       bytes no stage can read; carries a reason
     │   │   └── NoTextLayer       a PDF without text on any page (OCR's work, not the reader's)
     │   ├── OcrPageTimeout        tesseract ran past the time limit of one page
+    │   ├── DataKeyShredded       content sealed under a tenant data key that was destroyed
+    │   ├── DataKeyUnavailable    content sealed under a key this process cannot unwrap
     │   └── ExtractionBudgetExceeded  reading the document spent its CPU budget
     ├── OwnershipError            a conditional write matched zero rows
     │   ├── LeaseLost             fence moved on, lease expired or state changed
@@ -243,6 +245,34 @@ class OcrUnavailable(RetryableError):
     and another worker, or this one once repaired, can read it."""
 
     error_class = "ocr_unavailable"
+
+
+class DataKeyShredded(TerminalError):
+    """Content sealed under a tenant data key that was shredded (crypto-shredding,
+    pipeline/data_keys.py): it can never be read again, by anyone.
+
+    Attributes:
+        tenant_id: the tenant (as text).
+        version: the data key's version.
+    """
+
+    error_class = "data_key_shredded"
+
+    def __init__(self, tenant_id: str, version: int) -> None:
+        super().__init__(
+            f"shredded: tenant {tenant_id}'s data key version {version} was destroyed;"
+            " the content sealed under it is unreadable"
+        )
+        self.tenant_id = tenant_id
+        self.version = version
+
+
+class DataKeyUnavailable(TerminalError):
+    """Sealed content this process cannot open: no KEK configured, the data key's KEK
+    is not among the configured ones, no such data key, or the sealed bytes do not
+    authenticate (moved from another row or tenant, or altered)."""
+
+    error_class = "data_key_unavailable"
 
 
 class OcrPageTimeout(TerminalError):

@@ -289,6 +289,14 @@ class Settings(BaseSettings):
     #: base64 of 32 bytes sealing webhook secrets at rest (AES-256-GCM). Unset: secrets
     #: are stored unsealed and a warning is logged (development only).
     webhook_secret_key: SecretStr | None = None
+    # Encryption at rest (pipeline/envelope.py, pipeline/data_keys.py): invoice text is
+    # sealed under per-tenant data keys, which are stored wrapped by a key-encryption
+    # key (KEK). FENCELINE_KEK: base64 of 32 bytes, or several comma-separated with the
+    # current one first (the others still unwrap until ``fenceline keys rotate``
+    # re-wrapped their data keys); or FENCELINE_KEK_FILE: a file of such keys, one a
+    # line. Neither set: content is stored unsealed (development only; a warning).
+    kek: SecretStr | None = None
+    kek_file: Path | None = None
     #: How long a rotated-out endpoint secret keeps signing alongside the new one.
     webhook_rotation_grace_seconds: float = Field(86400.0, ge=0)
     #: ERP acknowledgements (pipeline/delivery/acknowledgements.py): the replay

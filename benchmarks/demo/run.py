@@ -50,6 +50,7 @@ from cluster.embedded_postgres import local_database
 from cluster.runtime import ClusterConfig, LocalCluster
 from pipeline.database import connect, create_database, dsn_for, server_warnings
 from pipeline.documents import ocr_languages
+from pipeline.envelope import with_local_kek
 from pipeline.errors import OcrUnavailable
 from pipeline.jobs import admin_dsn
 from pipeline.queries import q
@@ -302,7 +303,7 @@ async def create_demo_database(settings: Settings) -> list[str]:
 
 
 def _run_demo(opts: DemoOptions, base: Settings) -> int:
-    settings = demo_settings(base)
+    settings = with_local_kek(demo_settings(base))  # invoice text sealed at rest
     dsn = settings.database_url
     started = time.monotonic()
     print(

@@ -111,7 +111,7 @@ async def claim_costs(jobs: int, tenants: int, batch: int) -> dict[str, float]:
                 claims = [(r["tenant_id"], r["id"], invoice_of_id(r["id"])) for r in chunk]
                 t0 = time.perf_counter()
                 async with conn.transaction():
-                    await claim_invoices(conn, claims)
+                    await claim_invoices(conn, secret, claims)
                 t1 = time.perf_counter()
                 async with conn.transaction():
                     await claim_near_keys(conn, secret, claims)

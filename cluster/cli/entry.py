@@ -29,6 +29,7 @@ from importlib.metadata import entry_points
 from cluster.cli import (
     admin,
     cancel,
+    data_keys,
     erase,
     master_data,
     operations,
@@ -41,7 +42,18 @@ from cluster.cli.base import Subcommands
 from pipeline.settings import Settings
 
 PLUGIN_GROUP = "fenceline.commands"
-BUILTIN = (admin, system, tenants, master_data, operations, redrive, cancel, retention, erase)
+BUILTIN = (
+    admin,
+    system,
+    tenants,
+    master_data,
+    operations,
+    redrive,
+    cancel,
+    retention,
+    erase,
+    data_keys,
+)
 
 
 def subcommands(*, plugins: bool = True) -> Subcommands:

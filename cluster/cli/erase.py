@@ -72,7 +72,10 @@ async def _erase_async(args: argparse.Namespace, settings: Settings) -> int:
         report = await erase_tenant(
             pool, tenant_id, request, store, batch=args.batch, progress=progress
         )
-        out = {"erased": [e.__dict__ for e in report.erased]}
+        out = {
+            "erased": [e.__dict__ for e in report.erased],
+            "keys_shredded": report.keys_shredded,
+        }
         print(json.dumps(out, default=str, indent=2))
         return 0
     finally:

@@ -163,6 +163,12 @@ def _up_on(args: argparse.Namespace, settings: Settings) -> int:
     if scaling:  # they reach the supervisor as FENCELINE_* in the runtime_env
         settings = settings.model_copy(update=scaling)
     settings = provider_budgets(args, settings)
+    if settings.kek is None and settings.kek_file is None:
+        # invoice text is sealed at rest locally too, under a KEK in the state folder
+        from pipeline.envelope import with_local_kek
+
+        settings = with_local_kek(settings)
+        print(f"invoice text is sealed at rest under the key-encryption key {settings.kek_file}")
     for warning in asyncio.run(setup_database(settings)).warnings:
         print(f"warning: {warning}", file=sys.stderr)
     issued = None

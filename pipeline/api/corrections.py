@@ -61,6 +61,7 @@ from pipeline.api.problems import (
 from pipeline.api.review import NoteText, job_for_review
 from pipeline.api.submission import JsonInt
 from pipeline.clock import Clock
+from pipeline.data_keys import document_subject
 from pipeline.errors import VersionConflict
 from pipeline.extraction import (
     CORRECTABLE_FIELDS,
@@ -219,7 +220,11 @@ class CorrectionService:
         body: CorrectionIn,
     ) -> CorrectionOut:
         job_id: uuid.UUID = job["id"]
-        ocr_text = str(job["ocr_text"] or "")
+        ocr_text = ""
+        if job["ocr_text"] is not None:  # sealed at rest (migration 039)
+            ocr_text = await self.store.data_keys.open_text(
+                conn, job["tenant_id"], job["ocr_text"], document_subject(job["document_sha256"])
+            )
         result: dict[str, Any] = json.loads(json.dumps(job["result"]))
         before_validation: dict[str, Any] = job["validation"] or {}
         changes: list[FieldChange] = []

@@ -17,7 +17,8 @@ The HTTP face of :mod:`pipeline.jobs.erasure`, an ``APIRouter`` that
   its own tenant, which the body must name again (``confirm_tenant``: another id is
   403 and erases nothing). One call erases at most ``max_jobs`` jobs, oldest first, and says
   how many are left; the caller calls again until ``complete`` (each job's erasure
-  is idempotent, so a call cut off midway is simply repeated). ``fenceline erase
+  is idempotent, so a call cut off midway is simply repeated). The call that finds
+  no job left shreds the tenant's data keys (``keys_shredded``). ``fenceline erase
   --tenant`` runs the same pass to the end from the command line.
 """
 
@@ -118,6 +119,9 @@ class TenantErasureOut(BaseModel):
     cancelled_first: list[uuid.UUID]
     #: Jobs of the tenant not erased yet, after this call.
     remaining: int
+    #: The tenant's data key versions this call destroyed (crypto-shredding, once no
+    #: job is left): content sealed under them, wherever a copy survives, is unreadable.
+    keys_shredded: list[int] = []
     #: True when no job of the tenant is left to erase.
     complete: bool
 
@@ -157,4 +161,5 @@ async def erase_own_tenant(
         cancelled_first=[e.job_id for e in report.erased if e.cancelled_first],
         remaining=remaining,
         complete=remaining == 0,
+        keys_shredded=report.keys_shredded,
     )

@@ -32,7 +32,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from pipeline.errors import AdmissionRejected, DocumentOverLimit, IdempotencyConflict, NotFound
+from pipeline.errors import (
+    AdmissionRejected,
+    DataKeyShredded,
+    DocumentOverLimit,
+    IdempotencyConflict,
+    NotFound,
+)
 from pipeline.text_safety import refuse_invisible, safe_text_pattern
 
 log = logging.getLogger(__name__)
@@ -257,6 +263,11 @@ async def _on_conflict(_: Request, exc: Exception) -> Response:
     )
 
 
+async def _on_shredded(_: Request, exc: Exception) -> Response:
+    # content sealed under a tenant data key that was destroyed (crypto-shredding)
+    return problem(410, str(exc), reason="content_shredded")
+
+
 async def _on_rejected(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, AdmissionRejected)
     return rejection_response(exc)
@@ -289,6 +300,7 @@ def install(app: FastAPI, *, capacity_retry_after: float) -> None:
     app.add_exception_handler(NotFound, _on_not_found)
     app.add_exception_handler(IdempotencyConflict, _on_conflict)
     app.add_exception_handler(AdmissionRejected, _on_rejected)
+    app.add_exception_handler(DataKeyShredded, _on_shredded)
     for exc_type in DATABASE_UNAVAILABLE:
         app.add_exception_handler(exc_type, on_database)
     app.add_exception_handler(Exception, on_unexpected)

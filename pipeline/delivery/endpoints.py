@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import logging
-import os
 import re
 import uuid
 from collections.abc import Sequence
@@ -30,13 +28,12 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.database import fetch_dicts, fetch_owned
 from pipeline.delivery.egress import EgressGuard, EgressPolicy
 from pipeline.delivery.signing import decode_secret, generate_secret
+from pipeline.envelope import NONCE_BYTES, key_id_of, open_sealed, seal
 from pipeline.queries import q
 from pipeline.records import from_record
 from pipeline.settings import Settings
@@ -70,6 +67,8 @@ def parse_event_types(values: Sequence[str]) -> tuple[str, ...]:
 
 class SecretBox:
     """Seals webhook secrets for storage; see the header of ``003_delivery.sql``.
+    The sealing is :mod:`pipeline.envelope`'s AES-256-GCM, under one key of its own
+    (no per-tenant data key: a secret is the endpoint's, not invoice content).
 
     Args:
         key: 32 raw bytes (AES-256), or None for the development ``plain:`` form.
@@ -78,8 +77,8 @@ class SecretBox:
     def __init__(self, key: bytes | None) -> None:
         if key is not None and len(key) != 32:
             raise ValueError("the webhook secret key must be 32 bytes")
-        self._aead = AESGCM(key) if key is not None else None
-        self.key_id = hashlib.sha256(key).hexdigest()[:8] if key is not None else "plain"
+        self._key = key
+        self.key_id = key_id_of(key) if key is not None else "plain"
         if key is None:
             log.warning(
                 "webhook secrets are stored unsealed: set FENCELINE_WEBHOOK_SECRET_KEY "
@@ -101,10 +100,10 @@ class SecretBox:
         return f"fenceline-webhook:{endpoint_id}:{key_id}".encode()
 
     def seal(self, secret: str, *, endpoint_id: uuid.UUID, key_id: str) -> str:
-        if self._aead is None:
+        if self._key is None:
             return "plain:" + secret
-        nonce = os.urandom(12)
-        sealed = self._aead.encrypt(nonce, secret.encode(), self._aad(endpoint_id, key_id))
+        blob = seal(self._key, secret.encode(), self._aad(endpoint_id, key_id))
+        nonce, sealed = blob[:NONCE_BYTES], blob[NONCE_BYTES:]
         b64 = base64.b64encode
         return f"v1:{self.key_id}:{b64(nonce).decode()}:{b64(sealed).decode()}"
 
@@ -113,17 +112,14 @@ class SecretBox:
         if sealed.startswith("plain:"):
             return sealed[len("plain:") :]
         version, kek_id, nonce, ciphertext = [*sealed.split(":"), "", "", ""][:4]
-        if version != "v1" or self._aead is None or kek_id != self.key_id:
+        if version != "v1" or self._key is None or kek_id != self.key_id:
             raise ValueError(f"secret sealed under key {kek_id!r}, which is not configured")
         try:
-            plain = self._aead.decrypt(
-                base64.b64decode(nonce),
-                base64.b64decode(ciphertext),
-                self._aad(endpoint_id, key_id),
-            )
-        except (InvalidTag, binascii.Error) as exc:
+            blob = base64.b64decode(nonce) + base64.b64decode(ciphertext)
+        except binascii.Error as exc:
             raise ValueError("sealed secret failed authentication") from exc
-        return plain.decode()
+        # SealBroken is a ValueError: "failed authentication", as before
+        return open_sealed(self._key, blob, self._aad(endpoint_id, key_id)).decode()
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 
 import asyncpg
 
+from pipeline.data_keys import document_subject
 from pipeline.errors import IdempotencyConflict
 from pipeline.identity import object_version, request_hash
 from pipeline.jobs.records import (
@@ -119,8 +120,9 @@ class Accepting(Settling):
         rhash: str,
         traceparent: str,
     ) -> Accepted:
+        content = await self._sealed_content(conn, req)
         row = await conn.fetchrow(
-            q("job_accept_if_new"), *self._accept_args(req, version, rhash, traceparent)
+            q("job_accept_if_new"), *self._accept_args(req, version, rhash, traceparent, content)
         )
         if row["job_id"] is not None:
             await _keep_options(conn, req, row["job_id"])
@@ -170,6 +172,7 @@ class Accepting(Settling):
         self, req: AcceptRequest, check: AdmissionCheck, conn: asyncpg.Connection, tp: str
     ) -> asyncpg.Record:
         version = object_version(req.document.sha256)
+        content = await self._sealed_content(conn, req)
         row: asyncpg.Record = await conn.fetchrow(
             q("intake_accept"),
             check.lock_namespace,
@@ -178,12 +181,22 @@ class Accepting(Settling):
             check.capacity_refused,
             check.cost,
             uuid.uuid4(),
-            *self._accept_args(req, version, request_hash_of(req), tp),
+            *self._accept_args(req, version, request_hash_of(req), tp, content),
         )
         return row
 
+    async def _sealed_content(self, conn: asyncpg.Connection, req: AcceptRequest) -> str | None:
+        """A pasted text as the documents row keeps it: sealed under the tenant's data
+        key (bound to the tenant and the text's SHA-256), or None for a file."""
+        doc = req.document
+        if doc.reference is not None:
+            return None
+        return await self.data_keys.seal_text(
+            conn, req.tenant_id, doc.content, document_subject(doc.sha256)
+        )
+
     def _accept_args(
-        self, req: AcceptRequest, version: str, rhash: str, traceparent: str
+        self, req: AcceptRequest, version: str, rhash: str, traceparent: str, content: str | None
     ) -> tuple[Any, ...]:
         """``job_accept_if_new``'s 25 parameters (the tail of ``intake_accept``'s)."""
         doc = req.document
@@ -196,7 +209,7 @@ class Accepting(Settling):
             req.tenant_id,
             doc.sha256,
             version,
-            doc.content if ref is None else None,
+            content,
             doc.size,
             doc.content_type,
             doc.filename,

@@ -90,9 +90,11 @@ class BatchSettling(Settling):
                         # an invoice owns it. A stale attempt's claim names its own job,
                         # which a later owner of the job keeps.
                         batch, amended, supersedes = await self._claim_versions(conn, batch)
-                        batch, flagged = await _claim_all(conn, batch, amended)
+                        secret = await self._key_secret(conn)
+                        batch, flagged = await _claim_all(conn, secret, batch, amended)
                         batch = await self._flag_possible_duplicates(conn, batch, flagged | amended)
-                    batch = await _link_credit_notes(conn, batch)
+                    if _links(batch):
+                        batch = await _link_credit_notes(conn, await self._key_secret(conn), batch)
                     won = {
                         job: replace(s, supersedes=supersedes.get(job))
                         for job, s in (await self._settle_statement(conn, batch)).items()
@@ -206,13 +208,14 @@ class BatchSettling(Settling):
 
 
 async def _claim_all(
-    conn: asyncpg.Connection, batch: Sequence[Success], skip: set[uuid.UUID]
+    conn: asyncpg.Connection, secret: bytes, batch: Sequence[Success], skip: set[uuid.UUID]
 ) -> tuple[list[Success], set[uuid.UUID]]:
     """The batch, each settled for review ``duplicate_invoice`` when another job holds
     its invoice (one statement for the invoices no job holds yet), and those jobs.
     The jobs in ``skip`` (held for review already) claim nothing."""
     others = await claim_invoices(
         conn,
+        secret,
         [
             (s.lease.tenant_id, s.lease.job_id, s.result)
             for s in batch
@@ -235,13 +238,15 @@ def _links(batch: Sequence[Success]) -> bool:
     return any(is_linkable(s.result) for s in batch)
 
 
-async def _link_credit_notes(conn: asyncpg.Connection, batch: Sequence[Success]) -> list[Success]:
+async def _link_credit_notes(
+    conn: asyncpg.Connection, secret: bytes, batch: Sequence[Success]
+) -> list[Success]:
     """The batch, each credit note linked to the invoice it credits or settled for review
     when the tenant has none or several (:mod:`pipeline.jobs.credit_notes`)."""
     out: list[Success] = []
     for s in batch:
         link = (
-            await link_credit_note(conn, s.lease.tenant_id, s.lease.job_id, s.result)
+            await link_credit_note(conn, secret, s.lease.tenant_id, s.lease.job_id, s.result)
             if is_linkable(s.result)
             else None
         )

@@ -31,6 +31,7 @@ import asyncpg
 
 from pipeline.errors import OwnershipError
 from pipeline.identity import invoice_identity
+from pipeline.jobs.duplicates import keyed_identity
 from pipeline.queries import q
 
 #: Review reasons the link step writes (``pipeline.invoice.ReasonCode`` names them too).
@@ -53,7 +54,11 @@ def is_linkable(result: Mapping[str, Any]) -> bool:
 
 
 async def link_credit_note(
-    conn: asyncpg.Connection, tenant_id: uuid.UUID, job_id: uuid.UUID, result: Mapping[str, Any]
+    conn: asyncpg.Connection,
+    secret: bytes,
+    tenant_id: uuid.UUID,
+    job_id: uuid.UUID,
+    result: Mapping[str, Any],
 ) -> dict[str, Any] | None:
     """Link a credit note's result to the invoice it credits, in ``conn``'s transaction.
 
@@ -63,7 +68,9 @@ async def link_credit_note(
     number = credited_number(result)
     if number is None:
         return None
-    ident = invoice_identity({"supplier": result.get("supplier"), "invoice_number": number})
+    named = invoice_identity({"supplier": result.get("supplier"), "invoice_number": number})
+    # invoice_identities keeps keyed hashes (pipeline/jobs/duplicates.py)
+    ident = None if named is None else keyed_identity(secret, tenant_id, named)
     found: list[uuid.UUID] = (
         []
         if ident is None

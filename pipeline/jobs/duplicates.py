@@ -11,22 +11,50 @@ holds the identity too (approving it would deliver it); one a reviewer rejected
 does not, and the next job of that invoice takes it over. Near misses of the
 identity (another total, a number printed differently) are
 :mod:`pipeline.jobs.near_duplicates`.
+
+The table and its primary key hold no invoice number, supplier or amount: each part
+of the identity is stored as an HMAC-SHA256 under the server secret the near keys use
+(:func:`keyed_identity`; migration 039), so equal identities still meet in the index
+and nobody without the secret reads them back.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
 
-from pipeline.identity import DUPLICATE_INVOICE, invoice_identity
+from pipeline.identity import DUPLICATE_INVOICE, InvoiceIdentity, invoice_identity
 from pipeline.queries import q
 
 
+def keyed_identity(secret: bytes, tenant_id: uuid.UUID, ident: InvoiceIdentity) -> InvoiceIdentity:
+    """``ident`` as ``invoice_identities`` keeps it: each part the hex HMAC-SHA256 under
+    ``secret`` of the part's name, the tenant and its value. Equal parts of one tenant
+    hash equal (the duplicate check and a credit note's supplier + number lookup
+    still match in the index); no part is readable without the secret."""
+
+    def part(name: str, value: str) -> str:
+        msg = "\x1f".join(("invoice identity v1", name, str(tenant_id), value)).encode()
+        return hmac.new(secret, msg, hashlib.sha256).hexdigest()
+
+    return InvoiceIdentity(
+        part("supplier", ident.supplier),
+        part("invoice_number", ident.invoice_number),
+        part("gross_total", ident.gross_total),
+    )
+
+
 async def claim_invoice(
-    conn: asyncpg.Connection, tenant_id: uuid.UUID, job_id: uuid.UUID, result: dict[str, Any]
+    conn: asyncpg.Connection,
+    secret: bytes,
+    tenant_id: uuid.UUID,
+    job_id: uuid.UUID,
+    result: dict[str, Any],
 ) -> uuid.UUID | None:
     """Claim the result's invoice identity for ``job_id`` in ``conn``'s transaction.
 
@@ -34,9 +62,10 @@ async def claim_invoice(
     over from a rejected job, held by this job already, or the result names no
     invoice).
     """
-    ident = invoice_identity(result)
-    if ident is None:
+    found = invoice_identity(result)
+    if found is None:
         return None
+    ident = keyed_identity(secret, tenant_id, found)
     key = (tenant_id, ident.supplier, ident.invoice_number, ident.gross_total)
     if await conn.fetchval(q("invoice_identity_insert_if_new"), *key, job_id) is not None:
         return None
@@ -47,7 +76,9 @@ async def claim_invoice(
 
 
 async def claim_invoices(
-    conn: asyncpg.Connection, claims: Sequence[tuple[uuid.UUID, uuid.UUID, dict[str, Any]]]
+    conn: asyncpg.Connection,
+    secret: bytes,
+    claims: Sequence[tuple[uuid.UUID, uuid.UUID, dict[str, Any]]],
 ) -> dict[uuid.UUID, uuid.UUID | None]:
     """:func:`claim_invoice` for each ``(tenant, job, result)`` of a batch, in order.
 
@@ -57,7 +88,11 @@ async def claim_invoices(
     batch with one identity: the first in ``claims`` owns it, as one at a time.
     """
     idents = [(tenant, job, invoice_identity(result)) for tenant, job, result in claims]
-    keyed = [(tenant, job, ident) for tenant, job, ident in idents if ident is not None]
+    keyed = [
+        (tenant, job, keyed_identity(secret, tenant, ident))
+        for tenant, job, ident in idents
+        if ident is not None
+    ]
     if not keyed:
         return {job: None for _, job, _ in idents}
     rows = await conn.fetch(
@@ -74,7 +109,7 @@ async def claim_invoices(
         if ident is None or job in claimed:
             out[job] = None
         else:  # held, by a rejected job, by this job already, or by another
-            out[job] = await claim_invoice(conn, tenant, job, result)
+            out[job] = await claim_invoice(conn, secret, tenant, job, result)
     return out
 
 

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 import asyncpg
 
 from pipeline.clock import Clock, DatabaseClock
+from pipeline.data_keys import shred_tenant_keys
 from pipeline.database import fetch_owned
 from pipeline.errors import DocumentStoreUnavailable
 from pipeline.jobs.cancellation import CancelRequest, cancel_in_transaction
@@ -104,9 +105,13 @@ class Erased:
 
 @dataclass
 class EraseReport:
-    """What a tenant-wide erasure did: the tombstones it wrote, in order."""
+    """What a tenant-wide erasure did: the tombstones it wrote, in order, and the data
+    key versions it shredded once no job was left (crypto-shredding: whatever copy of
+    the tenant's sealed content survives elsewhere, a backup or a replica, is
+    unreadable from then on)."""
 
     erased: list[Erased] = field(default_factory=list)
+    keys_shredded: list[int] = field(default_factory=list)
 
 
 async def erase_job(
@@ -147,7 +152,9 @@ async def erase_tenant(
     clock: Clock | None = None,
 ) -> EraseReport:
     """Erase the tenant's jobs (operator scope), each in its own transaction, oldest
-    first, in batches of ``batch``; jobs in flight are cancelled first.
+    first, in batches of ``batch``; jobs in flight are cancelled first. Once none is
+    left, the tenant's data keys are shredded (:func:`~pipeline.data_keys.shred_tenant_keys`);
+    the tenant's next job gets a new one.
 
     Args:
         limit: stop after this many jobs (None: until none is left). Each job's
@@ -169,6 +176,11 @@ async def erase_tenant(
             )
         if progress is not None:
             progress(len(report.erased))
+    async with pool.acquire() as conn:
+        if await erasable_jobs(conn, tenant_id) == 0:  # every job erased: the keys go too
+            report.keys_shredded = await shred_tenant_keys(
+                conn, tenant_id, now=(clock or DatabaseClock()).now()
+            )
     return report
 
 

@@ -87,7 +87,8 @@ async def explain(conn: asyncpg.Connection, job_id: uuid.UUID) -> dict[str, Any]
     if job["document_id"] is not None:
         row = await conn.fetchrow(q("document_get"), job["document_id"], tenant)
         if row is not None:
-            document = {k: v for k, v in row.items() if k != "content"}
+            # the texts (sealed at rest) are content, not audit: never in explain
+            document = {k: v for k, v in row.items() if k not in ("content", "derived_text")}
     attempts = await _rows(conn, "attempt_list_for_job", job_id)
     admission = await _rows(conn, "admission_grant_list_by_job", tenant, job_id)
     spend = await _rows(conn, "spend_charge_list_for_job", tenant, job_id)

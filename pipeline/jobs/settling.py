@@ -16,6 +16,7 @@ from typing import Any
 import asyncpg
 
 from pipeline.clock import Clock, DatabaseClock
+from pipeline.data_keys import DataKeys
 from pipeline.errors import LeaseLost
 from pipeline.jobs.near_duplicates import PossibleDuplicate, claim_near_keys, near_key_secret
 from pipeline.jobs.records import (
@@ -66,6 +67,8 @@ class Settling:
         #: Run in the transaction of every outcome, in order; raising rolls it back.
         self.settle_hooks = SettleHooks()
         self._near_key_secret: bytes | None = None
+        #: Seals a tenant's document text at rest (FENCELINE_KEK; pipeline/data_keys.py).
+        self.data_keys = DataKeys.from_settings(self.settings)
 
     async def _key_secret(self, conn: asyncpg.Connection) -> bytes:
         """The HMAC key of the near keys and version keys, read once."""

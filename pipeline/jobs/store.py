@@ -45,7 +45,7 @@ from pipeline.database import fetch_owned
 from pipeline.errors import LeaseLost, RetryableError, VersionConflict
 from pipeline.jobs.acceptance import Accepting
 from pipeline.jobs.batch_settling import BatchSettling
-from pipeline.jobs.credit_notes import flag_for_review, link_credit_note
+from pipeline.jobs.credit_notes import flag_for_review, is_linkable, link_credit_note
 from pipeline.jobs.duplicates import claim_invoice, flag_duplicate
 from pipeline.jobs.explain import explain
 from pipeline.jobs.near_duplicates import flag_possible_duplicate
@@ -141,7 +141,9 @@ class JobStore(Accepting, Reaping, BatchSettling):
             )
             supersedes = version.other_job if version and version.superseded else None
             other = (
-                await claim_invoice(conn, lease.tenant_id, lease.job_id, result)
+                await claim_invoice(
+                    conn, await self._key_secret(conn), lease.tenant_id, lease.job_id, result
+                )
                 if self.settings.duplicate_invoice_check and not (version and supersedes is None)
                 else None
             )
@@ -156,7 +158,11 @@ class JobStore(Accepting, Reaping, BatchSettling):
             )[lease.job_id]:
                 decision = JobState.REVIEW_REQUIRED
                 validation = flag_possible_duplicate(validation, possible)
-            if link := await link_credit_note(conn, lease.tenant_id, lease.job_id, result):
+            if is_linkable(result) and (
+                link := await link_credit_note(
+                    conn, await self._key_secret(conn), lease.tenant_id, lease.job_id, result
+                )
+            ):
                 decision = JobState.REVIEW_REQUIRED
                 validation = flag_for_review(validation, link)
             reasons = validation.get("reasons") or []
@@ -381,7 +387,7 @@ class JobStore(Accepting, Reaping, BatchSettling):
         if old is None:
             superseded: uuid.UUID | None = row["supersedes"]
             return superseded
-        await claim_invoice(conn, tenant_id, job_id, result)
+        await claim_invoice(conn, secret, tenant_id, job_id, result)
         await self._possible_duplicates(conn, [(tenant_id, job_id, result)])
         return old
 

@@ -26,10 +26,13 @@ import contextlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import cast
+from typing import Any, cast
+
+import asyncpg
 
 from pipeline import checkpoints
 from pipeline.admission import AdmissionGate, Grant
+from pipeline.data_keys import document_subject
 from pipeline.documents import DocumentStore, MediaType, PageOcr, TenantOcr
 from pipeline.errors import (
     FencelineError,
@@ -158,7 +161,9 @@ class AttemptRunner:
         of each word OCR read, from the words kept with the text (None where OCR read
         nothing, or none were kept)."""
         async with self.store.pool.acquire() as conn:
-            doc = await conn.fetchrow(q("document_get"), lease.document_id, lease.tenant_id)
+            row = await conn.fetchrow(q("document_get"), lease.document_id, lease.tenant_id)
+            # the texts sealed at rest, opened here (a shredded key fails the attempt)
+            doc = None if row is None else await self._opened(conn, row)
             master = await self.master_data.get(conn, lease.tenant_id)
             options = JobRequestOptions.of(
                 await conn.fetchval(q("job_options_get_for_tenant"), lease.job_id, lease.tenant_id)
@@ -168,11 +173,21 @@ class AttemptRunner:
         read = await self.documents.read(doc, ocr_languages=options.ocr_languages)
         text, words = read.text, read.words
         if read.derived_by is not None:
-            text, words = await keep_text(self.store.pool, doc, text, read.derived_by, words)
+            text, words = await keep_text(
+                self.store.pool, doc, text, read.derived_by, words, keys=self.store.data_keys
+            )
         # The first writer's words (a retry reads them back): every attempt proves the
         # values OCR read against the words of the text they were found in.
         confidences = OcrConfidences.from_words(words) if read.by_ocr else None
         return text, master, read.by_ocr, read, confidences
+
+    async def _opened(self, conn: asyncpg.Connection, row: asyncpg.Record) -> dict[str, Any]:
+        """A ``document_get`` row with its pasted and derived texts opened."""
+        subject = document_subject(row["sha256"])
+        keys = self.store.data_keys
+        return await keys.open_fields(
+            conn, row["tenant_id"], row, subject, "content", "derived_text"
+        )
 
     async def _attempt(self, lease: Lease, lost: asyncio.Event) -> AttemptReport:
         try:

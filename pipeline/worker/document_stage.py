@@ -50,6 +50,7 @@ from typing import Any
 
 import asyncpg
 
+from pipeline.data_keys import DataKeys, document_subject
 from pipeline.documents import (
     DocumentRef,
     DocumentStore,
@@ -264,20 +265,29 @@ async def keep_text(
     text: str,
     reader: str,
     words: Mapping[str, Any] | None = None,
+    *,
+    keys: DataKeys | None = None,
 ) -> tuple[str, Mapping[str, Any] | None]:
     """``text``, derived now from the file ``doc`` names, kept as the document's text
     with its ``words`` (their boxes and OCR confidences: migration 025) unless an
     attempt kept one first; returns the text kept and its words (the first one's: a
-    value OCR read is proven against the words of the text it was found in)."""
+    value OCR read is proven against the words of the text it was found in).
+
+    The text is kept sealed under the tenant's data key (``keys``; None: unsealed),
+    bound to the tenant and the document's SHA-256; its words hold offsets, boxes and
+    confidences, no text."""
+    keys = keys or DataKeys(None)
     digest = hashlib.sha256(text.encode()).hexdigest()
+    tenant, subject = doc["tenant_id"], document_subject(doc["sha256"])
     async with pool.acquire() as conn:
+        stored = await keys.seal_text(conn, tenant, text, subject)
         await conn.execute(
-            q("document_text_keep"), doc["id"], doc["tenant_id"], text, digest, reader, words
+            q("document_text_keep"), doc["id"], tenant, stored, digest, reader, words
         )
-        kept = await conn.fetchrow(q("document_text_get"), doc["id"], doc["tenant_id"])
-    if kept is None:  # the row went away between the two statements: read what we have
-        return text, words
-    return str(kept["content"]), kept["words"]
+        kept = await conn.fetchrow(q("document_text_get"), doc["id"], tenant)
+        if kept is None:  # the row went away between the two statements: read what we have
+            return text, words
+        return await keys.open_text(conn, tenant, str(kept["content"]), subject), kept["words"]
 
 
 def _has_text(text: str) -> bool:

@@ -32,7 +32,7 @@ ORDER BY 1;
 -- name: review_page_get_for_tenant
 SELECT j.id, j.state, j.state_version, j.created_at, j.finished_at, j.terminal_reason,
        j.validation_policy, coalesce(d.content, t.content) AS ocr_text, d.filename,
-       d.uri IS NOT NULL AS from_file, r.result, r.validation
+       d.uri IS NOT NULL AS from_file, r.result, r.validation, d.sha256 AS document_sha256
 FROM extraction_jobs j
 LEFT JOIN documents d ON d.id = j.document_id
 LEFT JOIN document_texts t ON t.document_id = d.id AND t.tenant_id = d.tenant_id
@@ -118,6 +118,7 @@ ORDER BY 1;
 -- uri NULL: a pasted text, which has no pages to show. No row for another tenant's job.
 -- derived_words: that text's words with their boxes (migration 025), NULL where the
 -- text was kept before them.
+-- derived_text is sealed under the tenant's data key (migration 039): the caller opens it.
 SELECT d.uri, d.version, d.sha256, d.content_type, d.page_count, t.content AS derived_text,
        t.words AS derived_words
 FROM extraction_jobs j

@@ -406,7 +406,7 @@ GROUP BY j.tenant_id, now_.t;
 
 -- name: invoice_identity_insert_if_new
 -- In the result's transaction: the job that commits an invoice identity first
--- owns it. No row back means another job holds it (a concurrent insert of the
+-- owns it. $2..$4 are keyed hashes of the parts (migration 039), never the values. No row back means another job holds it (a concurrent insert of the
 -- same identity waits for the other transaction and then finds it):
 -- invoice_identity_owner, a separate statement with a fresh snapshot, names it.
 INSERT INTO invoice_identities (tenant_id, supplier, invoice_number, gross_total, job_id)

@@ -36,8 +36,11 @@ RETURNING id, created_at;
 -- name: review_subject_get_for_tenant_for_update
 -- What a correction works on, locked: the job (if the tenant may see it), its OCR
 -- text and its result. Another tenant's job reads as a missing one.
+-- ocr_text is sealed under the tenant's data key (migration 039) to the document's
+-- SHA-256: the caller opens it.
 SELECT j.id, j.tenant_id, j.state, j.state_version,
-       coalesce(d.content, t.content) AS ocr_text, r.result, r.validation
+       coalesce(d.content, t.content) AS ocr_text, r.result, r.validation,
+       d.sha256 AS document_sha256
 FROM extraction_jobs j
 LEFT JOIN documents d ON d.id = j.document_id
 LEFT JOIN document_texts t ON t.document_id = d.id AND t.tenant_id = d.tenant_id

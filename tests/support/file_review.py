@@ -40,10 +40,16 @@ class FileAwaitingReview:
 
 
 async def file_awaiting_review(
-    pool: asyncpg.Pool, client: httpx.AsyncClient, tk: TenantKey, *, seed: int = 2
+    pool: asyncpg.Pool,
+    client: httpx.AsyncClient,
+    tk: TenantKey,
+    *,
+    seed: int = 2,
+    settings: Settings | None = None,
 ) -> FileAwaitingReview:
     """A generated invoice drawn as a text-layer PDF, uploaded over HTTP, its text read
-    and kept as the document stage does, answered with a wrong gross total."""
+    and kept as the document stage does (sealed when ``settings`` name a KEK), answered
+    with a wrong gross total."""
     inv = generate_invoice(
         seed, Variant.CLEAN, anchor=date.today(), max_line_items=3, languages=("en",)
     )
@@ -55,16 +61,16 @@ async def file_awaiting_review(
         "/v1/extraction-jobs", files={"document": ("invoice.pdf", pdf)}, headers=tk.headers
     )
     assert r.status_code == 202, r.text
-    store = JobStore(pool)
+    store = JobStore(pool, settings)
     (lease,) = await store.claim("page-view-test-driver")
     async with pool.acquire() as conn:
         doc = await conn.fetchrow(
-            "SELECT d.id, d.tenant_id FROM documents d JOIN extraction_jobs j"
+            "SELECT d.id, d.tenant_id, d.sha256 FROM documents d JOIN extraction_jobs j"
             " ON j.document_id = d.id WHERE j.id = $1",
             lease.job_id,
         )
     text = read_document(pdf, MediaType.PDF, Settings()).text
-    kept, _ = await keep_text(pool, doc, text, PDF_READER)
+    kept, _ = await keep_text(pool, doc, text, PDF_READER, keys=store.data_keys)
     answer = json.loads(answer_for(inv.truth, kept))
     wrong = _not_a_total(kept, answer)
     answer["gross"] = wrong

@@ -28,6 +28,7 @@ from typing import Any
 import asyncpg
 
 from pipeline.api.evidence_marks import Span, anchor_id, field_id
+from pipeline.data_keys import DataKeys, document_subject
 from pipeline.documents import (
     DocumentPage,
     DocumentRef,
@@ -94,15 +95,19 @@ class PageFiles:
         self.pool = pool
         self.store = store
         self.settings = settings
+        self.data_keys = DataKeys.from_settings(settings)
 
     async def _row(self, principal: Principal, job_id: uuid.UUID) -> Any:
         async with self.pool.acquire(timeout=self.settings.db_acquire_timeout_seconds) as conn:
             row = await conn.fetchrow(
                 q("console_document_get_for_tenant"), job_id, principal.tenant_id
             )
-        if row is None or row["uri"] is None:
-            raise NotFound(f"job {job_id} has no file")
-        return row
+            if row is None or row["uri"] is None:
+                raise NotFound(f"job {job_id} has no file")
+            # the text it was read as is sealed at rest (migration 039)
+            return await self.data_keys.open_fields(
+                conn, principal.tenant_id, row, document_subject(row["sha256"]), "derived_text"
+            )
 
     async def _file(self, principal: Principal, job_id: uuid.UUID) -> _File:
         """The job's file; NotFound for a text, another tenant's job or a missing object.

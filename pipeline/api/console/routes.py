@@ -51,7 +51,7 @@ from pipeline.api.evidence_marks import evidence_spans
 from pipeline.api.problems import ApiProblem
 from pipeline.api.review import REVIEW_SCOPES, ReviewDecisionIn
 from pipeline.api.status_stream import StatusStream, parse_last_event_id
-from pipeline.errors import DocumentStoreUnavailable, NotFound
+from pipeline.errors import DataKeyShredded, DocumentStoreUnavailable, NotFound
 from pipeline.states import JobState
 from pipeline.tenants import (
     Principal,
@@ -100,13 +100,20 @@ async def _refused(request: Request, exc: Exception) -> Response:
         and not request.url.path.endswith(("/rows", "/state", "/events", "/body"))
     ):
         return RedirectResponse("/console/login", status_code=303)
-    titles = {400: "Bad request", 401: "Sign in required", 403: "Not allowed", 404: "Not found"}
+    titles = {
+        400: "Bad request",
+        401: "Sign in required",
+        403: "Not allowed",
+        404: "Not found",
+        410: "Shredded",
+    }
     return render(
         "error.html", exc.status, title=titles.get(exc.status, "Error"), message=exc.message
     )
 
 
 _NOT_FOUND = ConsoleRefusal(404, "There is no such job.")
+_SHREDDED = "This job's content was shredded: its tenant's data key was destroyed."
 
 
 async def _subject(request: Request, principal: Principal, job_id: uuid.UUID) -> ReviewSubject:
@@ -132,6 +139,8 @@ async def _page_view(
         return None, "The file's pages cannot be shown; its text is."
     except DocumentStoreUnavailable:
         return None, "The document store did not answer; the file's text is shown."
+    except DataKeyShredded:
+        return None, "The file's text was shredded: its tenant's data key was destroyed."
 
 
 async def _review_action(request: Request, job_id: uuid.UUID) -> tuple[Principal, dict[str, Any]]:
@@ -266,6 +275,8 @@ async def page_image(request: Request, job_id: uuid.UUID, number: int) -> Respon
         raise ConsoleRefusal(404, "There is no such page.") from None
     except DocumentStoreUnavailable:
         raise ConsoleRefusal(503, "The document store did not answer; try again.") from None
+    except DataKeyShredded:
+        raise ConsoleRefusal(410, _SHREDDED) from None
     return Response(data, media_type="image/png")
 
 
@@ -306,6 +317,8 @@ async def correct(request: Request, job_id: uuid.UUID) -> Response:
         return await _job_page(request, principal, subject, status=422, refused=exc, form=form)
     except ApiProblem as exc:
         raise ConsoleRefusal(exc.status, exc.detail) from None
+    except DataKeyShredded:
+        raise ConsoleRefusal(410, _SHREDDED) from None
     if out.state is JobState.SUCCEEDED:
         nxt = await ctx.services.console.queue(principal, reason=None, supplier=None, limit=1)
         target = f"/console/jobs/{nxt[0][0].job_id}" if nxt[0] else "/console/queue"

@@ -13,8 +13,9 @@ from typing import Any
 
 import asyncpg
 
+from pipeline.data_keys import document_subject
 from pipeline.database import fetch_owned
-from pipeline.errors import NotFound
+from pipeline.errors import DataKeyShredded, NotFound
 from pipeline.jobs import JobStore
 from pipeline.queries import q
 from pipeline.records import from_record
@@ -96,6 +97,22 @@ class ConsoleViews:
         self.store = store
         self.settings = settings
 
+    async def _opened(
+        self, conn: asyncpg.Connection, tenant: uuid.UUID, row: Any
+    ) -> dict[str, Any]:
+        """The review page's row with its text opened (sealed at rest, migration 039);
+        a shredded data key shows as such, never as the sealed bytes."""
+        out = dict(row.items())
+        sha256 = out.pop("document_sha256")
+        if out["ocr_text"] is not None and sha256 is not None:
+            try:
+                out["ocr_text"] = await self.store.data_keys.open_text(
+                    conn, tenant, out["ocr_text"], document_subject(sha256)
+                )
+            except DataKeyShredded as exc:
+                out["ocr_text"] = f"[{exc}]"
+        return out
+
     def _acquire(self) -> Any:
         return self.pool.acquire(timeout=self.settings.db_acquire_timeout_seconds)
 
@@ -124,6 +141,7 @@ class ConsoleViews:
             row = await fetch_owned(
                 conn, "review_page_get_for_tenant", job_id, principal.tenant_id, "job"
             )
+            row = await self._opened(conn, principal.tenant_id, row)
             nxt = await conn.fetchval(
                 q("review_queue_next_for_tenant"), principal.tenant_id, job_id
             )

@@ -1,0 +1,325 @@
+"""Encryption at rest (issue 46, item 3) against the real PostgreSQL and the real
+worker path: per-tenant data keys wrapped by a KEK, KEK rotation, crypto-shredding.
+
+The target: after jobs run, ``pg_dump`` of the database holds none of the invoice
+text in plaintext where the text is kept (a pasted text, the text a file was read
+as), and the duplicate check's index holds keyed hashes only. What still holds
+plaintext is asserted too, place by place (the extracted values in results), so the
+list in docs/data-lifecycle.md cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from benchmarks.invoices.generator import GeneratedInvoice, generate_invoice
+from pipeline.api import create_app
+from pipeline.data_keys import DataKeys, document_subject, rotate_kek, shred_tenant_keys
+from pipeline.envelope import ARMOR, LocalKeyProvider
+from pipeline.errors import DataKeyShredded, DataKeyUnavailable
+from pipeline.extraction import answer_for
+from pipeline.jobs import JobStore
+from pipeline.settings import Settings
+from pipeline.tenants import permit_currencies, upsert_supplier
+from tests.support.api import (
+    TenantKey,
+    asgi_client,
+    loopback_server,
+    settings_for,
+    tenant_with_key,
+)
+from tests.support.console import console_login, correction_form, job_page
+from tests.support.drivers import run_document_driver
+from tests.support.erasure import table_hits
+from tests.support.file_review import file_awaiting_review
+from tests.support.jobs import new_tenant, request
+from tests.support.pdfs import text_pdf
+
+pytestmark = pytest.mark.integration
+
+TODAY = datetime.now(UTC).date()
+JOBS = "/v1/extraction-jobs"
+KEK_A = base64.b64encode(bytes(range(32))).decode()
+KEK_B = base64.b64encode(bytes(range(100, 132))).decode()
+#: Text printed on the invoices only (no stage copies it into a result).
+NOTE_FILE = "Gate note: unload at dock QX-ORCHID-5521"
+NOTE_TEXT = "Gate note: unload at dock QX-LILAC-7730"
+#: Where extracted values (IBAN, invoice number, names) are still kept in plaintext.
+PLAINTEXT_STILL = {"extraction_results.result"}
+
+
+def _invoice(seed: int) -> GeneratedInvoice:
+    return generate_invoice(seed, languages=("en",), max_line_items=3, anchor=TODAY)
+
+
+async def _master_data(pool: asyncpg.Pool, tk: TenantKey, *invs: GeneratedInvoice) -> None:
+    async with pool.acquire() as conn:
+        for inv in invs:
+            await upsert_supplier(conn, tk.tenant.id, inv.supplier)
+        await permit_currencies(conn, tk.tenant.id, {inv.currency for inv in invs})
+
+
+def _pg_dump(dsn: str) -> str:
+    done = subprocess.run(
+        ["pg_dump", "--no-owner", "--dbname", dsn], capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+async def test_after_jobs_run_pg_dump_holds_no_document_text_in_plaintext(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    settings = settings_for(dsn, state_dir=tmp_path, kek=KEK_A)
+    on_file, pasted = _invoice(11), _invoice(12)
+    file_text = f"{on_file.ocr_text}\n{NOTE_FILE}"
+    pasted_text = f"{pasted.ocr_text}\n{NOTE_TEXT}"
+    tk = await tenant_with_key(pool)
+    await _master_data(pool, tk, on_file, pasted)
+    async with asgi_client(create_app(settings, pool=pool)) as client:
+        r = await client.post(
+            JOBS, files={"document": ("a.pdf", text_pdf(file_text))}, headers=tk.headers
+        )
+        assert r.status_code == 202, r.text
+        r = await client.post(JOBS, json={"document": {"text": pasted_text}}, headers=tk.headers)
+        assert r.status_code == 202, r.text
+
+    def answer(req: dict[str, Any]) -> Any:
+        prompt = str(req)
+        assert on_file.truth.invoice_number and pasted.truth.invoice_number
+        if on_file.truth.invoice_number.value in prompt:
+            return answer_for(on_file.candidate, file_text)
+        return answer_for(pasted.candidate, pasted_text)
+
+    store = JobStore(pool, Settings(lease_seconds=30, kek=KEK_A))
+    rows, calls = await run_document_driver(pool, settings, 2, store=store, answer=answer)
+    # the worker opened both texts (a sealed prompt would have extracted nothing)
+    assert sorted(r["state"] for r in rows.values()) == ["SUCCEEDED", "SUCCEEDED"], rows
+    assert calls == 2
+
+    dump = _pg_dump(dsn)
+    assert dump.count(ARMOR) == 2, "the pasted text and the text the file was read as"
+    text_only = [NOTE_FILE, NOTE_TEXT, "Northfield Retail Ltd"]  # the customer: printed only
+    for needle in text_only:
+        assert needle not in dump, needle
+    for inv in (on_file, pasted):
+        t = inv.truth
+        assert t.iban and t.invoice_number
+        printed_iban = " ".join(t.iban.value[i : i + 4] for i in range(0, len(t.iban.value), 4))
+        # the extracted values are still plaintext, in these places only
+        # (the supplier register, ``suppliers``, is the tenant's own master data that
+        # validation checks against, not a copy of the invoice)
+        hits = await table_hits(
+            pool,
+            [t.invoice_number.value, t.iban.value, printed_iban],
+            skip=frozenset({"suppliers"}),
+        )
+        places = {p for found in hits.values() for p in found}
+        assert places == PLAINTEXT_STILL, places
+    # the duplicate check's index holds keyed hashes, not the invoice's identity
+    async with pool.acquire() as conn:
+        identities = await conn.fetch(
+            "SELECT supplier, invoice_number, gross_total FROM invoice_identities"
+        )
+    assert len(identities) == 2
+    assert all(len(v) == 64 and int(v, 16) >= 0 for row in identities for v in row.values())
+
+
+async def test_sealed_text_bytes_moved_to_another_tenant_do_not_open(pool: asyncpg.Pool) -> None:
+    keys = DataKeys(LocalKeyProvider([base64.b64decode(KEK_A)]))
+    one, two = await new_tenant(pool), await new_tenant(pool)
+    subject = document_subject("ab" * 32)
+    async with pool.acquire() as conn:
+        sealed = await keys.seal_text(conn, one.id, "IBAN BE60 4180 0686 7539", subject)
+        await keys.seal_text(conn, two.id, "other", subject)  # the other tenant has a key too
+        assert "BE60" not in sealed and sealed.startswith(ARMOR)
+        assert await keys.open_text(conn, one.id, sealed, subject) == "IBAN BE60 4180 0686 7539"
+        with pytest.raises(DataKeyUnavailable, match="does not authenticate"):
+            await keys.open_text(conn, two.id, sealed, subject)
+        with pytest.raises(DataKeyUnavailable, match="does not authenticate"):
+            await keys.open_text(conn, one.id, sealed, document_subject("cd" * 32))
+        # a value written before sealing was on reads as it is
+        assert await keys.open_text(conn, one.id, "plain words", subject) == "plain words"
+
+
+async def test_kek_rotation_rewraps_data_keys_and_rewrites_no_data(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    a, b = base64.b64decode(KEK_A), base64.b64decode(KEK_B)
+    old = JobStore(pool, Settings(kek=KEK_A))
+    tenant = await new_tenant(pool)
+    job = await old.accept(request(tenant, text="INVOICE R-1 pay to BE60 4180 0686 7539"))
+    async with pool.acquire() as conn:
+        before = await conn.fetchrow(
+            "SELECT d.sha256, d.content, k.kek_id, k.wrapped FROM documents d"
+            " JOIN extraction_jobs j ON j.document_id = d.id"
+            " JOIN tenant_data_keys k ON k.tenant_id = d.tenant_id WHERE j.id = $1",
+            job.job_id,
+        )
+    assert before["kek_id"] == LocalKeyProvider([a]).current_kek_id
+    assert before["content"].startswith(ARMOR) and "BE60" not in before["content"]
+
+    # the CLI, with the new KEK first and the old one after it
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "FENCELINE_KEK": f"{KEK_B},{KEK_A}"}
+    env.pop("FENCELINE_KEK_FILE", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "cluster.cli", "--database-url", dsn, "data-keys", "rotate"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"rewrapped": 1' in done.stdout
+    # nothing left to do: a second run re-wraps nothing
+    assert await rotate_kek(pool, LocalKeyProvider([b, a])) == 0
+
+    async with pool.acquire() as conn:
+        after = await conn.fetchrow(
+            "SELECT d.content, k.kek_id, k.wrapped, k.rewrapped_at FROM documents d"
+            " JOIN tenant_data_keys k ON k.tenant_id = d.tenant_id WHERE d.sha256 = $1",
+            before["sha256"],
+        )
+        subject = document_subject(before["sha256"])
+        assert after["content"] == before["content"]  # the data was not rewritten
+        assert after["wrapped"] != before["wrapped"] and after["rewrapped_at"] is not None
+        assert after["kek_id"] == LocalKeyProvider([b]).current_kek_id
+        # the new KEK alone opens it; the old KEK alone no longer does
+        plain = await DataKeys(LocalKeyProvider([b])).open_text(
+            conn, tenant.id, after["content"], subject
+        )
+        assert plain == "INVOICE R-1 pay to BE60 4180 0686 7539"
+        with pytest.raises(DataKeyUnavailable, match="not configured here"):
+            await DataKeys(LocalKeyProvider([a])).open_text(
+                conn, tenant.id, after["content"], subject
+            )
+
+
+async def test_a_shredded_data_key_makes_the_tenants_text_unreadable_at_once(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    settings = Settings(kek=KEK_A, lease_seconds=30)
+    store = JobStore(pool, settings)
+    tenant = await new_tenant(pool)
+    job = await store.accept(request(tenant, text="INVOICE S-1 total 10.00 EUR"))
+    reader = DataKeys.from_settings(settings)  # another process's keys, already warm
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(
+            "SELECT d.sha256, d.content FROM documents d JOIN extraction_jobs j"
+            " ON j.document_id = d.id WHERE j.id = $1",
+            job.job_id,
+        )
+        subject = document_subject(row["sha256"])
+        assert await reader.open_text(conn, tenant.id, row["content"], subject) == (
+            "INVOICE S-1 total 10.00 EUR"
+        )
+        assert await shred_tenant_keys(conn, tenant.id) == [1]
+        assert await shred_tenant_keys(conn, tenant.id) == []  # once
+        with pytest.raises(DataKeyShredded, match="shredded") as caught:
+            await reader.open_text(conn, tenant.id, row["content"], subject)
+        assert caught.value.version == 1
+
+    # the worker's attempt fails terminally, saying why; it never reads garbage
+    rows, calls = await run_document_driver(
+        pool, settings_for(dsn, state_dir=tmp_path, kek=KEK_A), 1, store=store
+    )
+    assert calls == 0
+    assert rows[job.job_id]["state"] == "FAILED_TERMINAL"
+    async with pool.acquire() as conn:
+        error = await conn.fetchval(
+            "SELECT error_class FROM job_attempts WHERE job_id = $1", job.job_id
+        )
+    assert error == "data_key_shredded"
+
+    # the tenant's next job gets a new data key; the shredded one stays shredded
+    again = await store.accept(request(tenant, text="INVOICE S-2 total 20.00 EUR"))
+    async with pool.acquire() as conn:
+        versions = await conn.fetch(
+            "SELECT version, wrapped IS NULL AS shredded FROM tenant_data_keys"
+            " WHERE tenant_id = $1 ORDER BY version",
+            tenant.id,
+        )
+        assert [(v["version"], v["shredded"]) for v in versions] == [(1, True), (2, False)]
+        content = await conn.fetchval(
+            "SELECT d.content FROM documents d JOIN extraction_jobs j"
+            " ON j.document_id = d.id WHERE j.id = $1",
+            again.job_id,
+        )
+        assert content.startswith(f"{ARMOR}2:")
+
+
+async def test_the_tenant_wide_erasure_shreds_the_tenants_data_keys(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    settings = settings_for(dsn, state_dir=tmp_path, kek=KEK_A)
+    tk = await tenant_with_key(pool, scopes=("jobs", "operator"))
+    other = await tenant_with_key(pool)
+    async with asgi_client(create_app(settings, pool=pool)) as client:
+        for who in (tk, other):
+            for n in range(2):
+                body = {"document": {"text": f"INVOICE E-{n} {uuid.uuid4().hex}"}}
+                r = await client.post(JOBS, json=body, headers=who.headers)
+                assert r.status_code == 202, r.text
+        body = {"confirm_tenant": str(tk.tenant.id), "max_jobs": 1}
+        first = (await client.post("/v1/tenant-erasures", json=body, headers=tk.headers)).json()
+        assert first["remaining"] == 1 and first["keys_shredded"] == []  # not yet: one left
+        last = (await client.post("/v1/tenant-erasures", json=body, headers=tk.headers)).json()
+        assert last["complete"] is True and last["keys_shredded"] == [1]
+    async with pool.acquire() as conn:
+        keys = await conn.fetch(
+            "SELECT tenant_id, wrapped IS NULL AS shredded FROM tenant_data_keys"
+            " WHERE tenant_id = ANY($1::uuid[])",
+            [tk.tenant.id, other.tenant.id],
+        )
+    assert {(k["tenant_id"], k["shredded"]) for k in keys} == {
+        (tk.tenant.id, True),
+        (other.tenant.id, False),  # another tenant's key is untouched
+    }
+
+
+async def test_the_console_reads_the_sealed_text_and_says_so_once_it_is_shredded(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    settings = settings_for(dsn, state_dir=tmp_path, kek=KEK_A)
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+    app = create_app(settings, pool=pool)
+    async with loopback_server(app) as base, httpx.AsyncClient(base_url=base, timeout=30) as c:
+        job = await file_awaiting_review(pool, c, tk, settings=settings)
+        await console_login(c, tk)
+        html, csrf = await job_page(c, job.job_id)
+        png = await c.get(f"/console/jobs/{job.job_id}/pages/1.png")
+        async with pool.acquire() as conn:
+            stored = await conn.fetchval(
+                "SELECT t.content FROM document_texts t JOIN extraction_jobs j"
+                " ON j.document_id = t.document_id WHERE j.id = $1",
+                job.job_id,
+            )
+            assert await shred_tenant_keys(conn, tk.tenant.id) == [1]
+        after, _ = await job_page(c, job.job_id)
+        png_after = await c.get(f"/console/jobs/{job.job_id}/pages/1.png")
+        correct = await c.post(
+            f"/console/jobs/{job.job_id}/correct",
+            data=correction_form(csrf, job.state_version, gross_total=job.right_gross),
+        )
+    assert stored.startswith(ARMOR)
+    # before: the page shows the text the file was read as (opened), boxes on the image
+    first_line = next(line for line in job.kept_text.splitlines() if line.strip())
+    assert escape(first_line.strip()) in html and ARMOR not in html
+    assert '<details class="text-view">' in html and png.status_code == 200
+    # after: the page says the text was shredded; the image and a correction are 410
+    # (the result's values are still shown: the result is not sealed)
+    assert "was destroyed" in after and ARMOR not in after
+    assert after.count(escape(first_line.strip())) < html.count(escape(first_line.strip()))
+    assert png_after.status_code == 410 and "shredded" in png_after.text
+    assert correct.status_code == 410 and "shredded" in correct.text
