@@ -273,6 +273,8 @@ class KafkaIngress:
         #: Every position the broker confirmed as committed (the last per partition).
         self.commits: dict[Partition, int] = {}
         self.paused = False
+        #: Times the window filled and the partitions were paused.
+        self.pauses = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._revoked: list[Partition] = []
         self._failure: BaseException | None = None
@@ -327,6 +329,7 @@ class KafkaIngress:
     def _pause(self, consumer: Consumer) -> None:
         # Again each time: a partition assigned while paused is paused too.
         consumer.pause(consumer.assignment())
+        self.pauses += 0 if self.paused else 1
         self.paused = True
 
     def _resume(self, consumer: Consumer) -> None:
