@@ -164,6 +164,10 @@ async def test_a_crash_between_inbox_and_offset_commit_reads_again_and_dedupes(
         assert len({tuple(line.split()[1:3]) for line in lines}) == n
         # Every record is in the inbox, and the child is stopped before any offset commit.
         assert len(await records(pool, tenant)) == n
+        # Ten poll-and-commit turns go by while it polls on: an ingress that committed
+        # before a record counted as durable would have committed by now.
+        await asyncio.sleep(10 * KafkaIngressConfig.poll_timeout_seconds)
+        assert child.poll() is None
     finally:
         os.kill(child.pid, signal.SIGKILL)
         child.wait(timeout=10)
