@@ -30,6 +30,7 @@ from cluster.cli import (
     admin,
     cancel,
     erase,
+    kafka,
     master_data,
     operations,
     redrive,
@@ -41,7 +42,18 @@ from cluster.cli.base import Subcommands
 from pipeline.settings import Settings
 
 PLUGIN_GROUP = "fenceline.commands"
-BUILTIN = (admin, system, tenants, master_data, operations, redrive, cancel, retention, erase)
+BUILTIN = (
+    admin,
+    system,
+    tenants,
+    master_data,
+    operations,
+    redrive,
+    cancel,
+    retention,
+    erase,
+    kafka,
+)
 
 
 def subcommands(*, plugins: bool = True) -> Subcommands:

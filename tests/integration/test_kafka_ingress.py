@@ -150,9 +150,9 @@ async def test_a_crash_between_inbox_and_offset_commit_reads_again_and_dedupes(
     await asyncio.to_thread(produce, bootstrap, topic, [submission(i) for i in range(n)])
     ends = await asyncio.to_thread(end_offsets, bootstrap, topic)
 
+    argv = [dsn, bootstrap, topic, group, str(tenant)]
     child = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.kafka_child", dsn, bootstrap, topic, group]
-        + [str(tenant)],
+        [sys.executable, "-m", "tests.support.kafka_child", *argv],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": os.getcwd()},

@@ -16,8 +16,8 @@ import uuid
 from pipeline.database import create_pool
 from pipeline.jobs import JobStore
 from pipeline.messaging.kafka_ingress import (
-    KafkaIngestResult,
     KafkaInbox,
+    KafkaIngestResult,
     KafkaIngress,
     KafkaIngressConfig,
     KafkaRecord,
