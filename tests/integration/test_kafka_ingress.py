@@ -28,7 +28,7 @@ from pipeline.messaging.kafka_ingress import (
     KafkaRecord,
 )
 from tests.support.jobs import new_tenant
-from tests.support.kafka_broker import committed, end_offsets, mock_kafka, produce
+from tests.support.kafka_broker import REPO, committed, end_offsets, mock_kafka, produce
 
 pytestmark = pytest.mark.integration
 
@@ -153,13 +153,14 @@ async def test_a_crash_between_inbox_and_offset_commit_reads_again_and_dedupes(
     argv = [dsn, bootstrap, topic, group, str(tenant)]
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.support.kafka_child", *argv],
+        cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": os.getcwd()},
     )
     try:
         assert child.stdout is not None
-        lines = [await asyncio.to_thread(child.stdout.readline) for _ in range(n)]
+        out = child.stdout
+        lines = [await asyncio.wait_for(asyncio.to_thread(out.readline), 60) for _ in range(n)]
         assert all(line.startswith("INGESTED ") for line in lines), lines
         assert len({tuple(line.split()[1:3]) for line in lines}) == n
         # Every record is in the inbox, and the child is stopped before any offset commit.

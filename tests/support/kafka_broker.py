@@ -19,10 +19,12 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 PARTITIONS = 4
+REPO = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
@@ -30,6 +32,7 @@ def mock_kafka() -> Iterator[str]:
     """Start the broker process; yield its bootstrap address; kill it afterwards."""
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.support.kafka_broker"],
+        cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
