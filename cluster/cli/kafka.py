@@ -109,7 +109,7 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
             flush=True,
         )
         await ingress.run(stop)
-        print(f"kafka-ingress: stopped; {dict(ingress.counts)}", flush=True)
+        print(f"kafka-ingress: stopped; {dict(sorted(ingress.counts.items()))}", flush=True)
     finally:
         await pool.close()
     return 0

@@ -256,3 +256,45 @@ async def test_the_committed_offset_never_passes_an_unfinished_record(
     assert len(await tenant_jobs(pool, tenant)) == n
     by_broker = await asyncio.to_thread(committed, bootstrap, topic, group)
     assert by_broker == {p: end for p, end in ends.items() if end > 0}
+
+
+async def test_the_fenceline_command_applies_the_intakes_limits_and_stops_on_sigterm(
+    pool: asyncpg.Pool, dsn: str, bootstrap: str
+) -> None:
+    tenant = await new_tenant(pool)
+    topic, group = names()
+    values = [submission(i) for i in range(5)]
+    values.append(json.dumps({"document": {"text": "x" * 300}}).encode())  # over the limit
+    await asyncio.to_thread(produce, bootstrap, topic, values)
+    ends = await asyncio.to_thread(end_offsets, bootstrap, topic)
+    command = ["kafka-ingress", "--bootstrap", bootstrap, "--topic", topic, "--group", group]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "cluster.cli",
+        "--database-url",
+        dsn,
+        *command,
+        "--tenant",
+        tenant.name,
+        cwd=REPO,
+        env={**os.environ, "FENCELINE_MAX_DOCUMENT_BYTES": "200"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+
+    async def caught_up() -> bool:
+        """the command committed every partition to its end"""
+        got = await asyncio.to_thread(committed, bootstrap, topic, group)
+        return got == {p: end for p, end in ends.items() if end > 0}
+
+    try:
+        await eventually(caught_up)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, output.decode()
+    assert "stopped; {'accepted': 5, 'refused': 1}" in output.decode()
+    assert len(await tenant_jobs(pool, tenant.id)) == 5
+    refused = [r for r in await records(pool, tenant.id) if r["outcome"] == "refused"]
+    assert [r["reason"] for r in refused] == ["document_over_limit:document_bytes"]
