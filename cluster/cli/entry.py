@@ -31,6 +31,7 @@ from cluster.cli import (
     cancel,
     data_keys,
     erase,
+    kafka,
     master_data,
     operations,
     redrive,
@@ -53,6 +54,7 @@ BUILTIN = (
     retention,
     erase,
     data_keys,
+    kafka,
 )
 
 

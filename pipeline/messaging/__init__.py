@@ -2,7 +2,9 @@
 consumer, the dead-letter queue and the scheduler's work signal.
 
 This is the package's surface: other packages import these names from here,
-never from a module inside.
+never from a module inside. One exception: the Kafka ingress is imported as
+``pipeline.messaging.kafka_ingress`` by the command that runs it, so nothing else
+pays for loading librdkafka.
 """
 
 from pipeline.messaging.broker import BrokerConfig, declare_topology

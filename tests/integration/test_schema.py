@@ -82,3 +82,32 @@ async def test_notify_on_runnable_work(pool: asyncpg.Pool, dsn: str) -> None:
         assert await asyncio.wait_for(got.get(), 5) == str(job.job_id)
     finally:
         await listener.close()
+
+
+async def test_a_kafka_position_is_recorded_once_and_only_a_refusal_has_no_job(
+    pool: asyncpg.Pool,
+) -> None:
+    from pipeline.jobs import JobStore
+    from tests.support.jobs import new_tenant, request
+
+    tenant = await new_tenant(pool)
+    job = (await JobStore(pool).accept(request(tenant))).job_id
+    record = q("kafka_ingress_record")
+    async with pool.acquire() as conn:
+        here = (tenant.id, "subs", 0, 7)
+        assert await conn.fetchval(record, *here, job, "accepted", None, None) == "accepted"
+        # The same position again: no row back, nothing written.
+        assert await conn.fetchval(record, *here, None, "refused", "not_json", None) is None
+        row = await conn.fetchrow(q("kafka_ingress_get"), *here)
+        assert (row["job_id"], row["outcome"]) == (job, "accepted")
+        bad = [
+            (job, "refused", "not_json"),  # a refusal names no job
+            (None, "refused", None),  # and always says why
+            (None, "accepted", None),  # an accepted record names its job
+            (job, "replayed", "why"),  # and no reason
+        ]
+        for offset, (job_id, outcome, reason) in enumerate(bad, start=10):
+            with pytest.raises(asyncpg.CheckViolationError):
+                await conn.execute(
+                    record, tenant.id, "subs", 0, offset, job_id, outcome, reason, None
+                )
