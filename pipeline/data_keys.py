@@ -32,6 +32,7 @@ from typing import Any
 import asyncpg
 
 from pipeline.envelope import (
+    ARMOR,
     KEY_BYTES,
     KeyProvider,
     LocalKeyProvider,
@@ -42,11 +43,14 @@ from pipeline.envelope import (
     seal,
     unarmor,
 )
-from pipeline.errors import DataKeyShredded, DataKeyUnavailable
+from pipeline.errors import DataKeyNotHere, DataKeyShredded, DataKeyUnavailable
 from pipeline.queries import q
 from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)
+
+#: The escape of an unsealed text that begins like a sealed value (or like this escape).
+PLAIN = "fenceline-plain:"
 
 #: Unwrapped data keys kept per process (keyed by the wrapped bytes they came from).
 _CACHE_LIMIT = 4096
@@ -101,7 +105,9 @@ class DataKeys:
         """``text`` sealed under the tenant's current data key (armored for a text
         column); ``text`` itself when no KEK is configured."""
         if self.provider is None:
-            return text
+            # Unsealed: a text that begins like a sealed value is escaped, so it is
+            # never read back as one (open_text strips exactly one escape).
+            return PLAIN + text if text.startswith((ARMOR, PLAIN)) else text
         version, key = await self._current(conn, tenant, self.provider)
         blob = seal(key, text.encode(), _content_aad(tenant, subject, version))
         return armor(version, blob)
@@ -113,9 +119,12 @@ class DataKeys:
 
         Raises:
             DataKeyShredded: the data key it was sealed under was shredded.
-            DataKeyUnavailable: no KEK for it here, no such key, or it does not
-                authenticate (bytes moved from another tenant or subject, or altered).
+            DataKeyNotHere: no KEK for it here (retryable on a worker that has one).
+            DataKeyUnavailable: no such key, or it does not authenticate (bytes
+                moved from another tenant or subject, or altered).
         """
+        if value.startswith(PLAIN):
+            return value[len(PLAIN) :]
         if not is_armored(value):
             return value
         try:
@@ -146,7 +155,8 @@ class DataKeys:
 
         Raises:
             DataKeyShredded: it was shredded.
-            DataKeyUnavailable: no such key, or its KEK is not configured here.
+            DataKeyNotHere: its KEK is not configured here.
+            DataKeyUnavailable: no such key, or its wrapping does not authenticate.
         """
         row = await conn.fetchrow(q("data_key_get"), tenant, version)
         if row is None:
@@ -154,8 +164,8 @@ class DataKeys:
         if row["wrapped"] is None:
             raise DataKeyShredded(str(tenant), version)
         if self.provider is None:
-            raise DataKeyUnavailable(
-                "content is sealed and no key-encryption key is configured"
+            raise DataKeyNotHere(
+                "content is sealed and no key-encryption key is configured here"
                 " (FENCELINE_KEK or FENCELINE_KEK_FILE)"
             )
         return self._unwrap(self.provider, tenant, row)
@@ -178,7 +188,7 @@ class DataKeys:
                 self._remember(tenant, version, kek_id, wrapped, data_key)
                 return version, data_key
             # a concurrent writer made this version first: read theirs
-        raise DataKeyUnavailable(f"tenant {tenant}'s data key kept changing while read")
+        raise DataKeyNotHere(f"tenant {tenant}'s data key kept changing while read")
 
     def _unwrap(self, provider: KeyProvider, tenant: uuid.UUID, row: Any) -> bytes:
         version, kek_id, wrapped = row["version"], row["kek_id"], bytes(row["wrapped"])
@@ -188,7 +198,7 @@ class DataKeys:
         try:
             data_key = provider.unwrap(kek_id, wrapped, _wrap_context(tenant, version))
         except KeyError as exc:
-            raise DataKeyUnavailable(
+            raise DataKeyNotHere(
                 f"tenant {tenant}'s data key version {version} is wrapped by KEK {kek_id},"
                 " which is not configured here"
             ) from exc

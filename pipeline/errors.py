@@ -268,11 +268,20 @@ class DataKeyShredded(TerminalError):
 
 
 class DataKeyUnavailable(TerminalError):
-    """Sealed content this process cannot open: no KEK configured, the data key's KEK
-    is not among the configured ones, no such data key, or the sealed bytes do not
-    authenticate (moved from another row or tenant, or altered)."""
+    """Sealed content no process can open: no such data key, or the sealed bytes (or
+    the wrapped key) do not authenticate (moved from another row or tenant, or altered).
+    Terminal: another attempt reads the same bytes."""
 
     error_class = "data_key_unavailable"
+
+
+class DataKeyNotHere(RetryableError):
+    """Sealed content this process cannot open now: no key-encryption key is configured
+    here, the KEK the data key names is not among this process's, or the tenant's key
+    changed while it was read. Retryable: a worker configured with the KEK (or this one,
+    once configured) can read it; the content itself is fine."""
+
+    error_class = "data_key_not_here"
 
 
 class OcrPageTimeout(TerminalError):

@@ -34,7 +34,9 @@ from starlette.routing import Match
 
 from pipeline.errors import (
     AdmissionRejected,
+    DataKeyNotHere,
     DataKeyShredded,
+    DataKeyUnavailable,
     DocumentOverLimit,
     IdempotencyConflict,
     NotFound,
@@ -268,6 +270,18 @@ async def _on_shredded(_: Request, exc: Exception) -> Response:
     return problem(410, str(exc), reason="content_shredded")
 
 
+async def _on_key_not_here(_: Request, exc: Exception) -> Response:
+    # sealed content this process has no key-encryption key for: a deployment fault
+    log.error("sealed content unreadable here: %s", exc)
+    return problem(503, str(exc), reason="content_key_unavailable")
+
+
+async def _on_key_unavailable(_: Request, exc: Exception) -> Response:
+    # sealed content that does not authenticate (moved or altered) or has no data key
+    log.error("sealed content does not open: %s", exc)
+    return problem(500, str(exc), reason="content_unreadable")
+
+
 async def _on_rejected(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, AdmissionRejected)
     return rejection_response(exc)
@@ -301,6 +315,8 @@ def install(app: FastAPI, *, capacity_retry_after: float) -> None:
     app.add_exception_handler(IdempotencyConflict, _on_conflict)
     app.add_exception_handler(AdmissionRejected, _on_rejected)
     app.add_exception_handler(DataKeyShredded, _on_shredded)
+    app.add_exception_handler(DataKeyNotHere, _on_key_not_here)
+    app.add_exception_handler(DataKeyUnavailable, _on_key_unavailable)
     for exc_type in DATABASE_UNAVAILABLE:
         app.add_exception_handler(exc_type, on_database)
     app.add_exception_handler(Exception, on_unexpected)

@@ -28,7 +28,7 @@ from benchmarks.invoices.generator import GeneratedInvoice, generate_invoice
 from pipeline.api import create_app
 from pipeline.data_keys import DataKeys, document_subject, rotate_kek, shred_tenant_keys
 from pipeline.envelope import ARMOR, LocalKeyProvider
-from pipeline.errors import DataKeyShredded, DataKeyUnavailable
+from pipeline.errors import DataKeyNotHere, DataKeyShredded, DataKeyUnavailable
 from pipeline.extraction import answer_for
 from pipeline.jobs import JobStore
 from pipeline.settings import Settings
@@ -200,7 +200,7 @@ async def test_kek_rotation_rewraps_data_keys_and_rewrites_no_data(
             conn, tenant.id, after["content"], subject
         )
         assert plain == "INVOICE R-1 pay to BE60 4180 0686 7539"
-        with pytest.raises(DataKeyUnavailable, match="not configured here"):
+        with pytest.raises(DataKeyNotHere, match="not configured here"):
             await DataKeys(LocalKeyProvider([a])).open_text(
                 conn, tenant.id, after["content"], subject
             )
@@ -299,6 +299,17 @@ async def test_the_console_reads_the_sealed_text_and_says_so_once_it_is_shredded
         await console_login(c, tk)
         html, csrf = await job_page(c, job.job_id)
         png = await c.get(f"/console/jobs/{job.job_id}/pages/1.png")
+        # a server started without the KEK cannot open it: a 503 naming the cause (a
+        # deployment fault, retried by a worker), never the sealed bytes or a bare 500
+        keyless = create_app(settings_for(dsn, state_dir=tmp_path), pool=pool)
+        async with (
+            loopback_server(keyless) as other,
+            httpx.AsyncClient(base_url=other, timeout=30) as k,
+        ):
+            await console_login(k, tk)
+            png_keyless = await k.get(f"/console/jobs/{job.job_id}/pages/1.png")
+        assert png_keyless.status_code == 503, png_keyless.text
+        assert png_keyless.json()["reason"] == "content_key_unavailable"
         async with pool.acquire() as conn:
             stored = await conn.fetchval(
                 "SELECT t.content FROM document_texts t JOIN extraction_jobs j"

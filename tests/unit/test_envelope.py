@@ -4,10 +4,13 @@ associated data, the armored form a text column keeps, and where the KEK comes f
 from __future__ import annotations
 
 import base64
+import uuid
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
+from pipeline.data_keys import PLAIN, DataKeys
 from pipeline.envelope import (
     ARMOR,
     LocalKeyProvider,
@@ -102,3 +105,16 @@ def test_a_local_run_without_a_kek_seals_under_the_state_folders_key(tmp_path: P
     assert local.kek_file == (tmp_path / "kek").resolve() and local.kek_file.exists()
     configured = Settings(state_dir=tmp_path, kek=new_key_text())
     assert with_local_kek(configured) is configured  # a configured KEK is never replaced
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["fenceline-sealed:v1:1:AAAA", "fenceline-plain:fenceline-sealed:v1:1:AAAA", "INVOICE 7"],
+)
+async def test_an_unsealed_text_that_looks_sealed_reads_back_as_written(text: str) -> None:
+    keys = DataKeys(None)  # no KEK: texts are stored as they are, escaped where ambiguous
+    tenant = uuid.uuid4()
+    stored = await keys.seal_text(cast(Any, None), tenant, text, "document:x")
+    assert stored == text or stored.startswith(PLAIN)
+    assert (stored == text) is (text == "INVOICE 7")
+    assert await keys.open_text(cast(Any, None), tenant, stored, "document:x") == text
