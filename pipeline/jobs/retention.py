@@ -211,7 +211,7 @@ async def run_retention(
         report.audit_jobs += row["jobs"]
         report.job_events += row["job_events"]
         report.inbox_records += row["inbox_records"]
-        if row["jobs"] < config.batch:
+        if row["jobs"] < config.batch and row["refused_records"] < config.batch:
             break
     report.seconds = time.perf_counter() - started
     return report

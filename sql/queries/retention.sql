@@ -207,14 +207,24 @@ WITH due AS (
 SELECT (SELECT count(*) FROM due) AS jobs,
        (SELECT count(*) FROM job_events e JOIN due ON due.job_id = e.job_id) AS job_events,
        (SELECT count(*) FROM execution_inbox i JOIN due ON due.job_id = i.job_id)
+       + (SELECT count(*) FROM kafka_ingress_records k JOIN due ON due.job_id = k.job_id)
+       + (SELECT count(*) FROM kafka_ingress_records k
+          LEFT JOIN tenant_retention p ON p.tenant_id = k.tenant_id
+          WHERE k.outcome = 'refused'
+            AND k.received_at < coalesce($1::timestamptz, now())
+                                - make_interval(days => coalesce(p.audit_days, $2::int))
+            AND ($3::uuid IS NULL OR k.tenant_id = $3)
+            AND NOT coalesce(p.legal_hold, false))
          AS inbox_records;
 
 -- name: retention_audit_remove_batch
 -- $1 now, $2 batch size, $3 default audit days, $4 tenant (NULL: all), $5 the
 -- shortest audit horizon of any policy. Jobs whose content went already and whose audit horizon has
--- passed: their job_events and execution_inbox rows go; the mark records it (the
--- mark's update is the guard: a job done already is no row). One short
--- transaction, SKIP LOCKED on the marks.
+-- passed: their job_events, execution_inbox and kafka_ingress_records rows go; the
+-- mark records it (the mark's update is the guard: a job done already is no row).
+-- Besides, up to $2 Kafka records refused without a job (no mark names them) go
+-- once their tenant's audit horizon has passed. One short transaction, SKIP LOCKED
+-- on the marks and the refused records.
 WITH due AS (
   SELECT m.job_id
   FROM job_retention_marks m
@@ -238,15 +248,43 @@ inbox AS (
   DELETE FROM execution_inbox i USING due WHERE i.job_id = due.job_id
   RETURNING i.job_id
 ),
+kafka AS (
+  DELETE FROM kafka_ingress_records k USING due WHERE k.job_id = due.job_id
+  RETURNING k.job_id
+),
+refused_due AS (
+  SELECT k.tenant_id, k.topic, k.kafka_partition, k.kafka_offset
+  FROM kafka_ingress_records k
+  LEFT JOIN tenant_retention p ON p.tenant_id = k.tenant_id
+  WHERE k.outcome = 'refused'
+    AND k.received_at < coalesce($1::timestamptz, now()) - make_interval(days => $5::int)
+    AND k.received_at < coalesce($1::timestamptz, now())
+                        - make_interval(days => coalesce(p.audit_days, $3::int))
+    AND ($4::uuid IS NULL OR k.tenant_id = $4)
+    AND NOT coalesce(p.legal_hold, false)
+  ORDER BY k.received_at
+  LIMIT $2
+  FOR UPDATE OF k SKIP LOCKED
+),
+refused AS (
+  DELETE FROM kafka_ingress_records k USING refused_due r
+  WHERE (k.tenant_id, k.topic, k.kafka_partition, k.kafka_offset)
+      = (r.tenant_id, r.topic, r.kafka_partition, r.kafka_offset)
+    AND k.outcome = 'refused'
+  RETURNING k.kafka_offset
+),
 marked AS (
   UPDATE job_retention_marks m
   SET audit_removed_at = coalesce($1::timestamptz, now()),
       job_events = (SELECT count(*) FROM events e WHERE e.job_id = m.job_id),
       inbox_records = (SELECT count(*) FROM inbox i WHERE i.job_id = m.job_id)
+                    + (SELECT count(*) FROM kafka k WHERE k.job_id = m.job_id)
   FROM due WHERE m.job_id = due.job_id AND m.audit_removed_at IS NULL
   RETURNING m.job_id
 )
 SELECT (SELECT count(*) FROM due) AS jobs,
        (SELECT count(*) FROM marked) AS marked,
        (SELECT count(*) FROM events) AS job_events,
-       (SELECT count(*) FROM inbox) AS inbox_records;
+       (SELECT count(*) FROM inbox) + (SELECT count(*) FROM kafka)
+       + (SELECT count(*) FROM refused) AS inbox_records,
+       (SELECT count(*) FROM refused) AS refused_records;

@@ -322,3 +322,50 @@ async def test_the_result_of_a_job_whose_content_went_is_410(pool: asyncpg.Pool,
     body = assert_problem(r_gone, 410, "content_removed")
     assert "removed by retention at" in body["detail"] and "PLANTED" not in r_gone.text
     assert r_kept.status_code == 200 and "PLANTED" in r_kept.text
+
+
+async def test_the_audit_stage_removes_kafka_records_with_the_job_and_refused_ones_by_age(
+    pool: asyncpg.Pool,
+) -> None:
+    """A Kafka record (pipeline/messaging/kafka_ingress.py) goes with its job's audit
+    history; one refused without a job goes once its tenant's audit horizon passed
+    since it was received; a tenant under legal hold keeps both."""
+    store = JobStore(pool, Settings(duplicate_invoice_check=False))
+    tenant, held = await new_tenant(pool), await new_tenant(pool)
+    [job] = await settle(store, tenant, 1)
+    [held_job] = await settle(store, held, 1)
+    async with pool.acquire() as conn:
+        for who, jid in ((tenant, job), (held, held_job)):
+            await conn.execute(
+                "INSERT INTO kafka_ingress_records (tenant_id, topic, kafka_partition,"
+                " kafka_offset, job_id, outcome, reason) VALUES"
+                " ($1, 'invoices', 0, 0, $2, 'accepted', NULL),"
+                " ($1, 'invoices', 0, 1, NULL, 'refused', 'not_json')",
+                who.id,
+                jid,
+            )
+
+    async def records(who: Tenant) -> list[int]:
+        async with pool.acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT kafka_offset FROM kafka_ingress_records WHERE tenant_id = $1"
+                " ORDER BY kafka_offset",
+                who.id,
+            )
+        return [r["kafka_offset"] for r in rows]
+
+    await set_legal_hold(pool, held.id, reason="audit 2026", actor="op:bob")
+    config = RetentionConfig()
+    assert (await run_retention(pool, config, clock=later(31))).inbox_records == 0
+    assert await records(tenant) == [0, 1]  # content went; the audit history stays
+    dry = await retention_due(pool, config, tenant=tenant.id, clock=later(366))
+    assert dry.inbox_records == 2
+    late = await run_retention(pool, config, clock=later(366))
+    assert late.audit_jobs == 1 and late.inbox_records == 2
+    assert await records(tenant) == []
+    assert await records(held) == [0, 1]
+    async with pool.acquire() as conn:
+        marked = await conn.fetchval(
+            "SELECT inbox_records FROM job_retention_marks WHERE job_id = $1", job
+        )
+    assert marked == 1
