@@ -18,7 +18,10 @@ ON CONFLICT (tenant_id, tax_number) DO UPDATE SET name = EXCLUDED.name, ibans = 
 RETURNING id, (xmax = 0) AS created;
 
 -- name: supplier_list_for_tenant
-SELECT name, vat_id, ibans, tax_number FROM suppliers WHERE tenant_id = $1 ORDER BY name;
+-- By name; suppliers of one name by VAT id, then tax number (NULLs last), so the order
+-- is the same on every read.
+SELECT name, vat_id, ibans, tax_number FROM suppliers WHERE tenant_id = $1
+ORDER BY name, vat_id, tax_number;
 
 -- name: tenant_currencies_update_if_exists
 -- The tenant's permitted currencies (ISO 4217, checked by the caller).
