@@ -61,7 +61,8 @@ DUPLICATE_INVOICE = "duplicate_invoice"
 class InvoiceIdentity:
     """What makes two jobs the same supplier invoice, whatever their documents.
 
-    Supplier (VAT id when printed, else the name), invoice number and gross total
+    Supplier (VAT id when printed, else the tax number an e-invoice states, else the
+    name), invoice number and gross total
     with its currency, each normalised so layout and case do not matter: the same
     invoice scanned twice, resubmitted under a new idempotency key, has one
     identity, and a posting to the ERP must happen for only one of its jobs.
@@ -86,9 +87,10 @@ def invoice_identity(result: Mapping[str, Any]) -> InvoiceIdentity | None:
     raw = result.get("supplier")
     supplier: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
     vat = _squash(_value(supplier.get("vat_id")))
+    tax = _squash(_value(supplier.get("tax_number")))
     name = " ".join(str(_value(supplier.get("name")) or "").split()).casefold()
     number = _squash(_value(result.get("invoice_number")))
-    if not number or not (vat or name):
+    if not number or not (vat or tax or name):
         return None
     total = _value(result.get("gross_total"))
     try:
@@ -97,7 +99,7 @@ def invoice_identity(result: Mapping[str, Any]) -> InvoiceIdentity | None:
         gross = _squash(total)
     currency = _squash(_value(result.get("currency")))
     return InvoiceIdentity(
-        supplier=f"vat:{vat}" if vat else f"name:{name}",
+        supplier=f"vat:{vat}" if vat else f"tax:{tax}" if tax else f"name:{name}",
         invoice_number=number,
         gross_total=f"{gross} {currency}".strip(),
     )

@@ -3,7 +3,8 @@
 :mod:`benchmarks.corpus.xml_read` and :mod:`benchmarks.corpus.xml_plant` read the same
 documents the same way: the embedded XML (``factur-x.xml``, ``zugferd-invoice.xml``,
 ``xrechnung.xml``), the text layer of every page, and a tenant that has the XML's
-supplier, IBANs and currency on file, with "today" the day after issue.
+supplier (name, VAT id, tax number), IBANs and currency on file, with "today" the day
+after issue.
 """
 
 from __future__ import annotations
@@ -57,24 +58,37 @@ def embedded_invoices(tree: CorpusTree) -> Iterator[EmbeddedInvoice | str]:
         yield EmbeddedInvoice(path, xml, "\f".join(p.laid_out().text for p in pages))
 
 
-def decide(xml: bytes, page: str) -> Interpretation:
+def decide(xml: bytes, page: str, *, master_xml: bytes | None = None) -> Interpretation:
     """``xml`` (CII or UBL) with ``page`` through the worker's e-invoice path, for a tenant
     that has the XML's own supplier, IBANs and currency on file, the day after its issue.
 
+    The supplier is registered as the XML states it: its name (BT-27), its VAT id
+    (BT-31) and its tax number (BT-32) where the XML states them, none invented, so a
+    seller known only by its tax number is on file by that alone (as ``fenceline
+    suppliers add NAME --tax-number ...`` stores it). ``master_xml``: take the master data
+    (and "today") from this XML instead, the untouched one a plant was made from, so a
+    planted seller identity meets the truth on file.
+
     An empty ``page`` is a standalone XML upload: no page, validated on what the XML
     states, as the worker does."""
-    try:
-        facts: InvoiceFacts | None = read_invoice_xml(xml)
-    except NotAnEInvoice:
-        facts = None
+    facts = _facts(xml)
+    master_facts = facts if master_xml is None else _facts(master_xml)
     suppliers: tuple[SupplierRecord, ...] = ()
     today = date.today()
     currencies: frozenset[str] = frozenset()
-    if facts is not None:
-        name, vat = facts.seller_name or "-", facts.seller_vat_id or ""
-        suppliers = (SupplierRecord(name, vat, frozenset(facts.ibans)),)
-        currencies = frozenset({facts.currency}) if facts.currency else frozenset()
-        today = facts.issue_date + timedelta(days=1) if facts.issue_date else today
+    if master_facts is not None:
+        name = master_facts.seller_name or "-"
+        suppliers = (
+            SupplierRecord(
+                name,
+                master_facts.seller_vat_id,
+                frozenset(master_facts.ibans),
+                tax_number=master_facts.seller_tax_number,
+            ),
+        )
+        currencies = frozenset({master_facts.currency}) if master_facts.currency else frozenset()
+        issued = master_facts.issue_date
+        today = issued + timedelta(days=1) if issued else today
     master = TenantMasterData(suppliers, currencies)
     return interpret_einvoice(
         xml,
@@ -82,3 +96,10 @@ def decide(xml: bytes, page: str) -> Interpretation:
         today=today,
         page_text=page if page.strip() else None,
     )
+
+
+def _facts(xml: bytes) -> InvoiceFacts | None:
+    try:
+        return read_invoice_xml(xml)
+    except NotAnEInvoice:
+        return None

@@ -10,7 +10,13 @@ the first element of its kind that a reader reads into a contract v3 field:
 - ``line_entry``: a line-level allowance's or charge's amount (BT-136, BT-141) 1 higher,
   never one inside a price (which no reader takes as a line entry);
 - ``basis``: the net price's basis quantity (BT-149) 1 higher;
-- ``tax_currency``: the tax currency (BT-6) replaced by ``CHF``.
+- ``tax_currency``: the tax currency (BT-6) replaced by ``CHF``;
+- ``tax_number``: the seller's tax number (BT-32: CII ``SpecifiedTaxRegistration/ID``
+  ``schemeID="FC"``, UBL a ``PartyTaxScheme`` other than VAT) with a ``9`` appended.
+
+Master data is the untouched XML's (:func:`~benchmarks.corpus.embedded.decide`'s
+``master_xml``): its supplier with VAT id and tax number as stated, so a planted tax
+number meets the one on file.
 
 The plant re-serialises the tree (:mod:`xml.etree.ElementTree`: prefixes change, local
 names and namespaces do not, which is all the readers and the schema check read). Every
@@ -40,7 +46,15 @@ _HEADER = (
     ("rounding", ("PayableRoundingAmount", "RoundingAmount")),
     ("tax_currency", ("TaxCurrencyCode",)),
 )
-PLANTS = ("amount_due", "prepaid", "rounding", "line_entry", "basis", "tax_currency")
+PLANTS = (
+    "amount_due",
+    "prepaid",
+    "rounding",
+    "line_entry",
+    "basis",
+    "tax_currency",
+    "tax_number",
+)
 
 
 def _kids(el: ET.Element, name: str) -> list[ET.Element]:
@@ -64,6 +78,18 @@ def targets(root: ET.Element) -> Iterator[tuple[str, ET.Element]]:
                 yield from (("line_entry", a) for a in _kids(entry, "ActualAmount"))
         if name == "NetPriceProductTradePrice":
             yield from (("basis", b) for b in _kids(el, "BasisQuantity"))
+        if name == "SellerTradeParty":
+            for reg in _kids(el, "SpecifiedTaxRegistration"):
+                ids = _kids(reg, "ID")
+                yield from (
+                    ("tax_number", i) for i in ids if (i.get("schemeID") or "").upper() == "FC"
+                )
+        if name == "AccountingSupplierParty":
+            for party in _kids(el, "Party"):
+                for scheme in _kids(party, "PartyTaxScheme"):
+                    kinds = [i.text for t in _kids(scheme, "TaxScheme") for i in _kids(t, "ID")]
+                    if "VAT" not in [(k or "").strip().upper() for k in kinds]:
+                        yield from (("tax_number", c) for c in _kids(scheme, "CompanyID"))
 
 
 def planted(xml: bytes, plant: str) -> bytes | None:
@@ -74,6 +100,8 @@ def planted(xml: bytes, plant: str) -> bytes | None:
         return None
     if plant == "tax_currency":
         el.text = "CHF"
+    elif plant == "tax_number":
+        el.text = (el.text or "").strip() + "9"
     else:
         try:
             el.text = str(Decimal((el.text or "").strip()) + 1)
@@ -115,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                 if wrong is None:
                     continue
                 counts[f"{plant} planted"] += 1
-                if decide(wrong, page).report.decision is Decision.SUCCEEDED:
+                if decide(wrong, page, master_xml=xml).report.decision is Decision.SUCCEEDED:
                     counts[f"{plant} accepted"] += 1
                     accepted.append(f"{plant}: {path}")
     print(f"SUCCEEDED untouched: {counts['succeeded']}")

@@ -55,7 +55,12 @@ def _refused(exc: Exception) -> int:
 def _supplier_args(p: argparse.ArgumentParser) -> None:
     tenant_options(p)
     p.add_argument("name", help="the supplier's name as invoices print it")
-    p.add_argument("--vat-id", required=True, help="VAT id (compared without punctuation)")
+    p.add_argument("--vat-id", help="VAT id (compared without punctuation)")
+    p.add_argument(
+        "--tax-number",
+        help="tax number (EN 16931 BT-32), for a supplier whose invoices state no VAT id; "
+        "--vat-id, --tax-number or both",
+    )
     p.add_argument(
         "--iban",
         action="append",
@@ -64,7 +69,11 @@ def _supplier_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command("suppliers add", "add a supplier (or replace the one with that VAT id)", _supplier_args)
+@command(
+    "suppliers add",
+    "add a supplier (or replace the one with that VAT id, else that tax number)",
+    _supplier_args,
+)
 def _suppliers_add(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.errors import NotFound
     from pipeline.tenants import add_supplier
@@ -73,7 +82,12 @@ def _suppliers_add(args: argparse.Namespace, settings: Settings) -> int:
         record, created = _run(
             settings,
             lambda conn: add_supplier(
-                conn, tenant_ref(args), name=args.name, vat_id=args.vat_id, ibans=args.iban
+                conn,
+                tenant_ref(args),
+                name=args.name,
+                vat_id=args.vat_id,
+                ibans=args.iban,
+                tax_number=args.tax_number,
             ),
         )
     except (NotFound, ValueError) as exc:
@@ -81,6 +95,7 @@ def _suppliers_add(args: argparse.Namespace, settings: Settings) -> int:
     out = {
         "name": record.name,
         "vat_id": record.vat_id,
+        "tax_number": record.tax_number,
         "ibans": sorted(record.ibans),
         "created": created,
     }
@@ -93,7 +108,9 @@ def _tenant_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
 
 
-@command("suppliers list", "a tenant's suppliers with their VAT ids and IBANs", _tenant_arg)
+@command(
+    "suppliers list", "a tenant's suppliers with their VAT ids, tax numbers and IBANs", _tenant_arg
+)
 def _suppliers_list(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.errors import NotFound
     from pipeline.tenants import list_suppliers
@@ -103,12 +120,25 @@ def _suppliers_list(args: argparse.Namespace, settings: Settings) -> int:
     except NotFound as exc:
         return _refused(exc)
     if args.json:
-        rows = [{"name": r.name, "vat_id": r.vat_id, "ibans": sorted(r.ibans)} for r in records]
+        rows = [
+            {
+                "name": r.name,
+                "vat_id": r.vat_id,
+                "tax_number": r.tax_number,
+                "ibans": sorted(r.ibans),
+            }
+            for r in records
+        ]
         print(json.dumps(rows, indent=2))
     else:
         for r in records:
             ibans = " ".join(sorted(r.ibans)) or "(no IBAN on file)"
-            print(visible(f"{r.name}  {r.vat_id}  {ibans}"))
+            ids = "  ".join(
+                f"{label}{value}"
+                for label, value in (("", r.vat_id), ("tax number ", r.tax_number))
+                if value
+            )
+            print(visible(f"{r.name}  {ids}  {ibans}"))
     return 0
 
 

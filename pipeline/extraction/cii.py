@@ -204,6 +204,19 @@ def read_cii(xml: bytes) -> InvoiceFacts:
     return cii_facts(root)
 
 
+def _registration(seller: ET.Element | None, scheme: str) -> ET.Element | None:
+    """The seller's first ``SpecifiedTaxRegistration/ID`` of ``scheme`` (``VA``: the VAT
+    id, BT-31; ``FC``: the tax number, BT-32)."""
+    return next(
+        (
+            reg
+            for reg in (_child(r, "ID") for r in _children(seller, "SpecifiedTaxRegistration"))
+            if reg is not None and (reg.get("schemeID") or "").upper() == scheme
+        ),
+        None,
+    )
+
+
 def cii_facts(root: ET.Element) -> InvoiceFacts:
     """The facts of a parsed CII invoice (:func:`~pipeline.extraction.xml_tree.parse_xml`).
 
@@ -227,11 +240,7 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         trade, "ApplicableHeaderTradeSettlement", "ApplicableSupplyChainTradeSettlement"
     )
     seller = _child(agreement, "SellerTradeParty")
-    registrations = {
-        (reg.get("schemeID") or "").upper(): _text(reg)
-        for reg in (_child(r, "ID") for r in _children(seller, "SpecifiedTaxRegistration"))
-        if reg is not None
-    }
+    registrations = {scheme: _text(_registration(seller, scheme)) for scheme in ("VA", "FC")}
     summation = _child(
         settlement,
         "SpecifiedTradeSettlementHeaderMonetarySummation",
@@ -268,14 +277,8 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         "due_date": min(due_elements, key=lambda de: de[0])[1] if due_elements else None,
         "currency": _child(settlement, "InvoiceCurrencyCode"),
         "supplier.name": _child(seller, "Name"),
-        "supplier.vat_id": next(
-            (
-                reg
-                for reg in (_child(r, "ID") for r in _children(seller, "SpecifiedTaxRegistration"))
-                if reg is not None and (reg.get("schemeID") or "").upper() == "VA"
-            ),
-            None,
-        ),
+        "supplier.vat_id": _registration(seller, "VA"),
+        "supplier.tax_number": _registration(seller, "FC"),
         "iban": iban_elements[0] if iban_elements else None,
         "payment_terms": next(
             (desc for t in terms if (desc := _child(t, "Description")) is not None), None

@@ -296,6 +296,7 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
         supplier=Supplier(
             name=evidenced("supplier.name", EvidencedText, facts.seller_name),
             vat_id=evidenced("supplier.vat_id", EvidencedText, facts.seller_vat_id),
+            tax_number=evidenced("supplier.tax_number", EvidencedText, facts.seller_tax_number),
         ),
         invoice_number=evidenced("invoice_number", EvidencedText, facts.invoice_number),
         issue_date=evidenced("issue_date", EvidencedDate, facts.issue_date),

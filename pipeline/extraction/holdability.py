@@ -9,12 +9,13 @@ The two paths hold different contracts. A model's answer is contract v2: documen
 allowances and charges, and any credit note, are an obstacle. The XML path is contract
 v3 (``v3=True``): it holds them (:class:`~pipeline.invoice.AllowanceCharge`), and only
 an entry it cannot hold (no indicator, amount or VAT rate) or entries that do not sum to
-the totals the XML states is one. It holds a commercial credit note (381, or a UBL
-``CreditNote`` without a type code) that refers to at most one preceding invoice; every
-other credit note code (a self-billed 261, a factored 396...), a corrected invoice (384)
-and negative totals on any document type stay obstacles: EN 16931 states a credit
-note's amounts positive, so a negative total is a debit in disguise, or a credit the
-ERP would post as an invoice. What validation checks on
+the totals the XML states is one. It identifies a seller without VAT id by its tax
+number (BT-32); a seller with neither stays an obstacle. It holds a commercial credit
+note (381, or a UBL ``CreditNote`` without a type code) that refers to at most one
+preceding invoice; every other credit note code (a self-billed 261, a factored 396...),
+a corrected invoice (384) and negative totals on any document type stay obstacles:
+EN 16931 states a credit note's amounts positive, so a negative total is a debit in
+disguise, or a credit the ERP would post as an invoice. What validation checks on
 the values themselves (arithmetic, dates, IBAN, master data) is validation's, not here.
 """
 
@@ -156,9 +157,11 @@ def _document(facts: InvoiceFacts, *, v3: bool) -> list[Obstacle]:
                 f"negative totals on document type {code or 'invoice'} ({what})",
             )
         )
-    if facts.seller_vat_id is None:
+    if facts.seller_vat_id is None and not (v3 and facts.seller_tax_number):
+        # contract v3 identifies a seller without VAT id by its tax number (BT-32)
         tax_no = f" (tax number {facts.seller_tax_number})" if facts.seller_tax_number else ""
-        out.append(Obstacle("no_vat_id", "supplier.vat_id", f"supplier has no VAT id{tax_no}"))
+        what = "no VAT id" + ("" if v3 else tax_no) + (" or tax number" if v3 else "")
+        out.append(Obstacle("no_vat_id", "supplier.vat_id", f"supplier has {what}"))
     if (
         (facts.tax_currency not in (None, facts.currency))
         or len(set(facts.tax_total_currencies) - {""}) > 1

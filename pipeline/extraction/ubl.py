@@ -233,6 +233,7 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
         "currency": currency_el,
         "supplier.name": seller_name,
         "supplier.vat_id": vat,
+        "supplier.tax_number": tax_number,
         "iban": accounts[0][1] if accounts else None,
         "payment_terms": terms[0] if terms else None,
         "net_total": child(totals, "TaxExclusiveAmount"),

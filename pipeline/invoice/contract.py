@@ -33,8 +33,10 @@ allowances and charges at document and line level (EN 16931 BG-20/BG-21, BG-27/B
 the document type (BT-3: invoice, credit note, corrective invoice), the preceding
 invoice a credit note refers to (BG-3), a line's price basis quantity (BT-149), and the
 prepaid amount, rounding amount and amount due (BT-113 to BT-115), and a second, tax
-currency with the tax total in it (BT-6, BT-111), and the payment means where the
-supplier collects (BT-81: card, direct debit). Each is optional
+currency with the tax total in it (BT-6, BT-111), the payment means where the
+supplier collects (BT-81: card, direct debit), and the seller's tax registration number
+(BT-32: ``supplier.tax_number``, which identifies a seller without VAT id against master
+data). Each is optional
 with an empty default (a plain invoice), dumped only where set, so a v2 result reads and
 dumps exactly as before; only an e-invoice reader fills them (:func:`parse_extraction`
 refuses a model's answer that does).
@@ -100,6 +102,7 @@ V3_FIELDS = (
     "tax_currency",
     "tax_total_in_tax_currency",
     "payment_means",
+    "supplier.tax_number",
 )
 #: UNTDID 4461 payment means by which the supplier collects (48 bank card, 49 direct
 #: debit, 54 credit card, 55 debit card, 59 SEPA direct debit): the buyer pays no
@@ -338,6 +341,18 @@ Evidenced = EvidencedAmount | EvidencedCurrency | EvidencedDate | EvidencedIban 
 class Supplier(_Contract):
     name: EvidencedText | None
     vat_id: EvidencedText | None
+    #: The seller's tax registration number (EN 16931 BT-32; contract v3, an e-invoice
+    #: reader's only): set where the XML states one, so a seller without VAT id (one not
+    #: subject to VAT, category O) is still identified. Dumped only where set.
+    tax_number: EvidencedText | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_empty_v3_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """A supplier without a tax number dumps exactly as under contract v2."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("tax_number") is None:
+            data.pop("tax_number", None)
+        return data
 
 
 #: An allowance (EN 16931 BG-20, BG-27: ``ChargeIndicator`` false) or a charge (BG-21,
@@ -494,6 +509,7 @@ def uses_v3(extraction: Extraction) -> bool:
         extraction.allowances_charges
         or extraction.document_type != "invoice"
         or extraction.preceding_invoice is not None
+        or extraction.supplier.tax_number is not None
         or any(
             getattr(extraction, key) is not None
             for key in ("payment_means", *PAYABLE_FIELDS, *TAX_CURRENCY_FIELDS)

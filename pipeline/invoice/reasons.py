@@ -30,6 +30,10 @@ class ReasonCode(StrEnum):
     SUPPLIER_CONFUSABLE = "supplier_confusable"
     SUPPLIER_MIXED_SCRIPT = "supplier_mixed_script"
     VAT_ID_MISMATCH = "vat_id_mismatch"
+    #: Contract v3: the tax number (BT-32) an e-invoice states is not the one on file for
+    #: the supplier (or none is on file), where it identifies the supplier (no VAT id) or
+    #: the supplier has one on file.
+    TAX_NUMBER_MISMATCH = "tax_number_mismatch"
     BIDI_CONTROL = "bidi_control"
     INVISIBLE_CHARACTER = "invisible_character"
     IBAN_CHECKSUM_INVALID = "iban_checksum_invalid"

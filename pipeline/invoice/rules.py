@@ -95,6 +95,7 @@ RULES: Mapping[str, str] = {
     "validation.supplier_confusable": "the supplier's name renders like another on file",
     "validation.supplier_unknown": "the supplier is in the master data",
     "validation.vat_id_mismatch": "the VAT id is the supplier's on file",
+    "validation.tax_number_mismatch": "the tax number is the supplier's on file",
     "validation.iban_checksum": "the IBAN passes mod-97",
     "validation.iban_length": "the IBAN has its country's length",
     "validation.iban_not_in_text": "the IBAN is printed in the document",

@@ -36,6 +36,8 @@ _HEADER = (
     "gross_total",
     "iban",
 )
+#: The header as printed: contract v3's seller tax number beside the VAT id.
+_PRINTED = (*_HEADER[:2], "supplier.tax_number", *_HEADER[2:])
 
 
 def _value_at(result: dict[str, Any], path: str) -> Any:
@@ -48,8 +50,9 @@ def _value_at(result: dict[str, Any], path: str) -> Any:
 def evidenced_fields(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[str, Any] | None]]:
     """(field, value, evidence) of every evidenced value: the header, the preceding
     invoice a credit note names, the prepaid amount and amount due, a second (tax)
-    currency, the payment means where the supplier collects, then rows."""
-    for name in _HEADER:
+    currency, the payment means where the supplier collects, then rows. The header
+    includes the seller's tax number (contract v3) where the result holds one."""
+    for name in _PRINTED:
         node = _value_at(result, name)
         if isinstance(node, dict):
             yield name, node.get("value"), node.get("evidence")

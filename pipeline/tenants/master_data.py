@@ -41,16 +41,49 @@ from pipeline.tenants.admin import resolve_tenant
 async def upsert_supplier(
     conn: asyncpg.Connection, tenant_id: uuid.UUID, record: SupplierRecord
 ) -> uuid.UUID:
-    """Insert or update a supplier, keyed by (tenant, VAT id)."""
-    got: uuid.UUID = await conn.fetchval(
-        q("supplier_upsert"),
-        uuid.uuid4(),
-        tenant_id,
-        record.name,
-        record.vat_id,
-        sorted(record.ibans),
-    )
+    """Insert or update a supplier, keyed by (tenant, VAT id), or (tenant, tax number)
+    for one without VAT id."""
+    row = await _store(conn, tenant_id, record)
+    got: uuid.UUID = row["id"]
     return got
+
+
+async def _store(
+    conn: asyncpg.Connection, tenant_id: uuid.UUID, record: SupplierRecord
+) -> asyncpg.Record:
+    """The upsert of ``record`` by its VAT id, else by its tax number.
+
+    Raises:
+        ValueError: the tax number is another supplier's of the tenant.
+    """
+    ibans = sorted(record.ibans)
+    try:
+        if record.vat_id:
+            row = await conn.fetchrow(
+                q("supplier_upsert"),
+                uuid.uuid4(),
+                tenant_id,
+                record.name,
+                record.vat_id,
+                ibans,
+                record.tax_number,
+            )
+        else:
+            row = await conn.fetchrow(
+                q("supplier_upsert_by_tax_number"),
+                uuid.uuid4(),
+                tenant_id,
+                record.name,
+                ibans,
+                record.tax_number,
+            )
+    except asyncpg.UniqueViolationError as exc:
+        raise ValueError(
+            f"the tax number {record.tax_number!r} is another supplier's on file"
+        ) from exc
+    except asyncpg.CheckViolationError as exc:
+        raise ValueError("a supplier needs a VAT id or a tax number") from exc
+    return row
 
 
 def normalise_iban(value: str) -> str:
@@ -98,29 +131,41 @@ async def add_supplier(
     tenant: str | uuid.UUID,
     *,
     name: str,
-    vat_id: str,
+    vat_id: str | None = None,
     ibans: Iterable[str] = (),
+    tax_number: str | None = None,
 ) -> tuple[SupplierRecord, bool]:
-    """Add a supplier to ``tenant`` (id or name), or replace the one with that VAT id.
+    """Add a supplier to ``tenant`` (id or name), or replace the one with that VAT id
+    (without a VAT id: the one with that tax number).
 
+    A supplier is known by its VAT id, its tax number (EN 16931 BT-32), or both: an
+    e-invoice of a seller without VAT id is matched by the tax number it states.
     Returns the record as stored and whether it was created (False: replaced).
 
     Raises:
         NotFound: no such tenant.
-        ValueError: an empty or hidden-character name or VAT id, or an invalid IBAN.
+        ValueError: neither a VAT id nor a tax number; an empty or hidden-character name,
+            VAT id or tax number; an invalid IBAN; a tax number another supplier holds.
     """
+    if vat_id is None and tax_number is None:
+        raise ValueError("a supplier needs a VAT id or a tax number")
     record = SupplierRecord(
         name=_plain(name, "supplier name"),
-        vat_id=_plain(vat_id, "VAT id"),
+        vat_id=None if vat_id is None else _identifier(vat_id, "VAT id"),
         ibans=frozenset(normalise_iban(i) for i in ibans),
+        tax_number=None if tax_number is None else _identifier(tax_number, "tax number"),
     )
-    if not compact_id(record.vat_id):
-        raise ValueError(f"the VAT id {vat_id!r} has no letters or digits")
     t = await resolve_tenant(conn, tenant)
-    row = await conn.fetchrow(
-        q("supplier_upsert"), uuid.uuid4(), t.id, record.name, record.vat_id, sorted(record.ibans)
-    )
+    row = await _store(conn, t.id, record)
     return record, bool(row["created"])
+
+
+def _identifier(value: str, what: str) -> str:
+    """A VAT id or tax number as stored: plain, with at least one letter or digit."""
+    plain = _plain(value, what)
+    if not compact_id(plain):
+        raise ValueError(f"the {what} {value!r} has no letters or digits")
+    return plain
 
 
 async def list_suppliers(conn: asyncpg.Connection, tenant: str | uuid.UUID) -> list[SupplierRecord]:

@@ -77,6 +77,12 @@ def evidenced_fields(extraction: Extraction) -> Iterator[tuple[str, Evidence, Va
         yield "supplier.name", e.supplier.name.evidence, _text_in(e.supplier.name.value)
     if e.supplier.vat_id is not None:
         yield "supplier.vat_id", e.supplier.vat_id.evidence, _id_in(e.supplier.vat_id.value)
+    if e.supplier.tax_number is not None:
+        yield (
+            "supplier.tax_number",
+            e.supplier.tax_number.evidence,
+            _id_in(e.supplier.tax_number.value),
+        )
     if e.invoice_number is not None:
         yield "invoice_number", e.invoice_number.evidence, _text_in(e.invoice_number.value)
     for path, dated in (("issue_date", e.issue_date), ("due_date", e.due_date)):

@@ -221,12 +221,17 @@ def check_presence(
     A credit note needs no IBAN: the supplier owes the amount, so its account is no
     payee of the buyer's (and EN 16931 makes payment instructions optional on one). Nor
     does an invoice the supplier collects by card or direct debit (contract v3's
-    ``payment_means``): the buyer pays no account of the supplier's."""
+    ``payment_means``): the buyer pays no account of the supplier's. A supplier an
+    e-invoice identifies by its tax number (contract v3's ``supplier.tax_number``) needs
+    no VAT id: :func:`~pipeline.validation.supplier.check_supplier` holds the tax number
+    against master data instead."""
     collected = (
         extraction.payment_means is not None
         and extraction.payment_means.value in COLLECTED_PAYMENT_MEANS
     )
     exempt = {"iban"} if extraction.document_type == "credit_note" or collected else set()
+    if extraction.supplier.tax_number is not None:
+        exempt.add("supplier.vat_id")  # contract v3: the tax number identifies the seller
     reasons = [
         Reason(
             ReasonCode.MISSING_FIELD,

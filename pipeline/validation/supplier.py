@@ -1,7 +1,12 @@
-"""Identity rules: who is paid. Supplier name, VAT id, IBAN and hidden characters.
+"""Identity rules: who is paid. Supplier name, VAT id or tax number, IBAN and hidden
+characters.
 
 The supplier must match a master record after :func:`normalise_name`; a name
 that only matches after :func:`skeleton` is a homoglyph (``supplier_confusable``).
+Its VAT id must be the one on file; a result without VAT id (contract v3: an e-invoice
+whose seller states only its tax number, EN 16931 BT-32) is identified by its tax
+number, which must then be the one on file (``tax_number_mismatch``, also where the
+supplier has no tax number on file).
 The IBAN must pass mod-97 and its country length, be printed in the document,
 and be on file for the supplier. Bidi controls and invisible characters in a
 name, VAT id or invoice number (and bidi controls in a line description) are
@@ -55,20 +60,39 @@ def _format_characters(value: str, path: str) -> list[Reason]:
 
 
 def match_supplier(
-    name: str, master_data: TenantMasterData, vat_id: str | None = None
+    name: str,
+    master_data: TenantMasterData,
+    vat_id: str | None = None,
+    tax_number: str | None = None,
 ) -> SupplierRecord | None:
     """The master record whose name equals ``name`` after :func:`normalise_name`.
 
     Two suppliers may trade under the same name (one per country, say): among
-    records of that name the one whose VAT id is ``vat_id`` wins, else the first.
+    records of that name the one whose VAT id is ``vat_id`` wins; without ``vat_id``,
+    the one whose tax number is ``tax_number``; else the first.
     """
     wanted = normalise_name(name)
     named = [r for r in master_data.suppliers if normalise_name(r.name) == wanted]
-    if vat_id is not None:
+    for field, given in (("vat_id", vat_id), ("tax_number", None if vat_id else tax_number)):
+        if given is None:
+            continue
         for record in named:
-            if compact_id(record.vat_id) == compact_id(vat_id):
+            on_file = getattr(record, field)
+            if on_file is not None and compact_id(on_file) == compact_id(given):
                 return record
     return named[0] if named else None
+
+
+def _ids(extraction: Extraction) -> tuple[str | None, str | None]:
+    """The result's VAT id and tax number values (None: not stated)."""
+    supplier = extraction.supplier
+    vat = supplier.vat_id.value if supplier.vat_id is not None else None
+    tax = supplier.tax_number.value if supplier.tax_number is not None else None
+    return vat, tax
+
+
+def _same(stated: str, on_file: str | None) -> bool:
+    return on_file is not None and compact_id(stated) == compact_id(on_file)
 
 
 def check_supplier(extraction: Extraction, master_data: TenantMasterData) -> list[Reason]:
@@ -81,7 +105,11 @@ def check_supplier(extraction: Extraction, master_data: TenantMasterData) -> lis
     """
     reasons: list[Reason] = []
     supplier = extraction.supplier
-    for path, evidenced in (("supplier.name", supplier.name), ("supplier.vat_id", supplier.vat_id)):
+    for path, evidenced in (
+        ("supplier.name", supplier.name),
+        ("supplier.vat_id", supplier.vat_id),
+        ("supplier.tax_number", supplier.tax_number),
+    ):
         if evidenced is not None:
             reasons += _format_characters(evidenced.value, path)
     if supplier.name is None:
@@ -97,8 +125,8 @@ def check_supplier(extraction: Extraction, master_data: TenantMasterData) -> lis
                 rule="validation.supplier_mixed_script",
             )
         )
-    vat = supplier.vat_id.value if supplier.vat_id is not None else None
-    record = match_supplier(name, master_data, vat)
+    vat, tax = _ids(extraction)
+    record = match_supplier(name, master_data, vat, tax)
     if record is None:
         lookalikes = [r.name for r in master_data.suppliers if skeleton(r.name) == skeleton(name)]
         if lookalikes:
@@ -120,17 +148,28 @@ def check_supplier(extraction: Extraction, master_data: TenantMasterData) -> lis
                 )
             )
         return reasons
-    if supplier.vat_id is not None and compact_id(supplier.vat_id.value) != compact_id(
-        record.vat_id
-    ):
+    if vat is not None and not _same(vat, record.vat_id):
         reasons.append(
             Reason(
                 ReasonCode.VAT_ID_MISMATCH,
                 "supplier.vat_id",
-                f"{supplier.vat_id.value!r} is not {record.name!r}'s VAT id on file",
+                f"{vat!r} is not {record.name!r}'s VAT id on file",
                 rule="validation.vat_id_mismatch",
             )
         )
+    if tax is not None and (vat is None or record.tax_number is not None):
+        # without a VAT id the tax number is the supplier's identity; beside one, a tax
+        # number on file must still be the one stated
+        if not _same(tax, record.tax_number):
+            on_file = "no tax number" if record.tax_number is None else "another tax number"
+            reasons.append(
+                Reason(
+                    ReasonCode.TAX_NUMBER_MISMATCH,
+                    "supplier.tax_number",
+                    f"{tax!r} is not {record.name!r}'s tax number ({on_file} on file)",
+                    rule="validation.tax_number_mismatch",
+                )
+            )
     return reasons
 
 
@@ -171,11 +210,8 @@ def check_iban(
             )
         )
     name = extraction.supplier.name
-    vat = extraction.supplier.vat_id
     record = (
-        match_supplier(name.value, master_data, vat.value if vat is not None else None)
-        if name is not None
-        else None
+        match_supplier(name.value, master_data, *_ids(extraction)) if name is not None else None
     )
     if record is not None and record.ibans and iban not in record.ibans:
         reasons.append(

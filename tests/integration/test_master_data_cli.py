@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from datetime import date
 from typing import Any
 
 import asyncpg
@@ -21,6 +22,8 @@ from cluster.cli import main
 from pipeline.invoice import ReasonCode
 from pipeline.tenants.master_data import load_master_data
 from pipeline.validation import Decision, ValidationReport, validate
+from pipeline.worker.interpretation import interpret_einvoice
+from tests.support.einvoices import tax_number_only
 from tests.support.jobs import new_tenant
 
 pytestmark = pytest.mark.integration
@@ -81,6 +84,7 @@ async def test_suppliers_add_makes_a_cli_tenants_invoices_pass(
     assert added == {
         "name": inv.supplier.name,
         "vat_id": inv.supplier.vat_id,
+        "tax_number": None,
         "ibans": [iban],  # stored in the electronic form validation compares
         "created": True,
     }
@@ -92,7 +96,12 @@ async def test_suppliers_add_makes_a_cli_tenants_invoices_pass(
     )
     assert code == 0, err
     assert json.loads(out) == [
-        {"name": inv.supplier.name, "vat_id": inv.supplier.vat_id, "ibans": [iban]}
+        {
+            "name": inv.supplier.name,
+            "vat_id": inv.supplier.vat_id,
+            "tax_number": None,
+            "ibans": [iban],
+        }
     ]
     code, out, _ = await fenceline(capsys, dsn, "suppliers", "list", "--tenant", name)
     assert code == 0 and out == f"{inv.supplier.name}  {inv.supplier.vat_id}  {iban}\n"
@@ -152,6 +161,80 @@ async def test_suppliers_add_refuses_what_validation_could_never_match(
         "--vat-id", "DE123456789", "--iban", "DE89370400440532013000",
     )  # fmt: skip
     assert code == 0, err
+
+
+async def test_a_supplier_known_by_its_tax_number_is_added_listed_and_matched(
+    pool: asyncpg.Pool, dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`suppliers add --tax-number` without a VAT id (migration 041): an e-invoice whose
+    seller states only its tax number (BT-32) is SUCCEEDED against it, and reviewed
+    against a tax number that is not its own."""
+    tenant = await new_tenant(pool)
+    iban = "DE02120300000000202051"
+    add = ("suppliers", "add", "--tenant", tenant.name, "Lieferant GmbH")
+    code, out, err = await fenceline(
+        capsys, dsn, *add, "--tax-number", "201/113/40208", "--iban", iban
+    )
+    assert code == 0, err
+    assert json.loads(out) == {
+        "name": "Lieferant GmbH",
+        "vat_id": None,
+        "tax_number": "201/113/40208",
+        "ibans": [iban],
+        "created": True,
+    }
+    xml = tax_number_only()
+    async with pool.acquire() as conn:
+        master = await load_master_data(conn, tenant.id)
+    wrong = interpret_einvoice(xml, master, today=date(2018, 3, 6))
+    assert {(r.code, r.field) for r in wrong.report.reasons} == {
+        (ReasonCode.TAX_NUMBER_MISMATCH, "supplier.tax_number")
+    }
+
+    # The same tax number again replaces the record; a corrected one is another supplier.
+    code, out, err = await fenceline(capsys, dsn, *add, "--tax-number", "201/113/40208")
+    assert code == 0 and json.loads(out)["created"] is False, err
+    code, out, err = await fenceline(
+        capsys, dsn, *add, "--tax-number", "201/113/40209", "--iban", iban
+    )
+    assert code == 0 and json.loads(out)["created"] is True, err
+    async with pool.acquire() as conn:
+        master = await load_master_data(conn, tenant.id)
+    right = interpret_einvoice(xml, master, today=date(2018, 3, 6))
+    assert right.report.decision is Decision.SUCCEEDED, right.report.as_dict()
+
+    code, out, err = await fenceline(
+        capsys, dsn, "suppliers", "list", "--tenant", tenant.name, "--json"
+    )
+    assert code == 0, err
+    assert [(r["vat_id"], r["tax_number"], r["ibans"]) for r in json.loads(out)] == [
+        (None, "201/113/40208", []),
+        (None, "201/113/40209", [iban]),
+    ]
+    code, out, _ = await fenceline(capsys, dsn, "suppliers", "list", "--tenant", tenant.name)
+    assert "Lieferant GmbH  tax number 201/113/40209  " + iban in out.splitlines()
+
+    # A VAT-id supplier may not take a tax number another supplier holds; nor may a
+    # supplier be added with neither (both refused, nothing stored).
+    code, out, err = await fenceline(
+        capsys, dsn, "suppliers", "add", "--tenant", tenant.name, "Other GmbH",
+        "--vat-id", "DE123456789", "--tax-number", "201/113/40209",
+    )  # fmt: skip
+    assert (code, out) == (2, "") and "another supplier's" in err
+    code, out, err = await fenceline(capsys, dsn, "suppliers", "add", "--tenant", tenant.name, "X")
+    assert (code, out) == (2, "") and "VAT id or a tax number" in err
+    async with pool.acquire() as conn:
+        count = await conn.fetchval(
+            "SELECT count(*) FROM suppliers WHERE tenant_id = $1", tenant.id
+        )
+        assert count == 2
+        # the schema holds the rule too: a row with neither is refused
+        with pytest.raises(asyncpg.CheckViolationError):
+            await conn.execute(
+                "INSERT INTO suppliers (id, tenant_id, name) VALUES ($1, $2, 'Nobody')",
+                uuid.uuid4(),
+                tenant.id,
+            )
 
 
 async def test_unknown_tenant_is_status_1(dsn: str, capsys: pytest.CaptureFixture[str]) -> None:

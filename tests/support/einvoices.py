@@ -3,6 +3,15 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
+
+from pipeline.documents import pdf_attachments
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "einvoices"
+_VAT_REGISTRATION = re.compile(
+    rb"\s*<ram:SpecifiedTaxRegistration>\s*<ram:ID schemeID=\"VA\">DE123456789</ram:ID>"
+    rb"\s*</ram:SpecifiedTaxRegistration>"
+)
 
 _BANK_CODE = re.compile(rb"\s*<ram:GermanBankleitzahlID>[^<]*</ram:GermanBankleitzahlID>")
 
@@ -16,4 +25,21 @@ def without_bank_code(xml: bytes) -> bytes:
     """
     cleaned = _BANK_CODE.sub(b"", xml)
     assert cleaned != xml, "the sample no longer carries a German bank code"
+    return cleaned
+
+
+def xrechnung_einfach() -> bytes:
+    """The XML the vendored ``XRECHNUNG_Einfach.pdf`` embeds (seller: Lieferant GmbH, VAT
+    id DE123456789, tax number 201/113/40209)."""
+    data = (DATA / "XRECHNUNG_Einfach.pdf").read_bytes()
+    ((_, xml),) = pdf_attachments(data).items()
+    return xml
+
+
+def tax_number_only() -> bytes:
+    """``XRECHNUNG_Einfach``'s XML less its seller VAT id registration: a seller named by
+    its tax number alone (BT-32), as EN 16931 BR-S-02 permits."""
+    xml = xrechnung_einfach()
+    cleaned = _VAT_REGISTRATION.sub(b"", xml)
+    assert cleaned != xml, "the sample no longer carries its VAT id registration"
     return cleaned

@@ -67,9 +67,18 @@ EXPECTED: dict[str, tuple[Any, ...]] = {
          "403.55", "76.67", "480.22", None],
         5, ("Wirkarbeit HT", "10000.0000", "0.0520", "52.00", "19.00"),
         [("19.00", "403.55", "76.67")],
-        ["no_vat_id", "price_decimals"],
+        ["price_decimals"],  # no VAT id: its tax number (BT-32) identifies the seller
     ),
 }  # fmt: skip
+#: The seller's tax number (BT-32, ``SpecifiedTaxRegistration/ID schemeID="FC"``) each
+#: XML states, read into contract v3's ``supplier.tax_number``.
+TAX_NUMBERS = {
+    "Avoir_FR_type381_BASIC.pdf": None,
+    "EN16931_Rabatte.pdf": "201/113/40209",
+    MUSTANG: "22/815/0815/4",
+    "XRECHNUNG_Einfach.pdf": "201/113/40209",
+    "zugferd_2p0_EXTENDED_Kostenrechnung.pdf": "201/113/40209",
+}
 HEADER = ("supplier.name", "supplier.vat_id", "invoice_number", "issue_date", "due_date",
           "currency", "net_total", "tax_total", "gross_total", "iban")  # fmt: skip
 
@@ -98,6 +107,7 @@ def test_every_field_of_the_embedded_xml_is_read(name: str) -> None:
     reading = read_einvoice(xml, page)
     e = reading.extraction
     assert {p: _value(e, p) for p in HEADER} == dict(zip(HEADER, header, strict=True))
+    assert _value(e, "supplier.tax_number") == TAX_NUMBERS[name]
     assert len(e.line_items) == count
     item = e.line_items[0]
     assert (

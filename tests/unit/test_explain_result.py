@@ -50,6 +50,9 @@ def test_a_page_that_disagrees_with_its_xml_is_explained_with_the_fields_it_name
         "  invoice_number = '471102'  <- xml /rsm:CrossIndustryInvoice/rsm:ExchangedDocument/ram:ID"
         in lines
     )
+    tax_number = next(line for line in lines if line.startswith("  supplier.tax_number = "))
+    assert tax_number.startswith("  supplier.tax_number = '201/113/40209'  <- xml /rsm:")
+    assert tax_number.endswith("/ram:SellerTradeParty/ram:SpecifiedTaxRegistration[1]/ram:ID")
     assert result_section(_stored(forged=False), [ATTEMPT], [])["reasons"] == []  # type: ignore[index]
 
 

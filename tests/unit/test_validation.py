@@ -123,6 +123,14 @@ def _with_supplier(inv: Any, name: str) -> dict[str, Any]:
     return _e(inv, supplier=supplier)
 
 
+def _tax_number(value: str = "12/345/67890") -> EvidencedText:
+    """A seller's tax number as an e-invoice reader sets it (contract v3, XML evidence)."""
+    path = "/rsm:CrossIndustryInvoice/ram:SellerTradeParty/ram:SpecifiedTaxRegistration[2]/ram:ID"
+    return EvidencedText(
+        value=value, evidence=Evidence(page=1, start=0, end=0, quote=path, match="xml")
+    )
+
+
 def _homoglyph(name: str, table: dict[str, str]) -> str:
     for latin, lookalike in table.items():
         if latin in name:
@@ -266,6 +274,27 @@ CASES: list[tuple[str, Change, ReasonCode, str]] = [
         },
         ReasonCode.VAT_ID_MISMATCH,
         "supplier.vat_id",
+    ),
+    (
+        "tax number instead of the VAT id, none on file",
+        lambda i: _e(i, supplier=up(i.truth.supplier, vat_id=None, tax_number=_tax_number())),
+        ReasonCode.TAX_NUMBER_MISMATCH,
+        "supplier.tax_number",
+    ),
+    (
+        "another tax number on file beside the VAT id",
+        lambda i: {
+            **_e(i, supplier=up(i.truth.supplier, tax_number=_tax_number())),
+            "master_data": replace(
+                i.master_data,
+                suppliers=(
+                    replace(i.supplier, tax_number="99/999/99999"),
+                    *i.master_data.suppliers[1:],
+                ),
+            ),
+        },
+        ReasonCode.TAX_NUMBER_MISMATCH,
+        "supplier.tax_number",
     ),
     # IBAN
     (
