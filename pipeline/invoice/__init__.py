@@ -21,17 +21,9 @@ from pipeline.invoice.contract import (
     AllowanceCharge,
     AllowanceKind,
     DocumentType,
-    Evidence,
-    Evidenced,
-    EvidencedAmount,
-    EvidencedCurrency,
-    EvidencedDate,
-    EvidencedIban,
-    EvidencedText,
     Extraction,
     LineAllowanceCharge,
     LineItem,
-    MatchKind,
     PrecedingInvoice,
     Supplier,
     TaxLine,
@@ -41,6 +33,16 @@ from pipeline.invoice.contract import (
 )
 from pipeline.invoice.currencies import CURRENCY_SYMBOLS, ISO_4217, currency_mentions
 from pipeline.invoice.dates import date_readings, european_locales, locale_data
+from pipeline.invoice.evidence import (
+    Evidence,
+    Evidenced,
+    EvidencedAmount,
+    EvidencedCurrency,
+    EvidencedDate,
+    EvidencedIban,
+    EvidencedText,
+    MatchKind,
+)
 from pipeline.invoice.grammar_schema import extraction_json_schema
 from pipeline.invoice.ibans import IBAN_LENGTHS, iban_checksum_ok
 from pipeline.invoice.master_data import SupplierRecord, TenantMasterData

@@ -21,6 +21,9 @@ Invariants the types enforce (parsing is the first gate of spec section 4):
   of in ``uncertain_fields``. Validation turns both into REVIEW_REQUIRED; a
   missing financial field never passes silently.
 
+The value types live in :mod:`pipeline.invoice.wire_types`, the evidence types in
+:mod:`pipeline.invoice.evidence`; this module re-exports the names callers use.
+
 Evidence offsets: the OCR text's pages are separated by form feed (``\\f``);
 ``page`` is 1-based, ``start``/``end`` are 0-based code-point offsets within
 that page's text, ``end`` exclusive, and ``quote`` is the text at those offsets.
@@ -49,24 +52,32 @@ sign: a negative total on either type is reviewed by the reader, not read as a c
 from __future__ import annotations
 
 import re
-from datetime import date
-from decimal import Decimal, InvalidOperation
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
-    ConfigDict,
-    Field,
-    PlainSerializer,
-    PlainValidator,
     SerializerFunctionWrapHandler,
     ValidationError,
-    WithJsonSchema,
     model_serializer,
 )
 
 from pipeline.errors import MalformedOutput
+from pipeline.invoice.evidence import (
+    Evidence,
+    EvidencedAmount,
+    EvidencedCurrency,
+    EvidencedDate,
+    EvidencedIban,
+    EvidencedText,
+)
+from pipeline.invoice.wire_types import (
+    Amount,
+    ContractModel,
+    IsoDate,
+    NonEmptyStr,
+    Quantity,
+    Rate,
+)
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -139,206 +150,8 @@ SUPPORTED_OPTIONS: dict[str, str] = {
 #: items stay well below it); it bounds the memory one bad answer can take.
 MAX_OUTPUT_CHARS = 2_000_000
 
-DECIMAL_PATTERN = r"^-?[0-9]{1,15}(\.[0-9]{1,6})?$"
-RATE_PATTERN = r"^[0-9]{1,2}(\.[0-9]{1,2})?$"
-DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
-CURRENCY_PATTERN = r"^[A-Z]{3}$"
-IBAN_PATTERN = r"^[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}$"
 
-_DECIMAL_RE = re.compile(DECIMAL_PATTERN)
-_RATE_RE = re.compile(RATE_PATTERN)
-_DATE_RE = re.compile(DATE_PATTERN)
-_CURRENCY_RE = re.compile(CURRENCY_PATTERN)
-_IBAN_RE = re.compile(IBAN_PATTERN)
-
-
-def _decimal_validator(pattern: re.Pattern[str], what: str) -> Any:
-    """Build a validator accepting a pattern-conformant string or a Decimal.
-
-    Decimals are accepted so Python code (the generator, tests) can build
-    extractions directly; they must still print in plain notation within the
-    pattern, so the JSON form of any accepted value parses back to itself.
-    """
-
-    def validate(value: object) -> Decimal:
-        if isinstance(value, Decimal):
-            if not value.is_finite():
-                raise ValueError(f"{what} must be finite")
-            text = format(value, "f")
-        elif isinstance(value, str):
-            text = value
-        else:
-            raise ValueError(f'{what} must be a JSON string such as "1234.50", not a number')
-        if not pattern.fullmatch(text):
-            raise ValueError(f"{what} {text!r} does not match {pattern.pattern}")
-        try:
-            return Decimal(text)
-        except InvalidOperation as exc:  # pragma: no cover - the pattern excludes this
-            raise ValueError(f"{what} {text!r} is not a decimal") from exc
-
-    return validate
-
-
-def _decimal_to_str(value: Decimal) -> str:
-    return format(value, "f")
-
-
-def _date_from_str(value: object) -> date:
-    if isinstance(value, date):
-        return value
-    if not isinstance(value, str) or not _DATE_RE.fullmatch(value):
-        raise ValueError(f"date must be an ISO string YYYY-MM-DD, got {value!r}")
-    return date.fromisoformat(value)
-
-
-def _date_to_str(value: date) -> str:
-    return value.isoformat()
-
-
-def _pattern_str(pattern: re.Pattern[str], what: str) -> Any:
-    def validate(value: object) -> str:
-        if not isinstance(value, str) or not pattern.fullmatch(value):
-            raise ValueError(f"{what} must match {pattern.pattern}, got {value!r}")
-        return value
-
-    return validate
-
-
-def _non_empty(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be empty or blank; use null for a missing value")
-    return value
-
-
-def _non_negative(value: int) -> int:
-    if value < 0:
-        raise ValueError("must be >= 0")
-    return value
-
-
-def _positive(value: int) -> int:
-    if value < 1:
-        raise ValueError("must be >= 1")
-    return value
-
-
-#: A money amount: Decimal in Python, a plain decimal string in JSON.
-Amount = Annotated[
-    Decimal,
-    PlainValidator(_decimal_validator(_DECIMAL_RE, "amount")),
-    PlainSerializer(_decimal_to_str, return_type=str, when_used="json"),
-    WithJsonSchema({"type": "string", "pattern": DECIMAL_PATTERN}),
-]
-#: A quantity: same wire form as an amount (fractional hours, kilograms).
-Quantity = Amount
-#: A tax rate in percent (``"19"``, ``"8.1"``), 0 to 99.99.
-Rate = Annotated[
-    Decimal,
-    PlainValidator(_decimal_validator(_RATE_RE, "tax rate")),
-    PlainSerializer(_decimal_to_str, return_type=str, when_used="json"),
-    WithJsonSchema({"type": "string", "pattern": RATE_PATTERN}),
-]
-IsoDate = Annotated[
-    date,
-    PlainValidator(_date_from_str),
-    PlainSerializer(_date_to_str, return_type=str, when_used="json"),
-    WithJsonSchema({"type": "string", "pattern": DATE_PATTERN}),
-]
-CurrencyCode = Annotated[
-    str,
-    PlainValidator(_pattern_str(_CURRENCY_RE, "currency")),
-    WithJsonSchema({"type": "string", "pattern": CURRENCY_PATTERN}),
-]
-IbanStr = Annotated[
-    str,
-    PlainValidator(_pattern_str(_IBAN_RE, "IBAN")),
-    WithJsonSchema({"type": "string", "pattern": IBAN_PATTERN}),
-]
-NonEmptyStr = Annotated[str, AfterValidator(_non_empty)]
-Offset = Annotated[int, Field(strict=True), AfterValidator(_non_negative)]
-PageNumber = Annotated[int, Field(strict=True), AfterValidator(_positive)]
-
-
-class _Contract(BaseModel):
-    """Base of every contract model: unknown keys are errors, values immutable."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-#: How grounding found a value in the OCR text (contract v2; None under contract v1,
-#: whose evidence the model gave): ``exact`` as copied, ``normalised`` after
-#: whitespace/case/compatibility folding, ``fuzzy`` by a bounded approximate match
-#: (free text only: names, descriptions), ``symbol`` a currency read from its sign,
-#: ``arithmetic`` a total put right after the model copied another total into its
-#: field (``pipeline/extraction/totals.py``).
-#: How grounding found a value: ``term`` is a due date counted from a payment term in
-#: days ("within 30 days"), its evidence the term as printed. ``xml``: read from an
-#: e-invoice's XML without a model; ``quote`` is the XML path, ``start``/``end`` 0.
-MatchKind = Literal["exact", "normalised", "fuzzy", "symbol", "arithmetic", "term", "xml"]
-#: Evidence keys only the system writes; the v1 grammar never offers them to a model.
-SYSTEM_EVIDENCE_KEYS = ("line", "match")
-
-
-class Evidence(_Contract):
-    """Where a value is printed: ``quote`` must equal ``page_text[start:end]``.
-
-    The schema cannot check that; :mod:`pipeline.validation.decide` does, against the
-    OCR text the job actually holds, because a model can fabricate spans too.
-    Under contract v2 the system derives every field here (:mod:`pipeline.grounding`)
-    and adds ``line`` (1-based, counted over the whole document as the prompt
-    numbers it) and ``match``.
-    """
-
-    page: PageNumber
-    start: Offset
-    end: Offset
-    quote: str
-    line: int | None = None
-    match: MatchKind | None = None
-
-    @model_serializer(mode="wrap")
-    def _without_unset_system_keys(self, handler: SerializerFunctionWrapHandler) -> Any:
-        """v1 evidence (no line, no match) dumps exactly as before contract v2 existed."""
-        data = handler(self)
-        if isinstance(data, dict):
-            for key in SYSTEM_EVIDENCE_KEYS:
-                if data.get(key) is None:
-                    data.pop(key, None)
-        return data
-
-
-class EvidencedText(_Contract):
-    value: NonEmptyStr
-    evidence: Evidence
-
-
-class EvidencedAmount(_Contract):
-    value: Amount
-    evidence: Evidence
-
-
-class EvidencedDate(_Contract):
-    value: IsoDate
-    evidence: Evidence
-
-
-class EvidencedCurrency(_Contract):
-    value: CurrencyCode
-    evidence: Evidence
-
-
-class EvidencedIban(_Contract):
-    """IBAN in electronic form: upper case, no spaces (the quote keeps the print form)."""
-
-    value: IbanStr
-    evidence: Evidence
-
-
-#: Any one of the contract's evidenced header values.
-Evidenced = EvidencedAmount | EvidencedCurrency | EvidencedDate | EvidencedIban | EvidencedText
-
-
-class Supplier(_Contract):
+class Supplier(ContractModel):
     name: EvidencedText | None
     vat_id: EvidencedText | None
     #: The seller's tax registration number (EN 16931 BT-32; contract v3, an e-invoice
@@ -360,7 +173,7 @@ class Supplier(_Contract):
 AllowanceKind = Literal["allowance", "charge"]
 
 
-class LineAllowanceCharge(_Contract):
+class LineAllowanceCharge(ContractModel):
     """A line-level allowance or charge (EN 16931 BG-27, BG-28; contract v3): it changes
     the line's net amount, at the line's VAT rate. ``amount`` is without VAT (BT-136,
     BT-141); ``reason`` and ``reason_code`` say why (BT-139/140, BT-144/145)."""
@@ -372,7 +185,7 @@ class LineAllowanceCharge(_Contract):
     evidence: Evidence
 
 
-class LineItem(_Contract):
+class LineItem(ContractModel):
     """One printed row; ``evidence`` spans the whole row and must show every number.
 
     ``line_amount`` is the line's net amount: quantity x unit price / price basis
@@ -402,7 +215,7 @@ class LineItem(_Contract):
         return data
 
 
-class TaxLine(_Contract):
+class TaxLine(ContractModel):
     """Tax for one rate: ``amount`` = ``base`` x ``rate`` / 100, rounded per policy."""
 
     rate: Rate
@@ -411,7 +224,7 @@ class TaxLine(_Contract):
     evidence: Evidence
 
 
-class AllowanceCharge(_Contract):
+class AllowanceCharge(ContractModel):
     """A document-level allowance (a discount) or charge (freight, packing): it changes
     the net total and the tax base of its rate, not a line (contract v3).
 
@@ -435,7 +248,7 @@ class AllowanceCharge(_Contract):
 DocumentType = Literal["invoice", "credit_note", "corrective_invoice"]
 
 
-class PrecedingInvoice(_Contract):
+class PrecedingInvoice(ContractModel):
     """The invoice a credit note or correction refers to (EN 16931 BG-3): its number
     (BT-25) and issue date (BT-26) as stated, the evidence where they were read."""
 
@@ -444,7 +257,7 @@ class PrecedingInvoice(_Contract):
     evidence: Evidence
 
 
-class Extraction(_Contract):
+class Extraction(ContractModel):
     """One invoice as the model must return it (see the module docstring)."""
 
     supplier: Supplier

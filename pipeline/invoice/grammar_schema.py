@@ -15,7 +15,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from pipeline.invoice.contract import SYSTEM_EVIDENCE_KEYS, V3_FIELDS, Extraction
+from pipeline.invoice.contract import V3_FIELDS, Extraction
+from pipeline.invoice.evidence import SYSTEM_EVIDENCE_KEYS
 
 _SCHEMA_NOISE = ("title", "description", "default")
 

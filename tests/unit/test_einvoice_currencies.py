@@ -24,7 +24,7 @@ from pipeline.invoice import (
     parse_extraction,
     uses_v3,
 )
-from pipeline.invoice.contract import EvidencedCurrency
+from pipeline.invoice.evidence import EvidencedCurrency
 from pipeline.invoice.grammar_schema import extraction_json_schema
 from pipeline.validation import Decision
 from pipeline.validation.currency import check_currency

@@ -26,7 +26,7 @@ from pipeline.invoice import (
     parse_extraction,
     uses_v3,
 )
-from pipeline.invoice.contract import EvidencedAmount
+from pipeline.invoice.evidence import EvidencedAmount
 from pipeline.jobs.explain_result import evidenced_fields
 from pipeline.validation import Decision
 from pipeline.validation.arithmetic import check_arithmetic
