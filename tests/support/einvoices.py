@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import re
+from datetime import date
 from pathlib import Path
 
 from pipeline.documents import pdf_attachments
+from pipeline.extraction import read_invoice_xml
+from pipeline.invoice import Extraction, SupplierRecord, TenantMasterData
+from pipeline.validation import Decision
+from pipeline.worker.interpretation import interpret_einvoice
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "einvoices"
 _VAT_REGISTRATION = re.compile(
@@ -43,3 +48,29 @@ def tax_number_only() -> bytes:
     cleaned = _VAT_REGISTRATION.sub(b"", xml)
     assert cleaned != xml, "the sample no longer carries its VAT id registration"
     return cleaned
+
+
+def decide_xml(
+    xml: bytes,
+    *,
+    currencies: frozenset[str] | None = None,
+    ibans: bool = True,
+    today: date | None = None,
+) -> tuple[Decision, list[tuple[str, str]], Extraction]:
+    """An e-invoice read and validated against the master data its own XML states: its
+    seller (with its IBANs unless ``ibans`` is False), its currency permitted (or
+    ``currencies``), on the day after its issue (or ``today``). The decision, the
+    (code, field) of each reason, and the extraction."""
+    facts = read_invoice_xml(xml)
+    seller = SupplierRecord(
+        facts.seller_name or "-",
+        facts.seller_vat_id or "",
+        frozenset(facts.ibans) if ibans else frozenset(),
+    )
+    master = TenantMasterData((seller,), currencies or frozenset({facts.currency or "EUR"}))
+    if today is None:
+        assert facts.issue_date is not None
+        today = date.fromordinal(facts.issue_date.toordinal() + 1)
+    out = interpret_einvoice(xml, master, today=today)
+    reasons = [(r.code.value, r.field) for r in out.report.reasons]
+    return out.report.decision, reasons, out.extraction

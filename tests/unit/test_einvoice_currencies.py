@@ -10,7 +10,6 @@ The vendored files (tests/data/einvoices/currencies, see its NOTICE) are KoSIT's
 from __future__ import annotations
 
 import json
-from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
@@ -19,7 +18,6 @@ import pytest
 from pipeline.extraction import obstacles, read_einvoice, read_invoice_xml
 from pipeline.invoice import (
     Extraction,
-    SupplierRecord,
     TenantMasterData,
     parse_extraction,
     uses_v3,
@@ -29,30 +27,15 @@ from pipeline.invoice.grammar_schema import extraction_json_schema
 from pipeline.validation import Decision
 from pipeline.validation.currency import check_currency
 from pipeline.validation.policy import check_presence
-from pipeline.worker.interpretation import interpret_einvoice
+from tests.support.einvoices import decide_xml
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "einvoices" / "currencies"
 UBL = DATA / "02.01a-cvd_INVOICE_ubl.xml"
 CII = DATA / "02.01a-cvd_INVOICE_uncefact.xml"
 
 
-def _decide(xml: bytes) -> tuple[Decision, list[tuple[str, str]], Extraction]:
-    facts = read_invoice_xml(xml)
-    master = TenantMasterData(
-        (
-            SupplierRecord(
-                facts.seller_name or "-", facts.seller_vat_id or "", frozenset(facts.ibans)
-            ),
-        ),
-        frozenset({"EUR"}),
-    )
-    assert facts.issue_date is not None
-    out = interpret_einvoice(xml, master, today=date.fromordinal(facts.issue_date.toordinal() + 1))
-    return (
-        out.report.decision,
-        [(r.code.value, r.field) for r in out.report.reasons],
-        out.extraction,
-    )
+def _decide_eur(xml: bytes) -> tuple[Decision, list[tuple[str, str]], Extraction]:
+    return decide_xml(xml, currencies=frozenset({"EUR"}))
 
 
 @pytest.mark.parametrize(
@@ -69,7 +52,7 @@ def _decide(xml: bytes) -> tuple[Decision, list[tuple[str, str]], Extraction]:
     ids=["ubl", "cii"],
 )
 def test_a_tax_currency_is_held_and_the_invoice_succeeds(path: Path, bt111_path: str) -> None:
-    decision, reasons, e = _decide(path.read_bytes())
+    decision, reasons, e = _decide_eur(path.read_bytes())
     assert (decision, reasons) == (Decision.SUCCEEDED, [])
     assert e.currency is not None and e.currency.value == "EUR"
     assert e.tax_total is not None and e.tax_total.value == Decimal("2048437.50")
@@ -108,7 +91,7 @@ def test_another_amount_in_the_tax_currency_is_still_a_mixed_currency() -> None:
         b'<cbc:PayableAmount currencyID="EUR">', b'<cbc:PayableAmount currencyID="GBP">'
     )
     assert planted != xml
-    decision, reasons, _ = _decide(planted)
+    decision, reasons, _ = _decide_eur(planted)
     assert decision is Decision.REVIEW_REQUIRED
     assert ("currency_mixed", "currency") in reasons
 
@@ -131,7 +114,7 @@ def test_a_second_currency_contract_v3_cannot_hold_stays_an_obstacle(
     planted = xml.replace(old, new)
     assert planted != xml
     assert "two_currencies" in [o.code for o in obstacles(read_invoice_xml(planted), v3=True)]
-    decision, _, _ = _decide(planted)
+    decision, _, _ = _decide_eur(planted)
     assert decision is Decision.REVIEW_REQUIRED
 
 

@@ -14,7 +14,6 @@ charge of 12.00 each written into its first line.
 from __future__ import annotations
 
 import json
-from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
@@ -22,44 +21,22 @@ import pytest
 
 from pipeline.extraction import obstacles, read_einvoice, read_invoice_xml
 from pipeline.invoice import (
-    Extraction,
     LineAllowanceCharge,
-    SupplierRecord,
-    TenantMasterData,
     parse_extraction,
     uses_v3,
 )
 from pipeline.invoice.grammar_schema import extraction_json_schema
 from pipeline.validation import Decision
 from pipeline.validation.arithmetic import check_arithmetic
-from pipeline.worker.interpretation import interpret_einvoice
+from tests.support.einvoices import decide_xml
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "einvoices"
 CREDIT = DATA / "credit_notes" / "BIS_Billing_30-Kreditering_med_kreditnota.xml"
 CII = DATA / "payable" / "01.17a-INVOICE_uncefact.xml"
 
 
-def _decide(xml: bytes) -> tuple[Decision, list[tuple[str, str]], Extraction]:
-    facts = read_invoice_xml(xml)
-    master = TenantMasterData(
-        (
-            SupplierRecord(
-                facts.seller_name or "-", facts.seller_vat_id or "", frozenset(facts.ibans)
-            ),
-        ),
-        frozenset({facts.currency or "EUR"}),
-    )
-    assert facts.issue_date is not None
-    out = interpret_einvoice(xml, master, today=date.fromordinal(facts.issue_date.toordinal() + 1))
-    return (
-        out.report.decision,
-        [(r.code.value, r.field) for r in out.report.reasons],
-        out.extraction,
-    )
-
-
 def test_a_credit_note_with_line_allowances_charges_and_price_bases_succeeds() -> None:
-    decision, reasons, e = _decide(CREDIT.read_bytes())
+    decision, reasons, e = decide_xml(CREDIT.read_bytes())
     assert (decision, reasons) == (Decision.SUCCEEDED, [])
     first, second = e.line_items
     assert (first.quantity, first.unit_price, first.price_basis_quantity, first.line_amount) == (
@@ -113,7 +90,7 @@ def test_a_planted_line_value_is_reviewed(old: bytes, new: bytes) -> None:
     xml = CREDIT.read_bytes()
     planted = xml.replace(old, new, 1)
     assert planted != xml
-    decision, reasons, _ = _decide(planted)
+    decision, reasons, _ = decide_xml(planted)
     assert decision is Decision.REVIEW_REQUIRED
     assert ("line_amount_mismatch", "line_items[0].line_amount") in reasons
 
@@ -158,13 +135,13 @@ def _cii_with_line_entries(allowance: bytes, charge: bytes) -> bytes:
 
 
 def test_cii_line_allowances_and_charges_are_held_and_checked() -> None:
-    decision, reasons, e = _decide(_cii_with_line_entries(b"12.00", b"12.00"))
+    decision, reasons, e = decide_xml(_cii_with_line_entries(b"12.00", b"12.00"))
     assert (decision, reasons) == (Decision.SUCCEEDED, [])
     assert [(a.kind, a.amount) for a in e.line_items[0].allowances_charges] == [
         ("allowance", Decimal("12.00")),
         ("charge", Decimal("12.00")),
     ]
-    decision, reasons, _ = _decide(_cii_with_line_entries(b"12.00", b"13.00"))
+    decision, reasons, _ = decide_xml(_cii_with_line_entries(b"12.00", b"13.00"))
     assert decision is Decision.REVIEW_REQUIRED
     assert ("line_amount_mismatch", "line_items[0].line_amount") in reasons
 

@@ -11,7 +11,6 @@ prepayment written in.
 from __future__ import annotations
 
 import json
-from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
@@ -19,10 +18,7 @@ import pytest
 
 from pipeline.extraction import obstacles, read_einvoice, read_invoice_xml
 from pipeline.invoice import (
-    Extraction,
     ReasonCode,
-    SupplierRecord,
-    TenantMasterData,
     parse_extraction,
     uses_v3,
 )
@@ -30,28 +26,12 @@ from pipeline.invoice.evidence import EvidencedAmount
 from pipeline.jobs.explain_result import evidenced_fields
 from pipeline.validation import Decision
 from pipeline.validation.arithmetic import check_arithmetic
-from pipeline.worker.interpretation import interpret_einvoice
+from tests.support.einvoices import decide_xml
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "einvoices"
 UBL = DATA / "payable" / "01.17a-INVOICE_ubl.xml"
 CII = DATA / "payable" / "01.17a-INVOICE_uncefact.xml"
 PREPAID_UBL = DATA / "ubl" / "BIS_Billing_30-Forskott_slutreglering.xml"
-
-
-def _decide(xml: bytes) -> tuple[Decision, list[tuple[str, str]], Extraction]:
-    facts = read_invoice_xml(xml)
-    master = TenantMasterData(
-        (
-            SupplierRecord(
-                facts.seller_name or "-", facts.seller_vat_id or "", frozenset(facts.ibans)
-            ),
-        ),
-        frozenset({facts.currency or "EUR"}),
-    )
-    assert facts.issue_date is not None
-    out = interpret_einvoice(xml, master, today=date.fromordinal(facts.issue_date.toordinal() + 1))
-    reasons = [(r.code.value, r.field) for r in out.report.reasons]
-    return out.report.decision, reasons, out.extraction
 
 
 @pytest.mark.parametrize(
@@ -68,7 +48,7 @@ def _decide(xml: bytes) -> tuple[Decision, list[tuple[str, str]], Extraction]:
     ids=["ubl", "cii"],
 )
 def test_a_rounding_amount_is_held_and_the_invoice_succeeds(path: Path, due_path: str) -> None:
-    decision, reasons, e = _decide(path.read_bytes())
+    decision, reasons, e = decide_xml(path.read_bytes())
     assert (decision, reasons) == (Decision.SUCCEEDED, [])
     assert e.gross_total is not None and e.gross_total.value == Decimal("336.9")
     assert e.rounding_amount is not None and e.rounding_amount.value == Decimal("0.01")
@@ -90,7 +70,7 @@ def test_a_planted_amount_due_is_reviewed(path: Path) -> None:
     xml = path.read_bytes()
     planted = xml.replace(b">336.91<", b">336.92<")
     assert planted != xml
-    decision, reasons, _ = _decide(planted)
+    decision, reasons, _ = decide_xml(planted)
     assert decision is Decision.REVIEW_REQUIRED
     assert ("einvoice_not_holdable", "gross_total") in reasons
     assert ("gross_total_mismatch", "amount_due") in reasons
@@ -102,20 +82,20 @@ def test_a_planted_rounding_amount_is_reviewed() -> None:
         b">0.01</cbc:PayableRoundingAmount>", b">0.02</cbc:PayableRoundingAmount>"
     )
     assert planted != xml
-    decision, reasons, _ = _decide(planted)
+    decision, reasons, _ = decide_xml(planted)
     assert decision is Decision.REVIEW_REQUIRED
     assert ("gross_total_mismatch", "amount_due") in reasons
 
 
 def test_a_prepaid_amount_is_held_and_a_planted_one_reviewed() -> None:
     xml = PREPAID_UBL.read_bytes()
-    decision, reasons, e = _decide(xml)
+    decision, reasons, e = decide_xml(xml)
     assert reasons == [("missing_field", "iban")]  # a Swedish bankgiro is no IBAN
     assert e.prepaid_amount is not None and e.prepaid_amount.value == Decimal("400000")
     assert e.amount_due is not None and e.amount_due.value == Decimal("75000")
     planted = xml.replace(b">400000</cbc:PrepaidAmount>", b">300000</cbc:PrepaidAmount>")
     assert planted != xml
-    decision, reasons, _ = _decide(planted)
+    decision, reasons, _ = decide_xml(planted)
     assert decision is Decision.REVIEW_REQUIRED
     assert ("gross_total_mismatch", "amount_due") in reasons
 
@@ -135,12 +115,12 @@ def _cii_prepaid(prepaid: bytes, due: bytes) -> bytes:
 
 
 def test_a_cii_prepayment_is_held_and_its_sum_checked() -> None:
-    decision, reasons, e = _decide(_cii_prepaid(b"100.00", b"236.91"))
+    decision, reasons, e = decide_xml(_cii_prepaid(b"100.00", b"236.91"))
     assert (decision, reasons) == (Decision.SUCCEEDED, [])
     assert e.prepaid_amount is not None and e.prepaid_amount.value == Decimal("100.00")
     assert e.prepaid_amount.evidence.quote.endswith("ram:TotalPrepaidAmount")
     assert e.amount_due is not None and e.amount_due.value == Decimal("236.91")
-    decision, reasons, _ = _decide(_cii_prepaid(b"100.00", b"246.91"))
+    decision, reasons, _ = decide_xml(_cii_prepaid(b"100.00", b"246.91"))
     assert decision is Decision.REVIEW_REQUIRED
     assert ("gross_total_mismatch", "amount_due") in reasons
 
@@ -152,7 +132,7 @@ def test_a_negative_prepayment_or_amount_due_stays_an_obstacle() -> None:
     # 336.9 - 436.9 + 0.01 = -99.99: a credit without a credit note's type.
     credit = read_invoice_xml(_cii_prepaid(b"436.90", b"-99.99"))
     assert [o.code for o in obstacles(credit, v3=True)] == ["amount_due"]
-    decision, _, _ = _decide(_cii_prepaid(b"-100.00", b"436.91"))
+    decision, _, _ = decide_xml(_cii_prepaid(b"-100.00", b"436.91"))
     assert decision is Decision.REVIEW_REQUIRED
 
 
@@ -210,7 +190,7 @@ def _cii_due_is_gross(extra: bytes) -> bytes:
 
 
 def test_the_same_invoice_with_its_amount_due_equal_to_the_gross_total_succeeds() -> None:
-    decision, reasons, e = _decide(_cii_due_is_gross(b""))
+    decision, reasons, e = decide_xml(_cii_due_is_gross(b""))
     assert (decision, reasons) == (Decision.SUCCEEDED, [])
     assert (e.amount_due, e.prepaid_amount, e.rounding_amount) == (None, None, None)
 
@@ -229,5 +209,5 @@ def test_a_prepaid_or_rounding_amount_the_amount_due_leaves_out_reviews(extra: b
     facts = read_invoice_xml(planted)
     assert [o.code for o in obstacles(facts)] == ["amount_due"]
     assert [o.code for o in obstacles(facts, v3=True)] == ["amount_due"]
-    decision, _, _ = _decide(planted)
+    decision, _, _ = decide_xml(planted)
     assert decision is Decision.REVIEW_REQUIRED

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.extraction import read_einvoice, read_invoice_xml
-from pipeline.invoice import Extraction, SupplierRecord, TenantMasterData, uses_v3
+from pipeline.extraction import read_einvoice
+from pipeline.invoice import Extraction, uses_v3
 from pipeline.validation import Decision
-from pipeline.worker.interpretation import interpret_einvoice
+from tests.support.einvoices import decide_xml
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "einvoices" / "payable"
 UBL = DATA / "01.17a-INVOICE_ubl.xml"
@@ -54,18 +54,8 @@ def _cii(code: str) -> bytes:
     return xml
 
 
-def _decide(xml: bytes) -> tuple[Decision, list[tuple[str, str]], Extraction]:
-    facts = read_invoice_xml(xml)
-    master = TenantMasterData(
-        (SupplierRecord(facts.seller_name or "-", facts.seller_vat_id or "", frozenset()),),
-        frozenset({"EUR"}),
-    )
-    out = interpret_einvoice(xml, master, today=date(2016, 4, 5))
-    return (
-        out.report.decision,
-        [(r.code.value, r.field) for r in out.report.reasons],
-        out.extraction,
-    )
+def _decide_collected(xml: bytes) -> tuple[Decision, list[tuple[str, str]], Extraction]:
+    return decide_xml(xml, currencies=frozenset({"EUR"}), ibans=False, today=date(2016, 4, 5))
 
 
 @pytest.mark.parametrize(
@@ -80,7 +70,7 @@ def _decide(xml: bytes) -> tuple[Decision, list[tuple[str, str]], Extraction]:
     ids=["ubl-sepa-direct-debit", "ubl-card", "ubl-two-collections", "cii-sepa-dd", "cii-card"],
 )
 def test_an_invoice_collected_by_card_or_direct_debit_needs_no_iban(xml: bytes, code: str) -> None:
-    decision, reasons, e = _decide(xml)
+    decision, reasons, e = _decide_collected(xml)
     assert (decision, reasons) == (Decision.SUCCEEDED, [])
     assert e.iban is None
     assert e.payment_means is not None and e.payment_means.value == code
@@ -96,7 +86,7 @@ def test_an_invoice_collected_by_card_or_direct_debit_needs_no_iban(xml: bytes, 
          "cii-sepa-transfer", "cii-cash"],
 )  # fmt: skip
 def test_any_other_payment_means_without_an_iban_still_reviews(xml: bytes) -> None:
-    decision, reasons, e = _decide(xml)
+    decision, reasons, e = _decide_collected(xml)
     assert decision is Decision.REVIEW_REQUIRED
     assert ("missing_field", "iban") in reasons
     assert e.payment_means is None
