@@ -10,10 +10,17 @@ options reach a handler as its ``args`` and a :class:`Settings` built from them.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 from pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    import asyncpg
+
+_T = TypeVar("_T")
 
 #: A parsed command: its arguments and the settings built from the global options.
 Handler = Callable[[argparse.Namespace, Settings], int]
@@ -129,3 +136,33 @@ def duration(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError("must be a finite duration above zero")
     return value
+
+
+def run_with_pool(settings: Settings, work: Callable[[asyncpg.Pool], Awaitable[_T]]) -> _T:
+    """Run ``work`` on a small pool of the settings' database, closed after it."""
+    from pipeline.database import create_pool
+
+    async def go() -> _T:
+        pool = await create_pool(settings.database_url, min_size=1, max_size=2)
+        try:
+            return await work(pool)
+        finally:
+            await pool.close()
+
+    return asyncio.run(go())
+
+
+def run_with_connection(
+    settings: Settings, work: Callable[[asyncpg.Connection], Awaitable[_T]]
+) -> _T:
+    """Run ``work`` on one connection to the settings' database, closed after it."""
+    from pipeline.database import connect
+
+    async def go() -> _T:
+        conn = await connect(settings.database_url)
+        try:
+            return await work(conn)
+        finally:
+            await conn.close()
+
+    return asyncio.run(go())

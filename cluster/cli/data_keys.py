@@ -17,15 +17,13 @@ Output is JSON.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import asyncpg
 
-from cluster.cli.base import CommandTable
+from cluster.cli.base import CommandTable, run_with_pool
 from cluster.cli.tenant_ref import tenant_options, tenant_ref
 from pipeline.settings import Settings
 
@@ -34,19 +32,6 @@ command = TABLE.command
 register = TABLE.register
 
 _T = TypeVar("_T")
-
-
-def _run(settings: Settings, work: Callable[[asyncpg.Pool], Awaitable[_T]]) -> _T:
-    from pipeline.database import create_pool
-
-    async def go() -> _T:
-        pool = await create_pool(settings.database_url, min_size=1, max_size=2)
-        try:
-            return await work(pool)
-        finally:
-            await pool.close()
-
-    return asyncio.run(go())
 
 
 def _print(data: Any) -> None:
@@ -72,7 +57,9 @@ def _rotate(args: argparse.Namespace, settings: Settings) -> int:
         provider = LocalKeyProvider.from_settings(settings)
         if provider is None:
             raise ValueError("no key-encryption key: set FENCELINE_KEK or FENCELINE_KEK_FILE")
-        rewrapped = _run(settings, lambda pool: rotate_kek(pool, provider, batch=args.batch))
+        rewrapped = run_with_pool(
+            settings, lambda pool: rotate_kek(pool, provider, batch=args.batch)
+        )
     except (ValueError, DataKeyUnavailable) as exc:
         return _fail(exc)
     _print({"kek_id": provider.current_kek_id, "rewrapped": rewrapped})
@@ -91,7 +78,7 @@ def _show(args: argparse.Namespace, settings: Settings) -> int:
             return {"tenant_id": tenant, "keys": await tenant_keys(conn, tenant)}
 
     try:
-        _print(_run(settings, work))
+        _print(run_with_pool(settings, work))
     except NotFound as exc:
         return _fail(exc)
     return 0
@@ -118,7 +105,7 @@ def _shred(args: argparse.Namespace, settings: Settings) -> int:
             return {"tenant_id": tenant.id, "shredded": await shred_tenant_keys(conn, tenant.id)}
 
     try:
-        _print(_run(settings, work))
+        _print(run_with_pool(settings, work))
     except (NotFound, ValueError) as exc:
         return _fail(exc)
     return 0

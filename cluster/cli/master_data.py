@@ -12,15 +12,13 @@ Exit status: 0 done, 1 no such tenant, 2 refused input (nothing stored).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import asyncpg
 
-from cluster.cli.base import CommandTable
+from cluster.cli.base import CommandTable, run_with_connection
 from cluster.cli.tenant_ref import tenant_options, tenant_ref
 from pipeline.settings import Settings
 from pipeline.text_safety import visible
@@ -30,19 +28,6 @@ command = TABLE.command
 register = TABLE.register
 
 T = TypeVar("T")
-
-
-def _run(settings: Settings, action: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
-    from pipeline.database import connect
-
-    async def go() -> T:
-        conn = await connect(settings.database_url)
-        try:
-            return await action(conn)
-        finally:
-            await conn.close()
-
-    return asyncio.run(go())
 
 
 def _refused(exc: Exception) -> int:
@@ -79,7 +64,7 @@ def _suppliers_add(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.tenants import add_supplier
 
     try:
-        record, created = _run(
+        record, created = run_with_connection(
             settings,
             lambda conn: add_supplier(
                 conn,
@@ -116,7 +101,7 @@ def _suppliers_list(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.tenants import list_suppliers
 
     try:
-        records = _run(settings, lambda conn: list_suppliers(conn, tenant_ref(args)))
+        records = run_with_connection(settings, lambda conn: list_suppliers(conn, tenant_ref(args)))
     except NotFound as exc:
         return _refused(exc)
     if args.json:
@@ -160,7 +145,7 @@ def _tenants_currencies(args: argparse.Namespace, settings: Settings) -> int:
         return (await resolve_tenant(conn, tenant_ref(args))).allowed_currencies
 
     try:
-        codes = _run(
+        codes = run_with_connection(
             settings,
             (lambda conn: set_currencies(conn, tenant_ref(args), args.codes))
             if args.codes

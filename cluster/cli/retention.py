@@ -18,17 +18,15 @@ Output is JSON; a hold that is set already (or a release of none) exits 3.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import getpass
 import json
 import sys
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import asyncpg
 
-from cluster.cli.base import CommandTable
+from cluster.cli.base import CommandTable, run_with_pool
 from cluster.cli.tenant_ref import tenant_options, tenant_ref
 from pipeline.settings import Settings
 
@@ -57,19 +55,6 @@ def _batch(text: str) -> int:
     if not 1 <= value <= 100_000:
         raise argparse.ArgumentTypeError("must be 1 to 100000")
     return value
-
-
-def _run(settings: Settings, work: Callable[[asyncpg.Pool], Awaitable[_T]]) -> _T:
-    from pipeline.database import create_pool
-
-    async def go() -> _T:
-        pool = await create_pool(settings.database_url, min_size=1, max_size=2)
-        try:
-            return await work(pool)
-        finally:
-            await pool.close()
-
-    return asyncio.run(go())
 
 
 async def _tenant_id(pool: asyncpg.Pool, args: argparse.Namespace) -> uuid.UUID:
@@ -107,7 +92,7 @@ def _show(args: argparse.Namespace, settings: Settings) -> int:
         return {"policy": asdict(policy), "held_jobs": held, "due": due.as_dict()}
 
     try:
-        _print(_run(settings, work))
+        _print(run_with_pool(settings, work))
     except NotFound as exc:
         return _fail(exc)
     return 0
@@ -143,7 +128,7 @@ def _run_pass(args: argparse.Namespace, settings: Settings) -> int:
         return {"tenant_id": tenant, **report.as_dict()}
 
     try:
-        _print(_run(settings, work))
+        _print(run_with_pool(settings, work))
     except NotFound as exc:
         return _fail(exc)
     return 0
@@ -169,7 +154,7 @@ def _policy(args: argparse.Namespace, settings: Settings) -> int:
         return asdict(policy)
 
     try:
-        _print(_run(settings, work))
+        _print(run_with_pool(settings, work))
     except (NotFound, ValueError) as exc:
         return _fail(exc)
     return 0
@@ -203,7 +188,7 @@ def _hold_or_release(args: argparse.Namespace, settings: Settings, hold: bool) -
         return await clear_legal_hold(pool, tenant, reason=args.reason, actor=actor, job=args.job)
 
     try:
-        changed = _run(settings, work)
+        changed = run_with_pool(settings, work)
     except NotFound as exc:
         return _fail(exc)
     what = f"job {args.job}" if args.job else "tenant"

@@ -15,7 +15,6 @@ key that does not exist.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import uuid
@@ -25,9 +24,8 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from cluster.cli.base import CommandTable, duration
+from cluster.cli.base import CommandTable, duration, run_with_connection
 from cluster.cli.tenant_ref import tenant_options, tenant_ref
-from pipeline.database import connect
 from pipeline.errors import NotFound
 from pipeline.jobs import VERSION_POLICIES, set_version_policy
 from pipeline.settings import Settings
@@ -69,16 +67,8 @@ class _Refused(Exception):
 
 def _run(settings: Settings, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
     """Run ``work`` on one connection; map expected failures to :class:`_Refused`."""
-
-    async def go() -> T:
-        conn = await connect(settings.database_url)
-        try:
-            return await work(conn)
-        finally:
-            await conn.close()
-
     try:
-        return asyncio.run(go())
+        return run_with_connection(settings, work)
     except ValueError as exc:  # tenant_admin.check_scopes
         raise _Refused(str(exc), 2) from None
     except NotFound as exc:
