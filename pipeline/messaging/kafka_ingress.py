@@ -298,6 +298,14 @@ class KafkaIngressConfig:
         }
 
 
+def hold_delay(retry_after: float, refusals: int, *, base: float, cap: float) -> float:
+    """Seconds before a held record's next try after its ``refusals``-th refusal: the
+    refusal's retry-after, longer as refusals repeat (doubling from ``base``), never
+    above ``cap``."""
+    backoff = base * 2 ** min(refusals - 1, 16)
+    return min(cap, max(retry_after, backoff))
+
+
 #: Test hook, awaited after a record's inbox transaction and before it counts as durable.
 AfterIngest = Callable[[KafkaRecord, KafkaIngestResult], Awaitable[None]]
 
@@ -464,7 +472,12 @@ class KafkaIngress:
                         self._held[rec.part] += 1
                     self.counts[HELD] += 1
                     self.held_reasons[exc.reason] += 1
-                    delay = self.hold_delay(exc.retry_after, refusals)
+                    delay = hold_delay(
+                        exc.retry_after,
+                        refusals,
+                        base=self.retry_seconds,
+                        cap=self.max_hold_seconds,
+                    )
                     log.info(
                         "kafka ingress: %s/%d@%d held (%s); again in %.1fs",
                         rec.topic, rec.partition, rec.offset, exc.reason, delay,
@@ -478,13 +491,6 @@ class KafkaIngress:
             await self.after_ingest(rec, result)
         self.counts[result.outcome.value] += 1
         self.tracker.durable(rec.part, rec.offset)
-
-    def hold_delay(self, retry_after: float, refusals: int) -> float:
-        """Seconds before a held record's next try: the refusal's retry-after, longer
-        as refusals repeat (doubling from ``retry_seconds``), never above
-        ``max_hold_seconds``."""
-        backoff = self.retry_seconds * 2 ** min(refusals - 1, 16)
-        return min(self.max_hold_seconds, max(retry_after, backoff))
 
     async def _still_ours_after(self, rec: KafkaRecord, delay: float) -> bool:
         """Wait ``delay`` seconds; False when the ingress stops meanwhile or the
