@@ -302,7 +302,7 @@ def hold_delay(retry_after: float, refusals: int, *, base: float, cap: float) ->
     """Seconds before a held record's next try after its ``refusals``-th refusal: the
     refusal's retry-after, longer as refusals repeat (doubling from ``base``), never
     above ``cap``."""
-    backoff = base * 2 ** min(refusals - 1, 16)
+    backoff = base * float(2 ** min(refusals - 1, 16))
     return min(cap, max(retry_after, backoff))
 
 
