@@ -1,7 +1,8 @@
 """``fenceline kafka-ingress``: accept one tenant's submissions from a Kafka topic.
 
 A thin shell over :mod:`pipeline.messaging.kafka_ingress` (docs/kafka.md): it
-composes the ingress with the REST intake's document limits and token estimate, and
+composes the ingress with the REST intake's document limits (admission, the same
+quotas, spend budget and capacity, the ingress takes from the store's settings), and
 runs it until SIGTERM or SIGINT, after which it finishes the records it read,
 commits their durable prefix and leaves the consumer group.
 """
@@ -73,7 +74,7 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.extraction import DocumentLimits, over_limit
     from pipeline.jobs import JobStore
     from pipeline.messaging.kafka_ingress import KafkaInbox, KafkaIngress, KafkaIngressConfig
-    from pipeline.tenants import demand_for, resolve_tenant
+    from pipeline.tenants import resolve_tenant
 
     config = KafkaIngressConfig(
         bootstrap_servers=args.bootstrap,
@@ -96,7 +97,6 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
             pool,
             JobStore(pool, settings),
             tenant.id,
-            estimate_tokens=lambda size: demand_for(size, settings).tokens,
             refuse_text=refuse_text,
         )
         ingress = KafkaIngress(inbox, config)

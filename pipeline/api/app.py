@@ -7,7 +7,7 @@ the services that hold the invariants:
 
 * :mod:`pipeline.api.intake` — durable, idempotent acceptance (202 after commit);
   :mod:`pipeline.api.submission` — the request models and how a body becomes one;
-* :mod:`pipeline.tenants.quotas` — admission before acceptance (429 / 503);
+* :mod:`pipeline.jobs.quotas` — admission before acceptance (429 / 503);
 * :mod:`pipeline.api.job_views` — tenant-scoped reads (another tenant's job is 404);
 * :mod:`pipeline.api.status_stream` — SSE status streams;
 * :mod:`pipeline.api.review` — review decisions;

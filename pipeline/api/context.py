@@ -39,9 +39,9 @@ from pipeline.database import create_pool
 from pipeline.delivery import job_store
 from pipeline.documents import DocumentStore, open_document_store
 from pipeline.errors import KeyExpired
-from pipeline.jobs import JobStore, SettleHook
+from pipeline.jobs import JobStore, SettleHook, TenantQuota
 from pipeline.settings import Settings
-from pipeline.tenants import Principal, TenantQuota, key_digest, verify_key
+from pipeline.tenants import Principal, key_digest, verify_key
 
 _bearer = HTTPBearer(
     auto_error=False,

@@ -18,7 +18,8 @@
 * **Admission first, in the same statement.** The tenant's advisory lock, the
   quota and idempotency read, the decision and the writes are one statement
   (``intake_accept``, migration 018): one round trip, its own transaction. A
-  refusal (:mod:`pipeline.tenants.quotas` words it) writes nothing. A replay of an accepted
+  refusal (:mod:`pipeline.jobs.quotas` words it; the Kafka ingress admits through
+  the same statement and checks) writes nothing. A replay of an accepted
   request is never refused by admission: that work is already accepted.
 * **Input is checked before it reaches PostgreSQL.** The body becomes a
   :class:`~pipeline.api.submission.Submission` there (400, 413, 415 or 422, never a
@@ -67,15 +68,17 @@ from pipeline.jobs import (
     Accepted,
     AcceptRequest,
     AdmissionCheck,
+    Demand,
     DocumentIn,
     JobStore,
+    TenantQuota,
     accepted_from_row,
+    demand_for,
     replay_of,
     request_hash_of,
 )
 from pipeline.settings import Settings
 from pipeline.states import JobState
-from pipeline.tenants import ADMISSION_LOCK_NAMESPACE, Demand, TenantQuota, demand_for
 
 #: Called inside the accept transaction after the job and outbox rows are written
 #: and before the commit. A documented test seam for crash injection: raising (or
@@ -245,14 +248,7 @@ class IntakeService:
         self, conn: asyncpg.Connection, api_key_id: uuid.UUID | None, demand: Demand
     ) -> tuple[AdmissionRejected | None, AdmissionCheck]:
         """The capacity verdict (read on ``conn``) and what ``intake_accept`` decides with."""
-        capacity = await self.admission.capacity_refusal(conn)
-        return capacity, AdmissionCheck(
-            lock_namespace=ADMISSION_LOCK_NAMESPACE,
-            period=self.settings.spend_period,
-            api_key_id=api_key_id,
-            capacity_refused=capacity is not None,
-            cost=demand.cost,
-        )
+        return await self.admission.check(conn, api_key_id, demand)
 
     def _answer(
         self,
@@ -277,9 +273,7 @@ class IntakeService:
             return replay_of(row, request_hash_of(req))
         if outcome == "key_inactive":
             _check_key_state(row["key_state"])
-        if outcome == "capacity" and capacity is not None:
-            raise capacity
-        raise self.admission.quota_refusal(outcome, row, demand)
+        raise self.admission.refusal(row, demand, capacity)
 
 
 def _check_key_state(state: str | None) -> None:

@@ -22,9 +22,9 @@ import uuid
 import asyncpg
 
 from pipeline.api.intake import IntakeService
-from pipeline.jobs import AcceptRequest, DocumentIn
+from pipeline.jobs import AcceptRequest, DocumentIn, demand_for
 from pipeline.settings import Settings
-from pipeline.tenants import create_tenant, demand_for
+from pipeline.tenants import create_tenant
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""The job store (the only writer of job rows), its records, the reaper, operator explain.
+"""The job store (the only writer of job rows), its records, admission (tenant quotas
+and capacity), the reaper, operator explain.
 
 This is the package's surface: other packages import these names from here,
 never from a module inside.
@@ -36,6 +37,7 @@ from pipeline.jobs.legal_holds import (
     set_legal_hold,
     set_retention_policy,
 )
+from pipeline.jobs.quotas import ADMISSION_LOCK_NAMESPACE, Demand, TenantQuota, demand_for
 from pipeline.jobs.reaper import Reaper
 from pipeline.jobs.records import (
     EVENT_CANCELLED,
@@ -82,6 +84,7 @@ from pipeline.jobs.store import JobStore
 from pipeline.jobs.versions import VERSION_POLICIES, set_version_policy
 
 __all__ = [
+    "ADMISSION_LOCK_NAMESPACE",
     "EVENT_CANCELLED",
     "EVENT_COMPLETED",
     "EVENT_CREDIT_NOTE_CREATED",
@@ -101,6 +104,7 @@ __all__ = [
     "CancelRequest",
     "Cancelled",
     "DatabaseSetup",
+    "Demand",
     "DocumentIn",
     "ErasableStore",
     "EraseReport",
@@ -125,6 +129,7 @@ __all__ = [
     "SettleHooks",
     "Settled",
     "Success",
+    "TenantQuota",
     "accepted_from_row",
     "admin_dsn",
     "cancel_job",
@@ -132,6 +137,7 @@ __all__ = [
     "cancellations_for_job",
     "clear_legal_hold",
     "default_job_metrics",
+    "demand_for",
     "erasable_jobs",
     "erase_job",
     "erase_tenant",

@@ -7,7 +7,7 @@ each record as a job (docs/kafka.md). The offset protocol is the spec's (§2):
 * **Auto-commit is off** (and so is the client's automatic offset store): an offset
   is committed only by :class:`KafkaIngress`, only after the record's inbox row.
 * **Each record is durable before its offset is committed.** :class:`KafkaInbox`
-  accepts the job and writes the record's ``kafka_ingress_records`` row (unique on
+  admits and accepts the job and writes the record's ``kafka_ingress_records`` row (unique on
   its tenant, topic, partition and offset; migration 043) in one transaction. A
   record read again after a crash in between finds its row and changes nothing.
 * **Only a contiguous durable prefix is committed.** Records are handled several at
@@ -18,6 +18,14 @@ each record as a job (docs/kafka.md). The offset protocol is the spec's (§2):
   pauses its partitions and goes on polling (heartbeats, rebalances, the
   ``max.poll.interval.ms`` contract); it resumes below half the window. Nothing here
   waits for inference: accepting a job is one short transaction.
+
+* **Admitted as REST admits.** The job is accepted through the REST intake's one
+  statement (``intake_accept``) with its checks (:class:`~pipeline.jobs.TenantQuota`):
+  tenant quotas, the spend budget (the cost reserved at acceptance) and system
+  capacity. A refusal writes nothing and is *held*, not dropped: its partition is
+  paused, the record is tried again after the refusal's retry-after (a bounded
+  back-off) while polling goes on, and no offset passes it. A replay of a record
+  already accepted is never refused.
 
 A record that cannot become a job (not JSON, not a submission, over a document limit,
 an idempotency key reused for another document) is recorded as *refused* with its
@@ -43,11 +51,23 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.clock import Clock, DatabaseClock
-from pipeline.errors import IdempotencyConflict
-from pipeline.jobs import AcceptRequest, DocumentIn, JobStore
+from pipeline.errors import AdmissionRejected, IdempotencyConflict
+from pipeline.jobs import (
+    Accepted,
+    AcceptRequest,
+    Demand,
+    DocumentIn,
+    JobStore,
+    TenantQuota,
+    accepted_from_row,
+    demand_for,
+    replay_of,
+    request_hash_of,
+)
 from pipeline.messaging.offsets import OffsetTracker, Partition
 from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS
 from pipeline.queries import q
+from pipeline.waiting import wait_within
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +104,11 @@ class KafkaOutcome(StrEnum):
     REPLAYED = "replayed"  #: the record's idempotency key named a job already accepted
     REFUSED = "refused"  #: recorded with its reason; no job
     DUPLICATE = "duplicate"  #: this position was recorded before: read again, no-op
+
+
+#: The count of admission refusals in :attr:`KafkaIngress.counts` (not an outcome: a
+#: held record is tried again, and counted again each time it is refused).
+HELD = "held"
 
 
 @dataclass(frozen=True)
@@ -139,9 +164,11 @@ def _submission(value: bytes | None) -> KafkaSubmission:
 class KafkaInbox:
     """The database half: one record → its job and its position row, in one transaction.
 
-    ``estimate_tokens`` (document bytes → tokens) and ``refuse_text`` (a document's
-    text → the limit it is over, or None) are the REST intake's, handed in by the
-    caller that composes them (``fenceline kafka-ingress``).
+    Admission is the REST intake's: ``quota`` (by default one over the store's
+    settings) and the demand :func:`~pipeline.jobs.demand_for` estimates from the
+    document's size. ``refuse_text`` (a document's text → the limit it is over, or
+    None) is the REST intake's too, handed in by the caller that composes it
+    (``fenceline kafka-ingress``).
     """
 
     def __init__(
@@ -150,28 +177,36 @@ class KafkaInbox:
         store: JobStore,
         tenant_id: uuid.UUID,
         *,
-        estimate_tokens: Callable[[int], int] = lambda _size: 0,
+        quota: TenantQuota | None = None,
         refuse_text: Callable[[str], str | None] = lambda _text: None,
         clock: Clock | None = None,
     ) -> None:
         self.pool = pool
         self.store = store
         self.tenant_id = tenant_id
-        self.estimate_tokens = estimate_tokens
-        self.refuse_text = refuse_text
+        self.settings = store.settings
         self.clock = clock or DatabaseClock()
+        self.quota = quota or TenantQuota(self.settings, clock=self.clock)
+        self.refuse_text = refuse_text
 
     async def ingest(self, rec: KafkaRecord) -> KafkaIngestResult:
-        """Record ``rec`` durably, exactly once per source position."""
+        """Record ``rec`` durably, exactly once per source position.
+
+        Raises:
+            AdmissionRejected: a quota, the spend budget or capacity refused the job;
+                nothing was written, and the record is to be tried again.
+        """
         position = (self.tenant_id, rec.topic, rec.partition, rec.offset)
         async with self.pool.acquire() as conn:
             seen = await conn.fetchrow(q("kafka_ingress_get"), *position)
             if seen is not None:
                 return KafkaIngestResult(KafkaOutcome.DUPLICATE, seen["job_id"], seen["reason"])
             try:
-                req = self._request(rec)
+                req, demand = self._request(rec)
+                capacity, check = await self.quota.check(conn, None, demand)
                 async with conn.transaction():
-                    accepted = await self.store.accept(req, conn=conn)
+                    row = await self.store.admit_and_accept(req, check, conn=conn)
+                    accepted = self._answer(row, req, demand, capacity)
                     outcome = KafkaOutcome.ACCEPTED if accepted.created else KafkaOutcome.REPLAYED
                     got = await conn.fetchval(
                         q("kafka_ingress_record"),
@@ -203,20 +238,37 @@ class KafkaInbox:
         log.warning("kafka ingress: refused %s/%d@%d: %s", *position[1:], reason)
         return KafkaIngestResult(KafkaOutcome.REFUSED, reason=reason)
 
-    def _request(self, rec: KafkaRecord) -> AcceptRequest:
+    def _answer(
+        self,
+        row: asyncpg.Record,
+        req: AcceptRequest,
+        demand: Demand,
+        capacity: AdmissionRejected | None,
+    ) -> Accepted:
+        """The job ``intake_accept``'s row names (a known key's: a replay, never
+        refused), or the refusal it stands for (raised: the transaction rolls back)."""
+        if row["outcome"] == "accepted":
+            return accepted_from_row(row, created=True)
+        if row["outcome"] == "known_key":
+            return replay_of(row, request_hash_of(req))
+        raise self.quota.refusal(row, demand, capacity)
+
+    def _request(self, rec: KafkaRecord) -> tuple[AcceptRequest, Demand]:
         sub = _submission(rec.value)
         over = self.refuse_text(sub.document.text)
         if over is not None:
             raise _Refused(f"document_over_limit:{over}")
         doc = DocumentIn(sub.document.text, sub.document.content_type, sub.document.filename)
-        return AcceptRequest(
+        demand = demand_for(doc.size, self.settings)
+        req = AcceptRequest(
             tenant_id=self.tenant_id,
             idempotency_key=sub.idempotency_key or rec.position_key,
             document=doc,
             priority=sub.priority,
-            estimated_tokens=self.estimate_tokens(doc.size),
+            estimated_tokens=demand.tokens,
             deadline_seconds=sub.deadline_seconds,
         )
+        return req, demand
 
 
 # ------------------------------------------------------------------ the consumer
@@ -246,6 +298,14 @@ class KafkaIngressConfig:
         }
 
 
+def hold_delay(retry_after: float, refusals: int, *, base: float, cap: float) -> float:
+    """Seconds before a held record's next try after its ``refusals``-th refusal: the
+    refusal's retry-after, longer as refusals repeat (doubling from ``base``), never
+    above ``cap``."""
+    backoff = base * float(2 ** min(refusals - 1, 16))
+    return min(cap, max(retry_after, backoff))
+
+
 #: Test hook, awaited after a record's inbox transaction and before it counts as durable.
 AfterIngest = Callable[[KafkaRecord, KafkaIngestResult], Awaitable[None]]
 
@@ -260,6 +320,7 @@ class KafkaIngress:
         *,
         after_ingest: AfterIngest | None = None,
         retry_seconds: float = 1.0,
+        max_hold_seconds: float = 60.0,
     ) -> None:
         if config.window < 1:
             raise ValueError("window must be at least 1")
@@ -267,9 +328,19 @@ class KafkaIngress:
         self.config = config
         self.after_ingest = after_ingest
         self.retry_seconds = retry_seconds
+        #: The longest wait before a held record is tried again, whatever the
+        #: refusal's retry-after (a spend budget's can be days).
+        self.max_hold_seconds = max_hold_seconds
         self.tracker = OffsetTracker()
-        #: Outcomes so far, by :class:`KafkaOutcome` value.
+        #: Outcomes so far, by :class:`KafkaOutcome` value, and admission refusals as
+        #: :data:`HELD` (each time a record is refused).
         self.counts: Counter[str] = Counter()
+        #: Admission refusals by reason (``quota_pending_jobs``, ``capacity_backlog``, ...).
+        self.held_reasons: Counter[str] = Counter()
+        #: Records held by an admission refusal, per partition: those stay paused.
+        self._held: Counter[Partition] = Counter()
+        self._held_paused: set[Partition] = set()
+        self._draining = asyncio.Event()
         #: Every position the broker confirmed as committed (the last per partition).
         self.commits: dict[Partition, int] = {}
         self.paused = False
@@ -279,6 +350,11 @@ class KafkaIngress:
         self._revoked: list[Partition] = []
         self._failure: BaseException | None = None
 
+    @property
+    def held_partitions(self) -> set[Partition]:
+        """The partitions paused now because a record of theirs is held."""
+        return set(self._held_paused)
+
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop`` is set (or a record fails); then finish what was
         read, commit its durable prefix and leave the group."""
@@ -287,6 +363,8 @@ class KafkaIngress:
         try:
             while not stop.is_set() and self._failure is None:
                 await self._turn(consumer)
+            # A held record is left unfinished (uncommitted) rather than waited for.
+            self._draining.set()
             if self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
             self._apply_revocations()
@@ -305,6 +383,7 @@ class KafkaIngress:
             await asyncio.to_thread(self._pause, consumer)
         elif self.paused and outstanding <= self.config.window // 2:
             await asyncio.to_thread(self._resume, consumer)
+        await asyncio.to_thread(self._pause_held, consumer)
         room = max(1, self.config.window - outstanding)
         messages: list[Message] = await asyncio.to_thread(
             consumer.consume, room, self.config.poll_timeout_seconds
@@ -333,8 +412,24 @@ class KafkaIngress:
         self.paused = True
 
     def _resume(self, consumer: Consumer) -> None:
-        consumer.resume(consumer.assignment())
+        held = self._held_paused
+        consumer.resume(
+            [tp for tp in consumer.assignment() if (tp.topic, tp.partition) not in held]
+        )
         self.paused = False
+
+    def _pause_held(self, consumer: Consumer) -> None:
+        """Pause the partitions with a held record; resume those whose records went
+        through (unless the window holds every partition paused)."""
+        assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+        want = {part for part, n in self._held.items() if n > 0} & assigned
+        hold = want - self._held_paused
+        if hold:
+            consumer.pause([TopicPartition(t, p) for t, p in sorted(hold)])
+        freed = (self._held_paused - want) & assigned
+        if freed and not self.paused:
+            consumer.resume([TopicPartition(t, p) for t, p in sorted(freed)])
+        self._held_paused = want
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Runs on the polling thread inside consume(): only note it; the event loop
@@ -362,17 +457,49 @@ class KafkaIngress:
         self.commits.update(positions)
 
     async def _handle(self, rec: KafkaRecord) -> None:
-        while True:
-            try:
-                result = await self.inbox.ingest(rec)
-                break
-            except TRANSIENT_DB_ERRORS as exc:
-                log.warning("kafka ingress: database unavailable (%s); retrying", exc)
-                await asyncio.sleep(self.retry_seconds)
+        refusals = 0
+        try:
+            while True:
+                try:
+                    result = await self.inbox.ingest(rec)
+                    break
+                except TRANSIENT_DB_ERRORS as exc:
+                    log.warning("kafka ingress: database unavailable (%s); retrying", exc)
+                    await asyncio.sleep(self.retry_seconds)
+                except AdmissionRejected as exc:
+                    refusals += 1
+                    if refusals == 1:
+                        self._held[rec.part] += 1
+                    self.counts[HELD] += 1
+                    self.held_reasons[exc.reason] += 1
+                    delay = hold_delay(
+                        exc.retry_after,
+                        refusals,
+                        base=self.retry_seconds,
+                        cap=self.max_hold_seconds,
+                    )
+                    log.info(
+                        "kafka ingress: %s/%d@%d held (%s); again in %.1fs",
+                        rec.topic, rec.partition, rec.offset, exc.reason, delay,
+                    )  # fmt: skip
+                    if not await self._still_ours_after(rec, delay):
+                        return  # stopping, or revoked: read again by whoever owns it next
+        finally:
+            if refusals:
+                self._held[rec.part] -= 1
         if self.after_ingest is not None:
             await self.after_ingest(rec, result)
         self.counts[result.outcome.value] += 1
         self.tracker.durable(rec.part, rec.offset)
+
+    async def _still_ours_after(self, rec: KafkaRecord, delay: float) -> bool:
+        """Wait ``delay`` seconds; False when the ingress stops meanwhile or the
+        record's partition was revoked."""
+        try:
+            await wait_within(self._draining.wait(), delay)
+        except TimeoutError:
+            return self.tracker.waiting(rec.part, rec.offset)
+        return False
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

@@ -87,6 +87,12 @@ class OffsetTracker:
             state.position = first + 1
         return True
 
+    def waiting(self, part: Partition, offset: int) -> bool:
+        """The record at ``offset`` was read here and is not durable yet (False once
+        its partition is revoked)."""
+        state = self._parts.get(part)
+        return state is not None and state.pending.get(offset) is False
+
     def to_commit(self) -> dict[Partition, int]:
         """The positions to commit now: each partition's whose durable prefix moved
         past what the broker last confirmed."""

@@ -1,4 +1,4 @@
-"""Tenants: accounts and API keys, their administration, quotas, master data.
+"""Tenants: accounts and API keys, their administration, master data.
 
 This is the package's surface: other packages import these names from here,
 never from a module inside.
@@ -41,17 +41,14 @@ from pipeline.tenants.master_data import (
     set_currencies,
     upsert_supplier,
 )
-from pipeline.tenants.quotas import ADMISSION_LOCK_NAMESPACE, Demand, TenantQuota, demand_for
 from pipeline.tenants.reconciliation import ReconcileReport, SpendReconciler
 from pipeline.tenants.sessions import close_session, open_session, session_principal
 from pipeline.tenants.spend_metrics import SpendMetrics
 
 __all__ = [
-    "ADMISSION_LOCK_NAMESPACE",
     "CONSOLE_KEY_SCOPES",
     "LOCAL_TENANT",
     "SCOPES",
-    "Demand",
     "IssuedKey",
     "MasterDataCache",
     "Principal",
@@ -59,7 +56,6 @@ __all__ = [
     "SpendMetrics",
     "SpendReconciler",
     "Tenant",
-    "TenantQuota",
     "VerifiedKey",
     "add_supplier",
     "add_tenant",
@@ -68,7 +64,6 @@ __all__ = [
     "console_key",
     "create_api_key",
     "create_tenant",
-    "demand_for",
     "get_tenant_by_name",
     "hash_key",
     "issue_key",

@@ -11,7 +11,7 @@ with a scope nothing checks:
 
 Tenants are addressed by name (a ``str``) or by id (a :class:`uuid.UUID`), never one
 lookup for both (:func:`resolve_tenant`); names follow :mod:`pipeline.tenants.names`.
-Quotas are the admission limits of :mod:`pipeline.tenants.quotas`, and
+Quotas are the admission limits of :mod:`pipeline.jobs.quotas`, and
 :func:`tenant_usage` shows a tenant's current standing against them, read exactly as
 admission reads it.
 """

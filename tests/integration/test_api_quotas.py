@@ -16,8 +16,8 @@ from pipeline.api import create_app
 from pipeline.clock import ManualClock
 from pipeline.database import create_pool
 from pipeline.jobs import JobStore
+from pipeline.jobs.quotas import estimate_cost, estimate_tokens
 from pipeline.settings import Settings
-from pipeline.tenants.quotas import estimate_cost, estimate_tokens
 from tests.conftest import DatabaseFactory
 from tests.support.api import (
     WRITTEN_TABLES,

@@ -14,9 +14,8 @@ from decimal import Decimal
 import asyncpg
 import pytest
 
-from pipeline.jobs import AdmissionCheck, JobStore
+from pipeline.jobs import ADMISSION_LOCK_NAMESPACE, AdmissionCheck, JobStore
 from pipeline.settings import Settings
-from pipeline.tenants import ADMISSION_LOCK_NAMESPACE
 from tests.support.api import WRITTEN_TABLES, count_rows
 from tests.support.jobs import add_failed_history, new_tenant, request
 

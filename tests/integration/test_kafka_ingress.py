@@ -19,14 +19,17 @@ from collections.abc import Awaitable, Callable, Iterator
 import asyncpg
 import pytest
 
-from pipeline.jobs import JobStore
+from pipeline.api import create_app
+from pipeline.jobs import AcceptRequest, CancelRequest, DocumentIn, JobStore, cancel_job
 from pipeline.messaging.kafka_ingress import (
+    HELD,
     KafkaInbox,
     KafkaIngestResult,
     KafkaIngress,
     KafkaIngressConfig,
     KafkaRecord,
 )
+from tests.support.api import asgi_client, settings_for, tenant_with_key
 from tests.support.jobs import new_tenant
 from tests.support.kafka_broker import REPO, committed, end_offsets, mock_kafka, produce
 
@@ -298,3 +301,109 @@ async def test_the_fenceline_command_applies_the_intakes_limits_and_stops_on_sig
     assert len(await tenant_jobs(pool, tenant.id)) == 5
     refused = [r for r in await records(pool, tenant.id) if r["outcome"] == "refused"]
     assert [r["reason"] for r in refused] == ["document_over_limit:document_bytes"]
+
+
+def text_of(i: int) -> str:
+    value = json.loads(submission(i))
+    return str(value["document"]["text"])
+
+
+async def test_a_tenant_at_its_pending_jobs_quota_holds_the_record_until_a_job_settles(
+    pool: asyncpg.Pool, bootstrap: str
+) -> None:
+    tenant = await new_tenant(pool, max_pending_jobs=1)
+    # The quota's one pending job, under the key a producer's retry of it names.
+    store = JobStore(pool)
+    blocker = await store.accept(
+        AcceptRequest(tenant_id=tenant.id, idempotency_key="erp-0", document=DocumentIn(text_of(0)))
+    )
+    topic, group = names()
+    values = [submission(0, idempotency_key="erp-0"), submission(1)]
+    await asyncio.to_thread(produce, bootstrap, topic, values)
+    ends = await asyncio.to_thread(end_offsets, bootstrap, topic)
+    # Retry-after is the quota's 30 s; the hold is capped far below it for the test.
+    inbox = KafkaInbox(pool, store, tenant.id)
+    ingress = KafkaIngress(
+        inbox, KafkaIngressConfig(bootstrap, topic, group), retry_seconds=0.05, max_hold_seconds=0.2
+    )
+    run = Running(ingress)
+
+    async def held() -> bool:
+        """the new record refused by the quota and tried again, the replay recorded"""
+        if run.task.done():
+            run.task.result()
+        return (
+            ingress.held_reasons["quota_pending_jobs"] >= 3
+            and len(await records(pool, tenant.id)) == 1
+        )
+
+    await eventually(held)
+    # The replay of the accepted job went through at the quota; the new record did not.
+    rows = await records(pool, tenant.id)
+    assert [(r["outcome"], r["job_id"]) for r in rows] == [("replayed", blocker.job_id)]
+    assert await tenant_jobs(pool, tenant.id) == ["erp-0"]
+    replayed = (rows[0]["kafka_partition"], rows[0]["kafka_offset"])
+    positions = [(p, o) for p, end in ends.items() for o in range(end)]
+    [(hp, ho)] = [pos for pos in positions if pos != replayed]
+    # Its partition is paused, and no commit passes it, here or at the broker.
+    assert ingress.held_partitions == {(topic, hp)}
+    assert ingress.commits.get((topic, hp), 0) <= ho
+    for _ in range(3):
+        await asyncio.sleep(ingress.config.poll_timeout_seconds)
+        by_broker = await asyncio.to_thread(committed, bootstrap, topic, group)
+        assert by_broker.get(hp, 0) <= ho
+    assert ingress.counts[HELD] == sum(ingress.held_reasons.values())
+    assert "accepted" not in ingress.counts
+
+    # The blocking job settles: the quota frees and the held record is accepted.
+    await cancel_job(pool, tenant.id, blocker.job_id, CancelRequest("test"))
+    await run.caught_up(ends)
+    await run.stop()
+    assert ingress.counts["accepted"] == 1 and ingress.counts["replayed"] == 1
+    assert ingress.held_partitions == set()
+    assert await tenant_jobs(pool, tenant.id) == sorted(["erp-0", f"kafka:{topic}:{hp}:{ho}"])
+    by_broker = await asyncio.to_thread(committed, bootstrap, topic, group)
+    assert by_broker == {p: end for p, end in ends.items() if end > 0}
+
+
+async def test_spend_is_reserved_at_acceptance_as_the_rest_intake_reserves_it(
+    pool: asyncpg.Pool, dsn: str, bootstrap: str
+) -> None:
+    rest = await tenant_with_key(pool)
+    async with asgi_client(create_app(settings_for(dsn), pool=pool)) as client:
+        r = await client.post(
+            "/v1/extraction-jobs",
+            json={"document": {"text": text_of(3)}},
+            headers={**rest.headers, "Idempotency-Key": "rest-3"},
+        )
+    assert r.status_code == 202, r.text
+    tenant = (await new_tenant(pool)).id
+    topic, group = names()
+    await asyncio.to_thread(produce, bootstrap, topic, [submission(3)])
+    ends = await asyncio.to_thread(end_offsets, bootstrap, topic)
+    run = Running(ingress_for(pool, tenant, bootstrap, topic, group))
+    await run.caught_up(ends)
+    await run.stop()
+    [row] = await records(pool, tenant)
+    assert row["outcome"] == "accepted"
+
+    async with pool.acquire() as conn:
+        reserved = {
+            who: await conn.fetchval(
+                "SELECT amount FROM spend_reservations WHERE job_id = $1", job_id
+            )
+            for who, job_id in (("rest", uuid.UUID(r.json()["job_id"])), ("kafka", row["job_id"]))
+        }
+        spent = {
+            who: await conn.fetchval(
+                "SELECT reserved FROM tenant_spend WHERE tenant_id = $1", tenant_id
+            )
+            for who, tenant_id in (("rest", rest.tenant.id), ("kafka", tenant))
+        }
+        tokens = await conn.fetchval(
+            "SELECT estimated_tokens FROM extraction_jobs WHERE id = $1", row["job_id"]
+        )
+    assert reserved["kafka"] is not None and reserved["kafka"] > 0
+    assert reserved["kafka"] == reserved["rest"]
+    assert spent["kafka"] == spent["rest"] == reserved["rest"]
+    assert tokens > 0

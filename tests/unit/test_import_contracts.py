@@ -103,7 +103,7 @@ def _plant(tree: Path, module: str, line: str) -> None:
         # one sibling stage importing the other: the worker composes them
         ("pipeline.extraction.terms", "import pipeline.validation", "independent siblings"),
         # the web framework outside pipeline.api, Ray inside pipeline
-        ("pipeline.tenants.quotas", "import fastapi", "fastapi and starlette"),
+        ("pipeline.jobs.quotas", "import fastapi", "fastapi and starlette"),
         ("pipeline.extraction.prompts", "import ray", "Ray-free"),
         # documents over the invoice model, under extraction; its clients stay inside it
         ("pipeline.documents.sniff", "import pipeline.extraction", "pipeline.documents imports"),

@@ -74,7 +74,9 @@ def test_revoke_forgets_the_partition_and_ignores_late_completions() -> None:
     t.read(P0, 6)
     t.read(P1, 0)
     t.durable(P0, 6)
+    assert t.waiting(P0, 5) and not t.waiting(P0, 6) and not t.waiting(P0, 7)
     t.revoke([P0])
+    assert not t.waiting(P0, 5)  # a held record of it is not ours to retry any more
     assert t.partitions() == [P1]
     assert t.outstanding == 1
     assert t.durable(P0, 5) is False  # another consumer owns it now

@@ -18,6 +18,12 @@ both pass a check that only one of them fits. A refused request writes nothing;
 capacity is a coarse, cluster-wide signal: one reading is reused for
 ``capacity_check_interval_seconds`` instead of scanning the backlog per request,
 and the accept statement is told whether it refuses.
+
+Both ways in admit through here: the REST intake (:mod:`pipeline.api.intake`) and
+the Kafka ingress (:mod:`pipeline.messaging.kafka_ingress`) build the statement's
+:class:`~pipeline.jobs.records.AdmissionCheck` with :meth:`TenantQuota.check` and
+word a refusing row with :meth:`TenantQuota.refusal`; a known key's row is a replay,
+which admission never refuses.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -32,6 +39,7 @@ import asyncpg
 
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.errors import AdmissionRejected
+from pipeline.jobs.records import AdmissionCheck
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.spend import estimate_cost as spend_estimate
@@ -85,6 +93,35 @@ class TenantQuota:
         self.clock = clock or DatabaseClock()
         self._reading: CapacityReading | None = None
         self._refresh = asyncio.Lock()
+
+    async def check(
+        self, conn: asyncpg.Connection, api_key_id: uuid.UUID | None, demand: Demand
+    ) -> tuple[AdmissionRejected | None, AdmissionCheck]:
+        """The capacity verdict (read on ``conn``) and what ``intake_accept`` decides
+        with: the tenant's lock, the spend period, the caller's key and the cost."""
+        capacity = await self.capacity_refusal(conn)
+        return capacity, AdmissionCheck(
+            lock_namespace=ADMISSION_LOCK_NAMESPACE,
+            period=self.settings.spend_period,
+            api_key_id=api_key_id,
+            capacity_refused=capacity is not None,
+            cost=demand.cost,
+        )
+
+    def refusal(
+        self, row: asyncpg.Record, demand: Demand, capacity: AdmissionRejected | None
+    ) -> AdmissionRejected:
+        """The refusal an ``intake_accept`` row whose outcome is ``capacity`` or a
+        quota stands for (``capacity``: the verdict :meth:`check` read).
+
+        Raises:
+            ValueError: the row's outcome is not a refusal (accepted, a known key, a
+                key no longer active): the caller answers those itself.
+        """
+        outcome = row["outcome"]
+        if outcome == "capacity" and capacity is not None:
+            return capacity
+        return self.quota_refusal(outcome, row, demand)
 
     # ------------------------------------------------------------ system level
     async def capacity_refusal(self, conn: asyncpg.Connection) -> AdmissionRejected | None:
