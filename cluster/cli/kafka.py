@@ -73,7 +73,8 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.database import create_pool
     from pipeline.extraction import DocumentLimits, over_limit
     from pipeline.jobs import JobStore
-    from pipeline.messaging.kafka_ingress import KafkaInbox, KafkaIngress, KafkaIngressConfig
+    from pipeline.messaging.kafka_inbox import KafkaInbox
+    from pipeline.messaging.kafka_ingress import KafkaIngress, KafkaIngressConfig
     from pipeline.tenants import resolve_tenant
 
     config = KafkaIngressConfig(

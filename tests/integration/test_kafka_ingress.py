@@ -21,14 +21,8 @@ import pytest
 
 from pipeline.api import create_app
 from pipeline.jobs import AcceptRequest, CancelRequest, DocumentIn, JobStore, cancel_job
-from pipeline.messaging.kafka_ingress import (
-    HELD,
-    KafkaInbox,
-    KafkaIngestResult,
-    KafkaIngress,
-    KafkaIngressConfig,
-    KafkaRecord,
-)
+from pipeline.messaging.kafka_inbox import HELD, KafkaInbox, KafkaIngestResult, KafkaRecord
+from pipeline.messaging.kafka_ingress import KafkaIngress, KafkaIngressConfig
 from tests.support.api import asgi_client, settings_for, tenant_with_key
 from tests.support.jobs import new_tenant
 from tests.support.kafka_broker import REPO, committed, end_offsets, mock_kafka, produce

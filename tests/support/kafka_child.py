@@ -15,13 +15,8 @@ import uuid
 
 from pipeline.database import create_pool
 from pipeline.jobs import JobStore
-from pipeline.messaging.kafka_ingress import (
-    KafkaInbox,
-    KafkaIngestResult,
-    KafkaIngress,
-    KafkaIngressConfig,
-    KafkaRecord,
-)
+from pipeline.messaging.kafka_inbox import KafkaInbox, KafkaIngestResult, KafkaRecord
+from pipeline.messaging.kafka_ingress import KafkaIngress, KafkaIngressConfig
 
 
 async def main(dsn: str, bootstrap: str, topic: str, group: str, tenant: str) -> None:
