@@ -16,7 +16,6 @@ from pipeline.jobs.cancellation import (
     cancellations_for_job,
 )
 from pipeline.jobs.erasure import (
-    ErasableStore,
     Erased,
     EraseReport,
     EraseRequest,
@@ -36,6 +35,7 @@ from pipeline.jobs.legal_holds import (
     set_legal_hold,
     set_retention_policy,
 )
+from pipeline.jobs.object_removal import ErasableStore
 from pipeline.jobs.reaper import Reaper
 from pipeline.jobs.records import (
     EVENT_CANCELLED,
