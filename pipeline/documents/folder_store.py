@@ -13,8 +13,8 @@ they read, so a file damaged or replaced on disk is reported
 
 Shared content means a document is not one tenant's to delete: erasure and retention
 remove a file only when no documents row of any tenant still needs it
-(pipeline/jobs/object_removal.py). Disk I/O runs in a worker thread (``asyncio.to_thread``) so the event
-loop never waits on it.
+(pipeline/jobs/object_removal.py). Disk I/O runs in a worker thread
+(``asyncio.to_thread``) so the event loop never waits on it.
 """
 
 from __future__ import annotations
