@@ -310,7 +310,11 @@ class Maintenance(CrashPoints):
         # (pipeline/jobs/retention.py): short SKIP LOCKED batches, final jobs only.
         await services.start(
             "retention",
-            lambda: RetentionPass(pool, JobRetentionConfig.from_settings(settings)),
+            lambda: RetentionPass(
+                pool,
+                JobRetentionConfig.from_settings(settings),
+                store=open_document_store(settings),
+            ),
         )
         # Acknowledgements the ERP owes past their window: one alert each.
         await services.start(

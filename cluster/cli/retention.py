@@ -111,6 +111,7 @@ def _run_args(p: argparse.ArgumentParser) -> None:
 def _run_pass(args: argparse.Namespace, settings: Settings) -> int:
     from dataclasses import replace
 
+    from pipeline.documents import open_document_store
     from pipeline.errors import NotFound
     from pipeline.jobs import RetentionConfig, retention_due, run_retention
 
@@ -124,7 +125,8 @@ def _run_pass(args: argparse.Namespace, settings: Settings) -> int:
         if args.dry_run:
             report = await retention_due(pool, config, tenant=tenant)
         else:
-            report = await run_retention(pool, config, tenant=tenant)
+            store = open_document_store(settings)
+            report = await run_retention(pool, config, tenant=tenant, store=store)
         return {"tenant_id": tenant, **report.as_dict()}
 
     try:

@@ -25,6 +25,7 @@ object whose bytes are UTF-8 text becomes a pasted text, as an uploaded one does
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 
 import asyncpg
@@ -47,6 +48,8 @@ from pipeline.errors import (
 )
 from pipeline.jobs import DocumentIn, ObjectReference
 from pipeline.queries import q
+
+log = logging.getLogger(__name__)
 
 #: Seconds a client waits before retrying a request the store could not serve.
 STORE_RETRY_AFTER_SECONDS = 5.0
@@ -83,6 +86,30 @@ class DocumentIntake:
         except DocumentStoreUnavailable as exc:
             raise _unavailable(exc) from None
         return _document(stored, upload.media_type, pages, upload.filename)
+
+    async def ensure_stored(self, tenant: uuid.UUID, upload: FileUpload, doc: DocumentIn) -> None:
+        """After the accept's commit: the object its row names is there, or is put again.
+
+        A removal (retention or erasure, :mod:`pipeline.jobs.object_removal`) that
+        checked before this row committed took the uri's lock first, so it finished
+        before the commit and this check sees its result. A store that does not answer
+        now is logged: the job is accepted, and its worker retries the read.
+        """
+        ref = doc.reference
+        if ref is None:
+            return
+        try:
+            await self.store.head(DocumentRef(ref.uri, ref.version, ref.sha256))
+        except DocumentMissing:
+            log.warning(
+                "stored object %s was removed before its accept committed: put again", ref.uri
+            )
+            try:
+                await self.store.put(tenant, upload.data, upload.media_type.value)
+            except DocumentStoreUnavailable as exc:
+                log.error("stored object %s could not be put again: %s", ref.uri, exc)
+        except DocumentStoreUnavailable as exc:
+            log.warning("stored object %s could not be checked after its accept: %s", ref.uri, exc)
 
     async def reference(self, tenant: uuid.UUID, body: DocumentReferenceBody) -> DocumentIn:
         """Head and read the object ``body`` names, check its digest, and name it.

@@ -222,6 +222,8 @@ class IntakeService:
                     accepted = self._answer(row, req, demand, capacity)
                     if accepted.created:
                         await self.accept_hooks.run(conn, accepted)
+        if accepted.created and isinstance(submission.document, FileUpload):
+            await self.documents.ensure_stored(tenant_id, submission.document, doc)
         return Receipt(accepted=accepted, idempotency_key=key, generated_key=generated)
 
     async def document_in(

@@ -11,10 +11,10 @@ no object or the whole one, never a torn file under a digest's name. Reads hash 
 they read, so a file damaged or replaced on disk is reported
 (:class:`~pipeline.errors.DocumentChanged`), never handed on.
 
-Shared content means a document is not one tenant's to delete: an erasure removes a
-file only when no documents row that is not erased names it (pipeline/jobs/erasure.py
-counts them). Disk I/O runs in a worker thread (``asyncio.to_thread``) so the event
-loop never waits on it.
+Shared content means a document is not one tenant's to delete: erasure and retention
+remove a file only when no documents row of any tenant still needs it
+(pipeline/jobs/object_removal.py). Disk I/O runs in a worker thread
+(``asyncio.to_thread``) so the event loop never waits on it.
 """
 
 from __future__ import annotations

@@ -95,8 +95,8 @@ class DocumentStore(Protocol):
         ...
 
     async def remove(self, uri: str, version: str) -> None:
-        """Remove the object ``uri`` at ``version`` (an erasure, pipeline/jobs/erasure.py);
-        one already absent is no error.
+        """Remove the object ``uri`` at ``version`` (erasure or retention,
+        pipeline/jobs/object_removal.py); one already absent is no error.
 
         Raises:
             DocumentMissing: ``uri`` is not an object of this store.

@@ -17,7 +17,6 @@ from pipeline.jobs.cancellation import (
     cancellations_for_job,
 )
 from pipeline.jobs.erasure import (
-    ErasableStore,
     Erased,
     EraseReport,
     EraseRequest,
@@ -37,6 +36,7 @@ from pipeline.jobs.legal_holds import (
     set_legal_hold,
     set_retention_policy,
 )
+from pipeline.jobs.object_removal import ErasableStore
 from pipeline.jobs.quotas import ADMISSION_LOCK_NAMESPACE, Demand, TenantQuota, demand_for
 from pipeline.jobs.reaper import Reaper
 from pipeline.jobs.records import (

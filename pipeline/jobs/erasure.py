@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import asyncpg
 
@@ -44,26 +44,20 @@ from pipeline.data_keys import shred_tenant_keys
 from pipeline.database import fetch_owned
 from pipeline.errors import DocumentStoreUnavailable
 from pipeline.jobs.cancellation import CancelRequest, cancel_in_transaction
+from pipeline.jobs.object_removal import (
+    OBJECT_CLIENT,
+    OBJECT_REMOVED,
+    OBJECT_SHARED,
+    ErasableStore,
+    object_needed,
+    remove_unneeded_object,
+)
 from pipeline.queries import q
 from pipeline.states import CANCELLABLE, JobState
 
-#: ``object_outcome`` values of a tombstone (migration 032).
+#: ``object_outcome`` of a tombstone whose object removal has not run yet (migration
+#: 032); the others are :mod:`pipeline.jobs.object_removal`'s outcomes.
 OBJECT_PENDING = "pending"
-OBJECT_REMOVED = "removed"
-OBJECT_SHARED = "shared"
-OBJECT_CLIENT = "client_object"
-
-
-class ErasableStore(Protocol):
-    """What erasure needs of a document store (:class:`pipeline.documents.DocumentStore`)."""
-
-    def upload_digest(self, uri: str) -> str | None:
-        """The digest when ``uri`` names an object the store's own intake wrote."""
-        ...
-
-    async def remove(self, uri: str, version: str) -> None:
-        """Remove the stored object ``uri`` at ``version``; an absent one is no error."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -284,10 +278,9 @@ async def _erase_locked(
             object_uri, object_version = doc["uri"], doc["version"]
         document_sha256 = doc["sha256"]
         if object_uri is not None:
-            in_use = await conn.fetchval(q("document_uri_in_use"), object_uri)
             if store.upload_digest(object_uri) is None:
                 object_outcome = OBJECT_CLIENT
-            elif in_use:
+            elif await object_needed(conn, object_uri):
                 object_outcome = OBJECT_SHARED
             else:
                 object_outcome = OBJECT_PENDING
@@ -334,13 +327,17 @@ async def _remove_object(
     if row is None or row["object_outcome"] != OBJECT_PENDING:  # pragma: no cover - raced
         return erased
     async with conn.transaction():
-        # Another tenant may have sent the same bytes since: the file is theirs too now.
-        if await conn.fetchval(q("document_uri_in_use"), row["object_uri"]):
-            return erased
+        # Another tenant may have sent the same bytes since: the file is theirs too
+        # now (the helper's lock and check; the tombstone stays pending then, and
+        # that row's own release removes the object).
         try:
-            await store.remove(row["object_uri"], row["object_version"])
+            outcome = await remove_unneeded_object(
+                conn, row["object_uri"], row["object_version"], store
+            )
         except DocumentStoreUnavailable:
             return erased  # still pending: erasing again retries the removal
+        if outcome != OBJECT_REMOVED:
+            return erased
         removed = await conn.fetchval(
             q("job_erasure_object_removed_if_pending"), erased.job_id, tenant_id, now
         )

@@ -183,13 +183,29 @@ def retention_lines(row: dict[str, Any]) -> list[str]:
             f"{row['reason']}"
         ]
     if row["kind"] == "content":
-        return [
+        lines = [
             f"content removed by retention at {row['content_removed_at']} (results "
             f"{row['results']}, documents {row['documents']}, document texts "
             f"{row['document_texts']}, delivery payloads {row['delivery_payloads']}; "
             "digests kept)"
         ]
+        if row.get("object_uri") is not None:
+            lines.append(f"stored object {row['object_uri']}: {_object_state(row)}")
+        return lines
     return [
         f"audit history removed by retention at {row['audit_removed_at']} (job events "
         f"{row['job_events']}, inbox records {row['inbox_records']})"
     ]
+
+
+def _object_state(row: dict[str, Any]) -> str:
+    """What became of the document's stored object (migration 045)."""
+    if row["object_pending_at"] is not None:
+        return f"removal pending since {row['object_pending_at']}"
+    if row["object_outcome"] == "removed":
+        return f"removed at {row['object_removed_at']}"
+    if row["object_outcome"] == "shared":
+        return "kept: another document still needs it"
+    if row["object_outcome"] == "client_object":
+        return "kept: the client's object, not the store's upload"
+    return "kept: a job still uses the document"

@@ -8,9 +8,11 @@ defaults :class:`RetentionConfig`), counted from a final job's ``finished_at``
 * **content** (default 30 days): the extracted result and its validation detail,
   the document's text (``documents.content``, ``document_texts``: only once no
   unremoved job shares the document) and the payload copies of finished deliveries.
-  The document store's copy of an uploaded file stays (``docs/retention.md``, "Not
-  yet": removing it safely against a concurrent upload of the same bytes needs a
-  store-side guard); erasure removes it (:mod:`pipeline.jobs.erasure`). The audit
+  A document so released that names a stored object (an uploaded file) is marked
+  ``object_pending_at``; after the batch's commit the pass removes the object unless
+  a documents row of any tenant still needs it, and records the outcome on the row
+  (:mod:`pipeline.jobs.object_removal`, shared with erasure). A store that does not
+  answer leaves it pending for the next pass. The audit
   skeleton stays: the job row (states, fence, request hash), the document row
   (sha256, size, media type), the result's decision, attempts, review decisions,
   the deliveries' ``body_sha256``. Each job gets a ``job_retention_marks`` row
@@ -43,6 +45,13 @@ from typing import Any
 import asyncpg
 
 from pipeline.clock import Clock, DatabaseClock
+from pipeline.errors import DocumentStoreUnavailable
+from pipeline.jobs.object_removal import (
+    OBJECT_REMOVED,
+    OBJECT_SHARED,
+    ErasableStore,
+    remove_unneeded_object,
+)
 from pipeline.periodic import PeriodicPass
 from pipeline.queries import q
 from pipeline.settings import Settings
@@ -86,6 +95,12 @@ class RetentionReport:
     documents: int = 0
     document_texts: int = 0
     delivery_payloads: int = 0
+    #: Stored objects removed (dry: released or pending, each removed unless another
+    #: documents row still needs it); kept because still needed; left pending (the
+    #: store did not answer, or the pass had no store) for the next pass.
+    objects: int = 0
+    objects_shared: int = 0
+    objects_pending: int = 0
     audit_jobs: int = 0
     job_events: int = 0
     inbox_records: int = 0
@@ -150,6 +165,7 @@ async def retention_due(
         documents=content["documents"],
         document_texts=content["document_texts"],
         delivery_payloads=content["delivery_payloads"],
+        objects=content["objects"],
         audit_jobs=audit["jobs"],
         job_events=audit["job_events"],
         inbox_records=audit["inbox_records"],
@@ -163,8 +179,11 @@ async def run_retention(
     *,
     tenant: uuid.UUID | None = None,
     clock: Clock | None = None,
+    store: ErasableStore | None = None,
 ) -> RetentionReport:
-    """One pass: content batches until none is due, then audit batches.
+    """One pass: content batches until none is due, the stored objects they released
+    (and earlier passes left pending), then audit batches. Without ``store`` the
+    objects stay pending for a pass that has one.
 
     Raises:
         RetentionBatchMismatch: a batch's marks did not match the jobs it locked.
@@ -196,6 +215,12 @@ async def run_retention(
         if row["jobs"] < config.batch:
             break
         cursor = (row["cursor_finished_at"], row["cursor_id"])
+    if store is not None:
+        await _remove_objects(pool, report, store, tenant, config.batch, now)
+    async with pool.acquire() as conn:
+        report.objects_pending = int(
+            await conn.fetchval(q("retention_object_pending_count"), tenant)
+        )
     while True:
         row = await _batch(
             pool,
@@ -228,14 +253,16 @@ class RetentionPass(PeriodicPass):
         config: RetentionConfig,
         *,
         clock: Clock | None = None,
+        store: ErasableStore | None = None,
     ) -> None:
         self.pool = pool
         self.config = config
         self.clock = clock or DatabaseClock()
+        self.store = store
         self.last: RetentionReport | None = None
 
     async def run_once(self) -> RetentionReport:
-        report = await run_retention(self.pool, self.config, clock=self.clock)
+        report = await run_retention(self.pool, self.config, clock=self.clock, store=self.store)
         if report.content_jobs or report.audit_jobs:
             log.info("retention: %s", report.as_dict())
         self.last = report
@@ -258,3 +285,60 @@ async def _batch(
     if row["marked"] != row["jobs"]:
         raise RetentionBatchMismatch(f"{query}: locked {row['jobs']} jobs, marked {row['marked']}")
     return row
+
+
+async def _remove_objects(
+    pool: asyncpg.Pool,
+    report: RetentionReport,
+    store: ErasableStore,
+    tenant: uuid.UUID | None,
+    batch: int,
+    now: datetime | None,
+) -> None:
+    """Each pending document's object, oldest first, each in its own short transaction
+    (the uri's lock is held over the check, the removal and the record). A pass reads
+    each pending document once (keyset cursor), so a store that fails ends nothing."""
+    cursor: tuple[datetime | None, uuid.UUID | None] = (None, None)
+    while True:
+        async with pool.acquire() as conn:
+            rows = await conn.fetch(q("retention_object_pending_list"), tenant, batch, *cursor)
+        for row in rows:
+            outcome = await _remove_object(pool, row["id"], row["tenant_id"], store, now)
+            if outcome == OBJECT_REMOVED:
+                report.objects += 1
+            elif outcome == OBJECT_SHARED:
+                report.objects_shared += 1
+        if len(rows) < batch:
+            return
+        cursor = (rows[-1]["object_pending_at"], rows[-1]["id"])
+
+
+async def _remove_object(
+    pool: asyncpg.Pool,
+    document: uuid.UUID,
+    tenant: uuid.UUID | None,
+    store: ErasableStore,
+    now: datetime | None,
+) -> str | None:
+    """Remove one pending document's object and record the outcome; None when another
+    pass holds it, it is no longer pending, or the store did not answer (still pending)."""
+    async with pool.acquire() as conn, conn.transaction():
+        row = await conn.fetchrow(q("retention_object_lock"), document, tenant)
+        if row is None or row["object_pending_at"] is None:
+            return None  # another pass has it, or finished it
+        try:
+            outcome = await remove_unneeded_object(conn, row["uri"], row["version"], store)
+        except DocumentStoreUnavailable as exc:
+            log.warning("retention: stored object %s stays pending: %s", row["uri"], exc)
+            return None
+        recorded = await conn.fetchval(
+            q("retention_object_record_if_pending"),
+            document,
+            tenant,
+            outcome,
+            now,
+            row["object_pending_at"],
+        )
+        if recorded is None:  # pragma: no cover - the row is locked above
+            raise RuntimeError(f"document {document}: its object outcome was recorded twice")
+    return outcome

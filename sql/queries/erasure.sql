@@ -1,8 +1,7 @@
 -- Erasure of a job's content (issue 46, item 2; migration 032). Every read and write
 -- names the tenant (IS NOT DISTINCT FROM beside a primary key, so a cached generic plan
--- still reads the row by its key: tests/integration/test_query_plans.py), except document_uri_in_use, which counts (and reads nothing of)
--- the documents rows of any tenant naming one stored object: the embedded store keeps
--- one file for every tenant that sent the same bytes.
+-- still reads the row by its key: tests/integration/test_query_plans.py). Whether a
+-- stored object is still needed, across tenants, is sql/queries/object_removal.sql.
 
 -- name: job_lock_for_erase
 -- $1 job, $2 tenant. Locks the job (another tenant's job is no row).
@@ -135,11 +134,6 @@ WHERE d.id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2;
 -- name: document_text_delete_for_document
 -- $1 document, $2 tenant. The text a file was read as and its words.
 DELETE FROM document_texts WHERE document_id = $1 AND tenant_id = $2;
-
--- name: document_uri_in_use
--- $1 uri. How many documents rows not erased name this stored object, of any tenant
--- (the embedded store shares a file); a count only.
-SELECT count(*) FROM documents WHERE uri = $1 AND erased_at IS NULL;
 
 -- name: job_event_insert_erased
 -- $1 job, $2 tenant. The erasure's own job event: the state does not change.

@@ -68,10 +68,15 @@ SELECT job_id, reason, held_by, created_at FROM job_legal_holds
 WHERE tenant_id = $1 ORDER BY created_at, job_id;
 
 -- name: retention_mark_get_for_job
--- $1 job, $2 tenant: what retention removed from the job, and when.
-SELECT content_removed_at, results, documents, document_texts, delivery_payloads,
-       audit_removed_at, job_events, inbox_records
-FROM job_retention_marks WHERE job_id = $1 AND tenant_id = $2;
+-- $1 job, $2 tenant: what retention removed from the job, and when, with what became
+-- of its document's stored object (migration 045).
+SELECT m.content_removed_at, m.results, m.documents, m.document_texts, m.delivery_payloads,
+       m.audit_removed_at, m.job_events, m.inbox_records, d.uri AS object_uri,
+       d.object_pending_at, d.object_removed_at, d.object_outcome
+FROM job_retention_marks m
+JOIN extraction_jobs j ON j.id = m.job_id AND j.tenant_id IS NOT DISTINCT FROM m.tenant_id
+LEFT JOIN documents d ON d.id = j.document_id AND d.tenant_id IS NOT DISTINCT FROM j.tenant_id
+WHERE m.job_id = $1 AND m.tenant_id = $2;
 
 -- name: retention_policy_min_days
 -- The shortest horizons any tenant has, with the defaults $1 (content), $2 (audit):
@@ -83,7 +88,9 @@ FROM tenant_retention;
 
 -- name: retention_content_due_count
 -- Dry run of the content stage. $1 now, $2 default content days, $3 tenant (NULL:
--- all). What the content batches would remove, per table; writes nothing.
+-- all). What the content batches would remove, per table; writes nothing. objects:
+-- the stored objects the pass would release now or retry (each is removed unless
+-- another documents row still needs it).
 WITH due AS (
   SELECT j.id, j.document_id
   FROM extraction_jobs j
@@ -97,7 +104,8 @@ WITH due AS (
     AND NOT EXISTS (SELECT 1 FROM job_retention_marks m WHERE m.job_id = j.id)
 ),
 docs AS (
-  SELECT DISTINCT d.id, d.content IS NOT NULL AS has_content FROM due
+  SELECT DISTINCT d.id, d.content IS NOT NULL AS has_content,
+         d.uri IS NOT NULL AND d.object_pending_at IS NULL AS object_due FROM due
   JOIN documents d ON d.id = due.document_id
   WHERE NOT EXISTS (
     SELECT 1 FROM extraction_jobs o
@@ -111,7 +119,11 @@ SELECT (SELECT count(*) FROM due) AS jobs,
          AS document_texts,
        (SELECT count(*) FROM deliveries d JOIN due ON due.id = d.job_id
         WHERE d.state IN ('delivered', 'failed', 'abandoned') AND d.body <> ''::bytea)
-         AS delivery_payloads;
+         AS delivery_payloads,
+       (SELECT count(*) FROM docs WHERE object_due)
+       + (SELECT count(*) FROM documents d
+          WHERE d.object_pending_at IS NOT NULL AND ($3::uuid IS NULL OR d.tenant_id = $3))
+         AS objects;
 
 -- name: retention_content_remove_batch
 -- $1 now, $2 batch size, $3 default content days, $4 tenant (NULL: all), $5 the
@@ -120,8 +132,9 @@ SELECT (SELECT count(*) FROM due) AS jobs,
 -- One short transaction: locks at most $2 due jobs oldest first (SKIP LOCKED),
 -- marks them (the mark is the guard: a job marked already is no row), and from
 -- the marked jobs only empties the result, the finished deliveries' payload
--- copies, and the text of documents no unmarked job still uses. Returns the
--- counts and the cursor to go on from.
+-- copies, and the text of documents no unmarked job still uses; such a document
+-- that names a stored object gets object_pending_at (migration 045), which the pass
+-- acts on after this commit. Returns the counts and the cursor to go on from.
 WITH due AS (
   SELECT j.id, j.tenant_id, j.document_id, j.finished_at
   FROM extraction_jobs j
@@ -140,10 +153,12 @@ WITH due AS (
   FOR NO KEY UPDATE OF j SKIP LOCKED
 ),
 docs AS (
-  SELECT DISTINCT due.document_id AS id FROM due
-  WHERE due.document_id IS NOT NULL AND NOT EXISTS (
+  SELECT d.id, d.content IS NOT NULL AS had_content,
+         d.uri IS NOT NULL AND d.object_pending_at IS NULL AS object_due
+  FROM documents d
+  WHERE d.id IN (SELECT due.document_id FROM due) AND NOT EXISTS (
     SELECT 1 FROM extraction_jobs o
-    WHERE o.document_id = due.document_id
+    WHERE o.document_id = d.id
       AND NOT EXISTS (SELECT 1 FROM due x WHERE x.id = o.id)
       AND NOT EXISTS (SELECT 1 FROM job_retention_marks m WHERE m.job_id = o.id))
 ),
@@ -164,16 +179,22 @@ texts AS (
   RETURNING t.document_id
 ),
 documents_emptied AS (
-  UPDATE documents d SET content = NULL, content_removed_at = coalesce($1::timestamptz, now())
-  FROM docs WHERE d.id = docs.id AND d.content IS NOT NULL
-  RETURNING d.id
+  UPDATE documents d
+  SET content = NULL,
+      content_removed_at = CASE WHEN docs.had_content THEN coalesce($1::timestamptz, now())
+                                ELSE d.content_removed_at END,
+      object_pending_at = CASE WHEN docs.object_due THEN coalesce($1::timestamptz, now())
+                               ELSE d.object_pending_at END
+  FROM docs WHERE d.id = docs.id AND (docs.had_content OR docs.object_due)
+  RETURNING d.id, docs.had_content, docs.object_due
 ),
 marks AS (
   INSERT INTO job_retention_marks (job_id, tenant_id, finished_at, content_removed_at,
                                    results, documents, document_texts, delivery_payloads)
   SELECT due.id, due.tenant_id, due.finished_at, coalesce($1::timestamptz, now()),
          (SELECT count(*) FROM results r WHERE r.job_id = due.id),
-         (SELECT count(*) FROM documents_emptied e WHERE e.id = due.document_id),
+         (SELECT count(*) FROM documents_emptied e
+          WHERE e.id = due.document_id AND e.had_content),
          (SELECT count(*) FROM texts t WHERE t.document_id = due.document_id),
          (SELECT count(*) FROM payloads p WHERE p.job_id = due.id)
   FROM due
@@ -185,11 +206,42 @@ last AS (
 SELECT (SELECT count(*) FROM due) AS jobs,
        (SELECT count(*) FROM marks) AS marked,
        (SELECT count(*) FROM results) AS results,
-       (SELECT count(*) FROM documents_emptied) AS documents,
+       (SELECT count(*) FROM documents_emptied WHERE had_content) AS documents,
+       (SELECT count(*) FROM documents_emptied WHERE object_due) AS objects_pending,
        (SELECT count(*) FROM texts) AS document_texts,
        (SELECT count(*) FROM payloads) AS delivery_payloads,
        (SELECT finished_at FROM last) AS cursor_finished_at,
        (SELECT id FROM last) AS cursor_id;
+
+-- name: retention_object_pending_list
+-- $1 tenant (NULL: all), $2 limit, $3/$4 the keyset cursor (object_pending_at, id) of
+-- the pass, NULL at its start. Documents whose stored object awaits removal: released
+-- by a content batch, or left pending by a pass whose store did not answer.
+SELECT d.id, d.tenant_id, d.uri, d.version, d.object_pending_at
+FROM documents d
+WHERE d.object_pending_at IS NOT NULL AND ($1::uuid IS NULL OR d.tenant_id = $1)
+  AND ($3::timestamptz IS NULL OR (d.object_pending_at, d.id) > ($3::timestamptz, $4::uuid))
+ORDER BY d.object_pending_at, d.id
+LIMIT $2;
+
+-- name: retention_object_lock
+-- $1 document, $2 tenant. The document, locked (SKIP LOCKED: no row when another
+-- pass has it); the caller goes on only while object_pending_at is set.
+SELECT d.id, d.uri, d.version, d.object_pending_at FROM documents d
+WHERE d.id = $1 AND d.tenant_id IS NOT DISTINCT FROM $2
+FOR NO KEY UPDATE SKIP LOCKED;
+
+-- name: retention_object_record_if_pending
+-- $1 document, $2 tenant, $3 outcome (removed, shared, client_object), $4 now, $5 the
+-- object_pending_at read under the lock. Recorded once: no row when the document is
+-- no longer pending since that read.
+UPDATE documents
+SET object_pending_at = NULL, object_outcome = $3,
+    object_removed_at = CASE WHEN $3 = 'removed' THEN coalesce($4::timestamptz, now())
+                             ELSE object_removed_at END
+WHERE id = $1 AND tenant_id IS NOT DISTINCT FROM $2
+  AND object_pending_at IS NOT DISTINCT FROM $5::timestamptz AND $5::timestamptz IS NOT NULL
+RETURNING id;
 
 -- name: retention_audit_due_count
 -- Dry run of the audit stage. $1 now, $2 default audit days, $3 tenant (NULL: all).
@@ -288,3 +340,8 @@ SELECT (SELECT count(*) FROM due) AS jobs,
        (SELECT count(*) FROM inbox) + (SELECT count(*) FROM kafka)
        + (SELECT count(*) FROM refused) AS inbox_records,
        (SELECT count(*) FROM refused) AS refused_records;
+
+-- name: retention_object_pending_count
+-- $1 tenant (NULL: all). Documents whose stored object still awaits removal.
+SELECT count(*) FROM documents d
+WHERE d.object_pending_at IS NOT NULL AND ($1::uuid IS NULL OR d.tenant_id = $1);
