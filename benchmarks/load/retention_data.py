@@ -117,13 +117,17 @@ FROM generate_series(1, $2::int) g"""
 #: holds, at $1 (the pass's now). One predicate, written apart from the pass's SQL.
 DUE = """
 WITH policy AS (
-  SELECT t.id AS tenant_id, coalesce(p.content_days, $2::int) AS content_days,
-         coalesce(p.audit_days, $3::int) AS audit_days, coalesce(p.legal_hold, false) AS held
+  SELECT t.id AS tenant_id,
+         $1::timestamptz - make_interval(days => coalesce(p.content_days, $2::int))
+           AS content_cutoff,
+         $1::timestamptz - make_interval(days => coalesce(p.audit_days, $3::int))
+           AS audit_cutoff,
+         coalesce(p.legal_hold, false) AS held
   FROM tenants t LEFT JOIN tenant_retention p ON p.tenant_id = t.id
 )
 SELECT j.id, j.document_id,
-       (ok AND j.finished_at < $1::timestamptz - make_interval(days => policy.content_days)) AS content_due,
-       (ok AND j.finished_at < $1::timestamptz - make_interval(days => policy.audit_days)) AS audit_due
+       (ok AND j.finished_at < policy.content_cutoff) AS content_due,
+       (ok AND j.finished_at < policy.audit_cutoff) AS audit_due
 FROM extraction_jobs j
 JOIN policy ON policy.tenant_id = j.tenant_id
 CROSS JOIN LATERAL (
