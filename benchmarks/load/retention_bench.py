@@ -132,7 +132,7 @@ async def _prepare(pool: asyncpg.Pool, args: argparse.Namespace) -> dict[str, An
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    config = RetentionConfig(batch=args.batch)
+    config = RetentionConfig(batch=args.batch, pause_ratio=args.pause_ratio)
     horizons = {"content_days": config.content_days, "audit_days": config.audit_days}
     async with fresh_database() as dsn:
         pool = await create_pool(dsn, min_size=1, max_size=2)
@@ -199,6 +199,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "held_tenant_jobs": args.held,
         "ready": args.ready,
         "batch": args.batch,
+        "pause_ratio": args.pause_ratio,
         **prepared,
         "due": want,
         "rows_before": before,
@@ -230,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--held", type=int, default=10_000, help="jobs of the tenant under a hold")
     p.add_argument("--ready", type=int, default=60_000)
     p.add_argument("--batch", type=int, default=500)
+    p.add_argument("--pause-ratio", type=float, default=RetentionConfig().pause_ratio)
     p.add_argument("--probe-interval", type=float, default=0.01)
     p.add_argument("--quiet-seconds", type=float, default=60.0)
     p.add_argument("--out-dir", type=Path, default=Path("reports"))

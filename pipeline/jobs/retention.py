@@ -62,7 +62,7 @@ class RetentionConfig:
     interval_seconds: float = 3600.0
     #: After each batch the pass waits this many times as long as the batch took, so
     #: it works at most 1 / (1 + ratio) of its wall time (0: back to back).
-    pause_ratio: float = 2.0
+    pause_ratio: float = 0.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.content_days <= self.audit_days:
