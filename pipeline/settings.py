@@ -238,6 +238,8 @@ class Settings(BaseSettings):
     retention_audit_days: int = Field(365, ge=1, le=36500)
     #: Jobs per retention batch (one short transaction each).
     retention_batch: int = Field(500, ge=1, le=100_000)
+    #: After each batch the pass waits this many times the batch's own time (0: none).
+    retention_pause_ratio: float = Field(0.0, ge=0, le=100)
     #: How often the maintenance actor runs the retention pass.
     retention_interval_seconds: float = Field(3600.0, gt=0)
 

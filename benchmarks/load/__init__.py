@@ -7,5 +7,6 @@
 then :mod:`~benchmarks.load.baselines`, drawn by :mod:`~benchmarks.load.plots` and
 :mod:`~benchmarks.load.summary`. Each ``*_bench`` module measures one part on its own
 (``python -m benchmarks.load.store_bench``, ``intake_bench``, ``broker_bench``,
-``key_cache_bench``, ``admission_bench``, ``autoscale_bench``, ``overhead_bench``).
+``key_cache_bench``, ``admission_bench``, ``autoscale_bench``, ``overhead_bench``,
+``retention_bench`` with its data set :mod:`~benchmarks.load.retention_data`).
 """

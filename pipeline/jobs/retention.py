@@ -35,6 +35,7 @@ locked is marked, or the batch raises.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -68,12 +69,17 @@ class RetentionConfig:
     audit_days: int = 365
     batch: int = 500
     interval_seconds: float = 3600.0
+    #: After each batch the pass waits this many times as long as the batch took, so
+    #: it works at most 1 / (1 + ratio) of its wall time (0: back to back).
+    pause_ratio: float = 0.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.content_days <= self.audit_days:
             raise ValueError("need 1 <= content_days <= audit_days")
         if self.batch <= 0 or self.interval_seconds <= 0:
             raise ValueError("batch and interval must be positive")
+        if not 0 <= self.pause_ratio <= 100:
+            raise ValueError("pause_ratio must be within 0..100")
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RetentionConfig:
@@ -82,6 +88,7 @@ class RetentionConfig:
             audit_days=settings.retention_audit_days,
             batch=settings.retention_batch,
             interval_seconds=settings.retention_interval_seconds,
+            pause_ratio=settings.retention_pause_ratio,
         )
 
 
@@ -109,6 +116,8 @@ class RetentionReport:
     #: The most jobs one batch locked (never above the configured batch).
     largest_batch: int = 0
     seconds: float = 0.0
+    #: Of ``seconds``, how long the pass waited between batches (``pause_ratio``).
+    paused_seconds: float = 0.0
     batch_seconds: list[float] = field(default_factory=list)
 
     @property
@@ -128,6 +137,7 @@ class RetentionReport:
         out.pop("batch_seconds")
         out["rows"] = self.rows
         out["max_batch_seconds"] = round(max(self.batch_seconds, default=0.0), 4)
+        out["paused_seconds"] = round(self.paused_seconds, 3)
         return out
 
 
@@ -215,6 +225,7 @@ async def run_retention(
         if row["jobs"] < config.batch:
             break
         cursor = (row["cursor_finished_at"], row["cursor_id"])
+        await _pause(report, config)
     if store is not None:
         await _remove_objects(pool, report, store, tenant, config.batch, now)
     async with pool.acquire() as conn:
@@ -238,6 +249,7 @@ async def run_retention(
         report.inbox_records += row["inbox_records"]
         if row["jobs"] < config.batch and row["refused_records"] < config.batch:
             break
+        await _pause(report, config)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -270,6 +282,14 @@ class RetentionPass(PeriodicPass):
 
     def pass_interval(self) -> float:
         return self.config.interval_seconds
+
+
+async def _pause(report: RetentionReport, config: RetentionConfig) -> None:
+    """Leave the database to others for ``pause_ratio`` times the last batch's time."""
+    if config.pause_ratio and report.batch_seconds:
+        wait = report.batch_seconds[-1] * config.pause_ratio
+        report.paused_seconds += wait
+        await asyncio.sleep(wait)
 
 
 async def _batch(

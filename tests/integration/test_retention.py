@@ -181,6 +181,24 @@ async def test_batches_are_bounded_and_a_second_pass_removes_nothing(pool: async
         assert await conn.fetchval("SELECT count(*) FROM job_retention_marks") == 7
 
 
+async def test_a_paced_pass_waits_its_ratio_of_each_batch_between_batches(
+    pool: asyncpg.Pool,
+) -> None:
+    store = JobStore(pool, Settings(duplicate_invoice_check=False))
+    tenant = await new_tenant(pool)
+    await settle(store, tenant, 7)
+    config = RetentionConfig(batch=3, pause_ratio=2.0)
+    report = await run_retention(pool, config, tenant=tenant.id, clock=later(31))
+    assert report.content_jobs == 7 and report.content_batches == 3
+    # Between the three content batches only: none after the last, none for the
+    # audit stage's one empty batch.
+    first, second = report.batch_seconds[:2]
+    assert report.paused_seconds == pytest.approx(2.0 * (first + second))
+    assert report.seconds >= report.paused_seconds
+    with pytest.raises(ValueError, match="pause_ratio"):
+        RetentionConfig(pause_ratio=-1)
+
+
 async def test_each_tenant_has_its_own_horizons_and_the_audit_stage_follows(
     pool: asyncpg.Pool,
 ) -> None:
