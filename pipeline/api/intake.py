@@ -72,10 +72,7 @@ from pipeline.jobs import (
     DocumentIn,
     JobStore,
     TenantQuota,
-    accepted_from_row,
     demand_for,
-    replay_of,
-    request_hash_of,
 )
 from pipeline.settings import Settings
 from pipeline.states import JobState
@@ -266,16 +263,9 @@ class IntakeService:
             IdempotencyConflict: a known key with a different request (409).
             AdmissionRejected: capacity (503) or a quota (429).
         """
-        outcome = row["outcome"]
-        if outcome == "accepted":
-            return accepted_from_row(row, created=True)
-        if outcome == "known_key":
-            # The original receipt for the same request hash, 409 for another; a
-            # replay is never refused by admission: that work is already accepted.
-            return replay_of(row, request_hash_of(req))
-        if outcome == "key_inactive":
+        if row["outcome"] == "key_inactive":
             _check_key_state(row["key_state"])
-        raise self.admission.refusal(row, demand, capacity)
+        return self.admission.answer(row, req, demand, capacity)
 
 
 def _check_key_state(state: str | None) -> None:

@@ -39,7 +39,8 @@ import asyncpg
 
 from pipeline.clock import Clock, DatabaseClock
 from pipeline.errors import AdmissionRejected
-from pipeline.jobs.records import AdmissionCheck
+from pipeline.jobs.acceptance import replay_of, request_hash_of
+from pipeline.jobs.records import Accepted, AcceptRequest, AdmissionCheck, accepted_from_row
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.spend import estimate_cost as spend_estimate
@@ -107,6 +108,29 @@ class TenantQuota:
             capacity_refused=capacity is not None,
             cost=demand.cost,
         )
+
+    def answer(
+        self,
+        row: asyncpg.Record,
+        req: AcceptRequest,
+        demand: Demand,
+        capacity: AdmissionRejected | None,
+    ) -> Accepted:
+        """The job an ``intake_accept`` row names, or the refusal it stands for.
+
+        A known key's row is the original receipt for the same request (a replay is
+        never refused by admission: that work is already accepted).
+
+        Raises:
+            IdempotencyConflict: a known key with a different request.
+            AdmissionRejected: capacity (503) or a quota (429).
+        """
+        outcome = row["outcome"]
+        if outcome == "accepted":
+            return accepted_from_row(row, created=True)
+        if outcome == "known_key":
+            return replay_of(row, request_hash_of(req))
+        raise self.refusal(row, demand, capacity)
 
     def refusal(
         self, row: asyncpg.Record, demand: Demand, capacity: AdmissionRejected | None

@@ -23,18 +23,14 @@ import asyncpg
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.clock import Clock, DatabaseClock
-from pipeline.errors import AdmissionRejected, IdempotencyConflict
+from pipeline.errors import IdempotencyConflict
 from pipeline.jobs import (
-    Accepted,
     AcceptRequest,
     Demand,
     DocumentIn,
     JobStore,
     TenantQuota,
-    accepted_from_row,
     demand_for,
-    replay_of,
-    request_hash_of,
 )
 from pipeline.messaging.offsets import Partition
 from pipeline.queries import q
@@ -176,7 +172,7 @@ class KafkaInbox:
                 capacity, check = await self.quota.check(conn, None, demand)
                 async with conn.transaction():
                     row = await self.store.admit_and_accept(req, check, conn=conn)
-                    accepted = self._answer(row, req, demand, capacity)
+                    accepted = self.quota.answer(row, req, demand, capacity)
                     outcome = KafkaOutcome.ACCEPTED if accepted.created else KafkaOutcome.REPLAYED
                     got = await conn.fetchval(
                         q("kafka_ingress_record"),
@@ -207,21 +203,6 @@ class KafkaInbox:
             return KafkaIngestResult(KafkaOutcome.DUPLICATE)
         log.warning("kafka ingress: refused %s/%d@%d: %s", *position[1:], reason)
         return KafkaIngestResult(KafkaOutcome.REFUSED, reason=reason)
-
-    def _answer(
-        self,
-        row: asyncpg.Record,
-        req: AcceptRequest,
-        demand: Demand,
-        capacity: AdmissionRejected | None,
-    ) -> Accepted:
-        """The job ``intake_accept``'s row names (a known key's: a replay, never
-        refused), or the refusal it stands for (raised: the transaction rolls back)."""
-        if row["outcome"] == "accepted":
-            return accepted_from_row(row, created=True)
-        if row["outcome"] == "known_key":
-            return replay_of(row, request_hash_of(req))
-        raise self.quota.refusal(row, demand, capacity)
 
     def _request(self, rec: KafkaRecord) -> tuple[AcceptRequest, Demand]:
         sub = _submission(rec.value)
