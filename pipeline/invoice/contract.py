@@ -52,7 +52,7 @@ sign: a negative total on either type is reviewed by the reader, not read as a c
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -99,22 +99,6 @@ SCALAR_FIELDS = (
 EXTRACTION_SCHEMA_VERSION = "fenceline.extraction/1"
 #: Contract v3: a result that holds what only v3 has a place for records this version.
 CONTRACT_V3 = "fenceline.extraction/3"
-#: Contract v3's fields (dotted paths): optional, empty by default, written only by an
-#: e-invoice reader, never offered to or accepted from a model.
-V3_FIELDS = (
-    "allowances_charges",
-    "line_items.allowances_charges",
-    "line_items.price_basis_quantity",
-    "document_type",
-    "preceding_invoice",
-    "prepaid_amount",
-    "rounding_amount",
-    "amount_due",
-    "tax_currency",
-    "tax_total_in_tax_currency",
-    "payment_means",
-    "supplier.tax_number",
-)
 #: UNTDID 4461 payment means by which the supplier collects (48 bank card, 49 direct
 #: debit, 54 credit card, 55 debit card, 59 SEPA direct debit): the buyer pays no
 #: account of the supplier's, so such an invoice needs no IBAN.
@@ -151,21 +135,39 @@ SUPPORTED_OPTIONS: dict[str, str] = {
 MAX_OUTPUT_CHARS = 2_000_000
 
 
-class Supplier(ContractModel):
+class V3Model(ContractModel):
+    """A contract model with contract v3 fields (:data:`V3_FIELDS`): each one at its
+    default means "not stated" and is not dumped, so a result without v3 values reads
+    and dumps exactly as under contract v2."""
+
+    #: This model's v3 fields.
+    v3_fields: ClassVar[tuple[str, ...]] = ()
+
+    def states_v3(self) -> bool:
+        """Whether any of this model's own v3 fields is off its default."""
+        return any(
+            getattr(self, name) != type(self).model_fields[name].default for name in self.v3_fields
+        )
+
+    @model_serializer(mode="wrap")
+    def _without_default_v3_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in self.v3_fields:
+                if getattr(self, name) == type(self).model_fields[name].default:
+                    data.pop(name, None)
+        return data
+
+
+class Supplier(V3Model):
+    v3_fields = ("tax_number",)
+
     name: EvidencedText | None
     vat_id: EvidencedText | None
     #: The seller's tax registration number (EN 16931 BT-32; contract v3, an e-invoice
     #: reader's only): set where the XML states one, so a seller without VAT id (one not
     #: subject to VAT, category O) is still identified. Dumped only where set.
     tax_number: EvidencedText | None = None
-
-    @model_serializer(mode="wrap")
-    def _without_empty_v3_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
-        """A supplier without a tax number dumps exactly as under contract v2."""
-        data = handler(self)
-        if isinstance(data, dict) and data.get("tax_number") is None:
-            data.pop("tax_number", None)
-        return data
 
 
 #: An allowance (EN 16931 BG-20, BG-27: ``ChargeIndicator`` false) or a charge (BG-21,
@@ -185,12 +187,14 @@ class LineAllowanceCharge(ContractModel):
     evidence: Evidence
 
 
-class LineItem(ContractModel):
+class LineItem(V3Model):
     """One printed row; ``evidence`` spans the whole row and must show every number.
 
     ``line_amount`` is the line's net amount: quantity x unit price / price basis
     quantity, less its allowances, plus its charges (contract v3; EN 16931 BT-131,
     BT-149: a price per 100 pieces has basis 100; None is 1)."""
+
+    v3_fields = ("allowances_charges", "price_basis_quantity")
 
     description: str
     quantity: Quantity
@@ -202,17 +206,6 @@ class LineItem(ContractModel):
     allowances_charges: tuple[LineAllowanceCharge, ...] = ()
     #: The quantity the unit price is stated for (BT-149; contract v3), None for 1.
     price_basis_quantity: Quantity | None = None
-
-    @model_serializer(mode="wrap")
-    def _without_empty_v3_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
-        """A row without v3 values dumps exactly as under contract v2."""
-        data = handler(self)
-        if isinstance(data, dict):
-            if not data.get("allowances_charges"):
-                data.pop("allowances_charges", None)
-            if data.get("price_basis_quantity") is None:
-                data.pop("price_basis_quantity", None)
-        return data
 
 
 class TaxLine(ContractModel):
@@ -257,8 +250,17 @@ class PrecedingInvoice(ContractModel):
     evidence: Evidence
 
 
-class Extraction(ContractModel):
+class Extraction(V3Model):
     """One invoice as the model must return it (see the module docstring)."""
+
+    v3_fields = (
+        "allowances_charges",
+        "document_type",
+        "preceding_invoice",
+        "payment_means",
+        *PAYABLE_FIELDS,
+        *TAX_CURRENCY_FIELDS,
+    )
 
     supplier: Supplier
     invoice_number: EvidencedText | None
@@ -296,41 +298,22 @@ class Extraction(ContractModel):
     #: ERP never pays such an invoice by transfer.
     payment_means: EvidencedText | None = None
 
-    @model_serializer(mode="wrap")
-    def _without_empty_v3_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
-        """A result without v3 values dumps exactly as under contract v2."""
-        data = handler(self)
-        if isinstance(data, dict):
-            if not data.get("allowances_charges"):
-                data.pop("allowances_charges", None)
-            if data.get("document_type") == "invoice":
-                data.pop("document_type", None)
-            for key in (
-                "preceding_invoice",
-                "payment_means",
-                *PAYABLE_FIELDS,
-                *TAX_CURRENCY_FIELDS,
-            ):
-                if data.get(key) is None:
-                    data.pop(key, None)
-        return data
+
+#: Contract v3's fields (dotted paths): optional, empty by default, written only by an
+#: e-invoice reader, never offered to or accepted from a model.
+V3_FIELDS = (
+    *Extraction.v3_fields,
+    *(f"supplier.{name}" for name in Supplier.v3_fields),
+    *(f"line_items.{name}" for name in LineItem.v3_fields),
+)
 
 
 def uses_v3(extraction: Extraction) -> bool:
     """Whether ``extraction`` holds anything only contract v3 has a place for."""
-    return bool(
-        extraction.allowances_charges
-        or extraction.document_type != "invoice"
-        or extraction.preceding_invoice is not None
-        or extraction.supplier.tax_number is not None
-        or any(
-            getattr(extraction, key) is not None
-            for key in ("payment_means", *PAYABLE_FIELDS, *TAX_CURRENCY_FIELDS)
-        )
-        or any(
-            item.allowances_charges or item.price_basis_quantity is not None
-            for item in extraction.line_items
-        )
+    return (
+        extraction.states_v3()
+        or extraction.supplier.states_v3()
+        or any(item.states_v3() for item in extraction.line_items)
     )
 
 
