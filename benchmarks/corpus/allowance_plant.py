@@ -24,14 +24,12 @@ from __future__ import annotations
 import argparse
 import collections
 import re
-import subprocess
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
-from benchmarks.corpus.embedded import decide, embedded_invoices
+from benchmarks.corpus.embedded import corpus_einvoices, decide
 from benchmarks.corpus.tree import CorpusTree
-from pipeline.extraction import InvoiceFacts, NotAnEInvoice, read_invoice_xml
+from pipeline.extraction import InvoiceFacts, read_invoice_xml
 from pipeline.invoice import ReasonCode
 from pipeline.validation import Decision, ValidationReport
 
@@ -86,22 +84,6 @@ def plant(xml: bytes, facts: InvoiceFacts, with_total: bool) -> bytes | None:
     return _bump(xml, amount, delta)
 
 
-def _sources(paths: list[Path]) -> Iterator[tuple[str, bytes, str]]:
-    """(path, XML, page) for each standalone e-invoice XML and each corpus PDF's XML."""
-    for source in paths:
-        tree = CorpusTree(source)
-        for path in (p for p in tree.paths() if p.lower().endswith(".xml")):
-            try:
-                xml = tree.read(path)
-                read_invoice_xml(xml)
-            except (NotAnEInvoice, subprocess.CalledProcessError):
-                continue  # no e-invoice, or a file the mirror lists but does not hold
-            yield path, xml, ""
-        for doc in embedded_invoices(tree):
-            if not isinstance(doc, str):
-                yield doc.path, doc.xml, doc.page
-
-
 def _checked(facts: InvoiceFacts, result: dict[str, object]) -> list[str]:
     """Where the accepted result differs from what the reader read (empty: none)."""
     wrong: list[str] = []
@@ -145,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     counts: collections.Counter[str] = collections.Counter()
     reasons: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
-    for path, xml, page in _sources(args.sources):
+    documents = (doc for source in args.sources for doc in corpus_einvoices(CorpusTree(source)))
+    for path, xml, page in documents:
         outcome = decide(xml, page)
         facts = read_invoice_xml(xml)
         if not facts.allowances_charges:

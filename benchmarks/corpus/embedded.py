@@ -9,6 +9,7 @@ after issue.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -103,3 +104,19 @@ def _facts(xml: bytes) -> InvoiceFacts | None:
         return read_invoice_xml(xml)
     except NotAnEInvoice:
         return None
+
+
+def corpus_einvoices(tree: CorpusTree) -> Iterator[tuple[str, bytes, str]]:
+    """(path, XML, page text) of each e-invoice of ``tree``: every standalone XML that
+    reads as one (page empty), then every document's embedded XML with its page. A
+    file the mirror lists but does not hold is skipped."""
+    for path in (p for p in tree.paths() if p.lower().endswith(".xml")):
+        try:
+            xml = tree.read(path)
+            read_invoice_xml(xml)
+        except (NotAnEInvoice, subprocess.CalledProcessError):
+            continue
+        yield path, xml, ""
+    for doc in embedded_invoices(tree):
+        if not isinstance(doc, str):
+            yield doc.path, doc.xml, doc.page

@@ -27,15 +27,13 @@ from __future__ import annotations
 
 import argparse
 import collections
-import subprocess
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from benchmarks.corpus.embedded import decide, embedded_invoices
+from benchmarks.corpus.embedded import corpus_einvoices, decide
 from benchmarks.corpus.tree import CorpusTree
-from pipeline.extraction import NotAnEInvoice
 from pipeline.extraction.xml_tree import local, parse_xml
 from pipeline.validation import Decision
 
@@ -111,22 +109,6 @@ def planted(xml: bytes, plant: str) -> bytes | None:
     return out
 
 
-def _documents(source: Path) -> Iterator[tuple[str, bytes, str]]:
-    """(path, xml, page) of every e-invoice of ``source``; ``page`` empty for an upload."""
-    tree = CorpusTree(source)
-    for path in tree.paths():
-        if path.lower().endswith(".xml"):
-            try:
-                xml = tree.read(path)
-                parse_xml(xml)
-            except (NotAnEInvoice, subprocess.CalledProcessError):
-                continue  # no e-invoice, or a file the mirror lists but does not hold
-            yield path, xml, ""
-    for doc in embedded_invoices(tree):
-        if not isinstance(doc, str):
-            yield doc.path, doc.xml, doc.page
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sources", type=Path, nargs="+", help="bare git mirrors or folders")
@@ -134,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     counts: collections.Counter[str] = collections.Counter()
     accepted: list[str] = []
     for source in args.sources:
-        for path, xml, page in _documents(source):
+        for path, xml, page in corpus_einvoices(CorpusTree(source)):
             if decide(xml, page).report.decision is not Decision.SUCCEEDED:
                 continue
             counts["succeeded"] += 1
