@@ -38,6 +38,13 @@ def _args(p: argparse.ArgumentParser) -> None:
         help="records outstanding before the partitions are paused (default 64)",
     )
     p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve the ingress's Prometheus metrics on this port (0: any free port; "
+        "default: not served)",
+    )
+    p.add_argument(
         "--kafka-option",
         action="append",
         default=[],
@@ -101,6 +108,11 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
             refuse_text=refuse_text,
         )
         ingress = KafkaIngress(inbox, config)
+        if args.metrics_port is not None:
+            from prometheus_client import start_http_server
+
+            server, _ = start_http_server(args.metrics_port, registry=ingress.metrics.registry)
+            print(f"kafka-ingress: metrics on port {server.server_port}", flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

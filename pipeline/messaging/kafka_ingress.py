@@ -53,6 +53,7 @@ from pipeline.messaging.kafka_inbox import (
     KafkaIngestResult,
     KafkaRecord,
 )
+from pipeline.messaging.kafka_metrics import KafkaIngressMetrics
 from pipeline.messaging.offsets import OffsetTracker, Partition
 from pipeline.messaging.scheduler import TRANSIENT_DB_ERRORS
 from pipeline.waiting import wait_within
@@ -71,6 +72,9 @@ class KafkaIngressConfig:
     poll_timeout_seconds: float = 0.2
     max_poll_interval_ms: int = 300_000
     session_timeout_ms: int = 45_000
+    #: How often the committed positions and partition ends are read from the broker
+    #: for the lag gauges (one request per partition and one for the group).
+    lag_sample_seconds: float = 15.0
     #: Further librdkafka settings (security, client id); they cannot turn auto-commit on.
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -110,6 +114,7 @@ class KafkaIngress:
         after_ingest: AfterIngest | None = None,
         retry_seconds: float = 1.0,
         max_hold_seconds: float = 60.0,
+        metrics: KafkaIngressMetrics | None = None,
     ) -> None:
         if config.window < 1:
             raise ValueError("window must be at least 1")
@@ -121,6 +126,11 @@ class KafkaIngress:
         #: refusal's retry-after (a spend budget's can be days).
         self.max_hold_seconds = max_hold_seconds
         self.tracker = OffsetTracker()
+        self.metrics = metrics or KafkaIngressMetrics()
+        self._next_lag_sample = 0.0
+        #: Each assigned partition's committed position as the lag gauges count it: the
+        #: group's when it was assigned (None: never committed), then each commit's.
+        self._positions: dict[Partition, int | None] = {}
         #: Outcomes so far, by :class:`KafkaOutcome` value, and admission refusals as
         #: :data:`HELD` (each time a record is refused).
         self.counts: Counter[str] = Counter()
@@ -193,6 +203,42 @@ class KafkaIngress:
             self._tasks.add(task)
             task.add_done_callback(self._done)
         await self._commit(consumer)
+        await self._observe(consumer)
+
+    async def _observe(self, consumer: Consumer) -> None:
+        """Set the gauges; read the lag from the broker when its sample is due."""
+        self.metrics.outstanding.set(self.tracker.outstanding)
+        self.metrics.window_paused.set(1 if self.paused else 0)
+        self.metrics.held_partitions.set(len(self._held_paused))
+        now = asyncio.get_running_loop().time()
+        if now < self._next_lag_sample:
+            return
+        self._next_lag_sample = now + self.config.lag_sample_seconds
+        try:
+            samples = await asyncio.to_thread(self._sample_positions, consumer)
+        except KafkaException as exc:
+            log.warning("kafka ingress: lag sample failed: %s", exc)
+            return
+        self.metrics.positions(samples)
+
+    def _sample_positions(self, consumer: Consumer) -> dict[int, tuple[int | None, int, int]]:
+        """Each assigned partition's committed position and its ends. The ends are
+        librdkafka's cached watermarks from the last fetch (no broker request); the
+        position is this ingress's last commit, or the group's, asked of the broker
+        once for a partition this ingress has not committed since it was assigned."""
+        assigned = consumer.assignment()
+        unknown = [tp for tp in assigned if (tp.topic, tp.partition) not in self._positions]
+        if unknown:
+            for tp in consumer.committed(unknown, timeout=5.0):
+                self._positions[(tp.topic, tp.partition)] = None if tp.offset < 0 else tp.offset
+        out: dict[int, tuple[int | None, int, int]] = {}
+        for tp in assigned:
+            start, end = consumer.get_watermark_offsets(tp, cached=True)
+            if start < 0 or end < 0:
+                continue  # nothing fetched from it yet
+            part = (tp.topic, tp.partition)
+            out[tp.partition] = (self._positions.get(part), start, end)
+        return out
 
     def _pause(self, consumer: Consumer) -> None:
         # Again each time: a partition assigned while paused is paused too.
@@ -229,6 +275,8 @@ class KafkaIngress:
         if self._revoked:
             revoked, self._revoked = self._revoked, []
             self.tracker.revoke(revoked)
+            for part in revoked:
+                self._positions.pop(part, None)
             self.paused = self.paused and self.tracker.outstanding > 0
 
     async def _commit(self, consumer: Consumer) -> None:
@@ -241,9 +289,13 @@ class KafkaIngress:
         except KafkaException as exc:
             # Not committed: offered again next turn; a record read again is a no-op.
             log.warning("kafka ingress: commit of %s failed: %s", positions, exc)
+            self.metrics.commit_failures.inc()
             return
         self.tracker.committed(positions)
         self.commits.update(positions)
+        self._positions.update(positions)
+        for (_topic, partition), position in positions.items():
+            self.metrics.committed.labels(str(partition)).set(position)
 
     async def _handle(self, rec: KafkaRecord) -> None:
         refusals = 0
@@ -261,6 +313,7 @@ class KafkaIngress:
                         self._held[rec.part] += 1
                     self.counts[HELD] += 1
                     self.held_reasons[exc.reason] += 1
+                    self.metrics.refusals.labels(exc.reason).inc()
                     delay = hold_delay(
                         exc.retry_after,
                         refusals,
@@ -279,6 +332,7 @@ class KafkaIngress:
         if self.after_ingest is not None:
             await self.after_ingest(rec, result)
         self.counts[result.outcome.value] += 1
+        self.metrics.records.labels(result.outcome.value).inc()
         self.tracker.durable(rec.part, rec.offset)
 
     async def _still_ours_after(self, rec: KafkaRecord, delay: float) -> bool:

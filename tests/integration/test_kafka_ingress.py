@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator
 
 import asyncpg
+import httpx
 import pytest
 
 from pipeline.api import create_app
@@ -96,6 +97,16 @@ class Running:
         await asyncio.wait_for(self.task, 30)
 
 
+def metric(ingress: KafkaIngress, name: str, **labels: str) -> float | None:
+    return ingress.metrics.registry.get_sample_value(name, labels)
+
+
+def lags(ingress: KafkaIngress, ends: dict[int, int]) -> dict[int, float | None]:
+    return {
+        p: metric(ingress, "fenceline_kafka_ingress_lag_records", partition=str(p)) for p in ends
+    }
+
+
 def ingress_for(
     pool: asyncpg.Pool, tenant: uuid.UUID, bootstrap: str, topic: str, group: str, **kw: object
 ) -> KafkaIngress:
@@ -118,11 +129,28 @@ async def test_each_record_becomes_one_job_and_every_offset_is_committed(
     ends = await asyncio.to_thread(end_offsets, bootstrap, topic)
     assert sum(ends.values()) == n + 2
 
-    run = Running(ingress_for(pool, tenant, bootstrap, topic, group, window=8))
+    run = Running(
+        ingress_for(pool, tenant, bootstrap, topic, group, window=8, lag_sample_seconds=0.5)
+    )
     await run.caught_up(ends)
+
+    async def no_lag() -> bool:
+        """the sampled lag of every partition down to 0"""
+        return lags(run.ingress, ends) == {p: 0.0 for p in ends}
+
+    await eventually(no_lag)
     await run.stop()
 
     assert run.ingress.counts == {"accepted": n, "replayed": 1, "refused": 1}
+    records_total = "fenceline_kafka_ingress_records_total"
+    for outcome, count in run.ingress.counts.items():
+        assert metric(run.ingress, records_total, outcome=outcome) == count
+    for p, end in ends.items():
+        if end > 0:
+            assert (
+                metric(run.ingress, "fenceline_kafka_ingress_committed_offset", partition=str(p))
+                == end
+            )
     assert run.ingress.pauses >= 1  # 42 records through a window of 8
     keys = await tenant_jobs(pool, tenant)
     assert len(keys) == n == len(set(keys))
@@ -265,6 +293,7 @@ async def test_the_fenceline_command_applies_the_intakes_limits_and_stops_on_sig
     await asyncio.to_thread(produce, bootstrap, topic, values)
     ends = await asyncio.to_thread(end_offsets, bootstrap, topic)
     command = ["kafka-ingress", "--bootstrap", bootstrap, "--topic", topic, "--group", group]
+    command += ["--metrics-port", "0"]
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -285,12 +314,24 @@ async def test_the_fenceline_command_applies_the_intakes_limits_and_stops_on_sig
         got = await asyncio.to_thread(committed, bootstrap, topic, group)
         return got == {p: end for p, end in ends.items() if end > 0}
 
+    seen: list[str] = []
     try:
+        assert process.stdout is not None
+        while not seen or "metrics on port" not in seen[-1]:
+            line = await asyncio.wait_for(process.stdout.readline(), 60)
+            assert line, "".join(seen)
+            seen.append(line.decode())
+        port = int(seen[-1].rsplit(" ", 1)[1])
         await eventually(caught_up)
+        async with httpx.AsyncClient() as client:
+            scraped = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
     finally:
         process.send_signal(signal.SIGTERM)
         output, _ = await asyncio.wait_for(process.communicate(), 60)
+    output = "".join(seen).encode() + output
     assert process.returncode == 0, output.decode()
+    assert 'fenceline_kafka_ingress_records_total{outcome="accepted"} 5.0' in scraped
+    assert 'fenceline_kafka_ingress_records_total{outcome="refused"} 1.0' in scraped
     assert "stopped; {'accepted': 5, 'refused': 1}" in output.decode()
     assert len(await tenant_jobs(pool, tenant.id)) == 5
     refused = [r for r in await records(pool, tenant.id) if r["outcome"] == "refused"]
@@ -318,7 +359,10 @@ async def test_a_tenant_at_its_pending_jobs_quota_holds_the_record_until_a_job_s
     # Retry-after is the quota's 30 s; the hold is capped far below it for the test.
     inbox = KafkaInbox(pool, store, tenant.id)
     ingress = KafkaIngress(
-        inbox, KafkaIngressConfig(bootstrap, topic, group), retry_seconds=0.05, max_hold_seconds=0.2
+        inbox,
+        KafkaIngressConfig(bootstrap, topic, group, lag_sample_seconds=0.05),
+        retry_seconds=0.05,
+        max_hold_seconds=0.2,
     )
     run = Running(ingress)
 
@@ -348,10 +392,28 @@ async def test_a_tenant_at_its_pending_jobs_quota_holds_the_record_until_a_job_s
         assert by_broker.get(hp, 0) <= ho
     assert ingress.counts[HELD] == sum(ingress.held_reasons.values())
     assert "accepted" not in ingress.counts
+    refusals = "fenceline_kafka_ingress_admission_refusals_total"
+    assert (metric(ingress, refusals, reason="quota_pending_jobs") or 0) >= 3
+
+    async def lag_shown() -> bool:
+        """the held record counted as lag of its partition, and the partition as held"""
+        return (lags(ingress, ends)[hp] or 0) >= 1 and (
+            metric(ingress, "fenceline_kafka_ingress_held_partitions") == 1
+        )
+
+    await eventually(lag_shown)
 
     # The blocking job settles: the quota frees and the held record is accepted.
     await cancel_job(pool, tenant.id, blocker.job_id, CancelRequest("test"))
     await run.caught_up(ends)
+
+    async def lag_gone() -> bool:
+        """no lag and no held partition once the record went through"""
+        return lags(ingress, ends) == {p: 0.0 for p in ends} and (
+            metric(ingress, "fenceline_kafka_ingress_held_partitions") == 0
+        )
+
+    await eventually(lag_gone)
     await run.stop()
     assert ingress.counts["accepted"] == 1 and ingress.counts["replayed"] == 1
     assert ingress.held_partitions == set()
