@@ -12,7 +12,12 @@ the first element of its kind that a reader reads into a contract v3 field:
 - ``basis``: the net price's basis quantity (BT-149) 1 higher;
 - ``tax_currency``: the tax currency (BT-6) replaced by ``CHF``;
 - ``tax_number``: the seller's tax number (BT-32: CII ``SpecifiedTaxRegistration/ID``
-  ``schemeID="FC"``, UBL a ``PartyTaxScheme`` other than VAT) with a ``9`` appended.
+  ``schemeID="FC"``, UBL a ``PartyTaxScheme`` other than VAT) with a ``9`` appended;
+- ``o_seller_iban``: on an invoice not subject to VAT (category ``O``) whose seller states
+  neither VAT id nor tax number, the IBAN (BT-84), the one identifier that proves the
+  seller, replaced by another valid IBAN;
+- ``o_tax``: on an invoice not subject to VAT, its breakdown's tax amount (BT-117, which
+  BR-O-09 makes 0) 1 higher.
 
 Master data is the untouched XML's (:func:`~benchmarks.corpus.embedded.decide`'s
 ``master_xml``): its supplier with VAT id and tax number as stated, so a planted tax
@@ -34,6 +39,7 @@ from pathlib import Path
 
 from benchmarks.corpus.embedded import corpus_einvoices, decide
 from benchmarks.corpus.tree import CorpusTree
+from pipeline.extraction import read_invoice_xml
 from pipeline.extraction.xml_tree import local, parse_xml
 from pipeline.validation import Decision
 
@@ -52,7 +58,11 @@ PLANTS = (
     "basis",
     "tax_currency",
     "tax_number",
+    "o_seller_iban",
+    "o_tax",
 )
+#: Valid IBANs a planted seller IBAN takes (the second where the first is the XML's).
+_OTHER_IBANS = ("DE02120300000000202051", "DE89370400440532013000")
 
 
 def _kids(el: ET.Element, name: str) -> list[ET.Element]:
@@ -82,6 +92,12 @@ def targets(root: ET.Element) -> Iterator[tuple[str, ET.Element]]:
                 yield from (
                     ("tax_number", i) for i in ids if (i.get("schemeID") or "").upper() == "FC"
                 )
+        if name in ("PayeeFinancialAccount", "PayeePartyCreditorFinancialAccount"):
+            yield from (("o_seller_iban", i) for i in (*_kids(el, "ID"), *_kids(el, "IBANID")))
+        if name == "TaxSubtotal":
+            yield from (("o_tax", a) for a in _kids(el, "TaxAmount"))
+        if name == "ApplicableTradeTax":
+            yield from (("o_tax", a) for a in _kids(el, "CalculatedAmount"))
         if name == "AccountingSupplierParty":
             for party in _kids(el, "Party"):
                 for scheme in _kids(party, "PartyTaxScheme"):
@@ -92,11 +108,19 @@ def targets(root: ET.Element) -> Iterator[tuple[str, ET.Element]]:
 
 def planted(xml: bytes, plant: str) -> bytes | None:
     """``xml`` with the first value of ``plant`` changed, or None where it states none."""
+    if plant.startswith("o_"):
+        facts = read_invoice_xml(xml)
+        unidentified = facts.seller_vat_id is None and facts.seller_tax_number is None
+        if not facts.not_subject_to_vat or (plant == "o_seller_iban" and not unidentified):
+            return None
     root = parse_xml(xml)
     el = next((e for p, e in targets(root) if p == plant), None)
     if el is None:
         return None
-    if plant == "tax_currency":
+    if plant == "o_seller_iban":
+        stated = (el.text or "").replace(" ", "").upper()
+        el.text = next(i for i in _OTHER_IBANS if i != stated)
+    elif plant == "tax_currency":
         el.text = "CHF"
     elif plant == "tax_number":
         el.text = (el.text or "").strip() + "9"

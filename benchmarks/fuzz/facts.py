@@ -95,6 +95,14 @@ def _address(text: str, name_end: int, vat_quote: str) -> tuple[str, ...]:
     return tuple(lines)
 
 
+def _rated(rate: Decimal | None) -> Decimal:
+    """A generated invoice's rate: the generator writes every row with one (category O,
+    which has none, is an e-invoice reader's only)."""
+    if rate is None:
+        raise ValueError("a generated invoice states every rate")
+    return rate
+
+
 def facts_of(invoice: GeneratedInvoice) -> Facts:
     """The facts of one generated invoice (a clean one: its truth needs no review)."""
     t = invoice.truth
@@ -121,10 +129,10 @@ def facts_of(invoice: GeneratedInvoice) -> Facts:
         iban=t.iban.value if t.iban else None,
         iban_printed=t.iban.evidence.quote if t.iban else None,
         items=tuple(
-            Item(i.description, i.quantity, i.unit_price, i.line_amount, i.tax_rate)
+            Item(i.description, i.quantity, i.unit_price, i.line_amount, _rated(i.tax_rate))
             for i in t.line_items
         ),
-        taxes=tuple(TaxRow(x.rate, x.base, x.amount) for x in t.tax_lines),
+        taxes=tuple(TaxRow(_rated(x.rate), x.base, x.amount) for x in t.tax_lines),
         net=t.net_total.value,
         tax=t.tax_total.value,
         gross=t.gross_total.value,

@@ -95,8 +95,9 @@ def cii_xml(truth: Extraction, *, credits: str | None = None) -> bytes:
         settlement = _add(line, "ram:SpecifiedLineTradeSettlement")
         tax = _add(settlement, "ram:ApplicableTradeTax")
         _add(tax, "ram:TypeCode", "VAT")
-        _add(tax, "ram:CategoryCode", "S")
-        _add(tax, "ram:RateApplicablePercent", _amount(item.tax_rate))
+        _add(tax, "ram:CategoryCode", item.tax_category or "S")
+        if item.tax_rate is not None:  # category O states none (EN 16931 BR-O-05)
+            _add(tax, "ram:RateApplicablePercent", _amount(item.tax_rate))
         summation = _add(settlement, "ram:SpecifiedTradeSettlementLineMonetarySummation")
         _add(summation, "ram:LineTotalAmount", _amount(item.line_amount))
     agreement = _add(trade, "ram:ApplicableHeaderTradeAgreement")
@@ -117,8 +118,9 @@ def cii_xml(truth: Extraction, *, credits: str | None = None) -> bytes:
         _add(tax, "ram:CalculatedAmount", _amount(t.amount))
         _add(tax, "ram:TypeCode", "VAT")
         _add(tax, "ram:BasisAmount", _amount(t.base))
-        _add(tax, "ram:CategoryCode", "S")
-        _add(tax, "ram:RateApplicablePercent", _amount(t.rate))
+        _add(tax, "ram:CategoryCode", t.tax_category or "S")
+        if t.rate is not None:
+            _add(tax, "ram:RateApplicablePercent", _amount(t.rate))
     if e.due_date is not None:
         _day(settlement, "ram:SpecifiedTradePaymentTerms/ram:DueDateDateTime", e.due_date.value)
     sums = _add(settlement, "ram:SpecifiedTradeSettlementHeaderMonetarySummation")

@@ -115,6 +115,7 @@ def _item(el: ET.Element, where: XmlPaths) -> ItemFacts:
         ),
         line_status=_text(_path(el, "AssociatedDocumentLineDocument", "LineStatusReasonCode")),
         path=where(el),
+        tax_category=_text(_child(tax, "CategoryCode")),
     )
 
 

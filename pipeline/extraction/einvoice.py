@@ -46,6 +46,7 @@ from pipeline.extraction.xml_schema import check_schema
 from pipeline.extraction.xml_tree import NotAnEInvoice, parse_xml
 from pipeline.invoice import (
     COLLECTED_PAYMENT_MEANS,
+    NOT_SUBJECT_TO_VAT,
     AllowanceCharge,
     Evidence,
     EvidencedAmount,
@@ -217,9 +218,18 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
 
     due_path = paths.get("due_date") or paths.get("payment_terms", "")
     due = facts.payable_date
+    # Not subject to VAT (EN 16931 BR-O-*): every line, entry and the breakdown are of
+    # category O, which has no rate (a stated 0 is dropped, another rate an obstacle).
+    category_o = NOT_SUBJECT_TO_VAT if facts.not_subject_to_vat else None
+
+    def rate(value: Decimal | None) -> Decimal | None:
+        return None if category_o else _rate(value)
+
     items: list[LineItem] = []
     for i, item in enumerate(facts.items):
-        if None in (item.quantity, item.unit_price, item.line_amount, item.tax_rate):
+        if None in (item.quantity, item.unit_price, item.line_amount) or (
+            item.tax_rate is None and not category_o
+        ):
             continue  # an obstacle says so
         made = build(
             f"line_items[{i}]",
@@ -228,7 +238,8 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
                 quantity=_places(item.quantity),
                 unit_price=_places(item.unit_price),
                 line_amount=_places(item.line_amount),
-                tax_rate=_rate(item.tax_rate),
+                tax_rate=rate(item.tax_rate),
+                tax_category=category_o,
                 evidence=_evidence(item.path),
                 allowances_charges=tuple(
                     LineAllowanceCharge(
@@ -252,26 +263,34 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
             items.append(made)
     taxes: list[TaxLine] = []
     for j, tax in enumerate(facts.tax_lines):
-        if None in (tax.rate, tax.base, tax.amount):
+        if None in (tax.base, tax.amount) or (tax.rate is None and not category_o):
             continue
         made_tax = build(
             f"tax_lines[{j}]",
             lambda tax=tax: TaxLine(  # type: ignore[misc]
-                rate=_rate(tax.rate), base=tax.base, amount=tax.amount, evidence=_evidence(tax.path)
+                rate=rate(tax.rate),
+                base=tax.base,
+                amount=tax.amount,
+                evidence=_evidence(tax.path),
+                tax_category=category_o,
             ),
         )
         if made_tax is not None:
             taxes.append(made_tax)
     adjustments: list[AllowanceCharge] = []
     for k, entry in enumerate(facts.allowances_charges):
-        if entry.charge is None or entry.amount is None or entry.tax_rate is None:
+        if (
+            entry.charge is None
+            or entry.amount is None
+            or (entry.tax_rate is None and not category_o)
+        ):
             continue  # an obstacle says so
         made_entry = build(
             f"allowances_charges[{k}]",
             lambda entry=entry: AllowanceCharge(  # type: ignore[misc]
                 kind="charge" if entry.charge else "allowance",
                 amount=entry.amount,
-                tax_rate=_rate(entry.tax_rate),
+                tax_rate=rate(entry.tax_rate),
                 tax_category=entry.tax_category,
                 reason=entry.reason,
                 reason_code=entry.reason_code,
@@ -309,7 +328,8 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
         line_items=tuple(items),
         tax_lines=tuple(taxes),
         net_total=evidenced("net_total", EvidencedAmount, facts.net_total),
-        tax_total=evidenced("tax_total", EvidencedAmount, facts.tax_total),
+        tax_total=_tax_total(facts, taxes)
+        or evidenced("tax_total", EvidencedAmount, facts.tax_total),
         gross_total=evidenced("gross_total", EvidencedAmount, facts.gross_total),
         iban=evidenced("iban", EvidencedIban, facts.iban),
         uncertain_fields=(),
@@ -329,6 +349,17 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
             None if second is None else facts.tax_total_in_tax_currency,
         ),
     )
+
+
+def _tax_total(facts: InvoiceFacts, taxes: list[TaxLine]) -> EvidencedAmount | None:
+    """The tax total of an invoice not subject to VAT whose XML leaves BT-110 out (CII
+    may): its one breakdown's tax amount (BT-117), which is 0 (BR-O-09) and which
+    BR-CO-14 makes the total; evidence the breakdown's path. Otherwise None: the total
+    is read as stated."""
+    if facts.tax_total is not None or not facts.not_subject_to_vat or len(taxes) != 1:
+        return None
+    (tax,) = taxes
+    return EvidencedAmount(value=tax.amount, evidence=tax.evidence)
 
 
 def _payable(facts: InvoiceFacts) -> dict[str, Decimal]:

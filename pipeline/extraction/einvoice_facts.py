@@ -35,6 +35,9 @@ CREDIT_NOTE_TYPES = frozenset({"81", "83", "261", "262", "296", "308", "381", "3
 CREDIT_NOTE = "381"
 #: The corrected invoice (UNTDID 1001 384).
 CORRECTIVE_INVOICE = "384"
+#: The VAT category "not subject to VAT" (UNCL 5305 ``O``, EN 16931 BR-O-*): no rate, no
+#: tax, and no seller VAT id (BR-O-02 to BR-O-04).
+NOT_SUBJECT_TO_VAT = "O"
 
 
 _DATE = r"([0-9]{1,2})\.([0-9]{1,2})\.([0-9]{4})"
@@ -85,6 +88,9 @@ class ItemFacts:
     allowances_charges: tuple[AllowanceFacts, ...]
     line_status: str | None  # CII EXTENDED sub-lines: DETAIL / GROUP / INFORMATION; UBL: GROUP
     path: str = ""  # the line item's XML path
+    #: The line's VAT category code (BT-151: UBL ``ClassifiedTaxCategory/ID``, CII
+    #: ``ApplicableTradeTax/CategoryCode``).
+    tax_category: str | None = None
 
 
 @dataclass(frozen=True)
@@ -196,6 +202,29 @@ class InvoiceFacts:
     @property
     def iban(self) -> str | None:
         return self.ibans[0] if self.ibans else None
+
+    @property
+    def states_category_o(self) -> bool:
+        """Whether any line, allowance, charge or tax breakdown states category ``O``."""
+        return NOT_SUBJECT_TO_VAT in self.tax_categories
+
+    @property
+    def tax_categories(self) -> frozenset[str | None]:
+        """Every VAT category code the lines, allowances, charges and breakdowns state."""
+        return frozenset(
+            (
+                *(t.category for t in self.tax_lines),
+                *(i.tax_category for i in self.items),
+                *(e.tax_category for e in self.allowances_charges),
+            )
+        )
+
+    @property
+    def not_subject_to_vat(self) -> bool:
+        """An invoice not subject to VAT as EN 16931 writes one: exactly one tax breakdown,
+        of category ``O`` (BR-O-01, BR-O-11), and every line, allowance and charge of
+        category ``O`` too (BR-O-12 to BR-O-14)."""
+        return len(self.tax_lines) == 1 and self.tax_categories == {NOT_SUBJECT_TO_VAT}
 
 
 def due_date_from_terms(terms: Sequence[str]) -> date | None:

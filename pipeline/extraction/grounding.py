@@ -395,7 +395,7 @@ class _Grounder:
             line_amounts=tuple(i.line_amount for i in items),
             tax_amounts=tuple(t.amount for t in taxes),
             tax_bases=tuple(t.base for t in taxes),
-            rates=tuple(t.rate for t in taxes),
+            rates=tuple(t.rate for t in taxes if t.rate is not None),  # a model's: all
         )
         fix = repair(net_v, tax_v, gross_v, rows)
         if fix is None:

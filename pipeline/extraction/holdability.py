@@ -10,10 +10,15 @@ allowances and charges, and any credit note, are an obstacle. The XML path is co
 v3 (``v3=True``): it holds them (:class:`~pipeline.invoice.AllowanceCharge`), and only
 an entry it cannot hold (no indicator, amount or VAT rate) or entries that do not sum to
 the totals the XML states is one. It identifies a seller without VAT id by its tax
-number (BT-32); a seller with neither stays an obstacle. It holds a commercial credit
-note (381, or a UBL ``CreditNote`` without a type code) that refers to at most one
-preceding invoice; every other credit note code (a self-billed 261, a factored 396...),
-a corrected invoice (384) and negative totals on any document type stay obstacles:
+number (BT-32); a seller with neither stays an obstacle, except on an invoice not subject
+to VAT (category ``O``, EN 16931 BR-O-*), which states no seller VAT id by rule
+(BR-O-02) and whose lines, allowances, charges and breakdown carry no rate (BR-O-05 to
+BR-O-07): validation then proves the seller by its IBAN on file. Category ``O`` beside
+another category, or with a rate other than 0, stays the obstacle ``vat_category_o``.
+It holds a commercial credit note (381, or a UBL ``CreditNote`` without a type code)
+that refers to at most one preceding invoice; every other credit note code (a
+self-billed 261, a factored 396...), a corrected invoice (384) and negative totals on
+any document type stay obstacles:
 EN 16931 states a credit note's amounts positive, so a negative total is a debit in
 disguise, or a credit the ERP would post as an invoice. What validation checks on
 the values themselves (arithmetic, dates, IBAN, master data) is validation's, not here.
@@ -64,7 +69,40 @@ def obstacles(facts: InvoiceFacts, *, v3: bool = False) -> list[Obstacle]:
     ``v3``: what contract v3 holds (the XML path) is no obstacle; otherwise contract v2's
     (a model's answer)."""
     allowances = _allowances_v3(facts) if v3 else _allowances_v2(facts)
-    return [*_document(facts, v3=v3), *allowances, *_items(facts, v3=v3)]
+    category_o = _category_o(facts) if v3 else []
+    return [*_document(facts, v3=v3), *category_o, *allowances, *_items(facts, v3=v3)]
+
+
+def _category_o(facts: InvoiceFacts) -> list[Obstacle]:
+    """What contract v3 does not hold of category ``O`` (not subject to VAT): ``O`` beside
+    another category or breakdown (EN 16931 BR-O-11 to BR-O-14), or a rate other than 0
+    where ``O`` has none (BR-O-05 to BR-O-07)."""
+    if not facts.states_category_o:
+        return []
+    if not facts.not_subject_to_vat:
+        categories = ", ".join(sorted(c or "none" for c in facts.tax_categories))
+        return [
+            Obstacle(
+                "vat_category_o",
+                "tax_lines",
+                f"category O beside other VAT categories or breakdowns ({categories})",
+            )
+        ]
+    rates = [
+        *(t.rate for t in facts.tax_lines),
+        *(i.tax_rate for i in facts.items),
+        *(e.tax_rate for e in facts.allowances_charges),
+    ]
+    stated = sorted({str(r) for r in rates if r is not None and r != 0})
+    if stated:
+        return [
+            Obstacle(
+                "vat_category_o",
+                "tax_lines",
+                f"not subject to VAT (category O) with rate {', '.join(stated)}",
+            )
+        ]
+    return []
 
 
 def _allowances_v2(facts: InvoiceFacts) -> list[Obstacle]:
@@ -90,7 +128,8 @@ def _allowances_v3(facts: InvoiceFacts) -> list[Obstacle]:
             for name, value in (
                 ("charge indicator", entry.charge),
                 ("amount", entry.amount),
-                ("VAT rate", entry.tax_rate),
+                # category O states no rate (BR-O-06, BR-O-07)
+                ("VAT rate", entry.tax_rate if not facts.not_subject_to_vat else 0),
             )
             if value is None
         ]
@@ -157,8 +196,11 @@ def _document(facts: InvoiceFacts, *, v3: bool) -> list[Obstacle]:
                 f"negative totals on document type {code or 'invoice'} ({what})",
             )
         )
-    if facts.seller_vat_id is None and not (v3 and facts.seller_tax_number):
-        # contract v3 identifies a seller without VAT id by its tax number (BT-32)
+    if facts.seller_vat_id is None and not (
+        v3 and (facts.seller_tax_number or facts.not_subject_to_vat)
+    ):
+        # contract v3 identifies a seller without VAT id by its tax number (BT-32), and
+        # one not subject to VAT (category O, BR-O-02: no VAT id) by its IBAN on file
         tax_no = f" (tax number {facts.seller_tax_number})" if facts.seller_tax_number else ""
         what = "no VAT id" + ("" if v3 else tax_no) + (" or tax number" if v3 else "")
         out.append(Obstacle("no_vat_id", "supplier.vat_id", f"supplier has {what}"))
@@ -262,7 +304,9 @@ def _items(facts: InvoiceFacts, *, v3: bool) -> list[Obstacle]:
         where = f"item {i + 1} ({item.name[:30]!r})"
         if item.line_status is not None:
             out.append(Obstacle("sub_lines", field, f"{where} has line status {item.line_status}"))
-        if None in (item.quantity, item.unit_price, item.line_amount, item.tax_rate):
+        # contract v3 holds a line not subject to VAT without a rate (BR-O-05)
+        rated = item.tax_rate is not None or (v3 and facts.not_subject_to_vat)
+        if None in (item.quantity, item.unit_price, item.line_amount) or not rated:
             out.append(
                 Obstacle("item_incomplete", field, f"{where} lacks quantity, price, amount or rate")
             )

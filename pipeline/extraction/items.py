@@ -78,7 +78,7 @@ class ItemReader:
         placed: dict[int, LineItem] = {}
         taken: dict[tuple[int, int], str] = {}  # row -> the description that took it
         unplaced: list[tuple[int, ItemRef]] = []
-        rates = {t.rate for t in taxes}
+        rates = {t.rate for t in taxes if t.rate is not None}  # a model's: never None
         used: set[tuple[int, int]] = set()
         spots: dict[int, tuple[Row, Found]] = {}
         after = 0

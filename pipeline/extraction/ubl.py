@@ -134,6 +134,7 @@ def _item(el: ET.Element, quantity_name: str, line_name: str, where: XmlPaths) -
         allowances_charges=tuple(_allowance(a, where) for a in children(el, "AllowanceCharge")),
         line_status="GROUP" if subs else None,
         path=where(el),
+        tax_category=text(path(item, "ClassifiedTaxCategory", "ID")),
     )
 
 

@@ -37,9 +37,11 @@ the document type (BT-3: invoice, credit note, corrective invoice), the precedin
 invoice a credit note refers to (BG-3), a line's price basis quantity (BT-149), and the
 prepaid amount, rounding amount and amount due (BT-113 to BT-115), and a second, tax
 currency with the tax total in it (BT-6, BT-111), the payment means where the
-supplier collects (BT-81: card, direct debit), and the seller's tax registration number
+supplier collects (BT-81: card, direct debit), the seller's tax registration number
 (BT-32: ``supplier.tax_number``, which identifies a seller without VAT id against master
-data). Each is optional
+data), and the VAT category "not subject to VAT" (``tax_category`` ``O`` on a line, a
+tax line or an allowance or charge: EN 16931 BR-O-05 to BR-O-07 give it no rate, so its
+rate is None, which only category ``O`` may leave out). Each is optional
 with an empty default (a plain invoice), dumped only where set, so a v2 result reads and
 dumps exactly as before; only an e-invoice reader fills them (:func:`parse_extraction`
 refuses a model's answer that does).
@@ -59,6 +61,7 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     ValidationError,
     model_serializer,
+    model_validator,
 )
 
 from pipeline.errors import MalformedOutput
@@ -130,6 +133,15 @@ SUPPORTED_OPTIONS: dict[str, str] = {
     "installs (FENCELINE_OCR_LANGUAGES); the first is tesseract's primary language",
 }
 
+#: The VAT category "not subject to VAT" (UNCL 5305 ``O``, EN 16931 BR-O-*): it has no
+#: rate (BR-O-05 to BR-O-07) and no tax (BR-O-09), so a line, tax line, allowance or
+#: charge of it states none; no other category may leave its rate out (contract v3).
+NOT_SUBJECT_TO_VAT = "O"
+NoRateCategory = Literal["O"]
+#: Rates only a contract v3 result may leave out (category ``O``): a model's grammar
+#: offers them as required values, as before.
+V3_NULLABLE_RATES = (("line_items", "tax_rate"), ("tax_lines", "rate"))
+
 #: Model output larger than this is rejected before parsing (200 evidenced line
 #: items stay well below it); it bounds the memory one bad answer can take.
 MAX_OUTPUT_CHARS = 2_000_000
@@ -187,34 +199,62 @@ class LineAllowanceCharge(ContractModel):
     evidence: Evidence
 
 
+def _rate_or_category_o(rate: object, category: str | None, what: str) -> None:
+    """A rate is left out only for category ``O``, which states none (BR-O-05 to BR-O-07)."""
+    if rate is None and category != NOT_SUBJECT_TO_VAT:
+        raise ValueError(f"{what} states no rate: only category O (not subject to VAT) has none")
+    if rate is not None and category == NOT_SUBJECT_TO_VAT:
+        raise ValueError(f"{what} of category O (not subject to VAT) states no rate")
+
+
 class LineItem(V3Model):
     """One printed row; ``evidence`` spans the whole row and must show every number.
 
     ``line_amount`` is the line's net amount: quantity x unit price / price basis
     quantity, less its allowances, plus its charges (contract v3; EN 16931 BT-131,
-    BT-149: a price per 100 pieces has basis 100; None is 1)."""
+    BT-149: a price per 100 pieces has basis 100; None is 1). ``tax_rate`` is None only
+    for a line not subject to VAT (contract v3: ``tax_category`` ``O``, BT-151)."""
 
-    v3_fields = ("allowances_charges", "price_basis_quantity")
+    v3_fields = ("allowances_charges", "price_basis_quantity", "tax_category")
 
     description: str
     quantity: Quantity
     unit_price: Amount
     line_amount: Amount
-    tax_rate: Rate
+    tax_rate: Rate | None
     evidence: Evidence
     #: Line-level allowances and charges (contract v3; an e-invoice reader's only).
     allowances_charges: tuple[LineAllowanceCharge, ...] = ()
     #: The quantity the unit price is stated for (BT-149; contract v3), None for 1.
     price_basis_quantity: Quantity | None = None
+    #: ``O`` where the line is not subject to VAT (BT-151; contract v3): no rate.
+    tax_category: NoRateCategory | None = None
+
+    @model_validator(mode="after")
+    def _rate_unless_category_o(self) -> LineItem:
+        _rate_or_category_o(self.tax_rate, self.tax_category, "a line")
+        return self
 
 
-class TaxLine(ContractModel):
-    """Tax for one rate: ``amount`` = ``base`` x ``rate`` / 100, rounded per policy."""
+class TaxLine(V3Model):
+    """Tax for one rate: ``amount`` = ``base`` x ``rate`` / 100, rounded per policy.
 
-    rate: Rate
+    Contract v3: the breakdown of an invoice not subject to VAT (``tax_category`` ``O``,
+    BT-118) has no rate and its ``amount`` is 0 (BR-O-09)."""
+
+    v3_fields = ("tax_category",)
+
+    rate: Rate | None
     base: Amount
     amount: Amount
     evidence: Evidence
+    #: ``O`` where the breakdown is "not subject to VAT" (BT-118; contract v3): no rate.
+    tax_category: NoRateCategory | None = None
+
+    @model_validator(mode="after")
+    def _rate_unless_category_o(self) -> TaxLine:
+        _rate_or_category_o(self.rate, self.tax_category, "a tax line")
+        return self
 
 
 class AllowanceCharge(ContractModel):
@@ -228,11 +268,16 @@ class AllowanceCharge(ContractModel):
 
     kind: AllowanceKind
     amount: Amount
-    tax_rate: Rate
+    tax_rate: Rate | None  # None only for category O (BR-O-06, BR-O-07)
     tax_category: str | None = None
     reason: str | None = None
     reason_code: str | None = None
     evidence: Evidence
+
+    @model_validator(mode="after")
+    def _rate_unless_category_o(self) -> AllowanceCharge:
+        _rate_or_category_o(self.tax_rate, self.tax_category, f"an {self.kind}")
+        return self
 
 
 #: The document type (EN 16931 BT-3): ``invoice`` (UNTDID 1001 380, and the default),
@@ -298,13 +343,22 @@ class Extraction(V3Model):
     #: ERP never pays such an invoice by transfer.
     payment_means: EvidencedText | None = None
 
+    def not_subject_to_vat(self) -> bool:
+        """Whether the invoice is not subject to VAT (contract v3): its one tax line is of
+        category ``O`` (EN 16931 BR-O-11), so the seller states no VAT id (BR-O-02)."""
+        return len(self.tax_lines) == 1 and self.tax_lines[0].tax_category == NOT_SUBJECT_TO_VAT
+
 
 #: Contract v3's fields (dotted paths): optional, empty by default, written only by an
 #: e-invoice reader, never offered to or accepted from a model.
 V3_FIELDS = (
     *Extraction.v3_fields,
     *(f"supplier.{name}" for name in Supplier.v3_fields),
-    *(f"line_items.{name}" for name in LineItem.v3_fields),
+    *(
+        f"{rows}.{name}"
+        for rows, model in (("line_items", LineItem), ("tax_lines", TaxLine))
+        for name in model.v3_fields
+    ),
 )
 
 
@@ -314,6 +368,7 @@ def uses_v3(extraction: Extraction) -> bool:
         extraction.states_v3()
         or extraction.supplier.states_v3()
         or any(item.states_v3() for item in extraction.line_items)
+        or any(tax.states_v3() for tax in extraction.tax_lines)
     )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from pipeline.invoice.contract import V3_FIELDS, Extraction
+from pipeline.invoice.contract import V3_FIELDS, V3_NULLABLE_RATES, Extraction
 from pipeline.invoice.evidence import SYSTEM_EVIDENCE_KEYS
 
 _SCHEMA_NOISE = ("title", "description", "default")
@@ -58,16 +58,28 @@ def extraction_json_schema() -> dict[str, Any]:
 
 
 def _drop_v3_fields(schema: dict[str, Any]) -> None:
-    """Remove contract v3's fields: the model path holds what contract v2 holds."""
+    """Remove contract v3's fields: the model path holds what contract v2 holds. A rate
+    only contract v3 may leave out (category O) is offered without its null."""
+    for rows, name in V3_NULLABLE_RATES:
+        node = _node(schema, [rows])
+        options = node["properties"][name].get("anyOf", [])
+        (rate,) = [option for option in options if option.get("type") != "null"]
+        node["properties"][name] = rate
     for dotted in V3_FIELDS:
         *parents, name = dotted.split(".")
-        node = schema
-        for parent in parents:
-            node = node["properties"][parent]
-            node = node.get("items", node)  # a list's rows: line_items.allowances_charges
+        node = _node(schema, parents)
         node["properties"].pop(name, None)
         if name in node.get("required", []):
             node["required"] = [r for r in node["required"] if r != name]
+
+
+def _node(schema: dict[str, Any], parents: list[str]) -> dict[str, Any]:
+    """The object schema at ``parents`` (a list's rows: ``line_items``)."""
+    node = schema
+    for parent in parents:
+        node = node["properties"][parent]
+        node = node.get("items", node)
+    return node
 
 
 def _drop_system_keys(node: Any) -> None:

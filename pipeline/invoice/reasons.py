@@ -34,6 +34,10 @@ class ReasonCode(StrEnum):
     #: the supplier (or none is on file), where it identifies the supplier (no VAT id) or
     #: the supplier has one on file.
     TAX_NUMBER_MISMATCH = "tax_number_mismatch"
+    #: Contract v3: an invoice not subject to VAT (category O) states neither VAT id nor
+    #: tax number, and the IBAN it states (its one identifier master data can hold) is not
+    #: on file for the supplier of that name, or it states none.
+    SUPPLIER_UNIDENTIFIED = "supplier_unidentified"
     BIDI_CONTROL = "bidi_control"
     INVISIBLE_CHARACTER = "invisible_character"
     IBAN_CHECKSUM_INVALID = "iban_checksum_invalid"

@@ -96,6 +96,8 @@ RULES: Mapping[str, str] = {
     "validation.supplier_unknown": "the supplier is in the master data",
     "validation.vat_id_mismatch": "the VAT id is the supplier's on file",
     "validation.tax_number_mismatch": "the tax number is the supplier's on file",
+    "validation.supplier_unidentified": "a supplier stated without VAT id or tax number "
+    "(not subject to VAT) is proven by an IBAN on file for it",
     "validation.iban_checksum": "the IBAN passes mod-97",
     "validation.iban_length": "the IBAN has its country's length",
     "validation.iban_not_in_text": "the IBAN is printed in the document",

@@ -73,7 +73,10 @@ def evidenced_fields(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[st
     for group, label in (("line_items", "description"), ("tax_lines", "rate")):
         for i, row in enumerate(result.get(group) or []):
             if isinstance(row, dict):
-                yield f"{group}[{i}]", row.get(label), row.get("evidence")
+                value = row.get(label)
+                if value is None and row.get("tax_category"):  # not subject to VAT: no rate
+                    value = f"category {row['tax_category']}"
+                yield f"{group}[{i}]", value, row.get("evidence")
 
 
 def read_from_xml(result: dict[str, Any]) -> bool:

@@ -6,7 +6,9 @@ line amount (BT-131).
 Document-level allowances and charges (contract v3, EN 16931 BG-20/BG-21) enter the
 net and the tax bases as EN 16931 has them: net total (BT-109) = sum of line nets
 (BT-106) - allowances (BT-107) + charges (BT-108), and each rate's base (BT-116) is its
-lines' nets less its allowances plus its charges.
+lines' nets less its allowances plus its charges. A line, entry or tax line not subject
+to VAT (contract v3, category ``O``) has no rate: its base is its own, its tax 0
+(EN 16931 BR-O-08, BR-O-09).
 
 Every computed amount is rounded explicitly per :class:`ValidationPolicy`
 (``ROUND_HALF_UP`` to 2 places by default) and compared within ``tolerance``
@@ -42,7 +44,7 @@ def check_arithmetic(
 
     with localcontext() as ctx:
         ctx.prec = 60  # 15-digit quantity x 15-digit price stays exact
-        bases: dict[Decimal, Decimal] = defaultdict(Decimal)
+        bases: dict[Decimal | None, Decimal] = defaultdict(Decimal)  # None: category O
         for i, item in enumerate(extraction.line_items):
             basis = item.price_basis_quantity
             if basis is not None and basis > 0:
@@ -85,7 +87,7 @@ def check_arithmetic(
                         rule="validation.net_total_mismatch",
                     )
                 )
-        by_rate: dict[Decimal, int] = {}
+        by_rate: dict[Decimal | None, int] = {}
         for j, tax in enumerate(extraction.tax_lines):
             path = f"tax_lines[{j}]"
             if tax.rate in by_rate:
@@ -93,29 +95,32 @@ def check_arithmetic(
                     Reason(
                         ReasonCode.TAX_LINE_MISMATCH,
                         path,
-                        f"rate {tax.rate} repeated",
+                        f"{_at(tax.rate, '')} repeated",
                         rule="validation.tax_rate_repeated",
                     )
                 )
                 continue
             by_rate[tax.rate] = j
-            expected = policy.round(tax.base * tax.rate / 100)
+            # not subject to VAT (category O): no tax (BR-O-09)
+            rated = Decimal(0) if tax.rate is None else tax.base * tax.rate / 100
+            expected = policy.round(rated)
             if off(expected, tax.amount):
                 reasons.append(
                     Reason(
                         ReasonCode.TAX_LINE_MISMATCH,
                         f"{path}.amount",
-                        f"{tax.base} x {tax.rate}% = {expected}, stated {tax.amount}",
+                        f"{tax.base} {_times(tax.rate)} = {expected}, stated {tax.amount}",
                         rule="validation.tax_line_mismatch",
                     )
                 )
-            if extraction.line_items and off(bases.get(tax.rate, Decimal(0)), tax.base):
+            at_rate = bases.get(tax.rate, Decimal(0))
+            if extraction.line_items and off(at_rate, tax.base):
                 reasons.append(
                     Reason(
                         ReasonCode.TAX_BASE_MISMATCH,
                         f"{path}.base",
                         f"lines{' and allowances/charges' if adjustments else ''} at "
-                        f"{tax.rate}% sum to {bases.get(tax.rate, Decimal(0))}, "
+                        f"{_at(tax.rate, '%', rate_word='')} sum to {at_rate}, "
                         f"stated {tax.base}",
                         rule="validation.tax_base_mismatch",
                     )
@@ -126,7 +131,7 @@ def check_arithmetic(
                     Reason(
                         ReasonCode.TAX_BASE_MISMATCH,
                         "tax_lines",
-                        f"no tax line for rate {rate}% (lines sum to {base})",
+                        f"no tax line for {_at(rate, '%')} (lines sum to {base})",
                         rule="validation.tax_line_missing",
                     )
                 )
@@ -155,6 +160,15 @@ def check_arithmetic(
                 )
         reasons += _amount_due(extraction, off)
     return reasons
+
+
+def _at(rate: Decimal | None, percent: str, *, rate_word: str = "rate ") -> str:
+    """``rate 19%`` (or as asked), ``category O`` for what has no rate (not subject to VAT)."""
+    return "category O" if rate is None else f"{rate_word}{rate}{percent}"
+
+
+def _times(rate: Decimal | None) -> str:
+    return "not subject to VAT (category O)" if rate is None else f"x {rate}%"
 
 
 def _amount_due(extraction: Extraction, off: Callable[[Decimal, Decimal], bool]) -> list[Reason]:

@@ -99,10 +99,19 @@ def evidenced_fields(extraction: Extraction) -> Iterator[tuple[str, Evidence, Va
     for i, item in enumerate(e.line_items):
         # a row that prints no rate takes the document's only one (its tax line shows it)
         printed = (item.quantity, item.unit_price, item.line_amount)
-        shown = printed if rates == {item.tax_rate} else (*printed, item.tax_rate)
+        # a row not subject to VAT (contract v3, category O) has no rate to print
+        shown = (
+            printed
+            if item.tax_rate is None or rates == {item.tax_rate}
+            else (
+                *printed,
+                item.tax_rate,
+            )
+        )
         yield f"line_items[{i}]", item.evidence, _numbers_in(*shown)
     for j, tax in enumerate(e.tax_lines):
-        yield f"tax_lines[{j}]", tax.evidence, _numbers_in(tax.rate, tax.base, tax.amount)
+        numbers = (tax.base, tax.amount) if tax.rate is None else (tax.rate, tax.base, tax.amount)
+        yield f"tax_lines[{j}]", tax.evidence, _numbers_in(*numbers)
     for path, amount in (
         ("net_total", e.net_total),
         ("tax_total", e.tax_total),

@@ -224,14 +224,17 @@ def check_presence(
     ``payment_means``): the buyer pays no account of the supplier's. A supplier an
     e-invoice identifies by its tax number (contract v3's ``supplier.tax_number``) needs
     no VAT id: :func:`~pipeline.validation.supplier.check_supplier` holds the tax number
-    against master data instead."""
+    against master data instead. Nor does an invoice not subject to VAT (contract v3:
+    its tax line of category ``O``), which EN 16931 forbids to state one (BR-O-02): the
+    supplier is then proven by its tax number or, without one, its IBAN on file
+    (``supplier_unidentified``)."""
     collected = (
         extraction.payment_means is not None
         and extraction.payment_means.value in COLLECTED_PAYMENT_MEANS
     )
     exempt = {"iban"} if extraction.document_type == "credit_note" or collected else set()
-    if extraction.supplier.tax_number is not None:
-        exempt.add("supplier.vat_id")  # contract v3: the tax number identifies the seller
+    if extraction.supplier.tax_number is not None or extraction.not_subject_to_vat():
+        exempt.add("supplier.vat_id")  # contract v3: the tax number or IBAN identifies it
     reasons = [
         Reason(
             ReasonCode.MISSING_FIELD,

@@ -6,7 +6,11 @@ that only matches after :func:`skeleton` is a homoglyph (``supplier_confusable``
 Its VAT id must be the one on file; a result without VAT id (contract v3: an e-invoice
 whose seller states only its tax number, EN 16931 BT-32) is identified by its tax
 number, which must then be the one on file (``tax_number_mismatch``, also where the
-supplier has no tax number on file).
+supplier has no tax number on file). An invoice not subject to VAT (contract v3,
+category ``O``) states no VAT id (EN 16931 BR-O-02) and may state no tax number either:
+then nothing but its name and IBAN names the seller, and a name is no proof (anyone can
+print it), so the IBAN must be one on file for the supplier of that name
+(``supplier_unidentified`` otherwise, and where it states no IBAN).
 The IBAN must pass mod-97 and its country length, be printed in the document,
 and be on file for the supplier. Bidi controls and invisible characters in a
 name, VAT id or invoice number (and bidi controls in a line description) are
@@ -64,12 +68,14 @@ def match_supplier(
     master_data: TenantMasterData,
     vat_id: str | None = None,
     tax_number: str | None = None,
+    iban: str | None = None,
 ) -> SupplierRecord | None:
     """The master record whose name equals ``name`` after :func:`normalise_name`.
 
     Two suppliers may trade under the same name (one per country, say): among
     records of that name the one whose VAT id is ``vat_id`` wins; without ``vat_id``,
-    the one whose tax number is ``tax_number``; else the first.
+    the one whose tax number is ``tax_number``; without either, the one with ``iban``
+    on file; else the first.
     """
     wanted = normalise_name(name)
     named = [r for r in master_data.suppliers if normalise_name(r.name) == wanted]
@@ -80,15 +86,20 @@ def match_supplier(
             on_file = getattr(record, field)
             if on_file is not None and compact_id(on_file) == compact_id(given):
                 return record
+    if iban is not None and vat_id is None and tax_number is None:
+        for record in named:
+            if iban in record.ibans:
+                return record
     return named[0] if named else None
 
 
-def _ids(extraction: Extraction) -> tuple[str | None, str | None]:
-    """The result's VAT id and tax number values (None: not stated)."""
+def _ids(extraction: Extraction) -> tuple[str | None, str | None, str | None]:
+    """The result's VAT id, tax number and IBAN values (None: not stated)."""
     supplier = extraction.supplier
     vat = supplier.vat_id.value if supplier.vat_id is not None else None
     tax = supplier.tax_number.value if supplier.tax_number is not None else None
-    return vat, tax
+    iban = extraction.iban.value if extraction.iban is not None else None
+    return vat, tax, iban
 
 
 def _same(stated: str, on_file: str | None) -> bool:
@@ -125,8 +136,8 @@ def check_supplier(extraction: Extraction, master_data: TenantMasterData) -> lis
                 rule="validation.supplier_mixed_script",
             )
         )
-    vat, tax = _ids(extraction)
-    record = match_supplier(name, master_data, vat, tax)
+    vat, tax, iban = _ids(extraction)
+    record = match_supplier(name, master_data, vat, tax, iban)
     if record is None:
         lookalikes = [r.name for r in master_data.suppliers if skeleton(r.name) == skeleton(name)]
         if lookalikes:
@@ -157,6 +168,8 @@ def check_supplier(extraction: Extraction, master_data: TenantMasterData) -> lis
                 rule="validation.vat_id_mismatch",
             )
         )
+    if vat is None and tax is None and extraction.not_subject_to_vat():
+        reasons += _proven_by_iban(record, iban)
     if tax is not None and (vat is None or record.tax_number is not None):
         # without a VAT id the tax number is the supplier's identity; beside one, a tax
         # number on file must still be the one stated
@@ -171,6 +184,27 @@ def check_supplier(extraction: Extraction, master_data: TenantMasterData) -> lis
                 )
             )
     return reasons
+
+
+def _proven_by_iban(record: SupplierRecord, iban: str | None) -> list[Reason]:
+    """A seller not subject to VAT without VAT id or tax number: its IBAN must be on file
+    for the supplier of its name, the one thing master data holds that it states."""
+    if iban is not None and iban in record.ibans:
+        return []
+    if iban is None:
+        why = "and no IBAN"
+    else:
+        why = "and its IBAN is " + ("not one" if record.ibans else "none (no IBAN)")
+        why += " on file"
+    return [
+        Reason(
+            ReasonCode.SUPPLIER_UNIDENTIFIED,
+            "supplier.name",
+            f"not subject to VAT, states neither VAT id nor tax number {why}: nothing "
+            f"on file proves it is {record.name!r}",
+            rule="validation.supplier_unidentified",
+        )
+    ]
 
 
 def check_iban(

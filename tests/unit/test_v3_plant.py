@@ -19,6 +19,8 @@ CREDIT = DATA / "credit_notes" / "BIS_Billing_30-Kreditering_med_kreditnota.xml"
 GBP = DATA / "currencies" / "02.01a-cvd_INVOICE_ubl.xml"
 GBP_CII = DATA / "currencies" / "02.01a-cvd_INVOICE_uncefact.xml"
 PRICE_DISCOUNT = DATA / "ubl" / "01.21a-INVOICE_ubl.xml"
+NOT_SUBJECT_TO_VAT = DATA / "category_o" / "01.05_minimal_test_ubl.xml"
+NOT_SUBJECT_TO_VAT_CII = DATA / "category_o" / "01.05_minimal_test_uncefact.xml"
 
 
 @pytest.mark.parametrize(
@@ -31,6 +33,10 @@ PRICE_DISCOUNT = DATA / "ubl" / "01.21a-INVOICE_ubl.xml"
         (GBP, "tax_currency"),
         (GBP, "tax_number"),
         (GBP_CII, "tax_number"),
+        (NOT_SUBJECT_TO_VAT, "o_seller_iban"),
+        (NOT_SUBJECT_TO_VAT_CII, "o_seller_iban"),
+        (NOT_SUBJECT_TO_VAT, "o_tax"),
+        (NOT_SUBJECT_TO_VAT_CII, "o_tax"),
     ],
 )
 def test_a_planted_v3_value_is_read_and_reviewed(path: Path, plant: str) -> None:
@@ -50,4 +56,7 @@ def test_a_plant_lands_only_where_the_xml_states_its_value() -> None:
     assert planted(xml, "tax_currency") is None
     # 01.17a's seller states a VAT id and no tax number (BT-32)
     assert planted(ROUNDED.read_bytes(), "tax_number") is None
+    # the seller IBAN and the O tax are planted on invoices not subject to VAT only
+    assert planted(ROUNDED.read_bytes(), "o_seller_iban") is None
+    assert planted(GBP.read_bytes(), "o_tax") is None
     assert set(PLANTS) >= {"line_entry", "tax_currency", "tax_number"}
