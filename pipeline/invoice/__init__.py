@@ -58,6 +58,12 @@ from pipeline.invoice.numbers import (
 )
 from pipeline.invoice.reasons import Reason, ReasonCode
 from pipeline.invoice.rules import RULES
+from pipeline.invoice.schema_versions import (
+    SCHEMA_V1,
+    SCHEMA_V3,
+    binding_v3_fields,
+    within_v1,
+)
 from pipeline.invoice.text import (
     BIDI_CONTROLS,
     compact_id,
@@ -79,6 +85,8 @@ __all__ = [
     "ISO_4217",
     "RULES",
     "SCALAR_FIELDS",
+    "SCHEMA_V1",
+    "SCHEMA_V3",
     "SUPPORTED_OPTIONS",
     "SUPPORTED_SCHEMA_VERSIONS",
     "V3_FIELDS",
@@ -105,6 +113,7 @@ __all__ = [
     "TaxLine",
     "TenantMasterData",
     "amount_strings",
+    "binding_v3_fields",
     "compact_id",
     "compact_text",
     "currency_mentions",
@@ -125,4 +134,5 @@ __all__ = [
     "skeleton",
     "uses_space_groups",
     "uses_v3",
+    "within_v1",
 ]

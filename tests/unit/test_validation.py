@@ -464,8 +464,10 @@ def test_table_covers_every_reason_code() -> None:
     # the e-invoice reader's three: tests/unit/test_einvoice_reader.py;
     # amount_due_differs from grounding's page check: tests/unit/test_amount_due.py;
     # the credit notes' three: tests/unit/test_credit_notes.py and
-    # tests/integration/test_credit_note_delivery.py.
+    # tests/integration/test_credit_note_delivery.py;
+    # contract_v3_required from the job's schema_version: tests/unit/test_schema_versions.py.
     elsewhere = {
+        ReasonCode.CONTRACT_V3_REQUIRED,
         ReasonCode.CREDIT_NOTE_UNSUPPORTED_ON_TEXT,
         ReasonCode.CREDIT_NOTE_REFERENCE_UNKNOWN,
         ReasonCode.CREDIT_NOTE_REFERENCE_AMBIGUOUS,
