@@ -1,4 +1,5 @@
-"""The corpus PDFs' embedded e-invoices, each with its page, decided as a job would.
+"""The corpus PDFs' embedded e-invoices, each with its page, decided as a job asking for
+contract v3 (``schema_version`` 3) would: the corpus measures what v3 reads.
 
 :mod:`benchmarks.corpus.xml_read` and :mod:`benchmarks.corpus.xml_plant` read the same
 documents the same way: the embedded XML (``factur-x.xml``, ``zugferd-invoice.xml``,
@@ -22,7 +23,7 @@ from pipeline.extraction import (
     is_embedded_invoice,
     read_invoice_xml,
 )
-from pipeline.invoice import SupplierRecord, TenantMasterData
+from pipeline.invoice import SCHEMA_V3, SupplierRecord, TenantMasterData
 from pipeline.worker.interpretation import Interpretation, interpret_einvoice
 
 
@@ -60,8 +61,9 @@ def embedded_invoices(tree: CorpusTree) -> Iterator[EmbeddedInvoice | str]:
 
 
 def decide(xml: bytes, page: str, *, master_xml: bytes | None = None) -> Interpretation:
-    """``xml`` (CII or UBL) with ``page`` through the worker's e-invoice path, for a tenant
-    that has the XML's own supplier, IBANs and currency on file, the day after its issue.
+    """``xml`` (CII or UBL) with ``page`` through the worker's e-invoice path for a job
+    asking for contract v3, for a tenant that has the XML's own supplier, IBANs and
+    currency on file, the day after its issue.
 
     The supplier is registered as the XML states it: its name (BT-27), its VAT id
     (BT-31) and its tax number (BT-32) where the XML states them, none invented, so a
@@ -94,6 +96,7 @@ def decide(xml: bytes, page: str, *, master_xml: bytes | None = None) -> Interpr
     return interpret_einvoice(
         xml,
         master,
+        schema_version=SCHEMA_V3,
         today=today,
         page_text=page if page.strip() else None,
     )

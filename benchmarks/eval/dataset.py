@@ -13,6 +13,9 @@ invoices print, including what contract v2 cannot: a supplier with a tax number 
 no VAT id (``supplier.vat_id`` null), no currency printed (``currency`` null), an
 amount-only row such as shipping or a flat fee (an item's ``quantity`` and
 ``unit_price`` null). Such a line is evaluated, not refused; a null compares as null.
+Contract v3's values are optional keys (:class:`Truth`): the supplier's tax number,
+allowances and charges at document and line level, a line's price basis, the payable
+amounts, a tax currency, a payment means, a credit note and its preceding invoice.
 """
 
 from __future__ import annotations
@@ -119,16 +122,46 @@ class TruthSupplier(_Strict):
     name: Text
     #: Null: the supplier prints no VAT id (a tax number only, say).
     vat_id: Text | None
+    #: Contract v3: the seller's tax registration number (BT-32), where stated.
+    tax_number: Text | None = None
+
+
+class TruthLineAllowanceCharge(_Strict):
+    """Contract v3: a line-level allowance or charge (BG-27, BG-28), without VAT."""
+
+    kind: Literal["allowance", "charge"]
+    amount: DecimalStr
 
 
 class TruthLineItem(_Strict):
-    """One row; ``quantity`` and ``unit_price`` null for an amount-only row (shipping)."""
+    """One row; ``quantity`` and ``unit_price`` null for an amount-only row (shipping).
+
+    Contract v3 (optional): the row's ``allowances_charges`` and the quantity its unit
+    price is stated for (``price_basis_quantity``, BT-149; null for 1)."""
 
     description: Text
     quantity: DecimalStr | None
     unit_price: DecimalStr | None
     line_amount: DecimalStr
     tax_rate: DecimalStr
+    allowances_charges: tuple[TruthLineAllowanceCharge, ...] = ()
+    price_basis_quantity: DecimalStr | None = None
+
+
+class TruthAllowanceCharge(_Strict):
+    """Contract v3: a document-level allowance or charge (BG-20, BG-21), without VAT,
+    with the VAT rate whose base it changes."""
+
+    kind: Literal["allowance", "charge"]
+    amount: DecimalStr
+    tax_rate: DecimalStr
+
+
+class TruthPrecedingInvoice(_Strict):
+    """Contract v3: the invoice a credit note or correction refers to (BG-3)."""
+
+    number: Text
+    issue_date: DateStr | None = None
 
 
 class TruthTaxLine(_Strict):
@@ -138,7 +171,11 @@ class TruthTaxLine(_Strict):
 
 
 class Truth(_Strict):
-    """The invoice's true values."""
+    """The invoice's true values.
+
+    The keys after ``tax_lines`` are contract v3's (docs/eval-dataset.md): optional, each
+    left out (or empty, null, ``"invoice"``) where the invoice states no such value.
+    """
 
     supplier: TruthSupplier
     invoice_number: Text
@@ -151,6 +188,33 @@ class Truth(_Strict):
     gross_total: DecimalStr
     line_items: tuple[TruthLineItem, ...]
     tax_lines: tuple[TruthTaxLine, ...]
+    document_type: Literal["invoice", "credit_note", "corrective_invoice"] = "invoice"
+    preceding_invoice: TruthPrecedingInvoice | None = None
+    allowances_charges: tuple[TruthAllowanceCharge, ...] = ()
+    prepaid_amount: DecimalStr | None = None
+    rounding_amount: DecimalStr | None = None
+    amount_due: DecimalStr | None = None
+    tax_currency: Currency | None = None
+    tax_total_in_tax_currency: DecimalStr | None = None
+    #: The payment means code (UNTDID 4461) where the supplier collects (card, debit).
+    payment_means: Text | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The truth as a dataset line states it: every required key (a null kept), and
+        each contract v3 key only where it is stated."""
+        data: dict[str, Any] = self.model_dump(mode="json")
+        _drop_unstated(data, self)
+        _drop_unstated(data["supplier"], self.supplier)
+        for row, item in zip(data["line_items"], self.line_items, strict=True):
+            _drop_unstated(row, item)
+        return data
+
+
+def _drop_unstated(data: dict[str, Any], model: BaseModel) -> None:
+    """Remove from ``data`` the optional keys of ``model`` at their default."""
+    for name, spec in type(model).model_fields.items():
+        if not spec.is_required() and getattr(model, name) == spec.default:
+            data.pop(name, None)
 
 
 class MasterSupplier(_Strict):
@@ -230,9 +294,10 @@ class EvalRecord(BaseModel):
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The line as written to a dataset file (absent options left out)."""
+        """The line as written to a dataset file (absent options and unstated contract
+        v3 values left out)."""
         data: dict[str, Any] = self.model_dump(mode="json", exclude_none=True)
-        data["truth"] = self.truth.model_dump(mode="json")  # keep due_date/iban nulls
+        data["truth"] = self.truth.as_json()  # keep due_date/iban nulls
         return data
 
 
@@ -363,7 +428,8 @@ def read_record_document(
 
 
 def truth_from_extraction(e: Extraction) -> Truth:
-    """The values of a generator's ground-truth extraction (its evidence dropped)."""
+    """The values of a ground-truth extraction (a generator's, or one an e-invoice's XML
+    states, contract v3's values included), its evidence dropped."""
     missing = [
         name
         for name, value in (
@@ -380,10 +446,16 @@ def truth_from_extraction(e: Extraction) -> Truth:
         raise ValueError(f"ground truth lacks {', '.join(missing)}")
     assert e.supplier.name and e.invoice_number and e.issue_date
     assert e.net_total and e.tax_total and e.gross_total
+
+    def value(node: Any) -> Any:
+        return None if node is None else node.value
+
+    preceding = e.preceding_invoice
     return Truth(
         supplier=TruthSupplier(
             name=e.supplier.name.value,
-            vat_id=e.supplier.vat_id.value if e.supplier.vat_id else None,
+            vat_id=value(e.supplier.vat_id),
+            tax_number=value(e.supplier.tax_number),
         ),
         invoice_number=e.invoice_number.value,
         issue_date=e.issue_date.value,
@@ -400,12 +472,33 @@ def truth_from_extraction(e: Extraction) -> Truth:
                 unit_price=i.unit_price,
                 line_amount=i.line_amount,
                 tax_rate=i.tax_rate,
+                allowances_charges=tuple(
+                    TruthLineAllowanceCharge(kind=a.kind, amount=a.amount)
+                    for a in i.allowances_charges
+                ),
+                price_basis_quantity=i.price_basis_quantity,
             )
             for i in e.line_items
         ),
         tax_lines=tuple(
             TruthTaxLine(rate=t.rate, base=t.base, amount=t.amount) for t in e.tax_lines
         ),
+        document_type=e.document_type,
+        preceding_invoice=(
+            TruthPrecedingInvoice(number=preceding.number, issue_date=preceding.issue_date)
+            if preceding
+            else None
+        ),
+        allowances_charges=tuple(
+            TruthAllowanceCharge(kind=a.kind, amount=a.amount, tax_rate=a.tax_rate)
+            for a in e.allowances_charges
+        ),
+        prepaid_amount=value(e.prepaid_amount),
+        rounding_amount=value(e.rounding_amount),
+        amount_due=value(e.amount_due),
+        tax_currency=value(e.tax_currency),
+        tax_total_in_tax_currency=value(e.tax_total_in_tax_currency),
+        payment_means=value(e.payment_means),
     )
 
 

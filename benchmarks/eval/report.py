@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from benchmarks.eval.bounds import false_accept_bound
-from benchmarks.eval.scoring import FIELDS, OUTCOMES
+from benchmarks.eval.scoring import FIELDS, OUTCOMES, V3_SCORED_FIELDS
 
 #: How rows are grouped, in report order: the dataset's ``family`` (a fuzzer's
 #: transformations joined by "+"), each of those transformations alone, and a
@@ -130,13 +130,18 @@ def rule_counts(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
 
 
 def _score(rows: Sequence[dict[str, Any]], key: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Per-field and micro-averaged precision/recall from the rows' ``key`` counts."""
+    """Per-field and micro-averaged precision/recall from the rows' ``key`` counts.
+
+    Contract v3's fields are listed only where a truth or an extraction stated one, so
+    a dataset without them reports as before."""
     fields: dict[str, dict[str, Any]] = {}
     totals = [0, 0, 0]
     for name in FIELDS:
         tp = sum(r[key][name][0] for r in rows)
         pred = sum(r[key][name][1] for r in rows)
         true = sum(r[key][name][2] for r in rows)
+        if name in V3_SCORED_FIELDS and pred == true == 0:
+            continue
         fields[name] = _counts(tp, pred - tp, true - tp)
         totals = [totals[0] + tp, totals[1] + pred - tp, totals[2] + true - tp]
     return fields, _counts(*totals)

@@ -13,6 +13,9 @@ per field as multisets, so one skipped row costs one miss rather than shifting
 all the rows after it. A null compares as null, in a list field as in a scalar one:
 it adds nothing to the field's multiset, so the truth's null quantity of an
 amount-only row is matched by no quantity, and any quantity read for it differs.
+Contract v3's values (:data:`V3_SCORED_FIELDS`) are fields like the others: a value
+the truth states and the extraction lacks or holds otherwise differs, so a SUCCEEDED
+invoice with one is a false accept (:func:`judge`).
 
 A row also carries what its family is (the record's ``family``; a generated
 invoice's layout, language and variant as tags) and every review reason with the
@@ -38,7 +41,9 @@ from pipeline.errors import FencelineError, MalformedOutput
 from pipeline.extraction import DEFAULT_CONTRACT, prepare_call
 from pipeline.invoice import (
     EXTRACTION_SCHEMA_VERSION,
+    PAYABLE_FIELDS,
     SCALAR_FIELDS,
+    TAX_CURRENCY_FIELDS,
     Extraction,
     compact_id,
     normalise_name,
@@ -49,10 +54,31 @@ from pipeline.worker import interpret
 OUTCOMES = ("SUCCEEDED", "REVIEW_REQUIRED", "MALFORMED", "ENGINE_ERROR")
 ITEM_FIELDS = ("description", "quantity", "unit_price", "line_amount", "tax_rate")
 TAX_FIELDS = ("rate", "base", "amount")
+#: Contract v3's header values: each compares as null where it is not stated (a plain
+#: invoice's ``document_type``; payable amounts that leave the gross total due).
+V3_SCALAR_FIELDS = (
+    "supplier.tax_number",
+    "document_type",
+    "preceding_invoice.number",
+    "preceding_invoice.issue_date",
+    *PAYABLE_FIELDS,
+    *TAX_CURRENCY_FIELDS,
+    "payment_means",
+)
+ALLOWANCE_FIELDS = ("kind", "amount", "tax_rate")
+LINE_ALLOWANCE_FIELDS = ("kind", "amount")
+#: Contract v3's scored values (docs/eval-dataset.md): compared as every other field.
+V3_SCORED_FIELDS = (
+    *V3_SCALAR_FIELDS,
+    *(f"allowances_charges[].{f}" for f in ALLOWANCE_FIELDS),
+    "line_items[].price_basis_quantity",
+    *(f"line_items[].allowances_charges[].{f}" for f in LINE_ALLOWANCE_FIELDS),
+)
 FIELDS = (
     *SCALAR_FIELDS,
     *(f"line_items[].{f}" for f in ITEM_FIELDS),
     *(f"tax_lines[].{f}" for f in TAX_FIELDS),
+    *V3_SCORED_FIELDS,
 )
 
 Values = dict[str, Counter[str]]
@@ -62,29 +88,52 @@ def _amount(value: Decimal) -> str:
     return format(value.normalize(), "f")
 
 
+def _norm(name: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if name == "supplier.name":
+        return normalise_name(value)
+    if name in ("supplier.vat_id", "supplier.tax_number"):
+        return compact_id(value)
+    if isinstance(value, Decimal):
+        return _amount(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    return normalise_text(str(value))
+
+
+def _stated(scalars: dict[str, Any]) -> dict[str, Any]:
+    """``scalars`` with contract v3's unstated values as null: a plain invoice's document
+    type, and payable amounts that leave the gross total due (no prepaid, no rounding),
+    which contract v3 states only where the amount due differs."""
+    out = dict(scalars)
+    if out.get("document_type") == "invoice":
+        out["document_type"] = None
+    due, gross = out.get("amount_due"), out.get("gross_total")
+    if (
+        due is not None
+        and due == gross
+        and not out.get("prepaid_amount")
+        and not out.get("rounding_amount")
+    ):
+        out.update(dict.fromkeys(PAYABLE_FIELDS))
+    return out
+
+
 def _normalised(
     scalars: dict[str, Any],
     items: Iterable[dict[str, Any]],
     taxes: Iterable[dict[str, Any]],
+    allowances: Iterable[dict[str, Any]] = (),
 ) -> Values:
-    """The comparison form of raw values; list fields pool all rows into one multiset."""
+    """The comparison form of raw values; list fields pool all rows into one multiset.
 
-    def norm(name: str, value: Any) -> str | None:
-        if value is None:
-            return None
-        if name == "supplier.name":
-            return normalise_name(value)
-        if name == "supplier.vat_id":
-            return compact_id(value)
-        if isinstance(value, Decimal):
-            return _amount(value)
-        if isinstance(value, date):
-            return value.isoformat()
-        return normalise_text(str(value))
-
+    An item row may carry ``price_basis_quantity`` and ``allowances_charges`` (a list
+    of ``kind``/``amount`` dicts), contract v3's; ``allowances`` are the document's."""
+    stated = _stated(scalars)
     out: Values = {}
-    for name in SCALAR_FIELDS:
-        v = norm(name, scalars.get(name))
+    for name in (*SCALAR_FIELDS, *V3_SCALAR_FIELDS):
+        v = _norm(name, stated.get(name))
         out[name] = Counter([v] if v is not None else [])
     item_rows, tax_rows = list(items), list(taxes)
     for name in ITEM_FIELDS:
@@ -95,17 +144,55 @@ def _normalised(
         )
     for name in TAX_FIELDS:
         out[f"tax_lines[].{name}"] = Counter(_amount(row[name]) for row in tax_rows)
+    entries = list(allowances)
+    for name in ALLOWANCE_FIELDS:
+        out[f"allowances_charges[].{name}"] = Counter(
+            str(_norm(name, entry[name])) for entry in entries
+        )
+    out["line_items[].price_basis_quantity"] = Counter(
+        _amount(row["price_basis_quantity"])
+        for row in item_rows
+        if row.get("price_basis_quantity") is not None
+    )
+    line_entries = [entry for row in item_rows for entry in row.get("allowances_charges", ())]
+    for name in LINE_ALLOWANCE_FIELDS:
+        out[f"line_items[].allowances_charges[].{name}"] = Counter(
+            str(_norm(name, entry[name])) for entry in line_entries
+        )
     return out
 
 
+def _item_row(item: Any) -> dict[str, Any]:
+    """An item's scored values (a truth's or an extraction's line item)."""
+    return {f: getattr(item, f) for f in ITEM_FIELDS} | {
+        "price_basis_quantity": item.price_basis_quantity,
+        "allowances_charges": [
+            {"kind": a.kind, "amount": a.amount} for a in item.allowances_charges
+        ],
+    }
+
+
+def _allowance_rows(entries: Iterable[Any]) -> list[dict[str, Any]]:
+    return [{f: getattr(entry, f) for f in ALLOWANCE_FIELDS} for entry in entries]
+
+
 def truth_values(truth: Truth) -> Values:
-    scalars = {name: getattr(truth, name) for name in SCALAR_FIELDS if "." not in name}
+    scalars = {
+        name: getattr(truth, name)
+        for name in (*SCALAR_FIELDS, *V3_SCALAR_FIELDS)
+        if "." not in name
+    }
     scalars["supplier.name"] = truth.supplier.name
     scalars["supplier.vat_id"] = truth.supplier.vat_id
+    scalars["supplier.tax_number"] = truth.supplier.tax_number
+    preceding = truth.preceding_invoice
+    scalars["preceding_invoice.number"] = preceding.number if preceding else None
+    scalars["preceding_invoice.issue_date"] = preceding.issue_date if preceding else None
     return _normalised(
         scalars,
-        (dict(i) for i in truth.line_items),
+        (_item_row(i) for i in truth.line_items),
         (dict(t) for t in truth.tax_lines),
+        _allowance_rows(truth.allowances_charges),
     )
 
 
@@ -115,13 +202,23 @@ def extraction_values(e: Extraction) -> Values:
     def value(node: Any) -> Any:
         return None if node is None else node.value
 
-    scalars = {name: value(getattr(e, name)) for name in SCALAR_FIELDS if "." not in name}
+    scalars = {
+        name: value(getattr(e, name))
+        for name in (*SCALAR_FIELDS, *V3_SCALAR_FIELDS)
+        if "." not in name and name != "document_type"
+    }
+    scalars["document_type"] = e.document_type
     scalars["supplier.name"] = value(e.supplier.name)
     scalars["supplier.vat_id"] = value(e.supplier.vat_id)
+    scalars["supplier.tax_number"] = value(e.supplier.tax_number)
+    preceding = e.preceding_invoice
+    scalars["preceding_invoice.number"] = preceding.number if preceding else None
+    scalars["preceding_invoice.issue_date"] = preceding.issue_date if preceding else None
     return _normalised(
         scalars,
-        ({f: getattr(i, f) for f in ITEM_FIELDS} for i in e.line_items),
+        (_item_row(i) for i in e.line_items),
         ({f: getattr(t, f) for f in TAX_FIELDS} for t in e.tax_lines),
+        _allowance_rows(e.allowances_charges),
     )
 
 
@@ -223,15 +320,27 @@ async def evaluate_one(
         )
     row["latency_s"] = round(time.perf_counter() - started, 4)
     row["answer"] = text  # the engine's raw reply, to read why a field differs
-    row["fields"] = _field_counts(predicted, truth)
+    row.update(judge(row["outcome"], predicted, truth, record.expected_decision))
     written = before_cap if before_cap is not None else predicted
     row["fields_before_cap"] = _field_counts(written, truth)
-    parsed = row["outcome"] in ("SUCCEEDED", "REVIEW_REQUIRED")
-    row["differing_fields"] = [n for n in FIELDS if predicted[n] != truth[n]] if parsed else []
-    row["exact_match"] = parsed and not row["differing_fields"]
-    expected = record.expected_decision
-    row["decision_right"] = None if expected is None else row["outcome"] == expected
-    # Right to deliver: every value equals the truth and nothing asks for review.
-    row["acceptable"] = row["exact_match"] and expected != "REVIEW_REQUIRED"
-    row["false_accept"] = row["outcome"] == "SUCCEEDED" and not row["acceptable"]
     return row
+
+
+def judge(outcome: str, predicted: Values, truth: Values, expected: str | None) -> dict[str, Any]:
+    """A row's verdict on one invoice decided ``outcome`` with values ``predicted``:
+    its ``fields`` counts, ``differing_fields`` (every field of :data:`FIELDS`, contract
+    v3's included), ``exact_match``, ``decision_right``, ``acceptable`` and
+    ``false_accept`` (SUCCEEDED, and not acceptable)."""
+    parsed = outcome in ("SUCCEEDED", "REVIEW_REQUIRED")
+    differing = [n for n in FIELDS if predicted[n] != truth[n]] if parsed else []
+    exact = parsed and not differing
+    # Right to deliver: every value equals the truth and nothing asks for review.
+    acceptable = exact and expected != "REVIEW_REQUIRED"
+    return {
+        "fields": _field_counts(predicted, truth),
+        "differing_fields": differing,
+        "exact_match": exact,
+        "decision_right": None if expected is None else outcome == expected,
+        "acceptable": acceptable,
+        "false_accept": outcome == "SUCCEEDED" and not acceptable,
+    }

@@ -73,7 +73,7 @@ from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from pipeline.tenants import Principal, load_master_data
-from pipeline.validation import policy_for, validate
+from pipeline.validation import needs_contract_v3, policy_for, validate
 
 #: At most this many values in one correction (header fields plus row values).
 MAX_CORRECTED_VALUES = 2000
@@ -199,6 +199,14 @@ class CorrectionService:
             raise ApiProblem(
                 409,
                 "the job's result is raw model output; it can only be rejected",
+                reason="result_not_approvable",
+                job_id=str(job_id),
+            )
+        elif needs_contract_v3(job["validation"]):
+            raise ApiProblem(
+                409,
+                "the job's result holds contract v3 values its schema_version 1 has no "
+                "place for; it can only be rejected (submit it again with schema_version 3)",
                 reason="result_not_approvable",
                 job_id=str(job_id),
             )

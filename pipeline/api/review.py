@@ -184,14 +184,25 @@ class ReviewService:
 
 
 def _refuse_unvalidated(job_id: uuid.UUID, job: asyncpg.Record) -> None:
-    """Raise 409 if ``job`` awaits review with a result that failed schema validation."""
-    if job["state"] == JobState.REVIEW_REQUIRED.value and not job["approvable"]:
-        raise ApiProblem(
-            409,
-            "the job's result is raw model output that failed schema validation; "
-            "it cannot be approved, only rejected",
-            reason="result_not_approvable",
-            job_id=str(job_id),
-            state=job["state"],
-            state_version=job["state_version"],
+    """Raise 409 if ``job`` awaits review with a result that may not be approved: one
+    that failed schema validation, or one holding values the job's schema_version has
+    no place for (``contract_v3_required``)."""
+    if job["state"] != JobState.REVIEW_REQUIRED.value:
+        return
+    if not job["schema_valid"]:
+        why = "the job's result is raw model output that failed schema validation"
+    elif job["contract_v3_required"]:
+        why = (
+            "the job's result holds contract v3 values its schema_version 1 has no place "
+            "for; submit the document again with schema_version 3"
         )
+    else:
+        return
+    raise ApiProblem(
+        409,
+        f"{why}; it cannot be approved, only rejected",
+        reason="result_not_approvable",
+        job_id=str(job_id),
+        state=job["state"],
+        state_version=job["state_version"],
+    )

@@ -134,7 +134,11 @@ class JobOptions(BaseModel):
     schema_version: JsonInt = Field(
         1,
         description="Extraction schema version; one of "
-        f"{', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))} (another is refused with 422).",
+        f"{', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))} (another is refused with 422). "
+        "1: the invoice without contract v3's fields (an e-invoice stating a v3 value that "
+        "changes what is payable or who is paid goes to review with contract_v3_required; "
+        "one that is merely additional is left out); 3: contract v3 (fenceline.extraction/3: "
+        "allowances and charges, amount due, credit notes, tax number...).",
         json_schema_extra={"enum": list(SUPPORTED_SCHEMA_VERSIONS)},
     )
     model_policy: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")] = Field(

@@ -15,9 +15,11 @@ from pipeline.invoice.contract import (
     CONTRACT_V3,
     EXTRACTION_SCHEMA_VERSION,
     NOT_SUBJECT_TO_VAT,
+    PAYABLE_FIELDS,
     SCALAR_FIELDS,
     SUPPORTED_OPTIONS,
     SUPPORTED_SCHEMA_VERSIONS,
+    TAX_CURRENCY_FIELDS,
     V3_FIELDS,
     AllowanceCharge,
     AllowanceKind,
@@ -59,6 +61,12 @@ from pipeline.invoice.numbers import (
 )
 from pipeline.invoice.reasons import Reason, ReasonCode
 from pipeline.invoice.rules import RULES
+from pipeline.invoice.schema_versions import (
+    SCHEMA_V1,
+    SCHEMA_V3,
+    binding_v3_fields,
+    within_v1,
+)
 from pipeline.invoice.text import (
     BIDI_CONTROLS,
     compact_id,
@@ -79,10 +87,14 @@ __all__ = [
     "IBAN_LENGTHS",
     "ISO_4217",
     "NOT_SUBJECT_TO_VAT",
+    "PAYABLE_FIELDS",
     "RULES",
     "SCALAR_FIELDS",
+    "SCHEMA_V1",
+    "SCHEMA_V3",
     "SUPPORTED_OPTIONS",
     "SUPPORTED_SCHEMA_VERSIONS",
+    "TAX_CURRENCY_FIELDS",
     "V3_FIELDS",
     "AllowanceCharge",
     "AllowanceKind",
@@ -107,6 +119,7 @@ __all__ = [
     "TaxLine",
     "TenantMasterData",
     "amount_strings",
+    "binding_v3_fields",
     "compact_id",
     "compact_text",
     "currency_mentions",
@@ -127,4 +140,5 @@ __all__ = [
     "skeleton",
     "uses_space_groups",
     "uses_v3",
+    "within_v1",
 ]

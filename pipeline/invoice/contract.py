@@ -113,9 +113,11 @@ PAYABLE_FIELDS = ("prepaid_amount", "rounding_amount", "amount_due")
 TAX_CURRENCY_FIELDS = ("tax_currency", "tax_total_in_tax_currency")
 
 #: The request's ``schema_version`` values the system can honour: each selects a
-#: contract it implements (1 is :data:`EXTRACTION_SCHEMA_VERSION`). Any other is
-#: refused at intake, never accepted and served with the default.
-SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1,)
+#: contract it implements (1 is :data:`EXTRACTION_SCHEMA_VERSION`, the invoice without
+#: contract v3's fields; 3 is :data:`CONTRACT_V3`: what a v1 job's result may hold is
+#: :mod:`pipeline.invoice.schema_versions`). Any other is refused at intake, never
+#: accepted and served with the default.
+SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1, 3)
 
 #: The request ``options`` the system knows and honours, by name, each with what it
 #: asks for. A name not here is refused at intake (422 ``unknown_option`` naming

@@ -70,6 +70,10 @@ class ReasonCode(StrEnum):
     #: An e-invoice's XML states what contract v2 has no place for (allowances and
     #: charges, a credit note, a supplier without VAT id...): the detail names it.
     EINVOICE_NOT_HOLDABLE = "einvoice_not_holdable"
+    #: The job asked for schema_version 1 and its result holds contract v3 values that
+    #: change what is payable or who is paid (an amount due, allowances and charges...):
+    #: the detail names them (:func:`pipeline.invoice.binding_v3_fields`).
+    CONTRACT_V3_REQUIRED = "contract_v3_required"
     #: An e-invoice's XML does not parse, or is no invoice the reader knows.
     EINVOICE_INVALID = "einvoice_invalid"
     #: The page of a PDF e-invoice does not print what its embedded XML states.

@@ -86,6 +86,7 @@ RULES: Mapping[str, str] = {
     "validation.tax_total_mismatch": "the tax lines sum to the tax total",
     "validation.gross_total_mismatch": "net total + tax total = gross total",
     "validation.amount_due_mismatch": "gross total - prepaid + rounding = amount due",
+    "validation.contract_v3_required": "a v1 job's result holds no v3 value it would misread",
     "validation.currency_not_iso4217": "the currency is an ISO 4217 code",
     "validation.currency_not_permitted": "the tenant accepts the currency",
     "validation.currency_mixed": "the invoice is priced in one currency",

@@ -6,6 +6,7 @@ This is the package's surface: other packages import these names from here,
 never from a module inside.
 """
 
+from pipeline.validation.contract_version import contract_version_reasons, needs_contract_v3
 from pipeline.validation.decide import validate
 from pipeline.validation.policy import (
     DEFAULT_POLICY,
@@ -23,6 +24,8 @@ __all__ = [
     "Decision",
     "ValidationPolicy",
     "ValidationReport",
+    "contract_version_reasons",
+    "needs_contract_v3",
     "policy_for",
     "unvalidated_outcome",
     "validate",

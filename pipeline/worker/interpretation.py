@@ -23,12 +23,20 @@ from pipeline.extraction import (
     read_answer,
     read_einvoice,
 )
-from pipeline.invoice import CONTRACT_V3, Extraction, TenantMasterData, uses_v3
+from pipeline.invoice import (
+    CONTRACT_V3,
+    SCHEMA_V3,
+    Extraction,
+    TenantMasterData,
+    uses_v3,
+    within_v1,
+)
 from pipeline.validation import (
     DEFAULT_POLICY,
     Decision,
     ValidationPolicy,
     ValidationReport,
+    contract_version_reasons,
     validate,
 )
 from pipeline.worker.ocr_proof import OcrConfidences, ocr_reasons
@@ -99,6 +107,7 @@ def interpret_einvoice(
     xml: bytes,
     master_data: TenantMasterData,
     *,
+    schema_version: int,
     today: date,
     policy: ValidationPolicy = DEFAULT_POLICY,
     page_text: str | None = None,
@@ -113,17 +122,29 @@ def interpret_einvoice(
     reader's reasons (``einvoice_invalid``, ``einvoice_not_holdable``,
     ``xml_text_mismatch``) come first; the decision is SUCCEEDED only when neither the
     reader nor any validation rule found one. Never raises on bad XML: that is a reason.
+
+    ``schema_version`` is the contract the job asked for
+    (:data:`~pipeline.invoice.SUPPORTED_SCHEMA_VERSIONS`). A v3 job's result holds every
+    v3 value the XML states. A v1 job's result holding a v3 value that changes what is
+    payable or who is paid is reviewed with ``contract_v3_required`` naming each (the
+    result kept as read, for the reviewer); one holding only additional v3 values (a tax
+    number beside a VAT id) is that result less them (:func:`~pipeline.invoice.within_v1`),
+    validated as read.
     """
     reading = read_einvoice(xml, page_text)
     text = reading.stated_text() if page_text is None else page_text
     checked = validate(reading.extraction, text, master_data, today=today, policy=policy)
-    reasons = (*reading.reasons, *checked.reasons)
-    # Contract v3 where the XML states what only v3 holds; every other result stays v2.
-    contract = CONTRACT_V3 if uses_v3(reading.extraction) else CONTRACT_V2
+    for_job = contract_version_reasons(reading.extraction, schema_version)
+    extraction = reading.extraction
+    if schema_version < SCHEMA_V3 and not for_job:
+        extraction = within_v1(extraction)
+    reasons = (*reading.reasons, *for_job, *checked.reasons)
+    # Contract v3 where the result holds what only v3 holds; every other result stays v2.
+    contract = CONTRACT_V3 if uses_v3(extraction) else CONTRACT_V2
     report = ValidationReport(
         Decision.REVIEW_REQUIRED if reasons else Decision.SUCCEEDED,
         reasons,
         checked.policy_version,
         contract,
     )
-    return Interpretation(reading.extraction, report, contract, reader=reading.reader)
+    return Interpretation(extraction, report, contract, reader=reading.reader)

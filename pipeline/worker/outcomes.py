@@ -122,11 +122,13 @@ class AttemptOutcomes:
         xml: bytes,
         page_text: str | None,
     ) -> AttemptReport:
-        """Settle an e-invoice read from its XML: validated like an answer, 0 tokens."""
+        """Settle an e-invoice read from its XML: validated like an answer, 0 tokens,
+        under the contract the job asked for (``lease.schema_version``)."""
         with child_span(SPAN_VALIDATE) as vspan:
             outcome = interpret_einvoice(
                 xml,
                 master,
+                schema_version=lease.schema_version,
                 today=self.today().date(),
                 policy=self.policy,
                 page_text=page_text,

@@ -5,7 +5,9 @@
 -- name: job_decide_review_if_pending
 -- $1 job, $2 tenant, $3 expected state_version, $4 'SUCCEEDED' | 'FAILED_TERMINAL'.
 -- Approval also needs a result that passed schema validation: raw model output
--- (validation.schema_valid = false) may only be rejected.
+-- (validation.schema_valid = false) may only be rejected; so may a result holding
+-- values the job's schema_version has no place for (contract_v3_required): approving
+-- it would deliver them to a client that asked for contract v1.
 UPDATE extraction_jobs j
 SET state = $4,
     terminal_reason = CASE WHEN $4 = 'FAILED_TERMINAL' THEN 'review_rejected' END,
@@ -14,17 +16,24 @@ SET state = $4,
 WHERE j.id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2 AND j.state IS NOT DISTINCT FROM 'REVIEW_REQUIRED' AND j.state_version = $3
   AND ($4 <> 'SUCCEEDED' OR NOT EXISTS (
         SELECT 1 FROM extraction_results r
-        WHERE r.job_id = j.id AND r.validation @> '{"schema_valid": false}'::jsonb))
+        WHERE r.job_id = j.id
+          AND (r.validation @> '{"schema_valid": false}'::jsonb
+               OR r.validation @> '{"reasons": [{"code": "contract_v3_required"}]}'::jsonb)))
 RETURNING j.id, j.tenant_id, j.state, j.state_version, j.attempt, j.fence, j.created_at,
           j.finished_at;
 
 -- name: job_get_review_state_for_tenant
--- The job's current state, if the tenant may see it, and whether its result
--- passed schema validation (only such a result may be approved).
+-- The job's current state, if the tenant may see it, whether its result passed
+-- schema validation and whether it needs contract v3 the job did not ask for (only a
+-- result that did the one and does not the other may be approved).
 SELECT j.state, j.state_version,
        NOT EXISTS (SELECT 1 FROM extraction_results r
                    WHERE r.job_id = j.id
-                     AND r.validation @> '{"schema_valid": false}'::jsonb) AS approvable
+                     AND r.validation @> '{"schema_valid": false}'::jsonb) AS schema_valid,
+       EXISTS (SELECT 1 FROM extraction_results r
+               WHERE r.job_id = j.id
+                 AND r.validation @> '{"reasons": [{"code": "contract_v3_required"}]}'::jsonb)
+         AS contract_v3_required
 FROM extraction_jobs j WHERE j.id = $1 AND j.tenant_id IS NOT DISTINCT FROM $2;
 
 -- name: review_decision_insert

@@ -91,7 +91,10 @@ async def _upload_and_settle(
     """Upload ``xml``, run a driver until it settles; its job row and stored validation."""
     before = await _settled_count(pool)
     r = await client.post(
-        "/v1/extraction-jobs", files={"document": ("doc.xml", xml)}, headers=tk.headers
+        "/v1/extraction-jobs",
+        files={"document": ("doc.xml", xml)},
+        data={"metadata": json.dumps({"schema_version": 3})},  # contract v3: credit notes
+        headers=tk.headers,
     )
     assert r.status_code == 202, r.text
     job = uuid.UUID(r.json()["job_id"])

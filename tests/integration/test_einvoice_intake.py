@@ -3,11 +3,13 @@ from the document store, settled from their XML with no provider call and 0 toke
 
 A CII XML upload and a Factur-X/ZUGFeRD PDF of a supplier on file end SUCCEEDED; an
 invoice contract v2 cannot hold (document-level allowances) and an XML that is no
-invoice go to review with their named reasons.
+invoice go to review with their named reasons. Each job asks for contract v3
+(``schema_version`` 3); what a v1 job gets is tests/integration/test_einvoice_delivery.py's.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +28,8 @@ from tests.support.drivers import run_document_driver
 pytestmark = pytest.mark.integration
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "einvoices"
+#: Each job asks for contract v3, whose fields these uploads are read into.
+V3 = {"metadata": json.dumps({"schema_version": 3})}
 JOBS = "/v1/extraction-jobs"
 
 
@@ -54,7 +58,9 @@ async def test_e_invoices_settle_from_their_xml_without_a_model_call(
     jobs: dict[str, uuid.UUID] = {}
     async with asgi_client(create_app(settings, pool=pool)) as client:
         for name, data in uploads.items():
-            r = await client.post(JOBS, files={"document": (name, data)}, headers=tk.headers)
+            r = await client.post(
+                JOBS, files={"document": (name, data)}, data=V3, headers=tk.headers
+            )
             assert r.status_code == 202, r.text
             jobs[name] = uuid.UUID(r.json()["job_id"])
     # The samples were issued in 2018/2019: validate them on a day they were current.
@@ -140,7 +146,9 @@ async def test_a_ubl_upload_is_recognised_and_settled_from_its_xml(
     jobs: dict[str, uuid.UUID] = {}
     async with asgi_client(create_app(settings, pool=pool)) as client:
         for name, data in uploads.items():
-            r = await client.post(JOBS, files={"document": (name, data)}, headers=tk.headers)
+            r = await client.post(
+                JOBS, files={"document": (name, data)}, data=V3, headers=tk.headers
+            )
             assert r.status_code == 202, r.text
             jobs[name] = uuid.UUID(r.json()["job_id"])
     day = datetime(2016, 7, 1, tzinfo=UTC)  # the day after the XRechnung sample's issue

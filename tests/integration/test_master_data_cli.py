@@ -186,7 +186,7 @@ async def test_a_supplier_known_by_its_tax_number_is_added_listed_and_matched(
     xml = tax_number_only()
     async with pool.acquire() as conn:
         master = await load_master_data(conn, tenant.id)
-    wrong = interpret_einvoice(xml, master, today=date(2018, 3, 6))
+    wrong = interpret_einvoice(xml, master, schema_version=3, today=date(2018, 3, 6))
     assert {(r.code, r.field) for r in wrong.report.reasons} == {
         (ReasonCode.TAX_NUMBER_MISMATCH, "supplier.tax_number")
     }
@@ -200,7 +200,7 @@ async def test_a_supplier_known_by_its_tax_number_is_added_listed_and_matched(
     assert code == 0 and json.loads(out)["created"] is True, err
     async with pool.acquire() as conn:
         master = await load_master_data(conn, tenant.id)
-    right = interpret_einvoice(xml, master, today=date(2018, 3, 6))
+    right = interpret_einvoice(xml, master, schema_version=3, today=date(2018, 3, 6))
     assert right.report.decision is Decision.SUCCEEDED, right.report.as_dict()
 
     code, out, err = await fenceline(

@@ -51,15 +51,15 @@ async def test_an_unsupported_schema_version_is_422_naming_the_supported_ones(
     for r in (as_json, as_file):
         assert r.status_code == 422, r.text
         [error] = [e for e in r.json()["errors"] if e["loc"][-1] == "schema_version"]
-        assert "supported versions: 1" in error["msg"]
+        assert "supported versions: 1, 3" in error["msg"]
     assert await count_rows(pool, *WRITTEN_TABLES) == before
 
 
+@pytest.mark.parametrize("version", SUPPORTED_SCHEMA_VERSIONS)
 async def test_a_supported_schema_version_is_accepted_and_recorded(
-    pool: asyncpg.Pool, dsn: str
+    pool: asyncpg.Pool, dsn: str, version: int
 ) -> None:
     tk = await tenant_with_key(pool)
-    [version] = SUPPORTED_SCHEMA_VERSIONS
     async with asgi_client(create_app(settings_for(dsn), pool=pool)) as client:
         r = await client.post(JOBS, json=submission(schema_version=version), headers=tk.headers)
         assert r.status_code == 202, r.text

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pipeline.documents import pdf_attachments
 from pipeline.extraction import read_invoice_xml
-from pipeline.invoice import Extraction, SupplierRecord, TenantMasterData
+from pipeline.invoice import SCHEMA_V3, Extraction, SupplierRecord, TenantMasterData
 from pipeline.validation import Decision
 from pipeline.worker.interpretation import interpret_einvoice
 
@@ -56,11 +56,13 @@ def decide_xml(
     currencies: frozenset[str] | None = None,
     ibans: bool = True,
     today: date | None = None,
+    schema_version: int = SCHEMA_V3,
 ) -> tuple[Decision, list[tuple[str, str]], Extraction]:
     """An e-invoice read and validated against the master data its own XML states: its
     seller (with its IBANs unless ``ibans`` is False), its currency permitted (or
-    ``currencies``), on the day after its issue (or ``today``). The decision, the
-    (code, field) of each reason, and the extraction."""
+    ``currencies``), on the day after its issue (or ``today``), for a job asking for
+    ``schema_version`` (contract v3 unless told). The decision, the (code, field) of
+    each reason, and the extraction."""
     facts = read_invoice_xml(xml)
     seller = SupplierRecord(
         facts.seller_name or "-",
@@ -71,6 +73,6 @@ def decide_xml(
     if today is None:
         assert facts.issue_date is not None
         today = date.fromordinal(facts.issue_date.toordinal() + 1)
-    out = interpret_einvoice(xml, master, today=today)
+    out = interpret_einvoice(xml, master, schema_version=schema_version, today=today)
     reasons = [(r.code.value, r.field) for r in out.report.reasons]
     return out.report.decision, reasons, out.extraction

@@ -50,7 +50,8 @@ def _with(*references: bytes) -> bytes:
 
 
 def _decide(xml: bytes) -> Interpretation:
-    return interpret_einvoice(xml, TenantMasterData((SELLER,), frozenset({"EUR"})), today=TODAY)
+    master = TenantMasterData((SELLER,), frozenset({"EUR"}))
+    return interpret_einvoice(xml, master, schema_version=3, today=TODAY)
 
 
 def _replace(xml: bytes, old: bytes, new: bytes) -> bytes:

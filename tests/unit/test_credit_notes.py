@@ -60,7 +60,7 @@ def test_the_document_type_comes_from_the_root_and_the_type_code() -> None:
 def test_a_credit_note_states_positive_amounts_and_is_accepted_as_a_credit() -> None:
     """EN 16931: a credit note's amounts are positive, its type says they are the
     buyer's. Read from the XML it is SUCCEEDED as a credit note (contract v3)."""
-    got = interpret_einvoice(CREDIT_NOTE.read_bytes(), _MASTER, today=_DAY)
+    got = interpret_einvoice(CREDIT_NOTE.read_bytes(), _MASTER, schema_version=3, today=_DAY)
     assert got.report.decision is Decision.SUCCEEDED, got.report.reasons
     assert got.contract == CONTRACT_V3
     result = got.result()
@@ -148,7 +148,7 @@ def test_a_credit_note_needs_no_iban_and_an_invoice_does() -> None:
     xml = CREDIT_NOTE.read_bytes()
     no_account = xml.replace(b"<cbc:ID>BE91000000143476</cbc:ID>", b"<cbc:ID>0143476</cbc:ID>")
     assert no_account != xml
-    got = interpret_einvoice(no_account, _MASTER, today=_DAY)
+    got = interpret_einvoice(no_account, _MASTER, schema_version=3, today=_DAY)
     assert got.extraction.iban is None
     assert got.report.decision is Decision.SUCCEEDED, got.report.reasons
     as_invoice = got.extraction.model_copy(update={"document_type": "invoice"})

@@ -59,7 +59,9 @@ def test_the_e_invoice_is_read_without_a_model_field_for_field_and_accepted() ->
     assert doc.data is not None and doc.filename == "invoice-1.xml"
     assert sniff_media_type(doc.data, max_bytes=1 << 30) is MediaType.XML
     assert doc.content_type == MediaType.XML.value
-    outcome = interpret_einvoice(doc.data, invoice.master_data, today=invoice.today, page_text=None)
+    outcome = interpret_einvoice(
+        doc.data, invoice.master_data, schema_version=1, today=invoice.today, page_text=None
+    )
     assert outcome.report.decision is Decision.SUCCEEDED, outcome.report.as_dict()
     assert outcome.report.decision is invoice.truth_decision
     got, truth = outcome.extraction, invoice.truth

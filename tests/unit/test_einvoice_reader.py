@@ -144,19 +144,21 @@ def test_a_holdable_e_invoice_validates_to_succeeded_and_the_page_is_cross_check
     _, published, page = _xml_and_page(MUSTANG)
     xml = without_bank_code(published)
     today = date(2019, 6, 20)
-    ok = interpret_einvoice(xml, _mustang_master(), today=today, page_text=page)
+    ok = interpret_einvoice(xml, _mustang_master(), schema_version=3, today=today, page_text=page)
     assert ok.report.decision is Decision.SUCCEEDED, ok.report.as_dict()
     assert ok.result()["gross_total"]["evidence"]["match"] == "xml"
     # The page prints another total and another number than the XML: a forged page.
     forged = page.replace("571,04", "517,04").replace("571.04", "517.04")
     forged = forged.replace("RE-20190610/507", "RE-20190610/508")
-    bad = interpret_einvoice(xml, _mustang_master(), today=today, page_text=forged)
+    bad = interpret_einvoice(
+        xml, _mustang_master(), schema_version=3, today=today, page_text=forged
+    )
     assert bad.report.decision is Decision.REVIEW_REQUIRED
     mismatch = [r for r in bad.report.reasons if r.code is ReasonCode.XML_TEXT_MISMATCH]
     assert [r.field for r in mismatch] == ["invoice_number, gross_total"]
     # Unknown to the tenant: validation's master-data checks apply as to a model's answer.
     unknown = interpret_einvoice(
-        xml, TenantMasterData((), frozenset({"EUR"})), today=today, page_text=page
+        xml, TenantMasterData((), frozenset({"EUR"})), schema_version=3, today=today, page_text=page
     )
     assert ReasonCode.SUPPLIER_UNKNOWN in {r.code for r in unknown.report.reasons}
 
@@ -184,7 +186,7 @@ def test_invalid_xml_is_reviewed_with_the_parsers_message(xml: bytes, message: s
     reading = read_einvoice(xml)
     assert [r.code for r in reading.reasons] == [ReasonCode.EINVOICE_INVALID]
     assert message in reading.reasons[0].detail
-    outcome = interpret_einvoice(xml, _mustang_master(), today=date(2019, 6, 20))
+    outcome = interpret_einvoice(xml, _mustang_master(), schema_version=3, today=date(2019, 6, 20))
     assert outcome.report.decision is Decision.REVIEW_REQUIRED
     assert outcome.report.reasons[0].code is ReasonCode.EINVOICE_INVALID
 

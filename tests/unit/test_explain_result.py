@@ -28,7 +28,9 @@ def _stored(forged: bool) -> dict[str, object]:
         (SupplierRecord("Lieferant GmbH", "DE123456789", frozenset({"DE02120300000000202051"})),),
         frozenset({"EUR"}),
     )
-    outcome = interpret_einvoice(xml, master, today=date(2018, 3, 15), page_text=page)
+    outcome = interpret_einvoice(
+        xml, master, schema_version=3, today=date(2018, 3, 15), page_text=page
+    )
     report = outcome.report.as_dict()
     return {"result": outcome.result(), "validation": report, "decision": report["decision"]}
 
@@ -76,7 +78,9 @@ def test_a_result_read_from_the_text_is_not_called_an_xml_read() -> None:
 
 def test_a_credit_note_is_explained_as_one_with_the_invoice_it_credits() -> None:
     xml = (DATA / "credit_notes" / "BIS_Billing_30-Kreditering_med_kreditnota.xml").read_bytes()
-    outcome = interpret_einvoice(xml, TenantMasterData(()), today=date(2018, 2, 11))
+    outcome = interpret_einvoice(
+        xml, TenantMasterData(()), schema_version=3, today=date(2018, 2, 11)
+    )
     report = outcome.report.as_dict()
     stored = {"result": outcome.result(), "validation": report, "decision": report["decision"]}
     attempt = {"engine": "ubl-xml/1", "prompt_tokens": 0, "completion_tokens": 0}

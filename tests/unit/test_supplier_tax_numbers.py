@@ -50,7 +50,7 @@ def _master(*suppliers: SupplierRecord) -> TenantMasterData:
 
 
 def _decide(xml: bytes, *suppliers: SupplierRecord) -> Interpretation:
-    return interpret_einvoice(xml, _master(*suppliers), today=TODAY)
+    return interpret_einvoice(xml, _master(*suppliers), schema_version=3, today=TODAY)
 
 
 def _codes(outcome: Interpretation) -> set[tuple[str, str]]:

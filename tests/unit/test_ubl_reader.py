@@ -153,7 +153,9 @@ def test_a_ubl_upload_is_decided_as_a_job_would_and_only_holdable_ones_succeed(n
         (SupplierRecord(facts.seller_name, facts.seller_vat_id or "", frozenset(facts.ibans)),),
         frozenset({facts.currency or ""}),
     )
-    outcome = interpret_einvoice(xml, master, today=facts.issue_date + timedelta(days=1))
+    outcome = interpret_einvoice(
+        xml, master, schema_version=3, today=facts.issue_date + timedelta(days=1)
+    )
     got = sorted({r.code.value for r in outcome.report.reasons})
     assert got == codes, outcome.report.as_dict()
     expected = Decision.REVIEW_REQUIRED if codes else Decision.SUCCEEDED
@@ -170,7 +172,9 @@ def _decide_upload(xml: bytes) -> Any:
         (SupplierRecord(facts.seller_name, facts.seller_vat_id or "", frozenset(facts.ibans)),),
         frozenset({facts.currency or ""}),
     )
-    return interpret_einvoice(xml, master, today=facts.issue_date + timedelta(days=1))
+    return interpret_einvoice(
+        xml, master, schema_version=3, today=facts.issue_date + timedelta(days=1)
+    )
 
 
 def test_a_ubl_read_is_recorded_as_read_by_the_ubl_reader() -> None:

@@ -465,9 +465,11 @@ def test_table_covers_every_reason_code() -> None:
     # amount_due_differs from grounding's page check: tests/unit/test_amount_due.py;
     # the credit notes' three: tests/unit/test_credit_notes.py and
     # tests/integration/test_credit_note_delivery.py; supplier_unidentified (an invoice not
-    # subject to VAT, read from its XML): tests/unit/test_vat_category_o.py.
+    # subject to VAT, read from its XML): tests/unit/test_vat_category_o.py;
+    # contract_v3_required from the job's schema_version: tests/unit/test_schema_versions.py.
     elsewhere = {
         ReasonCode.SUPPLIER_UNIDENTIFIED,
+        ReasonCode.CONTRACT_V3_REQUIRED,
         ReasonCode.CREDIT_NOTE_UNSUPPORTED_ON_TEXT,
         ReasonCode.CREDIT_NOTE_REFERENCE_UNKNOWN,
         ReasonCode.CREDIT_NOTE_REFERENCE_AMBIGUOUS,

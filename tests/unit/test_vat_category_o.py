@@ -50,9 +50,11 @@ ON_FILE = SupplierRecord(SELLER, None, frozenset({IBAN}), tax_number="12/345/678
 _EVIDENCE = Evidence(page=1, start=0, end=0, quote="/x", match="xml")
 
 
-def _decide(xml: bytes, *suppliers: SupplierRecord, today: date = TODAY) -> Interpretation:
+def _decide(
+    xml: bytes, *suppliers: SupplierRecord, today: date = TODAY, schema_version: int = 3
+) -> Interpretation:
     master = TenantMasterData(suppliers, frozenset({"EUR", "SEK"}))
-    return interpret_einvoice(xml, master, today=today)
+    return interpret_einvoice(xml, master, schema_version=schema_version, today=today)
 
 
 def _codes(outcome: Interpretation) -> set[tuple[str, str]]:
@@ -114,6 +116,17 @@ def test_the_seller_is_proven_by_its_iban_on_file(path: Path) -> None:
     result = got.result()
     assert result["supplier"]["vat_id"] is None
     assert result["tax_lines"][0]["tax_category"] == "O"
+
+
+@pytest.mark.parametrize("path", [UBL, CII])
+def test_a_v1_job_cannot_hold_an_invoice_not_subject_to_vat(path: Path) -> None:
+    """Rows without a rate and a seller without tax id are contract v3's only: a job
+    that asked for schema_version 1 goes to review naming them."""
+    got = _decide(path.read_bytes(), ON_FILE, schema_version=1)
+    assert got.report.decision is Decision.REVIEW_REQUIRED
+    fields = {r.field for r in got.report.reasons if r.code.value == "contract_v3_required"}
+    assert "line_items[0].tax_category" in fields
+    assert "tax_lines[0].tax_category" in fields
 
 
 @pytest.mark.parametrize("path", [UBL, CII])

@@ -23,6 +23,7 @@ from pipeline.api.evidence_marks import (
     reveal,
 )
 from pipeline.extraction import CORRECTABLE_FIELDS, ROW_FIELDS
+from pipeline.validation import needs_contract_v3
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 STATIC = Path(__file__).resolve().parent / "static"
@@ -195,5 +196,6 @@ def review_page_model(
         "general_reasons": general,
         "pages": pages,
         "approvable": subject.validation.get("schema_valid") is not False
-        and subject.result is not None,
+        and subject.result is not None
+        and not needs_contract_v3(subject.validation),
     }

@@ -7,8 +7,9 @@ review page shows them as a table instead, field → value → XML path, each ro
 the field's evidence anchor so that the values table's evidence link leads to it. The
 page itself (a Factur-X PDF's image and text) is shown as for any file, and the XML's
 own reasons (``einvoice_invalid`` with the schema validator's messages,
-``einvoice_not_holdable``, ``xml_text_mismatch`` naming what the page does not print)
-are listed beside the paths.
+``einvoice_not_holdable``, ``xml_text_mismatch`` naming what the page does not print,
+``contract_v3_required`` naming the v3 values a v1 job's contract has no place for) are
+listed beside the paths.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from typing import Any
 from pipeline.api.evidence_marks import anchor_id
 from pipeline.jobs import evidenced_fields, read_from_xml
 
-#: The reasons an e-invoice's XML itself gives (beside validation's).
-XML_REASONS = frozenset({"einvoice_invalid", "einvoice_not_holdable", "xml_text_mismatch"})
+#: The reasons an e-invoice's XML itself gives (beside validation's), and
+#: ``contract_v3_required``: the XML states what the job's contract has no place for.
+XML_REASONS = frozenset(
+    {"einvoice_invalid", "einvoice_not_holdable", "xml_text_mismatch", "contract_v3_required"}
+)
 
 
 def xml_evidence(
