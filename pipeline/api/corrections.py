@@ -70,6 +70,7 @@ from pipeline.extraction import (
 from pipeline.invoice import Extraction, Reason, ReasonCode
 from pipeline.jobs import JobStore
 from pipeline.queries import q
+from pipeline.sealed_results import open_result, seal_result
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from pipeline.tenants import Principal, load_master_data
@@ -225,7 +226,12 @@ class CorrectionService:
             ocr_text = await self.store.data_keys.open_text(
                 conn, job["tenant_id"], job["ocr_text"], document_subject(job["document_sha256"])
             )
-        result: dict[str, Any] = json.loads(json.dumps(job["result"]))
+        # the IBAN is sealed at rest (pipeline/sealed_results.py): corrected open,
+        # sealed again below; a shredded key answers 410 as the text does
+        keys = self.store.data_keys
+        result: dict[str, Any] = json.loads(
+            json.dumps(await open_result(keys, conn, job["tenant_id"], job_id, job["result"]))
+        )
         before_validation: dict[str, Any] = job["validation"] or {}
         changes: list[FieldChange] = []
         refused: list[Reason] = []
@@ -293,7 +299,9 @@ class CorrectionService:
             job_id,
             principal.tenant_id,
             body.state_version,
-            extraction.model_dump(mode="json"),
+            await seal_result(
+                keys, conn, job["tenant_id"], job_id, extraction.model_dump(mode="json")
+            ),
             validation,
             summary,
             report.policy_version,

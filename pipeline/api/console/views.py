@@ -19,6 +19,7 @@ from pipeline.errors import DataKeyShredded, NotFound
 from pipeline.jobs import JobStore
 from pipeline.queries import q
 from pipeline.records import from_record
+from pipeline.sealed_results import open_result
 from pipeline.settings import Settings
 from pipeline.tenants import Principal
 
@@ -100,8 +101,8 @@ class ConsoleViews:
     async def _opened(
         self, conn: asyncpg.Connection, tenant: uuid.UUID, row: Any
     ) -> dict[str, Any]:
-        """The review page's row with its text opened (sealed at rest, migration 039);
-        a shredded data key shows as such, never as the sealed bytes."""
+        """The review page's row with its text and its result's IBAN opened (sealed at
+        rest); a shredded data key shows as such, never as the sealed bytes."""
         out = dict(row.items())
         sha256 = out.pop("document_sha256")
         if out["ocr_text"] is not None and sha256 is not None:
@@ -111,6 +112,16 @@ class ConsoleViews:
                 )
             except DataKeyShredded as exc:
                 out["ocr_text"] = f"[{exc}]"
+        if isinstance(out.get("result"), dict):
+            # the IBAN is sealed at rest too (pipeline/sealed_results.py)
+            out["result"] = await open_result(
+                self.store.data_keys,
+                conn,
+                tenant,
+                out["id"],
+                out["result"],
+                mark=(DataKeyShredded,),
+            )
         return out
 
     def _acquire(self) -> Any:
