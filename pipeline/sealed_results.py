@@ -161,3 +161,55 @@ async def open_body(
             raise DataKeyUnavailable(f"delivery body of job {job_id}: {field} token not unique")
         body = body.replace(literal, text.encode())
     return body
+
+
+async def seal_changes(
+    keys: DataKeys,
+    conn: asyncpg.Connection,
+    tenant: uuid.UUID,
+    job_id: uuid.UUID,
+    changes: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """A correction's field changes (``{"field", "before", "after", ...}``) with the
+    before and after values of each of :data:`SEALED_FIELDS` sealed, as in the result
+    (the values of an IBAN are IBANs, never text that looks sealed)."""
+    if not keys.sealing:
+        return changes
+    out = []
+    for change in changes:
+        field = change.get("field")
+        if field in SEALED_FIELDS:
+            change = dict(change)
+            for side in ("before", "after"):
+                if isinstance(change.get(side), str):
+                    subject = result_subject(job_id, str(field))
+                    change[side] = await keys.seal_text(conn, tenant, change[side], subject)
+        out.append(change)
+    return out
+
+
+async def open_changes(
+    keys: DataKeys,
+    conn: asyncpg.Connection,
+    tenant: uuid.UUID,
+    job_id: uuid.UUID,
+    changes: list[dict[str, Any]],
+    *,
+    mark: tuple[type[Exception], ...] = (),
+) -> list[dict[str, Any]]:
+    """The changes :func:`seal_changes` sealed, opened (``mark``: as :func:`open_result`,
+    a value that does not open becomes ``"[<why>]"``)."""
+    out = []
+    for change in changes:
+        if isinstance(change, dict) and change.get("field") in SEALED_FIELDS:
+            change = dict(change)
+            for side in ("before", "after"):
+                value = change.get(side)
+                if is_sealed(value):
+                    subject = result_subject(job_id, str(change["field"]))
+                    try:
+                        change[side] = await keys.open_text(conn, tenant, value, subject)
+                    except mark as exc:
+                        change[side] = f"[{exc}]"
+        out.append(change)
+    return out

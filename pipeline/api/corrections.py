@@ -70,7 +70,7 @@ from pipeline.extraction import (
 from pipeline.invoice import Extraction, Reason, ReasonCode
 from pipeline.jobs import JobStore
 from pipeline.queries import q
-from pipeline.sealed_results import open_result, seal_result
+from pipeline.sealed_results import open_result, seal_changes, seal_result
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from pipeline.tenants import Principal, load_master_data
@@ -335,7 +335,10 @@ class CorrectionService:
             body.state_version,
             state.value,
             version,
-            [c.model_dump() for c in changes],
+            # a corrected IBAN's before and after sealed like the result's
+            await seal_changes(
+                keys, conn, job["tenant_id"], job_id, [c.model_dump() for c in changes]
+            ),
             list(before_validation.get("reasons", [])),
             reasons,
             [{"code": r["code"], "field": r["field"]} for r in overridden],

@@ -43,7 +43,7 @@ from pipeline.jobs.explain_result import result_lines, result_section
 from pipeline.jobs.legal_holds import retention_for_job, retention_lines
 from pipeline.jobs.redrive import redrives_for_job
 from pipeline.queries import q
-from pipeline.sealed_results import UNREADABLE, open_result
+from pipeline.sealed_results import UNREADABLE, open_changes, open_result
 from pipeline.text_safety import visible
 from pipeline.tracing import trace_id_of
 
@@ -67,6 +67,19 @@ SECTIONS = (
 
 async def _rows(conn: asyncpg.Connection, query: str, *args: Any) -> list[dict[str, Any]]:
     return [dict(r.items()) for r in await conn.fetch(q(query), *args)]
+
+
+async def _corrections(
+    conn: asyncpg.Connection, job_id: uuid.UUID, tenant: uuid.UUID, keys: DataKeys | None
+) -> list[dict[str, Any]]:
+    """The job's corrections, a corrected IBAN's values opened (sealed at rest)."""
+    rows = await _rows(conn, "review_correction_list_for_job", job_id, tenant)
+    if keys is not None:
+        for row in rows:
+            row["changes"] = await open_changes(
+                keys, conn, tenant, job_id, row["changes"] or [], mark=UNREADABLE
+            )
+    return rows
 
 
 async def explain(
@@ -119,7 +132,7 @@ async def explain(
         "inbox": await _rows(conn, "inbox_list_for_job", job_id),
         "deliveries": deliveries,
         "reviews": await _rows(conn, "review_decision_list_for_job", job_id, tenant),
-        "corrections": await _rows(conn, "review_correction_list_for_job", job_id, tenant),
+        "corrections": await _corrections(conn, job_id, tenant, keys),
         "redrives": await redrives_for_job(conn, job_id),
         "cancellations": await cancellations_for_job(conn, job_id),
         "retention": await retention_for_job(conn, job_id, tenant),

@@ -467,3 +467,37 @@ async def test_a_results_iban_is_sealed_opened_where_shown_and_shredded_with_the
             "SELECT state, final_reason FROM deliveries WHERE job_id = $1", jobs["sealed"]
         )
     assert dict(failed) == {"state": "failed", "final_reason": "data_key_shredded"}
+
+
+async def test_a_corrected_iban_is_sealed_in_the_correction_and_shown_opened(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    """A reviewer removes a result's IBAN in the console: the correction's before
+    value is sealed at rest like the result's, and the console and ``explain`` show
+    it opened."""
+    settings = settings_for(dsn, state_dir=tmp_path, kek=KEK_A)
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+    app = create_app(settings, pool=pool)
+    async with loopback_server(app) as base, httpx.AsyncClient(base_url=base, timeout=30) as c:
+        job = await file_awaiting_review(pool, c, tk, settings=settings)
+        assert job.invoice.truth.iban is not None
+        iban = job.invoice.truth.iban.value
+        await console_login(c, tk)
+        _, csrf = await job_page(c, job.job_id)
+        saved = await c.post(
+            f"/console/jobs/{job.job_id}/correct",
+            data=correction_form(csrf, job.state_version, iban=""),
+        )
+        assert saved.status_code in (200, 303), saved.text
+        html, _ = await job_page(c, job.job_id)
+    async with pool.acquire() as conn:
+        [changes] = await conn.fetch(
+            "SELECT changes FROM review_corrections WHERE job_id = $1", job.job_id
+        )
+    [change] = [ch for ch in changes["changes"] if ch["field"] == "iban"]
+    assert change["before"].startswith(ARMOR) and change["after"] is None
+    assert (await table_hits(pool, [iban], skip=SKIPPED))[iban] == []
+    assert f"iban {iban}" in html and ARMOR not in html
+    explained = await JobStore(pool, Settings(kek=KEK_A)).explain(job.job_id)
+    [correction] = explained["corrections"]
+    assert [ch["before"] for ch in correction["changes"] if ch["field"] == "iban"] == [iban]

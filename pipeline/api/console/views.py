@@ -19,7 +19,7 @@ from pipeline.errors import DataKeyShredded, NotFound
 from pipeline.jobs import JobStore
 from pipeline.queries import q
 from pipeline.records import from_record
-from pipeline.sealed_results import open_result
+from pipeline.sealed_results import open_changes, open_result
 from pipeline.settings import Settings
 from pipeline.tenants import Principal
 
@@ -158,7 +158,21 @@ class ConsoleViews:
             )
             tenant = principal.tenant_id
             decisions = await conn.fetch(q("review_decision_list_for_job"), job_id, tenant)
-            corrections = await conn.fetch(q("review_correction_list_for_job"), job_id, tenant)
+            corrections = [
+                {
+                    **_with_who(c),
+                    # a corrected IBAN's values are sealed at rest, like the result's
+                    "changes": await open_changes(
+                        self.store.data_keys,
+                        conn,
+                        tenant,
+                        job_id,
+                        c["changes"] or [],
+                        mark=(DataKeyShredded,),
+                    ),
+                }
+                for c in await conn.fetch(q("review_correction_list_for_job"), job_id, tenant)
+            ]
         return from_record(
             ReviewSubject,
             row,
@@ -171,7 +185,7 @@ class ConsoleViews:
             },
             next_job=nxt,
             decisions=[_with_who(d) for d in decisions],
-            corrections=[_with_who(c) for c in corrections],
+            corrections=corrections,
         )
 
     async def dashboard(self, principal: Principal, now: datetime | None = None) -> Dashboard:
