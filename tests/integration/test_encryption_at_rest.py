@@ -34,6 +34,7 @@ from pipeline.envelope import ARMOR, LocalKeyProvider
 from pipeline.errors import DataKeyNotHere, DataKeyShredded, DataKeyUnavailable
 from pipeline.extraction import answer_for
 from pipeline.jobs import JobStore
+from pipeline.sealed_results import jsonb_text
 from pipeline.settings import Settings
 from pipeline.tenants import permit_currencies, upsert_supplier
 from tests.support.api import (
@@ -501,3 +502,18 @@ async def test_a_corrected_iban_is_sealed_in_the_correction_and_shown_opened(
     explained = await JobStore(pool, Settings(kek=KEK_A)).explain(job.job_id)
     [correction] = explained["corrections"]
     assert [ch["before"] for ch in correction["changes"] if ch["field"] == "iban"] == [iban]
+
+
+async def test_the_sealed_iban_text_is_written_as_postgresql_writes_jsonb(
+    pool: asyncpg.Pool,
+) -> None:
+    """The dispatcher puts the sealed JSON text in the body in place of its token, so
+    a delivered body is byte for byte the one an unsealed result would have given."""
+    nodes = [
+        _result("x")["iban"],
+        {"value": IBAN, "evidence": {"page": 2, "start": 0, "end": 4, "quote": 'Ä "q"\\\t\x01'}},
+        {"value": IBAN, "evidence": {"quote": "/x:IBAN", "match": "xml", "line": None}},
+    ]
+    async with pool.acquire() as conn:
+        for node in nodes:
+            assert jsonb_text(node) == await conn.fetchval("SELECT $1::jsonb::text", node)
