@@ -157,7 +157,7 @@ class JobViews:
         self.pool = pool
         self.settings = settings
         #: Open the result's sealed values (pipeline/sealed_results.py).
-        self.keys = keys or DataKeys.from_settings(settings)
+        self.keys = keys if keys is not None else DataKeys.from_settings(settings)
 
     def _acquire(self) -> Any:
         return self.pool.acquire(timeout=self.settings.db_acquire_timeout_seconds)

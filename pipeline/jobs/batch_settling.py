@@ -7,7 +7,9 @@ them all with one statement over arrays (``unnest``: job rows, results, attempt
 closes and outbox events) and one commit. Without settle hooks and without an
 invoice to claim, that statement is the whole transaction (one round trip);
 otherwise BEGIN, the invoice claims, the statement, the hooks (a
-:class:`~pipeline.jobs.records.BatchSettleHook` once per batch) and COMMIT.
+:class:`~pipeline.jobs.records.BatchSettleHook` once per batch) and COMMIT. With a
+KEK configured, sealing each result's IBAN (:mod:`pipeline.sealed_results`) reads
+the tenant's data key first: one primary-key read per result holding an IBAN.
 
 Invariants (the same as one at a time):
 
