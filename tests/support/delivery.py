@@ -143,7 +143,8 @@ def dispatcher_for(
         cfg,
         client=EgressClient(guard, timeout_seconds=cfg.timeout_seconds),
         box=TEST_BOX,
-        keys=keys,
+        # as a deployed dispatcher: the KEK the settings name, if any
+        keys=keys if keys is not None else DataKeys.from_settings(Settings()),
         clock=clock,
         rng=random.Random(seed),
     )
