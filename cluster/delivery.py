@@ -22,6 +22,7 @@ from cluster.crash_points import CrashPoints
 from deployments.observability import start_observability
 from deployments.ray_metrics import RegistryBridge, bridge_to_ray
 from pipeline.clock import Clock
+from pipeline.data_keys import DataKeys
 from pipeline.database import create_pool
 from pipeline.delivery import (
     AfterResponse,
@@ -56,6 +57,7 @@ def build_dispatcher(
         config,
         client=client,
         box=SecretBox.from_settings(settings),
+        keys=DataKeys.from_settings(settings),
         clock=clock,
         worker_id=worker_id,
         after_response=after_response,

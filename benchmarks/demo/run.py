@@ -391,7 +391,7 @@ def _run_demo(opts: DemoOptions, base: Settings) -> int:
         )
         asyncio.run(_wait_deliveries(dsn, 60))
         truths = [inv.truth.model_dump(mode="json") for _, inv in work]
-        result = asyncio.run(_summarise(dsn, accepted, counts, truths))
+        result = asyncio.run(_summarise(settings, accepted, counts, truths))
         result["driver_stats"] = cluster.driver_stats()
         if opts.keep:
             result["wall_seconds"] = time.monotonic() - started
@@ -428,14 +428,17 @@ def _engines(cluster: LocalCluster) -> tuple[str, list[str]]:
 
 
 async def _summarise(
-    dsn: str,
+    settings: Settings,
     accepted: list[dict[str, Any]],
     counts: dict[str, int],
     truths: list[dict[str, Any]],
 ) -> dict[str, Any]:
     from benchmarks.report import percentile
+    from pipeline.data_keys import DataKeys
+    from pipeline.sealed_results import UNREADABLE, open_result
 
-    conn = await connect(dsn)
+    keys = DataKeys.from_settings(settings)
+    conn = await connect(settings.database_url)
     try:
         jobs = {str(r["id"]): r for r in await conn.fetch(q("report_job_outcomes"))}
         usage = await conn.fetchrow(q("report_attempt_usage"))
@@ -443,6 +446,11 @@ async def _summarise(
         erp = await conn.fetchrow(q("report_erp_postings"))
         postings, dup = erp["postings"], erp["duplicates_absorbed"]
         rows = {str(r["id"]): dict(r) for r in await conn.fetch(q("report_invoice_rows"))}
+        for row in rows.values():  # the IBAN is sealed at rest (pipeline/sealed_results.py)
+            if isinstance(row["result"], dict):
+                row["result"] = await open_result(
+                    keys, conn, row["tenant_id"], row["id"], row["result"], mark=UNREADABLE
+                )
     finally:
         await conn.close()
     per_tenant: dict[str, Counter[str]] = defaultdict(Counter)

@@ -135,7 +135,7 @@ class ApiContext:
                 documents=documents,
                 accept_hook=self.accept_hook,
             ),
-            views=JobViews(pool, s),
+            views=JobViews(pool, s, keys=store.data_keys),
             review=ReviewService(pool, store, s),
             corrections=CorrectionService(pool, store, s, clock=self.clock),
             console=ConsoleViews(pool, store, s),

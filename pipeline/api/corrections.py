@@ -70,6 +70,7 @@ from pipeline.extraction import (
 from pipeline.invoice import Extraction, Reason, ReasonCode
 from pipeline.jobs import JobStore
 from pipeline.queries import q
+from pipeline.sealed_results import open_result, seal_changes, seal_result
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from pipeline.tenants import Principal, load_master_data
@@ -233,7 +234,12 @@ class CorrectionService:
             ocr_text = await self.store.data_keys.open_text(
                 conn, job["tenant_id"], job["ocr_text"], document_subject(job["document_sha256"])
             )
-        result: dict[str, Any] = json.loads(json.dumps(job["result"]))
+        # the IBAN is sealed at rest (pipeline/sealed_results.py): corrected open,
+        # sealed again below; a shredded key answers 410 as the text does
+        keys = self.store.data_keys
+        result: dict[str, Any] = json.loads(
+            json.dumps(await open_result(keys, conn, job["tenant_id"], job_id, job["result"]))
+        )
         before_validation: dict[str, Any] = job["validation"] or {}
         changes: list[FieldChange] = []
         refused: list[Reason] = []
@@ -301,7 +307,9 @@ class CorrectionService:
             job_id,
             principal.tenant_id,
             body.state_version,
-            extraction.model_dump(mode="json"),
+            await seal_result(
+                keys, conn, job["tenant_id"], job_id, extraction.model_dump(mode="json")
+            ),
             validation,
             summary,
             report.policy_version,
@@ -335,7 +343,10 @@ class CorrectionService:
             body.state_version,
             state.value,
             version,
-            [c.model_dump() for c in changes],
+            # a corrected IBAN's before and after sealed like the result's
+            await seal_changes(
+                keys, conn, job["tenant_id"], job_id, [c.model_dump() for c in changes]
+            ),
             list(before_validation.get("reasons", [])),
             reasons,
             [{"code": r["code"], "field": r["field"]} for r in overridden],

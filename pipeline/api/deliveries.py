@@ -55,7 +55,10 @@ class DeliveryOut(BaseModel):
         description="When it is tried next (pending and retry_scheduled only)."
     )
     final_reason: str | None = Field(description="Why it was given up (failed, abandoned).")
-    body_sha256: str = Field(description="SHA-256 of the body bytes every attempt sends.")
+    body_sha256: str = Field(
+        description="SHA-256 of the body as stored (a sealed IBAN in it is opened only"
+        " when sent; every attempt sends the same bytes)."
+    )
     body_available: bool = Field(
         description="False once erasure or retention removed the body: it cannot be resent."
     )

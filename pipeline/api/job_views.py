@@ -27,8 +27,10 @@ from pydantic import BaseModel, JsonValue
 
 from pipeline.api.problems import ApiProblem
 from pipeline.clock import parse_instant
+from pipeline.data_keys import DataKeys
 from pipeline.database import fetch_owned
 from pipeline.queries import q
+from pipeline.sealed_results import open_result
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from pipeline.tenants import Principal
@@ -149,9 +151,13 @@ def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
 class JobViews:
     """Tenant-scoped reads behind the GET routes."""
 
-    def __init__(self, pool: asyncpg.Pool, settings: Settings) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, settings: Settings, *, keys: DataKeys | None = None
+    ) -> None:
         self.pool = pool
         self.settings = settings
+        #: Open the result's sealed values (pipeline/sealed_results.py).
+        self.keys = keys if keys is not None else DataKeys.from_settings(settings)
 
     def _acquire(self) -> Any:
         return self.pool.acquire(timeout=self.settings.db_acquire_timeout_seconds)
@@ -185,6 +191,16 @@ class JobViews:
             removed = await conn.fetchrow(
                 q("retention_mark_get_for_job"), job_id, principal.tenant_id
             )
+            opened = None
+            if row is not None and removed is None:
+                # the IBAN is sealed at rest; a shredded data key answers 410
+                # content_shredded (pipeline/api/problems.py)
+                opened = {
+                    **row,
+                    "result": await open_result(
+                        self.keys, conn, principal.tenant_id, job_id, row["result"]
+                    ),
+                }
         if removed is not None:
             raise ApiProblem(
                 410,
@@ -195,7 +211,7 @@ class JobViews:
                 state=job["state"],
                 state_version=job["state_version"],
             )
-        if row is None:
+        if opened is None:
             raise ApiProblem(
                 409,
                 f"the job is {job['state']} and has no result",
@@ -204,7 +220,7 @@ class JobViews:
                 state=job["state"],
                 state_version=job["state_version"],
             )
-        return JobResult.model_validate({**row, "job_id": job_id, "state": job["state"]})
+        return JobResult.model_validate({**opened, "job_id": job_id, "state": job["state"]})
 
     async def page(
         self,

@@ -24,6 +24,7 @@ import asyncpg
 
 from pipeline import checkpoints
 from pipeline.clock import Clock, DatabaseClock
+from pipeline.data_keys import DataKeys
 from pipeline.delivery.claims import Claim, DispatchReport
 from pipeline.delivery.deliveries import NOTIFY_CHANNEL
 from pipeline.delivery.egress_client import EgressClient, HttpOutcome
@@ -33,10 +34,11 @@ from pipeline.delivery.outcomes import OutcomeRecorder
 from pipeline.delivery.policy import DeliveryConfig, Verdict, classify
 from pipeline.delivery.signing import webhook_headers
 from pipeline.delivery.verification import EndpointChallenger
-from pipeline.errors import LeaseLost
+from pipeline.errors import DataKeyNotHere, DataKeyShredded, DataKeyUnavailable, LeaseLost
 from pipeline.logs import bind_job
 from pipeline.queries import q
 from pipeline.records import from_record
+from pipeline.sealed_results import open_body
 from pipeline.service import LoopService
 from pipeline.tracing import SPAN_DELIVERY, Span, SpanKind, job_span, set_error
 
@@ -58,6 +60,9 @@ class DeliveryDispatcher(LoopService):
         config: timeouts, lease, concurrency, schedule, breaker.
         client: guarded HTTP client (the SSRF guard runs on every attempt).
         box: opens sealed endpoint secrets.
+        keys: open the sealed values of a body's result just before it is signed
+            (:func:`pipeline.sealed_results.open_body`); None: no KEK here, so a
+            body with a sealed value is retried (``data_key_not_here``).
         clock: injectable time (None → the database's ``now()`` and wall time).
         rng: jitter source.
         worker_id: recorded on leases and attempts.
@@ -71,6 +76,7 @@ class DeliveryDispatcher(LoopService):
         *,
         client: EgressClient,
         box: SecretBox,
+        keys: DataKeys | None = None,
         clock: Clock | None = None,
         rng: random.Random | None = None,
         worker_id: str | None = None,
@@ -81,6 +87,7 @@ class DeliveryDispatcher(LoopService):
         self.config = config
         self.client = client
         self.box = box
+        self.keys = keys if keys is not None else DataKeys(None)
         self.clock = clock or DatabaseClock()
         self.rng = rng or random.Random()
         self.worker_id = worker_id or f"delivery-{uuid.uuid4().hex[:8]}"
@@ -282,17 +289,26 @@ class DeliveryDispatcher(LoopService):
         try:
             async with self.pool.acquire() as conn:
                 keys = await signing_keys(conn, self.box, claim.endpoint_id, self.clock.now())
+                # the body as rendered holds the result's IBAN sealed; opened here, the
+                # same bytes on every attempt (pipeline/sealed_results.py)
+                body = await open_body(self.keys, conn, claim.tenant_id, claim.job_id, claim.body)
             if not keys:
                 raise ValueError("endpoint has no signing key")
             key_ids = [k.key_id for k in keys]
-            headers = webhook_headers(
-                [k.secret for k in keys], str(claim.id), signed_at, claim.body
-            )
+            headers = webhook_headers([k.secret for k in keys], str(claim.id), signed_at, body)
+        except (DataKeyShredded, DataKeyUnavailable) as exc:
+            # the body can never be opened: retrying cannot change it
+            outcome = HttpOutcome(None, 0.0, exc.error_class, f"{type(exc).__name__}: {exc}")
+            verdict = Verdict("failed", "neutral", exc.error_class, str(exc))
+        except DataKeyNotHere as exc:
+            # no KEK here for it: a deployment fault, retried (another worker may have one)
+            outcome = HttpOutcome(None, 0.0, exc.error_class, f"{type(exc).__name__}: {exc}")
+            verdict = Verdict("retry", "neutral", exc.error_class, str(exc))
         except (ValueError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             outcome = HttpOutcome(None, 0.0, "signing", f"{type(exc).__name__}: {exc}")
             verdict = Verdict("retry", "neutral", "signing", str(exc))
         else:
-            outcome = await self.client.post(claim.url, claim.body, headers)
+            outcome = await self.client.post(claim.url, body, headers)
             verdict = classify(outcome, self._wall_now())
         if outcome.status is not None:
             span.set_attribute("http.response.status_code", outcome.status)

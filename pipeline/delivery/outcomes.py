@@ -100,11 +100,12 @@ class OutcomeRecorder:
                     conn, claim, "abandoned", "endpoint_gone", outcome, error
                 )
             elif verdict.kind == "failed":
-                reason = (
-                    DUPLICATE_INVOICE
-                    if verdict.error_class == DUPLICATE_INVOICE
-                    else f"rejected_http_{outcome.status}"
-                )
+                if verdict.error_class == DUPLICATE_INVOICE:
+                    reason = DUPLICATE_INVOICE
+                elif outcome.status is None:  # never sent: its body cannot be opened
+                    reason = str(verdict.error_class)
+                else:
+                    reason = f"rejected_http_{outcome.status}"
                 state = await self._give_up(conn, claim, "failed", reason, outcome, error)
             else:
                 disabled = False

@@ -10,8 +10,10 @@ Wire contract (https://www.standardwebhooks.com, ``docs/delivery.md``)::
 Invariants:
 
 * The signature covers the exact raw bytes sent. The sender stores the body bytes
-  once (``deliveries.body``) and signs those; a receiver must verify the bytes it
-  read off the wire, never JSON it parsed and serialised again.
+  once (``deliveries.body``) and signs those, its sealed IBAN opened in place
+  (:func:`pipeline.sealed_results.open_body`, the same bytes on every attempt); a
+  receiver must verify the bytes it read off the wire, never JSON it parsed and
+  serialised again.
 * :meth:`Verifier.verify` never raises: every malformed header, secret or
   signature becomes a rejected :class:`Verification` with a reason, so a
   receiver answers 4xx, never 500.

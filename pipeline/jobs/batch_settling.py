@@ -7,7 +7,9 @@ them all with one statement over arrays (``unnest``: job rows, results, attempt
 closes and outbox events) and one commit. Without settle hooks and without an
 invoice to claim, that statement is the whole transaction (one round trip);
 otherwise BEGIN, the invoice claims, the statement, the hooks (a
-:class:`~pipeline.jobs.records.BatchSettleHook` once per batch) and COMMIT.
+:class:`~pipeline.jobs.records.BatchSettleHook` once per batch) and COMMIT. With a
+KEK configured, sealing each result's IBAN (:mod:`pipeline.sealed_results`) reads
+the tenant's data key first: one primary-key read per result holding an IBAN.
 
 Invariants (the same as one at a time):
 
@@ -48,6 +50,7 @@ from pipeline.jobs.records import (
 from pipeline.jobs.settling import Settling, summarise_reasons
 from pipeline.jobs.versions import flag_possible_amendment
 from pipeline.queries import q
+from pipeline.sealed_results import seal_result
 from pipeline.states import JobState
 from pipeline.usage import AttemptUsage
 
@@ -178,6 +181,11 @@ class BatchSettling(Settling):
         """
         reviews = [_review_reasons(s) for s in batch]
         usages = [s.usage or AttemptUsage() for s in batch]
+        # the IBAN sealed at rest (pipeline/sealed_results.py), after every check read it open
+        results = [
+            await seal_result(self.data_keys, conn, s.lease.tenant_id, s.lease.job_id, s.result)
+            for s in batch
+        ]
         try:
             rows = await conn.fetch(
                 q("job_settle_batch_if_fenced"),
@@ -189,7 +197,7 @@ class BatchSettling(Settling):
                 ["validation" if r is not None else None for r in reviews],
                 self.clock.now(),
                 reviews,
-                [s.result for s in batch],
+                results,
                 [s.validation for s in batch],
                 [_outcome(s.decision) for s in batch],
                 [u.prompt_tokens for u in usages],

@@ -35,6 +35,7 @@ from typing import Any
 
 import asyncpg
 
+from pipeline.data_keys import DataKeys
 from pipeline.errors import NotFound
 from pipeline.jobs.cancellation import cancellations_for_job
 from pipeline.jobs.erasure import erasures_for_job
@@ -42,6 +43,7 @@ from pipeline.jobs.explain_result import result_lines, result_section
 from pipeline.jobs.legal_holds import retention_for_job, retention_lines
 from pipeline.jobs.redrive import redrives_for_job
 from pipeline.queries import q
+from pipeline.sealed_results import UNREADABLE, open_changes, open_result
 from pipeline.text_safety import visible
 from pipeline.tracing import trace_id_of
 
@@ -67,8 +69,26 @@ async def _rows(conn: asyncpg.Connection, query: str, *args: Any) -> list[dict[s
     return [dict(r.items()) for r in await conn.fetch(q(query), *args)]
 
 
-async def explain(conn: asyncpg.Connection, job_id: uuid.UUID) -> dict[str, Any]:
+async def _corrections(
+    conn: asyncpg.Connection, job_id: uuid.UUID, tenant: uuid.UUID, keys: DataKeys | None
+) -> list[dict[str, Any]]:
+    """The job's corrections, a corrected IBAN's values opened (sealed at rest)."""
+    rows = await _rows(conn, "review_correction_list_for_job", job_id, tenant)
+    if keys is not None:
+        for row in rows:
+            row["changes"] = await open_changes(
+                keys, conn, tenant, job_id, row["changes"] or [], mark=UNREADABLE
+            )
+    return rows
+
+
+async def explain(
+    conn: asyncpg.Connection, job_id: uuid.UUID, *, keys: DataKeys | None = None
+) -> dict[str, Any]:
     """The job and every section of its history (see :data:`SECTIONS`).
+
+    ``keys`` open the result's sealed values (:mod:`pipeline.sealed_results`); a
+    shredded one shows as such. Without them a sealed value shows as its token.
 
     Raises:
         NotFound: no such job.
@@ -93,14 +113,17 @@ async def explain(conn: asyncpg.Connection, job_id: uuid.UUID) -> dict[str, Any]
     admission = await _rows(conn, "admission_grant_list_by_job", tenant, job_id)
     spend = await _rows(conn, "spend_charge_list_for_job", tenant, job_id)
     stored = await conn.fetchrow(q("result_get_for_tenant"), job_id, tenant)
+    opened = None if stored is None else dict(stored.items())
+    if opened is not None and keys is not None:
+        opened["result"] = await open_result(
+            keys, conn, tenant, job_id, opened["result"], mark=UNREADABLE
+        )
     options = await conn.fetchval(q("job_options_get_for_tenant"), job_id, tenant)
     return {
         "job": dict(job.items()),
         "options": options or {},
         "document": document,
-        "result": result_section(
-            None if stored is None else dict(stored.items()), attempts, admission
-        ),
+        "result": result_section(opened, attempts, admission),
         "events": await _rows(conn, "job_event_list_for_job", job_id),
         "attempts": attempts,
         "admission": admission,
@@ -109,7 +132,7 @@ async def explain(conn: asyncpg.Connection, job_id: uuid.UUID) -> dict[str, Any]
         "inbox": await _rows(conn, "inbox_list_for_job", job_id),
         "deliveries": deliveries,
         "reviews": await _rows(conn, "review_decision_list_for_job", job_id, tenant),
-        "corrections": await _rows(conn, "review_correction_list_for_job", job_id, tenant),
+        "corrections": await _corrections(conn, job_id, tenant, keys),
         "redrives": await redrives_for_job(conn, job_id),
         "cancellations": await cancellations_for_job(conn, job_id),
         "retention": await retention_for_job(conn, job_id, tenant),

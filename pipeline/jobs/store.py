@@ -63,6 +63,7 @@ from pipeline.jobs.records import (
 from pipeline.jobs.settling import summarise_reasons
 from pipeline.jobs.versions import flag_possible_amendment, supersede_on_approval
 from pipeline.queries import q
+from pipeline.sealed_results import seal_result
 from pipeline.states import JobState
 from pipeline.usage import AttemptUsage
 
@@ -179,8 +180,11 @@ class JobStore(Accepting, Reaping, BatchSettling):
             )
             if row is None:
                 raise LeaseLost(f"job {lease.job_id} fence {lease.fence}: completion rejected")
+            # the IBAN sealed at rest (pipeline/sealed_results.py), after every
+            # check above read it open
+            stored = await seal_result(self.data_keys, conn, lease.tenant_id, lease.job_id, result)
             await conn.execute(
-                q("result_insert"), lease.job_id, lease.fence, result, validation, decision.value
+                q("result_insert"), lease.job_id, lease.fence, stored, validation, decision.value
             )
             outcome = "succeeded" if decision is JobState.SUCCEEDED else "review_required"
             await self._close_attempt(conn, lease, outcome, None, None, usage, uncertain=False)
@@ -401,7 +405,7 @@ class JobStore(Accepting, Reaping, BatchSettling):
     async def explain(self, job_id: uuid.UUID) -> dict[str, Any]:
         """Operator view: everything the job went through (:mod:`pipeline.jobs.explain`)."""
         async with self.pool.acquire() as conn:
-            return await explain(conn, job_id)
+            return await explain(conn, job_id, keys=self.data_keys)
 
     async def backlog(self) -> dict[str, Any]:
         """Waiting, runnable and running counts and the oldest runnable job's age."""

@@ -30,8 +30,9 @@ SELECT id, state FROM extraction_jobs;
 -- validation, the failure if any, what the reference ERP receiver recorded
 -- (applications counts every run of its posting step, so a job that reached the
 -- ERP under two delivery ids shows 2), the deliveries' states and the tokens the
--- job's attempts wrote.
-SELECT j.id, j.state, j.attempt, j.last_error_class, j.last_error, j.terminal_reason,
+-- job's attempts wrote. The result's IBAN is sealed at rest (the caller opens it
+-- under tenant_id: pipeline/sealed_results.py).
+SELECT j.id, j.tenant_id, j.state, j.attempt, j.last_error_class, j.last_error, j.terminal_reason,
        t.name AS tenant, r.result, r.validation,
        coalesce(p.applications, 0) AS erp_applications,
        coalesce(p.posted, false) AS erp_posted,

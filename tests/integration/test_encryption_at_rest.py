@@ -1,11 +1,13 @@
 """Encryption at rest (issue 46, item 3) against the real PostgreSQL and the real
 worker path: per-tenant data keys wrapped by a KEK, KEK rotation, crypto-shredding.
 
-The target: after jobs run, ``pg_dump`` of the database holds none of the invoice
-text in plaintext where the text is kept (a pasted text, the text a file was read
-as), and the duplicate check's index holds keyed hashes only. What still holds
-plaintext is asserted too, place by place (the extracted values in results), so the
-list in docs/data-lifecycle.md cannot drift from the code.
+The target: after jobs run to SUCCEEDED and are delivered, ``pg_dump`` of the
+database holds none of the invoice text in plaintext where the text is kept (a pasted
+text, the text a file was read as) and none of the results' IBANs (sealed inside the
+result and the delivery body, opened where a result is shown or sent), and the
+duplicate check's index holds keyed hashes only. What still holds plaintext is
+asserted too, place by place (the invoice number in results and delivery bodies), so
+the list in docs/data-lifecycle.md cannot drift from the code.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ import pytest
 from benchmarks.invoices.generator import GeneratedInvoice, generate_invoice
 from pipeline.api import create_app
 from pipeline.data_keys import DataKeys, document_subject, rotate_kek, shred_tenant_keys
+from pipeline.delivery import delivery_settle_hook
 from pipeline.envelope import ARMOR, LocalKeyProvider
 from pipeline.errors import DataKeyNotHere, DataKeyShredded, DataKeyUnavailable
 from pipeline.extraction import answer_for
 from pipeline.jobs import JobStore
+from pipeline.sealed_results import jsonb_text
 from pipeline.settings import Settings
 from pipeline.tenants import permit_currencies, upsert_supplier
 from tests.support.api import (
@@ -41,6 +45,7 @@ from tests.support.api import (
     tenant_with_key,
 )
 from tests.support.console import console_login, correction_form, job_page
+from tests.support.delivery import dispatcher_for, postings, registry_for, reserve_receiver
 from tests.support.drivers import run_document_driver
 from tests.support.erasure import table_hits
 from tests.support.file_review import file_awaiting_review
@@ -56,8 +61,12 @@ KEK_B = base64.b64encode(bytes(range(100, 132))).decode()
 #: Text printed on the invoices only (no stage copies it into a result).
 NOTE_FILE = "Gate note: unload at dock QX-ORCHID-5521"
 NOTE_TEXT = "Gate note: unload at dock QX-LILAC-7730"
-#: Where extracted values (IBAN, invoice number, names) are still kept in plaintext.
-PLAINTEXT_STILL = {"extraction_results.result"}
+#: Where an extracted invoice number is still kept in plaintext (the console's search
+#: and the delivery body read results in SQL); the IBAN is sealed in both.
+PLAINTEXT_STILL = {"extraction_results.result", "deliveries.body"}
+#: Tables the scans leave out: the tenant's supplier register (master data it keeps
+#: itself, IBANs on file included), besides the reference ERP's (tests/support/erasure.py).
+SKIPPED = frozenset({"suppliers"})
 
 
 def _invoice(seed: int) -> GeneratedInvoice:
@@ -71,9 +80,12 @@ async def _master_data(pool: asyncpg.Pool, tk: TenantKey, *invs: GeneratedInvoic
         await permit_currencies(conn, tk.tenant.id, {inv.currency for inv in invs})
 
 
-def _pg_dump(dsn: str) -> str:
+def _pg_dump(dsn: str, *options: str) -> str:
     done = subprocess.run(
-        ["pg_dump", "--no-owner", "--dbname", dsn], capture_output=True, text=True, check=True
+        ["pg_dump", "--no-owner", *options, "--dbname", dsn],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return done.stdout
 
@@ -81,13 +93,18 @@ def _pg_dump(dsn: str) -> str:
 async def test_after_jobs_run_pg_dump_holds_no_document_text_in_plaintext(
     pool: asyncpg.Pool, dsn: str, tmp_path: Path
 ) -> None:
+    """Two invoices (a text-layer PDF and a pasted text) run to SUCCEEDED and are
+    delivered to the reference ERP: the dump holds neither their text nor their IBANs,
+    while the ERP received each IBAN in plaintext and the result API shows it."""
     settings = settings_for(dsn, state_dir=tmp_path, kek=KEK_A)
     on_file, pasted = _invoice(11), _invoice(12)
     file_text = f"{on_file.ocr_text}\n{NOTE_FILE}"
     pasted_text = f"{pasted.ocr_text}\n{NOTE_TEXT}"
     tk = await tenant_with_key(pool)
     await _master_data(pool, tk, on_file, pasted)
-    async with asgi_client(create_app(settings, pool=pool)) as client:
+    receiver, _ = await reserve_receiver(dsn, registry_for(pool), tk.tenant)
+    app = create_app(settings, pool=pool)
+    async with asgi_client(app) as client:
         r = await client.post(
             JOBS, files={"document": ("a.pdf", text_pdf(file_text))}, headers=tk.headers
         )
@@ -103,13 +120,34 @@ async def test_after_jobs_run_pg_dump_holds_no_document_text_in_plaintext(
         return answer_for(pasted.candidate, pasted_text)
 
     store = JobStore(pool, Settings(lease_seconds=30, kek=KEK_A))
-    rows, calls = await run_document_driver(pool, settings, 2, store=store, answer=answer)
-    # the worker opened both texts (a sealed prompt would have extracted nothing)
-    assert sorted(r["state"] for r in rows.values()) == ["SUCCEEDED", "SUCCEEDED"], rows
-    assert calls == 2
+    store.settle_hooks.add(delivery_settle_hook)
+    with receiver as erp:
+        rows, calls = await run_document_driver(pool, settings, 2, store=store, answer=answer)
+        # the worker opened both texts (a sealed prompt would have extracted nothing)
+        assert sorted(r["state"] for r in rows.values()) == ["SUCCEEDED", "SUCCEEDED"], rows
+        assert calls == 2
+        dispatcher = dispatcher_for(pool, keys=DataKeys.from_settings(settings))
+        try:
+            assert (await dispatcher.run_once()).count("delivered") == 2
+        finally:
+            await dispatcher.close()
+        assert await postings(pool, erp.ledger) == dict.fromkeys(rows, 1)
+    async with asgi_client(app) as client:
+        shown = {
+            job: (await client.get(f"{JOBS}/{job}/result", headers=tk.headers)).json()
+            for job in rows
+        }
+    async with pool.acquire() as conn:
+        received = {
+            r["job_id"]: r["invoice"]
+            for r in await conn.fetch("SELECT job_id, invoice FROM erp_postings")
+        }
 
-    dump = _pg_dump(dsn)
-    assert dump.count(ARMOR) == 2, "the pasted text and the text the file was read as"
+    # Left out of the dump: the tenant's supplier register (its own master data that
+    # validation checks against, not a copy of the invoice) and the reference ERP's
+    # tables (the third party's copy of what it received; they share the test database).
+    dump = _pg_dump(dsn, "--exclude-table-data=suppliers", "--exclude-table-data=erp_*")
+    assert dump.count(ARMOR) == 4, "two texts, and the two results' IBANs"
     text_only = [NOTE_FILE, NOTE_TEXT, "Northfield Retail Ltd"]  # the customer: printed only
     for needle in text_only:
         assert needle not in dump, needle
@@ -117,16 +155,22 @@ async def test_after_jobs_run_pg_dump_holds_no_document_text_in_plaintext(
         t = inv.truth
         assert t.iban and t.invoice_number
         printed_iban = " ".join(t.iban.value[i : i + 4] for i in range(0, len(t.iban.value), 4))
-        # the extracted values are still plaintext, in these places only
-        # (the supplier register, ``suppliers``, is the tenant's own master data that
-        # validation checks against, not a copy of the invoice)
+        assert t.iban.value not in dump and printed_iban not in dump
         hits = await table_hits(
-            pool,
-            [t.invoice_number.value, t.iban.value, printed_iban],
-            skip=frozenset({"suppliers"}),
+            pool, [t.invoice_number.value, t.iban.value, printed_iban], skip=SKIPPED
         )
-        places = {p for found in hits.values() for p in found}
-        assert places == PLAINTEXT_STILL, places
+        assert hits[t.iban.value] == hits[printed_iban] == [], hits
+        # the invoice number is still plaintext, in these places only (SQL reads it)
+        assert set(hits[t.invoice_number.value]) == PLAINTEXT_STILL, hits
+        # the ERP received the IBAN, and the result API shows it, both opened
+        job = next(
+            j
+            for j in rows
+            if shown[j]["result"]["invoice_number"]["value"] == (t.invoice_number.value)
+        )
+        assert shown[job]["result"]["iban"]["value"] == t.iban.value
+        assert received[job]["iban"]["value"] == t.iban.value
+        assert received[job]["iban"] == shown[job]["result"]["iban"]
     # the duplicate check's index holds keyed hashes, not the invoice's identity
     async with pool.acquire() as conn:
         identities = await conn.fetch(
@@ -329,8 +373,147 @@ async def test_the_console_reads_the_sealed_text_and_says_so_once_it_is_shredded
     assert escape(first_line.strip()) in html and ARMOR not in html
     assert '<details class="text-view">' in html and png.status_code == 200
     # after: the page says the text was shredded; the image and a correction are 410
-    # (the result's values are still shown: the result is not sealed)
+    # (the result's values are still shown, but its IBAN, sealed like the text, is not)
     assert "was destroyed" in after and ARMOR not in after
+    assert job.invoice.truth.iban is not None
+    assert job.invoice.truth.iban.value in html and job.invoice.truth.iban.value not in after
+    assert job.wrong_gross in after  # the result's (wrong) gross, still shown
     assert after.count(escape(first_line.strip())) < html.count(escape(first_line.strip()))
     assert png_after.status_code == 410 and "shredded" in png_after.text
     assert correct.status_code == 410 and "shredded" in correct.text
+
+
+#: A result's IBAN as a driver settles it (the evidence's quote keeps the print form).
+IBAN = "BE60418006867539"
+PRINTED_IBAN = "BE60 4180 0686 7539"
+
+
+def _result(number: str) -> dict[str, Any]:
+    quote = {"page": 1, "start": 20, "end": 39, "quote": PRINTED_IBAN}
+    return {
+        "invoice_number": {"value": number, "evidence": {**quote, "start": 8, "end": 11}},
+        "iban": {"value": IBAN, "evidence": quote},
+    }
+
+
+async def test_a_results_iban_is_sealed_opened_where_shown_and_shredded_with_the_key(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    """The IBAN of a settled result is sealed at rest and opened by the result API and
+    ``explain``; a result written before sealing reads as it is; once the tenant's data
+    key is shredded the result answers 410 ``content_shredded``, ``explain`` says so,
+    and a delivery not yet sent fails instead of sending the token."""
+    settings = settings_for(dsn, state_dir=tmp_path, kek=KEK_A)
+    tk = await tenant_with_key(pool)
+    receiver, _ = await reserve_receiver(dsn, registry_for(pool), tk.tenant)
+    sealing = JobStore(pool, Settings(kek=KEK_A, lease_seconds=30))
+    unsealed = JobStore(pool, Settings(lease_seconds=30))  # as before sealing results
+    jobs = {}
+    for name, store in (("sealed", sealing), ("legacy", unsealed)):
+        store.settle_hooks.add(delivery_settle_hook)
+        job = await store.accept(request(tk.tenant, text=f"INVOICE R-{name} pay {PRINTED_IBAN}"))
+        [lease] = await store.claim("w")
+        await store.succeed(lease, result=_result(f"R-{name}"))
+        jobs[name] = job.job_id
+    async with pool.acquire() as conn:
+        stored = {
+            r["job_id"]: r["result"]
+            for r in await conn.fetch("SELECT job_id, result FROM extraction_results")
+        }
+        bodies = {
+            r["job_id"]: bytes(r["body"])
+            for r in await conn.fetch("SELECT job_id, body FROM deliveries")
+        }
+    sealed_iban = stored[jobs["sealed"]]["iban"]
+    assert sealed_iban.startswith(ARMOR) and "BE60" not in sealed_iban
+    assert IBAN.encode() not in bodies[jobs["sealed"]]
+    assert sealed_iban.encode() in bodies[jobs["sealed"]]
+    assert stored[jobs["legacy"]]["iban"]["value"] == IBAN  # plaintext, as written then
+
+    app = create_app(settings, pool=pool)
+    async with asgi_client(app) as client:
+        before = {
+            n: await client.get(f"{JOBS}/{j}/result", headers=tk.headers) for n, j in jobs.items()
+        }
+        opened = await sealing.explain(jobs["sealed"])
+        async with pool.acquire() as conn:
+            assert await shred_tenant_keys(conn, tk.tenant.id) == [1]
+        after = await client.get(f"{JOBS}/{jobs['sealed']}/result", headers=tk.headers)
+    for response in before.values():
+        assert response.status_code == 200, response.text
+        assert response.json()["result"]["iban"] == _result("x")["iban"]
+    assert after.status_code == 410, after.text
+    assert after.json()["reason"] == "content_shredded"
+    assert IBAN not in after.text and ARMOR not in after.text
+
+    [iban] = [f for f in opened["result"]["fields"] if f["field"] == "iban"]
+    assert (iban["value"], iban["evidence"]["quote"]) == (IBAN, PRINTED_IBAN)
+    explained = await sealing.explain(jobs["sealed"])
+    [field] = [f for f in explained["result"]["fields"] if f["field"] == "invoice_number"]
+    assert field["value"] == "R-sealed"  # the rest of the result is still explained
+    assert IBAN not in str(explained) and ARMOR not in str(explained["result"])
+
+    # the sealed result's delivery cannot be opened any more: it fails, never sending
+    # the token; the one written before sealing is delivered as it was
+    with receiver as erp:
+        dispatcher = dispatcher_for(pool, keys=DataKeys.from_settings(settings))
+        try:
+            report = await dispatcher.run_once()
+        finally:
+            await dispatcher.close()
+        assert await postings(pool, erp.ledger) == {jobs["legacy"]: 1}
+    assert report.count("delivered") == 1, report
+    async with pool.acquire() as conn:
+        failed = await conn.fetchrow(
+            "SELECT state, final_reason FROM deliveries WHERE job_id = $1", jobs["sealed"]
+        )
+    assert dict(failed) == {"state": "failed", "final_reason": "data_key_shredded"}
+
+
+async def test_a_corrected_iban_is_sealed_in_the_correction_and_shown_opened(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    """A reviewer removes a result's IBAN in the console: the correction's before
+    value is sealed at rest like the result's, and the console and ``explain`` show
+    it opened."""
+    settings = settings_for(dsn, state_dir=tmp_path, kek=KEK_A)
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+    app = create_app(settings, pool=pool)
+    async with loopback_server(app) as base, httpx.AsyncClient(base_url=base, timeout=30) as c:
+        job = await file_awaiting_review(pool, c, tk, settings=settings)
+        assert job.invoice.truth.iban is not None
+        iban = job.invoice.truth.iban.value
+        await console_login(c, tk)
+        _, csrf = await job_page(c, job.job_id)
+        saved = await c.post(
+            f"/console/jobs/{job.job_id}/correct",
+            data=correction_form(csrf, job.state_version, iban=""),
+        )
+        assert saved.status_code in (200, 303), saved.text
+        html, _ = await job_page(c, job.job_id)
+    async with pool.acquire() as conn:
+        [changes] = await conn.fetch(
+            "SELECT changes FROM review_corrections WHERE job_id = $1", job.job_id
+        )
+    [change] = [ch for ch in changes["changes"] if ch["field"] == "iban"]
+    assert change["before"].startswith(ARMOR) and change["after"] is None
+    assert (await table_hits(pool, [iban], skip=SKIPPED))[iban] == []
+    assert f"iban {iban}" in html and ARMOR not in html
+    explained = await JobStore(pool, Settings(kek=KEK_A)).explain(job.job_id)
+    [correction] = explained["corrections"]
+    assert [ch["before"] for ch in correction["changes"] if ch["field"] == "iban"] == [iban]
+
+
+async def test_the_sealed_iban_text_is_written_as_postgresql_writes_jsonb(
+    pool: asyncpg.Pool,
+) -> None:
+    """The dispatcher puts the sealed JSON text in the body in place of its token, so
+    a delivered body is byte for byte the one an unsealed result would have given."""
+    nodes = [
+        _result("x")["iban"],
+        {"value": IBAN, "evidence": {"page": 2, "start": 0, "end": 4, "quote": 'Ä "q"\\\t\x01'}},
+        {"value": IBAN, "evidence": {"quote": "/x:IBAN", "match": "xml", "line": None}},
+    ]
+    async with pool.acquire() as conn:
+        for node in nodes:
+            assert jsonb_text(node) == await conn.fetchval("SELECT $1::jsonb::text", node)

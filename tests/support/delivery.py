@@ -17,6 +17,7 @@ import uvicorn
 from benchmarks.erp_acknowledger import AckPlan
 from benchmarks.erp_receiver import FaultSwitch, ReceiverConfig, bind_socket, create_app
 from pipeline.clock import Clock, ManualClock
+from pipeline.data_keys import DataKeys
 from pipeline.delivery import (
     DeliveryConfig,
     DeliveryDispatcher,
@@ -132,6 +133,7 @@ def dispatcher_for(
     resolver: Resolver | None = None,
     policy: EgressPolicy = DEV_POLICY,
     seed: int = 7,
+    keys: DataKeys | None = None,
     **config: Any,
 ) -> DeliveryDispatcher:
     cfg = DeliveryConfig(**{"timeout_seconds": 2.0, "lease_seconds": 30.0, **config})
@@ -141,6 +143,8 @@ def dispatcher_for(
         cfg,
         client=EgressClient(guard, timeout_seconds=cfg.timeout_seconds),
         box=TEST_BOX,
+        # as a deployed dispatcher: the KEK the settings name, if any
+        keys=keys if keys is not None else DataKeys.from_settings(Settings()),
         clock=clock,
         rng=random.Random(seed),
     )

@@ -19,6 +19,7 @@ from pipeline.errors import DataKeyShredded, NotFound
 from pipeline.jobs import JobStore
 from pipeline.queries import q
 from pipeline.records import from_record
+from pipeline.sealed_results import open_changes, open_result
 from pipeline.settings import Settings
 from pipeline.tenants import Principal
 
@@ -100,8 +101,8 @@ class ConsoleViews:
     async def _opened(
         self, conn: asyncpg.Connection, tenant: uuid.UUID, row: Any
     ) -> dict[str, Any]:
-        """The review page's row with its text opened (sealed at rest, migration 039);
-        a shredded data key shows as such, never as the sealed bytes."""
+        """The review page's row with its text and its result's IBAN opened (sealed at
+        rest); a shredded data key shows as such, never as the sealed bytes."""
         out = dict(row.items())
         sha256 = out.pop("document_sha256")
         if out["ocr_text"] is not None and sha256 is not None:
@@ -111,6 +112,16 @@ class ConsoleViews:
                 )
             except DataKeyShredded as exc:
                 out["ocr_text"] = f"[{exc}]"
+        if isinstance(out.get("result"), dict):
+            # the IBAN is sealed at rest too (pipeline/sealed_results.py)
+            out["result"] = await open_result(
+                self.store.data_keys,
+                conn,
+                tenant,
+                out["id"],
+                out["result"],
+                mark=(DataKeyShredded,),
+            )
         return out
 
     def _acquire(self) -> Any:
@@ -147,7 +158,21 @@ class ConsoleViews:
             )
             tenant = principal.tenant_id
             decisions = await conn.fetch(q("review_decision_list_for_job"), job_id, tenant)
-            corrections = await conn.fetch(q("review_correction_list_for_job"), job_id, tenant)
+            corrections = [
+                {
+                    **_with_who(c),
+                    # a corrected IBAN's values are sealed at rest, like the result's
+                    "changes": await open_changes(
+                        self.store.data_keys,
+                        conn,
+                        tenant,
+                        job_id,
+                        c["changes"] or [],
+                        mark=(DataKeyShredded,),
+                    ),
+                }
+                for c in await conn.fetch(q("review_correction_list_for_job"), job_id, tenant)
+            ]
         return from_record(
             ReviewSubject,
             row,
@@ -160,7 +185,7 @@ class ConsoleViews:
             },
             next_job=nxt,
             decisions=[_with_who(d) for d in decisions],
-            corrections=[_with_who(c) for c in corrections],
+            corrections=corrections,
         )
 
     async def dashboard(self, principal: Principal, now: datetime | None = None) -> Dashboard:
