@@ -45,9 +45,14 @@ from decimal import Decimal, localcontext
 from typing import Any
 
 from pipeline.documents import (
-    WORDS_VERSION,
+    CLEAR,
+    INK,
+    OTHER_MARK,
+    READABLE_WORDS_VERSIONS,
     DocumentText,
     OcrLexicon,
+    mark_above,
+    mark_below,
     ocr_lexicon,
     strip_accents,
     words_to_keep,
@@ -69,16 +74,22 @@ _CHECKED = frozenset(
     {"supplier.name", "supplier.vat_id", "iban", "net_total", "tax_total", "gross_total"}
 )
 RULE = "documents.ocr_unverified"
+#: A word OCR read without accents, listed with an accented twin, vouched for because
+#: the page shows no ink above or below its letters where the twin carries marks.
+BARE_RULE = "documents.ocr_bare_proven"
 
 
 @dataclass(frozen=True, slots=True)
 class WordConfidence:
-    """One OCR word: ``start``/``end`` are offsets in its page's text (as evidence's)."""
+    """One OCR word: ``start``/``end`` are offsets in its page's text (as evidence's);
+    ``marks`` the ink above and below each of its characters on the page image
+    (:func:`~pipeline.documents.ocr_marks.mark_codes`), None where not kept."""
 
     page: int
     start: int
     end: int
     confidence: float
+    marks: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,16 +115,19 @@ class OcrConfidences:
         as OCR'd pages those with such a word (a text layer's words have none). None
         where no words were kept (a text kept before migration 025) or they are not in
         this release's format: no value can then be proven."""
-        if words is None or words.get("version") != WORDS_VERSION:
+        if words is None or words.get("version") not in READABLE_WORDS_VERSIONS:
             return None
         pages: set[int] = set()
         scored: list[WordConfidence] = []
         for entry in words.get("pages", ()):
             number = int(entry["number"])
-            for start, end, *_box, confidence in entry["words"]:
+            for start, end, _left, _top, _right, _bottom, confidence, *rest in entry["words"]:
                 if confidence is not None:
                     pages.add(number)
-                    scored.append(WordConfidence(number, int(start), int(end), float(confidence)))
+                    marks = rest[0] if rest and isinstance(rest[0], str) else None
+                    scored.append(
+                        WordConfidence(number, int(start), int(end), float(confidence), marks)
+                    )
         return cls(frozenset(pages), tuple(scored))
 
     def least(self, evidence: Evidence) -> float | None:
@@ -243,24 +257,95 @@ def _uncertain_words(
     lexicon: OcrLexicon | None,
     language: str | None,
 ) -> list[str] | None:
-    """The words of ``description`` (in its row) no word list vouches for; None where
-    the description is not in its row."""
+    """The words of ``description`` (in its row) no word list vouches for, each with
+    why (:func:`doubt`); None where the description is not in its row."""
     page = pages[evidence.page - 1] if evidence.page <= len(pages) else ""
     at = page.find(description, evidence.start, evidence.end)
     if at < 0:
         return None
     doubtful = []
     for word in _words(confidences, evidence.page, at, at + len(description)):
-        for letters in _LETTERS.findall(page[word.start : word.end]):
-            accented = strip_accents(letters) != letters.casefold()
-            if lexicon is None or language is None:
-                doubtful.append(letters)
-            elif not (
-                lexicon.certain(letters, language)
-                or (accented and lexicon.knows(letters, language))
-            ):
-                doubtful.append(letters)
+        text = page[word.start : word.end]
+        marks = word.marks if word.marks is not None and len(word.marks) == len(text) else None
+        for found in _LETTERS.finditer(text):
+            why = doubt(found.group(), text, marks, found.start(), lexicon, language)
+            if why is not None:
+                doubtful.append(f"{found.group()} ({why})")
     return doubtful
+
+
+def doubt(
+    letters: str,
+    word: str,
+    marks: str | None,
+    offset: int,
+    lexicon: OcrLexicon | None,
+    language: str | None,
+) -> str | None:
+    """Why the word list and the page cannot vouch for ``letters`` (a run of letters at
+    ``offset`` of the OCR'd ``word``, whose character ``marks`` are given where kept);
+    None where they do.
+
+    * read without an accent: listed, and either no word of the list spells it with
+      one (:meth:`OcrLexicon.certain`), or the page shows no ink above or below each
+      letter where a twin carries a mark (:func:`_proven_bare`, rule
+      :data:`BARE_RULE`);
+    * read with an accent: listed, and the page shows ink where each of its marks
+      is drawn (an accent tesseract read into a speck-free band is no accent);
+      a stroke or a ligature (``ł``, ``ø``, ``æ``, ``ß``), which no band shows, on
+      the list alone.
+    """
+    if lexicon is None or language is None:
+        return "no word list"
+    if strip_accents(letters) != letters.casefold():
+        if not lexicon.knows(letters, language):
+            return "not listed"
+        return None if _marks_inked(letters, marks, offset) else "its accent not seen inked"
+    if lexicon.certain(letters, language):
+        return None
+    if not lexicon.knows(letters, language):
+        return "not listed"
+    if letters != word or not letters.isascii() or marks is None:
+        return "an accented twin is listed"
+    mask = lexicon.twin_mask(letters, language)
+    if mask is None or not _proven_bare(mask, marks):
+        return "an accented twin is listed, and the page has ink where it is accented"
+    return None
+
+
+def _proven_bare(mask: int, marks: str) -> bool:
+    """Every band where a twin carries a mark (``mask``,
+    :func:`~pipeline.documents.ocr_lexicon.mark_mask`) is CLEAR in ``marks``."""
+    if mask & OTHER_MARK:
+        return False
+    for position, code in enumerate(marks):
+        if mask >> (2 * position) & 1 and mark_above(code) != CLEAR:
+            return False
+        if mask >> (2 * position + 1) & 1 and mark_below(code) != CLEAR:
+            return False
+    return True
+
+
+def _marks_inked(letters: str, marks: str | None, offset: int) -> bool:
+    """Each mark of ``letters`` above or below its letter has INK in that band."""
+    for index, ch in enumerate(letters):
+        kinds = {unicodedata.combining(m) for m in unicodedata.normalize("NFD", ch)[1:]}
+        if not kinds:
+            continue  # bare, or a stroke or ligature (no band shows those)
+        if marks is None:
+            return False
+        code = marks[offset + index]
+        if kinds & _ABOVE and mark_above(code) != INK:
+            return False
+        if kinds & _BELOW and mark_below(code) != INK:
+            return False
+        if kinds - _ABOVE - _BELOW:
+            return False
+    return True
+
+
+_ABOVE = frozenset({230, 232, 233, 234})
+_BELOW = frozenset({202, 220})
 
 
 def unverified(path: str, detail: str) -> Reason:
@@ -345,8 +430,8 @@ def ocr_reasons(
                 reasons.append(
                     unverified(
                         f"line_items[{i}].description",
-                        f"OCR may have lost an accent of {', '.join(doubtful[:3])!r}: "
-                        f"not listed unaccented in {language or 'any word list'}",
+                        f"OCR may have lost or added an accent ({language or 'no language'}):"
+                        f" {'; '.join(doubtful[:3])}",
                     )
                 )
     name = extraction.supplier.name
