@@ -13,6 +13,7 @@ from pipeline.validation.policy import (
     Decision,
     ValidationPolicy,
     ValidationReport,
+    ValueProof,
     policy_for,
     unvalidated_outcome,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "Decision",
     "ValidationPolicy",
     "ValidationReport",
+    "ValueProof",
     "policy_for",
     "unvalidated_outcome",
     "validate",

@@ -59,6 +59,7 @@ from pipeline.documents import (
 )
 from pipeline.invoice import Evidence, Extraction, Reason, ReasonCode, TenantMasterData
 from pipeline.settings import Settings
+from pipeline.validation import ValueProof
 
 #: The least confidence (tesseract's 0–100) of every OCR word under an accepted value
 #: that nothing else checks (invoice number, dates, currency, a line item's row, whose
@@ -256,9 +257,11 @@ def _uncertain_words(
     confidences: OcrConfidences,
     lexicon: OcrLexicon | None,
     language: str | None,
+    proven: list[str] | None = None,
 ) -> list[str] | None:
     """The words of ``description`` (in its row) no word list vouches for, each with
-    why (:func:`doubt`); None where the description is not in its row."""
+    why (:func:`doubt`); None where the description is not in its row. Words read
+    bare that only the page image vouched for are added to ``proven``."""
     page = pages[evidence.page - 1] if evidence.page <= len(pages) else ""
     at = page.find(description, evidence.start, evidence.end)
     if at < 0:
@@ -271,6 +274,11 @@ def _uncertain_words(
             why = doubt(found.group(), text, marks, found.start(), lexicon, language)
             if why is not None:
                 doubtful.append(f"{found.group()} ({why})")
+            elif proven is not None and not (
+                lexicon is None or language is None or lexicon.certain(found.group(), language)
+            ):
+                if strip_accents(found.group()) == found.group().casefold():
+                    proven.append(found.group())
     return doubtful
 
 
@@ -362,10 +370,13 @@ def ocr_reasons(
     min_confidence: float = DEFAULT_MIN_CONFIDENCE,
     checked_min_confidence: float = DEFAULT_CHECKED_MIN_CONFIDENCE,
     lexicon: OcrLexicon | None = None,
+    proofs: list[ValueProof] | None = None,
 ) -> tuple[Reason, ...]:
     """One ``ocr_unverified`` reason per value of ``extraction`` (grounded in ``text``)
     OCR read without enough certainty. ``lexicon``: the word lists descriptions are
-    held against (:func:`default_lexicon` unless given)."""
+    held against (:func:`default_lexicon` unless given). ``proofs``, where given,
+    receives one :class:`~pipeline.validation.ValueProof` (rule :data:`BARE_RULE`) per
+    description whose bare words only the page image vouched for."""
     if not read_by_ocr:
         return ()
     if confidences is None:
@@ -421,9 +432,19 @@ def ocr_reasons(
             else None
         )
         for i, item in items:
+            bare: list[str] = []
             doubtful = _uncertain_words(
-                item.description, item.evidence, pages, confidences, lexicon, language
+                item.description, item.evidence, pages, confidences, lexicon, language, bare
             )
+            if bare and proofs is not None:
+                proofs.append(
+                    ValueProof(
+                        f"line_items[{i}].description",
+                        BARE_RULE,
+                        f"read bare, listed with an accented twin ({language}), no ink where"
+                        f" the twin is marked: {', '.join(bare[:5])}",
+                    )
+                )
             if doubtful is None:
                 reasons.append(unverified(f"line_items[{i}]", "description not found in its row"))
             elif doubtful:
