@@ -316,9 +316,13 @@ def doubt(
     if letters != word or not letters.isascii() or marks is None:
         return "an accented twin is listed"
     mask = lexicon.twin_mask(letters, language)
-    if mask is None or not _proven_bare(mask, marks):
+    if mask is None or mask & OTHER_MARK:
+        return "a twin differs by a stroke or a ligature"
+    if _proven_bare(mask, marks):
+        return None
+    if _marked_band(mask, marks, INK):
         return "an accented twin is listed, and the page has ink where it is accented"
-    return None
+    return "an accented twin is listed, where the page cannot show an accent (an i's dot)"
 
 
 def _proven_bare(mask: int, marks: str) -> bool:
@@ -332,6 +336,16 @@ def _proven_bare(mask: int, marks: str) -> bool:
         if mask >> (2 * position + 1) & 1 and mark_below(code) != CLEAR:
             return False
     return True
+
+
+def _marked_band(mask: int, marks: str, state: int) -> bool:
+    """Some band where a twin carries a mark is in ``state`` in ``marks``."""
+    for position, code in enumerate(marks):
+        if mask >> (2 * position) & 1 and mark_above(code) == state:
+            return True
+        if mask >> (2 * position + 1) & 1 and mark_below(code) == state:
+            return True
+    return False
 
 
 def _marks_inked(letters: str, marks: str | None, offset: int) -> bool:

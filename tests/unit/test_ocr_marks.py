@@ -85,7 +85,9 @@ def test_an_accent_read_where_none_is_printed_is_not_accepted() -> None:
 def test_an_i_is_never_proven_bare_its_dot_is_where_an_accent_would_be() -> None:
     marks = _read_as("di", "di")["di"]
     assert above(marks[1]) == UNKNOWN
-    assert doubt("di", "di", marks, 0, LEXICON, "ita") is not None
+    assert doubt("di", "di", marks, 0, LEXICON, "ita") == (
+        "an accented twin is listed, where the page cannot show an accent (an i's dot)"
+    )
 
 
 def test_the_document_stage_keeps_the_marks_with_each_ocr_word() -> None:
