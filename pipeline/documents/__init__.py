@@ -33,9 +33,14 @@ from pipeline.documents.ocr import (
     ocr_images,
     ocr_languages,
 )
+from pipeline.documents.ocr_lexicon import OTHER as OTHER_MARK
 from pipeline.documents.ocr_lexicon import OcrLexicon, ocr_lexicon, strip_accents
+from pipeline.documents.ocr_marks import CLEAR, INK
+from pipeline.documents.ocr_marks import above as mark_above
+from pipeline.documents.ocr_marks import below as mark_below
 from pipeline.documents.page_png import page_png
 from pipeline.documents.page_words import (
+    READABLE_WORDS_VERSIONS,
     WORDS_VERSION,
     kept_page_words,
     kept_words,
@@ -67,7 +72,11 @@ from pipeline.documents.tesseract import (
 )
 
 __all__ = [
+    "CLEAR",
+    "INK",
     "MAX_REQUESTED_LANGUAGES",
+    "OTHER_MARK",
+    "READABLE_WORDS_VERSIONS",
     "WORDS_VERSION",
     "Box",
     "DocumentPage",
@@ -96,6 +105,8 @@ __all__ = [
     "is_sha256_hex",
     "kept_page_words",
     "kept_words",
+    "mark_above",
+    "mark_below",
     "ocr_images",
     "ocr_languages",
     "ocr_lexicon",

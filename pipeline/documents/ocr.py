@@ -4,7 +4,9 @@ One page at a time: the image is normalised (:mod:`pipeline.documents.page_image
 turned upright by tesseract's orientation detection where its ``osd`` data is
 installed), sent to the tesseract binary (:mod:`pipeline.documents.tesseract`, a
 subprocess with a time limit that orientation and recognition share) and its TSV read
-back (:mod:`pipeline.documents.ocr_layout`); the words it read under 90 are read
+back (:mod:`pipeline.documents.ocr_layout`) with, from the hOCR the same run writes,
+the ink above and below each character (:mod:`pipeline.documents.ocr_marks`: where a
+lost accent could be); the words it read under 90 are read
 again alone, one more tesseract run for all of them, and keep the higher confidence
 where both readings spell them alike (:mod:`pipeline.documents.ocr_reread`). The
 result keeps pixels (the normalised image's: that is the image a page view shows)
@@ -18,7 +20,7 @@ import functools
 import statistics
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from PIL import Image
 
@@ -31,12 +33,14 @@ from pipeline.documents.ocr_layout import (
     parse_tsv,
     tesseract_lines,
 )
+from pipeline.documents.ocr_marks import page_marks
 from pipeline.documents.ocr_reread import confirm, uncertain, word_strip
 from pipeline.documents.page_image import PageImage, normalise
 from pipeline.documents.tesseract import (
     choose_languages,
     detect_rotation,
     installed_languages,
+    read_page,
     run_tesseract,
 )
 from pipeline.errors import OcrPageTimeout
@@ -125,7 +129,7 @@ def _orient(number: int, deadline: float, settings: Settings, image: Image.Image
 
 
 def _recognise(page: PageImage, languages: str, deadline: float, settings: Settings) -> OcrPage:
-    tsv = run_tesseract(
+    tsv, hocr = read_page(
         page.png(),
         binary=settings.ocr_tesseract,
         languages=languages,
@@ -133,7 +137,7 @@ def _recognise(page: PageImage, languages: str, deadline: float, settings: Setti
         seconds=_left(deadline, page.number, settings),
         page=page.number,
     )
-    words = _reread(page, parse_tsv(tsv), languages, deadline, settings)
+    words = _reread(page, _with_marks(page, parse_tsv(tsv), hocr), languages, deadline, settings)
     text, placed = layout_text(words)
     width, height = page.image.size
     return OcrPage(
@@ -147,6 +151,18 @@ def _recognise(page: PageImage, languages: str, deadline: float, settings: Setti
         placed,
         tesseract_lines(words),
     )
+
+
+def _with_marks(page: PageImage, words: list[TsvWord], hocr: str) -> list[TsvWord]:
+    """``words`` with the ink above and below each character
+    (:mod:`pipeline.documents.ocr_marks`) where the hOCR has the same word."""
+    marks = page_marks(page.image, hocr)
+    out = []
+    for word in words:
+        box = word.box
+        text, codes = marks.get((box.left, box.top, box.right, box.bottom), ("", ""))
+        out.append(replace(word, marks=codes) if text == word.text else word)
+    return out
 
 
 def _reread(

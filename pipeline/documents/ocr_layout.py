@@ -36,7 +36,9 @@ class PixelBox:
 @dataclass(frozen=True, slots=True)
 class OcrWord:
     """A recognised word: ``text`` is ``page.text[start:end]``; ``confidence`` is 0–100;
-    ``block`` and ``line`` are tesseract's (reading order of its layout analysis)."""
+    ``block`` and ``line`` are tesseract's (reading order of its layout analysis);
+    ``marks`` the ink above and below each character
+    (:func:`pipeline.documents.ocr_marks.mark_codes`), None where not looked at."""
 
     text: str
     start: int
@@ -45,6 +47,7 @@ class OcrWord:
     confidence: float
     block: int
     line: int
+    marks: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +66,7 @@ class TsvWord:
     confidence: float
     block: int
     line: int
+    marks: str | None = None
 
 
 def parse_tsv(tsv: str) -> list[TsvWord]:
@@ -117,12 +121,23 @@ def layout_text(words: list[TsvWord]) -> tuple[str, tuple[OcrWord, ...]]:
         ],
         max_empty_lines=1,
     )
+    # a word the layout joined from two halves has no marks (its text is no TSV word's)
+    marks = {(w.box, w.text): w.marks for w in words}
     placed = []
     for word in page.words:
         box, line = word.box, word.box.line
         assert line is not None and box.confidence is not None  # every TSV word has both
         pixels = PixelBox(round(box.left), round(box.top), round(box.right), round(box.bottom))
         placed.append(
-            OcrWord(word.text, word.start, word.end, pixels, box.confidence, blocks[line], line)
+            OcrWord(
+                word.text,
+                word.start,
+                word.end,
+                pixels,
+                box.confidence,
+                blocks[line],
+                line,
+                marks.get((pixels, word.text)),
+            )
         )
     return page.text + "\n", tuple(placed)

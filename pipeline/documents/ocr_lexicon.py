@@ -55,8 +55,48 @@ def _has(keys: array[int], key: int) -> bool:
     return i < len(keys) and keys[i] == key
 
 
+#: Combining classes of marks drawn above a letter (230: acute, grave, circumflex,
+#: tilde, diaeresis, ring, caron, dot, double acute, breve, macron; 232-234 above
+#: right or doubled) and below it (202: cedilla and ogonek attached; 220: below).
+_ABOVE_CLASSES = frozenset({230, 232, 233, 234})
+_BELOW_CLASSES = frozenset({202, 220})
+#: A twin mask's bit for a difference no band of ink can show (a stroke: ``ł``, ``ø``;
+#: a ligature: ``æ``, ``ß``; a position past the mask's 30).
+OTHER = 1 << 62
+_MAX_POSITION = 30
+
+
+def mark_mask(form: str, base: str) -> int:
+    """Where and how ``form`` (case-folded) differs from ``base`` (its stripped form):
+    bit ``2p`` a mark above position ``p`` of ``base``, bit ``2p + 1`` one below,
+    :data:`OTHER` any difference neither shows."""
+    mask = 0
+    at = 0
+    for ch in form:
+        bare = strip_accents(ch)
+        if bare == ch:
+            at += len(ch)
+            continue
+        marks = unicodedata.normalize("NFD", ch)[1:]
+        if len(bare) != 1 or not marks or at >= _MAX_POSITION:
+            mask |= OTHER
+        for mark in marks:
+            kind = unicodedata.combining(mark)
+            if kind in _ABOVE_CLASSES and at < _MAX_POSITION:
+                mask |= 1 << (2 * at)
+            elif kind in _BELOW_CLASSES and at < _MAX_POSITION:
+                mask |= 1 << (2 * at + 1)
+            else:
+                mask |= OTHER
+        at += len(bare)
+    if at != len(base):
+        mask |= OTHER
+    return mask
+
+
 class _Words:
-    """One language's case-folded words, and which an accent could be missing from."""
+    """One language's case-folded words, and which an accent could be missing from
+    (and where on them its twins carry marks)."""
 
     def __init__(self, words: Iterable[str]) -> None:
         forms: dict[str, set[str]] = {}
@@ -66,9 +106,17 @@ class _Words:
                 forms.setdefault(strip_accents(folded), set()).add(folded)
         self.known = _sorted(_key(f) for group in forms.values() for f in group)
         # stripped forms spelled more than one way, or only with an accent
-        self.twinned = _sorted(
-            _key(base) for base, group in forms.items() if len(group) > 1 or base not in group
-        )
+        masks: dict[int, int] = {}
+        for base, group in forms.items():
+            if len(group) > 1 or base not in group:
+                mask = 0
+                for form in group:
+                    if form != base:
+                        mask |= mark_mask(form, base)
+                key = _key(base)
+                masks[key] = masks.get(key, 0) | mask
+        self.twinned = array("q", sorted(masks))
+        self.masks = array("q", (masks[k] for k in self.twinned))
 
 
 class OcrLexicon:
@@ -103,6 +151,18 @@ class OcrLexicon:
         return _has(lang.known, _key(folded)) and not _has(
             lang.twinned, _key(strip_accents(folded))
         )
+
+    def twin_mask(self, word: str, language: str) -> int | None:
+        """Where ``language``'s words spelled like ``word`` but for accents carry them
+        (:func:`mark_mask`, all twins together); None where no such word is listed."""
+        lang = self._languages.get(language)
+        if lang is None:
+            return None
+        key = _key(strip_accents(unicodedata.normalize("NFC", word.casefold())))
+        i = bisect_left(lang.twinned, key)
+        if i < len(lang.twinned) and lang.twinned[i] == key:
+            return lang.masks[i]
+        return None
 
 
 def _word_list(binary: str, traineddata: Path, workdir: Path) -> list[str]:

@@ -36,8 +36,10 @@ from pipeline.errors import NoTextLayer
 
 #: The form feed between pages in a kept text.
 PAGE_BREAK = "\f"
-#: The format of :func:`words_to_keep`'s JSON.
-WORDS_VERSION = 1
+#: The format of :func:`words_to_keep`'s JSON (2: an OCR word's marks added; a kept
+#: version 1, without them, is still read).
+WORDS_VERSION = 2
+READABLE_WORDS_VERSIONS = frozenset({1, 2})
 #: Fractions are kept to this many decimals (a tenth of a point on an A4 page).
 _DECIMALS = 5
 
@@ -70,10 +72,12 @@ def kept_page_words(
 
 def words_to_keep(document: DocumentText) -> dict[str, Any]:
     """The words of every page of ``document`` as kept beside its text (JSON):
-    ``{"version": 1, "pages": [{"number": n, "words": [[start, end, left, top, right,
-    bottom, confidence], ...]}]}``; offsets into the page's text, the box as fractions
-    (0..1) of the page from its top-left corner, confidence (0-100) or None. A page
-    whose size is unknown keeps no words."""
+    ``{"version": 2, "pages": [{"number": n, "words": [[start, end, left, top, right,
+    bottom, confidence, marks], ...]}]}``; offsets into the page's text, the box as
+    fractions (0..1) of the page from its top-left corner, confidence (0-100) or None,
+    marks the ink above and below each character OCR read
+    (:func:`~pipeline.documents.ocr_marks.mark_codes`) or None. A page whose size is
+    unknown keeps no words. Version 1 held no marks."""
     pages = []
     for page in document.pages:
         words: list[list[Any]] = []
@@ -83,13 +87,23 @@ def words_to_keep(document: DocumentText) -> dict[str, Any]:
             for word in ocr.words:
                 box = (word.box.left, word.box.top, word.box.right, word.box.bottom)
                 words.append(
-                    _kept(word.start, word.end, box, ocr.width, ocr.height, word.confidence)
+                    _kept(
+                        word.start,
+                        word.end,
+                        box,
+                        ocr.width,
+                        ocr.height,
+                        word.confidence,
+                        word.marks,
+                    )
                 )
         elif page.width and page.height:
             for w in page.words:
                 if w.box is not None:
                     box = (w.box.left, w.box.top, w.box.right, w.box.bottom)
-                    words.append(_kept(w.start, w.end, box, page.width, page.height, w.confidence))
+                    words.append(
+                        _kept(w.start, w.end, box, page.width, page.height, w.confidence, None)
+                    )
         pages.append({"number": page.number, "words": words})
     return {"version": WORDS_VERSION, "pages": pages}
 
@@ -99,7 +113,7 @@ def kept_words(words: Mapping[str, Any], kept_text: str) -> dict[int, DocumentPa
     number; width and height 1 (the boxes are fractions). A page is left out where a
     word's offsets do not fall inside the page's text, and every page where the format
     is not this release's: no box is drawn against a text it was not found in."""
-    if words.get("version") != WORDS_VERSION:
+    if words.get("version") not in READABLE_WORDS_VERSIONS:
         return {}
     kept = kept_text.split(PAGE_BREAK)
     pages: dict[int, DocumentPage] = {}
@@ -109,7 +123,7 @@ def kept_words(words: Mapping[str, Any], kept_text: str) -> dict[int, DocumentPa
             continue
         text = kept[number - 1]
         placed = []
-        for start, end, left, top, right, bottom, confidence in entry["words"]:
+        for start, end, left, top, right, bottom, confidence, *_marks in entry["words"]:
             if not 0 <= start < end <= len(text):
                 break
             placed.append(
@@ -127,6 +141,7 @@ def _kept(
     width: float,
     height: float,
     confidence: float | None,
+    marks: str | None,
 ) -> list[Any]:
     left, top, right, bottom = box
     return [
@@ -137,4 +152,5 @@ def _kept(
         round(right / width, _DECIMALS),
         round(bottom / height, _DECIMALS),
         confidence,
+        marks,
     ]

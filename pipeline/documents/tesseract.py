@@ -24,6 +24,7 @@ import functools
 import os
 import re
 import subprocess
+import tempfile
 
 from pipeline.errors import DocumentRefused, OcrPageTimeout, OcrUnavailable
 
@@ -141,6 +142,47 @@ def run_tesseract(
         detail = done.stderr.decode("utf-8", "replace").strip()[-500:]
         raise DocumentRefused("unreadable_document", f"tesseract, page {page}: {detail}")
     return done.stdout.decode("utf-8", "replace")
+
+
+def read_page(
+    png: bytes, *, binary: str, languages: str, dpi: int, seconds: float, page: int
+) -> tuple[str, str]:
+    """Recognise one page image and return tesseract's TSV and its hOCR with character
+    boxes (``hocr_char_boxes=1``), both written by the one run.
+
+    Arguments and errors as :func:`run_tesseract`.
+    """
+    with tempfile.TemporaryDirectory(prefix="fenceline-ocr-") as folder:
+        base = os.path.join(folder, "page")
+        argv = [
+            binary,
+            "stdin",
+            base,
+            "-l",
+            languages,
+            "--psm",
+            str(PAGE_SEGMENTATION),
+            "--dpi",
+            str(dpi),
+            "-c",
+            "hocr_char_boxes=1",
+            "tsv",
+            "hocr",
+        ]
+        done = _run(argv, png, binary=binary, seconds=seconds, page=page)
+        if done.returncode != 0:
+            detail = done.stderr.decode("utf-8", "replace").strip()[-500:]
+            raise DocumentRefused("unreadable_document", f"tesseract, page {page}: {detail}")
+        try:
+            with open(f"{base}.tsv", encoding="utf-8", errors="replace") as tsv:
+                text = tsv.read()
+            with open(f"{base}.hocr", encoding="utf-8", errors="replace") as hocr:
+                boxes = hocr.read()
+        except OSError as exc:
+            raise DocumentRefused(
+                "unreadable_document", f"tesseract, page {page}: no output ({exc})"
+            ) from exc
+    return text, boxes
 
 
 def detect_rotation(png: bytes, *, binary: str, dpi: int, seconds: float, page: int) -> int:

@@ -50,6 +50,9 @@ RULES: Mapping[str, str] = {
     "items.not_on_row": "the item is on no row that reads as quantity x price = amount",
     "items.description_continues": "the description may go on below its row",
     "documents.ocr_unverified": "a value OCR read without certainty is checked by a reviewer",
+    "documents.ocr_bare_proven": (
+        "a word OCR read bare whose twin is accented: no ink where the twin's marks are"
+    ),
     "einvoice.not_holdable": "the e-invoice's XML states what contract v2 cannot hold",
     "einvoice.invalid": "the e-invoice's XML does not parse or is no CII or UBL invoice",
     "einvoice.schema": "the e-invoice's XML does not validate against its official XML schema",

@@ -126,6 +126,7 @@ def result_section(
         "model_calls_admitted": len(admission),
         "fields": fields,
         "reasons": list(validation.get("reasons") or []),
+        "proofs": list(validation.get("proofs") or []),
     }
 
 
@@ -149,4 +150,6 @@ def result_lines(section: dict[str, Any] | None) -> list[str]:
         lines.append(f"  {f['field']} = {f['value']!r}  <- {evidence_text(f['evidence'])}")
     for r in section["reasons"]:
         lines.append(f"  reason {r.get('code')}@{r.get('field')}: {r.get('detail')}")
+    for p in section.get("proofs") or ():
+        lines.append(f"  proven {p.get('field')} ({p.get('rule')}): {p.get('detail')}")
     return lines

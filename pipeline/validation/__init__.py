@@ -14,6 +14,7 @@ from pipeline.validation.policy import (
     Decision,
     ValidationPolicy,
     ValidationReport,
+    ValueProof,
     policy_for,
     unvalidated_outcome,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "Decision",
     "ValidationPolicy",
     "ValidationReport",
+    "ValueProof",
     "contract_version_reasons",
     "needs_contract_v3",
     "policy_for",

@@ -72,13 +72,29 @@ ARITHMETIC_CODES: frozenset[ReasonCode] = frozenset(
 
 
 @dataclass(frozen=True)
+class ValueProof:
+    """A check a value passed that is worth telling (``fenceline explain`` prints it):
+    ``rule`` an id of :data:`pipeline.invoice.rules.RULES`."""
+
+    field: str
+    rule: str
+    detail: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"field": self.field, "rule": self.rule, "detail": self.detail}
+
+
+@dataclass(frozen=True)
 class ValidationReport:
-    """The stored outcome: ``decision`` is SUCCEEDED exactly when ``reasons`` is empty."""
+    """The stored outcome: ``decision`` is SUCCEEDED exactly when ``reasons`` is empty;
+    ``proofs`` what a value passed that only the page could show (an OCR'd word proven
+    bare by its image), stored only where there is one."""
 
     decision: Decision
     reasons: tuple[Reason, ...]
     policy_version: str
     schema_version: str = EXTRACTION_SCHEMA_VERSION
+    proofs: tuple[ValueProof, ...] = ()
 
     @property
     def codes(self) -> frozenset[ReasonCode]:
@@ -86,12 +102,15 @@ class ValidationReport:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form for the job row, the review API and the audit trail."""
-        return {
+        out: dict[str, Any] = {
             "decision": self.decision.value,
             "reasons": [r.as_dict() for r in self.reasons],
             "policy_version": self.policy_version,
             "schema_version": self.schema_version,
         }
+        if self.proofs:
+            out["proofs"] = [p.as_dict() for p in self.proofs]
+        return out
 
 
 #: Paths a policy may require; each names a nullable field or a list of the contract.

@@ -36,6 +36,7 @@ from pipeline.validation import (
     Decision,
     ValidationPolicy,
     ValidationReport,
+    ValueProof,
     contract_version_reasons,
     validate,
 )
@@ -92,13 +93,17 @@ def interpret(
     checked = validate(grounding.extraction, ocr_text, master_data, today=today, policy=policy)
     if contract == CONTRACT_V1:
         return Interpretation(grounding.extraction, checked, CONTRACT_V1)
-    proof = ocr_reasons(grounding.extraction, ocr_text, ocr, master_data, read_by_ocr=read_by_ocr)
+    proofs: list[ValueProof] = []
+    proof = ocr_reasons(
+        grounding.extraction, ocr_text, ocr, master_data, read_by_ocr=read_by_ocr, proofs=proofs
+    )
     reasons = (*grounding.reasons, *checked.reasons, *proof)
     report = ValidationReport(
         Decision.REVIEW_REQUIRED if reasons else Decision.SUCCEEDED,
         reasons,
         checked.policy_version,
         CONTRACT_V2,
+        tuple(proofs),
     )
     return Interpretation(grounding.extraction, report, CONTRACT_V2, tuple(grounding.changes))
 

@@ -45,15 +45,21 @@ from decimal import Decimal, localcontext
 from typing import Any
 
 from pipeline.documents import (
-    WORDS_VERSION,
+    CLEAR,
+    INK,
+    OTHER_MARK,
+    READABLE_WORDS_VERSIONS,
     DocumentText,
     OcrLexicon,
+    mark_above,
+    mark_below,
     ocr_lexicon,
     strip_accents,
     words_to_keep,
 )
 from pipeline.invoice import Evidence, Extraction, Reason, ReasonCode, TenantMasterData
 from pipeline.settings import Settings
+from pipeline.validation import ValueProof
 
 #: The least confidence (tesseract's 0–100) of every OCR word under an accepted value
 #: that nothing else checks (invoice number, dates, currency, a line item's row, whose
@@ -69,16 +75,22 @@ _CHECKED = frozenset(
     {"supplier.name", "supplier.vat_id", "iban", "net_total", "tax_total", "gross_total"}
 )
 RULE = "documents.ocr_unverified"
+#: A word OCR read without accents, listed with an accented twin, vouched for because
+#: the page shows no ink above or below its letters where the twin carries marks.
+BARE_RULE = "documents.ocr_bare_proven"
 
 
 @dataclass(frozen=True, slots=True)
 class WordConfidence:
-    """One OCR word: ``start``/``end`` are offsets in its page's text (as evidence's)."""
+    """One OCR word: ``start``/``end`` are offsets in its page's text (as evidence's);
+    ``marks`` the ink above and below each of its characters on the page image
+    (:func:`~pipeline.documents.ocr_marks.mark_codes`), None where not kept."""
 
     page: int
     start: int
     end: int
     confidence: float
+    marks: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,16 +116,19 @@ class OcrConfidences:
         as OCR'd pages those with such a word (a text layer's words have none). None
         where no words were kept (a text kept before migration 025) or they are not in
         this release's format: no value can then be proven."""
-        if words is None or words.get("version") != WORDS_VERSION:
+        if words is None or words.get("version") not in READABLE_WORDS_VERSIONS:
             return None
         pages: set[int] = set()
         scored: list[WordConfidence] = []
         for entry in words.get("pages", ()):
             number = int(entry["number"])
-            for start, end, *_box, confidence in entry["words"]:
+            for start, end, _left, _top, _right, _bottom, confidence, *rest in entry["words"]:
                 if confidence is not None:
                     pages.add(number)
-                    scored.append(WordConfidence(number, int(start), int(end), float(confidence)))
+                    marks = rest[0] if rest and isinstance(rest[0], str) else None
+                    scored.append(
+                        WordConfidence(number, int(start), int(end), float(confidence), marks)
+                    )
         return cls(frozenset(pages), tuple(scored))
 
     def least(self, evidence: Evidence) -> float | None:
@@ -242,25 +257,117 @@ def _uncertain_words(
     confidences: OcrConfidences,
     lexicon: OcrLexicon | None,
     language: str | None,
+    proven: list[str] | None = None,
 ) -> list[str] | None:
-    """The words of ``description`` (in its row) no word list vouches for; None where
-    the description is not in its row."""
+    """The words of ``description`` (in its row) no word list vouches for, each with
+    why (:func:`doubt`); None where the description is not in its row. Words read
+    bare that only the page image vouched for are added to ``proven``."""
     page = pages[evidence.page - 1] if evidence.page <= len(pages) else ""
     at = page.find(description, evidence.start, evidence.end)
     if at < 0:
         return None
     doubtful = []
     for word in _words(confidences, evidence.page, at, at + len(description)):
-        for letters in _LETTERS.findall(page[word.start : word.end]):
-            accented = strip_accents(letters) != letters.casefold()
-            if lexicon is None or language is None:
-                doubtful.append(letters)
-            elif not (
-                lexicon.certain(letters, language)
-                or (accented and lexicon.knows(letters, language))
+        text = page[word.start : word.end]
+        marks = word.marks if word.marks is not None and len(word.marks) == len(text) else None
+        for found in _LETTERS.finditer(text):
+            why = doubt(found.group(), text, marks, found.start(), lexicon, language)
+            if why is not None:
+                doubtful.append(f"{found.group()} ({why})")
+            elif proven is not None and not (
+                lexicon is None or language is None or lexicon.certain(found.group(), language)
             ):
-                doubtful.append(letters)
+                if strip_accents(found.group()) == found.group().casefold():
+                    proven.append(found.group())
     return doubtful
+
+
+def doubt(
+    letters: str,
+    word: str,
+    marks: str | None,
+    offset: int,
+    lexicon: OcrLexicon | None,
+    language: str | None,
+) -> str | None:
+    """Why the word list and the page cannot vouch for ``letters`` (a run of letters at
+    ``offset`` of the OCR'd ``word``, whose character ``marks`` are given where kept);
+    None where they do.
+
+    * read without an accent: listed, and either no word of the list spells it with
+      one (:meth:`OcrLexicon.certain`), or the page shows no ink above or below each
+      letter where a twin carries a mark (:func:`_proven_bare`, rule
+      :data:`BARE_RULE`);
+    * read with an accent: listed, and the page shows ink where each of its marks
+      is drawn (an accent tesseract read into a speck-free band is no accent);
+      a stroke or a ligature (``ł``, ``ø``, ``æ``, ``ß``), which no band shows, on
+      the list alone.
+    """
+    if lexicon is None or language is None:
+        return "no word list"
+    if strip_accents(letters) != letters.casefold():
+        if not lexicon.knows(letters, language):
+            return "not listed"
+        return None if _marks_inked(letters, marks, offset) else "its accent not seen inked"
+    if lexicon.certain(letters, language):
+        return None
+    if not lexicon.knows(letters, language):
+        return "not listed"
+    if letters != word or not letters.isascii() or marks is None:
+        return "an accented twin is listed"
+    mask = lexicon.twin_mask(letters, language)
+    if mask is None or mask & OTHER_MARK:
+        return "a twin differs by a stroke or a ligature"
+    if _proven_bare(mask, marks):
+        return None
+    if _marked_band(mask, marks, INK):
+        return "an accented twin is listed, and the page has ink where it is accented"
+    return "an accented twin is listed, where the page cannot show an accent (an i's dot)"
+
+
+def _proven_bare(mask: int, marks: str) -> bool:
+    """Every band where a twin carries a mark (``mask``,
+    :func:`~pipeline.documents.ocr_lexicon.mark_mask`) is CLEAR in ``marks``."""
+    if mask & OTHER_MARK:
+        return False
+    for position, code in enumerate(marks):
+        if mask >> (2 * position) & 1 and mark_above(code) != CLEAR:
+            return False
+        if mask >> (2 * position + 1) & 1 and mark_below(code) != CLEAR:
+            return False
+    return True
+
+
+def _marked_band(mask: int, marks: str, state: int) -> bool:
+    """Some band where a twin carries a mark is in ``state`` in ``marks``."""
+    for position, code in enumerate(marks):
+        if mask >> (2 * position) & 1 and mark_above(code) == state:
+            return True
+        if mask >> (2 * position + 1) & 1 and mark_below(code) == state:
+            return True
+    return False
+
+
+def _marks_inked(letters: str, marks: str | None, offset: int) -> bool:
+    """Each mark of ``letters`` above or below its letter has INK in that band."""
+    for index, ch in enumerate(letters):
+        kinds = {unicodedata.combining(m) for m in unicodedata.normalize("NFD", ch)[1:]}
+        if not kinds:
+            continue  # bare, or a stroke or ligature (no band shows those)
+        if marks is None:
+            return False
+        code = marks[offset + index]
+        if kinds & _ABOVE and mark_above(code) != INK:
+            return False
+        if kinds & _BELOW and mark_below(code) != INK:
+            return False
+        if kinds - _ABOVE - _BELOW:
+            return False
+    return True
+
+
+_ABOVE = frozenset({230, 232, 233, 234})
+_BELOW = frozenset({202, 220})
 
 
 def unverified(path: str, detail: str) -> Reason:
@@ -277,10 +384,13 @@ def ocr_reasons(
     min_confidence: float = DEFAULT_MIN_CONFIDENCE,
     checked_min_confidence: float = DEFAULT_CHECKED_MIN_CONFIDENCE,
     lexicon: OcrLexicon | None = None,
+    proofs: list[ValueProof] | None = None,
 ) -> tuple[Reason, ...]:
     """One ``ocr_unverified`` reason per value of ``extraction`` (grounded in ``text``)
     OCR read without enough certainty. ``lexicon``: the word lists descriptions are
-    held against (:func:`default_lexicon` unless given)."""
+    held against (:func:`default_lexicon` unless given). ``proofs``, where given,
+    receives one :class:`~pipeline.validation.ValueProof` (rule :data:`BARE_RULE`) per
+    description whose bare words only the page image vouched for."""
     if not read_by_ocr:
         return ()
     if confidences is None:
@@ -336,17 +446,27 @@ def ocr_reasons(
             else None
         )
         for i, item in items:
+            bare: list[str] = []
             doubtful = _uncertain_words(
-                item.description, item.evidence, pages, confidences, lexicon, language
+                item.description, item.evidence, pages, confidences, lexicon, language, bare
             )
+            if bare and proofs is not None:
+                proofs.append(
+                    ValueProof(
+                        f"line_items[{i}].description",
+                        BARE_RULE,
+                        f"read bare, listed with an accented twin ({language}), no ink where"
+                        f" the twin is marked: {', '.join(bare[:5])}",
+                    )
+                )
             if doubtful is None:
                 reasons.append(unverified(f"line_items[{i}]", "description not found in its row"))
             elif doubtful:
                 reasons.append(
                     unverified(
                         f"line_items[{i}].description",
-                        f"OCR may have lost an accent of {', '.join(doubtful[:3])!r}: "
-                        f"not listed unaccented in {language or 'any word list'}",
+                        f"OCR may have lost or added an accent ({language or 'no language'}):"
+                        f" {'; '.join(doubtful[:3])}",
                     )
                 )
     name = extraction.supplier.name

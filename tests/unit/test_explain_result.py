@@ -92,3 +92,23 @@ def test_a_credit_note_is_explained_as_one_with_the_invoice_it_credits() -> None
         "  preceding_invoice = '2018133'  <- xml"
         " /ubl:CreditNote/cac:BillingReference/cac:InvoiceDocumentReference/cbc:ID" in lines
     )
+
+
+def test_a_description_the_page_image_proved_bare_is_explained_by_its_rule() -> None:
+    proof = {
+        "field": "line_items[0].description",
+        "rule": "documents.ocr_bare_proven",
+        "detail": "read bare, listed with an accented twin (fra), no ink where the twin"
+        " is marked: de",
+    }
+    stored = {
+        "result": {},
+        "validation": {"decision": "SUCCEEDED", "reasons": [], "proofs": [proof]},
+        "decision": "SUCCEEDED",
+    }
+    section = result_section(stored, [{"engine": "oracle"}], [])
+    assert section is not None and section["proofs"] == [proof]
+    assert result_lines(section)[-1] == (
+        "  proven line_items[0].description (documents.ocr_bare_proven): read bare, listed"
+        " with an accented twin (fra), no ink where the twin is marked: de"
+    )

@@ -152,6 +152,40 @@ def test_a_description_word_the_list_spells_with_an_accent_is_not_proven(
     assert "bracket" in result.report.reasons[0].detail
 
 
+def _marked(text: str, word: str, marks: str) -> OcrConfidences:
+    """Every word read at 96; ``word`` with the page's ``marks`` (the others none)."""
+    plain = confidences(text)
+    page = text.split("\f")
+    return dataclasses.replace(
+        plain,
+        words=tuple(
+            dataclasses.replace(w, marks=marks) if page[w.page - 1][w.start : w.end] == word else w
+            for w in plain.words
+        ),
+    )
+
+
+def test_a_twinned_word_the_page_shows_bare_is_proven_and_explained(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ "bracket" has the listed twin "brackét": no ink above its e (the twin's mark)
+    proves the bare reading; the proof is kept in the report for ``explain``."""
+    monkeypatch.setattr(ocr_proof, "default_lexicon", lambda: LEXICON)
+    result = scanned(_marked(INV.ocr_text, "bracket", "4444444"))  # every band clear
+    assert ocr_fields(result) == []
+    assert result.report.decision is Decision.SUCCEEDED
+    (proof,) = result.report.proofs
+    assert (proof.field, proof.rule) == ("line_items[0].description", "documents.ocr_bare_proven")
+    assert "bracket" in proof.detail
+    assert result.report.as_dict()["proofs"][0]["rule"] == "documents.ocr_bare_proven"
+    # ink above the e (code 7: above ink, below clear) where the twin has its accent
+    inked = scanned(_marked(INV.ocr_text, "bracket", "4444474"))
+    assert ocr_fields(inked) == ["line_items[0].description"]
+    assert inked.report.proofs == ()
+    # ink above the k, where no twin is accented, proves nothing against it
+    assert ocr_fields(scanned(_marked(INV.ocr_text, "bracket", "4444744"))) == []
+
+
 def test_a_description_word_no_list_holds_is_not_proven(monkeypatch: pytest.MonkeyPatch) -> None:
     words = [w for w in LEXICON_WORDS if w != "hosting"]
     monkeypatch.setattr(ocr_proof, "default_lexicon", lambda: OcrLexicon({"eng": words}))
@@ -216,7 +250,15 @@ def test_confidences_are_read_from_the_kept_words() -> None:
         frozenset({2}), (WordConfidence(2, 0, 7, 91.5), WordConfidence(2, 8, 9, 40.0))
     )
     assert OcrConfidences.from_words(None) is None  # kept before migration 025
-    assert OcrConfidences.from_words({**words, "version": 2}) is None
+    assert OcrConfidences.from_words({**words, "version": 3}) is None
+    # version 2 keeps each OCR word's marks (pipeline.documents.ocr_marks) after it
+    marked = {
+        "version": 2,
+        "pages": [{"number": 1, "words": [[0, 2, 0.1, 0.1, 0.2, 0.12, 96.0, "14"]]}],
+    }
+    assert OcrConfidences.from_words(marked) == OcrConfidences(
+        frozenset({1}), (WordConfidence(1, 0, 2, 96.0, "14"),)
+    )
 
 
 @pytest.mark.ocr
