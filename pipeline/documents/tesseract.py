@@ -125,23 +125,25 @@ def run_tesseract(
         OcrPageTimeout: tesseract ran past ``seconds`` (it is killed).
         DocumentRefused: ``unreadable_document``, tesseract could not read the image.
     """
-    argv = [
-        binary,
-        "stdin",
-        "stdout",
-        "-l",
-        languages,
-        "--psm",
-        str(PAGE_SEGMENTATION),
-        "--dpi",
-        str(dpi),
-        "tsv",
-    ]
-    done = _run(argv, png, binary=binary, seconds=seconds, page=page)
+    argv = _argv(binary, "stdout", languages, dpi, "tsv")
+    done = _checked(_run(argv, png, binary=binary, seconds=seconds, page=page), page)
+    return done.stdout.decode("utf-8", "replace")
+
+
+def _argv(binary: str, output: str, languages: str, dpi: int, *configs: str) -> list[str]:
+    """tesseract's command line: the image from stdin, ``output`` (stdout or a file
+    base), the page segmentation and resolution, then ``configs``."""
+    segmentation = ["--psm", str(PAGE_SEGMENTATION), "--dpi", str(dpi)]
+    return [binary, "stdin", output, "-l", languages, *segmentation, *configs]
+
+
+def _checked(
+    done: subprocess.CompletedProcess[bytes], page: int
+) -> subprocess.CompletedProcess[bytes]:
     if done.returncode != 0:
         detail = done.stderr.decode("utf-8", "replace").strip()[-500:]
         raise DocumentRefused("unreadable_document", f"tesseract, page {page}: {detail}")
-    return done.stdout.decode("utf-8", "replace")
+    return done
 
 
 def read_page(
@@ -154,25 +156,8 @@ def read_page(
     """
     with tempfile.TemporaryDirectory(prefix="fenceline-ocr-") as folder:
         base = os.path.join(folder, "page")
-        argv = [
-            binary,
-            "stdin",
-            base,
-            "-l",
-            languages,
-            "--psm",
-            str(PAGE_SEGMENTATION),
-            "--dpi",
-            str(dpi),
-            "-c",
-            "hocr_char_boxes=1",
-            "tsv",
-            "hocr",
-        ]
-        done = _run(argv, png, binary=binary, seconds=seconds, page=page)
-        if done.returncode != 0:
-            detail = done.stderr.decode("utf-8", "replace").strip()[-500:]
-            raise DocumentRefused("unreadable_document", f"tesseract, page {page}: {detail}")
+        argv = _argv(binary, base, languages, dpi, "-c", "hocr_char_boxes=1", "tsv", "hocr")
+        _checked(_run(argv, png, binary=binary, seconds=seconds, page=page), page)
         try:
             with open(f"{base}.tsv", encoding="utf-8", errors="replace") as tsv:
                 text = tsv.read()
