@@ -27,8 +27,9 @@ _YEAR = re.compile(r"(?:19|20)\d\d")
 
 #: What may continue a number past one space ("684 30", "2024 / 17"): a digit or a slash.
 _CONTINUES = re.compile(r" [\d/-]")
-#: What may open a number before one space ("INV 4186", "RE 2024-17"): capitals alone.
-_OPENS = re.compile(r"(?:^|\s)[A-ZÄÖÜÉÈ]{2,6} $")
+#: What may open a number before one space ("INV 4186", "RE 2024-17", a series letter
+#: "F 604"): capitals alone, one letter or a few.
+_OPENS = re.compile(r"(?:^|\s)[A-ZÄÖÜÉÈ]{1,6} $")
 
 
 def _cut_from_longer(f: Found) -> bool:
