@@ -267,10 +267,11 @@ async def test_a_scans_words_are_kept_with_its_text_and_box_its_evidence(
     (page,) = kept["words"]["pages"]
     assert page["number"] == 1 and len(page["words"]) > 50
     text = kept["content"]
-    for start, end, left, top, right, bottom, confidence in page["words"]:
+    for start, end, left, top, right, bottom, confidence, marks in page["words"]:
         assert text[start:end].strip() == text[start:end] != ""
         assert 0 <= left < right <= 1 and 0 <= top < bottom <= 1
         assert 0 <= confidence <= 100
+        assert marks is None or len(marks) == end - start  # ink above/below each character
     assert f'<img src="/console/jobs/{job}/pages/1.png"' in html
     assert {"invoice_number", "supplier.name"} <= set(_EVBOX.findall(html))
 
