@@ -18,7 +18,7 @@ import sys
 from datetime import date
 from pathlib import Path
 
-from benchmarks.eval.dataset import record_from_generated
+from benchmarks.eval.generated import record_from_generated
 from benchmarks.invoices.files import SCAN_FORMATS, RenderedFile, render_pdf, render_scan
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_corpus
 

@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from benchmarks.eval.dataset import export_dataset
+from benchmarks.eval.generated import export_dataset
 from benchmarks.invoices.generator import GeneratedInvoice, generate_invoice
 
 FIRST_SEED = 6000

@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from benchmarks.eval.dataset import Case, Truth
+from benchmarks.eval.dataset import Case
 from benchmarks.eval.engines import EngineAnswer, ExtractFn
+from benchmarks.eval.truth import Truth
 from pipeline.errors import MalformedOutput
 from pipeline.extraction import document_in_prompt, shown_document
 from pipeline.extraction.answer import Answer, ItemRef, dump_answer

@@ -50,7 +50,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.eval.dataset import Case, export_dataset, generated_cases, load_dataset
+from benchmarks.eval.dataset import Case, load_dataset
 from benchmarks.eval.engines import (
     EngineAnswer,
     ExtractFn,
@@ -59,6 +59,7 @@ from benchmarks.eval.engines import (
     replay_extract,
     with_adapter,
 )
+from benchmarks.eval.generated import export_dataset, generated_cases
 from benchmarks.eval.oracle import oracle_extract
 from benchmarks.eval.report import Progress, plot, render_text, summarise
 from benchmarks.eval.scoring import FIELDS, OUTCOMES, evaluate_one

@@ -34,9 +34,10 @@ from typing import Any
 
 import httpx
 
-from benchmarks.eval.dataset import Case, Truth
+from benchmarks.eval.dataset import Case
 from benchmarks.eval.engines import ExtractFn
 from benchmarks.eval.partial_json import parse_prefix, salvage
+from benchmarks.eval.truth import Truth
 from pipeline.errors import FencelineError, MalformedOutput
 from pipeline.extraction import DEFAULT_CONTRACT, prepare_call
 from pipeline.invoice import (

@@ -15,8 +15,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from benchmarks.eval.dataset import truth_from_extraction
 from benchmarks.eval.scoring import FIELDS, extraction_values, truth_values
+from benchmarks.eval.truth import truth_from_extraction
 from benchmarks.fuzz.answers import ITEM_DESCRIPTION, decoys, perfect
 from benchmarks.fuzz.cases import DEFAULT_MAX_LINE_ITEMS, FuzzCase, fuzz_case
 from benchmarks.fuzz.transforms import FAMILY_NAMES, TRANSFORMS, draw_family

@@ -13,12 +13,8 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from benchmarks.eval.dataset import (
-    EvalRecord,
-    MasterData,
-    MasterSupplier,
-    truth_from_extraction,
-)
+from benchmarks.eval.dataset import EvalRecord
+from benchmarks.eval.truth import MasterData, MasterSupplier, truth_from_extraction
 from benchmarks.fuzz.facts import facts_of
 from benchmarks.fuzz.render import render
 from benchmarks.fuzz.transforms import GENERATOR, apply_family

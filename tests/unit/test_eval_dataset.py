@@ -19,8 +19,9 @@ import pytest
 
 import benchmarks.eval.run as eval_cli
 from benchmarks.eval.bounds import false_accept_bound
-from benchmarks.eval.dataset import Case, load_dataset, parse_line, record_from_generated
+from benchmarks.eval.dataset import Case, load_dataset, parse_line
 from benchmarks.eval.engines import EngineAnswer, ExtractFn
+from benchmarks.eval.generated import record_from_generated
 from benchmarks.eval.scoring import evaluate_one, truth_values
 from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_corpus
 from pipeline.extraction import answer_for, document_in_prompt, shown_document

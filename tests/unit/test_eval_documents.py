@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.eval.dataset import load_dataset, record_from_generated
+from benchmarks.eval.dataset import load_dataset
+from benchmarks.eval.generated import record_from_generated
 from benchmarks.eval.run import main as eval_main
 from benchmarks.invoices.generator import generate_invoice
 from pipeline.documents import read_pdf_text

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from benchmarks.eval.dataset import generated_cases
+from benchmarks.eval.generated import generated_cases
 from benchmarks.eval.oracle import oracle_answer, oracle_extract
 from benchmarks.eval.scoring import evaluate_one
 from benchmarks.invoices.generator import Variant, generate_invoice

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.eval.dataset import load_dataset, parse_line, truth_from_extraction
+from benchmarks.eval.dataset import load_dataset, parse_line
 from benchmarks.eval.scoring import extraction_values, judge, truth_values
+from benchmarks.eval.truth import truth_from_extraction
 from pipeline.invoice import Extraction
 from pipeline.validation import Decision
 from tests.support.einvoices import decide_xml
