@@ -25,7 +25,7 @@ from typing import Any
 from benchmarks.corpus.cii import InvoiceFacts, ItemFacts, NotCrossIndustryInvoice, read_cii
 from benchmarks.corpus.holdable import Obstacle, obstacles
 from benchmarks.corpus.pdf import embedded_xml, text_layer
-from pipeline.invoice import COLLECTED_PAYMENT_MEANS
+from pipeline.invoice import COLLECTED_PAYMENT_MEANS, DIRECT_DEBIT_PAYMENT_MEANS
 
 
 class NoTruth(ValueError):
@@ -94,7 +94,8 @@ def v3_truth(facts: InvoiceFacts) -> dict[str, Any]:
     amounts where the amount due is not the gross total; ``tax_currency`` and
     ``tax_total_in_tax_currency`` where VAT is accounted in another currency;
     ``payment_means`` where every means the XML states is one by which the supplier
-    collects (card, direct debit: the first of them). An allowance or charge without
+    collects (card, direct debit: the first of them), with a direct debit's mandate
+    reference and debited account where stated. An allowance or charge without
     indicator, amount or rate has no form in the truth and is left out; the invoice is
     not holdable anyway (it has allowances or charges, an obstacle under contract v2).
     The seller's tax number goes into ``supplier`` (:func:`truth_of`), a line's own
@@ -129,6 +130,10 @@ def v3_truth(facts: InvoiceFacts) -> dict[str, Any]:
     codes = facts.payment_means
     if codes and set(codes) <= COLLECTED_PAYMENT_MEANS:
         out["payment_means"] = codes[0]
+        if codes[0] in DIRECT_DEBIT_PAYMENT_MEANS:
+            debit = {"mandate_reference": facts.mandate_reference,
+                     "debited_account": facts.debited_account}  # fmt: skip
+            out.update({k: v for k, v in debit.items() if v is not None})
     return out
 
 
