@@ -1,18 +1,21 @@
-"""Extracted personal data sealed inside a stored result: the IBAN.
+"""Extracted personal data sealed inside a stored result: the IBAN, and the account a
+direct debit debits.
 
 A result is a JSON document (``extraction_results.result``) that SQL reads in
 places (the console's supplier search, the credit-note filter, the delivery body it
-builds); the IBAN is the personal datum the issue names and no SQL reads it. So the
-``iban`` member alone is sealed: in place of its object (``{"value": ...,
-"evidence": {...}}``) the stored result holds one sealed token, the object's JSON
-text sealed under the tenant's data key (:mod:`pipeline.data_keys`) with associated
-data naming the tenant and :func:`result_subject` (the job), so a token copied to
-another job's or tenant's result does not open.
+builds); the IBAN is the personal datum the issue names and no SQL reads it, and a
+direct debit's debited account (contract v3's ``debited_account``, EN 16931 BT-91: the
+buyer's account, read from an e-invoice's XML) is the same kind of datum. So those
+members alone are sealed (:data:`SEALED_FIELDS`): in place of each one's object
+(``{"value": ..., "evidence": {...}}``) the stored result holds one sealed token, the
+object's JSON text sealed under the tenant's data key (:mod:`pipeline.data_keys`) with
+associated data naming the tenant and :func:`result_subject` (the job and the member),
+so a token copied to another job's, tenant's or member's place does not open.
 
 Invariants:
 
-* **No escape is needed**: ``iban`` is an object or null in every result; a string
-  there is a sealed token. A result written before sealing (or with no KEK
+* **No escape is needed**: ``iban`` and ``debited_account`` are an object or null in
+  every result; a string there is a sealed token. A result written before sealing (or with no KEK
   configured) holds the object and reads as it is.
 * **Sealed once, where a result is written** (the worker's settle, one at a time or
   in a batch, and a reviewer's correction), **opened in Python where a result leaves
@@ -23,7 +26,7 @@ Invariants:
   with the JSON text that was sealed, which is fixed, so every attempt signs and
   sends the same bytes. The sealed text is written as PostgreSQL writes ``jsonb``
   (:func:`jsonb_text`), so the body is the one an unsealed result would have given.
-* Crypto-shredding the tenant's data key makes the IBAN unreadable with its text:
+* Crypto-shredding the tenant's data key makes the sealed members unreadable with its text:
   :meth:`~pipeline.data_keys.DataKeys.open_text` raises
   :class:`~pipeline.errors.DataKeyShredded`.
 """
@@ -44,7 +47,7 @@ from pipeline.errors import DataKeyNotHere, DataKeyShredded, DataKeyUnavailable
 UNREADABLE = (DataKeyShredded, DataKeyNotHere, DataKeyUnavailable)
 
 #: The result members sealed at rest (each an object or null when open).
-SEALED_FIELDS = ("iban",)
+SEALED_FIELDS = ("iban", "debited_account")
 
 
 def result_subject(job_id: uuid.UUID, field: str) -> str:

@@ -1,6 +1,7 @@
 """E-invoices as ``fenceline eval --dataset`` lines, one family per source and profile.
 
-A record's truth is its XML's (:mod:`benchmarks.corpus.cii`), its ``ocr_text`` the PDF's
+A record's truth is its XML's (:mod:`benchmarks.corpus.cii`), contract v3's values
+included (:func:`v3_truth`), its ``ocr_text`` the PDF's
 text layer, its ``expected_decision`` ``SUCCEEDED`` only where contract v2 can hold the
 invoice (:mod:`benchmarks.corpus.holdable`); ``notes`` names every obstacle otherwise.
 
@@ -21,9 +22,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from benchmarks.corpus.cii import InvoiceFacts, NotCrossIndustryInvoice, read_cii
+from benchmarks.corpus.cii import InvoiceFacts, ItemFacts, NotCrossIndustryInvoice, read_cii
 from benchmarks.corpus.holdable import Obstacle, obstacles
 from benchmarks.corpus.pdf import embedded_xml, text_layer
+from pipeline.invoice import COLLECTED_PAYMENT_MEANS, DIRECT_DEBIT_PAYMENT_MEANS
 
 
 class NoTruth(ValueError):
@@ -50,8 +52,94 @@ def _opt(value: Decimal | None, fmt: Any = _plain) -> str | None:
     return None if value is None else str(fmt(value))
 
 
+def _payable(facts: InvoiceFacts) -> dict[str, str]:
+    """BT-113 to BT-115 as the truth states them: nothing where the gross total is due as
+    it is (no prepaid, no rounding amount other than 0), else the amount due and each of
+    the prepaid and rounding amounts the XML states other than 0. A due equal to the gross
+    total beside a prepaid amount (BR-CO-16 broken) is stated as written."""
+    due, prepaid, rounding = facts.due_payable, facts.prepaid, facts.rounding
+    if due is None or (due == facts.gross_total and not prepaid and not rounding):
+        return {}
+    out = {"amount_due": _money(due)}
+    if prepaid:
+        out["prepaid_amount"] = _money(prepaid)
+    if rounding:
+        out["rounding_amount"] = _money(rounding)
+    return out
+
+
+def _line_v3(item: ItemFacts) -> dict[str, Any]:
+    """A line's contract v3 keys: its own allowances and charges (those inside the price
+    are the price's, already in the net unit price) and a price basis other than 1."""
+    out: dict[str, Any] = {}
+    entries = [
+        {"kind": "charge" if e.charge else "allowance", "amount": _money(e.amount)}
+        for e in item.allowances_charges
+        if e.charge is not None and e.amount is not None
+    ]
+    if entries:
+        out["allowances_charges"] = entries
+    if item.basis_quantity is not None and item.basis_quantity != 1:
+        out["price_basis_quantity"] = _plain(item.basis_quantity)
+    return out
+
+
+def v3_truth(facts: InvoiceFacts) -> dict[str, Any]:
+    """The contract v3 keys of a dataset line's truth (docs/eval-dataset.md), each only
+    where the XML states it, so that a reading without it (a model's, contract v2) misses
+    it and cannot be a right SUCCEEDED.
+
+    ``document_type`` and ``preceding_invoice`` (the first reference with a number);
+    document-level ``allowances_charges`` (logistics charges included); the payable
+    amounts where the amount due is not the gross total; ``tax_currency`` and
+    ``tax_total_in_tax_currency`` where VAT is accounted in another currency;
+    ``payment_means`` where every means the XML states is one by which the supplier
+    collects (card, direct debit: the first of them), with a direct debit's mandate
+    reference and debited account where stated. An allowance or charge without
+    indicator, amount or rate has no form in the truth and is left out; the invoice is
+    not holdable anyway (it has allowances or charges, an obstacle under contract v2).
+    The seller's tax number goes into ``supplier`` (:func:`truth_of`), a line's own
+    entries and price basis into its row.
+    """
+    out: dict[str, Any] = {}
+    if facts.document_type != "invoice":
+        out["document_type"] = facts.document_type
+    preceding = [p for p in facts.preceding_invoices if p.number is not None]
+    if preceding:
+        first = preceding[0]
+        out["preceding_invoice"] = {
+            "number": first.number,
+            "issue_date": first.issue_date.isoformat() if first.issue_date else None,
+        }
+    entries = [
+        {
+            "kind": "charge" if e.charge else "allowance",
+            "amount": _money(e.amount),
+            "tax_rate": _plain(e.tax_rate),
+        }
+        for e in facts.allowances_charges
+        if e.charge is not None and e.amount is not None and e.tax_rate is not None
+    ]
+    if entries:
+        out["allowances_charges"] = entries
+    out.update(_payable(facts))
+    second = facts.tax_currency
+    if second not in (None, facts.currency) and facts.tax_total_in_tax_currency is not None:
+        out["tax_currency"] = second
+        out["tax_total_in_tax_currency"] = _money(facts.tax_total_in_tax_currency)
+    codes = facts.payment_means
+    if codes and set(codes) <= COLLECTED_PAYMENT_MEANS:
+        out["payment_means"] = codes[0]
+        if codes[0] in DIRECT_DEBIT_PAYMENT_MEANS:
+            debit = {"mandate_reference": facts.mandate_reference,
+                     "debited_account": facts.debited_account}  # fmt: skip
+            out.update({k: v for k, v in debit.items() if v is not None})
+    return out
+
+
 def truth_of(facts: InvoiceFacts) -> dict[str, Any]:
-    """The ``truth`` object of a dataset line (docs/eval-dataset.md).
+    """The ``truth`` object of a dataset line (docs/eval-dataset.md), contract v3's keys
+    where the XML states them (:func:`v3_truth`).
 
     Raises:
         NoTruth: a value the format requires is absent (invoice number, issue date,
@@ -71,8 +159,11 @@ def truth_of(facts: InvoiceFacts) -> dict[str, Any]:
         raise NoTruth("an item has no amount or no tax rate")
     assert facts.issue_date and facts.net_total is not None and facts.tax_total is not None
     assert facts.gross_total is not None
+    supplier: dict[str, Any] = {"name": facts.seller_name, "vat_id": facts.seller_vat_id}
+    if facts.seller_tax_number:
+        supplier["tax_number"] = facts.seller_tax_number
     return {
-        "supplier": {"name": facts.seller_name, "vat_id": facts.seller_vat_id},
+        "supplier": supplier,
         "invoice_number": facts.invoice_number,
         "issue_date": facts.issue_date.isoformat(),
         "due_date": due.isoformat() if (due := facts.payable_date) else None,
@@ -89,6 +180,7 @@ def truth_of(facts: InvoiceFacts) -> dict[str, Any]:
                 "line_amount": _opt(i.line_amount, _money),
                 "tax_rate": _opt(i.tax_rate),
             }
+            | _line_v3(i)
             for i in facts.items
         ],
         "tax_lines": [
@@ -96,7 +188,7 @@ def truth_of(facts: InvoiceFacts) -> dict[str, Any]:
             for t in facts.tax_lines
             if t.rate is not None and t.base is not None and t.amount is not None
         ],
-    }
+    } | v3_truth(facts)
 
 
 def source_of(path: str) -> str:

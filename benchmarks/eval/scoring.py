@@ -65,6 +65,8 @@ V3_SCALAR_FIELDS = (
     *PAYABLE_FIELDS,
     *TAX_CURRENCY_FIELDS,
     "payment_means",
+    "mandate_reference",
+    "debited_account",
 )
 ALLOWANCE_FIELDS = ("kind", "amount", "tax_rate")
 LINE_ALLOWANCE_FIELDS = ("kind", "amount")

@@ -176,6 +176,9 @@ class Truth(_Strict):
     tax_total_in_tax_currency: DecimalStr | None = None
     #: The payment means code (UNTDID 4461) where the supplier collects (card, debit).
     payment_means: Text | None = None
+    #: A direct debit's mandate reference (BT-89) and the account it debits (BT-91).
+    mandate_reference: Text | None = None
+    debited_account: Text | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The truth as a dataset line states it: every required key (a null kept), and
@@ -280,4 +283,6 @@ def truth_from_extraction(e: Extraction) -> Truth:
         tax_currency=value(e.tax_currency),
         tax_total_in_tax_currency=value(e.tax_total_in_tax_currency),
         payment_means=value(e.payment_means),
+        mandate_reference=value(e.mandate_reference),
+        debited_account=value(e.debited_account),
     )

@@ -259,7 +259,13 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         if _text(el := _path(means, "PayeePartyCreditorFinancialAccount", "IBANID"))
     ]
     ibans = tuple((_text(el) or "").replace(" ", "").upper() for el in iban_elements)
+    debited = [
+        el
+        for means in _children(settlement, "SpecifiedTradeSettlementPaymentMeans")
+        if _text(el := _path(means, "PayerPartyDebtorFinancialAccount", "IBANID"))
+    ]
     terms = list(_children(settlement, "SpecifiedTradePaymentTerms"))
+    mandates = [el for t in terms if _text(el := _child(t, "DirectDebitMandateID"))]
     due_elements = [
         (d, el) for t in terms if (d := _date(el := _child(t, "DueDateDateTime"))) is not None
     ]
@@ -292,6 +298,8 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         "amount_due": _child(summation, "DuePayableAmount"),
         "tax_currency": tax_currency_el,
         "payment_means": means_codes[0] if means_codes else None,
+        "mandate_reference": mandates[0] if mandates else None,
+        "debited_account": debited[0] if debited else None,
         "tax_total_in_tax_currency": in_tax_currency[0] if len(in_tax_currency) == 1 else None,
     }
     return InvoiceFacts(
@@ -320,6 +328,8 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         due_payable=_decimal(_child(summation, "DuePayableAmount")),
         rounding=_decimal(_child(summation, "RoundingAmount")),
         payment_means=tuple(_text(el) or "" for el in means_codes),
+        mandate_reference=_text(mandates[0]) if mandates else None,
+        debited_account=(_text(debited[0]) or "").replace(" ", "") if debited else None,
         tax_total_in_tax_currency=(
             _decimal(in_tax_currency[0]) if len(in_tax_currency) == 1 else None
         ),

@@ -46,6 +46,7 @@ from pipeline.extraction.xml_schema import check_schema
 from pipeline.extraction.xml_tree import NotAnEInvoice, parse_xml
 from pipeline.invoice import (
     COLLECTED_PAYMENT_MEANS,
+    DIRECT_DEBIT_PAYMENT_MEANS,
     NOT_SUBJECT_TO_VAT,
     AllowanceCharge,
     Evidence,
@@ -311,6 +312,7 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
     second = facts.tax_currency if facts.tax_currency not in (None, facts.currency) else None
     codes = facts.payment_means
     collected = codes[0] if codes and set(codes) <= COLLECTED_PAYMENT_MEANS else None
+    debit = collected in DIRECT_DEBIT_PAYMENT_MEANS
     return Extraction(
         supplier=Supplier(
             name=evidenced("supplier.name", EvidencedText, facts.seller_name),
@@ -343,6 +345,12 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
         amount_due=evidenced("amount_due", EvidencedAmount, payable.get("amount_due")),
         tax_currency=evidenced("tax_currency", EvidencedCurrency, second),
         payment_means=evidenced("payment_means", EvidencedText, collected),
+        mandate_reference=evidenced(
+            "mandate_reference", EvidencedText, facts.mandate_reference if debit else None
+        ),
+        debited_account=evidenced(
+            "debited_account", EvidencedText, facts.debited_account if debit else None
+        ),
         tax_total_in_tax_currency=evidenced(
             "tax_total_in_tax_currency",
             EvidencedAmount,

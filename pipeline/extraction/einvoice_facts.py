@@ -179,6 +179,14 @@ class InvoiceFacts:
     #: The payment means codes (BT-81, UNTDID 4461) in document order: CII
     #: ``SpecifiedTradeSettlementPaymentMeans/TypeCode``, UBL ``PaymentMeansCode``.
     payment_means: tuple[str, ...] = field(default=())
+    #: BT-89, the direct debit's mandate reference (the first stated): CII
+    #: ``SpecifiedTradePaymentTerms/DirectDebitMandateID``, UBL
+    #: ``PaymentMeans/PaymentMandate/ID``.
+    mandate_reference: str | None = None
+    #: BT-91, the account a direct debit debits, the buyer's (the first stated, spaces
+    #: removed): CII ``SpecifiedTradeSettlementPaymentMeans/PayerPartyDebtorFinancialAccount/
+    #: IBANID``, UBL ``PaymentMeans/PaymentMandate/PayerFinancialAccount/ID``.
+    debited_account: str | None = None
 
     @property
     def profile(self) -> str:

@@ -219,6 +219,9 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
         for m in means
         if (iban := _iban(account := child(m, "PayeeFinancialAccount"))) is not None
     ]
+    mandates = [m for pm in means if (m := child(pm, "PaymentMandate")) is not None]
+    mandate_ids = [el for m in mandates if text(el := child(m, "ID"))]
+    debited = [el for m in mandates if text(el := path(m, "PayerFinancialAccount", "ID"))]
     due_el = child(root, "DueDate")
     if due_el is None:  # a CreditNote states its due date with the payment means
         due_el = next((d for m in means if (d := child(m, "PaymentDueDate")) is not None), None)
@@ -245,6 +248,8 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
         "amount_due": child(totals, "PayableAmount"),
         "tax_currency": tax_currency_el,
         "payment_means": means_codes[0] if means_codes else None,
+        "mandate_reference": mandate_ids[0] if mandate_ids else None,
+        "debited_account": debited[0] if debited else None,
         "tax_total_in_tax_currency": in_tax_currency[0] if len(in_tax_currency) == 1 else None,
     }
     return InvoiceFacts(
@@ -271,6 +276,8 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
         due_payable=decimal(child(totals, "PayableAmount")),
         rounding=decimal(child(totals, "PayableRoundingAmount")),
         payment_means=tuple(text(el) or "" for el in means_codes),
+        mandate_reference=text(mandate_ids[0]) if mandate_ids else None,
+        debited_account=(text(debited[0]) or "").replace(" ", "") if debited else None,
         tax_total_in_tax_currency=(
             decimal(in_tax_currency[0]) if len(in_tax_currency) == 1 else None
         ),

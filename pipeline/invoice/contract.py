@@ -106,6 +106,12 @@ CONTRACT_V3 = "fenceline.extraction/3"
 #: debit, 54 credit card, 55 debit card, 59 SEPA direct debit): the buyer pays no
 #: account of the supplier's, so such an invoice needs no IBAN.
 COLLECTED_PAYMENT_MEANS = frozenset({"48", "49", "54", "55", "59"})
+#: The direct debits among them (49 direct debit, 59 SEPA direct debit): the supplier
+#: debits the buyer's account under a mandate (EN 16931 BG-19).
+DIRECT_DEBIT_PAYMENT_MEANS = frozenset({"49", "59"})
+#: Contract v3's direct debit: the mandate reference (BT-89) and the debited account
+#: (BT-91), set only with a direct debit payment means.
+DIRECT_DEBIT_FIELDS = ("mandate_reference", "debited_account")
 #: Contract v3's amounts after the gross total (EN 16931 BT-113, BT-114, BT-115).
 PAYABLE_FIELDS = ("prepaid_amount", "rounding_amount", "amount_due")
 #: Contract v3's second currency: the VAT accounting currency (BT-6) and the tax total in
@@ -305,6 +311,7 @@ class Extraction(V3Model):
         "document_type",
         "preceding_invoice",
         "payment_means",
+        *DIRECT_DEBIT_FIELDS,
         *PAYABLE_FIELDS,
         *TAX_CURRENCY_FIELDS,
     )
@@ -344,6 +351,13 @@ class Extraction(V3Model):
     #: supplier collects (:data:`COLLECTED_PAYMENT_MEANS`: card, direct debit), so the
     #: ERP never pays such an invoice by transfer.
     payment_means: EvidencedText | None = None
+    #: A direct debit's mandate reference (BT-89) and the account it debits (BT-91, the
+    #: buyer's, usually an IBAN), contract v3: set only where ``payment_means`` is a
+    #: direct debit (:data:`DIRECT_DEBIT_PAYMENT_MEANS`) and the XML states them. The
+    #: debited account is personal data: sealed where results are stored
+    #: (:mod:`pipeline.sealed_results`), as the IBAN is.
+    mandate_reference: EvidencedText | None = None
+    debited_account: EvidencedText | None = None
 
     def not_subject_to_vat(self) -> bool:
         """Whether the invoice is not subject to VAT (contract v3): its one tax line is of

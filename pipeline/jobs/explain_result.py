@@ -50,7 +50,8 @@ def _value_at(result: dict[str, Any], path: str) -> Any:
 def evidenced_fields(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[str, Any] | None]]:
     """(field, value, evidence) of every evidenced value: the header, the preceding
     invoice a credit note names, the prepaid amount and amount due, a second (tax)
-    currency, the payment means where the supplier collects, then rows. The header
+    currency, the payment means where the supplier collects (a direct debit's mandate
+    reference and debited account with it), then rows. The header
     includes the seller's tax number (contract v3) where the result holds one."""
     for name in _PRINTED:
         node = _value_at(result, name)
@@ -66,6 +67,8 @@ def evidenced_fields(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[st
         "tax_currency",
         "tax_total_in_tax_currency",
         "payment_means",
+        "mandate_reference",
+        "debited_account",
     ):
         node = result.get(name)
         if isinstance(node, dict):

@@ -504,6 +504,57 @@ async def test_a_corrected_iban_is_sealed_in_the_correction_and_shown_opened(
     assert [ch["before"] for ch in correction["changes"] if ch["field"] == "iban"] == [iban]
 
 
+#: A direct debit's debited account (the buyer's, EN 16931 BT-91) and its mandate, as the
+#: e-invoice reader writes them (evidence an XML path).
+DEBITED = "DE02120300000000202051"
+
+
+def _debit_result(number: str) -> dict[str, Any]:
+    def xml(path: str) -> dict[str, Any]:
+        return {"page": 0, "start": 0, "end": 0, "quote": path, "match": "xml"}
+
+    return {
+        "invoice_number": {"value": number, "evidence": xml("/ubl:Invoice/cbc:ID")},
+        "payment_means": {"value": "59", "evidence": xml("/ubl:Invoice/cac:PaymentMeans")},
+        "mandate_reference": {"value": "M-29901-1", "evidence": xml("/ubl:Invoice/m/cbc:ID")},
+        "debited_account": {"value": DEBITED, "evidence": xml("/ubl:Invoice/m/a/cbc:ID")},
+    }
+
+
+async def test_a_direct_debits_account_is_sealed_as_the_iban_is(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    """The account a direct debit debits is sealed at rest in the result and its delivery
+    body, and opened by the result API and ``explain``; the mandate reference is not."""
+    settings = settings_for(dsn, state_dir=tmp_path, kek=KEK_A)
+    tk = await tenant_with_key(pool)
+    await reserve_receiver(dsn, registry_for(pool), tk.tenant)
+    store = JobStore(pool, Settings(kek=KEK_A, lease_seconds=30))
+    store.settle_hooks.add(delivery_settle_hook)
+    job = await store.accept(request(tk.tenant, text="INVOICE R-debit"))
+    [lease] = await store.claim("w")
+    await store.succeed(lease, result=_debit_result("R-debit"))
+    async with pool.acquire() as conn:
+        stored = await conn.fetchval(
+            "SELECT result FROM extraction_results WHERE job_id = $1", job.job_id
+        )
+        body = bytes(
+            await conn.fetchval("SELECT body FROM deliveries WHERE job_id = $1", job.job_id)
+        )
+    assert stored["debited_account"].startswith(ARMOR) and "DE02" not in stored["debited_account"]
+    assert stored["mandate_reference"]["value"] == "M-29901-1"
+    assert DEBITED.encode() not in body and stored["debited_account"].encode() in body
+    assert (await table_hits(pool, [DEBITED], skip=SKIPPED))[DEBITED] == []
+    app = create_app(settings, pool=pool)
+    async with asgi_client(app) as client:
+        response = await client.get(f"{JOBS}/{job.job_id}/result", headers=tk.headers)
+    assert response.status_code == 200, response.text
+    assert response.json()["result"]["debited_account"] == _debit_result("x")["debited_account"]
+    explained = await store.explain(job.job_id)
+    [field] = [f for f in explained["result"]["fields"] if f["field"] == "debited_account"]
+    assert field["value"] == DEBITED
+
+
 async def test_the_sealed_iban_text_is_written_as_postgresql_writes_jsonb(
     pool: asyncpg.Pool,
 ) -> None:

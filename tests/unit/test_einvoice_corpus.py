@@ -20,9 +20,19 @@ import pytest
 from benchmarks.corpus.cii import due_date_from_terms, read_cii
 from benchmarks.corpus.command import run
 from benchmarks.corpus.holdable import obstacles, printed_amount
-from benchmarks.corpus.records import CorpusRecord, deduplicate, record_from_pdf, source_of
+from benchmarks.corpus.pdf import embedded_xml
+from benchmarks.corpus.records import (
+    CorpusRecord,
+    deduplicate,
+    record_from_pdf,
+    source_of,
+    truth_of,
+)
 from benchmarks.corpus.tree import CorpusTree, is_corpus_document
 from benchmarks.eval.dataset import parse_line
+from benchmarks.eval.scoring import V3_SCORED_FIELDS, extraction_values, judge, truth_values
+from pipeline.extraction import read_einvoice, read_invoice_xml
+from pipeline.invoice import Extraction, LineItem
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "einvoices"
 SOURCES: dict[str, str] = json.loads((DATA / "sources.json").read_text())
@@ -117,6 +127,146 @@ def test_holdable_lines_are_valid_dataset_lines(records: dict[str, CorpusRecord]
             assert parsed.expected_decision == "SUCCEEDED"
             assert parsed.today == parsed.truth.issue_date
             assert "family" in ignored or parsed.model_dump().get("family")
+
+
+# file: contract v3's values its XML states, read by hand (absent: not stated)
+EXPECTED_V3: dict[str, dict[str, object]] = {
+    "MustangGnuaccountingBeispielRE-20190610_507.pdf": {"tax_number": "22/815/0815/4"},
+    "XRECHNUNG_Einfach.pdf": {"tax_number": "201/113/40209"},  # paid by transfer (58)
+    "EN16931_Rabatte.pdf": {
+        "tax_number": "201/113/40209",
+        "allowances_charges": [
+            {"kind": "allowance", "amount": "1.00", "tax_rate": "19"},
+            {"kind": "allowance", "amount": "13.73", "tax_rate": "7"},
+            {"kind": "charge", "amount": "5.80", "tax_rate": "7"},
+        ],
+        "prepaid_amount": "50.00",
+        "amount_due": "165.07",
+    },
+    "Avoir_FR_type381_BASIC.pdf": {  # prepaid 0.00, due = gross: not stated
+        "document_type": "credit_note",
+        "preceding_invoice": {"number": "FA-2017-0010", "issue_date": "2017-11-13"},
+    },
+    "zugferd_2p0_EXTENDED_Kostenrechnung.pdf": {
+        "tax_number": "201/113/40209",
+        "allowances_charges": [  # the second is a SpecifiedLogisticsServiceCharge
+            {"kind": "allowance", "amount": "21.55", "tax_rate": "19"},
+            {"kind": "charge", "amount": "15.00", "tax_rate": "19"},
+        ],
+    },
+}
+_V3_KEYS = ("document_type", "preceding_invoice", "allowances_charges", "prepaid_amount",
+            "rounding_amount", "amount_due", "tax_currency", "tax_total_in_tax_currency",
+            "payment_means")  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_V3))
+def test_the_truth_states_contract_v3s_values(records: dict[str, CorpusRecord], name: str) -> None:
+    truth, expected = records[name].truth, dict(EXPECTED_V3[name])
+    assert truth["supplier"].get("tax_number") == expected.pop("tax_number", None)
+    assert {k: truth[k] for k in _V3_KEYS if k in truth} == expected
+    # No line of these five has its own entries or a price basis other than 1 (the
+    # Mustang sample states BasisQuantity 1.0000; a discount inside the gross price is
+    # the price's, already in the net unit price).
+    assert all(set(row) == {"description", "quantity", "unit_price", "line_amount",
+                            "tax_rate"} for row in truth["line_items"])  # fmt: skip
+    parsed, _ = parse_line(json.dumps(records[name].line()))
+    assert parsed.truth.as_json() == truth
+
+
+def _as_v2(e: Extraction) -> Extraction:
+    """``e`` without contract v3's values: what a model's answer can hold."""
+    return e.model_copy(
+        update={
+            **{n: Extraction.model_fields[n].default for n in Extraction.v3_fields},
+            "supplier": e.supplier.model_copy(update={"tax_number": None}),
+            "line_items": tuple(
+                i.model_copy(
+                    update={n: LineItem.model_fields[n].default for n in LineItem.v3_fields}
+                )
+                for i in e.line_items
+            ),
+        }
+    )
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_V3))
+def test_a_wrong_or_missing_v3_value_is_a_false_accept(
+    records: dict[str, CorpusRecord], name: str
+) -> None:
+    """The XML's own reading scores every v3 field right; the same reading without its
+    v3 values (a model's, contract v2) misses those the truth states: accepted, a false
+    accept."""
+    xml = embedded_xml(DATA / name)
+    assert xml is not None
+    read = read_einvoice(xml.data).extraction
+    parsed, _ = parse_line(json.dumps(records[name].line()))
+    truth = truth_values(parsed.truth)
+    right = judge("SUCCEEDED", extraction_values(read), truth, None)
+    assert not set(right["differing_fields"]) & set(V3_SCORED_FIELDS)
+    missed = judge("SUCCEEDED", extraction_values(_as_v2(read)), truth, None)
+    assert missed["false_accept"]
+    stated = {k for k in EXPECTED_V3[name] if k != "tax_number"}
+    differing = set(missed["differing_fields"]) & set(V3_SCORED_FIELDS)
+    assert {f.split(".")[0].split("[")[0] for f in differing} == stated | (
+        {"supplier"} if "tax_number" in EXPECTED_V3[name] else set()
+    )
+
+
+def test_the_v3_truth_of_a_credit_note_with_line_entries_and_price_bases() -> None:
+    """Peppol's crediting example (credit_notes, see its NOTICE), read by hand: a credit
+    note of invoice 2018133, line 1 priced per 2 with an allowance of 300 and a charge
+    of 500, line 2 per 5, rounding -0.10."""
+    path = DATA / "credit_notes" / "BIS_Billing_30-Kreditering_med_kreditnota.xml"
+    truth = truth_of(read_invoice_xml(path.read_bytes()))
+    assert truth["document_type"] == "credit_note"
+    assert truth["preceding_invoice"] == {"number": "2018133", "issue_date": "2018-02-08"}
+    assert truth["allowances_charges"] == [
+        {"kind": "allowance", "amount": "1912", "tax_rate": "25"},
+        {"kind": "charge", "amount": "1020", "tax_rate": "25"},
+    ]
+    assert (truth["prepaid_amount"], truth["rounding_amount"], truth["amount_due"]) == (
+        "834.9", "-0.10", "10000",
+    )  # fmt: skip
+    first, second = truth["line_items"][:2]
+    assert first["allowances_charges"] == [
+        {"kind": "allowance", "amount": "300"},
+        {"kind": "charge", "amount": "500"},
+    ]
+    assert (first["price_basis_quantity"], second["price_basis_quantity"]) == ("2", "5")
+
+
+def test_the_v3_truth_of_a_tax_currency_and_a_rounding() -> None:
+    """KoSIT 02.01a-cvd (currencies): EUR, VAT accounted in GBP, 2048437.50 GBP of tax;
+    KoSIT 01.17a (payable): rounding 0.01, 336.91 due, nothing prepaid."""
+    for name in ("02.01a-cvd_INVOICE_ubl.xml", "02.01a-cvd_INVOICE_uncefact.xml"):
+        truth = truth_of(read_invoice_xml((DATA / "currencies" / name).read_bytes()))
+        assert (truth["currency"], truth["tax_currency"]) == ("EUR", "GBP")
+        assert truth["tax_total_in_tax_currency"] == "2048437.50"
+        assert truth["supplier"]["tax_number"] == "123/456/789"
+    for name in ("01.17a-INVOICE_ubl.xml", "01.17a-INVOICE_uncefact.xml"):
+        truth = truth_of(read_invoice_xml((DATA / "payable" / name).read_bytes()))
+        assert (truth["rounding_amount"], truth["amount_due"]) == ("0.01", "336.91")
+        assert "prepaid_amount" not in truth and "payment_means" not in truth  # transfer
+
+
+@pytest.mark.parametrize(("codes", "stated"), [(["59"], "59"), (["49"], "49"),
+                                                (["58", "59"], None)])  # fmt: skip
+def test_the_v3_truth_states_a_payment_means_the_supplier_collects(
+    codes: list[str], stated: str | None
+) -> None:
+    """KoSIT 01.17a in UBL, its transfer (58) rewritten: a SEPA direct debit (59) or a
+    direct debit (49) is stated; a transfer beside a debit is not one the supplier
+    collects alone, so nothing is."""
+    xml = (DATA / "payable" / "01.17a-INVOICE_ubl.xml").read_bytes()
+    start, end = xml.index(b"<cac:PaymentMeans>"), xml.rindex(b"</cac:PaymentMeans>")
+    means = b"".join(
+        b"<cac:PaymentMeans><cbc:PaymentMeansCode>%s</cbc:PaymentMeansCode></cac:PaymentMeans>"
+        % code.encode()
+        for code in codes
+    )
+    xml = xml[:start] + means + xml[end + len(b"</cac:PaymentMeans>") :]
+    assert truth_of(read_invoice_xml(xml)).get("payment_means") == stated
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
