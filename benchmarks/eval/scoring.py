@@ -44,6 +44,7 @@ from pipeline.invoice import (
     EXTRACTION_SCHEMA_VERSION,
     PAYABLE_FIELDS,
     SCALAR_FIELDS,
+    SCHEMA_V1,
     TAX_CURRENCY_FIELDS,
     Extraction,
     compact_id,
@@ -179,7 +180,19 @@ def _allowance_rows(entries: Iterable[Any]) -> list[dict[str, Any]]:
     return [{f: getattr(entry, f) for f in ALLOWANCE_FIELDS} for entry in entries]
 
 
-def truth_values(truth: Truth) -> Values:
+def truth_values(truth: Truth, *, schema_version: int) -> Values:
+    """The values a result of a job asking for ``schema_version`` must hold to be right.
+
+    A v1 result (:data:`~pipeline.invoice.SCHEMA_V1`: every invoice a model reads, whatever
+    the job asked) leaves out contract v3's *additional* values, which the invoice's
+    meaning does not need (a seller's tax number beside its VAT id, the preceding invoice
+    of a plain invoice; :func:`~pipeline.invoice.within_v1`), so they are not scored. Its
+    *binding* values (allowances, an amount due other than the gross, a credit note...)
+    are: a SUCCEEDED v1 result without them says something else about what is payable,
+    a false accept. A v3 result (:data:`~pipeline.invoice.SCHEMA_V3`) is scored on all.
+    """
+    if schema_version == SCHEMA_V1:
+        truth = _within_v1(truth)
     scalars = {
         name: getattr(truth, name)
         for name in (*SCALAR_FIELDS, *V3_SCALAR_FIELDS)
@@ -196,6 +209,20 @@ def truth_values(truth: Truth) -> Values:
         (_item_row(i) for i in truth.line_items),
         (dict(t) for t in truth.tax_lines),
         _allowance_rows(truth.allowances_charges),
+    )
+
+
+def _within_v1(truth: Truth) -> Truth:
+    """``truth`` less what a v1 result leaves out (:func:`~pipeline.invoice.within_v1`)."""
+    supplier = truth.supplier
+    if supplier.vat_id is not None:
+        supplier = supplier.model_copy(update={"tax_number": None})
+    plain = truth.document_type == "invoice"
+    return truth.model_copy(
+        update={
+            "supplier": supplier,
+            "preceding_invoice": None if plain else truth.preceding_invoice,
+        }
     )
 
 
@@ -278,7 +305,7 @@ async def evaluate_one(
         "error": None,
         "completion_tokens": None,
     }
-    truth = truth_values(record.truth)
+    truth = truth_values(record.truth, schema_version=SCHEMA_V1)  # a model's reading
     predicted: Values = {name: Counter() for name in FIELDS}
     before_cap: Values | None = None
     text: str | None = None

@@ -21,6 +21,7 @@ from benchmarks.fuzz.answers import ITEM_DESCRIPTION, decoys, perfect
 from benchmarks.fuzz.cases import DEFAULT_MAX_LINE_ITEMS, FuzzCase, fuzz_case
 from benchmarks.fuzz.transforms import FAMILY_NAMES, TRANSFORMS, draw_family
 from pipeline.errors import MalformedOutput
+from pipeline.invoice import SCHEMA_V1
 from pipeline.worker import interpret
 
 #: The families a run cycles through by default: each transformation alone.
@@ -70,7 +71,7 @@ class Trial:
 
 def judge(case: FuzzCase, answer: str, mode: str, decoy: tuple[str, object] | None = None) -> Trial:
     """Interpret ``answer`` as a job would and compare its values with the truth."""
-    truth = truth_values(truth_from_extraction(case.truth))
+    truth = truth_values(truth_from_extraction(case.truth), schema_version=SCHEMA_V1)
     extra = {"decoy_field": decoy[0], "decoy_value": decoy[1]} if decoy else {}
     try:
         result = interpret(answer, case.text, case.master_data, today=case.today)

@@ -1,9 +1,7 @@
 """What the system itself makes of the vendored real e-invoices (tests/data/einvoices):
 ``fenceline eval --engine oracle`` answers each with its XML truth as the grammar lets a
 perfect model write it, so every review here is the system's own refusal and any
-SUCCEEDED with a wrong value its own false accept. The truth states contract v3's values
-too, which no model's answer holds: a SUCCEEDED invoice that states one is a false accept
-on it. The measured outcome is asserted
+SUCCEEDED with a wrong value its own false accept. The measured outcome is asserted
 (docs/real-invoices.md); needs poppler-utils (``make corpus-tools``)."""
 
 from __future__ import annotations
@@ -45,20 +43,8 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     return json.loads((tmp / "r" / "report.json").read_text())  # type: ignore[no-any-return]
 
 
-def test_perfect_answers_are_falsely_accepted_only_for_what_contract_v2_cannot_hold(
-    report: dict[str, object],
-) -> None:
-    """The truth states contract v3's values (the seller's tax number beside its VAT id
-    here); a model's answer has no place for them, so XRECHNUNG_Einfach, SUCCEEDED with
-    every v2 value right, is a false accept on its tax number alone, and no other."""
-    assert report["false_accepts"] == [
-        {
-            "id": "XML-Rechnung/FX/XRECHNUNG_Einfach.pdf",
-            "fields": ["supplier.tax_number"],
-            "expected": "SUCCEEDED",
-            "family": "zugferd:xml-rechnung:XRECHNUNG:holdable",
-        }
-    ]
+def test_perfect_answers_are_never_falsely_accepted(report: dict[str, object]) -> None:
+    assert report["false_accepts"] == []
 
 
 def test_the_measured_outcome_per_document(report: dict[str, object]) -> None:
@@ -67,8 +53,8 @@ def test_the_measured_outcome_per_document(report: dict[str, object]) -> None:
     for name, (outcome, reasons) in MEASURED.items():
         row = rows[sources[name]]
         assert row["outcome"] == outcome, (name, row["reason_details"])
-        if outcome == "SUCCEEDED":  # every value right but the v3 ones a model cannot write
-            assert row["differing_fields"] == ["supplier.tax_number"], name
+        if outcome == "SUCCEEDED":
+            assert row["exact_match"], name
         if reasons is not None:
             got = [f"{r['code']}@{r['field']}" for r in row["reason_details"]]
             assert got == reasons, (name, row["reason_details"])

@@ -20,7 +20,7 @@ import pytest
 from benchmarks.eval.dataset import load_dataset, parse_line
 from benchmarks.eval.scoring import extraction_values, judge, truth_values
 from benchmarks.eval.truth import truth_from_extraction
-from pipeline.invoice import Extraction
+from pipeline.invoice import SCHEMA_V3, Extraction
 from pipeline.validation import Decision
 from tests.support.einvoices import decide_xml
 
@@ -133,13 +133,23 @@ def test_a_succeeded_invoice_with_a_wrong_amount_due_is_a_false_accept() -> None
     assert (decision, reasons) == (Decision.SUCCEEDED, [])
     assert e.amount_due is not None and e.amount_due.value == Decimal("336.91")
     truth = truth_from_extraction(e)
-    right = judge("SUCCEEDED", extraction_values(e), truth_values(truth), "SUCCEEDED")
+    right = judge(
+        "SUCCEEDED",
+        extraction_values(e),
+        truth_values(truth, schema_version=SCHEMA_V3),
+        "SUCCEEDED",
+    )
     assert (right["exact_match"], right["false_accept"]) == (True, False)
     assert right["fields"]["amount_due"] == [1, 1, 1]
     # The truth says 336.90 is due: the extraction's 336.91 is wrong, so accepting it is
     # a false accept, though every v2 field equals the truth.
     wrong_truth = truth.model_copy(update={"amount_due": Decimal("336.90")})
-    wrong = judge("SUCCEEDED", extraction_values(e), truth_values(wrong_truth), "SUCCEEDED")
+    wrong = judge(
+        "SUCCEEDED",
+        extraction_values(e),
+        truth_values(wrong_truth, schema_version=SCHEMA_V3),
+        "SUCCEEDED",
+    )
     assert wrong["differing_fields"] == ["amount_due"]
     assert (wrong["exact_match"], wrong["acceptable"], wrong["false_accept"]) == (
         False,
@@ -150,14 +160,21 @@ def test_a_succeeded_invoice_with_a_wrong_amount_due_is_a_false_accept() -> None
     # A truth stating the amount due where the extraction holds none (a model's answer,
     # which has no place for it): the field is missed, and accepting it is wrong too.
     no_due = e.model_copy(update={"amount_due": None, "rounding_amount": None})
-    missed = judge("SUCCEEDED", extraction_values(no_due), truth_values(truth), "SUCCEEDED")
+    missed = judge(
+        "SUCCEEDED",
+        extraction_values(no_due),
+        truth_values(truth, schema_version=SCHEMA_V3),
+        "SUCCEEDED",
+    )
     assert missed["false_accept"] and "amount_due" in missed["differing_fields"]
 
 
 def test_line_entries_and_price_bases_are_scored() -> None:
     _, _, e = decide_xml(CREDIT.read_bytes())
     truth = truth_from_extraction(e)
-    assert judge("SUCCEEDED", extraction_values(e), truth_values(truth), None)["exact_match"]
+    assert judge(
+        "SUCCEEDED", extraction_values(e), truth_values(truth, schema_version=SCHEMA_V3), None
+    )["exact_match"]
     first = truth.line_items[0]
     changed = truth.model_copy(
         update={
@@ -168,7 +185,9 @@ def test_line_entries_and_price_bases_are_scored() -> None:
             "document_type": "invoice",
         }
     )
-    verdict = judge("SUCCEEDED", extraction_values(e), truth_values(changed), None)
+    verdict = judge(
+        "SUCCEEDED", extraction_values(e), truth_values(changed, schema_version=SCHEMA_V3), None
+    )
     assert verdict["false_accept"]
     assert verdict["differing_fields"] == ["document_type", "line_items[].price_basis_quantity"]
 
@@ -181,5 +200,10 @@ def test_an_amount_due_equal_to_the_gross_is_no_value_of_its_own() -> None:
     truth = truth_from_extraction(plain)
     assert truth.amount_due is None
     stated = truth.model_copy(update={"amount_due": truth.gross_total})
-    verdict = judge("SUCCEEDED", extraction_values(plain), truth_values(stated), "SUCCEEDED")
+    verdict = judge(
+        "SUCCEEDED",
+        extraction_values(plain),
+        truth_values(stated, schema_version=SCHEMA_V3),
+        "SUCCEEDED",
+    )
     assert verdict["exact_match"] and not verdict["false_accept"]

@@ -18,7 +18,7 @@ from benchmarks.invoices import generate_corpus
 from benchmarks.invoices.generator import generate_invoice
 from pipeline.documents import OcrLexicon, strip_accents
 from pipeline.extraction import answer_for, prepare_call
-from pipeline.invoice import ReasonCode, SupplierRecord
+from pipeline.invoice import SCHEMA_V1, ReasonCode, SupplierRecord
 from pipeline.validation import Decision
 from pipeline.worker import Interpretation, OcrConfidences, interpret, ocr_proof
 from pipeline.worker.ocr_proof import (
@@ -285,7 +285,9 @@ def test_a_generated_scan_read_with_certainty_is_accepted_with_every_value_right
         ocr=case.ocr,
     )
     assert result.report.decision is Decision.SUCCEEDED, result.report.reasons
-    assert extraction_values(result.extraction) == truth_values(record.truth)
+    assert extraction_values(result.extraction) == truth_values(
+        record.truth, schema_version=SCHEMA_V1
+    )
     blanket = interpret(
         answer,
         record.text,
