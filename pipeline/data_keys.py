@@ -23,6 +23,7 @@ read as they are.
 
 from __future__ import annotations
 
+import hmac
 import logging
 import os
 import uuid
@@ -65,6 +66,12 @@ def document_subject(sha256: str) -> str:
 
 def _content_aad(tenant: uuid.UUID, subject: str, version: int) -> bytes:
     return f"fenceline-content:{tenant}:{subject}:{version}".encode()
+
+
+def _keyed_hash(data_key: bytes, tenant: uuid.UUID, label: str, text: str) -> str:
+    """HMAC-SHA256 of ``text`` under a key derived from ``data_key`` for ``label``."""
+    derived = hmac.new(data_key, f"fenceline-keyed-hash:{tenant}:{label}".encode(), "sha256")
+    return hmac.new(derived.digest(), text.encode(), "sha256").hexdigest()
 
 
 def _wrap_context(tenant: uuid.UUID, version: int) -> bytes:
@@ -111,6 +118,20 @@ class DataKeys:
         version, key = await self._current(conn, tenant, self.provider)
         blob = seal(key, text.encode(), _content_aad(tenant, subject, version))
         return armor(version, blob)
+
+    async def keyed_hash(
+        self, conn: asyncpg.Connection, tenant: uuid.UUID, text: str, label: str
+    ) -> str | None:
+        """A keyed hash of ``text`` for equality lookups without the value: HMAC-SHA256
+        under a key derived (under ``label``) from the tenant's current data key,
+        written ``<dek version>:<hex>``. None when no KEK is configured (the value is
+        then stored unsealed, as every sealed value is). Equal texts hash equal under
+        one data key version; after a shredding the next version hashes differently,
+        as nothing sealed under the old one opens either."""
+        if self.provider is None:
+            return None
+        version, key = await self._current(conn, tenant, self.provider)
+        return f"{version}:{_keyed_hash(key, tenant, label, text)}"
 
     async def open_text(
         self, conn: asyncpg.Connection, tenant: uuid.UUID, value: str, subject: str

@@ -184,6 +184,7 @@ async def provision(
     tenant-scoped, and the invoices expected to go to review belong to whichever
     tenant the corpus gives them, so one tenant's key would not show them all.
     """
+    from pipeline.data_keys import DataKeys
     from pipeline.database import create_pool
     from pipeline.delivery import EndpointRegistry, SecretBox, guard_from_settings
     from pipeline.tenants import create_api_key, create_tenant, permit_currencies, upsert_supplier
@@ -202,8 +203,9 @@ async def provision(
                 keys[review_key_name(name)] = (
                     await create_api_key(conn, t.id, scopes=CONSOLE_SCOPES)
                 )[1]
+            sealing = DataKeys.from_settings(settings)  # the register's IBANs sealed at rest
             for tenant, inv in work:
-                await upsert_supplier(conn, ids[tenant], inv.supplier)
+                await upsert_supplier(conn, ids[tenant], inv.supplier, keys=sealing)
                 await permit_currencies(conn, ids[tenant], [inv.currency])
         for name, _ in TENANTS:
             issued = await registry.register(ids[name], erp_url, description="demo ERP")
