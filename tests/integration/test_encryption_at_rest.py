@@ -423,7 +423,8 @@ async def test_a_results_iban_is_sealed_opened_where_shown_and_shredded_with_the
     tk = await tenant_with_key(pool)
     receiver, _ = await reserve_receiver(dsn, registry_for(pool), tk.tenant)
     sealing = JobStore(pool, Settings(kek=KEK_A, lease_seconds=30))
-    unsealed = JobStore(pool, Settings(lease_seconds=30))  # as before sealing results
+    # as before sealing results (no KEK, whatever FENCELINE_KEK this run has)
+    unsealed = JobStore(pool, Settings(lease_seconds=30, kek=None, kek_file=None))
     jobs = {}
     for name, store in (("sealed", sealing), ("legacy", unsealed)):
         store.settle_hooks.add(delivery_settle_hook)
