@@ -27,6 +27,7 @@ import hmac
 import logging
 import os
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -144,22 +145,42 @@ class DataKeys:
             DataKeyUnavailable: no such key, or it does not authenticate (bytes
                 moved from another tenant or subject, or altered).
         """
-        if value.startswith(PLAIN):
-            return value[len(PLAIN) :]
-        if not is_armored(value):
-            return value
-        try:
-            version, blob = unarmor(value)
-        except SealBroken as exc:
-            raise DataKeyUnavailable(f"tenant {tenant}: {exc}") from exc
-        key = await self.key(conn, tenant, version)
-        try:
-            return open_sealed(key, blob, _content_aad(tenant, subject, version)).decode()
-        except SealBroken as exc:
-            raise DataKeyUnavailable(
-                f"tenant {tenant}'s {subject} does not authenticate under its data key"
-                f" version {version}: moved from another row or tenant, or altered"
-            ) from exc
+        [text] = await self.open_texts(conn, tenant, [value], subject)
+        return text
+
+    async def open_texts(
+        self, conn: asyncpg.Connection, tenant: uuid.UUID, values: Sequence[str], subject: str
+    ) -> list[str]:
+        """:meth:`open_text` of each of ``values`` (all sealed to ``subject``), reading
+        each data key version they name once for the call instead of once a value.
+
+        Raises:
+            DataKeyShredded, DataKeyNotHere, DataKeyUnavailable: as :meth:`open_text`.
+        """
+        keys: dict[int, bytes] = {}
+        out = []
+        for value in values:
+            if value.startswith(PLAIN):
+                out.append(value[len(PLAIN) :])
+                continue
+            if not is_armored(value):
+                out.append(value)
+                continue
+            try:
+                version, blob = unarmor(value)
+            except SealBroken as exc:
+                raise DataKeyUnavailable(f"tenant {tenant}: {exc}") from exc
+            if version not in keys:
+                keys[version] = await self.key(conn, tenant, version)
+            try:
+                text = open_sealed(keys[version], blob, _content_aad(tenant, subject, version))
+            except SealBroken as exc:
+                raise DataKeyUnavailable(
+                    f"tenant {tenant}'s {subject} does not authenticate under its data key"
+                    f" version {version}: moved from another row or tenant, or altered"
+                ) from exc
+            out.append(text.decode())
+        return out
 
     async def open_fields(
         self, conn: asyncpg.Connection, tenant: uuid.UUID, row: Any, subject: str, *fields: str

@@ -232,11 +232,11 @@ async def load_master_data(
     tenant = await get_tenant(conn, tenant_id)
     currencies = frozenset(tenant.allowed_currencies) if tenant is not None else frozenset()
     rows = await conn.fetch(q("supplier_list_for_tenant"), tenant_id)
-    suppliers = []
-    for r in rows:
-        ibans = await open_ibans(keys, conn, tenant_id, r["ibans"])
-        suppliers.append(from_record(SupplierRecord, r, ibans=ibans))
-    return TenantMasterData(suppliers=tuple(suppliers), permitted_currencies=currencies)
+    opened = await open_ibans(keys, conn, tenant_id, [r["ibans"] for r in rows])
+    suppliers = tuple(
+        from_record(SupplierRecord, r, ibans=ibans) for r, ibans in zip(rows, opened, strict=True)
+    )
+    return TenantMasterData(suppliers=suppliers, permitted_currencies=currencies)
 
 
 class MasterDataCache:

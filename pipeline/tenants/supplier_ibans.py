@@ -59,15 +59,22 @@ async def iban_key(
 
 
 async def open_ibans(
-    keys: DataKeys, conn: asyncpg.Connection, tenant: uuid.UUID, stored: Sequence[str]
-) -> frozenset[str]:
-    """The IBANs ``stored`` holds, opened (those stored unsealed as they are).
+    keys: DataKeys,
+    conn: asyncpg.Connection,
+    tenant: uuid.UUID,
+    stored: Sequence[Sequence[str]],
+) -> list[frozenset[str]]:
+    """The IBANs of each supplier in ``stored`` (its ``ibans`` as stored), opened
+    (those stored unsealed as they are); each data key version is read once a call.
 
     Raises:
         DataKeyShredded, DataKeyNotHere, DataKeyUnavailable: as
             :meth:`~pipeline.data_keys.DataKeys.open_text`.
     """
-    return frozenset([await keys.open_text(conn, tenant, v, SUBJECT) for v in stored])
+    opened = iter(
+        await keys.open_texts(conn, tenant, [v for ibans in stored for v in ibans], SUBJECT)
+    )
+    return [frozenset(next(opened) for _ in ibans) for ibans in stored]
 
 
 async def seal_register(keys: DataKeys, pool: asyncpg.Pool, *, batch: int = 200) -> int:
@@ -84,7 +91,7 @@ async def seal_register(keys: DataKeys, pool: asyncpg.Pool, *, batch: int = 200)
             changed = 0
             for row in rows:
                 tenant, stored = row["tenant_id"], list(row["ibans"])
-                clear = await open_ibans(keys, conn, tenant, stored)
+                [clear] = await open_ibans(keys, conn, tenant, [stored])
                 sealed, hashes = await seal_ibans(keys, conn, tenant, clear)
                 updated = await conn.fetchval(
                     q("supplier_ibans_update_if_same"), row["id"], stored, sealed, hashes
