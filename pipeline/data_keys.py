@@ -23,9 +23,11 @@ read as they are.
 
 from __future__ import annotations
 
+import hmac
 import logging
 import os
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -65,6 +67,12 @@ def document_subject(sha256: str) -> str:
 
 def _content_aad(tenant: uuid.UUID, subject: str, version: int) -> bytes:
     return f"fenceline-content:{tenant}:{subject}:{version}".encode()
+
+
+def _keyed_hash(data_key: bytes, tenant: uuid.UUID, label: str, text: str) -> str:
+    """HMAC-SHA256 of ``text`` under a key derived from ``data_key`` for ``label``."""
+    derived = hmac.new(data_key, f"fenceline-keyed-hash:{tenant}:{label}".encode(), "sha256")
+    return hmac.new(derived.digest(), text.encode(), "sha256").hexdigest()
 
 
 def _wrap_context(tenant: uuid.UUID, version: int) -> bytes:
@@ -112,6 +120,20 @@ class DataKeys:
         blob = seal(key, text.encode(), _content_aad(tenant, subject, version))
         return armor(version, blob)
 
+    async def keyed_hash(
+        self, conn: asyncpg.Connection, tenant: uuid.UUID, text: str, label: str
+    ) -> str | None:
+        """A keyed hash of ``text`` for equality lookups without the value: HMAC-SHA256
+        under a key derived (under ``label``) from the tenant's current data key,
+        written ``<dek version>:<hex>``. None when no KEK is configured (the value is
+        then stored unsealed, as every sealed value is). Equal texts hash equal under
+        one data key version; after a shredding the next version hashes differently,
+        as nothing sealed under the old one opens either."""
+        if self.provider is None:
+            return None
+        version, key = await self._current(conn, tenant, self.provider)
+        return f"{version}:{_keyed_hash(key, tenant, label, text)}"
+
     async def open_text(
         self, conn: asyncpg.Connection, tenant: uuid.UUID, value: str, subject: str
     ) -> str:
@@ -123,22 +145,42 @@ class DataKeys:
             DataKeyUnavailable: no such key, or it does not authenticate (bytes
                 moved from another tenant or subject, or altered).
         """
-        if value.startswith(PLAIN):
-            return value[len(PLAIN) :]
-        if not is_armored(value):
-            return value
-        try:
-            version, blob = unarmor(value)
-        except SealBroken as exc:
-            raise DataKeyUnavailable(f"tenant {tenant}: {exc}") from exc
-        key = await self.key(conn, tenant, version)
-        try:
-            return open_sealed(key, blob, _content_aad(tenant, subject, version)).decode()
-        except SealBroken as exc:
-            raise DataKeyUnavailable(
-                f"tenant {tenant}'s {subject} does not authenticate under its data key"
-                f" version {version}: moved from another row or tenant, or altered"
-            ) from exc
+        [text] = await self.open_texts(conn, tenant, [value], subject)
+        return text
+
+    async def open_texts(
+        self, conn: asyncpg.Connection, tenant: uuid.UUID, values: Sequence[str], subject: str
+    ) -> list[str]:
+        """:meth:`open_text` of each of ``values`` (all sealed to ``subject``), reading
+        each data key version they name once for the call instead of once a value.
+
+        Raises:
+            DataKeyShredded, DataKeyNotHere, DataKeyUnavailable: as :meth:`open_text`.
+        """
+        keys: dict[int, bytes] = {}
+        out = []
+        for value in values:
+            if value.startswith(PLAIN):
+                out.append(value[len(PLAIN) :])
+                continue
+            if not is_armored(value):
+                out.append(value)
+                continue
+            try:
+                version, blob = unarmor(value)
+            except SealBroken as exc:
+                raise DataKeyUnavailable(f"tenant {tenant}: {exc}") from exc
+            if version not in keys:
+                keys[version] = await self.key(conn, tenant, version)
+            try:
+                text = open_sealed(keys[version], blob, _content_aad(tenant, subject, version))
+            except SealBroken as exc:
+                raise DataKeyUnavailable(
+                    f"tenant {tenant}'s {subject} does not authenticate under its data key"
+                    f" version {version}: moved from another row or tenant, or altered"
+                ) from exc
+            out.append(text.decode())
+        return out
 
     async def open_fields(
         self, conn: asyncpg.Connection, tenant: uuid.UUID, row: Any, subject: str, *fields: str

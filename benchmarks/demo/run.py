@@ -36,7 +36,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -58,6 +58,11 @@ from pipeline.settings import Settings
 from pipeline.states import SETTLED
 from pipeline.validation import DEFAULT_POLICY, ValidationPolicy
 from pipeline.worker import WorkerConfig
+
+if TYPE_CHECKING:
+    import asyncpg
+
+    from pipeline.data_keys import DataKeys
 
 DEMO_DATABASE = "fenceline_demo"
 TENANTS = (("acme-gmbh", 2), ("globex-ltd", 1), ("initech-sa", 1))
@@ -179,6 +184,7 @@ async def provision(
     tenant-scoped, and the invoices expected to go to review belong to whichever
     tenant the corpus gives them, so one tenant's key would not show them all.
     """
+    from pipeline.data_keys import DataKeys
     from pipeline.database import create_pool
     from pipeline.delivery import EndpointRegistry, SecretBox, guard_from_settings
     from pipeline.tenants import create_api_key, create_tenant, permit_currencies, upsert_supplier
@@ -197,8 +203,9 @@ async def provision(
                 keys[review_key_name(name)] = (
                     await create_api_key(conn, t.id, scopes=CONSOLE_SCOPES)
                 )[1]
+            sealing = DataKeys.from_settings(settings)  # the register's IBANs sealed at rest
             for tenant, inv in work:
-                await upsert_supplier(conn, ids[tenant], inv.supplier)
+                await upsert_supplier(conn, ids[tenant], inv.supplier, keys=sealing)
                 await permit_currencies(conn, ids[tenant], [inv.currency])
         for name, _ in TENANTS:
             issued = await registry.register(ids[name], erp_url, description="demo ERP")
@@ -427,6 +434,20 @@ def _engines(cluster: LocalCluster) -> tuple[str, list[str]]:
     return pools.app_name, pools.engine_deployments()
 
 
+async def invoice_rows(conn: asyncpg.Connection, keys: DataKeys) -> dict[Any, dict[str, Any]]:
+    """The ``report_invoice_rows`` rows by job id, each result's sealed IBAN opened
+    (:mod:`pipeline.sealed_results`; one that does not open is marked, not raised)."""
+    from pipeline.sealed_results import UNREADABLE, open_result
+
+    rows = {r["id"]: dict(r) for r in await conn.fetch(q("report_invoice_rows"))}
+    for row in rows.values():
+        if isinstance(row["result"], dict):
+            row["result"] = await open_result(
+                keys, conn, row["tenant_id"], row["id"], row["result"], mark=UNREADABLE
+            )
+    return rows
+
+
 async def _summarise(
     settings: Settings,
     accepted: list[dict[str, Any]],
@@ -435,7 +456,6 @@ async def _summarise(
 ) -> dict[str, Any]:
     from benchmarks.report import percentile
     from pipeline.data_keys import DataKeys
-    from pipeline.sealed_results import UNREADABLE, open_result
 
     keys = DataKeys.from_settings(settings)
     conn = await connect(settings.database_url)
@@ -445,12 +465,7 @@ async def _summarise(
         deliveries = {r["state"]: r["n"] for r in await conn.fetch(q("report_delivery_counts"))}
         erp = await conn.fetchrow(q("report_erp_postings"))
         postings, dup = erp["postings"], erp["duplicates_absorbed"]
-        rows = {str(r["id"]): dict(r) for r in await conn.fetch(q("report_invoice_rows"))}
-        for row in rows.values():  # the IBAN is sealed at rest (pipeline/sealed_results.py)
-            if isinstance(row["result"], dict):
-                row["result"] = await open_result(
-                    keys, conn, row["tenant_id"], row["id"], row["result"], mark=UNREADABLE
-                )
+        rows = {str(k): r for k, r in (await invoice_rows(conn, keys)).items()}
     finally:
         await conn.close()
     per_tenant: dict[str, Counter[str]] = defaultdict(Counter)

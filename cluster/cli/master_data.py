@@ -18,7 +18,7 @@ from typing import TypeVar
 
 import asyncpg
 
-from cluster.cli.base import CommandTable, run_with_connection
+from cluster.cli.base import CommandTable, run_with_connection, run_with_pool
 from cluster.cli.tenant_ref import tenant_options, tenant_ref
 from pipeline.settings import Settings
 from pipeline.text_safety import visible
@@ -60,9 +60,11 @@ def _supplier_args(p: argparse.ArgumentParser) -> None:
     _supplier_args,
 )
 def _suppliers_add(args: argparse.Namespace, settings: Settings) -> int:
+    from pipeline.data_keys import DataKeys
     from pipeline.errors import NotFound
     from pipeline.tenants import add_supplier
 
+    keys = DataKeys.from_settings(settings)  # the IBANs are sealed at rest with a KEK
     try:
         record, created = run_with_connection(
             settings,
@@ -73,6 +75,7 @@ def _suppliers_add(args: argparse.Namespace, settings: Settings) -> int:
                 vat_id=args.vat_id,
                 ibans=args.iban,
                 tax_number=args.tax_number,
+                keys=keys,
             ),
         )
     except (NotFound, ValueError) as exc:
@@ -97,12 +100,16 @@ def _tenant_arg(p: argparse.ArgumentParser) -> None:
     "suppliers list", "a tenant's suppliers with their VAT ids, tax numbers and IBANs", _tenant_arg
 )
 def _suppliers_list(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.errors import NotFound
+    from pipeline.data_keys import DataKeys
+    from pipeline.errors import DataKeyNotHere, DataKeyShredded, DataKeyUnavailable, NotFound
     from pipeline.tenants import list_suppliers
 
+    keys = DataKeys.from_settings(settings)
     try:
-        records = run_with_connection(settings, lambda conn: list_suppliers(conn, tenant_ref(args)))
-    except NotFound as exc:
+        records = run_with_connection(
+            settings, lambda conn: list_suppliers(conn, tenant_ref(args), keys=keys)
+        )
+    except (NotFound, DataKeyShredded, DataKeyNotHere, DataKeyUnavailable) as exc:
         return _refused(exc)
     if args.json:
         rows = [
@@ -124,6 +131,28 @@ def _suppliers_list(args: argparse.Namespace, settings: Settings) -> int:
                 if value
             )
             print(visible(f"{r.name}  {ids}  {ibans}"))
+    return 0
+
+
+def _seal_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--batch", type=int, default=200, help="suppliers read per batch")
+
+
+@command(
+    "suppliers seal",
+    "seal the IBANs on file stored unsealed (before migration 044 or without a KEK)",
+    _seal_args,
+)
+def _suppliers_seal(args: argparse.Namespace, settings: Settings) -> int:
+    from pipeline.data_keys import DataKeys
+    from pipeline.tenants import seal_register
+
+    keys = DataKeys.from_settings(settings)
+    if not keys.sealing:
+        print("no key-encryption key: set FENCELINE_KEK or FENCELINE_KEK_FILE", file=sys.stderr)
+        return 2
+    sealed = run_with_pool(settings, lambda pool: seal_register(keys, pool, batch=args.batch))
+    print(json.dumps({"sealed": sealed}))
     return 0
 
 

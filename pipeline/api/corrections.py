@@ -283,7 +283,7 @@ class CorrectionService:
                 ),
                 reason="invalid_value",
             ) from None
-        master = await load_master_data(conn, principal.tenant_id)
+        master = await load_master_data(conn, principal.tenant_id, keys=self.store.data_keys)
         report = validate(
             extraction, ocr_text, master, today=self._today().date(), policy=self.policy
         )

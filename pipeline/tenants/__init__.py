@@ -44,6 +44,7 @@ from pipeline.tenants.master_data import (
 from pipeline.tenants.reconciliation import ReconcileReport, SpendReconciler
 from pipeline.tenants.sessions import close_session, open_session, session_principal
 from pipeline.tenants.spend_metrics import SpendMetrics
+from pipeline.tenants.supplier_ibans import seal_register
 
 __all__ = [
     "CONSOLE_KEY_SCOPES",
@@ -77,6 +78,7 @@ __all__ = [
     "principal_for_key_id",
     "resolve_tenant",
     "revoke_key",
+    "seal_register",
     "session_principal",
     "set_currencies",
     "set_quotas",

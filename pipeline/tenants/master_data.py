@@ -11,6 +11,12 @@ in: IBANs in electronic form (upper case, no spaces) after their mod-97 and
 length checks, currencies as ISO 4217 codes. Input that validation could never
 match (a bad IBAN, an unknown currency, hidden characters in a name) is refused
 with :class:`ValueError` rather than stored.
+
+The IBANs on file are sealed at rest under the tenant's data key when a KEK is
+configured (:mod:`pipeline.tenants.supplier_ibans`): the writers seal them with the
+``keys`` they are given, :func:`load_master_data` opens them, so every reader of a
+:class:`SupplierRecord` sees them in clear. ``keys`` left out is
+``DataKeys(None)``: no KEK here, IBANs written as they are, sealed ones not readable.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from collections.abc import Callable, Iterable
 
 import asyncpg
 
+from pipeline.data_keys import DataKeys
 from pipeline.errors import NotFound
 from pipeline.invoice import (
     IBAN_LENGTHS,
@@ -36,27 +43,32 @@ from pipeline.queries import q
 from pipeline.records import from_record
 from pipeline.tenants.accounts import get_tenant
 from pipeline.tenants.admin import resolve_tenant
+from pipeline.tenants.supplier_ibans import open_ibans, seal_ibans
 
 
 async def upsert_supplier(
-    conn: asyncpg.Connection, tenant_id: uuid.UUID, record: SupplierRecord
+    conn: asyncpg.Connection,
+    tenant_id: uuid.UUID,
+    record: SupplierRecord,
+    *,
+    keys: DataKeys | None = None,
 ) -> uuid.UUID:
     """Insert or update a supplier, keyed by (tenant, VAT id), or (tenant, tax number)
-    for one without VAT id."""
-    row = await _store(conn, tenant_id, record)
+    for one without VAT id; its IBANs sealed under ``keys`` (module docstring)."""
+    row = await _store(conn, tenant_id, record, keys or DataKeys(None))
     got: uuid.UUID = row["id"]
     return got
 
 
 async def _store(
-    conn: asyncpg.Connection, tenant_id: uuid.UUID, record: SupplierRecord
+    conn: asyncpg.Connection, tenant_id: uuid.UUID, record: SupplierRecord, keys: DataKeys
 ) -> asyncpg.Record:
     """The upsert of ``record`` by its VAT id, else by its tax number.
 
     Raises:
         ValueError: the tax number is another supplier's of the tenant.
     """
-    ibans = sorted(record.ibans)
+    ibans, iban_keys = await seal_ibans(keys, conn, tenant_id, record.ibans)
     try:
         if record.vat_id:
             row = await conn.fetchrow(
@@ -67,6 +79,7 @@ async def _store(
                 record.vat_id,
                 ibans,
                 record.tax_number,
+                iban_keys,
             )
         else:
             row = await conn.fetchrow(
@@ -76,6 +89,7 @@ async def _store(
                 record.name,
                 ibans,
                 record.tax_number,
+                iban_keys,
             )
     except asyncpg.UniqueViolationError as exc:
         raise ValueError(
@@ -134,6 +148,7 @@ async def add_supplier(
     vat_id: str | None = None,
     ibans: Iterable[str] = (),
     tax_number: str | None = None,
+    keys: DataKeys | None = None,
 ) -> tuple[SupplierRecord, bool]:
     """Add a supplier to ``tenant`` (id or name), or replace the one with that VAT id
     (without a VAT id: the one with that tax number).
@@ -156,7 +171,7 @@ async def add_supplier(
         tax_number=None if tax_number is None else _identifier(tax_number, "tax number"),
     )
     t = await resolve_tenant(conn, tenant)
-    row = await _store(conn, t.id, record)
+    row = await _store(conn, t.id, record, keys or DataKeys(None))
     return record, bool(row["created"])
 
 
@@ -168,10 +183,13 @@ def _identifier(value: str, what: str) -> str:
     return plain
 
 
-async def list_suppliers(conn: asyncpg.Connection, tenant: str | uuid.UUID) -> list[SupplierRecord]:
-    """The suppliers of ``tenant`` (id or name), by name; NotFound for no such tenant."""
+async def list_suppliers(
+    conn: asyncpg.Connection, tenant: str | uuid.UUID, *, keys: DataKeys | None = None
+) -> list[SupplierRecord]:
+    """The suppliers of ``tenant`` (id or name), by name, IBANs opened; NotFound for no
+    such tenant."""
     t = await resolve_tenant(conn, tenant)
-    return list((await load_master_data(conn, t.id)).suppliers)
+    return list((await load_master_data(conn, t.id, keys=keys)).suppliers)
 
 
 async def set_currencies(
@@ -195,16 +213,29 @@ async def permit_currencies(
     conn: asyncpg.Connection, tenant_id: uuid.UUID, codes: Iterable[str]
 ) -> tuple[str, ...]:
     """Add ``codes`` to the tenant's permitted currencies (those already permitted stay)."""
-    current = (await load_master_data(conn, tenant_id)).permitted_currencies
+    tenant = await get_tenant(conn, tenant_id)  # the currencies only: no IBAN is opened
+    current = tenant.allowed_currencies if tenant is not None else ()
     return await set_currencies(conn, tenant_id, sorted(set(current) | set(codes)))
 
 
-async def load_master_data(conn: asyncpg.Connection, tenant_id: uuid.UUID) -> TenantMasterData:
-    """The tenant's suppliers and permitted currencies, read under tenant scope."""
+async def load_master_data(
+    conn: asyncpg.Connection, tenant_id: uuid.UUID, *, keys: DataKeys | None = None
+) -> TenantMasterData:
+    """The tenant's suppliers (their IBANs opened under ``keys``) and permitted
+    currencies, read under tenant scope.
+
+    Raises:
+        DataKeyShredded, DataKeyNotHere, DataKeyUnavailable: a sealed IBAN that does not
+            open (:func:`pipeline.tenants.supplier_ibans.open_ibans`).
+    """
+    keys = keys or DataKeys(None)
     tenant = await get_tenant(conn, tenant_id)
     currencies = frozenset(tenant.allowed_currencies) if tenant is not None else frozenset()
     rows = await conn.fetch(q("supplier_list_for_tenant"), tenant_id)
-    suppliers = tuple(from_record(SupplierRecord, r, convert={"ibans": frozenset}) for r in rows)
+    opened = await open_ibans(keys, conn, tenant_id, [r["ibans"] for r in rows])
+    suppliers = tuple(
+        from_record(SupplierRecord, r, ibans=ibans) for r, ibans in zip(rows, opened, strict=True)
+    )
     return TenantMasterData(suppliers=suppliers, permitted_currencies=currencies)
 
 
@@ -223,12 +254,15 @@ class MasterDataCache:
         self.clock = clock
         self._entries: dict[uuid.UUID, tuple[float, TenantMasterData]] = {}
 
-    async def get(self, conn: asyncpg.Connection, tenant_id: uuid.UUID) -> TenantMasterData:
-        """The tenant's master data, read again once the cached copy is older than the TTL."""
+    async def get(
+        self, conn: asyncpg.Connection, tenant_id: uuid.UUID, *, keys: DataKeys | None = None
+    ) -> TenantMasterData:
+        """The tenant's master data (IBANs opened under ``keys``), read again once the
+        cached copy is older than the TTL."""
         now = self.clock()
         cached = self._entries.get(tenant_id)
         if cached is not None and now - cached[0] < self.ttl_seconds:
             return cached[1]
-        data = await load_master_data(conn, tenant_id)
+        data = await load_master_data(conn, tenant_id, keys=keys)
         self._entries[tenant_id] = (now, data)
         return data

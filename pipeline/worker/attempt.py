@@ -164,7 +164,7 @@ class AttemptRunner:
             row = await conn.fetchrow(q("document_get"), lease.document_id, lease.tenant_id)
             # the texts sealed at rest, opened here (a shredded key fails the attempt)
             doc = None if row is None else await self._opened(conn, row)
-            master = await self.master_data.get(conn, lease.tenant_id)
+            master = await self.master_data.get(conn, lease.tenant_id, keys=self.store.data_keys)
             options = JobRequestOptions.of(
                 await conn.fetchval(q("job_options_get_for_tenant"), lease.job_id, lease.tenant_id)
             )

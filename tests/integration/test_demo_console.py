@@ -65,7 +65,7 @@ async def test_every_review_job_of_the_demo_is_in_the_console_of_its_tenants_pri
                 async with pool.acquire() as conn:
                     t = await get_tenant_by_name(conn, tenant)
                     assert t is not None
-                    master = await load_master_data(conn, t.id)
+                    master = await load_master_data(conn, t.id, keys=store.data_keys)
                 it = interpret(
                     answer_for(inv.truth, inv.ocr_text), inv.ocr_text, master, today=today
                 )

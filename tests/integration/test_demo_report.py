@@ -6,9 +6,12 @@ import asyncpg
 import pytest
 
 from benchmarks.demo.rows import build_row
+from benchmarks.demo.run import invoice_rows
 from benchmarks.demo.view import format_table
 from benchmarks.invoices.generator import generate_invoice
+from pipeline.data_keys import DataKeys
 from pipeline.queries import q
+from pipeline.settings import Settings
 from pipeline.states import JobState
 from pipeline.usage import AttemptUsage
 from tests.support.delivery import fetch, job_store
@@ -47,7 +50,8 @@ async def test_invoice_rows_join_results_failures_and_erp_applications(
         )
     states = {r["id"]: r["state"] for r in await fetch(pool, q("report_job_states"))}
     assert [states[i] for i in ids] == ["SUCCEEDED", "REVIEW_REQUIRED", "FAILED_TERMINAL", "READY"]
-    rows = {r["id"]: r for r in await fetch(pool, q("report_invoice_rows"))}
+    async with pool.acquire() as conn:  # the IBAN is sealed when a KEK is configured
+        rows = await invoice_rows(conn, DataKeys.from_settings(Settings()))
     submitted = {"tenant": "acme-gmbh", "seed": 2026, "variant": "clean", "expected": "SUCCEEDED"}
     built = [
         build_row(n, {**submitted, "job_id": i}, rows[i], truth) for n, i in enumerate(ids, start=1)

@@ -3,9 +3,10 @@ worker path: per-tenant data keys wrapped by a KEK, KEK rotation, crypto-shreddi
 
 The target: after jobs run to SUCCEEDED and are delivered, ``pg_dump`` of the
 database holds none of the invoice text in plaintext where the text is kept (a pasted
-text, the text a file was read as) and none of the results' IBANs (sealed inside the
-result and the delivery body, opened where a result is shown or sent), and the
-duplicate check's index holds keyed hashes only. What still holds plaintext is
+text, the text a file was read as) and none of the IBANs: neither the results' (sealed
+inside the result and the delivery body, opened where a result is shown or sent) nor
+the supplier register's (sealed, with keyed hashes beside them, opened where master
+data is read); the duplicate check's index holds keyed hashes only. What still holds plaintext is
 asserted too, place by place (the invoice number in results and delivery bodies), so
 the list in docs/data-lifecycle.md cannot drift from the code.
 """
@@ -13,7 +14,9 @@ the list in docs/data-lifecycle.md cannot drift from the code.
 from __future__ import annotations
 
 import base64
+import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -36,7 +39,8 @@ from pipeline.extraction import answer_for
 from pipeline.jobs import JobStore
 from pipeline.sealed_results import jsonb_text
 from pipeline.settings import Settings
-from pipeline.tenants import permit_currencies, upsert_supplier
+from pipeline.tenants import list_suppliers, load_master_data, permit_currencies, upsert_supplier
+from pipeline.tenants.supplier_ibans import iban_key
 from tests.support.api import (
     TenantKey,
     asgi_client,
@@ -64,19 +68,18 @@ NOTE_TEXT = "Gate note: unload at dock QX-LILAC-7730"
 #: Where an extracted invoice number is still kept in plaintext (the console's search
 #: and the delivery body read results in SQL); the IBAN is sealed in both.
 PLAINTEXT_STILL = {"extraction_results.result", "deliveries.body"}
-#: Tables the scans leave out: the tenant's supplier register (master data it keeps
-#: itself, IBANs on file included), besides the reference ERP's (tests/support/erasure.py).
-SKIPPED = frozenset({"suppliers"})
 
 
 def _invoice(seed: int) -> GeneratedInvoice:
     return generate_invoice(seed, languages=("en",), max_line_items=3, anchor=TODAY)
 
 
-async def _master_data(pool: asyncpg.Pool, tk: TenantKey, *invs: GeneratedInvoice) -> None:
+async def _master_data(
+    pool: asyncpg.Pool, tk: TenantKey, *invs: GeneratedInvoice, keys: DataKeys | None = None
+) -> None:
     async with pool.acquire() as conn:
         for inv in invs:
-            await upsert_supplier(conn, tk.tenant.id, inv.supplier)
+            await upsert_supplier(conn, tk.tenant.id, inv.supplier, keys=keys)
         await permit_currencies(conn, tk.tenant.id, {inv.currency for inv in invs})
 
 
@@ -94,14 +97,15 @@ async def test_after_jobs_run_pg_dump_holds_no_document_text_in_plaintext(
     pool: asyncpg.Pool, dsn: str, tmp_path: Path
 ) -> None:
     """Two invoices (a text-layer PDF and a pasted text) run to SUCCEEDED and are
-    delivered to the reference ERP: the dump holds neither their text nor their IBANs,
-    while the ERP received each IBAN in plaintext and the result API shows it."""
+    delivered to the reference ERP: the dump holds neither their text nor their IBANs
+    (the supplier register's included), while validation found each IBAN on file, the
+    ERP received each IBAN in plaintext and the result API shows it."""
     settings = settings_for(dsn, state_dir=tmp_path, kek=KEK_A)
     on_file, pasted = _invoice(11), _invoice(12)
     file_text = f"{on_file.ocr_text}\n{NOTE_FILE}"
     pasted_text = f"{pasted.ocr_text}\n{NOTE_TEXT}"
     tk = await tenant_with_key(pool)
-    await _master_data(pool, tk, on_file, pasted)
+    await _master_data(pool, tk, on_file, pasted, keys=DataKeys.from_settings(settings))
     receiver, _ = await reserve_receiver(dsn, registry_for(pool), tk.tenant)
     app = create_app(settings, pool=pool)
     async with asgi_client(app) as client:
@@ -124,6 +128,7 @@ async def test_after_jobs_run_pg_dump_holds_no_document_text_in_plaintext(
     with receiver as erp:
         rows, calls = await run_document_driver(pool, settings, 2, store=store, answer=answer)
         # the worker opened both texts (a sealed prompt would have extracted nothing)
+        # and the register's IBANs (a sealed one matches no invoice's IBAN on file)
         assert sorted(r["state"] for r in rows.values()) == ["SUCCEEDED", "SUCCEEDED"], rows
         assert calls == 2
         dispatcher = dispatcher_for(pool, keys=DataKeys.from_settings(settings))
@@ -143,11 +148,9 @@ async def test_after_jobs_run_pg_dump_holds_no_document_text_in_plaintext(
             for r in await conn.fetch("SELECT job_id, invoice FROM erp_postings")
         }
 
-    # Left out of the dump: the tenant's supplier register (its own master data that
-    # validation checks against, not a copy of the invoice) and the reference ERP's
-    # tables (the third party's copy of what it received; they share the test database).
-    dump = _pg_dump(dsn, "--exclude-table-data=suppliers", "--exclude-table-data=erp_*")
-    assert dump.count(ARMOR) == 4, "two texts, and the two results' IBANs"
+    # Left out of the dump: the reference ERP's tables (the third party's copy of what
+    # it received; they share the test database).
+    dump = _pg_dump(dsn, "--exclude-table-data=erp_*")
     text_only = [NOTE_FILE, NOTE_TEXT, "Northfield Retail Ltd"]  # the customer: printed only
     for needle in text_only:
         assert needle not in dump, needle
@@ -156,9 +159,7 @@ async def test_after_jobs_run_pg_dump_holds_no_document_text_in_plaintext(
         assert t.iban and t.invoice_number
         printed_iban = " ".join(t.iban.value[i : i + 4] for i in range(0, len(t.iban.value), 4))
         assert t.iban.value not in dump and printed_iban not in dump
-        hits = await table_hits(
-            pool, [t.invoice_number.value, t.iban.value, printed_iban], skip=SKIPPED
-        )
+        hits = await table_hits(pool, [t.invoice_number.value, t.iban.value, printed_iban])
         assert hits[t.iban.value] == hits[printed_iban] == [], hits
         # the invoice number is still plaintext, in these places only (SQL reads it)
         assert set(hits[t.invoice_number.value]) == PLAINTEXT_STILL, hits
@@ -171,6 +172,7 @@ async def test_after_jobs_run_pg_dump_holds_no_document_text_in_plaintext(
         assert shown[job]["result"]["iban"]["value"] == t.iban.value
         assert received[job]["iban"]["value"] == t.iban.value
         assert received[job]["iban"] == shown[job]["result"]["iban"]
+    assert dump.count(ARMOR) == 6, "two texts, the two results' IBANs, two IBANs on file"
     # the duplicate check's index holds keyed hashes, not the invoice's identity
     async with pool.acquire() as conn:
         identities = await conn.fetch(
@@ -178,6 +180,20 @@ async def test_after_jobs_run_pg_dump_holds_no_document_text_in_plaintext(
         )
     assert len(identities) == 2
     assert all(len(v) == 64 and int(v, 16) >= 0 for row in identities for v in row.values())
+    # the supplier register holds each IBAN sealed, beside its keyed hash
+    async with pool.acquire() as conn:
+        register = await conn.fetch(
+            "SELECT ibans, iban_keys FROM suppliers WHERE tenant_id = $1", tk.tenant.id
+        )
+        listed = await list_suppliers(conn, tk.tenant.id, keys=DataKeys.from_settings(settings))
+    assert len(register) == 2
+    for row in register:
+        [sealed], [key] = row["ibans"], row["iban_keys"]
+        assert sealed.startswith(ARMOR)
+        assert re.fullmatch(r"1:[0-9a-f]{64}", key), key
+    assert sorted(i for r in listed for i in r.ibans) == sorted(
+        inv.truth.iban.value for inv in (on_file, pasted) if inv.truth.iban
+    )
 
 
 async def test_sealed_text_bytes_moved_to_another_tenant_do_not_open(pool: asyncpg.Pool) -> None:
@@ -407,7 +423,8 @@ async def test_a_results_iban_is_sealed_opened_where_shown_and_shredded_with_the
     tk = await tenant_with_key(pool)
     receiver, _ = await reserve_receiver(dsn, registry_for(pool), tk.tenant)
     sealing = JobStore(pool, Settings(kek=KEK_A, lease_seconds=30))
-    unsealed = JobStore(pool, Settings(lease_seconds=30))  # as before sealing results
+    # as before sealing results (no KEK, whatever FENCELINE_KEK this run has)
+    unsealed = JobStore(pool, Settings(lease_seconds=30, kek=None, kek_file=None))
     jobs = {}
     for name, store in (("sealed", sealing), ("legacy", unsealed)):
         store.settle_hooks.add(delivery_settle_hook)
@@ -497,7 +514,7 @@ async def test_a_corrected_iban_is_sealed_in_the_correction_and_shown_opened(
         )
     [change] = [ch for ch in changes["changes"] if ch["field"] == "iban"]
     assert change["before"].startswith(ARMOR) and change["after"] is None
-    assert (await table_hits(pool, [iban], skip=SKIPPED))[iban] == []
+    assert (await table_hits(pool, [iban]))[iban] == []
     assert f"iban {iban}" in html and ARMOR not in html
     explained = await JobStore(pool, Settings(kek=KEK_A)).explain(job.job_id)
     [correction] = explained["corrections"]
@@ -568,3 +585,91 @@ async def test_the_sealed_iban_text_is_written_as_postgresql_writes_jsonb(
     async with pool.acquire() as conn:
         for node in nodes:
             assert jsonb_text(node) == await conn.fetchval("SELECT $1::jsonb::text", node)
+
+
+async def test_the_supplier_register_seals_its_ibans_and_converts_old_rows(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    """IBANs on file written before sealing read as they are; ``fenceline suppliers
+    seal`` seals them with their keyed hashes; ``fenceline suppliers add`` and ``list``
+    seal and open; shredding the tenant's data keys leaves the register unreadable."""
+    keys = DataKeys(LocalKeyProvider([base64.b64decode(KEK_A)]))
+    tenant, other = await new_tenant(pool), await new_tenant(pool)
+    old, new = _invoice(21).supplier, _invoice(22).supplier
+    (old_iban,), (new_iban,) = old.ibans, new.ibans
+    async with pool.acquire() as conn:
+        await upsert_supplier(conn, tenant.id, old)  # no KEK: stored as it is
+        await upsert_supplier(conn, other.id, old, keys=keys)
+        row = await conn.fetchrow(
+            "SELECT ibans, iban_keys FROM suppliers WHERE tenant_id = $1", tenant.id
+        )
+    assert (row["ibans"], row["iban_keys"]) == ([old_iban], [])
+
+    cli = [sys.executable, "-m", "cluster.cli", "--database-url", dsn]
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "FENCELINE_KEK": KEK_A}
+    env.pop("FENCELINE_KEK_FILE", None)
+    added = subprocess.run(
+        [
+            *cli,
+            "suppliers",
+            "add",
+            "--tenant",
+            tenant.name,
+            new.name,
+            "--vat-id",
+            str(new.vat_id),
+            "--iban",
+            new_iban,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert added.returncode == 0, added.stderr
+    sealed = subprocess.run(
+        [*cli, "suppliers", "seal"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert sealed.returncode == 0, sealed.stderr
+    assert json.loads(sealed.stdout)["sealed"] >= 1
+    listed = subprocess.run(
+        [*cli, "suppliers", "list", "--tenant", tenant.name, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(i for s in json.loads(listed.stdout) for i in s["ibans"]) == sorted(
+        [old_iban, new_iban]
+    )
+
+    async with pool.acquire() as conn:
+        rows = await conn.fetch(
+            "SELECT ibans, iban_keys FROM suppliers WHERE tenant_id = $1", tenant.id
+        )
+        mine = await iban_key(keys, conn, tenant.id, old_iban)
+        theirs = await conn.fetchval(
+            "SELECT iban_keys[1] FROM suppliers WHERE tenant_id = $1", other.id
+        )
+        assert (await table_hits(pool, [old_iban, new_iban])) == {old_iban: [], new_iban: []}
+        assert all(v.startswith(ARMOR) for r in rows for v in r["ibans"])
+        # an equality lookup by keyed hash finds the supplier; another tenant's hash differs
+        found = await conn.fetchval(
+            "SELECT count(*) FROM suppliers WHERE tenant_id = $1 AND $2 = ANY (iban_keys)",
+            tenant.id,
+            mine,
+        )
+        assert found == 1 and mine != theirs
+        master = await load_master_data(conn, tenant.id, keys=keys)
+        assert {i for s in master.suppliers for i in s.ibans} == {old_iban, new_iban}
+        await shred_tenant_keys(conn, tenant.id)
+        with pytest.raises(DataKeyShredded):
+            await load_master_data(conn, tenant.id, keys=keys)

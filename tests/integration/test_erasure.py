@@ -30,6 +30,7 @@ import pytest
 
 from benchmarks.invoices.generator import GeneratedInvoice, generate_invoice
 from pipeline.api import create_app
+from pipeline.data_keys import DataKeys
 from pipeline.delivery import delivery_settle_hook
 from pipeline.documents import FolderStore
 from pipeline.errors import LeaseLost
@@ -54,7 +55,7 @@ from tests.support.console import (
 )
 from tests.support.delivery import dispatcher_for, postings, registry_for, reserve_receiver
 from tests.support.drivers import run_document_driver
-from tests.support.erasure import store_hits, table_hits
+from tests.support.erasure import OPENED_PLACES, content_hits, sealed_places, store_hits
 from tests.support.jobs import new_tenant, request
 from tests.support.pdfs import text_pdf
 
@@ -94,11 +95,23 @@ async def _with_master_data(pool: asyncpg.Pool, tk: TenantKey, inv: GeneratedInv
         await permit_currencies(conn, tk.tenant.id, {inv.currency})
 
 
+def _keys() -> DataKeys:
+    """The keys this run's processes hold: sealing when ``FENCELINE_KEK`` is set."""
+    return DataKeys.from_settings(Settings())
+
+
+async def _hits(pool: asyncpg.Pool, needles: list[str]) -> dict[str, list[str]]:
+    """The places holding each needle, in plaintext or in a sealed value opened."""
+    hits = await content_hits(pool, _keys(), needles)
+    return {n: places for n, places in hits.items() if places}
+
+
 async def _scan(pool: asyncpg.Pool, root: Path, inv: GeneratedInvoice) -> dict[str, list[str]]:
-    """Every place (table.column or store file) holding a string of ``inv``."""
+    """Every place (table.column or store file) holding a string of ``inv``, in
+    plaintext or sealed (opened as the product opens it)."""
     content, master = _needles(inv)
-    hits = await table_hits(pool, content)
-    hits.update(await table_hits(pool, master, skip=frozenset({"suppliers"})))
+    hits = await content_hits(pool, _keys(), content)
+    hits.update(await content_hits(pool, _keys(), master, skip=frozenset({"suppliers"})))
     for needle, files in store_hits(root, content + master).items():
         hits[needle] = hits.get(needle, []) + [f"store:{f}" for f in files]
     return {n: places for n, places in hits.items() if places}
@@ -153,6 +166,8 @@ async def test_after_erasure_no_copy_remains_in_any_table_or_the_store(
     ):
         assert expected in places, (expected, before)
     assert any(p.startswith("store:") for p in places), before
+    # Every column holding a sealed value is one the scan opens.
+    assert await sealed_places(pool, skip=frozenset({"suppliers"})) <= OPENED_PLACES
     async with pool.acquire() as conn:
         doc = await conn.fetchrow(
             "SELECT d.sha256, d.uri FROM documents d JOIN extraction_jobs j"
@@ -179,6 +194,7 @@ async def test_after_erasure_no_copy_remains_in_any_table_or_the_store(
         assert again.status_code == 200
 
     assert await _scan(pool, tmp_path, inv) == {}
+    assert await sealed_places(pool, skip=frozenset({"suppliers"})) == set()
     assert not FolderStore(tmp_path / "documents").path_for(sha256).exists()
     assert first["repeated"] is False and first["cancelled_first"] is False
     assert (first["job_state"], first["document_sha256"]) == ("SUCCEEDED", sha256)
@@ -350,8 +366,8 @@ async def test_operator_erases_a_whole_tenant_through_the_cli(
     erased = json.loads(done.stdout)["erased"]
     assert sorted(e["job_id"] for e in erased) == sorted(map(str, mine))
     assert all(e["requested_by"] == "dpo@x" for e in erased)
-    hits = await table_hits(pool, [t.split()[1] for t in texts] + ["KEPT-1"])
-    assert {n: p for n, p in hits.items() if p} == {"KEPT-1": ["documents.content"]}
+    hits = await _hits(pool, [t.split()[1] for t in texts] + ["KEPT-1"])
+    assert hits == {"KEPT-1": ["documents.content"]}
     again = fenceline(dsn, tmp_path, "--tenant", tenant.name)
     assert again.returncode == 0 and json.loads(again.stdout)["erased"] == []
     one = fenceline(dsn, tmp_path, "--job", str(mine[0]))
@@ -421,9 +437,15 @@ async def test_an_operator_key_erases_its_own_tenant_over_http_a_bounded_batch_a
         again = await client.post(
             "/v1/tenant-erasures", json={"confirm_tenant": tenant}, headers=operator.headers
         )
-        assert again.json() == {**last.json(), "erased": [], "cancelled_first": []}
-    hits = await table_hits(pool, [t.split()[1] for t in texts] + ["KEPT-2"])
-    assert {n: p for n, p in hits.items() if p} == {"KEPT-2": ["documents.content"]}
+        # the last call shredded the tenant's data keys (none when no KEK made one)
+        assert again.json() == {
+            **last.json(),
+            "erased": [],
+            "cancelled_first": [],
+            "keys_shredded": [],
+        }
+    hits = await _hits(pool, [t.split()[1] for t in texts] + ["KEPT-2"])
+    assert hits == {"KEPT-2": ["documents.content"]}
     async with pool.acquire() as conn:
         reasons = await conn.fetch(
             "SELECT requested_by, reason FROM job_erasures WHERE tenant_id = $1",
@@ -477,15 +499,14 @@ async def test_a_reviewed_jobs_corrections_lose_their_values_and_keep_their_fiel
         assert r.status_code == 303, r.text
         assert truth.invoice_number is not None
         needles = [wrong, right, truth.invoice_number.value, truth.line_items[0].description]
-        before = await table_hits(pool, needles)
+        before = await content_hits(pool, _keys(), needles)
         assert "review_corrections.changes" in before[wrong], before
         assert "extraction_results.result" in before[right], before
 
         erased = await c.delete(f"{JOBS}/{job.job_id}/content", headers=tk.headers)
         assert erased.status_code == 200, erased.text
 
-    after = await table_hits(pool, needles)
-    assert {n: p for n, p in after.items() if p} == {}
+    assert await _hits(pool, needles) == {}
     async with pool.acquire() as conn:
         changes = await conn.fetchval(
             "SELECT changes FROM review_corrections WHERE job_id = $1", job.job_id

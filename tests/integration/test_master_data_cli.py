@@ -19,7 +19,9 @@ import pytest
 
 from benchmarks.invoices.generator import GeneratedInvoice, generate_invoice
 from cluster.cli import main
+from pipeline.data_keys import DataKeys
 from pipeline.invoice import ReasonCode
+from pipeline.settings import Settings
 from pipeline.tenants.master_data import load_master_data
 from pipeline.validation import Decision, ValidationReport, validate
 from pipeline.worker.interpretation import interpret_einvoice
@@ -39,12 +41,17 @@ async def fenceline(
     return code, out, err
 
 
+def _keys() -> DataKeys:
+    """The keys the CLI runs with here: it seals the IBANs on file when FENCELINE_KEK is set."""
+    return DataKeys.from_settings(Settings())
+
+
 async def decide(
     pool: asyncpg.Pool, tenant_id: uuid.UUID, inv: GeneratedInvoice
 ) -> ValidationReport:
     """Validate the invoice's true extraction against the tenant's stored master data."""
     async with pool.acquire() as conn:
-        master = await load_master_data(conn, tenant_id)
+        master = await load_master_data(conn, tenant_id, keys=_keys())
     return validate(inv.truth, inv.ocr_text, master, today=inv.today)
 
 
@@ -185,7 +192,7 @@ async def test_a_supplier_known_by_its_tax_number_is_added_listed_and_matched(
     }
     xml = tax_number_only()
     async with pool.acquire() as conn:
-        master = await load_master_data(conn, tenant.id)
+        master = await load_master_data(conn, tenant.id, keys=_keys())
     wrong = interpret_einvoice(xml, master, schema_version=3, today=date(2018, 3, 6))
     assert {(r.code, r.field) for r in wrong.report.reasons} == {
         (ReasonCode.TAX_NUMBER_MISMATCH, "supplier.tax_number")
@@ -199,7 +206,7 @@ async def test_a_supplier_known_by_its_tax_number_is_added_listed_and_matched(
     )
     assert code == 0 and json.loads(out)["created"] is True, err
     async with pool.acquire() as conn:
-        master = await load_master_data(conn, tenant.id)
+        master = await load_master_data(conn, tenant.id, keys=_keys())
     right = interpret_einvoice(xml, master, schema_version=3, today=date(2018, 3, 6))
     assert right.report.decision is Decision.SUCCEEDED, right.report.as_dict()
 

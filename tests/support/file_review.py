@@ -48,20 +48,20 @@ async def file_awaiting_review(
     settings: Settings | None = None,
 ) -> FileAwaitingReview:
     """A generated invoice drawn as a text-layer PDF, uploaded over HTTP, its text read
-    and kept as the document stage does (sealed when ``settings`` name a KEK), answered
-    with a wrong gross total."""
+    and kept as the document stage does (sealed when ``settings`` name a KEK, as is the
+    supplier's IBAN on file), answered with a wrong gross total."""
     inv = generate_invoice(
         seed, Variant.CLEAN, anchor=date.today(), max_line_items=3, languages=("en",)
     )
     assert inv.truth.gross_total is not None
     pdf = text_pdf(inv.ocr_text)
-    async with pool.acquire() as conn:
-        await upsert_supplier(conn, tk.tenant.id, inv.supplier)
+    store = JobStore(pool, settings)
+    async with pool.acquire() as conn:  # the IBAN on file sealed too
+        await upsert_supplier(conn, tk.tenant.id, inv.supplier, keys=store.data_keys)
     r = await client.post(
         "/v1/extraction-jobs", files={"document": ("invoice.pdf", pdf)}, headers=tk.headers
     )
     assert r.status_code == 202, r.text
-    store = JobStore(pool, settings)
     (lease,) = await store.claim("page-view-test-driver")
     async with pool.acquire() as conn:
         doc = await conn.fetchrow(

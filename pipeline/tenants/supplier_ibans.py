@@ -1,0 +1,102 @@
+"""The supplier register's IBANs sealed at rest, with keyed hashes for lookups.
+
+A tenant's supplier register (``suppliers``) holds the IBANs on file that validation
+compares an invoice's IBAN with: personal data (a sole trader's account) that issue
+46 wants out of a database dump and out of every index. With a KEK configured each
+IBAN is stored sealed under the tenant's data key (:mod:`pipeline.data_keys`,
+subject :data:`SUBJECT`) and beside it, at the same position of ``iban_keys``
+(migration 044), a keyed hash (:meth:`~pipeline.data_keys.DataKeys.keyed_hash`) that
+an equality lookup can compare without the IBAN.
+
+Invariants:
+
+* **Opened where the register is read** (:func:`open_ibans`, called by
+  :func:`pipeline.tenants.master_data.load_master_data`): every reader (validation,
+  ``fenceline suppliers list``, the e-invoice path's "IBAN on file proves the
+  seller") sees the IBANs in clear, in memory only.
+* **No KEK, no sealing**: as for every sealed value, the IBANs are then stored as
+  they are (with a warning, :class:`~pipeline.data_keys.DataKeys`) and ``iban_keys``
+  is empty; IBANs stored before sealing read as they are, and
+  :func:`seal_register` seals them once a KEK is configured.
+* **Shredded with the tenant**: once the tenant's data keys are shredded the
+  register's IBANs do not open (:class:`~pipeline.errors.DataKeyShredded`) and its
+  hashes match nothing the next data key makes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+
+import asyncpg
+
+from pipeline.data_keys import DataKeys
+from pipeline.queries import q
+
+#: The subject a register IBAN is sealed to (the tenant is bound separately).
+SUBJECT = "suppliers:iban"
+#: What the register's keyed hashes are derived for.
+HASH_LABEL = "suppliers:iban"
+
+
+async def seal_ibans(
+    keys: DataKeys, conn: asyncpg.Connection, tenant: uuid.UUID, ibans: Iterable[str]
+) -> tuple[list[str], list[str]]:
+    """The IBANs as stored (sorted by their clear text, each sealed) and their keyed
+    hashes at the same positions (empty when no KEK is configured)."""
+    ordered = sorted(set(ibans))
+    sealed = [await keys.seal_text(conn, tenant, iban, SUBJECT) for iban in ordered]
+    hashes = [await iban_key(keys, conn, tenant, iban) for iban in ordered]
+    return sealed, [h for h in hashes if h is not None]
+
+
+async def iban_key(
+    keys: DataKeys, conn: asyncpg.Connection, tenant: uuid.UUID, iban: str
+) -> str | None:
+    """The keyed hash an IBAN in electronic form has in ``suppliers.iban_keys`` (None
+    without a KEK)."""
+    return await keys.keyed_hash(conn, tenant, iban, HASH_LABEL)
+
+
+async def open_ibans(
+    keys: DataKeys,
+    conn: asyncpg.Connection,
+    tenant: uuid.UUID,
+    stored: Sequence[Sequence[str]],
+) -> list[frozenset[str]]:
+    """The IBANs of each supplier in ``stored`` (its ``ibans`` as stored), opened
+    (those stored unsealed as they are); each data key version is read once a call.
+
+    Raises:
+        DataKeyShredded, DataKeyNotHere, DataKeyUnavailable: as
+            :meth:`~pipeline.data_keys.DataKeys.open_text`.
+    """
+    opened = iter(
+        await keys.open_texts(conn, tenant, [v for ibans in stored for v in ibans], SUBJECT)
+    )
+    return [frozenset(next(opened) for _ in ibans) for ibans in stored]
+
+
+async def seal_register(keys: DataKeys, pool: asyncpg.Pool, *, batch: int = 200) -> int:
+    """Seal every supplier whose IBANs were stored unsealed (before migration 044 or
+    without a KEK); returns how many rows were sealed. Each row is rewritten only if
+    its IBANs are still the ones read (a supplier added again meanwhile is left as
+    its writer stored it). Nothing to do without a KEK."""
+    if not keys.sealing:
+        return 0
+    done = 0
+    while True:
+        async with pool.acquire() as conn:
+            rows = await conn.fetch(q("supplier_list_unsealed"), batch)
+            changed = 0
+            for row in rows:
+                tenant, stored = row["tenant_id"], list(row["ibans"])
+                [clear] = await open_ibans(keys, conn, tenant, [stored])
+                sealed, hashes = await seal_ibans(keys, conn, tenant, clear)
+                updated = await conn.fetchval(
+                    q("supplier_ibans_update_if_same"), row["id"], stored, sealed, hashes
+                )
+                changed += updated is not None
+        done += changed
+        if len(rows) < batch or changed == 0:
+            return done
