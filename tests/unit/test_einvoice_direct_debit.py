@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.corpus.records import truth_of
-from benchmarks.eval.dataset import truth_from_extraction
+from benchmarks.eval.truth import truth_from_extraction
 from pipeline.extraction import read_einvoice, read_invoice_xml
 from pipeline.invoice import V3_FIELDS, Extraction, binding_v3_fields, within_v1
 from pipeline.invoice.grammar_schema import extraction_json_schema
