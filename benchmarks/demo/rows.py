@@ -14,7 +14,8 @@ prints can be tested without Ray, vLLM or a database.
   (``"19"`` equals ``"19.00"``), IBANs without spaces. Line items compare by
   their numbers only (quantity, unit price, amount, rate), not descriptions.
   Evidence offsets are not compared: the system derives them.
-* **ERP posting** comes from the reference receiver's own ``erp_postings``:
+* **ERP posting** comes from the reference receiver's own ``erp_postings``, in
+  the ERP's database, joined to the job's row by id (:mod:`benchmarks.demo.erp`):
   ``applications`` counts every run of its posting step per job (once per
   delivery id that passed its inbox), so a job that reached the ERP twice
   shows ``posted 2x`` even though the job-level guard let only one post.
@@ -203,8 +204,9 @@ def build_row(
 
     ``submitted`` has ``job_id``, ``tenant``, ``seed``, ``variant`` and ``expected``, and
     ``document`` (``text`` where absent);
-    ``job`` is a ``report_invoice_rows`` row (``result``/``validation`` None when
-    the job stored no result).
+    ``job`` is a ``report_invoice_rows`` row with the ERP's ``erp_applications`` and
+    ``erp_posted`` joined in (``result``/``validation`` None when the job stored no
+    result).
     """
     result = job.get("result")
     extracted = has_extraction(result)

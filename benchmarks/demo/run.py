@@ -14,7 +14,9 @@ whether the values equal the generator's truth (:mod:`benchmarks.demo.rows`,
 and drawn in ``demo.png``. The database is a dedicated ``fenceline_demo``
 (recreated each run so the numbers describe this run only) on the configured
 server, or, when nothing answers at the default URL and none was set, on an
-embedded PostgreSQL in the state folder (:mod:`cluster.embedded_postgres`).
+embedded PostgreSQL in the state folder (:mod:`cluster.embedded_postgres`). The
+reference ERP, a system outside Fenceline, gets a database of its own beside it,
+``fenceline_demo_erp`` (:mod:`benchmarks.demo.erp`).
 
 Demo seeds: invoice ``i`` is generator seed ``DemoOptions.seed + i`` (2026 ..
 2033 by default), dated shortly before :data:`DEMO_ANCHOR`, a fixed day: the
@@ -41,6 +43,13 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from benchmarks.demo.documents import DemoDocument, demo_documents
+from benchmarks.demo.erp import (
+    ErpPostings,
+    create_erp_database,
+    erp_database_url,
+    join_postings,
+    read_erp_postings,
+)
 from benchmarks.demo.progress import engine_token_reader, watch
 from benchmarks.demo.rows import InvoiceRow, build_row, summarise_rows
 from benchmarks.demo.view import format_summary, format_table, plot_invoices
@@ -299,9 +308,11 @@ def demo_settings(base: Settings) -> Settings:
 
 
 async def create_demo_database(settings: Settings) -> list[str]:
-    """(Re)create the demo's database with every migration applied; return the
-    server's maintenance warnings (:func:`pipeline.database.server_warnings`)."""
+    """(Re)create the demo's database with every migration applied, and the reference
+    ERP's beside it with only its own (:func:`benchmarks.demo.erp.create_erp_database`);
+    return the server's maintenance warnings (:func:`pipeline.database.server_warnings`)."""
     admin, name = admin_dsn(settings.database_url)
+    await create_erp_database(settings.database_url)
     conn = await connect(await create_database(admin, name, replace=True))
     try:
         return await server_warnings(conn)
@@ -312,9 +323,10 @@ async def create_demo_database(settings: Settings) -> list[str]:
 def _run_demo(opts: DemoOptions, base: Settings) -> int:
     settings = with_local_kek(demo_settings(base))  # invoice text sealed at rest
     dsn = settings.database_url
+    erp_dsn = erp_database_url(dsn)
     started = time.monotonic()
     print(
-        f"demo: database {dsn} (recreated), {opts.invoices} invoices, "
+        f"demo: database {dsn} (recreated; the ERP's: {erp_dsn}), {opts.invoices} invoices, "
         f"{len(TENANTS)} tenants, {opts.drivers} drivers"
     )
     for warning in asyncio.run(create_demo_database(settings)):
@@ -345,7 +357,7 @@ def _run_demo(opts: DemoOptions, base: Settings) -> int:
             "--port",
             str(erp_port),
             "--database-url",
-            dsn,
+            erp_dsn,
         ],
         env={**os.environ, "FENCELINE_ERP_SECRETS": " ".join(secrets)},
         stdout=subprocess.PIPE,
@@ -398,7 +410,7 @@ def _run_demo(opts: DemoOptions, base: Settings) -> int:
         )
         asyncio.run(_wait_deliveries(dsn, 60))
         truths = [inv.truth.model_dump(mode="json") for _, inv in work]
-        result = asyncio.run(_summarise(settings, accepted, counts, truths))
+        result = asyncio.run(_summarise(settings, erp_dsn, accepted, counts, truths))
         result["driver_stats"] = cluster.driver_stats()
         if opts.keep:
             result["wall_seconds"] = time.monotonic() - started
@@ -434,12 +446,16 @@ def _engines(cluster: LocalCluster) -> tuple[str, list[str]]:
     return pools.app_name, pools.engine_deployments()
 
 
-async def invoice_rows(conn: asyncpg.Connection, keys: DataKeys) -> dict[Any, dict[str, Any]]:
+async def invoice_rows(
+    conn: asyncpg.Connection, keys: DataKeys, postings: ErpPostings
+) -> dict[Any, dict[str, Any]]:
     """The ``report_invoice_rows`` rows by job id, each result's sealed IBAN opened
-    (:mod:`pipeline.sealed_results`; one that does not open is marked, not raised)."""
+    (:mod:`pipeline.sealed_results`; one that does not open is marked, not raised),
+    with what the ERP recorded for the job (``postings``, read from its database)."""
     from pipeline.sealed_results import UNREADABLE, open_result
 
     rows = {r["id"]: dict(r) for r in await conn.fetch(q("report_invoice_rows"))}
+    join_postings(rows, postings)
     for row in rows.values():
         if isinstance(row["result"], dict):
             row["result"] = await open_result(
@@ -450,6 +466,7 @@ async def invoice_rows(conn: asyncpg.Connection, keys: DataKeys) -> dict[Any, di
 
 async def _summarise(
     settings: Settings,
+    erp_dsn: str,
     accepted: list[dict[str, Any]],
     counts: dict[str, int],
     truths: list[dict[str, Any]],
@@ -458,14 +475,14 @@ async def _summarise(
     from pipeline.data_keys import DataKeys
 
     keys = DataKeys.from_settings(settings)
+    erp = await read_erp_postings(erp_dsn)  # the ERP's own database
+    postings, dup = erp.postings, erp.duplicates_absorbed
     conn = await connect(settings.database_url)
     try:
         jobs = {str(r["id"]): r for r in await conn.fetch(q("report_job_outcomes"))}
         usage = await conn.fetchrow(q("report_attempt_usage"))
         deliveries = {r["state"]: r["n"] for r in await conn.fetch(q("report_delivery_counts"))}
-        erp = await conn.fetchrow(q("report_erp_postings"))
-        postings, dup = erp["postings"], erp["duplicates_absorbed"]
-        rows = {str(k): r for k, r in (await invoice_rows(conn, keys)).items()}
+        rows = {str(k): r for k, r in (await invoice_rows(conn, keys, erp)).items()}
     finally:
         await conn.close()
     per_tenant: dict[str, Counter[str]] = defaultdict(Counter)

@@ -108,3 +108,16 @@ RETURNING job_id;
 -- name: erp_supersession_list
 SELECT job_id, superseded_by, version, delivery_id, received_at
 FROM erp_supersessions WHERE ledger = $1 ORDER BY received_at, job_id;
+
+-- name: erp_posting_totals
+-- The demo's report, on the ERP's database: postings, and those a second delivery
+-- reached (absorbed by the receiver's inbox).
+SELECT count(*) AS postings, count(*) FILTER (WHERE deliveries_seen > 1) AS duplicates_absorbed
+FROM erp_postings;
+
+-- name: erp_posting_applications_by_job
+-- The demo's per-invoice table, on the ERP's database: applications counts every run
+-- of the posting step, so a job that reached the ERP under two delivery ids shows 2.
+SELECT job_id, sum(applications)::int AS applications,
+       bool_or(posted_at IS NOT NULL) AS posted
+FROM erp_postings GROUP BY job_id;

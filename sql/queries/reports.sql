@@ -18,32 +18,23 @@ SELECT coalesce(sum(prompt_tokens), 0) AS prompt, coalesce(sum(completion_tokens
        count(*) AS attempts, count(*) FILTER (WHERE uncertain) AS uncertain
 FROM job_attempts;
 
--- name: report_erp_postings
-SELECT count(*) AS postings, count(*) FILTER (WHERE deliveries_seen > 1) AS duplicates_absorbed
-FROM erp_postings;
-
 -- name: report_job_states
 SELECT id, state FROM extraction_jobs;
 
 -- name: report_invoice_rows
 -- One row per job for the demo's per-invoice table: the stored result and its
--- validation, the failure if any, what the reference ERP receiver recorded
--- (applications counts every run of its posting step, so a job that reached the
--- ERP under two delivery ids shows 2), the deliveries' states and the tokens the
--- job's attempts wrote. The result's IBAN is sealed at rest (the caller opens it
--- under tenant_id: pipeline/sealed_results.py).
+-- validation, the failure if any, the deliveries' states and the tokens the job's
+-- attempts wrote. What the reference ERP posted is in the ERP's own database
+-- (erp_posting_applications_by_job), joined by job id in benchmarks/demo/erp.py.
+-- The result's IBAN is sealed at rest (the caller opens it under tenant_id:
+-- pipeline/sealed_results.py).
 SELECT j.id, j.tenant_id, j.state, j.attempt, j.last_error_class, j.last_error, j.terminal_reason,
        t.name AS tenant, r.result, r.validation,
-       coalesce(p.applications, 0) AS erp_applications,
-       coalesce(p.posted, false) AS erp_posted,
        d.states AS delivery_states,
        coalesce(a.completion_tokens, 0) AS completion_tokens
 FROM extraction_jobs j
 JOIN tenants t ON t.id = j.tenant_id
 LEFT JOIN extraction_results r ON r.job_id = j.id
-LEFT JOIN (SELECT job_id, sum(applications)::int AS applications,
-                  bool_or(posted_at IS NOT NULL) AS posted
-           FROM erp_postings GROUP BY job_id) p ON p.job_id = j.id
 LEFT JOIN (SELECT job_id, string_agg(state, ',' ORDER BY created_at) AS states
            FROM deliveries GROUP BY job_id) d ON d.job_id = j.id
 LEFT JOIN (SELECT job_id, sum(completion_tokens)::int AS completion_tokens

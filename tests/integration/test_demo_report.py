@@ -1,15 +1,19 @@
-"""The demo's per-invoice query on real PostgreSQL: results, failures and ERP applications."""
+"""The demo's per-invoice query on real PostgreSQL: results and failures from the demo's
+database, ERP applications from the reference ERP's own, joined by job id."""
 
 from __future__ import annotations
 
 import asyncpg
 import pytest
 
+from benchmarks.demo.erp import create_erp_database, read_erp_postings
 from benchmarks.demo.rows import build_row
 from benchmarks.demo.run import invoice_rows
 from benchmarks.demo.view import format_table
 from benchmarks.invoices.generator import generate_invoice
 from pipeline.data_keys import DataKeys
+from pipeline.database import connect, drop_database
+from pipeline.jobs import admin_dsn
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import JobState
@@ -21,7 +25,7 @@ pytestmark = pytest.mark.integration
 
 
 async def test_invoice_rows_join_results_failures_and_erp_applications(
-    pool: asyncpg.Pool,
+    pool: asyncpg.Pool, dsn: str
 ) -> None:
     store = job_store(pool)
     tenant = await new_tenant(pool, "acme-gmbh")
@@ -42,16 +46,26 @@ async def test_invoice_rows_join_results_failures_and_erp_applications(
         decision=JobState.REVIEW_REQUIRED,
     )
     await store.fail(failed, error_class="malformed_output", reason="attempts_exhausted")
-    async with pool.acquire() as conn:  # what the reference ERP receiver writes
-        await conn.execute(
-            "INSERT INTO erp_postings (ledger, job_id, delivery_id, invoice, posted_at,"
-            " effect_count, applications) VALUES ('default', $1, 'msg_1', '{}', now(), 1, 2)",
-            ok.job_id,
-        )
+    erp_dsn = await create_erp_database(dsn)  # the ERP's own database, as the demo's
+    try:
+        erp = await connect(erp_dsn)
+        try:  # what the reference ERP receiver writes, in its database
+            await erp.execute(
+                "INSERT INTO erp_postings (ledger, job_id, delivery_id, invoice, posted_at,"
+                " effect_count, applications, deliveries_seen)"
+                " VALUES ('default', $1, 'msg_1', '{}', now(), 1, 2, 2)",
+                ok.job_id,
+            )
+        finally:
+            await erp.close()
+        postings = await read_erp_postings(erp_dsn)
+    finally:
+        await drop_database(admin_dsn(erp_dsn)[0], admin_dsn(erp_dsn)[1])
+    assert (postings.postings, postings.duplicates_absorbed) == (1, 1)
     states = {r["id"]: r["state"] for r in await fetch(pool, q("report_job_states"))}
     assert [states[i] for i in ids] == ["SUCCEEDED", "REVIEW_REQUIRED", "FAILED_TERMINAL", "READY"]
     async with pool.acquire() as conn:  # the IBAN is sealed when a KEK is configured
-        rows = await invoice_rows(conn, DataKeys.from_settings(Settings()))
+        rows = await invoice_rows(conn, DataKeys.from_settings(Settings()), postings)
     submitted = {"tenant": "acme-gmbh", "seed": 2026, "variant": "clean", "expected": "SUCCEEDED"}
     built = [
         build_row(n, {**submitted, "job_id": i}, rows[i], truth) for n, i in enumerate(ids, start=1)

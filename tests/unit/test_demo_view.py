@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import unicodedata
+import uuid
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from benchmarks.demo.erp import ErpPostings, JobPosting, join_postings
 from benchmarks.demo.rows import (
     COMPARED_FIELDS,
     InvoiceRow,
@@ -36,7 +38,7 @@ def submitted(n: int, variant: str = "clean", expected: str = "SUCCEEDED") -> di
 
 
 def with_gross(result: dict[str, Any], value: str) -> dict[str, Any]:
-    changed = json.loads(json.dumps(result))
+    changed: dict[str, Any] = json.loads(json.dumps(result))
     changed["gross_total"]["value"] = value
     return changed
 
@@ -249,3 +251,27 @@ def test_the_table_says_which_invoices_were_sent_as_files() -> None:
     col = header.index("sent as")
     assert [line[col:].split()[0] for line in lines] == ["scan", "PDF", "text"]
     assert scan.as_dict()["document"] == "scan" and text.document == "text"
+
+
+def test_postings_from_the_erp_database_join_the_job_rows_by_id() -> None:
+    posted, twice, never = (uuid.UUID(submitted(n)["job_id"]) for n in (1, 2, 3))
+    rows: dict[uuid.UUID, dict[str, Any]] = {
+        i: {"id": i, "state": "SUCCEEDED", "result": TRUTH} for i in (posted, twice, never)
+    }
+    other = uuid.uuid4()  # a posting of a job this database does not hold changes no row
+    postings = ErpPostings(
+        postings=3,
+        duplicates_absorbed=1,
+        by_job={
+            posted: JobPosting(1, True),
+            twice: JobPosting(2, True),
+            other: JobPosting(1, True),
+        },
+    )
+    join_postings(rows, postings)
+    built = {i: build_row(1, {**submitted(1), "job_id": str(i)}, rows[i], TRUTH) for i in rows}
+    assert built[posted].erp == "posted once" and built[posted].posted_exactly_once
+    assert built[twice].erp == "posted 2x" and not built[twice].posted_exactly_once
+    assert built[never].erp == "not posted"
+    assert (rows[never]["erp_applications"], rows[never]["erp_posted"]) == (0, False)
+    assert other not in rows
