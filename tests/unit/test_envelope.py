@@ -27,6 +27,15 @@ from pipeline.envelope import (
 )
 from pipeline.settings import Settings
 
+
+@pytest.fixture(autouse=True)
+def _no_kek_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests name every key they use; one the shell exports must not leak into
+    ``Settings()`` (a run with ``FENCELINE_KEK`` set would read it as configured)."""
+    for name in ("FENCELINE_KEK", "FENCELINE_KEK_FILE"):
+        monkeypatch.delenv(name, raising=False)
+
+
 KEY = bytes(range(32))
 
 
