@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from benchmarks.eval.dataset import Case, EvalRecord
-from benchmarks.eval.truth import MasterData, MasterSupplier, truth_from_extraction
+from benchmarks.eval.truth import MasterData, truth_from_extraction
 from benchmarks.invoices.generator import GeneratedInvoice
 
 
@@ -21,18 +21,11 @@ def record_from_generated(invoice: GeneratedInvoice) -> EvalRecord:
     the prompt-injection variant, where a model that ignores the injection is
     right to be accepted.
     """
-    md = invoice.master_data
     return EvalRecord(
         id=f"gen-{invoice.seed}-{invoice.variant.value}",
         ocr_text=invoice.ocr_text,
         truth=truth_from_extraction(invoice.truth),
-        master_data=MasterData(
-            suppliers=tuple(
-                MasterSupplier(name=s.name, vat_id=s.vat_id, ibans=tuple(sorted(s.ibans)))
-                for s in md.suppliers
-            ),
-            currencies=tuple(sorted(md.permitted_currencies)),
-        ),
+        master_data=MasterData.of(invoice.master_data),
         expected_decision=invoice.truth_decision.value,
         today=invoice.today,
     )

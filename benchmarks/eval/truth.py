@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, PlainSerializer, PlainValidator
 
-from pipeline.invoice import Extraction
+from pipeline.invoice import Extraction, TenantMasterData
 
 _DECIMAL_RE = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 _DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
@@ -209,6 +209,17 @@ class MasterData(_Strict):
 
     suppliers: tuple[MasterSupplier, ...]
     currencies: tuple[Currency, ...]
+
+    @classmethod
+    def of(cls, master: TenantMasterData) -> MasterData:
+        """``master`` as a dataset line states it (IBANs and currencies sorted)."""
+        return cls(
+            suppliers=tuple(
+                MasterSupplier(name=s.name, vat_id=s.vat_id, ibans=tuple(sorted(s.ibans)))
+                for s in master.suppliers
+            ),
+            currencies=tuple(sorted(master.permitted_currencies)),
+        )
 
 
 def truth_from_extraction(e: Extraction) -> Truth:

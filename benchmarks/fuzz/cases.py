@@ -14,7 +14,7 @@ from datetime import date
 from typing import Any
 
 from benchmarks.eval.dataset import EvalRecord
-from benchmarks.eval.truth import MasterData, MasterSupplier, truth_from_extraction
+from benchmarks.eval.truth import MasterData, truth_from_extraction
 from benchmarks.fuzz.facts import facts_of
 from benchmarks.fuzz.render import render
 from benchmarks.fuzz.transforms import GENERATOR, apply_family
@@ -44,18 +44,11 @@ class FuzzCase:
 
     def record(self) -> dict[str, Any]:
         """The ``fenceline eval --dataset`` line (docs/eval-dataset.md) plus ``family``."""
-        md = self.master_data
         record = EvalRecord(
             id=f"fuzz-{self.seed}-{self.name}",
             ocr_text=self.text,
             truth=truth_from_extraction(self.truth),
-            master_data=MasterData(
-                suppliers=tuple(
-                    MasterSupplier(name=s.name, vat_id=s.vat_id, ibans=tuple(sorted(s.ibans)))
-                    for s in md.suppliers
-                ),
-                currencies=tuple(sorted(md.permitted_currencies)),
-            ),
+            master_data=MasterData.of(self.master_data),
             expected_decision="SUCCEEDED",
             today=self.today,
         )
