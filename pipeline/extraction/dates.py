@@ -22,13 +22,14 @@ from pipeline.extraction.layout import Layout, per_layout
 from pipeline.extraction.locate import (
     Found,
     decoy_label,
+    fold,
     label_before,
     labelled_in,
     occurrences,
     other_date_label,
 )
 from pipeline.extraction.refusal import Refuse
-from pipeline.extraction.terms import payment_terms, term_days
+from pipeline.extraction.terms import PAYMENT_WORDS, payment_terms, term_days
 from pipeline.invoice import Evidence, EvidencedDate, ReasonCode, date_readings
 
 
@@ -138,13 +139,15 @@ class DateReader:
 
     def no_due_date(self) -> None:
         """An answer without a due date is taken only where the page prints none under a
-        due label: a due date left out would reach the ERP as "no due date" unchecked."""
+        due label (beside it, or as the due date's proof reads it), none in a payment
+        sentence and states no term: a due date left out would reach the ERP as "no due
+        date" unchecked."""
         printed = next(
             (
                 d
                 for d in date_candidates(self.doc.text)
                 for f in occurrences(self.doc, d, fuzzy=False, boundary="number")
-                if due_label_near(self.doc, f)
+                if due_label_near(self.doc, f) or date_proof(self.doc, f, "due_date")
             ),
             None,
         )
@@ -156,6 +159,15 @@ class DateReader:
                 rule="label.due_date.left_out",
             )
             return
+        sentence = self._payment_sentence_date()
+        if sentence is not None:
+            self._refuse(
+                "due_date",
+                f"the page prints {sentence!r} in a payment sentence; the answer has none",
+                ReasonCode.MISSING_FIELD,
+                rule="label.due_date.payment_sentence",
+            )
+            return
         terms = payment_terms(self.doc)
         if terms:
             self._refuse(
@@ -164,6 +176,20 @@ class DateReader:
                 ReasonCode.MISSING_FIELD,
                 rule="terms.left_out",
             )
+
+    def _payment_sentence_date(self) -> str | None:
+        """A date printed on a line that names a payment (a payment word of
+        :data:`~pipeline.extraction.terms.PAYMENT_WORDS`: "Venligst betal senest
+        25.08.2023", whose words no due label lists), under no other date's label and not
+        proven as the issue date: a due date in words the due proof may not read, so an
+        answer without one is no safe answer (fuzz seeds 50590, 50856, 51828)."""
+        for printed in date_candidates(self.doc.text):
+            for f in occurrences(self.doc, printed, fuzzy=False, boundary="number"):
+                if not any(word in fold(f.line.text) for word in PAYMENT_WORDS):
+                    continue
+                if decoy_label(f) is None and date_proof(self.doc, f, "issue_date") is None:
+                    return printed
+        return None
 
     def _in_order(self, readings: list[date], printed_text: str) -> date | None:
         """An ambiguous numeric date (03/04/2024): month first only where another numeric

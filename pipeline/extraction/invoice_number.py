@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from pipeline.extraction.candidate import Refusal
-from pipeline.extraction.candidates import date_candidates, labelled_numbers
+from pipeline.extraction.candidates import date_candidates, labelled_numbers, printed_references
 from pipeline.extraction.label_proof import number_proof
 from pipeline.extraction.labels import LABELS, NUMBER_WORDS
 from pipeline.extraction.layout import Layout, amounts, per_layout
@@ -72,6 +72,21 @@ def invoice_number_at(doc: Layout, path: str, value: str | None, refuse: Refuse)
     return at
 
 
+@per_layout
+def _proven(doc: Layout) -> tuple[str, ...]:
+    """The printed tokens another label than the invoice's proves as its number
+    (:func:`~pipeline.extraction.label_proof.number_proof`) and every other proof keeps:
+    where the page prints no number after the invoice's label, more than one of these
+    leaves the number's role unproven (refused, never picked)."""
+    others = frozenset(list(amounts(doc)) + date_candidates(doc.text))
+    return tuple(
+        token
+        for token in printed_references(doc, others)
+        if any(number_proof(doc, f) for f in occurrences(doc, token, fuzzy=False))
+        and not isinstance(_number_at(doc, token, None), Refusal)
+    )
+
+
 def number_at(doc: Layout, value: str, found: list[Found] | None = None) -> Found | Refusal:
     """Where ``value`` is printed as the invoice's own number, or why it is refused.
 
@@ -82,8 +97,26 @@ def number_at(doc: Layout, value: str, found: list[Found] | None = None) -> Foun
     (:func:`~pipeline.extraction.candidates.labelled_numbers`), else one another label
     proves (:func:`~pipeline.extraction.label_proof.number_proof`), never a bare year,
     never a part of a date and never a part of a number printed with spaces
-    (``ambiguous_role``). ``found``: the value's occurrences where the caller has them
-    (:func:`~pipeline.extraction.locate.occurrences`, word boundary)."""
+    (``ambiguous_role``), and where no number follows the invoice's label, never one of
+    two or more that another label proves (``label.invoice_number.rival``: a page that
+    proves two numbers proves neither). ``found``: the value's occurrences where the
+    caller has them (:func:`~pipeline.extraction.locate.occurrences`, word boundary)."""
+    at = _number_at(doc, value, found)
+    if isinstance(at, Refusal) or _named(doc):
+        return at
+    rivals = [t for t in _proven(doc) if t != value.strip()]
+    if rivals:
+        shown = ", ".join(repr(r) for r in rivals[:3])
+        return Refusal(
+            f"{value[:60]!r} is one of several numbers a label proves ({shown} too)",
+            ReasonCode.AMBIGUOUS_ROLE,
+            "label.invoice_number.rival",
+        )
+    return at
+
+
+def _number_at(doc: Layout, value: str, found: list[Found] | None) -> Found | Refusal:
+    """:func:`number_at` without its rivals."""
     if not any(ch.isdigit() for ch in value):
         return Refusal(
             f"{value[:60]!r} holds no digit: no document number",

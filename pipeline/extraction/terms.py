@@ -22,7 +22,7 @@ TERM_RE = re.compile(
 )
 #: Words of a payment instruction, folded: a number of days elsewhere (a delivery time,
 #: a warranty, a return period) states no due date.
-_PAYMENT_WORDS = (
+PAYMENT_WORDS = (
     "pay", "zahl", "paiement", "payer", "régl", "pagamento", "pagar", "pago", "betal",
     "płat", "splat", "maksu", "due", "fällig", "netto", "net", "échéance", "scadenza",
     "vencimiento", "vencimento", "forfald", "förfall", "termin płat", "fizet", "plată",
@@ -41,7 +41,7 @@ def _term_lines(doc: Layout) -> list[tuple[Line, re.Match[str]]]:
     out = []
     for line in doc.lines:
         term = TERM_RE.search(line.text)
-        if term is not None and any(word in fold(line.text) for word in _PAYMENT_WORDS):
+        if term is not None and any(word in fold(line.text) for word in PAYMENT_WORDS):
             out.append((line, term))
     return out
 

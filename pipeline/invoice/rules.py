@@ -32,11 +32,13 @@ RULES: Mapping[str, str] = {
     "label.invoice_number.bare_year": "a bare year is no invoice number without its label",
     "label.invoice_number.no_label": "no label proves the number is the invoice's",
     "label.invoice_number.part_of_longer": "the number may be part of a longer one",
+    "label.invoice_number.rival": "two or more numbers a label proves: none is picked",
     "label.date.other_document": "a date printed as another date (delivery, order, service)",
     "label.date.other_role": "the issue date copied as the due date, or the reverse",
     "label.issue_date.no_label": "no issue label proves the date, and it is not the only one",
     "label.due_date.no_label": "no due label proves the date",
     "label.due_date.left_out": "the page prints a due date under a due label; none given",
+    "label.due_date.payment_sentence": "a due date left out where a payment sentence prints a date",
     "grounding.date_unreadable": "the printed date does not read as a date",
     "grounding.date_ambiguous": "the printed date reads as several dates",
     # payment terms
