@@ -19,6 +19,7 @@ from decimal import Decimal
 from functools import cached_property
 
 from pipeline.extraction.answer import ItemRef, printed_rows
+from pipeline.extraction.description_role import description_fault
 from pipeline.extraction.layout import Layout
 from pipeline.extraction.locate import Found, fold, occurrences, trimmed
 from pipeline.extraction.refusal import Refuse
@@ -83,7 +84,16 @@ class ItemReader:
         spots: dict[int, tuple[Row, Found]] = {}
         after = 0
         for i, ref in enumerate(refs):
-            spot = self._place(ref, used, after)
+            faults: list[str] = []
+            spot = self._place(ref, used, after, faults)
+            if spot is None and faults:
+                self.refuse(
+                    f"line_items[{i}]",
+                    f"{ref.description[:60]!r} is no row's description: {faults[0]}",
+                    ReasonCode.UNGROUNDED_VALUE,
+                    rule="items.description_role",
+                )
+                continue
             if spot is None:
                 unplaced.append((i, ref))
                 continue
@@ -280,7 +290,7 @@ class ItemReader:
         return keys
 
     def _place(
-        self, ref: ItemRef, used: set[tuple[int, int]], after: int
+        self, ref: ItemRef, used: set[tuple[int, int]], after: int, faults: list[str]
     ) -> tuple[Row, Found] | None:
         """Where an item is printed: its description is the key, the cited line a hint.
 
@@ -288,7 +298,9 @@ class ItemReader:
         row is one whose line shows the description and reads as a row, not taken by
         an earlier item: the first such row after the previous item (items are listed
         in document order), else the first before it. A description printed on no such
-        row is refused.
+        row is refused. A spot whose text is in another role on its row
+        (:func:`~pipeline.extraction.description_role.description_fault`) is none; why
+        goes to ``faults``.
         """
         if not ref.description.strip():
             return None
@@ -298,6 +310,10 @@ class ItemReader:
             if row is None or row.key in used:
                 continue
             if whole_description(self.doc, f, row):
+                fault = description_fault(self.doc, f, row)
+                if fault is not None:
+                    faults.append(fault)
+                    continue
                 rank = (f.line.number <= after, f.line.number)
                 spots.append((rank, f, row))
         if not spots:

@@ -182,6 +182,19 @@ def _header_order(doc: Layout, row: Row, read: ItemNumbers) -> Verdict | None:
     return Verdict.AMBIGUOUS
 
 
+def column_role(doc: Layout, row: Row, line: Line, start: int, end: int) -> str | None:
+    """The role of the column that text at ``start:end`` of ``line`` (on ``row``) stands
+    under, by the nearest header above the row that names a description column, or None
+    where no such header reaches the row or no one column holds the text."""
+    above = [(n, cells) for n, cells in _headers(doc) if n < row.first.number]
+    if not above or row.first.number - above[-1][0] > HEADER_REACH:
+        return None
+    cells = above[-1][1]
+    if not any(c.role == "description" for c in cells):
+        return None
+    return _column_role(cells, line, start, end)
+
+
 #: How far (characters) a number may stand from the header term it sits under.
 COLUMN_SLACK = 8
 

@@ -208,8 +208,8 @@ def _bounded(doc: Layout, f: Found, row: Row) -> bool:
     """
     page = doc.pages[f.page - 1]
     inside = page[f.start : f.end].split()
-    if inside and any(w.islower() and w in JOINING_WORDS for w in (inside[0], inside[-1])):
-        return False  # "x Café en grano a": the row's joining words are no description's
+    if inside and any(w == w.casefold() and w in JOINING_WORDS for w in (inside[0], inside[-1])):
+        return False  # "x Café en grano a", "labour @": a row's joining words, no description's
     left = COLUMN_GAP.split(page[f.line.start : f.start])[-1]
     at = f.start - len(left)  # page offset of ``left``
     arithmetic = row.arithmetic()

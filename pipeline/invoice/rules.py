@@ -51,6 +51,10 @@ RULES: Mapping[str, str] = {
     "items.no_tax_rate": "the item's row prints no rate and the invoice has several",
     "items.not_on_row": "the item is on no row that reads as quantity x price = amount",
     "items.description_continues": "the description may go on below its row",
+    "items.description_role": (
+        "the description is another part of its row: under another column, a number's "
+        "label, or running text's price wording"
+    ),
     "documents.ocr_unverified": "a value OCR read without certainty is checked by a reviewer",
     "documents.ocr_bare_proven": (
         "a word OCR read bare whose twin is accented: no ink where the twin's marks are"
