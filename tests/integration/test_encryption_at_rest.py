@@ -608,48 +608,22 @@ async def test_the_supplier_register_seals_its_ibans_and_converts_old_rows(
     cli = [sys.executable, "-m", "cluster.cli", "--database-url", dsn]
     env = {**os.environ, "PYTHONPATH": os.getcwd(), "FENCELINE_KEK": KEK_A}
     env.pop("FENCELINE_KEK_FILE", None)
-    added = subprocess.run(
-        [
-            *cli,
-            "suppliers",
-            "add",
-            "--tenant",
-            tenant.name,
-            new.name,
-            "--vat-id",
-            str(new.vat_id),
-            "--iban",
-            new_iban,
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=120,
-    )
-    assert added.returncode == 0, added.stderr
-    sealed = subprocess.run(
-        [*cli, "suppliers", "seal"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=120,
-    )
-    assert sealed.returncode == 0, sealed.stderr
-    assert json.loads(sealed.stdout)["sealed"] >= 1
-    listed = subprocess.run(
-        [*cli, "suppliers", "list", "--tenant", tenant.name, "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=120,
-    )
-    assert listed.returncode == 0, listed.stderr
-    assert sorted(i for s in json.loads(listed.stdout) for i in s["ibans"]) == sorted(
-        [old_iban, new_iban]
-    )
+
+    def fenceline(*args: str) -> str:
+        """Run ``fenceline ARGS`` with the KEK; its stdout (it must exit 0)."""
+        done = subprocess.run(
+            [*cli, *args], capture_output=True, text=True, env=env, check=False, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    fenceline(
+        "suppliers", "add", "--tenant", tenant.name, new.name,
+        "--vat-id", str(new.vat_id), "--iban", new_iban,
+    )  # fmt: skip
+    assert json.loads(fenceline("suppliers", "seal"))["sealed"] >= 1
+    listed = fenceline("suppliers", "list", "--tenant", tenant.name, "--json")
+    assert sorted(i for s in json.loads(listed) for i in s["ibans"]) == sorted([old_iban, new_iban])
 
     async with pool.acquire() as conn:
         rows = await conn.fetch(

@@ -12,26 +12,9 @@ from pipeline.extraction.answer import Answer, ItemRef
 from pipeline.extraction.grounding import ground
 from pipeline.extraction.layout import layout_of
 from pipeline.extraction.rows import description_cells
+from tests.support.pages import NORDWIND_HEAD, NORDWIND_TOTALS
 
-HEAD = """\
-Nordwind Technik GmbH
-Hauptstraße 12, 10115 Berlin
-USt-IdNr.: DE 123 456 789
-IBAN: DE89 3704 0044 0532 0130 00
-Rechnung Nr. RE-2024-00017          Gesamtbetrag: 1.190,00 EUR
-Rechnungsdatum: 05.03.2024
-Fällig am: 04.04.2024
-
-Rechnungsempfänger:
-Kaufhaus Lindner GmbH
-USt-IdNr.: DE 987 654 321
-
-"""
-TAIL = """
-Nettobetrag: 1.000,00
-zzgl. 19 % MwSt. auf 1.000,00: 190,00
-Rechnungsbetrag: 1.190,00 EUR
-"""
+HEAD, TAIL = NORDWIND_HEAD, NORDWIND_TOTALS
 #: The position number equals the quantity: either reads as the factor 8.
 TABLE = (
     "Pos  Bezeichnung            MwSt.      Betrag     Menge   Einzelpreis\n"

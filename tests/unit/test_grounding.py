@@ -27,27 +27,14 @@ from pipeline.extraction.grounding import ground
 from pipeline.invoice import ReasonCode, SupplierRecord, TenantMasterData
 from pipeline.worker import interpret
 from tests.support.answers import every_item
+from tests.support.pages import NORDWIND_HEAD, NORDWIND_TOTALS
 
-DOC = """\
-Nordwind Technik GmbH
-Hauptstraße 12, 10115 Berlin
-USt-IdNr.: DE 123 456 789
-IBAN: DE89 3704 0044 0532 0130 00
-Rechnung Nr. RE-2024-00017          Gesamtbetrag: 1.190,00 EUR
-Rechnungsdatum: 05.03.2024
-Fällig am: 04.04.2024
-
-Rechnungsempfänger:
-Kaufhaus Lindner GmbH
-USt-IdNr.: DE 987 654 321
-
-Pos  Bezeichnung            Menge      Einzelpreis      Betrag   MwSt.
-  1  Beratungsleistung      8 Std.          125,00    1.000,00   19 %
-
-Nettobetrag: 1.000,00
-zzgl. 19 % MwSt. auf 1.000,00: 190,00
-Rechnungsbetrag: 1.190,00 EUR
-"""
+DOC = (
+    NORDWIND_HEAD
+    + "Pos  Bezeichnung            Menge      Einzelpreis      Betrag   MwSt.\n"
+    + "  1  Beratungsleistung      8 Std.          125,00    1.000,00   19 %\n"
+    + NORDWIND_TOTALS
+)
 
 
 def _answer(**changes: object) -> Answer:
