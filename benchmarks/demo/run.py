@@ -18,13 +18,9 @@ embedded PostgreSQL in the state folder (:mod:`cluster.embedded_postgres`). The
 reference ERP, a system outside Fenceline, gets a database of its own beside it,
 ``fenceline_demo_erp`` (:mod:`benchmarks.demo.erp`).
 
-Demo seeds: invoice ``i`` is generator seed ``DemoOptions.seed + i`` (2026 ..
-2033 by default), dated shortly before :data:`DEMO_ANCHOR`, a fixed day: the
-same code prints the same pages, and shows the same outcome, whatever day it
-runs (:func:`demo_anchor` moves to today only once that day's invoices would be
-too old for the validation policy, and says so). Seeds from
-:data:`TRAINING_SEEDS_FROM` up are reserved for adapter training, so the demo
-refuses them (it must never show an invoice the model was trained on).
+Which invoices, for which tenants, dated before which day: :mod:`benchmarks.demo.corpus`;
+the tenants' keys and master data: :mod:`benchmarks.demo.provision`; the summary:
+:mod:`benchmarks.demo.report`.
 """
 
 from __future__ import annotations
@@ -34,27 +30,20 @@ import os
 import subprocess
 import sys
 import time
-from collections import Counter, defaultdict
-from dataclasses import dataclass, replace
-from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 
+from benchmarks.demo.corpus import TENANTS, DemoOptions, corpus, demo_anchor
 from benchmarks.demo.documents import DemoDocument, demo_documents
-from benchmarks.demo.erp import (
-    ErpPostings,
-    create_erp_database,
-    erp_database_url,
-    join_postings,
-    read_erp_postings,
-)
+from benchmarks.demo.erp import create_erp_database, erp_database_url
 from benchmarks.demo.progress import engine_token_reader, watch
-from benchmarks.demo.rows import InvoiceRow, build_row, summarise_rows
-from benchmarks.demo.view import format_summary, format_table, plot_invoices
+from benchmarks.demo.provision import console_lines, provision, review_key_name
+from benchmarks.demo.report import report, summarise
 from benchmarks.infra import free_port
-from benchmarks.invoices.generator import GeneratedInvoice, Variant, generate_invoice
+from benchmarks.invoices.generator import GeneratedInvoice
 from cluster.embedded_postgres import local_database
 from cluster.runtime import ClusterConfig, LocalCluster
 from pipeline.database import connect, create_database, dsn_for, server_warnings
@@ -65,163 +54,11 @@ from pipeline.jobs import admin_dsn
 from pipeline.queries import q
 from pipeline.settings import Settings
 from pipeline.states import SETTLED
-from pipeline.validation import DEFAULT_POLICY, ValidationPolicy
 from pipeline.worker import WorkerConfig
 
-if TYPE_CHECKING:
-    import asyncpg
-
-    from pipeline.data_keys import DataKeys
-
 DEMO_DATABASE = "fenceline_demo"
-TENANTS = (("acme-gmbh", 2), ("globex-ltd", 1), ("initech-sa", 1))
-#: Every 4th invoice is adversarial, in this order. Both are printed into the
-#: document, so even a faithful transcription must go to REVIEW_REQUIRED (a
-#: prompt injection is not here: a model that ignores it rightly SUCCEEDS).
-ADVERSARIAL = (Variant.ARITHMETIC_OFF_BY_CENT, Variant.HOMOGLYPH_SUPPLIER)
-#: Generator seeds from here up are reserved for adapter training.
-TRAINING_SEEDS_FROM = 1_000_000
-MAX_DEMO_LINE_ITEMS = 8
 #: One attempt's limit: the demo's batch of answers on CPU, with room to spare.
 ATTEMPT_TIMEOUT_S = 900.0
-#: The day the demo's invoices are dated just before (20-59 days; see
-#: ``benchmarks.invoices.plan``). Fixed, so a run's outcome depends on the code
-#: and not on the calendar: with a moving anchor, seed 2029 printed "21 października
-#: 2026" on one day and "20 października 2026" the day before, and SmolLM2 read the
-#: two pages differently. The day of the last recorded 8/8 run (docs/history/benchmarks-passes.md).
-DEMO_ANCHOR = date(2026, 12, 4)
-#: The generator dates an invoice at most this many days before its anchor.
-ANCHOR_LEAD_DAYS = 59
-
-
-@dataclass(frozen=True)
-class DemoOptions:
-    invoices: int = 8
-    max_line_items: int = 3
-    drivers: int = 2
-    driver_concurrency: int = 4
-    timeout_s: float = 1200.0
-    out_dir: Path = Path("results/demo")
-    seed: int = 2026
-    #: Keep the cluster (and the review console) up after the report until Ctrl-C.
-    keep: bool = False
-    #: Date the invoices shortly before this day; None: today.
-    anchor: date | None = DEMO_ANCHOR
-
-
-def demo_anchor(
-    opts: DemoOptions, today: date, policy: ValidationPolicy = DEFAULT_POLICY
-) -> tuple[date, str | None]:
-    """The day to date the demo's invoices before, and why it is not the one asked for.
-
-    The drivers validate against the real clock, so every issue date must lie within
-    the policy's window around ``today``: an anchor whose oldest invoice would be
-    older than ``max_invoice_age_days``, or one after today, gives way to today.
-    """
-    if opts.anchor is None:
-        return today, None
-    oldest = opts.anchor - timedelta(days=ANCHOR_LEAD_DAYS)
-    if oldest < today - timedelta(days=policy.max_invoice_age_days):
-        return today, (
-            f"invoices dated before {opts.anchor} would be over "
-            f"{policy.max_invoice_age_days} days old today: dated before today ({today}) "
-            "instead, so the outcome may differ from the recorded one"
-        )
-    if opts.anchor > today:
-        return today, f"{opts.anchor} is after today: invoices dated before today ({today})"
-    return opts.anchor, None
-
-
-def corpus(opts: DemoOptions, anchor: date | None = None) -> list[tuple[str, GeneratedInvoice]]:
-    """Invoices assigned to tenants: the first tenant gets a backlog, the others a few each.
-
-    Six of the default eight are clean; invoices 4 and 8 (seeds 2029, 2033) are
-    an arithmetic off by a cent and a homoglyph supplier name (invoice 4 is sent as a
-    scan and invoice 5 as a PDF: :mod:`benchmarks.demo.documents`). Dated before
-    ``anchor``, by default :func:`demo_anchor`'s day for today.
-    """
-    if opts.seed < 0 or opts.seed + opts.invoices > TRAINING_SEEDS_FROM:
-        raise ValueError(
-            f"demo seeds {opts.seed}..{opts.seed + opts.invoices - 1} must stay below "
-            f"{TRAINING_SEEDS_FROM:_} (reserved for adapter training)"
-        )
-    if not 1 <= opts.max_line_items <= MAX_DEMO_LINE_ITEMS:
-        raise ValueError(f"max_line_items must be 1..{MAX_DEMO_LINE_ITEMS}")
-    if anchor is None:
-        anchor, _ = demo_anchor(opts, datetime.now(UTC).date())
-    out = []
-    for i in range(opts.invoices):
-        variant = ADVERSARIAL[(i // 4) % len(ADVERSARIAL)] if i % 4 == 3 else Variant.CLEAN
-        inv = generate_invoice(
-            opts.seed + i, variant, max_line_items=opts.max_line_items, anchor=anchor
-        )
-        tenant = TENANTS[0][0] if i % 2 == 0 else TENANTS[1 + (i // 2) % 2][0]
-        out.append((tenant, inv))
-    return out
-
-
-#: What the demo's console keys may do: review and correct, and see the dashboard.
-CONSOLE_SCOPES = ("jobs", "operator", "review")
-
-
-def review_key_name(tenant: str) -> str:
-    """Where :func:`provision` puts a tenant's console key in its ``keys``."""
-    return f"review:{tenant}"
-
-
-def console_lines(
-    intake_url: str, review_keys: dict[str, str], work: list[tuple[str, GeneratedInvoice]]
-) -> list[str]:
-    """The console's URL and each tenant's console key, with how many of its invoices
-    a faithful reading sends to review (those wait there after the run)."""
-    expected = Counter(t for t, inv in work if inv.truth_decision.value == "REVIEW_REQUIRED")
-    lines = [f"console: {intake_url}/console  (sign in with the tenant's review key)"]
-    for tenant, key in review_keys.items():
-        lines.append(
-            f"  {tenant:<12} {key}  ({expected.get(tenant, 0)} invoice(s) expected in review)"
-        )
-    return lines
-
-
-async def provision(
-    settings: Settings, erp_url: str, work: list[tuple[str, GeneratedInvoice]]
-) -> tuple[dict[str, str], list[str]]:
-    """Tenants, API keys, supplier master data and webhook endpoints; returns keys, secrets.
-
-    Besides its ``jobs`` key (``keys[name]``), every tenant gets a console key with the
-    ``review`` and ``operator`` scopes (``keys[review_key_name(name)]``): the console is
-    tenant-scoped, and the invoices expected to go to review belong to whichever
-    tenant the corpus gives them, so one tenant's key would not show them all.
-    """
-    from pipeline.data_keys import DataKeys
-    from pipeline.database import create_pool
-    from pipeline.delivery import EndpointRegistry, SecretBox, guard_from_settings
-    from pipeline.tenants import create_api_key, create_tenant, permit_currencies, upsert_supplier
-
-    keys: dict[str, str] = {}
-    secrets: list[str] = []
-    pool = await create_pool(settings.database_url, max_size=2)
-    try:
-        registry = EndpointRegistry(pool, guard_from_settings(settings), SecretBox(None))
-        ids = {}
-        async with pool.acquire() as conn:
-            for name, weight in TENANTS:
-                t = await create_tenant(conn, name, weight=weight)
-                ids[name] = t.id
-                keys[name] = (await create_api_key(conn, t.id))[1]
-                keys[review_key_name(name)] = (
-                    await create_api_key(conn, t.id, scopes=CONSOLE_SCOPES)
-                )[1]
-            sealing = DataKeys.from_settings(settings)  # the register's IBANs sealed at rest
-            for tenant, inv in work:
-                await upsert_supplier(conn, ids[tenant], inv.supplier, keys=sealing)
-                await permit_currencies(conn, ids[tenant], [inv.currency])
-        for name, _ in TENANTS:
-            issued = await registry.register(ids[name], erp_url, description="demo ERP")
-            secrets.append(issued.secret)
-    finally:
-        await pool.close()
-    return keys, secrets
 
 
 async def _submit(
@@ -410,11 +247,11 @@ def _run_demo(opts: DemoOptions, base: Settings) -> int:
         )
         asyncio.run(_wait_deliveries(dsn, 60))
         truths = [inv.truth.model_dump(mode="json") for _, inv in work]
-        result = asyncio.run(_summarise(settings, erp_dsn, accepted, counts, truths))
+        result = asyncio.run(summarise(settings, erp_dsn, accepted, counts, truths))
         result["driver_stats"] = cluster.driver_stats()
         if opts.keep:
             result["wall_seconds"] = time.monotonic() - started
-            _report(result, opts.out_dir)
+            report(result, opts.out_dir)
             result["reported"] = True
             _keep_serving(console)
     finally:
@@ -423,7 +260,7 @@ def _run_demo(opts: DemoOptions, base: Settings) -> int:
         erp.wait(10)
     if not result.pop("reported", False):
         result["wall_seconds"] = time.monotonic() - started
-        _report(result, opts.out_dir)
+        report(result, opts.out_dir)
     settled = sum(result.get("states", {}).get(s.value, 0) for s in SETTLED)
     return 0 if settled == len(work) else 1
 
@@ -444,115 +281,6 @@ def _engines(cluster: LocalCluster) -> tuple[str, list[str]]:
     """The inference app's name and its engine deployments, which count the tokens."""
     pools = cluster.config.serve_pools()
     return pools.app_name, pools.engine_deployments()
-
-
-async def invoice_rows(
-    conn: asyncpg.Connection, keys: DataKeys, postings: ErpPostings
-) -> dict[Any, dict[str, Any]]:
-    """The ``report_invoice_rows`` rows by job id, each result's sealed IBAN opened
-    (:mod:`pipeline.sealed_results`; one that does not open is marked, not raised),
-    with what the ERP recorded for the job (``postings``, read from its database)."""
-    from pipeline.sealed_results import UNREADABLE, open_result
-
-    rows = {r["id"]: dict(r) for r in await conn.fetch(q("report_invoice_rows"))}
-    join_postings(rows, postings)
-    for row in rows.values():
-        if isinstance(row["result"], dict):
-            row["result"] = await open_result(
-                keys, conn, row["tenant_id"], row["id"], row["result"], mark=UNREADABLE
-            )
-    return rows
-
-
-async def _summarise(
-    settings: Settings,
-    erp_dsn: str,
-    accepted: list[dict[str, Any]],
-    counts: dict[str, int],
-    truths: list[dict[str, Any]],
-) -> dict[str, Any]:
-    from benchmarks.report import percentile
-    from pipeline.data_keys import DataKeys
-
-    keys = DataKeys.from_settings(settings)
-    erp = await read_erp_postings(erp_dsn)  # the ERP's own database
-    postings, dup = erp.postings, erp.duplicates_absorbed
-    conn = await connect(settings.database_url)
-    try:
-        jobs = {str(r["id"]): r for r in await conn.fetch(q("report_job_outcomes"))}
-        usage = await conn.fetchrow(q("report_attempt_usage"))
-        deliveries = {r["state"]: r["n"] for r in await conn.fetch(q("report_delivery_counts"))}
-        rows = {str(k): r for k, r in (await invoice_rows(conn, keys, erp)).items()}
-    finally:
-        await conn.close()
-    per_tenant: dict[str, Counter[str]] = defaultdict(Counter)
-    latencies: list[float] = []
-    for a in accepted:
-        j = jobs[a["job_id"]]
-        per_tenant[j["tenant"]][j["state"]] += 1
-        a["state"] = j["state"]
-        a["attempts"] = j["attempt"]
-        if j["finished_at"] is not None:
-            latencies.append((j["finished_at"] - j["created_at"]).total_seconds())
-    accept_ms = [a["accept_ms"] for a in accepted]
-    invoices = [
-        build_row(i, a, rows.get(a["job_id"], {}), truth)
-        for i, (a, truth) in enumerate(zip(accepted, truths, strict=True), start=1)
-    ]
-    return {
-        "invoices": invoices,
-        "states": counts,
-        "per_tenant": {k: dict(v) for k, v in per_tenant.items()},
-        "jobs": accepted,
-        "accept_ms": {"p50": percentile(accept_ms, 50), "p99": percentile(accept_ms, 99)},
-        "completion_s": {p: percentile(latencies, float(p[1:])) for p in ("p50", "p95", "p99")},
-        "tokens": {"prompt": usage["prompt"], "completion": usage["completion"]},
-        "attempts": usage["attempts"],
-        "uncertain_attempts": usage["uncertain"],
-        "deliveries": deliveries,
-        "erp_postings": postings,
-        "erp_duplicate_deliveries_seen": dup,
-        "decision_matches_expected": sum(1 for a in accepted if a["state"] == a["expected"]),
-    }
-
-
-def _report(result: dict[str, Any], out_dir: Path) -> None:
-    from benchmarks.report import write_json
-
-    if not result.get("jobs"):
-        print("demo: no summary (the run did not get to submit jobs)")
-        return
-    rows: list[InvoiceRow] = result.pop("invoices")
-    summary = summarise_rows(rows, result["wall_seconds"])
-    result["invoices"] = [r.as_dict() for r in rows]
-    result["summary"] = summary
-    print("\n=== Fenceline demo summary ===")
-    states = sorted({s for t in result["per_tenant"].values() for s in t})
-    print(f"{'tenant':<14}" + "".join(f"{s:>17}" for s in states))
-    for tenant, c in sorted(result["per_tenant"].items()):
-        print(f"{tenant:<14}" + "".join(f"{c.get(s, 0):>17}" for s in states))
-    cs = result["completion_s"]
-    print(
-        f"acceptance latency ms: p50 {result['accept_ms']['p50']:.1f}  "
-        f"p99 {result['accept_ms']['p99']:.1f}"
-    )
-    print(f"accept -> settled s:   p50 {cs['p50']:.1f}  p95 {cs['p95']:.1f}  p99 {cs['p99']:.1f}")
-    print(
-        f"attempts: {result['attempts']} for {len(result['jobs'])} jobs "
-        f"({result['uncertain_attempts']} uncertain)  tokens in/out "
-        f"{result['tokens']['prompt']}/{result['tokens']['completion']}"
-    )
-    print(
-        f"deliveries: {result['deliveries']}  ERP postings: {result['erp_postings']} "
-        f"(one per SUCCEEDED job; duplicates absorbed: {result['erp_duplicate_deliveries_seen']})"
-    )
-    print("\n=== What was extracted, decided and posted (one row per invoice) ===")
-    for line in format_table(rows):
-        print(line)
-    print(format_summary(summary))
-    path = write_json(out_dir, "demo", result)
-    png = plot_invoices(rows, summary, out_dir / "demo.png")
-    print(f"report: {path}  plot: {png}")
 
 
 def options_from(**kw: Any) -> DemoOptions:

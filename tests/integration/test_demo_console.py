@@ -17,15 +17,8 @@ import asyncpg
 import httpx
 import pytest
 
-from benchmarks.demo.run import (
-    CONSOLE_SCOPES,
-    TENANTS,
-    DemoOptions,
-    console_lines,
-    corpus,
-    provision,
-    review_key_name,
-)
+from benchmarks.demo.corpus import TENANTS, DemoOptions, corpus
+from benchmarks.demo.provision import CONSOLE_SCOPES, console_lines, provision, review_key_name
 from pipeline.api import create_app
 from pipeline.extraction import answer_for
 from pipeline.jobs import JobStore

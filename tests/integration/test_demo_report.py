@@ -7,8 +7,8 @@ import asyncpg
 import pytest
 
 from benchmarks.demo.erp import create_erp_database, read_erp_postings
+from benchmarks.demo.report import invoice_rows
 from benchmarks.demo.rows import build_row
-from benchmarks.demo.run import invoice_rows
 from benchmarks.demo.view import format_table
 from benchmarks.invoices.generator import generate_invoice
 from pipeline.data_keys import DataKeys

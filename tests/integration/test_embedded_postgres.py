@@ -14,14 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.demo.run import (
-    TENANTS,
-    DemoOptions,
-    corpus,
-    create_demo_database,
-    demo_settings,
-    provision,
-)
+from benchmarks.demo.corpus import TENANTS, DemoOptions, corpus
+from benchmarks.demo.provision import provision
+from benchmarks.demo.run import create_demo_database, demo_settings
 from cluster.embedded_postgres import answers, local_database, pgdata_dir, url_was_set
 from pipeline.database import create_pool
 from pipeline.jobs import JobStore

@@ -262,7 +262,7 @@ def disjoint(seeds: range) -> bool:
 
 
 def test_training_seeds_are_disjoint_from_eval_demo_and_scenario_defaults():
-    from benchmarks.demo.run import DemoOptions
+    from benchmarks.demo.corpus import DemoOptions
     from benchmarks.eval.run import build_parser, generated
     from benchmarks.scenario import known_scenarios, load_scenario
 

@@ -7,7 +7,7 @@ from datetime import date, timedelta
 
 import pytest
 
-from benchmarks.demo.run import (
+from benchmarks.demo.corpus import (
     ANCHOR_LEAD_DAYS,
     DEMO_ANCHOR,
     TRAINING_SEEDS_FROM,

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from benchmarks.demo import run as demo_run
+from benchmarks.demo.corpus import DemoOptions, corpus
 from benchmarks.demo.documents import demo_documents
-from benchmarks.demo.run import DemoOptions, corpus
 from benchmarks.invoices.generator import Variant
 from pipeline.documents import MediaType, read_document, sniff_media_type
 from pipeline.invoice import Extraction
