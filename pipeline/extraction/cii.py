@@ -41,6 +41,7 @@ from pipeline.extraction.xml_tree import decimal as _decimal
 from pipeline.extraction.xml_tree import local as _local
 from pipeline.extraction.xml_tree import path as _path
 from pipeline.extraction.xml_tree import text as _text
+from pipeline.invoice import names_a_registration
 
 __all__ = [
     "CREDIT_NOTE_TYPES",
@@ -207,12 +208,15 @@ def read_cii(xml: bytes) -> InvoiceFacts:
 
 def _registration(seller: ET.Element | None, scheme: str) -> ET.Element | None:
     """The seller's first ``SpecifiedTaxRegistration/ID`` of ``scheme`` (``VA``: the VAT
-    id, BT-31; ``FC``: the tax number, BT-32)."""
+    id, BT-31; ``FC``: the tax number, BT-32, one with a digit in it:
+    :func:`~pipeline.invoice.text.names_a_registration`)."""
     return next(
         (
             reg
             for reg in (_child(r, "ID") for r in _children(seller, "SpecifiedTaxRegistration"))
-            if reg is not None and (reg.get("schemeID") or "").upper() == scheme
+            if reg is not None
+            and (reg.get("schemeID") or "").upper() == scheme
+            and (scheme != "FC" or names_a_registration(reg.text or ""))
         ),
         None,
     )

@@ -54,6 +54,7 @@ from pipeline.extraction.xml_tree import (
     stated_amounts,
     text,
 )
+from pipeline.invoice import names_a_registration
 
 __all__ = ["UBL_NAMESPACES", "NotUblInvoice", "is_ubl", "read_ubl", "ubl_facts"]
 
@@ -194,7 +195,18 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
     seller = path(root, "AccountingSupplierParty", "Party")
     schemes = list(children(seller, "PartyTaxScheme"))
     vat = next((child(s, "CompanyID") for s in schemes if _scheme(s) == "VAT"), None)
-    tax_number = next((child(s, "CompanyID") for s in schemes if _scheme(s) != "VAT"), None)
+    # BT-32: the first registration other than VAT that names one (a statement such as
+    # Sweden's "Godkänd för F-skatt" identifies no seller: names_a_registration).
+    tax_number = next(
+        (
+            company
+            for s in schemes
+            if _scheme(s) != "VAT"
+            and (company := child(s, "CompanyID")) is not None
+            and names_a_registration(company.text or "")
+        ),
+        None,
+    )
     seller_name = path(seller, "PartyLegalEntity", "RegistrationName")
     currency_el = child(root, "DocumentCurrencyCode")
     currency = text(currency_el)

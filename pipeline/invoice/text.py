@@ -96,6 +96,14 @@ def compact_id(value: str) -> str:
     return re.sub(r"^(CHE\d{9})(MWST|TVA|IVA)$", r"\1", compact)
 
 
+def names_a_registration(value: str) -> bool:
+    """Whether a tax registration the document states can identify its holder: it has a
+    digit. A statement in its place (Sweden's ``Godkänd för F-skatt``, the seller's F-tax
+    approval, which Peppol BIS 3's SE-R-005 puts where EN 16931's BT-32 goes) is the same
+    words on every such seller's invoice, and identifies none of them."""
+    return any(ch.isdigit() for ch in unicodedata.normalize("NFKC", value))
+
+
 def compact_text(text: str) -> str:
     """IBAN comparison form: NFKC, upper case, whitespace and format characters dropped."""
     nfkc = unicodedata.normalize("NFKC", text).upper()

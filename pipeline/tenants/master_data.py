@@ -38,6 +38,7 @@ from pipeline.invoice import (
     TenantMasterData,
     compact_id,
     iban_checksum_ok,
+    names_a_registration,
 )
 from pipeline.queries import q
 from pipeline.records import from_record
@@ -160,7 +161,8 @@ async def add_supplier(
     Raises:
         NotFound: no such tenant.
         ValueError: neither a VAT id nor a tax number; an empty or hidden-character name,
-            VAT id or tax number; an invalid IBAN; a tax number another supplier holds.
+            VAT id or tax number; a tax number without a digit; an invalid IBAN; a tax
+            number another supplier holds.
     """
     if vat_id is None and tax_number is None:
         raise ValueError("a supplier needs a VAT id or a tax number")
@@ -168,11 +170,20 @@ async def add_supplier(
         name=_plain(name, "supplier name"),
         vat_id=None if vat_id is None else _identifier(vat_id, "VAT id"),
         ibans=frozenset(normalise_iban(i) for i in ibans),
-        tax_number=None if tax_number is None else _identifier(tax_number, "tax number"),
+        tax_number=None if tax_number is None else _tax_number(tax_number),
     )
     t = await resolve_tenant(conn, tenant)
     row = await _store(conn, t.id, record, keys or DataKeys(None))
     return record, bool(row["created"])
+
+
+def _tax_number(value: str) -> str:
+    """A tax number as stored: an identifier with a digit in it (a statement such as
+    ``Godkänd för F-skatt`` names no registration, and every Swedish seller prints it)."""
+    plain = _identifier(value, "tax number")
+    if not names_a_registration(plain):
+        raise ValueError(f"the tax number {value!r} has no digits: it names no registration")
+    return plain
 
 
 def _identifier(value: str, what: str) -> str:

@@ -230,6 +230,12 @@ async def test_a_supplier_known_by_its_tax_number_is_added_listed_and_matched(
     assert (code, out) == (2, "") and "another supplier's" in err
     code, out, err = await fenceline(capsys, dsn, "suppliers", "add", "--tenant", tenant.name, "X")
     assert (code, out) == (2, "") and "VAT id or a tax number" in err
+    # Sweden's F-tax approval stands where a tax number goes, on every Swedish seller's
+    # invoice: it names no registration, so it cannot stand for one supplier.
+    code, out, err = await fenceline(
+        capsys, dsn, *add, "--tax-number", "Godkänd för F-skatt", "--iban", iban
+    )
+    assert (code, out) == (2, "") and "names no registration" in err
     async with pool.acquire() as conn:
         count = await conn.fetchval(
             "SELECT count(*) FROM suppliers WHERE tenant_id = $1", tenant.id

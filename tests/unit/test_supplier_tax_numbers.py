@@ -123,6 +123,23 @@ def test_a_seller_with_neither_vat_id_nor_tax_number_still_reviews() -> None:
     assert ("einvoice_not_holdable", "supplier.vat_id") in _codes(outcome)
 
 
+def test_a_registration_statement_without_a_number_is_no_tax_number() -> None:
+    """Peppol's Swedish sellers state their F-tax approval where BT-32 goes (SE-R-005):
+    the same words on every Swedish seller's invoice, so it identifies none of them and
+    is not read as a tax number, in UBL (the vendored Peppol example) or CII."""
+    ubl = read_einvoice((DATA / "ubl" / "BIS_Billing_30-Forskott_slutreglering.xml").read_bytes())
+    assert b"F-skatt" in (DATA / "ubl" / "BIS_Billing_30-Forskott_slutreglering.xml").read_bytes()
+    assert ubl.extraction.supplier.tax_number is None
+    assert ubl.extraction.supplier.vat_id is not None  # identified by its VAT id
+    statement = _tax_number_only().replace(TAX_NUMBER.encode(), "Godkänd för F-skatt".encode())
+    assert statement != _tax_number_only()
+    assert read_invoice_xml(statement).seller_tax_number is None
+    on_file = SupplierRecord(SELLER, None, frozenset({IBAN}), tax_number=TAX_NUMBER)
+    outcome = _decide(statement, on_file)
+    assert outcome.report.decision is Decision.REVIEW_REQUIRED
+    assert ("missing_field", "supplier.vat_id") in _codes(outcome)
+
+
 def test_contract_v2_still_counts_a_missing_vat_id_as_an_obstacle() -> None:
     facts = read_invoice_xml(_tax_number_only())
     assert [o.code for o in obstacles(facts)] == ["no_vat_id"]
