@@ -118,7 +118,7 @@ def bare_app() -> Starlette:
 
 
 # ------------------------------------------------------------------- plumbing
-async def _wait_up(url: str, path: str, timeout: float = 60.0) -> None:
+async def wait_up(url: str, path: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     async with httpx.AsyncClient(base_url=url, timeout=2) as client:
         while True:
@@ -133,7 +133,7 @@ async def _wait_up(url: str, path: str, timeout: float = 60.0) -> None:
             await asyncio.sleep(0.1)
 
 
-def _uvicorn(factory: str, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+def uvicorn_app(factory: str, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
     cmd = [
         sys.executable, "-m", "uvicorn", "--factory", factory,
         "--host", "127.0.0.1", "--port", str(port),
@@ -142,16 +142,16 @@ def _uvicorn(factory: str, port: int, env: dict[str, str]) -> subprocess.Popen[b
     return subprocess.Popen(cmd, env={**os.environ, **env}, cwd=ROOT)
 
 
-async def _database() -> tuple[str, str]:
+async def bench_database() -> tuple[str, str]:
     name = f"fl_intake_bench_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     return name, await create_database(admin_dsn(), name)
 
 
-async def _drop(name: str) -> None:
+async def drop_bench_database(name: str) -> None:
     await drop_database(admin_dsn(), name)
 
 
-async def _keys(dsn: str, tenants: int) -> list[str]:
+async def tenant_keys(dsn: str, tenants: int) -> list[str]:
     conn = await connect(dsn)
     keys = []
     try:
@@ -410,10 +410,10 @@ def _check_durable(result: dict[str, Any], jobs: int, events: int) -> None:
 # ------------------------------------------------------------------- targets
 async def run_starlette(args: argparse.Namespace) -> dict[str, Any]:
     port = free_port()
-    proc = _uvicorn("benchmarks.load.intake_bench:bare_app", port, {})
+    proc = uvicorn_app("benchmarks.load.intake_bench:bare_app", port, {})
     try:
         url = f"http://127.0.0.1:{port}"
-        await _wait_up(url, "/nope")
+        await wait_up(url, "/nope")
         return await _profiled_load(url, ["none"], args, {"starlette": proc.pid})
     finally:
         proc.terminate()
@@ -421,7 +421,7 @@ async def run_starlette(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def run_uvicorn(args: argparse.Namespace, *, key_cache: bool = True) -> dict[str, Any]:
-    name, dsn = await _database()
+    name, dsn = await bench_database()
     port = free_port()
     # The whole pool open at start, as ``fenceline up`` and the KubeRay ConfigMap do.
     env = {"FENCELINE_DATABASE_URL": dsn, "FENCELINE_DB_POOL_MIN": str(POOL)}
@@ -429,11 +429,11 @@ async def run_uvicorn(args: argparse.Namespace, *, key_cache: bool = True) -> di
         env["FENCELINE_FREEZE_HEAP_AT_START"] = "false"
     if not key_cache:
         env["FENCELINE_API_KEY_CACHE_SIZE"] = "0"
-    proc = _uvicorn("pipeline.api.app:app_from_env", port, env)
+    proc = uvicorn_app("pipeline.api.app:app_from_env", port, env)
     try:
-        keys = await _keys(dsn, args.tenants)
+        keys = await tenant_keys(dsn, args.tenants)
         url = f"http://127.0.0.1:{port}"
-        await _wait_up(url, "/readyz")
+        await wait_up(url, "/readyz")
         result = await _profiled_load(url, keys, args, {"uvicorn": proc.pid})
         _check_durable(result, *await _committed(dsn))
         await _open_loops(url, keys, dsn, result, args, label="uvicorn", half_knee=False)
@@ -441,7 +441,7 @@ async def run_uvicorn(args: argparse.Namespace, *, key_cache: bool = True) -> di
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-        await _drop(name)
+        await drop_bench_database(name)
 
 
 async def run_serve(args: argparse.Namespace, *, haproxy: bool = True) -> dict[str, Any]:
@@ -452,7 +452,7 @@ async def run_serve(args: argparse.Namespace, *, haproxy: bool = True) -> dict[s
 
     from deployments.intake import deploy_intake_app, proxy_env_defaults
 
-    name, dsn = await _database()
+    name, dsn = await bench_database()
     # The head's processes read the switch when ray.init starts them.
     os.environ["RAY_SERVE_ENABLE_HA_PROXY"] = "1" if haproxy else "0"
     proxy_env_defaults()
@@ -473,9 +473,9 @@ async def run_serve(args: argparse.Namespace, *, haproxy: bool = True) -> dict[s
             timeout_s=180,
             num_replicas=getattr(args, "serve_replicas", 1),
         )
-        keys = await _keys(dsn, args.tenants)
+        keys = await tenant_keys(dsn, args.tenants)
         url = f"http://127.0.0.1:{port}"
-        await _wait_up(url, "/readyz")
+        await wait_up(url, "/readyz")
         pids = _own_ray_processes("ServeReplica:intake", "ProxyActor", "bin/haproxy")
         titles = {
             "ServeReplica:intake": "serve_replica",
@@ -490,7 +490,7 @@ async def run_serve(args: argparse.Namespace, *, haproxy: bool = True) -> dict[s
     finally:
         serve.shutdown()  # type: ignore[no-untyped-call]
         ray.shutdown()
-        await _drop(name)
+        await drop_bench_database(name)
 
 
 def open_rates(text: str) -> list[float]:

@@ -1,4 +1,4 @@
--- Queries of the benchmarks: read-only reporting (benchmarks/load/collect.py,
+-- Queries of the benchmarks: read-only reporting (benchmarks/load/collect.py, upload_bench.py,
 -- benchmarks/load/runner.py) and the broker benchmark's bulk set-up (benchmarks/load/broker_bench.py);
 -- loaded with the other named queries by pipeline.queries.
 
@@ -106,3 +106,7 @@ SELECT job_id, invoice_job_id FROM credit_note_links;
 -- name: bench_erp_posting_rows
 -- The reference ERP's postings: a credit's invoice, and whether one was applied twice.
 SELECT job_id, kind, credits_job_id, effect_count, deliveries_seen FROM erp_postings;
+
+-- name: bench_documents_by_page_count
+-- Jobs per page count counted at intake (benchmarks/load/upload_bench.py); pasted text has none.
+SELECT page_count, count(*) AS n FROM documents WHERE page_count IS NOT NULL GROUP BY page_count;
