@@ -293,8 +293,8 @@ def _correction(c: dict[str, Any]) -> list[str]:
         f" v{c['from_state_version']} -> {c['to_state']} v{c['to_state_version']}"
     ]
     for change in c["changes"]:
-        if "before" not in change and "after" not in change:  # erased: the field only
-            out.append(f"  {change['field']}: (values erased)")
+        if "before" not in change and "after" not in change:  # erased or past retention
+            out.append(f"  {change['field']}: (values removed)")
             continue
         out.append(
             f"  {change['field']}: {change.get('before')!r} -> {change.get('after')!r}"

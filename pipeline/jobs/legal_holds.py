@@ -186,8 +186,9 @@ def retention_lines(row: dict[str, Any]) -> list[str]:
         lines = [
             f"content removed by retention at {row['content_removed_at']} (results "
             f"{row['results']}, documents {row['documents']}, document texts "
-            f"{row['document_texts']}, delivery payloads {row['delivery_payloads']}; "
-            "digests kept)"
+            f"{row['document_texts']}, delivery payloads {row['delivery_payloads']}, "
+            f"review corrections {row['review_corrections']}, review decisions "
+            f"{row['review_decisions']}; digests kept)"
         ]
         if row.get("object_uri") is not None:
             lines.append(f"stored object {row['object_uri']}: {_object_state(row)}")

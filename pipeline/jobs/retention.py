@@ -7,15 +7,18 @@ defaults :class:`RetentionConfig`), counted from a final job's ``finished_at``
 
 * **content** (default 30 days): the extracted result and its validation detail,
   the document's text (``documents.content``, ``document_texts``: only once no
-  unremoved job shares the document) and the payload copies of finished deliveries.
+  unremoved job shares the document), the payload copies of finished deliveries, and
+  what reviewers wrote about the invoice (a correction's values, reasons' details and
+  note; a decision's note: migration 046, as erasure empties them).
   A document so released that names a stored object (an uploaded file) is marked
   ``object_pending_at``; after the batch's commit the pass removes the object unless
   a documents row of any tenant still needs it, and records the outcome on the row
   (:mod:`pipeline.jobs.object_removal`, shared with erasure). A store that does not
   answer leaves it pending for the next pass. The audit
   skeleton stays: the job row (states, fence, request hash), the document row
-  (sha256, size, media type), the result's decision, attempts, review decisions,
-  the deliveries' ``body_sha256``. Each job gets a ``job_retention_marks`` row
+  (sha256, size, media type), the result's decision, attempts, review decisions
+  (approve or reject) and corrections (which fields, which reasons' codes), the
+  deliveries' ``body_sha256``. Each job gets a ``job_retention_marks`` row
   saying what went and when; ``explain`` prints it.
 * **audit** (default 365 days): the job's ``job_events`` and ``execution_inbox``
   rows go as well; the mark records it.
@@ -102,6 +105,10 @@ class RetentionReport:
     documents: int = 0
     document_texts: int = 0
     delivery_payloads: int = 0
+    #: Rows of what reviewers wrote, emptied: corrections (values before and after,
+    #: reasons' details, note) and decisions (note).
+    review_corrections: int = 0
+    review_decisions: int = 0
     #: Stored objects removed (dry: released or pending, each removed unless another
     #: documents row still needs it); kept because still needed; left pending (the
     #: store did not answer, or the pass had no store) for the next pass.
@@ -128,6 +135,8 @@ class RetentionReport:
             + self.documents
             + self.document_texts
             + self.delivery_payloads
+            + self.review_corrections
+            + self.review_decisions
             + self.job_events
             + self.inbox_records
         )
@@ -175,6 +184,8 @@ async def retention_due(
         documents=content["documents"],
         document_texts=content["document_texts"],
         delivery_payloads=content["delivery_payloads"],
+        review_corrections=content["review_corrections"],
+        review_decisions=content["review_decisions"],
         objects=content["objects"],
         audit_jobs=audit["jobs"],
         job_events=audit["job_events"],
@@ -222,6 +233,8 @@ async def run_retention(
         report.documents += row["documents"]
         report.document_texts += row["document_texts"]
         report.delivery_payloads += row["delivery_payloads"]
+        report.review_corrections += row["review_corrections"]
+        report.review_decisions += row["review_decisions"]
         if row["jobs"] < config.batch:
             break
         cursor = (row["cursor_finished_at"], row["cursor_id"])

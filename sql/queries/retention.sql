@@ -71,7 +71,7 @@ WHERE tenant_id = $1 ORDER BY created_at, job_id;
 -- $1 job, $2 tenant: what retention removed from the job, and when, with what became
 -- of its document's stored object (migration 045).
 SELECT m.content_removed_at, m.results, m.documents, m.document_texts, m.delivery_payloads,
-       m.audit_removed_at, m.job_events, m.inbox_records, d.uri AS object_uri,
+       m.review_corrections, m.review_decisions, m.audit_removed_at, m.job_events, m.inbox_records, d.uri AS object_uri,
        d.object_pending_at, d.object_removed_at, d.object_outcome
 FROM job_retention_marks m
 JOIN extraction_jobs j ON j.id = m.job_id AND j.tenant_id IS NOT DISTINCT FROM m.tenant_id
@@ -120,6 +120,10 @@ SELECT (SELECT count(*) FROM due) AS jobs,
        (SELECT count(*) FROM deliveries d JOIN due ON due.id = d.job_id
         WHERE d.state IN ('delivered', 'failed', 'abandoned') AND d.body <> ''::bytea)
          AS delivery_payloads,
+       (SELECT count(*) FROM review_corrections c JOIN due ON due.id = c.job_id)
+         AS review_corrections,
+       (SELECT count(*) FROM review_decisions r JOIN due ON due.id = r.job_id)
+         AS review_decisions,
        (SELECT count(*) FROM docs WHERE object_due)
        + (SELECT count(*) FROM documents d
           WHERE d.object_pending_at IS NOT NULL AND ($3::uuid IS NULL OR d.tenant_id = $3))
@@ -132,7 +136,8 @@ SELECT (SELECT count(*) FROM due) AS jobs,
 -- One short transaction: locks at most $2 due jobs oldest first (SKIP LOCKED),
 -- marks them (the mark is the guard: a job marked already is no row), and from
 -- the marked jobs only empties the result, the finished deliveries' payload
--- copies, and the text of documents no unmarked job still uses; such a document
+-- copies, what reviewers wrote (corrections' values and notes, decisions' notes:
+-- migration 046), and the text of documents no unmarked job still uses; such a document
 -- that names a stored object gets object_pending_at (migration 045), which the pass
 -- acts on after this commit. Returns the counts and the cursor to go on from.
 WITH due AS (
@@ -178,6 +183,27 @@ texts AS (
   DELETE FROM document_texts t USING docs WHERE t.document_id = docs.id
   RETURNING t.document_id
 ),
+corrections AS (
+  -- as review_correction_erase_for_job: which fields changed and the reasons' codes
+  -- and fields stay, not the values, nor the note
+  UPDATE review_corrections c
+  SET changes = coalesce((SELECT jsonb_agg(jsonb_build_object('field', x -> 'field'))
+                          FROM jsonb_array_elements(c.changes) x), '[]'::jsonb),
+      reasons_before = coalesce((SELECT jsonb_agg(jsonb_build_object('code', x -> 'code',
+                                                                'field', x -> 'field'))
+                                 FROM jsonb_array_elements(c.reasons_before) x), '[]'::jsonb),
+      reasons_after = coalesce((SELECT jsonb_agg(jsonb_build_object('code', x -> 'code',
+                                                                'field', x -> 'field'))
+                                FROM jsonb_array_elements(c.reasons_after) x), '[]'::jsonb),
+      note = CASE WHEN jsonb_array_length(c.overrides) > 0 THEN '(removed by retention)' END
+  FROM due WHERE c.job_id = due.id AND c.tenant_id = due.tenant_id
+  RETURNING c.job_id
+),
+decisions AS (
+  UPDATE review_decisions r SET note = '(removed by retention)'
+  FROM due WHERE r.job_id = due.id AND r.tenant_id = due.tenant_id
+  RETURNING r.job_id
+),
 documents_emptied AS (
   UPDATE documents d
   SET content = NULL,
@@ -190,13 +216,16 @@ documents_emptied AS (
 ),
 marks AS (
   INSERT INTO job_retention_marks (job_id, tenant_id, finished_at, content_removed_at,
-                                   results, documents, document_texts, delivery_payloads)
+                                   results, documents, document_texts, delivery_payloads,
+                                   review_corrections, review_decisions)
   SELECT due.id, due.tenant_id, due.finished_at, coalesce($1::timestamptz, now()),
          (SELECT count(*) FROM results r WHERE r.job_id = due.id),
          (SELECT count(*) FROM documents_emptied e
           WHERE e.id = due.document_id AND e.had_content),
          (SELECT count(*) FROM texts t WHERE t.document_id = due.document_id),
-         (SELECT count(*) FROM payloads p WHERE p.job_id = due.id)
+         (SELECT count(*) FROM payloads p WHERE p.job_id = due.id),
+         (SELECT count(*) FROM corrections c WHERE c.job_id = due.id),
+         (SELECT count(*) FROM decisions d WHERE d.job_id = due.id)
   FROM due
   RETURNING job_id
 ),
@@ -210,6 +239,8 @@ SELECT (SELECT count(*) FROM due) AS jobs,
        (SELECT count(*) FROM documents_emptied WHERE object_due) AS objects_pending,
        (SELECT count(*) FROM texts) AS document_texts,
        (SELECT count(*) FROM payloads) AS delivery_payloads,
+       (SELECT count(*) FROM corrections) AS review_corrections,
+       (SELECT count(*) FROM decisions) AS review_decisions,
        (SELECT finished_at FROM last) AS cursor_finished_at,
        (SELECT id FROM last) AS cursor_id;
 

@@ -5,9 +5,7 @@ shown by ``fenceline explain``; a row value printed nowhere keeps the job in rev
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal
-from html import unescape
 from typing import Any
 
 import asyncpg
@@ -23,6 +21,7 @@ from tests.support.console import (
     invoice_awaiting_review,
     job_page,
     job_row,
+    review_inputs,
 )
 from tests.support.delivery import registry_for
 
@@ -58,7 +57,7 @@ async def test_a_misread_line_item_is_corrected_regrounded_and_approved(
         # The whole form posts back, unchanged fields included: only the row changes.
         fields = dict(
             (name, value)
-            for name, value in _inputs(html)
+            for name, value in review_inputs(html)
             if name.startswith("value.") and not name.startswith("value.line_items[0].line_")
         )
         r = await c.post(
@@ -146,9 +145,3 @@ async def test_a_tax_line_corrected_to_a_value_printed_nowhere_stays_in_review(
     assert fixed.status_code == 303 and final["state"] == "SUCCEEDED", final["validation"]
     assert "tax_lines[0].amount: " in explained
     assert "-> '12345.67'  (not printed in the document)" in explained
-
-
-def _inputs(html: str) -> list[tuple[str, str]]:
-    """The review form's value inputs as a browser would post them."""
-    found = re.findall(r'<input id="[^"]*" name="([^"]+)" value="([^"]*)"', html)
-    return [(name, unescape(value)) for name, value in found]

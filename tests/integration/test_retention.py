@@ -10,9 +10,11 @@ import subprocess
 import sys
 import uuid
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import asyncpg
+import httpx
 import pytest
 
 from pipeline.api import create_app
@@ -30,7 +32,20 @@ from pipeline.jobs import (
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from pipeline.tenants import Tenant
-from tests.support.api import asgi_client, assert_problem, settings_for, tenant_with_key
+from tests.support.api import (
+    asgi_client,
+    assert_problem,
+    loopback_server,
+    settings_for,
+    tenant_with_key,
+)
+from tests.support.console import (
+    console_login,
+    correction_form,
+    invoice_awaiting_review,
+    job_page,
+    review_inputs,
+)
 from tests.support.delivery import job_store, registry_for
 from tests.support.jobs import new_tenant, request
 
@@ -387,3 +402,62 @@ async def test_the_audit_stage_removes_kafka_records_with_the_job_and_refused_on
             "SELECT inbox_records FROM job_retention_marks WHERE job_id = $1", job
         )
     assert marked == 1
+
+
+async def test_what_reviewers_wrote_goes_with_the_content_and_which_fields_stay(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    """A line amount misread, corrected in the console and approved: past the content
+    horizon the correction's values before and after and its reasons' details go (as
+    erasure empties them), which field changed stays, and explain says so."""
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+
+    def misread(result: dict[str, Any]) -> None:
+        item = result["line_items"][0]
+        item["line_amount"] = str(Decimal(item["line_amount"]) + 10)
+
+    app = create_app(settings_for(dsn), pool=pool)
+    async with loopback_server(app) as base, httpx.AsyncClient(base_url=base, timeout=10) as c:
+        job = await invoice_awaiting_review(pool, c, tk, misread=misread)
+        right = str(job.invoice.truth.line_items[0].line_amount)
+        await console_login(c, tk)
+        html, csrf = await job_page(c, job.job_id)
+        fields = {
+            name: value
+            for name, value in review_inputs(html)
+            if name.startswith("value.") and not name.startswith("value.line_items[0].line_")
+        }
+        r = await c.post(
+            f"/console/jobs/{job.job_id}/correct",
+            data={
+                **correction_form(csrf, job.state_version, "approve"),
+                **fields,
+                "value.line_items[0].line_amount": right,
+            },
+        )
+        assert r.status_code == 303, r.text
+
+    async def reviewed() -> tuple[Any, list[str | None]]:
+        async with pool.acquire() as conn:
+            changes = await conn.fetchval(
+                "SELECT changes FROM review_corrections WHERE job_id = $1", job.job_id
+            )
+            notes = await conn.fetch(
+                "SELECT note FROM review_decisions WHERE job_id = $1", job.job_id
+            )
+        return changes, [n["note"] for n in notes]
+
+    changes, _ = await reviewed()
+    assert right in json.dumps(changes)  # the values are there before the pass
+    due = await retention_due(pool, RetentionConfig(), tenant=tk.tenant.id, clock=later(31))
+    report = await run_retention(pool, RetentionConfig(), tenant=tk.tenant.id, clock=later(31))
+    assert report.review_corrections == due.review_corrections == 1
+    assert report.review_decisions == due.review_decisions
+    changes, notes = await reviewed()
+    assert changes == [{"field": "line_items[0].line_amount"}]
+    assert all(n == "(removed by retention)" for n in notes)
+    text = render_explain(await JobStore(pool).explain(job.job_id))
+    assert "line_items[0].line_amount: (values removed)" in text
+    assert "review corrections 1" in text
+    again = await run_retention(pool, RetentionConfig(), tenant=tk.tenant.id, clock=later(31))
+    assert again.review_corrections == 0 and again.rows == 0

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
+from html import unescape
 from typing import Any
 
 import asyncpg
@@ -156,3 +157,9 @@ def _not_a_total(ocr: str, answer: dict[str, Any]) -> str:
         if read_number(printed, mark) not in totals:
             return printed
     raise AssertionError("the invoice prints no amount besides its totals")
+
+
+def review_inputs(html: str) -> list[tuple[str, str]]:
+    """The review form's value inputs as a browser would post them."""
+    found = re.findall(r'<input id="[^"]*" name="([^"]+)" value="([^"]*)"', html)
+    return [(name, unescape(value)) for name, value in found]
