@@ -82,16 +82,11 @@ SELECT coalesce((SELECT array_agg(id ORDER BY id) FROM unsent), '{}'::uuid[]) AS
 
 -- name: review_correction_erase_for_job
 -- $1 job, $2 tenant. A correction keeps which fields changed and its reasons' codes and fields,
--- not the values before and after, nor its note.
+-- not the values before and after, nor its note (migration 046's functions).
 UPDATE review_corrections c
-SET changes = coalesce((SELECT jsonb_agg(jsonb_build_object('field', x -> 'field'))
-                        FROM jsonb_array_elements(c.changes) x), '[]'::jsonb),
-    reasons_before = coalesce((SELECT jsonb_agg(jsonb_build_object('code', x -> 'code',
-                                                              'field', x -> 'field'))
-                               FROM jsonb_array_elements(c.reasons_before) x), '[]'::jsonb),
-    reasons_after = coalesce((SELECT jsonb_agg(jsonb_build_object('code', x -> 'code',
-                                                              'field', x -> 'field'))
-                              FROM jsonb_array_elements(c.reasons_after) x), '[]'::jsonb),
+SET changes = correction_fields(c.changes),
+    reasons_before = reason_codes(c.reasons_before),
+    reasons_after = reason_codes(c.reasons_after),
     note = CASE WHEN jsonb_array_length(c.overrides) > 0 THEN '(erased)' END
 WHERE c.job_id = $1 AND c.tenant_id = $2;
 

@@ -184,17 +184,12 @@ texts AS (
   RETURNING t.document_id
 ),
 corrections AS (
-  -- as review_correction_erase_for_job: which fields changed and the reasons' codes
-  -- and fields stay, not the values, nor the note
+  -- as review_correction_erase_for_job (migration 046's functions): which fields
+  -- changed and the reasons' codes and fields stay, not the values, nor the note
   UPDATE review_corrections c
-  SET changes = coalesce((SELECT jsonb_agg(jsonb_build_object('field', x -> 'field'))
-                          FROM jsonb_array_elements(c.changes) x), '[]'::jsonb),
-      reasons_before = coalesce((SELECT jsonb_agg(jsonb_build_object('code', x -> 'code',
-                                                                'field', x -> 'field'))
-                                 FROM jsonb_array_elements(c.reasons_before) x), '[]'::jsonb),
-      reasons_after = coalesce((SELECT jsonb_agg(jsonb_build_object('code', x -> 'code',
-                                                                'field', x -> 'field'))
-                                FROM jsonb_array_elements(c.reasons_after) x), '[]'::jsonb),
+  SET changes = correction_fields(c.changes),
+      reasons_before = reason_codes(c.reasons_before),
+      reasons_after = reason_codes(c.reasons_after),
       note = CASE WHEN jsonb_array_length(c.overrides) > 0 THEN '(removed by retention)' END
   FROM due WHERE c.job_id = due.id AND c.tenant_id = due.tenant_id
   RETURNING c.job_id

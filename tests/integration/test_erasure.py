@@ -20,7 +20,6 @@ import uuid
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 import httpx
@@ -46,11 +45,9 @@ from tests.support.api import (
     tenant_with_key,
 )
 from tests.support.console import (
-    console_login,
-    correction_form,
+    approve_line_amount,
     invoice_awaiting_review,
-    job_page,
-    review_inputs,
+    misread_line_amount,
 )
 from tests.support.delivery import dispatcher_for, postings, registry_for, reserve_receiver
 from tests.support.drivers import run_document_driver
@@ -463,32 +460,13 @@ async def test_a_reviewed_jobs_corrections_lose_their_values_and_keep_their_fiel
     """A row misread, corrected in the console and approved: the correction's before
     and after values and the review's values go; which field changed stays."""
     tk = await tenant_with_key(pool, scopes=("jobs", "review"))
-
-    def misread(result: dict[str, Any]) -> None:
-        item = result["line_items"][0]
-        item["line_amount"] = str(Decimal(item["line_amount"]) + 10)
-
     app = create_app(settings_for(dsn), pool=pool)
     async with loopback_server(app) as base, httpx.AsyncClient(base_url=base, timeout=10) as c:
-        job = await invoice_awaiting_review(pool, c, tk, misread=misread)
+        job = await invoice_awaiting_review(pool, c, tk, misread=misread_line_amount)
         truth = job.invoice.truth
         right = str(truth.line_items[0].line_amount)
         wrong = str(Decimal(right) + 10)
-        await console_login(c, tk)
-        html, csrf = await job_page(c, job.job_id)
-        fields = {
-            name: value
-            for name, value in review_inputs(html)
-            if name.startswith("value.") and not name.startswith("value.line_items[0].line_")
-        }
-        r = await c.post(
-            f"/console/jobs/{job.job_id}/correct",
-            data={
-                **correction_form(csrf, job.state_version, "approve"),
-                **fields,
-                "value.line_items[0].line_amount": right,
-            },
-        )
+        r = await approve_line_amount(c, tk, job, right)
         assert r.status_code == 303, r.text
         assert truth.invoice_number is not None
         needles = [wrong, right, truth.invoice_number.value, truth.line_items[0].description]

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import uuid
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
 import asyncpg
@@ -40,11 +39,9 @@ from tests.support.api import (
     tenant_with_key,
 )
 from tests.support.console import (
-    console_login,
-    correction_form,
+    approve_line_amount,
     invoice_awaiting_review,
-    job_page,
-    review_inputs,
+    misread_line_amount,
 )
 from tests.support.delivery import job_store, registry_for
 from tests.support.jobs import new_tenant, request
@@ -411,30 +408,11 @@ async def test_what_reviewers_wrote_goes_with_the_content_and_which_fields_stay(
     horizon the correction's values before and after and its reasons' details go (as
     erasure empties them), which field changed stays, and explain says so."""
     tk = await tenant_with_key(pool, scopes=("jobs", "review"))
-
-    def misread(result: dict[str, Any]) -> None:
-        item = result["line_items"][0]
-        item["line_amount"] = str(Decimal(item["line_amount"]) + 10)
-
     app = create_app(settings_for(dsn), pool=pool)
     async with loopback_server(app) as base, httpx.AsyncClient(base_url=base, timeout=10) as c:
-        job = await invoice_awaiting_review(pool, c, tk, misread=misread)
+        job = await invoice_awaiting_review(pool, c, tk, misread=misread_line_amount)
         right = str(job.invoice.truth.line_items[0].line_amount)
-        await console_login(c, tk)
-        html, csrf = await job_page(c, job.job_id)
-        fields = {
-            name: value
-            for name, value in review_inputs(html)
-            if name.startswith("value.") and not name.startswith("value.line_items[0].line_")
-        }
-        r = await c.post(
-            f"/console/jobs/{job.job_id}/correct",
-            data={
-                **correction_form(csrf, job.state_version, "approve"),
-                **fields,
-                "value.line_items[0].line_amount": right,
-            },
-        )
+        r = await approve_line_amount(c, tk, job, right)
         assert r.status_code == 303, r.text
 
     async def reviewed() -> tuple[Any, list[str | None]]:

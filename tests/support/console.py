@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
+from decimal import Decimal
 from html import unescape
 from typing import Any
 
@@ -163,3 +164,31 @@ def review_inputs(html: str) -> list[tuple[str, str]]:
     """The review form's value inputs as a browser would post them."""
     found = re.findall(r'<input id="[^"]*" name="([^"]+)" value="([^"]*)"', html)
     return [(name, unescape(value)) for name, value in found]
+
+
+def misread_line_amount(result: dict[str, Any]) -> None:
+    """A ``misread`` for :func:`invoice_awaiting_review`: line 1's amount 10 too high."""
+    item = result["line_items"][0]
+    item["line_amount"] = str(Decimal(item["line_amount"]) + 10)
+
+
+async def approve_line_amount(
+    client: httpx.AsyncClient, tk: TenantKey, job: AwaitingReview, amount: str
+) -> httpx.Response:
+    """Sign in, post the job's review form back with line 1's amount set to ``amount``
+    (every other value as the page shows it), and approve; the answer."""
+    await console_login(client, tk)
+    html, csrf = await job_page(client, job.job_id)
+    fields = {
+        name: value
+        for name, value in review_inputs(html)
+        if name.startswith("value.") and not name.startswith("value.line_items[0].line_")
+    }
+    return await client.post(
+        f"/console/jobs/{job.job_id}/correct",
+        data={
+            **correction_form(csrf, job.state_version, "approve"),
+            **fields,
+            "value.line_items[0].line_amount": amount,
+        },
+    )
