@@ -28,6 +28,7 @@ from pathlib import Path
 
 from benchmarks.corpus.document_types import DocumentTypes
 from benchmarks.corpus.embedded import decide
+from benchmarks.corpus.rules_tally import RulesTally
 from benchmarks.corpus.tree import CorpusTree
 from pipeline.extraction import NotAnEInvoice, obstacles
 from pipeline.extraction.cii import NotCrossIndustryInvoice, cii_facts
@@ -44,6 +45,8 @@ def reason_codes(report_reasons: object) -> set[str]:
         code = r.code.value
         if r.code is ReasonCode.EINVOICE_NOT_HOLDABLE:
             code += f":{r.detail.split(':')[0]}"
+        if r.code is ReasonCode.EINVOICE_INVALID:
+            code += f":{r.field}"
         out.add(code)
     return out
 
@@ -71,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     reasons: collections.Counter[str] = collections.Counter()
     times: list[float] = []
     types = DocumentTypes()
+    rules = RulesTally()
     for source in args.sources:
         tree = CorpusTree(source)
         print(f"{source} (commit {tree.commit()})")
@@ -99,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             stats[outcome.report.decision.value] += 1
             codes = reason_codes(outcome.report.reasons)
             reasons.update(codes)
+            rules.add(xml, outcome, codes)
             if args.verbose:
                 print(f"  {outcome.report.decision.value:16} {path}  {sorted(codes)}")
     print(dict(stats))
@@ -106,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {count:4d} {code}")
     print("by document type:")
     print("\n".join(types.lines()))
+    print("EN 16931 rules (reasons of the documents that pass them and review):")
+    print("\n".join(rules.lines()))
     print(f"not read: {dict(skipped.most_common())}")
     if times:
         times.sort()
