@@ -3,9 +3,9 @@
 The rules are CEN/TC 434's own validation artefacts, release 1.3.16, compiled to XSLT 2.0
 by CEN and vendored unchanged beside this module (``schematron/``, see its NOTICE): one
 stylesheet for UBL 2.1 ``Invoice`` and ``CreditNote``, one for CII D16B. They are run by
-Saxon-HE (the ``saxonche`` package); each stylesheet is compiled once per process (about
-1 s, :func:`warm_rules` does it ahead) and a compiled stylesheet transforms one document
-at a time under its lock, a few milliseconds each.
+Saxon-HE (the ``saxonche`` package); each stylesheet is compiled once per process (0.2 to
+0.9 s on a loaded 2-core machine, :func:`warm_rules` does it ahead) and a compiled
+stylesheet transforms one document at a time under its lock, a few milliseconds each.
 
 The stylesheet's report (SVRL) lists each rule a document fails: ``flag="fatal"`` (the
 document is no EN 16931 invoice: BR-CO-10, the sum of the line net amounts is not the
@@ -114,7 +114,7 @@ def _compiled(name: str) -> _Compiled:
 
 
 def warm_rules() -> None:
-    """Compile both stylesheets now (about 1 s each on a loaded 2-core machine), so the
+    """Compile both stylesheets now (0.5 s together on a loaded 2-core machine), so the
     first e-invoice of each syntax does not pay it in its own attempt."""
     for name in (UBL_RULES, CII_RULES):
         _compiled(name)
