@@ -4,7 +4,8 @@ The demo sends one of its invoices this way (:mod:`benchmarks.demo.documents`): 
 XML states every field the truth holds, so the worker's e-invoice fast path reads it
 without a model and validation decides it as it decides the page's reading. Only what
 the pipeline's CII reader (:mod:`pipeline.extraction.cii`) reads is written, plus what
-EN 16931 requires beside it (type code, buyer, tax category).
+EN 16931 requires beside it (type code, buyer, tax category, both parties' countries), so
+the XML passes EN 16931's rules as the worker checks them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ _NS = {
 EN16931 = "urn:cen.eu:en16931:2017"
 #: The buyer the demo's invoices are addressed to (the truth has no buyer).
 BUYER = "Fenceline Demo Buyer"
+#: Its country (EN 16931 BR-10, BR-11: every invoice states both parties' countries).
+BUYER_COUNTRY = "DE"
 
 for _prefix, _uri in _NS.items():
     ET.register_namespace(_prefix, _uri)
@@ -48,6 +51,16 @@ def _add(parent: ET.Element, path: str, text: str | None = None, **attrs: str) -
 
 def _day(parent: ET.Element, path: str, day: date) -> None:
     _add(parent, f"{path}/udt:DateTimeString", day.strftime("%Y%m%d"), format="102")
+
+
+def _seller_country(e: Extraction) -> str:
+    """The seller's country (BR-08, BR-09), which the truth does not hold: its VAT id's
+    or IBAN's country prefix (Greece's VAT ids say ``EL``), else the buyer's."""
+    for evidenced in (e.supplier.vat_id, e.iban):
+        prefix = evidenced.value[:2].upper() if evidenced is not None else ""
+        if prefix.isalpha() and len(prefix) == 2:
+            return "GR" if prefix == "EL" else prefix
+    return BUYER_COUNTRY
 
 
 def _amount(value: Decimal) -> str:
@@ -103,9 +116,12 @@ def cii_xml(truth: Extraction, *, credits: str | None = None) -> bytes:
     agreement = _add(trade, "ram:ApplicableHeaderTradeAgreement")
     seller = _add(agreement, "ram:SellerTradeParty")
     _add(seller, "ram:Name", e.supplier.name.value)
+    _add(seller, "ram:PostalTradeAddress/ram:CountryID", _seller_country(e))
     if e.supplier.vat_id is not None:
         _add(seller, "ram:SpecifiedTaxRegistration/ram:ID", e.supplier.vat_id.value, schemeID="VA")
-    _add(agreement, "ram:BuyerTradeParty/ram:Name", BUYER)
+    buyer = _add(agreement, "ram:BuyerTradeParty")
+    _add(buyer, "ram:Name", BUYER)
+    _add(buyer, "ram:PostalTradeAddress/ram:CountryID", BUYER_COUNTRY)
     _add(trade, "ram:ApplicableHeaderTradeDelivery")
     settlement = _add(trade, "ram:ApplicableHeaderTradeSettlement")
     _add(settlement, "ram:InvoiceCurrencyCode", currency)

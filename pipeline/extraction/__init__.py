@@ -65,6 +65,7 @@ from pipeline.extraction.reground import (
 )
 from pipeline.extraction.ubl import NotUblInvoice, read_ubl
 from pipeline.extraction.xml_schema import warm_schemas
+from pipeline.extraction.xml_schematron import warm_rules
 from pipeline.extraction.xml_tree import NotAnEInvoice
 
 __all__ = [
@@ -120,5 +121,6 @@ __all__ = [
     "read_ubl",
     "row_field",
     "shown_document",
+    "warm_rules",
     "warm_schemas",
 ]

@@ -19,7 +19,9 @@ What the XML states and contract v2 has no place for goes to review with
 too. XML that does not parse, or is no CII or UBL invoice, goes to review with
 ``einvoice_invalid`` and the parser's message; XML that reads but does not validate
 against its official schema (:mod:`pipeline.extraction.xml_schema`) goes to review with
-``einvoice_invalid`` on field ``schema`` and the validator's messages.
+``einvoice_invalid`` on field ``schema`` and the validator's messages; XML the schema
+accepts that fails a fatal EN 16931 business rule (:mod:`pipeline.extraction.xml_schematron`)
+goes to review with ``einvoice_invalid`` on field ``rules`` and the rules' ids and messages.
 
 Where a page prints the invoice (Factur-X/ZUGFeRD: a PDF with the XML embedded), the
 page must print the XML's invoice number, issue date, currency and gross total, and
@@ -43,6 +45,7 @@ from pipeline.extraction.holdability import obstacles
 from pipeline.extraction.page_agreement import page_mismatches
 from pipeline.extraction.ubl import is_ubl, ubl_facts
 from pipeline.extraction.xml_schema import check_schema
+from pipeline.extraction.xml_schematron import check_rules
 from pipeline.extraction.xml_tree import NotAnEInvoice, parse_xml
 from pipeline.invoice import (
     COLLECTED_PAYMENT_MEANS,
@@ -194,6 +197,12 @@ def read_einvoice(xml: bytes, page_text: str | None = None) -> EInvoiceReading:
         reasons.append(
             Reason(ReasonCode.EINVOICE_INVALID, "schema", schema.detail(), rule="einvoice.schema")
         )
+    else:  # EN 16931's rules read the structure the schema fixes: only XML it accepts
+        rules = check_rules(xml)
+        if not rules.valid:
+            reasons.append(
+                Reason(ReasonCode.EINVOICE_INVALID, "rules", rules.detail(), rule="einvoice.rules")
+            )
     extraction = _extraction(facts, reasons)
     reasons += [_not_holdable(o.field, str(o)) for o in obstacles(facts, v3=True)]
     if page_text is not None:

@@ -42,9 +42,9 @@ def _facturx() -> Any:
 
 
 #: CII D16B (Factur-X, ZUGFeRD 2.x, XRechnung CII) and D13B (ZUGFeRD 1.0) root namespaces.
-_CII_D16B = "urn:un:unece:uncefact:data:standard:CrossIndustryInvoice:100"
+CII_D16B = "urn:un:unece:uncefact:data:standard:CrossIndustryInvoice:100"
 _CII_D13B = "urn:ferd:CrossIndustryDocument:invoice:1p0"
-_UBL = {
+UBL_ROOTS = {
     "{urn:oasis:names:specification:ubl:schema:xsd:Invoice-2}Invoice": "ubl-2.1-invoice",
     "{urn:oasis:names:specification:ubl:schema:xsd:CreditNote-2}CreditNote": "ubl-2.1-creditnote",
 }
@@ -106,7 +106,7 @@ def warm_schemas() -> None:
         _compiled(str(relative))
 
 
-def _cii_level(root: etree._Element) -> str:
+def cii_level(root: etree._Element) -> str:
     try:
         level = str(_facturx().get_level(root, "factur-x"))
     except Exception:  # the package raises a bare Exception/ValueError for an unknown URN
@@ -117,10 +117,10 @@ def _cii_level(root: etree._Element) -> str:
 def schema_for(root: etree._Element) -> str | None:
     """The shipped schema file (relative) for a parsed root, ``None`` where there is none."""
     tag = str(root.tag)
-    if tag in _UBL:
-        return str(_facturx().UBL_21_xsd[_UBL[tag]])
-    if tag == f"{{{_CII_D16B}}}CrossIndustryInvoice":
-        return str(_facturx().FACTURX_LEVEL2xsd[_cii_level(root)])
+    if tag in UBL_ROOTS:
+        return str(_facturx().UBL_21_xsd[UBL_ROOTS[tag]])
+    if tag == f"{{{CII_D16B}}}CrossIndustryInvoice":
+        return str(_facturx().FACTURX_LEVEL2xsd[cii_level(root)])
     if tag == f"{{{_CII_D13B}}}CrossIndustryDocument":
         return str(_facturx().ZUGFERD_xsd)
     return None

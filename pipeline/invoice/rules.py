@@ -62,6 +62,7 @@ RULES: Mapping[str, str] = {
     "einvoice.not_holdable": "the e-invoice's XML states what contract v2 cannot hold",
     "einvoice.invalid": "the e-invoice's XML does not parse or is no CII or UBL invoice",
     "einvoice.schema": "the e-invoice's XML does not validate against its official XML schema",
+    "einvoice.rules": "the e-invoice's XML fails a fatal EN 16931 business rule (Schematron)",
     "einvoice.xml_text_mismatch": "the page does not print what the embedded XML states",
     "items.description_shape": "the description is not printed like the table's others",
     "roles.symmetric_factors": "quantity and unit price multiply to the amount either way",

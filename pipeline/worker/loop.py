@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.extraction import prepare_call, warm_schemas
+from pipeline.extraction import prepare_call, warm_rules, warm_schemas
 from pipeline.jobs import Lease
 from pipeline.messaging import WorkSignal
 from pipeline.service import LoopService
@@ -100,7 +100,8 @@ class DriverLoop(LoopService):
         Building a call fills process-wide caches (the CLDR month names of every
         European locale for the date candidates, the answer schema's parts): about
         a third of a second on a 2-core machine, seen in the driver's profile
-        (docs/history/benchmarks-passes.md). The e-invoice XSDs are compiled too.
+        (docs/history/benchmarks-passes.md). The e-invoice XSDs and EN 16931's rules are compiled
+        too.
         Nothing is written.
         """
         config = self.runner.config
@@ -110,6 +111,7 @@ class DriverLoop(LoopService):
             include_schema=config.include_schema_in_prompt,
         )
         warm_schemas()  # the e-invoice XSDs: about 0.3 s, UBL's most of it
+        warm_rules()  # EN 16931's rules, UBL and CII: about 0.5 s together
 
     async def start(self) -> None:
         if self._task is not None:

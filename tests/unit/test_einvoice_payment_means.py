@@ -63,11 +63,10 @@ def _decide_collected(xml: bytes) -> tuple[Decision, list[tuple[str, str]], Extr
     [
         (_ubl("59"), "59"),
         (_ubl("48"), "48"),
-        (_ubl("49", "59"), "49"),
         (_cii("59"), "59"),
         (_cii("54"), "54"),
     ],
-    ids=["ubl-sepa-direct-debit", "ubl-card", "ubl-two-collections", "cii-sepa-dd", "cii-card"],
+    ids=["ubl-sepa-direct-debit", "ubl-card", "cii-sepa-dd", "cii-card"],
 )
 def test_an_invoice_collected_by_card_or_direct_debit_needs_no_iban(xml: bytes, code: str) -> None:
     decision, reasons, e = _decide_collected(xml)
@@ -77,6 +76,14 @@ def test_an_invoice_collected_by_card_or_direct_debit_needs_no_iban(xml: bytes, 
     assert e.payment_means.evidence.quote.endswith(("cbc:PaymentMeansCode", "ram:TypeCode"))
     assert json.loads(e.model_dump_json())["payment_means"]["value"] == code
     assert uses_v3(e)
+
+
+def test_two_collections_read_as_the_first_and_review_for_en16931() -> None:
+    """UBL states several payment means only with one code (EN 16931's UBL-SR-47):
+    direct debit beside card is read as the first, and reviews for that rule alone."""
+    decision, reasons, e = _decide_collected(_ubl("49", "59"))
+    assert (decision, reasons) == (Decision.REVIEW_REQUIRED, [("einvoice_invalid", "rules")])
+    assert e.payment_means is not None and e.payment_means.value == "49"
 
 
 @pytest.mark.parametrize(

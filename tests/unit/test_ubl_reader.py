@@ -270,10 +270,20 @@ _CHARGE_TOTAL = b'<cbc:ChargeTotalAmount currencyID="EUR">25.00</cbc:ChargeTotal
 @pytest.mark.parametrize(
     ("plants", "codes"),
     [
-        # The entry alone: it no longer makes the charge total the XML states.
-        ([_CHARGE], {"einvoice_not_holdable", "net_total_mismatch", "tax_base_mismatch"}),
-        # Entry and total alike: only the net and tax base arithmetic can see it.
-        ([_CHARGE, _CHARGE_TOTAL], {"net_total_mismatch", "tax_base_mismatch"}),
+        # The entry alone: it no longer makes the charge total the XML states (nor
+        # EN 16931's BR-CO-12 holds).
+        (
+            [_CHARGE],
+            {
+                "einvoice_invalid",
+                "einvoice_not_holdable",
+                "net_total_mismatch",
+                "tax_base_mismatch",
+            },
+        ),
+        # Entry and total alike: only the net and tax base arithmetic can see it (and
+        # EN 16931's BR-CO-13).
+        ([_CHARGE, _CHARGE_TOTAL], {"einvoice_invalid", "net_total_mismatch", "tax_base_mismatch"}),
     ],
 )
 def test_a_wrong_charge_amount_goes_to_review(plants: list[bytes], codes: set[str]) -> None:
@@ -299,11 +309,14 @@ def test_a_credit_note_is_one_whatever_its_type_code_says() -> None:
     xml = (DATA / "ubl-tc434-creditnote1.xml").read_bytes()
     facts = read_ubl(xml)
     assert (facts.syntax, facts.type_code) == ("UBL-CreditNote", "381")
-    # A CreditNote may omit its type code: it is a credit note all the same.
+    # A CreditNote that omits its type code is a credit note all the same; EN 16931
+    # requires the code (BR-04), so it reviews for that alone.
     untyped = xml.replace(b"<cbc:CreditNoteTypeCode>381</cbc:CreditNoteTypeCode>", b"")
     assert untyped != xml
     reading = read_einvoice(untyped)
-    assert reading.reasons == ()
+    assert [(r.field, r.detail.split(" (")[0]) for r in reading.reasons] == [
+        ("rules", "fails EN 16931 rules BR-04")
+    ]
     assert reading.extraction.document_type == "credit_note"
 
 

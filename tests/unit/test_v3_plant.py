@@ -12,6 +12,7 @@ from benchmarks.corpus.embedded import decide
 from benchmarks.corpus.v3_plant import PLANTS, planted
 from pipeline.extraction import read_einvoice
 from pipeline.validation import Decision
+from tests.support.einvoices import without_cvd
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "einvoices"
 ROUNDED = DATA / "payable" / "01.17a-INVOICE_uncefact.xml"
@@ -41,6 +42,8 @@ NOT_SUBJECT_TO_VAT_CII = DATA / "category_o" / "01.05_minimal_test_uncefact.xml"
 )
 def test_a_planted_v3_value_is_read_and_reviewed(path: Path, plant: str) -> None:
     xml = path.read_bytes()
+    if path.parent.name == "currencies":  # as published it fails EN 16931's BR-CL-13
+        xml = without_cvd(xml)
     assert decide(xml, "").report.decision is Decision.SUCCEEDED
     wrong = planted(xml, plant)
     assert wrong is not None

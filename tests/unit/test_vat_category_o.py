@@ -193,8 +193,14 @@ def test_category_o_with_a_rate_is_reviewed() -> None:
     rate = b"<cbc:Percent>0</cbc:Percent>"
     assert xml.count(rate) == 1
     planted = xml.replace(rate, b"<cbc:Percent>7</cbc:Percent>")
-    details = [r.detail for r in read_einvoice(planted).reasons]
-    assert details == ["vat_category_o: not subject to VAT (category O) with rate 7"]
+    reasons = read_einvoice(planted).reasons
+    assert [r.detail for r in reasons if r.field != "rules"] == [
+        "vat_category_o: not subject to VAT (category O) with rate 7"
+    ]
+    # EN 16931 finds it too: 7 % of the taxable amount is not the stated 0.00 (BR-CO-17).
+    assert [r.detail.split(" (")[0] for r in reasons if r.field == "rules"] == [
+        "fails EN 16931 rules BR-CO-17"
+    ]
 
 
 def test_tax_on_category_o_is_a_mismatch() -> None:

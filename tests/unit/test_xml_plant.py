@@ -14,7 +14,7 @@ from pipeline.documents import pdf_attachments, read_pdf_text
 from pipeline.extraction import read_cii
 from pipeline.invoice import ReasonCode, iban_checksum_ok
 from pipeline.validation import Decision
-from tests.support.einvoices import without_bank_code
+from tests.support.einvoices import mustang_valid_today
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "einvoices"
 
@@ -23,7 +23,7 @@ def _mustang() -> EmbeddedInvoice:
     data = (DATA / "MustangGnuaccountingBeispielRE-20190610_507.pdf").read_bytes()
     ((_, xml),) = pdf_attachments(data).items()
     page = "\f".join(p.laid_out().text for p in read_pdf_text(data, max_pages=5).pages)
-    return EmbeddedInvoice("mustang.pdf", without_bank_code(xml), page)
+    return EmbeddedInvoice("mustang.pdf", mustang_valid_today(xml), page)
 
 
 def test_another_iban_is_valid_and_of_the_same_country() -> None:
