@@ -28,6 +28,7 @@ from pipeline.documents import (
 )
 from pipeline.documents.page_image import normalise
 from pipeline.settings import Settings
+from tests.support.pdfs import blank_pdf
 from tests.support.scans import FONT, encode
 
 ANGLE = 3.0  # degrees, counter-clockwise: a skewed feed
@@ -147,3 +148,17 @@ def test_a_words_box_on_a_skewed_sideways_scan_lands_where_it_was_drawn() -> Non
         (round(rect.left * w), round(rect.top * h), round(rect.right * w), round(rect.bottom * h))
     )
     assert inside.convert("L").point(lambda v: 255 if v < 100 else 0).getbbox() is not None
+
+
+def test_a_pdf_page_ocr_read_is_turned_as_read() -> None:
+    pdf = blank_pdf()  # no text layer: OCR reads it, rendered, A4 upright
+    png = page_png(pdf, MediaType.PDF, 1, max_pages=10, max_pixels=50_000_000)
+    upright = Image.open(io.BytesIO(png))
+    turned = page_png(pdf, MediaType.PDF, 1, max_pages=10, max_pixels=50_000_000, turn=(90, 0.0))
+    sideways = Image.open(io.BytesIO(turned))
+    assert sideways.size == (upright.height, upright.width)
+    # A skew turns it on its own canvas: the size stays, the corners come in white.
+    levelled = page_png(pdf, MediaType.PDF, 1, max_pages=10, max_pixels=50_000_000, turn=(0, 3.0))
+    image = Image.open(io.BytesIO(levelled)).convert("L")
+    assert image.size == upright.size
+    assert image.getpixel((0, 0)) == 255 and image.getpixel((image.width - 1, 0)) == 255
