@@ -43,6 +43,7 @@ from pipeline.documents.page_words import (
     READABLE_WORDS_VERSIONS,
     WORDS_VERSION,
     kept_page_words,
+    kept_turns,
     kept_words,
     words_to_keep,
 )
@@ -104,6 +105,7 @@ __all__ = [
     "installed_languages",
     "is_sha256_hex",
     "kept_page_words",
+    "kept_turns",
     "kept_words",
     "mark_above",
     "mark_below",

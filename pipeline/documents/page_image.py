@@ -185,6 +185,23 @@ def normalise(
     return PageImage(number, gray, dpi * scale if dpi is not None else None, rotation, skew)
 
 
+def turn_as_read(image: Image.Image, rotation: int, skew: float) -> Image.Image:
+    """``image`` (a page upright by its EXIF orientation, at any scale) turned as
+    :func:`normalise` turned it for OCR: ``rotation`` clockwise quarter turns (the
+    canvas turned with it), then ``skew`` degrees counter-clockwise about its centre on
+    the same canvas, filled white. Rotation about the centre commutes with scaling, so
+    a box given as fractions of the normalised image lies on the result as on it: the
+    review console shows an OCR'd page this way (:mod:`pipeline.documents.page_png`)."""
+    if rotation % 360:
+        image = image.rotate(-(rotation % 360), expand=True)
+    if skew:
+        if image.mode not in ("L", "RGB"):
+            image = image.convert("RGB")
+        white = 255 if image.mode == "L" else (255, 255, 255)
+        image = image.rotate(skew, resample=Image.Resampling.BICUBIC, fillcolor=white)
+    return image
+
+
 def estimate_skew(gray: Image.Image) -> float:
     """The rotation (degrees, counter-clockwise as ``Image.rotate`` takes it) that makes
     the text's rows level: the angle within ±5° whose horizontal projection of ink has

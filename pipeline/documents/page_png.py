@@ -5,6 +5,12 @@ frame of a PNG, JPEG or TIFF is decoded within the same pixel and page limits as
 OCR, turned upright by its EXIF orientation and shrunk to fit :data:`MAX_SIDE`. The
 image keeps the page's proportions, so evidence rectangles given as fractions of the
 page (:mod:`pipeline.documents.evidence_boxes`) lie over it at any size.
+
+A page that was OCR'd is shown as it was read: ``turn`` (the quarter turns and the
+skew the OCR's normalisation gave it, kept beside its words:
+:func:`pipeline.documents.kept_turns`) turns it upright and level the same way
+(:func:`pipeline.documents.page_image.turn_as_read`), so its words' boxes, fractions
+of the normalised image, lie over their ink.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import warnings
 
 from PIL import Image, ImageOps
 
-from pipeline.documents.page_image import open_pages
+from pipeline.documents.page_image import open_pages, turn_as_read
 from pipeline.documents.pdf_render import render_pdf_page
 from pipeline.documents.sniff import MediaType
 from pipeline.errors import DocumentRefused, NotFound
@@ -27,9 +33,16 @@ _IMAGES = (MediaType.PNG, MediaType.JPEG, MediaType.TIFF)
 
 
 def page_png(
-    data: bytes, media_type: MediaType, number: int, *, max_pages: int, max_pixels: int
+    data: bytes,
+    media_type: MediaType,
+    number: int,
+    *,
+    max_pages: int,
+    max_pixels: int,
+    turn: tuple[int, float] | None = None,
 ) -> bytes:
-    """Page ``number`` (1-based) of the file ``data`` as PNG bytes.
+    """Page ``number`` (1-based) of the file ``data`` as PNG bytes; ``turn`` (clockwise
+    quarter turns, skew in degrees) for a page OCR read, None for one it did not.
 
     Raises:
         NotFound: the file has no page ``number``, or is no paged file (text, XML).
@@ -42,6 +55,8 @@ def page_png(
         image = _frame(data, number, max_pages=max_pages, max_pixels=max_pixels)
     else:
         raise NotFound(f"a {media_type.value} document has no page images")
+    if turn is not None:
+        image = turn_as_read(image, *turn)
     out = io.BytesIO()
     image.save(out, format="PNG")
     return out.getvalue()

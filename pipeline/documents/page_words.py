@@ -36,10 +36,11 @@ from pipeline.errors import NoTextLayer
 
 #: The form feed between pages in a kept text.
 PAGE_BREAK = "\f"
-#: The format of :func:`words_to_keep`'s JSON (2: an OCR word's marks added; a kept
-#: version 1, without them, is still read).
-WORDS_VERSION = 2
-READABLE_WORDS_VERSIONS = frozenset({1, 2})
+#: The format of :func:`words_to_keep`'s JSON (2: an OCR word's marks added; 3: an
+#: OCR'd page's turn added; kept versions 1 and 2 are still read, their OCR'd pages
+#: without boxes).
+WORDS_VERSION = 3
+READABLE_WORDS_VERSIONS = frozenset({1, 2, 3})
 #: Fractions are kept to this many decimals (a tenth of a point on an A4 page).
 _DECIMALS = 5
 
@@ -72,12 +73,14 @@ def kept_page_words(
 
 def words_to_keep(document: DocumentText) -> dict[str, Any]:
     """The words of every page of ``document`` as kept beside its text (JSON):
-    ``{"version": 2, "pages": [{"number": n, "words": [[start, end, left, top, right,
-    bottom, confidence, marks], ...]}]}``; offsets into the page's text, the box as
-    fractions (0..1) of the page from its top-left corner, confidence (0-100) or None,
-    marks the ink above and below each character OCR read
-    (:func:`~pipeline.documents.ocr_marks.mark_codes`) or None. A page whose size is
-    unknown keeps no words. Version 1 held no marks."""
+    ``{"version": 3, "pages": [{"number": n, "words": [[start, end, left, top, right,
+    bottom, confidence, marks], ...], "turn": [rotation, skew]}]}``; offsets into the
+    page's text, the box as fractions (0..1) of the page from its top-left corner,
+    confidence (0-100) or None, marks the ink above and below each character OCR read
+    (:func:`~pipeline.documents.ocr_marks.mark_codes`) or None; ``turn``, on an OCR'd
+    page only, the clockwise quarter turns (degrees) and the skew (degrees,
+    counter-clockwise) that made the image its boxes are fractions of. A page whose
+    size is unknown keeps no words. Version 1 held no marks, 1 and 2 no turn."""
     pages = []
     for page in document.pages:
         words: list[list[Any]] = []
@@ -104,15 +107,20 @@ def words_to_keep(document: DocumentText) -> dict[str, Any]:
                     words.append(
                         _kept(w.start, w.end, box, page.width, page.height, w.confidence, None)
                     )
-        pages.append({"number": page.number, "words": words})
+        entry: dict[str, Any] = {"number": page.number, "words": words}
+        if page.ocr is not None:
+            entry["turn"] = [page.ocr.rotation % 360, page.ocr.skew]
+        pages.append(entry)
     return {"version": WORDS_VERSION, "pages": pages}
 
 
 def kept_words(words: Mapping[str, Any], kept_text: str) -> dict[int, DocumentPage]:
     """The pages of ``kept_text`` with the words :func:`words_to_keep` gave for it, by
     number; width and height 1 (the boxes are fractions). A page is left out where a
-    word's offsets do not fall inside the page's text, and every page where the format
-    is not this release's: no box is drawn against a text it was not found in."""
+    word's offsets do not fall inside the page's text, an OCR'd page kept without its
+    turn (:func:`kept_turns`), and every page where the format is not this release's:
+    no box is drawn against a text it was not found in, nor on an image it was not
+    found on."""
     if words.get("version") not in READABLE_WORDS_VERSIONS:
         return {}
     kept = kept_text.split(PAGE_BREAK)
@@ -121,6 +129,8 @@ def kept_words(words: Mapping[str, Any], kept_text: str) -> dict[int, DocumentPa
         number = entry["number"]
         if not 1 <= number <= len(kept) or not entry["words"]:
             continue
+        if "turn" not in entry and any(word[6] is not None for word in entry["words"]):
+            continue  # OCR'd (its words have confidences) before its turn was kept
         text = kept[number - 1]
         placed = []
         for start, end, left, top, right, bottom, confidence, *_marks in entry["words"]:
@@ -132,6 +142,22 @@ def kept_words(words: Mapping[str, Any], kept_text: str) -> dict[int, DocumentPa
         else:
             pages[number] = DocumentPage(number, 1.0, 1.0, text, tuple(placed))
     return pages
+
+
+def kept_turns(words: Mapping[str, Any] | None) -> dict[int, tuple[int, float]]:
+    """The turn of each OCR'd page in a document's kept words (:func:`words_to_keep`),
+    by number: the clockwise quarter turns (0, 90, 180, 270) and the skew in degrees
+    that the page view turns its image by. Empty where no words were kept, or they are
+    in no format this release reads."""
+    if words is None or words.get("version") not in READABLE_WORDS_VERSIONS:
+        return {}
+    turns: dict[int, tuple[int, float]] = {}
+    for entry in words.get("pages", ()):
+        turn = entry.get("turn")
+        if turn is not None:
+            rotation, skew = turn
+            turns[int(entry["number"])] = (int(rotation) % 360, float(skew))
+    return turns
 
 
 def _kept(

@@ -17,7 +17,7 @@ from pipeline.api import create_app
 from pipeline.documents.page_png import MAX_SIDE
 from tests.support.api import loopback_server, settings_for, tenant_with_key
 from tests.support.console import console_login, invoice_awaiting_review, job_page
-from tests.support.file_review import file_awaiting_review
+from tests.support.file_review import file_awaiting_review, scan_awaiting_review
 
 pytestmark = pytest.mark.integration
 
@@ -76,3 +76,28 @@ async def test_a_file_is_reviewed_on_its_pages_and_a_text_keeps_its_view(
     # A pasted text: today's view, no page images, no boxes.
     assert "<img" not in text_html and "evbox" not in text_html and "<details" not in text_html
     assert 'id="ev-gross_total"' in text_html
+
+
+@pytest.mark.ocr
+async def test_a_scan_is_shown_as_ocr_read_it_with_its_values_boxed(
+    pool: asyncpg.Pool, dsn: str, tmp_path: Path
+) -> None:
+    """A scan fed sideways and 2° askew, OCR'd (about 5 s): its page is served upright
+    and level, the frame its kept words' boxes are fractions of, with the values boxed."""
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+    app = create_app(settings_for(dsn, state_dir=tmp_path), pool=pool)
+    async with loopback_server(app) as base, httpx.AsyncClient(base_url=base, timeout=30) as c:
+        job, drawn = await scan_awaiting_review(pool, c, tk)
+        await console_login(c, tk)
+        html, _ = await job_page(c, job.job_id)
+        page = await c.get(f"/console/jobs/{job.job_id}/pages/1.png")
+    width, height = drawn.skewed  # the canvas the skew grew the drawn page to
+    assert Image.open(io.BytesIO(job.pdf)).size == (height, width)  # fed sideways
+    assert page.status_code == 200, page.text
+    image = Image.open(io.BytesIO(page.content))
+    # served upright: the drawn page's proportions, not the file's
+    assert max(image.size) == MAX_SIDE
+    assert image.width / image.height == pytest.approx(width / height, abs=0.002)
+    assert f'<img src="/console/jobs/{job.job_id}/pages/1.png"' in html
+    fields = {field for field, _ in _RECT.findall(html)}
+    assert {"invoice_number", "gross_total", "supplier.name"} <= fields

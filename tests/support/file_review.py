@@ -1,9 +1,15 @@
-"""An uploaded PDF invoice waiting for review, as the worker would leave it: the file
+"""An uploaded invoice file waiting for review, as the worker would leave it: the file
 in the document store, its text kept (document_texts), a grounded and validated
-result whose gross total took a row's amount (``gross_total_mismatch``)."""
+result whose gross total took a row's amount (``gross_total_mismatch``).
+
+The file is a text-layer PDF (:func:`file_awaiting_review`) or a scan drawn with a
+known geometry (:func:`scan_awaiting_review`: tests/support/scans.py, fed skewed and
+put in sideways), read by OCR with its words and their page's turn kept beside the
+text as the document stage keeps them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from dataclasses import dataclass
@@ -11,20 +17,22 @@ from datetime import date
 
 import asyncpg
 import httpx
+from PIL import ImageFont
 
 from benchmarks.invoices.generator import GeneratedInvoice, generate_invoice
 from benchmarks.invoices.variants import Variant
-from pipeline.documents import MediaType, read_document
+from pipeline.documents import MediaType, read_document, words_to_keep
 from pipeline.extraction import answer_for
 from pipeline.jobs import JobStore
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from pipeline.tenants import upsert_supplier
 from pipeline.worker import interpret
-from pipeline.worker.document_stage import PDF_READER, keep_text
+from pipeline.worker.document_stage import OCR_READER, PDF_READER, keep_text
 from tests.support.api import TenantKey
 from tests.support.console import _not_a_total
 from tests.support.pdfs import text_pdf
+from tests.support.scans import FONT, encode, render_text
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,7 @@ class FileAwaitingReview:
     job_id: uuid.UUID
     state_version: int
     invoice: GeneratedInvoice
+    #: The uploaded file's bytes (a PDF or a scan).
     pdf: bytes
     #: The text the file was kept as: what evidence offsets point into.
     kept_text: str
@@ -50,27 +59,106 @@ async def file_awaiting_review(
     """A generated invoice drawn as a text-layer PDF, uploaded over HTTP, its text read
     and kept as the document stage does (sealed when ``settings`` name a KEK, as is the
     supplier's IBAN on file), answered with a wrong gross total."""
+    inv = _invoice(seed)
+    return await _awaiting_review(
+        pool, client, tk, inv, "invoice.pdf", text_pdf(inv.ocr_text), settings
+    )
+
+
+@dataclass(frozen=True)
+class DrawnScan:
+    """How a scan was drawn (:func:`tests.support.scans.render_text`): the invoice's
+    text in DejaVu Sans Mono at ``points`` on a page at ``dpi``, a line every ``pitch``
+    pixels from ``margin`` down, a character every ``advance`` pixels from ``margin``
+    in; then turned ``angle`` degrees counter-clockwise on a canvas grown from
+    ``upright`` to ``skewed`` pixels (a skewed feed), then a quarter turn
+    counter-clockwise (the page fed sideways)."""
+
+    dpi: int
+    points: float
+    margin: int
+    pitch: int
+    advance: float
+    angle: float
+    upright: tuple[int, int]
+    skewed: tuple[int, int]
+
+
+async def scan_awaiting_review(
+    pool: asyncpg.Pool,
+    client: httpx.AsyncClient,
+    tk: TenantKey,
+    *,
+    seed: int = 2,
+    angle: float = 2.0,
+) -> tuple[FileAwaitingReview, DrawnScan]:
+    """A generated invoice drawn as a one-page scan (PNG, 300 dpi) fed ``angle`` degrees
+    askew and sideways, uploaded over HTTP, read by OCR (about 5 s) and kept with its
+    words as the document stage keeps them, answered with a wrong gross total."""
+    inv = _invoice(seed)
+    dpi, points = 300, 9.0
+    upright = render_text(inv.ocr_text, dpi=dpi, points=points)
+    skewed = render_text(inv.ocr_text, dpi=dpi, points=points, angle=angle)
+    sideways = skewed.rotate(90, expand=True)
+    font = ImageFont.truetype(FONT, round(points * dpi / 72))
+    size = round(points * dpi / 72)
+    drawn = DrawnScan(
+        dpi,
+        points,
+        dpi // 3,
+        round(size * 1.35),
+        font.getlength("M"),
+        angle,
+        upright.size,
+        skewed.size,
+    )
+    job = await _awaiting_review(
+        pool, client, tk, inv, "invoice.png", encode(sideways, dpi=dpi), None
+    )
+    return job, drawn
+
+
+def _invoice(seed: int) -> GeneratedInvoice:
     inv = generate_invoice(
         seed, Variant.CLEAN, anchor=date.today(), max_line_items=3, languages=("en",)
     )
     assert inv.truth.gross_total is not None
-    pdf = text_pdf(inv.ocr_text)
+    return inv
+
+
+async def _awaiting_review(
+    pool: asyncpg.Pool,
+    client: httpx.AsyncClient,
+    tk: TenantKey,
+    inv: GeneratedInvoice,
+    filename: str,
+    data: bytes,
+    settings: Settings | None,
+) -> FileAwaitingReview:
+    assert inv.truth.gross_total is not None
     store = JobStore(pool, settings)
     async with pool.acquire() as conn:  # the IBAN on file sealed too
         await upsert_supplier(conn, tk.tenant.id, inv.supplier, keys=store.data_keys)
     r = await client.post(
-        "/v1/extraction-jobs", files={"document": ("invoice.pdf", pdf)}, headers=tk.headers
+        "/v1/extraction-jobs", files={"document": (filename, data)}, headers=tk.headers
     )
     assert r.status_code == 202, r.text
     (lease,) = await store.claim("page-view-test-driver")
     async with pool.acquire() as conn:
         doc = await conn.fetchrow(
-            "SELECT d.id, d.tenant_id, d.sha256 FROM documents d JOIN extraction_jobs j"
-            " ON j.document_id = d.id WHERE j.id = $1",
+            "SELECT d.id, d.tenant_id, d.sha256, d.content_type FROM documents d"
+            " JOIN extraction_jobs j ON j.document_id = d.id WHERE j.id = $1",
             lease.job_id,
         )
-    text = read_document(pdf, MediaType.PDF, Settings()).text
-    kept, _ = await keep_text(pool, doc, text, PDF_READER, keys=store.data_keys)
+    media = MediaType(doc["content_type"])
+    if media is MediaType.PDF:
+        text = read_document(data, media, Settings()).text
+        kept, _ = await keep_text(pool, doc, text, PDF_READER, keys=store.data_keys)
+    else:
+        read = await asyncio.to_thread(read_document, data, media, Settings())
+        kept, _ = await keep_text(
+            pool, doc, read.text, OCR_READER, words_to_keep(read), keys=store.data_keys
+        )
     answer = json.loads(answer_for(inv.truth, kept))
     wrong = _not_a_total(kept, answer)
     answer["gross"] = wrong
@@ -86,7 +174,7 @@ async def file_awaiting_review(
         lease.job_id,
         settled.state_version,
         inv,
-        pdf,
+        data,
         kept,
         wrong,
         str(inv.truth.gross_total.value),

@@ -12,15 +12,18 @@ from PIL import Image
 
 from pipeline.documents import (
     DocumentPage,
+    DocumentText,
     MediaType,
     Rect,
     kept_page_words,
+    kept_turns,
     kept_words,
     page_png,
     read_document,
     span_rects,
     words_to_keep,
 )
+from pipeline.documents.ocr import OcrPage, OcrWord, PixelBox
 from pipeline.documents.page_png import MAX_SIDE
 from pipeline.errors import NotFound
 from pipeline.settings import Settings
@@ -180,3 +183,38 @@ def test_an_ocr_page_without_a_resolution_keeps_its_boxes_as_fractions() -> None
     # the number's ink: the second half of the first of two lines, a third of a
     # margin's inch in from the image's edges
     assert 0.3 < rect.left < 0.6 < rect.right < 1 and 0 < rect.top < rect.bottom < 0.5
+
+
+def _ocr_document() -> DocumentText:
+    """A text-layer page and a page OCR read, turned a quarter and 2.5° to level it."""
+    text = "Total 10.00"
+    words = (
+        OcrWord("Total", 0, 5, PixelBox(100, 200, 300, 240), 96.0, 1, 1),
+        OcrWord("10.00", 6, 11, PixelBox(400, 200, 600, 240), 91.0, 1, 1),
+    )
+    ocr = OcrPage(2, 1000, 800, None, 90, -2.5, text, words, ())
+    scanned = DocumentPage(2, None, None, text, (), ocr)
+    return DocumentText((read_document(PDF, MediaType.PDF, Settings()).pages[0], scanned))
+
+
+def test_an_ocr_pages_turn_is_kept_with_its_words_and_a_text_layers_has_none() -> None:
+    document = _ocr_document()
+    stored = json.loads(json.dumps(words_to_keep(document)))  # as jsonb keeps it
+    assert stored["version"] == 3
+    assert kept_turns(stored) == {2: (90, -2.5)}
+    pages = kept_words(stored, document.text)
+    assert sorted(pages) == [1, 2]
+    # fractions of the image OCR read (1000 x 800 pixels), the frame the turn gives
+    assert _rects(span_rects(pages[2], 6, 11)) == [(0.4, 0.25, 0.6, 0.3)]
+
+
+def test_an_ocr_page_kept_without_its_turn_gives_no_words() -> None:
+    document = _ocr_document()
+    stored = words_to_keep(document)
+    before = {  # format 2: no turn; its boxes may lie in another frame than the file's
+        "version": 2,
+        "pages": [{k: v for k, v in p.items() if k != "turn"} for p in stored["pages"]],
+    }
+    assert sorted(kept_words(before, document.text)) == [1]
+    assert kept_turns(before) == {}
+    assert kept_turns(None) == {} and kept_turns({**stored, "version": 0}) == {}

@@ -250,7 +250,7 @@ def test_confidences_are_read_from_the_kept_words() -> None:
         frozenset({2}), (WordConfidence(2, 0, 7, 91.5), WordConfidence(2, 8, 9, 40.0))
     )
     assert OcrConfidences.from_words(None) is None  # kept before migration 025
-    assert OcrConfidences.from_words({**words, "version": 3}) is None
+    assert OcrConfidences.from_words({**words, "version": 4}) is None  # a later format
     # version 2 keeps each OCR word's marks (pipeline.documents.ocr_marks) after it
     marked = {
         "version": 2,

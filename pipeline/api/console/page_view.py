@@ -9,9 +9,12 @@ for an SVG laid over the image (no inline style: the console's CSP allows none).
 Evidence offsets point into the text the file was kept as, and the words kept beside
 it (migration 025: boxes as fractions of the page, OCR'd pages included) place them;
 for a text kept before its words were (NULL ``derived_words``) a PDF's text layer is
-laid out again (:func:`pipeline.documents.kept_page_words`). A page whose words do not
-line up with the kept text (an OCR'd page kept without words, a text read before its
-layout changed) shows its image without boxes.
+laid out again (:func:`pipeline.documents.kept_page_words`). An OCR'd page is shown as
+OCR read it, turned upright and level by the turn kept with its words
+(:func:`pipeline.documents.kept_turns`), which is the frame its boxes are fractions
+of. A page whose words do not line up with the kept text (an OCR'd page kept without
+words or without its turn, a text read before its layout changed) shows its image
+without boxes.
 
 Tenant scoping: every read goes through ``console_document_get_for_tenant``, so
 another tenant's job is :class:`~pipeline.errors.NotFound` like a missing one, and so
@@ -35,6 +38,7 @@ from pipeline.documents import (
     DocumentStore,
     MediaType,
     kept_page_words,
+    kept_turns,
     kept_words,
     page_png,
     span_rects,
@@ -142,6 +146,7 @@ class PageFiles:
                 number,
                 max_pages=s.max_document_pages,
                 max_pixels=s.max_document_page_pixels,
+                turn=kept_turns(file.kept_words).get(number),
             )
         except _UNREADABLE as exc:
             raise NotFound(f"page {number} of job {job_id}: {exc}") from exc
