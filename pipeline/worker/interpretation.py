@@ -93,7 +93,7 @@ def interpret(
     checked = validate(grounding.extraction, ocr_text, master_data, today=today, policy=policy)
     if contract == CONTRACT_V1:
         return Interpretation(grounding.extraction, checked, CONTRACT_V1)
-    proofs: list[ValueProof] = []
+    proofs: list[ValueProof] = list(checked.proofs)
     proof = ocr_reasons(
         grounding.extraction, ocr_text, ocr, master_data, read_by_ocr=read_by_ocr, proofs=proofs
     )
@@ -151,5 +151,6 @@ def interpret_einvoice(
         reasons,
         checked.policy_version,
         contract,
+        checked.proofs,
     )
     return Interpretation(extraction, report, contract, reader=reading.reader)
