@@ -1,5 +1,5 @@
 """The payee rule: an invoice without IBAN is accepted only where it states no account to
-pay (pipeline/validation/payee.py, docs/validation.md "The payee").
+pay (pipeline/validation/payee.py, docs/extraction.md "No IBAN: the payee on file").
 
 The ERP then pays the supplier's account on file; a null beside anything IBAN-like printed,
 or an account that is no IBAN, stays in review.
@@ -14,6 +14,7 @@ import pytest
 
 from benchmarks.invoices.generator import GeneratedInvoice, generate_invoice
 from pipeline.extraction import read_einvoice, read_invoice_xml
+from pipeline.extraction.candidates import iban_candidates
 from pipeline.invoice import ReasonCode
 from pipeline.validation import Decision, validate
 from pipeline.validation.payee import printed_account_labels, printed_iban_marks
@@ -141,6 +142,15 @@ def test_a_credit_note_still_needs_no_account(inv: GeneratedInvoice) -> None:
 def test_vat_ids_and_numbers_are_not_iban_shaped(text: str) -> None:
     assert printed_iban_marks(text) == ()
     assert printed_account_labels(text) == ()
+
+
+def test_every_iban_the_grammar_offers_is_a_mark() -> None:
+    """A null answered beside an offered IBAN candidate is never taken as proven absent."""
+    pages = [generate_invoice(seed).ocr_text for seed in range(40)]
+    pages += ["Konto NO93 8601 1117 947", "ref DE89370400440532013000xyz", "BE71096123456769"]
+    for page in pages:
+        if iban_candidates(page):
+            assert printed_iban_marks(page), page
 
 
 def test_marks_never_repeat_the_printed_iban() -> None:
