@@ -39,5 +39,5 @@ async def test_the_body_says_which_account_the_erp_pays(pool: asyncpg.Pool) -> N
         await store.succeed(lease, result={**invoice(n), **fields})
         want[str(lease.job_id)] = payee
     rows = await fetch(pool, "SELECT body FROM deliveries WHERE tenant_id = $1", tenant.id)
-    bodies = [json.loads(bytes(r["body"]))["data"] for r in rows]  # type: ignore[arg-type]
+    bodies = [json.loads(bytes(r["body"]))["data"] for r in rows]
     assert {b["job_id"]: b["payee_account"] for b in bodies} == want
