@@ -9,9 +9,10 @@ proven where the text the result was read from states none (rule
 ``validation.iban_absent``):
 
 * no IBAN-shaped string (two letters, two check digits, 11 to 30 more letters or digits,
-  printed compact or in groups) and no ``IBAN`` label anywhere in it, read after NFKC and
-  lookalike folding, so a Cyrillic ``ІВАN`` is still a label: otherwise the IBAN the page
-  prints is one the result left out, ``missing_field`` as before;
+  printed compact or in groups, across a line break too) and no ``IBAN`` label anywhere
+  in it, read after NFKC and lookalike folding, so a Cyrillic ``ІВАN`` is still a label:
+  otherwise the IBAN the page prints is one the result left out, ``missing_field`` as
+  before;
 * no label of another bank account (``Bankgiro``, ``Kontonummer``, ``BLZ``, ``Sort
   code``, ``BIC``...): an account that is not an IBAN states where to pay and master data
   cannot check it, ``payee_account_not_iban`` naming the label.
@@ -33,8 +34,9 @@ import unicodedata
 from pipeline.invoice import CONFUSABLES, Reason, ReasonCode
 
 #: An IBAN's shape as printed: country, check digits, then letters or digits, compact or
-#: in groups of up to four separated by single spaces; 15 or more characters compact.
-_IBAN_SHAPE = re.compile(r"(?<![A-Z0-9])[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{1,4}){3,10}")
+#: in groups of up to four separated by one space, dot, hyphen or line break; 15 or more
+#: characters compact.
+_IBAN_SHAPE = re.compile(r"(?<![A-Z0-9])[A-Z]{2}[0-9]{2}(?:[\s.\-]?[A-Z0-9]{1,4}){3,10}")
 _IBAN_MIN_CHARS = 15
 #: The IBAN label, dotted or spaced (``I.B.A.N.``), an OCR'd ``1BAN`` or ``lBAN`` too.
 _IBAN_LABEL = re.compile(r"(?<![A-Z0-9])[I1L]\.? ?B\.? ?A\.? ?N(?![A-Z0-9])")
@@ -70,7 +72,7 @@ def printed_iban_marks(text: str) -> tuple[str, ...]:
     shapes = [
         m.start()
         for m in _IBAN_SHAPE.finditer(folded)
-        if len(m.group().replace(" ", "")) >= _IBAN_MIN_CHARS
+        if len(re.sub(r"[\s.\-]", "", m.group())) >= _IBAN_MIN_CHARS
     ]
     marks = sorted(
         [(at, folded[at : at + 4] + "…") for at in shapes]
