@@ -8,6 +8,7 @@ or an account that is no IBAN, stays in review.
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,9 +16,10 @@ import pytest
 from benchmarks.invoices.generator import GeneratedInvoice, generate_invoice
 from pipeline.extraction import read_einvoice, read_invoice_xml
 from pipeline.extraction.candidates import iban_candidates
-from pipeline.invoice import ReasonCode
+from pipeline.invoice import ReasonCode, SupplierRecord, TenantMasterData
 from pipeline.validation import Decision, validate
 from pipeline.validation.payee import printed_account_labels, printed_iban_marks
+from pipeline.worker.interpretation import interpret_einvoice
 from tests.support.einvoices import DATA, decide_xml
 
 #: A Peppol invoice that reads SUCCEEDED, paid to its IBAN by credit transfer (30).
@@ -165,6 +167,17 @@ def test_ubl_without_payment_means_succeeds_with_a_null_iban() -> None:
     assert stripped != xml
     decision, reasons, extraction = decide_xml(stripped)
     assert (decision, reasons, extraction.iban) == (Decision.SUCCEEDED, [], None)
+    facts = read_invoice_xml(stripped)
+    assert facts.seller_name is not None and facts.issue_date is not None
+    master = TenantMasterData(
+        (SupplierRecord(facts.seller_name, facts.seller_vat_id or "", frozenset()),),
+        frozenset({facts.currency or "EUR"}),
+    )
+    got = interpret_einvoice(
+        stripped, master, schema_version=3, today=facts.issue_date + timedelta(days=1)
+    )
+    assert [p.rule for p in got.report.proofs] == ["validation.iban_absent"]
+    assert got.report.as_dict()["proofs"][0]["field"] == "iban"
 
 
 def test_cii_without_payment_means_succeeds_with_a_null_iban() -> None:
@@ -194,6 +207,16 @@ def test_the_reason_names_the_national_account() -> None:
     [reason] = read_einvoice(xml).reasons
     assert reason.rule == "einvoice.payee_account_not_iban"
     assert "5050-1055 (bank RABONL2U)" in reason.detail
+    facts = read_invoice_xml(xml)
+    assert facts.seller_name is not None and facts.issue_date is not None
+    master = TenantMasterData(
+        (SupplierRecord(facts.seller_name, facts.seller_vat_id or "", frozenset()),),
+        frozenset({facts.currency or "EUR"}),
+    )
+    report = interpret_einvoice(
+        xml, master, schema_version=3, today=facts.issue_date + timedelta(days=1)
+    ).report
+    assert report.proofs == ()  # no proof that it states no account beside the reason
 
 
 def test_a_cii_proprietary_account_goes_to_review() -> None:
