@@ -34,9 +34,16 @@ import unicodedata
 from pipeline.invoice import CONFUSABLES, Reason, ReasonCode
 
 #: An IBAN's shape as printed: country, check digits, then letters or digits, compact or
-#: in groups of up to four separated by one space, dot, hyphen or line break; 15 or more
-#: characters compact.
-_IBAN_SHAPE = re.compile(r"(?<![A-Z0-9])[A-Z]{2}[0-9]{2}(?:[\s.\-]?[A-Z0-9]{1,4}){3,10}")
+#: in runs separated by single spaces (``NL57 RABO 0107307510``); or in groups of four
+#: separated by a hyphen, a dot or a line break (``DE89-3704-0044-...``, a group on the
+#: next line). 15 or more characters compact.
+_IBAN_SHAPES = (
+    re.compile(r"(?<![A-Z0-9])[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{1,4}){3,10}"),
+    re.compile(
+        r"(?<![A-Z0-9])[A-Z]{2}[0-9]{2}(?:(?:[ .\-]| *\n *)[A-Z0-9]{4}){2,7}"
+        r"(?:(?:[ .\-]| *\n *)[A-Z0-9]{1,4})?"
+    ),
+)
 _IBAN_MIN_CHARS = 15
 #: The IBAN label, dotted or spaced (``I.B.A.N.``), an OCR'd ``1BAN`` or ``lBAN`` too.
 _IBAN_LABEL = re.compile(r"(?<![A-Z0-9])[I1L]\.? ?B\.? ?A\.? ?N(?![A-Z0-9])")
@@ -71,11 +78,12 @@ def printed_iban_marks(text: str) -> tuple[str, ...]:
     folded = _folded(text)
     shapes = [
         m.start()
-        for m in _IBAN_SHAPE.finditer(folded)
+        for shape in _IBAN_SHAPES
+        for m in shape.finditer(folded)
         if len(re.sub(r"[\s.\-]", "", m.group())) >= _IBAN_MIN_CHARS
     ]
     marks = sorted(
-        [(at, folded[at : at + 4] + "…") for at in shapes]
+        [(at, folded[at : at + 4] + "…") for at in set(shapes)]
         + [(m.start(), "IBAN") for m in _IBAN_LABEL.finditer(folded)]
     )
     return tuple(mark for _, mark in marks)
