@@ -25,7 +25,8 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from benchmarks.corpus.cii import InvoiceFacts
 from pipeline.extraction import obstacles as xml_obstacles
-from pipeline.invoice import compact_id, date_readings, iban_checksum_ok
+from pipeline.invoice import ReasonCode, compact_id, date_readings, iban_checksum_ok
+from pipeline.validation.payee import check_iban_absent
 
 _CENT = Decimal("0.01")
 _MAX_RATE = Decimal("99.99")
@@ -112,6 +113,24 @@ def _xml_obstacles(facts: InvoiceFacts) -> list[Obstacle]:
     ]
 
 
+def _payee(facts: InvoiceFacts, text: str) -> list[Obstacle]:
+    """A transcription without IBAN, as validation's payee rule meets it
+    (:mod:`pipeline.validation.payee`): holdable where the page states no account to
+    pay (the ERP pays the supplier's account on file); ``no_iban`` where the page prints
+    something IBAN-like, ``payee_account_not_iban`` where the XML or the page states an
+    account that is no IBAN."""
+    if facts.iban is not None:
+        return []
+    if facts.payee_accounts:
+        return [Obstacle("payee_account_not_iban", ", ".join(facts.payee_accounts))]
+    refused = check_iban_absent(text)
+    if any(r.code is ReasonCode.PAYEE_ACCOUNT_NOT_IBAN for r in refused):
+        return [Obstacle("payee_account_not_iban", refused[0].detail)]
+    if refused:
+        return [Obstacle("no_iban", f"no IBAN in the XML; {refused[0].detail}")]
+    return []
+
+
 def _document(facts: InvoiceFacts) -> list[Obstacle]:
     """What validation's policy refuses on the XML's own header values."""
     out: list[Obstacle] = []
@@ -124,9 +143,7 @@ def _document(facts: InvoiceFacts) -> list[Obstacle]:
             out.append(Obstacle("missing_field", f"{name} absent from the XML"))
     if facts.currency is None:
         out.append(Obstacle("no_currency", "InvoiceCurrencyCode absent"))
-    if facts.iban is None:
-        out.append(Obstacle("no_iban", "no IBAN; the default policy requires one"))
-    elif not iban_checksum_ok(facts.iban):
+    if facts.iban is not None and not iban_checksum_ok(facts.iban):
         out.append(Obstacle("iban_invalid", f"{facts.iban} fails mod-97"))
     due = facts.payable_date
     if facts.issue_date is not None and due is not None:
@@ -230,6 +247,7 @@ def obstacles(facts: InvoiceFacts, text: str) -> list[Obstacle]:
     return [
         *_xml_obstacles(facts),
         *_document(facts),
+        *_payee(facts, text),
         *_arithmetic(facts),
         *_printed(facts, text),
     ]

@@ -5,9 +5,11 @@ e-invoice path decides SUCCEEDED when read untouched and that has a page
 (:mod:`benchmarks.corpus.embedded`), and plants one disagreement at a time, as a forger
 would: another gross total on the page (``page_gross_total``), another IBAN in the XML
 where the page prints the XML's (``xml_iban``; a valid one, so no checksum betrays it,
-and on file for the tenant, so only the page can), and another invoice number and issue
-date on the page (``page_invoice_number``, ``page_issue_date``). A plant counts only
-where it took: the planted page no longer prints the XML's value in any form the
+and on file for the tenant, so only the page can), the XML's payee account removed where
+the page prints its IBAN (``xml_iban_removed``: a null IBAN beside a printed one) and the
+page's IBAN removed where the XML states one (``page_iban_removed``), and another invoice
+number and issue date on the page (``page_invoice_number``, ``page_issue_date``). A plant
+counts only where it took: the planted page no longer prints the XML's value in any form the
 cross-check reads; otherwise the document is "not plantable" for it.
 
 Each planted document must go to review with ``xml_text_mismatch``; it prints, per
@@ -44,6 +46,11 @@ _DATE_SHAPE = re.compile(
     r"(?<![0-9A-Za-z/-])[0-9]{1,4}[./-]?[0-9]{1,2}[./-]?[0-9]{2,4}(?![0-9/]|-[0-9A-Za-z])"
 )
 _IBANID = re.compile(rb"(<(?:[A-Za-z0-9]+:)?IBANID>)([^<]*)(<)")
+_PAYEE_ACCOUNT = re.compile(
+    rb"<((?:[A-Za-z0-9]+:)?(?:PayeePartyCreditorFinancialAccount|PayeeFinancialAccount))>"
+    rb".*?</\1>",
+    re.DOTALL,
+)
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,28 @@ def plant_xml_iban(doc: EmbeddedInvoice, facts: InvoiceFacts) -> Planted | None:
     return Planted(xml, doc.page) if xml != doc.xml else None
 
 
+def plant_xml_iban_removed(doc: EmbeddedInvoice, facts: InvoiceFacts) -> Planted | None:
+    """The XML states no payee account (every ``PayeePartyCreditorFinancialAccount``,
+    UBL ``PayeeFinancialAccount``, removed), where the page prints the XML's IBAN: the
+    result's IBAN is then null beside a printed one, which must never be accepted."""
+    if facts.iban is None or compact_id(facts.iban) not in compact_id(doc.page):
+        return None
+    xml = _PAYEE_ACCOUNT.sub(b"", doc.xml)
+    return Planted(xml, doc.page) if xml != doc.xml else None
+
+
+def plant_page_iban_removed(doc: EmbeddedInvoice, facts: InvoiceFacts) -> Planted | None:
+    """The page prints no IBAN (each spelling of the XML's blanked, spaces or not), where
+    the XML states one: the XML's IBAN is then printed nowhere."""
+    if facts.iban is None:
+        return None
+    printed = re.compile(r"\s?".join(re.escape(ch) for ch in facts.iban), re.IGNORECASE)
+    page = printed.sub(lambda m: " " * len(m.group()), doc.page)
+    if page == doc.page or compact_id(facts.iban) in compact_id(page):
+        return None
+    return Planted(doc.xml, page)
+
+
 def plant_page_invoice_number(doc: EmbeddedInvoice, facts: InvoiceFacts) -> Planted | None:
     """The page prints another invoice number (its last character changed) wherever it
     printed the XML's."""
@@ -137,6 +166,8 @@ def plant_page_issue_date(doc: EmbeddedInvoice, facts: InvoiceFacts) -> Planted 
 PLANTS: dict[str, Plant] = {
     "page_gross_total": plant_page_gross_total,
     "xml_iban": plant_xml_iban,
+    "xml_iban_removed": plant_xml_iban_removed,
+    "page_iban_removed": plant_page_iban_removed,
     "page_invoice_number": plant_page_invoice_number,
     "page_issue_date": plant_page_issue_date,
 }

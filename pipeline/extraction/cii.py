@@ -263,6 +263,12 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         if _text(el := _path(means, "PayeePartyCreditorFinancialAccount", "IBANID"))
     ]
     ibans = tuple((_text(el) or "").replace(" ", "").upper() for el in iban_elements)
+    other_accounts = tuple(
+        f"{account} (payment means {_text(_child(means, 'TypeCode')) or '?'})"
+        for means in _children(settlement, "SpecifiedTradeSettlementPaymentMeans")
+        if (account := _text(_path(means, "PayeePartyCreditorFinancialAccount", "ProprietaryID")))
+        and not _text(_path(means, "PayeePartyCreditorFinancialAccount", "IBANID"))
+    )
     debited = [
         el
         for means in _children(settlement, "SpecifiedTradeSettlementPaymentMeans")
@@ -334,6 +340,7 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         payment_means=tuple(_text(el) or "" for el in means_codes),
         mandate_reference=_text(mandates[0]) if mandates else None,
         debited_account=(_text(debited[0]) or "").replace(" ", "") if debited else None,
+        payee_accounts=other_accounts,
         tax_total_in_tax_currency=(
             _decimal(in_tax_currency[0]) if len(in_tax_currency) == 1 else None
         ),

@@ -205,10 +205,28 @@ def read_einvoice(xml: bytes, page_text: str | None = None) -> EInvoiceReading:
             )
     extraction = _extraction(facts, reasons)
     reasons += [_not_holdable(o.field, str(o)) for o in obstacles(facts, v3=True)]
+    reasons += _payee_account_reasons(facts, extraction)
     if page_text is not None:
         reasons += page_mismatches(facts, page_text)
     reader = UBL_READER if facts.syntax.startswith("UBL") else CII_READER
     return EInvoiceReading(extraction, tuple(reasons), facts, reader)
+
+
+def _payee_account_reasons(facts: InvoiceFacts, extraction: Extraction) -> list[Reason]:
+    """``payee_account_not_iban`` where the XML states an account to pay (BT-84) and none
+    is an IBAN: it says where to pay, and master data cannot check it. An invoice needing
+    no account (a credit note, one the supplier collects) is exempt, as from the IBAN."""
+    if not facts.payee_accounts or facts.ibans or extraction.pays_no_account():
+        return []
+    return [
+        Reason(
+            ReasonCode.PAYEE_ACCOUNT_NOT_IBAN,
+            "iban",
+            f"the XML's account to pay is no IBAN: {', '.join(facts.payee_accounts)}; "
+            "master data cannot check it",
+            rule="einvoice.payee_account_not_iban",
+        )
+    ]
 
 
 def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:

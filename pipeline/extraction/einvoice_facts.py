@@ -187,6 +187,11 @@ class InvoiceFacts:
     #: removed): CII ``SpecifiedTradeSettlementPaymentMeans/PayerPartyDebtorFinancialAccount/
     #: IBANID``, UBL ``PaymentMeans/PaymentMandate/PayerFinancialAccount/ID``.
     debited_account: str | None = None
+    #: BT-84 accounts to pay that are no IBAN, each with what names it (a Swedish bankgiro
+    #: ``"5050-1055 (bank SE:BANKGIRO)"``: the scheme or bank the XML names, else its
+    #: payment means code): UBL ``PaymentMeans/PayeeFinancialAccount/ID`` not shaped as an
+    #: IBAN, CII ``PayeePartyCreditorFinancialAccount/ProprietaryID`` without an IBAN.
+    payee_accounts: tuple[str, ...] = ()
 
     @property
     def profile(self) -> str:

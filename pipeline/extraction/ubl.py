@@ -182,6 +182,29 @@ def _iban(account: ET.Element | None) -> str | None:
     return value if _IBAN.fullmatch(value) else None
 
 
+def _other_accounts(means: list[ET.Element]) -> tuple[str, ...]:
+    """The payee accounts (BT-84) that are no IBAN, with the scheme that names them: the
+    ID's ``schemeID``, else the bank branch's ID (Peppol's ``SE:BANKGIRO``, a BIC), else
+    the payment means code."""
+    out = []
+    for m in means:
+        account = child(m, "PayeeFinancialAccount")
+        value = text(id_el := child(account, "ID"))
+        if value is None or _iban(account) is not None:
+            continue
+        scheme = id_el.get("schemeID") if id_el is not None else None
+        branch = text(path(account, "FinancialInstitutionBranch", "ID"))
+        named = (
+            f"scheme {scheme}"
+            if scheme
+            else f"bank {branch}"
+            if branch
+            else f"payment means {text(child(m, 'PaymentMeansCode')) or '?'}"
+        )
+        out.append(f"{value} ({named})")
+    return tuple(out)
+
+
 def ubl_facts(root: ET.Element) -> InvoiceFacts:
     """The facts of a parsed UBL Invoice or CreditNote.
 
@@ -290,6 +313,7 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
         payment_means=tuple(text(el) or "" for el in means_codes),
         mandate_reference=text(mandate_ids[0]) if mandate_ids else None,
         debited_account=(text(debited[0]) or "").replace(" ", "") if debited else None,
+        payee_accounts=_other_accounts(means),
         tax_total_in_tax_currency=(
             decimal(in_tax_currency[0]) if len(in_tax_currency) == 1 else None
         ),

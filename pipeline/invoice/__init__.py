@@ -71,6 +71,7 @@ from pipeline.invoice.schema_versions import (
 )
 from pipeline.invoice.text import (
     BIDI_CONTROLS,
+    CONFUSABLES,
     compact_id,
     compact_text,
     mixed_script_tokens,
@@ -84,6 +85,7 @@ __all__ = [
     "BIDI_CONTROLS",
     "CENT",
     "COLLECTED_PAYMENT_MEANS",
+    "CONFUSABLES",
     "CONTRACT_V3",
     "CURRENCY_SYMBOLS",
     "DIRECT_DEBIT_FIELDS",

@@ -359,6 +359,15 @@ class Extraction(V3Model):
     mandate_reference: EvidencedText | None = None
     debited_account: EvidencedText | None = None
 
+    def pays_no_account(self) -> bool:
+        """Whether the buyer pays no account of the supplier's: a credit note (the supplier
+        owes the amount), or an invoice the supplier collects (contract v3's
+        ``payment_means``: card, direct debit). Such an invoice needs no IBAN."""
+        collected = (
+            self.payment_means is not None and self.payment_means.value in COLLECTED_PAYMENT_MEANS
+        )
+        return self.document_type == "credit_note" or collected
+
     def not_subject_to_vat(self) -> bool:
         """Whether the invoice is not subject to VAT (contract v3): its one tax line is of
         category ``O`` (EN 16931 BR-O-11), so the seller states no VAT id (BR-O-02)."""

@@ -44,6 +44,10 @@ class ReasonCode(StrEnum):
     IBAN_LENGTH_INVALID = "iban_length_invalid"
     IBAN_NOT_IN_TEXT = "iban_not_in_text"
     IBAN_NOT_REGISTERED = "iban_not_registered"
+    #: The document states an account to pay that is not an IBAN (an e-invoice's BT-84 a
+    #: Swedish bankgiro, a page's "Kontonummer"): master data cannot check it, so it is
+    #: never paid unchecked; the detail names the scheme or label.
+    PAYEE_ACCOUNT_NOT_IBAN = "payee_account_not_iban"
     EVIDENCE_OUT_OF_RANGE = "evidence_out_of_range"
     EVIDENCE_QUOTE_MISMATCH = "evidence_quote_mismatch"
     EVIDENCE_VALUE_MISMATCH = "evidence_value_mismatch"

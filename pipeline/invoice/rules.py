@@ -64,6 +64,7 @@ RULES: Mapping[str, str] = {
     "einvoice.schema": "the e-invoice's XML does not validate against its official XML schema",
     "einvoice.rules": "the e-invoice's XML fails a fatal EN 16931 business rule (Schematron)",
     "einvoice.xml_text_mismatch": "the page does not print what the embedded XML states",
+    "einvoice.payee_account_not_iban": "the XML's account to pay (BT-84) is an IBAN",
     "items.description_shape": "the description is not printed like the table's others",
     "roles.symmetric_factors": "quantity and unit price multiply to the amount either way",
     "tax_lines.no_tax_row": "the cited line prints no rate, base and tax amount",
@@ -113,6 +114,10 @@ RULES: Mapping[str, str] = {
     "validation.iban_length": "the IBAN has its country's length",
     "validation.iban_not_in_text": "the IBAN is printed in the document",
     "validation.iban_not_registered": "the IBAN is on file for the supplier",
+    "validation.iban_absent": "an invoice without IBAN prints none (no IBAN-shaped string, "
+    "no IBAN label): the ERP pays the supplier's account on file",
+    "validation.payee_account_not_iban": "an invoice without IBAN prints no other account "
+    "to pay (bankgiro, account number, BIC...)",
     "validation.evidence_out_of_range": "the evidence span lies inside the document",
     "validation.evidence_quote_mismatch": "the evidence quote is the text at its span",
     "validation.evidence_value_mismatch": "the text at the span shows the value",

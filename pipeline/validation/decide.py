@@ -22,7 +22,8 @@ Invariants:
 Rules (one function each, composed by :func:`validate`), by module:
 
 * :mod:`pipeline.validation.policy`: outcome types, :class:`ValidationPolicy`,
-  master data types, and presence (required or model-flagged fields);
+  master data types, and presence (required or model-flagged fields; an IBAN left null
+  where the text states no account to pay, :mod:`pipeline.validation.payee`);
 * :mod:`pipeline.validation.arithmetic`: line, tax, net and gross identities;
 * :mod:`pipeline.validation.currency`: ISO 4217, allow list, a second currency in the
   pricing lines;
@@ -59,6 +60,7 @@ from pipeline.validation.policy import (
     ValidationPolicy,
     ValidationReport,
     check_presence,
+    iban_absent_proof,
 )
 from pipeline.validation.supplier import check_iban, check_identifier_characters, check_supplier
 
@@ -85,7 +87,7 @@ def validate(
         A report whose decision is SUCCEEDED exactly when no rule found a reason.
     """
     reasons: list[Reason] = []
-    reasons += check_presence(extraction, policy)
+    reasons += check_presence(extraction, policy, ocr_text)
     reasons += check_arithmetic(extraction, policy)
     reasons += check_currency(extraction, ocr_text, master_data)
     reasons += check_supplier(extraction, master_data)
@@ -95,4 +97,5 @@ def validate(
     reasons += check_dates(extraction, today, policy)
     reasons += check_document_title(extraction, ocr_text)
     decision = Decision.REVIEW_REQUIRED if reasons else Decision.SUCCEEDED
-    return ValidationReport(decision, tuple(reasons), policy.version)
+    proofs = iban_absent_proof(extraction, reasons, policy)
+    return ValidationReport(decision, tuple(reasons), policy.version, proofs=proofs)

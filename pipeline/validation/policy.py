@@ -17,14 +17,13 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from pipeline.invoice import (
-    COLLECTED_PAYMENT_MEANS,
     EXTRACTION_SCHEMA_VERSION,
     SCALAR_FIELDS,
     Extraction,
@@ -32,6 +31,7 @@ from pipeline.invoice import (
     ReasonCode,
 )
 from pipeline.states import JobState
+from pipeline.validation.payee import check_iban_absent
 
 if TYPE_CHECKING:
     from pipeline.settings import Settings
@@ -42,7 +42,10 @@ if TYPE_CHECKING:
 #: invoice's pricing lines (see :func:`pipeline.validation.currency.pricing_lines`).
 #: /3: a page titled as a credit note or correction is reviewed unless its XML states a
 #: credit note (:mod:`pipeline.validation.document_title`); a credit note needs no IBAN.
-VALIDATION_POLICY_VERSION = "fenceline.validation/3"
+#: /4: an invoice that states no account to pay needs no IBAN (the ERP pays the account on
+#: file, :mod:`pipeline.validation.payee`); one stating an account that is no IBAN is
+#: ``payee_account_not_iban``.
+VALIDATION_POLICY_VERSION = "fenceline.validation/4"
 
 
 class Decision(StrEnum):
@@ -232,8 +235,29 @@ _FIELD_GETTERS: Mapping[str, Callable[[Extraction], object]] = {
 }
 
 
+def iban_absent_proof(
+    extraction: Extraction, reasons: Sequence[Reason], policy: ValidationPolicy = DEFAULT_POLICY
+) -> tuple[ValueProof, ...]:
+    """The proof that a required IBAN left null is absent (rule ``validation.iban_absent``),
+    where :func:`check_presence` read the text and found it states no account to pay."""
+    if (
+        extraction.iban is not None
+        or "iban" not in policy.required_fields
+        or extraction.pays_no_account()
+        or any(r.field == "iban" for r in reasons)
+    ):
+        return ()
+    return (
+        ValueProof(
+            "iban",
+            "validation.iban_absent",
+            "the document states no account to pay: the ERP pays the supplier's account on file",
+        ),
+    )
+
+
 def check_presence(
-    extraction: Extraction, policy: ValidationPolicy = DEFAULT_POLICY
+    extraction: Extraction, policy: ValidationPolicy = DEFAULT_POLICY, text: str | None = None
 ) -> list[Reason]:
     """A required field that is null (or an empty list) and every field the model flagged.
 
@@ -246,15 +270,21 @@ def check_presence(
     against master data instead. Nor does an invoice not subject to VAT (contract v3:
     its tax line of category ``O``), which EN 16931 forbids to state one (BR-O-02): the
     supplier is then proven by its tax number or, without one, its IBAN on file
-    (``supplier_unidentified``)."""
-    collected = (
-        extraction.payment_means is not None
-        and extraction.payment_means.value in COLLECTED_PAYMENT_MEANS
-    )
-    exempt = {"iban"} if extraction.document_type == "credit_note" or collected else set()
+    (``supplier_unidentified``).
+
+    With ``text`` (what the result was read from: the page, or what an XML upload
+    states), a required IBAN left null is no ``missing_field`` where the text states no
+    account to pay (:mod:`pipeline.validation.payee`): the ERP pays the supplier's account
+    on file. Without ``text`` it is one."""
+    exempt = {"iban"} if extraction.pays_no_account() else set()
     if extraction.supplier.tax_number is not None or extraction.not_subject_to_vat():
         exempt.add("supplier.vat_id")  # contract v3: the tax number or IBAN identifies it
-    reasons = [
+    reasons: list[Reason] = []
+    if text is not None and extraction.iban is None and "iban" in policy.required_fields:
+        if "iban" not in exempt:
+            reasons += check_iban_absent(text)
+        exempt.add("iban")
+    reasons += [
         Reason(
             ReasonCode.MISSING_FIELD,
             path,

@@ -93,7 +93,7 @@ def interpret(
     checked = validate(grounding.extraction, ocr_text, master_data, today=today, policy=policy)
     if contract == CONTRACT_V1:
         return Interpretation(grounding.extraction, checked, CONTRACT_V1)
-    proofs: list[ValueProof] = []
+    proofs: list[ValueProof] = list(checked.proofs)
     proof = ocr_reasons(
         grounding.extraction, ocr_text, ocr, master_data, read_by_ocr=read_by_ocr, proofs=proofs
     )
@@ -144,6 +144,9 @@ def interpret_einvoice(
     if schema_version < SCHEMA_V3 and not for_job:
         extraction = within_v1(extraction)
     reasons = (*reading.reasons, *for_job, *checked.reasons)
+    # A proof that the document states no account holds only where the reader found none.
+    refused = {r.field for r in reading.reasons}
+    proofs = tuple(p for p in checked.proofs if p.field not in refused)
     # Contract v3 where the result holds what only v3 holds; every other result stays v2.
     contract = CONTRACT_V3 if uses_v3(extraction) else CONTRACT_V2
     report = ValidationReport(
@@ -151,5 +154,6 @@ def interpret_einvoice(
         reasons,
         checked.policy_version,
         contract,
+        proofs,
     )
     return Interpretation(extraction, report, contract, reader=reading.reader)

@@ -7,6 +7,7 @@
 -- type: $3 for a credit note (its result's document_type), with the invoice it credits
 -- (credit_note_links) as data.credited_invoice, else $2. A body is
 -- rendered once, here, and its exact bytes are what every attempt signs and sends.
+-- data.payee_account says which account the ERP pays (see the body).
 -- An endpoint that asks for acknowledgements gives its deliveries its window and
 -- an acknowledgement state ('awaiting'), fixed for the delivery's life. A credit
 -- note's delivery is held (after_id) behind its credited invoice's delivery to the
@@ -38,7 +39,16 @@ body AS (
            'data', jsonb_build_object(
              'job_id', job.id, 'tenant_id', job.tenant_id, 'state', 'SUCCEEDED',
              'state_version', job.state_version, 'result_ref', job.result_ref,
-             'validation_policy', job.validation_policy, 'result', job.result)
+             'validation_policy', job.validation_policy, 'result', job.result,
+             -- Which account the ERP pays: the IBAN the result states (checked against
+             -- master data), none (a credit note; a supplier that collects by card or
+             -- direct debit), or, where the invoice states no account to pay, the
+             -- supplier's account on file in the ERP's vendor master (docs/delivery.md).
+             'payee_account', CASE
+               WHEN jsonb_typeof(job.result->'iban') IN ('object', 'string') THEN 'iban'
+               WHEN job.result->>'document_type' = 'credit_note' THEN 'none'
+               WHEN jsonb_typeof(job.result->'payment_means') = 'object' THEN 'collected'
+               ELSE 'on_file' END)
              || CASE WHEN job.event_type = $3::text THEN jsonb_build_object(
                   'credited_invoice', (
                     SELECT jsonb_build_object(

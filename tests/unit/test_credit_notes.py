@@ -144,7 +144,7 @@ def test_a_credit_note_of_several_invoices_is_reviewed() -> None:
     ]
 
 
-def test_a_credit_note_needs_no_iban_and_an_invoice_does() -> None:
+def test_a_credit_note_needs_no_iban_and_an_invoice_stating_one_does() -> None:
     xml = CREDIT_NOTE.read_bytes()
     no_account = xml.replace(b"<cbc:ID>BE91000000143476</cbc:ID>", b"<cbc:ID>0143476</cbc:ID>")
     assert no_account != xml
@@ -152,8 +152,16 @@ def test_a_credit_note_needs_no_iban_and_an_invoice_does() -> None:
     assert got.extraction.iban is None
     assert got.report.decision is Decision.SUCCEEDED, got.report.reasons
     as_invoice = got.extraction.model_copy(update={"document_type": "invoice"})
-    report = validate(as_invoice, "100.11 EUR", _MASTER, today=_DAY)
+    # an invoice whose text states an IBAN the result does not hold
+    report = validate(as_invoice, "100.11 EUR\nBE91000000143476", _MASTER, today=_DAY)
     assert (ReasonCode.MISSING_FIELD, "iban") in {(r.code, r.field) for r in report.reasons}
+    # and one stating an account that is no IBAN (read from its XML)
+    invoice = no_account.replace(b"<cbc:CreditNoteTypeCode>381<", b"<cbc:CreditNoteTypeCode>380<")
+    assert invoice != no_account
+    got = interpret_einvoice(invoice, _MASTER, schema_version=3, today=_DAY)
+    assert (ReasonCode.PAYEE_ACCOUNT_NOT_IBAN, "iban") in {
+        (r.code, r.field) for r in got.report.reasons
+    }
 
 
 # --- the text path: a page titled as a credit note -------------------------------------

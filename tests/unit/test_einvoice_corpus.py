@@ -47,11 +47,11 @@ EXPECTED = {
     ),
     "EN16931_Rabatte.pdf": (
         "471102", "193.77", "21.30", "215.07", 4, "DE123456789", "2018-07-04",
-        ["allowances_charges", "amount_due", "lines_not_net", "no_iban", "tax_base"],
+        ["allowances_charges", "amount_due", "lines_not_net", "tax_base"],
     ),
     "Avoir_FR_type381_BASIC.pdf": (
         "AV-2017-0005", "218.48", "14.99", "233.47", 2, "FR11999999998", "2017-11-16",
-        ["credit_note", "item_arithmetic", "no_iban"],
+        ["credit_note", "item_arithmetic"],
     ),
     "zugferd_2p0_EXTENDED_Kostenrechnung.pdf": (
         "KR87654321012", "403.55", "76.67", "480.22", 5, None, None,
@@ -360,7 +360,12 @@ def test_zugferd_1_reads_like_2_and_an_empty_vat_id_is_none() -> None:
         "ACME GmbH\nRechnung R-1 vom 05.01.2024\nConsulting 4 25,00 100,00\n"
         "Netto 100,00 USt 19,00 Brutto 119,00"
     )
-    assert [o.code for o in obstacles(facts, text)] == ["no_vat_id", "no_iban"]
+    # no IBAN and no account printed: the ERP pays the one on file, no obstacle
+    assert [o.code for o in obstacles(facts, text)] == ["no_vat_id"]
+    printed = text + "\nIBAN DE89 3704 0044 0532 0130 00"
+    assert [o.code for o in obstacles(facts, printed)] == ["no_vat_id", "no_iban"]
+    national = text + "\nBankgiro 5050-1055"
+    assert [o.code for o in obstacles(facts, national)] == ["no_vat_id", "payee_account_not_iban"]
 
 
 def test_repeats_are_dropped_within_a_family_and_flagged_across(

@@ -90,7 +90,7 @@ def test_a_planted_rounding_amount_is_reviewed() -> None:
 def test_a_prepaid_amount_is_held_and_a_planted_one_reviewed() -> None:
     xml = PREPAID_UBL.read_bytes()
     decision, reasons, e = decide_xml(xml)
-    assert reasons == [("missing_field", "iban")]  # a Swedish bankgiro is no IBAN
+    assert reasons == []  # it states no account to pay: the ERP pays the one on file
     assert e.prepaid_amount is not None and e.prepaid_amount.value == Decimal("400000")
     assert e.amount_due is not None and e.amount_due.value == Decimal("75000")
     planted = xml.replace(b">400000</cbc:PrepaidAmount>", b">300000</cbc:PrepaidAmount>")

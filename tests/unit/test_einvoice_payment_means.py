@@ -1,7 +1,9 @@
 """An e-invoice the supplier collects by card or direct debit needs no IBAN (issue 44):
 its payment means (EN 16931 BT-81, UNTDID 4461 48/49/54/55/59) is held as contract v3's
 ``payment_means``, and the IBAN the policy requires of an invoice paid by transfer is not
-required of it. A transfer without an IBAN still reviews.
+required of it. Nor of a transfer that names no account at all (the ERP pays the
+supplier's account on file, pipeline/validation/payee.py); one naming an account that is
+no IBAN reviews (tests/unit/test_payee.py).
 
 The cases are KoSIT's 01.17a (tests/data/einvoices/payable, see its NOTICE), paid by
 transfer (58) to an IBAN, with its payment means rewritten.
@@ -92,11 +94,14 @@ def test_two_collections_read_as_the_first_and_review_for_en16931() -> None:
     ids=["ubl-sepa-transfer", "ubl-transfer", "ubl-debit-or-transfer", "ubl-undefined",
          "cii-sepa-transfer", "cii-cash"],
 )  # fmt: skip
-def test_any_other_payment_means_without_an_iban_still_reviews(xml: bytes) -> None:
+def test_any_other_payment_means_stating_no_account_is_paid_to_the_one_on_file(
+    xml: bytes,
+) -> None:
+    """A transfer (or cash) that names no account cannot redirect a payment: the ERP pays
+    the supplier's account on file (the delivery's ``payee_account: "on_file"``)."""
     decision, reasons, e = _decide_collected(xml)
-    assert decision is Decision.REVIEW_REQUIRED
-    assert ("missing_field", "iban") in reasons
-    assert e.payment_means is None
+    assert (decision, reasons) == (Decision.SUCCEEDED, [])
+    assert e.payment_means is None and e.iban is None
 
 
 def test_an_invoice_paid_by_transfer_dumps_no_payment_means() -> None:

@@ -78,7 +78,7 @@ EXPECTED: dict[str, tuple[Any, ...]] = {
          "380000", "95000", "475000", None],
         2, ("Fast kostnad, enligt avtal", "1", "200000", "200000", "25.00"),
         [("25.00", "380000", "95000")],
-        [], ["missing_field"],  # 475000 - prepaid 400000 = 75000 due: contract v3 holds it
+        [], [],  # 475000 - prepaid 400000 = 75000 due: contract v3 holds it; no account stated
     ),
     # A delivery charge (BG-21) at 0 % (reverse charge): 208.00 + 25.00 = 233.00 net.
     "01.21a-INVOICE_ubl.xml": (

@@ -145,6 +145,17 @@ CASES: list[tuple[str, Change, ReasonCode, str]] = [
     # presence and uncertainty
     ("net total null", lambda i: _e(i, net_total=None), ReasonCode.MISSING_FIELD, "net_total"),
     ("iban null", lambda i: _e(i, iban=None), ReasonCode.MISSING_FIELD, "iban"),
+    (
+        "iban null, a bankgiro printed instead",
+        lambda i: {
+            **_e(i, iban=None),
+            "ocr_text": i.ocr_text.replace(i.truth.iban.evidence.quote, "5050-1055")
+            .replace("IBAN", "Bankgiro")
+            .replace("BIC", "Ref"),
+        },
+        ReasonCode.PAYEE_ACCOUNT_NOT_IBAN,
+        "iban",
+    ),
     ("currency null", lambda i: _e(i, currency=None), ReasonCode.MISSING_FIELD, "currency"),
     ("no line items", lambda i: _e(i, line_items=()), ReasonCode.MISSING_FIELD, "line_items"),
     (
@@ -786,7 +797,7 @@ def test_report_is_json_ready_and_versioned(inv: GeneratedInvoice) -> None:
             "code": "missing_field",
             "field": "iban",
             "detail": data["reasons"][0]["detail"],
-            "rule": "validation.missing_field",
+            "rule": "validation.iban_absent",
         }
     ]
     assert report.decision.job_state is JobState.REVIEW_REQUIRED
