@@ -89,19 +89,32 @@ def test_two_collections_read_as_the_first_and_review_for_en16931() -> None:
 
 
 @pytest.mark.parametrize(
-    "xml",
-    [_ubl("58"), _ubl("30"), _ubl("59", "58"), _ubl("1"), _cii("58"), _cii("10")],
-    ids=["ubl-sepa-transfer", "ubl-transfer", "ubl-debit-or-transfer", "ubl-undefined",
-         "cii-sepa-transfer", "cii-cash"],
+    "xml", [_ubl("1"), _cii("10")], ids=["ubl-undefined", "cii-cash"]
 )  # fmt: skip
 def test_any_other_payment_means_stating_no_account_is_paid_to_the_one_on_file(
     xml: bytes,
 ) -> None:
-    """A transfer (or cash) that names no account cannot redirect a payment: the ERP pays
-    the supplier's account on file (the delivery's ``payee_account: "on_file"``)."""
+    """An undefined means or cash that names no account cannot redirect a payment: the
+    ERP pays the supplier's account on file (the delivery's ``payee_account: "on_file"``)."""
     decision, reasons, e = _decide_collected(xml)
     assert (decision, reasons) == (Decision.SUCCEEDED, [])
     assert e.payment_means is None and e.iban is None
+
+
+@pytest.mark.parametrize(
+    ("xml", "rule"),
+    [(_ubl("58"), "BR-61"), (_ubl("30"), "BR-61"), (_ubl("59", "58"), "BR-61"),
+     (_cii("58"), "CII-SR-470")],
+    ids=["ubl-sepa-transfer", "ubl-transfer", "ubl-debit-or-transfer", "cii-sepa-transfer"],
+)  # fmt: skip
+def test_a_transfer_that_names_no_account_breaks_en16931(xml: bytes, rule: str) -> None:
+    """A credit transfer must state the account to pay (EN 16931 BR-61; in CII its
+    syntax rule wants the account or the payee's id): such an XML reviews for the rules,
+    and nothing is paid to the account on file on its say."""
+    decision, reasons, _ = _decide_collected(xml)
+    assert (decision, reasons) == (Decision.REVIEW_REQUIRED, [("einvoice_invalid", "rules")])
+    [reason] = read_einvoice(xml).reasons
+    assert rule in reason.detail
 
 
 def test_an_invoice_paid_by_transfer_dumps_no_payment_means() -> None:
