@@ -590,9 +590,11 @@ async def test_the_sealed_iban_text_is_written_as_postgresql_writes_jsonb(
 async def test_the_supplier_register_seals_its_ibans_and_converts_old_rows(
     pool: asyncpg.Pool, dsn: str
 ) -> None:
-    """IBANs on file written before sealing read as they are; ``fenceline suppliers
-    seal`` seals them with their keyed hashes; ``fenceline suppliers add`` and ``list``
-    seal and open; shredding the tenant's data keys leaves the register unreadable."""
+    """IBANs, names and tax ids on file written before sealing read as they are;
+    ``fenceline suppliers seal`` seals them, the IBANs and ids with their keyed hashes;
+    ``fenceline suppliers add`` and ``list`` seal and open, and adding a supplier again
+    finds it by its VAT id's keyed hash; shredding the tenant's data keys leaves the
+    register unreadable."""
     keys = DataKeys(LocalKeyProvider([base64.b64decode(KEK_A)]))
     tenant, other = await new_tenant(pool), await new_tenant(pool)
     old, new = _invoice(21).supplier, _invoice(22).supplier
@@ -624,6 +626,18 @@ async def test_the_supplier_register_seals_its_ibans_and_converts_old_rows(
     assert json.loads(fenceline("suppliers", "seal"))["sealed"] >= 1
     listed = fenceline("suppliers", "list", "--tenant", tenant.name, "--json")
     assert sorted(i for s in json.loads(listed) for i in s["ibans"]) == sorted([old_iban, new_iban])
+    assert [(s["name"], s["vat_id"]) for s in json.loads(listed)] == sorted(
+        (s.name, s.vat_id) for s in (old, new)
+    )
+    async with pool.acquire() as conn:
+        await upsert_supplier(conn, tenant.id, new, keys=keys)  # again: the same row
+        register = await conn.fetch(
+            "SELECT name, vat_id, vat_id_sealed FROM suppliers WHERE tenant_id = $1", tenant.id
+        )
+    assert len(register) == 2
+    for r in register:
+        assert r["name"].startswith(ARMOR) and r["vat_id_sealed"].startswith(ARMOR)
+        assert re.fullmatch(r"1:[0-9a-f]{64}", r["vat_id"]), r["vat_id"]
 
     async with pool.acquire() as conn:
         rows = await conn.fetch(
