@@ -38,7 +38,7 @@ from pipeline.envelope import ARMOR, LocalKeyProvider
 from pipeline.errors import DataKeyNotHere, DataKeyShredded, DataKeyUnavailable
 from pipeline.extraction import answer_for
 from pipeline.jobs import JobStore
-from pipeline.sealed_results import jsonb_text
+from pipeline.sealed_results import jsonb_text, open_body, open_result, seal_result
 from pipeline.settings import Settings
 from pipeline.tenants import list_suppliers, load_master_data, permit_currencies, upsert_supplier
 from pipeline.tenants.accounts import Principal
@@ -779,3 +779,39 @@ async def test_pg_dump_holds_no_line_of_any_invoices_text(
     assert sum(len(text_lines(inv.ocr_text)) for inv in invoices) > 60
     hits = await table_hits(pool, [n for v in leaks.values() for n in v])
     assert leaks == {}, json.dumps(hits)
+
+
+async def test_an_opened_delivery_body_is_the_one_an_unsealed_result_gives(
+    pool: asyncpg.Pool,
+) -> None:
+    """A credit note's body, rendered in SQL as deliveries.sql renders it (the preceding
+    invoice's number twice: in the result and in ``credited_invoice``), from the sealed
+    result and opened by :func:`open_body`, is byte for byte the body the unsealed result
+    renders to; :func:`open_result` gives the result back."""
+    keys = DataKeys(LocalKeyProvider([base64.b64decode(KEK_A)]))
+    tenant, job = await new_tenant(pool), uuid.uuid4()
+    result = {
+        **_result("CN-7"),
+        "document_type": "credit_note",
+        "preceding_invoice": {"number": 'R-"1"\\Ä\t', "evidence": {"page": 1, "quote": "Ref R"}},
+        "line_items": [{"description": {"value": "Café ☕ 2×", "evidence": None}, "qty": 2}],
+        "uncertain_fields": ["line_items[0]"],
+    }
+    render = (
+        "SELECT convert_to(jsonb_build_object('type', 'x', 'data', jsonb_build_object("
+        "'result', $1::jsonb, 'credited_invoice', jsonb_build_object("
+        "'invoice_number', $1::jsonb->'preceding_invoice'->>'number')))::text, 'UTF8')"
+    )
+    async with pool.acquire() as conn:
+        sealed = await seal_result(keys, conn, tenant.id, job, result)
+        assert sealed["document_type"] == "credit_note"  # SQL reads it
+        assert sealed["uncertain_fields"] == ["line_items[0]"]
+        assert sealed["line_items"][0]["qty"] == 2 and "Caf" not in json.dumps(sealed)
+        assert sealed["preceding_invoice"]["number"].startswith(ARMOR)
+        plain_body = bytes(await conn.fetchval(render, result))
+        sealed_body = bytes(await conn.fetchval(render, sealed))
+        assert b"R-" not in sealed_body
+        assert await open_body(keys, conn, tenant.id, job, sealed_body) == plain_body
+        assert await open_result(keys, conn, tenant.id, job, sealed) == result
+        with pytest.raises(DataKeyUnavailable):  # bound to its job
+            await open_result(keys, conn, tenant.id, uuid.uuid4(), sealed)
