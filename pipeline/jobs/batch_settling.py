@@ -9,7 +9,8 @@ invoice to claim, that statement is the whole transaction (one round trip);
 otherwise BEGIN, the invoice claims, the statement, the hooks (a
 :class:`~pipeline.jobs.records.BatchSettleHook` once per batch) and COMMIT. With a
 KEK configured, sealing each result's text (:mod:`pipeline.sealed_results`) reads
-the tenant's data key first: one primary-key read per result.
+the tenant's data key first: one primary-key read per result (two where its
+validation report holds reasons).
 
 Invariants (the same as one at a time):
 
