@@ -112,13 +112,25 @@ class DataKeys:
     ) -> str:
         """``text`` sealed under the tenant's current data key (armored for a text
         column); ``text`` itself when no KEK is configured."""
+        # Unsealed (no KEK): a text that begins like a sealed value is escaped, so it
+        # is never read back as one (open_text strips exactly one escape).
+        [sealed] = await self.seal_texts(conn, tenant, [(text, subject)])
+        return sealed
+
+    async def seal_texts(
+        self, conn: asyncpg.Connection, tenant: uuid.UUID, items: Sequence[tuple[str, str]]
+    ) -> list[str]:
+        """:meth:`seal_text` of each ``(text, subject)``, reading the tenant's current
+        data key once for the call instead of once a value."""
         if self.provider is None:
-            # Unsealed: a text that begins like a sealed value is escaped, so it is
-            # never read back as one (open_text strips exactly one escape).
-            return PLAIN + text if text.startswith((ARMOR, PLAIN)) else text
+            return [PLAIN + t if t.startswith((ARMOR, PLAIN)) else t for t, _ in items]
+        if not items:
+            return []
         version, key = await self._current(conn, tenant, self.provider)
-        blob = seal(key, text.encode(), _content_aad(tenant, subject, version))
-        return armor(version, blob)
+        return [
+            armor(version, seal(key, text.encode(), _content_aad(tenant, subject, version)))
+            for text, subject in items
+        ]
 
     async def keyed_hash(
         self, conn: asyncpg.Connection, tenant: uuid.UUID, text: str, label: str
@@ -157,9 +169,20 @@ class DataKeys:
         Raises:
             DataKeyShredded, DataKeyNotHere, DataKeyUnavailable: as :meth:`open_text`.
         """
+        return await self.open_pairs(conn, tenant, [(value, subject) for value in values])
+
+    async def open_pairs(
+        self, conn: asyncpg.Connection, tenant: uuid.UUID, items: Sequence[tuple[str, str]]
+    ) -> list[str]:
+        """:meth:`open_text` of each ``(value, subject)``, reading each data key version
+        they name once for the call instead of once a value.
+
+        Raises:
+            DataKeyShredded, DataKeyNotHere, DataKeyUnavailable: as :meth:`open_text`.
+        """
         keys: dict[int, bytes] = {}
         out = []
-        for value in values:
+        for value, subject in items:
             if value.startswith(PLAIN):
                 out.append(value[len(PLAIN) :])
                 continue

@@ -1,30 +1,35 @@
-"""Extracted personal data sealed inside a stored result: the IBAN, and the account a
-direct debit debits.
+"""The invoice text inside a stored result, sealed: every string a result holds but
+the few SQL reads that are no invoice text.
 
-A result is a JSON document (``extraction_results.result``) that SQL reads in
-places (the console's supplier search, the credit-note filter, the delivery body it
-builds); the IBAN is the personal datum the issue names and no SQL reads it, and a
-direct debit's debited account (contract v3's ``debited_account``, EN 16931 BT-91: the
-buyer's account, read from an e-invoice's XML) is the same kind of datum. So those
-members alone are sealed (:data:`SEALED_FIELDS`): in place of each one's object
-(``{"value": ..., "evidence": {...}}``) the stored result holds one sealed token, the
-object's JSON text sealed under the tenant's data key (:mod:`pipeline.data_keys`) with
-associated data naming the tenant and :func:`result_subject` (the job and the member),
-so a token copied to another job's, tenant's or member's place does not open.
+A result is a JSON document (``extraction_results.result``). Its strings are the
+invoice's text: the supplier's name, address and tax ids, the invoice number, each
+line item's description, the amounts and dates as written, and every evidence quote
+(a line of the invoice, word for word). Each of them is sealed under the tenant's data
+key (:mod:`pipeline.data_keys`) with associated data naming the tenant and
+:func:`result_subject` (the job and the top-level member it stands in), so a token
+copied to another job's, tenant's or member's place does not open. The JSON's shape,
+its numbers (evidence offsets, page numbers) and booleans stay open, and so do
+:data:`OPEN_MEMBERS`: the document type (an enum: the delivery's event type and the
+credit-note lookup read it in SQL) and the model's unsure field paths (the contract's
+own names). The IBAN and a direct debit's debited account (:data:`SEALED_FIELDS`,
+personal data) are sealed whole: their object's JSON text in one token, so not even
+their evidence offsets show.
 
 Invariants:
 
-* **No escape is needed**: ``iban`` and ``debited_account`` are an object or null in
-  every result; a string there is a sealed token. A result written before sealing (or with no KEK
-  configured) holds the object and reads as it is.
+* **No escape is needed**: with a KEK every string of a sealed member is a token,
+  so a text that merely looks sealed is itself inside a token; a result written
+  before sealing (or with no KEK configured) holds its strings as they are and reads
+  as it is.
 * **Sealed once, where a result is written** (the worker's settle, one at a time or
-  in a batch, and a reviewer's correction), **opened in Python where a result leaves
-  the system or is shown**: the result API, ``explain``, the console, the demo's
+  in a batch, and a reviewer's correction), **opened in Python where a result is read**:
+  the result API, ``explain``, the console (its queue too: the supplier search filters
+  opened names), a reviewer's approval (the duplicate check's identity), the demo's
   report, and the delivery dispatcher just before signing (:func:`open_body`).
 * **A delivery sends identical bytes on every attempt**: the body is rendered once
-  in SQL with the token in it; :func:`open_body` replaces exactly the token's bytes
-  with the JSON text that was sealed, which is fixed, so every attempt signs and
-  sends the same bytes. The sealed text is written as PostgreSQL writes ``jsonb``
+  in SQL with the tokens in it; :func:`open_body` replaces exactly each token's bytes
+  with the JSON text of what was sealed, which is fixed, so every attempt signs and
+  sends the same bytes. That text is written as PostgreSQL writes ``jsonb``
   (:func:`jsonb_text`), so the body is the one an unsealed result would have given.
 * Crypto-shredding the tenant's data key makes the sealed members unreadable with its text:
   :meth:`~pipeline.data_keys.DataKeys.open_text` raises
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any, TypeGuard
 
 import asyncpg
@@ -46,8 +52,11 @@ from pipeline.errors import DataKeyNotHere, DataKeyShredded, DataKeyUnavailable
 #: Every failure to open a sealed value (what ``explain`` marks instead of raising).
 UNREADABLE = (DataKeyShredded, DataKeyNotHere, DataKeyUnavailable)
 
-#: The result members sealed at rest (each an object or null when open).
+#: The result members sealed whole, their object's JSON text in one token (personal
+#: data: each an object or null when open).
 SEALED_FIELDS = ("iban", "debited_account")
+#: The result members kept open: SQL reads them and they hold no invoice text.
+OPEN_MEMBERS = ("document_type", "uncertain_fields")
 
 
 def result_subject(job_id: uuid.UUID, field: str) -> str:
@@ -69,8 +78,46 @@ def jsonb_text(value: Any) -> str:
 
 
 def is_sealed(node: Any) -> TypeGuard[str]:
-    """Whether a result member holds a sealed token (rather than its open object)."""
+    """Whether a result's string holds a sealed token (rather than its open text)."""
     return isinstance(node, str) and is_armored(node)
+
+
+def _member(path: str) -> str:
+    """The top-level member a field path (``"supplier.name"``, ``"line_items[2].description"``)
+    stands in."""
+    return path.split(".", 1)[0].split("[", 1)[0]
+
+
+def _map_strings(node: Any, fn: Callable[[str], str]) -> Any:
+    """``node`` with each string in it (never a key) replaced by ``fn`` of it, in a fixed
+    order (a dict's own order, a list's)."""
+    if isinstance(node, str):
+        return fn(node)
+    if isinstance(node, dict):
+        return {k: _map_strings(v, fn) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_map_strings(v, fn) for v in node]
+    return node
+
+
+def _sealable(result: dict[str, Any], job_id: uuid.UUID) -> list[tuple[str, str]]:
+    """Each ``(text, subject)`` :func:`seal_result` seals, in the order it writes them."""
+    items: list[tuple[str, str]] = []
+    for member, node in result.items():
+        subject = result_subject(job_id, member)
+        if member in OPEN_MEMBERS:
+            continue
+        if member in SEALED_FIELDS:
+            if isinstance(node, dict):
+                items.append((jsonb_text(node), subject))
+            continue
+
+        def note(text: str, s: str = subject) -> str:
+            items.append((text, s))
+            return text
+
+        _map_strings(node, note)
+    return items
 
 
 async def seal_result(
@@ -80,17 +127,57 @@ async def seal_result(
     job_id: uuid.UUID,
     result: dict[str, Any],
 ) -> dict[str, Any]:
-    """``result`` with each of :data:`SEALED_FIELDS` sealed (a new dict; ``result``
-    as it is when no KEK is configured or it holds none of them)."""
+    """``result`` with its invoice text sealed (a new dict; ``result`` as it is when no
+    KEK is configured): each string of every member but :data:`OPEN_MEMBERS`, and each
+    of :data:`SEALED_FIELDS` whole."""
     if not keys.sealing or not isinstance(result, dict):
         return result
-    out = dict(result)
-    for field in SEALED_FIELDS:
-        node = out.get(field)
-        if isinstance(node, dict):
-            subject = result_subject(job_id, field)
-            out[field] = await keys.seal_text(conn, tenant, jsonb_text(node), subject)
+    tokens = iter(await keys.seal_texts(conn, tenant, _sealable(result, job_id)))
+    out: dict[str, Any] = {}
+    for member, node in result.items():
+        if member in OPEN_MEMBERS:
+            out[member] = node
+        elif member in SEALED_FIELDS:
+            out[member] = next(tokens) if isinstance(node, dict) else node
+        else:
+            out[member] = _map_strings(node, lambda _text: next(tokens))
     return out
+
+
+def _sealed_in(result: dict[str, Any], job_id: uuid.UUID) -> list[tuple[str, str]]:
+    """Each ``(token, subject)`` in a stored result, in the order :func:`_open_with` reads them."""
+    items: list[tuple[str, str]] = []
+    for member, node in result.items():
+        if member in OPEN_MEMBERS:
+            continue
+        subject = result_subject(job_id, member)
+
+        def note(text: str, s: str = subject) -> str:
+            if is_sealed(text):
+                items.append((text, s))
+            return text
+
+        _map_strings(node, note)
+    return items
+
+
+def _open_with(result: dict[str, Any], opened: dict[str, str]) -> dict[str, Any]:
+    """``result`` with each token replaced by what it sealed (``opened``, by token): a
+    string, or the object a member of :data:`SEALED_FIELDS` was."""
+    out: dict[str, Any] = {}
+    for member, node in result.items():
+        if member in OPEN_MEMBERS:
+            out[member] = node
+        elif member in SEALED_FIELDS and is_sealed(node):
+            text = opened[node]
+            out[member] = json.loads(text) if not text.startswith("[") else _marked(text)
+        else:
+            out[member] = _map_strings(node, lambda t: opened.get(t, t) if is_sealed(t) else t)
+    return out
+
+
+def _marked(why: str) -> dict[str, Any]:
+    return {"value": why, "evidence": None}
 
 
 async def open_result(
@@ -102,32 +189,29 @@ async def open_result(
     *,
     mark: tuple[type[Exception], ...] = (),
 ) -> dict[str, Any]:
-    """``result`` with its sealed members opened (a new dict when any was sealed).
+    """``result`` with its sealed values opened (a new dict when any was sealed).
 
     Args:
-        mark: the failures that turn a member into ``{"value": "[<why>]",
-            "evidence": null}`` (for pages that still show the rest) instead of
-            raising: the console marks a shredded key, ``explain`` every failure.
+        mark: the failures that turn every sealed value into ``"[<why>]"`` (a member
+            of :data:`SEALED_FIELDS` into ``{"value": "[<why>]", "evidence": null}``),
+            for pages that still show the rest, instead of raising: the console marks
+            a shredded key, ``explain`` every failure.
 
     Raises:
         DataKeyShredded: the tenant's data key was shredded.
         DataKeyNotHere: no KEK for it here.
-        DataKeyUnavailable: the token does not authenticate (moved or altered).
+        DataKeyUnavailable: a token does not authenticate (moved or altered).
     """
-    if not isinstance(result, dict) or not any(is_sealed(result.get(f)) for f in SEALED_FIELDS):
+    if not isinstance(result, dict):
         return result
-    out = dict(result)
-    for field in SEALED_FIELDS:
-        node = out.get(field)
-        if not is_sealed(node):
-            continue
-        try:
-            text = await keys.open_text(conn, tenant, node, result_subject(job_id, field))
-        except mark as exc:
-            out[field] = {"value": f"[{exc}]", "evidence": None}
-        else:
-            out[field] = json.loads(text)
-    return out
+    sealed = _sealed_in(result, job_id)
+    if not sealed:
+        return result
+    try:
+        texts = await keys.open_pairs(conn, tenant, sealed)
+    except mark as exc:
+        texts = [f"[{exc}]"] * len(sealed)
+    return _open_with(result, {token: text for (token, _), text in zip(sealed, texts, strict=True)})
 
 
 async def open_body(
@@ -137,14 +221,14 @@ async def open_body(
     job_id: uuid.UUID,
     body: bytes,
 ) -> bytes:
-    """A delivery body with its result's sealed members opened, every other byte as
-    rendered: each token (base64, so its JSON text is itself in quotes) is replaced by
-    the JSON text that was sealed. A body with no result, or none sealed, is returned
-    as it is.
+    """A delivery body with its result's sealed values opened, every other byte as
+    rendered: each token (base64, so its JSON text is itself in quotes) is replaced,
+    wherever the body holds it (a credit note's ``credited_invoice`` repeats its
+    preceding invoice's number), by the JSON text of what was sealed. A body with no
+    result, or none sealed, is returned as it is.
 
     Raises:
-        DataKeyShredded, DataKeyNotHere, DataKeyUnavailable: as :func:`open_result`;
-        DataKeyUnavailable also when a token is not found exactly once in the body.
+        DataKeyShredded, DataKeyNotHere, DataKeyUnavailable: as :func:`open_result`.
     """
     try:
         doc = json.loads(body)
@@ -154,15 +238,15 @@ async def open_body(
     result = data.get("result") if isinstance(data, dict) else None
     if not isinstance(result, dict):
         return body
-    for field in SEALED_FIELDS:
-        token = result.get(field)
-        if not is_sealed(token):
-            continue
+    sealed = _sealed_in(result, job_id)
+    if not sealed:
+        return body
+    texts = await keys.open_pairs(conn, tenant, sealed)
+    whole = {result.get(f) for f in SEALED_FIELDS}
+    for (token, _), text in zip(sealed, texts, strict=True):
         literal = json.dumps(token).encode()
-        text = await keys.open_text(conn, tenant, token, result_subject(job_id, field))
-        if body.count(literal) != 1:  # pragma: no cover - a token is unique by its nonce
-            raise DataKeyUnavailable(f"delivery body of job {job_id}: {field} token not unique")
-        body = body.replace(literal, text.encode())
+        opened = text if token in whole else json.dumps(text, ensure_ascii=False)
+        body = body.replace(literal, opened.encode())
     return body
 
 
@@ -173,21 +257,28 @@ async def seal_changes(
     job_id: uuid.UUID,
     changes: list[dict[str, Any]],
 ) -> list[dict[str, Any]]:
-    """A correction's field changes (``{"field", "before", "after", ...}``) with the
-    before and after values of each of :data:`SEALED_FIELDS` sealed, as in the result
-    (the values of an IBAN are IBANs, never text that looks sealed)."""
+    """A correction's field changes (``{"field", "before", "after", ...}``) with each
+    string before and after value sealed, to the member its field stands in (the field
+    path itself is the contract's name, no invoice text)."""
     if not keys.sealing:
         return changes
-    out = []
-    for change in changes:
-        field = change.get("field")
-        if field in SEALED_FIELDS:
-            change = dict(change)
-            for side in ("before", "after"):
-                if isinstance(change.get(side), str):
-                    subject = result_subject(job_id, str(field))
-                    change[side] = await keys.seal_text(conn, tenant, change[side], subject)
-        out.append(change)
+    places = [
+        (i, side)
+        for i, change in enumerate(changes)
+        for side in ("before", "after")
+        if isinstance(change.get(side), str)
+    ]
+    tokens = await keys.seal_texts(
+        conn,
+        tenant,
+        [
+            (changes[i][side], result_subject(job_id, _member(str(changes[i].get("field")))))
+            for i, side in places
+        ],
+    )
+    out = [dict(change) for change in changes]
+    for (i, side), token in zip(places, tokens, strict=True):
+        out[i][side] = token
     return out
 
 
@@ -202,17 +293,116 @@ async def open_changes(
 ) -> list[dict[str, Any]]:
     """The changes :func:`seal_changes` sealed, opened (``mark``: as :func:`open_result`,
     a value that does not open becomes ``"[<why>]"``)."""
-    out = []
-    for change in changes:
-        if isinstance(change, dict) and change.get("field") in SEALED_FIELDS:
-            change = dict(change)
-            for side in ("before", "after"):
-                value = change.get(side)
-                if is_sealed(value):
-                    subject = result_subject(job_id, str(change["field"]))
-                    try:
-                        change[side] = await keys.open_text(conn, tenant, value, subject)
-                    except mark as exc:
-                        change[side] = f"[{exc}]"
-        out.append(change)
+    places = [
+        (i, side)
+        for i, change in enumerate(changes)
+        if isinstance(change, dict)
+        for side in ("before", "after")
+        if is_sealed(change.get(side))
+    ]
+    if not places:
+        return changes
+    sealed = [
+        (changes[i][side], result_subject(job_id, _member(str(changes[i].get("field")))))
+        for i, side in places
+    ]
+    try:
+        texts = await keys.open_pairs(conn, tenant, sealed)
+    except mark as exc:
+        texts = [f"[{exc}]"] * len(sealed)
+    out = [dict(c) if isinstance(c, dict) else c for c in changes]
+    for (i, side), text in zip(places, texts, strict=True):
+        out[i][side] = text
+    return out
+
+
+#: The subject a validation report's details are sealed to (with the job's id).
+VALIDATION = "validation"
+#: The lists of a validation report whose entries' ``detail`` quotes the invoice (a
+#: supplier's name, a quote, a number as printed); their codes, fields and rule ids
+#: are the product's own names, and SQL reads the codes.
+DETAILED = ("reasons", "proofs", "overrides")
+
+
+async def seal_reasons(
+    keys: DataKeys,
+    conn: asyncpg.Connection,
+    tenant: uuid.UUID,
+    job_id: uuid.UUID,
+    reasons: list[Any],
+) -> list[Any]:
+    """Reasons (or proofs) with each one's ``detail`` sealed; as they are with no KEK."""
+    if not keys.sealing:
+        return reasons
+    places = [
+        i for i, r in enumerate(reasons) if isinstance(r, dict) and isinstance(r.get("detail"), str)
+    ]
+    subject = result_subject(job_id, VALIDATION)
+    tokens = await keys.seal_texts(conn, tenant, [(reasons[i]["detail"], subject) for i in places])
+    out = list(reasons)
+    for i, token in zip(places, tokens, strict=True):
+        out[i] = {**reasons[i], "detail": token}
+    return out
+
+
+async def open_reasons(
+    keys: DataKeys,
+    conn: asyncpg.Connection,
+    tenant: uuid.UUID,
+    job_id: uuid.UUID,
+    reasons: list[Any],
+    *,
+    mark: tuple[type[Exception], ...] = (),
+) -> list[Any]:
+    """The reasons :func:`seal_reasons` sealed, opened (``mark``: as :func:`open_result`)."""
+    places = [
+        i for i, r in enumerate(reasons) if isinstance(r, dict) and is_sealed(r.get("detail"))
+    ]
+    if not places:
+        return reasons
+    subject = result_subject(job_id, VALIDATION)
+    sealed = [(reasons[i]["detail"], subject) for i in places]
+    try:
+        texts = await keys.open_pairs(conn, tenant, sealed)
+    except mark as exc:
+        texts = [f"[{exc}]"] * len(sealed)
+    out = list(reasons)
+    for i, text in zip(places, texts, strict=True):
+        out[i] = {**reasons[i], "detail": text}
+    return out
+
+
+async def seal_validation(
+    keys: DataKeys,
+    conn: asyncpg.Connection,
+    tenant: uuid.UUID,
+    job_id: uuid.UUID,
+    validation: dict[str, Any],
+) -> dict[str, Any]:
+    """A validation report with the details of its :data:`DETAILED` lists sealed."""
+    if not keys.sealing or not isinstance(validation, dict):
+        return validation
+    out = dict(validation)
+    for name in DETAILED:
+        if isinstance(out.get(name), list):
+            out[name] = await seal_reasons(keys, conn, tenant, job_id, out[name])
+    return out
+
+
+async def open_validation(
+    keys: DataKeys,
+    conn: asyncpg.Connection,
+    tenant: uuid.UUID,
+    job_id: uuid.UUID,
+    validation: dict[str, Any],
+    *,
+    mark: tuple[type[Exception], ...] = (),
+) -> dict[str, Any]:
+    """The report :func:`seal_validation` sealed, opened (``mark``: as :func:`open_result`)."""
+    if not isinstance(validation, dict):
+        return validation
+    out = dict(validation)
+    for name in DETAILED:
+        if isinstance(out.get(name), list):
+            out[name] = await open_reasons(keys, conn, tenant, job_id, out[name], mark=mark)
     return out

@@ -24,10 +24,10 @@ if TYPE_CHECKING:
 async def invoice_rows(
     conn: asyncpg.Connection, keys: DataKeys, postings: ErpPostings
 ) -> dict[Any, dict[str, Any]]:
-    """The ``report_invoice_rows`` rows by job id, each result's sealed IBAN opened
+    """The ``report_invoice_rows`` rows by job id, each result's sealed text opened
     (:mod:`pipeline.sealed_results`; one that does not open is marked, not raised),
     with what the ERP recorded for the job (``postings``, read from its database)."""
-    from pipeline.sealed_results import UNREADABLE, open_result
+    from pipeline.sealed_results import UNREADABLE, open_result, open_validation
 
     rows = {r["id"]: dict(r) for r in await conn.fetch(q("report_invoice_rows"))}
     join_postings(rows, postings)
@@ -35,6 +35,10 @@ async def invoice_rows(
         if isinstance(row["result"], dict):
             row["result"] = await open_result(
                 keys, conn, row["tenant_id"], row["id"], row["result"], mark=UNREADABLE
+            )
+        if isinstance(row.get("validation"), dict):
+            row["validation"] = await open_validation(
+                keys, conn, row["tenant_id"], row["id"], row["validation"], mark=UNREADABLE
             )
     return rows
 

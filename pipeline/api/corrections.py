@@ -70,7 +70,14 @@ from pipeline.extraction import (
 from pipeline.invoice import Extraction, Reason, ReasonCode
 from pipeline.jobs import JobStore
 from pipeline.queries import q
-from pipeline.sealed_results import open_result, seal_changes, seal_result
+from pipeline.sealed_results import (
+    open_result,
+    open_validation,
+    seal_changes,
+    seal_reasons,
+    seal_result,
+    seal_validation,
+)
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from pipeline.tenants import Principal, load_master_data
@@ -234,13 +241,15 @@ class CorrectionService:
             ocr_text = await self.store.data_keys.open_text(
                 conn, job["tenant_id"], job["ocr_text"], document_subject(job["document_sha256"])
             )
-        # the IBAN is sealed at rest (pipeline/sealed_results.py): corrected open,
+        # the result's text is sealed at rest (pipeline/sealed_results.py): corrected open,
         # sealed again below; a shredded key answers 410 as the text does
         keys = self.store.data_keys
         result: dict[str, Any] = json.loads(
             json.dumps(await open_result(keys, conn, job["tenant_id"], job_id, job["result"]))
         )
-        before_validation: dict[str, Any] = job["validation"] or {}
+        before_validation: dict[str, Any] = await open_validation(
+            keys, conn, job["tenant_id"], job_id, job["validation"] or {}
+        )
         changes: list[FieldChange] = []
         refused: list[Reason] = []
         for path in CORRECTABLE_FIELDS:
@@ -310,7 +319,7 @@ class CorrectionService:
             await seal_result(
                 keys, conn, job["tenant_id"], job_id, extraction.model_dump(mode="json")
             ),
-            validation,
+            await seal_validation(keys, conn, job["tenant_id"], job_id, validation),
             summary,
             report.policy_version,
         )
@@ -343,12 +352,15 @@ class CorrectionService:
             body.state_version,
             state.value,
             version,
-            # a corrected IBAN's before and after sealed like the result's
+            # each corrected value's before and after sealed like the result's
             await seal_changes(
                 keys, conn, job["tenant_id"], job_id, [c.model_dump() for c in changes]
             ),
-            list(before_validation.get("reasons", [])),
-            reasons,
+            # the reasons' details quote the invoice: sealed like the result's text
+            await seal_reasons(
+                keys, conn, job["tenant_id"], job_id, list(before_validation.get("reasons", []))
+            ),
+            await seal_reasons(keys, conn, job["tenant_id"], job_id, reasons),
             [{"code": r["code"], "field": r["field"]} for r in overridden],
             body.note,
         )

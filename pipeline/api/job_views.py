@@ -30,7 +30,7 @@ from pipeline.clock import parse_instant
 from pipeline.data_keys import DataKeys
 from pipeline.database import fetch_owned
 from pipeline.queries import q
-from pipeline.sealed_results import open_result
+from pipeline.sealed_results import open_result, open_validation
 from pipeline.settings import Settings
 from pipeline.states import JobState
 from pipeline.tenants import Principal
@@ -193,12 +193,15 @@ class JobViews:
             )
             opened = None
             if row is not None and removed is None:
-                # the IBAN is sealed at rest; a shredded data key answers 410
+                # the result's text is sealed at rest; a shredded data key answers 410
                 # content_shredded (pipeline/api/problems.py)
                 opened = {
                     **row,
                     "result": await open_result(
                         self.keys, conn, principal.tenant_id, job_id, row["result"]
+                    ),
+                    "validation": await open_validation(
+                        self.keys, conn, principal.tenant_id, job_id, row["validation"]
                     ),
                 }
         if removed is not None:

@@ -289,7 +289,7 @@ class DeliveryDispatcher(LoopService):
         try:
             async with self.pool.acquire() as conn:
                 keys = await signing_keys(conn, self.box, claim.endpoint_id, self.clock.now())
-                # the body as rendered holds the result's IBAN sealed; opened here, the
+                # the body as rendered holds the result's text sealed; opened here, the
                 # same bytes on every attempt (pipeline/sealed_results.py)
                 body = await open_body(self.keys, conn, claim.tenant_id, claim.job_id, claim.body)
             if not keys:

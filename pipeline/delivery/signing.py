@@ -10,7 +10,7 @@ Wire contract (https://www.standardwebhooks.com, ``docs/delivery.md``)::
 Invariants:
 
 * The signature covers the exact raw bytes sent. The sender stores the body bytes
-  once (``deliveries.body``) and signs those, its sealed IBAN opened in place
+  once (``deliveries.body``) and signs those, its sealed result text opened in place
   (:func:`pipeline.sealed_results.open_body`, the same bytes on every attempt); a
   receiver must verify the bytes it read off the wire, never JSON it parsed and
   serialised again.

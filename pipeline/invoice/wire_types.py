@@ -79,10 +79,15 @@ def _date_to_str(value: date) -> str:
     return value.isoformat()
 
 
-def _pattern_str(pattern: re.Pattern[str], what: str) -> Any:
+def _pattern_str(pattern: re.Pattern[str], what: str, *, personal: bool = False) -> Any:
+    """A validator of strings matching ``pattern``; ``personal``: its refusal names the
+    value's length, not the value (it becomes an attempt's error detail, stored as it
+    is: docs/data-lifecycle.md)."""
+
     def validate(value: object) -> str:
         if not isinstance(value, str) or not pattern.fullmatch(value):
-            raise ValueError(f"{what} must match {pattern.pattern}, got {value!r}")
+            got = f"{len(value)} characters" if personal and isinstance(value, str) else repr(value)
+            raise ValueError(f"{what} must match {pattern.pattern}, got {got}")
         return value
 
     return validate
@@ -135,7 +140,7 @@ CurrencyCode = Annotated[
 ]
 IbanStr = Annotated[
     str,
-    PlainValidator(_pattern_str(_IBAN_RE, "IBAN")),
+    PlainValidator(_pattern_str(_IBAN_RE, "IBAN", personal=True)),
     WithJsonSchema({"type": "string", "pattern": IBAN_PATTERN}),
 ]
 NonEmptyStr = Annotated[str, AfterValidator(_non_empty)]

@@ -8,8 +8,9 @@ closes and outbox events) and one commit. Without settle hooks and without an
 invoice to claim, that statement is the whole transaction (one round trip);
 otherwise BEGIN, the invoice claims, the statement, the hooks (a
 :class:`~pipeline.jobs.records.BatchSettleHook` once per batch) and COMMIT. With a
-KEK configured, sealing each result's IBAN (:mod:`pipeline.sealed_results`) reads
-the tenant's data key first: one primary-key read per result holding an IBAN.
+KEK configured, sealing each result's text (:mod:`pipeline.sealed_results`) reads
+the tenant's data key first: one primary-key read per result (two where its
+validation report holds reasons).
 
 Invariants (the same as one at a time):
 
@@ -50,7 +51,7 @@ from pipeline.jobs.records import (
 from pipeline.jobs.settling import Settling, summarise_reasons
 from pipeline.jobs.versions import flag_possible_amendment
 from pipeline.queries import q
-from pipeline.sealed_results import seal_result
+from pipeline.sealed_results import seal_result, seal_validation
 from pipeline.states import JobState
 from pipeline.usage import AttemptUsage
 
@@ -181,9 +182,16 @@ class BatchSettling(Settling):
         """
         reviews = [_review_reasons(s) for s in batch]
         usages = [s.usage or AttemptUsage() for s in batch]
-        # the IBAN sealed at rest (pipeline/sealed_results.py), after every check read it open
+        # the result's text and its report's details sealed at rest
+        # (pipeline/sealed_results.py), after every check read them open
         results = [
             await seal_result(self.data_keys, conn, s.lease.tenant_id, s.lease.job_id, s.result)
+            for s in batch
+        ]
+        validations = [
+            await seal_validation(
+                self.data_keys, conn, s.lease.tenant_id, s.lease.job_id, s.validation
+            )
             for s in batch
         ]
         try:
@@ -198,7 +206,7 @@ class BatchSettling(Settling):
                 self.clock.now(),
                 reviews,
                 results,
-                [s.validation for s in batch],
+                validations,
                 [_outcome(s.decision) for s in batch],
                 [u.prompt_tokens for u in usages],
                 [u.completion_tokens for u in usages],

@@ -43,7 +43,13 @@ from pipeline.jobs.explain_result import result_lines, result_section
 from pipeline.jobs.legal_holds import retention_for_job, retention_lines
 from pipeline.jobs.redrive import redrives_for_job
 from pipeline.queries import q
-from pipeline.sealed_results import UNREADABLE, open_changes, open_result
+from pipeline.sealed_results import (
+    UNREADABLE,
+    open_changes,
+    open_reasons,
+    open_result,
+    open_validation,
+)
 from pipeline.text_safety import visible
 from pipeline.tracing import trace_id_of
 
@@ -72,13 +78,17 @@ async def _rows(conn: asyncpg.Connection, query: str, *args: Any) -> list[dict[s
 async def _corrections(
     conn: asyncpg.Connection, job_id: uuid.UUID, tenant: uuid.UUID, keys: DataKeys | None
 ) -> list[dict[str, Any]]:
-    """The job's corrections, a corrected IBAN's values opened (sealed at rest)."""
+    """The job's corrections, a corrected value's before and after opened (sealed at rest)."""
     rows = await _rows(conn, "review_correction_list_for_job", job_id, tenant)
     if keys is not None:
         for row in rows:
             row["changes"] = await open_changes(
                 keys, conn, tenant, job_id, row["changes"] or [], mark=UNREADABLE
             )
+            for side in ("reasons_before", "reasons_after"):
+                row[side] = await open_reasons(
+                    keys, conn, tenant, job_id, row[side] or [], mark=UNREADABLE
+                )
     return rows
 
 
@@ -117,6 +127,9 @@ async def explain(
     if opened is not None and keys is not None:
         opened["result"] = await open_result(
             keys, conn, tenant, job_id, opened["result"], mark=UNREADABLE
+        )
+        opened["validation"] = await open_validation(
+            keys, conn, tenant, job_id, opened["validation"], mark=UNREADABLE
         )
     options = await conn.fetchval(q("job_options_get_for_tenant"), job_id, tenant)
     return {

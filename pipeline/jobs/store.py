@@ -63,7 +63,7 @@ from pipeline.jobs.records import (
 from pipeline.jobs.settling import summarise_reasons
 from pipeline.jobs.versions import flag_possible_amendment, supersede_on_approval
 from pipeline.queries import q
-from pipeline.sealed_results import seal_result
+from pipeline.sealed_results import open_result, seal_result, seal_validation
 from pipeline.states import JobState
 from pipeline.usage import AttemptUsage
 
@@ -180,11 +180,14 @@ class JobStore(Accepting, Reaping, BatchSettling):
             )
             if row is None:
                 raise LeaseLost(f"job {lease.job_id} fence {lease.fence}: completion rejected")
-            # the IBAN sealed at rest (pipeline/sealed_results.py), after every
-            # check above read it open
+            # the result's text sealed at rest (pipeline/sealed_results.py), after
+            # every check above read it open
             stored = await seal_result(self.data_keys, conn, lease.tenant_id, lease.job_id, result)
+            report = await seal_validation(
+                self.data_keys, conn, lease.tenant_id, lease.job_id, validation
+            )
             await conn.execute(
-                q("result_insert"), lease.job_id, lease.fence, stored, validation, decision.value
+                q("result_insert"), lease.job_id, lease.fence, stored, report, decision.value
             )
             outcome = "succeeded" if decision is JobState.SUCCEEDED else "review_required"
             await self._close_attempt(conn, lease, outcome, None, None, usage, uncertain=False)
@@ -385,7 +388,10 @@ class JobStore(Accepting, Reaping, BatchSettling):
             )
         if not self.settings.duplicate_invoice_check:
             return None
-        result, validation = row["result"] or {}, row["validation"] or {}
+        validation = row["validation"] or {}
+        # the result's text is sealed at rest (pipeline/sealed_results.py): the
+        # invoice's identity is read from it opened
+        result = await open_result(self.data_keys, conn, tenant_id, job_id, row["result"] or {})
         secret = await self._key_secret(conn)
         old = await supersede_on_approval(conn, secret, tenant_id, job_id, result, validation)
         if old is None:

@@ -44,7 +44,7 @@ from pipeline.tenants.master_data import (
 from pipeline.tenants.reconciliation import ReconcileReport, SpendReconciler
 from pipeline.tenants.sessions import close_session, open_session, session_principal
 from pipeline.tenants.spend_metrics import SpendMetrics
-from pipeline.tenants.supplier_ibans import seal_register
+from pipeline.tenants.supplier_identities import seal_register
 
 __all__ = [
     "CONSOLE_KEY_SCOPES",

@@ -12,10 +12,11 @@ length checks, currencies as ISO 4217 codes. Input that validation could never
 match (a bad IBAN, an unknown currency, hidden characters in a name) is refused
 with :class:`ValueError` rather than stored.
 
-The IBANs on file are sealed at rest under the tenant's data key when a KEK is
-configured (:mod:`pipeline.tenants.supplier_ibans`): the writers seal them with the
-``keys`` they are given, :func:`load_master_data` opens them, so every reader of a
-:class:`SupplierRecord` sees them in clear. ``keys`` left out is
+The IBANs on file, and the suppliers' names, VAT ids and tax numbers, are sealed at
+rest under the tenant's data key when a KEK is configured
+(:mod:`pipeline.tenants.supplier_ibans`, :mod:`pipeline.tenants.supplier_identities`):
+the writers seal them with the ``keys`` they are given, :func:`load_master_data`
+opens them, so every reader of a :class:`SupplierRecord` sees them in clear. ``keys`` left out is
 ``DataKeys(None)``: no KEK here, IBANs written as they are, sealed ones not readable.
 """
 
@@ -41,10 +42,10 @@ from pipeline.invoice import (
     names_a_registration,
 )
 from pipeline.queries import q
-from pipeline.records import from_record
 from pipeline.tenants.accounts import get_tenant
 from pipeline.tenants.admin import resolve_tenant
 from pipeline.tenants.supplier_ibans import open_ibans, seal_ibans
+from pipeline.tenants.supplier_identities import open_identities, seal_identity
 
 
 async def upsert_supplier(
@@ -70,27 +71,33 @@ async def _store(
         ValueError: the tax number is another supplier's of the tenant.
     """
     ibans, iban_keys = await seal_ibans(keys, conn, tenant_id, record.ibans)
+    ident = await seal_identity(
+        keys, conn, tenant_id, name=record.name, vat_id=record.vat_id, tax_number=record.tax_number
+    )
     try:
         if record.vat_id:
             row = await conn.fetchrow(
                 q("supplier_upsert"),
                 uuid.uuid4(),
                 tenant_id,
-                record.name,
-                record.vat_id,
+                ident.name,
+                ident.vat_id,
                 ibans,
-                record.tax_number,
+                ident.tax_number,
                 iban_keys,
+                ident.vat_id_sealed,
+                ident.tax_number_sealed,
             )
         else:
             row = await conn.fetchrow(
                 q("supplier_upsert_by_tax_number"),
                 uuid.uuid4(),
                 tenant_id,
-                record.name,
+                ident.name,
                 ibans,
-                record.tax_number,
+                ident.tax_number,
                 iban_keys,
+                ident.tax_number_sealed,
             )
     except asyncpg.UniqueViolationError as exc:
         raise ValueError(
@@ -244,10 +251,22 @@ async def load_master_data(
     currencies = frozenset(tenant.allowed_currencies) if tenant is not None else frozenset()
     rows = await conn.fetch(q("supplier_list_for_tenant"), tenant_id)
     opened = await open_ibans(keys, conn, tenant_id, [r["ibans"] for r in rows])
+    idents = await open_identities(keys, conn, tenant_id, rows)
     suppliers = tuple(
-        from_record(SupplierRecord, r, ibans=ibans) for r, ibans in zip(rows, opened, strict=True)
+        sorted(
+            (
+                SupplierRecord(name=name, vat_id=vat_id, ibans=ibans, tax_number=tax_number)
+                for (name, vat_id, tax_number), ibans in zip(idents, opened, strict=True)
+            ),
+            key=_register_order,
+        )
     )
     return TenantMasterData(suppliers=suppliers, permitted_currencies=currencies)
+
+
+def _register_order(r: SupplierRecord) -> tuple[str, bool, str, bool, str]:
+    """By name, then VAT id, then tax number, a missing id last."""
+    return (r.name, r.vat_id is None, r.vat_id or "", r.tax_number is None, r.tax_number or "")
 
 
 class MasterDataCache:

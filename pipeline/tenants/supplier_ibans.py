@@ -17,7 +17,8 @@ Invariants:
 * **No KEK, no sealing**: as for every sealed value, the IBANs are then stored as
   they are (with a warning, :class:`~pipeline.data_keys.DataKeys`) and ``iban_keys``
   is empty; IBANs stored before sealing read as they are, and
-  :func:`seal_register` seals them once a KEK is configured.
+  :func:`pipeline.tenants.supplier_identities.seal_register` seals them once a
+  KEK is configured.
 * **Shredded with the tenant**: once the tenant's data keys are shredded the
   register's IBANs do not open (:class:`~pipeline.errors.DataKeyShredded`) and its
   hashes match nothing the next data key makes.
@@ -31,7 +32,6 @@ from collections.abc import Iterable, Sequence
 import asyncpg
 
 from pipeline.data_keys import DataKeys
-from pipeline.queries import q
 
 #: The subject a register IBAN is sealed to (the tenant is bound separately).
 SUBJECT = "suppliers:iban"
@@ -75,28 +75,3 @@ async def open_ibans(
         await keys.open_texts(conn, tenant, [v for ibans in stored for v in ibans], SUBJECT)
     )
     return [frozenset(next(opened) for _ in ibans) for ibans in stored]
-
-
-async def seal_register(keys: DataKeys, pool: asyncpg.Pool, *, batch: int = 200) -> int:
-    """Seal every supplier whose IBANs were stored unsealed (before migration 044 or
-    without a KEK); returns how many rows were sealed. Each row is rewritten only if
-    its IBANs are still the ones read (a supplier added again meanwhile is left as
-    its writer stored it). Nothing to do without a KEK."""
-    if not keys.sealing:
-        return 0
-    done = 0
-    while True:
-        async with pool.acquire() as conn:
-            rows = await conn.fetch(q("supplier_list_unsealed"), batch)
-            changed = 0
-            for row in rows:
-                tenant, stored = row["tenant_id"], list(row["ibans"])
-                [clear] = await open_ibans(keys, conn, tenant, [stored])
-                sealed, hashes = await seal_ibans(keys, conn, tenant, clear)
-                updated = await conn.fetchval(
-                    q("supplier_ibans_update_if_same"), row["id"], stored, sealed, hashes
-                )
-                changed += updated is not None
-        done += changed
-        if len(rows) < batch or changed == 0:
-            return done

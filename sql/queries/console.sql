@@ -2,23 +2,19 @@
 -- caller's tenant: a page never reads another tenant's rows.
 
 -- name: review_queue_list_for_tenant
--- REVIEW_REQUIRED jobs, oldest in review first. $2 a reason code, $3 a supplier
--- name fragment (case-insensitive); NULL matches all. $4 the page size.
+-- REVIEW_REQUIRED jobs, oldest in review first, with their stored results. $2 a
+-- reason code; NULL matches all. $3 the page size; NULL: the whole queue (the
+-- supplier search, which filters the opened names in Python: a result's text is
+-- sealed at rest, pipeline/sealed_results.py, so SQL cannot read the name).
 SELECT j.id, j.state_version, j.created_at, j.finished_at,
-       coalesce(r.validation -> 'reasons', '[]'::jsonb) AS reasons,
-       r.result #>> '{supplier,name,value}' AS supplier,
-       r.result #>> '{invoice_number,value}' AS invoice_number,
-       r.result #>> '{gross_total,value}' AS gross_total,
-       r.result #>> '{currency,value}' AS currency
+       coalesce(r.validation -> 'reasons', '[]'::jsonb) AS reasons, r.result
 FROM extraction_jobs j
 LEFT JOIN extraction_results r ON r.job_id = j.id
 WHERE j.tenant_id = $1 AND j.state = 'REVIEW_REQUIRED'
   AND ($2::text IS NULL
        OR r.validation -> 'reasons' @> jsonb_build_array(jsonb_build_object('code', $2::text)))
-  AND ($3::text IS NULL
-       OR strpos(lower(coalesce(r.result #>> '{supplier,name,value}', '')), lower($3::text)) > 0)
 ORDER BY j.finished_at, j.id
-LIMIT $4;
+LIMIT $3;
 
 -- name: review_queue_reason_codes_for_tenant
 -- The reason codes present in the tenant's queue (the filter's choices).

@@ -26,7 +26,7 @@ SELECT id, state FROM extraction_jobs;
 -- validation, the failure if any, the deliveries' states and the tokens the job's
 -- attempts wrote. What the reference ERP posted is in the ERP's own database
 -- (erp_posting_applications_by_job), joined by job id in benchmarks/demo/erp.py.
--- The result's IBAN is sealed at rest (the caller opens it under tenant_id:
+-- The result's text is sealed at rest (the caller opens it under tenant_id:
 -- pipeline/sealed_results.py).
 SELECT j.id, j.tenant_id, j.state, j.attempt, j.last_error_class, j.last_error, j.terminal_reason,
        t.name AS tenant, r.result, r.validation,

@@ -22,7 +22,14 @@ import asyncpg
 from pipeline.data_keys import DataKeys, document_subject
 from pipeline.documents import read_pdf_text
 from pipeline.envelope import ARMOR
-from pipeline.sealed_results import UNREADABLE, open_body, open_changes, open_result
+from pipeline.sealed_results import (
+    UNREADABLE,
+    open_body,
+    open_changes,
+    open_reasons,
+    open_result,
+    open_validation,
+)
 
 #: The reference ERP receiver's tables: the third party's own copy of what was
 #: delivered, which erasure reports and never recalls (they share the test database).
@@ -84,8 +91,11 @@ OPENED_PLACES = frozenset(
         "documents.content",
         "document_texts.content",
         "extraction_results.result",
+        "extraction_results.validation",
         "deliveries.body",
         "review_corrections.changes",
+        "review_corrections.reasons_before",
+        "review_corrections.reasons_after",
     }
 )
 
@@ -158,13 +168,17 @@ async def _opened(conn: asyncpg.Connection, keys: DataKeys) -> Any:
             except UNREADABLE:
                 continue
     rows = await conn.fetch(
-        "SELECT j.tenant_id, r.job_id, r.result FROM extraction_results r"
+        "SELECT j.tenant_id, r.job_id, r.result, r.validation FROM extraction_results r"
         " JOIN extraction_jobs j ON j.id = r.job_id WHERE r.result IS NOT NULL"
     )
     for r in rows:
         result = json.loads(r["result"]) if isinstance(r["result"], str) else r["result"]
         opened = await open_result(keys, conn, r["tenant_id"], r["job_id"], result, mark=UNREADABLE)
         yield "extraction_results.result", json.dumps(opened, ensure_ascii=False)
+        report = await open_validation(
+            keys, conn, r["tenant_id"], r["job_id"], r["validation"] or {}, mark=UNREADABLE
+        )
+        yield "extraction_results.validation", json.dumps(report, ensure_ascii=False)
     rows = await conn.fetch("SELECT tenant_id, job_id, body FROM deliveries")
     for r in rows:
         try:
@@ -172,10 +186,17 @@ async def _opened(conn: asyncpg.Connection, keys: DataKeys) -> Any:
         except UNREADABLE:
             continue
         yield "deliveries.body", body.decode("utf-8", "replace")
-    rows = await conn.fetch("SELECT tenant_id, job_id, changes FROM review_corrections")
+    rows = await conn.fetch(
+        "SELECT tenant_id, job_id, changes, reasons_before, reasons_after FROM review_corrections"
+    )
     for r in rows:
         changes = json.loads(r["changes"]) if isinstance(r["changes"], str) else r["changes"]
         opened_changes = await open_changes(
             keys, conn, r["tenant_id"], r["job_id"], changes, mark=UNREADABLE
         )
         yield "review_corrections.changes", json.dumps(opened_changes, ensure_ascii=False)
+        for side in ("reasons_before", "reasons_after"):
+            reasons = await open_reasons(
+                keys, conn, r["tenant_id"], r["job_id"], r[side], mark=UNREADABLE
+            )
+            yield f"review_corrections.{side}", json.dumps(reasons, ensure_ascii=False)

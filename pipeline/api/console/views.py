@@ -19,7 +19,7 @@ from pipeline.errors import DataKeyShredded, NotFound
 from pipeline.jobs import JobStore
 from pipeline.queries import q
 from pipeline.records import from_record
-from pipeline.sealed_results import open_changes, open_result
+from pipeline.sealed_results import open_changes, open_reasons, open_result, open_validation
 from pipeline.settings import Settings
 from pipeline.tenants import Principal
 
@@ -79,6 +79,13 @@ def _dicts(values: list[Any]) -> list[dict[str, Any]]:
     return [x for x in values if isinstance(x, dict)]
 
 
+def _text_at(node: Any, *path: str) -> str | None:
+    """The string at ``path`` in a result (as SQL's ``#>>`` reads it), None where absent."""
+    for step in path:
+        node = node.get(step) if isinstance(node, dict) else None
+    return None if node is None else str(node)
+
+
 def age_text(seconds: float | None) -> str:
     """``3d 4h``, ``12m 5s``: an age a person reads at a glance."""
     if seconds is None:
@@ -101,7 +108,7 @@ class ConsoleViews:
     async def _opened(
         self, conn: asyncpg.Connection, tenant: uuid.UUID, row: Any
     ) -> dict[str, Any]:
-        """The review page's row with its text and its result's IBAN opened (sealed at
+        """The review page's row with its text and its result's text opened (sealed at
         rest); a shredded data key shows as such, never as the sealed bytes."""
         out = dict(row.items())
         sha256 = out.pop("document_sha256")
@@ -113,13 +120,22 @@ class ConsoleViews:
             except DataKeyShredded as exc:
                 out["ocr_text"] = f"[{exc}]"
         if isinstance(out.get("result"), dict):
-            # the IBAN is sealed at rest too (pipeline/sealed_results.py)
+            # the result's text is sealed at rest too (pipeline/sealed_results.py)
             out["result"] = await open_result(
                 self.store.data_keys,
                 conn,
                 tenant,
                 out["id"],
                 out["result"],
+                mark=(DataKeyShredded,),
+            )
+        if isinstance(out.get("validation"), dict):
+            out["validation"] = await open_validation(
+                self.store.data_keys,
+                conn,
+                tenant,
+                out["id"],
+                out["validation"],
                 mark=(DataKeyShredded,),
             )
         return out
@@ -131,20 +147,54 @@ class ConsoleViews:
         self, principal: Principal, *, reason: str | None, supplier: str | None, limit: int = 200
     ) -> tuple[list[QueueItem], list[str]]:
         """The queue (oldest in review first) and the reason codes it holds."""
+        needle = supplier.lower() if supplier else None
+        items: list[QueueItem] = []
         async with self._acquire() as conn:
             rows = await conn.fetch(
-                q("review_queue_list_for_tenant"), principal.tenant_id, reason, supplier, limit
+                q("review_queue_list_for_tenant"),
+                principal.tenant_id,
+                reason,
+                None if needle else limit,
             )
+            for r in rows:
+                # the result's text is sealed at rest (pipeline/sealed_results.py):
+                # the names are opened here, and searched here
+                result = await open_result(
+                    self.store.data_keys,
+                    conn,
+                    principal.tenant_id,
+                    r["id"],
+                    r["result"] if isinstance(r["result"], dict) else {},
+                    mark=(DataKeyShredded,),
+                )
+                name = _text_at(result, "supplier", "name", "value")
+                if needle is not None and needle not in (name or "").lower():
+                    continue
+                items.append(
+                    QueueItem(
+                        job_id=r["id"],
+                        state_version=r["state_version"],
+                        created_at=r["created_at"],
+                        in_review_since=r["finished_at"],
+                        reasons=_dicts(
+                            await open_reasons(
+                                self.store.data_keys,
+                                conn,
+                                principal.tenant_id,
+                                r["id"],
+                                r["reasons"],
+                                mark=(DataKeyShredded,),
+                            )
+                        ),
+                        supplier=name,
+                        invoice_number=_text_at(result, "invoice_number", "value"),
+                        gross_total=_text_at(result, "gross_total", "value"),
+                        currency=_text_at(result, "currency", "value"),
+                    )
+                )
+                if len(items) == limit:
+                    break
             codes = await conn.fetch(q("review_queue_reason_codes_for_tenant"), principal.tenant_id)
-        items = [
-            from_record(
-                QueueItem,
-                r,
-                rename={"job_id": "id", "in_review_since": "finished_at"},
-                convert={"reasons": _dicts},
-            )
-            for r in rows
-        ]
         return items, [c["code"] for c in codes if c["code"]]
 
     async def subject(self, principal: Principal, job_id: uuid.UUID) -> ReviewSubject:
@@ -161,7 +211,7 @@ class ConsoleViews:
             corrections = [
                 {
                     **_with_who(c),
-                    # a corrected IBAN's values are sealed at rest, like the result's
+                    # a corrected value's before and after are sealed at rest, like the result's
                     "changes": await open_changes(
                         self.store.data_keys,
                         conn,
@@ -170,6 +220,17 @@ class ConsoleViews:
                         c["changes"] or [],
                         mark=(DataKeyShredded,),
                     ),
+                    **{
+                        side: await open_reasons(
+                            self.store.data_keys,
+                            conn,
+                            tenant,
+                            job_id,
+                            c[side] or [],
+                            mark=(DataKeyShredded,),
+                        )
+                        for side in ("reasons_before", "reasons_after")
+                    },
                 }
                 for c in await conn.fetch(q("review_correction_list_for_job"), job_id, tenant)
             ]
