@@ -52,6 +52,7 @@ from pipeline.api.correction_edits import (
     scalar_value,
     with_node,
 )
+from pipeline.api.correction_reasons import kept_reasons, merged
 from pipeline.api.problems import (
     UNSAFE_TEXT_NOTE,
     ApiProblem,
@@ -296,12 +297,23 @@ class CorrectionService:
         report = validate(
             extraction, ocr_text, master, today=self._today().date(), policy=self.policy
         )
-        reasons = [r.as_dict() for r in (*refused, *report.reasons)]
+        # Only validation's reasons are recomputed; the reader's, the document stage's
+        # and the job store's stay unless this correction re-grounds the value they name
+        # (pipeline/api/correction_reasons.py).
+        kept = kept_reasons(before_validation.get("reasons") or [], (c.field for c in changes))
+        reasons = merged(kept, (r.as_dict() for r in (*refused, *report.reasons)))
+        held = {str(r.get("field", "")) for r in kept}
         wanted = {(o.code, o.field) for o in body.overrides}
         overridden = [r for r in reasons if _key(r) in wanted]
         remaining = [r for r in reasons if _key(r) not in wanted]
+        checked = report.as_dict()
+        # a proof (that no account is stated...) holds only where no kept reason names
+        # its field, as when the document was read (interpret_einvoice)
+        proofs = [p for p in checked.pop("proofs", []) if str(p.get("field", "")) not in held]
+        if proofs:
+            checked["proofs"] = proofs
         validation = {
-            **report.as_dict(),
+            **checked,
             "schema_version": before_validation.get("schema_version", report.schema_version),
             "reasons": reasons,
             "overrides": overridden,

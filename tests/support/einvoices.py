@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 from pipeline.documents import pdf_attachments
@@ -98,3 +98,39 @@ def decide_xml(
     out = interpret_einvoice(xml, master, schema_version=schema_version, today=today)
     reasons = [(r.code.value, r.field) for r in out.report.reasons]
     return out.report.decision, reasons, out.extraction
+
+
+#: A Peppol invoice (UBL) that reads SUCCEEDED, paid to its IBAN by credit transfer;
+#: seller Bluem BV, VAT id NL809163160B01, EUR.
+UBL_EXAMPLE9 = DATA / "ubl" / "ubl-tc434-example9.xml"
+
+
+def ubl_issued_yesterday(today: date) -> bytes:
+    """:data:`UBL_EXAMPLE9` issued the day before ``today`` and due 13 days after it, so
+    validation on ``today`` finds its dates plausible."""
+    xml = UBL_EXAMPLE9.read_bytes()
+    issue, due = today - timedelta(days=1), today + timedelta(days=13)
+    dated = xml.replace(b">2015-04-01<", f">{issue}<".encode())
+    dated = dated.replace(b">2015-04-14<", f">{due}<".encode())
+    assert dated.count(f">{issue}<".encode()) == 1 and f">{due}<".encode() in dated
+    return dated
+
+
+def paid_to_bankgiro(xml: bytes) -> bytes:
+    """:data:`UBL_EXAMPLE9` (or a dated copy) paid to a Swedish bankgiro, not its IBAN:
+    the reader reviews it with ``payee_account_not_iban`` at ``iban``."""
+    national = xml.replace(b"<cbc:ID>NL13RABO0377815500</cbc:ID>", b"<cbc:ID>5050-1055</cbc:ID>")
+    national = national.replace(b"<cbc:ID>RABONL2U</cbc:ID>", b"<cbc:ID>SE:BANKGIRO</cbc:ID>")
+    assert national.count(b"SE:BANKGIRO") == 1
+    return national
+
+
+def self_billed(xml: bytes) -> bytes:
+    """:data:`UBL_EXAMPLE9` (or a dated copy) typed self-billed (389): the buyer wrote it,
+    which the contract cannot hold (``einvoice_not_holdable`` at ``document``)."""
+    typed = xml.replace(
+        b"<cbc:InvoiceTypeCode>380</cbc:InvoiceTypeCode>",
+        b"<cbc:InvoiceTypeCode>389</cbc:InvoiceTypeCode>",
+    )
+    assert typed != xml
+    return typed
