@@ -4,7 +4,8 @@ IBAN, a document type the contract cannot hold) is not approved because a review
 corrected another value; only an override by name, with a note, lets it through.
 
 Uploaded through the real API, settled by a real driver from the XML (0 model calls),
-corrected through the real console.
+corrected through the real console; and a text job stored with the reasons a reader and
+OCR give, whose correction resolves OCR's reason on the corrected value only.
 """
 
 from __future__ import annotations
@@ -19,11 +20,17 @@ import httpx
 import pytest
 
 from pipeline.api import create_app
-from pipeline.invoice import SupplierRecord
+from pipeline.invoice import Reason, ReasonCode, SupplierRecord
 from pipeline.jobs import JobStore, render_explain
 from pipeline.tenants import permit_currencies, upsert_supplier
 from tests.support.api import loopback_server, settings_for, tenant_with_key
-from tests.support.console import console_login, correction_form, job_page, job_row
+from tests.support.console import (
+    console_login,
+    correction_form,
+    invoice_awaiting_review,
+    job_page,
+    job_row,
+)
 from tests.support.delivery import registry_for
 from tests.support.drivers import run_document_driver
 from tests.support.einvoices import paid_to_bankgiro, self_billed, ubl_issued_yesterday
@@ -127,3 +134,60 @@ async def test_a_correction_keeps_the_readers_reason_until_it_is_overridden(
     assert approved["state"] == "SUCCEEDED"
     assert reason in _keys({"reasons": approved["validation"]["overrides"]})
     assert f"overridden: {reason[0]}@{reason[1]}  note 'checked with the supplier'" in explained
+
+
+async def test_a_correction_resolves_its_values_reading_never_the_page_and_xml_disagreement(
+    pool: asyncpg.Pool, dsn: str
+) -> None:
+    # Waiting with the gross misread (validation's gross_total_mismatch) and, as the
+    # reading stages would store them: the page and the XML disagree on the gross, and
+    # OCR proved neither the gross nor the invoice number.
+    read_with = (
+        Reason(
+            ReasonCode.XML_TEXT_MISMATCH,
+            "gross_total",
+            "the page does not print the XML's gross total",
+            rule="einvoice.xml_text_mismatch",
+        ),
+        Reason(ReasonCode.OCR_UNVERIFIED, "gross_total", "w", rule="documents.ocr_unverified"),
+        Reason(ReasonCode.OCR_UNVERIFIED, "invoice_number", "w", rule="documents.ocr_unverified"),
+    )
+    tk = await tenant_with_key(pool, scopes=("jobs", "review"))
+    app = create_app(settings_for(dsn), pool=pool)
+    async with loopback_server(app) as base, httpx.AsyncClient(base_url=base, timeout=10) as c:
+        job = await invoice_awaiting_review(pool, c, tk, read_with=read_with)
+        assert ("gross_total_mismatch", "gross_total") in _keys({"reasons": job.reasons})
+        await console_login(c, tk)
+        _, csrf = await job_page(c, job.job_id)
+        # The gross corrected to the printed right one, and approved: refused.
+        approve = await c.post(
+            f"/console/jobs/{job.job_id}/correct",
+            data=correction_form(csrf, job.state_version, "approve", gross_total=job.right_gross),
+        )
+        refused = await job_row(pool, job.job_id)
+        overridden = await c.post(
+            f"/console/jobs/{job.job_id}/correct",
+            data={
+                **correction_form(csrf, job.state_version, "approve", gross_total=job.right_gross),
+                "override": ["xml_text_mismatch|gross_total", "ocr_unverified|invoice_number"],
+                "note": "the XML's gross is the one paid",
+            },
+        )
+        approved = await job_row(pool, job.job_id)
+
+    assert approve.status_code == 422, approve.text
+    left = approve.text.split('class="reason-left"')
+    named = {line.split("</b> @ ")[1].split(":")[0] for line in left[1:]}
+    assert 'reason-left"><b>xml_text_mismatch</b> @ gross_total:' in approve.text
+    assert 'reason-left"><b>ocr_unverified</b> @ invoice_number:' in approve.text
+    assert 'reason-left"><b>ocr_unverified</b> @ gross_total:' not in approve.text
+    assert 'reason-left"><b>gross_total_mismatch</b>' not in approve.text
+    assert named == {"gross_total", "invoice_number"}
+    assert refused["state"] == "REVIEW_REQUIRED"
+    assert overridden.status_code == 303, overridden.text
+    assert approved["state"] == "SUCCEEDED"
+    assert approved["result"]["gross_total"]["value"] == job.right_gross
+    assert _keys(approved["validation"]) == {
+        ("xml_text_mismatch", "gross_total"),
+        ("ocr_unverified", "invoice_number"),
+    }

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import date
 from decimal import Decimal
 from html import unescape
@@ -21,6 +21,7 @@ from benchmarks.invoices.variants import Variant
 from pipeline.extraction import answer_for
 from pipeline.invoice import (
     Extraction,
+    Reason,
     amount_strings,
     decimal_mark,
     read_number,
@@ -52,6 +53,7 @@ async def invoice_awaiting_review(
     seed: int = 1,
     text: str | None = None,
     misread: Callable[[dict[str, Any]], None] | None = None,
+    read_with: Sequence[Reason] = (),
 ) -> AwaitingReview:
     """An invoice accepted over HTTP whose model answer took another printed amount (a
     row's, not a total: a copied total is put right by grounding) as the gross total:
@@ -59,7 +61,9 @@ async def invoice_awaiting_review(
     ``text`` replaces the OCR text's tail (hostile content).
 
     With ``misread``, the gross total is right and ``misread`` changes the grounded
-    result instead (a row read wrong); validation then runs on the changed result."""
+    result instead (a row read wrong); validation then runs on the changed result.
+    ``read_with``: reasons another stage found reading the document (the e-invoice
+    reader's, OCR's), stored first in the report as that stage would."""
     inv = generate_invoice(
         seed, Variant.CLEAN, anchor=date.today(), max_line_items=3, languages=("en",)
     )
@@ -82,6 +86,8 @@ async def invoice_awaiting_review(
         misread(result)
         extraction = Extraction.model_validate(result)
         report = validate(extraction, ocr, inv.master_data, today=date.today())
+    if read_with:
+        report = replace(report, reasons=(*read_with, *report.reasons))
     settled = await store.succeed(
         lease,
         result=result,
