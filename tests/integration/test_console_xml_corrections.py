@@ -130,6 +130,9 @@ async def test_a_correction_keeps_the_readers_reason_until_it_is_overridden(
     first = saved["validation"]["reasons"][0]
     assert ((first["code"], first["field"]), first["rule"]) == (reason, waiting_rule)
     assert saved["validation"]["decision"] == "REVIEW_REQUIRED"
+    # No proof that the document states no account beside the reason that it states one
+    # (the corrected result's validation finds none in the text it reads).
+    assert "iban" not in {p["field"] for p in saved["validation"].get("proofs", [])}
     assert overridden.status_code == 303, overridden.text
     assert approved["state"] == "SUCCEEDED"
     assert reason in _keys({"reasons": approved["validation"]["overrides"]})
