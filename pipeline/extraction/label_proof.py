@@ -153,11 +153,17 @@ def _has(label: str, words: tuple[str, ...] | frozenset[str]) -> bool:
     return any(word in label for word in words)
 
 
+def _named_after_invoice(label: str, others: tuple[str, ...]) -> bool:
+    """Whether ``label`` names another document (one of ``others``) after any invoice
+    word: what follows is that document's."""
+    invoice_at = max((label.rfind(word) for word in INVOICE_WORDS), default=-1)
+    other_at = max((label.rfind(word) for word in others), default=-1)
+    return other_at > invoice_at
+
+
 def _decoy_number(label: str) -> bool:
     """Whether ``label`` names another document's number after any invoice word."""
-    invoice_at = max((label.rfind(word) for word in INVOICE_WORDS), default=-1)
-    decoy_at = max((label.rfind(word) for word in DECOY_NUMBER_LABELS), default=-1)
-    return decoy_at > invoice_at
+    return _named_after_invoice(label, DECOY_NUMBER_LABELS)
 
 
 def _number_label(label: str) -> bool:
@@ -237,9 +243,12 @@ def _date_words(label: str, path: str, names_invoice: bool = True) -> bool:
 
 def _invoice_named_before(f: Found) -> bool:
     """Whether the words before ``f`` on its line name the invoice ("Baurechnung (204)
-    Nr. 181301674 vom"), so a prose date word there dates the invoice, not a report."""
+    Nr. 181301674 vom"), and no other dated document after it ("Rechnung gemäß
+    Bestellung Nr. 2018-471331 vom 01.03.2018": the order's date), so a prose date word
+    there dates the invoice, not a report or an order."""
     at = f.start - f.line.start
-    return _has(fold(f.line.text[max(0, at - _REACH) : at]), INVOICE_WORDS)
+    before = fold(f.line.text[max(0, at - _REACH) : at])
+    return _has(before, INVOICE_WORDS) and not _named_after_invoice(before, DECOY_DATE_LABELS)
 
 
 def date_proof(doc: Layout, f: Found, path: str) -> str | None:

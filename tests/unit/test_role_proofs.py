@@ -443,6 +443,25 @@ def test_a_prose_date_word_dates_the_document_its_line_names() -> None:
     assert not any(r.field == "issue_date" for r in invoice.report.reasons)
 
 
+def test_a_prose_date_word_after_an_order_named_on_the_invoices_line_dates_the_order() -> None:
+    # FeRD's `EN16931_2_Teilrechnung`: "Rechnung gemäß Bestellung Nr. 2018-471331 vom
+    # 01.03.2018" names the invoice, then the order the date belongs to; SmolLM2 took
+    # it for the issue date and grounding kept it, a false accept on three renderings
+    # nobody here had read (fenceline eval, 2026-12-07).
+    doc = _doc(PRICE_FIRST).replace(
+        "Invoice date: 03.03.2026\n",
+        "Handelsrechnung (380) Nr. 7 vom 03.03.2026\n"
+        "Rechnung gemäß Bestellung Nr. 2018-471331 vom 01.03.2026.\n",
+    )
+    order = _run(doc, issue_date="01.03.2026")
+    assert order.extraction.issue_date is None
+    assert any(r.field == "issue_date" for r in order.report.reasons)
+    invoice = _run(doc, issue_date="03.03.2026")
+    assert invoice.extraction.issue_date is not None
+    assert invoice.extraction.issue_date.value == date(2026, 3, 3)
+    assert not any(r.field == "issue_date" for r in invoice.report.reasons)
+
+
 def test_the_grammar_offers_no_due_date_where_the_page_labels_none() -> None:
     from pipeline.extraction.answer import answer_schema
 
