@@ -61,11 +61,13 @@ from pipeline.invoice import (
     Extraction,
     LineAllowanceCharge,
     LineItem,
+    PayeeAccount,
     PrecedingInvoice,
     Reason,
     ReasonCode,
     Supplier,
     TaxLine,
+    national_account,
 )
 
 #: The reader recorded beside a result read from CII XML (the attempt's engine).
@@ -215,8 +217,15 @@ def read_einvoice(xml: bytes, page_text: str | None = None) -> EInvoiceReading:
 def _payee_account_reasons(facts: InvoiceFacts, extraction: Extraction) -> list[Reason]:
     """``payee_account_not_iban`` where the XML states an account to pay (BT-84) and none
     is an IBAN: it says where to pay, and master data cannot check it. An invoice needing
-    no account (a credit note, one the supplier collects) is exempt, as from the IBAN."""
-    if not facts.payee_accounts or facts.ibans or extraction.pays_no_account():
+    no account (a credit note, one the supplier collects) is exempt, as from the IBAN; so
+    is one whose account the result holds as ``payee_account`` (a scheme the supplier
+    register holds), which validation holds against the accounts on file."""
+    if (
+        not facts.payee_accounts
+        or facts.ibans
+        or extraction.pays_no_account()
+        or extraction.payee_account is not None
+    ):
         return []
     return [
         Reason(
@@ -335,6 +344,7 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
                 number=first.number, issue_date=first.issue_date, evidence=_evidence(first.path)
             ),
         )
+    payee_account = _payee_account(facts, build)
     payable = _payable(facts)
     second = facts.tax_currency if facts.tax_currency not in (None, facts.currency) else None
     codes = facts.payment_means
@@ -383,6 +393,28 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
             EvidencedAmount,
             None if second is None else facts.tax_total_in_tax_currency,
         ),
+        payee_account=payee_account,
+    )
+
+
+def _payee_account(
+    facts: InvoiceFacts, build: Callable[[str, Callable[[], PayeeAccount]], PayeeAccount | None]
+) -> PayeeAccount | None:
+    """The national account to pay (contract v3's ``payee_account``): where the XML states
+    no IBAN and its accounts to pay are one account of a scheme the supplier register can
+    hold (:mod:`pipeline.invoice.national_accounts`), stated once or more. None otherwise
+    (two different accounts, one without a scheme or of another shape): the reader then
+    reviews it as ``payee_account_not_iban``."""
+    if facts.ibans or not facts.stated_accounts:
+        return None
+    canonical = {national_account(a.scheme, a.id) for a in facts.stated_accounts}
+    if len(canonical) != 1 or None in canonical:
+        return None
+    first = facts.stated_accounts[0]
+    scheme, _, ident = (canonical.pop() or "").rpartition(":")
+    return build(
+        "payee_account",
+        lambda: PayeeAccount(scheme=scheme, id=ident, evidence=_evidence(first.path)),
     )
 
 
