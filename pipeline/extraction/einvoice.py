@@ -401,17 +401,19 @@ def _payee_account(
     facts: InvoiceFacts, build: Callable[[str, Callable[[], PayeeAccount]], PayeeAccount | None]
 ) -> PayeeAccount | None:
     """The national account to pay (contract v3's ``payee_account``): where the XML states
-    no IBAN and its accounts to pay are one account of a scheme the supplier register can
-    hold (:mod:`pipeline.invoice.national_accounts`), stated once or more. None otherwise
-    (two different accounts, one without a scheme or of another shape): the reader then
-    reviews it as ``payee_account_not_iban``."""
+    no IBAN, its first account to pay (BT-84, in document order, as the result's IBAN is
+    the first stated), if of a scheme the supplier register can hold
+    (:mod:`pipeline.invoice.national_accounts`). None otherwise (its first account has no
+    scheme, or one of another shape: a BIC): the reader then reviews it as
+    ``payee_account_not_iban``. A Swedish invoice offering a bankgiro and a plusgiro is
+    paid to the first, which must be on file; the ERP is told to pay that one."""
     if facts.ibans or not facts.stated_accounts:
         return None
-    canonical = {national_account(a.scheme, a.id) for a in facts.stated_accounts}
-    if len(canonical) != 1 or None in canonical:
-        return None
     first = facts.stated_accounts[0]
-    scheme, _, ident = (canonical.pop() or "").rpartition(":")
+    canonical = national_account(first.scheme, first.id)
+    if canonical is None:
+        return None
+    scheme, _, ident = canonical.rpartition(":")
     return build(
         "payee_account",
         lambda: PayeeAccount(scheme=scheme, id=ident, evidence=_evidence(first.path)),

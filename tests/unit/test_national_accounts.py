@@ -208,3 +208,33 @@ def test_a_v1_job_cannot_leave_the_account_out() -> None:
     )
     assert got.report.decision is Decision.REVIEW_REQUIRED
     assert "contract_v3_required" in _codes(got)
+
+
+def _two_accounts(first: bytes, second: bytes) -> bytes:
+    """The invoice offering two accounts to pay, as Peppol's Swedish examples do (a
+    bankgiro and a plusgiro): ``first`` and ``second`` each ``SCHEME|ID``."""
+    xml = _bankgiro()
+    start, end = xml.index(b"<cac:PaymentMeans>"), xml.index(b"</cac:PaymentMeans>") + 19
+    block = xml[start:end]
+
+    def means(account: bytes) -> bytes:
+        scheme, ident = account.split(b"|")
+        return block.replace(b"5050-1055", ident).replace(b"SE:BANKGIRO", scheme)
+
+    return xml[:start] + means(first) + means(second) + xml[end:]
+
+
+def test_of_two_accounts_the_first_is_paid_and_must_be_on_file() -> None:
+    """As the result's IBAN is the first the XML states, its national account is the
+    first: the ERP is told to pay that one, so that one must be on file."""
+    xml = _two_accounts(b"SE:BANKGIRO|5050-1055", b"SE:PLUSGIRO|333 89 29")
+    got = _decide(xml, "SE:BANKGIRO:50501055")
+    assert (got.report.decision, _codes(got)) == (Decision.SUCCEEDED, [])
+    assert got.extraction.payee_account is not None
+    assert got.extraction.payee_account.canonical == "SE:BANKGIRO:50501055"
+    assert _codes(_decide(xml, "SE:PLUSGIRO:3338929")) == ["payee_account_not_registered"]
+    # a first account the register cannot hold (a BIC names it) reviews as before
+    bic_first = _two_accounts(b"BANKSBIC|1234567", b"SE:BANKGIRO|5050-1055")
+    got = _decide(bic_first, "SE:BANKGIRO:50501055")
+    assert got.extraction.payee_account is None
+    assert _codes(got) == ["payee_account_not_iban"]
