@@ -39,22 +39,26 @@ FROM suppliers WHERE tenant_id = $1
 ORDER BY id;
 
 -- name: supplier_list_unsealed
--- Suppliers with a name or an IBAN stored unsealed (before migrations 044 and 048, or
--- written without a KEK), for ``seal_register``; $1 at most.
-SELECT id, tenant_id, name, vat_id, tax_number, vat_id_sealed, tax_number_sealed, ibans
+-- Suppliers with a name, an IBAN or a national account stored unsealed (before
+-- migrations 044 and 048, or written without a KEK), for ``seal_register``; $1 at most.
+SELECT id, tenant_id, name, vat_id, tax_number, vat_id_sealed, tax_number_sealed, ibans,
+       accounts
 FROM suppliers
 WHERE name NOT LIKE 'fenceline-sealed:v1:%'
    OR EXISTS (SELECT 1 FROM unnest(ibans) AS i WHERE i NOT LIKE 'fenceline-sealed:v1:%')
+   OR EXISTS (SELECT 1 FROM unnest(accounts) AS a WHERE a NOT LIKE 'fenceline-sealed:v1:%')
 ORDER BY id
 LIMIT $1;
 
 -- name: supplier_register_update_if_same
 -- A supplier sealed: its name ($4), ids ($5-$8: keyed hashes and sealed values),
--- IBANs ($9) with their keyed hashes ($10), if its IBANs and name are still the ones
--- read ($2, $3): a supplier added again meanwhile keeps what its writer stored.
+-- IBANs ($9) with their keyed hashes ($10), national accounts ($12) with theirs ($13),
+-- if its IBANs, name and accounts are still the ones read ($2, $3, $11): a supplier
+-- added again meanwhile keeps what its writer stored.
 UPDATE suppliers SET name = $4, vat_id = $5, vat_id_sealed = $6, tax_number = $7,
-                     tax_number_sealed = $8, ibans = $9, iban_keys = $10
-WHERE id = $1 AND ibans = $2 AND name = $3
+                     tax_number_sealed = $8, ibans = $9, iban_keys = $10,
+                     accounts = $12, account_keys = $13
+WHERE id = $1 AND ibans = $2 AND name = $3 AND accounts = $11
 RETURNING id;
 
 -- name: tenant_currencies_update_if_exists

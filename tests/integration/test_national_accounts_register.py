@@ -23,7 +23,7 @@ from pipeline.invoice import SupplierRecord
 from pipeline.jobs import JobStore
 from pipeline.sealed_results import open_body
 from pipeline.settings import Settings
-from pipeline.tenants import load_master_data, upsert_supplier
+from pipeline.tenants import load_master_data, seal_register, upsert_supplier
 from pipeline.validation import Decision
 from pipeline.worker.interpretation import interpret_einvoice
 from tests.integration.test_master_data_cli import fenceline
@@ -127,13 +127,21 @@ async def test_a_malformed_account_is_refused_and_nothing_stored(
 async def test_accounts_are_sealed_at_rest_and_shredded_with_the_tenant(
     pool: asyncpg.Pool,
 ) -> None:
+    """Written without a KEK the accounts are stored as they are; ``seal_register`` (what
+    ``fenceline suppliers seal`` runs) seals them with their keyed hashes."""
     keys = DataKeys(LocalKeyProvider([base64.b64decode(KEK)]))
     tenant = await new_tenant(pool)
     record = SupplierRecord(
         "Leverantör AB", "SE556677889901", accounts=frozenset({"SE:BANKGIRO:50501055"})
     )
     async with pool.acquire() as conn:
-        await upsert_supplier(conn, tenant.id, record, keys=keys)
+        await upsert_supplier(conn, tenant.id, record)  # no KEK: as it is
+        row = await conn.fetchrow(
+            "SELECT accounts, account_keys FROM suppliers WHERE tenant_id = $1", tenant.id
+        )
+        assert (row["accounts"], row["account_keys"]) == (["SE:BANKGIRO:50501055"], [])
+    assert await seal_register(keys, pool) >= 1
+    async with pool.acquire() as conn:
         row = await conn.fetchrow(
             "SELECT accounts, account_keys FROM suppliers WHERE tenant_id = $1", tenant.id
         )
