@@ -25,6 +25,7 @@ from pipeline.invoice import (
     parse_extraction,
 )
 from pipeline.invoice.national_accounts import national_account, parse_account
+from pipeline.jobs.explain_result import evidenced_fields
 from pipeline.validation import Decision
 from pipeline.worker.interpretation import Interpretation, interpret_einvoice
 from tests.support.einvoices import DATA
@@ -238,3 +239,12 @@ def test_of_two_accounts_the_first_is_paid_and_must_be_on_file() -> None:
     got = _decide(bic_first, "SE:BANKGIRO:50501055")
     assert got.extraction.payee_account is None
     assert _codes(got) == ["payee_account_not_iban"]
+
+
+def test_explain_shows_the_account_as_the_register_holds_it() -> None:
+    result = read_einvoice(_bankgiro()).extraction.model_dump(mode="json")
+    shown = {name: value for name, value, _ in evidenced_fields(result)}
+    assert shown["payee_account"] == "SE:BANKGIRO:50501055"
+    marked = {**result, "payee_account": {"value": "[shredded]", "evidence": None}}
+    shown = {name: value for name, value, _ in evidenced_fields(marked)}
+    assert shown["payee_account"] == "[shredded]"
