@@ -9,6 +9,8 @@ IBAN on file is; one not on file, or a supplier with none on file, goes to revie
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import timedelta
 
 import pytest
@@ -22,16 +24,22 @@ from pipeline.invoice import (
     ReasonCode,
     SupplierRecord,
     TenantMasterData,
+    extraction_json_schema,
     parse_extraction,
 )
 from pipeline.invoice.national_accounts import national_account, parse_account
 from pipeline.jobs.explain_result import evidenced_fields
 from pipeline.validation import Decision
 from pipeline.worker.interpretation import Interpretation, interpret_einvoice
-from tests.support.einvoices import DATA
+from tests.support.einvoices import DATA, without_cvd
 
 #: A Peppol invoice that reads SUCCEEDED, paid to its IBAN by credit transfer (30).
 UBL = DATA / "ubl" / "ubl-tc434-example9.xml"
+#: A CII payment means' IBAN, moved to BT-84's place for a national account.
+_CII_IBAN = re.compile(
+    rb"<ram:IBANID>[^<]*</ram:IBANID>(\s*(?:<!--[^>]*-->\s*)?<ram:AccountName>[^<]*"
+    rb"</ram:AccountName>)"
+)
 
 
 def _bankgiro(account: bytes = b"5050-1055", scheme: bytes = b"SE:BANKGIRO") -> bytes:
@@ -191,6 +199,7 @@ def test_a_model_may_not_write_a_payee_account() -> None:
     answer = read_einvoice(_bankgiro()).extraction.model_dump_json()
     with pytest.raises(MalformedOutput, match="payee_account"):
         parse_extraction(answer)
+    assert "payee_account" not in json.dumps(extraction_json_schema())  # nor offered
     assert Extraction.model_validate_json(answer).payee_account is not None
 
 
@@ -248,3 +257,16 @@ def test_explain_shows_the_account_as_the_register_holds_it() -> None:
     marked = {**result, "payee_account": {"value": "[shredded]", "evidence": None}}
     shown = {name: value for name, value, _ in evidenced_fields(marked)}
     assert shown["payee_account"] == "[shredded]"
+
+
+def test_a_cii_account_states_no_scheme_and_reviews_as_before() -> None:
+    """CII's ``ProprietaryID`` carries no scheme (the EN 16931 schema allows none): read
+    with scheme None, no ``payee_account``, the reader's ``payee_account_not_iban``."""
+    xml = without_cvd((DATA / "currencies" / "02.01a-cvd_INVOICE_uncefact.xml").read_bytes())
+    national = _CII_IBAN.sub(rb"<ram:ProprietaryID>12345678</ram:ProprietaryID>\1", xml)
+    facts = read_invoice_xml(national)
+    assert [(a.id, a.scheme) for a in facts.stated_accounts] == [("12345678", None)] * 2
+    assert facts.stated_accounts[0].path.endswith("ram:ProprietaryID")
+    reading = read_einvoice(national)
+    assert reading.extraction.payee_account is None
+    assert ReasonCode.PAYEE_ACCOUNT_NOT_IBAN in [r.code for r in reading.reasons]
