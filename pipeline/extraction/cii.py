@@ -275,10 +275,9 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         f"{_text(el)} (payment means {_text(_child(means, 'TypeCode')) or '?'})"
         for means, el in proprietary
     )
-    # CII could name an account's scheme only by ProprietaryID's schemeID, which the
-    # Factur-X EN 16931 schema does not allow (such an XML is einvoice_invalid): without
-    # one the scheme is None, which the supplier register cannot hold, so such an account
-    # reviews as before (payee_account_not_iban).
+    # CII names an account's scheme only by ProprietaryID's schemeID (SE:BANKGIRO):
+    # without one the scheme is None, which the supplier register cannot hold, so such
+    # an account reviews as before (payee_account_not_iban).
     stated_accounts = tuple(
         AccountFacts(_text(el) or "", el.get("schemeID"), where(el)) for _, el in proprietary
     )

@@ -259,14 +259,19 @@ def test_explain_shows_the_account_as_the_register_holds_it() -> None:
     assert shown["payee_account"] == "[shredded]"
 
 
-def test_a_cii_account_states_no_scheme_and_reviews_as_before() -> None:
-    """CII's ``ProprietaryID`` carries no scheme (the EN 16931 schema allows none): read
-    with scheme None, no ``payee_account``, the reader's ``payee_account_not_iban``."""
+def test_a_cii_account_is_named_by_its_schemeid_or_reviews_as_before() -> None:
+    """CII's ``ProprietaryID`` names its scheme by a ``schemeID`` where at all: with one
+    the result holds it; without, scheme None, the reader's ``payee_account_not_iban``."""
     xml = without_cvd((DATA / "currencies" / "02.01a-cvd_INVOICE_uncefact.xml").read_bytes())
-    national = _CII_IBAN.sub(rb"<ram:ProprietaryID>12345678</ram:ProprietaryID>\1", xml)
+    national = _CII_IBAN.sub(rb"\1<ram:ProprietaryID>12345678</ram:ProprietaryID>", xml)
     facts = read_invoice_xml(national)
     assert [(a.id, a.scheme) for a in facts.stated_accounts] == [("12345678", None)] * 2
     assert facts.stated_accounts[0].path.endswith("ram:ProprietaryID")
     reading = read_einvoice(national)
     assert reading.extraction.payee_account is None
-    assert ReasonCode.PAYEE_ACCOUNT_NOT_IBAN in [r.code for r in reading.reasons]
+    assert [r.code for r in reading.reasons] == [ReasonCode.PAYEE_ACCOUNT_NOT_IBAN]
+    named = national.replace(b"<ram:ProprietaryID>", b'<ram:ProprietaryID schemeID="SE:BANKGIRO">')
+    reading = read_einvoice(named)
+    assert reading.reasons == ()
+    assert reading.extraction.payee_account is not None
+    assert reading.extraction.payee_account.canonical == "SE:BANKGIRO:12345678"
