@@ -344,11 +344,13 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
                 number=first.number, issue_date=first.issue_date, evidence=_evidence(first.path)
             ),
         )
-    payee_account = _payee_account(facts, build)
     payable = _payable(facts)
     second = facts.tax_currency if facts.tax_currency not in (None, facts.currency) else None
     codes = facts.payment_means
     collected = codes[0] if codes and set(codes) <= COLLECTED_PAYMENT_MEANS else None
+    # what the buyer pays no account for (a credit note, a collected invoice) has none
+    pays_none = collected is not None or facts.document_type == "credit_note"
+    payee_account = None if pays_none else _payee_account(facts, build)
     debit = collected in DIRECT_DEBIT_PAYMENT_MEANS
     return Extraction(
         supplier=Supplier(

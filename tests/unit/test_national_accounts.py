@@ -275,3 +275,17 @@ def test_a_cii_account_is_named_by_its_schemeid_or_reviews_as_before() -> None:
     assert reading.reasons == ()
     assert reading.extraction.payee_account is not None
     assert reading.extraction.payee_account.canonical == "SE:BANKGIRO:12345678"
+
+
+def test_a_credit_note_holds_no_account_to_pay() -> None:
+    """A credit note's account is no payee of the buyer's: no ``payee_account`` (the
+    delivery says ``none``), exempt as from the IBAN, whatever is on file."""
+    xml = _bankgiro().replace(
+        b"<cbc:InvoiceTypeCode>380</cbc:InvoiceTypeCode>",
+        b"<cbc:InvoiceTypeCode>381</cbc:InvoiceTypeCode>",
+    )
+    assert b"<cbc:InvoiceTypeCode>381" in xml
+    reading = read_einvoice(xml)
+    assert reading.extraction.document_type == "credit_note"
+    assert reading.extraction.payee_account is None
+    assert ReasonCode.PAYEE_ACCOUNT_NOT_IBAN not in [r.code for r in reading.reasons]
