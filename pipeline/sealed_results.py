@@ -11,7 +11,8 @@ copied to another job's, tenant's or member's place does not open. The JSON's sh
 its numbers (evidence offsets, page numbers) and booleans stay open, and so do
 :data:`OPEN_MEMBERS`: the document type (an enum: the delivery's event type and the
 credit-note lookup read it in SQL) and the model's unsure field paths (the contract's
-own names). The IBAN and a direct debit's debited account (:data:`SEALED_FIELDS`,
+own names). The IBAN, a direct debit's debited account and a national account to pay
+(:data:`SEALED_FIELDS`,
 personal data) are sealed whole: their object's JSON text in one token, so not even
 their evidence offsets show.
 
@@ -54,7 +55,7 @@ UNREADABLE = (DataKeyShredded, DataKeyNotHere, DataKeyUnavailable)
 
 #: The result members sealed whole, their object's JSON text in one token (personal
 #: data: each an object or null when open).
-SEALED_FIELDS = ("iban", "debited_account")
+SEALED_FIELDS = ("iban", "debited_account", "payee_account")
 #: The result members kept open: SQL reads them and they hold no invoice text.
 OPEN_MEMBERS = ("document_type", "uncertain_fields")
 

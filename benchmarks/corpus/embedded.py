@@ -4,8 +4,8 @@ contract v3 (``schema_version`` 3) would: the corpus measures what v3 reads.
 :mod:`benchmarks.corpus.xml_read` and :mod:`benchmarks.corpus.xml_plant` read the same
 documents the same way: the embedded XML (``factur-x.xml``, ``zugferd-invoice.xml``,
 ``xrechnung.xml``), the text layer of every page, and a tenant that has the XML's
-supplier (name, VAT id, tax number), IBANs and currency on file, with "today" the day
-after issue.
+supplier (name, VAT id, tax number), IBANs, national accounts and currency on file, with
+"today" the day after issue.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pipeline.extraction import (
     is_embedded_invoice,
     read_invoice_xml,
 )
-from pipeline.invoice import SCHEMA_V3, SupplierRecord, TenantMasterData
+from pipeline.invoice import SCHEMA_V3, SupplierRecord, TenantMasterData, national_account
 from pipeline.worker.interpretation import Interpretation, interpret_einvoice
 
 
@@ -68,9 +68,11 @@ def decide(xml: bytes, page: str, *, master_xml: bytes | None = None) -> Interpr
     The supplier is registered as the XML states it: its name (BT-27), its VAT id
     (BT-31) and its tax number (BT-32) where the XML states them, none invented, so a
     seller known only by its tax number is on file by that alone (as ``fenceline
-    suppliers add NAME --tax-number ...`` stores it). ``master_xml``: take the master data
-    (and "today") from this XML instead, the untouched one a plant was made from, so a
-    planted seller identity meets the truth on file.
+    suppliers add NAME --tax-number ...`` stores it); its IBANs and its national accounts
+    (BT-84 of a scheme the register holds, a Swedish bankgiro: as ``--account`` stores
+    them), so the measure shows what a tenant that registered them gets. ``master_xml``:
+    take the master data (and "today") from this XML instead, the untouched one a plant
+    was made from, so a planted seller identity meets the truth on file.
 
     An empty ``page`` is a standalone XML upload: no page, validated on what the XML
     states, as the worker does."""
@@ -87,6 +89,11 @@ def decide(xml: bytes, page: str, *, master_xml: bytes | None = None) -> Interpr
                 master_facts.seller_vat_id,
                 frozenset(master_facts.ibans),
                 tax_number=master_facts.seller_tax_number,
+                accounts=frozenset(
+                    held
+                    for a in master_facts.stated_accounts
+                    if (held := national_account(a.scheme, a.id)) is not None
+                ),
             ),
         )
         currencies = frozenset({master_facts.currency}) if master_facts.currency else frozenset()

@@ -17,11 +17,15 @@ the first element of its kind that a reader reads into a contract v3 field:
   neither VAT id nor tax number, the IBAN (BT-84), the one identifier that proves the
   seller, replaced by another valid IBAN;
 - ``o_tax``: on an invoice not subject to VAT, its breakdown's tax amount (BT-117, which
-  BR-O-09 makes 0) 1 higher.
+  BR-O-09 makes 0) 1 higher;
+- ``national_account``: on an invoice paid to a national account (BT-84 that is no IBAN,
+  a Swedish bankgiro, which the result holds as ``payee_account``), the account's last
+  digit changed wherever the XML states it (UBL ``PayeeFinancialAccount/ID``, CII
+  ``ProprietaryID``): another account than the one on file.
 
 Master data is the untouched XML's (:func:`~benchmarks.corpus.embedded.decide`'s
-``master_xml``): its supplier with VAT id and tax number as stated, so a planted tax
-number meets the one on file.
+``master_xml``): its supplier with VAT id, tax number, IBANs and national accounts as
+stated, so a planted tax number or account meets the one on file.
 
 The plant re-serialises the tree (:mod:`xml.etree.ElementTree`: prefixes change, local
 names and namespaces do not, which is all the readers and the schema check read). Every
@@ -39,7 +43,7 @@ from pathlib import Path
 
 from benchmarks.corpus.embedded import corpus_einvoices, decide
 from benchmarks.corpus.tree import CorpusTree
-from pipeline.extraction import read_invoice_xml
+from pipeline.extraction import read_einvoice, read_invoice_xml
 from pipeline.extraction.xml_tree import local, parse_xml
 from pipeline.validation import Decision
 
@@ -60,6 +64,7 @@ PLANTS = (
     "tax_number",
     "o_seller_iban",
     "o_tax",
+    "national_account",
 )
 #: Valid IBANs a planted seller IBAN takes (the second where the first is the XML's).
 _OTHER_IBANS = ("DE02120300000000202051", "DE89370400440532013000")
@@ -94,6 +99,8 @@ def targets(root: ET.Element) -> Iterator[tuple[str, ET.Element]]:
                 )
         if name in ("PayeeFinancialAccount", "PayeePartyCreditorFinancialAccount"):
             yield from (("o_seller_iban", i) for i in (*_kids(el, "ID"), *_kids(el, "IBANID")))
+            accounts = (*_kids(el, "ID"), *_kids(el, "ProprietaryID"))
+            yield from (("national_account", i) for i in accounts)
         if name == "TaxSubtotal":
             yield from (("o_tax", a) for a in _kids(el, "TaxAmount"))
         if name == "ApplicableTradeTax":
@@ -113,11 +120,17 @@ def planted(xml: bytes, plant: str) -> bytes | None:
         unidentified = facts.seller_vat_id is None and facts.seller_tax_number is None
         if not facts.not_subject_to_vat or (plant == "o_seller_iban" and not unidentified):
             return None
+    if plant == "national_account" and read_einvoice(xml).extraction.payee_account is None:
+        return None
     root = parse_xml(xml)
     el = next((e for p, e in targets(root) if p == plant), None)
     if el is None:
         return None
-    if plant == "o_seller_iban":
+    if plant == "national_account":
+        stated = el.text or ""
+        for same in (e for p, e in targets(root) if p == plant and e.text == stated):
+            same.text = _other_account(stated)
+    elif plant == "o_seller_iban":
         stated = (el.text or "").replace(" ", "").upper()
         el.text = next(i for i in _OTHER_IBANS if i != stated)
     elif plant == "tax_currency":
@@ -131,6 +144,12 @@ def planted(xml: bytes, plant: str) -> bytes | None:
             return None
     out: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
     return out
+
+
+def _other_account(account: str) -> str:
+    """``account`` with its last digit changed (``5050-1055`` to ``5050-1056``)."""
+    at = max(i for i, ch in enumerate(account) if ch.isdigit())
+    return account[:at] + str((int(account[at]) + 1) % 10) + account[at + 1 :]
 
 
 def main(argv: list[str] | None = None) -> int:

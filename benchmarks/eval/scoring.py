@@ -68,6 +68,7 @@ V3_SCALAR_FIELDS = (
     "payment_means",
     "mandate_reference",
     "debited_account",
+    "payee_account",
 )
 ALLOWANCE_FIELDS = ("kind", "amount", "tax_rate")
 LINE_ALLOWANCE_FIELDS = ("kind", "amount")
@@ -235,9 +236,10 @@ def extraction_values(e: Extraction) -> Values:
     scalars = {
         name: value(getattr(e, name))
         for name in (*SCALAR_FIELDS, *V3_SCALAR_FIELDS)
-        if "." not in name and name != "document_type"
+        if "." not in name and name not in ("document_type", "payee_account")
     }
     scalars["document_type"] = e.document_type
+    scalars["payee_account"] = e.payee_account.canonical if e.payee_account else None
     scalars["supplier.name"] = value(e.supplier.name)
     scalars["supplier.vat_id"] = value(e.supplier.vat_id)
     scalars["supplier.tax_number"] = value(e.supplier.tax_number)

@@ -179,6 +179,9 @@ class Truth(_Strict):
     #: A direct debit's mandate reference (BT-89) and the account it debits (BT-91).
     mandate_reference: Text | None = None
     debited_account: Text | None = None
+    #: The national account to pay (BT-84 that is no IBAN), canonical ``SCHEME:ID``
+    #: (``SE:BANKGIRO:50501055``, contract v3's ``payee_account``).
+    payee_account: Text | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The truth as a dataset line states it: every required key (a null kept), and
@@ -296,4 +299,5 @@ def truth_from_extraction(e: Extraction) -> Truth:
         payment_means=value(e.payment_means),
         mandate_reference=value(e.mandate_reference),
         debited_account=value(e.debited_account),
+        payee_account=e.payee_account.canonical if e.payee_account is not None else None,
     )

@@ -52,6 +52,15 @@ def _supplier_args(p: argparse.ArgumentParser) -> None:
         default=[],
         help="an IBAN on file for this supplier (repeatable; none: any valid IBAN passes)",
     )
+    p.add_argument(
+        "--account",
+        action="append",
+        default=[],
+        metavar="SCHEME:ID",
+        help="a national account on file that is no IBAN, e.g. SE:BANKGIRO:5050-1055 or "
+        "SE:PLUSGIRO:3338929 (repeatable; the scheme upper case, the id compared without "
+        "spaces and hyphens); an invoice stating one not on file is reviewed",
+    )
 
 
 @command(
@@ -75,6 +84,7 @@ def _suppliers_add(args: argparse.Namespace, settings: Settings) -> int:
                 vat_id=args.vat_id,
                 ibans=args.iban,
                 tax_number=args.tax_number,
+                accounts=args.account,
                 keys=keys,
             ),
         )
@@ -85,6 +95,7 @@ def _suppliers_add(args: argparse.Namespace, settings: Settings) -> int:
         "vat_id": record.vat_id,
         "tax_number": record.tax_number,
         "ibans": sorted(record.ibans),
+        "accounts": sorted(record.accounts),
         "created": created,
     }
     print(json.dumps(out, indent=2))
@@ -97,7 +108,9 @@ def _tenant_arg(p: argparse.ArgumentParser) -> None:
 
 
 @command(
-    "suppliers list", "a tenant's suppliers with their VAT ids, tax numbers and IBANs", _tenant_arg
+    "suppliers list",
+    "a tenant's suppliers with their VAT ids, tax numbers, IBANs and national accounts",
+    _tenant_arg,
 )
 def _suppliers_list(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.data_keys import DataKeys
@@ -118,6 +131,7 @@ def _suppliers_list(args: argparse.Namespace, settings: Settings) -> int:
                 "vat_id": r.vat_id,
                 "tax_number": r.tax_number,
                 "ibans": sorted(r.ibans),
+                "accounts": sorted(r.accounts),
             }
             for r in records
         ]
@@ -125,12 +139,13 @@ def _suppliers_list(args: argparse.Namespace, settings: Settings) -> int:
     else:
         for r in records:
             ibans = " ".join(sorted(r.ibans)) or "(no IBAN on file)"
+            accounts = "".join(f"  {a}" for a in sorted(r.accounts))
             ids = "  ".join(
                 f"{label}{value}"
                 for label, value in (("", r.vat_id), ("tax number ", r.tax_number))
                 if value
             )
-            print(visible(f"{r.name}  {ids}  {ibans}"))
+            print(visible(f"{r.name}  {ids}  {ibans}{accounts}"))
     return 0
 
 

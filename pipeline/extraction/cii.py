@@ -26,6 +26,7 @@ from datetime import date
 
 from pipeline.extraction.einvoice_facts import (
     CREDIT_NOTE_TYPES,
+    AccountFacts,
     AllowanceFacts,
     InvoiceFacts,
     ItemFacts,
@@ -263,11 +264,22 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         if _text(el := _path(means, "PayeePartyCreditorFinancialAccount", "IBANID"))
     ]
     ibans = tuple((_text(el) or "").replace(" ", "").upper() for el in iban_elements)
-    other_accounts = tuple(
-        f"{account} (payment means {_text(_child(means, 'TypeCode')) or '?'})"
+    proprietary = [
+        (means, el)
         for means in _children(settlement, "SpecifiedTradeSettlementPaymentMeans")
-        if (account := _text(_path(means, "PayeePartyCreditorFinancialAccount", "ProprietaryID")))
+        if (el := _path(means, "PayeePartyCreditorFinancialAccount", "ProprietaryID")) is not None
+        and _text(el)
         and not _text(_path(means, "PayeePartyCreditorFinancialAccount", "IBANID"))
+    ]
+    other_accounts = tuple(
+        f"{_text(el)} (payment means {_text(_child(means, 'TypeCode')) or '?'})"
+        for means, el in proprietary
+    )
+    # CII names an account's scheme only by ProprietaryID's schemeID (SE:BANKGIRO):
+    # without one the scheme is None, which the supplier register cannot hold, so such
+    # an account reviews as before (payee_account_not_iban).
+    stated_accounts = tuple(
+        AccountFacts(_text(el) or "", el.get("schemeID"), where(el)) for _, el in proprietary
     )
     debited = [
         el
@@ -341,6 +353,7 @@ def cii_facts(root: ET.Element) -> InvoiceFacts:
         mandate_reference=_text(mandates[0]) if mandates else None,
         debited_account=(_text(debited[0]) or "").replace(" ", "") if debited else None,
         payee_accounts=other_accounts,
+        stated_accounts=stated_accounts,
         tax_total_in_tax_currency=(
             _decimal(in_tax_currency[0]) if len(in_tax_currency) == 1 else None
         ),

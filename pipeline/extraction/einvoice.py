@@ -61,11 +61,13 @@ from pipeline.invoice import (
     Extraction,
     LineAllowanceCharge,
     LineItem,
+    PayeeAccount,
     PrecedingInvoice,
     Reason,
     ReasonCode,
     Supplier,
     TaxLine,
+    national_account,
 )
 
 #: The reader recorded beside a result read from CII XML (the attempt's engine).
@@ -215,8 +217,15 @@ def read_einvoice(xml: bytes, page_text: str | None = None) -> EInvoiceReading:
 def _payee_account_reasons(facts: InvoiceFacts, extraction: Extraction) -> list[Reason]:
     """``payee_account_not_iban`` where the XML states an account to pay (BT-84) and none
     is an IBAN: it says where to pay, and master data cannot check it. An invoice needing
-    no account (a credit note, one the supplier collects) is exempt, as from the IBAN."""
-    if not facts.payee_accounts or facts.ibans or extraction.pays_no_account():
+    no account (a credit note, one the supplier collects) is exempt, as from the IBAN; so
+    is one whose account the result holds as ``payee_account`` (a scheme the supplier
+    register holds), which validation holds against the accounts on file."""
+    if (
+        not facts.payee_accounts
+        or facts.ibans
+        or extraction.pays_no_account()
+        or extraction.payee_account is not None
+    ):
         return []
     return [
         Reason(
@@ -339,6 +348,9 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
     second = facts.tax_currency if facts.tax_currency not in (None, facts.currency) else None
     codes = facts.payment_means
     collected = codes[0] if codes and set(codes) <= COLLECTED_PAYMENT_MEANS else None
+    # what the buyer pays no account for (a credit note, a collected invoice) has none
+    pays_none = collected is not None or facts.document_type == "credit_note"
+    payee_account = None if pays_none else _payee_account(facts, build)
     debit = collected in DIRECT_DEBIT_PAYMENT_MEANS
     return Extraction(
         supplier=Supplier(
@@ -383,6 +395,30 @@ def _extraction(facts: InvoiceFacts, reasons: list[Reason]) -> Extraction:
             EvidencedAmount,
             None if second is None else facts.tax_total_in_tax_currency,
         ),
+        payee_account=payee_account,
+    )
+
+
+def _payee_account(
+    facts: InvoiceFacts, build: Callable[[str, Callable[[], PayeeAccount]], PayeeAccount | None]
+) -> PayeeAccount | None:
+    """The national account to pay (contract v3's ``payee_account``): where the XML states
+    no IBAN, its first account to pay (BT-84, in document order, as the result's IBAN is
+    the first stated), if of a scheme the supplier register can hold
+    (:mod:`pipeline.invoice.national_accounts`). None otherwise (its first account has no
+    scheme, or one of another shape: a BIC): the reader then reviews it as
+    ``payee_account_not_iban``. A Swedish invoice offering a bankgiro and a plusgiro is
+    paid to the first, which must be on file; the ERP is told to pay that one."""
+    if facts.ibans or not facts.stated_accounts:
+        return None
+    first = facts.stated_accounts[0]
+    canonical = national_account(first.scheme, first.id)
+    if canonical is None:
+        return None
+    scheme, _, ident = canonical.rpartition(":")
+    return build(
+        "payee_account",
+        lambda: PayeeAccount(scheme=scheme, id=ident, evidence=_evidence(first.path)),
     )
 
 

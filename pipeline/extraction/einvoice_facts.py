@@ -105,6 +105,17 @@ class TaxFacts:
 
 
 @dataclass(frozen=True)
+class AccountFacts:
+    """One account to pay that is no IBAN (EN 16931 BT-84): its id as stated, the scheme
+    the XML names it by (UBL: the ID's ``schemeID``, else the bank branch's ID, Peppol's
+    ``SE:BANKGIRO``; CII states none: None), and the path it was read from."""
+
+    id: str
+    scheme: str | None
+    path: str = ""
+
+
+@dataclass(frozen=True)
 class PrecedingFacts:
     """One preceding invoice reference (EN 16931 BG-3): the number (BT-25) and issue date
     (BT-26). UBL: ``cac:BillingReference/cac:InvoiceDocumentReference`` (``cbc:ID``,
@@ -192,6 +203,8 @@ class InvoiceFacts:
     #: payment means code): UBL ``PaymentMeans/PayeeFinancialAccount/ID`` not shaped as an
     #: IBAN, CII ``PayeePartyCreditorFinancialAccount/ProprietaryID`` without an IBAN.
     payee_accounts: tuple[str, ...] = ()
+    #: The same accounts structured (id, scheme, path), in document order.
+    stated_accounts: tuple[AccountFacts, ...] = ()
 
     @property
     def profile(self) -> str:

@@ -34,6 +34,7 @@ from datetime import date
 
 from pipeline.extraction.einvoice_facts import (
     CREDIT_NOTE,
+    AccountFacts,
     AllowanceFacts,
     InvoiceFacts,
     ItemFacts,
@@ -182,10 +183,23 @@ def _iban(account: ET.Element | None) -> str | None:
     return value if _IBAN.fullmatch(value) else None
 
 
-def _other_accounts(means: list[ET.Element]) -> tuple[str, ...]:
+def _other_accounts(means: list[ET.Element], where: XmlPaths) -> tuple[AccountFacts, ...]:
     """The payee accounts (BT-84) that are no IBAN, with the scheme that names them: the
-    ID's ``schemeID``, else the bank branch's ID (Peppol's ``SE:BANKGIRO``, a BIC), else
-    the payment means code."""
+    ID's ``schemeID``, else the bank branch's ID (Peppol's ``SE:BANKGIRO``, a BIC)."""
+    out = []
+    for m in means:
+        account = child(m, "PayeeFinancialAccount")
+        value = text(id_el := child(account, "ID"))
+        if value is None or id_el is None or _iban(account) is not None:
+            continue
+        scheme = id_el.get("schemeID") or text(path(account, "FinancialInstitutionBranch", "ID"))
+        out.append(AccountFacts(value, scheme, where(id_el)))
+    return tuple(out)
+
+
+def _named_accounts(means: list[ET.Element]) -> tuple[str, ...]:
+    """The payee accounts that are no IBAN as a reviewer reads them: each with the scheme
+    or bank that names it, else its payment means code (``3338929 (bank SE:PLUSGIRO)``)."""
     out = []
     for m in means:
         account = child(m, "PayeeFinancialAccount")
@@ -313,7 +327,8 @@ def ubl_facts(root: ET.Element) -> InvoiceFacts:
         payment_means=tuple(text(el) or "" for el in means_codes),
         mandate_reference=text(mandate_ids[0]) if mandate_ids else None,
         debited_account=(text(debited[0]) or "").replace(" ", "") if debited else None,
-        payee_accounts=_other_accounts(means),
+        payee_accounts=_named_accounts(means),
+        stated_accounts=_other_accounts(means, where),
         tax_total_in_tax_currency=(
             decimal(in_tax_currency[0]) if len(in_tax_currency) == 1 else None
         ),

@@ -29,6 +29,7 @@ from pipeline.invoice.contract import (
     Extraction,
     LineAllowanceCharge,
     LineItem,
+    PayeeAccount,
     PrecedingInvoice,
     Supplier,
     TaxLine,
@@ -51,6 +52,7 @@ from pipeline.invoice.evidence import (
 from pipeline.invoice.grammar_schema import extraction_json_schema
 from pipeline.invoice.ibans import IBAN_LENGTHS, iban_checksum_ok
 from pipeline.invoice.master_data import SupplierRecord, TenantMasterData
+from pipeline.invoice.national_accounts import national_account, parse_account
 from pipeline.invoice.numbers import (
     CENT,
     Printed,
@@ -117,6 +119,7 @@ __all__ = [
     "LineAllowanceCharge",
     "LineItem",
     "MatchKind",
+    "PayeeAccount",
     "PrecedingInvoice",
     "Printed",
     "Reason",
@@ -138,10 +141,12 @@ __all__ = [
     "locale_data",
     "mixed_script_tokens",
     "names_a_registration",
+    "national_account",
     "normalise_name",
     "normalise_text",
     "number_readings",
     "numbers_in",
+    "parse_account",
     "parse_contract",
     "parse_extraction",
     "read_number",

@@ -41,7 +41,9 @@ supplier collects (BT-81: card, direct debit), the seller's tax registration num
 (BT-32: ``supplier.tax_number``, which identifies a seller without VAT id against master
 data), and the VAT category "not subject to VAT" (``tax_category`` ``O`` on a line, a
 tax line or an allowance or charge: EN 16931 BR-O-05 to BR-O-07 give it no rate, so its
-rate is None, which only category ``O`` may leave out). Each is optional
+rate is None, which only category ``O`` may leave out), and the national account to pay
+where the invoice states one that is no IBAN (BT-84: ``payee_account``, a Swedish
+bankgiro, held against the supplier's accounts on file). Each is optional
 with an empty default (a plain invoice), dumped only where set, so a v2 result reads and
 dumps exactly as before; only an e-invoice reader fills them (:func:`parse_extraction`
 refuses a model's answer that does).
@@ -73,6 +75,7 @@ from pipeline.invoice.evidence import (
     EvidencedIban,
     EvidencedText,
 )
+from pipeline.invoice.national_accounts import national_account
 from pipeline.invoice.wire_types import (
     Amount,
     ContractModel,
@@ -303,6 +306,32 @@ class PrecedingInvoice(ContractModel):
     evidence: Evidence
 
 
+class PayeeAccount(ContractModel):
+    """The national account to pay (EN 16931 BT-84 that is no IBAN; contract v3, an
+    e-invoice reader's only): its scheme (``SE:BANKGIRO``: UBL's
+    ``FinancialInstitutionBranch/ID`` or the ID's ``schemeID``) and id, both canonical
+    (:mod:`pipeline.invoice.national_accounts`: ``50501055`` for a printed
+    ``5050-1055``), the evidence the XML path it was read from."""
+
+    scheme: NonEmptyStr
+    id: NonEmptyStr
+    evidence: Evidence
+
+    @model_validator(mode="after")
+    def _canonical(self) -> PayeeAccount:
+        if national_account(self.scheme, self.id) != f"{self.scheme}:{self.id}":
+            raise ValueError(
+                f"{self.scheme}:{self.id} is no canonical national account (SCHEME:ID, "
+                "scheme a country and a name, id letters and digits)"
+            )
+        return self
+
+    @property
+    def canonical(self) -> str:
+        """``SCHEME:ID``, as the supplier register holds it."""
+        return f"{self.scheme}:{self.id}"
+
+
 class Extraction(V3Model):
     """One invoice as the model must return it (see the module docstring)."""
 
@@ -314,6 +343,7 @@ class Extraction(V3Model):
         *DIRECT_DEBIT_FIELDS,
         *PAYABLE_FIELDS,
         *TAX_CURRENCY_FIELDS,
+        "payee_account",
     )
 
     supplier: Supplier
@@ -358,6 +388,12 @@ class Extraction(V3Model):
     #: (:mod:`pipeline.sealed_results`), as the IBAN is.
     mandate_reference: EvidencedText | None = None
     debited_account: EvidencedText | None = None
+    #: The national account to pay (BT-84 that is no IBAN: a Swedish bankgiro), contract
+    #: v3: set only where the XML states no IBAN and one account of a scheme the supplier
+    #: register can hold. Validation accepts it only where it is on file for the
+    #: supplier (``payee_account_not_registered`` otherwise). Personal data: sealed where
+    #: results are stored (:mod:`pipeline.sealed_results`), as the IBAN is.
+    payee_account: PayeeAccount | None = None
 
     def pays_no_account(self) -> bool:
         """Whether the buyer pays no account of the supplier's: a credit note (the supplier

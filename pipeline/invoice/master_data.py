@@ -23,6 +23,10 @@ class SupplierRecord:
     vat_id: str | None
     ibans: frozenset[str] = frozenset()
     tax_number: str | None = None
+    #: National accounts on file (EN 16931 BT-84 that is no IBAN: a Swedish bankgiro),
+    #: each canonical ``SCHEME:ID`` (:mod:`pipeline.invoice.national_accounts`); an
+    #: invoice stating one is accepted only where it is here.
+    accounts: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,9 @@ class ReasonCode(StrEnum):
     #: Swedish bankgiro, a page's "Kontonummer"): master data cannot check it, so it is
     #: never paid unchecked; the detail names the scheme or label.
     PAYEE_ACCOUNT_NOT_IBAN = "payee_account_not_iban"
+    #: The national account to pay the result holds (contract v3's ``payee_account``, a
+    #: Swedish bankgiro) is not on file for the supplier: never paid unchecked.
+    PAYEE_ACCOUNT_NOT_REGISTERED = "payee_account_not_registered"
     EVIDENCE_OUT_OF_RANGE = "evidence_out_of_range"
     EVIDENCE_QUOTE_MISMATCH = "evidence_quote_mismatch"
     EVIDENCE_VALUE_MISMATCH = "evidence_value_mismatch"

@@ -114,6 +114,8 @@ RULES: Mapping[str, str] = {
     "validation.iban_length": "the IBAN has its country's length",
     "validation.iban_not_in_text": "the IBAN is printed in the document",
     "validation.iban_not_registered": "the IBAN is on file for the supplier",
+    "validation.payee_account_not_registered": "the national account to pay (a bankgiro) "
+    "is on file for the supplier",
     "validation.iban_absent": "an invoice without IBAN prints none (no IBAN-shaped string, "
     "no IBAN label): the ERP pays the supplier's account on file",
     "validation.payee_account_not_iban": "an invoice without IBAN prints no other account "

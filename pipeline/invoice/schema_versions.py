@@ -11,7 +11,8 @@ v1 job asked for. Such a result's v3 values are of two kinds:
   level: the net total is not the lines' sum), an amount due other than the gross total
   (prepaid, rounding: a payment of the gross pays twice), a line's price basis quantity
   (its amount is not quantity x unit price), a tax currency, a payment means by which
-  the supplier collects (no IBAN to pay), a credit note or corrective invoice (the
+  the supplier collects (no IBAN to pay), a national account to pay (no IBAN: the
+  account on file is another than the one stated), a credit note or corrective invoice (the
   amounts are owed to the buyer, or replace another invoice's), and a supplier
   identified by its tax number alone (no VAT id to match it by), a VAT category "not
   subject to VAT" (rows without a rate, a seller perhaps without any tax id). A v1
@@ -56,6 +57,8 @@ def binding_v3_fields(extraction: Extraction) -> tuple[str, ...]:
     paths.extend(name for name in TAX_CURRENCY_FIELDS if getattr(e, name) is not None)
     if e.payment_means is not None:
         paths.append("payment_means")
+    if e.payee_account is not None:
+        paths.append("payee_account")
     for n, item in enumerate(e.line_items):
         if item.allowances_charges:
             paths.append(f"line_items[{n}].allowances_charges")

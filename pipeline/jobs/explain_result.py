@@ -49,10 +49,11 @@ def _value_at(result: dict[str, Any], path: str) -> Any:
 
 def evidenced_fields(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[str, Any] | None]]:
     """(field, value, evidence) of every evidenced value: the header, the preceding
-    invoice a credit note names, the prepaid amount and amount due, a second (tax)
-    currency, the payment means where the supplier collects (a direct debit's mandate
-    reference and debited account with it), then rows. The header
-    includes the seller's tax number (contract v3) where the result holds one."""
+    invoice a credit note names, a national account to pay (``SE:BANKGIRO:50501055``),
+    the prepaid amount and amount due, a second (tax) currency, the payment means where
+    the supplier collects (a direct debit's mandate reference and debited account with
+    it), then rows. The header includes the seller's tax number (contract v3) where the
+    result holds one."""
     for name in _PRINTED:
         node = _value_at(result, name)
         if isinstance(node, dict):
@@ -60,6 +61,10 @@ def evidenced_fields(result: dict[str, Any]) -> Iterator[tuple[str, Any, dict[st
     preceding = result.get("preceding_invoice")
     if isinstance(preceding, dict):
         yield "preceding_invoice", preceding.get("number"), preceding.get("evidence")
+    payee = result.get("payee_account")
+    if isinstance(payee, dict):  # a national account: SCHEME:ID, or the mark of one unopened
+        shown = f"{payee['scheme']}:{payee.get('id')}" if "scheme" in payee else payee.get("value")
+        yield "payee_account", shown, payee.get("evidence")
     for name in (
         "prepaid_amount",
         "rounding_amount",

@@ -12,8 +12,8 @@ length checks, currencies as ISO 4217 codes. Input that validation could never
 match (a bad IBAN, an unknown currency, hidden characters in a name) is refused
 with :class:`ValueError` rather than stored.
 
-The IBANs on file, and the suppliers' names, VAT ids and tax numbers, are sealed at
-rest under the tenant's data key when a KEK is configured
+The IBANs and national accounts on file, and the suppliers' names, VAT ids and tax
+numbers, are sealed at rest under the tenant's data key when a KEK is configured
 (:mod:`pipeline.tenants.supplier_ibans`, :mod:`pipeline.tenants.supplier_identities`):
 the writers seal them with the ``keys`` they are given, :func:`load_master_data`
 opens them, so every reader of a :class:`SupplierRecord` sees them in clear. ``keys`` left out is
@@ -40,11 +40,12 @@ from pipeline.invoice import (
     compact_id,
     iban_checksum_ok,
     names_a_registration,
+    parse_account,
 )
 from pipeline.queries import q
 from pipeline.tenants.accounts import get_tenant
 from pipeline.tenants.admin import resolve_tenant
-from pipeline.tenants.supplier_ibans import open_ibans, seal_ibans
+from pipeline.tenants.supplier_ibans import open_accounts, open_ibans, seal_accounts, seal_ibans
 from pipeline.tenants.supplier_identities import open_identities, seal_identity
 
 
@@ -71,6 +72,7 @@ async def _store(
         ValueError: the tax number is another supplier's of the tenant.
     """
     ibans, iban_keys = await seal_ibans(keys, conn, tenant_id, record.ibans)
+    accounts, account_keys = await seal_accounts(keys, conn, tenant_id, record.accounts)
     ident = await seal_identity(
         keys, conn, tenant_id, name=record.name, vat_id=record.vat_id, tax_number=record.tax_number
     )
@@ -87,6 +89,8 @@ async def _store(
                 iban_keys,
                 ident.vat_id_sealed,
                 ident.tax_number_sealed,
+                accounts,
+                account_keys,
             )
         else:
             row = await conn.fetchrow(
@@ -98,6 +102,8 @@ async def _store(
                 ident.tax_number,
                 iban_keys,
                 ident.tax_number_sealed,
+                accounts,
+                account_keys,
             )
     except asyncpg.UniqueViolationError as exc:
         raise ValueError(
@@ -156,6 +162,7 @@ async def add_supplier(
     vat_id: str | None = None,
     ibans: Iterable[str] = (),
     tax_number: str | None = None,
+    accounts: Iterable[str] = (),
     keys: DataKeys | None = None,
 ) -> tuple[SupplierRecord, bool]:
     """Add a supplier to ``tenant`` (id or name), or replace the one with that VAT id
@@ -163,6 +170,9 @@ async def add_supplier(
 
     A supplier is known by its VAT id, its tax number (EN 16931 BT-32), or both: an
     e-invoice of a seller without VAT id is matched by the tax number it states.
+    ``accounts`` are national accounts on file (``SE:BANKGIRO:5050-1055``: EN 16931
+    BT-84 that is no IBAN), stored canonical
+    (:func:`~pipeline.invoice.national_accounts.parse_account`).
     Returns the record as stored and whether it was created (False: replaced).
 
     Raises:
@@ -178,6 +188,7 @@ async def add_supplier(
         vat_id=None if vat_id is None else _identifier(vat_id, "VAT id"),
         ibans=frozenset(normalise_iban(i) for i in ibans),
         tax_number=None if tax_number is None else _tax_number(tax_number),
+        accounts=frozenset(parse_account(a) for a in accounts),
     )
     t = await resolve_tenant(conn, tenant)
     row = await _store(conn, t.id, record, keys or DataKeys(None))
@@ -251,12 +262,17 @@ async def load_master_data(
     currencies = frozenset(tenant.allowed_currencies) if tenant is not None else frozenset()
     rows = await conn.fetch(q("supplier_list_for_tenant"), tenant_id)
     opened = await open_ibans(keys, conn, tenant_id, [r["ibans"] for r in rows])
+    accounts = await open_accounts(keys, conn, tenant_id, [r["accounts"] for r in rows])
     idents = await open_identities(keys, conn, tenant_id, rows)
     suppliers = tuple(
         sorted(
             (
-                SupplierRecord(name=name, vat_id=vat_id, ibans=ibans, tax_number=tax_number)
-                for (name, vat_id, tax_number), ibans in zip(idents, opened, strict=True)
+                SupplierRecord(
+                    name=name, vat_id=vat_id, ibans=ibans, tax_number=tax_number, accounts=held
+                )
+                for (name, vat_id, tax_number), ibans, held in zip(
+                    idents, opened, accounts, strict=True
+                )
             ),
             key=_register_order,
         )

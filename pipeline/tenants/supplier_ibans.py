@@ -19,6 +19,9 @@ Invariants:
   is empty; IBANs stored before sealing read as they are, and
   :func:`pipeline.tenants.supplier_identities.seal_register` seals them once a
   KEK is configured.
+* **National accounts alike** (:func:`seal_accounts`, :func:`open_accounts`): the
+  accounts on file that are no IBAN (``accounts``, ``account_keys``: migration 047)
+  are sealed and hashed the same way, to their own subject and hash label.
 * **Shredded with the tenant**: once the tenant's data keys are shredded the
   register's IBANs do not open (:class:`~pipeline.errors.DataKeyShredded`) and its
   hashes match nothing the next data key makes.
@@ -37,6 +40,9 @@ from pipeline.data_keys import DataKeys
 SUBJECT = "suppliers:iban"
 #: What the register's keyed hashes are derived for.
 HASH_LABEL = "suppliers:iban"
+#: The subject and hash label of a register national account (``SE:BANKGIRO:50501055``).
+ACCOUNT_SUBJECT = "suppliers:account"
+ACCOUNT_HASH_LABEL = "suppliers:account"
 
 
 async def seal_ibans(
@@ -44,9 +50,28 @@ async def seal_ibans(
 ) -> tuple[list[str], list[str]]:
     """The IBANs as stored (sorted by their clear text, each sealed) and their keyed
     hashes at the same positions (empty when no KEK is configured)."""
-    ordered = sorted(set(ibans))
-    sealed = [await keys.seal_text(conn, tenant, iban, SUBJECT) for iban in ordered]
-    hashes = [await iban_key(keys, conn, tenant, iban) for iban in ordered]
+    return await _seal(keys, conn, tenant, ibans, SUBJECT, HASH_LABEL)
+
+
+async def seal_accounts(
+    keys: DataKeys, conn: asyncpg.Connection, tenant: uuid.UUID, accounts: Iterable[str]
+) -> tuple[list[str], list[str]]:
+    """The national accounts (canonical ``SCHEME:ID``) as stored, sealed as
+    :func:`seal_ibans` seals IBANs, and their keyed hashes."""
+    return await _seal(keys, conn, tenant, accounts, ACCOUNT_SUBJECT, ACCOUNT_HASH_LABEL)
+
+
+async def _seal(
+    keys: DataKeys,
+    conn: asyncpg.Connection,
+    tenant: uuid.UUID,
+    values: Iterable[str],
+    subject: str,
+    label: str,
+) -> tuple[list[str], list[str]]:
+    ordered = sorted(set(values))
+    sealed = [await keys.seal_text(conn, tenant, value, subject) for value in ordered]
+    hashes = [await keys.keyed_hash(conn, tenant, value, label) for value in ordered]
     return sealed, [h for h in hashes if h is not None]
 
 
@@ -71,7 +96,28 @@ async def open_ibans(
         DataKeyShredded, DataKeyNotHere, DataKeyUnavailable: as
             :meth:`~pipeline.data_keys.DataKeys.open_text`.
     """
+    return await _open(keys, conn, tenant, stored, SUBJECT)
+
+
+async def open_accounts(
+    keys: DataKeys,
+    conn: asyncpg.Connection,
+    tenant: uuid.UUID,
+    stored: Sequence[Sequence[str]],
+) -> list[frozenset[str]]:
+    """The national accounts of each supplier in ``stored`` (its ``accounts`` as
+    stored), opened as :func:`open_ibans` opens IBANs (same errors)."""
+    return await _open(keys, conn, tenant, stored, ACCOUNT_SUBJECT)
+
+
+async def _open(
+    keys: DataKeys,
+    conn: asyncpg.Connection,
+    tenant: uuid.UUID,
+    stored: Sequence[Sequence[str]],
+    subject: str,
+) -> list[frozenset[str]]:
     opened = iter(
-        await keys.open_texts(conn, tenant, [v for ibans in stored for v in ibans], SUBJECT)
+        await keys.open_texts(conn, tenant, [v for values in stored for v in values], subject)
     )
-    return [frozenset(next(opened) for _ in ibans) for ibans in stored]
+    return [frozenset(next(opened) for _ in values) for values in stored]

@@ -37,7 +37,7 @@ import asyncpg
 
 from pipeline.data_keys import DataKeys
 from pipeline.queries import q
-from pipeline.tenants.supplier_ibans import open_ibans, seal_ibans
+from pipeline.tenants.supplier_ibans import open_accounts, open_ibans, seal_accounts, seal_ibans
 
 #: The subjects a supplier's name, VAT id and tax number are sealed to (the tenant is
 #: bound separately), and the labels their keyed hashes are derived for.
@@ -118,11 +118,11 @@ async def open_identities(
 
 
 async def seal_register(keys: DataKeys, pool: asyncpg.Pool, *, batch: int = 200) -> int:
-    """Seal every supplier whose name or IBANs were stored unsealed (before migrations
-    044 and 048, or without a KEK): its name, ids and IBANs; returns how many rows were
-    sealed. Each row is rewritten only if its name and IBANs are still the ones read
-    (a supplier added again meanwhile is left as its writer stored it). Nothing to do
-    without a KEK."""
+    """Seal every supplier whose name, IBANs or national accounts were stored unsealed
+    (before migrations 044 and 048, or without a KEK): its name, ids, IBANs and
+    accounts; returns how many rows were sealed. Each row is rewritten only if its
+    name, IBANs and accounts are still the ones read (a supplier added again meanwhile
+    is left as its writer stored it). Nothing to do without a KEK."""
     if not keys.sealing:
         return 0
     done = 0
@@ -134,6 +134,9 @@ async def seal_register(keys: DataKeys, pool: asyncpg.Pool, *, batch: int = 200)
                 tenant, stored = row["tenant_id"], list(row["ibans"])
                 [clear] = await open_ibans(keys, conn, tenant, [stored])
                 sealed, hashes = await seal_ibans(keys, conn, tenant, clear)
+                held = list(row["accounts"])
+                [accounts] = await open_accounts(keys, conn, tenant, [held])
+                sealed_accounts, account_hashes = await seal_accounts(keys, conn, tenant, accounts)
                 [(name, vat_id, tax_number)] = await open_identities(keys, conn, tenant, [row])
                 ident = await seal_identity(
                     keys, conn, tenant, name=name, vat_id=vat_id, tax_number=tax_number
@@ -150,6 +153,9 @@ async def seal_register(keys: DataKeys, pool: asyncpg.Pool, *, batch: int = 200)
                     ident.tax_number_sealed,
                     sealed,
                     hashes,
+                    held,
+                    sealed_accounts,
+                    account_hashes,
                 )
                 changed += updated is not None
         done += changed

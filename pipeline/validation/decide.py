@@ -62,7 +62,12 @@ from pipeline.validation.policy import (
     check_presence,
     iban_absent_proof,
 )
-from pipeline.validation.supplier import check_iban, check_identifier_characters, check_supplier
+from pipeline.validation.supplier import (
+    check_iban,
+    check_identifier_characters,
+    check_payee_account,
+    check_supplier,
+)
 
 
 def validate(
@@ -93,6 +98,7 @@ def validate(
     reasons += check_supplier(extraction, master_data)
     reasons += check_identifier_characters(extraction)
     reasons += check_iban(extraction, ocr_text, master_data)
+    reasons += check_payee_account(extraction, master_data)
     reasons += check_evidence(extraction, ocr_text)
     reasons += check_dates(extraction, today, policy)
     reasons += check_document_title(extraction, ocr_text)

@@ -242,6 +242,7 @@ def iban_absent_proof(
     where :func:`check_presence` read the text and found it states no account to pay."""
     if (
         extraction.iban is not None
+        or extraction.payee_account is not None
         or "iban" not in policy.required_fields
         or extraction.pays_no_account()
         or any(r.field == "iban" for r in reasons)
@@ -275,8 +276,12 @@ def check_presence(
     With ``text`` (what the result was read from: the page, or what an XML upload
     states), a required IBAN left null is no ``missing_field`` where the text states no
     account to pay (:mod:`pipeline.validation.payee`): the ERP pays the supplier's account
-    on file. Without ``text`` it is one."""
-    exempt = {"iban"} if extraction.pays_no_account() else set()
+    on file. Without ``text`` it is one. Nor is one where the result holds a national
+    account to pay (contract v3's ``payee_account``, a Swedish bankgiro): that is the
+    account paid, held against the supplier's on file
+    (:func:`~pipeline.validation.supplier.check_payee_account`)."""
+    paid_elsewhere = extraction.pays_no_account() or extraction.payee_account is not None
+    exempt = {"iban"} if paid_elsewhere else set()
     if extraction.supplier.tax_number is not None or extraction.not_subject_to_vat():
         exempt.add("supplier.vat_id")  # contract v3: the tax number or IBAN identifies it
     reasons: list[Reason] = []

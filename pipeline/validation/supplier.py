@@ -12,7 +12,11 @@ then nothing but its name and IBAN names the seller, and a name is no proof (any
 print it), so the IBAN must be one on file for the supplier of that name
 (``supplier_unidentified`` otherwise, and where it states no IBAN).
 The IBAN must pass mod-97 and its country length, be printed in the document,
-and be on file for the supplier. Bidi controls and invisible characters in a
+and be on file for the supplier. A national account to pay (contract v3's
+``payee_account``, a Swedish bankgiro, where the invoice states no IBAN) must be on file
+for the supplier, always (``payee_account_not_registered``; a supplier with none on file
+has none the account could be); it proves a seller not subject to VAT as an IBAN on file
+does. Bidi controls and invisible characters in a
 name, VAT id or invoice number (and bidi controls in a line description) are
 reasons of their own, because they change what a reviewer sees without
 changing what a program reads.
@@ -69,13 +73,14 @@ def match_supplier(
     vat_id: str | None = None,
     tax_number: str | None = None,
     iban: str | None = None,
+    account: str | None = None,
 ) -> SupplierRecord | None:
     """The master record whose name equals ``name`` after :func:`normalise_name`.
 
     Two suppliers may trade under the same name (one per country, say): among
     records of that name the one whose VAT id is ``vat_id`` wins; without ``vat_id``,
     the one whose tax number is ``tax_number``; without either, the one with ``iban``
-    on file; else the first.
+    (or the national ``account``, canonical ``SCHEME:ID``) on file; else the first.
     """
     wanted = normalise_name(name)
     named = [r for r in master_data.suppliers if normalise_name(r.name) == wanted]
@@ -86,20 +91,24 @@ def match_supplier(
             on_file = getattr(record, field)
             if on_file is not None and compact_id(on_file) == compact_id(given):
                 return record
-    if iban is not None and vat_id is None and tax_number is None:
+    if vat_id is None and tax_number is None:
         for record in named:
-            if iban in record.ibans:
+            if (iban is not None and iban in record.ibans) or (
+                account is not None and account in record.accounts
+            ):
                 return record
     return named[0] if named else None
 
 
-def _ids(extraction: Extraction) -> tuple[str | None, str | None, str | None]:
-    """The result's VAT id, tax number and IBAN values (None: not stated)."""
+def _ids(extraction: Extraction) -> tuple[str | None, str | None, str | None, str | None]:
+    """The result's VAT id, tax number, IBAN and national account (``SCHEME:ID``) values
+    (None: not stated)."""
     supplier = extraction.supplier
     vat = supplier.vat_id.value if supplier.vat_id is not None else None
     tax = supplier.tax_number.value if supplier.tax_number is not None else None
     iban = extraction.iban.value if extraction.iban is not None else None
-    return vat, tax, iban
+    payee = extraction.payee_account
+    return vat, tax, iban, payee.canonical if payee is not None else None
 
 
 def _same(stated: str, on_file: str | None) -> bool:
@@ -136,8 +145,8 @@ def check_supplier(extraction: Extraction, master_data: TenantMasterData) -> lis
                 rule="validation.supplier_mixed_script",
             )
         )
-    vat, tax, iban = _ids(extraction)
-    record = match_supplier(name, master_data, vat, tax, iban)
+    vat, tax, iban, account = _ids(extraction)
+    record = match_supplier(name, master_data, vat, tax, iban, account)
     if record is None:
         lookalikes = [r.name for r in master_data.suppliers if skeleton(r.name) == skeleton(name)]
         if lookalikes:
@@ -169,7 +178,7 @@ def check_supplier(extraction: Extraction, master_data: TenantMasterData) -> lis
             )
         )
     if vat is None and tax is None and extraction.not_subject_to_vat():
-        reasons += _proven_by_iban(record, iban)
+        reasons += _proven_by_iban(record, iban, account)
     if tax is not None and (vat is None or record.tax_number is not None):
         # without a VAT id the tax number is the supplier's identity; beside one, a tax
         # number on file must still be the one stated
@@ -186,12 +195,19 @@ def check_supplier(extraction: Extraction, master_data: TenantMasterData) -> lis
     return reasons
 
 
-def _proven_by_iban(record: SupplierRecord, iban: str | None) -> list[Reason]:
-    """A seller not subject to VAT without VAT id or tax number: its IBAN must be on file
-    for the supplier of its name, the one thing master data holds that it states."""
+def _proven_by_iban(
+    record: SupplierRecord, iban: str | None, account: str | None = None
+) -> list[Reason]:
+    """A seller not subject to VAT without VAT id or tax number: its IBAN (or national
+    account) must be on file for the supplier of its name, the one thing master data
+    holds that it states."""
     if iban is not None and iban in record.ibans:
         return []
-    if iban is None:
+    if iban is None and account is not None:
+        if account in record.accounts:
+            return []
+        why = "and its account to pay is not one on file"
+    elif iban is None:
         why = "and no IBAN"
     else:
         why = "and its IBAN is " + ("not one" if record.ibans else "none (no IBAN)")
@@ -257,6 +273,30 @@ def check_iban(
             )
         )
     return reasons
+
+
+def check_payee_account(extraction: Extraction, master_data: TenantMasterData) -> list[Reason]:
+    """A national account to pay (contract v3's ``payee_account``) must be on file for
+    the supplier (rule ``validation.payee_account_not_registered``): unlike an IBAN, a
+    supplier with none on file accepts none, and a supplier not on file none either."""
+    payee = extraction.payee_account
+    if payee is None:
+        return []
+    name = extraction.supplier.name
+    record = (
+        match_supplier(name.value, master_data, *_ids(extraction)) if name is not None else None
+    )
+    if record is not None and payee.canonical in record.accounts:
+        return []
+    whose = repr(record.name) if record is not None else "the supplier (not on file)"
+    return [
+        Reason(
+            ReasonCode.PAYEE_ACCOUNT_NOT_REGISTERED,
+            "payee_account",
+            f"{payee.scheme} account not on file for {whose}",
+            rule="validation.payee_account_not_registered",
+        )
+    ]
 
 
 def check_identifier_characters(extraction: Extraction) -> list[Reason]:

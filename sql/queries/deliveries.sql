@@ -41,11 +41,15 @@ body AS (
              'state_version', job.state_version, 'result_ref', job.result_ref,
              'validation_policy', job.validation_policy, 'result', job.result,
              -- Which account the ERP pays: the IBAN the result states (checked against
-             -- master data), none (a credit note; a supplier that collects by card or
+             -- master data), the national account it states (a bankgiro: on file for
+             -- the supplier), none (a credit note; a supplier that collects by card or
              -- direct debit), or, where the invoice states no account to pay, the
              -- supplier's account on file in the ERP's vendor master (docs/delivery.md).
+             -- A sealed member is a string, an open one an object.
              'payee_account', CASE
                WHEN jsonb_typeof(job.result->'iban') IN ('object', 'string') THEN 'iban'
+               WHEN jsonb_typeof(job.result->'payee_account') IN ('object', 'string')
+                 THEN 'national'
                WHEN job.result->>'document_type' = 'credit_note' THEN 'none'
                WHEN jsonb_typeof(job.result->'payment_means') = 'object' THEN 'collected'
                ELSE 'on_file' END)

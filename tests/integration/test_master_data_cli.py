@@ -93,6 +93,7 @@ async def test_suppliers_add_makes_a_cli_tenants_invoices_pass(
         "vat_id": inv.supplier.vat_id,
         "tax_number": None,
         "ibans": [iban],  # stored in the electronic form validation compares
+        "accounts": [],
         "created": True,
     }
     after = await decide(pool, tenant_id, inv)
@@ -108,6 +109,7 @@ async def test_suppliers_add_makes_a_cli_tenants_invoices_pass(
             "vat_id": inv.supplier.vat_id,
             "tax_number": None,
             "ibans": [iban],
+            "accounts": [],
         }
     ]
     code, out, _ = await fenceline(capsys, dsn, "suppliers", "list", "--tenant", name)
@@ -188,6 +190,7 @@ async def test_a_supplier_known_by_its_tax_number_is_added_listed_and_matched(
         "vat_id": None,
         "tax_number": "201/113/40208",
         "ibans": [iban],
+        "accounts": [],
         "created": True,
     }
     xml = tax_number_only()

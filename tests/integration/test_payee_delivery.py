@@ -1,6 +1,8 @@
 """The delivery body tells the ERP which account it pays (docs/delivery.md, ``payee_account``):
-the IBAN the result states, the supplier's account on file where the invoice states none
-(pipeline/validation/payee.py), or none at all (a credit note, a supplier that collects)."""
+the IBAN the result states, the national account it states (contract v3's
+``payee_account``, on file for the supplier), the supplier's account on file where the
+invoice states none (pipeline/validation/payee.py), or none at all (a credit note, a
+supplier that collects)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,13 @@ _EVIDENCE = {"page": 1, "start": 0, "end": 22, "quote": "DE89370400440532013000"
 RESULTS: list[tuple[dict[str, Any], str]] = [
     ({"iban": {"value": "DE89370400440532013000", "evidence": _EVIDENCE}}, "iban"),
     ({"iban": None}, "on_file"),
+    (
+        {
+            "iban": None,
+            "payee_account": {"scheme": "SE:BANKGIRO", "id": "50501055", "evidence": _EVIDENCE},
+        },
+        "national",
+    ),
     ({}, "on_file"),
     ({"iban": None, "payment_means": {"value": "59", "evidence": _EVIDENCE}}, "collected"),
     ({"iban": None, "document_type": "credit_note"}, "none"),

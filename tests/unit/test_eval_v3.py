@@ -77,6 +77,7 @@ V3_LINE = {
         "payment_means": "59",
         "mandate_reference": "M-29901-1",
         "debited_account": "DE02120300000000202051",
+        "payee_account": "SE:BANKGIRO:50501055",
     },
     "expected_decision": "REVIEW_REQUIRED",
 }
@@ -98,6 +99,7 @@ def test_the_loader_accepts_a_line_stating_contract_v3_values(tmp_path: Path) ->
     assert t.line_items[1].allowances_charges == ()
     assert (t.document_type, t.tax_currency, t.payment_means) == ("credit_note", "SEK", "59")
     assert (t.mandate_reference, t.debited_account) == ("M-29901-1", "DE02120300000000202051")
+    assert t.payee_account == "SE:BANKGIRO:50501055"
     assert t.preceding_invoice is not None and t.preceding_invoice.number == "R-16"
     # Written back as read; a v3 key the line did not state stays out.
     written = case.record.to_json()["truth"]

@@ -63,3 +63,21 @@ def test_a_plant_lands_only_where_the_xml_states_its_value() -> None:
     assert planted(ROUNDED.read_bytes(), "o_seller_iban") is None
     assert planted(GBP.read_bytes(), "o_tax") is None
     assert set(PLANTS) >= {"line_entry", "tax_currency", "tax_number"}
+
+
+def test_the_national_account_on_file_is_accepted_and_another_planted_is_not() -> None:
+    """The benchmark's tenant has the XML's bankgiro on file (as ``--account`` stores it):
+    the invoice paid to it succeeds; the account changed (in every place the XML states
+    it) is another than the one on file, and reviews."""
+    xml = (DATA / "ubl" / "ubl-tc434-example9.xml").read_bytes()
+    xml = xml.replace(b"<cbc:ID>NL13RABO0377815500</cbc:ID>", b"<cbc:ID>5050-1055</cbc:ID>")
+    xml = xml.replace(b"<cbc:ID>RABONL2U</cbc:ID>", b"<cbc:ID>SE:BANKGIRO</cbc:ID>")
+    assert decide(xml, "").report.decision is Decision.SUCCEEDED
+    wrong = planted(xml, "national_account")
+    assert wrong is not None and b"5050-1056" in wrong and b"5050-1055" not in wrong
+    got = decide(wrong, "", master_xml=xml).report
+    assert got.decision is Decision.REVIEW_REQUIRED
+    assert [r.code.value for r in got.reasons] == ["payee_account_not_registered"]
+    # only where the result holds a national account: not beside an IBAN, nor a BIC's
+    assert planted(ROUNDED.read_bytes(), "national_account") is None
+    assert planted(CREDIT.read_bytes(), "national_account") is None

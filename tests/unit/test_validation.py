@@ -477,8 +477,11 @@ def test_table_covers_every_reason_code() -> None:
     # the credit notes' three: tests/unit/test_credit_notes.py and
     # tests/integration/test_credit_note_delivery.py; supplier_unidentified (an invoice not
     # subject to VAT, read from its XML): tests/unit/test_vat_category_o.py;
-    # contract_v3_required from the job's schema_version: tests/unit/test_schema_versions.py.
+    # contract_v3_required from the job's schema_version: tests/unit/test_schema_versions.py;
+    # payee_account_not_registered (a national account read from the XML):
+    # tests/unit/test_national_accounts.py.
     elsewhere = {
+        ReasonCode.PAYEE_ACCOUNT_NOT_REGISTERED,
         ReasonCode.SUPPLIER_UNIDENTIFIED,
         ReasonCode.CONTRACT_V3_REQUIRED,
         ReasonCode.CREDIT_NOTE_UNSUPPORTED_ON_TEXT,
