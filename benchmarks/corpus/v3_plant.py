@@ -12,7 +12,10 @@ the first element of its kind that a reader reads into a contract v3 field:
 - ``basis``: the net price's basis quantity (BT-149) 1 higher;
 - ``tax_currency``: the tax currency (BT-6) replaced by ``CHF``;
 - ``tax_number``: the seller's tax number (BT-32: CII ``SpecifiedTaxRegistration/ID``
-  ``schemeID="FC"``, UBL a ``PartyTaxScheme`` other than VAT) with a ``9`` appended;
+  ``schemeID="FC"``, UBL a ``PartyTaxScheme`` other than VAT) with a ``9`` appended,
+  where the XML states one the reader takes (one with a digit: a statement such as
+  Sweden's ``Godkänd för F-skatt`` is no tax number, and a ``9`` appended to it would
+  plant a tax number where there was none, not change one);
 - ``o_seller_iban``: on an invoice not subject to VAT (category ``O``) whose seller states
   neither VAT id nor tax number, the IBAN (BT-84), the one identifier that proves the
   seller, replaced by another valid IBAN;
@@ -45,6 +48,7 @@ from benchmarks.corpus.embedded import corpus_einvoices, decide
 from benchmarks.corpus.tree import CorpusTree
 from pipeline.extraction import read_einvoice, read_invoice_xml
 from pipeline.extraction.xml_tree import local, parse_xml
+from pipeline.invoice import names_a_registration
 from pipeline.validation import Decision
 
 #: Header elements planted by name: (plant, local names).
@@ -95,7 +99,10 @@ def targets(root: ET.Element) -> Iterator[tuple[str, ET.Element]]:
             for reg in _kids(el, "SpecifiedTaxRegistration"):
                 ids = _kids(reg, "ID")
                 yield from (
-                    ("tax_number", i) for i in ids if (i.get("schemeID") or "").upper() == "FC"
+                    ("tax_number", i)
+                    for i in ids
+                    if (i.get("schemeID") or "").upper() == "FC"
+                    and names_a_registration(i.text or "")
                 )
         if name in ("PayeeFinancialAccount", "PayeePartyCreditorFinancialAccount"):
             yield from (("o_seller_iban", i) for i in (*_kids(el, "ID"), *_kids(el, "IBANID")))
@@ -110,7 +117,11 @@ def targets(root: ET.Element) -> Iterator[tuple[str, ET.Element]]:
                 for scheme in _kids(party, "PartyTaxScheme"):
                     kinds = [i.text for t in _kids(scheme, "TaxScheme") for i in _kids(t, "ID")]
                     if "VAT" not in [(k or "").strip().upper() for k in kinds]:
-                        yield from (("tax_number", c) for c in _kids(scheme, "CompanyID"))
+                        yield from (
+                            ("tax_number", c)
+                            for c in _kids(scheme, "CompanyID")
+                            if names_a_registration(c.text or "")
+                        )
 
 
 def planted(xml: bytes, plant: str) -> bytes | None:
