@@ -59,6 +59,10 @@ def test_a_plant_lands_only_where_the_xml_states_its_value() -> None:
     assert planted(xml, "tax_currency") is None
     # 01.17a's seller states a VAT id and no tax number (BT-32)
     assert planted(ROUNDED.read_bytes(), "tax_number") is None
+    # a Swedish seller states its F-tax approval where BT-32 goes: no tax number to change
+    forskott = (DATA / "ubl" / "BIS_Billing_30-Forskott_slutreglering.xml").read_bytes()
+    assert b"F-skatt" in forskott
+    assert planted(forskott, "tax_number") is None
     # the seller IBAN and the O tax are planted on invoices not subject to VAT only
     assert planted(ROUNDED.read_bytes(), "o_seller_iban") is None
     assert planted(GBP.read_bytes(), "o_tax") is None
