@@ -33,13 +33,13 @@ from tests.support.console import (
 )
 from tests.support.delivery import registry_for
 from tests.support.drivers import run_document_driver
-from tests.support.einvoices import paid_to_bankgiro, self_billed, ubl_issued_yesterday
+from tests.support.einvoices import paid_to_national_account, self_billed, ubl_issued_yesterday
 
 pytestmark = pytest.mark.integration
 
 #: The reader's reason each planted XML waits with: (code, field).
 CASES: dict[str, tuple[Callable[[bytes], bytes], tuple[str, str]]] = {
-    "bankgiro": (paid_to_bankgiro, ("payee_account_not_iban", "iban")),
+    "national_account": (paid_to_national_account, ("payee_account_not_iban", "iban")),
     "self_billed": (self_billed, ("einvoice_not_holdable", "document")),
 }
 
