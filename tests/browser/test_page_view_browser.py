@@ -8,10 +8,8 @@ Where the box must be is worked out from how the test PDF was drawn
 
 from __future__ import annotations
 
-import uuid
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 import httpx
@@ -26,29 +24,22 @@ from pipeline.api import create_app
 from pipeline.invoice import decimal_mark, read_number
 from tests.browser.test_console_browser import sign_in
 from tests.support.api import settings_for, tenant_with_key, threaded_server
-from tests.support.file_review import file_awaiting_review
+from tests.support.file_review import (
+    EVIDENCE_BOX_GEOMETRY,
+    file_awaiting_review,
+    gross_evidence,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 WIDTH, HEIGHT = 595.2756, 841.8898  # A4 in points
 CHAR, LEFT, FIRST_BASELINE, LEADING = 4.8, 30.0, 40.0, 10.0
 
-_GEOMETRY = """
-const [field, w, h] = arguments;
-const img = document.querySelector('figure.page-image img');
-const box = document.querySelector('rect.evbox[data-field="' + field + '"]');
-if (!img || !box || !img.complete || img.naturalWidth === 0) { return null; }
-const i = img.getBoundingClientRect(), b = box.getBoundingClientRect();
-return {left: (b.left - i.left) / i.width * w, right: (b.right - i.left) / i.width * w,
-        top: (b.top - i.top) / i.height * h, bottom: (b.bottom - i.top) / i.height * h,
-        width: i.width};
-"""
-
 
 def _box(browser: webdriver.Chrome, field: str) -> dict[str, float]:
     """The field's first evidence box, in points of the page, once the image is shown."""
     found: dict[str, float] = WebDriverWait(browser, 10).until(
-        lambda b: b.execute_script(_GEOMETRY, field, WIDTH, HEIGHT)
+        lambda b: b.execute_script(EVIDENCE_BOX_GEOMETRY, field, WIDTH, HEIGHT)
     )
     return found
 
@@ -60,15 +51,6 @@ def _drawn(ocr_text: str, kept_line: str, quote: str) -> tuple[float, float, flo
     column = lines[index].index(quote)
     left = LEFT + CHAR * column
     return left, left + CHAR * len(quote), FIRST_BASELINE + LEADING * index
-
-
-async def _gross_evidence(pool: asyncpg.Pool, job_id: uuid.UUID) -> dict[str, Any]:
-    async with pool.acquire() as conn:
-        result = await conn.fetchval(
-            "SELECT result FROM extraction_results WHERE job_id = $1", job_id
-        )
-    evidence: dict[str, Any] = result["gross_total"]["evidence"]
-    return evidence
 
 
 async def test_the_reviewer_sees_the_page_with_the_evidence_box_of_a_corrected_field(
@@ -105,7 +87,7 @@ async def test_the_reviewer_sees_the_page_with_the_evidence_box_of_a_corrected_f
         browser.find_element(By.ID, "zoom-in").click()
         zoomed = _box(browser, "gross_total")
         browser.get("about:blank")
-    evidence = await _gross_evidence(pool, job.job_id)
+    evidence = await gross_evidence(pool, job.job_id)
     page = job.kept_text.split("\f")[evidence["page"] - 1]
     line_start = page.rfind("\n", 0, evidence["start"]) + 1
     line_end = page.find("\n", evidence["start"])

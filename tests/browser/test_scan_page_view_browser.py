@@ -13,10 +13,8 @@ the drawing is back where it was, shifted by half of what the canvas grew.
 
 from __future__ import annotations
 
-import uuid
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 import httpx
@@ -29,9 +27,13 @@ from selenium.webdriver.support.ui import WebDriverWait
 from pipeline.api import create_app
 from pipeline.invoice import decimal_mark, read_number
 from tests.browser.test_console_browser import sign_in
-from tests.browser.test_page_view_browser import _GEOMETRY
 from tests.support.api import settings_for, tenant_with_key, threaded_server
-from tests.support.file_review import DrawnScan, scan_awaiting_review
+from tests.support.file_review import (
+    EVIDENCE_BOX_GEOMETRY,
+    DrawnScan,
+    gross_evidence,
+    scan_awaiting_review,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.ocr]
 
@@ -60,7 +62,7 @@ def _box(browser: webdriver.Chrome, field: str, drawn: DrawnScan) -> dict[str, f
     """The field's first evidence box, in pixels of the levelled scan, once shown."""
     width, height = drawn.skewed
     found: dict[str, float] = WebDriverWait(browser, 10).until(
-        lambda b: b.execute_script(_GEOMETRY, field, width, height)
+        lambda b: b.execute_script(EVIDENCE_BOX_GEOMETRY, field, width, height)
     )
     return found
 
@@ -78,15 +80,6 @@ def _drawn(
     left = drawn.margin + drawn.advance * column + dx
     top = drawn.margin + drawn.pitch * index + dy
     return left, left + drawn.advance * len(quote), top, top + drawn.pitch
-
-
-async def _gross_evidence(pool: asyncpg.Pool, job_id: uuid.UUID) -> dict[str, Any]:
-    async with pool.acquire() as conn:
-        result = await conn.fetchval(
-            "SELECT result FROM extraction_results WHERE job_id = $1", job_id
-        )
-    evidence: dict[str, Any] = result["gross_total"]["evidence"]
-    return evidence
 
 
 async def test_the_reviewer_sees_the_scan_with_the_evidence_box_of_a_corrected_field(
@@ -110,7 +103,7 @@ async def test_the_reviewer_sees_the_scan_with_the_evidence_box_of_a_corrected_f
         shown = browser.execute_script(_INK, "gross_total")
         browser.save_screenshot(str(screenshots / "8-scan-page-view-corrected.png"))
         browser.get("about:blank")
-    evidence = await _gross_evidence(pool, job.job_id)
+    evidence = await gross_evidence(pool, job.job_id)
     page = job.kept_text.split("\f")[evidence["page"] - 1]
     line_start = page.rfind("\n", 0, evidence["start"]) + 1
     line_end = page.find("\n", evidence["start"])

@@ -14,6 +14,7 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 import asyncpg
 import httpx
@@ -179,3 +180,28 @@ async def _awaiting_review(
         wrong,
         str(inv.truth.gross_total.value),
     )
+
+
+#: The page view's geometry in the browser: the field's first evidence box relative to
+#: the shown page image, scaled to the page's own width and height (arguments: field,
+#: width, height); null until the image is shown.
+EVIDENCE_BOX_GEOMETRY = """
+const [field, w, h] = arguments;
+const img = document.querySelector('figure.page-image img');
+const box = document.querySelector('rect.evbox[data-field="' + field + '"]');
+if (!img || !box || !img.complete || img.naturalWidth === 0) { return null; }
+const i = img.getBoundingClientRect(), b = box.getBoundingClientRect();
+return {left: (b.left - i.left) / i.width * w, right: (b.right - i.left) / i.width * w,
+        top: (b.top - i.top) / i.height * h, bottom: (b.bottom - i.top) / i.height * h,
+        width: i.width};
+"""
+
+
+async def gross_evidence(pool: asyncpg.Pool, job_id: uuid.UUID) -> dict[str, Any]:
+    """The stored evidence of a job's gross total."""
+    async with pool.acquire() as conn:
+        result = await conn.fetchval(
+            "SELECT result FROM extraction_results WHERE job_id = $1", job_id
+        )
+    evidence: dict[str, Any] = result["gross_total"]["evidence"]
+    return evidence

@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from pipeline.api.correction_reasons import kept_reasons, merged
+from pipeline.api.correction_reasons import (
+    RECOMPUTED_RULE_PREFIX,
+    VALUE_RULE_PREFIXES,
+    kept_reasons,
+    merged,
+)
+from pipeline.invoice import RULES
 
 
 def _reason(code: str, field: str, rule: str | None) -> dict[str, Any]:
@@ -114,3 +120,9 @@ def test_kept_reasons_keep_their_order_and_shape_and_merge_once() -> None:
     kept = kept_reasons([mismatch, reader], ["due_date"])
     assert kept == [reader] and kept[0] is not reader
     assert merged(kept, [dict(reader), validation, mismatch]) == [reader, validation, mismatch]
+
+
+def test_every_value_rule_prefix_names_registered_rules() -> None:
+    """A prefix that matched no registered rule id would sort nothing, silently."""
+    for prefix in (*VALUE_RULE_PREFIXES, RECOMPUTED_RULE_PREFIX):
+        assert any(rule.startswith(prefix) for rule in RULES), prefix

@@ -39,6 +39,8 @@ def _used() -> set[str]:
         and isinstance(node.value, str)
         and node.value.startswith(GROUPS)
         and " " not in node.value
+        # a group's prefix ("roles.", "items."), as corrections sort reasons by, is no id
+        and not node.value.endswith(".")
     }
 
 
