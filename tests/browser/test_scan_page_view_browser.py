@@ -31,6 +31,7 @@ from tests.support.api import settings_for, tenant_with_key, threaded_server
 from tests.support.file_review import (
     EVIDENCE_BOX_GEOMETRY,
     DrawnScan,
+    evidence_line,
     gross_evidence,
     scan_awaiting_review,
 )
@@ -104,10 +105,7 @@ async def test_the_reviewer_sees_the_scan_with_the_evidence_box_of_a_corrected_f
         browser.save_screenshot(str(screenshots / "8-scan-page-view-corrected.png"))
         browser.get("about:blank")
     evidence = await gross_evidence(pool, job.job_id)
-    page = job.kept_text.split("\f")[evidence["page"] - 1]
-    line_start = page.rfind("\n", 0, evidence["start"]) + 1
-    line_end = page.find("\n", evidence["start"])
-    kept_line = page[line_start : line_end if line_end >= 0 else None]
+    kept_line = evidence_line(job.kept_text, evidence)
     # The correction was grounded: the evidence is where the right total is printed.
     mark = decimal_mark(job.kept_text)
     assert read_number(evidence["quote"], mark) == Decimal(job.right_gross)

@@ -205,3 +205,12 @@ async def gross_evidence(pool: asyncpg.Pool, job_id: uuid.UUID) -> dict[str, Any
         )
     evidence: dict[str, Any] = result["gross_total"]["evidence"]
     return evidence
+
+
+def evidence_line(kept_text: str, evidence: dict[str, Any]) -> str:
+    """The line of the kept text (pages joined by form feeds) that ``evidence`` points
+    into: its page's line holding the evidence's start offset."""
+    page = kept_text.split("\f")[evidence["page"] - 1]
+    line_start = page.rfind("\n", 0, evidence["start"]) + 1
+    line_end = page.find("\n", evidence["start"])
+    return page[line_start : line_end if line_end >= 0 else None]
